@@ -1,0 +1,145 @@
+// Package rtsandbox holds the domain nouns shared by every part of rtsandbox:
+// channel keys, speakers, tool declarations, host tools and the error classes
+// that cross package boundaries. It imports nothing of this module, so the
+// in-container worker may depend on it without pulling in host code.
+package rtsandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"unicode/utf16"
+)
+
+// DummyKey is the placeholder credential the sealed worker sends to the
+// broker. The real credential never enters the container.
+const DummyKey = "sandbox-dummy-key"
+
+// BrokerHost is the only Host header value the broker accepts.
+const BrokerHost = "broker"
+
+// Limits on identifiers, in UTF-16 code units like the reference.
+const (
+	MaxTextLen        = 32000 // guest message text
+	MaxSpeakerField   = 256   // speaker id, name and principal id
+	MaxReplyText      = 100000
+	MaxToolCallIDLen  = 128
+	MaxToolNameLen    = 48
+	MaxFunctionName   = 64
+	DefaultMaxCalls   = 48
+	MaxCallsLimit     = 1000
+	DefaultMaxTokens  = 4096
+	MaxOutputTokensUL = 32768
+)
+
+var (
+	toolNameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+	functionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	// JS "." excludes line terminators; (?s) is deliberately off and \r and
+	// the Unicode separators are excluded explicitly.
+	channelKeyRE = regexp.MustCompile("^[a-z][a-z0-9_-]*:[^\n\r\u2028\u2029]+$")
+)
+
+// ValidToolName reports whether s is a valid host tool, MCP server or MCP
+// tool name: ^[a-z][a-z0-9_]{0,47}$.
+func ValidToolName(s string) bool { return toolNameRE.MatchString(s) }
+
+// ValidFunctionName reports whether s is a valid model-facing function name:
+// ^[a-z][a-z0-9_]{0,63}$.
+func ValidFunctionName(s string) bool { return functionNameRE.MatchString(s) }
+
+// ValidToolCallID reports whether s is a valid tool-call id: 1..128 UTF-16
+// code units.
+func ValidToolCallID(s string) bool {
+	n := UTF16Len(s)
+	return n >= 1 && n <= MaxToolCallIDLen
+}
+
+// ChannelKey names a chat channel across surfaces, such as
+// "discord:112233445566778899" or "http:lobby".
+type ChannelKey string
+
+// Valid reports whether k matches ^[a-z][a-z0-9_-]*:.+$ (no line breaks).
+func (k ChannelKey) Valid() bool { return channelKeyRE.MatchString(string(k)) }
+
+// Speaker is the author of a guest message as the host resolved it. The
+// PrincipalID is the host's identity for access and credential scoping; it
+// never reaches the container.
+type Speaker struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	PrincipalID string `json:"principal_id"`
+}
+
+// Validate checks the UTF-16 length limits and that the principal is set.
+func (s Speaker) Validate() error {
+	if s.PrincipalID == "" {
+		return errors.New("speaker principal id is required")
+	}
+	for _, f := range []string{s.ID, s.Name, s.PrincipalID} {
+		if UTF16Len(f) > MaxSpeakerField {
+			return errors.New("speaker field longer than 256 UTF-16 units")
+		}
+	}
+	return nil
+}
+
+// HostToolContext is what the host binds to every host-tool call: the
+// admitted channel and speaker. Request bodies cannot change it.
+type HostToolContext struct {
+	Channel ChannelKey
+	Speaker Speaker
+}
+
+// ToolSpec declares a tool to the model: a name, a description and a JSON
+// Schema for its arguments (kept as raw JSON so key order survives).
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// HostTool is a tool that runs on the host with the host-bound context.
+// Run receives the parsed request body (a JSON object) exactly as the guest
+// sent it and returns the text handed back to the model. ctx ends when the
+// call's deadline passes, the guest disconnects or the turn ends.
+type HostTool interface {
+	Run(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error)
+}
+
+// HostToolFunc adapts a function to HostTool.
+type HostToolFunc func(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error)
+
+// Run calls f.
+func (f HostToolFunc) Run(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error) {
+	return f(ctx, input, tc)
+}
+
+// Error classes shared across packages. Wrap them with fmt.Errorf("…: %w")
+// and test with errors.Is.
+var (
+	// ErrInvalid marks bad configuration or input, refused before any work.
+	ErrInvalid = errors.New("invalid")
+	// ErrRefused marks a request refused by policy.
+	ErrRefused = errors.New("refused")
+	// ErrBusy marks a channel that already runs a turn.
+	ErrBusy = errors.New("channel is busy")
+	// ErrUpstream marks a failed call to a model, tool or MCP endpoint.
+	ErrUpstream = errors.New("upstream failed")
+)
+
+// UTF16Len returns the length of s in UTF-16 code units, the unit of the
+// reference's string limits (JS .length). Invalid UTF-8 bytes count as one
+// unit each, as U+FFFD would.
+func UTF16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if l := utf16.RuneLen(r); l > 0 {
+			n += l
+		} else {
+			n++
+		}
+	}
+	return n
+}
