@@ -1,0 +1,252 @@
+// Package broker is the capability boundary between a sealed worker and the
+// world: a per-turn HTTP/1.1 server on a Unix socket that allows three kinds
+// of route, each checked and rebuilt before anything leaves the host.
+//
+//	POST /model          normalised chat completion to the fixed model URL
+//	POST /tools/<name>   a declared host tool, run with the host-bound context
+//	POST /mcp/<server>   a single tools/call of a declared MCP tool
+//
+// Every request passes the pipeline in handle.go in a fixed order: target,
+// method, header allow- and deny-lists, the dummy bearer, Host: broker, the
+// undecoded route, turn liveness, the call budget and the single in-flight
+// call, the body limit, and only then the route. The real credentials are
+// read from the host on every call, sent only to the fixed upstream, and an
+// upstream answer that echoes one is refused. Guests only ever see the fixed
+// error texts of errors.go; each call leaves one content-free audit record.
+//
+// A Broker holds the checked configuration and can be shared; a Turn binds
+// it to one admitted channel and speaker, with its own budget, and is the
+// http.Handler. Server (listener.go) serves a Turn on a Unix socket.
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// Limits of one broker call.
+const (
+	MaxRequestBytes = 256 << 10 // request body
+	MaxToolResult   = 1 << 20   // JSON {"text":…} of a host-tool result
+	CallTimeout     = 60 * time.Second
+)
+
+// Scope is what the host's credential getter learns about a model call:
+// the turn's binding, never anything from the request.
+type Scope struct {
+	Channel rtsandbox.ChannelKey
+	Speaker rtsandbox.Speaker
+}
+
+// Tool is a host tool: its declaration and its implementation.
+type Tool struct {
+	Spec rtsandbox.ToolSpec
+	Impl rtsandbox.HostTool
+}
+
+// MCPServer is an MCP server reached over plain JSON-RPC POST.
+type MCPServer struct {
+	Name  string
+	URL   string
+	Tools []rtsandbox.ToolSpec
+	// APIKey returns the server's credential; nil or "" sends no
+	// Authorization header.
+	APIKey func(ctx context.Context) (rtsandbox.Secret, error)
+}
+
+// Config configures a Broker. The credential getters are called on every
+// call and their results are never stored.
+type Config struct {
+	ModelURL string
+	Model    string
+	// APIKey returns the model credential for the turn's scope. An error or
+	// an empty key fails the call with 502; there is no fallback.
+	APIKey    func(ctx context.Context, scope Scope) (rtsandbox.Secret, error)
+	AllowHTTP bool // accept http:// endpoints (loopback tests only)
+	// MaxCalls is the per-turn call budget (default 48, 1..1000) and
+	// MaxOutputTokens the max_tokens sent upstream (default 4096, 1..32768).
+	MaxCalls        int
+	MaxOutputTokens int
+	Tools           []Tool
+	MCP             []MCPServer
+	// Client makes upstream calls; nil means upstream.New(nil).
+	Client *upstream.Client
+	// Logger receives one audit record per call; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock for audit durations; nil means time.Now.
+	Now func() time.Time
+}
+
+// Construction errors, with the reference's texts. All wrap
+// rtsandbox.ErrInvalid.
+var (
+	ErrEndpointURL = fmt.Errorf("%w: invalid broker endpoint URL", rtsandbox.ErrInvalid)
+	ErrEndpoint    = fmt.Errorf("%w: broker endpoints must be credential-free HTTPS URLs", rtsandbox.ErrInvalid)
+	ErrBudget      = fmt.Errorf("%w: invalid broker call or output-token budget", rtsandbox.ErrInvalid)
+	ErrHostTool    = fmt.Errorf("%w: invalid or duplicate host tool", rtsandbox.ErrInvalid)
+	ErrMCP         = fmt.Errorf("%w: invalid or duplicate MCP server/tool", rtsandbox.ErrInvalid)
+	ErrToolSchema  = fmt.Errorf("%w: tool parameters schema refused", rtsandbox.ErrInvalid)
+)
+
+// Broker is a checked broker configuration. It is safe for concurrent use.
+type Broker struct {
+	cfg    Config
+	model  *url.URL
+	tools  map[string]*hostTool
+	mcp    map[string]*mcpServer
+	client *upstream.Client
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+type hostTool struct {
+	Tool
+	args *argSchema
+}
+
+type mcpServer struct {
+	MCPServer
+	tools map[string]*argSchema
+}
+
+// New checks cfg and returns a Broker. Besides the reference's checks it
+// applies the local schema rule to every operator tool and MCP schema and
+// compiles them for host-side argument validation, so a bad schema is an
+// error now rather than a 400 at every turn.
+func New(cfg Config) (*Broker, error) {
+	b := &Broker{cfg: cfg, client: cfg.Client, log: cfg.Logger, now: cfg.Now}
+	if b.client == nil {
+		b.client = upstream.New(nil)
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	var err error
+	if b.model, err = checkEndpoint(cfg.ModelURL, cfg.AllowHTTP); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if err := b.checkBudgets(); err != nil {
+		return nil, err
+	}
+	if b.tools, err = buildTools(cfg.Tools); err != nil {
+		return nil, err
+	}
+	if b.mcp, err = buildMCP(cfg.MCP, cfg.AllowHTTP); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Broker) checkBudgets() error {
+	if b.cfg.MaxCalls == 0 {
+		b.cfg.MaxCalls = rtsandbox.DefaultMaxCalls
+	}
+	if b.cfg.MaxOutputTokens == 0 {
+		b.cfg.MaxOutputTokens = rtsandbox.DefaultMaxTokens
+	}
+	if b.cfg.MaxCalls < 1 || b.cfg.MaxCalls > rtsandbox.MaxCallsLimit ||
+		b.cfg.MaxOutputTokens < 1 || b.cfg.MaxOutputTokens > rtsandbox.MaxOutputTokensUL {
+		return ErrBudget
+	}
+	if b.cfg.Model == "" || b.cfg.APIKey == nil {
+		return fmt.Errorf("%w: model name and key getter are required", rtsandbox.ErrInvalid)
+	}
+	return nil
+}
+
+// checkEndpoint enforces the endpoint rule: https (or http with allowHTTP),
+// a host, no user info, no fragment.
+func checkEndpoint(raw string, allowHTTP bool) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return nil, ErrEndpointURL
+	}
+	scheme := u.Scheme == "https" || (allowHTTP && u.Scheme == "http")
+	if !scheme || u.Host == "" || u.User != nil || u.Fragment != "" || u.Opaque != "" {
+		return nil, ErrEndpoint
+	}
+	return u, nil
+}
+
+func buildTools(tools []Tool) (map[string]*hostTool, error) {
+	out := make(map[string]*hostTool, len(tools))
+	for _, t := range tools {
+		name := t.Spec.Name
+		if !rtsandbox.ValidToolName(name) || out[name] != nil || t.Impl == nil {
+			return nil, fmt.Errorf("%w: %q", ErrHostTool, name)
+		}
+		args, err := compileArgs("tools/"+name, t.Spec.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("host tool %q: %w", name, err)
+		}
+		out[name] = &hostTool{Tool: t, args: args}
+	}
+	return out, nil
+}
+
+func buildMCP(servers []MCPServer, allowHTTP bool) (map[string]*mcpServer, error) {
+	out := make(map[string]*mcpServer, len(servers))
+	for _, s := range servers {
+		if !rtsandbox.ValidToolName(s.Name) || out[s.Name] != nil {
+			return nil, fmt.Errorf("%w: %q", ErrMCP, s.Name)
+		}
+		if _, err := checkEndpoint(s.URL, allowHTTP); err != nil {
+			return nil, fmt.Errorf("MCP server %q: %w", s.Name, err)
+		}
+		srv := &mcpServer{MCPServer: s, tools: make(map[string]*argSchema, len(s.Tools))}
+		for _, t := range s.Tools {
+			if !rtsandbox.ValidToolName(t.Name) || srv.tools[t.Name] != nil {
+				return nil, fmt.Errorf("%w: %q/%q", ErrMCP, s.Name, t.Name)
+			}
+			args, err := compileArgs("mcp/"+s.Name+"/"+t.Name, t.Parameters)
+			if err != nil {
+				return nil, fmt.Errorf("MCP tool %q/%q: %w", s.Name, t.Name, err)
+			}
+			srv.tools[t.Name] = args
+		}
+		out[s.Name] = srv
+	}
+	return out, nil
+}
+
+// compileArgs checks an operator schema with the local schema rule (the
+// same rule /model applies to the tools a guest sends) and compiles it.
+func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
+	if err := modelapi.CheckSchema(params); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrToolSchema, err)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(params, &obj) != nil {
+		return nil, fmt.Errorf("%w: parameters must be a JSON object", ErrToolSchema)
+	}
+	s, err := compileSchema(name, params)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrToolSchema, err)
+	}
+	return s, nil
+}
+
+// Turn binds the broker to one admitted turn. ctx is the turn's context:
+// when it ends, new calls get 410 and calls in flight are cancelled.
+func (b *Broker) Turn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker) *Turn {
+	return &Turn{b: b, ctx: ctx, scope: Scope{Channel: channel, Speaker: speaker}, budget: b.cfg.MaxCalls}
+}
+
+// errNoKey marks a missing credential.
+var errNoKey = errors.New("credential missing")
+
+// statusOK is the only status of a successful call.
+const statusOK = http.StatusOK

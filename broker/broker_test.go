@@ -1,0 +1,422 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+)
+
+// Spec §6.1 "Credential swap and pinning".
+func TestCredentialSwapAndPinning(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Set-Cookie", "session=upstream")
+		w.Header().Set("Authorization", "Bearer upstream")
+		w.Header().Set("Connection", "keep-alive")
+		jsonReply(`{"choices":[]}`)(w, r)
+	}, nil)
+	w := f.do("POST", "/model", `{"messages":[],"model":"expensive","max_tokens":999999,"callback_url":"https://guest.example"}`,
+		map[string]string{"User-Agent": "guest"})
+	wantStatus(t, w, 200, `{"choices":[]}`)
+	if w.Header().Get("Set-Cookie") != "" || w.Header().Get("Authorization") != "" {
+		t.Errorf("guest got upstream headers: %v", w.Header())
+	}
+	if got := w.Header().Get("Content-Type"); got != "application/json" {
+		t.Errorf("Content-Type = %q; want application/json", got)
+	}
+	reqs := f.model.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("upstream got %d requests; want 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.Path != "/v1/chat/completions" {
+		t.Errorf("upstream path = %q; want the fixed model URL", r.Path)
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer "+realKey {
+		t.Errorf("upstream authorization = %q; want the real key", got)
+	}
+	if ua, ok := r.Header["User-Agent"]; ok {
+		t.Errorf("upstream user-agent = %q; want none", ua)
+	}
+	if got, want := string(r.Body), `{"model":"test-model","messages":[],"stream":false,"max_tokens":4096}`; got != want {
+		t.Errorf("upstream body = %s; want %s", got, want)
+	}
+}
+
+// Spec §6.1 "Header refusals": each header set on /model → 403, upstream
+// never called.
+func TestHeaderRefusals(t *testing.T) {
+	for _, h := range []string{"connection", "keep-alive", "proxy-authorization", "te", "trailer",
+		"transfer-encoding", "upgrade", "x-api-key", "cookie", "forwarded", "x-forwarded-host",
+		"x-provider-token", "expect", "origin", "x-forwarded-for", "x-forwarded-proto"} {
+		t.Run(h, func(t *testing.T) {
+			f := newFixture(t, nil, nil)
+			w := f.do("POST", "/model", `{"messages":[]}`, map[string]string{h: "guest-supplied"})
+			wantStatus(t, w, 403, "forbidden header")
+			if n := len(f.model.requests()); n != 0 {
+				t.Errorf("upstream called %d times; want 0", n)
+			}
+			if f.turn.Remaining() != rtsandbox.DefaultMaxCalls {
+				t.Errorf("a header refusal used budget: remaining %d", f.turn.Remaining())
+			}
+		})
+	}
+}
+
+// Go moves Transfer-Encoding and Host out of r.Header; they are checked
+// where Go puts them.
+func TestGoConsumedHeadersAreChecked(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r.Host = "broker"
+	r.TransferEncoding = []string{"chunked"}
+	w := httptest.NewRecorder()
+	f.turn.ServeHTTP(w, r)
+	wantStatus(t, w, 403, "forbidden header")
+
+	r = httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r.Host = "api.example"
+	w = httptest.NewRecorder()
+	f.turn.ServeHTTP(w, r)
+	wantStatus(t, w, 403, "forbidden host")
+
+	r = httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r.Host = ""
+	w = httptest.NewRecorder()
+	f.turn.ServeHTTP(w, r)
+	wantStatus(t, w, 200, "")
+}
+
+// Spec §6.1 "Credential/host".
+func TestForbiddenCredentialAndHost(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	wantStatus(t, f.do("POST", "/model", `{"messages":[]}`, map[string]string{"Authorization": "Bearer stolen"}), 403, "forbidden credential")
+	r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r.Host = "api.example"
+	w := httptest.NewRecorder()
+	f.turn.ServeHTTP(w, r)
+	wantStatus(t, w, 403, "forbidden host")
+	if n := len(f.model.requests()); n != 0 {
+		t.Errorf("upstream called %d times; want 0", n)
+	}
+}
+
+// Absent authorization is allowed, as in the reference.
+func TestAbsentAuthorizationAllowed(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r.Host = "broker"
+	w := httptest.NewRecorder()
+	f.turn.ServeHTTP(w, r)
+	wantStatus(t, w, 200, "")
+}
+
+// Spec §6.1 "Unknown routes → 404", plus the Go port's stricter target
+// rules (empty query, absolute form).
+func TestUnknownRoutes(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	for _, target := range []string{"/", "/health", "/anthropic/v1/messages", "/model/extra",
+		"/model?url=https://guest.example", "/tools/bash", "/tools/read", "/tools/constructor",
+		"/mcp/private", "/mcp/public/extra", "/tools/%62ash", "/model?", "/%6dodel", "/model/",
+		"//model", "/./model", "/tools/", "/mcp/"} {
+		t.Run(target, func(t *testing.T) {
+			wantStatus(t, f.post(target, `{"messages":[]}`), 404, "not found")
+		})
+	}
+	for _, method := range []string{"GET", "PUT", "HEAD", "OPTIONS", "DELETE"} {
+		t.Run(method, func(t *testing.T) {
+			if w := f.do(method, "/model", "", nil); w.Code != 404 {
+				t.Errorf("%s /model = %d; want 404", method, w.Code)
+			}
+		})
+	}
+	if n := len(f.model.requests()); n != 0 {
+		t.Errorf("upstream called %d times; want 0", n)
+	}
+	if f.turn.Remaining() != rtsandbox.DefaultMaxCalls {
+		t.Errorf("404s used budget: remaining %d", f.turn.Remaining())
+	}
+}
+
+func TestAbsoluteFormTargetRefused(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	r := httptest.NewRequest("POST", "http://broker/model", strings.NewReader(`{"messages":[]}`))
+	r.Host = "broker"
+	w := httptest.NewRecorder()
+	f.turn.ServeHTTP(w, r)
+	if w.Code != 400 && w.Code != 404 {
+		t.Errorf("absolute-form target = %d; want 400 or 404", w.Code)
+	}
+}
+
+// echoTool records what it was called with.
+type echoTool struct {
+	calls atomic.Int32
+	input atomic.Value
+	tc    atomic.Value
+	reply func(ctx context.Context) (string, error)
+}
+
+func (e *echoTool) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+	e.calls.Add(1)
+	e.input.Store(string(input))
+	e.tc.Store(tc)
+	if e.reply != nil {
+		return e.reply(ctx)
+	}
+	return "ok", nil
+}
+
+func withTool(name string, params string, impl rtsandbox.HostTool) func(*broker.Config) {
+	return func(c *broker.Config) {
+		c.Tools = append(c.Tools, broker.Tool{
+			Spec: rtsandbox.ToolSpec{Name: name, Description: name, Parameters: json.RawMessage(params)},
+			Impl: impl,
+		})
+	}
+}
+
+// Spec §6.1 "Host-bound identity".
+func TestHostBoundIdentity(t *testing.T) {
+	echo := &echoTool{}
+	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, echo))
+	wantStatus(t, f.post("/tools/echo", `{"speaker":"owner","channel":"fake:private"}`), 200, `{"text":"ok"}`)
+	tc := echo.tc.Load().(rtsandbox.HostToolContext)
+	if tc.Channel != testChannel || tc.Speaker != guest {
+		t.Errorf("tool context = %+v; want channel %q speaker %+v", tc, testChannel, guest)
+	}
+	var in map[string]string
+	if err := json.Unmarshal([]byte(echo.input.Load().(string)), &in); err != nil || in["speaker"] != "owner" {
+		t.Errorf("tool input = %s; want the raw body with speaker owner", echo.input.Load())
+	}
+	wantStatus(t, f.post("/tools/bash", `{}`), 404, "not found")
+	if n := echo.calls.Load(); n != 1 {
+		t.Errorf("callback count = %d; want 1", n)
+	}
+}
+
+func withMCP(u *fakeUpstream, key rtsandbox.Secret) func(*broker.Config) {
+	return func(c *broker.Config) {
+		srv := broker.MCPServer{
+			Name:  "public",
+			URL:   u.url("/rpc"),
+			Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`)}},
+		}
+		if key != "" {
+			srv.APIKey = func(context.Context) (rtsandbox.Secret, error) { return key, nil }
+		}
+		c.MCP = append(c.MCP, srv)
+	}
+}
+
+// Spec §6.1 "MCP pinning".
+func TestMCPPinning(t *testing.T) {
+	mcp := newUpstream(t, jsonReply(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
+	// Both stand-ins are httptest TLS servers with the same test
+	// certificate, so the fixture's client trusts the MCP one too.
+	f := newFixture(t, nil, withMCP(mcp, realMCPKey))
+	for _, body := range []string{
+		`{"method":"resources/read","params":{}}`,
+		`{"method":"tools/call","params":{"name":"delete","arguments":{}}}`,
+		`[{"method":"tools/call","params":{"name":"search","arguments":{}}}]`,
+	} {
+		if w := f.post("/mcp/public", body); w.Code == 200 {
+			t.Errorf("POST /mcp/public %s = 200; want a refusal", body)
+		}
+	}
+	w := f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}},"url":"https://guest.example","id":99}`)
+	wantStatus(t, w, 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+	reqs := mcp.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("MCP upstream called %d times; want exactly 1", len(reqs))
+	}
+	if got, want := string(reqs[0].Body), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}}}`; got != want {
+		t.Errorf("MCP upstream body = %s; want %s", got, want)
+	}
+	if got := reqs[0].Header.Get("Authorization"); got != "Bearer "+realMCPKey {
+		t.Errorf("MCP authorization = %q; want the MCP key", got)
+	}
+	if reqs[0].Path != "/rpc" {
+		t.Errorf("MCP path = %q; want /rpc", reqs[0].Path)
+	}
+}
+
+// Spec §6.1 "Reflection and upstream error hiding".
+func TestReflectionAndUpstreamErrorHiding(t *testing.T) {
+	f := newFixture(t, jsonReply(`{"token":"real-model-key"}`), nil)
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	f = newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(401)
+		io.WriteString(w, realKey)
+	}, nil)
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+}
+
+// Spec §6.1 "Fail closed".
+func TestFailClosed(t *testing.T) {
+	f := newFixture(t, nil, func(c *broker.Config) {
+		c.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "", nil }
+		c.MaxCalls = 2
+	})
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post("/model", `"`+strings.Repeat("x", 270000)+`"`), 502, "broker call failed")
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 429, "call budget exhausted or busy")
+	if n := len(f.model.requests()); n != 0 {
+		t.Errorf("upstream called %d times; want 0", n)
+	}
+}
+
+func TestConstructionChecks(t *testing.T) {
+	key := func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "k", nil }
+	base := func() broker.Config {
+		return broker.Config{ModelURL: "https://models.example/v1", Model: "m", APIKey: key}
+	}
+	impl := &echoTool{}
+	tests := []struct {
+		name string
+		edit func(*broker.Config)
+		want error
+	}{
+		{"http-without-allow-http", func(c *broker.Config) { c.ModelURL = "http://unsafe.example" }, broker.ErrEndpoint},
+		{"user-info", func(c *broker.Config) { c.ModelURL = "https://user:pass@unsafe.example" }, broker.ErrEndpoint},
+		{"fragment", func(c *broker.Config) { c.ModelURL = "https://models.example/#x" }, broker.ErrEndpoint},
+		{"not-a-url", func(c *broker.Config) { c.ModelURL = "://bad" }, broker.ErrEndpointURL},
+		{"relative-url", func(c *broker.Config) { c.ModelURL = "/v1/chat" }, broker.ErrEndpointURL},
+		{"ftp", func(c *broker.Config) { c.ModelURL = "ftp://models.example/" }, broker.ErrEndpoint},
+		{"max-calls-1001", func(c *broker.Config) { c.MaxCalls = 1001 }, broker.ErrBudget},
+		{"max-calls-negative", func(c *broker.Config) { c.MaxCalls = -1 }, broker.ErrBudget},
+		{"max-tokens-32769", func(c *broker.Config) { c.MaxOutputTokens = 32769 }, broker.ErrBudget},
+		{"bad-tool-name", withTool("Bash", `{}`, impl), broker.ErrHostTool},
+		{"duplicate-tool", func(c *broker.Config) {
+			withTool("echo", `{}`, impl)(c)
+			withTool("echo", `{}`, impl)(c)
+		}, broker.ErrHostTool},
+		{"tool-without-impl", withTool("echo", `{}`, nil), broker.ErrHostTool},
+		{"mcp-http-url", func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: "http://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}}
+		}, broker.ErrEndpoint},
+		{"mcp-duplicate-server", func(c *broker.Config) {
+			s := broker.MCPServer{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}
+			c.MCP = []broker.MCPServer{s, s}
+		}, broker.ErrMCP},
+		{"mcp-duplicate-tool", func(c *broker.Config) {
+			tool := rtsandbox.ToolSpec{Name: "s", Parameters: json.RawMessage(`{}`)}
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{tool, tool}}}
+		}, broker.ErrMCP},
+		{"mcp-bad-tool-name", func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "-s", Parameters: json.RawMessage(`{}`)}}}}
+		}, broker.ErrMCP},
+		// Beyond the reference: operator schemas are checked now.
+		{"tool-schema-remote-ref", withTool("echo", `{"$schema":"http://json-schema.org/draft-07/schema#"}`, impl), broker.ErrToolSchema},
+		{"tool-schema-not-object", withTool("echo", `true`, impl), broker.ErrToolSchema},
+		{"mcp-schema-remote-ref", func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{"properties":{"q":{"$ref":"https://x/s"}}}`)}}}}
+		}, broker.ErrToolSchema},
+		{"tool-schema-bad-type", withTool("echo", `{"type":"objekt"}`, impl), broker.ErrToolSchema},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base()
+			tt.edit(&cfg)
+			_, err := broker.New(cfg)
+			if !errors.Is(err, tt.want) || !errors.Is(err, rtsandbox.ErrInvalid) {
+				t.Errorf("broker.New = %v; want %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := broker.New(base()); err != nil {
+		t.Errorf("broker.New(valid) = %v; want nil", err)
+	}
+	allow := base()
+	allow.ModelURL, allow.AllowHTTP = "http://127.0.0.1:1/v1", true
+	if _, err := broker.New(allow); err != nil {
+		t.Errorf("broker.New(http with AllowHTTP) = %v; want nil", err)
+	}
+}
+
+// Spec §6.1 "Escaped reflection".
+func TestEscapedReflection(t *testing.T) {
+	f := newFixture(t, jsonReply(`{"token":"real\u002dmodel\u002dkey"}`), nil)
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+}
+
+// Spec §6.1 "Real redirect": the destination gets no request.
+func TestRealRedirect(t *testing.T) {
+	var hits atomic.Int32
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, `{"choices":[]}`)
+	}))
+	defer dest.Close()
+	src := httptest.NewServer(http.RedirectHandler(dest.URL+"/v1", http.StatusTemporaryRedirect))
+	defer src.Close()
+	f := newFixture(t, nil, func(c *broker.Config) {
+		c.ModelURL, c.AllowHTTP, c.Client = src.URL+"/v1", true, nil
+	})
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	if n := hits.Load(); n != 0 {
+		t.Errorf("redirect destination got %d requests; want 0", n)
+	}
+}
+
+// Spec §6.1 "Media refused before upstream".
+func TestMediaRefusedBeforeUpstream(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	w := f.post("/model", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://guest.example/a.png"}}]}]}`)
+	wantStatus(t, w, 400, "text/function model payload required")
+	if n := len(f.model.requests()); n != 0 {
+		t.Errorf("upstream called %d times; want 0", n)
+	}
+}
+
+// Spec §6.1 "Per-call credential scope".
+func TestPerCallCredentialScope(t *testing.T) {
+	u := newUpstream(t, nil)
+	var counter atomic.Int32
+	var scopes []broker.Scope
+	b, err := broker.New(broker.Config{
+		ModelURL: u.url("/v1"), Model: testModel, Client: u.client(),
+		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
+			scopes = append(scopes, s)
+			n := counter.Add(1)
+			name := strings.TrimPrefix(string(s.Channel), "fake:")
+			return rtsandbox.Secret(name + "-key-" + string(rune('0'+n))), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	alphaSpeaker := rtsandbox.Speaker{ID: "guest-a", Name: "Guest A", PrincipalID: "p_guest-a"}
+	betaSpeaker := rtsandbox.Speaker{ID: "guest-b", Name: "Guest B", PrincipalID: "p_guest-b"}
+	alpha := b.Turn(ctx, "fake:alpha", alphaSpeaker)
+	beta := b.Turn(ctx, "fake:beta", betaSpeaker)
+	for _, turn := range []*broker.Turn{alpha, beta, alpha} {
+		r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+		r.Host = "broker"
+		w := httptest.NewRecorder()
+		turn.ServeHTTP(w, r)
+		wantStatus(t, w, 200, "")
+	}
+	var auth []string
+	for _, r := range u.requests() {
+		auth = append(auth, r.Header.Get("Authorization"))
+	}
+	if diff := cmp.Diff([]string{"Bearer alpha-key-1", "Bearer beta-key-2", "Bearer alpha-key-3"}, auth); diff != "" {
+		t.Errorf("upstream authorization (-want +got):\n%s", diff)
+	}
+	want := []broker.Scope{{"fake:alpha", alphaSpeaker}, {"fake:beta", betaSpeaker}, {"fake:alpha", alphaSpeaker}}
+	if diff := cmp.Diff(want, scopes); diff != "" {
+		t.Errorf("key scopes (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,57 @@
+package broker
+
+import "net/http"
+
+// refusal is one row of the broker's error table: the status and fixed text
+// a guest sees, and the class the audit record names. Guests never see
+// anything else: no upstream URL, header, status, exception text or
+// credential.
+type refusal struct {
+	status int
+	text   string
+	class  string
+}
+
+var (
+	refInvalidURL   = refusal{http.StatusBadRequest, "invalid URL", "invalid_url"}
+	refNotFound     = refusal{http.StatusNotFound, "not found", "not_found"}
+	refHeader       = refusal{http.StatusForbidden, "forbidden header", "forbidden_header"}
+	refCredential   = refusal{http.StatusForbidden, "forbidden credential", "forbidden_credential"}
+	refHost         = refusal{http.StatusForbidden, "forbidden host", "forbidden_host"}
+	refTurnEnded    = refusal{http.StatusGone, "turn ended", "turn_ended"}
+	refBusy         = refusal{http.StatusTooManyRequests, "call budget exhausted or busy", "budget_or_busy"}
+	refInvalidInput = refusal{http.StatusBadRequest, "invalid input", "invalid_input"}
+	refMCP          = refusal{http.StatusForbidden, "MCP method or tool refused", "mcp_refused"}
+	refModelPayload = refusal{http.StatusBadRequest, "text/function model payload required", "model_payload"}
+	// refArguments is ours: arguments that fail the declared JSON Schema are
+	// refused before any callback or upstream call.
+	refArguments  = refusal{http.StatusBadRequest, "invalid tool arguments", "invalid_arguments"}
+	refFailed     = refusal{http.StatusBadGateway, "broker call failed", "call_failed"}
+	refBadRequest = refusal{http.StatusBadRequest, "bad request", "bad_request"}
+)
+
+// outcome is what one call produced: the response and what the audit
+// record needs. detail is for the operator log only and never contains a
+// body, a header or a credential.
+type outcome struct {
+	status  int
+	body    []byte
+	json    bool
+	class   string
+	detail  string
+	bytesIn int
+}
+
+func refuse(r refusal) outcome {
+	return outcome{status: r.status, body: []byte(r.text), class: r.class}
+}
+
+func fail(detail string) outcome {
+	o := refuse(refFailed)
+	o.detail = detail
+	return o
+}
+
+func okJSON(body []byte) outcome {
+	return outcome{status: statusOK, body: body, json: true}
+}

@@ -1,0 +1,265 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"encoding/base64"
+	"encoding/hex"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+)
+
+// Spec §6.11: any valid call after the turn signal aborts → 410.
+func TestCallAfterTurnEndsIsGone(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	f.cancel()
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 410, "turn ended")
+	if f.turn.Remaining() != rtsandbox.DefaultMaxCalls {
+		t.Errorf("410 used budget: remaining %d", f.turn.Remaining())
+	}
+}
+
+// Spec §6.11: a concurrent second call while one is in flight → 429.
+func TestConcurrentCallIsBusy(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	slow := &echoTool{reply: func(ctx context.Context) (string, error) {
+		close(started)
+		<-release
+		return "done", nil
+	}}
+	f := newFixture(t, nil, withTool("slow", `{"type":"object"}`, slow))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wantStatus(t, f.post("/tools/slow", `{}`), 200, `{"text":"done"}`)
+	}()
+	<-started
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 429, "call budget exhausted or busy")
+	close(release)
+	wg.Wait()
+	wantStatus(t, f.post("/model", `{"messages":[]}`), 200, "")
+}
+
+// Spec §6.11: refusals after the budget step use one call each; a schema
+// refusal never fetches the key.
+func TestRefusalsAfterBudgetUseOneCall(t *testing.T) {
+	mcp := newUpstream(t, nil)
+	tests := []struct {
+		name, target, body string
+		status             int
+		text               string
+	}{
+		{"array-body", "/model", `[{"messages":[]}]`, 400, "invalid input"},
+		{"scalar-body", "/model", `42`, 400, "invalid input"},
+		{"null-body", "/model", `null`, 400, "invalid input"},
+		{"mcp-batch", "/mcp/public", `[{"method":"tools/call"}]`, 400, "invalid input"},
+		{"mcp-refusal", "/mcp/public", `{"method":"tools/list","params":{}}`, 403, "MCP method or tool refused"},
+		{"mcp-arguments-array", "/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":[]}}`, 403, "MCP method or tool refused"},
+		{"mcp-arguments-absent", "/mcp/public", `{"method":"tools/call","params":{"name":"search"}}`, 403, "MCP method or tool refused"},
+		{"mcp-params-array", "/mcp/public", `{"method":"tools/call","params":[]}`, 403, "MCP method or tool refused"},
+		{"mcp-method-not-string", "/mcp/public", `{"method":1,"params":{}}`, 403, "MCP method or tool refused"},
+		{"model-schema", "/model", `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}]}`, 400, "text/function model payload required"},
+		{"not-json", "/model", `{"messages":`, 502, "broker call failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil, withMCP(mcp, realMCPKey))
+			wantStatus(t, f.post(tt.target, tt.body), tt.status, tt.text)
+			if got := f.turn.Remaining(); got != rtsandbox.DefaultMaxCalls-1 {
+				t.Errorf("remaining = %d; want %d", got, rtsandbox.DefaultMaxCalls-1)
+			}
+			if len(f.scopes) != 0 {
+				t.Errorf("key hook called %d times; want 0", len(f.scopes))
+			}
+		})
+	}
+	if n := len(mcp.requests()); n != 0 {
+		t.Errorf("MCP upstream called %d times; want 0", n)
+	}
+}
+
+// Spec §6.11: the /model payload refusals reach the guest as 400.
+func TestModelPayloadRefusals(t *testing.T) {
+	many := func(n int, item string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
+	}
+	call := `{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}`
+	tool := func(name string) string {
+		return `{"type":"function","function":{"name":"` + name + `","description":"d","parameters":{"type":"object"}}}`
+	}
+	var tools129 []string
+	for i := range 129 {
+		tools129 = append(tools129, tool("f"+strings.Repeat("a", i%60)+string(rune('a'+i%26))))
+	}
+	tests := []struct{ name, body string }{
+		{"tool-calls-null", `{"messages":[{"role":"assistant","content":"","tool_calls":null}]}`},
+		{"tool-call-id-on-user", `{"messages":[{"role":"user","content":"hi","tool_call_id":"c1"}]}`},
+		{"message-key-name", `{"messages":[{"role":"user","content":"hi","name":"x"}]}`},
+		{"content-null", `{"messages":[{"role":"user","content":null}]}`},
+		{"129-messages", `{"messages":` + many(129, `{"role":"user","content":"x"}`) + `}`},
+		{"9-tool-calls", `{"messages":[{"role":"assistant","content":"","tool_calls":` + many(9, call) + `}]}`},
+		{"129-tools", `{"messages":[],"tools":[` + strings.Join(tools129, ",") + `]}`},
+		{"duplicate-tool-names", `{"messages":[],"tools":[` + tool("f") + `,` + tool("f") + `]}`},
+		{"schema-absolute-uri", `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"$schema":"http://json-schema.org/draft-07/schema#"}}}]}`},
+		{"tools-null", `{"messages":[],"tools":null}`},
+		{"role-developer", `{"messages":[{"role":"developer","content":"x"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil, nil)
+			wantStatus(t, f.post("/model", tt.body), 400, "text/function model payload required")
+			if n := len(f.model.requests()); n != 0 {
+				t.Errorf("upstream called %d times; want 0", n)
+			}
+		})
+	}
+}
+
+// Spec §6.11: host tool failures → 502.
+func TestHostToolFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply func(context.Context) (string, error)
+	}{
+		{"throws", func(context.Context) (string, error) { return "", errors.New("boom real-model-key") }},
+		{"result-over-1mib", func(context.Context) (string, error) { return strings.Repeat("x", 1<<20), nil }},
+		// Each '"' doubles in JSON: 600,000 of them encode to 1.2 MB.
+		{"escaped-result-over-1mib", func(context.Context) (string, error) { return strings.Repeat(`"`, 600000), nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, &echoTool{reply: tt.reply}))
+			wantStatus(t, f.post("/tools/echo", `{}`), 502, "broker call failed")
+		})
+	}
+	// Exactly at the limit passes: {"text":"…"} is 11 bytes of framing.
+	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, &echoTool{reply: func(context.Context) (string, error) {
+		return strings.Repeat("x", broker.MaxToolResult-11), nil
+	}}))
+	if w := f.post("/tools/echo", `{}`); w.Code != 200 || w.Body.Len() != broker.MaxToolResult {
+		t.Errorf("result of exactly 1 MiB = %d (%d bytes); want 200", w.Code, w.Body.Len())
+	}
+}
+
+// Spec §6.11: upstream body over 1 MiB or not JSON → 502.
+func TestUpstreamTooLargeOrNotJSON(t *testing.T) {
+	big := `{"t":"` + strings.Repeat("x", 1<<20) + `"}`
+	for name, reply := range map[string]http.HandlerFunc{
+		"too-large":  jsonReply(big),
+		"not-json":   jsonReply(`<html>`),
+		"two-values": jsonReply(`{}{}`),
+		"status-500": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500); io.WriteString(w, `{}`) },
+		"status-302": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(302) },
+		"empty-body": func(w http.ResponseWriter, r *http.Request) {},
+		"gzip-header": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			io.WriteString(w, "\x1f\x8b")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, reply, nil)
+			wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+		})
+	}
+}
+
+// Spec §6.11: the key reflected in any of the six forms, or as an object
+// key → 502.
+func TestReflectionForms(t *testing.T) {
+	raw := []byte(realKey)
+	for name, body := range map[string]string{
+		"base64":     `{"t":"` + base64.StdEncoding.EncodeToString(raw) + `"}`,
+		"base64url":  `{"t":"` + base64.RawURLEncoding.EncodeToString(raw) + `"}`,
+		"lower-hex":  `{"t":"` + hex.EncodeToString(raw) + `"}`,
+		"upper-hex":  `{"t":"` + strings.ToUpper(hex.EncodeToString(raw)) + `"}`,
+		"object-key": `{"real-model-key":true}`,
+		"deep":       `{"choices":[{"message":{"content":"here: real-model-key"}}]}`,
+		"raw":        `{"t":"real-model-key"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, jsonReply(body), nil)
+			wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+		})
+	}
+	t.Run("space-and-slash-url-encoded", func(t *testing.T) {
+		f := newFixture(t, jsonReply(`{"t":"x a%20b%2Fc y"}`), func(c *broker.Config) {
+			c.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "a b/c", nil }
+		})
+		wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	})
+}
+
+// Spec §6.11: an MCP server without a key sends no Authorization, and any
+// text passes.
+func TestMCPWithoutKey(t *testing.T) {
+	mcp := newUpstream(t, jsonReply(`{"result":"arbitrary text, c2FuZGJveA=="}`))
+	f := newFixture(t, nil, withMCP(mcp, ""))
+	wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 200, "")
+	if h, ok := mcp.requests()[0].Header["Authorization"]; ok {
+		t.Errorf("MCP upstream authorization = %q; want none", h)
+	}
+}
+
+// Beyond the reference: arguments are validated against the declared
+// schema before any callback or upstream call.
+func TestToolArgumentsValidatedBeforeCall(t *testing.T) {
+	echo := &echoTool{}
+	mcp := newUpstream(t, nil)
+	f := newFixture(t, nil, func(c *broker.Config) {
+		withTool("weather", `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`, echo)(c)
+		withMCP(mcp, realMCPKey)(c)
+	})
+	for _, body := range []string{`{}`, `{"city":1}`, `{"city":"x","extra":true}`} {
+		wantStatus(t, f.post("/tools/weather", body), 400, "invalid tool arguments")
+	}
+	wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{"query":5}}}`), 400, "invalid tool arguments")
+	if echo.calls.Load() != 0 || len(mcp.requests()) != 0 {
+		t.Errorf("callback %d / upstream %d calls; want 0 and 0", echo.calls.Load(), len(mcp.requests()))
+	}
+	wantStatus(t, f.post("/tools/weather", `{"city":"Berlin"}`), 200, `{"text":"ok"}`)
+	if got := f.turn.Remaining(); got != rtsandbox.DefaultMaxCalls-5 {
+		t.Errorf("remaining = %d; want %d (refusals use budget)", got, rtsandbox.DefaultMaxCalls-5)
+	}
+	if strings.Contains(f.logs.String(), "Berlin") {
+		t.Errorf("audit log holds argument values: %s", f.logs.String())
+	}
+}
+
+// Spec §6.5 "Turn end cancels host callbacks": a call in flight when the
+// turn ends sees its context end.
+func TestTurnEndCancelsHostCallbacks(t *testing.T) {
+	done := make(chan error, 1)
+	started := make(chan struct{})
+	wait := &echoTool{reply: func(ctx context.Context) (string, error) {
+		close(started)
+		<-ctx.Done()
+		done <- ctx.Err()
+		return "", ctx.Err()
+	}}
+	f := newFixture(t, nil, withTool("wait", `{"type":"object"}`, wait))
+	result := make(chan int, 1)
+	go func() { result <- f.post("/tools/wait", `{}`).Code }()
+	<-started
+	f.cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("tool context ended without an error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("tool context not cancelled by the turn end")
+	}
+	if code := <-result; code != 502 {
+		t.Errorf("cancelled call = %d; want 502", code)
+	}
+}

@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// allowedHeaders is every request header a worker may send. Anything else
+// is refused, so a guest cannot smuggle routing, proxy or credential
+// headers past the broker.
+var allowedHeaders = map[string]bool{
+	"host":            true, // must be "broker" (checked below)
+	"content-type":    true,
+	"content-length":  true,
+	"accept":          true,
+	"accept-encoding": true, // harmless: responses are never compressed
+	"authorization":   true, // must be the dummy bearer (checked below)
+	"user-agent":      true, // never forwarded
+}
+
+// deniedHeaders are refused even if a future edit added them to the
+// allow-list: hop-by-hop headers, alternative credentials and forwarding
+// headers that upstreams trust.
+var deniedHeaders = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-authenticate": true, "proxy-authorization": true,
+	"te": true, "trailer": true, "transfer-encoding": true, "upgrade": true, "x-api-key": true,
+	"cookie": true, "forwarded": true, "x-forwarded-host": true, "x-forwarded-for": true,
+	"x-forwarded-proto": true,
+}
+
+const dummyBearer = "Bearer " + rtsandbox.DummyKey
+
+// checkHeaders applies steps 3–5 of the pipeline. net/http moves some
+// headers out of r.Header: Host into r.Host, Transfer-Encoding into
+// r.TransferEncoding and declared trailers into r.Trailer, so those are
+// checked there too.
+func checkHeaders(r *http.Request) (refusal, bool) {
+	if len(r.TransferEncoding) > 0 || r.Trailer != nil {
+		return refHeader, false
+	}
+	for name := range r.Header {
+		lower := strings.ToLower(name)
+		if !allowedHeaders[lower] || deniedHeaders[lower] {
+			return refHeader, false
+		}
+	}
+	if vals, ok := r.Header["Authorization"]; ok {
+		got := strings.Join(vals, ", ")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(dummyBearer)) != 1 {
+			return refCredential, false
+		}
+	}
+	if r.Host != "" && r.Host != rtsandbox.BrokerHost {
+		return refHost, false
+	}
+	return refusal{}, true
+}

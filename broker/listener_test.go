@@ -1,0 +1,252 @@
+package broker_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/broker"
+)
+
+// listen serves f's turn on a fresh socket and closes it at cleanup.
+func (f *fixture) listen(t *testing.T, opts broker.ListenOptions) *broker.Server {
+	t.Helper()
+	srv, err := broker.Listen(filepath.Join(shortDir(t), "broker.sock"), f.turn, opts)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if _, err := os.Stat(srv.Path()); !os.IsNotExist(err) {
+			t.Errorf("socket file left after Close: %v", err)
+		}
+	})
+	return srv
+}
+
+// rawRequest writes a raw HTTP request on a new connection and returns
+// the raw response.
+func rawRequest(t *testing.T, path, req string) string {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(c)
+	return string(out)
+}
+
+func modelRequest(body string, extra ...string) string {
+	h := "POST /model HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nAuthorization: Bearer sandbox-dummy-key\r\n"
+	for _, e := range extra {
+		h += e + "\r\n"
+	}
+	return h + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// Spec §6.11: the socket file mode is 0600.
+func TestSocketMode0600(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	srv := f.listen(t, broker.ListenOptions{})
+	st, err := os.Stat(srv.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode = %v; want socket 0600", st.Mode())
+	}
+}
+
+// Spec §6.11: every response has Connection: close, and the connection
+// is closed after one request.
+func TestEveryResponseHasConnectionClose(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	srv := f.listen(t, broker.ListenOptions{})
+	for name, req := range map[string]string{
+		"ok":        modelRequest(`{"messages":[]}`),
+		"not-found": "POST /nope HTTP/1.1\r\nHost: broker\r\nContent-Length: 2\r\n\r\n{}",
+		"header":    modelRequest(`{}`, "Cookie: a=b"),
+		"chunked":   "POST /model HTTP/1.1\r\nHost: broker\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+		"keepalive": modelRequest(`{"messages":[]}`, "Connection: keep-alive"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			// A second pipelined request must never be answered.
+			out := rawRequest(t, srv.Path(), req+modelRequest(`{"messages":[]}`))
+			if !strings.Contains(strings.ToLower(out), "\r\nconnection: close\r\n") {
+				t.Errorf("response lacks Connection: close:\n%s", out)
+			}
+			if n := strings.Count(out, "HTTP/1.1 "); n != 1 {
+				t.Errorf("got %d responses on one connection; want 1:\n%s", n, out)
+			}
+		})
+	}
+}
+
+// Spec §6.1 "Connection cap (via Unix socket)": of 24 concurrent raw
+// connections, at least 8 are closed by the server within 50 ms.
+func TestConnectionCapViaUnixSocket(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	srv := f.listen(t, broker.ListenOptions{})
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 24 {
+		c, err := net.Dial("unix", srv.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	var closed sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for _, c := range conns {
+		closed.Add(1)
+		go func() {
+			defer closed.Done()
+			c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}()
+	}
+	closed.Wait()
+	if n < 8 {
+		t.Errorf("%d of 24 connections closed within 50 ms; want at least 8", n)
+	}
+	if n > 8 {
+		t.Errorf("%d of 24 connections closed; want exactly 8 beyond the cap of 16", n)
+	}
+}
+
+// Spec §6.11: a connection idle without a request is closed after the
+// header deadline (shortened here; TestListenDefaults checks the real one).
+func TestIdleConnectionClosedAfterHeaderDeadline(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	srv := f.listen(t, broker.ListenOptions{HeaderTimeout: 200 * time.Millisecond})
+	c, err := net.Dial("unix", srv.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if err != io.EOF {
+		t.Fatalf("idle read = %v; want EOF from the server", err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 3*time.Second {
+		t.Errorf("idle connection closed after %v; want about 200ms", d)
+	}
+}
+
+// Spec §6.11: a request still running at the deadline is cut off with no
+// response, and the tool's context ends.
+func TestRequestCutOffAfterDeadline(t *testing.T) {
+	ended := make(chan struct{})
+	slow := &echoTool{reply: func(ctx context.Context) (string, error) {
+		<-ctx.Done()
+		close(ended)
+		return "", ctx.Err()
+	}}
+	f := newFixture(t, nil, withTool("slow", `{"type":"object"}`, slow))
+	srv := f.listen(t, broker.ListenOptions{RequestDeadline: 300 * time.Millisecond})
+	start := time.Now()
+	out := rawRequest(t, srv.Path(), "POST /tools/slow HTTP/1.1\r\nHost: broker\r\nContent-Length: 2\r\n\r\n{}")
+	if out != "" {
+		t.Errorf("cut-off request got a response: %q", out)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("cut off after %v; want about 300ms", d)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("tool context did not end at the request deadline")
+	}
+}
+
+// A client that hangs up mid-call cancels the call.
+func TestClientDisconnectCancelsCall(t *testing.T) {
+	ended := make(chan struct{})
+	started := make(chan struct{})
+	slow := &echoTool{reply: func(ctx context.Context) (string, error) {
+		close(started)
+		<-ctx.Done()
+		close(ended)
+		return "", ctx.Err()
+	}}
+	f := newFixture(t, nil, withTool("slow", `{"type":"object"}`, slow))
+	srv := f.listen(t, broker.ListenOptions{})
+	c, err := net.Dial("unix", srv.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "POST /tools/slow HTTP/1.1\r\nHost: broker\r\nContent-Length: 2\r\n\r\n{}")
+	<-started
+	c.Close()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("tool context did not end when the client hung up")
+	}
+}
+
+// The real worker-side request shape through a real socket gets 200, and
+// the listener keeps the constants of spec §2.9.
+func TestWorkerShapedRequestViaUnixSocket(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	srv := f.listen(t, broker.ListenOptions{})
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", srv.Path())
+		},
+		DisableCompression: true,
+	}}
+	defer client.CloseIdleConnections()
+	req, _ := http.NewRequest("POST", "http://broker/model", strings.NewReader(`{"messages":[]}`))
+	req.Header.Set("Authorization", "Bearer sandbox-dummy-key")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(bufio.NewReader(resp.Body))
+	if resp.StatusCode != 200 || string(body) != `{"choices":[]}` {
+		t.Errorf("worker-shaped request = %d %s; want 200 {\"choices\":[]}", resp.StatusCode, body)
+	}
+	if broker.MaxConns != 16 || broker.HeaderTimeout != 10*time.Second || broker.RequestDeadline != 60*time.Second {
+		t.Errorf("listener constants = %d %v %v; want 16 10s 60s", broker.MaxConns, broker.HeaderTimeout, broker.RequestDeadline)
+	}
+}
+
+// Listen fails closed when the socket cannot be created.
+func TestListenFailsClosed(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	if _, err := broker.Listen(filepath.Join(shortDir(t), "missing", "broker.sock"), f.turn, broker.ListenOptions{}); err == nil {
+		t.Error("Listen in a missing directory = nil; want an error")
+	}
+}

@@ -1,0 +1,163 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+var errTooLarge = errors.New("too large")
+
+// request is a call's body: the bytes as received and the decoded object.
+type request struct {
+	raw []byte
+	obj map[string]json.RawMessage
+}
+
+// routeFunc serves one matched route.
+type routeFunc func(ctx context.Context, t *Turn, req request) outcome
+
+// route matches the escaped request path exactly: /model, /tools/<name> of
+// a declared host tool, /mcp/<name> of a declared server. Names are looked
+// up in maps, so "constructor" or "%62ash" are simply absent, and extra
+// segments never match a name.
+func (t *Turn) route(path string) (routeFunc, bool) {
+	if path == "/model" {
+		return serveModel, true
+	}
+	if name, ok := strings.CutPrefix(path, "/tools/"); ok {
+		if tool := t.b.tools[name]; tool != nil {
+			return tool.serve, true
+		}
+		return nil, false
+	}
+	if name, ok := strings.CutPrefix(path, "/mcp/"); ok {
+		if srv := t.b.mcp[name]; srv != nil {
+			return srv.serve, true
+		}
+	}
+	return nil, false
+}
+
+// serveModel normalises the guest's chat request, fetches the turn-scoped
+// key and forwards the rebuilt body. A refused payload never fetches the
+// key or reaches upstream.
+func serveModel(ctx context.Context, t *Turn, req request) outcome {
+	in, err := modelapi.NormalizeChat(req.obj)
+	if err != nil {
+		// The rule's text may quote guest key names: keep the record
+		// content-free.
+		o := refuse(refModelPayload)
+		o.detail = "model payload refused by the /model rule"
+		return o
+	}
+	key, err := t.b.cfg.APIKey(ctx, t.scope)
+	if err != nil || key == "" {
+		return fail("model credential missing")
+	}
+	payload, err := marshal(modelapi.BuildChatRequest(t.b.cfg.Model, in, t.b.cfg.MaxOutputTokens))
+	if err != nil {
+		return fail("cannot encode model request")
+	}
+	return t.b.forward(ctx, t.b.cfg.ModelURL, payload, key)
+}
+
+// forward posts payload upstream and passes back the validated JSON bytes;
+// nothing of the upstream response but its body is ever passed back.
+func (b *Broker) forward(ctx context.Context, url string, payload []byte, key rtsandbox.Secret) outcome {
+	resp, err := b.client.PostJSON(ctx, url, payload, key)
+	if err != nil {
+		return fail(err.Error())
+	}
+	if err := upstream.CheckJSON(resp, key.Reveal()); err != nil {
+		return fail(err.Error())
+	}
+	return okJSON(resp)
+}
+
+// serve runs a host tool with the host-bound context. The body is passed as
+// the guest sent it; its "channel" or "speaker" fields are just data.
+func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
+	if err := h.args.validate(req.raw); err != nil {
+		o := refuse(refArguments)
+		o.detail = schemaDetail(err)
+		return o
+	}
+	tc := rtsandbox.HostToolContext{Channel: t.scope.Channel, Speaker: t.scope.Speaker}
+	text, err := h.Impl.Run(ctx, req.raw, tc)
+	if err != nil {
+		return fail("host tool failed")
+	}
+	out, err := marshal(struct {
+		Text string `json:"text"`
+	}{text})
+	if err != nil || len(out) > MaxToolResult {
+		return fail("host tool result too large")
+	}
+	return okJSON(out)
+}
+
+// mcpCall is the rebuilt JSON-RPC body, in the reference's key order.
+type mcpCall struct {
+	JSONRPC string    `json:"jsonrpc"`
+	ID      int       `json:"id"`
+	Method  string    `json:"method"`
+	Params  mcpParams `json:"params"`
+}
+
+type mcpParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// serve forwards a single tools/call of a declared tool. Everything else in
+// the body (ids, URLs, other methods) is dropped or refused.
+func (s *mcpServer) serve(ctx context.Context, t *Turn, req request) outcome {
+	name, args, ok := s.parseCall(req.obj)
+	if !ok {
+		return refuse(refMCP)
+	}
+	if err := s.tools[name].validate(args); err != nil {
+		o := refuse(refArguments)
+		o.detail = schemaDetail(err)
+		return o
+	}
+	payload, err := marshal(mcpCall{JSONRPC: "2.0", ID: 1, Method: "tools/call", Params: mcpParams{Name: name, Arguments: args}})
+	if err != nil {
+		return fail("cannot encode MCP request")
+	}
+	var key rtsandbox.Secret
+	if s.APIKey != nil {
+		if key, err = s.APIKey(ctx); err != nil {
+			return fail("MCP credential getter failed")
+		}
+	}
+	return t.b.forward(ctx, s.URL, payload, key)
+}
+
+// parseCall accepts exactly method "tools/call" with params an object whose
+// name is a declared tool and whose arguments is an object.
+func (s *mcpServer) parseCall(body map[string]json.RawMessage) (string, json.RawMessage, bool) {
+	var method string
+	if json.Unmarshal(body["method"], &method) != nil || method != "tools/call" {
+		return "", nil, false
+	}
+	params, ok := decodeObject(body["params"])
+	if !ok {
+		return "", nil, false
+	}
+	var name string
+	if json.Unmarshal(params["name"], &name) != nil || s.tools[name] == nil {
+		return "", nil, false
+	}
+	args := params["arguments"]
+	if _, ok := decodeObject(args); !ok {
+		return "", nil, false
+	}
+	return name, args, true
+}

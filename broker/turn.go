@@ -1,0 +1,171 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+)
+
+// Turn is a Broker bound to one admitted turn: its channel and speaker, its
+// context and its call budget. It is the http.Handler a Server serves.
+type Turn struct {
+	b     *Broker
+	ctx   context.Context
+	scope Scope
+
+	mu       sync.Mutex
+	budget   int
+	inFlight bool
+}
+
+// Remaining returns the calls left in the turn's budget.
+func (t *Turn) Remaining() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.budget
+}
+
+// ServeHTTP runs the request pipeline, writes the outcome with
+// Connection: close and emits one audit record.
+func (t *Turn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := t.b.now()
+	route, o := t.handle(r)
+	writeOutcome(w, o)
+	t.audit(r.Context(), route, o, t.b.now().Sub(start))
+}
+
+func writeOutcome(w http.ResponseWriter, o outcome) {
+	h := w.Header()
+	if o.json {
+		h.Set("Content-Type", "application/json")
+	} else {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	h.Set("Connection", "close")
+	w.WriteHeader(o.status)
+	_, _ = w.Write(o.body)
+}
+
+// handle is the pipeline of spec §2.2, in its exact order. It returns the
+// matched route ("" when none) for the audit record.
+func (t *Turn) handle(r *http.Request) (string, outcome) {
+	path, ref, ok := checkTarget(r)
+	if !ok {
+		return "", refuse(ref)
+	}
+	if ref, ok := checkHeaders(r); !ok {
+		return "", refuse(ref)
+	}
+	dispatch, ok := t.route(path)
+	if !ok {
+		return "", refuse(refNotFound)
+	}
+	if t.ctx.Err() != nil {
+		return path, refuse(refTurnEnded)
+	}
+	if !t.acquire() {
+		return path, refuse(refBusy)
+	}
+	defer t.release()
+
+	ctx, cancel := context.WithTimeout(r.Context(), CallTimeout)
+	defer cancel()
+	stop := context.AfterFunc(t.ctx, cancel)
+	defer stop()
+
+	body, err := readBody(r.Body)
+	if err != nil {
+		o := fail("request body too large or unreadable")
+		o.bytesIn = len(body)
+		return path, o
+	}
+	o := t.call(ctx, body, dispatch)
+	o.bytesIn = len(body)
+	return path, o
+}
+
+// call runs steps 11–14 once the budget is spent: parse, shape, liveness,
+// dispatch.
+func (t *Turn) call(ctx context.Context, body []byte, dispatch routeFunc) outcome {
+	if !json.Valid(body) {
+		return fail("request body is not JSON")
+	}
+	obj, ok := decodeObject(body)
+	if !ok {
+		return refuse(refInvalidInput)
+	}
+	if ctx.Err() != nil {
+		return fail("call canceled")
+	}
+	return dispatch(ctx, t, request{raw: body, obj: obj})
+}
+
+// checkTarget applies steps 1–2: an origin-form target (absolute-form and
+// "*" are refused, a deliberate deviation from the reference), POST, no
+// query, not even an empty one, and no fragment. It returns the escaped
+// path that routing matches on.
+func checkTarget(r *http.Request) (string, refusal, bool) {
+	target := r.RequestURI
+	if target == "" || target[0] != '/' || r.URL == nil {
+		return "", refInvalidURL, false
+	}
+	if r.Method != http.MethodPost || strings.ContainsAny(target, "?#") {
+		return "", refNotFound, false
+	}
+	return target, refusal{}, true
+}
+
+// acquire implements steps 8–9: one call in flight, and the budget is spent
+// before the body is read, so refused and failed calls count too.
+func (t *Turn) acquire() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inFlight || t.budget <= 0 {
+		return false
+	}
+	t.inFlight = true
+	t.budget--
+	return true
+}
+
+func (t *Turn) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.inFlight = false
+}
+
+// readBody reads at most MaxRequestBytes; more is an error.
+func readBody(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxRequestBytes+1))
+	if err != nil {
+		return data, err
+	}
+	if len(data) > MaxRequestBytes {
+		return data, errTooLarge
+	}
+	return data, nil
+}
+
+// decodeObject decodes a JSON object into its members, keeping each value
+// raw so that absent and null stay different and numbers are not
+// rewritten.
+func decodeObject(body []byte) (map[string]json.RawMessage, bool) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil, false
+	}
+	return obj, true
+}
+
+// marshal encodes v the way the reference's JSON.stringify does.
+func marshal(v any) ([]byte, error) { return jsonjs.Marshal(v) }

@@ -1,0 +1,182 @@
+// Package config turns the operator's YAML config file into validated
+// options for the broker, the sandbox runtime and the commands.
+//
+// The contract:
+//
+//   - Parse accepts exactly one YAML document whose top level is a mapping.
+//     Unknown keys, duplicate keys, YAML aliases and values of the wrong YAML
+//     type are errors at every level, so a typo never silently drops a
+//     safety setting.
+//   - Every problem is reported, not only the first. Each one names the key
+//     path and the rule it broke, such as
+//     "tools[0].timeout: unknown key (line 12)". The returned error joins
+//     them and matches rtsandbox.ErrInvalid with errors.Is.
+//   - A Config that Parse returns is valid: names, URLs, ranges and the time
+//     zone are checked and the sandbox defaults are filled in. What depends
+//     on the running host (directory ownership and permissions, the process
+//     uid, Docker) is checked by the component that uses it.
+//   - Secrets never enter a Config. The file names environment variables
+//     (EnvVar); their values are read with EnvVar.Lookup at the moment of
+//     use, so a rotated key takes effect on the next call.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	// Embedded zone data makes sandbox.time_zone checkable, and usable later,
+	// on minimal hosts without /usr/share/zoneinfo.
+	_ "time/tzdata"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Defaults and ranges of the sandbox options, as in the reference (sealed
+// spec §3.1, §5.6).
+const (
+	DefaultImage       = "rtsandbox-worker:local"
+	DefaultTurnTimeout = 120 * time.Second
+	MinTurnTimeout     = 1 * time.Second
+	MaxTurnTimeout     = 600 * time.Second
+
+	DefaultMemoryMB = 512
+	MinMemoryMB     = 64
+	DefaultCPUs     = 1.0
+	DefaultPIDs     = 64
+	MinPIDs         = 8
+
+	// BuiltinClock is the only built-in host tool so far.
+	BuiltinClock = "clock"
+
+	// MaxFileSize bounds the config file Load reads.
+	MaxFileSize = 1 << 20
+)
+
+// maxMemoryMB keeps memory_mb*2^20 (the byte count handed to Docker)
+// within int64, and memory_mb itself within int.
+const maxMemoryMB = min(math.MaxInt64>>20, math.MaxInt)
+
+// Config is a validated operator configuration.
+type Config struct {
+	StateDir  string // absolute and clean; permissions are checked by its user
+	AllowHTTP bool   // cleartext http:// upstreams, for loopback tests only
+	Model     Model
+	Tools     []Tool
+	MCP       []MCPServer
+	Sandbox   Sandbox
+}
+
+// Model is the upstream chat-completions endpoint.
+type Model struct {
+	URL       string
+	Name      string
+	APIKeyEnv EnvVar
+}
+
+// Tool is a host tool: either a webhook (URL set) or a built-in (Builtin
+// set). Description and Parameters of a built-in are empty unless the file
+// gives them; the built-in supplies its own defaults.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // compact JSON, YAML key order kept
+	URL         string
+	APIKeyEnv   EnvVar
+	Builtin     string
+}
+
+// MCPServer is an upstream MCP server and the tools the model may call on it.
+type MCPServer struct {
+	Name      string
+	URL       string
+	APIKeyEnv EnvVar
+	Tools     []rtsandbox.ToolSpec
+}
+
+// Sandbox holds the container options.
+type Sandbox struct {
+	Image string
+	// User is "UID:GID" as written, or empty for the host's own uid:gid
+	// decided at run time; UID and GID are its parsed parts (0 when empty).
+	User        string
+	UID, GID    int
+	TurnTimeout time.Duration
+	Limits      Limits
+	Prompt      string // operator prompt; empty means the built-in text
+	TimeZone    string // IANA name; empty means the host's zone at run time
+}
+
+// Limits are the container's resource limits.
+type Limits struct {
+	MemoryMB int
+	CPUs     float64
+	PIDs     int
+}
+
+// EnvVar is the name of an environment variable that holds a secret. The
+// config keeps only the name so the secret is never stored, logged or
+// copied into anything that reaches the container.
+type EnvVar string
+
+// Lookup returns the variable's current value, or "" when e is empty or the
+// variable is unset. It reads on every call and never caches, so rotating
+// the secret needs no restart. A nil getenv means os.Getenv.
+func (e EnvVar) Lookup(getenv func(string) string) string {
+	if e == "" {
+		return ""
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return getenv(string(e))
+}
+
+// Parse validates a YAML config and returns it with defaults filled in. The
+// error joins every problem found; it matches rtsandbox.ErrInvalid.
+func Parse(data []byte) (*Config, error) {
+	root, err := document(data)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{}
+	c := p.config(root)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Load reads the config file at path and parses it. Files larger than
+// MaxFileSize are refused without reading them whole. The error names path.
+func Load(path string) (*Config, error) {
+	data, err := readLimited(path)
+	if err == nil {
+		var c *Config
+		if c, err = Parse(data); err == nil {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("config %s: %w", path, err)
+}
+
+// readLimited reads at most MaxFileSize+1 bytes, enough to tell that a file
+// is too large, so a mistaken path such as /dev/zero cannot exhaust memory.
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("file is larger than %d bytes: %w", MaxFileSize, rtsandbox.ErrInvalid)
+	}
+	return data, nil
+}

@@ -1,0 +1,251 @@
+package config
+
+import (
+	"math"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// config walks the top-level mapping. allow_http is read first because the
+// URL rule depends on it wherever it appears in the file.
+func (p *parser) config(root *yaml.Node) *Config {
+	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox")
+	c := &Config{}
+	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
+		c.StateDir = filepath.Clean(s)
+	}
+	c.AllowHTTP = p.boolean(o, "allow_http")
+	p.allowHTTP = c.AllowHTTP
+	if p.required(o, "model") {
+		c.Model = p.model(o.get("model"))
+	}
+	c.Tools = p.tools(p.list(o, "tools"))
+	c.MCP = p.servers(p.list(o, "mcp"))
+	c.Sandbox = p.sandbox(o.get("sandbox"))
+	return c
+}
+
+func (p *parser) model(n *yaml.Node) Model {
+	o, ok := p.object(n, "model", "url", "name", "api_key_env")
+	if !ok {
+		return Model{}
+	}
+	var m Model
+	m.URL, _ = p.text(o, "url", true, p.urlRule)
+	m.Name, _ = p.text(o, "name", true, notBlank)
+	m.APIKeyEnv = p.envVar(o, "api_key_env", true)
+	return m
+}
+
+func (p *parser) envVar(o object, key string, req bool) EnvVar {
+	s, _ := p.text(o, key, req, envVarRule)
+	return EnvVar(s)
+}
+
+// tools parses the host tools and checks that names are unique.
+func (p *parser) tools(items []*yaml.Node) []Tool {
+	var out []Tool
+	seen := map[string]int{}
+	for i, n := range items {
+		path := index("tools", i)
+		t := p.tool(n, path)
+		p.unique(seen, t.Name, i, n, path, "tools")
+		out = append(out, t)
+	}
+	return out
+}
+
+// unique reports a name already seen in the same list.
+func (p *parser) unique(seen map[string]int, name string, i int, n *yaml.Node, path, list string) {
+	if name == "" {
+		return
+	}
+	if j, dup := seen[name]; dup {
+		p.fail(n, path+".name", "duplicate name %q (also %s)", name, index(list, j))
+		return
+	}
+	seen[name] = i
+}
+
+func (p *parser) tool(n *yaml.Node, path string) Tool {
+	o, ok := p.object(n, path, "name", "description", "parameters", "url", "api_key_env", "builtin")
+	if !ok {
+		return Tool{}
+	}
+	var t Tool
+	t.Name, _ = p.text(o, "name", true, toolNameRule)
+	if o.get("builtin") != nil {
+		p.builtinTool(o, &t)
+	} else {
+		p.webhookTool(o, &t)
+	}
+	return t
+}
+
+// builtinTool fills a built-in. Description and parameters stay empty unless
+// given: the built-in supplies its own. The name must be the built-in's own
+// so the model-facing name says which implementation runs.
+func (p *parser) builtinTool(o object, t *Tool) {
+	t.Builtin, _ = p.text(o, "builtin", false, builtinRule)
+	if t.Builtin != "" && t.Name != "" && t.Name != t.Builtin {
+		p.fail(o.get("name"), o.at("name"), "must be %q for builtin: %s", t.Builtin, t.Builtin)
+	}
+	if n := o.get("url"); n != nil {
+		p.fail(n, o.at("url"), "builtin and url are mutually exclusive")
+	}
+	if n := o.get("api_key_env"); n != nil {
+		p.fail(n, o.at("api_key_env"), "is not used by builtin tools")
+	}
+	t.Description, _ = p.text(o, "description", false)
+	t.Parameters = p.params(o, "parameters", false)
+}
+
+func (p *parser) webhookTool(o object, t *Tool) {
+	if t.Name == BuiltinClock {
+		p.fail(o.get("name"), o.at("name"), "%q is reserved for the built-in tool (set builtin: %s)", t.Name, t.Name)
+	}
+	if o.get("url") == nil {
+		p.fail(o.node, o.at("url"), "is required (or set builtin)")
+	}
+	t.URL, _ = p.text(o, "url", false, p.urlRule)
+	t.APIKeyEnv = p.envVar(o, "api_key_env", false)
+	t.Description, _ = p.text(o, "description", true)
+	t.Parameters = p.params(o, "parameters", true)
+}
+
+// servers parses the MCP servers and checks that names are unique.
+func (p *parser) servers(items []*yaml.Node) []MCPServer {
+	var out []MCPServer
+	seen := map[string]int{}
+	for i, n := range items {
+		path := index("mcp", i)
+		s := p.server(n, path)
+		p.unique(seen, s.Name, i, n, path, "mcp")
+		out = append(out, s)
+	}
+	return out
+}
+
+func (p *parser) server(n *yaml.Node, path string) MCPServer {
+	o, ok := p.object(n, path, "name", "url", "api_key_env", "tools")
+	if !ok {
+		return MCPServer{}
+	}
+	var s MCPServer
+	s.Name, _ = p.text(o, "name", true, toolNameRule)
+	s.URL, _ = p.text(o, "url", true, p.urlRule)
+	s.APIKeyEnv = p.envVar(o, "api_key_env", false)
+	if !p.required(o, "tools") {
+		return s
+	}
+	items := p.list(o, "tools")
+	if len(items) == 0 && o.get("tools").Kind == yaml.SequenceNode {
+		p.fail(o.get("tools"), o.at("tools"), "must list at least one tool")
+	}
+	seen := map[string]int{}
+	for i, item := range items {
+		spec := p.toolSpec(item, index(o.at("tools"), i))
+		p.unique(seen, spec.Name, i, item, index(o.at("tools"), i), o.at("tools"))
+		s.Tools = append(s.Tools, spec)
+	}
+	return s
+}
+
+func (p *parser) toolSpec(n *yaml.Node, path string) rtsandbox.ToolSpec {
+	o, ok := p.object(n, path, "name", "description", "parameters")
+	if !ok {
+		return rtsandbox.ToolSpec{}
+	}
+	var t rtsandbox.ToolSpec
+	t.Name, _ = p.text(o, "name", true, toolNameRule)
+	t.Description, _ = p.text(o, "description", true)
+	t.Parameters = p.params(o, "parameters", true)
+	return t
+}
+
+func (p *parser) sandbox(n *yaml.Node) Sandbox {
+	s := Sandbox{
+		Image:       DefaultImage,
+		TurnTimeout: DefaultTurnTimeout,
+		Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: DefaultPIDs},
+	}
+	if n == nil {
+		return s
+	}
+	o, ok := p.object(n, "sandbox", "image", "user", "turn_timeout", "limits", "prompt", "time_zone")
+	if !ok {
+		return s
+	}
+	if v, ok := p.text(o, "image", false, imageRule); ok {
+		s.Image = v
+	}
+	if v, ok := p.text(o, "user", false, userRule); ok {
+		s.User = v
+		s.UID, s.GID, _ = splitUser(v)
+	}
+	s.TurnTimeout = p.duration(o, "turn_timeout", DefaultTurnTimeout, MinTurnTimeout, MaxTurnTimeout)
+	if l := o.get("limits"); l != nil {
+		s.Limits = p.limits(l, o.at("limits"), s.Limits)
+	}
+	s.Prompt, _ = p.text(o, "prompt", false)
+	s.TimeZone, _ = p.text(o, "time_zone", false, timeZoneRule)
+	return s
+}
+
+// limits has no upper bounds, like the reference (sealed spec §3.1), except
+// where the value must still fit the unit Docker takes.
+func (p *parser) limits(n *yaml.Node, path string, l Limits) Limits {
+	o, ok := p.object(n, path, "memory_mb", "cpus", "pids")
+	if !ok {
+		return l
+	}
+	l.MemoryMB = p.integer(o, "memory_mb", DefaultMemoryMB, MinMemoryMB, maxMemoryMB)
+	l.PIDs = p.integer(o, "pids", DefaultPIDs, MinPIDs, math.MaxInt)
+	l.CPUs = p.cpus(o, "cpus")
+	return l
+}
+
+func (p *parser) cpus(o object, key string) float64 {
+	n := o.get(key)
+	if n == nil {
+		return DefaultCPUs
+	}
+	var f float64
+	tag := n.ShortTag()
+	if (tag != "!!int" && tag != "!!float") || n.Decode(&f) != nil || !finite(f) || f <= 0 {
+		p.fail(n, o.at(key), "must be a finite number greater than 0")
+		return DefaultCPUs
+	}
+	return f
+}
+
+// duration reads a Go duration string. A bare number is refused because
+// its unit would be a guess (the reference counts milliseconds).
+func (p *parser) duration(o object, key string, def, lo, hi time.Duration) time.Duration {
+	n := o.get(key)
+	if n == nil {
+		return def
+	}
+	if t := n.ShortTag(); t == "!!int" || t == "!!float" {
+		p.fail(n, o.at(key), "must be a duration string with a unit such as %q, not a bare number", secs(def))
+		return def
+	}
+	s, ok := p.text(o, key, false)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < lo || d > hi {
+		p.fail(n, o.at(key), "must be a duration from %s to %s such as %q", secs(lo), secs(hi), secs(def))
+		return def
+	}
+	return d
+}
+
+// secs writes d as the operator would, "120s" rather than "2m0s".
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s" }

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Each rule returns the text of the broken rule, or "" when s is fine.
+
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func envVarRule(s string) string {
+	if !envVarName.MatchString(s) {
+		return "must be an environment variable name matching ^[A-Za-z_][A-Za-z0-9_]*$"
+	}
+	return ""
+}
+
+func toolNameRule(s string) string {
+	if !rtsandbox.ValidToolName(s) {
+		return "must match ^[a-z][a-z0-9_]{0,47}$"
+	}
+	return ""
+}
+
+func builtinRule(s string) string {
+	if s != BuiltinClock {
+		return fmt.Sprintf("must be %q, the only built-in tool", BuiltinClock)
+	}
+	return ""
+}
+
+// stateDirRule refuses "/" because the state directory holds private
+// per-service files; the root directory is never dedicated to them.
+func stateDirRule(s string) string {
+	switch {
+	case !filepath.IsAbs(s):
+		return "must be an absolute path"
+	case filepath.Clean(s) == "/":
+		return "must not be the root directory"
+	case hasControl(s):
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+// notBlank follows the reference: the model name is sent upstream exactly
+// as written, but whitespace alone is refused.
+func notBlank(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "must not be blank"
+	}
+	return ""
+}
+
+// imageRule keeps the image from being read as a docker option or split
+// into several arguments (sealed spec §3.1: "--privileged" as the image).
+func imageRule(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case strings.HasPrefix(s, "-"):
+		return "must not start with '-'"
+	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return "must not contain whitespace or control characters"
+	}
+	return ""
+}
+
+// userRule refuses root: the worker must run as a non-root user, and a
+// host that runs as root must name one here.
+func userRule(s string) string {
+	if s == "" {
+		return ""
+	}
+	if _, _, ok := splitUser(s); !ok {
+		return `must be "UID:GID" with decimal ids from 1 to 2147483647 (root is refused)`
+	}
+	return ""
+}
+
+// splitUser parses "UID:GID". The upper bound keeps ids away from the
+// reserved (uid_t)-1 and fits every platform's int.
+func splitUser(s string) (uid, gid int, ok bool) {
+	u, g, found := strings.Cut(s, ":")
+	uid, okU := positiveID(u)
+	gid, okG := positiveID(g)
+	return uid, gid, found && okU && okG
+}
+
+func positiveID(s string) (int, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false // no sign, no spaces, no other bases
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	return int(n), err == nil && n > 0
+}
+
+// timeZoneRule accepts IANA names only. "Local" is refused: it would mean
+// the host's zone, which an empty value already says explicitly.
+func timeZoneRule(s string) string {
+	if s == "" {
+		return ""
+	}
+	if _, err := time.LoadLocation(s); err != nil || s == "Local" {
+		return "must be an IANA time zone name such as Europe/Berlin"
+	}
+	return ""
+}
+
+// urlRule is the broker's endpoint rule (sealed spec §2.1): the credential
+// is added by the broker, so the URL itself must carry none, and cleartext
+// is allowed only when the operator opted in for tests.
+func (p *parser) urlRule(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "must be a valid URL"
+	}
+	scheme := u.Scheme == "https" || p.allowHTTP && u.Scheme == "http"
+	if !scheme || u.User != nil || u.Fragment != "" {
+		if p.allowHTTP {
+			return "must be an http or https URL without user info or fragment"
+		}
+		return "must be an https URL without user info or fragment (set allow_http: true for loopback testing)"
+	}
+	if u.Hostname() == "" {
+		return "must name a host"
+	}
+	return ""
+}
+
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, unicode.IsControl) >= 0
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -1,0 +1,296 @@
+package modelapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Limits of the /model rule (§2.4).
+const (
+	MaxMessages  = 128 // entries in messages
+	MaxToolCalls = 8   // entries in one assistant message's tool_calls
+	MaxTools     = 128 // entries in tools
+)
+
+// ChatInput is a normalised chat-completions request: only what the guest
+// may choose. HasTools reports that the guest sent a tools key; an empty
+// tools array then stays an empty array upstream, while an absent key stays
+// absent.
+type ChatInput struct {
+	Messages []Message
+	Tools    []Tool
+	HasTools bool
+}
+
+// Message is one rebuilt chat message. ToolCalls is nil when the guest sent
+// no calls or an empty tool_calls array: an empty list is dropped rather
+// than forwarded, because it means the same as no list and OpenAI refuses
+// tool_calls arrays with fewer than one entry.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is one rebuilt assistant tool call; Type is always "function".
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the called function and carries its arguments as the
+// model wrote them (a string, not parsed).
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is one rebuilt tool declaration; Type is always "function".
+type Tool struct {
+	Type     string   `json:"type"`
+	Function Function `json:"function"`
+}
+
+// Function declares a callable function. Parameters is the guest's schema
+// as received, compacted but otherwise byte for byte, unknown keywords
+// included; it has passed [CheckSchema].
+type Function struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+var (
+	// messageKeys are the only keys a message may carry; any other key
+	// (name, refusal, audio, file_id, …) could smuggle a provider feature.
+	messageKeys = map[string]bool{"role": true, "content": true, "tool_calls": true, "tool_call_id": true}
+	// roles excludes developer and function on purpose: the spec admits
+	// exactly these four.
+	roles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+)
+
+// NormalizeChat validates a decoded /model request object (top-level keys as
+// raw JSON, so that absent and null differ) and rebuilds it. Top-level keys
+// other than messages and tools are ignored. Any violation rejects the whole
+// request with an error wrapping rtsandbox.ErrRefused (the message may say
+// which rule, for the operator log only).
+func NormalizeChat(body map[string]json.RawMessage) (*ChatInput, error) {
+	msgs, err := normalizeMessages(body["messages"])
+	if err != nil {
+		return nil, refused(err)
+	}
+	in := &ChatInput{Messages: msgs}
+	if raw, ok := body["tools"]; ok {
+		// Present even as null: null is refused below, not treated as absent.
+		if in.Tools, err = normalizeTools(raw); err != nil {
+			return nil, refused(err)
+		}
+		in.HasTools = true
+	}
+	return in, nil
+}
+
+func normalizeMessages(raw json.RawMessage) ([]Message, error) {
+	items, ok := asArray(raw)
+	if !ok {
+		return nil, errors.New("messages is not an array")
+	}
+	if len(items) > MaxMessages {
+		return nil, fmt.Errorf("%d messages, more than %d", len(items), MaxMessages)
+	}
+	msgs := make([]Message, 0, len(items)) // never nil: [] stays [] upstream
+	for i, item := range items {
+		m, err := normalizeMessage(item)
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+func normalizeMessage(raw json.RawMessage) (Message, error) {
+	obj, ok := asObject(raw)
+	if !ok {
+		return Message{}, errors.New("not an object")
+	}
+	if err := onlyKeys(obj, messageKeys); err != nil {
+		return Message{}, err
+	}
+	role, ok := asString(obj["role"])
+	if !ok || !roles[role] {
+		return Message{}, errors.New("role is not system, user, assistant or tool")
+	}
+	content, ok := asString(obj["content"])
+	if !ok {
+		// Refuses null and content-part arrays, and with them image_url,
+		// file, input_audio and every other multimodal part.
+		return Message{}, errors.New("content is not a string")
+	}
+	m := Message{Role: role, Content: content}
+	var err error
+	if raw, ok := obj["tool_calls"]; ok {
+		if m.ToolCalls, err = normalizeToolCalls(role, raw); err != nil {
+			return Message{}, err
+		}
+	}
+	m.ToolCallID, err = normalizeToolCallID(role, obj)
+	return m, err
+}
+
+// onlyKeys refuses the first key, in sorted order so the log is stable,
+// that allowed does not list.
+func onlyKeys(obj map[string]json.RawMessage, allowed map[string]bool) error {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		if !allowed[k] {
+			return fmt.Errorf("key %.64q not allowed", k)
+		}
+	}
+	return nil
+}
+
+func normalizeToolCalls(role string, raw json.RawMessage) ([]ToolCall, error) {
+	if role != "assistant" {
+		return nil, errors.New("tool_calls on a non-assistant message")
+	}
+	items, ok := asArray(raw)
+	if !ok {
+		return nil, errors.New("tool_calls is not an array")
+	}
+	if len(items) > MaxToolCalls {
+		return nil, fmt.Errorf("%d tool calls, more than %d", len(items), MaxToolCalls)
+	}
+	var calls []ToolCall // stays nil for [], see Message
+	for i, item := range items {
+		c, err := normalizeToolCall(item)
+		if err != nil {
+			return nil, fmt.Errorf("tool_calls[%d]: %w", i, err)
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+// normalizeToolCall rebuilds {id, type, function: {name, arguments}};
+// every other field, such as function.url, is dropped.
+func normalizeToolCall(raw json.RawMessage) (ToolCall, error) {
+	obj, ok := asObject(raw)
+	if !ok {
+		return ToolCall{}, errors.New("not an object")
+	}
+	if typ, _ := asString(obj["type"]); typ != "function" {
+		return ToolCall{}, errors.New("type is not function")
+	}
+	id, ok := asString(obj["id"])
+	if !ok || !rtsandbox.ValidToolCallID(id) {
+		return ToolCall{}, errors.New("id is not 1..128 UTF-16 units")
+	}
+	fn, ok := asObject(obj["function"])
+	if !ok {
+		return ToolCall{}, errors.New("function is not an object")
+	}
+	name, ok := asString(fn["name"])
+	if !ok || !rtsandbox.ValidFunctionName(name) {
+		return ToolCall{}, errors.New("function.name is not a valid function name")
+	}
+	args, ok := asString(fn["arguments"])
+	if !ok {
+		return ToolCall{}, errors.New("function.arguments is not a string")
+	}
+	return ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: name, Arguments: args}}, nil
+}
+
+// normalizeToolCallID returns the id a tool message must carry. On any other
+// role the key must be absent: even null is refused.
+func normalizeToolCallID(role string, obj map[string]json.RawMessage) (string, error) {
+	raw, present := obj["tool_call_id"]
+	if role != "tool" {
+		if present {
+			return "", errors.New("tool_call_id on a non-tool message")
+		}
+		return "", nil
+	}
+	id, ok := asString(raw)
+	if !ok || !rtsandbox.ValidToolCallID(id) {
+		return "", errors.New("tool message without a valid tool_call_id")
+	}
+	return id, nil
+}
+
+func normalizeTools(raw json.RawMessage) ([]Tool, error) {
+	items, ok := asArray(raw)
+	if !ok {
+		return nil, errors.New("tools is not an array")
+	}
+	if len(items) > MaxTools {
+		return nil, fmt.Errorf("%d tools, more than %d", len(items), MaxTools)
+	}
+	tools := make([]Tool, 0, len(items)) // never nil: [] stays [] upstream
+	seen := make(map[string]bool, len(items))
+	for i, item := range items {
+		t, err := normalizeTool(item)
+		if err != nil {
+			return nil, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		if seen[t.Function.Name] {
+			return nil, fmt.Errorf("tools[%d]: duplicate function name", i)
+		}
+		seen[t.Function.Name] = true
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// normalizeTool rebuilds {type, function: {name, description, parameters}}.
+// Native provider tools (web_search, file_search, …) fail the type check.
+func normalizeTool(raw json.RawMessage) (Tool, error) {
+	obj, ok := asObject(raw)
+	if !ok {
+		return Tool{}, errors.New("not an object")
+	}
+	if typ, _ := asString(obj["type"]); typ != "function" {
+		return Tool{}, errors.New("type is not function")
+	}
+	fn, ok := asObject(obj["function"])
+	if !ok {
+		return Tool{}, errors.New("function is not an object")
+	}
+	name, ok := asString(fn["name"])
+	if !ok || !rtsandbox.ValidFunctionName(name) {
+		return Tool{}, errors.New("function.name is not a valid function name")
+	}
+	desc, ok := asString(fn["description"])
+	if !ok {
+		return Tool{}, errors.New("function.description is not a string")
+	}
+	params, err := normalizeParameters(fn["parameters"])
+	if err != nil {
+		return Tool{}, fmt.Errorf("function.parameters: %w", err)
+	}
+	return Tool{Type: "function", Function: Function{Name: name, Description: desc, Parameters: params}}, nil
+}
+
+// normalizeParameters checks the schema and returns a compacted copy, so the
+// result does not alias the caller's buffer. Compacting only drops
+// insignificant whitespace; numbers and strings stay as written.
+func normalizeParameters(raw json.RawMessage) (json.RawMessage, error) {
+	if kind(raw) != '{' {
+		return nil, errors.New("not an object")
+	}
+	if err := CheckSchema(raw); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,123 @@
+// Package upstream makes the host's outgoing JSON calls to operator-fixed
+// endpoints (the model, MCP servers, webhook tools) and checks what comes
+// back. Every call is a POST with headers built from scratch, no redirects
+// (the target is never contacted), no environment proxy (so a proxy never
+// sees the credential), no transparent decompression, a 2xx status and a
+// bounded body. The caller bounds time through ctx.
+//
+// It is written on net/http because the rules are few and exact; no library
+// enforces this particular set.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// MaxResponseBytes bounds an upstream response body (1 MiB).
+const MaxResponseBytes = 1 << 20
+
+// Failure classes. Each wraps rtsandbox.ErrUpstream. Their texts are
+// content-free so they may go to the operator log.
+var (
+	ErrRedirect = fmt.Errorf("%w: redirect refused", rtsandbox.ErrUpstream)
+	ErrStatus   = fmt.Errorf("%w: status not 2xx", rtsandbox.ErrUpstream)
+	ErrTooLarge = fmt.Errorf("%w: response too large", rtsandbox.ErrUpstream)
+	ErrNotJSON  = fmt.Errorf("%w: response not JSON", rtsandbox.ErrUpstream)
+	ErrReflect  = fmt.Errorf("%w: response reflects the credential", rtsandbox.ErrUpstream)
+	ErrNetwork  = fmt.Errorf("%w: network error", rtsandbox.ErrUpstream)
+	ErrCanceled = fmt.Errorf("%w: call canceled or timed out", rtsandbox.ErrUpstream)
+)
+
+// Client posts JSON to fixed endpoints. The zero value is not usable; call
+// New.
+type Client struct {
+	hc *http.Client
+}
+
+// New returns a Client on transport, or on a dedicated hardened transport
+// when transport is nil.
+func New(transport http.RoundTripper) *Client {
+	if transport == nil {
+		transport = NewTransport()
+	}
+	return &Client{hc: &http.Client{
+		Transport: transport,
+		// A redirect is a failure, and its target is never contacted.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect },
+	}}
+}
+
+// NewTransport returns the transport New uses by default: no proxy from the
+// environment, no transparent gzip (the size limit then applies to the
+// decoded body, since nothing is encoded), and bounded dial and TLS times.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       60 * time.Second,
+	}
+}
+
+// PostJSON posts body to url with exactly the headers content-type and
+// accept application/json and, when key is not empty, authorization Bearer
+// key. It returns the response body of a 2xx answer, at most
+// MaxResponseBytes long. Errors wrap one of the failure classes and never
+// contain the URL, headers or body.
+func (c *Client) PostJSON(ctx context.Context, url string, body []byte, key rtsandbox.Secret) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
+	}
+	req.Header = http.Header{
+		"Content-Type": {"application/json"},
+		"Accept":       {"application/json"},
+		// An empty User-Agent stops net/http from adding its own.
+		"User-Agent": {""},
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key.Reveal())
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, classify(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("%w (%d)", ErrStatus, resp.StatusCode)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return nil, classify(ctx, err)
+	}
+	if len(data) > MaxResponseBytes {
+		return nil, ErrTooLarge
+	}
+	return data, nil
+}
+
+// classify maps a transport error to a content-free class: *url.Error
+// texts carry the URL, which may itself be sensitive.
+func classify(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrRedirect):
+		return ErrRedirect
+	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return ErrCanceled
+	default:
+		return ErrNetwork
+	}
+}
