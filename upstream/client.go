@@ -78,7 +78,22 @@ func NewTransport() *http.Transport {
 // MaxResponseBytes long. Errors wrap one of the failure classes and never
 // contain the URL, headers or body.
 func (c *Client) PostJSON(ctx context.Context, url string, body []byte, key rtsandbox.Secret) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	return c.Post(ctx, Call{URL: url, Body: body, Key: key})
+}
+
+// Call is one upstream POST.
+type Call struct {
+	URL  string
+	Body []byte
+	Key  rtsandbox.Secret // sent as a bearer token when not empty
+	// Status is the one status accepted; 0 accepts any 2xx.
+	Status int
+}
+
+// Post makes call as PostJSON describes, with call.Status narrowing the
+// accepted statuses.
+func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL, bytes.NewReader(call.Body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
 	}
@@ -88,15 +103,15 @@ func (c *Client) PostJSON(ctx context.Context, url string, body []byte, key rtsa
 		// An empty User-Agent stops net/http from adding its own.
 		"User-Agent": {""},
 	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key.Reveal())
+	if call.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+call.Key.Reveal())
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, classify(ctx, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 || (call.Status != 0 && resp.StatusCode != call.Status) {
 		return nil, fmt.Errorf("%w (%d)", ErrStatus, resp.StatusCode)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))

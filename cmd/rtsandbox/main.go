@@ -1,0 +1,80 @@
+// Command rtsandbox is the rtsandbox host: it serves sealed LLM turns for
+// chat channels and offers operator tools around them. main only wires
+// packages together; every subcommand is a function of (ctx, args, env,
+// stdio) so tests drive it exactly as an operator would.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "time/tzdata" // minimal hosts have no zoneinfo
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes shared by the subcommands.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// env is the process environment, read on every use so that rotated
+// secrets take effect without a restart.
+type env func(string) string
+
+// command is one subcommand.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"broker", "serve one turn's broker on a Unix socket", runBroker},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], getenv, stdin, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "rtsandbox: unknown command %q\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: rtsandbox <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+}
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func runVersion(_ context.Context, _ []string, _ env, _ io.Reader, stdout, _ io.Writer) int {
+	fmt.Fprintln(stdout, "rtsandbox", version)
+	return exitOK
+}

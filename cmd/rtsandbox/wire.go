@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/hosttool"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// brokerConfig wires a config file into a broker configuration. Credentials
+// are environment variables read on every call and never stored.
+func brokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (broker.Config, error) {
+	modelKey := cfg.Model.APIKeyEnv
+	bc := broker.Config{
+		ModelURL:  cfg.Model.URL,
+		Model:     cfg.Model.Name,
+		AllowHTTP: cfg.AllowHTTP,
+		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) {
+			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
+		},
+		Client: client,
+		Logger: log,
+	}
+	for _, t := range cfg.Tools {
+		tool, err := hostTool(t, getenv, client)
+		if err != nil {
+			return broker.Config{}, err
+		}
+		bc.Tools = append(bc.Tools, tool)
+	}
+	for _, s := range cfg.MCP {
+		bc.MCP = append(bc.MCP, broker.MCPServer{
+			Name: s.Name, URL: s.URL, Tools: s.Tools, APIKey: envKey(s.APIKeyEnv, getenv),
+		})
+	}
+	return bc, nil
+}
+
+func hostTool(t config.Tool, getenv env, client *upstream.Client) (broker.Tool, error) {
+	switch t.Builtin {
+	case "":
+		key := t.APIKeyEnv
+		return broker.Tool{
+			Spec: rtsandbox.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
+			Impl: &hosttool.Webhook{URL: t.URL, Client: client, Key: func() rtsandbox.Secret {
+				return rtsandbox.Secret(key.Lookup(getenv))
+			}},
+		}, nil
+	case config.BuiltinClock:
+		spec := hosttool.ClockSpec
+		if t.Description != "" {
+			spec.Description = t.Description
+		}
+		return broker.Tool{Spec: spec, Impl: hosttool.Clock{}}, nil
+	}
+	return broker.Tool{}, fmt.Errorf("tools: unknown builtin %q", t.Builtin)
+}
+
+// envKey returns a getter for an optional credential variable; nil when
+// none is configured, so no Authorization header is sent.
+func envKey(name config.EnvVar, getenv env) func(context.Context) (rtsandbox.Secret, error) {
+	if name == "" {
+		return nil
+	}
+	return func(context.Context) (rtsandbox.Secret, error) {
+		return rtsandbox.Secret(name.Lookup(getenv)), nil
+	}
+}

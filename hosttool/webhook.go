@@ -1,0 +1,68 @@
+// Package hosttool holds the host tools rtsandbox ships: webhook tools that
+// an operator declares in the config, and the built-in clock. Both satisfy
+// rtsandbox.HostTool, the interface programs embedding rtsandbox implement
+// for their own tools. Host tools run on the host with the host-bound
+// channel and speaker; the broker bounds them in time and result size.
+package hosttool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// ErrBadAnswer marks a webhook answer that is not {"text": "…"}.
+var ErrBadAnswer = fmt.Errorf("%w: webhook answer is not {\"text\":string}", rtsandbox.ErrUpstream)
+
+// Webhook is a host tool served by an operator's HTTPS endpoint. Each call
+// POSTs {"input":…,"channel":…,"speaker":{"id","name","principal_id"}} and
+// expects 200 with {"text":"…"}; anything else fails the call. The request
+// follows every upstream rule (fixed URL, rebuilt headers, no redirects,
+// no proxy, 1 MiB answers) and an answer that echoes the bearer is refused.
+type Webhook struct {
+	URL string
+	// Key returns the bearer for this call, read from the host each time;
+	// nil or "" sends no Authorization header.
+	Key    func() rtsandbox.Secret
+	Client *upstream.Client
+}
+
+// webhookRequest is the body sent to the webhook, in wire order.
+type webhookRequest struct {
+	Input   json.RawMessage   `json:"input"`
+	Channel string            `json:"channel"`
+	Speaker rtsandbox.Speaker `json:"speaker"`
+}
+
+// Run calls the webhook with the guest's arguments and the host-bound
+// context.
+func (w *Webhook) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+	body, err := jsonjs.Marshal(webhookRequest{Input: input, Channel: string(tc.Channel), Speaker: tc.Speaker})
+	if err != nil {
+		return "", fmt.Errorf("webhook request: %w", err)
+	}
+	var key rtsandbox.Secret
+	if w.Key != nil {
+		key = w.Key()
+	}
+	resp, err := w.Client.Post(ctx, upstream.Call{URL: w.URL, Body: body, Key: key, Status: http.StatusOK})
+	if err != nil {
+		return "", err
+	}
+	if err := upstream.CheckJSON(resp, key.Reveal()); err != nil {
+		return "", err
+	}
+	var answer struct {
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(resp, &answer); err != nil || answer.Text == nil {
+		return "", errors.Join(ErrBadAnswer)
+	}
+	return *answer.Text, nil
+}

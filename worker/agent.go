@@ -1,0 +1,251 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+)
+
+const (
+	maxModelCalls = 12
+	// maxPayload bounds each /model body; the broker accepts 256 KiB and
+	// the rest is headroom for its own additions.
+	maxPayload   = 192 * 1024
+	maxToolList  = 32 * 1024
+	maxFinalText = 100000
+)
+
+// limitText is the reply after maxModelCalls calls without a final answer.
+const limitText = "The sandbox turn reached its model-call limit."
+
+// message is a chat-completions message. Field order gives the reference's
+// key order for every role: {role, content}, {role, content, tool_calls}
+// and {role, tool_call_id, content}.
+type message struct {
+	Role       string     `json:"role"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Content    string     `json:"content"`
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+}
+
+type modelPayload struct {
+	Model    string      `json:"model"`
+	Messages []message   `json:"messages"`
+	Tools    []modelTool `json:"tools"`
+}
+
+// agent is one turn's tool loop.
+type agent struct {
+	turn      rtsandbox.Turn
+	workspace string
+	broker    *broker
+	tools     *toolTable
+	stderr    io.Writer
+
+	history     []message // as loaded and truncated; saved in full
+	userContent string    // {"speaker":…,"message":…} before truncation
+	payload     modelPayload
+	histLeft    int // history messages still at messages[1:]
+	used        map[string]bool
+}
+
+// runTurn runs the agent loop of §4.3–4.4 for one validated turn.
+func runTurn(ctx context.Context, turn rtsandbox.Turn, o Options) (rtsandbox.Reply, error) {
+	a, err := newAgent(turn, o)
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	defer a.broker.close()
+	for step := range maxModelCalls {
+		reply, done, err := a.step(ctx, step)
+		if err != nil || done {
+			return reply, err
+		}
+	}
+	return rtsandbox.Reply{OK: false, Text: limitText}, nil
+}
+
+func newAgent(turn rtsandbox.Turn, o Options) (*agent, error) {
+	mem, err := openMemory(o.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	history, err := loadHistory(o.Workspace, turn.Reset)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	a := &agent{
+		turn: turn, workspace: o.Workspace, broker: newBroker(o.Socket), stderr: o.Stderr,
+		history: history, histLeft: len(history), used: map[string]bool{},
+	}
+	a.tools = newToolTable(turn, mem, a.broker)
+	system, err := a.system(mem, o.Now())
+	if err != nil {
+		return nil, err
+	}
+	a.userContent, err = userContent(turn)
+	if err != nil {
+		return nil, err
+	}
+	tools := a.tools.modelTools()
+	if jsonjs.Size(tools) > maxToolList {
+		return nil, errors.New("tool descriptions exceed context budget")
+	}
+	msgs := make([]message, 0, len(history)+2)
+	msgs = append(msgs, message{Role: "system", Content: system})
+	msgs = append(msgs, history...)
+	msgs = append(msgs, message{Role: "user", Content: promptText(a.userContent, budgetUser)})
+	a.payload = modelPayload{Model: turn.Model, Messages: msgs, Tools: tools}
+	return a, nil
+}
+
+// system builds the system message with the memory previews of the
+// turn's speaker and of the channel.
+func (a *agent) system(mem *memory, now time.Time) (string, error) {
+	when, err := localTime(now, a.turn.TimeZone)
+	if err != nil {
+		return "", err
+	}
+	speakerMemory, err := mem.call("memory_get", map[string]json.RawMessage{"scope": json.RawMessage(`"speaker"`)}, a.turn.Speaker.ID)
+	if err != nil {
+		return "", err
+	}
+	channelNotes, err := mem.call("memory_get", map[string]json.RawMessage{"scope": json.RawMessage(`"channel"`)}, a.turn.Speaker.ID)
+	if err != nil {
+		return "", err
+	}
+	return systemPrompt(a.turn.Prompt, when, speakerMemory, channelNotes), nil
+}
+
+// userContent wraps the message with its speaker as JSON, so the display
+// name stays a labelled value rather than text the model reads as prose.
+func userContent(turn rtsandbox.Turn) (string, error) {
+	b, err := jsonjs.Marshal(struct {
+		Speaker rtsandbox.TurnSpeaker `json:"speaker"`
+		Message string                `json:"message"`
+	}{turn.Speaker, turn.Text})
+	return string(b), err
+}
+
+// step makes one model call and either finishes the turn (done) or runs
+// the requested tools and appends their results.
+func (a *agent) step(ctx context.Context, step int) (reply rtsandbox.Reply, done bool, err error) {
+	if err := a.fitContext(); err != nil {
+		return reply, false, err
+	}
+	raw, err := a.broker.post(ctx, "/model", a.payload)
+	if err != nil {
+		return reply, false, err
+	}
+	msg, err := modelMessage(raw)
+	if err != nil {
+		return reply, false, err
+	}
+	calls, _ := array(msg["tool_calls"])
+	if len(calls) == 0 {
+		reply, err = a.finish(msg)
+		return reply, err == nil, err
+	}
+	if len(calls) > maxToolCalls {
+		return reply, false, errors.New("too many tool calls")
+	}
+	a.runCalls(ctx, step, msg, calls)
+	return reply, false, nil
+}
+
+// fitContext drops context until the payload fits maxPayload: history
+// oldest first, then whole assistant+tool groups oldest first, so a tool
+// reply never loses its assistant message.
+func (a *agent) fitContext() error {
+	p := &a.payload
+	for jsonjs.Size(p) > maxPayload {
+		switch {
+		case a.histLeft > 0:
+			p.Messages = slices.Delete(p.Messages, 1, 2)
+			a.histLeft--
+		case len(p.Messages) > 2:
+			end := 3
+			for end < len(p.Messages) && p.Messages[end].Role == "tool" {
+				end++
+			}
+			p.Messages = slices.Delete(p.Messages, 2, end)
+		default:
+			return errors.New("model context exceeds request budget")
+		}
+	}
+	return nil
+}
+
+// modelMessage extracts choices[0].message from a chat-completions answer.
+func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	errInvalid := errors.New("invalid model response")
+	obj, ok := object(raw)
+	if !ok {
+		return nil, errInvalid
+	}
+	choices, ok := array(obj["choices"])
+	if !ok || len(choices) == 0 {
+		return nil, errInvalid
+	}
+	choice, ok := object(choices[0])
+	if !ok {
+		return nil, errInvalid
+	}
+	msg, ok := object(choice["message"])
+	if !ok {
+		return nil, errInvalid
+	}
+	return msg, nil
+}
+
+// finish validates the final answer and saves history.
+func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
+	content, ok := str(msg["content"])
+	text := jsTrim(content)
+	if !ok || text == "" || rtsandbox.UTF16Len(content) > maxFinalText {
+		return rtsandbox.Reply{}, errors.New("model returned no final text")
+	}
+	if err := saveHistory(a.workspace, a.history, a.userContent, text); err != nil {
+		return rtsandbox.Reply{}, fmt.Errorf("save history: %w", err)
+	}
+	return rtsandbox.Reply{OK: true, Text: text}, nil
+}
+
+// runCalls appends the repaired assistant message, then runs the calls one
+// at a time, in order, with their original arguments, appending one tool
+// message per call.
+func (a *agent) runCalls(ctx context.Context, step int, msg map[string]json.RawMessage, calls []json.RawMessage) {
+	normalized := repairToolCalls(calls, step, a.used, a.tools.has)
+	content := ""
+	if s, ok := str(msg["content"]); ok {
+		content = promptText(s, budgetPreview)
+	}
+	a.payload.Messages = append(a.payload.Messages, message{Role: "assistant", Content: content, ToolCalls: normalized})
+	for i, call := range normalized {
+		text := a.runCall(ctx, call.Function.Name, parseModelCall(calls[i]))
+		a.payload.Messages = append(a.payload.Messages, message{Role: "tool", ToolCallID: call.ID, Content: promptText(text, budgetPreview)})
+	}
+}
+
+// runCall returns the tool's text, or refusedText when the call cannot run
+// or fails. Failure details go to stderr only.
+func (a *agent) runCall(ctx context.Context, name string, c modelCall) string {
+	f, ok := a.tools.index[name]
+	in, okInput := callInput(c)
+	if !ok || !okInput {
+		return refusedText
+	}
+	text, err := f.run(ctx, in)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "rtsandbox-worker: tool %s: %v\n", name, err)
+		return refusedText
+	}
+	return text
+}

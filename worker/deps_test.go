@@ -1,0 +1,44 @@
+package worker
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The worker runs inside the sealed container, so its dependency set is
+// policy: only the standard library, the root domain package and jsonjs.
+// Anything else could bring network clients, cgo or host code in.
+func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	allowed := map[string]bool{
+		"github.com/rtsandbox/rtsandbox":                      true,
+		"github.com/rtsandbox/rtsandbox/jsonjs":               true,
+		"github.com/rtsandbox/rtsandbox/worker":               true,
+		"github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker": true,
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		first, _, _ := strings.Cut(pkg, "/")
+		if !strings.Contains(first, ".") || allowed[pkg] {
+			continue
+		}
+		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package and jsonjs", pkg)
+	}
+}
+
+// The image is distroless or scratch, so the binary must link statically.
+func TestWorkerBuildsWithoutCgo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "rtsandbox-worker"), "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,209 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+)
+
+// Memory limits. Lengths are UTF-16 code units, sizes bytes of JS-style
+// JSON, as in the reference.
+const (
+	maxMemoryEntries = 256
+	maxMemoryBytes   = 512 * 1024
+	maxMemoryKey     = 128
+	maxMemoryText    = 2048
+)
+
+var errMemory = errors.New("memory tool refused")
+
+// memoryEntry is one stored fact. Scope is "channel" or
+// "speaker:<speaker id>"; the id is data, never a path.
+type memoryEntry struct {
+	Scope string `json:"scope"`
+	Key   string `json:"key"`
+	Text  string `json:"text"`
+}
+
+// memory is the store in <workspace>/memory.json. The worker is
+// sequential, so it needs no lock.
+type memory struct {
+	path    string
+	entries []memoryEntry
+}
+
+// openMemory creates the workspace if needed and loads memory.json. A
+// file that does not parse or breaks the limits fails the worker rather
+// than being silently replaced.
+func openMemory(workspace string) (*memory, error) {
+	if err := os.MkdirAll(workspace, 0o700); err != nil {
+		return nil, err
+	}
+	m := &memory{path: filepath.Join(workspace, "memory.json")}
+	data, exists, err := readState(m.path)
+	if err != nil || !exists {
+		return m, err
+	}
+	items, ok := array(data)
+	if !ok || len(items) > maxMemoryEntries {
+		return nil, errors.New("invalid memory store")
+	}
+	for _, item := range items {
+		e, ok := decodeMemoryEntry(item)
+		if !ok {
+			return nil, errors.New("invalid memory store")
+		}
+		m.entries = append(m.entries, e)
+	}
+	return m, nil
+}
+
+func decodeMemoryEntry(raw json.RawMessage) (memoryEntry, bool) {
+	obj, ok := object(raw)
+	if !ok {
+		return memoryEntry{}, false
+	}
+	scope, ok1 := str(obj["scope"])
+	key, ok2 := str(obj["key"])
+	text, ok3 := str(obj["text"])
+	return memoryEntry{Scope: scope, Key: key, Text: text}, ok1 && ok2 && ok3
+}
+
+// call runs a memory tool. speakerID is the turn's speaker, never a tool
+// argument, so a guest cannot reach another speaker's namespace; extra
+// arguments are ignored.
+func (m *memory) call(name string, input map[string]json.RawMessage, speakerID string) (string, error) {
+	scope, err := memoryScope(input, speakerID)
+	if err != nil {
+		return "", err
+	}
+	key, hasKey, err := memoryKey(input)
+	if err != nil {
+		return "", err
+	}
+	if name == "memory_get" {
+		return m.get(scope, key, hasKey, input)
+	}
+	if !hasKey {
+		return "", fmt.Errorf("%w: key is required", errMemory)
+	}
+	next := make([]memoryEntry, 0, len(m.entries)+1)
+	for _, e := range m.entries {
+		if e.Scope != scope || e.Key != key {
+			next = append(next, e)
+		}
+	}
+	result := "Forgotten."
+	switch name {
+	case "memory_remove":
+	case "memory_set":
+		text, ok := str(input["text"])
+		if !ok || jsTrim(text) == "" || rtsandbox.UTF16Len(text) > maxMemoryText {
+			return "", fmt.Errorf("%w: text must be 1..2048 characters", errMemory)
+		}
+		// Stored untrimmed; appending moves an updated entry to the end.
+		next = append(next, memoryEntry{Scope: scope, Key: key, Text: text})
+		result = "Saved."
+	default:
+		return "", fmt.Errorf("%w: unknown memory tool", errMemory)
+	}
+	return result, m.save(next)
+}
+
+// memoryScope checks input.scope first, for any tool name, as the reference.
+func memoryScope(input map[string]json.RawMessage, speakerID string) (string, error) {
+	switch s, _ := str(input["scope"]); s {
+	case "channel":
+		return "channel", nil
+	case "speaker":
+		return "speaker:" + speakerID, nil
+	}
+	return "", fmt.Errorf("%w: scope must be speaker or channel", errMemory)
+}
+
+// memoryKey trims a string key; a key of any other JSON type counts as
+// absent, as in the reference.
+func memoryKey(input map[string]json.RawMessage) (key string, ok bool, err error) {
+	raw, ok := str(input["key"])
+	if !ok {
+		return "", false, nil
+	}
+	key = jsTrim(raw)
+	if n := rtsandbox.UTF16Len(key); n < 1 || n > maxMemoryKey {
+		return "", false, fmt.Errorf("%w: key must be 1..128 characters", errMemory)
+	}
+	return key, true, nil
+}
+
+// get lists the entries of scope, in stored order, that match the key (if
+// given) and contain the query case-insensitively in "<key> <text>".
+func (m *memory) get(scope, key string, hasKey bool, input map[string]json.RawMessage) (string, error) {
+	query, _ := str(input["query"])
+	query = strings.ToLower(query)
+	type found struct {
+		Key  string `json:"key"`
+		Text string `json:"text"`
+	}
+	out := []found{}
+	for _, e := range m.entries {
+		if e.Scope != scope || (hasKey && e.Key != key) {
+			continue
+		}
+		if strings.Contains(strings.ToLower(e.Key+" "+e.Text), query) {
+			out = append(out, found{e.Key, e.Text})
+		}
+	}
+	b, err := jsonjs.Marshal(out)
+	return string(b), err
+}
+
+// save checks capacity before writing, so a refused write leaves both the
+// file and the in-memory entries as they were.
+func (m *memory) save(next []memoryEntry) error {
+	data, err := jsonjs.Marshal(next)
+	if err != nil {
+		return err
+	}
+	if len(next) > maxMemoryEntries || len(data) > maxMemoryBytes {
+		return fmt.Errorf("%w: memory capacity reached", errMemory)
+	}
+	if err := writeAtomic(m.path, data); err != nil {
+		return err
+	}
+	m.entries = next
+	return nil
+}
+
+// jsTrim trims like JS String.prototype.trim: Unicode White_Space plus
+// U+FEFF, but not U+0085, which Go's unicode.IsSpace includes.
+func jsTrim(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool {
+		return r == '\uFEFF' || (r != '\u0085' && unicode.IsSpace(r))
+	})
+}
+
+// memoryTools declares the memory tools to the model.
+var memoryTools = []rtsandbox.ToolSpec{
+	{
+		Name:        "memory_set",
+		Description: "Remember a fact about the current speaker (scope speaker; only they see it) or a shared channel note (scope channel). Setting an existing key replaces it.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"scope":{"type":"string","enum":["speaker","channel"]},"key":{"type":"string"},"text":{"type":"string"}},"required":["scope","key","text"],"additionalProperties":false}`),
+	},
+	{
+		Name:        "memory_get",
+		Description: "Read or search remembered entries of a scope. Leave out key to list everything; query filters case-insensitively.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"scope":{"type":"string","enum":["speaker","channel"]},"key":{"type":"string"},"query":{"type":"string"}},"required":["scope"],"additionalProperties":false}`),
+	},
+	{
+		Name:        "memory_remove",
+		Description: "Forget one remembered entry of a scope by key.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"scope":{"type":"string","enum":["speaker","channel"]},"key":{"type":"string"}},"required":["scope","key"],"additionalProperties":false}`),
+	},
+}

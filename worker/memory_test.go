@@ -1,0 +1,225 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fields parses a JSON object into tool input fields; it panics on bad
+// test data.
+func fields(s string) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func mustOpenMemory(t *testing.T, ws string) *memory {
+	t.Helper()
+	m, err := openMemory(ws)
+	if err != nil {
+		t.Fatalf("openMemory(%q) = %v", ws, err)
+	}
+	return m
+}
+
+func mustCall(t *testing.T, m *memory, name, input, speaker string) string {
+	t.Helper()
+	out, err := m.call(name, fields(input), speaker)
+	if err != nil {
+		t.Fatalf("call(%s, %s, %s) = %v", name, input, speaker, err)
+	}
+	return out
+}
+
+// §6.9 "Namespaces."
+func TestMemoryNamespaces(t *testing.T) {
+	root := t.TempDir()
+	a := mustOpenMemory(t, filepath.Join(root, "a"))
+	other := mustOpenMemory(t, filepath.Join(root, "b"))
+	mustCall(t, a, "memory_set", `{"scope":"speaker","key":"drink","text":"Tea","speaker":"victim"}`, "alice")
+	if got := mustCall(t, a, "memory_get", `{"scope":"speaker"}`, "bob"); got != "[]" {
+		t.Errorf("bob speaker get = %s; want []", got)
+	}
+	if got := mustCall(t, a, "memory_get", `{"scope":"speaker"}`, "victim"); got != "[]" {
+		t.Errorf("victim speaker get = %s; want [] (the speaker argument is ignored)", got)
+	}
+	if got := mustCall(t, other, "memory_get", `{"scope":"speaker"}`, "alice"); got != "[]" {
+		t.Errorf("other workspace alice get = %s; want []", got)
+	}
+	mustCall(t, a, "memory_set", `{"scope":"channel","key":"meeting","text":"Wednesday"}`, "alice")
+	if got := mustCall(t, a, "memory_get", `{"scope":"channel","query":"wednesday"}`, "bob"); !strings.Contains(got, "Wednesday") {
+		t.Errorf("bob channel query = %s; want Wednesday", got)
+	}
+	fresh := mustOpenMemory(t, filepath.Join(root, "a"))
+	if got := mustCall(t, fresh, "memory_get", `{"scope":"speaker","key":"drink"}`, "alice"); got != `[{"key":"drink","text":"Tea"}]` {
+		t.Errorf("fresh alice get = %s; want drink=Tea", got)
+	}
+	if got := mustCall(t, a, "memory_remove", `{"scope":"speaker","key":"drink"}`, "alice"); got != "Forgotten." {
+		t.Errorf("remove = %q; want Forgotten.", got)
+	}
+	if got := mustCall(t, a, "memory_get", `{"scope":"speaker"}`, "alice"); got != "[]" {
+		t.Errorf("alice get after remove = %s; want []", got)
+	}
+	if got := mustCall(t, a, "memory_get", `{"scope":"channel"}`, "alice"); !strings.Contains(got, "Wednesday") {
+		t.Errorf("channel get after remove = %s; want Wednesday", got)
+	}
+}
+
+// §6.9 "Values are data; limits keep state."
+func TestMemoryValuesAreDataLimitsKeepState(t *testing.T) {
+	ws := t.TempDir()
+	m := mustOpenMemory(t, ws)
+	mustCall(t, m, "memory_set", `{"scope":"speaker","key":"../../host","text":"plain data"}`, "../../person")
+	if got := mustCall(t, m, "memory_get", `{"scope":"speaker","key":"../../host"}`, "../../person"); !strings.Contains(got, "plain data") {
+		t.Errorf("get ../../host = %s; want plain data", got)
+	}
+	bad := []struct{ name, input string }{
+		{"memory_set", `{"scope":"owner","key":"x","text":"x"}`},
+		{"memory_set", `{"scope":"speaker","key":"x","text":"` + strings.Repeat("x", 2049) + `"}`},
+		{"bash", `{"scope":"speaker","key":"x"}`},
+	}
+	for _, b := range bad {
+		if _, err := m.call(b.name, fields(b.input), "alice"); err == nil {
+			t.Errorf("call(%s, %.60s) = nil; want error", b.name, b.input)
+		}
+	}
+	if got := mustCall(t, m, "memory_get", `{"scope":"speaker"}`, "../../person"); !strings.Contains(got, "plain data") {
+		t.Errorf("get after failures = %s; want plain data", got)
+	}
+	entries, _ := os.ReadDir(ws)
+	for _, e := range entries {
+		if e.Name() != "memory.json" {
+			t.Errorf("workspace holds %q; want only memory.json", e.Name())
+		}
+	}
+}
+
+func TestMemoryCallRefusals(t *testing.T) {
+	tests := []struct {
+		name, tool, input string
+	}{
+		{"scope-missing", "memory_get", `{}`},
+		{"scope-owner", "memory_get", `{"scope":"owner"}`},
+		{"scope-not-string", "memory_set", `{"scope":["speaker"],"key":"k","text":"t"}`},
+		{"scope-checked-before-tool-name", "bash", `{}`},
+		{"key-blank", "memory_get", `{"scope":"channel","key":"  "}`},
+		{"key-129", "memory_set", `{"scope":"channel","key":"` + strings.Repeat("k", 129) + `","text":"t"}`},
+		{"key-129-utf16", "memory_set", `{"scope":"channel","key":"` + strings.Repeat("😀", 65) + `","text":"t"}`},
+		{"set-key-not-string-is-absent", "memory_set", `{"scope":"channel","key":7,"text":"t"}`},
+		{"remove-without-key", "memory_remove", `{"scope":"channel"}`},
+		{"text-missing", "memory_set", `{"scope":"channel","key":"k"}`},
+		{"text-blank", "memory_set", `{"scope":"channel","key":"k","text":" \n\ufeff"}`},
+		{"text-not-string", "memory_set", `{"scope":"channel","key":"k","text":1}`},
+		{"text-2049", "memory_set", `{"scope":"channel","key":"k","text":"` + strings.Repeat("t", 2049) + `"}`},
+		{"unknown-tool", "memory_list", `{"scope":"channel","key":"k"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := mustOpenMemory(t, t.TempDir())
+			if out, err := m.call(tt.tool, fields(tt.input), "alice"); !errors.Is(err, errMemory) {
+				t.Errorf("call(%s, %.60s) = %q, %v; want errMemory", tt.tool, tt.input, out, err)
+			}
+		})
+	}
+}
+
+func TestMemoryKeysAndTexts(t *testing.T) {
+	m := mustOpenMemory(t, t.TempDir())
+	mustCall(t, m, "memory_set", `{"scope":"channel","key":"  a  ","text":"  first  "}`, "alice")
+	mustCall(t, m, "memory_set", `{"scope":"channel","key":"b","text":"`+strings.Repeat("😀", 1024)+`"}`, "alice")
+	mustCall(t, m, "memory_set", `{"scope":"channel","key":"a","text":"second"}`, "alice")
+	want := `[{"key":"b","text":"` + strings.Repeat("😀", 1024) + `"},{"key":"a","text":"second"}]`
+	if got := mustCall(t, m, "memory_get", `{"scope":"channel"}`, "bob"); got != want {
+		t.Errorf("get = %.80s; want update moved to the end", got)
+	}
+	if got := mustCall(t, m, "memory_get", `{"scope":"channel","key":7,"query":"SEC"}`, "bob"); got != `[{"key":"a","text":"second"}]` {
+		t.Errorf("query with non-string key = %s; want the key ignored", got)
+	}
+	if got := mustCall(t, m, "memory_get", `{"scope":"channel","query":"a sec"}`, "bob"); got != `[{"key":"a","text":"second"}]` {
+		t.Errorf("query across key and text = %s", got)
+	}
+	if got := mustCall(t, m, "memory_remove", `{"scope":"channel","key":"missing"}`, "bob"); got != "Forgotten." {
+		t.Errorf("remove missing = %q; want Forgotten.", got)
+	}
+	mustCall(t, m, "memory_set", `{"scope":"channel","key":"c","text":"  untrimmed  "}`, "alice")
+	if got := mustCall(t, m, "memory_get", `{"scope":"channel","key":" c "}`, "bob"); got != `[{"key":"c","text":"  untrimmed  "}]` {
+		t.Errorf("get c = %s; want the text stored untrimmed", got)
+	}
+}
+
+func TestMemoryCapacity(t *testing.T) {
+	ws := t.TempDir()
+	var full []memoryEntry
+	for i := range maxMemoryEntries {
+		full = append(full, memoryEntry{Scope: "channel", Key: "k" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + string(rune('a'+i/26)), Text: "t"})
+	}
+	writeJSON(t, filepath.Join(ws, "memory.json"), full)
+	before, _ := os.ReadFile(filepath.Join(ws, "memory.json"))
+	m := mustOpenMemory(t, ws)
+	if _, err := m.call("memory_set", fields(`{"scope":"channel","key":"new","text":"t"}`), "alice"); !errors.Is(err, errMemory) {
+		t.Fatalf("257th set = %v; want capacity error", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(ws, "memory.json"))
+	if string(before) != string(after) || len(m.entries) != maxMemoryEntries {
+		t.Errorf("a refused set changed the store")
+	}
+	mustCall(t, m, "memory_set", `{"scope":"channel","key":"`+full[0].Key+`","text":"replaced"}`, "alice")
+
+	// 512 KiB: 255 entries of 2,048 CJK characters (3 bytes each) are
+	// about 1.5 MiB, so the byte cap binds long before the entry cap.
+	m2 := mustOpenMemory(t, t.TempDir())
+	var err error
+	n := 0
+	for ; err == nil && n < maxMemoryEntries; n++ {
+		_, err = m2.call("memory_set", fields(`{"scope":"channel","key":"k`+strings.Repeat("x", n)+`","text":"`+strings.Repeat("\u4e01", 2048)+`"}`), "alice")
+	}
+	if !errors.Is(err, errMemory) || n > 90 {
+		t.Errorf("byte cap: set %d entries, last error %v; want the capacity error near 85", n, err)
+	}
+	data, _ := os.ReadFile(filepath.Join(m2.path))
+	if len(data) > maxMemoryBytes {
+		t.Errorf("memory.json is %d bytes; want ≤ %d", len(data), maxMemoryBytes)
+	}
+}
+
+func TestOpenMemoryRejects(t *testing.T) {
+	tests := []struct{ name, content string }{
+		{"not-json", `[`},
+		{"object", `{}`},
+		{"null", `null`},
+		{"entry-null", `[null]`},
+		{"entry-missing-text", `[{"scope":"channel","key":"k"}]`},
+		{"257-entries", "[" + strings.TrimSuffix(strings.Repeat(`{"scope":"channel","key":"k","text":"t"},`, 257), ",") + "]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			os.WriteFile(filepath.Join(ws, "memory.json"), []byte(tt.content), 0o600)
+			if _, err := openMemory(ws); err == nil {
+				t.Errorf("openMemory(%.40s) = nil; want error", tt.content)
+			}
+		})
+	}
+}
+
+func TestMemoryFileMode(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "new", "workspace")
+	m := mustOpenMemory(t, ws)
+	mustCall(t, m, "memory_set", `{"scope":"channel","key":"k","text":"t"}`, "alice")
+	fi, err := os.Stat(m.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("memory.json mode = %v; want 0600", fi.Mode().Perm())
+	}
+	if _, err := os.Stat(m.path + ".tmp"); !os.IsNotExist(err) {
+		t.Errorf("memory.json.tmp left behind: %v", err)
+	}
+}

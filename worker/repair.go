@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+)
+
+const (
+	maxToolCalls = 8
+	// maxArgumentsJSON bounds the arguments shown in context, measured as
+	// the JSON encoding of the arguments string.
+	maxArgumentsJSON = 2048
+)
+
+// omittedArguments replaces arguments that are not a string or too large
+// in the context. The call still runs with the original arguments.
+const omittedArguments = `{"omitted":"Invalid or large arguments omitted from context."}`
+
+// toolCall is a normalized call as it appears in the assistant message.
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// modelCall is what the model sent for one call, each part with whether
+// it was present as a JSON string.
+type modelCall struct {
+	id, name, args       string
+	idOK, nameOK, argsOK bool
+}
+
+// parseModelCall reads {id, function:{name, arguments}}; anything that is
+// not an object, or a member that is not a string, counts as missing.
+func parseModelCall(raw json.RawMessage) modelCall {
+	var c modelCall
+	obj, ok := object(raw)
+	if !ok {
+		return c
+	}
+	c.id, c.idOK = str(obj["id"])
+	if fn, ok := object(obj["function"]); ok {
+		c.name, c.nameOK = str(fn["name"])
+		c.args, c.argsOK = str(fn["arguments"])
+	}
+	return c
+}
+
+// repairToolCalls normalizes the model's calls of one step so the context
+// stays valid for the upstream API whatever the model sent:
+//   - ids must be 1..128 UTF-16 units and unique within the turn; others
+//     become call_<step>_<i>, then call_<step>_<i>_<k> (k = 1, 2, …) while
+//     taken. used records every id handed out.
+//   - names must be valid function names in the table (known); others
+//     become invalid_tool.
+//   - arguments must be a string of at most 2,048 JSON bytes; others are
+//     shown as omittedArguments.
+//   - type is always "function", even when the model left it out.
+func repairToolCalls(calls []json.RawMessage, step int, used map[string]bool, known func(string) bool) []toolCall {
+	out := make([]toolCall, len(calls))
+	for i, raw := range calls {
+		c := parseModelCall(raw)
+		out[i] = toolCall{
+			ID:       repairID(c, step, i, used),
+			Type:     "function",
+			Function: toolFunction{Name: invalidToolName, Arguments: omittedArguments},
+		}
+		if c.nameOK && rtsandbox.ValidFunctionName(c.name) && known(c.name) {
+			out[i].Function.Name = c.name
+		}
+		if c.argsOK && jsonjs.StringSize(c.args) <= maxArgumentsJSON {
+			out[i].Function.Arguments = c.args
+		}
+	}
+	return out
+}
+
+func repairID(c modelCall, step, i int, used map[string]bool) string {
+	id := c.id
+	if !c.idOK || !rtsandbox.ValidToolCallID(id) || used[id] {
+		id = "call_" + strconv.Itoa(step) + "_" + strconv.Itoa(i)
+	}
+	for k := 1; used[id]; k++ {
+		id = "call_" + strconv.Itoa(step) + "_" + strconv.Itoa(i) + "_" + strconv.Itoa(k)
+	}
+	used[id] = true
+	return id
+}
+
+// callInput parses the original arguments of a call; ok is false when they
+// are missing, not JSON or not an object, which refuses the call.
+func callInput(c modelCall) (toolInput, bool) {
+	if !c.argsOK {
+		return toolInput{}, false
+	}
+	fields, ok := object(json.RawMessage(c.args))
+	if !ok {
+		return toolInput{}, false
+	}
+	return toolInput{raw: compact(json.RawMessage(c.args)), fields: fields}, true
+}

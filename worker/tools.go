@@ -1,0 +1,134 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// refusedText is the tool result for any refused or failed call. It is
+// deliberately uninformative: failure details stay out of the model context.
+const refusedText = "Tool call refused or failed."
+
+// invalidToolName is the function every unusable model call is renamed
+// to, so the context keeps a well-formed assistant/tool pair.
+const invalidToolName = "invalid_tool"
+
+// toolInput is a tool call's parsed arguments: raw is the compacted JSON
+// object, fields its members.
+type toolInput struct {
+	raw    json.RawMessage
+	fields map[string]json.RawMessage
+}
+
+type function struct {
+	spec rtsandbox.ToolSpec
+	run  func(ctx context.Context, in toolInput) (string, error)
+}
+
+// toolTable holds the model-facing functions in declaration order, which
+// is also the order of the tools list sent to the model.
+type toolTable struct {
+	order []*function
+	index map[string]*function
+}
+
+// modelTool is one entry of the chat-completions tools list.
+type modelTool struct {
+	Type     string             `json:"type"`
+	Function rtsandbox.ToolSpec `json:"function"`
+}
+
+// add registers f. A repeated name replaces the earlier function but keeps
+// its position, as a JS Map does in the reference.
+func (t *toolTable) add(f *function) {
+	if old, ok := t.index[f.spec.Name]; ok {
+		*old = *f
+		return
+	}
+	t.index[f.spec.Name] = f
+	t.order = append(t.order, f)
+}
+
+func (t *toolTable) has(name string) bool { _, ok := t.index[name]; return ok }
+
+func (t *toolTable) modelTools() []modelTool {
+	out := make([]modelTool, len(t.order))
+	for i, f := range t.order {
+		out[i] = modelTool{Type: "function", Function: f.spec}
+	}
+	return out
+}
+
+// newToolTable builds invalid_tool, the memory tools, host_<X> for each
+// host tool and mcp_<N>_<Y> for each tool Y of MCP server N.
+func newToolTable(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
+	t := &toolTable{index: map[string]*function{}}
+	t.add(&function{
+		spec: rtsandbox.ToolSpec{
+			Name:        invalidToolName,
+			Description: "Placeholder for a malformed or unavailable earlier tool call, which was refused. Call a declared tool instead.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+		},
+		run: func(context.Context, toolInput) (string, error) { return refusedText, nil },
+	})
+	speakerID := turn.Speaker.ID
+	for _, spec := range memoryTools {
+		name := spec.Name
+		t.add(&function{spec: spec, run: func(_ context.Context, in toolInput) (string, error) {
+			return mem.call(name, in.fields, speakerID)
+		}})
+	}
+	for _, spec := range turn.Tools {
+		t.add(hostFunction(spec, b))
+	}
+	for n, server := range turn.MCP {
+		for _, spec := range server.Tools {
+			t.add(mcpFunction(n, server.Server, spec, b))
+		}
+	}
+	return t
+}
+
+// hostFunction posts the arguments object to /tools/<name>; the result is
+// the broker's JSON answer ({"text":…}) as a string.
+func hostFunction(spec rtsandbox.ToolSpec, b *broker) *function {
+	route := "/tools/" + spec.Name
+	return &function{
+		spec: rtsandbox.ToolSpec{Name: "host_" + spec.Name, Description: spec.Description, Parameters: spec.Parameters},
+		run: func(ctx context.Context, in toolInput) (string, error) {
+			out, err := b.post(ctx, route, in.raw)
+			return string(out), err
+		},
+	}
+}
+
+type mcpCall struct {
+	Method string    `json:"method"`
+	Params mcpParams `json:"params"`
+}
+
+type mcpParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// mcpFunction posts a single tools/call to /mcp/<server>; the result is the
+// whole JSON-RPC response as a string.
+func mcpFunction(n int, server string, spec rtsandbox.ToolSpec, b *broker) *function {
+	route := "/mcp/" + server
+	return &function{
+		spec: rtsandbox.ToolSpec{
+			Name:        "mcp_" + strconv.Itoa(n) + "_" + spec.Name,
+			Description: spec.Description,
+			Parameters:  spec.Parameters,
+		},
+		run: func(ctx context.Context, in toolInput) (string, error) {
+			body := mcpCall{Method: "tools/call", Params: mcpParams{Name: spec.Name, Arguments: in.raw}}
+			out, err := b.post(ctx, route, body)
+			return string(out), err
+		},
+	}
+}

@@ -1,0 +1,188 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// maxTurnBytes bounds stdin: the host never writes more, and an unbounded
+// read would let a broken host exhaust the container's memory.
+const maxTurnBytes = 262144
+
+var errInvalidTurn = errors.New("invalid turn")
+
+// readTurn reads at most maxTurnBytes from r and decodes the turn.
+func readTurn(r io.Reader) (rtsandbox.Turn, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxTurnBytes+1))
+	if err != nil {
+		return rtsandbox.Turn{}, fmt.Errorf("read stdin: %w", err)
+	}
+	if len(b) > maxTurnBytes {
+		return rtsandbox.Turn{}, errors.New("stdin exceeds 262144 bytes")
+	}
+	return decodeTurn(b)
+}
+
+// decodeTurn parses and validates the turn JSON. It decodes through raw
+// objects rather than into rtsandbox.Turn directly because encoding/json
+// accepts null for strings and booleans, where the reference requires the
+// JSON type itself. Extra fields are ignored.
+func decodeTurn(b []byte) (rtsandbox.Turn, error) {
+	obj, ok := object(b)
+	if !ok {
+		return rtsandbox.Turn{}, errInvalidTurn
+	}
+	var t rtsandbox.Turn
+	fields := []struct {
+		key string
+		dst *string
+	}{{"text", &t.Text}, {"model", &t.Model}, {"prompt", &t.Prompt}, {"timeZone", &t.TimeZone}}
+	for _, f := range fields {
+		if *f.dst, ok = str(obj[f.key]); !ok {
+			return rtsandbox.Turn{}, fmt.Errorf("%w: %s", errInvalidTurn, f.key)
+		}
+	}
+	if t.Speaker, ok = speaker(obj["speaker"]); !ok {
+		return rtsandbox.Turn{}, fmt.Errorf("%w: speaker", errInvalidTurn)
+	}
+	if raw, present := obj["reset"]; present {
+		if t.Reset, ok = boolean(raw); !ok {
+			return rtsandbox.Turn{}, fmt.Errorf("%w: reset", errInvalidTurn)
+		}
+	}
+	if t.Tools, ok = toolSpecs(obj["tools"]); !ok {
+		return rtsandbox.Turn{}, fmt.Errorf("%w: tools", errInvalidTurn)
+	}
+	if t.MCP, ok = mcpServers(obj["mcp"]); !ok {
+		return rtsandbox.Turn{}, fmt.Errorf("%w: mcp", errInvalidTurn)
+	}
+	return t, nil
+}
+
+func speaker(raw json.RawMessage) (rtsandbox.TurnSpeaker, bool) {
+	obj, ok := object(raw)
+	if !ok {
+		return rtsandbox.TurnSpeaker{}, false
+	}
+	id, okID := str(obj["id"])
+	name, okName := str(obj["name"])
+	return rtsandbox.TurnSpeaker{ID: id, Name: name}, okID && okName
+}
+
+func toolSpecs(raw json.RawMessage) ([]rtsandbox.ToolSpec, bool) {
+	items, ok := array(raw)
+	if !ok {
+		return nil, false
+	}
+	specs := make([]rtsandbox.ToolSpec, 0, len(items))
+	for _, item := range items {
+		spec, ok := toolSpec(item)
+		if !ok {
+			return nil, false
+		}
+		specs = append(specs, spec)
+	}
+	return specs, true
+}
+
+func toolSpec(raw json.RawMessage) (rtsandbox.ToolSpec, bool) {
+	obj, ok := object(raw)
+	if !ok {
+		return rtsandbox.ToolSpec{}, false
+	}
+	name, okName := str(obj["name"])
+	desc, okDesc := str(obj["description"])
+	params := obj["parameters"]
+	_, okParams := object(params)
+	if !okName || !rtsandbox.ValidToolName(name) || !okDesc || !okParams {
+		return rtsandbox.ToolSpec{}, false
+	}
+	return rtsandbox.ToolSpec{Name: name, Description: desc, Parameters: compact(params)}, true
+}
+
+func mcpServers(raw json.RawMessage) ([]rtsandbox.MCPServerTools, bool) {
+	items, ok := array(raw)
+	if !ok {
+		return nil, false
+	}
+	servers := make([]rtsandbox.MCPServerTools, 0, len(items))
+	for _, item := range items {
+		obj, ok := object(item)
+		if !ok {
+			return nil, false
+		}
+		name, okName := str(obj["server"])
+		tools, okTools := toolSpecs(obj["tools"])
+		if !okName || !rtsandbox.ValidToolName(name) || !okTools {
+			return nil, false
+		}
+		servers = append(servers, rtsandbox.MCPServerTools{Server: name, Tools: tools})
+	}
+	return servers, true
+}
+
+// The helpers below test the JSON type of a raw value the way the
+// reference's typeof checks do: an object is not null and not an array.
+
+func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
+	if firstByte(raw) != '{' {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+func array(raw json.RawMessage) ([]json.RawMessage, bool) {
+	if firstByte(raw) != '[' {
+		return nil, false
+	}
+	var a []json.RawMessage
+	if json.Unmarshal(raw, &a) != nil {
+		return nil, false
+	}
+	return a, true
+}
+
+func str(raw json.RawMessage) (string, bool) {
+	if firstByte(raw) != '"' {
+		return "", false
+	}
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+func boolean(raw json.RawMessage) (bool, bool) {
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+func firstByte(raw json.RawMessage) byte {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return 0
+	}
+	return raw[0]
+}
+
+// compact strips insignificant whitespace, as JSON.stringify of the parsed
+// value would; key order is kept. raw must be valid JSON.
+func compact(raw json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
