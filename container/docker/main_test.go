@@ -1,0 +1,174 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"go.uber.org/goleak"
+)
+
+// integ is the shared state of the integration tests: a client on the local
+// daemon, a FROM-scratch image holding testdata/echo, and an installation id
+// that labels every container these tests create.
+var integ struct {
+	cli          *client.Client
+	image        string
+	installation string
+	skip         string // why integration tests skip; "" when they run
+}
+
+// echoDockerfile wraps the static test worker the way the real worker image
+// is meant to be built: no base image, no shell, no registry.
+const echoDockerfile = `FROM scratch
+COPY rtsandbox-worker /rtsandbox-worker
+USER 1000:1000
+ENTRYPOINT ["/rtsandbox-worker"]
+`
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	teardown, err := setupIntegration()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			// Under CI a missing daemon is a failure, not a reason to skip.
+			fmt.Fprintln(os.Stderr, "docker integration setup failed (CI=true):", err)
+			return 1
+		}
+		integ.skip = "Docker integration tests skipped: " + err.Error()
+	}
+	code := m.Run()
+	if teardown != nil {
+		if err := teardown(); err != nil {
+			fmt.Fprintln(os.Stderr, "docker integration teardown:", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+func setupIntegration() (teardown func() error, err error) {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := newDriver(cli).Ping(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("daemon unreachable: %w", err)
+	}
+	binary, err := buildEcho(ctx)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	integ.cli, integ.installation = cli, "test-"+randomHex(6)
+	integ.image = "rtsandbox-test-echo:" + randomHex(6)
+	files := map[string][]byte{"Dockerfile": []byte(echoDockerfile), "rtsandbox-worker": binary}
+	if err := newDriver(cli).BuildImage(ctx, integ.image, files); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return teardownIntegration, nil
+}
+
+// buildEcho compiles testdata/echo as a static binary and returns it.
+func buildEcho(ctx context.Context) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "rtsandbox-echo-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "echo")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./testdata/echo")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build testdata/echo: %w\n%s", err, msg)
+	}
+	return os.ReadFile(out)
+}
+
+// teardownIntegration fails if any container of this test run is left, then
+// removes the leftovers and the test image.
+func teardownIntegration() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	defer integ.cli.Close()
+	var errs []error
+	left, err := integ.cli.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: client.Filters{}.Add("ancestor", integ.image),
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range left.Items {
+		errs = append(errs, fmt.Errorf("container %v (%s) was left behind", c.Names, c.ID))
+		_, _ = integ.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+	if n, err := newDriver(integ.cli).Reap(ctx, integ.installation); err != nil || n > 0 {
+		errs = append(errs, fmt.Errorf("reap at teardown removed %d labelled containers: %v", n, err))
+	}
+	if err := newDriver(integ.cli).RemoveImage(ctx, integ.image); err != nil {
+		errs = append(errs, err)
+	}
+	if ok, _ := newDriver(integ.cli).ImageExists(ctx, integ.image); ok {
+		errs = append(errs, fmt.Errorf("image %s still exists", integ.image))
+	}
+	return errors.Join(errs...)
+}
+
+// needDocker skips a test when the daemon is unavailable outside CI.
+func needDocker(t *testing.T) {
+	t.Helper()
+	if integ.skip != "" {
+		t.Skip(integ.skip)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// turnSpec returns a spec for the echo image with fresh directories owned
+// by the container user, labelled with this test run's installation.
+func turnSpec(t *testing.T) rtcontainer.Spec {
+	t.Helper()
+	runDir, workspaceDir := testDirs(t)
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 { // tests run as root: use an unprivileged id and hand it the dirs
+		uid, gid = 1000, 1000
+		for _, d := range []string{runDir, workspaceDir} {
+			if err := os.Chown(d, uid, gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	labels, err := rtcontainer.TurnLabels(integ.installation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rtcontainer.Spec{
+		Name: rtcontainer.Name("test:" + t.Name()), Image: integ.image, UID: uid, GID: gid,
+		RunDir: runDir, WorkspaceDir: workspaceDir, Limits: rtcontainer.DefaultLimits(), Labels: labels,
+	}
+}

@@ -1,0 +1,95 @@
+package docker
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+)
+
+// argsSpec is the §6.10 "Args" spec.
+func argsSpec() rtcontainer.Spec {
+	return rtcontainer.Spec{
+		Name:         "rtsandbox-test",
+		Image:        "sandbox:local",
+		UID:          1000,
+		GID:          1000,
+		RunDir:       "/srv/sandbox/run/turn-a",
+		WorkspaceDir: "/srv/sandbox/work/channel-a",
+		Limits:       rtcontainer.DefaultLimits(),
+		Labels:       map[string]string{"rtsandbox.installation": "prod", "rtsandbox.role": "turn"},
+	}
+}
+
+func int64p(n int64) *int64 { return &n }
+
+// TestCreateOptions pins the whole create request: §3.2 translated to the
+// Engine API, and nothing else (no port bindings, no privileged, no
+// AutoRemove, no other mounts, no other environment).
+func TestCreateOptions(t *testing.T) {
+	want := client.ContainerCreateOptions{
+		Name: "rtsandbox-test",
+		Config: &container.Config{
+			Image:        "sandbox:local",
+			User:         "1000:1000",
+			AttachStdin:  true,
+			AttachStdout: true,
+			AttachStderr: true,
+			OpenStdin:    true,
+			StdinOnce:    true,
+			Env:          []string{"HOME=/tmp/home"},
+			Labels:       map[string]string{"rtsandbox.installation": "prod", "rtsandbox.role": "turn"},
+		},
+		HostConfig: &container.HostConfig{
+			LogConfig:      container.LogConfig{Type: "none"},
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			CapDrop:        []string{"ALL"},
+			SecurityOpt:    []string{"no-new-privileges:true"},
+			Tmpfs:          map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=64m,mode=1777"},
+			Resources: container.Resources{
+				Memory:     512 << 20,
+				MemorySwap: 512 << 20,
+				NanoCPUs:   1e9,
+				PidsLimit:  int64p(64),
+				Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: 256, Hard: 256}},
+			},
+			Mounts: []mount.Mount{
+				{Type: mount.TypeBind, Source: "/srv/sandbox/run/turn-a", Target: "/broker", ReadOnly: true,
+					BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+				{Type: mount.TypeBind, Source: "/srv/sandbox/work/channel-a", Target: "/workspace",
+					BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+			},
+		},
+	}
+	if diff := cmp.Diff(want, createOptions(argsSpec())); diff != "" {
+		t.Errorf("createOptions(argsSpec()) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestCreateOptionsOverrides is §6.10 "Overrides": 768 MiB, 0.5 CPU, 32 PIDs.
+func TestCreateOptionsOverrides(t *testing.T) {
+	s := argsSpec()
+	s.Limits = rtcontainer.Limits{MemoryMB: 768, CPUs: 0.5, PIDs: 32}
+	got := createOptions(s).HostConfig.Resources
+	want := container.Resources{
+		Memory: 768 << 20, MemorySwap: 768 << 20, NanoCPUs: 5e8, PidsLimit: int64p(32),
+		Ulimits: []*container.Ulimit{{Name: "nofile", Soft: 256, Hard: 256}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Resources mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestCreateOptionsCopiesLabels: the request must not alias the caller's map.
+func TestCreateOptionsCopiesLabels(t *testing.T) {
+	s := argsSpec()
+	opts := createOptions(s)
+	s.Labels["rtsandbox.role"] = "other"
+	if got := opts.Config.Labels["rtsandbox.role"]; got != "turn" {
+		t.Errorf("label after caller edit = %q; want turn", got)
+	}
+}

@@ -1,0 +1,200 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+)
+
+// Run implements container.Driver. The order follows §3.3: canonicalise and
+// validate, refuse an already-ended context, create, attach, wait-register,
+// start, write stdin, read both streams and the exit concurrently; then
+// always remove, and only then judge the reply.
+func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (rtcontainer.Result, error) {
+	res := rtcontainer.Result{ExitCode: -1, Began: d.now()}
+	spec, err := canonical(spec)
+	if err != nil {
+		return res, err
+	}
+	if ctx.Err() != nil {
+		return res, aborted(ctx)
+	}
+	out, runErr := d.execute(ctx, spec, stdin, &res)
+	// A run that failed before judging the reply (a kill after a stream
+	// overflow, an engine error) is cleaned up like a non-zero exit.
+	if err := d.cleanup(ctx, spec.Name, out.aborted, runErr != nil || res.ExitCode != 0); err != nil {
+		// A container we could not remove fails the turn even if the
+		// worker succeeded; the run's own error stays in the detail.
+		return res, fmt.Errorf("%w: %w (run error: %v)", rtcontainer.ErrCleanup, err, runErr)
+	}
+	res.Removed = d.now()
+	if runErr != nil {
+		return res, runErr
+	}
+	if res.ExitCode != 0 {
+		return res, fmt.Errorf("%w: exit code %d", rtcontainer.ErrWorkerFailed, res.ExitCode)
+	}
+	res.Reply, err = rtcontainer.ParseReply(out.stdout)
+	return res, err
+}
+
+// canonical resolves symlinks in the mount paths so an operator path cannot
+// redirect a mount, validating before (so relative or injected input is
+// refused as given) and after (so a symlink cannot lead to "/" or nest the
+// two mounts).
+func canonical(spec rtcontainer.Spec) (rtcontainer.Spec, error) {
+	if err := spec.Validate(); err != nil {
+		return spec, err
+	}
+	var err error
+	if spec.RunDir, err = realpath(spec.RunDir); err != nil {
+		return spec, err
+	}
+	if spec.WorkspaceDir, err = realpath(spec.WorkspaceDir); err != nil {
+		return spec, err
+	}
+	return spec, spec.Validate()
+}
+
+func realpath(p string) (string, error) {
+	resolved, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: resolve mount path: %w", rtcontainer.ErrInvalidSpec, err)
+	}
+	return filepath.Abs(resolved)
+}
+
+// run is what execute learned for the cleanup and the reply check.
+type run struct {
+	stdout  []byte
+	aborted bool // the context ended; the container is killed before removal
+}
+
+// execute drives one container from create to exit. It records the phase
+// timestamps and exit code in res; it never removes the container.
+func (d *Driver) execute(ctx context.Context, spec rtcontainer.Spec, stdin []byte, res *rtcontainer.Result) (run, error) {
+	created, err := d.api.ContainerCreate(ctx, createOptions(spec))
+	if err != nil {
+		return failed(ctx, "create", err)
+	}
+	res.Created = d.now()
+	att, err := d.api.ContainerAttach(ctx, created.ID, client.ContainerAttachOptions{
+		Stream: true, Stdin: true, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return failed(ctx, "attach", err)
+	}
+	st := startStreams(att.HijackedResponse)
+	defer st.close()
+	// Register the wait before start, so a worker that exits at once
+	// cannot be missed.
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	exited := awaitExit(d.api.ContainerWait(waitCtx, created.ID, client.ContainerWaitOptions{
+		Condition: container.WaitConditionNextExit,
+	}))
+	if _, err := d.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return failed(ctx, "start", err)
+	}
+	res.Started = d.now()
+	st.send(stdin)
+	return d.supervise(ctx, created.ID, st, exited, res)
+}
+
+// supervise waits for both the end of the output and the exit. An ended
+// context or an overflowing stream kills the container at once.
+func (d *Driver) supervise(ctx context.Context, id string, st *streams, exited <-chan exitStatus, res *rtcontainer.Result) (run, error) {
+	output := st.done
+	for output != nil || exited != nil {
+		select {
+		case <-ctx.Done():
+			return run{aborted: true}, aborted(ctx)
+		case err := <-output:
+			output = nil
+			if err != nil {
+				d.kill(ctx, id)
+				return run{}, streamErr(err)
+			}
+		case s := <-exited:
+			exited = nil
+			if s.err != nil {
+				d.kill(ctx, id)
+				return failed(ctx, "wait", s.err)
+			}
+			res.Exited, res.ExitCode = d.now(), s.code
+		}
+	}
+	res.StderrBytes = st.stderr.n
+	if d.afterExit != nil {
+		d.afterExit(id)
+	}
+	return run{stdout: st.stdout.buf.Bytes()}, nil
+}
+
+type exitStatus struct {
+	code int
+	err  error
+}
+
+// awaitExit folds the client's two wait channels into one buffered channel.
+// The goroutine ends once either channel yields, which the client guarantees
+// once the wait's context is cancelled; it never blocks on sending.
+func awaitExit(w client.ContainerWaitResult) <-chan exitStatus {
+	out := make(chan exitStatus, 1)
+	go func() {
+		select {
+		case r := <-w.Result:
+			if r.Error != nil && r.Error.Message != "" {
+				out <- exitStatus{code: -1, err: errors.New(r.Error.Message)}
+				return
+			}
+			out <- exitStatus{code: int(r.StatusCode)}
+		case err := <-w.Error:
+			out <- exitStatus{code: -1, err: err}
+		}
+	}()
+	return out
+}
+
+// kill sends SIGKILL: SIGTERM would go to a PID 1 that may ignore it. It
+// uses its own deadline because ctx may already be done. Errors are ignored
+// because the force-removal that always follows is authoritative.
+func (d *Driver) kill(ctx context.Context, ref string) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	defer cancel()
+	_, _ = d.api.ContainerKill(kctx, ref, client.ContainerKillOptions{Signal: "KILL"})
+}
+
+// failed classifies an engine error: an ended context wins, a missing image
+// on create is the operator's to fix, anything else is ErrEngine.
+func failed(ctx context.Context, op string, err error) (run, error) {
+	switch {
+	case ctx.Err() != nil:
+		return run{aborted: true}, aborted(ctx)
+	case op == "create" && cerrdefs.IsNotFound(err):
+		// Create never pulls, so "not found" can only be the image.
+		return run{}, fmt.Errorf("%w: %w", rtcontainer.ErrImageMissing, err)
+	}
+	return run{}, engineErr(op, err)
+}
+
+func streamErr(err error) error {
+	if errors.Is(err, rtcontainer.ErrOutputLimit) {
+		return err
+	}
+	return engineErr("attach stream", err)
+}
+
+func aborted(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", rtcontainer.ErrAborted, context.Cause(ctx))
+}
+
+func engineErr(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", rtcontainer.ErrEngine, op, err)
+}

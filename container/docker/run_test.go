@@ -1,0 +1,207 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+)
+
+func fakeSpec(t *testing.T) rtcontainer.Spec {
+	t.Helper()
+	runDir, workspaceDir := testDirs(t)
+	return rtcontainer.Spec{
+		Name: "sandbox-one", Image: "sandbox:local", UID: 1000, GID: 1000,
+		RunDir: runDir, WorkspaceDir: workspaceDir, Limits: rtcontainer.DefaultLimits(),
+	}
+}
+
+// replyWorker reads stdin to EOF and prints stdout with the exit code.
+func replyWorker(stdout string, code int) func(<-chan struct{}, io.Reader, io.Writer, io.Writer) int {
+	return func(_ <-chan struct{}, in io.Reader, out, _ io.Writer) int {
+		if _, err := io.ReadAll(in); err != nil {
+			return 99
+		}
+		_, _ = io.WriteString(out, stdout)
+		return code
+	}
+}
+
+// hostileWorker ignores everything until it is killed.
+func hostileWorker(killed <-chan struct{}, _ io.Reader, _, _ io.Writer) int {
+	<-killed
+	return 137
+}
+
+// TestRunNormalTurn is §6.10 "Driver normal turn": the reply comes back and
+// the container is removed exactly once, by name.
+func TestRunNormalTurn(t *testing.T) {
+	f := newFakeEngine()
+	f.worker = replyWorker(`{"ok":true,"text":"done"}`, 0)
+	res, err := newDriver(f).Run(context.Background(), fakeSpec(t), []byte(`{"text":"hi"}`))
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if want := (rtsandbox.Reply{OK: true, Text: "done"}); res.Reply != want {
+		t.Errorf("Reply = %+v; want %+v", res.Reply, want)
+	}
+	want := []string{"create", "attach", "wait", "start", "remove"}
+	if diff := cmp.Diff(want, f.ops()); diff != "" {
+		t.Errorf("engine calls mismatch (-want +got):\n%s", diff)
+	}
+	if rm := f.callsOf("remove"); len(rm) != 1 || rm[0].ref != "sandbox-one" {
+		t.Errorf("removals = %+v; want one of sandbox-one", rm)
+	}
+	for name, ts := range map[string]time.Time{"Began": res.Began, "Created": res.Created, "Started": res.Started, "Exited": res.Exited, "Removed": res.Removed} {
+		if ts.IsZero() {
+			t.Errorf("Result.%s is zero", name)
+		}
+	}
+}
+
+// TestRunAbortPath is the §6.11 driver abort path: SIGKILL, then remove,
+// then 100 ms, then remove again.
+func TestRunAbortPath(t *testing.T) {
+	f := newFakeEngine()
+	f.worker = hostileWorker
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := newDriver(f).Run(ctx, fakeSpec(t), []byte(`{}`))
+	if !errors.Is(err, rtcontainer.ErrAborted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v; want ErrAborted wrapping DeadlineExceeded", err)
+	}
+	ops := f.ops()
+	if diff := cmp.Diff([]string{"kill", "remove", "remove"}, ops[len(ops)-3:]); diff != "" {
+		t.Errorf("cleanup calls mismatch (-want +got):\n%s", diff)
+	}
+	kill, rm := f.callsOf("kill"), f.callsOf("remove")
+	if kill[0].ref != "sandbox-one" || rm[0].ref != "sandbox-one" || rm[1].ref != "sandbox-one" {
+		t.Errorf("kill/remove refs = %v, %v; want the exact name", kill, rm)
+	}
+	if gap := rm[1].at.Sub(rm[0].at); gap < secondRemovalGap {
+		t.Errorf("gap between removals = %v; want >= %v", gap, secondRemovalGap)
+	}
+}
+
+func TestRunAlreadyAborted(t *testing.T) {
+	f := newFakeEngine()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := newDriver(f).Run(ctx, fakeSpec(t), nil); !errors.Is(err, rtcontainer.ErrAborted) {
+		t.Fatalf("Run = %v; want ErrAborted", err)
+	}
+	if ops := f.ops(); len(ops) != 0 {
+		t.Errorf("engine calls = %v; want none", ops)
+	}
+}
+
+func TestRunFailures(t *testing.T) {
+	tests := []struct {
+		name        string
+		worker      func(<-chan struct{}, io.Reader, io.Writer, io.Writer) int
+		want        error
+		wantRemoves int
+		wantKill    bool
+	}{
+		// A well-formed ok:false reply with exit code 1 throws (§3.3).
+		{"exit-1", replyWorker(`{"ok":false,"text":"x"}`, 1), rtcontainer.ErrWorkerFailed, 2, false},
+		{"stdout-over-limit", replyWorker(strings.Repeat("x", stdoutLimit+1), 0), rtcontainer.ErrOutputLimit, 2, true},
+		{"text-over-limit", replyWorker(`{"ok":true,"text":"`+strings.Repeat("a", 100001)+`"}`, 0), rtcontainer.ErrInvalidReply, 1, false},
+		{"not-json", replyWorker(`hello`, 0), rtcontainer.ErrInvalidReply, 1, false},
+		{"stderr-over-limit", func(_ <-chan struct{}, in io.Reader, _, errw io.Writer) int {
+			_, _ = io.ReadAll(in)
+			_, _ = io.WriteString(errw, strings.Repeat("e", stderrLimit+1))
+			return 0
+		}, rtcontainer.ErrOutputLimit, 2, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine()
+			f.worker = tc.worker
+			_, err := newDriver(f).Run(context.Background(), fakeSpec(t), []byte(`{}`))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Run = %v; want %v", err, tc.want)
+			}
+			if n := len(f.callsOf("remove")); n != tc.wantRemoves {
+				t.Errorf("remove calls = %d; want %d", n, tc.wantRemoves)
+			}
+			if got := len(f.callsOf("kill")) > 0; got != tc.wantKill {
+				t.Errorf("killed = %v; want %v", got, tc.wantKill)
+			}
+		})
+	}
+}
+
+func TestRunImageMissing(t *testing.T) {
+	f := newFakeEngine()
+	f.createErr = cerrdefs.ErrNotFound.WithMessage("No such image: sandbox:local")
+	_, err := newDriver(f).Run(context.Background(), fakeSpec(t), nil)
+	if !errors.Is(err, rtcontainer.ErrImageMissing) {
+		t.Fatalf("Run = %v; want ErrImageMissing", err)
+	}
+	if !strings.Contains(err.Error(), "rtsandbox image build") {
+		t.Errorf("Run error %q does not tell the operator what to run", err)
+	}
+}
+
+// TestRunCleanupFailureReplacesResult: a worker that succeeded still fails
+// the turn when its container cannot be removed.
+func TestRunCleanupFailureReplacesResult(t *testing.T) {
+	f := newFakeEngine()
+	f.worker = replyWorker(`{"ok":true,"text":"done"}`, 0)
+	f.removeErrs = []error{cerrdefs.ErrInternal.WithMessage("driver failed")}
+	_, err := newDriver(f).Run(context.Background(), fakeSpec(t), nil)
+	if !errors.Is(err, rtcontainer.ErrCleanup) {
+		t.Fatalf("Run = %v; want ErrCleanup", err)
+	}
+}
+
+func TestRunRefusesInvalidSpec(t *testing.T) {
+	f := newFakeEngine()
+	s := fakeSpec(t)
+	s.RunDir = s.WorkspaceDir + "/run"
+	if _, err := newDriver(f).Run(context.Background(), s, nil); !errors.Is(err, rtcontainer.ErrInvalidSpec) {
+		t.Fatalf("Run = %v; want ErrInvalidSpec", err)
+	}
+	if ops := f.ops(); len(ops) != 0 {
+		t.Errorf("engine calls = %v; want none", ops)
+	}
+}
+
+func TestRemoveRetries(t *testing.T) {
+	inProgress := cerrdefs.ErrConflict.WithMessage("removal of container sandbox-one is already in progress")
+	notFound := cerrdefs.ErrNotFound.WithMessage("No such container: sandbox-one")
+	other := cerrdefs.ErrInternal.WithMessage("boom")
+	tests := []struct {
+		name      string
+		script    []error
+		wantErr   bool
+		wantCalls int
+	}{
+		{"conflict-then-not-found", []error{inProgress, notFound}, false, 2},
+		{"conflict-then-removed", []error{inProgress, nil}, false, 2},
+		{"three-conflicts", []error{inProgress, inProgress, inProgress}, true, 3},
+		{"other-error-fails-at-once", []error{other}, true, 1},
+		{"not-found-is-done", []error{notFound}, false, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine()
+			f.removeErrs = tc.script
+			err := newDriver(f).remove(context.Background(), "sandbox-one")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("remove = %v; want error %v", err, tc.wantErr)
+			}
+			if n := len(f.callsOf("remove")); n != tc.wantCalls {
+				t.Errorf("remove calls = %d; want %d", n, tc.wantCalls)
+			}
+		})
+	}
+}
