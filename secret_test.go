@@ -17,7 +17,7 @@ func TestSecretRedactsItselfEverywhere(t *testing.T) {
 	js, _ := json.Marshal(struct{ K Secret }{s})
 	outs := map[string]string{
 		"fmt-v":   fmt.Sprintf("%v", s),
-		"fmt-s":   fmt.Sprintf("%s", s),
+		"fmt-s":   fmt.Sprint(s),
 		"fmt-gov": fmt.Sprintf("%#v", s),
 		"slog":    logs.String(),
 		"json":    string(js),

@@ -22,7 +22,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -244,9 +243,6 @@ func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
 func (b *Broker) Turn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker) *Turn {
 	return &Turn{b: b, ctx: ctx, scope: Scope{Channel: channel, Speaker: speaker}, budget: b.cfg.MaxCalls}
 }
-
-// errNoKey marks a missing credential.
-var errNoKey = errors.New("credential missing")
 
 // statusOK is the only status of a successful call.
 const statusOK = http.StatusOK

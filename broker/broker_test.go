@@ -223,7 +223,7 @@ func TestMCPPinning(t *testing.T) {
 	mcp := newUpstream(t, jsonReply(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
 	// Both stand-ins are httptest TLS servers with the same test
 	// certificate, so the fixture's client trusts the MCP one too.
-	f := newFixture(t, nil, withMCP(mcp, realMCPKey))
+	f := newFixture(t, nil, withMCP(mcp, rtsandbox.Secret(realMCPKey)))
 	for _, body := range []string{
 		`{"method":"resources/read","params":{}}`,
 		`{"method":"tools/call","params":{"name":"delete","arguments":{}}}`,

@@ -73,7 +73,7 @@ func TestRefusalsAfterBudgetUseOneCall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, nil, withMCP(mcp, realMCPKey))
+			f := newFixture(t, nil, withMCP(mcp, rtsandbox.Secret(realMCPKey)))
 			wantStatus(t, f.post(tt.target, tt.body), tt.status, tt.text)
 			if got := f.turn.Remaining(); got != rtsandbox.DefaultMaxCalls-1 {
 				t.Errorf("remaining = %d; want %d", got, rtsandbox.DefaultMaxCalls-1)
@@ -217,7 +217,7 @@ func TestToolArgumentsValidatedBeforeCall(t *testing.T) {
 	mcp := newUpstream(t, nil)
 	f := newFixture(t, nil, func(c *broker.Config) {
 		withTool("weather", `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`, echo)(c)
-		withMCP(mcp, realMCPKey)(c)
+		withMCP(mcp, rtsandbox.Secret(realMCPKey))(c)
 	})
 	for _, body := range []string{`{}`, `{"city":1}`, `{"city":"x","extra":true}`} {
 		wantStatus(t, f.post("/tools/weather", body), 400, "invalid tool arguments")

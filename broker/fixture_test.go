@@ -23,9 +23,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The common fixture of spec §6.1.
 const (
 	testChannel rtsandbox.ChannelKey = "fake:guests"
-	testModel                        = "test-model"
-	realKey                          = "real-model-key"
-	realMCPKey                       = "real-mcp-key"
+	testModel   string               = "test-model"
+	realKey     string               = "real-model-key"
+	realMCPKey  string               = "real-mcp-key"
 )
 
 var guest = rtsandbox.Speaker{ID: "guest-a", Name: "Guest", PrincipalID: "p_guest_a"}
@@ -137,7 +137,7 @@ func newFixture(t *testing.T, model http.HandlerFunc, edit func(*broker.Config))
 			f.mu.Lock()
 			f.scopes = append(f.scopes, s)
 			f.mu.Unlock()
-			return realKey, nil
+			return rtsandbox.Secret(realKey), nil
 		},
 		Client: f.model.client(),
 		Logger: slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

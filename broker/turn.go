@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -48,6 +49,7 @@ func writeOutcome(w http.ResponseWriter, o outcome) {
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	h.Set("Connection", "close")
+	h.Set("Content-Length", strconv.Itoa(len(o.body)))
 	w.WriteHeader(o.status)
 	_, _ = w.Write(o.body)
 }

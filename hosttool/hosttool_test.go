@@ -70,7 +70,7 @@ func TestWebhookFailures(t *testing.T) {
 		{"array", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `["x"]`) }, hosttool.ErrBadAnswer},
 		{"not-json", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `sunny`) }, upstream.ErrNotJSON},
 		{"reflects-key", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"text":"k is webhook-key"}`) }, upstream.ErrReflect},
-		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", 302) }, upstream.ErrRedirect},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/elsewhere", http.StatusFound) }, upstream.ErrRedirect},
 		{"too-large", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"text":"`+strings.Repeat("x", upstream.MaxResponseBytes)+`"}`)
 		}, upstream.ErrTooLarge},

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -41,6 +42,10 @@ var (
 // New.
 type Client struct {
 	hc *http.Client
+	// bufs holds read buffers of MaxResponseBytes+1 for answers of unknown
+	// length (chunked), so a large answer is read without repeated growth
+	// and copied once.
+	bufs sync.Pool
 }
 
 // New returns a Client on transport, or on a dedicated hardened transport
@@ -49,11 +54,16 @@ func New(transport http.RoundTripper) *Client {
 	if transport == nil {
 		transport = NewTransport()
 	}
-	return &Client{hc: &http.Client{
+	c := &Client{hc: &http.Client{
 		Transport: transport,
 		// A redirect is a failure, and its target is never contacted.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect },
 	}}
+	c.bufs.New = func() any {
+		b := make([]byte, MaxResponseBytes+1)
+		return &b
+	}
+	return c
 }
 
 // NewTransport returns the transport New uses by default: no proxy from the
@@ -69,6 +79,10 @@ func NewTransport() *http.Transport {
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          16,
 		IdleConnTimeout:       60 * time.Second,
+		// Model answers run to a megabyte: 64 KiB buffers cut the read
+		// syscalls per answer sixteenfold against the 4 KiB default.
+		ReadBufferSize:  64 << 10,
+		WriteBufferSize: 64 << 10,
 	}
 }
 
@@ -114,14 +128,32 @@ func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || (call.Status != 0 && resp.StatusCode != call.Status) {
 		return nil, fmt.Errorf("%w (%d)", ErrStatus, resp.StatusCode)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
-	if err != nil {
-		return nil, classify(ctx, err)
-	}
-	if len(data) > MaxResponseBytes {
+	return c.readBody(ctx, resp)
+}
+
+// readBody reads at most MaxResponseBytes. A declared length is checked
+// before reading and lets the buffer be allocated once.
+func (c *Client) readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
+	if resp.ContentLength > MaxResponseBytes {
 		return nil, ErrTooLarge
 	}
-	return data, nil
+	if resp.ContentLength >= 0 {
+		data := make([]byte, resp.ContentLength)
+		if _, err := io.ReadFull(resp.Body, data); err != nil {
+			return nil, classify(ctx, err)
+		}
+		return data, nil
+	}
+	bufp := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(bufp)
+	n, err := io.ReadFull(resp.Body, *bufp)
+	switch {
+	case err == nil:
+		return nil, ErrTooLarge // the buffer holds MaxResponseBytes+1
+	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, classify(ctx, err)
+	}
+	return bytes.Clone((*bufp)[:n]), nil
 }
 
 // classify maps a transport error to a content-free class: *url.Error

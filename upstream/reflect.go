@@ -1,12 +1,8 @@
 package upstream
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"io"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -31,47 +27,23 @@ func Forms(key string) []string {
 // not empty, whether any decoded string value or object key contains key
 // in one of its six forms. It returns nil, ErrNotJSON or ErrReflect.
 //
-// The walk reads tokens rather than decoding into maps, so every string is
-// seen: duplicate object keys, which a map decode would drop, cannot hide a
+// The scan (scan.go) sees every string rather than decoding into maps:
+// duplicate object keys, which a map decode would drop, cannot hide a
 // reflected key that the raw bytes still carry. Escapes are decoded first,
 // so "\u002d" cannot hide one either. Splitting a key across strings or
 // other encodings are not detected: this is defence in depth.
 func CheckJSON(body []byte, key string) error {
-	var forms []string
+	var forms [][]byte
 	if key != "" {
-		forms = Forms(key)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	depth, values := 0, 0
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return ErrNotJSON
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			if v == '{' || v == '[' {
-				depth++
-			} else {
-				depth--
-			}
-		case string:
-			if containsAny(v, forms) {
-				return ErrReflect
-			}
-		}
-		if depth == 0 {
-			values++
-			if dec.More() {
-				return ErrNotJSON // a second top-level value
-			}
+		for _, f := range Forms(key) {
+			forms = append(forms, []byte(f))
 		}
 	}
-	if depth != 0 || values != 1 {
+	valid, reflected := scan(body, forms)
+	switch {
+	case reflected:
+		return ErrReflect
+	case !valid:
 		return ErrNotJSON
 	}
 	return nil

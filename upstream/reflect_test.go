@@ -33,13 +33,22 @@ var reflectionCases = []struct {
 	{"two-values", "k", `{} {}`, ErrNotJSON},
 	{"trailing-garbage", "k", `{}]`, ErrNotJSON},
 	{"html-text", "k", `<html>`, ErrNotJSON},
+	{"lone-surrogate-then-key", "real-model-key", `{"t":"\ud800real-model-key"}`, ErrReflect},
+	{"surrogate-pair", "😀k", `{"t":"\ud83d\ude00k"}`, ErrReflect},
+	{"escaped-key-in-object-key", "real-model-key", `{"real\u002dmodel-key":1}`, ErrReflect},
+	{"leading-zero", "k", `{"n":01}`, ErrNotJSON},
+	{"bad-escape", "k", `{"t":"\x"}`, ErrNotJSON},
+	{"control-in-string", "k", "{\"t\":\"a\nb\"}", ErrNotJSON},
+	{"trailing-comma", "k", `[1,]`, ErrNotJSON},
+	{"deep-nesting-at-limit", "k", strings.Repeat("[", 10000) + strings.Repeat("]", 10000), nil},
+	{"deep-nesting-over-limit", "k", `{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + "}", ErrNotJSON},
 }
 
 func TestCheckJSON(t *testing.T) {
 	for _, tt := range reflectionCases {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := CheckJSON([]byte(tt.body), tt.key); !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
-				t.Errorf("CheckJSON(%s, %q) = %v; want %v", tt.body, tt.key, err, tt.want)
+				t.Errorf("CheckJSON(%.200s, %q) = %v; want %v", tt.body, tt.key, err, tt.want)
 			}
 		})
 	}
@@ -67,10 +76,10 @@ func FuzzCheckJSON(f *testing.F) {
 		// Invalid JSON always fails (as ErrNotJSON, or ErrReflect when a
 		// reflected key came first); valid JSON never fails as ErrNotJSON.
 		if (!valid && err == nil) || (valid && errors.Is(err, ErrNotJSON)) {
-			t.Fatalf("CheckJSON(%q) = %v; json.Unmarshal valid = %v", body, err, valid)
+			t.Fatalf("CheckJSON(%.200q) = %v; json.Unmarshal valid = %v", body, err, valid)
 		}
 		if err == nil && key != "" && walkFinds(v, Forms(key)) {
-			t.Fatalf("CheckJSON(%q, %q) = nil; but a decoded string holds the key", body, key)
+			t.Fatalf("CheckJSON(%.200q, %q) = nil; but a decoded string holds the key", body, key)
 		}
 	})
 }

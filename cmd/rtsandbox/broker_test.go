@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/config"
 )
 
 const cmdTestKey = "cmd-test-model-key"
@@ -240,5 +243,20 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The README's example config is valid.
+func TestExampleConfigParses(t *testing.T) {
+	cfg, err := config.Load("../../examples/rtsandbox.yaml")
+	if err != nil {
+		t.Fatalf("examples/rtsandbox.yaml: %v", err)
+	}
+	bc, err := brokerConfig(cfg, func(string) string { return "" }, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := broker.New(bc); err != nil {
+		t.Errorf("broker from the example config: %v", err)
 	}
 }

@@ -42,6 +42,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"broker", "serve one turn's broker on a Unix socket", runBroker},
+		{"image", "build the sealed worker image (image build)", runImage},
+		{"reap", "remove this installation's leftover turn containers", runReap},
 		{"version", "print the version", runVersion},
 	}
 }

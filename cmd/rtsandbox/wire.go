@@ -15,6 +15,9 @@ import (
 // brokerConfig wires a config file into a broker configuration. Credentials
 // are environment variables read on every call and never stored.
 func brokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (broker.Config, error) {
+	if client == nil {
+		client = upstream.New(nil)
+	}
 	modelKey := cfg.Model.APIKeyEnv
 	bc := broker.Config{
 		ModelURL:  cfg.Model.URL,

@@ -1,0 +1,42 @@
+# rtsandbox build and test entry points. `make test` is the one command CI
+# runs (through .ci/run); it needs a Docker daemon for the integration tests.
+GO        ?= go
+PKGS      := ./...
+FUZZTIME  ?= 8s
+BIN       := bin
+
+.PHONY: all build test lint unit fuzz bench demo clean
+
+all: build
+
+## build: the static worker, then the host binary with the worker embedded.
+build:
+	mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o image/rtsandbox-worker ./cmd/rtsandbox-worker
+	cp image/rtsandbox-worker $(BIN)/rtsandbox-worker
+	$(GO) build -trimpath -tags embedworker -o $(BIN)/rtsandbox ./cmd/rtsandbox
+
+## test: formatting, vet, staticcheck, every test with the race detector,
+## then each fuzz target for a short bounded time.
+test: lint unit fuzz
+
+lint:
+	@out=$$(gofmt -l . | grep -v '^vendor/' || true); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
+
+unit:
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz-smoke.sh
+
+## bench: the benchmarks recorded in docs/benchmarks.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./broker/
+
+demo: build
+	$(BIN)/rtsandbox demo
+
+clean:
+	rm -rf $(BIN) image/rtsandbox-worker

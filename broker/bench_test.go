@@ -1,0 +1,132 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// BenchmarkModelCall compares the same /model call sent directly to a
+// loopback upstream and sent through the broker on a Unix socket with
+// every check (headers, budget, normalisation, key lookup, rebuilt body,
+// reflection scan of the answer). The added latency is the difference of
+// the p50-ns metrics of a size's two sub-benchmarks.
+func BenchmarkModelCall(b *testing.B) {
+	for _, size := range []int{1 << 10, 16 << 10, 1<<20 - 256} {
+		answer := `{"choices":[{"message":{"role":"assistant","content":"` + strings.Repeat("a", size-64) + `"}}]}`
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, answer)
+		}))
+		label := sizeLabel(size)
+		body := `{"messages":[{"role":"user","content":"hello"}]}`
+		b.Run("direct-"+label, func(b *testing.B) {
+			c := &http.Client{Transport: upstream.NewTransport()}
+			defer c.CloseIdleConnections()
+			measure(b, func() { post(b, c, srv.URL+"/v1", body, len(answer)) })
+		})
+		b.Run("broker-"+label, func(b *testing.B) {
+			sock := benchBroker(b, srv.URL+"/v1")
+			c := &http.Client{Transport: &http.Transport{
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+				},
+				DisableCompression: true,
+			}}
+			defer c.CloseIdleConnections()
+			measure(b, func() { post(b, c, "http://broker/model", body, len(answer)) })
+		})
+		srv.Close()
+	}
+}
+
+func sizeLabel(n int) string {
+	if n >= 1<<20-256 {
+		return "1MiB"
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+// benchBroker serves a turn with a budget large enough for the run.
+func benchBroker(b *testing.B, modelURL string) string {
+	b.Helper()
+	br, err := broker.New(broker.Config{
+		ModelURL: modelURL, Model: testModel, AllowHTTP: true, MaxCalls: rtsandbox.MaxCallsLimit,
+		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "bench-real-key", nil },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	// A budget of 1000 calls per turn: a fresh turn per 1000 iterations.
+	sw := &turnSwitch{b: br, ctx: ctx}
+	srv, err := broker.Listen(filepath.Join(dir, "b.sock"), sw, broker.ListenOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv.Path()
+}
+
+// turnSwitch starts a new turn when the current one's budget is spent, so
+// benchmarks can run past 1000 calls without measuring refusals.
+type turnSwitch struct {
+	b    *broker.Broker
+	ctx  context.Context
+	turn *broker.Turn
+}
+
+func (s *turnSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.turn == nil || s.turn.Remaining() == 0 {
+		s.turn = s.b.Turn(s.ctx, testChannel, guest)
+	}
+	s.turn.ServeHTTP(w, r)
+}
+
+func post(b *testing.B, c *http.Client, url, body string, want int) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+	req.Header.Set("User-Agent", "")
+	resp, err := c.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || int(n) != want {
+		b.Fatalf("status %d, %d bytes; want 200, %d", resp.StatusCode, n, want)
+	}
+}
+
+// measure runs fn b.N times and reports the p50 and p95 latencies.
+func measure(b *testing.B, fn func()) {
+	durs := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		fn()
+		durs = append(durs, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(durs)
+	if len(durs) > 0 {
+		b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "p50-ns")
+		b.ReportMetric(float64(durs[len(durs)*95/100].Nanoseconds()), "p95-ns")
+	}
+}

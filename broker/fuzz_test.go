@@ -1,0 +1,115 @@
+package broker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// roundTripFunc answers upstream calls in memory, so the fuzzer runs the
+// whole pipeline without sockets.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// fixedTexts are every body a refusal may carry.
+var fixedTexts = map[string]bool{
+	"invalid URL": true, "not found": true, "forbidden header": true, "forbidden credential": true,
+	"forbidden host": true, "turn ended": true, "call budget exhausted or busy": true,
+	"invalid input": true, "MCP method or tool refused": true,
+	"text/function model payload required": true, "invalid tool arguments": true,
+	"broker call failed": true, "bad request": true,
+}
+
+// FuzzPipeline drives arbitrary method, target, one header and body
+// through a turn. Properties: no panic; every non-200 answer is one of the
+// fixed texts; a 200 answer is the upstream's or the tool's JSON; the
+// upstream only ever sees rebuilt bodies, the real key and the fixed
+// model; the key never reaches the guest.
+func FuzzPipeline(f *testing.F) {
+	for _, target := range []string{"/model", "/tools/echo", "/mcp/public", "/tools/%62ash", "/model?", "/mcp/public/x"} {
+		f.Add("POST", target, "content-type", "application/json", `{"messages":[]}`)
+	}
+	for _, h := range []string{"connection", "transfer-encoding", "authorization", "host", "x-api-key", "cookie"} {
+		f.Add("POST", "/model", h, "guest-supplied", `{"messages":[]}`)
+	}
+	for _, body := range []string{
+		`{"messages":[{"role":"user","content":"hi"}],"model":"x","callback_url":"https://guest.example"}`,
+		`{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`,
+		`{"method":"tools/call","params":{"name":"search","arguments":{"q":"a"}},"url":"https://guest.example"}`,
+		`[{"method":"tools/call"}]`, `{"speaker":"owner"}`, `null`, `"x"`, `{`,
+	} {
+		f.Add("POST", "/model", "accept", "*/*", body)
+		f.Add("POST", "/mcp/public", "accept", "*/*", body)
+		f.Add("POST", "/tools/echo", "accept", "*/*", body)
+	}
+	f.Fuzz(func(t *testing.T, method, target, hname, hvalue, body string) {
+		var upstreamCalls atomic.Int32
+		client := upstream.New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			upstreamCalls.Add(1)
+			got, _ := io.ReadAll(r.Body)
+			if r.Header.Get("Authorization") != "Bearer "+realKey {
+				t.Errorf("upstream authorization = %q", r.Header.Get("Authorization"))
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(got, &m); err != nil {
+				t.Errorf("upstream body is not an object: %s", got)
+			}
+			if bytes.Contains(got, []byte("guest.example")) && !bytes.Contains(got, []byte(`"content"`)) {
+				t.Errorf("guest field forwarded: %s", got)
+			}
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(`{"choices":[]}`)), Header: http.Header{}}, nil
+		}))
+		key := func(context.Context) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil }
+		b, err := broker.New(broker.Config{
+			ModelURL: "https://models.example/v1", Model: testModel, Client: client,
+			APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil },
+			Tools: []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)},
+				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.HostToolContext) (string, error) { return "ok", nil })}},
+			MCP: []broker.MCPServer{{Name: "public", URL: "https://mcp.example/rpc", APIKey: key,
+				Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: json.RawMessage(`{"type":"object"}`)}}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		turn := b.Turn(ctx, testChannel, guest)
+		r, err := http.NewRequest(method, "http://broker/", strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		r.RequestURI, r.Host = target, "broker"
+		if u, err := r.URL.Parse(target); err == nil {
+			r.URL = u
+		}
+		if name := http.CanonicalHeaderKey(hname); name != "" && !strings.ContainsAny(name, " \r\n:") {
+			r.Header.Set(name, hvalue)
+		}
+		w := httptest.NewRecorder()
+		turn.ServeHTTP(w, r)
+		out := w.Body.String()
+		if strings.Contains(out, realKey) {
+			t.Fatalf("response holds the key: %q", out)
+		}
+		if w.Code != 200 && !fixedTexts[out] {
+			t.Fatalf("status %d with body %q; want a fixed text", w.Code, out)
+		}
+		if w.Code == 200 && !json.Valid(w.Body.Bytes()) {
+			t.Fatalf("200 with non-JSON body %q", out)
+		}
+		if upstreamCalls.Load() > 1 {
+			t.Fatalf("upstream called %d times for one request", upstreamCalls.Load())
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+)
+
+func TestPostJSONSendsOnlyRebuiltHeaders(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	if _, err := New(nil).PostJSON(context.Background(), srv.URL, []byte(`{}`), "k1"); err != nil {
+		t.Fatal(err)
+	}
+	got.Del("Content-Length")
+	want := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "Authorization": {"Bearer k1"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("upstream headers (-want +got):\n%s", diff)
+	}
+}
+
+// An environment proxy never sees the request (or the credential).
+func TestPostJSONIgnoresEnvironmentProxy(t *testing.T) {
+	var proxied atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { proxied.Add(1) }))
+	defer proxy.Close()
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("HTTPS_PROXY", proxy.URL)
+	t.Setenv("NO_PROXY", "")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) }))
+	defer srv.Close()
+	// 127.0.0.1 is exempt from proxies in net/http; a name is not.
+	url := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	if _, err := New(nil).PostJSON(context.Background(), url, []byte(`{}`), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n := proxied.Load(); n != 0 {
+		t.Errorf("proxy got %d requests; want 0", n)
+	}
+}
+
+func TestPostJSONBodyLimit(t *testing.T) {
+	tests := []struct {
+		name    string
+		size    int
+		chunked bool
+		want    error
+	}{
+		{"exact-limit-declared", MaxResponseBytes, false, nil},
+		{"exact-limit-chunked", MaxResponseBytes, true, nil},
+		{"over-limit-declared", MaxResponseBytes + 1, false, ErrTooLarge},
+		{"over-limit-chunked", MaxResponseBytes + 1, true, ErrTooLarge},
+		{"empty", 0, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := strings.Repeat("x", tt.size)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !tt.chunked {
+					w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				}
+				io.WriteString(w, body)
+				if tt.chunked {
+					w.(http.Flusher).Flush()
+				}
+			}))
+			defer srv.Close()
+			got, err := New(nil).PostJSON(context.Background(), srv.URL, nil, "")
+			if !errors.Is(err, tt.want) || (tt.want == nil && len(got) != tt.size) {
+				t.Errorf("PostJSON = %d bytes, %v; want %d bytes, %v", len(got), err, tt.size, tt.want)
+			}
+		})
+	}
+}
+
+func TestPostJSONFailureClasses(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/redirect":
+			http.Redirect(w, r, "/ok", http.StatusTemporaryRedirect)
+		case "/status":
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, "secret-in-body")
+		default:
+			io.WriteString(w, `{}`)
+		}
+	}))
+	defer srv.Close()
+	c := New(nil)
+	ctx := context.Background()
+	if _, err := c.PostJSON(ctx, srv.URL+"/redirect", nil, ""); !errors.Is(err, ErrRedirect) {
+		t.Errorf("redirect = %v; want ErrRedirect", err)
+	}
+	_, err := c.PostJSON(ctx, srv.URL+"/status", nil, "")
+	if !errors.Is(err, ErrStatus) || strings.Contains(err.Error(), "secret-in-body") || strings.Contains(err.Error(), srv.URL) {
+		t.Errorf("status = %v; want ErrStatus without body or URL", err)
+	}
+	if _, err := c.Post(ctx, Call{URL: srv.URL + "/ok", Status: http.StatusCreated}); !errors.Is(err, ErrStatus) {
+		t.Errorf("200 when 201 required = %v; want ErrStatus", err)
+	}
+	_, err = c.PostJSON(ctx, "http://127.0.0.1:1/x", nil, "")
+	if !errors.Is(err, ErrNetwork) || !errors.Is(err, rtsandbox.ErrUpstream) || strings.Contains(err.Error(), "127.0.0.1") {
+		t.Errorf("refused connection = %v; want a content-free ErrNetwork", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.PostJSON(cctx, srv.URL, nil, ""); !errors.Is(err, ErrCanceled) {
+		t.Errorf("canceled = %v; want ErrCanceled", err)
+	}
+}
