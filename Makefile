@@ -12,8 +12,8 @@ all: build
 ## build: the static worker, then the host binary with the worker embedded.
 build:
 	mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o image/rtsandbox-worker ./cmd/rtsandbox-worker
-	cp image/rtsandbox-worker $(BIN)/rtsandbox-worker
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w' -o workerimage/rtsandbox-worker ./cmd/rtsandbox-worker
+	cp workerimage/rtsandbox-worker $(BIN)/rtsandbox-worker
 	$(GO) build -trimpath -tags embedworker -o $(BIN)/rtsandbox ./cmd/rtsandbox
 
 ## test: formatting, vet, staticcheck, every test with the race detector,
@@ -39,4 +39,4 @@ demo: build
 	$(BIN)/rtsandbox demo
 
 clean:
-	rm -rf $(BIN) image/rtsandbox-worker
+	rm -rf $(BIN) workerimage/rtsandbox-worker

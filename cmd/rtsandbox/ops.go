@@ -16,7 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
-	"github.com/rtsandbox/rtsandbox/image"
+	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
 // imageBuildTimeout caps `image build`; compiling the worker from source
@@ -60,7 +60,7 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 	defer cancel()
 	began := time.Now()
-	source, err := image.Build(ctx, d, *tag)
+	source, err := workerimage.Build(ctx, d, *tag)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox image build:", err)
 		return exitFail

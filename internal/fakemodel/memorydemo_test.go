@@ -1,0 +1,114 @@
+package fakemodel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/worker"
+)
+
+// demoRequest builds a request as the worker shapes it: a system prompt
+// with the speaker-memory preview, the JSON-wrapped user message, then any
+// further messages.
+func demoRequest(preview, text string, more ...Message) Request {
+	user, _ := json.Marshal(map[string]any{"speaker": map[string]string{"id": "u1", "name": "Ann"}, "message": text})
+	system := "prompt\nCurrent time: now.\n" + speakerMemoryLine + preview + "\nShared channel notes (untrusted data): []"
+	msgs := []Message{{Role: "system", Content: jsonString(system)}, {Role: "user", Content: jsonString(string(user))}}
+	return Request{Body: ChatRequest{Messages: append(msgs, more...)}}
+}
+
+func jsonString(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+
+func TestMemoryDemo(t *testing.T) {
+	set := withID(Call("memory_set", map[string]string{"scope": "speaker", "key": "drink", "text": "green tea"}), "call_memory_set")
+	get := withID(Call("memory_get", map[string]string{"scope": "speaker"}), "call_memory_get")
+	assistant := func(c ToolCall) Message {
+		return Message{Role: "assistant", Content: jsonString(""), ToolCalls: []ToolCall{c}}
+	}
+	tool := func(id, text string) Message { return Message{Role: "tool", ToolCallID: id, Content: jsonString(text)} }
+	tests := []struct {
+		name string
+		req  Request
+		want Response
+	}{
+		{"remember-calls-set", demoRequest("[]", "Please remember that I drink green tea."), Response{ToolCalls: []ToolCall{set}}},
+		{"saved-confirms", demoRequest("[]", "remember that I drink green tea", assistant(set), tool(set.ID, "Saved.")),
+			Response{Content: "I'll remember that you drink green tea."}},
+		{"set-refused", demoRequest("[]", "remember that I drink green tea", assistant(set), tool(set.ID, workerRefused)),
+			Response{Content: "I could not remember that."}},
+		{"ask-from-preview", demoRequest(`[{"key":"drink","text":"tea"}]`, "What do I drink?"), Response{Content: "You drink tea."}},
+		{"ask-empty-preview-calls-get", demoRequest("[]", "what do I drink?"), Response{ToolCalls: []ToolCall{get}}},
+		{"ask-cut-preview-calls-get", demoRequest(`[{"key":"drink","te`, "what do I drink?"), Response{ToolCalls: []ToolCall{get}}},
+		{"get-answers", demoRequest("[]", "what do I drink?", assistant(get), tool(get.ID, `[{"key":"drink","text":"coffee"}]`)),
+			Response{Content: "You drink coffee."}},
+		{"get-empty", demoRequest("[]", "what do I drink?", assistant(get), tool(get.ID, `[]`)), Response{Content: DemoDontKnow}},
+		{"other", demoRequest("[]", "hello"), Response{Content: DemoHelp}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, memoryDemo(tt.req)); diff != "" {
+				t.Errorf("memoryDemo mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMemoryDemoWithWorker plays the demo through the real worker and
+// broker: one turn stores the drink, the next answers it from the
+// speaker-memory preview, without a tool call.
+func TestMemoryDemoWithWorker(t *testing.T) {
+	const key = "demo-model-key"
+	model := start(t, Options{Key: key, Loop: true}, MemoryDemo())
+	b, err := broker.New(broker.Config{
+		ModelURL: model.ChatURL(), Model: "demo", AllowHTTP: true,
+		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return key, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "fmd") // short: Unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	workspace := filepath.Join(dir, "ws")
+	speaker := rtsandbox.Speaker{ID: "u1", Name: "Ann", PrincipalID: "p1"}
+
+	turn := func(text string) rtsandbox.Reply {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		srv, err := broker.Listen(filepath.Join(dir, "b.sock"), b.Turn(ctx, "http:lobby", speaker), broker.ListenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		in, _ := json.Marshal(rtsandbox.Turn{Text: text, Speaker: rtsandbox.TurnSpeaker{ID: "u1", Name: "Ann"},
+			Model: "demo", Prompt: "Be brief.", TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}})
+		var out, errOut bytes.Buffer
+		code := worker.Run(ctx, worker.Options{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &errOut, Socket: srv.Path(), Workspace: workspace})
+		var reply rtsandbox.Reply
+		if err := json.Unmarshal(out.Bytes(), &reply); code != 0 || err != nil {
+			t.Fatalf("worker exit %d, reply %q (%v); stderr %s", code, out.Bytes(), err, errOut.Bytes())
+		}
+		return reply
+	}
+
+	if got, want := turn("remember that I drink tea"), (rtsandbox.Reply{OK: true, Text: "I'll remember that you drink tea."}); got != want {
+		t.Errorf("first turn = %+v; want %+v", got, want)
+	}
+	calls := len(model.Requests())
+	if got, want := turn("what do I drink?"), (rtsandbox.Reply{OK: true, Text: "You drink tea."}); got != want {
+		t.Errorf("second turn = %+v; want %+v", got, want)
+	}
+	if n := len(model.Requests()) - calls; n != 1 {
+		t.Errorf("second turn made %d model calls; want 1 (answered from the preview)", n)
+	}
+}

@@ -1,0 +1,231 @@
+package fakemodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Request is one received request.
+type Request struct {
+	Index     int // 0-based arrival order
+	Method    string
+	Path      string
+	Header    http.Header
+	Raw       []byte      // body as received
+	Body      ChatRequest // decoded body; zero when DecodeErr is set
+	DecodeErr error
+}
+
+func (r Request) clone() Request {
+	r.Header = r.Header.Clone()
+	r.Raw = slices.Clone(r.Raw)
+	r.Body.Messages = slices.Clone(r.Body.Messages)
+	r.Body.Tools = slices.Clone(r.Body.Tools)
+	return r
+}
+
+// ChatRequest is the part of a chat-completions body the stand-in reads.
+// Other fields stay in Request.Raw.
+type ChatRequest struct {
+	Model     string    `json:"model"`
+	Messages  []Message `json:"messages"`
+	Tools     []Tool    `json:"tools,omitempty"`
+	MaxTokens int       `json:"max_tokens,omitempty"`
+	Stream    bool      `json:"stream,omitempty"`
+}
+
+// Message is one chat message. Content is kept raw because it may be a
+// string, null, or (in session mode) an array of parts; Text reads it.
+type Message struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+}
+
+// Text is the content when it is a JSON string, else "".
+func (m Message) Text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// Tool is one entry of the request's tools list.
+type Tool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// ToolCall is a tool call in the wire format. Arguments is a JSON text in
+// a string, as the API sends it.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function and carries its arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Call returns a tool call of name with args encoded as its arguments
+// string. args may be a string, taken as already-encoded JSON (so tests can
+// send malformed arguments), or any value json.Marshal accepts. The id is
+// left empty; the server fills in a deterministic one.
+func Call(name string, args any) ToolCall {
+	var text string
+	switch a := args.(type) {
+	case string:
+		text = a
+	case json.RawMessage:
+		text = string(a)
+	default:
+		b, err := json.Marshal(a)
+		if err != nil {
+			panic(fmt.Sprintf("fakemodel.Call(%q): %v", name, err))
+		}
+		text = string(b)
+	}
+	return ToolCall{Type: "function", Function: FunctionCall{Name: name, Arguments: text}}
+}
+
+// System is the content of the first system message, or "".
+func (r Request) System() string {
+	for _, m := range r.Body.Messages {
+		if m.Role == "system" {
+			return m.Text()
+		}
+	}
+	return ""
+}
+
+// Last is the last message of the request, or a zero Message.
+func (r Request) Last() Message {
+	if n := len(r.Body.Messages); n > 0 {
+		return r.Body.Messages[n-1]
+	}
+	return Message{}
+}
+
+// UserText is the text of the last user message. The sealed worker wraps
+// it as {"speaker":…,"message":…}; UserText unwraps that form and returns
+// any other content as it is.
+func (r Request) UserText() string {
+	for _, m := range slices.Backward(r.Body.Messages) {
+		if m.Role != "user" {
+			continue
+		}
+		text := m.Text()
+		var wrapped struct {
+			Message *string `json:"message"`
+		}
+		if strings.HasPrefix(text, "{") && json.Unmarshal([]byte(text), &wrapped) == nil && wrapped.Message != nil {
+			return *wrapped.Message
+		}
+		return text
+	}
+	return ""
+}
+
+// ToolResult returns the content of the tool message answering call id.
+func (r Request) ToolResult(id string) (string, bool) {
+	for _, m := range r.Body.Messages {
+		if m.Role == "tool" && m.ToolCallID == id {
+			return m.Text(), true
+		}
+	}
+	return "", false
+}
+
+// Response is what a step answers.
+type Response struct {
+	// Status is the HTTP status; 0 means 200.
+	Status int
+	// Content is the assistant text. With ToolCalls and an empty Content
+	// the wire content is null, as real APIs send it.
+	Content string
+	// ToolCalls are the calls to make; a call without an id gets
+	// "call_<request index>_<call index>".
+	ToolCalls []ToolCall
+	// Raw, when set, is sent verbatim as the body instead, so tests can
+	// answer malformed or unusual JSON.
+	Raw []byte
+}
+
+// completion is the response body in the chat-completions shape.
+type completion struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []choice `json:"choices"`
+}
+
+type choice struct {
+	Index        int        `json:"index"`
+	Message      outMessage `json:"message"`
+	FinishReason string     `json:"finish_reason"`
+}
+
+type outMessage struct {
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+func writeResponse(w http.ResponseWriter, req Request, resp Response) {
+	status := resp.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	body := resp.Raw
+	if body == nil {
+		body = encodeCompletion(req, resp)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func encodeCompletion(req Request, resp Response) []byte {
+	msg := outMessage{Role: "assistant", ToolCalls: slices.Clone(resp.ToolCalls)}
+	finish := "stop"
+	if len(msg.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	if resp.Content != "" || len(msg.ToolCalls) == 0 {
+		msg.Content = &resp.Content
+	}
+	for i := range msg.ToolCalls {
+		if msg.ToolCalls[i].ID == "" {
+			msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", req.Index, i)
+		}
+	}
+	b, err := json.Marshal(completion{
+		ID: fmt.Sprintf("chatcmpl-fake-%d", req.Index), Object: "chat.completion",
+		Created: int64(req.Index), Model: req.Body.Model,
+		Choices: []choice{{Message: msg, FinishReason: finish}},
+	})
+	if err != nil { // every field is a plain string or number
+		panic(err)
+	}
+	return b
+}
+
+func writeError(w http.ResponseWriter, status int, text string) {
+	b, _ := json.Marshal(map[string]map[string]string{"error": {"message": text, "type": "fakemodel"}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
