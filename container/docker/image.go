@@ -56,7 +56,12 @@ func (d *Driver) BuildImage(ctx context.Context, tag string, files map[string][]
 		Dockerfile:  "Dockerfile",
 		Remove:      true,
 		ForceRemove: true,
-		Version:     build.BuilderV1,
+		// No layer cache: the build is one COPY of a small binary, and a
+		// cached intermediate image shared with another build can be
+		// removed under it ("unknown parent image ID") when that build's
+		// image is deleted.
+		NoCache: true,
+		Version: build.BuilderV1,
 	})
 	if err != nil {
 		return engineErr("build image", err)
