@@ -1,0 +1,434 @@
+package sandbox
+
+// Integration tests against the local Docker daemon: the real worker in a
+// FROM-scratch image, run under the sealed profile, reaching only the broker
+// socket; the loopback model and MCP stand-ins are reached by the broker on
+// the host.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/container/docker"
+)
+
+// integ is the shared state of the integration tests.
+var integ struct {
+	cli          *client.Client
+	driver       *docker.Driver
+	workerImage  string
+	hostileImage string
+	installation string
+	skip         string // why integration tests skip; "" when they run
+}
+
+const scratchDockerfile = `FROM scratch
+COPY app /app
+USER 1000:1000
+ENTRYPOINT ["/app"]
+`
+
+func setupIntegration() (teardown func() error, err error) {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := docker.New(cli)
+	if _, err := d.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("daemon unreachable: %w", err)
+	}
+	suffix := randomHex(6)
+	integ.cli, integ.driver, integ.installation = cli, d, "test-sb-"+suffix
+	integ.workerImage = "rtsandbox-test-sbworker:" + suffix
+	integ.hostileImage = "rtsandbox-test-sbhostile:" + suffix
+	for image, pkg := range map[string]string{
+		integ.workerImage:  "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker",
+		integ.hostileImage: "./testdata/hostile",
+	} {
+		if err := buildImage(ctx, d, image, pkg); err != nil {
+			return teardownIntegration, err
+		}
+	}
+	return teardownIntegration, nil
+}
+
+// buildImage compiles pkg as a static binary and wraps it in a FROM-scratch
+// image: no shell, no base, no registry.
+func buildImage(ctx context.Context, d *docker.Driver, tag, pkg string) error {
+	dir, err := os.MkdirTemp("", "sbbuild")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "app")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, msg)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	return d.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(scratchDockerfile), "app": bin})
+}
+
+// teardownIntegration fails if a container of this run was left, then
+// removes leftovers and both images.
+func teardownIntegration() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	defer integ.cli.Close()
+	var errs []error
+	if n, err := integ.driver.Reap(ctx, integ.installation); err != nil || n > 0 {
+		errs = append(errs, fmt.Errorf("reap at teardown removed %d labelled containers: %v", n, err))
+	}
+	for _, image := range []string{integ.workerImage, integ.hostileImage} {
+		if err := integ.driver.RemoveImage(ctx, image); err != nil {
+			errs = append(errs, err)
+		}
+		if ok, _ := integ.driver.ImageExists(ctx, image); ok {
+			errs = append(errs, fmt.Errorf("image %s still exists", image))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func needDocker(t *testing.T) {
+	t.Helper()
+	if integ.skip != "" {
+		t.Skip(integ.skip)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// recordingDriver passes runs to the Docker driver and keeps each spec and
+// turn JSON, so tests can inspect the live container by its exact name.
+type recordingDriver struct {
+	container.Driver
+	mu     sync.Mutex
+	specs  []container.Spec
+	stdins [][]byte
+}
+
+func (d *recordingDriver) Run(ctx context.Context, spec container.Spec, stdin []byte) (container.Result, error) {
+	d.mu.Lock()
+	d.specs = append(d.specs, spec)
+	d.stdins = append(d.stdins, slices.Clone(stdin))
+	d.mu.Unlock()
+	return d.Driver.Run(ctx, spec, stdin)
+}
+
+func (d *recordingDriver) lastSpec() container.Spec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.specs[len(d.specs)-1]
+}
+
+// dockerFixture is newFixture on the Docker driver with image, plus checks
+// after the test that no container, socket or run dir of it remains.
+func dockerFixture(t *testing.T, image string, edit func(f *fixture)) (*fixture, *recordingDriver) {
+	t.Helper()
+	rec := &recordingDriver{Driver: integ.driver}
+	f := newFixture(t, func(f *fixture) {
+		f.opts.Driver, f.opts.Image, f.opts.Installation = rec, image, integ.installation
+		if edit != nil {
+			edit(f)
+		}
+	})
+	t.Cleanup(func() {
+		f.rt.Dispose()
+		assertNoContainers(t)
+		assertEmpty(t, f.runRoot)
+	})
+	return f, rec
+}
+
+// assertNoContainers checks that nothing labelled by this test run remains.
+func assertNoContainers(t *testing.T) {
+	t.Helper()
+	list, err := integ.cli.ContainerList(context.Background(), client.ContainerListOptions{
+		All:     true,
+		Filters: client.Filters{}.Add("label", container.InstallationLabel+"="+integ.installation),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list.Items {
+		t.Errorf("container %v left after the turn", c.Names)
+	}
+}
+
+func logStats(t *testing.T, s TurnStats) {
+	t.Helper()
+	since := func(at time.Time) string {
+		if at.IsZero() {
+			return "-"
+		}
+		return at.Sub(s.Admitted).Round(100 * time.Microsecond).String()
+	}
+	t.Logf("phases since admission: listening %s, driver %s, created %s, started %s, first call %s, exited %s, removed %s, ended %s (%d broker calls)",
+		since(s.Listening), since(s.Began), since(s.Created), since(s.Started), since(s.FirstCall),
+		since(s.Exited), since(s.Removed), since(s.Ended), s.Calls)
+}
+
+const integrationKey = "integration-host-key"
+
+func TestIntegrationSealedTurn(t *testing.T) {
+	needDocker(t)
+	var (
+		mu    sync.Mutex
+		calls int
+	)
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		var req struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil || req.Model != "fake-model" {
+			t.Errorf("upstream body model = %q, %v; want fake-model", req.Model, err)
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer "+integrationKey {
+			t.Errorf("upstream Authorization = %q; want the real key", got)
+		}
+		if strings.Contains(string(body), integrationKey) {
+			t.Error("upstream body contains the key")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, completion("Hello from the sealed worker."))
+	}))
+	defer model.Close()
+	var stats []TurnStats
+	f, rec := dockerFixture(t, integ.workerImage, func(f *fixture) {
+		f.cfg.ModelURL, f.cfg.Model = model.URL+"/v1/chat/completions", "fake-model"
+		f.cfg.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return integrationKey, nil }
+		f.opts.Model = "fake-model"
+		f.opts.OnTurn = func(s TurnStats) { stats = append(stats, s) }
+	})
+	for i := range 3 { // the first turn is cold; the others show the warm cost
+		mu.Lock()
+		calls = 0
+		mu.Unlock()
+		reply, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hello")
+		if err != nil {
+			t.Fatalf("RunTurn = %v", err)
+		}
+		if want := (rtsandbox.Reply{OK: true, Text: "Hello from the sealed worker."}); reply != want {
+			t.Errorf("RunTurn = %+v; want %+v", reply, want)
+		}
+		mu.Lock()
+		if calls != 1 {
+			t.Errorf("model called %d times; want exactly 1", calls)
+		}
+		mu.Unlock()
+		t.Logf("turn %d:", i+1)
+		logStats(t, stats[i])
+		assertNoContainers(t)
+		assertEmpty(t, f.runRoot)
+	}
+	for _, in := range rec.stdins {
+		if strings.Contains(string(in), integrationKey) {
+			t.Errorf("turn JSON contains the key: %s", in)
+		}
+	}
+}
+
+// TestIntegrationToolsTurn: one model answer calls a memory tool, a host
+// tool and an MCP tool; while the host tool runs it inspects the live
+// container and the turn's directories for the real key.
+func TestIntegrationToolsTurn(t *testing.T) {
+	needDocker(t)
+	const mcpKey = "integration-mcp-key"
+	model := newModelServer(t,
+		completion(nil,
+			toolCall("c1", "memory_set", `{"scope":"channel","key":"topic","text":"sealed turns"}`),
+			toolCall("c2", "host_probe", `{}`),
+			toolCall("c3", "mcp_0_lookup", `{"q":"x"}`)),
+		completion("All done."))
+	var mcpAuth []string
+	mcp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mcpAuth = append(mcpAuth, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"mcp says hi"}]}}`)
+	}))
+	defer mcp.Close()
+	var (
+		rec   *recordingDriver
+		f     *fixture
+		stats TurnStats
+	)
+	probe := func(ctx context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+		spec := rec.lastSpec()
+		assertKeyAbsent(t, ctx, spec, []string{integrationKey, mcpKey})
+		return "probed " + string(tc.Channel), nil
+	}
+	f, rec = dockerFixture(t, integ.workerImage, func(f *fixture) {
+		f.cfg.ModelURL = model.url()
+		f.cfg.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return integrationKey, nil }
+		f.cfg.Tools = []broker.Tool{hostTool("probe", probe)}
+		f.cfg.MCP = []broker.MCPServer{{
+			Name: "search", URL: mcp.URL + "/rpc",
+			Tools:  []rtsandbox.ToolSpec{{Name: "lookup", Description: "look up", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}},
+			APIKey: func(context.Context) (rtsandbox.Secret, error) { return mcpKey, nil },
+		}}
+		f.opts.OnTurn = func(s TurnStats) { stats = s }
+	})
+	reply, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "use your tools")
+	if err != nil || reply != (rtsandbox.Reply{OK: true, Text: "All done."}) {
+		t.Fatalf("RunTurn = %+v, %v; want ok All done.", reply, err)
+	}
+	logStats(t, stats)
+	bodies := model.gotBodies()
+	if len(bodies) != 2 {
+		t.Fatalf("model called %d times; want 2", len(bodies))
+	}
+	for _, want := range []string{`"content":"Saved."`, `probed fake:guests`, `mcp says hi`} {
+		if !strings.Contains(bodies[1], want) {
+			t.Errorf("replayed request lacks %q: %s", want, bodies[1])
+		}
+	}
+	if !slices.Equal(mcpAuth, []string{"Bearer " + mcpKey}) {
+		t.Errorf("MCP Authorization %q; want the MCP key once", mcpAuth)
+	}
+	spec := rec.lastSpec()
+	mem, err := os.ReadFile(filepath.Join(spec.WorkspaceDir, "memory.json"))
+	if err != nil || !strings.Contains(string(mem), "sealed turns") {
+		t.Errorf("memory.json = %s, %v; want the channel note", mem, err)
+	}
+	assertNoKeyInTree(t, spec.WorkspaceDir, []string{integrationKey, mcpKey})
+	for _, in := range rec.stdins {
+		if strings.Contains(string(in), integrationKey) || strings.Contains(string(in), mcpKey) {
+			t.Errorf("turn JSON contains a key: %s", in)
+		}
+	}
+}
+
+// assertKeyAbsent inspects the running container by its exact name: no key
+// in its environment, command, labels or mounts; then scans the run dir and
+// workspace files.
+func assertKeyAbsent(t *testing.T, ctx context.Context, spec container.Spec, keys []string) {
+	t.Helper()
+	got, err := integ.cli.ContainerInspect(ctx, spec.Name, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Errorf("inspect %s: %v", spec.Name, err)
+		return
+	}
+	c := got.Container
+	if c.Config == nil || c.HostConfig == nil {
+		t.Error("inspect returned no config")
+		return
+	}
+	var parts []string
+	parts = append(parts, c.Config.Env...)
+	parts = append(parts, c.Config.Cmd...)
+	parts = append(parts, c.Config.Entrypoint...)
+	parts = append(parts, c.Args...)
+	parts = append(parts, c.Path, c.Config.Image, c.Config.User)
+	for k, v := range c.Config.Labels {
+		parts = append(parts, k, v)
+	}
+	for _, m := range c.Mounts {
+		parts = append(parts, m.Source, m.Destination)
+	}
+	parts = append(parts, c.HostConfig.Binds...)
+	for _, p := range parts {
+		for _, key := range keys {
+			if strings.Contains(p, key) {
+				t.Errorf("container setting %q contains a key", p)
+			}
+		}
+	}
+	if len(c.Mounts) < 2 {
+		t.Errorf("container has %d mounts; want the broker and workspace mounts", len(c.Mounts))
+	}
+	if c.HostConfig.NetworkMode != "none" || !c.HostConfig.ReadonlyRootfs {
+		t.Errorf("network %q read-only %v; want none and true", c.HostConfig.NetworkMode, c.HostConfig.ReadonlyRootfs)
+	}
+	assertNoKeyInTree(t, spec.RunDir, keys)
+	assertNoKeyInTree(t, spec.WorkspaceDir, keys)
+}
+
+func assertNoKeyInTree(t *testing.T, root string, keys []string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
+			if strings.Contains(string(b), key) {
+				t.Errorf("%s contains a key", path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("scan %s: %v", root, err)
+	}
+}
+
+// TestIntegrationHostilePID1 is the §3.5 requirement: a PID 1 that ignores
+// SIGTERM, with a 1 s turn deadline, fails the turn in under 8 s and leaves
+// no container of its image.
+func TestIntegrationHostilePID1(t *testing.T) {
+	needDocker(t)
+	var stats TurnStats
+	f, _ := dockerFixture(t, integ.hostileImage, func(f *fixture) {
+		f.opts.TurnTimeout = time.Second
+		f.opts.OnTurn = func(s TurnStats) { stats = s }
+	})
+	start := time.Now()
+	_, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hello")
+	elapsed := time.Since(start)
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, container.ErrAborted) {
+		t.Errorf("RunTurn = %v; want ErrAborted caused by ErrTimeout", err)
+	}
+	if elapsed >= 8*time.Second {
+		t.Errorf("RunTurn took %v; want < 8s", elapsed)
+	}
+	t.Logf("hostile turn failed after %v", elapsed)
+	logStats(t, stats)
+	list, err := integ.cli.ContainerList(context.Background(), client.ContainerListOptions{
+		All: true, Filters: client.Filters{}.Add("ancestor", integ.hostileImage),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("containers of %s left: %d", integ.hostileImage, len(list.Items))
+	}
+}

@@ -1,0 +1,465 @@
+package sandbox
+
+// The runtime bullets of spec §6.5 (review regressions) and §6.11 (extra
+// acceptance tests), plus the filesystem hygiene they rest on.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+func TestPermissionsFailClosed(t *testing.T) {
+	tests := []struct {
+		name string
+		prep func(t *testing.T, root string)
+	}{
+		{"mode-0755", func(t *testing.T, root string) { mustChmod(t, root, 0o755) }},
+		{"mode-0710", func(t *testing.T, root string) { mustChmod(t, root, 0o710) }},
+		{"mode-0701", func(t *testing.T, root string) { mustChmod(t, root, 0o701) }},
+		{"not-a-directory", func(t *testing.T, root string) {
+			if err := os.Remove(root); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(root, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	if os.Getuid() == 0 {
+		tests = append(tests, struct {
+			name string
+			prep func(t *testing.T, root string)
+		}{"owned-by-another-uid", func(t *testing.T, root string) {
+			if err := os.Chown(root, 1000, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}})
+	}
+	for _, which := range []string{"run", "workspace"} {
+		for _, tc := range tests {
+			t.Run(which+"-"+tc.name, func(t *testing.T) {
+				f := newFixture(t, nil)
+				opts := f.opts
+				opts.RunRoot, opts.WorkspaceRoot = filepath.Join(f.base, "run2"), filepath.Join(f.base, "ws2")
+				root := opts.RunRoot
+				if which == "workspace" {
+					root = opts.WorkspaceRoot
+				}
+				if err := os.Mkdir(root, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				tc.prep(t, root)
+				if rt, err := New(opts); !errors.Is(err, rtsandbox.ErrInvalid) {
+					if rt != nil {
+						rt.Dispose()
+					}
+					t.Errorf("New(%s root %s) = %v; want a refusal", which, tc.name, err)
+				}
+			})
+		}
+	}
+}
+
+func mustChmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRootsCreatedPrivate: missing roots (and their parents) are created
+// 0700 whatever the umask, and a symlinked root is used by its real path.
+func TestRootsCreatedPrivate(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	base := shortTempDir(t)
+	real := filepath.Join(base, "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(f *fixture) {
+		f.opts.RunRoot = filepath.Join(base, "link")
+		f.opts.WorkspaceRoot = filepath.Join(base, "deep", "ws")
+	})
+	for _, dir := range []string{real, filepath.Join(base, "deep", "ws")} {
+		if err := checkPrivate(dir, os.Getuid()); err != nil {
+			t.Errorf("root %s: %v", dir, err)
+		}
+	}
+	if f.rt.s.RunRoot != real {
+		t.Errorf("run root %s; want the canonical %s", f.rt.s.RunRoot, real)
+	}
+}
+
+// TestWorkerRepairsProviderToolCalls runs the real worker against the real
+// broker and a loopback model whose first answer carries a broken tool call.
+func TestWorkerRepairsProviderToolCalls(t *testing.T) {
+	memoryGet := func(id, name string) map[string]any { return toolCall(id, name, `{"scope":"channel"}`) }
+	tests := []struct {
+		name    string
+		calls   []map[string]any
+		wantIDs []string
+	}{
+		{"invalid-name", []map[string]any{memoryGet("call_1", "Memory-Get")}, nil},
+		{"long-id", []map[string]any{memoryGet(strings.Repeat("i", 200), "memory_get")}, nil},
+		{"duplicate-id", []map[string]any{memoryGet("call_0_1", "memory_get"), memoryGet("call_0_1", "memory_get")},
+			[]string{"call_0_1", "call_0_1_1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			model := newModelServer(t, completion(nil, tc.calls...), completion("Recovered."))
+			f := newFixture(t, func(f *fixture) { f.cfg.ModelURL = model.url() })
+			f.driver.run = runWorker
+			reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+			if err != nil || reply != (rtsandbox.Reply{OK: true, Text: "Recovered."}) {
+				t.Fatalf("RunTurn = %+v, %v; want ok Recovered.", reply, err)
+			}
+			if diff := cmp.Diff([]int{200, 200}, f.audit.got()); diff != "" {
+				t.Errorf("broker statuses mismatch (-want +got):\n%s", diff)
+			}
+			bodies := model.gotBodies()
+			if len(bodies) != 2 {
+				t.Fatalf("model called %d times; want 2", len(bodies))
+			}
+			ids, replies, assistant := replayedCalls(t, bodies[1])
+			if len(ids) != len(tc.calls) || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids) {
+				t.Errorf("assistant tool_call ids %q; want %d unique ones", ids, len(tc.calls))
+			}
+			if !slices.Equal(ids, replies) {
+				t.Errorf("tool replies answer %q; want the ids %q in order", replies, ids)
+			}
+			if tc.wantIDs != nil && !slices.Equal(ids, tc.wantIDs) {
+				t.Errorf("ids %q; want %q", ids, tc.wantIDs)
+			}
+			if tc.name == "invalid-name" && !strings.Contains(assistant, "invalid_tool") {
+				t.Errorf("assistant message %s; want invalid_tool", assistant)
+			}
+			for _, id := range ids {
+				if !rtsandbox.ValidToolCallID(id) {
+					t.Errorf("replayed id %q is not a valid tool-call id", id)
+				}
+			}
+		})
+	}
+}
+
+// replayedCalls returns, from a replayed model request, the assistant's
+// tool-call ids, the tool replies' tool_call_id values and the assistant
+// message as JSON.
+func replayedCalls(t *testing.T, body string) (ids, replies []string, assistant string) {
+	t.Helper()
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range req.Messages {
+		var m struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		switch m.Role {
+		case "assistant":
+			assistant = string(raw)
+			for _, c := range m.ToolCalls {
+				ids = append(ids, c.ID)
+			}
+		case "tool":
+			replies = append(replies, m.ToolCallID)
+		}
+	}
+	return ids, replies, assistant
+}
+
+func TestTurnEndCancelsHostCallbacks(t *testing.T) {
+	started := make(chan context.Context, 1)
+	f := newFixture(t, func(f *fixture) {
+		f.cfg.Tools = []broker.Tool{hostTool("wait", func(ctx context.Context, _ json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+			started <- ctx
+			<-ctx.Done()
+			return "", ctx.Err()
+		})}
+	})
+	callDone := make(chan struct{})
+	var toolCtx context.Context
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		go func() {
+			defer close(callDone)
+			// The answer does not matter: the turn ends under the call.
+			_, _, _ = brokerPost(context.Background(), filepath.Join(spec.RunDir, "broker.sock"), "/tools/wait", `{}`)
+		}()
+		toolCtx = <-started
+		return rtsandbox.Reply{OK: true, Text: "Done."}, nil
+	}
+	reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	if err != nil || reply.Text != "Done." {
+		t.Fatalf("RunTurn = %+v, %v; want Done.", reply, err)
+	}
+	if toolCtx.Err() == nil {
+		t.Error("host tool context still live after the turn ended")
+	}
+	<-callDone
+	assertEmpty(t, f.runRoot)
+}
+
+// TestTurnDeadline: the deadline aborts the driver and the error names it.
+func TestTurnDeadline(t *testing.T) {
+	f := newFixture(t, func(f *fixture) { f.opts.TurnTimeout = time.Second })
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		<-ctx.Done()
+		return rtsandbox.Reply{}, errors.Join(container.ErrAborted, context.Cause(ctx))
+	}
+	start := time.Now()
+	_, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, container.ErrAborted) {
+		t.Errorf("RunTurn = %v; want ErrAborted caused by ErrTimeout", err)
+	}
+	if d := time.Since(start); d < time.Second || d > 3*time.Second {
+		t.Errorf("turn took %v; want about 1s", d)
+	}
+	assertEmpty(t, f.runRoot)
+}
+
+// TestCallerContextAbortsTurn: cancelling the caller's context ends the turn.
+func TestCallerContextAbortsTurn(t *testing.T) {
+	f := newFixture(t, nil)
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		<-ctx.Done()
+		return rtsandbox.Reply{}, errors.Join(container.ErrAborted, context.Cause(ctx))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := f.rt.RunTurn(ctx, "fake:a", speaker("guest"), "hello"); !errors.Is(err, context.Canceled) {
+		t.Errorf("RunTurn = %v; want context.Canceled", err)
+	}
+}
+
+func TestInputLimitsBeforeAnyDirectory(t *testing.T) {
+	long := strings.Repeat("x", 257)
+	tests := []struct {
+		name    string
+		channel rtsandbox.ChannelKey
+		speaker rtsandbox.Speaker
+		text    string
+		want    error
+	}{
+		{"text-32001", "fake:a", speaker("guest"), strings.Repeat("x", 32001), ErrTooLarge},
+		{"text-16001-astral", "fake:a", speaker("guest"), strings.Repeat("😀", 16001), ErrTooLarge},
+		{"id-257", "fake:a", rtsandbox.Speaker{ID: long, Name: "G", PrincipalID: "p"}, "hi", ErrTooLarge},
+		{"name-257", "fake:a", rtsandbox.Speaker{ID: "g", Name: long, PrincipalID: "p"}, "hi", ErrTooLarge},
+		{"principal-257", "fake:a", rtsandbox.Speaker{ID: "g", Name: "G", PrincipalID: long}, "hi", ErrTooLarge},
+		{"principal-empty", "fake:a", rtsandbox.Speaker{ID: "g", Name: "G"}, "hi", ErrPrincipal},
+		{"channel-invalid", "Fake:a", speaker("guest"), "hi", ErrChannel},
+		{"channel-newline", "fake:a\nb", speaker("guest"), "hi", ErrChannel},
+	}
+	f := newFixture(t, nil)
+	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+		t.Error("driver ran")
+		return rtsandbox.Reply{}, nil
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := f.rt.RunTurn(context.Background(), tc.channel, tc.speaker, tc.text); !errors.Is(err, tc.want) {
+				t.Errorf("RunTurn = %v; want %v", err, tc.want)
+			}
+			assertEmpty(t, f.runRoot)
+			assertEmpty(t, f.wsRoot)
+		})
+	}
+}
+
+// TestInputLimitsCountUTF16: limits are UTF-16 units, not bytes: 32,000
+// three-byte BMP characters and 256-unit speaker fields pass.
+func TestInputLimitsCountUTF16(t *testing.T) {
+	f := newFixture(t, nil)
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	max := strings.Repeat("丁", 256)
+	sp := rtsandbox.Speaker{ID: max, Name: max, PrincipalID: max}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", sp, strings.Repeat("丁", 32000)); err != nil {
+		t.Errorf("RunTurn(at the limits) = %v; want nil", err)
+	}
+}
+
+// TestTurnDirsOwnership: the workspace and run dir are 0700 and the socket
+// 0600, owned by the worker user (handed over when the service is root).
+func TestTurnDirsOwnership(t *testing.T) {
+	f := newFixture(t, nil)
+	type seen struct {
+		Path       string
+		Mode       os.FileMode
+		UID, GID   int
+		IsSocket   bool
+		WantSocket bool
+	}
+	var got []seen
+	f.driver.run = func(_ context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		for _, p := range []string{spec.WorkspaceDir, spec.RunDir, filepath.Join(spec.RunDir, "broker.sock")} {
+			fi, err := os.Lstat(p)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			got = append(got, seen{filepath.Base(p), fi.Mode().Perm(), int(st.Uid), int(st.Gid), fi.Mode()&os.ModeSocket != 0, false})
+		}
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	spec := f.driver.gotSpecs()[0]
+	want := []seen{
+		{filepath.Base(spec.WorkspaceDir), 0o700, f.uid, f.gid, false, false},
+		{filepath.Base(spec.RunDir), 0o700, f.uid, f.gid, false, false},
+		{"broker.sock", 0o600, f.uid, f.gid, true, false},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("turn dirs mismatch (-want +got):\n%s", diff)
+	}
+	if want := workspaceName("fake:a"); filepath.Base(spec.WorkspaceDir) != want || len(want) != 64 {
+		t.Errorf("workspace name %s; want %s", filepath.Base(spec.WorkspaceDir), want)
+	}
+	if name := filepath.Base(spec.RunDir); len(name) != len("turn-XXXXXX") || !strings.HasPrefix(name, "turn-") {
+		t.Errorf("run dir name %q; want turn- and 6 characters", name)
+	}
+}
+
+// TestWorkspaceNotTouched: an existing workspace keeps its mode and files.
+func TestWorkspaceNotTouched(t *testing.T) {
+	f := newFixture(t, nil)
+	ws := filepath.Join(f.wsRoot, workspaceName("fake:a"))
+	if err := os.Mkdir(ws, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	mustChmod(t, ws, 0o750)
+	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(ws); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("workspace mode after the turn = %v, %v; want it untouched (0750)", fi.Mode(), err)
+	}
+}
+
+// TestWorkspaceSymlinkRefused: a symlink in place of a workspace fails the
+// turn instead of being followed.
+func TestWorkspaceSymlinkRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	if err := os.Symlink(f.base, filepath.Join(f.wsRoot, workspaceName("fake:a"))); err != nil {
+		t.Fatal(err)
+	}
+	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+		t.Error("driver ran")
+		return rtsandbox.Reply{}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err == nil {
+		t.Error("RunTurn with a symlinked workspace = nil error")
+	}
+	assertEmpty(t, f.runRoot)
+}
+
+func TestOnTurnStats(t *testing.T) {
+	var stats []TurnStats
+	f := newFixture(t, func(f *fixture) { f.opts.OnTurn = func(s TurnStats) { stats = append(stats, s) } })
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		mustPost(t, ctx, spec, "/tools/none", `{}`)
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 {
+		t.Fatalf("OnTurn called %d times; want 1", len(stats))
+	}
+	s := stats[0]
+	order := []time.Time{s.Admitted, s.Listening, s.Began, s.Created, s.Started, s.FirstCall, s.Exited, s.Removed, s.Ended}
+	for i, at := range order {
+		if at.IsZero() || (i > 0 && at.Before(order[i-1])) {
+			t.Errorf("phase %d at %v is zero or before the previous one (%+v)", i, at, s)
+		}
+	}
+	if s.Calls != 1 || s.Channel != "fake:a" || s.Err != nil {
+		t.Errorf("stats %+v; want 1 call on fake:a and no error", s)
+	}
+}
+
+func TestMakeRunDir(t *testing.T) {
+	base := shortTempDir(t)
+	long := filepath.Join(base, strings.Repeat("d", 100-len(base)-len("/turn-XXXXXX/broker.sock")))
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := makeRunDir(long, owner{}); !errors.Is(err, ErrSocketPath) {
+		t.Errorf("makeRunDir(101-byte socket path) = %v; want ErrSocketPath", err)
+	}
+	assertEmpty(t, long)
+	fits := long[:len(long)-1]
+	if err := os.Mkdir(fits, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := makeRunDir(fits, owner{})
+	if err != nil || len(socketPath(dir)) != 100 {
+		t.Errorf("makeRunDir(100-byte socket path) = %q, %v; want a dir", dir, err)
+	}
+}
+
+func TestRandomSuffix(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		s, err := randomSuffix()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s) != 6 || strings.Trim(s, suffixAlphabet) != "" {
+			t.Fatalf("randomSuffix() = %q; want 6 of [A-Za-z0-9]", s)
+		}
+		seen[s] = true
+	}
+	if len(seen) < 990 {
+		t.Errorf("%d distinct suffixes of 1000", len(seen))
+	}
+}
+
+func TestNested(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"/srv/run", "/srv/run", true},
+		{"/srv/run", "/srv/run/ws", true},
+		{"/srv/run/ws", "/srv/run", true},
+		{"/srv/run", "/srv/runner", false},
+		{"/srv/run", "/srv/ws", false},
+	} {
+		if got := nested(tc.a, tc.b); got != tc.want {
+			t.Errorf("nested(%q, %q) = %v; want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

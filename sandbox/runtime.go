@@ -1,0 +1,160 @@
+package sandbox
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Runtime runs sealed turns: at most one per channel, any number of
+// channels at once. It is safe for concurrent use.
+type Runtime struct {
+	s settings
+
+	mu     sync.Mutex
+	closed bool
+	active map[rtsandbox.ChannelKey]context.CancelCauseFunc
+	fresh  generations
+	turns  sync.WaitGroup // admitted turns not yet ended; Dispose waits
+}
+
+// New checks opts (every setup refusal of spec §6.3), creates the roots
+// when missing and returns a Runtime. Errors wrap rtsandbox.ErrInvalid.
+func New(opts Options) (*Runtime, error) {
+	s, err := check(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.prepareRoots(); err != nil {
+		return nil, err
+	}
+	if err := s.preflight(); err != nil {
+		return nil, err
+	}
+	return &Runtime{
+		s:      s,
+		active: map[rtsandbox.ChannelKey]context.CancelCauseFunc{},
+		fresh:  generations{},
+	}, nil
+}
+
+// RunTurn runs one guest turn in channel and returns the worker's reply.
+// The reply may have OK false (the worker gave up within its limits);
+// an error means the turn was refused, failed, timed out or was stopped,
+// and its text is for the operator only.
+//
+// Refusals (nothing created): ErrChannel, ErrPrincipal, ErrTooLarge,
+// ErrDisposed, ErrChannelBusy. Failures wrap the driver's container.Err*
+// classes; an aborted run also wraps its cause: ErrTimeout, ErrStopped,
+// ErrDisposed or the caller's context error. Do not call Dispose from a
+// driver or OnTurn: it waits for the turn that calls it.
+func (r *Runtime) RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
+	if err := checkInput(channel, speaker, text); err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	at := time.Now()
+	turnCtx, end, gen, err := r.admit(ctx, channel)
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	defer r.release(channel)
+	t := &turn{
+		s: &r.s, ctx: turnCtx, end: end, channel: channel, speaker: speaker, text: text,
+		reset: gen > 0, stats: TurnStats{Channel: channel, Admitted: at},
+	}
+	t.onReply = func(reply rtsandbox.Reply) {
+		if reply.OK {
+			r.clearFresh(channel, gen)
+		}
+	}
+	return t.run()
+}
+
+// checkInput applies the refusals that need no state (spec §5.3).
+func checkInput(channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) error {
+	if !channel.Valid() {
+		return ErrChannel
+	}
+	if speaker.PrincipalID == "" {
+		return ErrPrincipal
+	}
+	if rtsandbox.UTF16Len(text) > rtsandbox.MaxTextLen || speaker.Validate() != nil {
+		return ErrTooLarge
+	}
+	return nil
+}
+
+// admit marks channel active and snapshots its fresh-start generation in
+// one critical section, so that neither a second turn nor a concurrent
+// StartFresh can slip in between (spec §7.1 item 14). The returned
+// context carries the turn deadline and is cancelled by Stop and Dispose.
+func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (context.Context, context.CancelCauseFunc, uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, nil, 0, ErrDisposed
+	}
+	if r.active[channel] != nil {
+		return nil, nil, 0, ErrChannelBusy
+	}
+	base, cancel := context.WithCancelCause(ctx)
+	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)
+	end := func(cause error) {
+		cancel(cause)
+		stopTimer()
+	}
+	r.active[channel] = end
+	r.turns.Add(1)
+	return turnCtx, end, r.fresh[channel], nil
+}
+
+// release ends the turn: its context is cancelled even after a success, so
+// host-tool callbacks still running end; then the channel is free again.
+func (r *Runtime) release(channel rtsandbox.ChannelKey) {
+	r.mu.Lock()
+	end := r.active[channel]
+	delete(r.active, channel)
+	r.mu.Unlock()
+	end(errTurnEnded)
+	r.turns.Done()
+}
+
+// Stop aborts the channel's running turn and reports whether there was
+// one. Other channels are untouched.
+func (r *Runtime) Stop(channel rtsandbox.ChannelKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := r.active[channel]
+	if end != nil {
+		end(ErrStopped)
+	}
+	return end != nil
+}
+
+// Busy returns the channels with a running turn, sorted.
+func (r *Runtime) Busy() []rtsandbox.ChannelKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]rtsandbox.ChannelKey, 0, len(r.active))
+	for k := range r.active {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Dispose refuses new turns, aborts the running ones and waits until all
+// of them have ended (containers removed, run dirs deleted). It may be
+// called more than once.
+func (r *Runtime) Dispose() {
+	r.mu.Lock()
+	r.closed = true
+	for _, end := range r.active {
+		end(ErrDisposed)
+	}
+	r.mu.Unlock()
+	r.turns.Wait()
+}

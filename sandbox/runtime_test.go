@@ -1,0 +1,322 @@
+package sandbox
+
+// The tests of spec §6.3 (src/runtime.test.ts).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+func TestIdentityAndMounts(t *testing.T) {
+	f := newFixture(t, func(f *fixture) {
+		f.cfg.Tools = []broker.Tool{hostTool("identity", func(_ context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+			return string(tc.Channel) + "/" + tc.Speaker.ID, nil
+		})}
+	})
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		_, answer := mustPost(t, ctx, spec, "/tools/identity", `{"speaker":{"id":"owner"},"channel":"fake:private"}`)
+		return rtsandbox.Reply{OK: true, Text: answer}, nil
+	}
+	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
+		reply, err := f.rt.RunTurn(context.Background(), ch, speaker("guest"), "who am I")
+		if err != nil {
+			t.Fatalf("RunTurn(%s) = %v", ch, err)
+		}
+		want := `{"text":"` + string(ch) + `/guest"}`
+		if diff := cmp.Diff(rtsandbox.Reply{OK: true, Text: want}, reply); diff != "" {
+			t.Errorf("RunTurn(%s) mismatch (-want +got):\n%s", ch, diff)
+		}
+	}
+	for _, in := range f.driver.gotStdins() {
+		if strings.Contains(string(in), hostKey) {
+			t.Errorf("turn JSON %s contains the host key", in)
+		}
+	}
+	specs := f.driver.gotSpecs()
+	if len(specs) != 2 || specs[0].WorkspaceDir == specs[1].WorkspaceDir {
+		t.Errorf("workspace dirs %v; want two different ones", specs)
+	}
+	assertEmpty(t, f.runRoot)
+	if got := entries(t, f.wsRoot); len(got) != 2 {
+		t.Errorf("workspace root holds %v; want 2 entries", got)
+	}
+}
+
+func TestStartFreshDuringActiveTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		alreadyFresh bool
+	}{{"not-fresh-before", false}, {"already-fresh", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			var resets []bool
+			f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+				resets = append(resets, turn.Reset)
+				if turn.Text == "active" {
+					if err := f.rt.StartFresh("fake:a"); err != nil {
+						t.Errorf("StartFresh = %v", err)
+					}
+				}
+				return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+			}
+			if tc.alreadyFresh {
+				if err := f.rt.StartFresh("fake:a"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, text := range []string{"active", "next", "settled"} {
+				if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), text); err != nil {
+					t.Fatalf("RunTurn(%s) = %v", text, err)
+				}
+			}
+			if diff := cmp.Diff([]bool{tc.alreadyFresh, true, false}, resets); diff != "" {
+				t.Errorf("reset flags mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStartFreshDuringBrokerStartup: a StartFresh right after admission,
+// before the turn's broker and container are up, belongs to the next turn.
+func TestStartFreshDuringBrokerStartup(t *testing.T) {
+	f := newFixture(t, nil)
+	var resets []bool
+	proceed := make(chan struct{})
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		<-proceed
+		resets = append(resets, turn.Reset)
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "first")
+		done <- err
+	}()
+	waitFor(t, "admission", func() bool { return len(f.rt.Busy()) == 1 })
+	if err := f.rt.StartFresh("fake:a"); err != nil {
+		t.Fatal(err)
+	}
+	close(proceed)
+	if err := <-done; err != nil {
+		t.Fatalf("first RunTurn = %v", err)
+	}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "second"); err != nil {
+		t.Fatalf("second RunTurn = %v", err)
+	}
+	if diff := cmp.Diff([]bool{false, true}, resets); diff != "" {
+		t.Errorf("reset flags mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestStopAndDispose(t *testing.T) {
+	f := newFixture(t, nil)
+	started := make(chan struct{})
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		close(started)
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), ErrStopped) {
+			t.Errorf("turn cause = %v; want ErrStopped", context.Cause(ctx))
+		}
+		return rtsandbox.Reply{OK: false, Text: "stopped"}, nil
+	}
+	type result struct {
+		reply rtsandbox.Reply
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+		done <- result{reply, err}
+	}()
+	<-started
+	if f.rt.Stop("fake:other") {
+		t.Error(`Stop("fake:other") = true; want false`)
+	}
+	if !f.rt.Stop("fake:a") {
+		t.Error(`Stop("fake:a") = false; want true`)
+	}
+	if got := <-done; got.err != nil || got.reply != (rtsandbox.Reply{OK: false, Text: "stopped"}) {
+		t.Errorf("RunTurn = %+v, %v; want the stopped reply", got.reply, got.err)
+	}
+	if busy := f.rt.Busy(); len(busy) != 0 {
+		t.Errorf("Busy() = %v; want []", busy)
+	}
+	assertEmpty(t, f.runRoot)
+	f.rt.Dispose()
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "again"); !errors.Is(err, ErrDisposed) || !errors.Is(err, rtsandbox.ErrRefused) {
+		t.Errorf("RunTurn after Dispose = %v; want ErrDisposed", err)
+	}
+}
+
+// TestDisposeAbortsRunningTurns: Dispose cancels every running turn and
+// returns only when all have ended.
+func TestDisposeAbortsRunningTurns(t *testing.T) {
+	f := newFixture(t, nil)
+	var running sync.WaitGroup
+	running.Add(2)
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+		running.Done()
+		<-ctx.Done()
+		return rtsandbox.Reply{}, context.Cause(ctx)
+	}
+	errs := make(chan error, 2)
+	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
+		go func() {
+			_, err := f.rt.RunTurn(context.Background(), ch, speaker("guest"), "hello")
+			errs <- err
+		}()
+	}
+	running.Wait()
+	f.rt.Dispose()
+	if busy := f.rt.Busy(); len(busy) != 0 {
+		t.Errorf("Busy() after Dispose = %v; want []", busy)
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrDisposed) {
+			t.Errorf("RunTurn = %v; want the ErrDisposed cause", err)
+		}
+	}
+	assertEmpty(t, f.runRoot)
+}
+
+func TestSetupRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(f *fixture)
+	}{
+		{"relative-run-root", func(f *fixture) { f.opts.RunRoot = "relative" }},
+		{"relative-workspace-root", func(f *fixture) { f.opts.WorkspaceRoot = "relative" }},
+		{"run-root-slash", func(f *fixture) { f.opts.RunRoot = "/" }},
+		{"workspace-equals-run-root", func(f *fixture) { f.opts.WorkspaceRoot = f.opts.RunRoot }},
+		{"workspace-under-run-root", func(f *fixture) { f.opts.WorkspaceRoot = filepath.Join(f.opts.RunRoot, "ws") }},
+		{"run-root-under-workspace", func(f *fixture) { f.opts.RunRoot = filepath.Join(f.opts.WorkspaceRoot, "run") }},
+		{"run-root-too-long", func(f *fixture) { f.opts.RunRoot = filepath.Join(f.base, strings.Repeat("r", 80)) }},
+		{"uid-0", func(f *fixture) { f.opts.UID = 0 }},
+		{"gid-0", func(f *fixture) { f.opts.GID = 0 }},
+		{"uid-negative", func(f *fixture) { f.opts.UID = -1 }},
+		{"turn-timeout-negative", func(f *fixture) { f.opts.TurnTimeout = -time.Millisecond }},
+		{"turn-timeout-999ms", func(f *fixture) { f.opts.TurnTimeout = 999 * time.Millisecond }},
+		{"turn-timeout-601s", func(f *fixture) { f.opts.TurnTimeout = 601 * time.Second }},
+		{"limits-cpus-0", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 0, PIDs: 64} }},
+		{"limits-memory-63", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 63, CPUs: 1, PIDs: 64} }},
+		{"limits-pids-7", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 1, PIDs: 7} }},
+		{"time-zone-not-a-zone", func(f *fixture) { f.opts.TimeZone = "not-a-zone" }},
+		{"time-zone-local", func(f *fixture) { f.opts.TimeZone = "Local" }},
+		{"model-blank", func(f *fixture) { f.opts.Model = "  " }},
+		{"image-option-injection", func(f *fixture) { f.opts.Image = "--privileged" }},
+		{"image-empty", func(f *fixture) { f.opts.Image = "" }},
+		{"installation-invalid", func(f *fixture) { f.opts.Installation = "Bad Id" }},
+		{"broker-missing", func(f *fixture) { f.opts.Broker = nil }},
+		{"driver-missing", func(f *fixture) { f.opts.Driver = nil }},
+		{"tool-name-invalid", func(f *fixture) {
+			f.opts.Tools = []rtsandbox.ToolSpec{{Name: "Bad", Parameters: json.RawMessage(`{}`)}}
+		}},
+		{"tool-parameters-not-object", func(f *fixture) {
+			f.opts.Tools = []rtsandbox.ToolSpec{{Name: "ok", Parameters: json.RawMessage(`[]`)}}
+		}},
+		{"mcp-server-duplicate", func(f *fixture) {
+			f.opts.MCP = []rtsandbox.MCPServerTools{{Server: "a"}, {Server: "a"}}
+		}},
+	}
+	if os.Getuid() != 0 { // only a root service may hand turns to another user
+		tests = append(tests, struct {
+			name string
+			edit func(f *fixture)
+		}{"worker-user-not-own-ids", func(f *fixture) { f.opts.UID++ }})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil) // a valid baseline, built once to prove it works
+			opts := f.opts
+			g := &fixture{base: f.base, opts: opts}
+			tc.edit(g)
+			rt, err := New(g.opts)
+			if err == nil {
+				rt.Dispose()
+				t.Fatalf("New(%s) = nil error; want a refusal", tc.name)
+			}
+			if !errors.Is(err, rtsandbox.ErrInvalid) {
+				t.Errorf("New(%s) = %v; want an error wrapping ErrInvalid", tc.name, err)
+			}
+		})
+	}
+}
+
+func TestPrincipalStaysOnHost(t *testing.T) {
+	model := newModelServer(t, completion("hi"))
+	f := newFixture(t, func(f *fixture) {
+		f.cfg.ModelURL = model.url()
+		f.cfg.Tools = []broker.Tool{hostTool("whom", func(_ context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+			b, err := json.Marshal(tc.Speaker)
+			return string(b), err
+		})}
+	})
+	f.driver.run = func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		if want := (rtsandbox.TurnSpeaker{ID: "guest", Name: "Guest"}); turn.Speaker != want {
+			t.Errorf("turn speaker = %+v; want %+v", turn.Speaker, want)
+		}
+		_, whom := mustPost(t, ctx, spec, "/tools/whom", `{"speaker":{"principalId":"owner","principal_id":"owner"}}`)
+		status, _ := mustPost(t, ctx, spec, "/model", `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+		if status != 200 {
+			t.Errorf("/model status = %d; want 200", status)
+		}
+		return rtsandbox.Reply{OK: true, Text: whom}, nil
+	}
+	reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	if err != nil {
+		t.Fatalf("RunTurn = %v", err)
+	}
+	if want := `{"text":"{\"id\":\"guest\",\"name\":\"Guest\",\"principal_id\":\"p_guest\"}"}`; reply.Text != want {
+		t.Errorf("whom = %s; want %s", reply.Text, want)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(f.driver.gotStdins()[0], &raw); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(raw["speaker"]), `{"id":"guest","name":"Guest"}`; got != want {
+		t.Errorf("turn JSON speaker = %s; want exactly %s", got, want)
+	}
+	if h := model.gotHeaders(); len(h) != 1 || h[0].Get("Authorization") != "Bearer "+hostKey {
+		t.Errorf("upstream headers %v; want one call with the host key", h)
+	}
+	want := []broker.Scope{{Channel: "fake:a", Speaker: speaker("guest")}}
+	if diff := cmp.Diff(want, f.gotScopes()); diff != "" {
+		t.Errorf("key scopes mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestMissingPrincipal(t *testing.T) {
+	for _, tc := range []struct {
+		name, principal string
+		want            error
+	}{
+		{"empty", "", ErrPrincipal},
+		{"257-units", strings.Repeat("p", 257), ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+				t.Error("driver ran")
+				return rtsandbox.Reply{}, nil
+			}
+			sp := rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: tc.principal}
+			if _, err := f.rt.RunTurn(context.Background(), "fake:a", sp, "hello"); !errors.Is(err, tc.want) {
+				t.Errorf("RunTurn(principal %q) = %v; want %v", tc.principal, err, tc.want)
+			}
+			assertEmpty(t, f.runRoot)
+			assertEmpty(t, f.wsRoot)
+		})
+	}
+}

@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+)
+
+// turn is one admitted turn's resources and record (spec §1 steps 5–12).
+type turn struct {
+	s       *settings
+	ctx     context.Context // the turn context: deadline, Stop, Dispose
+	end     context.CancelCauseFunc
+	channel rtsandbox.ChannelKey
+	speaker rtsandbox.Speaker
+	text    string
+	reset   bool
+	onReply func(rtsandbox.Reply) // sees a reply the driver accepted
+	stats   TurnStats
+}
+
+// run sets up the workspace, run dir and broker, runs the container and
+// always tears down what it set up, in reverse order. A teardown failure
+// fails the turn even when the worker replied.
+func (t *turn) run() (reply rtsandbox.Reply, err error) {
+	var undo teardown
+	defer func() {
+		// Cancel first, even after a success: host-tool calls still in
+		// flight end before their listener goes away (spec §6.5).
+		t.end(errTurnEnded)
+		err = errors.Join(err, undo.run())
+		t.finish(err)
+	}()
+	workspace, err := ensureWorkspace(t.s.WorkspaceRoot, string(t.channel), t.s.owner())
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	runDir, err := makeRunDir(t.s.RunRoot, t.s.owner())
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	undo.add(func() error { return os.RemoveAll(runDir) })
+	calls := &callRecorder{}
+	// The turn context, not the caller's, binds the broker: when the turn
+	// ends, new calls get 410 and calls in flight are cancelled.
+	srv, err := t.listen(runDir, calls.wrap(t.s.Broker.Turn(t.ctx, t.channel, t.speaker)))
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	undo.add(srv.Close)
+	t.stats.Listening = time.Now()
+	stdin, err := t.workerInput()
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	spec := t.s.spec(container.Name(string(t.channel)), runDir, workspace)
+	res, err := t.s.Driver.Run(t.ctx, spec, stdin)
+	t.stats.record(res, calls)
+	if err != nil {
+		return rtsandbox.Reply{}, fmt.Errorf("sandbox turn: %w", err)
+	}
+	t.onReply(res.Reply)
+	return res.Reply, nil
+}
+
+// listen serves h on the run dir's socket and hands the socket to the
+// worker user when the service is root (still 0600).
+func (t *turn) listen(runDir string, h http.Handler) (*broker.Server, error) {
+	sock := socketPath(runDir)
+	if len(sock) > maxSocketPath {
+		return nil, ErrSocketPath
+	}
+	srv, err := broker.Listen(sock, h, broker.ListenOptions{Logger: t.s.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := t.s.owner().apply(sock, 0o600); err != nil {
+		return nil, errors.Join(fmt.Errorf("sandbox broker socket: %w", err), srv.Close())
+	}
+	return srv, nil
+}
+
+// workerInput is the turn JSON: the speaker without its principal, and
+// nothing secret. Empty tool lists are [] rather than null.
+func (t *turn) workerInput() ([]byte, error) {
+	in := rtsandbox.Turn{
+		Text:     t.text,
+		Speaker:  rtsandbox.TurnSpeaker{ID: t.speaker.ID, Name: t.speaker.Name},
+		Model:    t.s.Model,
+		Prompt:   t.s.Prompt,
+		TimeZone: t.s.TimeZone,
+		Reset:    t.reset,
+		Tools:    t.s.Tools,
+		MCP:      t.s.MCP,
+	}
+	if in.Tools == nil {
+		in.Tools = []rtsandbox.ToolSpec{}
+	}
+	if in.MCP == nil {
+		in.MCP = []rtsandbox.MCPServerTools{}
+	}
+	b, err := jsonjs.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox turn input: %w", err)
+	}
+	return b, nil
+}
+
+// finish completes the record and logs the outcome for the operator.
+func (t *turn) finish(err error) {
+	t.stats.Ended, t.stats.Err = time.Now(), err
+	if err != nil {
+		t.s.Logger.Warn("sandbox turn failed", "channel", string(t.channel), "err", err)
+	} else {
+		t.s.Logger.Debug("sandbox turn done", "channel", string(t.channel),
+			"duration", t.stats.Ended.Sub(t.stats.Admitted), "calls", t.stats.Calls)
+	}
+	if t.s.OnTurn != nil {
+		t.s.OnTurn(t.stats)
+	}
+}
+
+// spec is the container profile of one turn.
+func (s *settings) spec(name, runDir, workspace string) container.Spec {
+	return container.Spec{
+		Name: name, Image: s.Image, UID: s.UID, GID: s.GID,
+		RunDir: runDir, WorkspaceDir: workspace, Limits: s.Limits, Labels: s.labels,
+	}
+}
+
+// preflight validates the container profile a turn would get, so that a
+// bad image name, user or limit is a setup error rather than a failure of
+// every turn.
+func (s *settings) preflight() error {
+	probe := "preflight:check"
+	spec := s.spec(container.Name(probe), filepath.Join(s.RunRoot, runDirPrefix+"XXXXXX"),
+		filepath.Join(s.WorkspaceRoot, workspaceName(probe)))
+	if err := spec.Validate(); err != nil {
+		return setupError("%w", err)
+	}
+	return nil
+}
+
+func (s *settings) owner() owner {
+	return owner{chown: s.hostRoot, uid: s.UID, gid: s.GID}
+}
+
+// teardown runs registered undo steps in reverse order, all of them, and
+// joins their errors.
+type teardown []func() error
+
+func (u *teardown) add(f func() error) { *u = append(*u, f) }
+
+func (u teardown) run() error {
+	var errs []error
+	for i := len(u) - 1; i >= 0; i-- {
+		errs = append(errs, u[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// callRecorder notes when the worker first reached the broker and how many
+// requests it made.
+type callRecorder struct {
+	mu    sync.Mutex
+	first time.Time
+	n     int
+}
+
+func (c *callRecorder) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		if c.n == 0 {
+			c.first = time.Now()
+		}
+		c.n++
+		c.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (c *callRecorder) get() (time.Time, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first, c.n
+}

@@ -1,0 +1,325 @@
+package worker_test
+
+// These tests run the worker against the real broker on a real Unix socket,
+// with a loopback stand-in model behind it, where the spec's test inventory
+// says "the real broker handler" or "via Unix socket".
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/hosttool"
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/worker"
+)
+
+const realBrokerKey = "worker-test-real-key"
+
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// calls returns the audit records as (route, status) pairs in order.
+func (l *lockedLog) calls(t *testing.T) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
+	for sc.Scan() {
+		var rec struct {
+			Route  string `json:"route"`
+			Status int    `json:"status"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		out = append(out, fmt.Sprintf("%s %d", rec.Route, rec.Status))
+	}
+	return out
+}
+
+// realTurn runs one worker turn against a real broker built from cfg.
+type realTurn struct {
+	cfg   broker.Config
+	audit *lockedLog
+	dir   string
+}
+
+func newRealTurn(t *testing.T, model *fakemodel.Server, edit func(*broker.Config)) *realTurn {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wrb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	rt := &realTurn{audit: &lockedLog{}, dir: dir}
+	rt.cfg = broker.Config{
+		ModelURL: model.ChatURL(), Model: "test-model", AllowHTTP: true,
+		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return realBrokerKey, nil },
+		Logger: slog.New(slog.NewJSONHandler(rt.audit, nil)),
+	}
+	if edit != nil {
+		edit(&rt.cfg)
+	}
+	return rt
+}
+
+func (rt *realTurn) run(t *testing.T, turn rtsandbox.Turn) (int, rtsandbox.Reply) {
+	t.Helper()
+	b, err := broker.New(rt.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	speaker := rtsandbox.Speaker{ID: turn.Speaker.ID, Name: turn.Speaker.Name, PrincipalID: "p_" + turn.Speaker.ID}
+	srv, err := broker.Listen(filepath.Join(rt.dir, "b.sock"), b.Turn(ctx, "fake:guests", speaker), broker.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	in, err := jsonjs.Marshal(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr bytes.Buffer
+	code := worker.Run(ctx, worker.Options{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &stderr,
+		Socket: srv.Path(), Workspace: filepath.Join(rt.dir, "ws")})
+	var reply rtsandbox.Reply
+	if err := json.Unmarshal(out.Bytes(), &reply); err != nil {
+		t.Fatalf("worker stdout %q: %v (stderr %s)", out.Bytes(), err, stderr.Bytes())
+	}
+	if strings.Contains(out.String()+stderr.String(), realBrokerKey) {
+		t.Errorf("the real key reached the worker's output")
+	}
+	return code, reply
+}
+
+func baseTurn(text string) rtsandbox.Turn {
+	return rtsandbox.Turn{Text: text, Speaker: rtsandbox.TurnSpeaker{ID: "alice", Name: "Alice"},
+		Model: "test-model", Prompt: "Be brief.", TimeZone: "UTC",
+		Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}}
+}
+
+// Spec §6.1 "Worker transport (via Unix socket)": the worker's transport
+// against the real listener gets 200.
+func TestWorkerTransportViaRealBroker(t *testing.T) {
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: realBrokerKey}, fakemodel.Reply("Hello from the sealed worker."))
+	defer model.Close()
+	rt := newRealTurn(t, model, nil)
+	code, reply := rt.run(t, baseTurn("Hello"))
+	if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Hello from the sealed worker."}) {
+		t.Errorf("turn = %d %+v; want 0 and the model's text", code, reply)
+	}
+	if diff := cmp.Diff([]string{"/model 200"}, rt.audit.calls(t)); diff != "" {
+		t.Errorf("broker calls (-want +got):\n%s", diff)
+	}
+}
+
+// Spec §6.8 "Declared routes only", through the real broker: the built-in
+// clock and an MCP server, called in order.
+func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
+	mcp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"found a"}]}}`)
+	}))
+	defer mcp.Close()
+	model := fakemodel.New(
+		fakemodel.CallTools(fakemodel.Call("host_clock", map[string]any{}), fakemodel.Call("mcp_0_search", map[string]any{"query": "a"})),
+		fakemodel.Reply("Done."),
+	)
+	defer model.Close()
+	search := rtsandbox.ToolSpec{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object"}`)}
+	rt := newRealTurn(t, model, func(c *broker.Config) {
+		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec, Impl: hosttool.Clock{}}}
+		c.MCP = []broker.MCPServer{{Name: "catalog", URL: mcp.URL, Tools: []rtsandbox.ToolSpec{search}}}
+	})
+	turn := baseTurn("What time is it?")
+	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}
+	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{search}}}
+	code, reply := rt.run(t, turn)
+	if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Done."}) {
+		t.Fatalf("turn = %d %+v; want 0 Done.", code, reply)
+	}
+	want := []string{"/model 200", "/tools/clock 200", "/mcp/catalog 200", "/model 200"}
+	if diff := cmp.Diff(want, rt.audit.calls(t)); diff != "" {
+		t.Errorf("broker calls (-want +got):\n%s", diff)
+	}
+	first := model.Requests()[0].Body
+	var names []string
+	for _, tool := range first.Tools {
+		names = append(names, tool.Function.Name)
+	}
+	if !strings.Contains(strings.Join(names, ","), "host_clock") || !strings.Contains(strings.Join(names, ","), "mcp_0_search") {
+		t.Errorf("first request tools = %v; want host_clock and mcp_0_search", names)
+	}
+}
+
+// Spec §6.5 "Transport status passthrough": with a budget of one call the
+// second call is refused with 429 and the worker fails closed.
+func TestTransportStatusPassthroughRealBroker(t *testing.T) {
+	model := fakemodel.New(fakemodel.CallTools(fakemodel.Call("host_clock", map[string]any{})), fakemodel.Reply("unreachable"))
+	defer model.Close()
+	rt := newRealTurn(t, model, func(c *broker.Config) {
+		c.MaxCalls = 1
+		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec, Impl: hosttool.Clock{}}}
+	})
+	turn := baseTurn("time?")
+	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}
+	code, reply := rt.run(t, turn)
+	if diff := cmp.Diff([]string{"/model 200", "/tools/clock 429", "/model 429"}, rt.audit.calls(t)); diff != "" {
+		t.Errorf("broker calls (-want +got):\n%s", diff)
+	}
+	// The refused tool call is reported to the model as a failed call;
+	// the next /model call is refused as well and the worker fails.
+	if code == 0 && reply.OK {
+		t.Errorf("turn = %d %+v; want a failure once the budget is spent", code, reply)
+	}
+}
+
+// Spec §6.5 "Worker repairs provider tool calls", through the real broker.
+func TestWorkerRepairsProviderToolCallsRealBroker(t *testing.T) {
+	args := `{"scope":"channel"}`
+	tests := []struct {
+		name    string
+		calls   []fakemodel.ToolCall
+		wantIDs []string
+	}{
+		{"invalid-name", []fakemodel.ToolCall{{ID: "call_a", Type: "function", Function: fakemodel.FunctionCall{Name: "Memory-Get", Arguments: args}}}, nil},
+		{"long-id", []fakemodel.ToolCall{{ID: strings.Repeat("i", 200), Type: "function", Function: fakemodel.FunctionCall{Name: "memory_get", Arguments: args}}}, nil},
+		{"duplicate-id", []fakemodel.ToolCall{
+			{ID: "call_0_1", Type: "function", Function: fakemodel.FunctionCall{Name: "memory_get", Arguments: args}},
+			{ID: "call_0_1", Type: "function", Function: fakemodel.FunctionCall{Name: "memory_get", Arguments: args}},
+		}, []string{"call_0_1", "call_0_1_1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			model := fakemodel.New(fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+				return fakemodel.Response{ToolCalls: tt.calls}
+			}), fakemodel.Reply("Recovered."))
+			defer model.Close()
+			rt := newRealTurn(t, model, nil)
+			code, reply := rt.run(t, baseTurn("recall"))
+			if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Recovered."}) {
+				t.Fatalf("turn = %d %+v; want 0 Recovered.", code, reply)
+			}
+			if diff := cmp.Diff([]string{"/model 200", "/model 200"}, rt.audit.calls(t)); diff != "" {
+				t.Errorf("broker calls (-want +got):\n%s", diff)
+			}
+			replay := model.Requests()[1].Body.Messages
+			var assistant fakemodel.Message
+			var replyIDs []string
+			for _, m := range replay {
+				if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+					assistant = m
+				}
+				if m.Role == "tool" {
+					replyIDs = append(replyIDs, m.ToolCallID)
+				}
+			}
+			var ids []string
+			seen := map[string]bool{}
+			for _, c := range assistant.ToolCalls {
+				if seen[c.ID] || !rtsandbox.ValidToolCallID(c.ID) {
+					t.Errorf("replayed call id %q is duplicate or invalid", c.ID)
+				}
+				seen[c.ID] = true
+				ids = append(ids, c.ID)
+			}
+			if diff := cmp.Diff(ids, replyIDs); diff != "" {
+				t.Errorf("tool reply ids differ from call ids (-calls +replies):\n%s", diff)
+			}
+			if tt.wantIDs != nil {
+				if diff := cmp.Diff(tt.wantIDs, ids); diff != "" {
+					t.Errorf("repaired ids (-want +got):\n%s", diff)
+				}
+			}
+			if tt.name == "invalid-name" && assistant.ToolCalls[0].Function.Name != "invalid_tool" {
+				t.Errorf("invalid name replayed as %q; want invalid_tool", assistant.ToolCalls[0].Function.Name)
+			}
+		})
+	}
+}
+
+// Spec §6.8 "Near-capacity store and huge history still fit", measured
+// where it matters: every body the real broker sends upstream.
+func TestNearCapacityFitsRealBroker(t *testing.T) {
+	model := fakemodel.New(
+		fakemodel.CallTools(fakemodel.Call("memory_remove", map[string]any{"scope": "channel", "key": "note_0"})),
+		fakemodel.Reply("Removed."),
+	)
+	defer model.Close()
+	rt := newRealTurn(t, model, nil)
+	ws := filepath.Join(rt.dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		Scope string `json:"scope"`
+		Key   string `json:"key"`
+		Text  string `json:"text"`
+	}
+	var notes []entry
+	for i := range 144 {
+		text := strings.Repeat("n", 2048)
+		if i < 32 {
+			text = strings.Repeat("\u4e01", 2048)
+		}
+		notes = append(notes, entry{"channel", fmt.Sprintf("note_%d", i), text})
+	}
+	writeFile(t, filepath.Join(ws, "memory.json"), notes)
+	var history []map[string]string
+	for i := range 20 {
+		history = append(history, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": strings.Repeat("h", 100000)})
+	}
+	writeFile(t, filepath.Join(ws, "history.json"), history)
+	code, reply := rt.run(t, baseTurn(strings.Repeat("\u4e01", 20000)))
+	if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Removed."}) {
+		t.Fatalf("turn = %d %+v; want 0 Removed.", code, reply)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("upstream calls = %d; want 2", len(reqs))
+	}
+	for i, r := range reqs {
+		if len(r.Raw) >= 196608 {
+			t.Errorf("upstream body %d is %d bytes; want < 196608", i, len(r.Raw))
+		}
+	}
+	if diff := cmp.Diff([]string{"/model 200", "/model 200"}, rt.audit.calls(t)); diff != "" {
+		t.Errorf("broker calls (-want +got):\n%s", diff)
+	}
+}
+
+func writeFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := jsonjs.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
