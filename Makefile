@@ -2,7 +2,7 @@
 # runs (through .ci/run); it needs a Docker daemon for the integration tests.
 GO        ?= go
 PKGS      := ./...
-FUZZTIME  ?= 8s
+FUZZTIME  ?= 20000x
 BIN       := bin
 
 .PHONY: all build test lint unit fuzz bench demo clean

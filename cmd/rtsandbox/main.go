@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,6 +42,9 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "two sealed turns against a scripted stand-in model (no API key)", runDemo},
+		{"turn", "run one sealed turn and print the reply", runTurn},
+		{"chat", "a terminal chat, each line a sealed turn", runChat},
 		{"broker", "serve one turn's broker on a Unix socket", runBroker},
 		{"image", "build the sealed worker image (image build)", runImage},
 		{"reap", "remove this installation's leftover turn containers", runReap},
@@ -79,4 +83,11 @@ var version = "dev"
 func runVersion(_ context.Context, _ []string, _ env, _ io.Reader, stdout, _ io.Writer) int {
 	fmt.Fprintln(stdout, "rtsandbox", version)
 	return exitOK
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
 }

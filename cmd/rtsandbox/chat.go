@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"strconv"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/surface/console"
+)
+
+// consoleChannel is the terminal chat's channel key.
+const consoleChannel rtsandbox.ChannelKey = "console:local"
+
+// runChat is a terminal chat in console:local as the current user, each
+// line a sealed turn.
+func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rtsandbox chat", stderr)
+	configPath := fs.String("config", "", "config file (required)")
+	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "rtsandbox chat: --config is required")
+		return exitUsage
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox chat:", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox chat:", err)
+		return exitUsage
+	}
+	defer s.close()
+	c := &console.Chat{Runtime: s.rt, Channel: consoleChannel, Speaker: localSpeaker(),
+		In: stdin, Out: stdout, Spinner: isTerminal(stdout), Logger: log}
+	if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(stderr, "rtsandbox chat:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// localSpeaker is the operator at the terminal: their login name and uid.
+func localSpeaker() rtsandbox.Speaker {
+	uid := strconv.Itoa(os.Getuid())
+	name := "uid " + uid
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	return rtsandbox.Speaker{ID: uid, Name: name, PrincipalID: "console:" + uid}
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// a spinner makes sense.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/workerimage"
+)
+
+// demoKeyEnv names the stand-in model's key inside the demo's own
+// environment; it never comes from, or goes to, the real environment.
+const demoKeyEnv = "RTSANDBOX_DEMO_MODEL_KEY"
+
+// demoTurns is the scripted conversation: the first turn stores a speaker
+// memory through memory_set, the second recalls it in a new container.
+var demoTurns = []string{"remember that I drink tea", "what do I drink?"}
+
+// runDemo shows the main job on a fresh machine with Docker and no API
+// key: a scripted stand-in model on loopback, the worker image (built if
+// missing) and two sealed turns in one channel, each phase timed.
+func runDemo(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rtsandbox demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	tag := fs.String("image", config.DefaultImage, "worker image; built when missing")
+	user := fs.String("user", "", `worker "UID:GID" (default: yours; 65534:65534 when you are root)`)
+	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
+		return code
+	}
+	uid, gid, err := demoUser(*user)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox demo:", err)
+		return exitUsage
+	}
+	if err := demo(ctx, stdout, *tag, uid, gid); err != nil {
+		fmt.Fprintln(stderr, "rtsandbox demo:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func demoUser(spec string) (int, int, error) {
+	if spec == "" {
+		if os.Geteuid() == 0 {
+			return 65534, 65534, nil
+		}
+		return os.Geteuid(), os.Getegid(), nil
+	}
+	u, g, ok := strings.Cut(spec, ":")
+	uid, err1 := strconv.Atoi(u)
+	gid, err2 := strconv.Atoi(g)
+	if !ok || err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
+		return 0, 0, fmt.Errorf("--user: %q is not a non-root \"UID:GID\"", spec)
+	}
+	return uid, gid, nil
+}
+
+func demo(ctx context.Context, out io.Writer, tag string, uid, gid int) error {
+	const key = "demo-stand-in-key"
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: key, Loop: true}, fakemodel.MemoryDemo())
+	defer model.Close()
+	fmt.Fprintf(out, "rtsandbox demo\nmodel: a SCRIPTED STAND-IN on %s, not a real LLM (no API key needed)\n", model.URL())
+
+	d, closeClient, err := dockerDriver()
+	if err != nil {
+		return err
+	}
+	defer closeClient()
+	if err := demoImage(ctx, out, d, tag); err != nil {
+		return err
+	}
+	state, err := os.MkdirTemp("", "rtsdemo") // short: the socket path limit
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(state)
+	cfg := &config.Config{
+		StateDir: state, AllowHTTP: true,
+		Model:   config.Model{URL: model.ChatURL(), Name: "scripted-stand-in", APIKeyEnv: demoKeyEnv},
+		Sandbox: config.Sandbox{Image: tag, UID: uid, GID: gid, TimeZone: "UTC"},
+	}
+	calls := &modelCalls{}
+	var stats sandbox.TurnStats
+	s, err := newSealedRuntime(cfg, func(k string) string {
+		if k == demoKeyEnv {
+			return key
+		}
+		return ""
+	}, sealedOptions{driver: d, log: slog.New(calls), onTurn: func(ts sandbox.TurnStats) { stats = ts }})
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return demoConversation(ctx, out, s, calls, &stats)
+}
+
+func demoImage(ctx context.Context, out io.Writer, d *docker.Driver, tag string) error {
+	began := time.Now()
+	built, err := workerimage.EnsureBuilt(ctx, d, tag)
+	if err != nil {
+		return err
+	}
+	if built {
+		fmt.Fprintf(out, "image: built %s in %s\n", tag, time.Since(began).Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(out, "image: %s (already built)\n", tag)
+	}
+	return nil
+}
+
+func demoConversation(ctx context.Context, out io.Writer, s *sealedRuntime, calls *modelCalls, stats *sandbox.TurnStats) error {
+	speaker := rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: "demo:guest"}
+	var last rtsandbox.Reply
+	for i, text := range demoTurns {
+		calls.reset()
+		fmt.Fprintf(out, "\nturn %d (a new sealed container)\n  guest: %s\n", i+1, text)
+		reply, err := s.rt.RunTurn(ctx, "demo:lobby", speaker, text)
+		printPhases(out, *stats, calls)
+		if err != nil {
+			return fmt.Errorf("turn %d: %w", i+1, err)
+		}
+		if !reply.OK {
+			return fmt.Errorf("turn %d: the worker replied ok:false: %q", i+1, reply.Text)
+		}
+		fmt.Fprintf(out, "  agent: %s\n", reply.Text)
+		last = reply
+	}
+	if !strings.Contains(last.Text, "tea") {
+		return errors.New("the second turn did not recall the stored memory")
+	}
+	fmt.Fprintln(out, "\nthe second container recalled what the first one stored; the model key never entered either")
+	return nil
+}
+
+func printPhases(out io.Writer, st sandbox.TurnStats, calls *modelCalls) {
+	phase := func(name string, at time.Time) {
+		if !at.IsZero() {
+			fmt.Fprintf(out, "  %-20s +%s\n", name, at.Sub(st.Admitted).Round(100*time.Microsecond))
+		}
+	}
+	phase("container created", st.Created)
+	phase("container started", st.Started)
+	phase("first broker call", st.FirstCall)
+	n, d := calls.get()
+	fmt.Fprintf(out, "  %-20s %d call(s), %s in the model\n", "model", n, d.Round(100*time.Microsecond))
+	phase("reply", st.Exited)
+	phase("container removed", st.Removed)
+}
+
+// modelCalls is a slog.Handler that counts the broker's /model audit
+// records and adds up their durations.
+type modelCalls struct {
+	mu sync.Mutex
+	n  int
+	d  time.Duration
+}
+
+func (m *modelCalls) Enabled(context.Context, slog.Level) bool { return true }
+func (m *modelCalls) WithAttrs([]slog.Attr) slog.Handler       { return m }
+func (m *modelCalls) WithGroup(string) slog.Handler            { return m }
+
+func (m *modelCalls) Handle(_ context.Context, r slog.Record) error {
+	var route string
+	var d time.Duration
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "route":
+			route = a.Value.String()
+		case "duration":
+			d = a.Value.Duration()
+		}
+		return true
+	})
+	if route == "/model" {
+		m.mu.Lock()
+		m.n, m.d = m.n+1, m.d+d
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+func (m *modelCalls) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n, m.d = 0, 0
+}
+
+func (m *modelCalls) get() (int, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n, m.d
+}

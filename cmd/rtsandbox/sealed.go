@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// sealedRuntime is a sealed runtime wired from a config, with what must be
+// closed after it.
+type sealedRuntime struct {
+	rt     *sandbox.Runtime
+	driver container.Driver
+	close  func()
+}
+
+// sealedOptions are the wiring choices a command may override.
+type sealedOptions struct {
+	client *upstream.Client // nil: the hardened default
+	driver container.Driver // nil: the local Docker daemon
+	onTurn func(sandbox.TurnStats)
+	log    *slog.Logger
+}
+
+// newSealedRuntime builds the broker and the sealed runtime of cfg. The
+// state directory holds the run and workspace roots; it is created 0700
+// when missing and must otherwise be private to this user.
+func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedRuntime, error) {
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	uid, gid, err := workerUser(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := privateDir(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	bc, err := brokerConfig(cfg, getenv, o.client, o.log)
+	if err != nil {
+		return nil, err
+	}
+	b, err := broker.New(bc)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	closeFn := func() {}
+	if o.driver == nil {
+		d, closeClient, err := dockerDriver()
+		if err != nil {
+			return nil, err
+		}
+		o.driver, closeFn = d, closeClient
+	}
+	tools, mcp := sandbox.WorkerTools(bc)
+	rt, err := sandbox.New(sandbox.Options{
+		Broker: b, Driver: o.driver, Image: imageTag(cfg), UID: uid, GID: gid,
+		RunRoot:       filepath.Join(cfg.StateDir, "run"),
+		WorkspaceRoot: filepath.Join(cfg.StateDir, "workspaces"),
+		Model:         cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: timeZone(cfg, getenv),
+		Tools: tools, MCP: mcp, TurnTimeout: cfg.Sandbox.TurnTimeout,
+		Limits:       container.Limits{MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs, PIDs: cfg.Sandbox.Limits.PIDs},
+		Installation: installationID(cfg), Logger: o.log, OnTurn: o.onTurn,
+	})
+	if err != nil {
+		closeFn()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return &sealedRuntime{rt: rt, driver: o.driver, close: func() { rt.Dispose(); closeFn() }}, nil
+}
+
+// errRootUser refuses a root host without sandbox.user: the worker is never
+// root, and guessing another user could hand a workspace to a stranger.
+var errRootUser = errors.New("sandbox.user: required when rtsandbox runs as root; name a non-root \"UID:GID\" for the worker")
+
+func workerUser(cfg *config.Config) (int, int, error) {
+	if cfg.Sandbox.UID > 0 {
+		return cfg.Sandbox.UID, cfg.Sandbox.GID, nil
+	}
+	if os.Geteuid() == 0 {
+		return 0, 0, errRootUser
+	}
+	return os.Geteuid(), os.Getegid(), nil
+}
+
+// privateDir creates dir 0700 when missing, and otherwise requires a
+// directory owned by this user without group or other permissions. Never
+// best effort: every failure is an error.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !st.IsDir() || !ok {
+		return fmt.Errorf("state_dir: %s is not a directory", dir)
+	}
+	if int(sys.Uid) != os.Geteuid() || st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("state_dir: %s must be owned by uid %d with mode 0700 (it is uid %d, %v)",
+			dir, os.Geteuid(), sys.Uid, st.Mode().Perm())
+	}
+	return nil
+}
+
+// timeZone is sandbox.time_zone, else the host's IANA zone (TZ, then the
+// /etc/localtime link), else UTC.
+func timeZone(cfg *config.Config, getenv env) string {
+	if cfg.Sandbox.TimeZone != "" {
+		return cfg.Sandbox.TimeZone
+	}
+	if tz := strings.TrimPrefix(getenv("TZ"), ":"); tz != "" && tz != "Local" && !strings.HasPrefix(tz, "/") {
+		if _, err := time.LoadLocation(tz); err == nil {
+			return tz
+		}
+	}
+	if target, err := os.Readlink("/etc/localtime"); err == nil {
+		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
+			if _, err := time.LoadLocation(name); err == nil {
+				return name
+			}
+		}
+	}
+	return "UTC"
+}
+
+// Guest-facing texts of a finished turn (spec §1 step 14).
+const (
+	textTurnFailed  = "The sandbox turn failed."
+	textTurnStopped = "The sandbox turn failed or was stopped."
+)

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/workerimage"
+)
+
+const sealedTestKey = "cmd-sealed-test-key"
+
+// sealedImage builds a worker image with a unique tag for one test and
+// removes it afterwards.
+func sealedImage(t *testing.T) (string, *client.Client) {
+	t.Helper()
+	cli := opsDocker(t)
+	tag := "rtsandbox-test-cmd-sealed:" + opsRandom()
+	d := docker.New(cli)
+	if _, err := workerimage.Build(context.Background(), d, tag); err != nil {
+		t.Fatalf("build %s: %v", tag, err)
+	}
+	t.Cleanup(func() {
+		if err := d.RemoveImage(context.Background(), tag); err != nil {
+			t.Errorf("RemoveImage(%s) = %v", tag, err)
+		}
+	})
+	return tag, cli
+}
+
+// sealedConfig writes a config for a sealed turn against model, with a
+// short private state dir.
+func sealedConfig(t *testing.T, modelURL, image, user string) (path, state string) {
+	t.Helper()
+	state, err := os.MkdirTemp("", "rtst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	body := fmt.Sprintf("state_dir: %s\nallow_http: true\nmodel:\n  url: %s\n  name: fake-model\n  api_key_env: RTS_SEALED_KEY\nsandbox:\n  image: %s\n  time_zone: Asia/Taipei\n", state, modelURL, image)
+	if user != "" {
+		body += "  user: \"" + user + "\"\n"
+	}
+	path = filepath.Join(state, "rtsandbox.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, state
+}
+
+// workerUserFlag is the worker user a test config names: required when the
+// tests run as root (as CI does).
+func workerUserFlag() string {
+	if os.Geteuid() == 0 {
+		return "1000:1000"
+	}
+	return ""
+}
+
+func sealedEnv(k string) string {
+	if k == "RTS_SEALED_KEY" {
+		return sealedTestKey
+	}
+	return ""
+}
+
+func runSealed(t *testing.T, getenv env, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, getenv, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// assertNoTurnContainers fails if a container of the test's image is left.
+func assertNoTurnContainers(t *testing.T, cli *client.Client, image string) {
+	t.Helper()
+	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Items {
+		// Only this test's image: other packages' tests run their own
+		// turn containers at the same time.
+		if c.Image == image {
+			t.Errorf("container %v (%s) left after the turn", c.Names, c.Image)
+		}
+	}
+}
+
+func TestTurnCommandPrintsReply(t *testing.T) {
+	tag, cli := sealedImage(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Reply("Hello from the sealed worker."))
+	defer model.Close()
+	cfg, state := sealedConfig(t, model.ChatURL(), tag, workerUserFlag())
+	code, stdout, stderr := runSealed(t, sealedEnv, "", "turn", "--config", cfg, "--channel", "http:lobby",
+		"--speaker-id", "alice", "--speaker-name", "Alice", "--principal", "p_alice", "--text", "Hello")
+	if code != exitOK || stdout != `{"ok":true,"text":"Hello from the sealed worker."}`+"\n" {
+		t.Fatalf("turn = %d %q; want 0 and the reply JSON\nstderr: %s", code, stdout, stderr)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 1 || reqs[0].Body.Model != "fake-model" || strings.Contains(string(reqs[0].Raw), sealedTestKey) {
+		t.Errorf("model requests = %d; want one for fake-model without the key in the body", len(reqs))
+	}
+	if !strings.Contains(reqs[0].System(), "Current time:") {
+		t.Errorf("system prompt lacks the time line: %q", reqs[0].System())
+	}
+	assertNoTurnContainers(t, cli, tag)
+	entries, _ := os.ReadDir(filepath.Join(state, "run"))
+	if len(entries) != 0 {
+		t.Errorf("run dirs left: %v", entries)
+	}
+	if strings.Contains(stderr, sealedTestKey) || strings.Contains(stdout, sealedTestKey) {
+		t.Error("the key reached the command's output")
+	}
+}
+
+func TestTurnCommandFailureIsGuestText(t *testing.T) {
+	tag, cli := sealedImage(t)
+	model := fakemodel.New(fakemodel.Status(500))
+	defer model.Close()
+	cfg, _ := sealedConfig(t, model.ChatURL(), tag, workerUserFlag())
+	code, stdout, stderr := runSealed(t, sealedEnv, "", "turn", "--config", cfg, "--channel", "http:lobby",
+		"--speaker-id", "alice", "--speaker-name", "Alice", "--principal", "p_alice", "--text", "Hello")
+	var reply rtsandbox.Reply
+	if err := json.Unmarshal([]byte(stdout), &reply); err != nil || code != exitFail || reply.OK || reply.Text != textTurnStopped {
+		t.Errorf("failed turn = %d %q; want 1 and %q", code, stdout, textTurnStopped)
+	}
+	if !strings.Contains(stderr, "turn failed") {
+		t.Errorf("stderr lacks the detail: %q", stderr)
+	}
+	assertNoTurnContainers(t, cli, tag)
+}
+
+func TestTurnCommandUsage(t *testing.T) {
+	cfg, _ := sealedConfig(t, "http://127.0.0.1:1/v1", "rtsandbox-worker:local", "")
+	base := []string{"--config", cfg, "--channel", "http:lobby", "--speaker-id", "a", "--speaker-name", "A", "--principal", "p"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no-text", base, "--text"},
+		{"text-too-long", append(base, "--text", strings.Repeat("x", rtsandbox.MaxTextLen+1)), "--text"},
+		{"bad-channel", []string{"--config", cfg, "--channel", "x", "--speaker-id", "a", "--speaker-name", "A", "--principal", "p", "--text", "t"}, "--channel"},
+	}
+	if os.Geteuid() == 0 {
+		// The worker is never root: a root host must name the worker user.
+		tests = append(tests, struct {
+			name string
+			args []string
+			want string
+		}{"root-without-sandbox-user", append(base, "--text", "hi"), "sandbox.user"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runSealed(t, sealedEnv, "", append([]string{"turn"}, tt.args...)...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("turn %s = %d, %q; want 2 naming %s", tt.name, code, stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestChatCommand(t *testing.T) {
+	tag, cli := sealedImage(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.MemoryDemo())
+	defer model.Close()
+	cfg, _ := sealedConfig(t, model.ChatURL(), tag, workerUserFlag())
+	code, stdout, stderr := runSealed(t, sealedEnv, "remember that I drink tea\nwhat do I drink?\n/quit\n", "chat", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("chat = %d; stderr %s", code, stderr)
+	}
+	for _, want := range []string{"console:local", "agent> I'll remember that you drink tea.", "agent> You drink tea."} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, stdout)
+		}
+	}
+	assertNoTurnContainers(t, cli, tag)
+}
+
+func TestDemoCommand(t *testing.T) {
+	tag, cli := sealedImage(t)
+	code, stdout, stderr := runSealed(t, os.Getenv, "", "demo", "--image", tag)
+	if code != exitOK {
+		t.Fatalf("demo = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, want := range []string{"SCRIPTED STAND-IN", "(already built)", "turn 1", "turn 2", "container started",
+		"first broker call", "model ", "reply", "container removed", "agent: I'll remember that you drink tea.", "agent: You drink tea."} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+	assertNoTurnContainers(t, cli, tag)
+}

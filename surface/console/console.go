@@ -1,0 +1,128 @@
+// Package console is the terminal chat surface: each line the user types
+// becomes a sealed turn in one channel, with a spinner while it runs. It
+// shows guests' fixed texts only; details go to the logger.
+package console
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Runtime is what the console needs of a sealed runtime.
+type Runtime interface {
+	RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) (rtsandbox.Reply, error)
+	StartFresh(channel rtsandbox.ChannelKey) error
+}
+
+// Fixed texts the console shows.
+const (
+	TextFailed  = "The sandbox turn failed."
+	TextStopped = "The sandbox turn failed or was stopped."
+	TextFresh   = "Started fresh: the next turn forgets the conversation history."
+	TextHelp    = "Type a message and press Enter. /fresh forgets the history, /quit leaves."
+)
+
+// Chat is one terminal conversation.
+type Chat struct {
+	Runtime Runtime
+	Channel rtsandbox.ChannelKey
+	Speaker rtsandbox.Speaker
+	In      io.Reader
+	Out     io.Writer
+	// Spinner animates while a turn runs; turn it off when Out is not a
+	// terminal.
+	Spinner bool
+	Logger  *slog.Logger
+}
+
+// Run reads lines until EOF, /quit or ctx ends.
+func (c *Chat) Run(ctx context.Context) error {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	fmt.Fprintf(c.Out, "rtsandbox chat in %s as %s. %s\n", c.Channel, c.Speaker.Name, TextHelp)
+	lines := bufio.NewScanner(c.In)
+	lines.Buffer(make([]byte, 0, 64<<10), 4*rtsandbox.MaxTextLen)
+	for {
+		fmt.Fprint(c.Out, "you> ")
+		if !lines.Scan() {
+			fmt.Fprintln(c.Out)
+			return lines.Err()
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		switch line := strings.TrimSpace(lines.Text()); line {
+		case "":
+		case "/quit", "/exit":
+			return nil
+		case "/help":
+			fmt.Fprintln(c.Out, TextHelp)
+		case "/fresh":
+			c.fresh()
+		default:
+			c.turn(ctx, line)
+		}
+	}
+}
+
+func (c *Chat) fresh() {
+	if err := c.Runtime.StartFresh(c.Channel); err != nil {
+		c.Logger.Error("start fresh failed", "channel", string(c.Channel), "err", err)
+		fmt.Fprintln(c.Out, TextFailed)
+		return
+	}
+	fmt.Fprintln(c.Out, TextFresh)
+}
+
+func (c *Chat) turn(ctx context.Context, text string) {
+	stop := c.spin()
+	reply, err := c.Runtime.RunTurn(ctx, c.Channel, c.Speaker, text)
+	stop()
+	switch {
+	case err != nil:
+		c.Logger.Error("sandbox turn failed; inspect container cleanup and broker configuration",
+			"channel", string(c.Channel), "err", err)
+		fmt.Fprintln(c.Out, "agent> "+TextStopped)
+	case !reply.OK:
+		c.Logger.Warn("sandbox worker replied ok:false", "channel", string(c.Channel))
+		fmt.Fprintln(c.Out, "agent> "+TextFailed)
+	default:
+		fmt.Fprintln(c.Out, "agent> "+reply.Text)
+	}
+}
+
+// spin draws a spinner until the returned stop is called; stop waits for
+// the drawing goroutine and clears the line.
+func (c *Chat) spin() (stop func()) {
+	if !c.Spinner {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		frames := `|/-\`
+		t := time.NewTicker(120 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(c.Out, "\r%c sealed turn running…", frames[i%len(frames)])
+			select {
+			case <-done:
+				fmt.Fprint(c.Out, "\r\033[K")
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
