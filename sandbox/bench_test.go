@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+)
+
+// BenchmarkSealedTurn measures whole sealed turns, cold (a new container
+// each), against an instant loopback stand-in model, and reports the p50
+// of each phase in milliseconds: create (driver call to created), start
+// (created to started), first-call (started to the first broker request),
+// reply (first request to worker exit), removal (exit to removed) and
+// total (admission to the end of the turn, run dir deleted).
+// BenchmarkDockerRunRm runs the same image with a plain `docker run --rm`
+// for comparison.
+func BenchmarkSealedTurn(b *testing.B) {
+	if integ.skip != "" {
+		b.Skip(integ.skip)
+	}
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"Hi."}}]}`)
+	}))
+	defer model.Close()
+	bk, err := broker.New(broker.Config{ModelURL: model.URL, Model: "bench", AllowHTTP: true,
+		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "bench-key", nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	base, err := os.MkdirTemp("", "sbb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	var mu sync.Mutex
+	var stats []TurnStats
+	uid, gid := workerIDs()
+	rt, err := New(Options{Broker: bk, Driver: integ.driver, Image: integ.workerImage, UID: uid, GID: gid,
+		RunRoot: filepath.Join(base, "run"), WorkspaceRoot: filepath.Join(base, "ws"), Model: "bench",
+		Installation: integ.installation, Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{},
+		OnTurn: func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Dispose()
+	speaker := rtsandbox.Speaker{ID: "bench", Name: "Bench", PrincipalID: "p_bench"}
+	b.ResetTimer()
+	for b.Loop() {
+		reply, err := rt.RunTurn(context.Background(), "bench:turn", speaker, "Hello")
+		if err != nil || !reply.OK {
+			b.Fatalf("turn = %+v, %v", reply, err)
+		}
+	}
+	b.StopTimer()
+	reportPhases(b, stats)
+}
+
+func reportPhases(b *testing.B, stats []TurnStats) {
+	phases := []struct {
+		name     string
+		from, to func(TurnStats) time.Time
+	}{
+		{"create", func(s TurnStats) time.Time { return s.Began }, func(s TurnStats) time.Time { return s.Created }},
+		{"start", func(s TurnStats) time.Time { return s.Created }, func(s TurnStats) time.Time { return s.Started }},
+		{"first-call", func(s TurnStats) time.Time { return s.Started }, func(s TurnStats) time.Time { return s.FirstCall }},
+		{"reply", func(s TurnStats) time.Time { return s.FirstCall }, func(s TurnStats) time.Time { return s.Exited }},
+		{"removal", func(s TurnStats) time.Time { return s.Exited }, func(s TurnStats) time.Time { return s.Removed }},
+		{"total", func(s TurnStats) time.Time { return s.Admitted }, func(s TurnStats) time.Time { return s.Ended }},
+	}
+	for _, p := range phases {
+		var ds []time.Duration
+		for _, s := range stats {
+			ds = append(ds, p.to(s).Sub(p.from(s)))
+		}
+		b.ReportMetric(p50ms(ds), p.name+"-p50-ms")
+	}
+}
+
+func p50ms(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return float64(ds[len(ds)/2].Microseconds()) / 1000
+}
+
+// BenchmarkDockerRunRm is the baseline: the same worker image through the
+// Docker CLI with `docker run --rm`, no mounts, empty stdin (the worker
+// prints its fixed failure reply and exits at once).
+func BenchmarkDockerRunRm(b *testing.B) {
+	if integ.skip != "" {
+		b.Skip(integ.skip)
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		b.Skip("docker CLI not installed")
+	}
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		cmd := exec.Command("docker", "run", "--rm", "-i", "--network", "none", "--pull", "never", integ.workerImage)
+		cmd.Stdin = strings.NewReader("")
+		out, _ := cmd.Output()
+		if !strings.Contains(string(out), rtsandbox.WorkerFailedText) {
+			b.Fatalf("docker run output %q", out)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	b.ReportMetric(p50ms(ds), "total-p50-ms")
+}
