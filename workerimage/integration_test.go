@@ -4,35 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 )
 
-// dockerDriver returns a driver on the local daemon. Without a daemon the
-// test skips, except under CI=true, where it fails.
+// dockerDriver returns a driver on the local daemon (see dockertest for
+// the skip and CI rule).
 func dockerDriver(t *testing.T) *docker.Driver {
 	t.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err = docker.New(cli).Ping(ctx)
-		if err != nil {
-			cli.Close()
-		}
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Docker daemon unreachable under CI=true: %v", err)
-		}
-		t.Skip("Docker integration test skipped:", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return docker.New(cli)
+	return docker.New(dockertest.Require(t))
 }
 
 func TestIntegrationBuild(t *testing.T) {

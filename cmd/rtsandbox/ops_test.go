@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox/config"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 )
 
 // opsConfig writes a minimal valid config with the given state dir and
@@ -34,26 +34,11 @@ func opsConfig(t *testing.T, stateDir, image string) string {
 	return path
 }
 
-// opsDocker returns a client on the local daemon. Without a daemon the test
-// skips, except under CI=true, where it fails.
+// opsDocker returns a client on the local daemon (see dockertest for the
+// skip and CI rule).
 func opsDocker(t *testing.T) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.FromEnv)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err = docker.New(cli).Ping(ctx); err != nil {
-			cli.Close()
-		}
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Docker daemon unreachable under CI=true: %v", err)
-		}
-		t.Skip("Docker integration test skipped:", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return dockertest.Require(t)
 }
 
 func opsRandom() string {

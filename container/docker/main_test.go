@@ -14,6 +14,7 @@ import (
 
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 	"go.uber.org/goleak"
 )
 
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 func testMain(m *testing.M) int {
 	teardown, err := setupIntegration()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
+		if dockertest.InCI() {
 			// Under CI a missing daemon is a failure, not a reason to skip.
 			fmt.Fprintln(os.Stderr, "docker integration setup failed (CI=true):", err)
 			return 1
