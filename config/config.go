@@ -33,6 +33,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
 )
 
 // Defaults and ranges of the sandbox options, as in the reference (sealed
@@ -68,6 +69,15 @@ type Config struct {
 	Tools     []Tool
 	MCP       []MCPServer
 	Sandbox   Sandbox
+
+	// Access says who may talk and who owns the host; the zero value
+	// serves nobody.
+	Access access.Rules
+	// InitialChannels seed the channel store on its very first start.
+	InitialChannels []rtsandbox.ChannelKey
+	// HTTP and Discord are the chat surfaces; nil means off.
+	HTTP    *HTTP
+	Discord *Discord
 }
 
 // Model is the upstream chat-completions endpoint.

@@ -14,7 +14,8 @@ import (
 // config walks the top-level mapping. allow_http is read first because the
 // URL rule depends on it wherever it appears in the file.
 func (p *parser) config(root *yaml.Node) *Config {
-	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox")
+	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox",
+		"access", "initial_channels", "http", "discord")
 	c := &Config{}
 	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
 		c.StateDir = filepath.Clean(s)
@@ -27,6 +28,10 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Tools = p.tools(p.list(o, "tools"))
 	c.MCP = p.servers(p.list(o, "mcp"))
 	c.Sandbox = p.sandbox(o.get("sandbox"))
+	c.Access = p.accessRules(o.get("access"))
+	c.InitialChannels = p.channelKeys(o, "initial_channels")
+	c.HTTP = p.httpSurface(o.get("http"))
+	c.Discord = p.discordSurface(o.get("discord"))
 	return c
 }
 

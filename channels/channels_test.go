@@ -1,0 +1,262 @@
+package channels
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type key = rtsandbox.ChannelKey
+
+func mustOpen(tb testing.TB, dir string, initial ...key) *Store {
+	tb.Helper()
+	s, err := Open(dir, initial)
+	if err != nil {
+		tb.Fatalf("Open(%q, %q) error: %v", dir, initial, err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func stateDir(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "state")
+}
+
+func TestOpenCreatesPrivateDirAndSeeds(t *testing.T) {
+	dir := stateDir(t)
+	s := mustOpen(t, dir, "fake:guests", "fake:guests", "discord:1")
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o700 {
+		t.Errorf("state dir mode = %v; want 0700", got)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		t.Fatalf("state file not written on first start: %v", err)
+	}
+	if got, want := string(data), `["fake:guests","discord:1"]`; got != want {
+		t.Errorf("state file = %s; want %s", got, want)
+	}
+	if !s.Enabled("fake:guests") || s.Enabled("fake:other") {
+		t.Errorf("Enabled: want only the seeded keys, got list %q", s.List())
+	}
+}
+
+func TestInitialOnlyOnFirstStart(t *testing.T) {
+	dir := stateDir(t)
+	s := mustOpen(t, dir, "fake:a")
+	if err := s.Disable("fake:a"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := mustOpen(t, dir, "fake:a", "fake:b")
+	if got := s2.List(); len(got) != 0 {
+		t.Errorf("List() after restart with initial keys = %q; want [] (initial only seeds a missing file)", got)
+	}
+}
+
+// Spec sealed §6.6 "Store persistence".
+func TestStorePersistence(t *testing.T) {
+	dir := stateDir(t)
+	s := mustOpen(t, dir)
+	if err := s.Enable("fake:guests"); err != nil {
+		t.Fatalf("Enable: %v", err)
+	}
+	if err := s.Enable("fake:more"); err != nil {
+		t.Fatalf("Enable: %v", err)
+	}
+	if err := s.Enable("fake:guests"); err != nil {
+		t.Fatalf("Enable twice: %v", err)
+	}
+	if err := s.Enable("bad"); !errors.Is(err, ErrKey) || !errors.Is(err, rtsandbox.ErrInvalid) {
+		t.Errorf("Enable(bad) = %v; want ErrKey", err)
+	}
+	if err := s.Disable("Bad:x"); !errors.Is(err, ErrKey) {
+		t.Errorf("Disable(Bad:x) = %v; want ErrKey", err)
+	}
+	s.Close()
+
+	s2 := mustOpen(t, dir)
+	if diff := cmp.Diff([]key{"fake:guests", "fake:more"}, s2.List()); diff != "" {
+		t.Errorf("reopened List() (-want +got):\n%s", diff)
+	}
+	if err := s2.Disable("fake:guests"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Disable("fake:never"); err != nil {
+		t.Errorf("Disable of a key not enabled = %v; want nil", err)
+	}
+	s2.Close()
+
+	s3 := mustOpen(t, dir)
+	if diff := cmp.Diff([]key{"fake:more"}, s3.List()); diff != "" {
+		t.Errorf("List() after disable and reopen (-want +got):\n%s", diff)
+	}
+	fi, err := os.Lstat(filepath.Join(dir, StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode = %v; want 0600", fi.Mode().Perm())
+	}
+}
+
+// Spec sealed §6.5 "Store rollback": a directory at <file>.tmp makes every
+// save fail, and the in-memory set must stay as it was.
+func TestStoreRollback(t *testing.T) {
+	dir := stateDir(t)
+	s := mustOpen(t, dir, "fake:a")
+	if err := os.Mkdir(filepath.Join(dir, StateFile+".tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enable("fake:b"); err == nil {
+		t.Errorf("Enable(fake:b) with a blocked temp file = nil; want error")
+	}
+	if diff := cmp.Diff([]key{"fake:a"}, s.List()); diff != "" {
+		t.Errorf("List() after failed enable (-want +got):\n%s", diff)
+	}
+	if err := s.Disable("fake:a"); err == nil {
+		t.Errorf("Disable(fake:a) with a blocked temp file = nil; want error")
+	}
+	if diff := cmp.Diff([]key{"fake:a"}, s.List()); diff != "" {
+		t.Errorf("List() after failed disable (-want +got):\n%s", diff)
+	}
+	if !s.Enabled("fake:a") || s.Enabled("fake:b") {
+		t.Errorf("Enabled disagrees with the file after rollback")
+	}
+}
+
+func TestInvalidStateFailsClosed(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+	}{
+		{"object", `{"invalid":"state"}`},
+		{"null", `null`},
+		{"not-json", `[fake:a`},
+		{"number-item", `["fake:a", 1]`},
+		{"bad-key", `["Fake:a"]`},
+		{"key-without-id", `["fake:"]`},
+		{"key-with-newline", `["fake:a\nb"]`},
+		{"trailing-data", `["fake:a"] []`},
+		{"empty-file", ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := stateDir(t)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, StateFile), []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(dir, []key{"fake:seed"})
+			if !errors.Is(err, ErrState) {
+				if s != nil {
+					s.Close()
+				}
+				t.Fatalf("Open with state %q = %v; want ErrState", tt.content, err)
+			}
+			// The lock was released: a valid file opens now.
+			os.WriteFile(filepath.Join(dir, StateFile), []byte(`[]`), 0o600)
+			mustOpen(t, dir)
+		})
+	}
+}
+
+func TestInvalidInitialKey(t *testing.T) {
+	if _, err := Open(stateDir(t), []key{"fake:a", "nocolon"}); !errors.Is(err, ErrState) {
+		t.Errorf("Open with initial key nocolon = %v; want ErrState", err)
+	}
+}
+
+// Spec sealed §6.5 "Permissions fail closed" (store half), §7.2 item 9.
+func TestPermissionsFailClosed(t *testing.T) {
+	t.Run("dir-group-readable", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, nil); !errors.Is(err, ErrPrivate) {
+			t.Errorf("Open(0755 dir) = %v; want ErrPrivate", err)
+		}
+	})
+	t.Run("dir-is-file", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "file")
+		os.WriteFile(f, nil, 0o600)
+		if _, err := Open(f, nil); err == nil {
+			t.Errorf("Open(a file) = nil; want error")
+		}
+	})
+	t.Run("symlinked-dir-checks-target", func(t *testing.T) {
+		root := t.TempDir()
+		target := filepath.Join(root, "open")
+		os.Mkdir(target, 0o777)
+		os.Chmod(target, 0o777)
+		link := filepath.Join(root, "link")
+		os.Symlink(target, link)
+		if _, err := Open(link, nil); !errors.Is(err, ErrPrivate) {
+			t.Errorf("Open(symlink to 0777 dir) = %v; want ErrPrivate", err)
+		}
+	})
+	t.Run("state-file-symlink", func(t *testing.T) {
+		dir := stateDir(t)
+		os.MkdirAll(dir, 0o700)
+		other := filepath.Join(t.TempDir(), "elsewhere.json")
+		os.WriteFile(other, []byte(`["fake:a"]`), 0o600)
+		os.Symlink(other, filepath.Join(dir, StateFile))
+		if _, err := Open(dir, nil); !errors.Is(err, ErrPrivate) {
+			t.Errorf("Open with symlinked state file = %v; want ErrPrivate", err)
+		}
+	})
+	t.Run("state-file-directory", func(t *testing.T) {
+		dir := stateDir(t)
+		os.MkdirAll(filepath.Join(dir, StateFile), 0o700)
+		if _, err := Open(dir, nil); !errors.Is(err, ErrPrivate) {
+			t.Errorf("Open with a directory as state file = %v; want ErrPrivate", err)
+		}
+	})
+	t.Run("lock-file-symlink", func(t *testing.T) {
+		dir := stateDir(t)
+		os.MkdirAll(dir, 0o700)
+		os.Symlink(filepath.Join(t.TempDir(), "x"), filepath.Join(dir, LockFile))
+		if _, err := Open(dir, nil); err == nil {
+			t.Errorf("Open with symlinked lock file = nil; want error")
+		}
+	})
+}
+
+func TestExclusiveLock(t *testing.T) {
+	dir := stateDir(t)
+	s := mustOpen(t, dir, "fake:a")
+	if s2, err := Open(dir, nil); !errors.Is(err, ErrLocked) {
+		if s2 != nil {
+			s2.Close()
+		}
+		t.Fatalf("second Open = %v; want ErrLocked", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v; want nil", err)
+	}
+	if err := s.Enable("fake:b"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Enable after Close = %v; want ErrClosed", err)
+	}
+	if !s.Enabled("fake:a") {
+		t.Errorf("Enabled after Close = false; want the last known set")
+	}
+	mustOpen(t, dir) // the lock was released
+}

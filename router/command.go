@@ -1,0 +1,122 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
+)
+
+// Owner command actions: `/<root> sandbox on|off|status|fresh|stop`.
+const (
+	ActionOn     = "on"
+	ActionOff    = "off"
+	ActionStatus = "status"
+	ActionFresh  = "fresh"
+	ActionStop   = "stop"
+)
+
+// Actions lists the owner command actions in display order.
+var Actions = []string{ActionOn, ActionOff, ActionStatus, ActionFresh, ActionStop}
+
+// Fixed owner command replies (host spec §1.12). Surfaces show them to the
+// issuer only (Discord: ephemeral).
+const (
+	EnabledText   = "Sandbox routing is enabled. Mention the bot or reply to it to start a sealed turn."
+	DisabledText  = "Sandbox routing is disabled. Memory is retained; normal host routing applies again."
+	NotOwnerText  = "Owner only: sandbox commands are the control panel of this assistant's owner."
+	NeedsChanText = "Sandbox commands require a guild channel."
+	UnknownText   = "Unknown sandbox command. Use on, off, status, fresh or stop."
+	FreshText     = "The next sandbox turn in this channel starts a fresh conversation. Memory is kept."
+	NotOwnedText  = "This channel is not sandboxed."
+	StoppedText   = "Stopped the running sandbox turn."
+	IdleText      = "No sandbox turn is running in this channel."
+	CommandFailed = "That did not finish; try again later. The details are in the log."
+)
+
+// Error classes of Command, beside ErrStopping and context errors.
+var (
+	ErrNotOwner      = fmt.Errorf("%w: not an owner", rtsandbox.ErrRefused)
+	ErrNeedsChannel  = fmt.Errorf("%w: sandbox commands require a guild channel", rtsandbox.ErrRefused)
+	ErrUnknownAction = fmt.Errorf("%w: unknown sandbox command", rtsandbox.ErrInvalid)
+)
+
+// Command is an owner command as a surface received it.
+type Command struct {
+	Channel rtsandbox.ChannelKey // where it was issued
+	Author  Author
+	// Direct: issued in a DM (or without a channel); refused.
+	Direct bool
+	Action string // one of Actions
+}
+
+// Command runs an owner command and returns the fixed text to show its
+// issuer. The text is set even when err is not nil; err is for the surface's
+// own decisions and logs: ErrUnknownAction, ErrNotOwner, ErrNeedsChannel,
+// ErrStopping, ctx's error, or an internal failure (already logged).
+//
+// The owner guard resolves the author now, on every command. on, off,
+// status and fresh run on the channel's queue, so they take effect after
+// the turns already queued there; stop does not wait. ctx bounds only the
+// wait: a queued command still runs after ctx ends.
+func (r *Router) Command(ctx context.Context, c Command) (string, error) {
+	switch c.Action {
+	case ActionOn, ActionOff, ActionStatus, ActionFresh, ActionStop:
+	default:
+		return UnknownText, ErrUnknownAction
+	}
+	if c.Author.Bot || c.Author.Integration {
+		return NotOwnerText, ErrNotOwner
+	}
+	if _, tier := r.access.Resolve(r.actor(c.Channel, c.Author)); tier != access.Owner {
+		return NotOwnerText, ErrNotOwner
+	}
+	if c.Direct || !c.Channel.Valid() {
+		return NeedsChanText, ErrNeedsChannel
+	}
+	switch c.Action {
+	case ActionStop:
+		if r.Stop(c.Channel) {
+			return StoppedText, nil
+		}
+		return IdleText, nil
+	case ActionFresh:
+		_, err := r.StartFresh(ctx, c.Channel)
+		switch {
+		case errors.Is(err, ErrNoClaim):
+			return NotOwnedText, nil
+		case err != nil:
+			return r.commandFailed(c, err)
+		}
+		return FreshText, nil
+	}
+	var enabled bool
+	err := r.inQueue(ctx, c.Channel, func(context.Context) error {
+		var err error
+		switch c.Action {
+		case ActionOn:
+			err = r.channels.Enable(c.Channel)
+		case ActionOff:
+			err = r.channels.Disable(c.Channel)
+		}
+		enabled = r.channels.Enabled(c.Channel)
+		return err
+	})
+	if err != nil {
+		return r.commandFailed(c, err)
+	}
+	if enabled {
+		return EnabledText, nil
+	}
+	return DisabledText, nil
+}
+
+func (r *Router) commandFailed(c Command, err error) (string, error) {
+	if errors.Is(err, ErrStopping) {
+		return RestartingText, err
+	}
+	r.log.Error("owner command failed", "channel", c.Channel, "action", c.Action, "err", err)
+	return CommandFailed, err
+}

@@ -1,0 +1,149 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+func ownerCmd(ch rtsandbox.ChannelKey, action string) Command {
+	return Command{Channel: ch, Author: Author{ID: "owner", Name: "Ada"}, Action: action}
+}
+
+// Sealed spec §6.10 "Commands guard".
+func TestCommandsGuard(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	store := openStore(t, dir)
+	h := newHarness(t, store)
+	ctx := context.Background()
+
+	text, err := h.r.Command(ctx, Command{Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Action: ActionOn})
+	if !errors.Is(err, ErrNotOwner) || text != NotOwnerText || store.Enabled(guests) {
+		t.Errorf("guest on = %q, %v, enabled %v; want the refusal and no change", text, err, store.Enabled(guests))
+	}
+	text, err = h.r.Command(ctx, Command{Channel: guests, Author: Author{ID: "owner", Bot: true}, Action: ActionOn})
+	if !errors.Is(err, ErrNotOwner) || store.Enabled(guests) {
+		t.Errorf("bot with the owner's id on = %q, %v; want refusal", text, err)
+	}
+	dm := ownerCmd(guests, ActionOn)
+	dm.Direct = true
+	text, err = h.r.Command(ctx, dm)
+	if !errors.Is(err, ErrNeedsChannel) || text != NeedsChanText || store.Enabled(guests) {
+		t.Errorf("owner on in a DM = %q, %v; want %q and no change", text, err, NeedsChanText)
+	}
+	text, err = h.r.Command(ctx, ownerCmd(guests, ActionOn))
+	if err != nil || text != EnabledText || !store.Enabled(guests) {
+		t.Errorf("owner on = %q, %v, enabled %v", text, err, store.Enabled(guests))
+	}
+	text, _ = h.r.Command(ctx, ownerCmd(guests, ActionStatus))
+	if !strings.Contains(text, "enabled") {
+		t.Errorf("status = %q; want it to contain enabled", text)
+	}
+	text, err = h.r.Command(ctx, ownerCmd(guests, "explode"))
+	if !errors.Is(err, ErrUnknownAction) || text != UnknownText {
+		t.Errorf("unknown action = %q, %v", text, err)
+	}
+	text, err = h.r.Command(ctx, ownerCmd(guests, ActionOff))
+	if err != nil || text != DisabledText {
+		t.Errorf("owner off = %q, %v", text, err)
+	}
+	store.Close()
+	again := openStore(t, dir)
+	if again.Enabled(guests) {
+		t.Errorf("a new store instance still has %s after off", guests)
+	}
+}
+
+// Sealed spec §6.10 "Commands queue": off waits behind the running turn.
+func TestCommandsQueue(t *testing.T) {
+	chans := newMemChannels(guests)
+	h := newHarness(t, chans)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+		close(started)
+		<-release
+		return rtsandbox.Reply{OK: true, Text: "held"}, nil
+	}
+	turn := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	<-started
+	cmd := make(chan string, 1)
+	go func() {
+		text, _ := h.r.Command(context.Background(), ownerCmd(guests, ActionOff))
+		cmd <- text
+	}()
+	for h.r.QueueSize(guests) < 2 {
+		runtimeGosched()
+	}
+	if !chans.Enabled(guests) {
+		t.Fatalf("off took effect while the turn still held the queue")
+	}
+	close(release)
+	<-turn
+	if text := <-cmd; text != DisabledText {
+		t.Errorf("off = %q", text)
+	}
+	if chans.Enabled(guests) {
+		t.Errorf("still enabled after the command finished")
+	}
+}
+
+func TestCommandsFreshAndStop(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	ctx := context.Background()
+	if text, err := h.r.Command(ctx, ownerCmd(guests, ActionFresh)); err != nil || text != FreshText {
+		t.Errorf("fresh = %q, %v", text, err)
+	}
+	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, h.rt.fresh); diff != "" {
+		t.Errorf("runtime StartFresh calls (-want +got):\n%s", diff)
+	}
+	if text, err := h.r.Command(ctx, ownerCmd("fake:plain", ActionFresh)); err != nil || text != NotOwnedText {
+		t.Errorf("fresh in an unowned channel = %q, %v", text, err)
+	}
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionStop)); text != IdleText {
+		t.Errorf("stop with nothing running = %q", text)
+	}
+	started := make(chan struct{})
+	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+		close(started)
+		<-ctx.Done()
+		return rtsandbox.Reply{}, ctx.Err()
+	}
+	turn := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	<-started
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionStop)); text != StoppedText {
+		t.Errorf("stop during a turn = %q", text)
+	}
+	<-turn
+	if diff := cmp.Diff([]string{TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+	if text, _ := h.r.Command(ctx, Command{Channel: guests, Author: Author{ID: "alice"}, Action: ActionStop}); text != NotOwnerText {
+		t.Errorf("guest stop = %q; want refusal", text)
+	}
+}
+
+func TestCommandStoreFailure(t *testing.T) {
+	chans := newMemChannels()
+	chans.failing = true
+	h := newHarness(t, chans)
+	text, err := h.r.Command(context.Background(), ownerCmd(guests, ActionOn))
+	if err == nil || text != CommandFailed {
+		t.Errorf("on with a failing store = %q, %v; want %q", text, err, CommandFailed)
+	}
+	if strings.Contains(text, "disk full") {
+		t.Errorf("the user-facing text leaks the error detail")
+	}
+	if got := h.log.messages(); len(got) != 1 || got[0] != "ERROR owner command failed" {
+		t.Errorf("logs = %q", got)
+	}
+}
+
+func runtimeGosched() { time.Sleep(time.Millisecond) }

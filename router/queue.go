@@ -1,0 +1,152 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// queue runs tasks one at a time per channel, in arrival order; channels
+// run concurrently (host spec §1.8). A task starts once the previous task of
+// its channel has settled, whatever its outcome. Each channel with work has
+// one goroutine, which exits when the channel's list is empty.
+type queue struct {
+	ctx   context.Context // tasks run under it; cancelled by abort
+	limit int             // bounded tasks per channel, running one included
+
+	mu     sync.Mutex
+	lanes  map[rtsandbox.ChannelKey]*lane
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type lane struct {
+	waiting []*task
+	running bool
+}
+
+type task struct {
+	run  func(ctx context.Context) error
+	done chan error // buffered: the runner never blocks on a gone caller
+}
+
+func newQueue(ctx context.Context, limit int) *queue {
+	return &queue{ctx: ctx, limit: limit, lanes: map[rtsandbox.ChannelKey]*lane{}}
+}
+
+// push appends run to channel's list. A bounded task is refused with
+// ErrQueueFull when the channel already has limit tasks; every task is
+// refused with ErrStopping once the queue is closed.
+func (q *queue) push(channel rtsandbox.ChannelKey, bounded bool, run func(context.Context) error) (*task, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrStopping
+	}
+	l := q.lanes[channel]
+	if l == nil {
+		l = &lane{}
+		q.lanes[channel] = l
+		q.wg.Add(1)
+		go q.drain(channel, l)
+	}
+	if bounded && l.size() >= q.limit {
+		return nil, ErrQueueFull
+	}
+	t := &task{run: run, done: make(chan error, 1)}
+	l.waiting = append(l.waiting, t)
+	return t, nil
+}
+
+func (l *lane) size() int {
+	n := len(l.waiting)
+	if l.running {
+		n++
+	}
+	return n
+}
+
+// drain runs channel's tasks until none is left.
+func (q *queue) drain(channel rtsandbox.ChannelKey, l *lane) {
+	defer q.wg.Done()
+	for {
+		q.mu.Lock()
+		l.running = false
+		if len(l.waiting) == 0 {
+			delete(q.lanes, channel)
+			q.mu.Unlock()
+			return
+		}
+		t := l.waiting[0]
+		l.waiting = l.waiting[1:]
+		l.running = true
+		q.mu.Unlock()
+		t.done <- q.safeRun(t)
+	}
+}
+
+// safeRun turns a panic into an error so one broken task cannot take the
+// channel (or the host) down with it.
+func (q *queue) safeRun(t *task) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("task panicked: %v", p)
+		}
+	}()
+	return t.run(q.ctx)
+}
+
+// size returns running plus waiting tasks of channel.
+func (q *queue) size(channel rtsandbox.ChannelKey) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.lanes[channel]; l != nil {
+		return l.size()
+	}
+	return 0
+}
+
+// busy returns the channels with any task, sorted.
+func (q *queue) busy() []rtsandbox.ChannelKey {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]rtsandbox.ChannelKey, 0, len(q.lanes))
+	for k := range q.lanes {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// close refuses new tasks and settles every waiting one with ErrStopping;
+// running tasks go on. It reports whether this call closed the queue.
+func (q *queue) close() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	q.closed = true
+	for _, l := range q.lanes {
+		for _, t := range l.waiting {
+			t.done <- ErrStopping
+		}
+		l.waiting = nil
+	}
+	return true
+}
+
+// wait returns when every channel goroutine has exited or ctx ends.
+func (q *queue) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { q.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

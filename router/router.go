@@ -1,0 +1,511 @@
+// Package router decides what happens to every chat message: which claim
+// owns its channel, whether it is admitted, and when it runs. It is the
+// only thing surfaces talk to (host spec §1.5–1.10, §2).
+//
+// The contract:
+//
+//   - Claims are ranked by descending priority, stable on registration
+//     order. The first claim that owns a channel decides everything there;
+//     a message it does not admit is dropped, never passed to a lower claim.
+//     New adds the sandbox claim (priority 200) to the caller's claims.
+//   - Speakers are resolved by the router from the access rules, never
+//     taken from a surface; bots and integrations are never resolved.
+//   - Admitted work runs on a per-channel FIFO queue: one task at a time per
+//     channel in arrival order, channels concurrently, and a failed task
+//     never blocks the next. Guest messages are bounded per channel
+//     (Options.QueueLimit); owner commands are not.
+//   - Everything a guest or chat user sees is a fixed text from this
+//     package; error details go only to the injected logger.
+//
+// A surface implements Surface, registers it with AddSurface under its key
+// prefix, and calls Submit (or Handle) for every inbound message and
+// Command for owner commands.
+package router
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
+)
+
+// Defaults of Options.
+const (
+	// DefaultQueueLimit bounds one channel's guest messages, the running one
+	// included: enough for a lively conversation, small enough that a flood
+	// cannot queue hours of sealed turns (each may take up to 10 minutes).
+	DefaultQueueLimit = 8
+	// DefaultTypingInterval refreshes the typing indicator; Discord shows
+	// it for about 10 s.
+	DefaultTypingInterval = 8 * time.Second
+	// noticeTimeout bounds posting a notice outside any turn.
+	noticeTimeout = 30 * time.Second
+)
+
+// Error classes. Test with errors.Is.
+var (
+	// ErrStopping: the router is shutting down and takes no new work.
+	ErrStopping = errors.New("the host is shutting down")
+	// ErrQueueFull: the channel already has QueueLimit guest messages.
+	ErrQueueFull = errors.New("channel queue is full")
+	// ErrNoClaim: no claim owns the channel.
+	ErrNoClaim = errors.New("no claim owns the channel")
+	// ErrNoSurface: no surface serves the channel's key prefix.
+	ErrNoSurface = errors.New("no surface serves the channel")
+)
+
+// Author is who wrote a message, as the surface knows them.
+type Author struct {
+	ID   string // the surface's id of the author, such as a Discord user id
+	Name string // display name in that channel
+	// Roles are role identities such as "discord:role:42"; nil when
+	// unknown (DMs).
+	Roles []string
+	// Bot is a bot account; Integration a webhook or similar. Neither is
+	// ever resolved to a speaker.
+	Bot, Integration bool
+}
+
+// Message is one inbound chat message as a surface reports it. A surface
+// reports facts; it never decides who may talk.
+type Message struct {
+	Channel rtsandbox.ChannelKey
+	ID      string // unique per surface; for logs
+	Space   string // server or workspace id (Discord guild); "" for DMs
+	Author  Author
+	// Text is the content with the bot mention removed, trimmed.
+	Text         string
+	MentionsBot  bool
+	RepliesToBot bool
+	IsDirect     bool // a DM-like conversation
+	// ReferenceText is the replied-to message's text, as far as readable.
+	ReferenceText string
+	// Attachments counts the files attached; nothing is downloaded.
+	Attachments int
+	// ForwardedText is a forwarded message's text; it only keeps a message
+	// with no text of its own from being dropped as empty.
+	ForwardedText string
+
+	// Speaker and Tier are set by the router before a claim sees the
+	// message; whatever a surface puts here is discarded. Speaker is nil
+	// when the access rules serve nobody by this author.
+	Speaker *rtsandbox.Speaker
+	Tier    access.Tier
+}
+
+// Surface is one chat network as the router needs it. Methods must be safe
+// for concurrent use and honour ctx.
+type Surface interface {
+	// Send posts one message of at most ChunkLimit UTF-16 units. Chunks of
+	// one reply are sent one after another, in order.
+	Send(ctx context.Context, channel rtsandbox.ChannelKey, chunk string) error
+	// Typing shows the typing indicator once; the router repeats it every
+	// TypingInterval while a turn runs. An error is logged as a warning.
+	Typing(ctx context.Context, channel rtsandbox.ChannelKey) error
+}
+
+// Runtime is what the sandbox claim needs of the sealed runtime
+// (*sandbox.Runtime implements it).
+type Runtime interface {
+	RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) (rtsandbox.Reply, error)
+	StartFresh(channel rtsandbox.ChannelKey) error
+	Stop(channel rtsandbox.ChannelKey) bool
+}
+
+// ChannelSet is the persisted set of sandboxed channels (*channels.Store
+// implements it).
+type ChannelSet interface {
+	Enabled(key rtsandbox.ChannelKey) bool
+	Enable(key rtsandbox.ChannelKey) error
+	Disable(key rtsandbox.ChannelKey) error
+}
+
+// Resolver maps an author to a speaker and tier (*access.Policy implements
+// it). access.None means no speaker.
+type Resolver interface {
+	Resolve(a access.Actor) (rtsandbox.Speaker, access.Tier)
+}
+
+// Claim is one plugin's ownership of a set of channels.
+type Claim interface {
+	// Name is unique across claims.
+	Name() string
+	// Priority ranks claims; higher is asked first.
+	Priority() int
+	// Owns reports whether the claim owns channel. space is the message's
+	// space when routing a message, "" for DMs and channel-only questions
+	// (stop, start fresh).
+	Owns(channel rtsandbox.ChannelKey, space string) bool
+	// Admit decides what to do with a message in an owned channel; false
+	// drops it. It must not block.
+	Admit(m Message) (Admission, bool)
+	// StartFresh starts the channel's conversation over; it runs on the
+	// channel's queue and returns the conversation kind.
+	StartFresh(ctx context.Context, channel rtsandbox.ChannelKey) (string, error)
+	// Stop aborts the channel's running turn and reports whether one ran.
+	Stop(channel rtsandbox.ChannelKey) bool
+}
+
+// Admission is an admitted turn.
+type Admission struct {
+	// Run executes inside the channel's queue. An error is logged with
+	// Failure as the message.
+	Run     func(ctx context.Context, port Port) error
+	Failure string
+}
+
+// Port is what a running turn may do with the surfaces.
+type Port interface {
+	// SendReply posts chunks in order; it fails with ErrNoSurface when no
+	// surface serves the channel, or with the first send error.
+	SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error
+	// StartTyping shows typing now and every TypingInterval until stop is
+	// called; stop waits for the refresher to end. Without a surface it
+	// does nothing.
+	StartTyping(ctx context.Context, channel rtsandbox.ChannelKey) (stop func())
+}
+
+// Options configure a Router. Channels, Runtime and Access are required.
+type Options struct {
+	Channels ChannelSet
+	Runtime  Runtime
+	Access   Resolver
+	// Claims are further claims; New adds the sandbox claim.
+	Claims []Claim
+	// Logger receives operator records; nil discards them.
+	Logger *slog.Logger
+	// QueueLimit bounds one channel's guest messages, running one
+	// included; 0 means DefaultQueueLimit.
+	QueueLimit int
+	// TypingInterval is the typing refresh period; 0 means
+	// DefaultTypingInterval.
+	TypingInterval time.Duration
+}
+
+// Router routes messages from surfaces to claims. It is safe for
+// concurrent use.
+type Router struct {
+	log      *slog.Logger
+	access   Resolver
+	channels ChannelSet
+	claims   []Claim
+	typing   time.Duration
+	q        *queue
+	abort    context.CancelFunc
+	bg       sync.WaitGroup // notice senders
+
+	mu         sync.Mutex
+	surfaces   map[string]Surface
+	fullNotice map[rtsandbox.ChannelKey]bool // queue-full notice posted, no push since
+	stopNotice map[rtsandbox.ChannelKey]bool // restarting notice posted
+}
+
+// New checks opts and returns a Router with the sandbox claim and opts'
+// claims ranked. Errors wrap rtsandbox.ErrInvalid.
+func New(opts Options) (*Router, error) {
+	if opts.Channels == nil || opts.Runtime == nil || opts.Access == nil {
+		return nil, fmt.Errorf("router: Channels, Runtime and Access are required: %w", rtsandbox.ErrInvalid)
+	}
+	if opts.QueueLimit < 0 || opts.TypingInterval < 0 {
+		return nil, fmt.Errorf("router: negative QueueLimit or TypingInterval: %w", rtsandbox.ErrInvalid)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	claims := append([]Claim{newSandboxClaim(opts.Channels, opts.Runtime, log)}, opts.Claims...)
+	seen := map[string]bool{}
+	for _, c := range claims {
+		if c == nil || seen[c.Name()] {
+			return nil, fmt.Errorf("router: nil or duplicate claim: %w", rtsandbox.ErrInvalid)
+		}
+		seen[c.Name()] = true
+	}
+	slices.SortStableFunc(claims, func(a, b Claim) int { return cmp.Compare(b.Priority(), a.Priority()) })
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Router{
+		log:        log,
+		access:     opts.Access,
+		channels:   opts.Channels,
+		claims:     claims,
+		typing:     cmp.Or(opts.TypingInterval, DefaultTypingInterval),
+		q:          newQueue(ctx, cmp.Or(opts.QueueLimit, DefaultQueueLimit)),
+		abort:      cancel,
+		surfaces:   map[string]Surface{},
+		fullNotice: map[rtsandbox.ChannelKey]bool{},
+		stopNotice: map[rtsandbox.ChannelKey]bool{},
+	}, nil
+}
+
+var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// AddSurface makes s serve channel keys with prefix (such as "discord").
+// A prefix is served by one surface. Errors wrap rtsandbox.ErrInvalid.
+func (r *Router) AddSurface(prefix string, s Surface) error {
+	if s == nil || !prefixRE.MatchString(prefix) {
+		return fmt.Errorf("router: surface prefix %q: %w", prefix, rtsandbox.ErrInvalid)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.surfaces[prefix] != nil {
+		return fmt.Errorf("router: surface prefix %q registered twice: %w", prefix, rtsandbox.ErrInvalid)
+	}
+	r.surfaces[prefix] = s
+	return nil
+}
+
+func (r *Router) surface(channel rtsandbox.ChannelKey) Surface {
+	prefix, _, _ := strings.Cut(string(channel), ":")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.surfaces[prefix]
+}
+
+// Submit routes m and returns at once; admission and queueing happen
+// before it returns, so messages submitted one after another from one
+// goroutine keep their order. The channel receives one value when m is
+// settled: nil when it ran (whatever the turn's outcome) or was dropped,
+// ErrQueueFull or ErrStopping when it was refused (the router has then
+// posted the notice).
+func (r *Router) Submit(m Message) <-chan error {
+	done := make(chan error, 1)
+	adm, ok := r.admit(&m)
+	if !ok {
+		done <- nil
+		return done
+	}
+	run := func(ctx context.Context) error {
+		if err := runAdmission(ctx, adm, r); err != nil {
+			r.log.Error(adm.Failure, "channel", m.Channel, "err", err)
+		}
+		return nil // the turn's outcome is not the submitter's business
+	}
+	t, err := r.q.push(m.Channel, true, run)
+	if err != nil {
+		r.bg.Go(func() {
+			r.refused(m, err)
+			done <- err
+		})
+		return done
+	}
+	r.mu.Lock()
+	delete(r.fullNotice, m.Channel)
+	r.mu.Unlock()
+	r.bg.Go(func() {
+		err := <-t.done
+		if errors.Is(err, ErrStopping) {
+			r.refused(m, err) // still waiting when the router closed
+		}
+		done <- err
+	})
+	return done
+}
+
+// runAdmission runs adm, turning a panic into an error so that it is logged
+// like any failure and the channel's next task still runs.
+func runAdmission(ctx context.Context, adm Admission, port Port) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("turn panicked: %v", p)
+		}
+	}()
+	return adm.Run(ctx, port)
+}
+
+// Handle is Submit that waits until m is settled or ctx ends; ctx bounds
+// only the wait, never the turn.
+func (r *Router) Handle(ctx context.Context, m Message) error {
+	select {
+	case err := <-r.Submit(m):
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// admit runs host spec §2.2 steps 2–6 and reports whether m was admitted.
+func (r *Router) admit(m *Message) (Admission, bool) {
+	m.Speaker, m.Tier = nil, access.None
+	if !m.Channel.Valid() {
+		r.log.Debug("message dropped: invalid channel key", "channel", m.Channel)
+		return Admission{}, false
+	}
+	if strings.TrimSpace(m.Text) == "" && m.Attachments == 0 && strings.TrimSpace(m.ForwardedText) == "" {
+		return Admission{}, false
+	}
+	claim := r.owner(m.Channel, m.Space)
+	if claim == nil {
+		return Admission{}, false
+	}
+	if !m.Author.Bot && !m.Author.Integration {
+		sp, tier := r.access.Resolve(r.actor(m.Channel, m.Author))
+		if tier != access.None {
+			m.Speaker, m.Tier = &sp, tier
+		}
+	}
+	adm, ok := claim.Admit(*m)
+	if !ok || adm.Run == nil {
+		r.log.Debug("message dropped by its claim", "channel", m.Channel, "claim", claim.Name(), "message", m.ID)
+		return Admission{}, false
+	}
+	return adm, true
+}
+
+func (r *Router) actor(channel rtsandbox.ChannelKey, a Author) access.Actor {
+	prefix, _, _ := strings.Cut(string(channel), ":")
+	return access.Actor{
+		Provider: prefix, Subject: a.ID, Name: a.Name, Roles: a.Roles,
+		Bot: a.Bot, Integration: a.Integration,
+	}
+}
+
+// owner returns the first claim, in rank order, that owns channel.
+func (r *Router) owner(channel rtsandbox.ChannelKey, space string) Claim {
+	for _, c := range r.claims {
+		if c.Owns(channel, space) {
+			return c
+		}
+	}
+	return nil
+}
+
+// refused logs an admitted message that will not run and posts (blocking;
+// call it off the caller's goroutine) the fixed notice: once per channel while the host stops, once per run of refusals
+// while the queue is full. Bots and integrations get no notice.
+func (r *Router) refused(m Message, err error) {
+	var text string
+	r.mu.Lock()
+	switch {
+	case errors.Is(err, ErrStopping):
+		r.log.Info("message not run: the host is shutting down", "channel", m.Channel)
+		if !r.stopNotice[m.Channel] {
+			r.stopNotice[m.Channel] = true
+			text = RestartingText
+		}
+	case errors.Is(err, ErrQueueFull):
+		r.log.Warn("message not run: the channel queue is full", "channel", m.Channel)
+		if !r.fullNotice[m.Channel] {
+			r.fullNotice[m.Channel] = true
+			text = QueueFullText
+		}
+	}
+	r.mu.Unlock()
+	if text == "" || m.Author.Bot || m.Author.Integration {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), noticeTimeout)
+	defer cancel()
+	if err := r.SendReply(ctx, m.Channel, []string{text}); err != nil {
+		r.log.Error("could not post a notice", "channel", m.Channel, "err", err)
+	}
+}
+
+// SendReply implements Port.
+func (r *Router) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
+	s := r.surface(channel)
+	if s == nil {
+		return fmt.Errorf("send to %s: %w", channel, ErrNoSurface)
+	}
+	for i, c := range chunks {
+		if err := s.Send(ctx, channel, c); err != nil {
+			return fmt.Errorf("send chunk %d of %d to %s: %w", i+1, len(chunks), channel, err)
+		}
+	}
+	return nil
+}
+
+// StartTyping implements Port.
+func (r *Router) StartTyping(ctx context.Context, channel rtsandbox.ChannelKey) (stop func()) {
+	s := r.surface(channel)
+	if s == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.typing)
+		defer t.Stop()
+		for {
+			if err := s.Typing(ctx, channel); err != nil && ctx.Err() == nil {
+				r.log.Warn("typing indicator failed", "channel", channel, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Stop aborts the running turn of channel through its owning claim and
+// reports whether one was running. It does not wait for the queue.
+func (r *Router) Stop(channel rtsandbox.ChannelKey) bool {
+	if c := r.owner(channel, ""); c != nil {
+		return c.Stop(channel)
+	}
+	return false
+}
+
+// StartFresh asks the owning claim, on the channel's queue (after the
+// queued turns), to start the conversation over, and returns the
+// conversation kind ("sandbox"). ctx bounds only the wait. Errors:
+// ErrNoClaim, ErrStopping, ctx's error or the claim's.
+func (r *Router) StartFresh(ctx context.Context, channel rtsandbox.ChannelKey) (string, error) {
+	var kind string
+	err := r.inQueue(ctx, channel, func(ctx context.Context) error {
+		c := r.owner(channel, "")
+		if c == nil {
+			return ErrNoClaim
+		}
+		var err error
+		kind, err = c.StartFresh(ctx, channel)
+		return err
+	})
+	return kind, err
+}
+
+// inQueue runs fn on channel's queue, unbounded, and waits for it.
+func (r *Router) inQueue(ctx context.Context, channel rtsandbox.ChannelKey, fn func(context.Context) error) error {
+	t, err := r.q.push(channel, false, fn)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-t.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// QueueSize returns the running plus waiting tasks of channel.
+func (r *Router) QueueSize(channel rtsandbox.ChannelKey) int { return r.q.size(channel) }
+
+// Busy returns the channels with queued or running work, sorted.
+func (r *Router) Busy() []rtsandbox.ChannelKey { return r.q.busy() }
+
+// Close shuts the router down: new messages and waiting tasks are refused
+// (waiting guest messages get the restarting notice), running tasks may
+// finish until ctx ends, then they are cancelled (which aborts their
+// sealed turns) and awaited. Close returns ctx's error if it had to
+// cancel. Later calls only wait.
+func (r *Router) Close(ctx context.Context) error {
+	r.q.close()
+	err := r.q.wait(ctx)
+	r.abort()
+	_ = r.q.wait(context.Background())
+	r.bg.Wait()
+	return err
+}

@@ -1,0 +1,528 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Sealed spec §6.6 "Claim routing and precedence".
+func TestClaimRoutingAndPrecedence(t *testing.T) {
+	fb := &fallbackClaim{}
+	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.Claims = []Claim{fb} })
+
+	admitted := []Message{
+		mention(guests, "alice", "Alice", "hello"),
+		mention(guests, "owner", "Ada", "hi"),
+		{Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "again", RepliesToBot: true},
+	}
+	ignored := map[string]Message{
+		"bot":         {Channel: guests, Author: Author{ID: "alice", Name: "Alice", Bot: true}, Text: "x", MentionsBot: true},
+		"dm":          {Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "x", MentionsBot: true, IsDirect: true},
+		"integration": {Channel: guests, Author: Author{ID: "alice", Name: "Alice", Integration: true}, Text: "x", MentionsBot: true},
+		"unaddressed": {Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "x"},
+		"unresolved":  mention(guests, "mallory", "Mallory", "x"),
+	}
+	for _, m := range admitted {
+		if err := h.handle(t, m); err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+	}
+	for name, m := range ignored {
+		if err := h.handle(t, m); err != nil {
+			t.Fatalf("Handle(%s): %v", name, err)
+		}
+	}
+	var speakers []rtsandbox.Speaker
+	for _, c := range h.rt.Calls() {
+		speakers = append(speakers, c.Speaker)
+	}
+	want := []rtsandbox.Speaker{
+		{ID: "alice", Name: "Alice", PrincipalID: "p_alice"},
+		{ID: "owner", Name: "Ada", PrincipalID: "owner"}, // the surface's name, not the identity's
+		{ID: "alice", Name: "Alice", PrincipalID: "p_alice"},
+	}
+	if diff := cmp.Diff(want, speakers); diff != "" {
+		t.Errorf("speakers (-want +got):\n%s", diff)
+	}
+	if got := fb.Admitted(); len(got) != 0 {
+		t.Errorf("the priority-100 claim saw %d messages in a sandboxed channel; want 0", len(got))
+	}
+	if diff := cmp.Diff([]string{"Sealed.", "Sealed.", "Sealed."}, h.surface.Sent()); diff != "" {
+		t.Errorf("replies (-want +got):\n%s", diff)
+	}
+	ctx := context.Background()
+	if kind, err := h.r.StartFresh(ctx, guests); kind != "sandbox" || err != nil {
+		t.Errorf("StartFresh(%s) = %q, %v; want sandbox", guests, kind, err)
+	}
+
+	// Stop reaches the runtime through the owning claim.
+	started := make(chan struct{})
+	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+		close(started)
+		<-ctx.Done()
+		return rtsandbox.Reply{}, ctx.Err()
+	}
+	done := h.r.Submit(mention(guests, "alice", "Alice", "long"))
+	<-started
+	if !h.r.Stop(guests) {
+		t.Errorf("Stop(%s) = false during a turn; want true", guests)
+	}
+	<-done
+	if h.r.Stop(guests) {
+		t.Errorf("Stop(%s) = true with nothing running", guests)
+	}
+
+	// A channel the sandbox does not own goes to the next claim.
+	if err := h.handle(t, mention("fake:other", "alice", "Alice", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if got := fb.Admitted(); len(got) != 1 || got[0].Channel != "fake:other" {
+		t.Errorf("fallback admitted %+v; want the fake:other message", got)
+	}
+	if kind, _ := h.r.StartFresh(ctx, "fake:other"); kind != "agents" {
+		t.Errorf("StartFresh(fake:other) = %q; want the owning claim's kind agents", kind)
+	}
+}
+
+func TestSurfaceCannotSetSpeaker(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	m := mention(guests, "mallory", "Mallory", "x")
+	m.Speaker = &rtsandbox.Speaker{ID: "mallory", Name: "M", PrincipalID: "owner"}
+	h.handle(t, m)
+	if n := len(h.rt.Calls()); n != 0 {
+		t.Errorf("a surface-supplied speaker got %d turns; want 0", n)
+	}
+}
+
+func TestNewRefusesDuplicateClaimAndBadOptions(t *testing.T) {
+	dup := &fallbackClaim{}
+	opts := Options{Channels: newMemChannels(), Runtime: &fakeRuntime{}, Access: fixtureAccess{}, Claims: []Claim{dup, dup}}
+	if _, err := New(opts); !errors.Is(err, rtsandbox.ErrInvalid) {
+		t.Errorf("New with a duplicate claim = %v; want ErrInvalid", err)
+	}
+	if _, err := New(Options{}); !errors.Is(err, rtsandbox.ErrInvalid) {
+		t.Errorf("New(Options{}) = %v; want ErrInvalid", err)
+	}
+	r, err := New(Options{Channels: newMemChannels(), Runtime: &fakeRuntime{}, Access: fixtureAccess{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	for _, p := range []string{"", "Fake", "a:b"} {
+		if err := r.AddSurface(p, &fakeSurface{}); err == nil {
+			t.Errorf("AddSurface(%q) = nil; want error", p)
+		}
+	}
+	r.AddSurface("fake", &fakeSurface{})
+	if err := r.AddSurface("fake", &fakeSurface{}); err == nil {
+		t.Errorf("AddSurface twice = nil; want error")
+	}
+}
+
+// Host spec §2.5, the failure matrix of an addressed message in a sandbox
+// channel (and the drops around it).
+func TestFailureMatrix(t *testing.T) {
+	failTurn := func(context.Context, turnCall) (rtsandbox.Reply, error) {
+		return rtsandbox.Reply{}, errors.New("docker: cleanup failed")
+	}
+	tests := []struct {
+		name     string
+		msg      Message
+		run      func(context.Context, turnCall) (rtsandbox.Reply, error)
+		failSend func(string) error
+		turns    int
+		sent     []string
+		logs     []string
+	}{
+		{name: "channel-not-enabled", msg: mention("fake:off", "alice", "Alice", "x")},
+		{name: "not-addressed", msg: Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x"}},
+		{name: "bot", msg: Message{Channel: guests, Author: Author{ID: "alice", Bot: true}, Text: "x", MentionsBot: true}},
+		{name: "webhook", msg: Message{Channel: guests, Author: Author{ID: "alice", Integration: true}, Text: "x", MentionsBot: true}},
+		{name: "dm", msg: Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true, IsDirect: true}},
+		{name: "no-speaker", msg: mention(guests, "mallory", "M", "x")},
+		{name: "empty-message", msg: mention(guests, "alice", "Alice", "  \n ")},
+		{name: "invalid-channel-key", msg: mention("Fake:guests", "alice", "Alice", "x")},
+		{
+			name: "worker-ok-false",
+			msg:  mention(guests, "alice", "Alice", "x"),
+			run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{OK: false, Text: "secret detail"}, nil
+			},
+			turns: 1, sent: []string{"The sandbox turn failed."},
+		},
+		{
+			name: "worker-ok-empty-text",
+			msg:  mention(guests, "alice", "Alice", "x"),
+			run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{OK: true, Text: " \n "}, nil
+			},
+			turns: 1,
+		},
+		{
+			name:  "runtime-error",
+			msg:   mention(guests, "alice", "Alice", "x"),
+			run:   failTurn,
+			turns: 1, sent: []string{"The sandbox turn failed or was stopped."},
+			logs: []string{"ERROR sandbox turn failed; inspect container cleanup and broker configuration"},
+		},
+		{
+			name:     "reply-send-fails",
+			msg:      mention(guests, "alice", "Alice", "x"),
+			failSend: func(c string) error { return errIf(c == "Sealed.") },
+			turns:    1, sent: []string{"The sandbox turn failed or was stopped."},
+			logs: []string{"ERROR sandbox turn failed; inspect container cleanup and broker configuration"},
+		},
+		{
+			name:     "failure-notice-send-fails",
+			msg:      mention(guests, "alice", "Alice", "x"),
+			run:      failTurn,
+			failSend: func(string) error { return errors.New("discord down") },
+			turns:    1,
+			logs: []string{
+				"ERROR sandbox turn failed; inspect container cleanup and broker configuration",
+				"ERROR sandbox turn failed",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, newMemChannels(guests))
+			h.rt.run = tt.run
+			h.surface.failSend = tt.failSend
+			if err := h.handle(t, tt.msg); err != nil {
+				t.Fatalf("Handle = %v; want nil", err)
+			}
+			if n := len(h.rt.Calls()); n != tt.turns {
+				t.Errorf("runtime called %d times; want %d", n, tt.turns)
+			}
+			if diff := cmp.Diff(tt.sent, h.surface.Sent()); diff != "" {
+				t.Errorf("sent (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.logs, h.log.messages()); diff != "" {
+				t.Errorf("logs at info and above (-want +got):\n%s", diff)
+			}
+			for _, l := range h.log.records() {
+				if l.Attrs["channel"] != string(guests) {
+					t.Errorf("log %q has channel %q; want %q", l.Msg, l.Attrs["channel"], guests)
+				}
+			}
+		})
+	}
+}
+
+func errIf(b bool) error {
+	if b {
+		return errors.New("send failed")
+	}
+	return nil
+}
+
+// Host spec §2.5 "mode turned off while queued": the queued turn re-checks
+// the mode when it starts and is neither answered nor handed to host agents.
+func TestModeOffWhileQueued(t *testing.T) {
+	fb := &fallbackClaim{}
+	chans := newMemChannels(guests)
+	h := newHarness(t, chans, func(o *Options) { o.Claims = []Claim{fb} })
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+		started <- struct{}{}
+		<-release
+		return rtsandbox.Reply{OK: true, Text: "first"}, nil
+	}
+	first := h.r.Submit(mention(guests, "alice", "Alice", "one"))
+	<-started
+	second := h.r.Submit(mention(guests, "alice", "Alice", "two"))
+	chans.Disable(guests) // as an owner "off" that overtook the queue
+	close(release)
+	<-first
+	<-second
+	if n := len(h.rt.Calls()); n != 1 {
+		t.Errorf("runtime called %d times; want 1 (the queued turn must re-check the mode)", n)
+	}
+	if diff := cmp.Diff([]string{"first"}, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+	if len(fb.Admitted()) != 0 {
+		t.Errorf("the queued message reached the host claim")
+	}
+	if logs := h.log.messages(); len(logs) != 0 {
+		t.Errorf("logs = %q; want none", logs)
+	}
+}
+
+func TestTurnText(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  Message
+		want string
+	}{
+		{"plain", Message{Text: "hi"}, "hi"},
+		{"quoted-reply", Message{Text: "what?", ReferenceText: "earlier words"}, "Quoted message (untrusted): earlier words\n\nwhat?"},
+		{"blank-reference-ignored", Message{Text: "what?", ReferenceText: " \n"}, "what?"},
+		{"attachments-notice", Message{Text: "look", Attachments: 2}, "look\n[Attachments are not supported in this sandbox.]"},
+		{"attachments-only", Message{Attachments: 1}, "\n[Attachments are not supported in this sandbox.]"},
+		{"forward-not-included", Message{Text: "see", ForwardedText: "forwarded secret"}, "see"},
+		{"quote-and-attachments", Message{Text: "t", ReferenceText: "r", Attachments: 1}, "Quoted message (untrusted): r\n\nt\n[Attachments are not supported in this sandbox.]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := TurnText(tt.msg); got != tt.want {
+				t.Errorf("TurnText(%+v) = %q; want %q", tt.msg, got, tt.want)
+			}
+		})
+	}
+}
+
+// Sealed spec §6.6 "Full plugin", as far as it applies without Discord: a
+// real store seeded by initial channels, one mention, one runtime call with
+// the speaker passed through (the time zone is the runtime's own option,
+// sandbox.Options.TimeZone, and never passes through the router).
+func TestFullPluginWithoutDiscord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	store := openStore(t, dir, guests)
+	h := newHarness(t, store)
+	msg := mention(guests, "alice", "Alice", "hello")
+	msg.ReferenceText = "quoted"
+	msg.Attachments = 1
+	if err := h.handle(t, msg); err != nil {
+		t.Fatal(err)
+	}
+	want := []turnCall{{
+		Channel: guests,
+		Speaker: rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "p_alice"},
+		Text:    "Quoted message (untrusted): quoted\n\nhello\n[Attachments are not supported in this sandbox.]",
+	}}
+	if diff := cmp.Diff(want, h.rt.Calls()); diff != "" {
+		t.Errorf("runtime calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, store.List()); diff != "" {
+		t.Errorf("store (-want +got):\n%s", diff)
+	}
+}
+
+// Typing shows while the turn runs, is refreshed, and stops after the reply
+// is posted.
+func TestTypingWhileTurnRuns(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.TypingInterval = 5 * time.Millisecond })
+	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+		time.Sleep(40 * time.Millisecond)
+		return rtsandbox.Reply{OK: true, Text: "done"}, nil
+	}
+	h.handle(t, mention(guests, "alice", "Alice", "x"))
+	ev := h.surface.Events()
+	time.Sleep(20 * time.Millisecond)
+	if after := h.surface.Events(); len(after) != len(ev) {
+		t.Errorf("typing continued after the turn: %q", after[len(ev):])
+	}
+	typing := strings.Count(strings.Join(ev, "\n"), "typing fake:guests")
+	if typing < 2 {
+		t.Errorf("typing shown %d times during a 40ms turn with a 5ms refresh; want ≥ 2 (events %q)", typing, ev)
+	}
+	if ev[0] != "typing fake:guests" || !slices.Contains(ev, "send fake:guests") {
+		t.Errorf("events %q; want typing first, then the reply", ev)
+	}
+}
+
+func TestLongReplyChunked(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	long := strings.Repeat("x", 4500)
+	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+		return rtsandbox.Reply{OK: true, Text: long}, nil
+	}
+	h.handle(t, mention(guests, "alice", "Alice", "x"))
+	sent := h.surface.Sent()
+	if len(sent) != 3 || strings.Join(sent, "") != long {
+		t.Errorf("sent %d chunks; want 3 that rejoin to the reply", len(sent))
+	}
+}
+
+func TestNoSurfaceForChannel(t *testing.T) {
+	const ch rtsandbox.ChannelKey = "nosurface:1"
+	h := newHarness(t, newMemChannels(ch))
+	h.handle(t, mention(ch, "alice", "Alice", "x"))
+	if n := len(h.rt.Calls()); n != 1 {
+		t.Fatalf("runtime calls = %d; want 1", n)
+	}
+	if got := h.log.messages(); len(got) != 2 {
+		t.Errorf("logs = %q; want the turn failure and the failed notice", got)
+	}
+}
+
+// Queue: per-channel order, isolation of failures, channels concurrent.
+func TestQueueOrderAndIsolation(t *testing.T) {
+	const other rtsandbox.ChannelKey = "fake:other"
+	h := newHarness(t, newMemChannels(guests, other), func(o *Options) { o.QueueLimit = 100 })
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var order []string
+	h.rt.run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+		if c.Channel == guests && c.Text == "0" {
+			<-gate // hold the guests channel
+		}
+		mu.Lock()
+		order = append(order, string(c.Channel)+" "+c.Text)
+		mu.Unlock()
+		if c.Text == "2" {
+			return rtsandbox.Reply{}, errors.New("boom")
+		}
+		if c.Text == "3" {
+			panic("worse")
+		}
+		return rtsandbox.Reply{OK: true, Text: c.Text}, nil
+	}
+	var dones []<-chan error
+	for i := range 6 {
+		dones = append(dones, h.r.Submit(mention(guests, "alice", "Alice", string(rune('0'+i)))))
+	}
+	// The other channel runs while guests is held.
+	if err := h.handle(t, mention(other, "alice", "Alice", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.r.QueueSize(guests); got != 6 {
+		t.Errorf("QueueSize(guests) = %d; want 6", got)
+	}
+	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, h.r.Busy()); diff != "" {
+		t.Errorf("Busy (-want +got):\n%s", diff)
+	}
+	close(gate)
+	for _, d := range dones {
+		if err := <-d; err != nil {
+			t.Errorf("settled with %v; want nil", err)
+		}
+	}
+	want := []string{"fake:other x", "fake:guests 0", "fake:guests 1", "fake:guests 2", "fake:guests 3", "fake:guests 4", "fake:guests 5"}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("run order (-want +got):\n%s", diff)
+	}
+	if got := h.r.QueueSize(guests); got != 0 {
+		t.Errorf("QueueSize after drain = %d", got)
+	}
+	var failures []string
+	for _, l := range h.log.records() {
+		failures = append(failures, l.Msg+": "+l.Attrs["err"])
+	}
+	wantLogs := []string{
+		"sandbox turn failed; inspect container cleanup and broker configuration: boom",
+		"sandbox turn failed: turn panicked: worse",
+	}
+	if diff := cmp.Diff(wantLogs, failures); diff != "" {
+		t.Errorf("logs (-want +got):\n%s", diff)
+	}
+}
+
+func TestQueueBound(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.QueueLimit = 2 })
+	gate := make(chan struct{})
+	started := make(chan struct{}, 8)
+	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+		started <- struct{}{}
+		<-gate
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	first := h.r.Submit(mention(guests, "alice", "Alice", "1"))
+	<-started
+	second := h.r.Submit(mention(guests, "alice", "Alice", "2"))
+	for range 3 {
+		if err := h.handle(t, mention(guests, "alice", "Alice", "over")); !errors.Is(err, ErrQueueFull) {
+			t.Errorf("Handle beyond the bound = %v; want ErrQueueFull", err)
+		}
+	}
+	// Owner commands are not bounded.
+	cmdDone := make(chan string, 1)
+	go func() {
+		text, _ := h.r.Command(context.Background(), Command{Channel: guests, Author: Author{ID: "owner"}, Action: ActionStatus})
+		cmdDone <- text
+	}()
+	close(gate)
+	<-first
+	<-second
+	if got := <-cmdDone; got != EnabledText {
+		t.Errorf("status while full = %q", got)
+	}
+	want := []string{QueueFullText, "ok", "ok"} // one notice for the run of refusals
+	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+	// The bound frees up again.
+	if err := h.handle(t, mention(guests, "alice", "Alice", "later")); err != nil {
+		t.Errorf("Handle after drain = %v", err)
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	gate := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h.rt.run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+		started <- struct{}{}
+		<-gate
+		return rtsandbox.Reply{OK: true, Text: "finished"}, nil
+	}
+	running := h.r.Submit(mention(guests, "alice", "Alice", "1"))
+	<-started
+	waiting := h.r.Submit(mention(guests, "alice", "Alice", "2"))
+	closed := make(chan error, 1)
+	go func() { closed <- h.r.Close(context.Background()) }()
+	if err := <-waiting; !errors.Is(err, ErrStopping) {
+		t.Errorf("waiting message settled with %v; want ErrStopping", err)
+	}
+	if err := h.handle(t, mention(guests, "alice", "Alice", "3")); !errors.Is(err, ErrStopping) {
+		t.Errorf("message during shutdown = %v; want ErrStopping", err)
+	}
+	if err := h.handle(t, mention(guests, "mallory", "M", "dropped anyway")); err != nil {
+		t.Errorf("unadmitted message during shutdown = %v; want nil (dropped)", err)
+	}
+	close(gate)
+	if err := <-running; err != nil {
+		t.Errorf("running turn settled with %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	want := []string{RestartingText, "finished"} // once per channel
+	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+	for _, l := range h.log.messages() {
+		if l != "INFO message not run: the host is shutting down" {
+			t.Errorf("unexpected log %q", l)
+		}
+	}
+	if n := len(h.rt.Calls()); n != 1 {
+		t.Errorf("runtime calls = %d; want 1", n)
+	}
+}
+
+func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	started := make(chan struct{})
+	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+		close(started)
+		<-ctx.Done()
+		return rtsandbox.Reply{}, ctx.Err()
+	}
+	done := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := h.r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close = %v; want DeadlineExceeded (had to abort)", err)
+	}
+	<-done
+	if diff := cmp.Diff([]string{TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+}

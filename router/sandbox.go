@@ -1,0 +1,129 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// The sandbox claim (host spec §1.5, sealed spec §5.2).
+const (
+	SandboxClaimName = "sandbox"
+	SandboxPriority  = 200
+	// SandboxKind is what StartFresh returns for a sandboxed channel.
+	SandboxKind = "sandbox"
+	// SandboxFailure is the log message when a sandbox turn's Run fails
+	// (even its failure notice could not be posted).
+	SandboxFailure = "sandbox turn failed"
+	// sandboxTurnFailedLog is logged when a turn throws.
+	sandboxTurnFailedLog = "sandbox turn failed; inspect container cleanup and broker configuration"
+)
+
+// Fixed texts guests see (host spec §2.3, §2.5).
+const (
+	// TurnFailedText answers a worker reply with ok false.
+	TurnFailedText = "The sandbox turn failed."
+	// TurnFailedOrStoppedText answers a turn that was refused, failed,
+	// timed out or was stopped.
+	TurnFailedOrStoppedText = "The sandbox turn failed or was stopped."
+	// QuotePrefix starts the model input when the message replies to one
+	// with text; the quoted text is untrusted.
+	QuotePrefix = "Quoted message (untrusted): "
+	// AttachmentsNotice ends the model input when the message had files.
+	AttachmentsNotice = "[Attachments are not supported in this sandbox.]"
+	// RestartingText answers, once per channel, messages that arrive while
+	// the host shuts down.
+	RestartingText = "-# This assistant is restarting and takes no new messages right now; please send this again in a few minutes."
+	// QueueFullText answers a message beyond the channel's queue bound.
+	QueueFullText = "-# Too many messages are waiting in this channel; please send this again when the current ones are answered."
+)
+
+// sandboxClaim owns every sandboxed channel and admits only addressed
+// messages from resolved speakers.
+type sandboxClaim struct {
+	channels ChannelSet
+	runtime  Runtime
+	log      *slog.Logger
+}
+
+func newSandboxClaim(ch ChannelSet, rt Runtime, log *slog.Logger) *sandboxClaim {
+	return &sandboxClaim{channels: ch, runtime: rt, log: log.With("claim", SandboxClaimName)}
+}
+
+func (c *sandboxClaim) Name() string  { return SandboxClaimName }
+func (c *sandboxClaim) Priority() int { return SandboxPriority }
+
+func (c *sandboxClaim) Owns(channel rtsandbox.ChannelKey, _ string) bool {
+	return c.channels.Enabled(channel)
+}
+
+// Admit admits only when all hold: the channel is sandboxed, the author is
+// neither a bot nor an integration, the message is not direct, it mentions
+// or replies to the bot, and the router resolved a speaker. The owner is
+// treated like everyone else.
+func (c *sandboxClaim) Admit(m Message) (Admission, bool) {
+	addressed := !m.Author.Bot && !m.Author.Integration && !m.IsDirect && (m.MentionsBot || m.RepliesToBot)
+	if !addressed || m.Speaker == nil || !c.channels.Enabled(m.Channel) {
+		return Admission{}, false
+	}
+	speaker := rtsandbox.Speaker{ID: m.Author.ID, Name: m.Author.Name, PrincipalID: m.Speaker.PrincipalID}
+	text := TurnText(m)
+	return Admission{
+		Failure: SandboxFailure,
+		Run: func(ctx context.Context, port Port) error {
+			return c.turn(ctx, port, m.Channel, speaker, text)
+		},
+	}, true
+}
+
+// TurnText builds the model input of a sandbox turn: the untrusted quote
+// prefix when the message replies to one with text, the message text, and
+// the attachments notice when it had files. Forwarded text is not included.
+func TurnText(m Message) string {
+	var b strings.Builder
+	if strings.TrimSpace(m.ReferenceText) != "" {
+		b.WriteString(QuotePrefix + m.ReferenceText + "\n\n")
+	}
+	b.WriteString(m.Text)
+	if m.Attachments > 0 {
+		b.WriteString("\n" + AttachmentsNotice)
+	}
+	return b.String()
+}
+
+// turn is one queued sandbox turn (host spec §2.3). A returned error means
+// even the failure notice could not be posted.
+func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) error {
+	if !c.channels.Enabled(channel) {
+		return nil // turned off while queued: no answer, no host agents
+	}
+	stopTyping := port.StartTyping(ctx, channel)
+	defer stopTyping() // after the reply is posted
+	reply, err := c.runtime.RunTurn(ctx, channel, sp, text)
+	if err == nil {
+		out := reply.Text
+		if !reply.OK {
+			out = TurnFailedText
+		}
+		err = port.SendReply(ctx, channel, Chunk(out, ChunkLimit))
+	}
+	if err == nil {
+		return nil
+	}
+	c.log.Error(sandboxTurnFailedLog, "channel", channel, "err", err)
+	// Detached: a turn aborted by shutdown still says so.
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
+	defer cancel()
+	return port.SendReply(nctx, channel, []string{TurnFailedOrStoppedText})
+}
+
+func (c *sandboxClaim) StartFresh(_ context.Context, channel rtsandbox.ChannelKey) (string, error) {
+	if err := c.runtime.StartFresh(channel); err != nil {
+		return "", err
+	}
+	return SandboxKind, nil
+}
+
+func (c *sandboxClaim) Stop(channel rtsandbox.ChannelKey) bool { return c.runtime.Stop(channel) }
