@@ -48,6 +48,7 @@ func commands() []command {
 		{"broker", "serve one turn's broker on a Unix socket", runBroker},
 		{"image", "build the sealed worker image (image build)", runImage},
 		{"reap", "remove this installation's leftover turn containers", runReap},
+		{"fetch", "fetch one URL through the SSRF-safe fetcher and print a JSON line", runFetch},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -1,0 +1,81 @@
+// The operator's `fetch` command: one controlled fetch through safefetch.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/safefetch"
+)
+
+// Exit codes of `rtsandbox fetch` beyond the shared ones.
+const (
+	exitFetchRefused = 3 // refused by the fetch policy
+	exitFetchFailed  = 4 // network, TLS, DNS, timeout, or an HTTP status ≥ 400
+)
+
+// runFetch fetches one URL through safefetch with the system resolver and
+// prints {"status","url","bytes","content_type"} as one JSON line. A
+// response with status ≥ 400 is still printed, and exits 4.
+func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rtsandbox fetch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rtsandbox fetch [--max-bytes N] [--timeout D] [--no-redirects] URL")
+		fs.PrintDefaults()
+	}
+	maxBytes := fs.Int64("max-bytes", safefetch.DefaultMaxBytes, fmt.Sprintf("body bound in bytes, 1…%d", safefetch.MaxMaxBytes))
+	timeout := fs.Duration("timeout", safefetch.DefaultTimeout, "whole-fetch deadline, 1ms…"+safefetch.MaxTimeout.String())
+	noRedirects := fs.Bool("no-redirects", false, "print a redirect instead of following it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	opts := safefetch.DefaultOptions()
+	opts.MaxBytes, opts.Timeout, opts.NoRedirects = *maxBytes, *timeout, *noRedirects
+	f := &safefetch.Fetcher{Resolver: net.DefaultResolver}
+	res, err := f.Fetch(ctx, fs.Arg(0), opts)
+	switch {
+	case errors.Is(err, safefetch.ErrInvalidBounds):
+		fmt.Fprintln(stderr, "rtsandbox fetch: --max-bytes or --timeout out of range")
+		return exitUsage
+	case errors.Is(err, safefetch.ErrUnreachable):
+		// A policy-class error upstream, but a network failure to an operator.
+		fmt.Fprintln(stderr, "rtsandbox fetch: network:", err)
+		return exitFetchFailed
+	case errors.Is(err, safefetch.ErrUnsafe):
+		fmt.Fprintln(stderr, "rtsandbox fetch: refused:", err)
+		return exitFetchRefused
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintln(stderr, "rtsandbox fetch: timed out after", timeout.Round(time.Millisecond))
+		return exitFetchFailed
+	case err != nil:
+		fmt.Fprintln(stderr, "rtsandbox fetch: network:", err)
+		return exitFetchFailed
+	}
+	line, _ := json.Marshal(struct {
+		Status      int    `json:"status"`
+		URL         string `json:"url"`
+		Bytes       int    `json:"bytes"`
+		ContentType string `json:"content_type"`
+	}{res.Status, res.URL, len(res.Body), res.Header.Get("Content-Type")})
+	fmt.Fprintln(stdout, string(line))
+	if res.Status >= 400 {
+		fmt.Fprintln(stderr, "rtsandbox fetch: http status", res.Status)
+		return exitFetchFailed
+	}
+	return exitOK
+}
