@@ -25,7 +25,7 @@ import (
 // the p50-ns metrics of a size's two sub-benchmarks.
 func BenchmarkModelCall(b *testing.B) {
 	for _, size := range []int{1 << 10, 16 << 10, 1<<20 - 256} {
-		answer := `{"choices":[{"message":{"role":"assistant","content":"` + strings.Repeat("a", size-64) + `"}}]}`
+		answer := benchAnswer(size)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json")
@@ -38,19 +38,67 @@ func BenchmarkModelCall(b *testing.B) {
 			defer c.CloseIdleConnections()
 			measure(b, func() { post(b, c, srv.URL+"/v1", body, len(answer)) })
 		})
+		b.Run("bare-proxy-"+label, func(b *testing.B) {
+			c := unixClient(bareProxy(b, srv.URL+"/v1"))
+			defer c.CloseIdleConnections()
+			measure(b, func() { post(b, c, "http://broker/model", body, len(answer)) })
+		})
 		b.Run("broker-"+label, func(b *testing.B) {
-			sock := benchBroker(b, srv.URL+"/v1")
-			c := &http.Client{Transport: &http.Transport{
-				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-				},
-				DisableCompression: true,
-			}}
+			c := unixClient(benchBroker(b, srv.URL+"/v1"))
 			defer c.CloseIdleConnections()
 			measure(b, func() { post(b, c, "http://broker/model", body, len(answer)) })
 		})
 		srv.Close()
 	}
+}
+
+func unixClient(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+		DisableCompression: true,
+	}}
+}
+
+// bareProxy is the floor the broker is measured against: the same Unix
+// socket, one request per connection and the same upstream client, but no
+// checks at all (no header rules, budget, normalisation or reflection
+// scan). broker minus bare-proxy is what the checks cost; bare-proxy minus
+// direct is what the extra hop costs.
+func bareProxy(b *testing.B, modelURL string) string {
+	b.Helper()
+	client := upstream.New(nil)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		resp, err := client.PostJSON(r.Context(), modelURL, body, benchKey)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(resp)))
+		w.Write(resp)
+	})
+	ln, err := net.Listen("unix", filepath.Join(b.TempDir(), "bare.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	srv.SetKeepAlivesEnabled(false)
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// benchKey has the length of a real API key (51 bytes), so the reflection
+// scan takes its production path.
+const benchKey = "sk-bench0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"
+
+// benchAnswer is a chat completion of about size bytes of ordinary prose,
+// so the scan meets the byte mix of a real model answer.
+func benchAnswer(size int) string {
+	prose := strings.Repeat("The sealed worker answered the guest's question with care. ", size/59+1)[:size-64]
+	return `{"choices":[{"message":{"role":"assistant","content":"` + prose + `"}}]}`
 }
 
 func sizeLabel(n int) string {
@@ -65,7 +113,7 @@ func benchBroker(b *testing.B, modelURL string) string {
 	b.Helper()
 	br, err := broker.New(broker.Config{
 		ModelURL: modelURL, Model: testModel, AllowHTTP: true, MaxCalls: rtsandbox.MaxCallsLimit,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "bench-real-key", nil },
+		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return benchKey, nil },
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -42,9 +42,7 @@ var (
 // New.
 type Client struct {
 	hc *http.Client
-	// bufs holds read buffers of MaxResponseBytes+1 for answers of unknown
-	// length (chunked), so a large answer is read without repeated growth
-	// and copied once.
+	// bufs holds read buffers of MaxResponseBytes+1 (see readBody).
 	bufs sync.Pool
 }
 
@@ -131,18 +129,13 @@ func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 	return c.readBody(ctx, resp)
 }
 
-// readBody reads at most MaxResponseBytes. A declared length is checked
-// before reading and lets the buffer be allocated once.
+// readBody reads at most MaxResponseBytes. A declared length over the
+// limit fails before reading. The body is read into a pooled buffer and
+// copied out once, so a large answer costs no repeated growth and no
+// zeroing of a fresh buffer.
 func (c *Client) readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
 	if resp.ContentLength > MaxResponseBytes {
 		return nil, ErrTooLarge
-	}
-	if resp.ContentLength >= 0 {
-		data := make([]byte, resp.ContentLength)
-		if _, err := io.ReadFull(resp.Body, data); err != nil {
-			return nil, classify(ctx, err)
-		}
-		return data, nil
 	}
 	bufp := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(bufp)
@@ -152,6 +145,8 @@ func (c *Client) readBody(ctx context.Context, resp *http.Response) ([]byte, err
 		return nil, ErrTooLarge // the buffer holds MaxResponseBytes+1
 	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, classify(ctx, err)
+	case resp.ContentLength >= 0 && int64(n) != resp.ContentLength:
+		return nil, ErrNetwork // the body ended before its declared length
 	}
 	return bytes.Clone((*bufp)[:n]), nil
 }

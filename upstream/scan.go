@@ -25,7 +25,7 @@ const maxDepth = 10000
 type scanner struct {
 	b     []byte
 	i     int
-	forms [][]byte
+	forms *matcher
 	buf   []byte
 	hit   bool
 }
@@ -33,7 +33,7 @@ type scanner struct {
 // scan returns whether b is one valid JSON text and whether a string in it
 // holds one of forms.
 func scan(b []byte, forms [][]byte) (valid, reflected bool) {
-	s := &scanner{b: b, forms: forms}
+	s := &scanner{b: b, forms: newMatcher(forms)}
 	s.ws()
 	if !s.value(0) {
 		return false, s.hit
@@ -324,27 +324,33 @@ const (
 // cost a fraction of a byte loop; the exact byte is then found by the
 // caller's loop.
 func plainRun(b []byte, i int) int {
+	for i+32 <= len(b) {
+		c := b[i : i+32 : i+32]
+		if special(binary.LittleEndian.Uint64(c[0:8]))|special(binary.LittleEndian.Uint64(c[8:16]))|
+			special(binary.LittleEndian.Uint64(c[16:24]))|special(binary.LittleEndian.Uint64(c[24:32])) != 0 {
+			break
+		}
+		i += 32
+	}
 	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		ctl := (w - lo*0x20) &^ w & hi // some byte < 0x20
-		quote := w ^ (lo * '"')
-		back := w ^ (lo * '\\')
-		special := ctl | ((quote - lo) &^ quote & hi) | ((back - lo) &^ back & hi)
-		if special != 0 {
+		if special(binary.LittleEndian.Uint64(b[i:])) != 0 {
 			return i
 		}
 	}
 	return i
 }
 
+// special is non-zero when some byte of w is a control character (< 0x20),
+// '"' or '\\'.
+func special(w uint64) uint64 {
+	ctl := (w - lo*0x20) &^ w & hi
+	quote := w ^ (lo * '"')
+	back := w ^ (lo * '\\')
+	return ctl | ((quote - lo) &^ quote & hi) | ((back - lo) &^ back & hi)
+}
+
 func (s *scanner) check(str []byte) {
-	if s.hit {
-		return
-	}
-	for _, f := range s.forms {
-		if bytes.Contains(str, f) {
-			s.hit = true
-			return
-		}
+	if !s.hit && s.forms.contains(str) {
+		s.hit = true
 	}
 }
