@@ -1,0 +1,381 @@
+// Package discord is the Discord chat surface: it reports guild messages
+// to the router as facts, posts the router's replies and typing, and
+// serves the owner slash commands `/<root> sandbox on|off|status|fresh|stop`
+// (host spec §1.12, §2.1, §2.4, §2.6).
+//
+// The contract:
+//
+//   - The gateway asks only for guild messages and message content. DMs
+//     are not subscribed; a DM that arrives anyway is reported as direct,
+//     which the sandbox claim drops.
+//   - Every message becomes a router.Message with channel key
+//     discord:<channel id>; the router and its claims decide what is
+//     answered. Webhook posts are integrations and bots are bots, so they
+//     never resolve to a speaker. Attachments are counted, never
+//     downloaded.
+//   - Replies allow user mentions only (never @everyone or roles).
+//   - Owner commands are acknowledged at once with a deferred ephemeral
+//     response, then edited with the router's fixed text. The router alone
+//     decides who is an owner.
+//   - Everything a chat user sees is a fixed text from the router; error
+//     details go to the injected logger. The bot token is read on Start,
+//     carried as rtsandbox.Secret, and never logged or put in an error.
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/router"
+)
+
+// Prefix is the channel key prefix this surface serves: discord:<channel id>.
+const Prefix = "discord"
+
+// DefaultRootCommand is the root slash command when Options.RootCommand is
+// empty.
+const DefaultRootCommand = "roundtable"
+
+// Intents are the gateway intents the surface asks for: guild messages and
+// their content. Interactions need no intent.
+const Intents = discordgo.IntentsGuildMessages | discordgo.IntentsMessageContent
+
+// Timeouts of the surface's own calls.
+const (
+	// fetchTimeout bounds reading a replied-to message.
+	fetchTimeout = 5 * time.Second
+	// ackTimeout bounds the deferred answer; Discord wants it within 3 s.
+	ackTimeout = 3 * time.Second
+	// commandWait bounds how long an owner command waits on the channel
+	// queue: an interaction token lasts 15 minutes.
+	commandWait = 14 * time.Minute
+	// editTimeout bounds the edit that shows the command's text.
+	editTimeout = 10 * time.Second
+	// inboxSize bounds messages read from the gateway but not yet routed.
+	inboxSize = 256
+)
+
+// Error classes. Test with errors.Is.
+var (
+	// ErrNoToken: the token getter returned nothing.
+	ErrNoToken = errors.New("discord: no bot token")
+	// ErrState: Start called twice, or after Close.
+	ErrState = errors.New("discord: surface already started or closed")
+	// ErrChannel: the channel key is not a discord:<snowflake> key.
+	ErrChannel = errors.New("discord: not a Discord channel key")
+	// ErrNotReady: the gateway did not send READY with the bot's ids.
+	ErrNotReady = errors.New("discord: gateway not ready")
+)
+
+// Router is what the surface needs of the router (*router.Router).
+type Router interface {
+	AddSurface(prefix string, s router.Surface) error
+	Submit(m router.Message) <-chan error
+	Command(ctx context.Context, c router.Command) (string, error)
+}
+
+// Options configure a Surface. Token and Router are required.
+type Options struct {
+	// Token returns the bot token; it is called on Start (and on every
+	// Start), never cached elsewhere.
+	Token func() rtsandbox.Secret
+	// RootCommand is the root slash command; "" means DefaultRootCommand.
+	RootCommand string
+	Router      Router
+	// Logger receives operator records; nil discards them.
+	Logger *slog.Logger
+	// HTTPClient carries REST calls; nil means a client with a 20 s
+	// timeout.
+	HTTPClient *http.Client
+	// Dialer opens the gateway websocket; nil means a dialer with a 10 s
+	// handshake timeout and the environment's proxy.
+	Dialer *websocket.Dialer
+}
+
+// Surface is the Discord surface. It implements router.Surface.
+type Surface struct {
+	root    string
+	token   func() rtsandbox.Secret
+	router  Router
+	log     *slog.Logger
+	client  *http.Client
+	dialer  *websocket.Dialer
+	ownHTTP bool // client created here: close its idle connections
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	inbox  chan *discordgo.Message
+	wg     sync.WaitGroup // inbound loop, interactions
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	session *discordgo.Session
+	secret  rtsandbox.Secret // the token of the running session, for redaction
+	botID   string
+	appID   string
+}
+
+var snowflakeRE = regexp.MustCompile(`^[0-9]{1,20}$`)
+
+var rootRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// New checks opts, builds the surface and registers it with the router
+// under Prefix. It does not connect; call Start. Errors wrap
+// rtsandbox.ErrInvalid or the router's.
+func New(opts Options) (*Surface, error) {
+	if opts.Token == nil || opts.Router == nil {
+		return nil, fmt.Errorf("discord: Token and Router are required: %w", rtsandbox.ErrInvalid)
+	}
+	root := opts.RootCommand
+	if root == "" {
+		root = DefaultRootCommand
+	}
+	if !rootRE.MatchString(root) {
+		return nil, fmt.Errorf("discord: root command %q: %w", root, rtsandbox.ErrInvalid)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Surface{
+		root:   root,
+		token:  opts.Token,
+		router: opts.Router,
+		log:    log.With("surface", Prefix),
+		client: opts.HTTPClient,
+		dialer: opts.Dialer,
+		inbox:  make(chan *discordgo.Message, inboxSize),
+	}
+	if s.client == nil {
+		s.client = &http.Client{Timeout: 20 * time.Second}
+		s.ownHTTP = true
+	}
+	if s.dialer == nil {
+		s.dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 10 * time.Second}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if err := opts.Router.AddSurface(Prefix, s); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start reads the token, connects to the gateway, waits for READY and
+// registers the owner commands (a global bulk overwrite, which replaces
+// any other global command of the application). On error nothing is left
+// running; the surface may not be started again. ctx bounds the command
+// registration; the connection itself is bounded by the HTTP client's and
+// dialer's timeouts.
+func (s *Surface) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started || s.closed {
+		s.mu.Unlock()
+		return ErrState
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	secret := s.token()
+	if strings.TrimSpace(secret.Reveal()) == "" {
+		return ErrNoToken
+	}
+	sess, err := discordgo.New("Bot " + secret.Reveal())
+	if err != nil {
+		return fmt.Errorf("discord: new session: %s", redact(err, secret))
+	}
+	sess.Client = s.client
+	sess.Dialer = s.dialer
+	sess.LogLevel = -1 // silent: discordgo logs through the std logger; ours records what matters
+	sess.StateEnabled = false
+	sess.SyncEvents = true // handlers only hand work off; see onMessage
+	sess.Identify.Intents = Intents
+	sess.AddHandler(s.onReady)
+	sess.AddHandler(s.onMessage)
+	sess.AddHandler(s.onInteraction)
+	sess.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { s.log.Warn("discord gateway disconnected") })
+	sess.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { s.log.Info("discord gateway resumed") })
+
+	s.mu.Lock()
+	s.session, s.secret = sess, secret
+	s.mu.Unlock()
+
+	if err := sess.Open(); err != nil {
+		return fmt.Errorf("discord: connect to the gateway: %s", redact(err, secret))
+	}
+	botID, appID := s.ids()
+	if botID == "" || appID == "" {
+		s.closeSession()
+		return ErrNotReady
+	}
+	if err := s.registerCommands(ctx, sess, appID); err != nil {
+		s.closeSession()
+		return err
+	}
+	s.mu.Lock()
+	if s.closed { // Close ran meanwhile
+		s.mu.Unlock()
+		s.closeSession()
+		return ErrState
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.inbound()
+	s.log.Info("discord surface started", "bot", botID, "root_command", s.root)
+	return nil
+}
+
+// Close disconnects, stops waiting on owner commands (each still gets its
+// edit) and waits for the surface's goroutines. It is safe to call more
+// than once. discordgo's own close takes about a second.
+func (s *Surface) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.closeSession()
+	s.wg.Wait()
+	if s.ownHTTP {
+		s.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// closeSession closes the gateway connection, with reconnection off so
+// that a failing heartbeat cannot reopen it.
+func (s *Surface) closeSession() {
+	s.mu.Lock()
+	sess := s.session
+	s.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	sess.Lock()
+	sess.ShouldReconnectOnError = false
+	sess.Unlock()
+	if err := sess.Close(); err != nil {
+		s.log.Warn("discord gateway close failed", "err", s.redact(err))
+	}
+}
+
+func (s *Surface) ids() (botID, appID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.botID, s.appID
+}
+
+// onReady records the bot's user and application ids. It runs inside
+// discordgo's Open and on every re-identify.
+func (s *Surface) onReady(_ *discordgo.Session, r *discordgo.Ready) {
+	if r.User == nil {
+		return
+	}
+	s.mu.Lock()
+	s.botID = r.User.ID
+	if r.Application != nil && r.Application.ID != "" {
+		s.appID = r.Application.ID
+	} else {
+		s.appID = r.User.ID // a bot's application id is its user id
+	}
+	s.mu.Unlock()
+	s.log.Info("discord gateway ready")
+}
+
+// channelID returns the Discord channel id of a discord:<snowflake> key.
+func channelID(key rtsandbox.ChannelKey) (string, error) {
+	prefix, id, ok := strings.Cut(string(key), ":")
+	if !ok || prefix != Prefix || !snowflakeRE.MatchString(id) {
+		return "", fmt.Errorf("%w: %q", ErrChannel, key)
+	}
+	return id, nil
+}
+
+// key returns the channel key of a Discord channel id.
+func key(id string) rtsandbox.ChannelKey { return rtsandbox.ChannelKey(Prefix + ":" + id) }
+
+// rest returns the session for REST calls; it exists once Start ran.
+func (s *Surface) rest() (*discordgo.Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.session == nil {
+		return nil, ErrNotReady
+	}
+	return s.session, nil
+}
+
+// usersOnly lets a message ping users it names, never @everyone, @here or
+// roles.
+func usersOnly() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{discordgo.AllowedMentionTypeUsers}}
+}
+
+// Send implements router.Surface: it posts chunk as its own message.
+func (s *Surface) Send(ctx context.Context, channel rtsandbox.ChannelKey, chunk string) error {
+	id, err := channelID(channel)
+	if err != nil {
+		return err
+	}
+	sess, err := s.rest()
+	if err != nil {
+		return err
+	}
+	msg := &discordgo.MessageSend{Content: chunk, AllowedMentions: usersOnly()}
+	if _, err := sess.ChannelMessageSendComplex(id, msg, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord: send to %s: %s", channel, s.redact(err))
+	}
+	return nil
+}
+
+// Typing implements router.Surface: it shows the typing indicator once.
+func (s *Surface) Typing(ctx context.Context, channel rtsandbox.ChannelKey) error {
+	id, err := channelID(channel)
+	if err != nil {
+		return err
+	}
+	sess, err := s.rest()
+	if err != nil {
+		return err
+	}
+	if err := sess.ChannelTyping(id, discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord: typing in %s: %s", channel, s.redact(err))
+	}
+	return nil
+}
+
+// redact returns err's text with the session's token removed.
+func (s *Surface) redact(err error, more ...string) string {
+	s.mu.Lock()
+	secret := s.secret
+	s.mu.Unlock()
+	return redact(err, secret, more...)
+}
+
+// redact returns err's text with the token and the other secrets (such as
+// interaction tokens, which appear in webhook URLs) replaced. The text is
+// used in errors and logs instead of err itself, so that no caller can
+// reach the unredacted chain.
+func redact(err error, secret rtsandbox.Secret, more ...string) string {
+	text := err.Error()
+	for _, v := range append([]string{secret.Reveal()}, more...) {
+		if strings.TrimSpace(v) != "" {
+			text = strings.ReplaceAll(text, v, "[redacted]")
+		}
+	}
+	return text
+}
