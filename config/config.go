@@ -78,6 +78,9 @@ type Config struct {
 	// HTTP and Discord are the chat surfaces; nil means off.
 	HTTP    *HTTP
 	Discord *Discord
+	// Web is the controlled web access (web_fetch, search, research); the
+	// zero value turns it off.
+	Web Web
 }
 
 // Model is the upstream chat-completions endpoint.

@@ -15,7 +15,7 @@ import (
 // URL rule depends on it wherever it appears in the file.
 func (p *parser) config(root *yaml.Node) *Config {
 	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox",
-		"access", "initial_channels", "http", "discord")
+		"access", "initial_channels", "http", "discord", "web")
 	c := &Config{}
 	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
 		c.StateDir = filepath.Clean(s)
@@ -32,6 +32,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.InitialChannels = p.channelKeys(o, "initial_channels")
 	c.HTTP = p.httpSurface(o.get("http"))
 	c.Discord = p.discordSurface(o.get("discord"))
+	c.Web = p.web(o.get("web"), c)
+	p.webToolNames(c, root)
 	return c
 }
 
