@@ -42,6 +42,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"serve", "serve chat surfaces (http, discord) with sealed turns until SIGTERM", runServe},
+		{"channels", "list or switch sandboxed channels while no server runs", runChannels},
 		{"demo", "two sealed turns against a scripted stand-in model (no API key)", runDemo},
 		{"turn", "run one sealed turn and print the reply", runTurn},
 		{"chat", "a terminal chat, each line a sealed turn", runChat},

@@ -1,0 +1,113 @@
+// `rtsandbox channels list|on|off|status [KEY] --config FILE`: the
+// operator's offline view of the channel store.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/config"
+)
+
+const channelsUsage = "usage: rtsandbox channels list|on|off|status [KEY] --config FILE"
+
+// runChannels changes or shows the sandboxed channels while no server runs.
+// A running server holds the store's lock; the command then refuses (exit
+// 1), because the server's owner commands are the way to change a live
+// host: they wait behind the channel's queued turns.
+func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rtsandbox channels", stderr)
+	configPath := fs.String("config", "", "config file; its state_dir holds the channel store (required)")
+	pos, err := parseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(stderr, channelsUsage)
+		return exitOK
+	case err != nil:
+		fmt.Fprintln(stderr, channelsUsage)
+		return exitUsage
+	}
+	action, key, ok := channelsArgs(pos)
+	if !ok || *configPath == "" {
+		fmt.Fprintln(stderr, channelsUsage)
+		return exitUsage
+	}
+	if action != "list" && !key.Valid() {
+		fmt.Fprintf(stderr, "rtsandbox channels: invalid channel key %q: want <surface>:<id> such as http:lobby or discord:112233445566778899\n", key)
+		return exitUsage
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox channels:", err)
+		return exitUsage
+	}
+	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
+	if errors.Is(err, channels.ErrLocked) {
+		fmt.Fprintf(stderr, "rtsandbox channels: state_dir %s is in use by a running rtsandbox serve; change channels through its owner commands, or stop it first\n", cfg.StateDir)
+		return exitFail
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox channels:", err)
+		return exitFail
+	}
+	defer store.Close()
+	switch action {
+	case "list":
+		for _, k := range store.List() {
+			fmt.Fprintln(stdout, k)
+		}
+		return exitOK
+	case "on":
+		err = store.Enable(key)
+	case "off":
+		err = store.Disable(key)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox channels:", err)
+		return exitFail
+	}
+	state := "disabled"
+	if store.Enabled(key) {
+		state = "enabled"
+	}
+	fmt.Fprintf(stdout, "%s: sandbox routing %s\n", key, state)
+	return exitOK
+}
+
+// channelsArgs checks the positional arguments: "list", or an action and
+// one key.
+func channelsArgs(pos []string) (action string, key rtsandbox.ChannelKey, ok bool) {
+	switch {
+	case len(pos) == 1 && pos[0] == "list":
+		return "list", "", true
+	case len(pos) == 2 && (pos[0] == "on" || pos[0] == "off" || pos[0] == "status"):
+		return pos[0], rtsandbox.ChannelKey(pos[1]), true
+	}
+	return "", "", false
+}
+
+// parseInterspersed parses flags placed before, between or after the
+// positional arguments, which it returns in order. "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

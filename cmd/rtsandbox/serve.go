@@ -1,0 +1,266 @@
+// `rtsandbox serve`: the long-running host. It owns the state directory,
+// routes chat messages from the enabled surfaces to sealed turns, and on
+// SIGTERM/SIGINT drains them and exits 0.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/surface/httpapi"
+)
+
+const (
+	// defaultDrain is how long running turns may finish at shutdown before
+	// they are cancelled (their containers are removed either way).
+	defaultDrain = 30 * time.Second
+	// stopTimeout bounds each later shutdown step: closing streams, the
+	// HTTP server, the final reap.
+	stopTimeout = 30 * time.Second
+	// reapTimeout bounds the startup reap of orphan containers.
+	reapTimeout = 60 * time.Second
+)
+
+// errNoSurface refuses a config that enables no chat surface: such a host
+// could never receive a message.
+var errNoSurface = errors.New("the config enables no chat surface: add an http: or a discord: section")
+
+// runServe is `rtsandbox serve --config FILE [--drain 30s]`.
+func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rtsandbox serve", stderr)
+	configPath := fs.String("config", "", "config file (required)")
+	drain := fs.Duration("drain", defaultDrain, "at shutdown, how long running turns may finish before they are cancelled")
+	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if *configPath == "" || *drain <= 0 {
+		fmt.Fprintln(stderr, "rtsandbox serve: --config is required and --drain must be positive")
+		return exitUsage
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox serve:", err)
+		return exitUsage
+	}
+	if cfg.HTTP == nil && cfg.Discord == nil {
+		fmt.Fprintln(stderr, "rtsandbox serve:", errNoSurface)
+		return exitUsage
+	}
+	log := serveLogger(stdout, getenv)
+	if err := serve(ctx, cfg, getenv, log, *drain); err != nil {
+		log.Error("serve failed", "err", err)
+		fmt.Fprintln(stderr, "rtsandbox serve:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// serveLogger writes JSON lines to stdout (host spec §1.15) at LOG_LEVEL
+// (debug, info, warn, error; default info).
+func serveLogger(stdout io.Writer, getenv env) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(getenv("LOG_LEVEL"))); err != nil {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: level})).With("app", "rtsandbox")
+}
+
+// serve runs the host until ctx ends, then drains. The order matters:
+// the state-directory lock comes first, so the reap that follows can only
+// remove containers of a host that is gone.
+func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration) (err error) {
+	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
+	if errors.Is(err, channels.ErrLocked) {
+		return fmt.Errorf("state_dir %s is in use by another rtsandbox serve: %w", cfg.StateDir, err)
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	d, closeClient, err := dockerDriver()
+	if err != nil {
+		return err
+	}
+	defer closeClient()
+	id := installationID(cfg)
+	if err := reap(ctx, d, id, reapTimeout, log, "orphan containers removed at startup"); err != nil {
+		return err
+	}
+	s, err := newSealedRuntime(cfg, getenv, sealedOptions{driver: d, log: log.With("plugin", "sandbox")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.close() // aborts what is left and waits for its containers to go
+		// Whatever a crash of this process during the drain could leave.
+		if rerr := reap(context.Background(), d, id, stopTimeout, log, "containers removed at shutdown"); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	policy, err := access.New(cfg.Access)
+	if err != nil {
+		return fmt.Errorf("access: %w", err)
+	}
+	r, err := router.New(router.Options{Channels: store, Runtime: s.rt, Access: policy, Logger: log})
+	if err != nil {
+		return err
+	}
+	h := &host{log: log, router: r, drain: drain}
+	defer h.stop()
+	if cfg.HTTP != nil {
+		if err := h.startHTTP(cfg, getenv); err != nil {
+			return err
+		}
+	}
+	if cfg.Discord != nil {
+		// The Discord surface (surface/discord) is wired here; see
+		// discord_surface.go.
+		stopDiscord, err := startDiscord(ctx, cfg, r, getenv, log)
+		if err != nil {
+			return fmt.Errorf("discord: %w", err)
+		}
+		h.stops = append(h.stops, stopDiscord)
+	}
+	log.Info("serving", "surfaces", surfaceNames(cfg), "state_dir", cfg.StateDir, "installation", id, "channels", len(store.List()))
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: no new messages; running turns may finish", "drain", drain.String())
+		return nil
+	case err := <-h.failed:
+		return err
+	}
+}
+
+// host holds what serve started, to stop it in order.
+type host struct {
+	log    *slog.Logger
+	router *router.Router
+	drain  time.Duration
+	api    *httpapi.API
+	srv    *http.Server
+	served chan struct{} // closed when srv.Serve returned
+	failed chan error    // a surface that stopped on its own
+	stops  []func()      // further surfaces, stopped in reverse
+}
+
+// startHTTP listens on http.listen and serves the chat API.
+func (h *host) startHTTP(cfg *config.Config, getenv env) error {
+	c := cfg.HTTP
+	if !c.Loopback {
+		h.log.Warn("http.listen is not a loopback address: the chat API is reachable from other machines; put TLS and a firewall in front of it", "listen", c.Listen)
+	}
+	if c.TokenEnv.Lookup(getenv) == "" {
+		h.log.Warn("the http guest token variable is empty: every chat API request is refused until it is set", "token_env", string(c.TokenEnv))
+	}
+	ownerID := httpOwner(cfg.Access)
+	if c.OwnerTokenEnv != "" && ownerID == "" {
+		h.log.Warn("http.owner_token_env is set but access.owners has no http: identity: owner requests are refused")
+	}
+	api, err := httpapi.New(httpapi.Options{
+		Router:        h.router,
+		Token:         func() string { return c.TokenEnv.Lookup(getenv) },
+		OwnerToken:    func() string { return c.OwnerTokenEnv.Lookup(getenv) },
+		OwnerID:       ownerID,
+		LoopbackHosts: c.Loopback,
+		Logger:        h.log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("http.listen: %w", err)
+	}
+	h.api, h.srv = api, httpapi.NewServer(api.Handler(), h.log)
+	h.served, h.failed = make(chan struct{}), make(chan error, 1)
+	go func() {
+		defer close(h.served)
+		if err := h.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			h.failed <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	h.log.Info("http chat API listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// httpOwner is the subject of the first http: owner identity: the one the
+// owner token speaks as.
+func httpOwner(rules access.Rules) string {
+	for _, o := range rules.Owners {
+		if o.Provider() == httpapi.Prefix {
+			return o.Subject()
+		}
+	}
+	return ""
+}
+
+// stop drains: surfaces take no new messages, running turns get up to
+// h.drain to finish and are then cancelled, streams end, servers close.
+// It never derives from the cancelled serve context (habit 14).
+func (h *host) stop() {
+	if h.api != nil {
+		h.api.Stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.drain)
+	if err := h.router.Close(ctx); err != nil {
+		h.log.Warn("running turns did not finish in time and were cancelled", "drain", h.drain.String())
+	}
+	cancel()
+	ctx, cancel = context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if h.api != nil {
+		if err := h.api.Close(ctx); err != nil {
+			h.log.Error("http chat API did not close", "err", err)
+		}
+		if err := h.srv.Shutdown(ctx); err != nil {
+			h.log.Error("http server did not shut down", "err", err)
+			h.srv.Close()
+		}
+		<-h.served
+	}
+	for i := len(h.stops) - 1; i >= 0; i-- {
+		h.stops[i]()
+	}
+	h.log.Info("stopped")
+}
+
+// reap removes this installation's turn containers, within timeout.
+func reap(ctx context.Context, d interface {
+	Reap(context.Context, string) (int, error)
+}, id string, timeout time.Duration, log *slog.Logger, what string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	n, err := d.Reap(ctx, id)
+	if n > 0 {
+		log.Warn(what, "count", n, "installation", id)
+	}
+	if err != nil {
+		return fmt.Errorf("reap containers of installation %s: %w", id, err)
+	}
+	return nil
+}
+
+// surfaceNames lists the enabled surfaces, for messages.
+func surfaceNames(cfg *config.Config) string {
+	var n []string
+	if cfg.HTTP != nil {
+		n = append(n, "http")
+	}
+	if cfg.Discord != nil {
+		n = append(n, "discord")
+	}
+	return strings.Join(n, ", ")
+}

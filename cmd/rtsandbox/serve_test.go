@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/router"
+)
+
+const (
+	serveGuestToken = "serve-guest-token"
+	serveOwnerToken = "serve-owner-token"
+)
+
+func serveEnv(k string) string {
+	switch k {
+	case "RTS_SEALED_KEY":
+		return sealedTestKey
+	case "RTS_HTTP_TOKEN":
+		return serveGuestToken
+	case "RTS_OWNER_TOKEN":
+		return serveOwnerToken
+	}
+	return ""
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago (config refuses port 0).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serveConfig writes a config for serve: the http surface on addr, alice
+// a member, boss the owner, http:lobby sandboxed from the start.
+func serveConfig(t *testing.T, modelURL, image, addr string) (path, state string) {
+	t.Helper()
+	path, state = sealedConfig(t, modelURL, image, workerUserFlag())
+	extra := fmt.Sprintf("access:\n  owners: [\"http:boss\"]\n  members: [\"http:alice\"]\ninitial_channels: [\"http:lobby\"]\nhttp:\n  listen: %s\n  token_env: RTS_HTTP_TOKEN\n  owner_token_env: RTS_OWNER_TOKEN\n", addr)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(extra); err != nil {
+		t.Fatal(err)
+	}
+	return path, state
+}
+
+// server is `rtsandbox serve` running in this process.
+type server struct {
+	base   string
+	cancel context.CancelFunc
+	done   chan int
+	out    *syncBuffer
+	client *http.Client
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe runs serve with args until the test stops it, and waits
+// until /healthz answers.
+func startServe(t *testing.T, addr string, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{base: "http://" + addr, cancel: cancel, done: make(chan int, 1), out: &syncBuffer{},
+		client: &http.Client{Transport: &http.Transport{}}}
+	go func() {
+		s.done <- run(ctx, append([]string{"serve"}, args...), serveEnv, strings.NewReader(""), s.out, s.out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(time.Minute):
+			t.Error("serve did not stop within a minute")
+		}
+		s.client.CloseIdleConnections()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := s.client.Get(s.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		select {
+		case code := <-s.done:
+			t.Fatalf("serve exited with %d before it was ready:\n%s", code, s.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not ready within 30s:\n%s", s.out.String())
+		}
+	}
+}
+
+// stop sends the shutdown signal and returns the exit code.
+func (s *server) stop(t *testing.T) int {
+	t.Helper()
+	s.cancel()
+	select {
+	case code := <-s.done:
+		s.done <- code // for the cleanup
+		return code
+	case <-time.After(time.Minute):
+		t.Fatalf("serve did not stop within a minute:\n%s", s.out.String())
+	}
+	return -1
+}
+
+func (s *server) call(t *testing.T, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+type waitReply struct {
+	ID      string `json:"id"`
+	Dropped bool   `json:"dropped"`
+	Replies []struct {
+		Chunks []string `json:"chunks"`
+	} `json:"replies"`
+}
+
+func (s *server) say(t *testing.T, channel, text string) waitReply {
+	t.Helper()
+	code, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
+		`{"channel":"`+channel+`","author":{"id":"alice","name":"Alice"},"text":"`+text+`","mentions_bot":true,"wait":true}`)
+	if code != 200 {
+		t.Fatalf("POST message = %d %s\nserve output:\n%s", code, body, s.out.String())
+	}
+	var w waitReply
+	if err := json.Unmarshal([]byte(body), &w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func chunksOf(w waitReply) []string {
+	var out []string
+	for _, r := range w.Replies {
+		out = append(out, r.Chunks...)
+	}
+	return out
+}
+
+// TestServeHTTPEndToEnd drives a real sealed turn in Docker through the
+// HTTP API of `rtsandbox serve`, the owner switch, the offline command's
+// lock refusal, and a clean SIGTERM.
+func TestServeHTTPEndToEnd(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // first registered, so it runs last
+	tag, cli := sealedImage(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Reply("Hello from the sealed worker."))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, state := serveConfig(t, model.ChatURL(), tag, addr)
+	s := startServe(t, addr, "--config", cfg, "--drain", "20s")
+
+	if got := s.say(t, "http:lobby", "Hello"); len(chunksOf(got)) != 1 || chunksOf(got)[0] != "Hello from the sealed worker." {
+		t.Errorf("reply = %+v; want the model's text", got)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 1 || !strings.Contains(reqs[0].UserText(), "Hello") || !strings.Contains(string(reqs[0].Raw), `\"id\":\"alice\"`) {
+		t.Errorf("model saw %d requests (%q); want one carrying alice's message", len(reqs), reqs[0].UserText())
+	}
+	if got := s.say(t, "http:closed", "Hello"); !got.Dropped {
+		t.Errorf("message in a channel that is not sandboxed = %+v; want dropped", got)
+	}
+	code, body := s.call(t, "POST", "/api/v1/channels/http:closed/sandbox", serveOwnerToken, `{"enabled":true}`)
+	if code != 200 || !strings.Contains(body, `"enabled":true`) {
+		t.Errorf("owner on = %d %s; want enabled", code, body)
+	}
+	if got := s.say(t, "http:closed", "Again"); len(chunksOf(got)) != 1 {
+		t.Errorf("reply after on = %+v; want one chunk", got)
+	}
+	if code, _ := s.call(t, "POST", "/api/v1/channels/http:closed/sandbox", serveGuestToken, `{"enabled":false}`); code != 401 {
+		t.Errorf("owner endpoint with the guest token = %d; want 401", code)
+	}
+	if code, _, errOut := runOps(t, "channels", "list", "--config", cfg); code != exitFail || !strings.Contains(errOut, "in use by a running rtsandbox serve") {
+		t.Errorf("channels list while served = %d %q; want 1 and the lock message", code, errOut)
+	}
+
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d; want 0\n%s", code, s.out.String())
+	}
+	assertNoTurnContainers(t, cli, tag)
+	if entries, _ := os.ReadDir(filepath.Join(state, "run")); len(entries) != 0 {
+		t.Errorf("run dirs left: %v", entries)
+	}
+	store, err := channels.Open(state, nil) // the lock is free again
+	if err != nil {
+		t.Fatalf("channel store after serve: %v", err)
+	}
+	defer store.Close()
+	if want := []rtsandbox.ChannelKey{"http:lobby", "http:closed"}; fmt.Sprint(store.List()) != fmt.Sprint(want) {
+		t.Errorf("channels after serve = %v; want %v", store.List(), want)
+	}
+	for _, line := range []string{`"msg":"serving"`, `"msg":"http chat API listening"`, `"msg":"stopped"`} {
+		if !strings.Contains(s.out.String(), line) {
+			t.Errorf("serve log lacks %s:\n%s", line, s.out.String())
+		}
+	}
+	if strings.Contains(s.out.String(), sealedTestKey) || strings.Contains(s.out.String(), serveGuestToken) {
+		t.Error("serve log contains a secret")
+	}
+}
+
+// TestServeDrain: at SIGTERM a running turn may finish within --drain and
+// its reply is still delivered; past --drain it is cancelled, answered with
+// the fixed failure text, and its container removed. serve exits 0 both
+// times.
+func TestServeDrain(t *testing.T) {
+	tag, cli := sealedImage(t)
+	tests := []struct {
+		name  string
+		drain string
+		want  string
+	}{
+		{"turn-finishes", "30s", "Finished during the drain."},
+		{"turn-cancelled", "1s", router.TurnFailedOrStoppedText},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			started, release := make(chan struct{}, 1), make(chan struct{})
+			var once sync.Once
+			model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+				started <- struct{}{}
+				<-release
+				return fakemodel.Response{Content: "Finished during the drain."}
+			}))
+			defer model.Close()
+			defer once.Do(func() { close(release) })
+			addr := freeAddr(t)
+			cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
+			s := startServe(t, addr, "--config", cfg, "--drain", tt.drain)
+			got := make(chan waitReply, 1)
+			go func() {
+				_, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
+					`{"channel":"http:lobby","author":{"id":"alice"},"text":"slow","mentions_bot":true,"wait":true}`)
+				var w waitReply
+				_ = json.Unmarshal([]byte(body), &w)
+				got <- w
+			}()
+			select {
+			case <-started:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the turn never reached the model:\n%s", s.out.String())
+			}
+			stopped := make(chan int, 1)
+			go func() { stopped <- s.stop(t) }()
+			if tt.name == "turn-finishes" {
+				time.Sleep(300 * time.Millisecond) // SIGTERM is in; the turn still runs
+				once.Do(func() { close(release) })
+			}
+			if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != tt.want {
+				t.Errorf("reply = %+v; want %q", w, tt.want)
+			}
+			if code := <-stopped; code != exitOK {
+				t.Errorf("serve exit = %d; want 0\n%s", code, s.out.String())
+			}
+			assertNoTurnContainers(t, cli, tag)
+		})
+	}
+}
+
+func TestServeRefusesLockedState(t *testing.T) {
+	cfg, state := channelsConfig(t, "http:\n  token_env: RTS_HTTP_TOKEN\n")
+	held, err := channels.Open(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	code, _, errOut := runOps(t, "serve", "--config", cfg)
+	if code != exitFail || !strings.Contains(errOut, "is in use by another rtsandbox serve") {
+		t.Errorf("serve on a locked state_dir = %d %q; want 1 and the lock message", code, errOut)
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	noSurface, _ := channelsConfig(t, "")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no-config", []string{"serve"}, "--config is required"},
+		{"no-surface", []string{"serve", "--config", noSurface}, "enables no chat surface"},
+		{"bad-drain", []string{"serve", "--config", noSurface, "--drain", "0s"}, "--drain must be positive"},
+		{"positional", []string{"serve", "extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runOps(t, tt.args...)
+			if code != exitUsage || !strings.Contains(errOut, tt.want) {
+				t.Errorf("%v = %d %q; want %d and %q", tt.args, code, errOut, exitUsage, tt.want)
+			}
+		})
+	}
+}

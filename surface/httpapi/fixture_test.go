@@ -1,0 +1,297 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/router"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	guestToken = "guest-token-123"
+	ownerToken = "owner-token-456"
+	lobby      = rtsandbox.ChannelKey("http:lobby")
+)
+
+// memChannels is an in-memory channel set.
+type memChannels struct {
+	mu  sync.Mutex
+	set map[rtsandbox.ChannelKey]bool
+}
+
+func (m *memChannels) Enabled(k rtsandbox.ChannelKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.set[k]
+}
+
+func (m *memChannels) Enable(k rtsandbox.ChannelKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.set[k] = true
+	return nil
+}
+
+func (m *memChannels) Disable(k rtsandbox.ChannelKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.set, k)
+	return nil
+}
+
+type turnCall struct {
+	Channel rtsandbox.ChannelKey
+	Speaker rtsandbox.Speaker
+	Text    string
+}
+
+// fakeRuntime answers "echo: <text>" unless run is set.
+type fakeRuntime struct {
+	run func(ctx context.Context, c turnCall) (rtsandbox.Reply, error)
+
+	mu    sync.Mutex
+	calls []turnCall
+}
+
+func (f *fakeRuntime) RunTurn(ctx context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
+	c := turnCall{ch, sp, text}
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+	if f.run != nil {
+		return f.run(ctx, c)
+	}
+	return rtsandbox.Reply{OK: true, Text: "echo: " + text}, nil
+}
+
+func (f *fakeRuntime) StartFresh(rtsandbox.ChannelKey) error { return nil }
+func (f *fakeRuntime) Stop(rtsandbox.ChannelKey) bool        { return false }
+
+func (f *fakeRuntime) Calls() []turnCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+type fixture struct {
+	api      *API
+	router   *router.Router
+	rt       *fakeRuntime
+	channels *memChannels
+	srv      *httptest.Server
+	token    string // what Options.Token returns; tests may change it
+	mu       sync.Mutex
+}
+
+// newFixture serves an API over a router with a fake runtime; lobby is
+// sandboxed, alice a member, boss the owner. edit adjusts the options.
+func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
+	t.Helper()
+	if rt == nil {
+		rt = &fakeRuntime{}
+	}
+	f := &fixture{rt: rt, channels: &memChannels{set: map[rtsandbox.ChannelKey]bool{lobby: true}}, token: guestToken}
+	pol, err := access.New(access.Rules{Owners: []access.Identity{"http:boss"}, Members: []access.Identity{"http:alice", "http:bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.router, err = router.New(router.Options{Channels: f.channels, Runtime: rt, Access: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{
+		Router: f.router,
+		Token: func() string {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.token
+		},
+		OwnerToken:    func() string { return ownerToken },
+		OwnerID:       "boss",
+		LoopbackHosts: true,
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	f.api, err = New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = newLoopbackServer(t, f.api)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		f.api.Stop()
+		if err := f.router.Close(ctx); err != nil {
+			t.Errorf("router.Close = %v", err)
+		}
+		if err := f.api.Close(ctx); err != nil {
+			t.Errorf("api.Close = %v", err)
+		}
+	})
+	return f
+}
+
+// newLoopbackServer serves api on loopback with NewServer's settings; it
+// closes when the test ends, after the test's other cleanups.
+func newLoopbackServer(t *testing.T, api *API) *httptest.Server {
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = NewServer(api.Handler(), nil)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// do sends a request and returns the status and body.
+func (f *fixture) do(t *testing.T, method, path, token, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	if h := req.Header.Get("Host"); h != "" {
+		req.Host = h
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// post sends a message from alice in lobby that mentions the bot; extra
+// JSON fields are merged in.
+func (f *fixture) post(t *testing.T, text string, extra string) (int, string) {
+	t.Helper()
+	body := `{"channel":"http:lobby","author":{"id":"alice","name":"Alice"},"text":` + jsonString(text) + `,"mentions_bot":true` + extra + `}`
+	return f.do(t, http.MethodPost, "/api/v1/messages", guestToken, body)
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func decode[T any](t *testing.T, body string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("decode %q: %v", body, err)
+	}
+	return v
+}
+
+type sseEvent struct {
+	Type string
+	Data Event
+}
+
+// stream is an open event stream.
+type stream struct {
+	resp   *http.Response
+	events chan sseEvent
+	done   chan struct{}
+}
+
+// subscribe opens the event stream (query is "" or "?channel=…") and reads
+// events in the background until the stream ends or the test does.
+func (f *fixture) subscribe(t *testing.T, query string) *stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/api/v1/events"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+guestToken)
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("GET /api/v1/events = %d; want 200", resp.StatusCode)
+	}
+	s := &stream{resp: resp, events: make(chan sseEvent, 1024), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer close(s.events)
+		readSSE(resp.Body, s.events)
+	}()
+	t.Cleanup(func() { cancel(); resp.Body.Close(); <-s.done })
+	return s
+}
+
+func readSSE(r io.Reader, out chan<- sseEvent) {
+	sc := bufio.NewScanner(r)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev.Type != "" {
+				out <- ev
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			ev.Type = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			_ = json.NewDecoder(bytes.NewReader([]byte(strings.TrimPrefix(line, "data: ")))).Decode(&ev.Data)
+		}
+	}
+}
+
+// next returns the next event or fails after a timeout.
+func (s *stream) next(t *testing.T) sseEvent {
+	t.Helper()
+	select {
+	case e, ok := <-s.events:
+		if !ok {
+			t.Fatal("event stream ended")
+		}
+		return e
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s")
+	}
+	return sseEvent{}
+}
+
+// until collects events until one of type done for message id arrives.
+func (s *stream) until(t *testing.T, id string) []sseEvent {
+	t.Helper()
+	var got []sseEvent
+	for {
+		e := s.next(t)
+		got = append(got, e)
+		if e.Type == EventDone && e.Data.MessageID == id {
+			return got
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package httpapi
+
+import (
+	"context"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/router"
+)
+
+// messageRequest is POST /api/v1/messages.
+type messageRequest struct {
+	Channel       string
+	Author        authorRequest
+	Text          string
+	MentionsBot   bool
+	RepliesToBot  bool
+	IsDirect      bool
+	ReferenceText string
+	Wait          bool
+}
+
+type authorRequest struct {
+	ID   string
+	Name string
+}
+
+// acceptedResponse answers a message taken without waiting.
+type acceptedResponse struct {
+	ID      string `json:"id"`
+	Channel string `json:"channel"`
+}
+
+// waitResponse answers a message with "wait": true once it is settled.
+type waitResponse struct {
+	ID      string  `json:"id"`
+	Channel string  `json:"channel"`
+	Dropped bool    `json:"dropped,omitempty"`
+	Replies []reply `json:"replies"`
+}
+
+type reply struct {
+	Chunks []string `json:"chunks"`
+}
+
+// decodeMessage reads a message strictly; the returned text names the key
+// at fault.
+func decodeMessage(d *decoder) (messageRequest, string) {
+	var m messageRequest
+	var sawAuthor bool
+	msg := d.object("", func(key string) string {
+		switch key {
+		case "channel":
+			return d.str(key, &m.Channel)
+		case "author":
+			sawAuthor = true
+			return d.object("author", func(k string) string {
+				switch k {
+				case "id":
+					return d.str("author.id", &m.Author.ID)
+				case "name":
+					return d.str("author.name", &m.Author.Name)
+				}
+				return unknown("author." + k)
+			})
+		case "text":
+			return d.str(key, &m.Text)
+		case "mentions_bot":
+			return d.boolean(key, &m.MentionsBot)
+		case "replies_to_bot":
+			return d.boolean(key, &m.RepliesToBot)
+		case "is_direct":
+			return d.boolean(key, &m.IsDirect)
+		case "reference_text":
+			return d.str(key, &m.ReferenceText)
+		case "wait":
+			return d.boolean(key, &m.Wait)
+		}
+		return unknown(key)
+	})
+	if msg != "" {
+		return m, msg
+	}
+	if !sawAuthor {
+		return m, "author: required"
+	}
+	return m, ""
+}
+
+// validate checks m and builds the router message.
+func (m messageRequest) validate() (router.Message, string) {
+	channel, msg := checkChannel(m.Channel)
+	if msg != "" {
+		return router.Message{}, "channel: " + msg
+	}
+	switch {
+	case m.Author.ID == "":
+		return router.Message{}, "author.id: required"
+	case !validAuthorID(m.Author.ID):
+		return router.Message{}, "author.id: must be printable without whitespace, not start with \"role:\", and make http:<id> at most 256 characters"
+	case !validName(m.Author.Name):
+		return router.Message{}, "author.name: at most 256 characters without control characters"
+	case strings.TrimSpace(m.Text) == "":
+		return router.Message{}, "text: required and not blank"
+	case !validText(m.Text):
+		return router.Message{}, "text: at most 32000 characters of valid UTF-8"
+	case !validText(m.ReferenceText):
+		return router.Message{}, "reference_text: at most 32000 characters of valid UTF-8"
+	}
+	name := m.Author.Name
+	if name == "" {
+		name = m.Author.ID
+	}
+	return router.Message{
+		Channel:       channel,
+		Author:        router.Author{ID: m.Author.ID, Name: name},
+		Text:          strings.TrimSpace(m.Text),
+		MentionsBot:   m.MentionsBot,
+		RepliesToBot:  m.RepliesToBot,
+		IsDirect:      m.IsDirect,
+		ReferenceText: m.ReferenceText,
+	}, ""
+}
+
+// roomRE is the part after "http:": room names of bridges (Matrix room ids,
+// UUIDs, slugs) fit; slashes, spaces and escapes do not, so a key is one
+// clean path segment.
+var roomRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@!+=~-]{0,199}$`)
+
+// checkChannel checks an "http:<room>" key.
+func checkChannel(s string) (rtsandbox.ChannelKey, string) {
+	room, ok := strings.CutPrefix(s, Prefix+":")
+	if !ok || !roomRE.MatchString(room) {
+		return "", `must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`
+	}
+	return rtsandbox.ChannelKey(s), ""
+}
+
+func validAuthorID(id string) bool {
+	_, err := access.User(Prefix, id)
+	return err == nil
+}
+
+func validName(s string) bool {
+	return utf8.ValidString(s) && rtsandbox.UTF16Len(s) <= rtsandbox.MaxSpeakerField &&
+		strings.IndexFunc(s, unicode.IsControl) < 0
+}
+
+func validText(s string) bool {
+	return utf8.ValidString(s) && rtsandbox.UTF16Len(s) <= MaxTextUnits
+}
+
+// handlePostMessage takes a message for the router: 202 with its id, or
+// with "wait": true the replies once it is settled.
+func handlePostMessage(a *API) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, status, text := newDecoder(w, r)
+		if d == nil {
+			writeError(w, status, text)
+			return
+		}
+		req, msg := decodeMessage(d)
+		if msg == "" {
+			msg = d.end()
+		}
+		if d.tooLarge() {
+			writeError(w, http.StatusRequestEntityTooLarge, textBodyTooLarge)
+			return
+		}
+		var m router.Message
+		if msg == "" {
+			m, msg = req.validate()
+		}
+		if msg != "" {
+			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
+		p, err := a.submit(m)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if !req.Wait {
+			writeJSON(w, http.StatusAccepted, acceptedResponse{ID: p.id, Channel: string(m.Channel)})
+			return
+		}
+		a.await(w, r, p)
+	})
+}
+
+// await answers a waiting request when its message is settled, the wait
+// bound passes or the client goes.
+func (a *API) await(w http.ResponseWriter, r *http.Request, p *pending) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.WaitTimeout)
+	defer cancel()
+	select {
+	case o := <-p.result:
+		if o.err != nil {
+			a.fail(w, r, o.err)
+			return
+		}
+		resp := waitResponse{ID: p.id, Channel: string(p.msg.Channel), Dropped: o.dropped, Replies: []reply{}}
+		if len(o.chunks) > 0 {
+			resp.Replies = append(resp.Replies, reply{Chunks: o.chunks})
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		writeJSON(w, http.StatusOK, resp)
+	case <-ctx.Done():
+		if r.Context().Err() != nil {
+			return // the client went; the reply still becomes events
+		}
+		a.fail(w, r, context.DeadlineExceeded)
+	}
+}
+
+// checkJSON wants an application/json body.
+func checkJSON(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}

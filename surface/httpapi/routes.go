@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Handler returns the API's routes behind its hardening. The whole route
+// table:
+//
+//	GET  /healthz                           liveness, no token
+//	POST /api/v1/messages                   guest token
+//	GET  /api/v1/events                     guest token
+//	GET  /api/v1/channels/{key}/sandbox     owner token
+//	POST /api/v1/channels/{key}/sandbox     owner token
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", methods{http.MethodGet: handleHealth()})
+	mux.Handle("/api/v1/messages", methods{http.MethodPost: a.guest(handlePostMessage(a))})
+	mux.Handle("/api/v1/events", methods{http.MethodGet: a.guest(handleEvents(a))})
+	mux.Handle("/api/v1/channels/{key}/sandbox", methods{
+		http.MethodGet:  a.owner(handleSandboxStatus(a)),
+		http.MethodPost: a.owner(handleSandboxSet(a)),
+	})
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, textNotFound)
+	}))
+	return a.harden(mux)
+}
+
+// NewServer returns an http.Server for h with timeouts and a header bound.
+// There is no overall write timeout because waiting requests and event
+// streams are long; handlers set their own write deadlines instead.
+func NewServer(h http.Handler, log *slog.Logger) *http.Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// methods dispatches on the request method; others get a JSON 405.
+type methods map[string]http.Handler
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := m[r.Method]; h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	allow := make([]string, 0, len(m))
+	for k := range m {
+		allow = append(allow, k)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, textMethod)
+}
+
+// harden refuses browser-shaped requests and foreign Host headers before
+// any route runs, and marks every answer uncacheable. There is no CORS:
+// no Access-Control-* header is ever sent, so preflights fail.
+func (a *API) harden(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		if o := r.Header.Values("Origin"); len(o) > 0 && (len(o) > 1 || !a.origins[o[0]]) {
+			a.log.Warn("refused a browser request", "origin", o, "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, textOrigin)
+			return
+		}
+		if a.opts.LoopbackHosts && !loopbackHost(r.Host) {
+			a.log.Warn("refused a request for another host", "host", r.Host, "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, textHost)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names localhost or a loopback
+// address, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+func (a *API) guest(next http.Handler) http.Handler {
+	return a.bearer(a.opts.Token, next)
+}
+
+func (a *API) owner(next http.Handler) http.Handler {
+	token := a.opts.OwnerToken
+	if token == nil {
+		token = func() string { return "" }
+	}
+	return a.bearer(token, next)
+}
+
+// bearer admits a request whose bearer token equals token(), read now.
+// An empty token admits nobody.
+func (a *API) bearer(token func() string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !tokenMatches(r.Header.Values("Authorization"), token()) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rtsandbox"`)
+			writeError(w, http.StatusUnauthorized, textUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// tokenMatches compares in constant time; hashing first hides the length
+// of the configured token as well.
+func tokenMatches(header []string, want string) bool {
+	if want == "" || len(header) != 1 {
+		return false
+	}
+	scheme, got, ok := strings.Cut(header[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || got == "" {
+		return false
+	}
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+func handleHealth() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, struct {
+			OK bool `json:"ok"`
+		}{true})
+	})
+}
