@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"sync"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
@@ -35,7 +36,7 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log})
+	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log, poster: &consolePoster{out: stdout}})
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitUsage
@@ -69,4 +70,22 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// consolePoster prints research reports that arrive while the chat runs.
+type consolePoster struct {
+	mu  sync.Mutex
+	out io.Writer
+}
+
+func (c *consolePoster) SendReply(_ context.Context, _ rtsandbox.ChannelKey, chunks []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintln(c.out)
+	for _, chunk := range chunks {
+		if _, err := fmt.Fprintln(c.out, "agent> "+chunk); err != nil {
+			return err
+		}
+	}
+	return nil
 }

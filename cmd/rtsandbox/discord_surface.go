@@ -2,20 +2,29 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/surface/discord"
 )
 
-// errNoDiscord is what a build without the Discord surface answers to a
-// config with a discord: section.
-var errNoDiscord = errors.New("discord surface not available in this build")
-
 // startDiscord connects the Discord surface to r and returns the function
-// that disconnects it. PLACEHOLDER: the Discord surface (surface/discord)
-// replaces this body; until then a discord: section stops serve at startup.
+// that disconnects it. The bot token is read from its variable when the
+// surface connects.
 func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, getenv env, log *slog.Logger) (stop func(), err error) {
-	return nil, errNoDiscord
+	d := cfg.Discord
+	s, err := discord.New(discord.Options{
+		Token:       func() rtsandbox.Secret { return rtsandbox.Secret(d.TokenEnv.Lookup(getenv)) },
+		RootCommand: d.RootCommand, Router: r, Logger: log.With("surface", "discord"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return func() { s.Close() }, nil
 }

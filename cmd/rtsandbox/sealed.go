@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/delegate"
 	"github.com/rtsandbox/rtsandbox/sandbox"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -22,6 +24,7 @@ import (
 type sealedRuntime struct {
 	rt     *sandbox.Runtime
 	driver container.Driver
+	web    *webTools
 	close  func()
 }
 
@@ -31,6 +34,9 @@ type sealedOptions struct {
 	driver container.Driver // nil: the local Docker daemon
 	onTurn func(sandbox.TurnStats)
 	log    *slog.Logger
+	// poster receives research reports; nil refuses a config that enables
+	// web.research.
+	poster delegate.Poster
 }
 
 // newSealedRuntime builds the broker and the sealed runtime of cfg. The
@@ -47,10 +53,18 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	if err := privateDir(cfg.StateDir); err != nil {
 		return nil, err
 	}
+	if o.client == nil {
+		o.client = upstream.New(nil)
+	}
 	bc, err := brokerConfig(cfg, getenv, o.client, o.log)
 	if err != nil {
 		return nil, err
 	}
+	web, err := newWebTools(cfg, getenv, o.client, o.log, o.poster)
+	if err != nil {
+		return nil, err
+	}
+	bc.Tools = append(bc.Tools, web.tools...)
 	b, err := broker.New(bc)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -77,7 +91,15 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 		closeFn()
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	return &sealedRuntime{rt: rt, driver: o.driver, close: func() { rt.Dispose(); closeFn() }}, nil
+	return &sealedRuntime{rt: rt, driver: o.driver, web: web, close: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if err := web.dispose(ctx); err != nil {
+			o.log.Warn("research jobs did not end in time", "err", err)
+		}
+		rt.Dispose()
+		closeFn()
+	}}, nil
 }
 
 // errRootUser refuses a root host without sandbox.user: the worker is never

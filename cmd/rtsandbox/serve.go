@@ -99,7 +99,8 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if err := reap(ctx, d, id, reapTimeout, log, "orphan containers removed at startup"); err != nil {
 		return err
 	}
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{driver: d, log: log.With("plugin", "sandbox")})
+	reports := &latePoster{}
+	s, err := newSealedRuntime(cfg, getenv, sealedOptions{driver: d, log: log.With("plugin", "sandbox"), poster: reports})
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,8 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	h := &host{log: log, router: r, drain: drain}
+	reports.bind(r)
+	h := &host{log: log, router: r, drain: drain, web: s.web}
 	defer h.stop()
 	if cfg.HTTP != nil {
 		if err := h.startHTTP(cfg, getenv); err != nil {
@@ -149,6 +151,7 @@ type host struct {
 	log    *slog.Logger
 	router *router.Router
 	drain  time.Duration
+	web    *webTools // research jobs, cancelled before the drain
 	api    *httpapi.API
 	srv    *http.Server
 	served chan struct{} // closed when srv.Serve returned
@@ -214,6 +217,13 @@ func (h *host) stop() {
 	if h.api != nil {
 		h.api.Stop()
 	}
+	// Research jobs end first: each posts its "ran out of time" outcome
+	// through the router, which must still be open.
+	jctx, jcancel := context.WithTimeout(context.Background(), stopTimeout)
+	if err := h.web.dispose(jctx); err != nil {
+		h.log.Warn("research jobs did not end in time", "err", err)
+	}
+	jcancel()
 	ctx, cancel := context.WithTimeout(context.Background(), h.drain)
 	if err := h.router.Close(ctx); err != nil {
 		h.log.Warn("running turns did not finish in time and were cancelled", "drain", h.drain.String())

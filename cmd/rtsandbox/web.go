@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/delegate"
+	"github.com/rtsandbox/rtsandbox/hosttool"
+	"github.com/rtsandbox/rtsandbox/research"
+	"github.com/rtsandbox/rtsandbox/safefetch"
+	"github.com/rtsandbox/rtsandbox/search"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// delegateTarget is the one delegation target: research for the guests
+// of a sandboxed channel.
+const delegateTarget = "guest"
+
+// webTools are the host tools of the web: section and what must be shut
+// down with them.
+type webTools struct {
+	tools     []broker.Tool
+	delegator *delegate.Delegator // nil when research is off
+}
+
+// dispose cancels running research jobs; each still posts its "ran out of
+// time" outcome, so it must run while the poster can post.
+func (w *webTools) dispose(ctx context.Context) error {
+	if w == nil || w.delegator == nil {
+		return nil
+	}
+	return w.delegator.Dispose(ctx)
+}
+
+// newWebTools builds web_fetch and the research tool from cfg.Web.
+// Research reports are posted through poster, which may be bound after
+// construction (serve builds its router after the runtime).
+func newWebTools(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger, poster delegate.Poster) (*webTools, error) {
+	w := &webTools{}
+	if cfg.Web.Fetch.Enabled {
+		opts := safefetch.DefaultOptions()
+		opts.MaxBytes, opts.Timeout = cfg.Web.Fetch.MaxBytes, cfg.Web.Fetch.Timeout
+		w.tools = append(w.tools, broker.Tool{Spec: hosttool.WebFetchSpec, Impl: &hosttool.WebFetch{Options: opts}})
+	}
+	if !cfg.Web.Research.Enabled {
+		return w, nil
+	}
+	if poster == nil {
+		// One-shot commands (turn, demo) have no channel to post a later
+		// report to: the tool is left out rather than failing every job.
+		log.Warn("web.research is enabled but this command has no chat surface for reports; the research tool is off here")
+		return w, nil
+	}
+	worker, err := newResearchWorker(cfg, getenv, client, log)
+	if err != nil {
+		return nil, err
+	}
+	w.delegator, err = delegate.New(delegate.Options{
+		Target: delegateTarget, MaxRunning: cfg.Web.Research.MaxRunningPerChannel, Timeout: cfg.Web.Research.Timeout,
+		Run: func(ctx context.Context, task string, _ delegate.RunContext) (string, error) {
+			return worker.Run(ctx, task)
+		},
+		Deliver: delegate.PostOutcome(poster),
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("web.research: %w", err)
+	}
+	policy, err := access.New(cfg.Access)
+	if err != nil {
+		return nil, fmt.Errorf("access: %w", err)
+	}
+	w.tools = append(w.tools, broker.Tool{Spec: delegate.ToolSpec,
+		Impl: &delegate.Tool{Delegator: w.delegator, Target: delegateTarget, Tier: speakerTier(policy)}})
+	return w, nil
+}
+
+// newResearchWorker runs research on the configured model endpoint with
+// the host's key; nothing of it enters a container.
+func newResearchWorker(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (*research.Worker, error) {
+	s := cfg.Web.Search
+	backend, err := search.New(search.Config{Provider: s.Provider, URL: s.URL, AllowHTTP: cfg.AllowHTTP,
+		Key: func() rtsandbox.Secret { return rtsandbox.Secret(s.APIKeyEnv.Lookup(getenv)) }})
+	if err != nil {
+		return nil, fmt.Errorf("web.search: %w", err)
+	}
+	modelKey := cfg.Model.APIKeyEnv
+	worker, err := research.New(research.Options{
+		ModelURL: cfg.Model.URL, AllowHTTP: cfg.AllowHTTP, Model: cfg.Web.Research.Model, Client: client,
+		APIKey: func(context.Context) (rtsandbox.Secret, error) {
+			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
+		},
+		Search: backend, Extract: hosttool.Extract, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("web.research: %w", err)
+	}
+	return worker, nil
+}
+
+// speakerTier is the delegation tier of a speaker the router admitted.
+// Admission already proved the speaker resolves (member or owner), and the
+// owner tier comes from identities only, never roles: so an admitted
+// speaker is an owner exactly when its principal is an owner identity.
+func speakerTier(policy *access.Policy) func(rtsandbox.Speaker) access.Tier {
+	return func(s rtsandbox.Speaker) access.Tier {
+		id, err := access.ParseIdentity(s.PrincipalID)
+		if err != nil {
+			return access.None
+		}
+		if _, tier := policy.Resolve(access.Actor{Provider: id.Provider(), Subject: id.Subject(), Name: s.Name}); tier == access.Owner {
+			return access.Owner
+		}
+		return access.Member
+	}
+}
+
+// latePoster posts through a poster bound after construction: serve's
+// router needs the runtime, whose broker needs the research tool, whose
+// reports need the router. Reports only start after serve binds it.
+type latePoster struct {
+	mu sync.Mutex
+	p  delegate.Poster
+}
+
+func (l *latePoster) bind(p delegate.Poster) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.p = p
+}
+
+var errNotBound = errors.New("no chat surface is bound for research reports yet")
+
+func (l *latePoster) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
+	l.mu.Lock()
+	p := l.p
+	l.mu.Unlock()
+	if p == nil {
+		return errNotBound
+	}
+	return p.SendReply(ctx, channel, chunks)
+}
