@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -29,6 +30,7 @@ func BenchmarkModelCall(b *testing.B) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
 			io.WriteString(w, answer)
 		}))
 		label := sizeLabel(size)
@@ -38,27 +40,24 @@ func BenchmarkModelCall(b *testing.B) {
 			defer c.CloseIdleConnections()
 			measure(b, func() { post(b, c, srv.URL+"/v1", body, len(answer)) })
 		})
+		// Both Unix-socket paths use the worker's own transport.
 		b.Run("bare-proxy-"+label, func(b *testing.B) {
-			c := unixClient(bareProxy(b, srv.URL+"/v1"))
-			defer c.CloseIdleConnections()
-			measure(b, func() { post(b, c, "http://broker/model", body, len(answer)) })
+			c := &brokerclient.Client{Socket: bareProxy(b, srv.URL+"/v1")}
+			measure(b, func() { workerPost(b, c, body, len(answer)) })
 		})
 		b.Run("broker-"+label, func(b *testing.B) {
-			c := unixClient(benchBroker(b, srv.URL+"/v1"))
-			defer c.CloseIdleConnections()
-			measure(b, func() { post(b, c, "http://broker/model", body, len(answer)) })
+			c := &brokerclient.Client{Socket: benchBroker(b, srv.URL+"/v1")}
+			measure(b, func() { workerPost(b, c, body, len(answer)) })
 		})
 		srv.Close()
 	}
 }
 
-func unixClient(sock string) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		},
-		DisableCompression: true,
-	}}
+func workerPost(b *testing.B, c *brokerclient.Client, body string, want int) {
+	got, err := c.Post(context.Background(), "/model", []byte(body))
+	if err != nil || len(got) != want {
+		b.Fatalf("Post = %d bytes, %v; want %d", len(got), err, want)
+	}
 }
 
 // bareProxy is the floor the broker is measured against: the same Unix
@@ -155,9 +154,11 @@ func post(b *testing.B, c *http.Client, url, body string, want int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, _ := io.Copy(io.Discard, resp.Body)
+	// Read the answer into memory as a worker must, sized by its length.
+	data := make([]byte, resp.ContentLength)
+	n, _ := io.ReadFull(resp.Body, data)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || int(n) != want {
+	if resp.StatusCode != 200 || n != want {
 		b.Fatalf("status %d, %d bytes; want 200, %d", resp.StatusCode, n, want)
 	}
 }

@@ -1,11 +1,10 @@
 package broker_test
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/brokerclient"
 )
 
 // listen serves f's turn on a fresh socket and closes it at cleanup.
@@ -213,33 +213,35 @@ func TestClientDisconnectCancelsCall(t *testing.T) {
 	}
 }
 
-// The real worker-side request shape through a real socket gets 200, and
-// the listener keeps the constants of spec §2.9.
-func TestWorkerShapedRequestViaUnixSocket(t *testing.T) {
+// Spec §6.1 "Worker transport (via Unix socket)": the worker's transport
+// against the real listener gets 200; and the listener keeps the
+// constants of spec §2.9.
+func TestWorkerTransportViaUnixSocket(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	srv := f.listen(t, broker.ListenOptions{})
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", srv.Path())
-		},
-		DisableCompression: true,
-	}}
-	defer client.CloseIdleConnections()
-	req, _ := http.NewRequest("POST", "http://broker/model", strings.NewReader(`{"messages":[]}`))
-	req.Header.Set("Authorization", "Bearer sandbox-dummy-key")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(bufio.NewReader(resp.Body))
-	if resp.StatusCode != 200 || string(body) != `{"choices":[]}` {
-		t.Errorf("worker-shaped request = %d %s; want 200 {\"choices\":[]}", resp.StatusCode, body)
+	body, err := (&brokerclient.Client{Socket: srv.Path()}).Post(context.Background(), "/model", []byte(`{"messages":[]}`))
+	if err != nil || string(body) != `{"choices":[]}` {
+		t.Errorf("worker transport = %q, %v; want 200 {\"choices\":[]}", body, err)
 	}
 	if broker.MaxConns != 16 || broker.HeaderTimeout != 10*time.Second || broker.RequestDeadline != 60*time.Second {
 		t.Errorf("listener constants = %d %v %v; want 16 10s 60s", broker.MaxConns, broker.HeaderTimeout, broker.RequestDeadline)
+	}
+}
+
+// Spec §6.5 "Transport status passthrough (via Unix socket)": with a budget
+// of one call, the first /model gets 200 and the second a refusal carrying
+// status 429.
+func TestTransportStatusPassthroughViaUnixSocket(t *testing.T) {
+	f := newFixture(t, nil, func(c *broker.Config) { c.MaxCalls = 1 })
+	srv := f.listen(t, broker.ListenOptions{})
+	c := &brokerclient.Client{Socket: srv.Path()}
+	if _, err := c.Post(context.Background(), "/model", []byte(`{"messages":[]}`)); err != nil {
+		t.Fatalf("first call = %v; want 200", err)
+	}
+	_, err := c.Post(context.Background(), "/model", []byte(`{"messages":[]}`))
+	var se *brokerclient.StatusError
+	if !errors.As(err, &se) || se.Status != 429 || !errors.Is(err, brokerclient.ErrRefused) {
+		t.Errorf("second call = %v; want a refusal with status 429", err)
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // The worker runs inside the sealed container, so its dependency set is
-// policy: only the standard library, the root domain package and jsonjs.
+// policy: only the standard library, the root domain package and the two
+// stdlib-only leaves jsonjs and brokerclient.
 // Anything else could bring network clients, cgo or host code in.
 func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker").Output()
@@ -19,6 +20,7 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 	allowed := map[string]bool{
 		"github.com/rtsandbox/rtsandbox":                      true,
 		"github.com/rtsandbox/rtsandbox/jsonjs":               true,
+		"github.com/rtsandbox/rtsandbox/brokerclient":         true,
 		"github.com/rtsandbox/rtsandbox/worker":               true,
 		"github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker": true,
 	}
@@ -27,7 +29,7 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 		if !strings.Contains(first, ".") || allowed[pkg] {
 			continue
 		}
-		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package and jsonjs", pkg)
+		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package, jsonjs and brokerclient", pkg)
 	}
 }
 

@@ -5,53 +5,30 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"time"
 
-	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-const (
-	brokerTimeout     = 65 * time.Second // a little over the broker's 60 s per call
-	maxBrokerResponse = 1 << 20
-)
+const maxBrokerResponse = brokerclient.MaxResponse
 
-var errBrokerRefused = errors.New("broker refused")
+// errBrokerRefused marks any non-200 answer (brokerclient.ErrRefused).
+var errBrokerRefused = brokerclient.ErrRefused
 
-// broker posts JSON to the host broker over its Unix socket.
-//
-// The broker refuses any header outside a short allow-list, so the client
-// sends exactly Host, Content-Type, Content-Length and Authorization:
-//   - no Connection header (forbidden), so neither req.Close nor
-//     DisableKeepAlives is set; idle connections are closed after every
-//     call instead;
-//   - a bytes.Reader body, so Content-Length is known and Go never falls
-//     back to chunked Transfer-Encoding (also forbidden);
-//   - an explicit empty User-Agent and DisableCompression, so Go adds
-//     neither its default User-Agent nor Accept-Encoding: gzip.
+// broker posts JSON to the host broker over its Unix socket, one call per
+// connection, with exactly the headers the broker allows (see
+// brokerclient).
 type broker struct {
-	transport *http.Transport
-	client    *http.Client
+	client brokerclient.Client
 }
 
 func newBroker(socket string) *broker {
-	var d net.Dialer
-	t := &http.Transport{
-		Proxy: nil, // the container has no network; never consult env proxies
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", socket)
-		},
-		DisableCompression: true,
-	}
-	return &broker{transport: t, client: &http.Client{Transport: t, Timeout: brokerTimeout}}
+	return &broker{client: brokerclient.Client{Socket: socket}}
 }
 
-// close drops idle connections so no transport goroutine outlives the turn.
-func (b *broker) close() { b.transport.CloseIdleConnections() }
+// close is kept for the agent's lifecycle; every call already closed its
+// own connection.
+func (b *broker) close() {}
 
 // post sends body as JSON to route and returns the compacted JSON answer.
 // Any status other than 200 is errBrokerRefused; the body is then not read.
@@ -60,38 +37,16 @@ func (b *broker) post(ctx context.Context, route string, body any) (json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	defer b.close()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+rtsandbox.BrokerHost+route, bytes.NewReader(payload))
+	data, err := b.client.Post(ctx, route, payload)
 	if err != nil {
 		return nil, err
 	}
-	req.Host = rtsandbox.BrokerHost
-	req.Header = http.Header{
-		"Content-Type":  {"application/json"},
-		"Authorization": {"Bearer " + rtsandbox.DummyKey},
-		"User-Agent":    {""},
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("broker %s: %w", route, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%w: %s: status %d", errBrokerRefused, route, resp.StatusCode)
-	}
-	return readBrokerJSON(resp.Body)
+	return compactJSON(data)
 }
 
-// readBrokerJSON reads at most 1 MiB and requires valid JSON. The answer is
-// compacted, as JSON.stringify of the parsed value would print it.
-func readBrokerJSON(r io.Reader) (json.RawMessage, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxBrokerResponse+1))
-	if err != nil {
-		return nil, fmt.Errorf("read broker response: %w", err)
-	}
-	if len(data) > maxBrokerResponse {
-		return nil, errors.New("broker response exceeds 1 MiB")
-	}
+// compactJSON requires valid JSON and compacts it, as JSON.stringify of the
+// parsed value would print it.
+func compactJSON(data []byte) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, data); err != nil {
 		return nil, errors.New("broker returned no JSON")

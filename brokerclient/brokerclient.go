@@ -1,0 +1,142 @@
+// Package brokerclient is the worker side of the broker protocol: one
+// HTTP/1.1 POST per connection over the broker's Unix socket, carrying
+// exactly the headers the broker allows (Host: broker, Content-Type,
+// Content-Length and the dummy bearer) and nothing else: no Connection,
+// Transfer-Encoding, User-Agent or Accept-Encoding header, each of which
+// the broker refuses or does not need.
+//
+// It writes the request on a fresh connection and reads the response with
+// net/http's own wire code (Request.Write, ReadResponse) rather than going
+// through http.Transport: the broker closes every connection after one
+// response anyway, and a Transport would spend goroutines and allocations
+// on connection management that cannot be reused. In a container limited
+// to 64 PIDs, fewer goroutines also matter. It imports only the standard
+// library and the root package, so the sealed worker may use it.
+package brokerclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Limits of one call.
+const (
+	// DefaultTimeout is a little over the broker's 60 s per call.
+	DefaultTimeout = 65 * time.Second
+	// MaxResponse bounds an answer (1 MiB); larger ones are an error.
+	MaxResponse = 1 << 20
+)
+
+// ErrRefused marks any answer whose status is not 200; StatusError says
+// which.
+var ErrRefused = errors.New("broker refused")
+
+// ErrTooLarge marks an answer over MaxResponse.
+var ErrTooLarge = errors.New("broker answer exceeds 1 MiB")
+
+// StatusError is a refusal with its status. Its body is not read.
+type StatusError struct{ Status int }
+
+func (e *StatusError) Error() string { return fmt.Sprintf("broker refused: status %d", e.Status) }
+
+// Unwrap makes errors.Is(err, ErrRefused) hold.
+func (e *StatusError) Unwrap() error { return ErrRefused }
+
+// Client posts to the broker listening on Socket.
+type Client struct {
+	Socket  string
+	Timeout time.Duration // 0 means DefaultTimeout
+}
+
+// Post sends payload (JSON) to route and returns the body of a 200 answer.
+func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte, error) {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: %w", route, err)
+	}
+	defer conn.Close()
+	// The context bounds every read and write: its end closes the
+	// connection, which fails whatever is blocked on it.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	req, err := newRequest(route, payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Write(conn); err != nil {
+		return nil, fmt.Errorf("broker %s: %w", route, callErr(ctx, err))
+	}
+	// A large reader: answers run to a megabyte and arrive in big writes.
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 64<<10), req)
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: %w", route, callErr(ctx, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("broker %s: %w", route, &StatusError{Status: resp.StatusCode})
+	}
+	return readBody(ctx, resp)
+}
+
+// newRequest builds the request with exactly the allowed headers. An
+// explicit empty User-Agent stops Request.Write from adding Go's; the
+// bytes.Reader body gives a Content-Length, so no chunked encoding.
+func newRequest(route string, payload []byte) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, "http://"+rtsandbox.BrokerHost+route, bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	req.Host = rtsandbox.BrokerHost
+	req.Header = http.Header{
+		"Content-Type":  {"application/json"},
+		"Authorization": {"Bearer " + rtsandbox.DummyKey},
+		"User-Agent":    {""},
+	}
+	return req, nil
+}
+
+func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
+	if resp.ContentLength > MaxResponse {
+		return nil, ErrTooLarge
+	}
+	if resp.ContentLength >= 0 { // the broker always declares it
+		data := make([]byte, resp.ContentLength)
+		if _, err := io.ReadFull(resp.Body, data); err != nil {
+			return nil, callErr(ctx, err)
+		}
+		return data, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse+1))
+	if err != nil {
+		return nil, callErr(ctx, err)
+	}
+	if len(data) > MaxResponse {
+		return nil, ErrTooLarge
+	}
+	return data, nil
+}
+
+// callErr prefers the context's reason over the closed connection it
+// caused.
+func callErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
