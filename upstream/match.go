@@ -16,18 +16,22 @@ import (
 // form's own 8-byte windows. So it reads one 8-byte word every step bytes,
 // checks it against a 4096-bit filter of the forms' windows and, only on a
 // filter hit, verifies the forms around that position. Forms shorter than
-// minGramLen use bytes.Contains.
+// minGramLen, and strings shorter than sampleMin (where six short searches
+// cost less than building the filter), use bytes.Contains. The filter is
+// built on first use and lives only as long as one CheckJSON call: nothing
+// derived from the credential outlives it.
 type matcher struct {
 	forms  [][]byte
 	minLen int
 	step   int
+	built  bool
 	filter [4096 / 64]uint64
-	grams  map[uint64]struct{}
 }
 
 const (
 	gram       = 8
 	minGramLen = 2 * gram // below this the sampling step would be too short to pay
+	sampleMin  = 1024     // shorter strings are searched directly
 )
 
 func newMatcher(forms [][]byte) *matcher {
@@ -39,20 +43,21 @@ func newMatcher(forms [][]byte) *matcher {
 	for _, f := range forms {
 		m.minLen = min(m.minLen, len(f))
 	}
-	if m.minLen < minGramLen {
-		return m
+	if m.minLen >= minGramLen {
+		m.step = m.minLen - gram + 1
 	}
-	m.step = m.minLen - gram + 1
-	m.grams = make(map[uint64]struct{})
-	for _, f := range forms {
+	return m
+}
+
+// build fills the filter with every 8-byte window of every form.
+func (m *matcher) build() {
+	for _, f := range m.forms {
 		for i := 0; i+gram <= len(f); i++ {
-			w := binary.LittleEndian.Uint64(f[i:])
-			m.grams[w] = struct{}{}
-			h := filterSlot(w)
+			h := filterSlot(binary.LittleEndian.Uint64(f[i:]))
 			m.filter[h/64] |= 1 << (h % 64)
 		}
 	}
-	return m
+	m.built = true
 }
 
 func filterSlot(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> 52 } // 12 bits
@@ -62,7 +67,7 @@ func (m *matcher) contains(s []byte) bool {
 	if len(m.forms) == 0 || len(s) < m.minLen {
 		return false
 	}
-	if m.step == 0 {
+	if m.step == 0 || len(s) < sampleMin {
 		for _, f := range m.forms {
 			if bytes.Contains(s, f) {
 				return true
@@ -70,13 +75,12 @@ func (m *matcher) contains(s []byte) bool {
 		}
 		return false
 	}
+	if !m.built {
+		m.build()
+	}
 	for j := 0; j+gram <= len(s); j += m.step {
-		w := binary.LittleEndian.Uint64(s[j:])
-		h := filterSlot(w)
-		if m.filter[h/64]&(1<<(h%64)) == 0 {
-			continue
-		}
-		if _, ok := m.grams[w]; ok && m.verify(s, j) {
+		h := filterSlot(binary.LittleEndian.Uint64(s[j:]))
+		if m.filter[h/64]&(1<<(h%64)) != 0 && m.verify(s, j) {
 			return true
 		}
 	}

@@ -56,7 +56,8 @@ func TestMatcherFindsEveryOffset(t *testing.T) {
 	m := newMatcher(formBytes(key))
 	for _, form := range Forms(key) {
 		for off := range 80 {
-			text := []byte(strings.Repeat("y", off) + form + strings.Repeat("z", 7))
+			// Long enough for the sampled path (sampleMin).
+			text := []byte(strings.Repeat("y", sampleMin+off) + form + strings.Repeat("z", 7))
 			if !m.contains(text) {
 				t.Fatalf("form %q at offset %d not found", form, off)
 			}
@@ -78,7 +79,8 @@ func FuzzMatcher(f *testing.F) {
 		if got, want := m.contains([]byte(text)), naiveContains([]byte(text), forms); got != want {
 			t.Fatalf("contains(%q) with key %q = %v; want %v", text, key, got, want)
 		}
-		// Insert a form and it must be found.
+		// Insert a form and it must be found, on the sampled path too.
+		text += strings.Repeat(" ", int(at)%2*sampleMin)
 		pos := int(at) % (len(text) + 1)
 		form := Forms(key)[int(at)%6]
 		with := text[:pos] + form + text[pos:]
