@@ -31,9 +31,11 @@ unit:
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz-smoke.sh
 
-## bench: the benchmarks recorded in docs/benchmarks.md.
+## bench: the benchmarks recorded in docs/benchmarks.md (needs Docker).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./broker/
+	$(GO) test -run '^$$' -bench 'ModelCall|Pipeline' -benchtime 3s -count 3 ./broker/
+	$(GO) test -run '^$$' -bench 'CheckJSON|ScanOnly' ./upstream/
+	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm' -benchtime 30x ./sandbox/
 
 demo: build
 	$(BIN)/rtsandbox demo
