@@ -1,8 +1,8 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -100,27 +100,10 @@ type fixture struct {
 	broker *broker.Broker
 	turn   *broker.Turn
 	cancel context.CancelFunc
-	logs   *syncBuffer
-	bodies *syncBuffer
+	logs   *syncbuf.Buffer
+	bodies *syncbuf.Buffer
 	scopes []broker.Scope
 	mu     sync.Mutex
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newFixture builds a broker for the common fixture; edit adjusts the
@@ -128,7 +111,7 @@ func (s *syncBuffer) String() string {
 // a log line or a response body.
 func newFixture(t *testing.T, model http.HandlerFunc, edit func(*broker.Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, logs: &syncBuffer{}, bodies: &syncBuffer{}}
+	f := &fixture{t: t, logs: &syncbuf.Buffer{}, bodies: &syncbuf.Buffer{}}
 	f.model = newUpstream(t, model)
 	cfg := broker.Config{
 		ModelURL: f.model.url("/v1/chat/completions"),

@@ -336,8 +336,8 @@ func TestScrubDiagnostic(t *testing.T) {
 			}
 		})
 	}
-	if got := ScrubDiagnostic(strings.Repeat("e", 10000), 600); lenUTF16(got) != 600 {
-		t.Errorf("cut length = %d; want 600", lenUTF16(got))
+	if got := ScrubDiagnostic(strings.Repeat("e", 10000), 600); rtsandbox.UTF16Len(got) != 600 {
+		t.Errorf("cut length = %d; want 600", rtsandbox.UTF16Len(got))
 	}
 }
 
@@ -349,8 +349,8 @@ func FuzzScrubDiagnostic(f *testing.F) {
 			max = 600
 		}
 		got := ScrubDiagnostic(s, max)
-		if lenUTF16(got) > max {
-			t.Fatalf("length %d > %d", lenUTF16(got), max)
+		if rtsandbox.UTF16Len(got) > max {
+			t.Fatalf("length %d > %d", rtsandbox.UTF16Len(got), max)
 		}
 		if strings.ContainsFunc(got, func(r rune) bool { return (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f }) {
 			t.Fatalf("control character in %q", got)

@@ -1,6 +1,7 @@
 package delegate
 
 import (
+	"github.com/rtsandbox/rtsandbox"
 	"regexp"
 	"strings"
 	"unicode/utf16"
@@ -29,9 +30,9 @@ const redacted = "[redacted]"
 // secret-named assignments, turns control characters other than tab and
 // newline into spaces, trims, and cuts to max−1 characters plus "…".
 // Characters are UTF-16 units; max = NoLimit keeps everything.
-func ScrubDiagnostic(text string, max int) string {
-	if max != NoLimit {
-		text = prefixUTF16(text, maxInt(4*max, 4096))
+func ScrubDiagnostic(text string, limit int) string {
+	if limit != NoLimit {
+		text = prefixUTF16(text, max(4*limit, 4096))
 	}
 	text = pemRE.ReplaceAllString(text, redacted)
 	text = userinfoRE.ReplaceAllString(text, "${1}"+redacted+"@")
@@ -69,8 +70,8 @@ func ScrubDiagnostic(text string, max int) string {
 		return r
 	}, text)
 	text = strings.TrimSpace(text)
-	if max != NoLimit && lenUTF16(text) > max {
-		text = prefixUTF16(text, max-1) + "…"
+	if limit != NoLimit && rtsandbox.UTF16Len(text) > limit {
+		text = prefixUTF16(text, limit-1) + "…"
 	}
 	return text
 }
@@ -87,25 +88,6 @@ func credentialLike(v string) bool {
 		}
 	}
 	return false
-}
-
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
-
-func lenUTF16(s string) int {
-	n := 0
-	for _, r := range s {
-		if l := utf16.RuneLen(r); l > 0 {
-			n += l
-		} else {
-			n++
-		}
-	}
-	return n
 }
 
 // prefixUTF16 returns the longest prefix of s of at most n UTF-16 units

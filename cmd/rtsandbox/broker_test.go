@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,23 +92,6 @@ func brokerPost(t *testing.T, c *http.Client, route, body string) (int, string) 
 	return resp.StatusCode, string(b)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestBrokerCommandServesUntilCanceled(t *testing.T) {
 	dir := shortTempDir(t)
 	cfg := writeConfig(t, dir, modelStandIn(t).URL)
@@ -120,7 +103,7 @@ func TestBrokerCommandServesUntilCanceled(t *testing.T) {
 		return ""
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"broker", "--config", cfg, "--socket", sock, "--channel", "http:lobby",

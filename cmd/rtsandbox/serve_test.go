@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -74,25 +74,8 @@ type server struct {
 	base   string
 	cancel context.CancelFunc
 	done   chan int
-	out    *syncBuffer
+	out    *syncbuf.Buffer
 	client *http.Client
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startServe runs serve with args until the test stops it, and waits
@@ -100,7 +83,7 @@ func (s *syncBuffer) String() string {
 func startServe(t *testing.T, addr string, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{base: "http://" + addr, cancel: cancel, done: make(chan int, 1), out: &syncBuffer{},
+	s := &server{base: "http://" + addr, cancel: cancel, done: make(chan int, 1), out: &syncbuf.Buffer{},
 		client: &http.Client{Transport: &http.Transport{}}}
 	go func() {
 		s.done <- run(ctx, append([]string{"serve"}, args...), serveEnv, strings.NewReader(""), s.out, s.out)

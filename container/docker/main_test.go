@@ -15,7 +15,6 @@ import (
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
-	"go.uber.org/goleak"
 )
 
 // integ is the shared state of the integration tests: a client on the local
@@ -36,33 +35,7 @@ USER 1000:1000
 ENTRYPOINT ["/rtsandbox-worker"]
 `
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	teardown, err := setupIntegration()
-	if err != nil {
-		if dockertest.InCI() {
-			// Under CI a missing daemon is a failure, not a reason to skip.
-			fmt.Fprintln(os.Stderr, "docker integration setup failed (CI=true):", err)
-			return 1
-		}
-		integ.skip = "Docker integration tests skipped: " + err.Error()
-	}
-	code := m.Run()
-	if teardown != nil {
-		if err := teardown(); err != nil {
-			fmt.Fprintln(os.Stderr, "docker integration teardown:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
-			code = 1
-		}
-	}
-	return code
-}
+func TestMain(m *testing.M) { os.Exit(dockertest.Main(m, setupIntegration, &integ.skip)) }
 
 func setupIntegration() (teardown func() error, err error) {
 	cli, err := client.New(client.FromEnv)

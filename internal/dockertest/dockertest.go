@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"go.uber.org/goleak"
 )
 
 // InCI reports whether tests run under CI (CI=true).
@@ -46,4 +47,33 @@ func Require(tb testing.TB) *client.Client {
 	}
 	tb.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// Main runs a package's tests around a shared Docker setup. A setup error
+// sets *skip (the integration tests then skip with it), except under CI,
+// where the run fails without testing. teardown runs after the tests and
+// its error fails the run, and so does a leaked goroutine.
+func Main(m *testing.M, setup func() (teardown func() error, err error), skip *string) int {
+	teardown, err := setup()
+	if err != nil {
+		if InCI() {
+			fmt.Fprintln(os.Stderr, "docker integration setup failed (CI=true):", err)
+			return 1
+		}
+		*skip = "Docker integration tests skipped: " + err.Error()
+	}
+	code := m.Run()
+	if teardown != nil {
+		if err := teardown(); err != nil {
+			fmt.Fprintln(os.Stderr, "docker integration teardown:", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
+			code = 1
+		}
+	}
+	return code
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -376,7 +377,7 @@ func TestStartFailuresNeverShowTheToken(t *testing.T) {
 	t.Parallel()
 	fake := fakediscord.New(fakediscord.Options{Token: "the-right-one"})
 	defer fake.Close()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	policy, err := access.New(access.Rules{})
 	if err != nil {

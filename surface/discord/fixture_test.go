@@ -1,8 +1,8 @@
 package discord_test
 
 import (
-	"bytes"
 	"context"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -117,24 +117,6 @@ func (f *fakeRuntime) Fresh() []rtsandbox.ChannelKey {
 	return slices.Clone(f.fresh)
 }
 
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	fake   *fakediscord.Server
 	store  *channels.Store
@@ -142,7 +124,7 @@ type harness struct {
 	rt     *fakeRuntime
 	router *router.Router
 	s      *discord.Surface
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	setup  int // REST calls made by Start
 }
 
@@ -150,7 +132,7 @@ type harness struct {
 // fake runtime) behind a started Discord surface talking to a fake Discord.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{rt: &fakeRuntime{active: map[rtsandbox.ChannelKey]context.CancelFunc{}}, logs: &syncBuffer{}}
+	h := &harness{rt: &fakeRuntime{active: map[rtsandbox.ChannelKey]context.CancelFunc{}}, logs: &syncbuf.Buffer{}}
 	// Cleanups run last-registered first: the surface closes, then the
 	// router, the store and the fake; the token check runs at the very end.
 	t.Cleanup(func() {
