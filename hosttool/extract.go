@@ -182,6 +182,8 @@ var paragraphs = map[atom.Atom]bool{
 // MaxExtractBytes (plus a little), so a huge page costs no more than that
 // much output.
 func ExtractHTML(body []byte, base string) (title, text string, links []string) {
+	// The parser passes invalid UTF-8 through; the model gets valid text.
+	body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
 	doc, err := html.Parse(bytes.NewReader(body))
 	if err != nil {
 		return "", "", nil // html.Parse fails only on reader errors
