@@ -310,6 +310,14 @@ func (r *Router) Submit(m Message) <-chan error {
 	return done
 }
 
+// Admits reports whether m would be admitted now, without queueing it: a
+// surface can answer at once that a message is dropped. The answer can
+// change before a queued message runs (the mode is checked again then).
+func (r *Router) Admits(m Message) bool {
+	_, ok := r.admit(&m)
+	return ok
+}
+
 // runAdmission runs adm, turning a panic into an error so that it is logged
 // like any failure and the channel's next task still runs.
 func runAdmission(ctx context.Context, adm Admission, port Port) (err error) {

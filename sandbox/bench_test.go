@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	dcontainer "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 )
@@ -119,4 +121,58 @@ func BenchmarkDockerRunRm(b *testing.B) {
 		ds = append(ds, time.Since(start))
 	}
 	b.ReportMetric(p50ms(ds), "total-p50-ms")
+}
+
+// BenchmarkEngineFloor is the engine's own cost of one cold container on
+// this machine, with nothing of ours in it: the same image created, attached,
+// started, left to exit at once (empty stdin) and removed through the
+// Engine API, with no mounts and no hardening. No cold sealed turn can be
+// faster than this.
+func BenchmarkEngineFloor(b *testing.B) {
+	if integ.skip != "" {
+		b.Skip(integ.skip)
+	}
+	ctx := context.Background()
+	var create, start, exit, remove, total []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		c, err := integ.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config: &dcontainer.Config{Image: integ.workerImage, OpenStdin: true, StdinOnce: true,
+				AttachStdin: true, AttachStdout: true, AttachStderr: true},
+			HostConfig: &dcontainer.HostConfig{NetworkMode: "none", LogConfig: dcontainer.LogConfig{Type: "none"}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		att, err := integ.cli.ContainerAttach(ctx, c.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := integ.cli.ContainerWait(ctx, c.ID, client.ContainerWaitOptions{Condition: dcontainer.WaitConditionNextExit})
+		if _, err := integ.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		att.HijackedResponse.CloseWrite()
+		go io.Copy(io.Discard, att.HijackedResponse.Reader)
+		select {
+		case <-w.Result:
+		case err := <-w.Error:
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		att.HijackedResponse.Close()
+		if _, err := integ.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		create, start, exit = append(create, t1.Sub(t0)), append(start, t2.Sub(t1)), append(exit, t3.Sub(t2))
+		remove, total = append(remove, t4.Sub(t3)), append(total, t4.Sub(t0))
+	}
+	b.ReportMetric(p50ms(create), "create-p50-ms")
+	b.ReportMetric(p50ms(start), "start-p50-ms")
+	b.ReportMetric(p50ms(exit), "exit-p50-ms")
+	b.ReportMetric(p50ms(remove), "removal-p50-ms")
+	b.ReportMetric(p50ms(total), "total-p50-ms")
 }

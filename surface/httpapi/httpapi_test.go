@@ -70,7 +70,7 @@ func TestTokenReadOnEveryRequest(t *testing.T) {
 	if code, _ := f.post(t, "hi", ""); code != http.StatusUnauthorized {
 		t.Errorf("old token after rotation = %d; want 401", code)
 	}
-	code, _ := f.do(t, "POST", "/api/v1/messages", "rotated", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi"}`)
+	code, _ := f.do(t, "POST", "/api/v1/messages", "rotated", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mentions_bot":true}`)
 	if code != http.StatusAccepted {
 		t.Errorf("new token = %d; want 202", code)
 	}
@@ -273,17 +273,24 @@ func TestAcceptedMessageStreamsEvents(t *testing.T) {
 	}
 }
 
-func TestDoneEventReportsDrop(t *testing.T) {
+// A message the router drops at once answers {"dropped":true} without
+// waiting, in both modes, and queues nothing.
+func TestDroppedMessageAnswersAtOnce(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	s := f.subscribe(t, "")
-	code, body := f.do(t, "POST", "/api/v1/messages", guestToken, `{"channel":"http:lobby","author":{"id":"alice"},"text":"not for the bot"}`)
-	if code != 202 {
-		t.Fatalf("POST = %d; want 202", code)
+	for _, body := range []string{
+		`{"channel":"http:lobby","author":{"id":"alice"},"text":"not for the bot"}`,
+		`{"channel":"http:lobby","author":{"id":"alice"},"text":"not for the bot","wait":true}`,
+		`{"channel":"http:closed","author":{"id":"alice"},"text":"hi","mentions_bot":true}`,
+		`{"channel":"http:lobby","author":{"id":"mallory"},"text":"hi","mentions_bot":true}`,
+		`{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mentions_bot":true,"is_direct":true}`,
+	} {
+		code, got := f.do(t, "POST", "/api/v1/messages", guestToken, body)
+		if code != 200 || !decode[waitResponse](t, got).Dropped {
+			t.Errorf("POST %s = %d %s; want 200 dropped", body, code, got)
+		}
 	}
-	id := decode[acceptedResponse](t, body).ID
-	e := s.next(t)
-	if e.Type != EventDone || e.Data.MessageID != id || !e.Data.Dropped {
-		t.Errorf("event = %+v; want done, dropped, for %s", e, id)
+	if n := f.api.held("http:lobby"); n != 0 {
+		t.Errorf("held messages = %d; want 0", n)
 	}
 }
 
@@ -364,8 +371,8 @@ func TestQueueLimit(t *testing.T) {
 	}
 	// Another channel is not affected.
 	code, _ := f.do(t, "POST", "/api/v1/messages", guestToken, `{"channel":"http:other","author":{"id":"alice"},"text":"hi"}`)
-	if code != 202 {
-		t.Errorf("POST in another channel = %d; want 202", code)
+	if code == 429 {
+		t.Errorf("POST in another channel = %d; want it unaffected by http:lobby's queue", code)
 	}
 }
 

@@ -158,7 +158,8 @@ func validText(s string) bool {
 }
 
 // handlePostMessage takes a message for the router: 202 with its id, or
-// with "wait": true the replies once it is settled.
+// with "wait": true the replies once it is settled; a message the router
+// drops at once answers 200 {"dropped":true} in both modes.
 func handlePostMessage(a *API) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, status, text := newDecoder(w, r)
@@ -180,6 +181,12 @@ func handlePostMessage(a *API) http.Handler {
 		}
 		if msg != "" {
 			writeError(w, http.StatusBadRequest, msg)
+			return
+		}
+		if !a.opts.Router.Admits(m) {
+			// Dropped at once (not sandboxed, not addressed, a DM, an
+			// unresolved author): nothing is queued, so no id.
+			writeJSON(w, http.StatusOK, waitResponse{Channel: string(m.Channel), Dropped: true, Replies: []reply{}})
 			return
 		}
 		p, err := a.submit(m)
