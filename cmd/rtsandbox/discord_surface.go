@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
@@ -10,14 +13,22 @@ import (
 	"github.com/rtsandbox/rtsandbox/surface/discord"
 )
 
+// discordNet is how the surface reaches Discord; the zero value is the real
+// service. Tests point it at an in-process fake.
+type discordNet struct {
+	client *http.Client
+	dialer *websocket.Dialer
+}
+
 // startDiscord connects the Discord surface to r and returns the function
 // that disconnects it. The bot token is read from its variable when the
 // surface connects.
-func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, getenv env, log *slog.Logger) (stop func(), err error) {
+func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, getenv env, log *slog.Logger, dn discordNet) (stop func(), err error) {
 	d := cfg.Discord
 	s, err := discord.New(discord.Options{
 		Token:       func() rtsandbox.Secret { return rtsandbox.Secret(d.TokenEnv.Lookup(getenv)) },
 		RootCommand: d.RootCommand, Router: r, Logger: log.With("surface", "discord"),
+		HTTPClient: dn.client, Dialer: dn.dialer,
 	})
 	if err != nil {
 		return nil, err

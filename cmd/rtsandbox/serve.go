@@ -130,7 +130,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if cfg.Discord != nil {
 		// The Discord surface (surface/discord) is wired here; see
 		// discord_surface.go.
-		stopDiscord, err := startDiscord(ctx, cfg, r, getenv, log)
+		stopDiscord, err := startDiscord(ctx, cfg, r, getenv, log, discordNet{})
 		if err != nil {
 			return fmt.Errorf("discord: %w", err)
 		}
