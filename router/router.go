@@ -201,9 +201,10 @@ type Router struct {
 	typing   time.Duration
 	q        *queue
 	abort    context.CancelFunc
-	bg       sync.WaitGroup // notice senders
+	bg       sync.WaitGroup // notice senders; Add only under mu while !bgClosed
 
 	mu         sync.Mutex
+	bgClosed   bool // Close is waiting for bg: no new background work
 	surfaces   map[string]Surface
 	fullNotice map[rtsandbox.ChannelKey]bool // queue-full notice posted, no push since
 	stopNotice map[rtsandbox.ChannelKey]bool // restarting notice posted
@@ -291,23 +292,41 @@ func (r *Router) Submit(m Message) <-chan error {
 	}
 	t, err := r.q.push(m.Channel, true, run)
 	if err != nil {
-		r.bg.Go(func() {
+		if !r.background(func() {
 			r.refused(m, err)
 			done <- err
-		})
+		}) {
+			done <- err // closing: no notice, nothing left running
+		}
 		return done
 	}
 	r.mu.Lock()
 	delete(r.fullNotice, m.Channel)
 	r.mu.Unlock()
-	r.bg.Go(func() {
+	wait := func() {
 		err := <-t.done
 		if errors.Is(err, ErrStopping) {
 			r.refused(m, err) // still waiting when the router closed
 		}
 		done <- err
-	})
+	}
+	if !r.background(wait) {
+		go func() { done <- <-t.done }() // the queue settles t before Close returns
+	}
 	return done
+}
+
+// background runs f on the notice group unless Close has begun waiting for
+// it: a WaitGroup must not gain work while Wait may be running (a message
+// submitted during shutdown would otherwise panic the router).
+func (r *Router) background(f func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bgClosed {
+		return false
+	}
+	r.bg.Go(f)
+	return true
 }
 
 // Admits reports whether m would be admitted now, without queueing it: a
@@ -514,6 +533,9 @@ func (r *Router) Close(ctx context.Context) error {
 	err := r.q.wait(ctx)
 	r.abort()
 	_ = r.q.wait(context.Background())
+	r.mu.Lock()
+	r.bgClosed = true
+	r.mu.Unlock()
 	r.bg.Wait()
 	return err
 }

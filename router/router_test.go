@@ -526,3 +526,35 @@ func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
 }
+
+// Messages submitted while Close runs are refused, never a panic: a
+// WaitGroup must not gain work while Close waits on it (review finding:
+// "sync: WaitGroup is reused before previous Wait has returned").
+func TestSubmitDuringCloseDoesNotPanic(t *testing.T) {
+	for range 100 {
+		h := newHarness(t, newMemChannels(guests))
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					<-h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+				}
+			}()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := h.r.Close(ctx); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		cancel()
+		close(stop)
+		wg.Wait()
+	}
+}
