@@ -43,6 +43,17 @@ func (s *settings) prepareRoots() error {
 	return nil
 }
 
+// checkRoots repeats the ownership and mode check of both (canonical)
+// roots: one Lstat each, before every turn.
+func (s *settings) checkRoots() error {
+	for _, root := range []string{s.RunRoot, s.WorkspaceRoot} {
+		if err := checkPrivate(root, s.procUID); err != nil {
+			return fmt.Errorf("sandbox root %s: %w", root, err)
+		}
+	}
+	return nil
+}
+
 // privateRoot returns the canonical form of an operator root after creating
 // it and checking that it is a directory owned by uid with no group or
 // other permission bits.
@@ -107,18 +118,19 @@ type owner struct {
 }
 
 // ensureWorkspace creates the channel's workspace (0700, handed to the
-// worker) on first use. An existing one is only checked to be a real
-// directory: the host never changes it after creation.
+// worker) on first use. An existing one must be a real directory owned by
+// the worker user (a workspace left by another sandbox.user is refused,
+// never silently shared); its mode is set back to 0700, since the guest
+// owns it and may have opened it up. Its contents are never touched.
 func ensureWorkspace(root, channel string, o owner) (string, error) {
 	dir := filepath.Join(root, workspaceName(channel))
 	err := os.Mkdir(dir, 0o700)
 	if errors.Is(err, fs.ErrExist) {
-		fi, err := os.Lstat(dir)
-		if err != nil {
-			return "", fmt.Errorf("sandbox workspace: %w", err)
+		if err := checkWorkspace(dir, o); err != nil {
+			return "", fmt.Errorf("sandbox workspace %s: %w", dir, err)
 		}
-		if !fi.IsDir() {
-			return "", fmt.Errorf("sandbox workspace %s is not a directory", dir)
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return "", fmt.Errorf("sandbox workspace: %w", err)
 		}
 		return dir, nil
 	}
@@ -129,6 +141,25 @@ func ensureWorkspace(root, channel string, o owner) (string, error) {
 		return "", fmt.Errorf("sandbox workspace: %w", err)
 	}
 	return dir, nil
+}
+
+// checkWorkspace requires an existing workspace to be a directory (not a
+// link) owned by the worker user.
+func checkWorkspace(dir string, o owner) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return errors.New("not a directory")
+	case !ok:
+		return errors.New("cannot read owner")
+	case int(st.Uid) != o.uid:
+		return fmt.Errorf("owned by uid %d, not the worker's %d (was sandbox.user changed?)", st.Uid, o.uid)
+	}
+	return nil
 }
 
 // makeRunDir creates <root>/turn-XXXXXX with a fresh crypto/rand suffix,
@@ -188,6 +219,50 @@ func (o owner) apply(path string, mode os.FileMode) error {
 	}
 	if o.chown {
 		return os.Lchown(path, o.uid, o.gid)
+	}
+	return nil
+}
+
+// One runtime owns a run root at a time: two processes on one state
+// directory (serve and turn, say) would otherwise run two containers on
+// one channel's workspace at once, and the startup sweep below could
+// remove a live turn's run dir. The lock is a flock on the run root
+// directory itself, so the root holds nothing but run dirs.
+
+// ErrRunRootBusy marks a run root another runtime holds.
+var ErrRunRootBusy = errors.New("sandbox: the run root is in use by another rtsandbox process")
+
+// lockRunRoot takes the run root's exclusive lock without waiting.
+func lockRunRoot(root string) (*os.File, error) {
+	f, err := os.OpenFile(root, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, setupError("run root lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrRunRootBusy, root)
+		}
+		return nil, setupError("run root lock: %w", err)
+	}
+	return f, nil
+}
+
+// sweepRunRoot removes run dirs a crashed process left behind. It runs
+// under the run root's lock, so no live turn owns them.
+func sweepRunRoot(root string) error {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return setupError("read run root: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, runDirPrefix) || len(name) != len(runDirPrefix)+runDirSuffix {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(root, name)); err != nil {
+			return setupError("remove stale run dir %s: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -104,7 +104,7 @@ func check(o Options) (settings, error) {
 	if o.Limits == (container.Limits{}) {
 		o.Limits = container.DefaultLimits()
 	}
-	s := settings{Options: o, procUID: os.Getuid()}
+	s := settings{Options: o, procUID: os.Geteuid()}
 	if err := s.checkUser(); err != nil {
 		return settings{}, err
 	}
@@ -132,7 +132,7 @@ func (s *settings) checkUser() error {
 		s.hostRoot = true
 		return nil
 	}
-	if s.UID != s.procUID || s.GID != os.Getgid() {
+	if s.UID != s.procUID || s.GID != os.Getegid() {
 		return setupError("worker user %d:%d must be this service's own uid:gid", s.UID, s.GID)
 	}
 	return nil

@@ -349,22 +349,73 @@ func TestTurnDirsOwnership(t *testing.T) {
 	}
 }
 
-// TestWorkspaceNotTouched: an existing workspace keeps its mode and files.
-func TestWorkspaceNotTouched(t *testing.T) {
+// TestWorkspaceModeRestoredFilesKept: the guest owns its workspace and may
+// open it up; the next turn sets it back to 0700 and leaves its files.
+func TestWorkspaceModeRestoredFilesKept(t *testing.T) {
 	f := newFixture(t, nil)
 	ws := filepath.Join(f.wsRoot, workspaceName("fake:a"))
-	if err := os.Mkdir(ws, 0o750); err != nil {
+	if err := os.Mkdir(ws, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	mustChmod(t, ws, 0o750)
+	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(ws, f.uid, f.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustChmod(t, ws, 0o777)
 	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
 	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(ws); err != nil || fi.Mode().Perm() != 0o750 {
-		t.Errorf("workspace mode after the turn = %v, %v; want it untouched (0750)", fi.Mode(), err)
+	if fi, err := os.Stat(ws); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("workspace mode after the turn = %v, %v; want 0700", fi.Mode(), err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "note.txt")); err != nil || string(b) != "keep me" {
+		t.Errorf("note.txt = %q, %v; want it kept", b, err)
+	}
+}
+
+// TestWorkspaceOfAnotherUserRefused: a workspace owned by someone else
+// (say, left by an earlier sandbox.user) fails the turn; it is never
+// shared with, or handed to, the current worker user.
+func TestWorkspaceOfAnotherUserRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the workspace to another uid")
+	}
+	f := newFixture(t, nil)
+	ws := filepath.Join(f.wsRoot, workspaceName("fake:a"))
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+		t.Error("driver ran on another user's workspace")
+		return rtsandbox.Reply{}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err == nil {
+		t.Error("RunTurn = nil; want a refusal")
+	}
+}
+
+// TestSwappedRootRefused: a root replaced after setup (its owner or mode
+// changed) fails the next turn before any directory is made in it.
+func TestSwappedRootRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	mustChmod(t, f.runRoot, 0o755)
+	defer mustChmod(t, f.runRoot, 0o700)
+	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+		t.Error("driver ran")
+		return rtsandbox.Reply{}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err == nil {
+		t.Error("RunTurn with a run root opened to others = nil; want a refusal")
 	}
 }
 
@@ -461,5 +512,48 @@ func TestNested(t *testing.T) {
 		if got := nested(tc.a, tc.b); got != tc.want {
 			t.Errorf("nested(%q, %q) = %v; want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestRunRootHasOneRuntime: a second runtime on the same run root is
+// refused until the first is disposed (two processes on one state
+// directory must not run one channel twice).
+func TestRunRootHasOneRuntime(t *testing.T) {
+	f := newFixture(t, nil)
+	if _, err := New(f.opts); !errors.Is(err, ErrRunRootBusy) {
+		t.Fatalf("second New = %v; want ErrRunRootBusy", err)
+	}
+	f.rt.Dispose()
+	rt, err := New(f.opts)
+	if err != nil {
+		t.Fatalf("New after Dispose = %v; want nil", err)
+	}
+	rt.Dispose()
+}
+
+// TestStaleRunDirsSwept: run dirs a crashed process left are removed when
+// a runtime takes the run root; anything else is left alone.
+func TestStaleRunDirsSwept(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rt.Dispose()
+	stale := filepath.Join(f.runRoot, "turn-AbC123")
+	if err := os.MkdirAll(filepath.Join(stale, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(f.runRoot, "keep-me")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(other)
+	rt, err := New(f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Dispose()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale run dir still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("unrelated entry removed: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -12,7 +13,8 @@ import (
 // Runtime runs sealed turns: at most one per channel, any number of
 // channels at once. It is safe for concurrent use.
 type Runtime struct {
-	s settings
+	s    settings
+	lock *os.File // the run root's exclusive lock, held until Dispose
 
 	mu     sync.Mutex
 	closed bool
@@ -34,8 +36,17 @@ func New(opts Options) (*Runtime, error) {
 	if err := s.preflight(); err != nil {
 		return nil, err
 	}
+	lock, err := lockRunRoot(s.RunRoot)
+	if err != nil {
+		return nil, err
+	}
+	if err := sweepRunRoot(s.RunRoot); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	return &Runtime{
 		s:      s,
+		lock:   lock,
 		active: map[rtsandbox.ChannelKey]context.CancelCauseFunc{},
 		fresh:  generations{},
 	}, nil
@@ -151,10 +162,14 @@ func (r *Runtime) Busy() []rtsandbox.ChannelKey {
 // called more than once.
 func (r *Runtime) Dispose() {
 	r.mu.Lock()
+	first := !r.closed
 	r.closed = true
 	for _, end := range r.active {
 		end(ErrDisposed)
 	}
 	r.mu.Unlock()
 	r.turns.Wait()
+	if first {
+		r.lock.Close() // the run root may now serve another runtime
+	}
 }

@@ -39,8 +39,20 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 		// flight end before their listener goes away (spec §6.5).
 		t.end(errTurnEnded)
 		err = errors.Join(err, undo.run())
+		if err != nil {
+			reply = rtsandbox.Reply{} // a failed turn has no reply
+		} else {
+			// Only a turn that ended cleanly consumes a pending fresh
+			// start (§5.3); a failed one leaves it for the next turn.
+			t.onReply(reply)
+		}
 		t.finish(err)
 	}()
+	// The roots were checked at setup; a root swapped since then (by
+	// whoever can write its parent) must not receive this turn's dirs.
+	if err := t.s.checkRoots(); err != nil {
+		return rtsandbox.Reply{}, err
+	}
 	workspace, err := ensureWorkspace(t.s.WorkspaceRoot, string(t.channel), t.s.owner())
 	if err != nil {
 		return rtsandbox.Reply{}, err
@@ -69,7 +81,6 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	if err != nil {
 		return rtsandbox.Reply{}, fmt.Errorf("sandbox turn: %w", err)
 	}
-	t.onReply(res.Reply)
 	return res.Reply, nil
 }
 
