@@ -263,3 +263,30 @@ func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 		t.Errorf("cancelled call = %d; want 502", code)
 	}
 }
+
+// Arguments are validated on their decoded value but forwarded as sent;
+// a repeated key could show the schema one value and the tool another.
+// Refused (review finding).
+func TestDuplicateArgumentKeysRefused(t *testing.T) {
+	mcp := newUpstream(t, nil)
+	echo := &echoTool{}
+	f := newFixture(t, nil, func(c *broker.Config) {
+		withTool("echo", `{"type":"object"}`, echo)(c)
+		withMCP(mcp, rtsandbox.Secret(realMCPKey))(c)
+	})
+	for _, body := range []string{
+		`{"q":5,"q":"ok"}`,
+		`{"a":{"b":1,"b":2}}`,
+		`{"q":1,"\u0071":2}`,
+		`{"list":[{"x":1,"x":2}]}`,
+	} {
+		wantStatus(t, f.post("/tools/echo", body), 400, "invalid tool arguments")
+		wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":`+body+`}}`), 400, "invalid tool arguments")
+	}
+	for _, body := range []string{`{"a":{"x":1},"b":{"x":1}}`, `{"list":[{"x":1},{"x":2}]}`, `{"s":"q","q":"s"}`} {
+		wantStatus(t, f.post("/tools/echo", body), 200, `{"text":"ok"}`)
+	}
+	if echo.calls.Load() != 3 || len(mcp.requests()) != 0 {
+		t.Errorf("callback %d / upstream %d calls; want 3 and 0", echo.calls.Load(), len(mcp.requests()))
+	}
+}

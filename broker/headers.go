@@ -38,7 +38,10 @@ const dummyBearer = "Bearer " + rtsandbox.DummyKey
 // r.TransferEncoding and declared trailers into r.Trailer, so those are
 // checked there too.
 func checkHeaders(r *http.Request) (refusal, bool) {
-	if len(r.TransferEncoding) > 0 || r.Trailer != nil {
+	// HTTP/1.0 is refused outright: for it net/http silently deletes a
+	// Transfer-Encoding header instead of exposing it, so the deny-list
+	// could not see one. The worker speaks HTTP/1.1.
+	if !r.ProtoAtLeast(1, 1) || len(r.TransferEncoding) > 0 || r.Trailer != nil {
 		return refHeader, false
 	}
 	for name := range r.Header {
@@ -53,7 +56,9 @@ func checkHeaders(r *http.Request) (refusal, bool) {
 			return refCredential, false
 		}
 	}
-	if r.Host != "" && r.Host != rtsandbox.BrokerHost {
+	// HTTP/1.1 requires a Host header (net/http answers 400 without one),
+	// so an empty r.Host here is a Host header sent empty: not "broker".
+	if r.Host != rtsandbox.BrokerHost {
 		return refHost, false
 	}
 	return refusal{}, true

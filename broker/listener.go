@@ -27,6 +27,9 @@ type Server struct {
 	ln   *capListener
 	srv  *http.Server
 	done chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // ListenOptions tunes a Server. Zero values take the defaults above; tests
@@ -67,9 +70,15 @@ func Listen(path string, h http.Handler, opts ListenOptions) (*Server, error) {
 		Handler:           deadline(recoverer(h), opts.RequestDeadline),
 		ReadHeaderTimeout: opts.HeaderTimeout,
 		IdleTimeout:       time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ConnContext:       withConn,
-		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+		// A guest that stops reading an answer cannot hold its connection
+		// past the request deadline.
+		WriteTimeout:   opts.RequestDeadline,
+		MaxHeaderBytes: 64 << 10,
+		// "OPTIONS *" would otherwise be answered by net/http itself,
+		// outside the pipeline and the audit log.
+		DisableGeneralOptionsHandler: true,
+		ConnContext:                  withConn,
+		ErrorLog:                     slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
 	s.srv.SetKeepAlivesEnabled(false)
 	go func() { s.done <- s.srv.Serve(s.ln) }()
@@ -80,8 +89,14 @@ func Listen(path string, h http.Handler, opts ListenOptions) (*Server, error) {
 func (s *Server) Path() string { return s.path }
 
 // Close force-closes every connection, stops serving, waits for the serve
-// loop to end and removes the socket file.
+// loop to end and removes the socket file. Later calls return the first
+// call's result.
 func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
 	err := s.srv.Close()
 	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr

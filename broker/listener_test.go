@@ -252,3 +252,44 @@ func TestListenFailsClosed(t *testing.T) {
 		t.Error("Listen in a missing directory = nil; want an error")
 	}
 }
+
+// Requests net/http would answer or reshape before the handler are still
+// refused by the pipeline (review findings).
+func TestListenerRefusesOptionsStarAndHTTP10(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	srv := f.listen(t, broker.ListenOptions{})
+	for name, tc := range map[string]struct{ req, want string }{
+		"options-star":      {"OPTIONS * HTTP/1.1\r\nHost: broker\r\n\r\n", "HTTP/1.1 400"},
+		"http10-chunked":    {"POST /model HTTP/1.0\r\nHost: broker\r\nTransfer-Encoding: chunked\r\nContent-Length: 15\r\n\r\n{\"messages\":[]}", "HTTP/1.0 403"},
+		"http10-plain":      {"POST /model HTTP/1.0\r\nHost: broker\r\nContent-Length: 15\r\n\r\n{\"messages\":[]}", "HTTP/1.0 403"},
+		"empty-host-header": {"POST /model HTTP/1.1\r\nHost:\r\nContent-Length: 15\r\n\r\n{\"messages\":[]}", "HTTP/1.1 403"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if out := rawRequest(t, srv.Path(), tc.req); !strings.HasPrefix(out, tc.want) {
+				t.Errorf("response = %.80q; want %s", out, tc.want)
+			}
+		})
+	}
+	if n := len(f.model.requests()); n != 0 {
+		t.Errorf("upstream called %d times; want 0", n)
+	}
+}
+
+// Close may be called twice; the second call returns at once.
+func TestServerCloseTwice(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	srv, err := broker.Listen(filepath.Join(shortDir(t), "b.sock"), f.turn, broker.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Close() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("second Close blocked")
+	}
+}

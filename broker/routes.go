@@ -83,6 +83,11 @@ func (b *Broker) forward(ctx context.Context, url string, payload []byte, key rt
 // serve runs a host tool with the host-bound context. The body is passed as
 // the guest sent it; its "channel" or "speaker" fields are just data.
 func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
+	if duplicateKeys(req.raw) {
+		o := refuse(refArguments)
+		o.detail = "arguments repeat an object key"
+		return o
+	}
 	if err := h.args.validate(req.raw); err != nil {
 		o := refuse(refArguments)
 		o.detail = schemaDetail(err)
@@ -121,6 +126,11 @@ func (s *mcpServer) serve(ctx context.Context, t *Turn, req request) outcome {
 	name, args, ok := s.parseCall(req.obj)
 	if !ok {
 		return refuse(refMCP)
+	}
+	if duplicateKeys(args) {
+		o := refuse(refArguments)
+		o.detail = "arguments repeat an object key"
+		return o
 	}
 	if err := s.tools[name].validate(args); err != nil {
 		o := refuse(refArguments)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -71,4 +72,52 @@ func schemaDetail(err error) string {
 		}
 	}
 	return "arguments refused by schema keyword " + path
+}
+
+// duplicateKeys reports whether any object in raw repeats a key (after
+// decoding escapes). Arguments are validated on their decoded value but
+// forwarded as sent, and decoders disagree on which duplicate wins: a
+// schema check of the last value would not cover an upstream that reads
+// the first. raw is already known to be valid JSON.
+func duplicateKeys(raw []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // the next string token is a key
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false // io.EOF; raw was valid
+		}
+		top := len(stack) - 1
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				if top >= 0 && stack[top].object {
+					stack[top].key = true
+				}
+				stack = append(stack, frame{keys: map[string]bool{}, object: v == '{', key: v == '{'})
+			default:
+				stack = stack[:top]
+			}
+			continue
+		case string:
+			if top >= 0 && stack[top].object && stack[top].key {
+				if stack[top].keys[v] {
+					return true
+				}
+				stack[top].keys[v] = true
+				stack[top].key = false
+				continue
+			}
+		}
+		if top >= 0 && stack[top].object {
+			stack[top].key = true
+		}
+	}
 }

@@ -8,7 +8,6 @@ package hosttool
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -62,7 +61,7 @@ func (w *Webhook) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.H
 		Text *string `json:"text"`
 	}
 	if err := json.Unmarshal(resp, &answer); err != nil || answer.Text == nil {
-		return "", errors.Join(ErrBadAnswer)
+		return "", ErrBadAnswer
 	}
 	return *answer.Text, nil
 }
