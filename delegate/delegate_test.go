@@ -308,6 +308,7 @@ func TestScrubDiagnostic(t *testing.T) {
 		lose     []string
 	}{
 		{"pin", "Request to https://user:hunter2@example.invalid failed: 429 rate limited", 600, []string{"429 rate limited", "https://[redacted]@example.invalid"}, []string{"hunter2"}},
+		{"at-in-password", "GET https://user:p@ss@example.invalid/x failed", 600, []string{"https://[redacted]@example.invalid/x failed"}, []string{"ss@", "p@"}},
 		{"authorization", "authorization: Bearer abc.def-123 then", 600, []string{"authorization: [redacted]"}, []string{"abc.def"}},
 		{"bearer", "sent Bearer sk9Xx_abc and failed", 600, []string{"failed"}, []string{"sk9Xx_abc"}},
 		{"token-word", "token expired for user", 600, []string{"token expired"}, nil},

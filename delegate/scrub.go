@@ -10,7 +10,7 @@ import (
 // Masks of ScrubDiagnostic (§3.4), applied in this order.
 var (
 	pemRE      = regexp.MustCompile(`(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
-	userinfoRE = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s@]+@`)
+	userinfoRE = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@`) // greedy: up to the last @ of the authority, so a password holding "@" is masked whole
 	authRE     = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+`)
 	headerRE   = regexp.MustCompile(`(?i)\b((?:set-cookie|cookie|x-api-key|x-auth-token|x-access-token)["']?\s*[:=]\s*["']?)[^"'\r\n]+`)
 	schemeRE   = regexp.MustCompile(`(?i)\b(bearer|basic|token)(\s+)([A-Za-z0-9._~+/=\-]+)`)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -205,5 +206,22 @@ func TestWebFetchRun(t *testing.T) {
 	}
 	if !strings.Contains(string(WebFetchSpec.Parameters), `"maxLength":8000`) {
 		t.Errorf("WebFetchSpec = %s", WebFetchSpec.Parameters)
+	}
+}
+
+// A huge page is parsed only up to MaxParseBytes (review finding: the full
+// parse of 32 MiB took seconds and a gigabyte), and still yields text.
+func TestExtractHTMLBoundsTheParse(t *testing.T) {
+	page := []byte("<title>T</title>" + strings.Repeat("<p>x</p>", 8*MaxParseBytes/8))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	title, text, _ := ExtractHTML(page, "https://base.example/")
+	runtime.ReadMemStats(&ms)
+	if title != "T" || !strings.HasPrefix(text, "x") {
+		t.Errorf("ExtractHTML = %q, %.20q", title, text)
+	}
+	if alloc := ms.TotalAlloc - before; alloc > 200<<20 {
+		t.Errorf("ExtractHTML of %d bytes allocated %d MiB; want the parse bounded", len(page), alloc>>20)
 	}
 }

@@ -83,7 +83,7 @@ func (c *consolePoster) SendReply(_ context.Context, _ rtsandbox.ChannelKey, chu
 	defer c.mu.Unlock()
 	fmt.Fprintln(c.out)
 	for _, chunk := range chunks {
-		if _, err := fmt.Fprintln(c.out, "agent> "+chunk); err != nil {
+		if _, err := fmt.Fprintln(c.out, "agent> "+console.Printable(chunk)); err != nil {
 			return err
 		}
 	}

@@ -96,12 +96,16 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	}
 	defer closeClient()
 	id := installationID(cfg)
-	if err := reap(ctx, d, id, reapTimeout, log, "orphan containers removed at startup"); err != nil {
-		return err
-	}
+	// The runtime first: it takes the run root's lock, so the reap below
+	// cannot remove the containers of a `chat` or `turn` that still runs
+	// on this state directory (serve then refuses to start instead).
 	reports := &latePoster{}
 	s, err := newSealedRuntime(cfg, getenv, sealedOptions{driver: d, log: log.With("plugin", "sandbox"), poster: reports})
 	if err != nil {
+		return err
+	}
+	if err := reap(ctx, d, id, reapTimeout, log, "orphan containers removed at startup"); err != nil {
+		s.close()
 		return err
 	}
 	defer func() {

@@ -96,8 +96,23 @@ func (c *Chat) turn(ctx context.Context, text string) {
 		c.Logger.Warn("sandbox worker replied ok:false", "channel", string(c.Channel))
 		fmt.Fprintln(c.Out, "agent> "+TextFailed)
 	default:
-		fmt.Fprintln(c.Out, "agent> "+reply.Text)
+		fmt.Fprintln(c.Out, "agent> "+Printable(reply.Text))
 	}
+}
+
+// Printable drops control characters other than newline and tab: model
+// text (and the web pages it read) must not drive the terminal with
+// escape sequences (clipboard writes, title changes, cursor tricks).
+func Printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // spin draws a spinner until the returned stop is called; stop waits for

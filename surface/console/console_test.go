@@ -65,3 +65,10 @@ func TestChatRunsEachLineAsATurn(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintableDropsTerminalControls(t *testing.T) {
+	in := "ok\x1b]52;c;ZXZpbA==\x07 \x1b[2Jline\nnext\ttab\u009b31m"
+	if got, want := console.Printable(in), "ok]52;c;ZXZpbA== [2Jline\nnext\ttab31m"; got != want {
+		t.Errorf("Printable(%q) = %q; want %q", in, got, want)
+	}
+}

@@ -565,3 +565,12 @@ func TestEventStreamEndsOnClose(t *testing.T) {
 		t.Errorf("subscribe after Close = %d; want 503", code)
 	}
 }
+
+// An owner token equal to the guest token would make every guest the
+// owner; owner actions are refused instead (review finding).
+func TestOwnerTokenEqualToGuestTokenRefused(t *testing.T) {
+	f := newFixture(t, nil, func(o *Options) { o.OwnerToken = func() string { return guestToken } })
+	if code, _ := f.do(t, "GET", "/api/v1/channels/http:lobby/sandbox", guestToken, ""); code != 401 {
+		t.Errorf("owner action with the shared token = %d; want 401", code)
+	}
+}

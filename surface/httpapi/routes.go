@@ -108,9 +108,18 @@ func (a *API) guest(next http.Handler) http.Handler {
 }
 
 func (a *API) owner(next http.Handler) http.Handler {
-	token := a.opts.OwnerToken
-	if token == nil {
-		token = func() string { return "" }
+	token := func() string {
+		if a.opts.OwnerToken == nil {
+			return ""
+		}
+		owner := a.opts.OwnerToken()
+		// An owner token equal to the guest token would make every guest
+		// token holder the owner: owner actions are then refused.
+		if a.opts.Token != nil && owner != "" && owner == a.opts.Token() {
+			a.log.Error("the owner token equals the guest token: owner actions are refused until they differ")
+			return ""
+		}
+		return owner
 	}
 	return a.bearer(token, next)
 }
