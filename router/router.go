@@ -450,6 +450,43 @@ func (r *Router) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, ch
 	return nil
 }
 
+// ReportSurface is implemented by surfaces that tell a post nobody asked
+// for (a background report) from a reply to the message in the router;
+// the HTTP API must not file a report under a guest's message.
+type ReportSurface interface {
+	SendReport(ctx context.Context, channel rtsandbox.ChannelKey, chunk string) error
+}
+
+// ErrNotSandboxed marks a report for a channel that is no longer
+// sandboxed; it is dropped, not posted.
+var ErrNotSandboxed = errors.New("router: the channel is no longer sandboxed")
+
+// PostReport posts a background report (a research result) to channel on
+// the channel's queue, so it never interleaves with a turn's replies, and
+// only while the channel is still sandboxed. ctx bounds only the wait.
+func (r *Router) PostReport(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
+	return r.inQueue(ctx, channel, func(ctx context.Context) error {
+		if !r.channels.Enabled(channel) {
+			r.log.Warn("report dropped: the channel is no longer sandboxed", "channel", channel)
+			return ErrNotSandboxed
+		}
+		s := r.surface(channel)
+		if s == nil {
+			return fmt.Errorf("report to %s: %w", channel, ErrNoSurface)
+		}
+		send := s.Send
+		if rs, ok := s.(ReportSurface); ok {
+			send = rs.SendReport
+		}
+		for i, c := range chunks {
+			if err := send(ctx, channel, c); err != nil {
+				return fmt.Errorf("report chunk %d of %d to %s: %w", i+1, len(chunks), channel, err)
+			}
+		}
+		return nil
+	})
+}
+
 // StartTyping implements Port.
 func (r *Router) StartTyping(ctx context.Context, channel rtsandbox.ChannelKey) (stop func()) {
 	s := r.surface(channel)

@@ -558,3 +558,39 @@ func TestSubmitDuringCloseDoesNotPanic(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// A background report waits on the channel's queue behind a running turn
+// and is dropped once the channel is no longer sandboxed (review finding).
+func TestPostReportQueuedAndModeChecked(t *testing.T) {
+	chans := newMemChannels(guests)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := newHarness(t, chans)
+	h.rt.run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+		close(started)
+		<-release
+		return rtsandbox.Reply{OK: true, Text: "Turn reply."}, nil
+	}
+	done := h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+	<-started
+	posted := make(chan error, 1)
+	go func() { posted <- h.r.PostReport(context.Background(), guests, []string{"Report."}) }()
+	time.Sleep(50 * time.Millisecond)
+	if got := h.surface.Sent(); len(got) != 0 {
+		t.Fatalf("sent before the turn ended: %q", got)
+	}
+	close(release)
+	<-done
+	if err := <-posted; err != nil {
+		t.Fatal(err)
+	}
+	if got := h.surface.Sent(); len(got) != 2 || got[0] != "Turn reply." || got[1] != "Report." {
+		t.Errorf("sent = %q; want the turn's reply, then the report", got)
+	}
+	if err := chans.Disable(guests); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.r.PostReport(context.Background(), guests, []string{"Late."}); !errors.Is(err, ErrNotSandboxed) {
+		t.Errorf("report to an unsandboxed channel = %v; want ErrNotSandboxed", err)
+	}
+}

@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	reports.bind(r)
+	reports.bind(routerReports{r})
 	h := &host{log: log, router: r, drain: drain, web: s.web}
 	defer h.stop()
 	if cfg.HTTP != nil {

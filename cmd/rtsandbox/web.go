@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/delegate"
 	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/research"
+	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -120,6 +121,14 @@ func speakerTier(policy *access.Policy) func(rtsandbox.Speaker) access.Tier {
 		}
 		return access.Member
 	}
+}
+
+// routerReports posts research reports through the router's queue, only
+// while the channel is sandboxed (router.PostReport).
+type routerReports struct{ r *router.Router }
+
+func (p routerReports) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
+	return p.r.PostReport(ctx, channel, chunks)
 }
 
 // latePoster posts through a poster bound after construction: serve's

@@ -94,11 +94,11 @@ func TestServeResearchEndToEnd(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); ev.read(resp.Body) }()
 
-	// A fast report may land while the turn's reply is still being
-	// collected; the event stream carries it either way.
+	// The report waits on the channel's queue behind the turn, so the
+	// turn's answer holds only the agent's own reply.
 	got := s.say(t, "http:lobby", "Please research the answer.")
-	if c := chunksOf(got); len(c) == 0 || !strings.Contains(c[len(c)-1], "started the research") {
-		t.Fatalf("turn reply = %+v; want the agent's confirmation", got)
+	if c := chunksOf(got); len(c) != 1 || !strings.Contains(c[0], "started the research") {
+		t.Fatalf("turn reply = %+v; want only the agent's confirmation", got)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(ev.String(), "The answer is 42") {

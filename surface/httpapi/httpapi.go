@@ -170,6 +170,14 @@ func (a *API) Send(_ context.Context, channel rtsandbox.ChannelKey, chunk string
 	return nil
 }
 
+// SendReport implements router.ReportSurface: a background report becomes
+// a reply event of no message, and is never filed under the message the
+// router is running.
+func (a *API) SendReport(_ context.Context, channel rtsandbox.ChannelKey, chunk string) error {
+	a.hub.publish(Event{Type: EventReply, Channel: channel, Chunk: chunk})
+	return nil
+}
+
 // Typing implements router.Surface: it becomes a typing event. It never
 // blocks.
 func (a *API) Typing(_ context.Context, channel rtsandbox.ChannelKey) error {
