@@ -102,6 +102,14 @@ func assertHardened(t *testing.T, spec rtcontainer.Spec, c container.InspectResp
 		{"StdinOnce", cfg.StdinOnce, true},
 		{"Labels", cfg.Labels, spec.Labels},
 		{"Image", cfg.Image, spec.Image},
+		// Nothing shared with the host, no devices.
+		{"PidMode host", h.PidMode.IsHost(), false},
+		{"IpcMode host", h.IpcMode.IsHost(), false},
+		{"UsernsMode host", h.UsernsMode.IsHost(), false},
+		{"UTSMode host", h.UTSMode.IsHost(), false},
+		{"CgroupnsMode host", h.CgroupnsMode.IsHost(), false},
+		{"Devices", len(h.Devices), 0},
+		{"VolumesFrom", len(h.VolumesFrom), 0},
 	}
 	for _, c := range checks {
 		if diff := cmp.Diff(c.want, c.got); diff != "" {
@@ -153,6 +161,10 @@ func TestIntegrationSandboxFromInside(t *testing.T) {
 		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
 		`broker-read="socket-dir"/true`, "broker-write=no", "root-write=no",
 		"tmp-write=yes", "workspace-write=yes",
+		// The hardening as the process sees it: no capabilities, no new
+		// privileges, only loopback, /tmp noexec, the PID and file limits.
+		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "tmp-noexec=yes",
+		"pids-max=" + itoa(spec.Limits.PIDs), "nofile=256:256",
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("probe = %q; want a line %q", got, want)

@@ -27,6 +27,7 @@ func sealed(spec rtcontainer.Spec) []option {
 		withStdio(),
 		withNoLogs(),
 		withNoNetwork(),
+		withPrivateCgroupns(),
 		withReadonlyRootfs(),
 		withCapDropAll(),
 		withNoNewPrivileges(),
@@ -75,6 +76,14 @@ func withNoLogs() option {
 // socket is its sole way out.
 func withNoNetwork() option {
 	return func(_ *container.Config, h *container.HostConfig) { h.NetworkMode = "none" }
+}
+
+// withPrivateCgroupns gives the container its own cgroup namespace.
+// Beyond the reference's flag list: on cgroup v1 hosts the engine's
+// default is the host's namespace, which shows the worker the host's
+// cgroup paths.
+func withPrivateCgroupns() option {
+	return func(_ *container.Config, h *container.HostConfig) { h.CgroupnsMode = container.CgroupnsModePrivate }
 }
 
 func withReadonlyRootfs() option {

@@ -46,6 +46,7 @@ func TestCreateOptions(t *testing.T) {
 		HostConfig: &container.HostConfig{
 			LogConfig:      container.LogConfig{Type: "none"},
 			NetworkMode:    "none",
+			CgroupnsMode:   container.CgroupnsModePrivate,
 			ReadonlyRootfs: true,
 			CapDrop:        []string{"ALL"},
 			SecurityOpt:    []string{"no-new-privileges:true"},

@@ -205,3 +205,22 @@ func TestRemoveRetries(t *testing.T) {
 		})
 	}
 }
+
+// Spec §6.5 "Removal-conflict retry", at the level of a whole run: the
+// engine's own removal races ours ("already in progress"), then the
+// container is gone; the turn still succeeds, after exactly two removals.
+func TestRunRemovalConflictRetry(t *testing.T) {
+	f := newFakeEngine()
+	f.worker = replyWorker(`{"ok":true,"text":"Done."}`, 0)
+	f.removeErrs = []error{
+		cerrdefs.ErrConflict.WithMessage("removal of container sandbox-one is already in progress"),
+		cerrdefs.ErrNotFound.WithMessage("No such container: sandbox-one"),
+	}
+	res, err := newDriver(f).Run(context.Background(), fakeSpec(t), []byte(`{"text":"hi"}`))
+	if err != nil || res.Reply != (rtsandbox.Reply{OK: true, Text: "Done."}) {
+		t.Fatalf("Run = %+v, %v; want ok Done.", res.Reply, err)
+	}
+	if n := len(f.callsOf("remove")); n != 2 {
+		t.Errorf("remove calls = %d; want exactly 2", n)
+	}
+}

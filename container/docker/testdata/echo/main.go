@@ -71,8 +71,76 @@ func probe() string {
 		"root-write=" + writable("/x"),
 		"tmp-write=" + writable("/tmp/x"),
 		"workspace-write=" + writable("/workspace/probe"),
+		"capeff=" + statusField("CapEff"),
+		"nonewprivs=" + statusField("NoNewPrivs"),
+		"net=" + netDevices(),
+		"tmp-noexec=" + tmpNoexec(),
+		"pids-max=" + firstLine("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"),
+		"nofile=" + nofile(),
 	}
 	return strings.Join(lines, "\n")
+}
+
+// statusField reads a field of /proc/self/status, such as CapEff.
+func statusField(name string) string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// netDevices lists the network interfaces the container sees.
+func netDevices() string {
+	entries, err := os.ReadDir("/sys/class/net")
+	if err != nil {
+		return "?"
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, ",")
+}
+
+// tmpNoexec reports whether /tmp is mounted noexec.
+func tmpNoexec() string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 5 && f[4] == "/tmp" {
+			if strings.Contains(","+f[5]+",", ",noexec,") {
+				return "yes"
+			}
+			return "no"
+		}
+	}
+	return "?"
+}
+
+func firstLine(paths ...string) string {
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return "?"
+}
+
+func nofile() string {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%d:%d", r.Cur, r.Max)
 }
 
 func writable(p string) string {
