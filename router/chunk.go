@@ -35,12 +35,16 @@ const minChunkLimit = 16
 // it leaves undefined: when the opening fence line alone leaves no room for
 // a body, the pieces open with the bare marker and the opening line becomes
 // the first body line, so nothing is lost and every piece stays a complete
-// code block.
+// code block. A hard-split piece that would begin like a fence gets a
+// closing fence line. Invalid UTF-8 becomes U+FFFD.
 func Chunk(text string, limit int) []string {
 	if limit < 1 {
 		limit = ChunkLimit
 	}
 	limit = max(limit, minChunkLimit)
+	// Chat networks take valid UTF-8 only; a split inside a broken
+	// sequence could also join two halves into a character nobody sent.
+	text = strings.ToValidUTF8(text, "\uFFFD")
 	var pieces []string
 	for _, b := range parseBlocks(strings.ReplaceAll(text, "\r\n", "\n")) {
 		pieces = append(pieces, b.split(limit)...)
@@ -125,7 +129,7 @@ func (b block) split(limit int) []string {
 		return []string{text}
 	}
 	if b.marker == "" {
-		return packLines(b.lines, limit)
+		return packLines(b.lines, limit, true)
 	}
 	open := b.lines[0]
 	body := b.lines[1:]
@@ -140,7 +144,8 @@ func (b block) split(limit int) []string {
 		budget = limit - (len(open) + 2 + len(b.marker))
 	}
 	var out []string
-	for _, p := range packLines(body, budget) {
+	// Inside a code block the wrapper's own fences enclose every piece.
+	for _, p := range packLines(body, budget, false) {
 		out = append(out, open+"\n"+p+"\n"+b.marker)
 	}
 	if len(out) == 0 { // a fence with an empty body that is still too long
@@ -151,7 +156,7 @@ func (b block) split(limit int) []string {
 
 // packLines joins lines with "\n" into pieces of at most limit units; a
 // line longer than limit is hard-split.
-func packLines(lines []string, limit int) []string {
+func packLines(lines []string, limit int, closeFences bool) []string {
 	var (
 		out []string
 		cur strings.Builder
@@ -169,7 +174,7 @@ func packLines(lines []string, limit int) []string {
 		l := rtsandbox.UTF16Len(line)
 		if l > limit {
 			flush()
-			out = append(out, hardSplit(line, limit)...)
+			out = append(out, hardSplit(line, limit, closeFences)...)
 			continue
 		}
 		if n >= 0 && n+1+l > limit {
@@ -190,21 +195,48 @@ func packLines(lines []string, limit int) []string {
 
 // hardSplit cuts s into pieces of at most limit UTF-16 units, walking code
 // points so a surrogate pair is never cut.
-func hardSplit(s string, limit int) []string {
+func hardSplit(s string, limit int, closeFences bool) []string {
 	var out []string
 	start, n := 0, 0
+	room, fix := limit, func(p string) string { return p }
+	if closeFences {
+		room, fix = pieceRoom(s, limit), closeFence
+	}
 	for i, r := range s {
 		w := utf16.RuneLen(r) // 1 for U+FFFD from an invalid byte, as UTF16Len
-		if n+w > limit && n > 0 {
-			out = append(out, s[start:i])
+		if n+w > room && n > 0 {
+			out = append(out, fix(s[start:i]))
 			start, n = i, 0
+			if closeFences {
+				room = pieceRoom(s[start:], limit)
+			}
 		}
 		n += w
 	}
 	if start < len(s) {
-		out = append(out, s[start:])
+		out = append(out, fix(s[start:]))
 	}
 	return out
+}
+
+// pieceRoom is how much of a hard-split line fits in one piece. A piece
+// that would begin with "```" or "~~~" (text from the middle of the line)
+// would open a code block in its own message, so it keeps room for the
+// closing fence closeFence adds.
+func pieceRoom(rest string, limit int) int {
+	if m, ok := fenceMarker(rest); ok {
+		return limit - 1 - len(m)
+	}
+	return limit
+}
+
+// closeFence closes a piece that begins like a fence, so every message's
+// fences are balanced.
+func closeFence(piece string) string {
+	if m, ok := fenceMarker(piece); ok {
+		return piece + "\n" + m
+	}
+	return piece
 }
 
 // merge joins consecutive pieces with a blank line while they fit. A

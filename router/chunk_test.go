@@ -3,6 +3,7 @@ package router
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -119,6 +120,9 @@ func checkChunks(t *testing.T, in string, limit int, chunks []string) {
 	}
 	limit = max(limit, minChunkLimit)
 	for i, c := range chunks {
+		if !utf8.ValidString(c) {
+			t.Fatalf("chunk %d is not valid UTF-8: %q", i, c)
+		}
 		if n := rtsandbox.UTF16Len(c); n > limit {
 			t.Fatalf("chunk %d has %d UTF-16 units; limit %d", i, n, limit)
 		}
@@ -126,7 +130,7 @@ func checkChunks(t *testing.T, in string, limit int, chunks []string) {
 			t.Fatalf("chunk %d is blank: %q", i, c)
 		}
 	}
-	norm := strings.ReplaceAll(in, "\r\n", "\n")
+	norm := strings.ReplaceAll(strings.ToValidUTF8(in, "\uFFFD"), "\r\n", "\n")
 	blocks := parseBlocks(norm)
 	fenceRunes := map[rune]bool{'`': true, '~': true}
 	for _, b := range blocks {
