@@ -141,7 +141,8 @@ func TestConnectionCapViaUnixSocket(t *testing.T) {
 }
 
 // Spec §6.11: a connection idle without a request is closed after the
-// header deadline (shortened here; TestListenDefaults checks the real one).
+// header deadline (shortened here; TestWorkerTransportViaUnixSocket pins the
+// default constants).
 func TestIdleConnectionClosedAfterHeaderDeadline(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	srv := f.listen(t, broker.ListenOptions{HeaderTimeout: 200 * time.Millisecond})
