@@ -80,22 +80,32 @@ func privateRoot(what, path string, uid int) (string, error) {
 // checkPrivate reports whether dir is a directory owned by uid with mode
 // bits only for its owner.
 func checkPrivate(dir string, uid int) error {
-	fi, err := os.Lstat(dir)
+	st, err := ownedDir(dir, uid)
 	if err != nil {
 		return err
+	}
+	if st.Mode&0o077 != 0 {
+		return fmt.Errorf("mode %#o has group or other bits", st.Mode&0o777)
+	}
+	return nil
+}
+
+// ownedDir requires dir to be a directory, not a link to one, owned by uid.
+func ownedDir(dir string, uid int) (*syscall.Stat_t, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
 	case !fi.IsDir():
-		return errors.New("not a directory")
+		return nil, errors.New("not a directory")
 	case !ok:
-		return errors.New("cannot read owner")
+		return nil, errors.New("cannot read owner")
 	case int(st.Uid) != uid:
-		return fmt.Errorf("owned by uid %d, not %d", st.Uid, uid)
-	case st.Mode&0o077 != 0:
-		return fmt.Errorf("mode %#o has group or other bits", st.Mode&0o777)
+		return nil, fmt.Errorf("owned by uid %d, not %d", st.Uid, uid)
 	}
-	return nil
+	return st, nil
 }
 
 // nested reports whether a and b are equal or one lies under the other.
@@ -146,18 +156,8 @@ func ensureWorkspace(root, channel string, o owner) (string, error) {
 // checkWorkspace requires an existing workspace to be a directory (not a
 // link) owned by the worker user.
 func checkWorkspace(dir string, o owner) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return errors.New("not a directory")
-	case !ok:
-		return errors.New("cannot read owner")
-	case int(st.Uid) != o.uid:
-		return fmt.Errorf("owned by uid %d, not the worker's %d (was sandbox.user changed?)", st.Uid, o.uid)
+	if _, err := ownedDir(dir, o.uid); err != nil {
+		return fmt.Errorf("%w (the worker is uid %d; was sandbox.user changed?)", err, o.uid)
 	}
 	return nil
 }
