@@ -67,7 +67,7 @@ func TestCommandsQueue(t *testing.T) {
 	h := newHarness(t, chans)
 	release := make(chan struct{})
 	started := make(chan struct{})
-	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "held"}, nil
@@ -101,7 +101,7 @@ func TestCommandsFreshAndStop(t *testing.T) {
 	if text, err := h.r.Command(ctx, ownerCmd(guests, ActionFresh)); err != nil || text != FreshText {
 		t.Errorf("fresh = %q, %v", text, err)
 	}
-	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, h.rt.fresh); diff != "" {
+	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, h.rt.Fresh()); diff != "" {
 		t.Errorf("runtime StartFresh calls (-want +got):\n%s", diff)
 	}
 	if text, err := h.r.Command(ctx, ownerCmd("fake:plain", ActionFresh)); err != nil || text != NotOwnedText {
@@ -111,7 +111,7 @@ func TestCommandsFreshAndStop(t *testing.T) {
 		t.Errorf("stop with nothing running = %q", text)
 	}
 	started := make(chan struct{})
-	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()

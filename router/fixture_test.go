@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"log/slog"
 	"slices"
 	"sync"
@@ -35,62 +36,10 @@ func (fixtureAccess) Resolve(a access.Actor) (rtsandbox.Speaker, access.Tier) {
 	return rtsandbox.Speaker{}, access.None
 }
 
-type turnCall struct {
-	Channel rtsandbox.ChannelKey
-	Speaker rtsandbox.Speaker
-	Text    string
-}
-
-// fakeRuntime records turns; run decides each outcome (default: "Sealed.").
-type fakeRuntime struct {
-	run func(ctx context.Context, c turnCall) (rtsandbox.Reply, error)
-
-	mu     sync.Mutex
-	calls  []turnCall
-	fresh  []rtsandbox.ChannelKey
-	active map[rtsandbox.ChannelKey]context.CancelFunc
-}
-
-func (f *fakeRuntime) RunTurn(ctx context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
-	c := turnCall{ch, sp, text}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	f.mu.Lock()
-	f.calls = append(f.calls, c)
-	if f.active == nil {
-		f.active = map[rtsandbox.ChannelKey]context.CancelFunc{}
-	}
-	f.active[ch] = cancel
-	f.mu.Unlock()
-	defer func() { f.mu.Lock(); delete(f.active, ch); f.mu.Unlock() }()
-	if f.run == nil {
-		return rtsandbox.Reply{OK: true, Text: "Sealed."}, nil
-	}
-	return f.run(ctx, c)
-}
-
-func (f *fakeRuntime) StartFresh(ch rtsandbox.ChannelKey) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fresh = append(f.fresh, ch)
-	return nil
-}
-
-func (f *fakeRuntime) Stop(ch rtsandbox.ChannelKey) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if cancel := f.active[ch]; cancel != nil {
-		cancel()
-		return true
-	}
-	return false
-}
-
-func (f *fakeRuntime) Calls() []turnCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
+type (
+	turnCall    = fakeruntime.Call
+	fakeRuntime = fakeruntime.Runtime
+)
 
 // fakeSurface records what the router posts.
 type fakeSurface struct {

@@ -67,7 +67,7 @@ func TestClaimRoutingAndPrecedence(t *testing.T) {
 
 	// Stop reaches the runtime through the owning claim.
 	started := make(chan struct{})
-	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
@@ -197,7 +197,7 @@ func TestFailureMatrix(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, newMemChannels(guests))
-			h.rt.run = tt.run
+			h.rt.Run = tt.run
 			h.surface.failSend = tt.failSend
 			if err := h.handle(t, tt.msg); err != nil {
 				t.Fatalf("Handle = %v; want nil", err)
@@ -235,7 +235,7 @@ func TestModeOffWhileQueued(t *testing.T) {
 	h := newHarness(t, chans, func(o *Options) { o.Claims = []Claim{fb} })
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
@@ -315,7 +315,7 @@ func TestFullPluginWithoutDiscord(t *testing.T) {
 // is posted.
 func TestTypingWhileTurnRuns(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.TypingInterval = 5 * time.Millisecond })
-	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		time.Sleep(40 * time.Millisecond)
 		return rtsandbox.Reply{OK: true, Text: "done"}, nil
 	}
@@ -337,7 +337,7 @@ func TestTypingWhileTurnRuns(t *testing.T) {
 func TestLongReplyChunked(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	long := strings.Repeat("x", 4500)
-	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: long}, nil
 	}
 	h.handle(t, mention(guests, "alice", "Alice", "x"))
@@ -366,7 +366,7 @@ func TestQueueOrderAndIsolation(t *testing.T) {
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	var order []string
-	h.rt.run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.Channel == guests && c.Text == "0" {
 			<-gate // hold the guests channel
 		}
@@ -427,7 +427,7 @@ func TestQueueBound(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.QueueLimit = 2 })
 	gate := make(chan struct{})
 	started := make(chan struct{}, 8)
-	h.rt.run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
@@ -466,7 +466,7 @@ func TestShutdown(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	gate := make(chan struct{})
 	started := make(chan struct{}, 1)
-	h.rt.run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "finished"}, nil
@@ -509,7 +509,7 @@ func TestShutdown(t *testing.T) {
 func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	started := make(chan struct{})
-	h.rt.run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
@@ -566,7 +566,7 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
 	h := newHarness(t, chans)
-	h.rt.run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "Turn reply."}, nil

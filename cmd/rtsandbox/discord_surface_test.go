@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +13,10 @@ import (
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
+	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"github.com/rtsandbox/rtsandbox/router"
 )
-
-// echoRuntime answers every turn at once.
-type echoRuntime struct {
-	mu    sync.Mutex
-	turns []string
-}
-
-func (e *echoRuntime) RunTurn(_ context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.turns = append(e.turns, string(ch)+"|"+sp.PrincipalID+"|"+text)
-	return rtsandbox.Reply{OK: true, Text: "Sealed reply."}, nil
-}
-func (e *echoRuntime) StartFresh(rtsandbox.ChannelKey) error { return nil }
-func (e *echoRuntime) Stop(rtsandbox.ChannelKey) bool        { return false }
 
 // startDiscord wires the config's discord: section into a router: the
 // token comes from its variable, the root command from the config, and an
@@ -52,7 +37,9 @@ func TestStartDiscordWiresConfigIntoRouter(t *testing.T) {
 	}
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	rt := &echoRuntime{}
+	rt := &fakeruntime.Runtime{Run: func(context.Context, fakeruntime.Call) (rtsandbox.Reply, error) {
+		return rtsandbox.Reply{OK: true, Text: "Sealed reply."}, nil
+	}}
 	r, err := router.New(router.Options{Channels: store, Runtime: rt, Access: policy, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -96,11 +83,9 @@ func TestStartDiscordWiresConfigIntoRouter(t *testing.T) {
 	if !registered {
 		t.Error("the root command from the config was not registered")
 	}
-	rt.mu.Lock()
-	if len(rt.turns) != 1 || !strings.HasPrefix(rt.turns[0], "discord:"+channelID+"|discord:700000000000000002|") {
-		t.Errorf("turns = %q; want one for alice in the channel", rt.turns)
+	if calls := rt.Calls(); len(calls) != 1 || calls[0].Channel != "discord:"+channelID || calls[0].Speaker.PrincipalID != "discord:700000000000000002" {
+		t.Errorf("turns = %+v; want one for alice in the channel", calls)
 	}
-	rt.mu.Unlock()
 	if strings.Contains(logs.String(), token) {
 		t.Error("the token appears in the log")
 	}

@@ -75,7 +75,7 @@ func TestAddressedMessageGetsTypingAndChunkedReplies(t *testing.T) {
 	h := newHarness(t)
 	para := strings.Repeat("sealed ", 214) // 1498 units
 	reply := strings.Join([]string{para + "@everyone", para + "<@&" + memberRole + ">", para}, "\n\n")
-	h.rt.setRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		// The typing indicator shows while the turn runs.
 		_, err := h.fake.Wait(ctx, func(c []fakediscord.Call) bool { return find(c, "POST", typingPath(enabledID)) >= 0 })
 		return rtsandbox.Reply{OK: true, Text: reply}, err
@@ -215,7 +215,7 @@ func TestIgnoredMessagesCostNothing(t *testing.T) {
 	}
 	// Messages are routed one at a time in order: once the sentinel is
 	// answered, every message above has been routed.
-	h.rt.setRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		_, err := h.fake.Wait(ctx, func(c []fakediscord.Call) bool { return find(c, "POST", typingPath(enabledID)) >= 0 })
 		return rtsandbox.Reply{OK: true, Text: "Sealed."}, err
 	})
@@ -292,7 +292,7 @@ func TestOwnerOffWaitsBehindRunningTurn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	h.rt.setRun(func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetRun(func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "held answer"}, nil
@@ -352,7 +352,7 @@ func TestOwnerCommands(t *testing.T) {
 
 	// stop aborts the running turn, which then posts its fixed notice.
 	started := make(chan struct{})
-	h.rt.setRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()

@@ -2,12 +2,11 @@ package discord_test
 
 import (
 	"context"
+	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,72 +49,10 @@ var (
 
 const wait = 10 * time.Second
 
-type turnCall struct {
-	Channel rtsandbox.ChannelKey
-	Speaker rtsandbox.Speaker
-	Text    string
-}
-
-// fakeRuntime implements router.Runtime; run decides each turn's outcome
-// (default: "Sealed.").
-type fakeRuntime struct {
-	mu     sync.Mutex
-	run    func(ctx context.Context, c turnCall) (rtsandbox.Reply, error)
-	calls  []turnCall
-	fresh  []rtsandbox.ChannelKey
-	active map[rtsandbox.ChannelKey]context.CancelFunc
-}
-
-func (f *fakeRuntime) RunTurn(ctx context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
-	c := turnCall{ch, sp, text}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	f.mu.Lock()
-	f.calls = append(f.calls, c)
-	f.active[ch] = cancel
-	run := f.run
-	f.mu.Unlock()
-	defer func() { f.mu.Lock(); delete(f.active, ch); f.mu.Unlock() }()
-	if run == nil {
-		return rtsandbox.Reply{OK: true, Text: "Sealed."}, nil
-	}
-	return run(ctx, c)
-}
-
-func (f *fakeRuntime) StartFresh(ch rtsandbox.ChannelKey) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fresh = append(f.fresh, ch)
-	return nil
-}
-
-func (f *fakeRuntime) Stop(ch rtsandbox.ChannelKey) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if cancel := f.active[ch]; cancel != nil {
-		cancel()
-		return true
-	}
-	return false
-}
-
-func (f *fakeRuntime) setRun(run func(ctx context.Context, c turnCall) (rtsandbox.Reply, error)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.run = run
-}
-
-func (f *fakeRuntime) Calls() []turnCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
-
-func (f *fakeRuntime) Fresh() []rtsandbox.ChannelKey {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.fresh)
-}
+type (
+	turnCall    = fakeruntime.Call
+	fakeRuntime = fakeruntime.Runtime
+)
 
 type harness struct {
 	fake   *fakediscord.Server
@@ -132,7 +69,7 @@ type harness struct {
 // fake runtime) behind a started Discord surface talking to a fake Discord.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{rt: &fakeRuntime{active: map[rtsandbox.ChannelKey]context.CancelFunc{}}, logs: &syncbuf.Buffer{}}
+	h := &harness{rt: &fakeRuntime{}, logs: &syncbuf.Buffer{}}
 	// Cleanups run last-registered first: the surface closes, then the
 	// router, the store and the fake; the token check runs at the very end.
 	t.Cleanup(func() {

@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,38 +55,14 @@ func (m *memChannels) Disable(k rtsandbox.ChannelKey) error {
 	return nil
 }
 
-type turnCall struct {
-	Channel rtsandbox.ChannelKey
-	Speaker rtsandbox.Speaker
-	Text    string
-}
+type (
+	turnCall    = fakeruntime.Call
+	fakeRuntime = fakeruntime.Runtime
+)
 
-// fakeRuntime answers "echo: <text>" unless run is set.
-type fakeRuntime struct {
-	run func(ctx context.Context, c turnCall) (rtsandbox.Reply, error)
-
-	mu    sync.Mutex
-	calls []turnCall
-}
-
-func (f *fakeRuntime) RunTurn(ctx context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
-	c := turnCall{ch, sp, text}
-	f.mu.Lock()
-	f.calls = append(f.calls, c)
-	f.mu.Unlock()
-	if f.run != nil {
-		return f.run(ctx, c)
-	}
-	return rtsandbox.Reply{OK: true, Text: "echo: " + text}, nil
-}
-
-func (f *fakeRuntime) StartFresh(rtsandbox.ChannelKey) error { return nil }
-func (f *fakeRuntime) Stop(rtsandbox.ChannelKey) bool        { return false }
-
-func (f *fakeRuntime) Calls() []turnCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
+// echo is the fixture runtime's default answer.
+func echo(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	return rtsandbox.Reply{OK: true, Text: "echo: " + c.Text}, nil
 }
 
 type fixture struct {
@@ -104,7 +80,7 @@ type fixture struct {
 func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
 	t.Helper()
 	if rt == nil {
-		rt = &fakeRuntime{}
+		rt = &fakeRuntime{Run: echo}
 	}
 	f := &fixture{rt: rt, channels: &memChannels{set: map[rtsandbox.ChannelKey]bool{lobby: true}}, token: guestToken}
 	pol, err := access.New(access.Rules{Owners: []access.Identity{"http:boss"}, Members: []access.Identity{"http:alice", "http:bob"}})

@@ -180,7 +180,7 @@ func TestMessageNeedsJSONContentType(t *testing.T) {
 
 func TestWaitReturnsReplyChunks(t *testing.T) {
 	para := strings.Repeat("x", 1500)
-	rt := &fakeRuntime{run: func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Run: func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: para + "\n\n" + para}, nil
 	}}
 	f := newFixture(t, rt, nil)
@@ -202,7 +202,7 @@ func TestWaitReturnsReplyChunks(t *testing.T) {
 }
 
 func TestWaitFailedTurnAnswersFixedText(t *testing.T) {
-	rt := &fakeRuntime{run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{}, rtsandbox.ErrBusy
 	}}
 	f := newFixture(t, rt, nil)
@@ -299,7 +299,7 @@ func TestPerChannelOrderAndConcurrency(t *testing.T) {
 	started := make(chan rtsandbox.ChannelKey, 16)
 	var mu sync.Mutex
 	active := map[rtsandbox.ChannelKey]int{}
-	rt := &fakeRuntime{run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		mu.Lock()
 		active[c.Channel]++
 		if active[c.Channel] > 1 {
@@ -354,7 +354,7 @@ func TestPerChannelOrderAndConcurrency(t *testing.T) {
 
 func TestQueueLimit(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}}
@@ -378,7 +378,7 @@ func TestQueueLimit(t *testing.T) {
 
 func TestWaitTimeout(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "late"}, nil
 	}}
@@ -392,7 +392,7 @@ func TestWaitTimeout(t *testing.T) {
 
 func TestStopRefusesMessages(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
 	}}
@@ -481,7 +481,7 @@ func TestOwnerEndpointNeedsOwnerIdentity(t *testing.T) {
 // after the turn already running there.
 func TestOwnerCommandWaitsForQueuedTurns(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "done"}, nil
 	}}

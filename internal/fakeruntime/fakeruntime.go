@@ -1,0 +1,92 @@
+// Package fakeruntime is a stand-in for the sealed runtime in tests of the
+// layers above it (router, surfaces): it records each turn and lets the
+// test decide its outcome, and Stop cancels a running turn's context like
+// the real runtime does.
+package fakeruntime
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Call is one turn the runtime was asked to run.
+type Call struct {
+	Channel rtsandbox.ChannelKey
+	Speaker rtsandbox.Speaker
+	Text    string
+}
+
+// Runtime implements router.Runtime. Run decides each turn's outcome
+// (nil: {OK: true, Text: "Sealed."}); set it before turns start, or use
+// SetRun while they run.
+type Runtime struct {
+	Run func(ctx context.Context, c Call) (rtsandbox.Reply, error)
+
+	mu     sync.Mutex
+	calls  []Call
+	fresh  []rtsandbox.ChannelKey
+	active map[rtsandbox.ChannelKey]context.CancelFunc
+}
+
+// RunTurn records the call and runs Run with a context Stop can cancel.
+func (f *Runtime) RunTurn(ctx context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
+	c := Call{ch, sp, text}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	if f.active == nil {
+		f.active = map[rtsandbox.ChannelKey]context.CancelFunc{}
+	}
+	f.active[ch] = cancel
+	run := f.Run
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); delete(f.active, ch); f.mu.Unlock() }()
+	if run == nil {
+		return rtsandbox.Reply{OK: true, Text: "Sealed."}, nil
+	}
+	return run(ctx, c)
+}
+
+// SetRun replaces Run safely while turns may be running.
+func (f *Runtime) SetRun(run func(ctx context.Context, c Call) (rtsandbox.Reply, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Run = run
+}
+
+// StartFresh records the channel.
+func (f *Runtime) StartFresh(ch rtsandbox.ChannelKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fresh = append(f.fresh, ch)
+	return nil
+}
+
+// Stop cancels the channel's running turn, if any.
+func (f *Runtime) Stop(ch rtsandbox.ChannelKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cancel := f.active[ch]; cancel != nil {
+		cancel()
+		return true
+	}
+	return false
+}
+
+// Calls returns the turns run so far.
+func (f *Runtime) Calls() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// Fresh returns the channels StartFresh was called for.
+func (f *Runtime) Fresh() []rtsandbox.ChannelKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.fresh)
+}
