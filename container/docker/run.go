@@ -26,6 +26,9 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (
 		return res, aborted(ctx)
 	}
 	out, runErr := d.execute(ctx, spec, stdin, &res)
+	if out.notOurs {
+		return res, runErr
+	}
 	// A run that failed before judging the reply (a kill after a stream
 	// overflow, an engine error) is cleaned up like a non-zero exit.
 	if err := d.cleanup(ctx, spec.Name, out.aborted, runErr != nil || res.ExitCode != 0); err != nil {
@@ -74,6 +77,7 @@ func realpath(p string) (string, error) {
 type run struct {
 	stdout  []byte
 	aborted bool // the context ended; the container is killed before removal
+	notOurs bool // create failed because the name is taken: nothing to clean up
 }
 
 // execute drives one container from create to exit. It records the phase
@@ -180,6 +184,10 @@ func failed(ctx context.Context, op string, err error) (run, error) {
 	case op == "create" && cerrdefs.IsNotFound(err):
 		// Create never pulls, so "not found" can only be the image.
 		return run{}, fmt.Errorf("%w: %w", rtcontainer.ErrImageMissing, err)
+	case op == "create" && cerrdefs.IsConflict(err):
+		// The name belongs to a container we did not create (a 1-in-2^32
+		// clash of the random part): removing "ours" would remove it.
+		return run{notOurs: true}, engineErr(op, err)
 	}
 	return run{}, engineErr(op, err)
 }

@@ -224,3 +224,18 @@ func TestRunRemovalConflictRetry(t *testing.T) {
 		t.Errorf("remove calls = %d; want exactly 2", n)
 	}
 }
+
+// A name already taken belongs to a container this run did not create;
+// it is never removed (review finding: force-removing by name would
+// delete the other container).
+func TestRunNameConflictRemovesNothing(t *testing.T) {
+	f := newFakeEngine()
+	f.createErr = cerrdefs.ErrConflict.WithMessage(`Conflict. The container name "/sandbox-one" is already in use`)
+	_, err := newDriver(f).Run(context.Background(), fakeSpec(t), []byte(`{}`))
+	if !errors.Is(err, rtcontainer.ErrEngine) {
+		t.Fatalf("Run = %v; want ErrEngine", err)
+	}
+	if n := len(f.callsOf("remove")); n != 0 {
+		t.Errorf("remove calls = %d; want 0", n)
+	}
+}
