@@ -34,6 +34,7 @@ const (
 	StoppedText   = "Stopped the running sandbox turn."
 	IdleText      = "No sandbox turn is running in this channel."
 	CommandFailed = "That did not finish; try again later. The details are in the log."
+	QueuedText    = "Queued: this applies once the channel's running turns finish."
 )
 
 // Error classes of Command, beside ErrStopping and context errors.
@@ -116,6 +117,11 @@ func (r *Router) Command(ctx context.Context, c Command) (string, error) {
 func (r *Router) commandFailed(c Command, err error) (string, error) {
 	if errors.Is(err, ErrStopping) {
 		return RestartingText, err
+	}
+	// The wait ended (an interaction about to expire, a client gone) but
+	// the command stays queued and will still apply: say so, not "failed".
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return QueuedText, err
 	}
 	r.log.Error("owner command failed", "channel", c.Channel, "action", c.Action, "err", err)
 	return CommandFailed, err

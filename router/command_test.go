@@ -147,3 +147,34 @@ func TestCommandStoreFailure(t *testing.T) {
 }
 
 func runtimeGosched() { time.Sleep(time.Millisecond) }
+
+// An owner command whose wait ends (an interaction about to expire) says
+// it is queued, and still applies when the running turn ends (review
+// finding: it used to say it failed).
+func TestCommandWaitEndsStillApplies(t *testing.T) {
+	chans := newMemChannels(guests)
+	h := newHarness(t, chans)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+		close(started)
+		<-release
+		return rtsandbox.Reply{OK: true, Text: "held"}, nil
+	}
+	turn := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if text, err := h.r.Command(ctx, ownerCmd(guests, ActionOff)); text != QueuedText || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("off past its wait = %q, %v; want %q", text, err, QueuedText)
+	}
+	close(release)
+	<-turn
+	deadline := time.Now().Add(5 * time.Second)
+	for chans.Enabled(guests) {
+		if time.Now().After(deadline) {
+			t.Fatal("the queued off never applied")
+		}
+		runtimeGosched()
+	}
+}
