@@ -82,6 +82,7 @@ var (
 type Router interface {
 	AddSurface(prefix string, s router.Surface) error
 	Submit(m router.Message) <-chan error
+	Admits(m router.Message) bool
 	Command(ctx context.Context, c router.Command) (string, error)
 }
 

@@ -189,26 +189,34 @@ func TestIgnoredMessagesCostNothing(t *testing.T) {
 	// The owner's own id posted through a webhook is still an integration.
 	ownerHook := guildMessage(enabledID, owner, nil, "hi", true)
 	ownerHook.WebhookID, ownerHook.Member = "900000000000000003", nil
+	// Replies that no claim would admit even as replies to the bot: not
+	// worth fetching the replied-to message (the inbound loop is serial).
+	otherReply := guildMessage(otherID, alice, []string{memberRole}, "hi", false)
+	otherReply.MessageReference = &fakediscord.MessageReference{MessageID: earlier.ID, ChannelID: otherID}
+	unresolvedReply := guildMessage(enabledID, mallory, nil, "hi", false)
+	unresolvedReply.MessageReference = ref
 	system := guildMessage(enabledID, alice, []string{memberRole}, "joined", true)
 	system.Type = fakediscord.TypeJoin
 	self := guildMessage(enabledID, botUser(), nil, "my own", true)
 
 	for name, m := range map[string]fakediscord.Message{
-		"dm":              dm,
-		"dm-reply":        dmReply,
-		"unaddressed":     guildMessage(enabledID, alice, []string{memberRole}, "just chatting", false),
-		"bot":             bot,
-		"bot-reply":       botReply,
-		"webhook":         webhook,
-		"webhook-reply":   webhookReply,
-		"owner-webhook":   ownerHook,
-		"other-channel":   guildMessage(otherID, alice, []string{memberRole}, "hi", true),
-		"unresolved":      guildMessage(enabledID, mallory, nil, "hi", true),
-		"system":          system,
-		"self":            self,
-		"empty-mention":   guildMessage(enabledID, alice, []string{memberRole}, "", true),
-		"everyone":        {ChannelID: enabledID, GuildID: guild, Author: alice, Member: &fakediscord.Member{Roles: []string{memberRole}}, Content: "@everyone hi", MentionEveryone: true},
-		"role-not-member": guildMessage(enabledID, mallory, []string{"800000000000000999"}, "hi", true),
+		"dm":               dm,
+		"dm-reply":         dmReply,
+		"unaddressed":      guildMessage(enabledID, alice, []string{memberRole}, "just chatting", false),
+		"bot":              bot,
+		"bot-reply":        botReply,
+		"webhook":          webhook,
+		"webhook-reply":    webhookReply,
+		"owner-webhook":    ownerHook,
+		"other-channel":    guildMessage(otherID, alice, []string{memberRole}, "hi", true),
+		"other-reply":      otherReply,
+		"unresolved-reply": unresolvedReply,
+		"unresolved":       guildMessage(enabledID, mallory, nil, "hi", true),
+		"system":           system,
+		"self":             self,
+		"empty-mention":    guildMessage(enabledID, alice, []string{memberRole}, "", true),
+		"everyone":         {ChannelID: enabledID, GuildID: guild, Author: alice, Member: &fakediscord.Member{Roles: []string{memberRole}}, Content: "@everyone hi", MentionEveryone: true},
+		"role-not-member":  guildMessage(enabledID, mallory, []string{"800000000000000999"}, "hi", true),
 	} {
 		t.Logf("posting %s", name)
 		h.post(t, m)

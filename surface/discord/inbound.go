@@ -105,6 +105,14 @@ func (s *Surface) referenced(ctx context.Context, m *discordgo.Message, facts ro
 	if facts.Author.Bot || facts.Author.Integration || facts.IsDirect {
 		return nil
 	}
+	// The inbound loop is serial: a fetch (up to fetchTimeout) holds up
+	// every channel. Fetch only when a reply to the bot would be admitted
+	// here (a sandboxed channel, a resolved author).
+	probe := facts
+	probe.RepliesToBot = true
+	if !s.router.Admits(probe) {
+		return nil
+	}
 	sess, err := s.rest()
 	if err != nil {
 		return nil
