@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/rtsandbox/rtsandbox"
 )
@@ -129,7 +130,7 @@ func (b block) split(limit int) []string {
 		return []string{text}
 	}
 	if b.marker == "" {
-		return packLines(b.lines, limit, true)
+		return packLines(b.lines, limit, true, "")
 	}
 	open := b.lines[0]
 	body := b.lines[1:]
@@ -144,8 +145,10 @@ func (b block) split(limit int) []string {
 		budget = limit - (len(open) + 2 + len(b.marker))
 	}
 	var out []string
-	// Inside a code block the wrapper's own fences enclose every piece.
-	for _, p := range packLines(body, budget, false) {
+	// Inside a code block the wrapper's own fences enclose every piece; a
+	// hard-split piece must only never be the bare marker, which would
+	// close the block early.
+	for _, p := range packLines(body, budget, false, b.marker) {
 		out = append(out, open+"\n"+p+"\n"+b.marker)
 	}
 	if len(out) == 0 { // a fence with an empty body that is still too long
@@ -156,7 +159,7 @@ func (b block) split(limit int) []string {
 
 // packLines joins lines with "\n" into pieces of at most limit units; a
 // line longer than limit is hard-split.
-func packLines(lines []string, limit int, closeFences bool) []string {
+func packLines(lines []string, limit int, closeFences bool, avoid string) []string {
 	var (
 		out []string
 		cur strings.Builder
@@ -174,7 +177,7 @@ func packLines(lines []string, limit int, closeFences bool) []string {
 		l := rtsandbox.UTF16Len(line)
 		if l > limit {
 			flush()
-			out = append(out, hardSplit(line, limit, closeFences)...)
+			out = append(out, hardSplit(line, limit, closeFences, avoid)...)
 			continue
 		}
 		if n >= 0 && n+1+l > limit {
@@ -195,7 +198,7 @@ func packLines(lines []string, limit int, closeFences bool) []string {
 
 // hardSplit cuts s into pieces of at most limit UTF-16 units, walking code
 // points so a surrogate pair is never cut.
-func hardSplit(s string, limit int, closeFences bool) []string {
+func hardSplit(s string, limit int, closeFences bool, avoid string) []string {
 	var out []string
 	start, n := 0, 0
 	room, fix := limit, func(p string) string { return p }
@@ -205,8 +208,9 @@ func hardSplit(s string, limit int, closeFences bool) []string {
 	for i, r := range s {
 		w := utf16.RuneLen(r) // 1 for U+FFFD from an invalid byte, as UTF16Len
 		if n+w > room && n > 0 {
-			out = append(out, fix(s[start:i]))
-			start, n = i, 0
+			cut := avoidMarker(s, start, i, avoid)
+			out = append(out, fix(s[start:cut]))
+			start, n = cut, rtsandbox.UTF16Len(s[cut:i])
 			if closeFences {
 				room = pieceRoom(s[start:], limit)
 			}
@@ -217,6 +221,21 @@ func hardSplit(s string, limit int, closeFences bool) []string {
 		out = append(out, fix(s[start:]))
 	}
 	return out
+}
+
+// avoidMarker moves a cut at i back by one character when the piece before
+// it, or everything after it, would be the bare fence marker: inside a code
+// block such a line closes the block. One character is enough: the piece
+// then ends one short of the marker, or the rest starts one before it.
+func avoidMarker(s string, start, i int, avoid string) int {
+	if avoid == "" || (jsTrim(s[start:i]) != avoid && jsTrim(s[i:]) != avoid) {
+		return i
+	}
+	_, size := utf8.DecodeLastRuneInString(s[start:i])
+	if i-size <= start {
+		return i
+	}
+	return i - size
 }
 
 // pieceRoom is how much of a hard-split line fits in one piece. A piece
