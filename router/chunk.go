@@ -138,9 +138,10 @@ func (b block) split(limit int) []string {
 		body = body[:len(body)-1]
 	}
 	budget := limit - (rtsandbox.UTF16Len(open) + 2 + len(b.marker))
-	if budget < 1 {
-		// The opening line leaves no room: open with the bare marker and
-		// keep the opening line as body text (see Chunk).
+	if budget < 2 {
+		// The opening line leaves no room for any character (one may take
+		// two UTF-16 units): open with the bare marker and keep the
+		// opening line as body text (see Chunk).
 		open, body = b.marker, append([]string{open}, body...)
 		budget = limit - (len(open) + 2 + len(b.marker))
 	}
@@ -223,19 +224,23 @@ func hardSplit(s string, limit int, closeFences bool, avoid string) []string {
 	return out
 }
 
-// avoidMarker moves a cut at i back by one character when the piece before
-// it, or everything after it, would be the bare fence marker: inside a code
-// block such a line closes the block. One character is enough: the piece
-// then ends one short of the marker, or the rest starts one before it.
+// avoidMarker moves a cut at i back, a character at a time, while the
+// piece before it or everything after it would be the bare fence marker
+// (blanks around it included): inside a code block such a line closes the
+// block. The piece never becomes empty.
 func avoidMarker(s string, start, i int, avoid string) int {
-	if avoid == "" || (jsTrim(s[start:i]) != avoid && jsTrim(s[i:]) != avoid) {
+	if avoid == "" {
 		return i
 	}
-	_, size := utf8.DecodeLastRuneInString(s[start:i])
-	if i-size <= start {
-		return i
+	cut := i
+	for jsTrim(s[start:cut]) == avoid || jsTrim(s[cut:]) == avoid {
+		_, size := utf8.DecodeLastRuneInString(s[start:cut])
+		if cut-size <= start {
+			return i
+		}
+		cut -= size
 	}
-	return i - size
+	return cut
 }
 
 // pieceRoom is how much of a hard-split line fits in one piece. A piece
