@@ -30,6 +30,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 )
 
 // integ is the shared state of the integration tests.
@@ -102,19 +103,7 @@ func teardownIntegration() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	defer integ.cli.Close()
-	var errs []error
-	if n, err := integ.driver.Reap(ctx, integ.installation); err != nil || n > 0 {
-		errs = append(errs, fmt.Errorf("reap at teardown removed %d labelled containers: %v", n, err))
-	}
-	for _, image := range []string{integ.workerImage, integ.hostileImage} {
-		if err := integ.driver.RemoveImage(ctx, image); err != nil {
-			errs = append(errs, err)
-		}
-		if ok, _ := integ.driver.ImageExists(ctx, image); ok {
-			errs = append(errs, fmt.Errorf("image %s still exists", image))
-		}
-	}
-	return errors.Join(errs...)
+	return dockertest.Teardown(ctx, integ.driver, integ.installation, integ.workerImage, integ.hostileImage)
 }
 
 func needDocker(t *testing.T) {

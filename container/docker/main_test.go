@@ -97,15 +97,7 @@ func teardownIntegration() error {
 		errs = append(errs, fmt.Errorf("container %v (%s) was left behind", c.Names, c.ID))
 		_, _ = integ.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
-	if n, err := newDriver(integ.cli).Reap(ctx, integ.installation); err != nil || n > 0 {
-		errs = append(errs, fmt.Errorf("reap at teardown removed %d labelled containers: %v", n, err))
-	}
-	if err := newDriver(integ.cli).RemoveImage(ctx, integ.image); err != nil {
-		errs = append(errs, err)
-	}
-	if ok, _ := newDriver(integ.cli).ImageExists(ctx, integ.image); ok {
-		errs = append(errs, fmt.Errorf("image %s still exists", integ.image))
-	}
+	errs = append(errs, dockertest.Teardown(ctx, newDriver(integ.cli), integ.installation, integ.image))
 	return errors.Join(errs...)
 }
 

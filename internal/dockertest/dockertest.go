@@ -6,6 +6,7 @@ package dockertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -76,4 +77,30 @@ func Main(m *testing.M, setup func() (teardown func() error, err error), skip *s
 		}
 	}
 	return code
+}
+
+// Engine is what Teardown needs of a container driver.
+type Engine interface {
+	Reap(ctx context.Context, installation string) (int, error)
+	RemoveImage(ctx context.Context, ref string) error
+	ImageExists(ctx context.Context, ref string) (bool, error)
+}
+
+// Teardown ends a package's integration run: a labelled container still
+// there is an error (a test leaked it) and is removed; then the test
+// images are removed and must be gone.
+func Teardown(ctx context.Context, e Engine, installation string, images ...string) error {
+	var errs []error
+	if n, err := e.Reap(ctx, installation); err != nil || n > 0 {
+		errs = append(errs, fmt.Errorf("reap at teardown removed %d labelled containers: %v", n, err))
+	}
+	for _, image := range images {
+		if err := e.RemoveImage(ctx, image); err != nil {
+			errs = append(errs, err)
+		}
+		if ok, _ := e.ImageExists(ctx, image); ok {
+			errs = append(errs, fmt.Errorf("image %s still exists", image))
+		}
+	}
+	return errors.Join(errs...)
 }
