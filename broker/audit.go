@@ -15,6 +15,9 @@ func (t *Turn) audit(ctx context.Context, route string, o outcome, d time.Durati
 	if o.status >= 500 {
 		level = slog.LevelWarn
 	}
+	if !t.b.log.Enabled(ctx, level) {
+		return // nothing to build the record for (a discarding logger)
+	}
 	attrs := []slog.Attr{
 		slog.String("channel", string(t.scope.Channel)),
 		slog.String("principal", t.scope.Speaker.PrincipalID),

@@ -23,8 +23,7 @@ type brokerFlags struct {
 
 func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
 	var f brokerFlags
-	fs := flag.NewFlagSet("rtsandbox broker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rtsandbox broker", stderr)
 	fs.StringVar(&f.config, "config", "", "config file (required)")
 	fs.StringVar(&f.socket, "socket", "", "Unix socket path to create (required)")
 	fs.StringVar(&f.channel, "channel", "", "channel key the turn is bound to, such as http:lobby (required)")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,8 +32,7 @@ var demoTurns = []string{"remember that I drink tea", "what do I drink?"}
 // key: a scripted stand-in model on loopback, the worker image (built if
 // missing) and two sealed turns in one channel, each phase timed.
 func runDemo(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rtsandbox demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rtsandbox demo", stderr)
 	tag := fs.String("image", config.DefaultImage, "worker image; built when missing")
 	user := fs.String("user", "", `worker "UID:GID" (default: yours; 65534:65534 when you are root)`)
 	if code, ok := parseOpsFlags(fs, args, stderr); !ok {

@@ -25,8 +25,7 @@ const (
 // prints {"status","url","bytes","content_type"} as one JSON line. A
 // response with status ≥ 400 is still printed, and exits 4.
 func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rtsandbox fetch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rtsandbox fetch", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rtsandbox fetch [--max-bytes N] [--timeout D] [--no-redirects] URL")
 		fs.PrintDefaults()

@@ -36,8 +36,7 @@ func runImage(ctx context.Context, args []string, getenv env, stdin io.Reader, s
 // and reports the tag, where the worker binary came from and how long it
 // took.
 func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rtsandbox image build", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rtsandbox image build", stderr)
 	configPath := fs.String("config", "", "config file; its sandbox.image is the default tag")
 	tag := fs.String("tag", "", "image tag (default: sandbox.image of --config, else "+config.DefaultImage+")")
 	code, ok := parseOpsFlags(fs, args, stderr)
@@ -72,8 +71,7 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 // runReap force-removes the turn containers this installation left behind
 // (after a crash or a kill -9) and reports how many it removed.
 func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rtsandbox reap", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rtsandbox reap", stderr)
 	configPath := fs.String("config", "", "config file; its state_dir identifies the installation (required)")
 	code, ok := parseOpsFlags(fs, args, stderr)
 	if !ok {

@@ -19,8 +19,7 @@ import (
 func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
 	var f brokerFlags
 	var text string
-	fs := flag.NewFlagSet("rtsandbox turn", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("rtsandbox turn", stderr)
 	fs.StringVar(&f.config, "config", "", "config file (required)")
 	fs.StringVar(&f.channel, "channel", "", "channel key, such as http:lobby (required)")
 	fs.StringVar(&f.speaker.ID, "speaker-id", "", "speaker id (required)")
