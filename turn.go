@@ -19,20 +19,29 @@ type MCPServerTools struct {
 // sealed worker needs for one turn and nothing secret. Field order is the
 // wire order.
 type Turn struct {
-	Text     string           `json:"text"`
-	Speaker  TurnSpeaker      `json:"speaker"`
-	Model    string           `json:"model"`
-	Prompt   string           `json:"prompt"`
-	TimeZone string           `json:"timeZone"`
-	Reset    bool             `json:"reset"`
-	Tools    []ToolSpec       `json:"tools"`
-	MCP      []MCPServerTools `json:"mcp"`
+	Text     string      `json:"text"`
+	Speaker  TurnSpeaker `json:"speaker"`
+	Model    string      `json:"model"`
+	Prompt   string      `json:"prompt"`
+	TimeZone string      `json:"timeZone"`
+	Reset    bool        `json:"reset"`
+	// Memory and History are the channel's state as the host keeps it;
+	// History is empty when Reset is set.
+	Memory  []MemoryEntry    `json:"memory"`
+	History []HistoryEntry   `json:"history"`
+	Tools   []ToolSpec       `json:"tools"`
+	MCP     []MCPServerTools `json:"mcp"`
 }
 
-// Reply is the JSON the worker prints on stdout when the turn ends.
+// Reply is the JSON the worker prints on stdout when the turn ends. A
+// worker that exits 0 also returns the channel's State after the turn
+// (memory with this turn's changes, history with this exchange when it
+// ended in a final answer); the host checks and stores it and never passes
+// it on, so a Reply that leaves the sandbox runtime has State nil.
 type Reply struct {
-	OK   bool   `json:"ok"`
-	Text string `json:"text"`
+	OK    bool          `json:"ok"`
+	Text  string        `json:"text"`
+	State *ChannelState `json:"state,omitempty"`
 }
 
 // Fixed texts of the worker protocol.
@@ -42,6 +51,7 @@ const (
 	WorkerFailedText = "The sandbox worker failed."
 	// BrokerSocketPath is where the broker socket appears in the container.
 	BrokerSocketPath = "/broker/broker.sock"
-	// WorkspacePath is where the channel workspace is mounted.
+	// WorkspacePath is the container's scratch workspace: in the sealed
+	// mode a size-limited tmpfs that dies with the container.
 	WorkspacePath = "/workspace"
 )

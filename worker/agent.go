@@ -43,11 +43,11 @@ type modelPayload struct {
 
 // agent is one turn's tool loop.
 type agent struct {
-	turn      rtsandbox.Turn
-	workspace string
-	broker    *broker
-	tools     *toolTable
-	stderr    io.Writer
+	turn   rtsandbox.Turn
+	broker *broker
+	mem    *memory
+	tools  *toolTable
+	stderr io.Writer
 
 	history     []message // as loaded and truncated; saved in full
 	userContent string    // {"speaker":…,"message":…} before truncation
@@ -69,20 +69,25 @@ func runTurn(ctx context.Context, turn rtsandbox.Turn, o Options) (rtsandbox.Rep
 			return reply, err
 		}
 	}
-	return rtsandbox.Reply{OK: false, Text: limitText}, nil
+	// No final answer: the memory changes stand, the history does not
+	// grow (with reset it comes back empty, as the owner asked).
+	return a.reply(false, limitText, historyEntries(a.history)), nil
+}
+
+// reply carries the text and the channel's state back to the host.
+func (a *agent) reply(ok bool, text string, history []rtsandbox.HistoryEntry) rtsandbox.Reply {
+	memory := a.mem.entries
+	if memory == nil {
+		memory = []rtsandbox.MemoryEntry{}
+	}
+	return rtsandbox.Reply{OK: ok, Text: text, State: &rtsandbox.ChannelState{Memory: memory, History: history}}
 }
 
 func newAgent(turn rtsandbox.Turn, o Options) (*agent, error) {
-	mem, err := openMemory(o.Workspace)
-	if err != nil {
-		return nil, fmt.Errorf("memory: %w", err)
-	}
-	history, err := loadHistory(o.Workspace, turn.Reset)
-	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
-	}
+	mem := &memory{entries: turn.Memory}
+	history := loadHistory(turn.History, turn.Reset)
 	a := &agent{
-		turn: turn, workspace: o.Workspace, broker: newBroker(o.Socket), stderr: o.Stderr,
+		turn: turn, broker: newBroker(o.Socket), mem: mem, stderr: o.Stderr,
 		history: history, histLeft: len(history), used: map[string]bool{},
 	}
 	a.tools = newToolTable(turn, mem, a.broker)
@@ -205,17 +210,14 @@ func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	return msg, nil
 }
 
-// finish validates the final answer and saves history.
+// finish validates the final answer and adds the exchange to the history.
 func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
 	content, ok := str(msg["content"])
 	text := jsTrim(content)
 	if !ok || text == "" || rtsandbox.UTF16Len(content) > maxFinalText {
 		return rtsandbox.Reply{}, errors.New("model returned no final text")
 	}
-	if err := saveHistory(a.workspace, a.history, a.userContent, text); err != nil {
-		return rtsandbox.Reply{}, fmt.Errorf("save history: %w", err)
-	}
-	return rtsandbox.Reply{OK: true, Text: text}, nil
+	return a.reply(true, text, nextHistory(a.history, a.userContent, text)), nil
 }
 
 // runCalls appends the repaired assistant message, then runs the calls one

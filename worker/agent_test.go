@@ -4,8 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,42 +13,53 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-// writeJSON writes v as JS-style JSON to path.
-func writeJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := jsonjs.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// §6.8 "Near-capacity store and huge history still fit."
-func TestAgentNearCapacityStoreAndHugeHistoryFit(t *testing.T) {
-	ws := t.TempDir()
-	var notes []memoryEntry
+// nearCapacityNotes is the §6.8 store: 144 channel notes of 2,048
+// characters, the first 32 CJK (3 bytes each).
+func nearCapacityNotes() []rtsandbox.MemoryEntry {
+	var notes []rtsandbox.MemoryEntry
 	for i := range 144 {
 		text := strings.Repeat("n", 2048)
 		if i < 32 {
 			text = strings.Repeat("\u4e01", 2048)
 		}
-		notes = append(notes, memoryEntry{Scope: "channel", Key: fmt.Sprintf("note_%d", i), Text: text})
+		notes = append(notes, rtsandbox.MemoryEntry{Scope: "channel", Key: fmt.Sprintf("note_%d", i), Text: text})
 	}
-	writeJSON(t, filepath.Join(ws, "memory.json"), notes)
-	var history []message
-	for i := range 20 {
-		role := []string{"user", "assistant"}[i%2]
-		history = append(history, message{Role: role, Content: strings.Repeat("h", 100000)})
-	}
-	writeJSON(t, filepath.Join(ws, "history.json"), history)
+	return notes
+}
 
+// hugeHistory is the largest history the host keeps: 20 messages whose
+// content is exactly the history budget JSON-encoded. (The reference's
+// test wrote 20 × 100,000 characters into history.json; the worker never
+// returns more than the budget, and that file would not fit the turn.)
+func hugeHistory() []rtsandbox.HistoryEntry {
+	var history []rtsandbox.HistoryEntry
+	for i := range rtsandbox.MaxHistory {
+		history = append(history, rtsandbox.HistoryEntry{Role: []string{"user", "assistant"}[i%2], Content: strings.Repeat("h", budgetHistory-2)})
+	}
+	return history
+}
+
+// exchange is the history a final answer adds for speaker's text.
+func exchange(speaker, text, answer string) []rtsandbox.HistoryEntry {
+	user, err := userContent(testTurn(speaker, text))
+	if err != nil {
+		panic(err)
+	}
+	return []rtsandbox.HistoryEntry{
+		{Role: "user", Content: promptText(user, budgetHistory)},
+		{Role: "assistant", Content: promptText(answer, budgetHistory)},
+	}
+}
+
+// §6.8 "Near-capacity store and huge history still fit."
+func TestAgentNearCapacityStoreAndHugeHistoryFit(t *testing.T) {
+	ch := newChannel(nearCapacityNotes(), hugeHistory())
 	b := startBroker(t,
 		completion(nil, call("c1", "memory_remove", `{"scope":"channel","key":"note_0"}`)),
 		completion("Removed."),
 	)
-	r := runWorker(t, b, ws, testTurn("alice", strings.Repeat("\u4e01", 20000)))
+	text := strings.Repeat("\u4e01", 20000)
+	r := runWorker(t, b, ch, testTurn("alice", text))
 	wantOK(t, r, "Removed.")
 
 	bodies := b.gotBodies("/model")
@@ -66,18 +76,24 @@ func TestAgentNearCapacityStoreAndHugeHistoryFit(t *testing.T) {
 			t.Errorf("broker status %d = %d; want 200", i, s)
 		}
 	}
-	mem, err := openMemory(ws)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem := &memory{entries: ch.state.Memory}
 	if got, _ := mem.call("memory_get", fields(`{"scope":"channel","key":"note_0"}`), "alice"); got != "[]" {
 		t.Errorf("memory_get note_0 = %q; want []", got)
 	}
+	if n := len(ch.state.Memory); n != 143 {
+		t.Errorf("returned memory has %d entries; want 143", n)
+	}
+	// The history the budget dropped from the calls is still returned.
+	want := append(hugeHistory()[2:], exchange("alice", text, "Removed.")...)
+	if diff := cmp.Diff(want, ch.state.History); diff != "" {
+		t.Errorf("returned history (-want +got):\n%s", diff)
+	}
 }
 
-// §6.8 "Tool loop, scoping and history."
+// §6.8 "Tool loop, scoping and history": the host passes back, turn after
+// turn, the state the worker returned.
 func TestAgentToolLoopScopingAndHistory(t *testing.T) {
-	ws := t.TempDir()
+	ch := newChannel(nil, nil)
 	b := startBroker(t,
 		completion(nil,
 			call("set", "memory_set", `{"scope":"speaker","key":"drink","text":"Tea","speaker":"owner"}`),
@@ -85,29 +101,146 @@ func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 		),
 		completion("Remembered."),
 	)
-	wantOK(t, runWorker(t, b, ws, testTurn("alice", "Remember that I drink tea.")), "Remembered.")
+	wantOK(t, runWorker(t, b, ch, testTurn("alice", "Remember that I drink tea.")), "Remembered.")
 	if bodies := b.gotBodies("/model"); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
 		t.Fatalf("second request = %q; want it to contain %q", bodies, refusedText)
 	}
+	tea := []rtsandbox.MemoryEntry{{Scope: "speaker:alice", Key: "drink", Text: "Tea"}}
+	if diff := cmp.Diff(tea, ch.state.Memory); diff != "" {
+		t.Errorf("memory after turn 1 (-want +got):\n%s", diff)
+	}
+	history := exchange("alice", "Remember that I drink tea.", "Remembered.")
+	if diff := cmp.Diff(history, ch.state.History); diff != "" {
+		t.Errorf("history after turn 1 (-want +got):\n%s", diff)
+	}
 
 	b2 := startBroker(t, completion("You drink Tea."))
-	wantOK(t, runWorker(t, b2, ws, testTurn("alice", "What do I drink?")), "You drink Tea.")
+	wantOK(t, runWorker(t, b2, ch, testTurn("alice", "What do I drink?")), "You drink Tea.")
 	first := b2.gotBodies("/model")[0]
 	for _, want := range []string{"Tea", "Remembered."} {
 		if !strings.Contains(first, want) {
 			t.Errorf("turn 2 request lacks %q", want)
 		}
 	}
+	if n := len(ch.state.History); n != 4 {
+		t.Errorf("history after turn 2 has %d messages; want 4", n)
+	}
 
 	b3 := startBroker(t, completion("Hello Bob."))
 	turn := testTurn("bob", "Hello")
 	turn.Reset = true
-	wantOK(t, runWorker(t, b3, ws, turn), "Hello Bob.")
+	wantOK(t, runWorker(t, b3, ch, turn), "Hello Bob.")
 	first = b3.gotBodies("/model")[0]
 	for _, unwanted := range []string{"Tea", "Remembered."} {
 		if strings.Contains(first, unwanted) {
 			t.Errorf("reset turn request contains %q", unwanted)
 		}
+	}
+	if diff := cmp.Diff(exchange("bob", "Hello", "Hello Bob."), ch.state.History); diff != "" {
+		t.Errorf("history after the reset turn (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(tea, ch.state.Memory); diff != "" {
+		t.Errorf("memory after the reset turn (-want +got):\n%s", diff)
+	}
+}
+
+// The reply returns the whole store after the turn's tool calls, in stored
+// order (an update moves to the end), and the history the turn received,
+// truncated to the budget, plus this exchange, keeping the last 20.
+func TestAgentReturnsState(t *testing.T) {
+	memory := []rtsandbox.MemoryEntry{
+		{Scope: "speaker:alice", Key: "color", Text: "blue"},
+		{Scope: "channel", Key: "meeting", Text: "Wednesday"},
+		{Scope: "speaker:bob", Key: "drink", Text: "Coffee"},
+	}
+	var history []rtsandbox.HistoryEntry
+	for i := range rtsandbox.MaxHistory {
+		history = append(history, rtsandbox.HistoryEntry{Role: []string{"user", "assistant"}[i%2], Content: fmt.Sprint("m", i)})
+	}
+	history[3].Content = strings.Repeat("h", 20000) // longer than the host keeps
+	ch := newChannel(slices.Clone(memory), slices.Clone(history))
+	answer := strings.Repeat("a", 9000)
+	b := startBroker(t,
+		completion(nil,
+			call("a", "memory_set", `{"scope":"speaker","key":"color","text":"red"}`),
+			call("b", "memory_remove", `{"scope":"channel","key":"meeting"}`),
+			call("c", "memory_set", `{"scope":"channel","key":"lunch","text":" noon "}`),
+		),
+		completion(answer),
+	)
+	text := strings.Repeat("u", 9000)
+	r := runWorker(t, b, ch, testTurn("alice", text))
+	wantOK(t, r, answer)
+
+	wantHistory := slices.Clone(history[2:])
+	wantHistory[1].Content = promptText(history[3].Content, budgetHistory)
+	wantHistory = append(wantHistory, exchange("alice", text, answer)...)
+	want := rtsandbox.ChannelState{
+		Memory: []rtsandbox.MemoryEntry{
+			{Scope: "speaker:bob", Key: "drink", Text: "Coffee"},
+			{Scope: "speaker:alice", Key: "color", Text: "red"},
+			{Scope: "channel", Key: "lunch", Text: " noon "},
+		},
+		History: wantHistory,
+	}
+	if diff := cmp.Diff(want, ch.state); diff != "" {
+		t.Errorf("returned state (-want +got):\n%s", diff)
+	}
+	// The whole reply is JS-style JSON in the wire order.
+	out, _ := jsonjs.Marshal(rtsandbox.Reply{OK: true, Text: answer, State: &want})
+	if r.stdout != string(out) {
+		t.Errorf("stdout = %.120q; want %.120q", r.stdout, out)
+	}
+}
+
+// A turn that fails after a memory tool ran returns the fixed failure reply
+// and no state, so nothing the turn did is kept.
+func TestAgentFailedTurnReturnsNoState(t *testing.T) {
+	set := call("s", "memory_set", `{"scope":"channel","key":"new","text":"planted"}`)
+	tests := []struct {
+		name   string
+		script []string
+	}{
+		{"no-final-text", []string{completion(nil, set), completion(nil)}},
+		{"invalid-model-response", []string{completion(nil, set), `{"choices":[]}`}},
+		{"too-many-tool-calls", []string{completion(nil, set), completion(nil, set, set, set, set, set, set, set, set, set)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			memory := []rtsandbox.MemoryEntry{{Scope: "channel", Key: "old", Text: "kept"}}
+			history := exchange("alice", "Earlier", "Earlier answer.")
+			ch := newChannel(slices.Clone(memory), slices.Clone(history))
+			b := startBroker(t, tt.script...)
+			r := runWorker(t, b, ch, testTurn("alice", "Hi"))
+			wantFailed(t, r)
+			if strings.Contains(r.stdout, "planted") || strings.Contains(r.stdout, "state") {
+				t.Errorf("stdout = %q; want no state", r.stdout)
+			}
+			if diff := cmp.Diff(rtsandbox.ChannelState{Memory: memory, History: history}, ch.state); diff != "" {
+				t.Errorf("channel state changed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A refused memory change (the store is full) leaves the returned memory
+// exactly as the turn passed it.
+func TestAgentCapacityRefusalKeepsState(t *testing.T) {
+	var full []rtsandbox.MemoryEntry
+	for i := range maxMemoryEntries {
+		full = append(full, rtsandbox.MemoryEntry{Scope: "channel", Key: fmt.Sprint("k", i), Text: "t"})
+	}
+	ch := newChannel(slices.Clone(full), nil)
+	b := startBroker(t,
+		completion(nil, call("s", "memory_set", `{"scope":"speaker","key":"new","text":"t"}`)),
+		completion("Full."),
+	)
+	wantOK(t, runWorker(t, b, ch, testTurn("alice", "Remember")), "Full.")
+	if bodies := b.gotBodies("/model"); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
+		t.Errorf("second request = %.200q; want the refusal", bodies)
+	}
+	if diff := cmp.Diff(full, ch.state.Memory); diff != "" {
+		t.Errorf("returned memory (-want +got):\n%s", diff)
 	}
 }
 
@@ -125,7 +258,7 @@ func TestAgentDeclaredRoutesOnly(t *testing.T) {
 	params := json.RawMessage(`{"type":"object","properties":{}}`)
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "clock", Description: "Tell the time.", Parameters: params}}
 	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search.", Parameters: params}}}}
-	wantOK(t, runWorker(t, b, t.TempDir(), turn), "Done.")
+	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Done.")
 
 	want := []string{"/model", "/tools/clock", "/mcp/catalog", "/model"}
 	if diff := cmp.Diff(want, b.gotRoutes()); diff != "" {
@@ -145,20 +278,40 @@ func TestAgentDeclaredRoutesOnly(t *testing.T) {
 	}
 }
 
-// §6.11: the 13th model call is never made.
+// §6.11: the 13th model call is never made. The limit reply (exit 0)
+// returns the memory changes the turn made and the history as it came (empty
+// after a reset): no exchange is added without a final answer.
 func TestAgentStopsAtModelCallLimit(t *testing.T) {
-	var script []string
-	for i := range maxModelCalls + 1 {
-		script = append(script, completion(nil, call(fmt.Sprint("c", i), "memory_get", `{"scope":"channel"}`)))
-	}
-	b := startBroker(t, script...)
-	r := runWorker(t, b, t.TempDir(), testTurn("alice", "Loop"))
-	want, _ := json.Marshal(rtsandbox.Reply{OK: false, Text: limitText})
-	if r.code != 0 || r.stdout != string(want) {
-		t.Fatalf("Run() = %d, %q; want 0, %q", r.code, r.stdout, want)
-	}
-	if n := len(b.gotBodies("/model")); n != maxModelCalls {
-		t.Errorf("model calls = %d; want %d", n, maxModelCalls)
+	for _, reset := range []bool{false, true} {
+		t.Run(fmt.Sprint("reset=", reset), func(t *testing.T) {
+			script := []string{completion(nil, call("set", "memory_set", `{"scope":"channel","key":"loop","text":"seen"}`))}
+			for i := range maxModelCalls {
+				script = append(script, completion(nil, call(fmt.Sprint("c", i), "memory_get", `{"scope":"channel"}`)))
+			}
+			b := startBroker(t, script...)
+			memory := []rtsandbox.MemoryEntry{{Scope: "channel", Key: "old", Text: "kept"}}
+			history := exchange("alice", "Earlier", "Earlier answer.")
+			ch := newChannel(slices.Clone(memory), slices.Clone(history))
+			turn := testTurn("alice", "Loop")
+			turn.Reset = reset
+			r := runWorker(t, b, ch, turn)
+			if r.code != 0 || r.reply.OK || r.reply.Text != limitText {
+				t.Fatalf("Run() = %d, %.200q; want 0 and ok:false %q", r.code, r.stdout, limitText)
+			}
+			if n := len(b.gotBodies("/model")); n != maxModelCalls {
+				t.Errorf("model calls = %d; want %d", n, maxModelCalls)
+			}
+			want := rtsandbox.ChannelState{
+				Memory:  append(memory, rtsandbox.MemoryEntry{Scope: "channel", Key: "loop", Text: "seen"}),
+				History: history,
+			}
+			if reset {
+				want.History = []rtsandbox.HistoryEntry{}
+			}
+			if diff := cmp.Diff(want, ch.state); diff != "" {
+				t.Errorf("returned state (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -169,7 +322,7 @@ func TestAgentRefusesTooManyToolCalls(t *testing.T) {
 		calls = append(calls, call(fmt.Sprint("c", i), "memory_get", `{"scope":"channel"}`))
 	}
 	b := startBroker(t, completion(nil, calls...))
-	wantFailed(t, runWorker(t, b, t.TempDir(), testTurn("alice", "Many")))
+	wantFailed(t, runWorker(t, b, newChannel(nil, nil), testTurn("alice", "Many")))
 }
 
 // §6.11: arguments over 2,048 bytes show the placeholder in context but run
@@ -180,7 +333,7 @@ func TestAgentLargeArgumentsRunWithOriginal(t *testing.T) {
 	b.handle("/tools/echo", func(string) (int, string) { return 200, `{"text":"ok"}` })
 	turn := testTurn("alice", "Echo")
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "echo", Description: "Echo.", Parameters: json.RawMessage(`{"type":"object"}`)}}
-	wantOK(t, runWorker(t, b, t.TempDir(), turn), "Echoed.")
+	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Echoed.")
 
 	if got := b.gotBodies("/tools/echo"); len(got) != 1 || got[0] != args {
 		t.Errorf("tool body = %.80q; want the original arguments", got)
@@ -192,64 +345,80 @@ func TestAgentLargeArgumentsRunWithOriginal(t *testing.T) {
 	}
 }
 
-// §6.11: invalid workspace state fails the worker before any model call.
-func TestAgentRejectsInvalidWorkspaceState(t *testing.T) {
-	msgs := func(n int, role string) []message {
-		out := make([]message, n)
-		for i := range out {
-			out[i] = message{Role: role, Content: "x"}
-		}
-		return out
+// §6.11: invalid state in the turn (formerly a broken history.json or
+// memory.json) fails the worker before any broker call.
+func TestAgentRejectsInvalidTurnState(t *testing.T) {
+	repeat := func(n int, item string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
 	}
-	entries := func(n int) []memoryEntry {
-		out := make([]memoryEntry, n)
-		for i := range out {
-			out[i] = memoryEntry{Scope: "channel", Key: fmt.Sprint("k", i), Text: "t"}
-		}
-		return out
-	}
-	tests := []struct {
-		name, file string
-		content    any
-	}{
-		{"history-21-entries", "history.json", msgs(21, "user")},
-		{"history-system-role", "history.json", msgs(1, "system")},
-		{"history-not-array", "history.json", map[string]string{"role": "user"}},
-		{"history-content-not-string", "history.json", []any{map[string]any{"role": "user", "content": 1}}},
-		{"history-not-json", "history.json", json.RawMessage(`[`)},
-		{"memory-257-entries", "memory.json", entries(257)},
-		{"memory-entry-not-string", "memory.json", []any{map[string]any{"scope": "channel", "key": "k", "text": nil}}},
-		{"memory-not-json", "memory.json", json.RawMessage(`{`)},
+	const msg, entry = `{"role":"user","content":"x"}`, `{"scope":"channel","key":"k","text":"t"}`
+	tests := []struct{ name, in string }{
+		{"history-21-entries", turnWith("history", repeat(21, msg))},
+		{"history-system-role", turnWith("history", `[{"role":"system","content":"x"}]`)},
+		{"history-role-missing", turnWith("history", `[{"content":"x"}]`)},
+		{"history-not-array", turnWith("history", msg)},
+		{"history-entry-not-object", turnWith("history", `["x"]`)},
+		{"history-content-not-string", turnWith("history", `[{"role":"user","content":1}]`)},
+		{"history-null", turnWith("history", `null`)},
+		{"history-missing", turnWith("history", "")},
+		{"history-missing-with-reset", strings.Replace(turnWith("history", ""), "{", `{"reset":true,`, 1)},
+		{"memory-257-entries", turnWith("memory", repeat(257, entry))},
+		{"memory-entry-not-string", turnWith("memory", `[{"scope":"channel","key":"k","text":null}]`)},
+		{"memory-entry-key-missing", turnWith("memory", `[{"scope":"channel","text":"t"}]`)},
+		{"memory-entry-null", turnWith("memory", `[null]`)},
+		{"memory-not-array", turnWith("memory", entry)},
+		{"memory-null", turnWith("memory", `null`)},
+		{"memory-missing", turnWith("memory", "")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ws := t.TempDir()
-			if raw, ok := tt.content.(json.RawMessage); ok {
-				os.WriteFile(filepath.Join(ws, tt.file), raw, 0o600)
-			} else {
-				writeJSON(t, filepath.Join(ws, tt.file), tt.content)
-			}
 			b := startBroker(t)
-			wantFailed(t, runWorker(t, b, ws, testTurn("alice", "Hi")))
+			r := runWorkerRaw(t, b.sock, tt.in)
+			wantFailed(t, r)
+			field, _, _ := strings.Cut(tt.name, "-")
+			if want := "invalid turn: " + field; !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr = %q; want %q", r.stderr, want)
+			}
 			if routes := b.gotRoutes(); len(routes) != 0 {
 				t.Errorf("routes = %v; want none", routes)
 			}
 		})
 	}
+	// The limits themselves are accepted.
+	for name, in := range map[string]string{
+		"history-20-entries": turnWith("history", repeat(20, msg)),
+		"memory-256-entries": turnWith("memory", repeat(256, entry)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := startBroker(t, completion("Fine."))
+			wantOK(t, runWorkerRaw(t, b.sock, in), "Fine.")
+		})
+	}
 }
 
-// A reset turn does not read history at all, so even a broken file passes,
-// and the file is overwritten on success.
+// A reset turn ignores the history it is passed (the host sends none) and
+// returns a history holding only its own exchange; memory is kept.
 func TestAgentResetIgnoresAndReplacesHistory(t *testing.T) {
-	ws := t.TempDir()
-	os.WriteFile(filepath.Join(ws, "history.json"), []byte("not json"), 0o600)
+	memory := []rtsandbox.MemoryEntry{{Scope: "channel", Key: "k", Text: "kept"}}
 	b := startBroker(t, completion("Fresh."))
 	turn := testTurn("alice", "Hi")
 	turn.Reset = true
-	wantOK(t, runWorker(t, b, ws, turn), "Fresh.")
-	got, err := loadHistory(ws, false)
-	if err != nil || len(got) != 2 {
-		t.Fatalf("loadHistory() = %v, %v; want 2 entries", got, err)
+	turn.Memory = memory
+	turn.History = exchange("alice", "an old secret", "Old answer.")
+	in, err := jsonjs.Marshal(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runWorkerRaw(t, b.sock, string(in))
+	wantOK(t, r, "Fresh.")
+	if body := b.gotBodies("/model")[0]; strings.Contains(body, "an old secret") || strings.Contains(body, "Old answer.") {
+		t.Errorf("reset turn request contains the old history")
+	}
+	var reply rtsandbox.Reply
+	json.Unmarshal([]byte(r.stdout), &reply)
+	want := rtsandbox.ChannelState{Memory: memory, History: exchange("alice", "Hi", "Fresh.")}
+	if diff := cmp.Diff(want, *reply.State); diff != "" {
+		t.Errorf("returned state (-want +got):\n%s", diff)
 	}
 }
 
@@ -278,12 +447,15 @@ func TestAgentFinalAnswerRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBroker(t)
 			b.handle("/model", func(string) (int, string) { return tt.status, tt.answer })
-			r := runWorker(t, b, t.TempDir(), testTurn("alice", "Hi"))
+			r := runWorker(t, b, newChannel(nil, nil), testTurn("alice", "Hi"))
 			if tt.want == "" {
 				wantFailed(t, r)
 				return
 			}
 			wantOK(t, r, tt.want)
+			if got := r.reply.State.History; len(got) != 2 || got[1].Content != promptText(tt.want, budgetHistory) {
+				t.Errorf("returned history = %.200v; want the answer as the last message", got)
+			}
 		})
 	}
 }
@@ -304,7 +476,7 @@ func TestAgentToolFailuresAreRefusals(t *testing.T) {
 	b.handle("/tools/clock", func(string) (int, string) { return 502, `{"error":"broker call failed"}` })
 	turn := testTurn("alice", "Time?")
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "clock", Description: "Clock.", Parameters: json.RawMessage(`{}`)}}
-	wantOK(t, runWorker(t, b, t.TempDir(), turn), "Sorry.")
+	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Sorry.")
 	if got := b.gotRoutes(); !cmp.Equal(got, []string{"/model", "/tools/clock", "/model"}) {
 		t.Errorf("routes = %v; want one tool call", got)
 	}
@@ -328,7 +500,7 @@ func TestAgentSystemPromptAndTools(t *testing.T) {
 	b := startBroker(t, completion("Hi."))
 	turn := testTurn("alice", "Hi")
 	turn.TimeZone = "America/New_York"
-	wantOK(t, runWorker(t, b, t.TempDir(), turn), "Hi.")
+	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Hi.")
 	var p struct {
 		Model    string
 		Messages []message
@@ -363,7 +535,7 @@ func TestAgentRefusesBadTurnSetup(t *testing.T) {
 	for name, turn := range map[string]rtsandbox.Turn{"tool-list-over-budget": huge, "unknown-time-zone": badZone, "empty-time-zone": emptyZone} {
 		t.Run(name, func(t *testing.T) {
 			b := startBroker(t)
-			wantFailed(t, runWorker(t, b, t.TempDir(), turn))
+			wantFailed(t, runWorker(t, b, newChannel(nil, nil), turn))
 			if routes := b.gotRoutes(); len(routes) != 0 {
 				t.Errorf("routes = %v; want none", routes)
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
 // fakeBroker stands in for the host broker: an http.Server on a real Unix
@@ -199,52 +200,92 @@ func call(id, name, args string) map[string]any {
 	return map[string]any{"id": id, "function": map[string]any{"name": name, "arguments": args}}
 }
 
-// testTurn is a minimal valid turn.
+// testTurn is a minimal valid turn with an empty channel state; runWorker
+// replaces the state with its channel's.
 func testTurn(speaker, text string) rtsandbox.Turn {
 	return rtsandbox.Turn{
 		Text: text, Speaker: rtsandbox.TurnSpeaker{ID: speaker, Name: strings.ToUpper(speaker)},
 		Model: "test-model", Prompt: "Assist the guests.", TimeZone: "UTC",
+		Memory: []rtsandbox.MemoryEntry{}, History: []rtsandbox.HistoryEntry{},
 		Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{},
 	}
+}
+
+// testChannel plays the host's side of one sealed channel across turns: it
+// passes its state in each turn and, when the worker exits 0, keeps the
+// state the reply returns. A failed turn leaves it as it was, as the host
+// does.
+type testChannel struct{ state rtsandbox.ChannelState }
+
+// newChannel returns a channel with the given memory and history.
+func newChannel(memory []rtsandbox.MemoryEntry, history []rtsandbox.HistoryEntry) *testChannel {
+	return &testChannel{state: rtsandbox.ChannelState{Memory: memory, History: history}}
 }
 
 type runResult struct {
 	code           int
 	stdout, stderr string
+	reply          rtsandbox.Reply // decoded stdout when code is 0
 }
 
 var testNow = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 
-// runWorker runs one turn against b with workspace ws.
-func runWorker(t *testing.T, b *fakeBroker, ws string, turn any) runResult {
+// runWorker runs one turn of ch against b: the turn carries ch's memory and
+// (unless turn.Reset) its history, and a reply with exit code 0 must carry
+// the state, which ch then keeps.
+func runWorker(t *testing.T, b *fakeBroker, ch *testChannel, turn rtsandbox.Turn) runResult {
 	t.Helper()
-	in, err := json.Marshal(turn)
+	turn.Memory, turn.History = ch.state.Memory, ch.state.History
+	if turn.Memory == nil {
+		turn.Memory = []rtsandbox.MemoryEntry{}
+	}
+	if turn.Reset || turn.History == nil {
+		turn.History = []rtsandbox.HistoryEntry{}
+	}
+	in, err := jsonjs.Marshal(turn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runWorkerRaw(t, b.sock, ws, string(in))
+	r := runWorkerRaw(t, b.sock, string(in))
+	if r.code != 0 {
+		return r
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &r.reply); err != nil {
+		t.Fatalf("Run() = 0, %q: %v", r.stdout, err)
+	}
+	if s := r.reply.State; s == nil || s.Memory == nil || s.History == nil {
+		t.Fatalf("Run() = 0, %q; want the reply to carry the state with both lists", r.stdout)
+	}
+	ch.state = *r.reply.State
+	return r
 }
 
-func runWorkerRaw(t *testing.T, sock, ws, stdin string) runResult {
+func runWorkerRaw(t *testing.T, sock, stdin string) runResult {
 	t.Helper()
 	var out, errOut strings.Builder
 	code := Run(context.Background(), Options{
 		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
-		Socket: sock, Workspace: ws, Now: func() time.Time { return testNow },
+		Socket: sock, Now: func() time.Time { return testNow },
 	})
 	return runResult{code: code, stdout: out.String(), stderr: errOut.String()}
 }
 
-// wantOK fails t unless r is the ok reply with text.
+// wantOK fails t unless r is an ok reply with text that carries the state
+// (both lists present, never null).
 func wantOK(t *testing.T, r runResult, text string) {
 	t.Helper()
-	want, _ := json.Marshal(rtsandbox.Reply{OK: true, Text: text})
-	if r.code != 0 || r.stdout != string(want) {
-		t.Fatalf("Run() = %d, %q (stderr %q); want 0, %q", r.code, r.stdout, r.stderr, want)
+	var got rtsandbox.Reply
+	err := json.Unmarshal([]byte(r.stdout), &got)
+	if r.code != 0 || err != nil || !got.OK || got.Text != text {
+		t.Fatalf("Run() = %d, %.200q (stderr %q); want 0 and ok %q", r.code, r.stdout, r.stderr, text)
+	}
+	if s := got.State; s == nil || s.Memory == nil || s.History == nil {
+		t.Fatalf("Run() = 0, %.200q; want the state with memory and history lists", r.stdout)
 	}
 }
 
-// wantFailed fails t unless r is the fixed failure reply with exit code 1.
+// wantFailed fails t unless r is the fixed failure reply with exit code 1:
+// no state, so the host keeps the channel as it was.
 func wantFailed(t *testing.T, r runResult) {
 	t.Helper()
 	if r.code != 1 || r.stdout != failedReply {

@@ -1,68 +1,41 @@
 package worker
 
-import (
-	"errors"
-	"path/filepath"
+import "github.com/rtsandbox/rtsandbox"
 
-	"github.com/rtsandbox/rtsandbox/jsonjs"
-)
-
-// maxHistory is how many messages (10 exchanges) history.json keeps.
-const maxHistory = 20
-
-var errInvalidHistory = errors.New("invalid history")
-
-// historyFile is <workspace>/history.json: the channel's recent exchanges.
-func historyFile(workspace string) string { return filepath.Join(workspace, "history.json") }
-
-// loadHistory reads the saved exchanges, each truncated to the history
-// budget. With reset the file is not read at all. A file that breaks the
-// shape fails the worker instead of being replaced, so a bad write is
-// noticed rather than silently discarding the channel's history.
-func loadHistory(workspace string, reset bool) ([]message, error) {
+// loadHistory turns the history the host passed into context messages,
+// each truncated to the history budget. With reset it is ignored (the host
+// sends none then).
+func loadHistory(history []rtsandbox.HistoryEntry, reset bool) []message {
 	if reset {
-		return nil, nil
+		return nil
 	}
-	data, exists, err := readState(historyFile(workspace))
-	if err != nil || !exists {
-		return nil, err
+	out := make([]message, 0, len(history))
+	for _, h := range history {
+		out = append(out, message{Role: h.Role, Content: promptText(h.Content, budgetHistory)})
 	}
-	items, ok := array(data)
-	if !ok || len(items) > maxHistory {
-		return nil, errInvalidHistory
-	}
-	out := make([]message, 0, len(items))
-	for _, item := range items {
-		obj, ok := object(item)
-		if !ok {
-			return nil, errInvalidHistory
-		}
-		role, _ := str(obj["role"])
-		content, ok := str(obj["content"])
-		if !ok || (role != "user" && role != "assistant") {
-			return nil, errInvalidHistory
-		}
-		out = append(out, message{Role: role, Content: promptText(content, budgetHistory)})
-	}
-	return out, nil
+	return out
 }
 
-// saveHistory appends this turn's exchange to the full loaded history
+// nextHistory appends this turn's exchange to the full loaded history
 // (including entries the context budget dropped from this turn's calls)
-// and keeps the last maxHistory messages.
-func saveHistory(workspace string, history []message, userContent, answer string) error {
-	all := make([]message, 0, len(history)+2)
-	all = append(all, history...)
+// and keeps the last rtsandbox.MaxHistory messages.
+func nextHistory(history []message, userContent, answer string) []rtsandbox.HistoryEntry {
+	all := historyEntries(history)
 	all = append(all,
-		message{Role: "user", Content: promptText(userContent, budgetHistory)},
-		message{Role: "assistant", Content: promptText(answer, budgetHistory)},
+		rtsandbox.HistoryEntry{Role: "user", Content: promptText(userContent, budgetHistory)},
+		rtsandbox.HistoryEntry{Role: "assistant", Content: promptText(answer, budgetHistory)},
 	)
-	if len(all) > maxHistory {
-		all = all[len(all)-maxHistory:]
+	if len(all) > rtsandbox.MaxHistory {
+		all = all[len(all)-rtsandbox.MaxHistory:]
 	}
-	data, err := jsonjs.Marshal(all)
-	if err != nil {
-		return err
+	return all
+}
+
+// historyEntries is the wire form of loaded history messages; never nil.
+func historyEntries(history []message) []rtsandbox.HistoryEntry {
+	out := make([]rtsandbox.HistoryEntry, 0, len(history)+2)
+	for _, m := range history {
+		out = append(out, rtsandbox.HistoryEntry{Role: m.Role, Content: m.Content})
 	}
-	return writeAtomic(historyFile(workspace), data)
+	return out
 }

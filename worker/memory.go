@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"unicode"
 
@@ -13,67 +11,21 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-// Memory limits. Lengths are UTF-16 code units, sizes bytes of JS-style
-// JSON, as in the reference.
+// Memory limits (spec §4.6), from the shared contract.
 const (
-	maxMemoryEntries = 256
-	maxMemoryBytes   = 512 * 1024
-	maxMemoryKey     = 128
-	maxMemoryText    = 2048
+	maxMemoryEntries = rtsandbox.MaxMemoryEntries
+	maxMemoryBytes   = rtsandbox.MaxMemoryBytes
+	maxMemoryKey     = rtsandbox.MaxMemoryKey
+	maxMemoryText    = rtsandbox.MaxMemoryText
 )
 
 var errMemory = errors.New("memory tool refused")
 
-// memoryEntry is one stored fact. Scope is "channel" or
-// "speaker:<speaker id>"; the id is data, never a path.
-type memoryEntry struct {
-	Scope string `json:"scope"`
-	Key   string `json:"key"`
-	Text  string `json:"text"`
-}
-
-// memory is the store in <workspace>/memory.json. The worker is
-// sequential, so it needs no lock.
+// memory is the channel's store for one turn, as the host passed it in the
+// turn JSON; the tools change it here and the reply carries it back. The
+// worker is sequential, so it needs no lock, and it touches no file.
 type memory struct {
-	path    string
-	entries []memoryEntry
-}
-
-// openMemory creates the workspace if needed and loads memory.json. A
-// file that does not parse or breaks the limits fails the worker rather
-// than being silently replaced.
-func openMemory(workspace string) (*memory, error) {
-	if err := os.MkdirAll(workspace, 0o700); err != nil {
-		return nil, err
-	}
-	m := &memory{path: filepath.Join(workspace, "memory.json")}
-	data, exists, err := readState(m.path)
-	if err != nil || !exists {
-		return m, err
-	}
-	items, ok := array(data)
-	if !ok || len(items) > maxMemoryEntries {
-		return nil, errors.New("invalid memory store")
-	}
-	for _, item := range items {
-		e, ok := decodeMemoryEntry(item)
-		if !ok {
-			return nil, errors.New("invalid memory store")
-		}
-		m.entries = append(m.entries, e)
-	}
-	return m, nil
-}
-
-func decodeMemoryEntry(raw json.RawMessage) (memoryEntry, bool) {
-	obj, ok := object(raw)
-	if !ok {
-		return memoryEntry{}, false
-	}
-	scope, ok1 := str(obj["scope"])
-	key, ok2 := str(obj["key"])
-	text, ok3 := str(obj["text"])
-	return memoryEntry{Scope: scope, Key: key, Text: text}, ok1 && ok2 && ok3
+	entries []rtsandbox.MemoryEntry
 }
 
 // call runs a memory tool. speakerID is the turn's speaker, never a tool
@@ -94,7 +46,7 @@ func (m *memory) call(name string, input map[string]json.RawMessage, speakerID s
 	if !hasKey {
 		return "", fmt.Errorf("%w: key is required", errMemory)
 	}
-	next := make([]memoryEntry, 0, len(m.entries)+1)
+	next := make([]rtsandbox.MemoryEntry, 0, len(m.entries)+1)
 	for _, e := range m.entries {
 		if e.Scope != scope || e.Key != key {
 			next = append(next, e)
@@ -109,7 +61,7 @@ func (m *memory) call(name string, input map[string]json.RawMessage, speakerID s
 			return "", fmt.Errorf("%w: text must be 1..2048 characters", errMemory)
 		}
 		// Stored untrimmed; appending moves an updated entry to the end.
-		next = append(next, memoryEntry{Scope: scope, Key: key, Text: text})
+		next = append(next, rtsandbox.MemoryEntry{Scope: scope, Key: key, Text: text})
 		result = "Saved."
 	default:
 		return "", fmt.Errorf("%w: unknown memory tool", errMemory)
@@ -164,18 +116,11 @@ func (m *memory) get(scope, key string, hasKey bool, input map[string]json.RawMe
 	return string(b), err
 }
 
-// save checks capacity before writing, so a refused write leaves both the
-// file and the in-memory entries as they were.
-func (m *memory) save(next []memoryEntry) error {
-	data, err := jsonjs.Marshal(next)
-	if err != nil {
-		return err
-	}
-	if len(next) > maxMemoryEntries || len(data) > maxMemoryBytes {
+// save checks capacity before replacing the entries, so a refused change
+// leaves the store as it was.
+func (m *memory) save(next []rtsandbox.MemoryEntry) error {
+	if len(next) > maxMemoryEntries || jsonjs.Size(next) > maxMemoryBytes {
 		return fmt.Errorf("%w: memory capacity reached", errMemory)
-	}
-	if err := writeAtomic(m.path, data); err != nil {
-		return err
 	}
 	m.entries = next
 	return nil

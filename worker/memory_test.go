@@ -3,10 +3,13 @@ package worker
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
 // fields parses a JSON object into tool input fields; it panics on bad
@@ -19,13 +22,10 @@ func fields(s string) map[string]json.RawMessage {
 	return m
 }
 
-func mustOpenMemory(t *testing.T, ws string) *memory {
-	t.Helper()
-	m, err := openMemory(ws)
-	if err != nil {
-		t.Fatalf("openMemory(%q) = %v", ws, err)
-	}
-	return m
+// newMemory is the store of a turn whose memory is entries, as the worker
+// builds it from the turn JSON.
+func newMemory(entries ...rtsandbox.MemoryEntry) *memory {
+	return &memory{entries: append([]rtsandbox.MemoryEntry{}, entries...)}
 }
 
 func mustCall(t *testing.T, m *memory, name, input, speaker string) string {
@@ -37,11 +37,12 @@ func mustCall(t *testing.T, m *memory, name, input, speaker string) string {
 	return out
 }
 
-// §6.9 "Namespaces."
+// §6.9 "Namespaces." Another workspace is now another channel's store; a
+// fresh instance on the same workspace is the next turn's store, built from
+// the entries this one returns.
 func TestMemoryNamespaces(t *testing.T) {
-	root := t.TempDir()
-	a := mustOpenMemory(t, filepath.Join(root, "a"))
-	other := mustOpenMemory(t, filepath.Join(root, "b"))
+	a := newMemory()
+	other := newMemory()
 	mustCall(t, a, "memory_set", `{"scope":"speaker","key":"drink","text":"Tea","speaker":"victim"}`, "alice")
 	if got := mustCall(t, a, "memory_get", `{"scope":"speaker"}`, "bob"); got != "[]" {
 		t.Errorf("bob speaker get = %s; want []", got)
@@ -50,13 +51,13 @@ func TestMemoryNamespaces(t *testing.T) {
 		t.Errorf("victim speaker get = %s; want [] (the speaker argument is ignored)", got)
 	}
 	if got := mustCall(t, other, "memory_get", `{"scope":"speaker"}`, "alice"); got != "[]" {
-		t.Errorf("other workspace alice get = %s; want []", got)
+		t.Errorf("other channel alice get = %s; want []", got)
 	}
 	mustCall(t, a, "memory_set", `{"scope":"channel","key":"meeting","text":"Wednesday"}`, "alice")
 	if got := mustCall(t, a, "memory_get", `{"scope":"channel","query":"wednesday"}`, "bob"); !strings.Contains(got, "Wednesday") {
 		t.Errorf("bob channel query = %s; want Wednesday", got)
 	}
-	fresh := mustOpenMemory(t, filepath.Join(root, "a"))
+	fresh := newMemory(a.entries...)
 	if got := mustCall(t, fresh, "memory_get", `{"scope":"speaker","key":"drink"}`, "alice"); got != `[{"key":"drink","text":"Tea"}]` {
 		t.Errorf("fresh alice get = %s; want drink=Tea", got)
 	}
@@ -73,8 +74,7 @@ func TestMemoryNamespaces(t *testing.T) {
 
 // §6.9 "Values are data; limits keep state."
 func TestMemoryValuesAreDataLimitsKeepState(t *testing.T) {
-	ws := t.TempDir()
-	m := mustOpenMemory(t, ws)
+	m := newMemory()
 	mustCall(t, m, "memory_set", `{"scope":"speaker","key":"../../host","text":"plain data"}`, "../../person")
 	if got := mustCall(t, m, "memory_get", `{"scope":"speaker","key":"../../host"}`, "../../person"); !strings.Contains(got, "plain data") {
 		t.Errorf("get ../../host = %s; want plain data", got)
@@ -84,6 +84,7 @@ func TestMemoryValuesAreDataLimitsKeepState(t *testing.T) {
 		{"memory_set", `{"scope":"speaker","key":"x","text":"` + strings.Repeat("x", 2049) + `"}`},
 		{"bash", `{"scope":"speaker","key":"x"}`},
 	}
+	before := slices.Clone(m.entries)
 	for _, b := range bad {
 		if _, err := m.call(b.name, fields(b.input), "alice"); err == nil {
 			t.Errorf("call(%s, %.60s) = nil; want error", b.name, b.input)
@@ -92,11 +93,9 @@ func TestMemoryValuesAreDataLimitsKeepState(t *testing.T) {
 	if got := mustCall(t, m, "memory_get", `{"scope":"speaker"}`, "../../person"); !strings.Contains(got, "plain data") {
 		t.Errorf("get after failures = %s; want plain data", got)
 	}
-	entries, _ := os.ReadDir(ws)
-	for _, e := range entries {
-		if e.Name() != "memory.json" {
-			t.Errorf("workspace holds %q; want only memory.json", e.Name())
-		}
+	want := []rtsandbox.MemoryEntry{{Scope: "speaker:../../person", Key: "../../host", Text: "plain data"}}
+	if diff := cmp.Diff(want, m.entries); diff != "" || !slices.Equal(before, m.entries) {
+		t.Errorf("store after failures (-want +got):\n%s", diff)
 	}
 }
 
@@ -121,16 +120,19 @@ func TestMemoryCallRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := mustOpenMemory(t, t.TempDir())
+			m := newMemory(rtsandbox.MemoryEntry{Scope: "channel", Key: "k", Text: "t"})
 			if out, err := m.call(tt.tool, fields(tt.input), "alice"); !errors.Is(err, errMemory) {
 				t.Errorf("call(%s, %.60s) = %q, %v; want errMemory", tt.tool, tt.input, out, err)
+			}
+			if want := []rtsandbox.MemoryEntry{{Scope: "channel", Key: "k", Text: "t"}}; !slices.Equal(want, m.entries) {
+				t.Errorf("store after a refusal = %v; want unchanged", m.entries)
 			}
 		})
 	}
 }
 
 func TestMemoryKeysAndTexts(t *testing.T) {
-	m := mustOpenMemory(t, t.TempDir())
+	m := newMemory()
 	mustCall(t, m, "memory_set", `{"scope":"channel","key":"  a  ","text":"  first  "}`, "alice")
 	mustCall(t, m, "memory_set", `{"scope":"channel","key":"b","text":"`+strings.Repeat("😀", 1024)+`"}`, "alice")
 	mustCall(t, m, "memory_set", `{"scope":"channel","key":"a","text":"second"}`, "alice")
@@ -154,26 +156,25 @@ func TestMemoryKeysAndTexts(t *testing.T) {
 }
 
 func TestMemoryCapacity(t *testing.T) {
-	ws := t.TempDir()
-	var full []memoryEntry
+	var full []rtsandbox.MemoryEntry
 	for i := range maxMemoryEntries {
-		full = append(full, memoryEntry{Scope: "channel", Key: "k" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + string(rune('a'+i/26)), Text: "t"})
+		full = append(full, rtsandbox.MemoryEntry{Scope: "channel", Key: "k" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + string(rune('a'+i/26)), Text: "t"})
 	}
-	writeJSON(t, filepath.Join(ws, "memory.json"), full)
-	before, _ := os.ReadFile(filepath.Join(ws, "memory.json"))
-	m := mustOpenMemory(t, ws)
-	if _, err := m.call("memory_set", fields(`{"scope":"channel","key":"new","text":"t"}`), "alice"); !errors.Is(err, errMemory) {
+	m := newMemory(full...)
+	if _, err := m.call("memory_set", fields(`{"scope":"channel","key":"new","text":"t"}`), "alice"); !errors.Is(err, errMemory) || !strings.Contains(err.Error(), "capacity") {
 		t.Fatalf("257th set = %v; want capacity error", err)
 	}
-	after, _ := os.ReadFile(filepath.Join(ws, "memory.json"))
-	if string(before) != string(after) || len(m.entries) != maxMemoryEntries {
+	if !slices.Equal(full, m.entries) {
 		t.Errorf("a refused set changed the store")
 	}
 	mustCall(t, m, "memory_set", `{"scope":"channel","key":"`+full[0].Key+`","text":"replaced"}`, "alice")
+	if len(m.entries) != maxMemoryEntries || m.entries[maxMemoryEntries-1].Text != "replaced" {
+		t.Errorf("replacing an entry of a full store: %d entries, last %+v", len(m.entries), m.entries[len(m.entries)-1])
+	}
 
 	// 512 KiB: 255 entries of 2,048 CJK characters (3 bytes each) are
 	// about 1.5 MiB, so the byte cap binds long before the entry cap.
-	m2 := mustOpenMemory(t, t.TempDir())
+	m2 := newMemory()
 	var err error
 	n := 0
 	for ; err == nil && n < maxMemoryEntries; n++ {
@@ -182,44 +183,23 @@ func TestMemoryCapacity(t *testing.T) {
 	if !errors.Is(err, errMemory) || n > 90 {
 		t.Errorf("byte cap: set %d entries, last error %v; want the capacity error near 85", n, err)
 	}
-	data, _ := os.ReadFile(filepath.Join(m2.path))
-	if len(data) > maxMemoryBytes {
-		t.Errorf("memory.json is %d bytes; want ≤ %d", len(data), maxMemoryBytes)
+	if size := jsonjs.Size(m2.entries); size > maxMemoryBytes || len(m2.entries) != n-1 {
+		t.Errorf("store is %d bytes in %d entries; want ≤ %d bytes and the refused entry left out", size, len(m2.entries), maxMemoryBytes)
 	}
 }
 
-func TestOpenMemoryRejects(t *testing.T) {
-	tests := []struct{ name, content string }{
-		{"not-json", `[`},
-		{"object", `{}`},
-		{"null", `null`},
-		{"entry-null", `[null]`},
-		{"entry-missing-text", `[{"scope":"channel","key":"k"}]`},
-		{"257-entries", "[" + strings.TrimSuffix(strings.Repeat(`{"scope":"channel","key":"k","text":"t"},`, 257), ",") + "]"},
+// The tools build a new list: the turn's memory the store started from is
+// never changed in place.
+func TestMemoryLeavesTurnMemoryUnchanged(t *testing.T) {
+	turn := []rtsandbox.MemoryEntry{{Scope: "channel", Key: "a", Text: "1"}, {Scope: "channel", Key: "b", Text: "2"}}
+	orig := slices.Clone(turn)
+	m := &memory{entries: turn}
+	mustCall(t, m, "memory_set", `{"scope":"channel","key":"a","text":"changed"}`, "alice")
+	mustCall(t, m, "memory_remove", `{"scope":"channel","key":"b"}`, "alice")
+	if !slices.Equal(orig, turn) {
+		t.Errorf("turn memory = %v; want unchanged %v", turn, orig)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ws := t.TempDir()
-			os.WriteFile(filepath.Join(ws, "memory.json"), []byte(tt.content), 0o600)
-			if _, err := openMemory(ws); err == nil {
-				t.Errorf("openMemory(%.40s) = nil; want error", tt.content)
-			}
-		})
-	}
-}
-
-func TestMemoryFileMode(t *testing.T) {
-	ws := filepath.Join(t.TempDir(), "new", "workspace")
-	m := mustOpenMemory(t, ws)
-	mustCall(t, m, "memory_set", `{"scope":"channel","key":"k","text":"t"}`, "alice")
-	fi, err := os.Stat(m.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("memory.json mode = %v; want 0600", fi.Mode().Perm())
-	}
-	if _, err := os.Stat(m.path + ".tmp"); !os.IsNotExist(err) {
-		t.Errorf("memory.json.tmp left behind: %v", err)
+	if want := []rtsandbox.MemoryEntry{{Scope: "channel", Key: "a", Text: "changed"}}; !slices.Equal(want, m.entries) {
+		t.Errorf("store = %v; want %v", m.entries, want)
 	}
 }

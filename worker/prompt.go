@@ -7,15 +7,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
 // Prompt budgets, in bytes of JS-style JSON (quotes and escapes included),
 // so they match what the reference measured with JSON.stringify.
 const (
-	budgetHistory = 8192      // each history entry, the operator prompt
-	budgetPreview = 4096      // memory previews, tool results, assistant text
-	budgetUser    = 48 * 1024 // the current user message
+	budgetHistory = rtsandbox.HistoryBudget // each history entry, the operator prompt
+	budgetPreview = 4096                    // memory previews, tool results, assistant text
+	budgetUser    = 48 * 1024               // the current user message
 )
 
 // truncationMarker ends every truncated text so the model knows data is

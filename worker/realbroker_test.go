@@ -106,8 +106,7 @@ func (rt *realTurn) run(t *testing.T, turn rtsandbox.Turn) (int, rtsandbox.Reply
 		t.Fatal(err)
 	}
 	var out, stderr bytes.Buffer
-	code := worker.Run(ctx, worker.Options{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &stderr,
-		Socket: srv.Path(), Workspace: filepath.Join(rt.dir, "ws")})
+	code := worker.Run(ctx, worker.Options{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &stderr, Socket: srv.Path()})
 	var reply rtsandbox.Reply
 	if err := json.Unmarshal(out.Bytes(), &reply); err != nil {
 		t.Fatalf("worker stdout %q: %v (stderr %s)", out.Bytes(), err, stderr.Bytes())
@@ -115,12 +114,24 @@ func (rt *realTurn) run(t *testing.T, turn rtsandbox.Turn) (int, rtsandbox.Reply
 	if strings.Contains(out.String()+stderr.String(), realBrokerKey) {
 		t.Errorf("the real key reached the worker's output")
 	}
+	if s := reply.State; code == 0 && (s == nil || s.Memory == nil || s.History == nil) {
+		t.Errorf("worker stdout %.200q; want the state with memory and history lists", out.Bytes())
+	}
 	return code, reply
+}
+
+// wantReply fails t unless the turn exited 0 with the ok reply text.
+func wantReply(t *testing.T, code int, reply rtsandbox.Reply, text string) {
+	t.Helper()
+	if code != 0 || !reply.OK || reply.Text != text {
+		t.Fatalf("turn = %d {ok:%v text:%.80q}; want 0 and ok %q", code, reply.OK, reply.Text, text)
+	}
 }
 
 func baseTurn(text string) rtsandbox.Turn {
 	return rtsandbox.Turn{Text: text, Speaker: rtsandbox.TurnSpeaker{ID: "alice", Name: "Alice"},
 		Model: "test-model", Prompt: "Be brief.", TimeZone: "UTC",
+		Memory: []rtsandbox.MemoryEntry{}, History: []rtsandbox.HistoryEntry{},
 		Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}}
 }
 
@@ -131,9 +142,7 @@ func TestWorkerTransportViaRealBroker(t *testing.T) {
 	defer model.Close()
 	rt := newRealTurn(t, model, nil)
 	code, reply := rt.run(t, baseTurn("Hello"))
-	if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Hello from the sealed worker."}) {
-		t.Errorf("turn = %d %+v; want 0 and the model's text", code, reply)
-	}
+	wantReply(t, code, reply, "Hello from the sealed worker.")
 	if diff := cmp.Diff([]string{"/model 200"}, rt.audit.calls(t)); diff != "" {
 		t.Errorf("broker calls (-want +got):\n%s", diff)
 	}
@@ -160,9 +169,7 @@ func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
 	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}
 	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{search}}}
 	code, reply := rt.run(t, turn)
-	if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Done."}) {
-		t.Fatalf("turn = %d %+v; want 0 Done.", code, reply)
-	}
+	wantReply(t, code, reply, "Done.")
 	want := []string{"/model 200", "/tools/clock 200", "/mcp/catalog 200", "/model 200"}
 	if diff := cmp.Diff(want, rt.audit.calls(t)); diff != "" {
 		t.Errorf("broker calls (-want +got):\n%s", diff)
@@ -222,9 +229,7 @@ func TestWorkerRepairsProviderToolCallsRealBroker(t *testing.T) {
 			defer model.Close()
 			rt := newRealTurn(t, model, nil)
 			code, reply := rt.run(t, baseTurn("recall"))
-			if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Recovered."}) {
-				t.Fatalf("turn = %d %+v; want 0 Recovered.", code, reply)
-			}
+			wantReply(t, code, reply, "Recovered.")
 			if diff := cmp.Diff([]string{"/model 200", "/model 200"}, rt.audit.calls(t)); diff != "" {
 				t.Errorf("broker calls (-want +got):\n%s", diff)
 			}
@@ -272,32 +277,28 @@ func TestNearCapacityFitsRealBroker(t *testing.T) {
 	)
 	defer model.Close()
 	rt := newRealTurn(t, model, nil)
-	ws := filepath.Join(rt.dir, "ws")
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	type entry struct {
-		Scope string `json:"scope"`
-		Key   string `json:"key"`
-		Text  string `json:"text"`
-	}
-	var notes []entry
+	turn := baseTurn(strings.Repeat("\u4e01", 20000))
 	for i := range 144 {
 		text := strings.Repeat("n", 2048)
 		if i < 32 {
 			text = strings.Repeat("\u4e01", 2048)
 		}
-		notes = append(notes, entry{"channel", fmt.Sprintf("note_%d", i), text})
+		turn.Memory = append(turn.Memory, rtsandbox.MemoryEntry{Scope: "channel", Key: fmt.Sprintf("note_%d", i), Text: text})
 	}
-	writeFile(t, filepath.Join(ws, "memory.json"), notes)
-	var history []map[string]string
-	for i := range 20 {
-		history = append(history, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": strings.Repeat("h", 100000)})
+	// The largest history the host keeps: 20 messages at the history
+	// budget (the reference wrote 20 × 100,000 characters to history.json).
+	for i := range rtsandbox.MaxHistory {
+		turn.History = append(turn.History, rtsandbox.HistoryEntry{Role: []string{"user", "assistant"}[i%2], Content: strings.Repeat("h", rtsandbox.HistoryBudget-2)})
 	}
-	writeFile(t, filepath.Join(ws, "history.json"), history)
-	code, reply := rt.run(t, baseTurn(strings.Repeat("\u4e01", 20000)))
-	if code != 0 || reply != (rtsandbox.Reply{OK: true, Text: "Removed."}) {
-		t.Fatalf("turn = %d %+v; want 0 Removed.", code, reply)
+	code, reply := rt.run(t, turn)
+	wantReply(t, code, reply, "Removed.")
+	for _, e := range reply.State.Memory {
+		if e.Key == "note_0" {
+			t.Errorf("returned memory still holds note_0")
+		}
+	}
+	if n := len(reply.State.Memory); n != 143 {
+		t.Errorf("returned memory has %d entries; want 143", n)
 	}
 	reqs := model.Requests()
 	if len(reqs) != 2 {
@@ -310,16 +311,5 @@ func TestNearCapacityFitsRealBroker(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"/model 200", "/model 200"}, rt.audit.calls(t)); diff != "" {
 		t.Errorf("broker calls (-want +got):\n%s", diff)
-	}
-}
-
-func writeFile(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := jsonjs.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
 	}
 }

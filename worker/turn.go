@@ -12,7 +12,7 @@ import (
 
 // maxTurnBytes bounds stdin: the host never writes more, and an unbounded
 // read would let a broken host exhaust the container's memory.
-const maxTurnBytes = 262144
+const maxTurnBytes = rtsandbox.MaxTurnBytes
 
 var errInvalidTurn = errors.New("invalid turn")
 
@@ -23,7 +23,7 @@ func readTurn(r io.Reader) (rtsandbox.Turn, error) {
 		return rtsandbox.Turn{}, fmt.Errorf("read stdin: %w", err)
 	}
 	if len(b) > maxTurnBytes {
-		return rtsandbox.Turn{}, errors.New("stdin exceeds 262144 bytes")
+		return rtsandbox.Turn{}, fmt.Errorf("stdin exceeds %d bytes", maxTurnBytes)
 	}
 	return decodeTurn(b)
 }
@@ -55,6 +55,12 @@ func decodeTurn(b []byte) (rtsandbox.Turn, error) {
 			return rtsandbox.Turn{}, fmt.Errorf("%w: reset", errInvalidTurn)
 		}
 	}
+	if t.Memory, ok = memoryEntries(obj["memory"]); !ok {
+		return rtsandbox.Turn{}, fmt.Errorf("%w: memory", errInvalidTurn)
+	}
+	if t.History, ok = historyList(obj["history"]); !ok {
+		return rtsandbox.Turn{}, fmt.Errorf("%w: history", errInvalidTurn)
+	}
 	if t.Tools, ok = toolSpecs(obj["tools"]); !ok {
 		return rtsandbox.Turn{}, fmt.Errorf("%w: tools", errInvalidTurn)
 	}
@@ -72,6 +78,54 @@ func speaker(raw json.RawMessage) (rtsandbox.TurnSpeaker, bool) {
 	id, okID := str(obj["id"])
 	name, okName := str(obj["name"])
 	return rtsandbox.TurnSpeaker{ID: id, Name: name}, okID && okName
+}
+
+// memoryEntries checks the channel's memory as the reference's load did
+// (spec §4.6): an array of at most 256 entries with string scope, key and
+// text. The host checks the finer rules before it stores anything.
+func memoryEntries(raw json.RawMessage) ([]rtsandbox.MemoryEntry, bool) {
+	items, ok := array(raw)
+	if !ok || len(items) > rtsandbox.MaxMemoryEntries {
+		return nil, false
+	}
+	out := make([]rtsandbox.MemoryEntry, 0, len(items))
+	for _, item := range items {
+		obj, ok := object(item)
+		if !ok {
+			return nil, false
+		}
+		scope, ok1 := str(obj["scope"])
+		key, ok2 := str(obj["key"])
+		text, ok3 := str(obj["text"])
+		if !ok1 || !ok2 || !ok3 {
+			return nil, false
+		}
+		out = append(out, rtsandbox.MemoryEntry{Scope: scope, Key: key, Text: text})
+	}
+	return out, true
+}
+
+// historyList checks the channel's history (spec §4.3 item 2): an array of
+// at most 20 messages with role user or assistant and string content.
+func historyList(raw json.RawMessage) ([]rtsandbox.HistoryEntry, bool) {
+	items, ok := array(raw)
+	if !ok || len(items) > rtsandbox.MaxHistory {
+		return nil, false
+	}
+	out := make([]rtsandbox.HistoryEntry, 0, len(items))
+	for _, item := range items {
+		obj, ok := object(item)
+		if !ok {
+			return nil, false
+		}
+		role, _ := str(obj["role"])
+		content, ok := str(obj["content"])
+		if !ok || (role != "user" && role != "assistant") {
+			return nil, false
+		}
+		out = append(out, rtsandbox.HistoryEntry{Role: role, Content: content})
+	}
+	return out, true
 }
 
 func toolSpecs(raw json.RawMessage) ([]rtsandbox.ToolSpec, bool) {

@@ -11,7 +11,13 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-const validTurnJSON = `{"text":"Hi","speaker":{"id":"u1","name":"Ann"},"model":"m","prompt":"p","timeZone":"UTC","tools":[],"mcp":[]}`
+const validTurnJSON = `{"text":"Hi","speaker":{"id":"u1","name":"Ann"},"model":"m","prompt":"p","timeZone":"UTC","memory":[],"history":[],"tools":[],"mcp":[]}`
+
+// stateTurnJSON carries memory and history (for the fuzz seeds).
+const stateTurnJSON = `{"text":"Hi","speaker":{"id":"u1","name":"Ann"},"model":"m","prompt":"p","timeZone":"UTC",` +
+	`"memory":[{"scope":"channel","key":"k","text":"<\u2028>"},{"scope":"speaker:u1","key":"../x","text":" t "}],` +
+	`"history":[{"role":"user","content":"{\"speaker\":{\"id\":\"u1\",\"name\":\"Ann\"},\"message\":\"q\"}"},{"role":"assistant","content":"a"}],` +
+	`"tools":[],"mcp":[]}`
 
 // turnWith returns validTurnJSON with key set to value (raw JSON), or
 // removed when value is "".
@@ -25,6 +31,11 @@ func turnWith(key, value string) string {
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
+}
+
+// repeatJSON is a JSON array of n copies of item.
+func repeatJSON(n int, item string) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
 }
 
 var turnDecodeTests = []struct {
@@ -60,6 +71,29 @@ var turnDecodeTests = []struct {
 	{"mcp-server-invalid", turnWith("mcp", `[{"server":"cat/alog","tools":[]}]`), false},
 	{"mcp-tools-missing", turnWith("mcp", `[{"server":"catalog"}]`), false},
 	{"mcp-not-array", turnWith("mcp", `{}`), false},
+	{"state", stateTurnJSON, true},
+	{"memory-missing", turnWith("memory", ""), false},
+	{"memory-null", turnWith("memory", `null`), false},
+	{"memory-object", turnWith("memory", `{}`), false},
+	{"memory-entry-null", turnWith("memory", `[null]`), false},
+	{"memory-entry-array", turnWith("memory", `[["channel","k","t"]]`), false},
+	{"memory-entry-text-missing", turnWith("memory", `[{"scope":"channel","key":"k"}]`), false},
+	{"memory-entry-scope-number", turnWith("memory", `[{"scope":1,"key":"k","text":"t"}]`), false},
+	{"memory-entry-extra-field", turnWith("memory", `[{"scope":"channel","key":"k","text":"t","x":1}]`), true},
+	{"memory-256-entries", turnWith("memory", repeatJSON(256, `{"scope":"channel","key":"k","text":"t"}`)), true},
+	{"memory-257-entries", turnWith("memory", repeatJSON(257, `{"scope":"channel","key":"k","text":"t"}`)), false},
+	{"history-missing", turnWith("history", ""), false},
+	{"history-null", turnWith("history", `null`), false},
+	{"history-string", turnWith("history", `"[]"`), false},
+	{"history-entry-null", turnWith("history", `[null]`), false},
+	{"history-role-system", turnWith("history", `[{"role":"system","content":"x"}]`), false},
+	{"history-role-tool", turnWith("history", `[{"role":"tool","content":"x"}]`), false},
+	{"history-role-missing", turnWith("history", `[{"content":"x"}]`), false},
+	{"history-content-null", turnWith("history", `[{"role":"user","content":null}]`), false},
+	{"history-content-missing", turnWith("history", `[{"role":"assistant"}]`), false},
+	{"history-entry-extra-field", turnWith("history", `[{"role":"user","content":"x","tool_calls":[]}]`), true},
+	{"history-20-entries", turnWith("history", repeatJSON(20, `{"role":"user","content":"x"}`)), true},
+	{"history-21-entries", turnWith("history", repeatJSON(21, `{"role":"user","content":"x"}`)), false},
 	{"top-level-array", `[]`, false},
 	{"top-level-null", `null`, false},
 	{"trailing-garbage", validTurnJSON + "x", false},
@@ -81,27 +115,36 @@ func TestDecodeTurn(t *testing.T) {
 func TestDecodeTurnValues(t *testing.T) {
 	in := turnWith("tools", `[{"name":"clock","description":"Time","parameters":{ "type" : "object" , "b":1,"a":2}}]`)
 	in = strings.Replace(in, `"mcp":[]`, `"mcp":[{"server":"cat","tools":[{"name":"s","description":"","parameters":{}}]}],"reset":true`, 1)
+	in = strings.Replace(in, `"memory":[]`, `"memory":[{"scope":"speaker:u1","key":"k","text":"t","extra":1}]`, 1)
+	in = strings.Replace(in, `"history":[]`, `"history":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]`, 1)
 	got, err := decodeTurn([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := rtsandbox.Turn{
 		Text: "Hi", Speaker: rtsandbox.TurnSpeaker{ID: "u1", Name: "Ann"}, Model: "m", Prompt: "p", TimeZone: "UTC", Reset: true,
-		Tools: []rtsandbox.ToolSpec{{Name: "clock", Description: "Time", Parameters: json.RawMessage(`{"type":"object","b":1,"a":2}`)}},
-		MCP:   []rtsandbox.MCPServerTools{{Server: "cat", Tools: []rtsandbox.ToolSpec{{Name: "s", Description: "", Parameters: json.RawMessage(`{}`)}}}},
+		Memory:  []rtsandbox.MemoryEntry{{Scope: "speaker:u1", Key: "k", Text: "t"}},
+		History: []rtsandbox.HistoryEntry{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}},
+		Tools:   []rtsandbox.ToolSpec{{Name: "clock", Description: "Time", Parameters: json.RawMessage(`{"type":"object","b":1,"a":2}`)}},
+		MCP:     []rtsandbox.MCPServerTools{{Server: "cat", Tools: []rtsandbox.ToolSpec{{Name: "s", Description: "", Parameters: json.RawMessage(`{}`)}}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decodeTurn (-want +got):\n%s", diff)
 	}
 }
 
+// The stdin bound is rtsandbox.MaxTurnBytes (2 MiB, room for the channel's
+// state), not the reference's 262,144 bytes.
 func TestReadTurnLimit(t *testing.T) {
+	if got := maxTurnBytes; got != 2<<20 {
+		t.Fatalf("maxTurnBytes = %d; want 2 MiB", got)
+	}
 	pad := strings.Repeat(" ", maxTurnBytes-len(validTurnJSON))
 	if _, err := readTurn(strings.NewReader(validTurnJSON + pad)); err != nil {
-		t.Errorf("readTurn(262144 bytes) = %v; want ok", err)
+		t.Errorf("readTurn(%d bytes) = %v; want ok", maxTurnBytes, err)
 	}
 	if _, err := readTurn(strings.NewReader(validTurnJSON + pad + " ")); err == nil {
-		t.Errorf("readTurn(262145 bytes) = nil; want error")
+		t.Errorf("readTurn(%d bytes) = nil; want error", maxTurnBytes+1)
 	}
 }
 
@@ -122,6 +165,9 @@ func FuzzTurnDecode(f *testing.F) {
 		f.Add([]byte(tt.in))
 	}
 	f.Add([]byte(turnWith("tools", `[{"name":"a","description":"<\u2028>","parameters":{"x":"<&>\u2028\u00e9"}}]`)))
+	f.Add([]byte(stateTurnJSON))
+	f.Add([]byte(strings.Replace(stateTurnJSON, `"memory":`, `"reset":true,"memory":`, 1)))
+	f.Add([]byte(turnWith("history", `[{"role":"assistant","content":"\u0000\ud83d\ude00\u2029"}]`)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		turn, err := decodeTurn(in)
 		if err != nil {

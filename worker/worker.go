@@ -11,14 +11,13 @@ import (
 )
 
 // Options are the worker's inputs. The binary passes the process streams
-// and the fixed container paths; tests pass their own.
+// and the fixed broker socket path; tests pass their own.
 type Options struct {
-	Stdin     io.Reader
-	Stdout    io.Writer
-	Stderr    io.Writer        // failure details; nil discards them
-	Socket    string           // broker socket; "" means rtsandbox.BrokerSocketPath
-	Workspace string           // channel workspace; "" means rtsandbox.WorkspacePath
-	Now       func() time.Time // clock for the system prompt; nil means time.Now
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer        // failure details; nil discards them
+	Socket string           // broker socket; "" means rtsandbox.BrokerSocketPath
+	Now    func() time.Time // clock for the system prompt; nil means time.Now
 }
 
 // Run executes one turn: it reads the turn from Stdin, runs the agent loop
@@ -59,9 +58,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Socket == "" {
 		o.Socket = rtsandbox.BrokerSocketPath
-	}
-	if o.Workspace == "" {
-		o.Workspace = rtsandbox.WorkspacePath
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -20,10 +20,9 @@ func main() {
 	// the runtime's thread count low.
 	runtime.GOMAXPROCS(1)
 	os.Exit(worker.Run(context.Background(), worker.Options{
-		Stdin:     os.Stdin,
-		Stdout:    os.Stdout,
-		Stderr:    os.Stderr,
-		Socket:    rtsandbox.BrokerSocketPath,
-		Workspace: rtsandbox.WorkspacePath,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		Socket: rtsandbox.BrokerSocketPath,
 	}))
 }
