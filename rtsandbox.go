@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"strings"
+	"unicode"
 	"unicode/utf16"
 )
 
@@ -128,6 +130,16 @@ var (
 	// ErrUpstream marks a failed call to a model, tool or MCP endpoint.
 	ErrUpstream = errors.New("upstream failed")
 )
+
+// TrimJS trims like JS String.prototype.trim: Unicode White_Space plus
+// U+FEFF, but not U+0085, which Go's unicode.IsSpace includes. Rules that
+// ask for "non-blank after trimming" use it on both sides of the worker
+// protocol, so the host never refuses what the worker accepted.
+func TrimJS(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool {
+		return r == '\uFEFF' || (r != '\u0085' && unicode.IsSpace(r))
+	})
+}
 
 // UTF16Len returns the length of s in UTF-16 code units, the unit of the
 // reference's string limits (JS .length). Invalid UTF-8 bytes count as one

@@ -49,6 +49,15 @@ const (
 	DefaultCPUs     = 1.0
 	DefaultPIDs     = 64
 	MinPIDs         = 8
+	// DefaultWorkspaceMB sizes the sealed container's tmpfs /workspace; it
+	// may not exceed memory_mb, since tmpfs pages count against it.
+	DefaultWorkspaceMB = 64
+	MinWorkspaceMB     = 1
+
+	// DefaultHostMemoryLimitMB is the host process's soft memory limit
+	// (runtime/debug.SetMemoryLimit) when host.memory_limit_mb is unset.
+	DefaultHostMemoryLimitMB = 1024
+	MinHostMemoryLimitMB     = 64
 
 	// BuiltinClock is the only built-in host tool so far.
 	BuiltinClock = "clock"
@@ -81,6 +90,15 @@ type Config struct {
 	// Web is the controlled web access (web_fetch, search, research); the
 	// zero value turns it off.
 	Web Web
+	// Host tunes the host process itself.
+	Host Host
+}
+
+// Host tunes the host process.
+type Host struct {
+	// MemoryLimitMB is the Go runtime's soft memory limit for the whole
+	// host, in MiB (host.memory_limit_mb).
+	MemoryLimitMB int
 }
 
 // Model is the upstream chat-completions endpoint.
@@ -125,9 +143,10 @@ type Sandbox struct {
 
 // Limits are the container's resource limits.
 type Limits struct {
-	MemoryMB int
-	CPUs     float64
-	PIDs     int
+	MemoryMB    int
+	CPUs        float64
+	PIDs        int
+	WorkspaceMB int
 }
 
 // EnvVar is the name of an environment variable that holds a secret. The

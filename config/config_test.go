@@ -86,10 +86,11 @@ func TestParseFull(t *testing.T) {
 			UID:         1000,
 			GID:         1001,
 			TurnTimeout: 90 * time.Second,
-			Limits:      Limits{MemoryMB: 1024, CPUs: 1.5, PIDs: 128},
+			Limits:      Limits{MemoryMB: 1024, CPUs: 1.5, PIDs: 128, WorkspaceMB: DefaultWorkspaceMB},
 			Prompt:      "Be brief.",
 			TimeZone:    "Europe/Berlin",
 		},
+		Host: Host{MemoryLimitMB: DefaultHostMemoryLimitMB},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Parse(fullFile) mismatch (-want +got):\n%s", diff)
@@ -100,7 +101,7 @@ func TestParseDefaults(t *testing.T) {
 	wantSandbox := Sandbox{
 		Image:       DefaultImage,
 		TurnTimeout: DefaultTurnTimeout,
-		Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: DefaultPIDs},
+		Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: DefaultPIDs, WorkspaceMB: DefaultWorkspaceMB},
 	}
 	tests := []struct {
 		name string
@@ -134,7 +135,7 @@ func TestParseDefaults(t *testing.T) {
 				Sandbox: Sandbox{
 					Image:       DefaultImage,
 					TurnTimeout: DefaultTurnTimeout,
-					Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: 8},
+					Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: 8, WorkspaceMB: DefaultWorkspaceMB},
 				},
 			},
 		},
@@ -150,7 +151,7 @@ func TestParseDefaults(t *testing.T) {
 				Sandbox: Sandbox{
 					Image:       DefaultImage,
 					TurnTimeout: time.Second,
-					Limits:      Limits{MemoryMB: 64, CPUs: 2, PIDs: DefaultPIDs},
+					Limits:      Limits{MemoryMB: 64, CPUs: 2, PIDs: DefaultPIDs, WorkspaceMB: DefaultWorkspaceMB},
 				},
 			},
 		},
@@ -163,7 +164,7 @@ func TestParseDefaults(t *testing.T) {
 				Sandbox: Sandbox{
 					Image:       DefaultImage,
 					TurnTimeout: 600 * time.Second,
-					Limits:      Limits{MemoryMB: 1 << 20, CPUs: 64, PIDs: 1000000},
+					Limits:      Limits{MemoryMB: 1 << 20, CPUs: 64, PIDs: 1000000, WorkspaceMB: DefaultWorkspaceMB},
 				},
 			},
 		},
@@ -183,6 +184,20 @@ func TestParseDefaults(t *testing.T) {
 			},
 		},
 		{
+			name: "workspace-and-host-memory-limit",
+			in:   minimal + "sandbox: {limits: {memory_mb: 128, workspace_mb: 128}}\nhost: {memory_limit_mb: 512}\n",
+			want: &Config{
+				StateDir: "/var/lib/rtsandbox",
+				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Sandbox: Sandbox{
+					Image:       DefaultImage,
+					TurnTimeout: DefaultTurnTimeout,
+					Limits:      Limits{MemoryMB: 128, CPUs: DefaultCPUs, PIDs: DefaultPIDs, WorkspaceMB: 128},
+				},
+				Host: Host{MemoryLimitMB: 512},
+			},
+		},
+		{
 			name: "builtin-with-own-description-and-parameters",
 			in:   minimal + "tools: [{name: clock, builtin: clock, description: Time, parameters: {type: object}}]\n",
 			want: &Config{
@@ -198,6 +213,9 @@ func TestParseDefaults(t *testing.T) {
 			got, err := Parse([]byte(tt.in))
 			if err != nil {
 				t.Fatalf("Parse(%q) error: %v", tt.in, err)
+			}
+			if tt.want.Host == (Host{}) {
+				tt.want.Host = Host{MemoryLimitMB: DefaultHostMemoryLimitMB}
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Parse(%q) mismatch (-want +got):\n%s", tt.in, diff)
@@ -365,6 +383,10 @@ var errorTests = []struct {
 	{"cpus-inf", minimal + "sandbox: {limits: {cpus: .inf}}\n", []string{"sandbox.limits.cpus: must be a finite number greater than 0"}},
 	{"cpus-string", minimal + "sandbox: {limits: {cpus: '2'}}\n", []string{"sandbox.limits.cpus: must be a finite number greater than 0"}},
 	{"limits-not-mapping", minimal + "sandbox: {limits: 5}\n", []string{"sandbox.limits: must be a mapping"}},
+	{"workspace-over-memory", minimal + "sandbox: {limits: {memory_mb: 64, workspace_mb: 65}}\n", []string{"sandbox.limits.workspace_mb: must be an integer of at most 64"}},
+	{"workspace-zero", minimal + "sandbox: {limits: {workspace_mb: 0}}\n", []string{"sandbox.limits.workspace_mb: must be an integer of at least 1"}},
+	{"host-memory-limit-low", minimal + "host: {memory_limit_mb: 63}\n", []string{"host.memory_limit_mb: must be an integer of at least 64"}},
+	{"host-unknown-key", minimal + "host: {gomaxprocs: 2}\n", []string{"host.gomaxprocs: unknown key"}},
 
 	// all problems at once
 	{

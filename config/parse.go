@@ -15,7 +15,7 @@ import (
 // URL rule depends on it wherever it appears in the file.
 func (p *parser) config(root *yaml.Node) *Config {
 	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox",
-		"access", "initial_channels", "http", "discord", "web")
+		"access", "initial_channels", "http", "discord", "web", "host")
 	c := &Config{}
 	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
 		c.StateDir = filepath.Clean(s)
@@ -34,7 +34,22 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Discord = p.discordSurface(o.get("discord"))
 	c.Web = p.web(o.get("web"), c)
 	p.webToolNames(c, root)
+	c.Host = p.host(o.get("host"))
 	return c
+}
+
+// host reads the host process's own settings.
+func (p *parser) host(n *yaml.Node) Host {
+	h := Host{MemoryLimitMB: DefaultHostMemoryLimitMB}
+	if n == nil {
+		return h
+	}
+	o, ok := p.object(n, "host", "memory_limit_mb")
+	if !ok {
+		return h
+	}
+	h.MemoryLimitMB = p.integer(o, "memory_limit_mb", DefaultHostMemoryLimitMB, MinHostMemoryLimitMB, maxMemoryMB)
+	return h
 }
 
 func (p *parser) model(n *yaml.Node) Model {
@@ -179,7 +194,7 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 	s := Sandbox{
 		Image:       DefaultImage,
 		TurnTimeout: DefaultTurnTimeout,
-		Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: DefaultPIDs},
+		Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: DefaultPIDs, WorkspaceMB: DefaultWorkspaceMB},
 	}
 	if n == nil {
 		return s
@@ -207,12 +222,13 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 // limits has no upper bounds, like the reference (sealed spec §3.1), except
 // where the value must still fit the unit Docker takes.
 func (p *parser) limits(n *yaml.Node, path string, l Limits) Limits {
-	o, ok := p.object(n, path, "memory_mb", "cpus", "pids")
+	o, ok := p.object(n, path, "memory_mb", "cpus", "pids", "workspace_mb")
 	if !ok {
 		return l
 	}
 	l.MemoryMB = p.integer(o, "memory_mb", DefaultMemoryMB, MinMemoryMB, maxMemoryMB)
 	l.PIDs = p.integer(o, "pids", DefaultPIDs, MinPIDs, math.MaxInt)
+	l.WorkspaceMB = p.integer(o, "workspace_mb", DefaultWorkspaceMB, MinWorkspaceMB, l.MemoryMB)
 	l.CPUs = p.cpus(o, "cpus")
 	return l
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 )
@@ -46,6 +47,43 @@ func TestParseReply(t *testing.T) {
 			}
 			if err != nil || got != tc.want {
 				t.Fatalf("ParseReply(%.40q) = %+v, %v; want %+v", tc.stdout, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseReplyState: the state a worker returns is decoded by type; its
+// limits are the state store's to check.
+func TestParseReplyState(t *testing.T) {
+	tests := []struct {
+		name    string
+		state   string
+		want    *rtsandbox.ChannelState
+		wantErr bool
+	}{
+		{"absent", ``, nil, false},
+		{"empty-lists", `,"state":{"memory":[],"history":[]}`, &rtsandbox.ChannelState{Memory: []rtsandbox.MemoryEntry{}, History: []rtsandbox.HistoryEntry{}}, false},
+		{"entries", `,"state":{"memory":[{"scope":"channel","key":"k","text":"t","x":1}],"history":[{"role":"user","content":"hi"}]}`,
+			&rtsandbox.ChannelState{Memory: []rtsandbox.MemoryEntry{{Scope: "channel", Key: "k", Text: "t"}}, History: []rtsandbox.HistoryEntry{{Role: "user", Content: "hi"}}}, false},
+		{"state-null", `,"state":null`, nil, true},
+		{"state-array", `,"state":[]`, nil, true},
+		{"memory-missing", `,"state":{"history":[]}`, nil, true},
+		{"history-null", `,"state":{"memory":[],"history":null}`, nil, true},
+		{"entry-null", `,"state":{"memory":[null],"history":[]}`, nil, true},
+		{"text-number", `,"state":{"memory":[{"scope":"channel","key":"k","text":1}],"history":[]}`, nil, true},
+		{"content-missing", `,"state":{"memory":[],"history":[{"role":"user"}]}`, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := container.ParseReply([]byte(`{"ok":true,"text":"a"` + tc.state + `}`))
+			if tc.wantErr {
+				if !errors.Is(err, container.ErrInvalidReply) {
+					t.Fatalf("ParseReply = %+v, %v; want ErrInvalidReply", got, err)
+				}
+				return
+			}
+			if err != nil || !cmp.Equal(tc.want, got.State) {
+				t.Fatalf("ParseReply state = %+v, %v; want %+v", got.State, err, tc.want)
 			}
 		})
 	}

@@ -27,7 +27,11 @@ type Spec struct {
 	UID, GID int
 	// RunDir is mounted read-only at /broker (it holds broker.sock).
 	RunDir string
-	// WorkspaceDir is mounted read-write at /workspace.
+	// WorkspaceDir, when set, is mounted read-write at /workspace. When it
+	// is empty (the sealed mode), /workspace is a private tmpfs of
+	// Limits.WorkspaceMB with at most WorkspaceInodes files, owned by
+	// UID:GID, noexec, that dies with the container: nothing the guest
+	// writes there outlives the turn.
 	WorkspaceDir string
 	Limits       Limits
 	// Labels are set on the container; TurnLabels gives the ones Reap uses.
@@ -40,10 +44,19 @@ type Limits struct {
 	MemoryMB int     // memory and memory+swap, in MiB; at least 64
 	CPUs     float64 // CPU quota; finite and > 0
 	PIDs     int     // process and thread limit; at least 8
+	// WorkspaceMB sizes the tmpfs /workspace of a Spec without a
+	// WorkspaceDir: 1..MemoryMB (tmpfs pages count against the memory
+	// limit anyway; the cap makes a full workspace fail a write, not the
+	// worker).
+	WorkspaceMB int
 }
 
-// DefaultLimits are the reference defaults: 512 MiB, 1 CPU, 64 PIDs.
-func DefaultLimits() Limits { return Limits{MemoryMB: 512, CPUs: 1, PIDs: 64} }
+// DefaultLimits are the reference defaults (512 MiB, 1 CPU, 64 PIDs) and
+// a 64 MiB workspace.
+func DefaultLimits() Limits { return Limits{MemoryMB: 512, CPUs: 1, PIDs: 64, WorkspaceMB: 64} }
+
+// WorkspaceInodes bounds the files and directories of a tmpfs workspace.
+const WorkspaceInodes = 4096
 
 // Labels that mark this installation's turn containers, so Reap can find
 // leftovers after a daemon hiccup or a host crash.
@@ -90,9 +103,9 @@ func (s Spec) Validate() error {
 		return errNameOrImage
 	case s.UID <= 0 || s.GID <= 0:
 		return errRootUser
-	case !validMountPath(s.RunDir) || !validMountPath(s.WorkspaceDir):
+	case !validMountPath(s.RunDir) || (s.WorkspaceDir != "" && !validMountPath(s.WorkspaceDir)):
 		return errMountPath
-	case nested(s.RunDir, s.WorkspaceDir):
+	case s.WorkspaceDir != "" && nested(s.RunDir, s.WorkspaceDir):
 		return errMountsShared
 	case !s.Limits.valid():
 		return errLimits
@@ -149,6 +162,9 @@ const (
 // to zero nanoCPUs is refused, because the engine reads 0 as "no limit".
 func (l Limits) valid() bool {
 	if l.MemoryMB < 64 || l.MemoryMB > maxMemoryMB || l.PIDs < 8 {
+		return false
+	}
+	if l.WorkspaceMB < 1 || l.WorkspaceMB > l.MemoryMB {
 		return false
 	}
 	if math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0) || l.CPUs <= 0 {

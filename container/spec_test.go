@@ -35,8 +35,16 @@ type specCase struct {
 // specCases holds every §6.10 refusal plus the Go-specific ones.
 var specCases = []specCase{
 	{"valid", func(*container.Spec) {}, ""},
-	{"overrides", func(s *container.Spec) { s.Limits = container.Limits{MemoryMB: 768, CPUs: 0.5, PIDs: 32} }, ""},
-	{"minimum-limits", func(s *container.Spec) { s.Limits = container.Limits{MemoryMB: 64, CPUs: 0.01, PIDs: 8} }, ""},
+	{"overrides", func(s *container.Spec) {
+		s.Limits = container.Limits{MemoryMB: 768, CPUs: 0.5, PIDs: 32, WorkspaceMB: 128}
+	}, ""},
+	{"minimum-limits", func(s *container.Spec) {
+		s.Limits = container.Limits{MemoryMB: 64, CPUs: 0.01, PIDs: 8, WorkspaceMB: 1}
+	}, ""},
+	{"workspace-tmpfs-no-dir", func(s *container.Spec) { s.WorkspaceDir = "" }, ""},
+	{"workspace-mb-0", func(s *container.Spec) { s.Limits.WorkspaceMB = 0 }, "invalid resource limits"},
+	{"workspace-mb-over-memory", func(s *container.Spec) { s.Limits.WorkspaceMB = s.Limits.MemoryMB + 1 }, "invalid resource limits"},
+	{"workspace-mb-equals-memory", func(s *container.Spec) { s.Limits.WorkspaceMB = s.Limits.MemoryMB }, ""},
 	{"uid-0", func(s *container.Spec) { s.UID = 0 }, "sandbox requires a non-root user and group"},
 	{"gid-0", func(s *container.Spec) { s.GID = 0 }, "sandbox requires a non-root user and group"},
 	{"uid-negative", func(s *container.Spec) { s.UID = -1 }, "sandbox requires a non-root user and group"},
@@ -45,7 +53,7 @@ var specCases = []specCase{
 	{"run-dir-mount-injection", func(s *container.Spec) { s.RunDir = "/srv/evil,dst=/host" }, "mount paths must be absolute dedicated directories"},
 	{"workspace-newline", func(s *container.Spec) { s.WorkspaceDir = "/srv/a\n/b" }, "mount paths must be absolute dedicated directories"},
 	{"workspace-cr", func(s *container.Spec) { s.WorkspaceDir = "/srv/a\r" }, "mount paths must be absolute dedicated directories"},
-	{"workspace-empty", func(s *container.Spec) { s.WorkspaceDir = "" }, "mount paths must be absolute dedicated directories"},
+	{"workspace-slash", func(s *container.Spec) { s.WorkspaceDir = "/" }, "mount paths must be absolute dedicated directories"},
 	{"run-dir-unclean", func(s *container.Spec) { s.RunDir = "/srv/sandbox/run/../work" }, "mount paths must be absolute dedicated directories"},
 	{"run-dir-trailing-slash", func(s *container.Spec) { s.RunDir = "/srv/run/" }, "mount paths must be absolute dedicated directories"},
 	{"run-dir-equals-workspace", func(s *container.Spec) { s.RunDir = s.WorkspaceDir }, "broker and workspace mounts must be separate"},
@@ -165,11 +173,14 @@ func FuzzSpecValidate(f *testing.F) {
 			t.Fatalf("accepted name %q image %q", name, image)
 		}
 		for _, p := range []string{runDir, workspaceDir} {
+			if p == "" && p == workspaceDir {
+				continue // a tmpfs workspace
+			}
 			if !filepath.IsAbs(p) || p == "/" || strings.ContainsAny(p, ",\n\r") || filepath.Clean(p) != p {
 				t.Fatalf("accepted mount path %q", p)
 			}
 		}
-		if inside(runDir, workspaceDir) || inside(workspaceDir, runDir) {
+		if workspaceDir != "" && (inside(runDir, workspaceDir) || inside(workspaceDir, runDir)) {
 			t.Fatalf("accepted nested mounts %q and %q", runDir, workspaceDir)
 		}
 	})

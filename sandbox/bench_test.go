@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/chanstate"
 )
 
 // BenchmarkSealedTurn measures whole sealed turns, cold (a new container
@@ -50,8 +51,12 @@ func BenchmarkSealedTurn(b *testing.B) {
 	var mu sync.Mutex
 	var stats []TurnStats
 	uid, gid := workerIDs()
+	state, err := chanstate.Open(chanstate.Options{Dir: filepath.Join(base, "state")})
+	if err != nil {
+		b.Fatal(err)
+	}
 	rt, err := New(Options{Broker: bk, Driver: integ.driver, Image: integ.workerImage, UID: uid, GID: gid,
-		RunRoot: filepath.Join(base, "run"), WorkspaceRoot: filepath.Join(base, "ws"), Model: "bench",
+		RunRoot: filepath.Join(base, "run"), State: state, Model: "bench",
 		Installation: integ.installation, Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{},
 		OnTurn: func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
 	if err != nil {

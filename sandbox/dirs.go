@@ -2,15 +2,14 @@ package sandbox
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 )
 
 // Socket path rules (spec §0.1, §5.6, §7.1 item 10).
@@ -23,19 +22,13 @@ const (
 	suffixAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 )
 
-// prepareRoots creates both roots (0700) when missing, canonicalises them
-// and refuses roots that are not private to this service, that nest, or a
-// run root too long for the socket path. Every step fails closed.
+// prepareRoots creates the run root (0700) when missing, canonicalises it
+// and refuses a root that is not private to this service or too long for
+// the socket path. Every step fails closed.
 func (s *settings) prepareRoots() error {
 	var err error
 	if s.RunRoot, err = privateRoot("run root", s.RunRoot, s.procUID); err != nil {
 		return err
-	}
-	if s.WorkspaceRoot, err = privateRoot("workspace root", s.WorkspaceRoot, s.procUID); err != nil {
-		return err
-	}
-	if nested(s.RunRoot, s.WorkspaceRoot) {
-		return setupError("run and workspace roots must be separate directories")
 	}
 	if len(s.RunRoot)+runDirOverhead > maxSocketPath {
 		return setupError("run root %q is longer than %d bytes", s.RunRoot, maxSocketPath-runDirOverhead)
@@ -43,13 +36,11 @@ func (s *settings) prepareRoots() error {
 	return nil
 }
 
-// checkRoots repeats the ownership and mode check of both (canonical)
-// roots: one Lstat each, before every turn.
+// checkRoots repeats the ownership and mode check of the (canonical) run
+// root: one Lstat, before every turn.
 func (s *settings) checkRoots() error {
-	for _, root := range []string{s.RunRoot, s.WorkspaceRoot} {
-		if err := checkPrivate(root, s.procUID); err != nil {
-			return fmt.Errorf("sandbox root %s: %w", root, err)
-		}
+	if err := privdir.Check(s.RunRoot, s.procUID); err != nil {
+		return fmt.Errorf("sandbox root: %w", err)
 	}
 	return nil
 }
@@ -71,95 +62,16 @@ func privateRoot(what, path string, uid int) (string, error) {
 	if canon == "/" {
 		return "", setupError("%s must be an absolute dedicated directory", what)
 	}
-	if err := checkPrivate(canon, uid); err != nil {
-		return "", setupError("%s %s: %w", what, canon, err)
+	if err := privdir.Check(canon, uid); err != nil {
+		return "", setupError("%s: %w", what, err)
 	}
 	return canon, nil
-}
-
-// checkPrivate reports whether dir is a directory owned by uid with mode
-// bits only for its owner.
-func checkPrivate(dir string, uid int) error {
-	st, err := ownedDir(dir, uid)
-	if err != nil {
-		return err
-	}
-	if st.Mode&0o077 != 0 {
-		return fmt.Errorf("mode %#o has group or other bits", st.Mode&0o777)
-	}
-	return nil
-}
-
-// ownedDir requires dir to be a directory, not a link to one, owned by uid.
-func ownedDir(dir string, uid int) (*syscall.Stat_t, error) {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return nil, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return nil, errors.New("not a directory")
-	case !ok:
-		return nil, errors.New("cannot read owner")
-	case int(st.Uid) != uid:
-		return nil, fmt.Errorf("owned by uid %d, not %d", st.Uid, uid)
-	}
-	return st, nil
-}
-
-// nested reports whether a and b are equal or one lies under the other.
-func nested(a, b string) bool {
-	under := func(x, y string) bool { return strings.HasPrefix(x, strings.TrimSuffix(y, "/")+"/") }
-	return a == b || under(a, b) || under(b, a)
-}
-
-// workspaceName is the per-channel directory name: the full hex sha256 of
-// the key's UTF-8 bytes, never derived from anything path-like.
-func workspaceName(channel string) string {
-	sum := sha256.Sum256([]byte(channel))
-	return hex.EncodeToString(sum[:])
 }
 
 // owner is who the per-turn dirs and socket belong to.
 type owner struct {
 	chown    bool // hand them to uid:gid (the service runs as root)
 	uid, gid int
-}
-
-// ensureWorkspace creates the channel's workspace (0700, handed to the
-// worker) on first use. An existing one must be a real directory owned by
-// the worker user (a workspace left by another sandbox.user is refused,
-// never silently shared); its mode is set back to 0700, since the guest
-// owns it and may have opened it up. Its contents are never touched.
-func ensureWorkspace(root, channel string, o owner) (string, error) {
-	dir := filepath.Join(root, workspaceName(channel))
-	err := os.Mkdir(dir, 0o700)
-	if errors.Is(err, fs.ErrExist) {
-		if err := checkWorkspace(dir, o); err != nil {
-			return "", fmt.Errorf("sandbox workspace %s: %w", dir, err)
-		}
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", fmt.Errorf("sandbox workspace: %w", err)
-		}
-		return dir, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("sandbox workspace: %w", err)
-	}
-	if err := o.apply(dir, 0o700); err != nil {
-		return "", fmt.Errorf("sandbox workspace: %w", err)
-	}
-	return dir, nil
-}
-
-// checkWorkspace requires an existing workspace to be a directory (not a
-// link) owned by the worker user.
-func checkWorkspace(dir string, o owner) error {
-	if _, err := ownedDir(dir, o.uid); err != nil {
-		return fmt.Errorf("%w (the worker is uid %d; was sandbox.user changed?)", err, o.uid)
-	}
-	return nil
 }
 
 // makeRunDir creates <root>/turn-XXXXXX with a fresh crypto/rand suffix,
@@ -173,7 +85,7 @@ func makeRunDir(root string, o owner) (string, error) {
 		}
 		dir := filepath.Join(root, runDirPrefix+suffix)
 		err = os.Mkdir(dir, 0o700)
-		if errors.Is(err, fs.ErrExist) {
+		if errors.Is(err, os.ErrExist) {
 			continue
 		}
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/chanstate"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/worker"
@@ -33,6 +34,10 @@ const hostKey = "host-key"
 // records what it was given.
 type fakeDriver struct {
 	run func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error)
+	// stateless keeps a reply without state as it is; otherwise such a
+	// reply gets the turn's own state back, as from a worker that changed
+	// nothing.
+	stateless bool
 
 	mu     sync.Mutex
 	specs  []container.Spec
@@ -61,6 +66,9 @@ func (d *fakeDriver) Run(ctx context.Context, spec container.Spec, stdin []byte)
 	if err != nil {
 		return res, err
 	}
+	if reply.State == nil && !d.stateless {
+		reply.State = &rtsandbox.ChannelState{Memory: turn.Memory, History: turn.History}
+	}
 	res.Reply, res.ExitCode = reply, 0
 	return res, nil
 }
@@ -80,7 +88,7 @@ func (d *fakeDriver) gotStdins() [][]byte {
 }
 
 // runWorker runs the real in-container worker in process, on the turn's
-// socket and workspace, and judges its output as a driver would.
+// socket, and judges its output as a driver would.
 func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 	in, err := json.Marshal(turn)
 	if err != nil {
@@ -89,7 +97,7 @@ func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (r
 	var out, errOut bytes.Buffer
 	code := worker.Run(ctx, worker.Options{
 		Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &errOut,
-		Socket: filepath.Join(spec.RunDir, "broker.sock"), Workspace: spec.WorkspaceDir,
+		Socket: filepath.Join(spec.RunDir, "broker.sock"),
 	})
 	if code != 0 {
 		return rtsandbox.Reply{}, fmt.Errorf("%w: exit %d: %s", container.ErrWorkerFailed, code, errOut.String())
@@ -102,7 +110,9 @@ func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (r
 type fixture struct {
 	t               *testing.T
 	base            string
-	runRoot, wsRoot string
+	runRoot, wsRoot string // wsRoot: the legacy workspace root the store migrates from
+	stateDir        string
+	state           *chanstate.Store
 	driver          *fakeDriver
 	cfg             broker.Config
 	opts            Options
@@ -121,7 +131,8 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 	base := shortTempDir(t)
 	f := &fixture{
 		t: t, base: base, runRoot: filepath.Join(base, "run"), wsRoot: filepath.Join(base, "ws"),
-		driver: &fakeDriver{}, transport: upstream.NewTransport(), audit: &auditLog{},
+		stateDir: filepath.Join(base, "state"),
+		driver:   &fakeDriver{}, transport: upstream.NewTransport(), audit: &auditLog{},
 	}
 	f.uid, f.gid = workerIDs()
 	f.cfg = broker.Config{
@@ -135,9 +146,14 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 		Client: upstream.New(f.transport),
 		Logger: slog.New(f.audit),
 	}
+	state, err := chanstate.Open(chanstate.Options{Dir: f.stateDir, LegacyRoot: f.wsRoot, Logger: slog.New(f.audit)})
+	if err != nil {
+		t.Fatalf("chanstate.Open: %v", err)
+	}
+	f.state = state
 	f.opts = Options{
 		Driver: f.driver, Image: "rtsandbox-test:latest", UID: f.uid, GID: f.gid,
-		RunRoot: f.runRoot, WorkspaceRoot: f.wsRoot, Model: "fake", Installation: "test-sandbox",
+		RunRoot: f.runRoot, State: state, Model: "fake", Installation: "test-sandbox",
 	}
 	if edit != nil {
 		edit(f)
@@ -257,12 +273,16 @@ func mustPost(t *testing.T, ctx context.Context, spec container.Spec, route, bod
 type auditLog struct {
 	mu       sync.Mutex
 	statuses []int
+	messages []string
 }
 
 func (a *auditLog) Enabled(context.Context, slog.Level) bool { return true }
 func (a *auditLog) WithAttrs([]slog.Attr) slog.Handler       { return a }
 func (a *auditLog) WithGroup(string) slog.Handler            { return a }
 func (a *auditLog) Handle(_ context.Context, r slog.Record) error {
+	a.mu.Lock()
+	a.messages = append(a.messages, r.Message)
+	a.mu.Unlock()
 	r.Attrs(func(at slog.Attr) bool {
 		if at.Key == "status" {
 			a.mu.Lock()
@@ -272,6 +292,14 @@ func (a *auditLog) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	return nil
+}
+
+// has reports whether a record whose message starts with prefix was
+// logged.
+func (a *auditLog) has(prefix string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.ContainsFunc(a.messages, func(m string) bool { return strings.HasPrefix(m, prefix) })
 }
 
 func (a *auditLog) got() []int {

@@ -39,7 +39,10 @@ var integ struct {
 	driver       *docker.Driver
 	workerImage  string
 	hostileImage string
-	installation string
+	// squatterImage is a compromised worker that fills /workspace and
+	// plants a FIFO and a link there.
+	squatterImage string
+	installation  string
 	skip         string // why integration tests skip; "" when they run
 }
 
@@ -65,9 +68,11 @@ func setupIntegration() (teardown func() error, err error) {
 	integ.cli, integ.driver, integ.installation = cli, d, "test-sb-"+suffix
 	integ.workerImage = "rtsandbox-test-sbworker:" + suffix
 	integ.hostileImage = "rtsandbox-test-sbhostile:" + suffix
+	integ.squatterImage = "rtsandbox-test-sbsquatter:" + suffix
 	for image, pkg := range map[string]string{
-		integ.workerImage:  "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker",
-		integ.hostileImage: "./testdata/hostile",
+		integ.workerImage:   "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker",
+		integ.hostileImage:  "./testdata/hostile",
+		integ.squatterImage: "./testdata/squatter",
 	} {
 		if err := buildImage(ctx, d, image, pkg); err != nil {
 			return teardownIntegration, err
@@ -103,7 +108,7 @@ func teardownIntegration() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	defer integ.cli.Close()
-	return dockertest.Teardown(ctx, integ.driver, integ.installation, integ.workerImage, integ.hostileImage)
+	return dockertest.Teardown(ctx, integ.driver, integ.installation, integ.workerImage, integ.hostileImage, integ.squatterImage)
 }
 
 func needDocker(t *testing.T) {
@@ -310,12 +315,11 @@ func TestIntegrationToolsTurn(t *testing.T) {
 	if !slices.Equal(mcpAuth, []string{"Bearer " + mcpKey}) {
 		t.Errorf("MCP Authorization %q; want the MCP key once", mcpAuth)
 	}
-	spec := rec.lastSpec()
-	mem, err := os.ReadFile(filepath.Join(spec.WorkspaceDir, "memory.json"))
-	if err != nil || !strings.Contains(string(mem), "sealed turns") {
-		t.Errorf("memory.json = %s, %v; want the channel note", mem, err)
+	st, err := f.state.Load("fake:guests")
+	if err != nil || len(st.Memory) != 1 || !strings.Contains(st.Memory[0].Text, "sealed turns") {
+		t.Errorf("channel state = %+v, %v; want the channel note", st, err)
 	}
-	assertNoKeyInTree(t, spec.WorkspaceDir, []string{integrationKey, mcpKey})
+	assertNoKeyInTree(t, f.stateDir, []string{integrationKey, mcpKey})
 	for _, in := range rec.stdins {
 		if strings.Contains(string(in), integrationKey) || strings.Contains(string(in), mcpKey) {
 			t.Errorf("turn JSON contains a key: %s", in)
@@ -358,14 +362,13 @@ func assertKeyAbsent(t *testing.T, ctx context.Context, spec container.Spec, key
 			}
 		}
 	}
-	if len(c.Mounts) < 2 {
-		t.Errorf("container has %d mounts; want the broker and workspace mounts", len(c.Mounts))
+	if len(c.Mounts) < 1 || c.HostConfig.Tmpfs[rtsandbox.WorkspacePath] == "" {
+		t.Errorf("container has %d mounts and tmpfs %v; want the broker mount and a tmpfs workspace", len(c.Mounts), c.HostConfig.Tmpfs)
 	}
 	if c.HostConfig.NetworkMode != "none" || !c.HostConfig.ReadonlyRootfs {
 		t.Errorf("network %q read-only %v; want none and true", c.HostConfig.NetworkMode, c.HostConfig.ReadonlyRootfs)
 	}
 	assertNoKeyInTree(t, spec.RunDir, keys)
-	assertNoKeyInTree(t, spec.WorkspaceDir, keys)
 }
 
 func assertNoKeyInTree(t *testing.T, root string, keys []string) {
@@ -419,5 +422,81 @@ func TestIntegrationHostilePID1(t *testing.T) {
 	}
 	if len(list.Items) != 0 {
 		t.Errorf("containers of %s left: %d", integ.hostileImage, len(list.Items))
+	}
+}
+
+// TestIntegrationCompromisedWorkspaceDies is findings 3 and 4 through real
+// containers: a compromised worker tries to write 2 GiB and 200,000 files
+// into /workspace and plants a FIFO at memory.json and a link at
+// history.json. The tmpfs stops the writes at its size and inode limits,
+// nothing it wrote reaches a host directory, and the channel's next turn,
+// with the real worker, runs at once on the host-kept state.
+func TestIntegrationCompromisedWorkspaceDies(t *testing.T) {
+	needDocker(t)
+	model := newModelServer(t, completion("Still here."))
+	f, _ := dockerFixture(t, integ.squatterImage, func(f *fixture) {
+		f.cfg.ModelURL = model.url()
+		f.opts.TurnTimeout = 60 * time.Second
+	})
+	kept := rtsandbox.ChannelState{
+		Memory:  []rtsandbox.MemoryEntry{{Scope: "channel", Key: "topic", Text: "Tea"}},
+		History: []rtsandbox.HistoryEntry{},
+	}
+	if err := f.state.Save("fake:guests", kept); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "squat")
+	if err != nil {
+		t.Fatalf("squatter turn = %v", err)
+	}
+	var bytesWritten int64
+	var files int
+	var fifo, link bool
+	if _, err := fmt.Sscanf(reply.Text, "bytes=%d files=%d fifo=%t link=%t", &bytesWritten, &files, &fifo, &link); err != nil {
+		t.Fatalf("squatter reply %q: %v", reply.Text, err)
+	}
+	t.Logf("squatter: %s", reply.Text)
+	if limit := int64(container.DefaultLimits().WorkspaceMB) << 20; bytesWritten > limit {
+		t.Errorf("squatter wrote %d bytes; want at most the %d-byte workspace", bytesWritten, limit)
+	}
+	if files >= container.WorkspaceInodes {
+		t.Errorf("squatter made %d files; want fewer than %d", files, container.WorkspaceInodes)
+	}
+	if !fifo || !link {
+		t.Errorf("plants fifo=%v link=%v; the test needs both to land in the container", fifo, link)
+	}
+	assertOnlyStateFiles(t, f)
+
+	// The next turn runs the real worker on the same channel and state.
+	f.rt.Dispose()
+	opts := f.opts
+	opts.Image = integ.workerImage
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Dispose()
+	start := time.Now()
+	reply, err = rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "hello")
+	if err != nil || reply.Text != "Still here." {
+		t.Fatalf("next turn = %+v, %v; want the model's answer", reply, err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("next turn took %v; a planted FIFO must not hold it", d)
+	}
+	if body := model.gotBodies(); len(body) != 1 || !strings.Contains(body[0], "Tea") {
+		t.Errorf("model request %v; want the kept memory in it", body)
+	}
+}
+
+// assertOnlyStateFiles checks that the host holds nothing a guest wrote:
+// the run root is empty and the state dir holds state files only.
+func assertOnlyStateFiles(t *testing.T, f *fixture) {
+	t.Helper()
+	assertEmpty(t, f.runRoot)
+	for _, name := range entries(t, f.stateDir) {
+		if !strings.HasSuffix(name, ".json") || len(name) != 64+len(".json") {
+			t.Errorf("state dir holds %q", name)
+		}
 	}
 }

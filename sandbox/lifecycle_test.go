@@ -5,7 +5,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -27,13 +26,19 @@ func TestDriverFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
+			kept := rtsandbox.ChannelState{
+				Memory:  []rtsandbox.MemoryEntry{{Scope: "channel", Key: "note", Text: "keep me"}},
+				History: []rtsandbox.HistoryEntry{},
+			}
+			if err := f.state.Save("fake:a", kept); err != nil {
+				t.Fatal(err)
+			}
 			var resets []bool
+			var memories [][]rtsandbox.MemoryEntry
 			f.driver.run = func(_ context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 				resets = append(resets, turn.Reset)
+				memories = append(memories, turn.Memory)
 				if turn.Text == "first" {
-					if err := os.WriteFile(filepath.Join(spec.WorkspaceDir, "note.txt"), []byte("keep me"), 0o600); err != nil {
-						t.Error(err)
-					}
 					return tc.fail()
 				}
 				return rtsandbox.Reply{OK: true, Text: "ok"}, nil
@@ -50,9 +55,8 @@ func TestDriverFailure(t *testing.T) {
 				t.Errorf("Busy() = %v; want []", busy)
 			}
 			assertEmpty(t, f.runRoot)
-			specs := f.driver.gotSpecs()
-			if b, err := os.ReadFile(filepath.Join(specs[0].WorkspaceDir, "note.txt")); string(b) != "keep me" {
-				t.Errorf("note.txt = %q, %v; want it kept", b, err)
+			if got, err := f.state.Load("fake:a"); err != nil || !cmp.Equal(kept, got) {
+				t.Errorf("state after the failure = %+v, %v; want it kept", got, err)
 			}
 			for _, text := range []string{"retry", "next"} {
 				if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), text); err != nil {
@@ -62,12 +66,13 @@ func TestDriverFailure(t *testing.T) {
 			if diff := cmp.Diff([]bool{true, true, false}, resets); diff != "" {
 				t.Errorf("reset flags mismatch (-want +got):\n%s", diff)
 			}
-			specs = f.driver.gotSpecs()
-			var runDirs []string
-			for _, s := range specs {
-				if s.WorkspaceDir != specs[0].WorkspaceDir {
-					t.Errorf("workspace %s; want %s every turn", s.WorkspaceDir, specs[0].WorkspaceDir)
+			for i, m := range memories {
+				if !cmp.Equal(kept.Memory, m) {
+					t.Errorf("turn %d memory = %+v; want the kept memory every turn", i, m)
 				}
+			}
+			var runDirs []string
+			for _, s := range f.driver.gotSpecs() {
 				runDirs = append(runDirs, s.RunDir)
 			}
 			if slices.Sort(runDirs); len(slices.Compact(runDirs)) != 3 {
@@ -123,7 +128,7 @@ func TestConcurrency(t *testing.T) {
 }
 
 func TestOptionNormalization(t *testing.T) {
-	limits := container.Limits{MemoryMB: 256, CPUs: 0.5, PIDs: 32}
+	limits := container.Limits{MemoryMB: 256, CPUs: 0.5, PIDs: 32, WorkspaceMB: 16}
 	f := newFixture(t, func(f *fixture) {
 		f.opts.RunRoot = f.runRoot + "/../run"
 		f.opts.Prompt = "Use the supplied tools"
@@ -159,7 +164,7 @@ func TestOptionNormalization(t *testing.T) {
 		t.Errorf("run dir %s; want one under %s", spec.RunDir, canonRun)
 	}
 	want := `{"text":"hello","speaker":{"id":"guest","name":"Guest"},"model":"fake","prompt":"Use the supplied tools",` +
-		`"timeZone":"Asia/Taipei","reset":false,"tools":[],"mcp":[]}`
+		`"timeZone":"Asia/Taipei","reset":false,"memory":[],"history":[],"tools":[],"mcp":[]}`
 	if got := string(f.driver.gotStdins()[0]); got != want {
 		t.Errorf("turn JSON =\n%s\nwant\n%s", got, want)
 	}

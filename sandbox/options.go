@@ -37,12 +37,16 @@ type Options struct {
 	// must use its own ids. A service running as root must name a
 	// non-root user here; the turn's dirs and socket are handed to it.
 	UID, GID int
-	// RunRoot holds one private run dir per turn and WorkspaceRoot one
-	// workspace per channel. Both absolute, private to this service (0700,
-	// owned by its uid), created 0700 when missing, separate and not
-	// nested. RunRoot's canonical path is at most 76 bytes so that the
-	// socket path stays within 100.
-	RunRoot, WorkspaceRoot string
+	// RunRoot holds one private run dir per turn: absolute, private to
+	// this service (0700, owned by its uid), created 0700 when missing. Its
+	// canonical path is at most 76 bytes so that the socket path stays
+	// within 100.
+	RunRoot string
+	// State keeps each channel's memory and history on the host
+	// (*chanstate.Store). The turn JSON carries them in and the reply
+	// carries them back; nothing a guest writes outlives the container,
+	// whose /workspace is a tmpfs (Limits.WorkspaceMB).
+	State StateStore
 	// Model is the model name the worker asks for (the broker sends its
 	// own fixed model upstream); it must not be blank.
 	Model string
@@ -69,6 +73,13 @@ type Options struct {
 	OnTurn func(TurnStats)
 }
 
+// StateStore is where the host keeps channel state (*chanstate.Store).
+// Save must check the state against the shared limits before it writes.
+type StateStore interface {
+	Load(channel rtsandbox.ChannelKey) (rtsandbox.ChannelState, error)
+	Save(channel rtsandbox.ChannelKey, st rtsandbox.ChannelState) error
+}
+
 // settings are Options after defaults and checks, with canonical roots.
 type settings struct {
 	Options
@@ -80,8 +91,8 @@ type settings struct {
 // check applies defaults and every setup refusal of spec §6.3 except the
 // filesystem ones, which prepareRoots handles.
 func check(o Options) (settings, error) {
-	if o.Broker == nil || o.Driver == nil {
-		return settings{}, setupError("a broker and a container driver are required")
+	if o.Broker == nil || o.Driver == nil || o.State == nil {
+		return settings{}, setupError("a broker, a container driver and a state store are required")
 	}
 	if strings.TrimSpace(o.Model) == "" {
 		return settings{}, setupError("model is required")

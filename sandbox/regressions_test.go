@@ -18,7 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/chanstate"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 )
 
 func TestPermissionsFailClosed(t *testing.T) {
@@ -48,28 +50,22 @@ func TestPermissionsFailClosed(t *testing.T) {
 			}
 		}})
 	}
-	for _, which := range []string{"run", "workspace"} {
-		for _, tc := range tests {
-			t.Run(which+"-"+tc.name, func(t *testing.T) {
-				f := newFixture(t, nil)
-				opts := f.opts
-				opts.RunRoot, opts.WorkspaceRoot = filepath.Join(f.base, "run2"), filepath.Join(f.base, "ws2")
-				root := opts.RunRoot
-				if which == "workspace" {
-					root = opts.WorkspaceRoot
+	for _, tc := range tests {
+		t.Run("run-"+tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			opts := f.opts
+			opts.RunRoot = filepath.Join(f.base, "run2")
+			if err := os.Mkdir(opts.RunRoot, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tc.prep(t, opts.RunRoot)
+			if rt, err := New(opts); !errors.Is(err, rtsandbox.ErrInvalid) {
+				if rt != nil {
+					rt.Dispose()
 				}
-				if err := os.Mkdir(root, 0o700); err != nil {
-					t.Fatal(err)
-				}
-				tc.prep(t, root)
-				if rt, err := New(opts); !errors.Is(err, rtsandbox.ErrInvalid) {
-					if rt != nil {
-						rt.Dispose()
-					}
-					t.Errorf("New(%s root %s) = %v; want a refusal", which, tc.name, err)
-				}
-			})
-		}
+				t.Errorf("New(run root %s) = %v; want a refusal", tc.name, err)
+			}
+		})
 	}
 }
 
@@ -95,10 +91,9 @@ func TestRootsCreatedPrivate(t *testing.T) {
 	}
 	f := newFixture(t, func(f *fixture) {
 		f.opts.RunRoot = filepath.Join(base, "link")
-		f.opts.WorkspaceRoot = filepath.Join(base, "deep", "ws")
 	})
-	for _, dir := range []string{real, filepath.Join(base, "deep", "ws")} {
-		if err := checkPrivate(dir, os.Getuid()); err != nil {
+	for _, dir := range []string{real, f.stateDir} {
+		if err := privdir.Check(dir, os.Getuid()); err != nil {
 			t.Errorf("root %s: %v", dir, err)
 		}
 	}
@@ -286,7 +281,7 @@ func TestInputLimitsBeforeAnyDirectory(t *testing.T) {
 				t.Errorf("RunTurn = %v; want %v", err, tc.want)
 			}
 			assertEmpty(t, f.runRoot)
-			assertEmpty(t, f.wsRoot)
+			assertEmpty(t, f.stateDir)
 		})
 	}
 }
@@ -305,27 +300,27 @@ func TestInputLimitsCountUTF16(t *testing.T) {
 	}
 }
 
-// TestTurnDirsOwnership: the workspace and run dir are 0700 and the socket
-// 0600, owned by the worker user (handed over when the service is root).
+// TestTurnDirsOwnership: the run dir is 0700 and the socket 0600, owned by
+// the worker user (handed over when the service is root); the workspace is
+// no host directory at all but the container's own tmpfs.
 func TestTurnDirsOwnership(t *testing.T) {
 	f := newFixture(t, nil)
 	type seen struct {
-		Path       string
-		Mode       os.FileMode
-		UID, GID   int
-		IsSocket   bool
-		WantSocket bool
+		Path     string
+		Mode     os.FileMode
+		UID, GID int
+		IsSocket bool
 	}
 	var got []seen
 	f.driver.run = func(_ context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		for _, p := range []string{spec.WorkspaceDir, spec.RunDir, filepath.Join(spec.RunDir, "broker.sock")} {
+		for _, p := range []string{spec.RunDir, filepath.Join(spec.RunDir, "broker.sock")} {
 			fi, err := os.Lstat(p)
 			if err != nil {
 				t.Error(err)
 				continue
 			}
 			st := fi.Sys().(*syscall.Stat_t)
-			got = append(got, seen{filepath.Base(p), fi.Mode().Perm(), int(st.Uid), int(st.Gid), fi.Mode()&os.ModeSocket != 0, false})
+			got = append(got, seen{filepath.Base(p), fi.Mode().Perm(), int(st.Uid), int(st.Gid), fi.Mode()&os.ModeSocket != 0})
 		}
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
@@ -334,73 +329,168 @@ func TestTurnDirsOwnership(t *testing.T) {
 	}
 	spec := f.driver.gotSpecs()[0]
 	want := []seen{
-		{filepath.Base(spec.WorkspaceDir), 0o700, f.uid, f.gid, false, false},
-		{filepath.Base(spec.RunDir), 0o700, f.uid, f.gid, false, false},
-		{"broker.sock", 0o600, f.uid, f.gid, true, false},
+		{filepath.Base(spec.RunDir), 0o700, f.uid, f.gid, false},
+		{"broker.sock", 0o600, f.uid, f.gid, true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("turn dirs mismatch (-want +got):\n%s", diff)
 	}
-	if want := workspaceName("fake:a"); filepath.Base(spec.WorkspaceDir) != want || len(want) != 64 {
-		t.Errorf("workspace name %s; want %s", filepath.Base(spec.WorkspaceDir), want)
+	if spec.WorkspaceDir != "" || spec.Limits.WorkspaceMB != container.DefaultLimits().WorkspaceMB {
+		t.Errorf("workspace %q of %d MiB; want the container's tmpfs of the default size", spec.WorkspaceDir, spec.Limits.WorkspaceMB)
 	}
 	if name := filepath.Base(spec.RunDir); len(name) != len("turn-XXXXXX") || !strings.HasPrefix(name, "turn-") {
 		t.Errorf("run dir name %q; want turn- and 6 characters", name)
 	}
 }
 
-// TestWorkspaceModeRestoredFilesKept: the guest owns its workspace and may
-// open it up; the next turn sets it back to 0700 and leaves its files.
-func TestWorkspaceModeRestoredFilesKept(t *testing.T) {
+// legacyWorkspace makes the old per-channel workspace of channel under the
+// fixture's legacy root, as a version before host-owned state left it.
+func (f *fixture) legacyWorkspace(t *testing.T, channel rtsandbox.ChannelKey) string {
+	t.Helper()
+	ws := filepath.Join(f.wsRoot, chanstate.FileName(channel))
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// TestLegacyWorkspaceMigrated: the one migration path. The first turn of a
+// channel with an old workspace gets its memory and history in the turn
+// JSON; the host keeps them from then on and the old directory is gone.
+func TestLegacyWorkspaceMigrated(t *testing.T) {
 	f := newFixture(t, nil)
-	ws := filepath.Join(f.wsRoot, workspaceName("fake:a"))
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		t.Fatal(err)
+	ws := f.legacyWorkspace(t, "fake:a")
+	mustWrite(t, filepath.Join(ws, "memory.json"), `[{"scope":"channel","key":"topic","text":"Tea"}]`)
+	mustWrite(t, filepath.Join(ws, "history.json"), `[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]`)
+	mustWrite(t, filepath.Join(ws, "junk.bin"), "guest scratch")
+	var seen []rtsandbox.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		seen = append(seen, turn)
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("keep me"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chown(ws, f.uid, f.gid); err != nil {
+	for range 2 {
+		if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mustChmod(t, ws, 0o777)
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
-		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	want := rtsandbox.ChannelState{
+		Memory:  []rtsandbox.MemoryEntry{{Scope: "channel", Key: "topic", Text: "Tea"}},
+		History: []rtsandbox.HistoryEntry{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}},
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
-		t.Fatal(err)
+	for i, turn := range seen {
+		if diff := cmp.Diff(want, rtsandbox.ChannelState{Memory: turn.Memory, History: turn.History}); diff != "" {
+			t.Errorf("turn %d state (-want +got):\n%s", i, diff)
+		}
 	}
-	if fi, err := os.Stat(ws); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Errorf("workspace mode after the turn = %v, %v; want 0700", fi.Mode(), err)
-	}
-	if b, err := os.ReadFile(filepath.Join(ws, "note.txt")); err != nil || string(b) != "keep me" {
-		t.Errorf("note.txt = %q, %v; want it kept", b, err)
+	if _, err := os.Lstat(ws); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("legacy workspace after migration: %v; want it removed", err)
 	}
 }
 
-// TestWorkspaceOfAnotherUserRefused: a workspace owned by someone else
-// (say, left by an earlier sandbox.user) fails the turn; it is never
-// shared with, or handed to, the current worker user.
-func TestWorkspaceOfAnotherUserRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give the workspace to another uid")
-	}
-	f := newFixture(t, nil)
-	ws := filepath.Join(f.wsRoot, workspaceName("fake:a"))
-	if err := os.Mkdir(ws, 0o700); err != nil {
+// TestLegacyWorkspaceFIFODoesNotWedge is finding 4: a FIFO planted at
+// memory.json used to hang every later turn of the channel to its
+// deadline. Now the host reads legacy files non-blocking: the turn runs at
+// once with empty state and the workspace is set aside for the operator.
+func TestLegacyWorkspaceFIFODoesNotWedge(t *testing.T) {
+	f := newFixture(t, func(f *fixture) { f.opts.TurnTimeout = 30 * time.Second })
+	ws := f.legacyWorkspace(t, "fake:a")
+	if err := syscall.Mkfifo(filepath.Join(ws, "memory.json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(ws, 4242, 4242); err != nil {
+	var got rtsandbox.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		got = turn
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	start := time.Now()
+	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
 		t.Fatal(err)
 	}
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
-		t.Error("driver ran on another user's workspace")
-		return rtsandbox.Reply{}, nil
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("turn took %v; a FIFO must not block it", d)
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err == nil {
-		t.Error("RunTurn = nil; want a refusal")
+	if len(got.Memory) != 0 || len(got.History) != 0 {
+		t.Errorf("turn state = %+v, %+v; want empty", got.Memory, got.History)
+	}
+	assertSetAside(t, f, ws)
+}
+
+// TestLegacyWorkspaceSymlinksNotFollowed: neither a workspace that is a
+// link nor a memory.json that is a link to a host file is read.
+func TestLegacyWorkspaceSymlinksNotFollowed(t *testing.T) {
+	secret := `[{"scope":"channel","key":"k","text":"host secret"}]`
+	for _, tc := range []struct {
+		name string
+		plant func(t *testing.T, f *fixture) string
+	}{
+		{"workspace-link", func(t *testing.T, f *fixture) string {
+			target := filepath.Join(f.base, "elsewhere")
+			mustMkdir(t, target)
+			mustWrite(t, filepath.Join(target, "memory.json"), secret)
+			mustMkdir(t, f.wsRoot)
+			ws := filepath.Join(f.wsRoot, chanstate.FileName("fake:a"))
+			if err := os.Symlink(target, ws); err != nil {
+				t.Fatal(err)
+			}
+			return ws
+		}},
+		{"memory-link", func(t *testing.T, f *fixture) string {
+			hostFile := filepath.Join(f.base, "host.json")
+			mustWrite(t, hostFile, secret)
+			ws := f.legacyWorkspace(t, "fake:a")
+			if err := os.Symlink(hostFile, filepath.Join(ws, "memory.json")); err != nil {
+				t.Fatal(err)
+			}
+			return ws
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			ws := tc.plant(t, f)
+			var got rtsandbox.Turn
+			f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+				got = turn
+				return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+			}
+			if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Memory) != 0 {
+				t.Errorf("turn memory = %+v; a link must not be followed", got.Memory)
+			}
+			assertSetAside(t, f, ws)
+		})
+	}
+}
+
+// assertSetAside checks that a legacy workspace that could not be imported
+// is no longer at its name, kept beside it for the operator, and named in
+// a warning.
+func assertSetAside(t *testing.T, f *fixture, ws string) {
+	t.Helper()
+	if _, err := os.Lstat(ws); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("legacy workspace still in place: %v", err)
+	}
+	aside, _ := filepath.Glob(ws + ".unmigrated-*")
+	if len(aside) != 1 {
+		t.Errorf("set-aside copies = %v; want one", aside)
+	}
+	if !f.audit.has("legacy workspace not imported") {
+		t.Error("no operator warning names the set-aside workspace")
+	}
+}
+
+func mustWrite(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustMkdir(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -417,23 +507,6 @@ func TestSwappedRootRefused(t *testing.T) {
 	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err == nil {
 		t.Error("RunTurn with a run root opened to others = nil; want a refusal")
 	}
-}
-
-// TestWorkspaceSymlinkRefused: a symlink in place of a workspace fails the
-// turn instead of being followed.
-func TestWorkspaceSymlinkRefused(t *testing.T) {
-	f := newFixture(t, nil)
-	if err := os.Symlink(f.base, filepath.Join(f.wsRoot, workspaceName("fake:a"))); err != nil {
-		t.Fatal(err)
-	}
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
-		t.Error("driver ran")
-		return rtsandbox.Reply{}, nil
-	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err == nil {
-		t.Error("RunTurn with a symlinked workspace = nil error")
-	}
-	assertEmpty(t, f.runRoot)
 }
 
 func TestOnTurnStats(t *testing.T) {
@@ -495,23 +568,6 @@ func TestRandomSuffix(t *testing.T) {
 	}
 	if len(seen) < 990 {
 		t.Errorf("%d distinct suffixes of 1000", len(seen))
-	}
-}
-
-func TestNested(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"/srv/run", "/srv/run", true},
-		{"/srv/run", "/srv/run/ws", true},
-		{"/srv/run/ws", "/srv/run", true},
-		{"/srv/run", "/srv/runner", false},
-		{"/srv/run", "/srv/ws", false},
-	} {
-		if got := nested(tc.a, tc.b); got != tc.want {
-			t.Errorf("nested(%q, %q) = %v; want %v", tc.a, tc.b, got, tc.want)
-		}
 	}
 }
 

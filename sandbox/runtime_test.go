@@ -45,12 +45,12 @@ func TestIdentityAndMounts(t *testing.T) {
 		}
 	}
 	specs := f.driver.gotSpecs()
-	if len(specs) != 2 || specs[0].WorkspaceDir == specs[1].WorkspaceDir {
-		t.Errorf("workspace dirs %v; want two different ones", specs)
+	if len(specs) != 2 || specs[0].WorkspaceDir != "" || specs[1].WorkspaceDir != "" {
+		t.Errorf("specs %v; want two turns on their own tmpfs workspace", specs)
 	}
 	assertEmpty(t, f.runRoot)
-	if got := entries(t, f.wsRoot); len(got) != 2 {
-		t.Errorf("workspace root holds %v; want 2 entries", got)
+	if got := entries(t, f.stateDir); len(got) != 2 {
+		t.Errorf("state dir holds %v; want one state file per channel", got)
 	}
 }
 
@@ -197,11 +197,8 @@ func TestSetupRefusals(t *testing.T) {
 		edit func(f *fixture)
 	}{
 		{"relative-run-root", func(f *fixture) { f.opts.RunRoot = "relative" }},
-		{"relative-workspace-root", func(f *fixture) { f.opts.WorkspaceRoot = "relative" }},
+		{"no-state-store", func(f *fixture) { f.opts.State = nil }},
 		{"run-root-slash", func(f *fixture) { f.opts.RunRoot = "/" }},
-		{"workspace-equals-run-root", func(f *fixture) { f.opts.WorkspaceRoot = f.opts.RunRoot }},
-		{"workspace-under-run-root", func(f *fixture) { f.opts.WorkspaceRoot = filepath.Join(f.opts.RunRoot, "ws") }},
-		{"run-root-under-workspace", func(f *fixture) { f.opts.RunRoot = filepath.Join(f.opts.WorkspaceRoot, "run") }},
 		{"run-root-too-long", func(f *fixture) { f.opts.RunRoot = filepath.Join(f.base, strings.Repeat("r", 80)) }},
 		{"uid-0", func(f *fixture) { f.opts.UID = 0 }},
 		{"gid-0", func(f *fixture) { f.opts.GID = 0 }},
@@ -209,9 +206,11 @@ func TestSetupRefusals(t *testing.T) {
 		{"turn-timeout-negative", func(f *fixture) { f.opts.TurnTimeout = -time.Millisecond }},
 		{"turn-timeout-999ms", func(f *fixture) { f.opts.TurnTimeout = 999 * time.Millisecond }},
 		{"turn-timeout-601s", func(f *fixture) { f.opts.TurnTimeout = 601 * time.Second }},
-		{"limits-cpus-0", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 0, PIDs: 64} }},
-		{"limits-memory-63", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 63, CPUs: 1, PIDs: 64} }},
-		{"limits-pids-7", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 1, PIDs: 7} }},
+		{"limits-cpus-0", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 0, PIDs: 64, WorkspaceMB: 64} }},
+		{"limits-memory-63", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 63, CPUs: 1, PIDs: 64, WorkspaceMB: 63} }},
+		{"limits-pids-7", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 1, PIDs: 7, WorkspaceMB: 64} }},
+		{"limits-workspace-0", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 1, PIDs: 64} }},
+		{"limits-workspace-over-memory", func(f *fixture) { f.opts.Limits = container.Limits{MemoryMB: 512, CPUs: 1, PIDs: 64, WorkspaceMB: 513} }},
 		{"time-zone-not-a-zone", func(f *fixture) { f.opts.TimeZone = "not-a-zone" }},
 		{"time-zone-local", func(f *fixture) { f.opts.TimeZone = "Local" }},
 		{"model-blank", func(f *fixture) { f.opts.Model = "  " }},
@@ -316,7 +315,7 @@ func TestMissingPrincipal(t *testing.T) {
 				t.Errorf("RunTurn(principal %q) = %v; want %v", tc.principal, err, tc.want)
 			}
 			assertEmpty(t, f.runRoot)
-			assertEmpty(t, f.wsRoot)
+			assertEmpty(t, f.stateDir)
 		})
 	}
 }

@@ -39,6 +39,11 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 		// flight end before their listener goes away (spec §6.5).
 		t.end(errTurnEnded)
 		err = errors.Join(err, undo.run())
+		if err == nil {
+			// The state is committed only by a turn that ended cleanly:
+			// a failed turn changes nothing.
+			err = t.commit(&reply)
+		}
 		if err != nil {
 			reply = rtsandbox.Reply{} // a failed turn has no reply
 		} else {
@@ -53,7 +58,11 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	if err := t.s.checkRoots(); err != nil {
 		return rtsandbox.Reply{}, err
 	}
-	workspace, err := ensureWorkspace(t.s.WorkspaceRoot, string(t.channel), t.s.owner())
+	state, err := t.s.State.Load(t.channel)
+	if err != nil {
+		return rtsandbox.Reply{}, fmt.Errorf("sandbox state: %w", err)
+	}
+	stdin, err := t.workerInput(state)
 	if err != nil {
 		return rtsandbox.Reply{}, err
 	}
@@ -71,11 +80,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	}
 	undo.add(srv.Close)
 	t.stats.Listening = time.Now()
-	stdin, err := t.workerInput()
-	if err != nil {
-		return rtsandbox.Reply{}, err
-	}
-	spec := t.s.spec(container.Name(string(t.channel)), runDir, workspace)
+	spec := t.s.spec(container.Name(string(t.channel)), runDir)
 	res, err := t.s.Driver.Run(t.ctx, spec, stdin)
 	t.stats.record(res, calls)
 	if err != nil {
@@ -101,9 +106,10 @@ func (t *turn) listen(runDir string, h http.Handler) (*broker.Server, error) {
 	return srv, nil
 }
 
-// workerInput is the turn JSON: the speaker without its principal, and
-// nothing secret. Empty tool lists are [] rather than null.
-func (t *turn) workerInput() ([]byte, error) {
+// workerInput is the turn JSON: the speaker without its principal, the
+// channel's state (no history after a fresh start), and nothing secret.
+// Empty lists are [] rather than null.
+func (t *turn) workerInput(state rtsandbox.ChannelState) ([]byte, error) {
 	in := rtsandbox.Turn{
 		Text:     t.text,
 		Speaker:  rtsandbox.TurnSpeaker{ID: t.speaker.ID, Name: t.speaker.Name},
@@ -111,20 +117,45 @@ func (t *turn) workerInput() ([]byte, error) {
 		Prompt:   t.s.Prompt,
 		TimeZone: t.s.TimeZone,
 		Reset:    t.reset,
-		Tools:    t.s.Tools,
-		MCP:      t.s.MCP,
+		Memory:   emptyIfNil(state.Memory),
+		History:  emptyIfNil(state.History),
+		Tools:    emptyIfNil(t.s.Tools),
+		MCP:      emptyIfNil(t.s.MCP),
 	}
-	if in.Tools == nil {
-		in.Tools = []rtsandbox.ToolSpec{}
-	}
-	if in.MCP == nil {
-		in.MCP = []rtsandbox.MCPServerTools{}
+	if t.reset {
+		in.History = []rtsandbox.HistoryEntry{}
 	}
 	b, err := jsonjs.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox turn input: %w", err)
 	}
+	if len(b) > rtsandbox.MaxTurnBytes {
+		return nil, fmt.Errorf("sandbox turn input is %d bytes, over %d: %w", len(b), rtsandbox.MaxTurnBytes, ErrTooLarge)
+	}
 	return b, nil
+}
+
+func emptyIfNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// commit stores the state a cleanly ended turn returned and takes it off
+// the reply, which leaves the runtime without it. A worker that exits 0
+// must return state; an update the store refuses fails the turn and
+// leaves the stored state as it was.
+func (t *turn) commit(reply *rtsandbox.Reply) error {
+	st := reply.State
+	reply.State = nil
+	if st == nil {
+		return fmt.Errorf("sandbox turn: %w: the reply carries no state", container.ErrInvalidReply)
+	}
+	if err := t.s.State.Save(t.channel, *st); err != nil {
+		return fmt.Errorf("sandbox state: %w", err)
+	}
+	return nil
 }
 
 // finish completes the record and logs the outcome for the operator.
@@ -141,11 +172,11 @@ func (t *turn) finish(err error) {
 	}
 }
 
-// spec is the container profile of one turn.
-func (s *settings) spec(name, runDir, workspace string) container.Spec {
+// spec is the container profile of one turn; its /workspace is a tmpfs.
+func (s *settings) spec(name, runDir string) container.Spec {
 	return container.Spec{
 		Name: name, Image: s.Image, UID: s.UID, GID: s.GID,
-		RunDir: runDir, WorkspaceDir: workspace, Limits: s.Limits, Labels: s.labels,
+		RunDir: runDir, Limits: s.Limits, Labels: s.labels,
 	}
 }
 
@@ -154,8 +185,7 @@ func (s *settings) spec(name, runDir, workspace string) container.Spec {
 // every turn.
 func (s *settings) preflight() error {
 	probe := "preflight:check"
-	spec := s.spec(container.Name(probe), filepath.Join(s.RunRoot, runDirPrefix+"XXXXXX"),
-		filepath.Join(s.WorkspaceRoot, workspaceName(probe)))
+	spec := s.spec(container.Name(probe), filepath.Join(s.RunRoot, runDirPrefix+"XXXXXX"))
 	if err := spec.Validate(); err != nil {
 		return setupError("%w", err)
 	}

@@ -213,7 +213,7 @@ func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
 // finish validates the final answer and adds the exchange to the history.
 func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
 	content, ok := str(msg["content"])
-	text := jsTrim(content)
+	text := rtsandbox.TrimJS(content)
 	if !ok || text == "" || rtsandbox.UTF16Len(content) > maxFinalText {
 		return rtsandbox.Reply{}, errors.New("model returned no final text")
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -57,7 +56,7 @@ func (m *memory) call(name string, input map[string]json.RawMessage, speakerID s
 	case "memory_remove":
 	case "memory_set":
 		text, ok := str(input["text"])
-		if !ok || jsTrim(text) == "" || rtsandbox.UTF16Len(text) > maxMemoryText {
+		if !ok || rtsandbox.TrimJS(text) == "" || rtsandbox.UTF16Len(text) > maxMemoryText {
 			return "", fmt.Errorf("%w: text must be 1..2048 characters", errMemory)
 		}
 		// Stored untrimmed; appending moves an updated entry to the end.
@@ -87,7 +86,7 @@ func memoryKey(input map[string]json.RawMessage) (key string, ok bool, err error
 	if !ok {
 		return "", false, nil
 	}
-	key = jsTrim(raw)
+	key = rtsandbox.TrimJS(raw)
 	if n := rtsandbox.UTF16Len(key); n < 1 || n > maxMemoryKey {
 		return "", false, fmt.Errorf("%w: key must be 1..128 characters", errMemory)
 	}
@@ -124,14 +123,6 @@ func (m *memory) save(next []rtsandbox.MemoryEntry) error {
 	}
 	m.entries = next
 	return nil
-}
-
-// jsTrim trims like JS String.prototype.trim: Unicode White_Space plus
-// U+FEFF, but not U+0085, which Go's unicode.IsSpace includes.
-func jsTrim(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool {
-		return r == '\uFEFF' || (r != '\u0085' && unicode.IsSpace(r))
-	})
 }
 
 // memoryTools declares the memory tools to the model.

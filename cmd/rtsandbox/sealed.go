@@ -8,13 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/chanstate"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/delegate"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/sandbox"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -40,8 +41,9 @@ type sealedOptions struct {
 }
 
 // newSealedRuntime builds the broker and the sealed runtime of cfg. The
-// state directory holds the run and workspace roots; it is created 0700
-// when missing and must otherwise be private to this user.
+// state directory holds the run root and the channel state (and, from
+// older versions, the workspaces that the state store migrates once); it
+// is created 0700 when missing and must otherwise be private to this user.
 func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedRuntime, error) {
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
@@ -50,7 +52,15 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	if err != nil {
 		return nil, err
 	}
-	if err := privateDir(cfg.StateDir); err != nil {
+	if _, err := privdir.Make(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("state_dir: %w (it must be owned by uid %d with mode 0700)", err, os.Geteuid())
+	}
+	state, err := chanstate.Open(chanstate.Options{
+		Dir:        filepath.Join(cfg.StateDir, "channel-state"),
+		LegacyRoot: filepath.Join(cfg.StateDir, "workspaces"),
+		Logger:     o.log,
+	})
+	if err != nil {
 		return nil, err
 	}
 	if o.client == nil {
@@ -80,11 +90,13 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	tools, mcp := sandbox.WorkerTools(bc)
 	rt, err := sandbox.New(sandbox.Options{
 		Broker: b, Driver: o.driver, Image: imageTag(cfg), UID: uid, GID: gid,
-		RunRoot:       filepath.Join(cfg.StateDir, "run"),
-		WorkspaceRoot: filepath.Join(cfg.StateDir, "workspaces"),
-		Model:         cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: timeZone(cfg, getenv),
+		RunRoot: filepath.Join(cfg.StateDir, "run"), State: state,
+		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: timeZone(cfg, getenv),
 		Tools: tools, MCP: mcp, TurnTimeout: cfg.Sandbox.TurnTimeout,
-		Limits:       container.Limits{MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs, PIDs: cfg.Sandbox.Limits.PIDs},
+		Limits: container.Limits{
+			MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
+			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
+		},
 		Installation: installationID(cfg), Logger: o.log, OnTurn: o.onTurn,
 	})
 	if err != nil {
@@ -114,28 +126,6 @@ func workerUser(cfg *config.Config) (int, int, error) {
 		return 0, 0, errRootUser
 	}
 	return os.Geteuid(), os.Getegid(), nil
-}
-
-// privateDir creates dir 0700 when missing, and otherwise requires a
-// directory owned by this user without group or other permissions. Never
-// best effort: every failure is an error.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state_dir: %w", err)
-	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("state_dir: %w", err)
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !st.IsDir() || !ok {
-		return fmt.Errorf("state_dir: %s is not a directory", dir)
-	}
-	if int(sys.Uid) != os.Geteuid() || st.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("state_dir: %s must be owned by uid %d with mode 0700 (it is uid %d, %v)",
-			dir, os.Geteuid(), sys.Uid, st.Mode().Perm())
-	}
-	return nil
 }
 
 // timeZone is sandbox.time_zone, else the host's IANA zone (TZ, then the

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"fmt"
 	"maps"
 	"path"
 	"strconv"
@@ -34,7 +35,7 @@ func sealed(spec rtcontainer.Spec) []option {
 		withUser(spec.UID, spec.GID),
 		withLimits(spec.Limits),
 		withNofile(256),
-		withTmp(),
+		withTmpfs(spec),
 		withMounts(spec.RunDir, spec.WorkspaceDir),
 		withEnv("HOME=/tmp/home"),
 		withLabels(spec.Labels),
@@ -126,22 +127,34 @@ func withNofile(n int64) option {
 	}
 }
 
-// withTmp gives the worker a small writable /tmp that cannot hold
-// executables; the worker binary lives in the read-only root.
-func withTmp() option {
+// withTmpfs gives the worker a small writable /tmp that cannot hold
+// executables (the worker binary lives in the read-only root) and, without
+// a workspace directory, a private size- and inode-limited /workspace
+// that dies with the container.
+func withTmpfs(spec rtcontainer.Spec) option {
 	return func(_ *container.Config, h *container.HostConfig) {
 		h.Tmpfs = map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=64m,mode=1777"}
+		if spec.WorkspaceDir == "" {
+			h.Tmpfs[rtsandbox.WorkspacePath] = workspaceTmpfs(spec)
+		}
 	}
 }
 
-// withMounts sets exactly the two bind mounts and nothing else: the run
-// directory (broker socket) read-only and the channel workspace read-write.
-// rprivate keeps host mount events from propagating in either direction.
+// workspaceTmpfs is the option string of the sealed /workspace tmpfs.
+func workspaceTmpfs(spec rtcontainer.Spec) string {
+	return fmt.Sprintf("rw,noexec,nosuid,nodev,size=%dm,nr_inodes=%d,mode=0700,uid=%d,gid=%d",
+		spec.Limits.WorkspaceMB, rtcontainer.WorkspaceInodes, spec.UID, spec.GID)
+}
+
+// withMounts sets the bind mounts and nothing else: the run directory
+// (broker socket) read-only and, when the spec names one, the workspace
+// directory read-write. rprivate keeps host mount events from propagating
+// in either direction.
 func withMounts(runDir, workspaceDir string) option {
 	return func(_ *container.Config, h *container.HostConfig) {
-		h.Mounts = []mount.Mount{
-			bindMount(runDir, path.Dir(rtsandbox.BrokerSocketPath), true),
-			bindMount(workspaceDir, rtsandbox.WorkspacePath, false),
+		h.Mounts = []mount.Mount{bindMount(runDir, path.Dir(rtsandbox.BrokerSocketPath), true)}
+		if workspaceDir != "" {
+			h.Mounts = append(h.Mounts, bindMount(workspaceDir, rtsandbox.WorkspacePath, false))
 		}
 	}
 }

@@ -85,6 +85,26 @@ func TestCreateOptionsOverrides(t *testing.T) {
 	}
 }
 
+// TestCreateOptionsTmpfsWorkspace: without a workspace directory the
+// container gets a private tmpfs /workspace of the spec's size and inode
+// bound, owned by the worker, and only the broker bind mount.
+func TestCreateOptionsTmpfsWorkspace(t *testing.T) {
+	s := argsSpec()
+	s.WorkspaceDir = ""
+	s.Limits.WorkspaceMB = 32
+	h := createOptions(s).HostConfig
+	want := map[string]string{
+		"/tmp":       "rw,noexec,nosuid,nodev,size=64m,mode=1777",
+		"/workspace": "rw,noexec,nosuid,nodev,size=32m,nr_inodes=4096,mode=0700,uid=1000,gid=1000",
+	}
+	if diff := cmp.Diff(want, h.Tmpfs); diff != "" {
+		t.Errorf("Tmpfs mismatch (-want +got):\n%s", diff)
+	}
+	if len(h.Mounts) != 1 || h.Mounts[0].Target != "/broker" || !h.Mounts[0].ReadOnly {
+		t.Errorf("Mounts = %+v; want only the read-only broker mount", h.Mounts)
+	}
+}
+
 // TestCreateOptionsCopiesLabels: the request must not alias the caller's map.
 func TestCreateOptionsCopiesLabels(t *testing.T) {
 	s := argsSpec()

@@ -59,8 +59,10 @@ func canonical(spec rtcontainer.Spec) (rtcontainer.Spec, error) {
 	if spec.RunDir, err = realpath(spec.RunDir); err != nil {
 		return spec, err
 	}
-	if spec.WorkspaceDir, err = realpath(spec.WorkspaceDir); err != nil {
-		return spec, err
+	if spec.WorkspaceDir != "" {
+		if spec.WorkspaceDir, err = realpath(spec.WorkspaceDir); err != nil {
+			return spec, err
+		}
 	}
 	return spec, spec.Validate()
 }

@@ -78,7 +78,8 @@ func TestMemoryDemoWithWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	workspace := filepath.Join(dir, "ws")
+	// The test plays the host: it keeps the channel state between turns.
+	state := rtsandbox.ChannelState{Memory: []rtsandbox.MemoryEntry{}, History: []rtsandbox.HistoryEntry{}}
 	speaker := rtsandbox.Speaker{ID: "u1", Name: "Ann", PrincipalID: "p1"}
 
 	turn := func(text string) rtsandbox.Reply {
@@ -91,13 +92,15 @@ func TestMemoryDemoWithWorker(t *testing.T) {
 		}
 		defer srv.Close()
 		in, _ := json.Marshal(rtsandbox.Turn{Text: text, Speaker: rtsandbox.TurnSpeaker{ID: "u1", Name: "Ann"},
-			Model: "demo", Prompt: "Be brief.", TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}})
+			Model: "demo", Prompt: "Be brief.", TimeZone: "UTC", Memory: state.Memory, History: state.History,
+			Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}})
 		var out, errOut bytes.Buffer
-		code := worker.Run(ctx, worker.Options{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &errOut, Socket: srv.Path(), Workspace: workspace})
+		code := worker.Run(ctx, worker.Options{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &errOut, Socket: srv.Path()})
 		var reply rtsandbox.Reply
-		if err := json.Unmarshal(out.Bytes(), &reply); code != 0 || err != nil {
+		if err := json.Unmarshal(out.Bytes(), &reply); code != 0 || err != nil || reply.State == nil {
 			t.Fatalf("worker exit %d, reply %q (%v); stderr %s", code, out.Bytes(), err, errOut.Bytes())
 		}
+		state, reply.State = *reply.State, nil
 		return reply
 	}
 

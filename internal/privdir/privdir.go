@@ -1,0 +1,150 @@
+// Package privdir is the one place that creates and checks the host's
+// private directories and reads and writes the state files in them.
+//
+// The rules, each fail closed (a check that cannot be made refuses):
+//
+//   - Make creates a directory 0700 when missing and returns its canonical
+//     path after Check: a directory (not a link) owned by the effective uid
+//     with no group or other permission bits.
+//   - ReadFile never follows a final symlink and never blocks on a FIFO or
+//     device: it opens O_NOFOLLOW|O_NONBLOCK, requires a regular file and
+//     reads at most the caller's bound. A planted FIFO or link is an error,
+//     at once.
+//   - WriteFile replaces a file so that a crash leaves the old or the new
+//     content, never a torn one: a fresh temp file (O_EXCL, 0600) in the
+//     same directory, fsync, rename (the commit point), fsync of the
+//     directory.
+package privdir
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Error classes. Test with errors.Is.
+var (
+	// ErrNotPrivate: a directory or file is not private to the service.
+	ErrNotPrivate = errors.New("not private to this service")
+	// ErrNotRegular: a state file is a link, FIFO, device or directory.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrTooLarge: a state file exceeds the caller's bound.
+	ErrTooLarge = errors.New("file exceeds its size bound")
+)
+
+// Make creates dir (0700, parents too) when missing and returns its
+// canonical path after Check with the effective uid.
+func Make(dir string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("private directory: empty path: %w", ErrNotPrivate)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("private directory: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("private directory: %w", err)
+	}
+	if err := Check(abs, os.Geteuid()); err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+// Check requires dir to be a directory, not a link to one, owned by uid,
+// with mode bits for its owner only.
+func Check(dir string, uid int) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("private directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != uid || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("directory %s (mode %v): %w", dir, fi.Mode().Perm(), ErrNotPrivate)
+	}
+	return nil
+}
+
+// ReadFile reads path, a regular file of at most max bytes, without
+// following a final symlink and without blocking on a FIFO. It returns
+// os.ErrNotExist (wrapped) when the file is absent. When owner >= 0 the
+// file must belong to that uid.
+func ReadFile(path string, max int64, owner int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); owner >= 0 && (!ok || int(st.Uid) != owner) {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotPrivate)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: %d bytes: %w", path, fi.Size(), ErrTooLarge)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
+	}
+	return data, nil
+}
+
+// WriteFile atomically replaces path with data (mode 0600). The temp file
+// has a random name and is created O_EXCL, so neither a leftover file nor
+// a link planted at a temp name is ever written through.
+func WriteFile(path string, data []byte) error {
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails (it crashes instead)
+	tmp := path + ".tmp-" + hex.EncodeToString(r[:])
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp) // ours: the O_EXCL create succeeded
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// syncDir makes the rename durable. The rename is the commit point: after
+// it the file holds the new content, so a directory that cannot be synced
+// (some filesystems refuse) is not reported as a failed write, which would
+// make a caller's memory disagree with the file.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
