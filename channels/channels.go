@@ -15,6 +15,12 @@
 //     Open returns no store.
 //   - When channels.json does not exist, the initial keys seed it and it is
 //     written at once, so initial keys matter only on the very first start.
+//     The first start is recorded durably beside it (channels.seeded): a
+//     state file missing after that is ErrMissing, naming the file, never
+//     a silent re-seed that would forget every channel an owner enabled.
+//     Reseed removes the record on purpose (rtsandbox serve --reseed).
+//   - Read gives a read-only view without the lock, for commands that run
+//     beside a server.
 //   - Enable and Disable save atomically (write <file>.tmp 0600, fsync,
 //     rename, fsync the directory). A failed save restores the in-memory set
 //     under the same lock, so memory never claims what the disk lacks.
@@ -33,12 +39,16 @@ import (
 	"syscall"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 )
 
 // File names inside the state directory.
 const (
 	StateFile = "channels.json"
 	LockFile  = "channels.lock"
+	// SeededFile records that the store was seeded once: a state file
+	// missing after that is an error, not a first start.
+	SeededFile = "channels.seeded"
 )
 
 // maxStateSize bounds what Open reads: far more than any real channel list.
@@ -54,6 +64,8 @@ var (
 	ErrState = fmt.Errorf("%w: invalid sandbox channel state", rtsandbox.ErrInvalid)
 	// ErrKey: Enable or Disable got an invalid channel key.
 	ErrKey = fmt.Errorf("%w: invalid channel key", rtsandbox.ErrInvalid)
+	// ErrMissing: the state file is gone although the store was seeded.
+	ErrMissing = fmt.Errorf("%w: channel store is missing", rtsandbox.ErrInvalid)
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("channel store is closed")
 )
@@ -77,9 +89,14 @@ func Open(dir string, initial []rtsandbox.ChannelKey) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := acquire(filepath.Join(dir, LockFile))
-	if err != nil {
-		return nil, err
+	lock, err := privdir.Lock(filepath.Join(dir, LockFile))
+	switch {
+	case errors.Is(err, privdir.ErrLocked):
+		return nil, fmt.Errorf("%w (%v)", ErrLocked, err)
+	case errors.Is(err, privdir.ErrNotPrivate):
+		return nil, fmt.Errorf("%w (%v)", ErrPrivate, err)
+	case err != nil:
+		return nil, fmt.Errorf("channel state lock: %w", err)
 	}
 	s := &Store{dir: dir, path: filepath.Join(dir, StateFile), lock: lock}
 	if err := s.load(initial); err != nil {
@@ -92,25 +109,12 @@ func Open(dir string, initial []rtsandbox.ChannelKey) (*Store, error) {
 // privateDir creates dir (0700) when missing and checks the canonical
 // directory: owned by this process, no group/other bits.
 func privateDir(dir string) (string, error) {
-	if dir == "" {
-		return "", fmt.Errorf("channel state directory: empty path: %w", rtsandbox.ErrInvalid)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("channel state directory: %w", err)
-	}
-	abs, err := filepath.Abs(dir)
-	if err == nil {
-		abs, err = filepath.EvalSymlinks(abs)
+	abs, err := privdir.Make(dir)
+	if errors.Is(err, privdir.ErrNotPrivate) {
+		return "", fmt.Errorf("channel state directory: %w (%v)", ErrPrivate, err)
 	}
 	if err != nil {
 		return "", fmt.Errorf("channel state directory: %w", err)
-	}
-	fi, err := os.Lstat(abs)
-	if err != nil {
-		return "", fmt.Errorf("channel state directory: %w", err)
-	}
-	if !fi.IsDir() || !ownedByUs(fi) || fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("channel state directory %s (mode %v): %w", abs, fi.Mode().Perm(), ErrPrivate)
 	}
 	return abs, nil
 }
@@ -120,85 +124,114 @@ func ownedByUs(fi os.FileInfo) bool {
 	return ok && int(st.Uid) == os.Geteuid()
 }
 
-// acquire opens the lock file without following symlinks and takes a
-// non-blocking exclusive flock. flock belongs to the open file description,
-// so a second Open in the same process is refused too.
-func acquire(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("channel state lock: %w", err)
-	}
-	fi, err := f.Stat()
-	if err == nil && (!fi.Mode().IsRegular() || !ownedByUs(fi)) {
-		err = ErrPrivate
-	}
-	if err == nil {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			err = ErrLocked
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("channel state lock %s: %w", path, err)
-	}
-	return f, nil
-}
-
 // load reads the state file, or seeds it from initial when it is missing.
 func (s *Store) load(initial []rtsandbox.ChannelKey) error {
-	fi, err := os.Lstat(s.path)
+	keys, err := readKeys(s.path)
+	seeded := filepath.Join(s.dir, SeededFile)
 	if errors.Is(err, os.ErrNotExist) {
-		keys, err := validKeys(initial)
-		if err != nil {
+		if _, serr := os.Lstat(seeded); serr == nil {
+			return fmt.Errorf("%w: %s is missing but %s says it was seeded; restore it from a backup, or start with --reseed to seed initial_channels again", ErrMissing, s.path, seeded)
+		}
+		if keys, err = validKeys(initial); err != nil {
 			return fmt.Errorf("initial channels: %w", err)
 		}
-		s.keys = keys
-		return s.save(s.keys)
+		if err := s.save(keys); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
 	}
+	s.keys = keys
+	// The marker follows the state file, so a crash between the two
+	// leaves a store that is marked at the next start.
+	if _, err := os.Lstat(seeded); errors.Is(err, os.ErrNotExist) {
+		if err := privdir.WriteFile(seeded, []byte("the channel store was seeded; see rtsandbox serve --reseed\n")); err != nil {
+			return fmt.Errorf("channel store marker: %w", err)
+		}
+	}
+	return nil
+}
+
+// Read returns the stored channel set without taking the lock, for
+// read-only views while a server runs (the file is replaced atomically).
+// It wraps os.ErrNotExist when no store was written yet.
+func Read(dir string) ([]rtsandbox.ChannelKey, error) {
+	dir, err := privateDir(dir)
 	if err != nil {
-		return fmt.Errorf("channel state: %w", err)
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() || !ownedByUs(fi) {
-		return fmt.Errorf("channel state %s: %w", s.path, ErrPrivate)
-	}
-	data, err := readState(s.path)
+	return readKeys(filepath.Join(dir, StateFile))
+}
+
+// Reseed removes the marker of a seeded store so that the next Open seeds
+// initial channels again when the state file is missing. It refuses while
+// a store holds the directory.
+func Reseed(dir string) error {
+	dir, err := privateDir(dir)
 	if err != nil {
 		return err
+	}
+	lock, err := privdir.Lock(filepath.Join(dir, LockFile))
+	if errors.Is(err, privdir.ErrLocked) {
+		return fmt.Errorf("%w (%v)", ErrLocked, err)
+	}
+	if err != nil {
+		return fmt.Errorf("channel state lock: %w", err)
+	}
+	defer lock.Close()
+	if err := os.Remove(filepath.Join(dir, SeededFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("channel store marker: %w", err)
+	}
+	return nil
+}
+
+// readKeys reads and checks a state file; it wraps os.ErrNotExist when
+// there is none.
+func readKeys(path string) ([]rtsandbox.ChannelKey, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("channel state: %w", err)
+	}
+	if !fi.Mode().IsRegular() || !ownedByUs(fi) {
+		return nil, fmt.Errorf("channel state %s: %w", path, ErrPrivate)
+	}
+	data, err := readState(path)
+	if err != nil {
+		return nil, err
 	}
 	var raw []string
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil || raw == nil || dec.More() {
 		// raw == nil: the file says null, which is not a list.
-		return fmt.Errorf("channel state %s: %w", s.path, ErrState)
+		return nil, fmt.Errorf("channel state %s: %w", path, ErrState)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("channel state %s: trailing data: %w", s.path, ErrState)
+		return nil, fmt.Errorf("channel state %s: trailing data: %w", path, ErrState)
 	}
 	keys := make([]rtsandbox.ChannelKey, len(raw))
 	for i, k := range raw {
 		keys[i] = rtsandbox.ChannelKey(k)
 	}
-	if s.keys, err = validKeys(keys); err != nil {
-		return fmt.Errorf("channel state %s: %w", s.path, err)
+	if keys, err = validKeys(keys); err != nil {
+		return nil, fmt.Errorf("channel state %s: %w", path, err)
 	}
-	return nil
+	return keys, nil
 }
 
 // readState reads at most maxStateSize bytes without following a symlink
-// swapped in after the lstat.
+// swapped in after the lstat, and without blocking on a FIFO.
 func readState(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("channel state: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxStateSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("channel state: %w", err)
-	}
-	if len(data) > maxStateSize {
+	data, err := privdir.ReadFile(path, maxStateSize, os.Geteuid())
+	switch {
+	case errors.Is(err, privdir.ErrTooLarge):
 		return nil, fmt.Errorf("channel state %s: larger than %d bytes: %w", path, maxStateSize, ErrState)
+	case errors.Is(err, privdir.ErrNotRegular), errors.Is(err, privdir.ErrNotPrivate):
+		return nil, fmt.Errorf("channel state %s: %w", path, ErrPrivate)
+	case err != nil:
+		return nil, fmt.Errorf("channel state: %w", err)
 	}
 	return data, nil
 }
@@ -282,48 +315,17 @@ func (s *Store) change(key rtsandbox.ChannelKey, next func([]rtsandbox.ChannelKe
 	return nil
 }
 
-// save writes keys atomically: <file>.tmp (0600, no symlink follow), fsync,
-// rename over the state file, fsync the directory. A fixed temp name is
-// safe because the flock makes this process the only writer.
+// save writes keys atomically (privdir.WriteFile: a fresh 0600 temp file,
+// fsync, rename, fsync of the directory).
 func (s *Store) save(keys []rtsandbox.ChannelKey) error {
 	data, err := json.Marshal(keys)
 	if err != nil {
 		return fmt.Errorf("save channel state: %w", err)
 	}
-	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
+	if err := privdir.WriteFile(s.path, data); err != nil {
 		return fmt.Errorf("save channel state: %w", err)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o600) // an old temp file may have had other bits
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.path)
-	}
-	if err != nil {
-		os.Remove(tmp) // ours: the open succeeded
-		return fmt.Errorf("save channel state: %w", err)
-	}
-	syncDir(s.dir)
 	return nil
-}
-
-// syncDir makes the rename durable. It is best effort: after the rename
-// the new state is what the file holds, so reporting a failure here would
-// make memory disagree with the file.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 // Close releases the directory lock. Later changes fail with ErrClosed;

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
 )
@@ -146,15 +145,11 @@ var ErrRunRootBusy = errors.New("sandbox: the run root is in use by another rtsa
 
 // lockRunRoot takes the run root's exclusive lock without waiting.
 func lockRunRoot(root string) (*os.File, error) {
-	f, err := os.OpenFile(root, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, setupError("run root lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrRunRootBusy, root)
-		}
+	f, err := privdir.Lock(root)
+	switch {
+	case errors.Is(err, privdir.ErrLocked):
+		return nil, fmt.Errorf("%w: %s", ErrRunRootBusy, root)
+	case err != nil:
 		return nil, setupError("run root lock: %w", err)
 	}
 	return f, nil

@@ -9,6 +9,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/channels"
@@ -17,8 +19,9 @@ import (
 
 const channelsUsage = "usage: rtsandbox channels list|on|off|status [KEY] --config FILE"
 
-// runChannels changes or shows the sandboxed channels while no server runs.
-// A running server holds the store's lock; the command then refuses (exit
+// runChannels changes or shows the sandboxed channels. list and status
+// read the stored file and work beside a running server; on and off need
+// the store's lock, which a running server holds: they then refuse (exit
 // 1), because the server's owner commands are the way to change a live
 // host: they wait behind the channel's queued turns.
 func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
@@ -47,6 +50,9 @@ func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, s
 		fmt.Fprintln(stderr, "rtsandbox channels:", err)
 		return exitUsage
 	}
+	if action == "list" || action == "status" {
+		return showChannels(cfg, action, key, stdout, stderr)
+	}
 	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
 	if errors.Is(err, channels.ErrLocked) {
 		fmt.Fprintf(stderr, "rtsandbox channels: state_dir %s is in use by a running rtsandbox serve; change channels through its owner commands, or stop it first\n", cfg.StateDir)
@@ -57,27 +63,48 @@ func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, s
 		return exitFail
 	}
 	defer store.Close()
-	switch action {
-	case "list":
-		for _, k := range store.List() {
-			fmt.Fprintln(stdout, k)
-		}
-		return exitOK
-	case "on":
+	if action == "on" {
 		err = store.Enable(key)
-	case "off":
+	} else {
 		err = store.Disable(key)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox channels:", err)
 		return exitFail
 	}
+	printStatus(stdout, key, store.Enabled(key))
+	return exitOK
+}
+
+// showChannels answers list and status from the stored file without the
+// lock, so they work beside a running server. Before the first start
+// nothing is stored: the view is then what that start will seed.
+func showChannels(cfg *config.Config, action string, key rtsandbox.ChannelKey, stdout, stderr io.Writer) int {
+	keys, err := channels.Read(cfg.StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintln(stderr, "rtsandbox channels: no channel store yet; the first start seeds initial_channels")
+		keys, err = cfg.InitialChannels, nil
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox channels:", err)
+		return exitFail
+	}
+	if action == "list" {
+		for _, k := range keys {
+			fmt.Fprintln(stdout, k)
+		}
+		return exitOK
+	}
+	printStatus(stdout, key, slices.Contains(keys, key))
+	return exitOK
+}
+
+func printStatus(w io.Writer, key rtsandbox.ChannelKey, enabled bool) {
 	state := "disabled"
-	if store.Enabled(key) {
+	if enabled {
 		state = "enabled"
 	}
-	fmt.Fprintf(stdout, "%s: sandbox routing %s\n", key, state)
-	return exitOK
+	fmt.Fprintf(w, "%s: sandbox routing %s\n", key, state)
 }
 
 // channelsArgs checks the positional arguments: "list", or an action and

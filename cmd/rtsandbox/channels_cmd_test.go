@@ -82,14 +82,28 @@ func TestChannelsCommandUsage(t *testing.T) {
 }
 
 // TestChannelsCommandRefusesWhileServed: a server holds the store's lock;
-// the offline command must not change the set behind its back.
+// the offline command must not change the set behind its back, but the
+// read-only views answer from the stored file.
 func TestChannelsCommandRefusesWhileServed(t *testing.T) {
 	cfg, state := channelsConfig(t, "")
 	held, err := channels.Open(state, []rtsandbox.ChannelKey{"http:lobby"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"list"}, {"on", "http:x"}, {"off", "http:lobby"}, {"status", "http:lobby"}} {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list"}, "http:lobby\n"},
+		{[]string{"status", "http:lobby"}, "http:lobby: sandbox routing enabled\n"},
+		{[]string{"status", "http:other"}, "http:other: sandbox routing disabled\n"},
+	} {
+		code, out, errOut := runOps(t, append(append([]string{"channels"}, tc.args...), "--config", cfg)...)
+		if code != exitOK || out != tc.want {
+			t.Errorf("channels %v while served = %d %q %q; want 0 and %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	for _, args := range [][]string{{"on", "http:x"}, {"off", "http:lobby"}} {
 		code, out, errOut := runOps(t, append(append([]string{"channels"}, args...), "--config", cfg)...)
 		if code != exitFail || out != "" || !strings.Contains(errOut, "is in use by a running rtsandbox serve") {
 			t.Errorf("channels %v while locked = %d %q %q; want 1 and the lock message", args, code, out, errOut)

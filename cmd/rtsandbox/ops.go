@@ -10,12 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
@@ -88,6 +90,14 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 		return code
 	}
 	id := installationID(cfg)
+	// A running serve, turn or chat holds the run root's lock and owns the
+	// containers of its live turns: reaping them would kill those turns.
+	unlock, err := lockRunRoot(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox reap:", err)
+		return exitFail
+	}
+	defer unlock()
 	d, closeClient, err := dockerDriver()
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox reap:", err)
@@ -101,6 +111,24 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 		return exitFail
 	}
 	return exitOK
+}
+
+// lockRunRoot takes the lock that a live sealed runtime holds on
+// <state_dir>/run for as long as it runs. No run root means no runtime ever
+// ran here.
+func lockRunRoot(cfg *config.Config) (unlock func(), err error) {
+	root := filepath.Join(cfg.StateDir, runRootName)
+	if _, err := os.Lstat(root); errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	f, err := privdir.Lock(root)
+	if errors.Is(err, privdir.ErrLocked) {
+		return nil, fmt.Errorf("state_dir %s is in use by a running rtsandbox (serve, turn or chat); it removes its own leftovers, so reap only after it stopped", cfg.StateDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
 }
 
 // parseOpsFlags parses flags that take no positional arguments. ok is

@@ -29,6 +29,9 @@ type sealedRuntime struct {
 	close  func()
 }
 
+// runRootName is the run root's name in the state directory.
+const runRootName = "run"
+
 // sealedOptions are the wiring choices a command may override.
 type sealedOptions struct {
 	client *upstream.Client // nil: the hardened default
@@ -90,7 +93,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	tools, mcp := sandbox.WorkerTools(bc)
 	rt, err := sandbox.New(sandbox.Options{
 		Broker: b, Driver: o.driver, Image: imageTag(cfg), UID: uid, GID: gid,
-		RunRoot: filepath.Join(cfg.StateDir, "run"), State: state,
+		RunRoot: filepath.Join(cfg.StateDir, runRootName), State: state,
 		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: timeZone(cfg, getenv),
 		Tools: tools, MCP: mcp, TurnTimeout: cfg.Sandbox.TurnTimeout,
 		Limits: container.Limits{

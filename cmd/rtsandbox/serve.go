@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 	fs := newFlagSet("rtsandbox serve", stderr)
 	configPath := fs.String("config", "", "config file (required)")
 	drain := fs.Duration("drain", defaultDrain, "at shutdown, how long running turns may finish before they are cancelled")
+	reseed := fs.Bool("reseed", false, "seed initial_channels again when the channel store is missing (after a deliberate reset)")
 	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -59,12 +61,31 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 		return exitUsage
 	}
 	log := serveLogger(stdout, getenv)
+	setMemoryLimit(cfg, log)
+	if *reseed {
+		if err := channels.Reseed(cfg.StateDir); err != nil {
+			fmt.Fprintln(stderr, "rtsandbox serve: --reseed:", err)
+			return exitFail
+		}
+		log.Warn("channel store marker removed: a missing store seeds initial_channels again", "state_dir", cfg.StateDir)
+	}
 	if err := serve(ctx, cfg, getenv, log, *drain); err != nil {
 		log.Error("serve failed", "err", err)
 		fmt.Fprintln(stderr, "rtsandbox serve:", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// setMemoryLimit puts the whole host under host.memory_limit_mb as the Go
+// runtime's soft memory limit: near it the collector runs more often, so
+// a burst of large pages or answers slows the host instead of growing it
+// until the kernel kills every channel's turns at once. Every parser of
+// guest input is bounded on its own; this is the limit on their sum.
+func setMemoryLimit(cfg *config.Config, log *slog.Logger) {
+	limit := int64(cfg.Host.MemoryLimitMB) << 20
+	debug.SetMemoryLimit(limit)
+	log.Info("memory limit set", "memory_limit_mb", cfg.Host.MemoryLimitMB)
 }
 
 // serveLogger writes JSON lines to stdout (host spec §1.15) at LOG_LEVEL

@@ -213,8 +213,11 @@ func TestServeHTTPEndToEnd(t *testing.T) {
 	if code, _ := s.call(t, "POST", "/api/v1/channels/http:closed/sandbox", serveGuestToken, `{"enabled":false}`); code != 401 {
 		t.Errorf("owner endpoint with the guest token = %d; want 401", code)
 	}
-	if code, _, errOut := runOps(t, "channels", "list", "--config", cfg); code != exitFail || !strings.Contains(errOut, "in use by a running rtsandbox serve") {
-		t.Errorf("channels list while served = %d %q; want 1 and the lock message", code, errOut)
+	if code, out, errOut := runOps(t, "channels", "list", "--config", cfg); code != exitOK || out != "http:lobby\nhttp:closed\n" {
+		t.Errorf("channels list while served = %d %q %q; want 0 and both channels", code, out, errOut)
+	}
+	if code, _, errOut := runOps(t, "channels", "off", "http:lobby", "--config", cfg); code != exitFail || !strings.Contains(errOut, "in use by a running rtsandbox serve") {
+		t.Errorf("channels off while served = %d %q; want 1 and the lock message", code, errOut)
 	}
 
 	if code := s.stop(t); code != exitOK {
@@ -297,6 +300,74 @@ func TestServeDrain(t *testing.T) {
 			}
 			assertNoTurnContainers(t, cli, tag)
 		})
+	}
+}
+
+// TestReapAgainstRunningServer is finding 6: `rtsandbox reap` run while
+// serve holds the same state directory removed a container mid-turn. Now
+// it refuses, and the turn in flight ends with its own reply.
+func TestReapAgainstRunningServer(t *testing.T) {
+	tag, cli := sealedImage(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+		started <- struct{}{}
+		<-release
+		return fakemodel.Response{Content: "Survived the reap."}
+	}))
+	defer model.Close()
+	defer once.Do(func() { close(release) })
+	addr := freeAddr(t)
+	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
+	s := startServe(t, addr, "--config", cfg)
+	got := make(chan waitReply, 1)
+	go func() {
+		_, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
+			`{"channel":"http:lobby","author":{"id":"alice"},"text":"slow","mentions_bot":true,"wait":true}`)
+		var w waitReply
+		_ = json.Unmarshal([]byte(body), &w)
+		got <- w
+	}()
+	select {
+	case <-started:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the turn never reached the model:\n%s", s.out.String())
+	}
+	code, out, errOut := runOps(t, "reap", "--config", cfg)
+	if code != exitFail || out != "" || !strings.Contains(errOut, "in use by a running rtsandbox") {
+		t.Errorf("reap while served = %d %q %q; want 1 and the lock message", code, out, errOut)
+	}
+	once.Do(func() { close(release) })
+	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != "Survived the reap." {
+		t.Errorf("reply = %+v; want the turn's own answer", w)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Errorf("serve exit = %d; want 0\n%s", code, s.out.String())
+	}
+	assertNoTurnContainers(t, cli, tag)
+	if code, out, errOut := runOps(t, "reap", "--config", cfg); code != exitOK || !strings.HasPrefix(out, "removed 0 ") {
+		t.Errorf("reap after serve stopped = %d %q %q; want 0 and removed 0", code, out, errOut)
+	}
+}
+
+// TestServeRefusesDeletedStore: after the first start a missing channel
+// store is an error naming the file; --reseed seeds it on purpose.
+func TestServeRefusesDeletedStore(t *testing.T) {
+	cfg, state := channelsConfig(t, "http:\n  token_env: RTS_HTTP_TOKEN\n")
+	store, err := channels.Open(state, []rtsandbox.ChannelKey{"http:lobby"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	if err := os.Remove(filepath.Join(state, channels.StateFile)); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runOps(t, "serve", "--config", cfg)
+	if code != exitFail || !strings.Contains(errOut, filepath.Join(state, channels.StateFile)) || !strings.Contains(errOut, "--reseed") {
+		t.Errorf("serve with a deleted store = %d %q; want 1 naming the file and --reseed", code, errOut)
+	}
+	if _, err := os.Lstat(filepath.Join(state, channels.StateFile)); err == nil {
+		t.Error("serve re-seeded the store silently")
 	}
 }
 

@@ -10,6 +10,8 @@
 //     device: it opens O_NOFOLLOW|O_NONBLOCK, requires a regular file and
 //     reads at most the caller's bound. A planted FIFO or link is an error,
 //     at once.
+//   - Lock takes an exclusive, non-blocking flock on a directory or a lock
+//     file, so that one process at a time owns a piece of state.
 //   - WriteFile replaces a file so that a crash leaves the old or the new
 //     content, never a torn one: a fresh temp file (O_EXCL, 0600) in the
 //     same directory, fsync, rename (the commit point), fsync of the
@@ -35,7 +37,44 @@ var (
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrTooLarge: a state file exceeds the caller's bound.
 	ErrTooLarge = errors.New("file exceeds its size bound")
+	// ErrLocked: another open file description (in any process) holds the
+	// lock.
+	ErrLocked = errors.New("in use by another process")
 )
+
+// Lock takes an exclusive, non-blocking flock on path: an existing
+// directory (not a link), or else a lock file, created 0600 when missing,
+// that must be a regular file owned by the effective uid. flock belongs to
+// the open file description, so a second Lock in the same process is
+// refused too. Closing the returned file releases the lock.
+func Lock(path string) (*os.File, error) {
+	flags := os.O_RDWR | os.O_CREATE | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+	if fi, err := os.Lstat(path); err == nil && fi.IsDir() {
+		flags = os.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.IsDir() {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !fi.Mode().IsRegular() || !ok || int(st.Uid) != os.Geteuid() {
+			err = ErrNotPrivate
+		}
+	}
+	if err == nil {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			err = ErrLocked
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
 
 // Make creates dir (0700, parents too) when missing and returns its
 // canonical path after Check with the effective uid.
