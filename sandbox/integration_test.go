@@ -43,7 +43,7 @@ var integ struct {
 	// plants a FIFO and a link there.
 	squatterImage string
 	installation  string
-	skip         string // why integration tests skip; "" when they run
+	skip          string // why integration tests skip; "" when they run
 }
 
 const scratchDockerfile = `FROM scratch

@@ -420,7 +420,7 @@ func TestLegacyWorkspaceFIFODoesNotWedge(t *testing.T) {
 func TestLegacyWorkspaceSymlinksNotFollowed(t *testing.T) {
 	secret := `[{"scope":"channel","key":"k","text":"host secret"}]`
 	for _, tc := range []struct {
-		name string
+		name  string
 		plant func(t *testing.T, f *fixture) string
 	}{
 		{"workspace-link", func(t *testing.T, f *fixture) string {
