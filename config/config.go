@@ -49,6 +49,16 @@ const (
 	DefaultCPUs     = 1.0
 	DefaultPIDs     = 64
 	MinPIDs         = 8
+	// Admission and cleanup (sandbox.max_turns, max_queue_wait,
+	// reap_interval).
+	MaxMaxTurns         = 10000
+	DefaultMaxQueueWait = 2 * time.Minute
+	MinMaxQueueWait     = time.Second
+	MaxMaxQueueWait     = time.Hour
+	DefaultReapInterval = 30 * time.Second
+	MinReapInterval     = time.Second
+	MaxReapInterval     = time.Hour
+
 	// DefaultWorkspaceMB sizes the sealed container's tmpfs /workspace; it
 	// may not exceed memory_mb, since tmpfs pages count against it.
 	DefaultWorkspaceMB = 64
@@ -139,6 +149,15 @@ type Sandbox struct {
 	Limits      Limits
 	Prompt      string // operator prompt; empty means the built-in text
 	TimeZone    string // IANA name; empty means the host's zone at run time
+	// MaxTurns bounds the turns running at once on the host; 0 means the
+	// runtime derives it from CPUs and memory (sandbox.DefaultMaxTurns).
+	MaxTurns int
+	// MaxQueueWait bounds a turn's wait for a slot (guests then get the
+	// fixed busy text).
+	MaxQueueWait time.Duration
+	// ReapInterval is how often leftover containers that no live turn
+	// owns are removed while the host runs.
+	ReapInterval time.Duration
 }
 
 // Limits are the container's resource limits.

@@ -89,6 +89,9 @@ func TestParseFull(t *testing.T) {
 			Limits:      Limits{MemoryMB: 1024, CPUs: 1.5, PIDs: 128, WorkspaceMB: DefaultWorkspaceMB},
 			Prompt:      "Be brief.",
 			TimeZone:    "Europe/Berlin",
+
+			MaxQueueWait: DefaultMaxQueueWait,
+			ReapInterval: DefaultReapInterval,
 		},
 		Host: Host{MemoryLimitMB: DefaultHostMemoryLimitMB},
 	}
@@ -184,6 +187,22 @@ func TestParseDefaults(t *testing.T) {
 			},
 		},
 		{
+			name: "admission-and-reaper",
+			in:   minimal + "sandbox: {max_turns: 3, max_queue_wait: 10s, reap_interval: 5s}\n",
+			want: &Config{
+				StateDir: "/var/lib/rtsandbox",
+				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Sandbox: Sandbox{
+					Image:        DefaultImage,
+					TurnTimeout:  DefaultTurnTimeout,
+					Limits:       wantSandbox.Limits,
+					MaxTurns:     3,
+					MaxQueueWait: 10 * time.Second,
+					ReapInterval: 5 * time.Second,
+				},
+			},
+		},
+		{
 			name: "workspace-and-host-memory-limit",
 			in:   minimal + "sandbox: {limits: {memory_mb: 128, workspace_mb: 128}}\nhost: {memory_limit_mb: 512}\n",
 			want: &Config{
@@ -216,6 +235,12 @@ func TestParseDefaults(t *testing.T) {
 			}
 			if tt.want.Host == (Host{}) {
 				tt.want.Host = Host{MemoryLimitMB: DefaultHostMemoryLimitMB}
+			}
+			if tt.want.Sandbox.MaxQueueWait == 0 {
+				tt.want.Sandbox.MaxQueueWait = DefaultMaxQueueWait
+			}
+			if tt.want.Sandbox.ReapInterval == 0 {
+				tt.want.Sandbox.ReapInterval = DefaultReapInterval
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Parse(%q) mismatch (-want +got):\n%s", tt.in, diff)
@@ -386,6 +411,9 @@ var errorTests = []struct {
 	{"workspace-over-memory", minimal + "sandbox: {limits: {memory_mb: 64, workspace_mb: 65}}\n", []string{"sandbox.limits.workspace_mb: must be an integer of at most 64"}},
 	{"workspace-zero", minimal + "sandbox: {limits: {workspace_mb: 0}}\n", []string{"sandbox.limits.workspace_mb: must be an integer of at least 1"}},
 	{"host-memory-limit-low", minimal + "host: {memory_limit_mb: 63}\n", []string{"host.memory_limit_mb: must be an integer of at least 64"}},
+	{"max-turns-zero", minimal + "sandbox: {max_turns: 0}\n", []string{"sandbox.max_turns: must be an integer of at least 1"}},
+	{"queue-wait-bare-number", minimal + "sandbox: {max_queue_wait: 5}\n", []string{"sandbox.max_queue_wait: must be a duration string"}},
+	{"reap-interval-too-short", minimal + "sandbox: {reap_interval: 10ms}\n", []string{"sandbox.reap_interval: must be a duration from 1s to 3600s"}},
 	{"host-unknown-key", minimal + "host: {gomaxprocs: 2}\n", []string{"host.gomaxprocs: unknown key"}},
 
 	// all problems at once

@@ -195,11 +195,15 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 		Image:       DefaultImage,
 		TurnTimeout: DefaultTurnTimeout,
 		Limits:      Limits{MemoryMB: DefaultMemoryMB, CPUs: DefaultCPUs, PIDs: DefaultPIDs, WorkspaceMB: DefaultWorkspaceMB},
+
+		MaxQueueWait: DefaultMaxQueueWait,
+		ReapInterval: DefaultReapInterval,
 	}
 	if n == nil {
 		return s
 	}
-	o, ok := p.object(n, "sandbox", "image", "user", "turn_timeout", "limits", "prompt", "time_zone")
+	o, ok := p.object(n, "sandbox", "image", "user", "turn_timeout", "limits", "prompt", "time_zone",
+		"max_turns", "max_queue_wait", "reap_interval")
 	if !ok {
 		return s
 	}
@@ -211,6 +215,9 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 		s.UID, s.GID, _ = splitUser(v)
 	}
 	s.TurnTimeout = p.duration(o, "turn_timeout", DefaultTurnTimeout, MinTurnTimeout, MaxTurnTimeout)
+	s.MaxTurns = p.integer(o, "max_turns", 0, 1, MaxMaxTurns)
+	s.MaxQueueWait = p.duration(o, "max_queue_wait", DefaultMaxQueueWait, MinMaxQueueWait, MaxMaxQueueWait)
+	s.ReapInterval = p.duration(o, "reap_interval", DefaultReapInterval, MinReapInterval, MaxReapInterval)
 	if l := o.get("limits"); l != nil {
 		s.Limits = p.limits(l, o.at("limits"), s.Limits)
 	}

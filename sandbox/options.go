@@ -58,8 +58,17 @@ type Options struct {
 	// describe the broker's configuration; WorkerTools derives them.
 	Tools []rtsandbox.ToolSpec
 	MCP   []rtsandbox.MCPServerTools
-	// TurnTimeout is the turn deadline; 0 means DefaultTurnTimeout.
+	// TurnTimeout is the turn deadline, counted from the moment the turn
+	// gets its slot; 0 means DefaultTurnTimeout.
 	TurnTimeout time.Duration
+	// MaxTurns bounds the turns that run at once on this host; 0 means
+	// DefaultMaxTurns(Limits.MemoryMB). Further turns wait for a slot in
+	// arrival order.
+	MaxTurns int
+	// MaxQueueWait bounds a turn's wait for a slot; 0 means
+	// DefaultMaxQueueWait. A turn still waiting then fails with
+	// ErrHostBusy.
+	MaxQueueWait time.Duration
 	// Limits bounds the container; the zero value means
 	// container.DefaultLimits(). A partly set value is used as given.
 	Limits container.Limits
@@ -114,6 +123,15 @@ func check(o Options) (settings, error) {
 	}
 	if o.Limits == (container.Limits{}) {
 		o.Limits = container.DefaultLimits()
+	}
+	if o.MaxTurns == 0 {
+		o.MaxTurns = DefaultMaxTurns(o.Limits.MemoryMB)
+	}
+	if o.MaxQueueWait == 0 {
+		o.MaxQueueWait = DefaultMaxQueueWait
+	}
+	if o.MaxTurns < 1 || o.MaxQueueWait < 0 {
+		return settings{}, setupError("max turns %d and queue wait %v must be positive", o.MaxTurns, o.MaxQueueWait)
 	}
 	s := settings{Options: o, procUID: os.Geteuid()}
 	if err := s.checkUser(); err != nil {

@@ -13,8 +13,9 @@ import (
 // Runtime runs sealed turns: at most one per channel, any number of
 // channels at once. It is safe for concurrent use.
 type Runtime struct {
-	s    settings
-	lock *os.File // the run root's exclusive lock, held until Dispose
+	s     settings
+	lock  *os.File // the run root's exclusive lock, held until Dispose
+	slots *slots   // host-wide admission (MaxTurns, MaxQueueWait)
 
 	mu     sync.Mutex
 	closed bool
@@ -47,6 +48,7 @@ func New(opts Options) (*Runtime, error) {
 	return &Runtime{
 		s:      s,
 		lock:   lock,
+		slots:  newSlots(s.MaxTurns, s.MaxQueueWait),
 		active: map[rtsandbox.ChannelKey]context.CancelCauseFunc{},
 		fresh:  generations{},
 	}, nil
@@ -58,20 +60,30 @@ func New(opts Options) (*Runtime, error) {
 // and its text is for the operator only.
 //
 // Refusals (nothing created): ErrChannel, ErrPrincipal, ErrTooLarge,
-// ErrDisposed, ErrChannelBusy. Failures wrap the driver's container.Err*
-// classes; an aborted run also wraps its cause: ErrTimeout, ErrStopped,
-// ErrDisposed or the caller's context error. Do not call Dispose from a
-// driver or OnTurn: it waits for the turn that calls it.
+// ErrDisposed, ErrChannelBusy, and after waiting for a slot ErrHostBusy or
+// ErrAdmissionAborted. Failures wrap the driver's container.Err* classes;
+// an aborted run also wraps its cause: ErrTimeout, ErrStopped, ErrDisposed
+// or the caller's context error. Do not call Dispose from a driver or
+// OnTurn: it waits for the turn that calls it.
 func (r *Runtime) RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
 	if err := checkInput(channel, speaker, text); err != nil {
 		return rtsandbox.Reply{}, err
 	}
 	at := time.Now()
-	turnCtx, end, gen, err := r.admit(ctx, channel)
+	base, end, gen, err := r.admit(ctx, channel)
 	if err != nil {
 		return rtsandbox.Reply{}, err
 	}
 	defer r.release(channel)
+	releaseSlot, err := r.slots.acquire(base)
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	defer releaseSlot()
+	// The deadline starts with the slot: waiting does not eat a turn's
+	// time, and MaxQueueWait bounds the wait on its own.
+	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)
+	defer stopTimer()
 	t := &turn{
 		s: &r.s, ctx: turnCtx, end: end, channel: channel, speaker: speaker, text: text,
 		reset: gen > 0, stats: TurnStats{Channel: channel, Admitted: at},
@@ -101,7 +113,8 @@ func checkInput(channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text st
 // admit marks channel active and snapshots its fresh-start generation in
 // one critical section, so that neither a second turn nor a concurrent
 // StartFresh can slip in between (spec §7.1 item 14). The returned
-// context carries the turn deadline and is cancelled by Stop and Dispose.
+// context is cancelled by Stop and Dispose, also while the turn waits
+// for a slot.
 func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (context.Context, context.CancelCauseFunc, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -111,15 +124,10 @@ func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (cont
 	if r.active[channel] != nil {
 		return nil, nil, 0, ErrChannelBusy
 	}
-	base, cancel := context.WithCancelCause(ctx)
-	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)
-	end := func(cause error) {
-		cancel(cause)
-		stopTimer()
-	}
+	base, end := context.WithCancelCause(ctx)
 	r.active[channel] = end
 	r.turns.Add(1)
-	return turnCtx, end, r.fresh[channel], nil
+	return base, end, r.fresh[channel], nil
 }
 
 // release ends the turn: its context is cancelled even after a success, so
