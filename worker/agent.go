@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"time"
+	"unicode/utf16"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -214,10 +215,33 @@ func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
 func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
 	content, ok := str(msg["content"])
 	text := rtsandbox.TrimJS(content)
-	if !ok || text == "" || rtsandbox.UTF16Len(content) > maxFinalText {
+	if !ok || text == "" {
 		return rtsandbox.Reply{}, errors.New("model returned no final text")
 	}
+	if rtsandbox.UTF16Len(text) > maxFinalText {
+		text = cutAnswer(text)
+	}
 	return a.reply(true, text, nextHistory(a.history, a.userContent, text)), nil
+}
+
+// answerCutNotice ends an answer that was longer than the reply limit.
+const answerCutNotice = "\n\n[The answer was cut here: it was longer than 100,000 characters.]"
+
+// cutAnswer keeps the longest prefix of text, on a character boundary, that
+// fits maxFinalText UTF-16 units together with answerCutNotice. The
+// reference fails such a turn; the guest is better served by the start of
+// the answer and a visible notice.
+func cutAnswer(text string) string {
+	room := maxFinalText - rtsandbox.UTF16Len(answerCutNotice)
+	n := 0
+	for i, r := range text {
+		l := max(utf16.RuneLen(r), 1) // as rtsandbox.UTF16Len counts
+		if n+l > room {
+			return text[:i] + answerCutNotice
+		}
+		n += l
+	}
+	return text + answerCutNotice
 }
 
 // runCalls appends the repaired assistant message, then runs the calls one
