@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -102,7 +101,7 @@ func newAgent(turn rtsandbox.Turn, o Options) (*agent, error) {
 	}
 	tools := a.tools.modelTools()
 	if jsonjs.Size(tools) > maxToolList {
-		return nil, errors.New("tool descriptions exceed context budget")
+		return nil, errToolListBudget
 	}
 	msgs := make([]message, 0, len(history)+2)
 	msgs = append(msgs, message{Role: "system", Content: system})
@@ -160,7 +159,7 @@ func (a *agent) step(ctx context.Context, step int) (reply rtsandbox.Reply, done
 		return reply, err == nil, err
 	}
 	if len(calls) > maxToolCalls {
-		return reply, false, errors.New("too many tool calls")
+		return reply, false, errTooManyCalls
 	}
 	a.runCalls(ctx, step, msg, calls)
 	return reply, false, nil
@@ -183,7 +182,7 @@ func (a *agent) fitContext() error {
 			}
 			p.Messages = slices.Delete(p.Messages, 2, end)
 		default:
-			return errors.New("model context exceeds request budget")
+			return errContextBudget
 		}
 	}
 	return nil
@@ -191,7 +190,7 @@ func (a *agent) fitContext() error {
 
 // modelMessage extracts choices[0].message from a chat-completions answer.
 func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	errInvalid := errors.New("invalid model response")
+	errInvalid := errModelResponse
 	obj, ok := object(raw)
 	if !ok {
 		return nil, errInvalid
@@ -215,8 +214,11 @@ func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
 func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
 	content, ok := str(msg["content"])
 	text := rtsandbox.TrimJS(content)
-	if !ok || text == "" {
-		return rtsandbox.Reply{}, errors.New("model returned no final text")
+	switch {
+	case !ok:
+		return rtsandbox.Reply{}, errNoContent
+	case text == "":
+		return rtsandbox.Reply{}, errBlankContent
 	}
 	if rtsandbox.UTF16Len(text) > maxFinalText {
 		text = cutAnswer(text)

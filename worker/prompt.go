@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -57,11 +56,11 @@ func localTime(now time.Time, zone string) (string, error) {
 	// time.LoadLocation maps "" to UTC and "Local" to the container's zone;
 	// JS rejects both, and so does the reference worker.
 	if zone == "" || zone == "Local" {
-		return "", errors.New("invalid time zone")
+		return "", errTimeZone
 	}
 	loc, err := time.LoadLocation(zone)
 	if err != nil {
-		return "", fmt.Errorf("invalid time zone: %w", err)
+		return "", fmt.Errorf("%w: %w", errTimeZone, err)
 	}
 	return now.In(loc).Format("1/2/2006, 3:04:05 PM"), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -38,8 +39,11 @@ func (b *broker) post(ctx context.Context, route string, body any) (json.RawMess
 		return nil, err
 	}
 	data, err := b.client.Post(ctx, route, payload)
-	if err != nil {
+	switch {
+	case errors.Is(err, brokerclient.ErrRefused), errors.Is(err, brokerclient.ErrTooLarge):
 		return nil, err
+	case err != nil: // no answer at all
+		return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
 	}
 	return compactJSON(data)
 }
@@ -49,7 +53,7 @@ func (b *broker) post(ctx context.Context, route string, body any) (json.RawMess
 func compactJSON(data []byte) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, data); err != nil {
-		return nil, errors.New("broker returned no JSON")
+		return nil, errBrokerJSON
 	}
 	return buf.Bytes(), nil
 }
