@@ -1,6 +1,7 @@
 package router
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -12,11 +13,36 @@ import (
 // ChunkLimit is Discord's message limit, in UTF-16 code units.
 const ChunkLimit = 2000
 
+// MaxChunks bounds the messages one reply is posted in: at most
+// MaxChunks × ChunkLimit = 40,000 units, over twice a model answer of the
+// default 4,096 output tokens (about 16,000 characters) and twenty screens
+// of chat. A reply may hold up to rtsandbox.MaxReplyText (100,000) units,
+// which would take 50 or more messages and hold a Discord channel for
+// about a minute under its rate limit; the rest is cut with
+// ReplyCutNotice instead. The bound is
+// fixed rather than proportional to the reply's length: greedy merging
+// legitimately posts up to about twice length/limit chunks (two pieces
+// of just over half the limit cannot share a message), so a proportional
+// bound would cut ordinary replies; the fence rule of Chunk removes the
+// amplification at its source.
+const MaxChunks = 20
+
+// ReplyCutNotice ends the last chunk of a reply that did not fit in
+// MaxChunks messages, as a paragraph of its own.
+const ReplyCutNotice = "-# [reply cut: it was too long to post in full]"
+
+// maxReopen bounds an opening fence line that is repeated at the top of
+// every piece of a split code block: a language tag and a short info
+// string fit. A longer line (the amplification finding: a 1,990-unit
+// opening line left each piece room for two characters, and a 6,000-unit
+// reply became 2,000 messages) opens only the first piece.
+const maxReopen = 64
+
 // minChunkLimit leaves room for a re-fenced piece with a body.
 const minChunkLimit = 16
 
-// Chunk splits a reply into messages of at most limit UTF-16 units at
-// paragraph and code-fence boundaries (host spec §1.9):
+// Chunk splits a reply into at most MaxChunks messages of at most limit
+// UTF-16 units at paragraph and code-fence boundaries (host spec §1.9):
 //
 //  1. CRLF becomes LF. The text is parsed into blocks: paragraphs separated
 //     by whitespace-only lines, and fenced code blocks (an opening line that
@@ -32,13 +58,36 @@ const minChunkLimit = 16
 //  3. Pieces are merged greedily, joined by "\n\n", while the result fits.
 //  4. Blank input yields no chunks.
 //
-// limit < 1 means ChunkLimit; smaller limits are raised to 16. One deviation from the reference, for a case
-// it leaves undefined: when the opening fence line alone leaves no room for
-// a body, the pieces open with the bare marker and the opening line becomes
-// the first body line, so nothing is lost and every piece stays a complete
-// code block. A hard-split piece that would begin like a fence gets a
-// closing fence line. Invalid UTF-8 becomes U+FFFD.
+// limit < 1 means ChunkLimit; smaller limits are raised to 16.
+//
+// Deviations from the reference, which has no bound on the number of
+// messages:
+//
+//   - The opening line of a split code block is repeated in every piece
+//     only when it is at most 64 units and a quarter of the limit. A
+//     longer one opens the first piece only; the other pieces open with
+//     the bare marker (``` or ~~~), so every piece is still a complete
+//     code block and each has room for limit − 8 units of the body.
+//     When the opening line leaves no room for a body even in the first
+//     piece, every piece opens with the bare marker and the opening line
+//     becomes the first body line, so nothing is lost.
+//   - What does not fit in MaxChunks messages is cut: the last message
+//     keeps as much of the text as fits before ReplyCutNotice, which ends
+//     it as a paragraph of its own (an open code block is closed first).
+//     The messages before it are unchanged. At limits below about 70
+//     units, which no chat network has, the last message is the notice
+//     alone, shortened to the limit if need be.
+//
+// A hard-split piece that would begin like a fence gets a closing fence
+// line. Invalid UTF-8 becomes U+FFFD.
 func Chunk(text string, limit int) []string {
+	out, _ := chunk(text, limit, MaxChunks)
+	return out
+}
+
+// chunk is Chunk with the bound on the number of messages as a parameter
+// (maxChunks < 1: no bound); cut reports that text did not fit.
+func chunk(text string, limit, maxChunks int) (chunks []string, cut bool) {
 	if limit < 1 {
 		limit = ChunkLimit
 	}
@@ -50,7 +99,48 @@ func Chunk(text string, limit int) []string {
 	for _, b := range parseBlocks(strings.ReplaceAll(text, "\r\n", "\n")) {
 		pieces = append(pieces, b.split(limit)...)
 	}
-	return merge(pieces, limit)
+	out := merge(pieces, limit)
+	if maxChunks < 1 || len(out) <= maxChunks {
+		return out, false
+	}
+	return cutChunks(out, limit, maxChunks), true
+}
+
+// cutChunks keeps the first n−1 chunks and ends the nth with as much of
+// its text as fits before ReplyCutNotice.
+func cutChunks(chunks []string, limit, n int) []string {
+	out := slices.Clone(chunks[:n-1])
+	notice := ReplyCutNotice
+	room := limit - 2 - rtsandbox.UTF16Len(notice)
+	// Room to close a code block left open (at most "\n" and a marker).
+	const closing = 4
+	if room-closing < minChunkLimit {
+		return append(out, headUnits(notice, limit))
+	}
+	last := chunks[n-1]
+	if rtsandbox.UTF16Len(last) > room {
+		sub, _ := chunk(last, room-closing, 0)
+		last = sub[0] // last is not blank, so neither is its split
+	}
+	if bs := parseBlocks(last); len(bs) > 0 {
+		if b := bs[len(bs)-1]; b.marker != "" && !b.closed {
+			last += "\n" + b.marker
+		}
+	}
+	return append(out, last+"\n\n"+notice)
+}
+
+// headUnits returns the longest prefix of s of at most n UTF-16 units,
+// never cutting a surrogate pair.
+func headUnits(s string, n int) string {
+	units := 0
+	for i, r := range s {
+		units += utf16.RuneLen(r)
+		if units > n {
+			return s[:i]
+		}
+	}
+	return s
 }
 
 // block is a paragraph or a fenced code block, as lines.
@@ -130,27 +220,45 @@ func (b block) split(limit int) []string {
 		return []string{text}
 	}
 	if b.marker == "" {
-		return packLines(b.lines, limit, true, "")
+		return packLines(b.lines, fixedRoom(limit), true, "")
 	}
 	open := b.lines[0]
 	body := b.lines[1:]
 	if b.closed {
 		body = body[:len(body)-1]
 	}
-	budget := limit - (rtsandbox.UTF16Len(open) + 2 + len(b.marker))
-	if budget < 2 {
+	// Every piece is reopen (or the bare marker), a body part and the
+	// closing marker.
+	bare := limit - (len(b.marker) + 2 + len(b.marker))
+	openLen := rtsandbox.UTF16Len(open)
+	first := limit - (openLen + 2 + len(b.marker))
+	rest, reopen := first, open
+	if openLen > min(maxReopen, limit/4) {
+		rest, reopen = bare, b.marker // a long opening line opens the first piece only
+	}
+	if first < 2 {
 		// The opening line leaves no room for any character (one may take
 		// two UTF-16 units): open with the bare marker and keep the
 		// opening line as body text (see Chunk).
 		open, body = b.marker, append([]string{open}, body...)
-		budget = limit - (len(open) + 2 + len(b.marker))
+		first, rest, reopen = bare, bare, b.marker
+	}
+	room := func(i int) int {
+		if i == 0 {
+			return first
+		}
+		return rest
 	}
 	var out []string
 	// Inside a code block the wrapper's own fences enclose every piece; a
 	// hard-split piece must only never be the bare marker, which would
 	// close the block early.
-	for _, p := range packLines(body, budget, false, b.marker) {
-		out = append(out, open+"\n"+p+"\n"+b.marker)
+	for i, p := range packLines(body, room, false, b.marker) {
+		if i == 0 {
+			out = append(out, open+"\n"+p+"\n"+b.marker)
+		} else {
+			out = append(out, reopen+"\n"+p+"\n"+b.marker)
+		}
 	}
 	if len(out) == 0 { // a fence with an empty body that is still too long
 		out = append(out, open+"\n"+b.marker)
@@ -158,9 +266,13 @@ func (b block) split(limit int) []string {
 	return out
 }
 
-// packLines joins lines with "\n" into pieces of at most limit units; a
-// line longer than limit is hard-split.
-func packLines(lines []string, limit int, closeFences bool, avoid string) []string {
+// fixedRoom is the same room for every piece.
+func fixedRoom(limit int) func(int) int { return func(int) int { return limit } }
+
+// packLines joins lines with "\n" into pieces of at most room(i) units
+// for the piece of index i; a line longer than its piece's room is
+// hard-split.
+func packLines(lines []string, room func(i int) int, closeFences bool, avoid string) []string {
 	var (
 		out []string
 		cur strings.Builder
@@ -176,13 +288,13 @@ func packLines(lines []string, limit int, closeFences bool, avoid string) []stri
 	}
 	for _, line := range lines {
 		l := rtsandbox.UTF16Len(line)
-		if l > limit {
+		if n >= 0 && n+1+l > room(len(out)) {
 			flush()
-			out = append(out, hardSplit(line, limit, closeFences, avoid)...)
-			continue
 		}
-		if n >= 0 && n+1+l > limit {
-			flush()
+		if l > room(len(out)) {
+			done := len(out)
+			out = append(out, hardSplit(line, func(i int) int { return room(done + i) }, closeFences, avoid)...)
+			continue
 		}
 		if n >= 0 {
 			cur.WriteByte('\n')
@@ -197,24 +309,25 @@ func packLines(lines []string, limit int, closeFences bool, avoid string) []stri
 	return out
 }
 
-// hardSplit cuts s into pieces of at most limit UTF-16 units, walking code
-// points so a surrogate pair is never cut.
-func hardSplit(s string, limit int, closeFences bool, avoid string) []string {
+// hardSplit cuts s into pieces of at most room(i) UTF-16 units for the
+// piece of index i, walking code points so a surrogate pair is never cut.
+func hardSplit(s string, room func(i int) int, closeFences bool, avoid string) []string {
 	var out []string
 	start, n := 0, 0
-	room, fix := limit, func(p string) string { return p }
+	fix := func(p string) string { return p }
+	fits := func() int { return room(len(out)) }
 	if closeFences {
-		room, fix = pieceRoom(s, limit), closeFence
+		fix = closeFence
+		fits = func() int { return pieceRoom(s[start:], room(len(out))) }
 	}
+	limit := fits()
 	for i, r := range s {
 		w := utf16.RuneLen(r) // 1 for U+FFFD from an invalid byte, as UTF16Len
-		if n+w > room && n > 0 {
+		if n+w > limit && n > 0 {
 			cut := avoidMarker(s, start, i, avoid)
 			out = append(out, fix(s[start:cut]))
 			start, n = cut, rtsandbox.UTF16Len(s[cut:i])
-			if closeFences {
-				room = pieceRoom(s[start:], limit)
-			}
+			limit = fits()
 		}
 		n += w
 	}

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -98,39 +99,136 @@ func TestChunkDiscordSizedReply(t *testing.T) {
 	checkChunks(t, in, ChunkLimit, got)
 }
 
+// The amplification finding: an opening fence line of 1,990 units left
+// each re-wrapped piece room for two characters, so a 6,000-unit reply
+// became 2,000 messages. The line now opens the first piece only.
+func TestChunkLongOpeningLineNotRepeated(t *testing.T) {
+	open := "```" + strings.Repeat("a", 1987)
+	in := open + "\n" + strings.Repeat(strings.Repeat("x", 79)+"\n", 50) + "```"
+	got, cut := chunk(in, ChunkLimit, 0)
+	// Each piece but the first carries at least limit − 8 units of the
+	// body; the first and a hard-split line's remainder may be short.
+	if bound := rtsandbox.UTF16Len(in)/(ChunkLimit-8) + 3; cut || len(got) > bound {
+		t.Fatalf("Chunk(%d units with a %d-unit opening line) = %d chunks (cut %v); want at most %d",
+			rtsandbox.UTF16Len(in), len(open), len(got), cut, bound)
+	}
+	if n := strings.Count(strings.Join(got, ""), open); n != 1 {
+		t.Errorf("the opening line appears %d times; want once", n)
+	}
+	checkChunks(t, in, ChunkLimit, got)
+}
+
+func TestChunkBounded(t *testing.T) {
+	para := strings.Repeat("word ", 390) + "end." // 1954 units
+	tests := []struct {
+		name   string
+		in     string
+		limit  int
+		max    int
+		want   []string
+		wantAt int // the chunk count of a cut reply; 0: not cut
+	}{
+		{"fits-not-cut", "a\n\nb", 16, 1, []string{"a\n\nb"}, 0},
+		{"exactly-max-not-cut", strings.Repeat("a", 32), 16, 2, []string{strings.Repeat("a", 16), strings.Repeat("a", 16)}, 0},
+		{"tiny-limit-notice-alone", strings.Repeat("a", 48), 16, 2, []string{strings.Repeat("a", 16), ReplyCutNotice[:16]}, 2},
+		{"notice-after-room", para + "\n\n" + para + "\n\n" + para, ChunkLimit, 2, nil, 2},
+		{"code-closed-before-notice", para + "\n\n```go\n" + strings.Repeat("fmt.Println(1)\n", 300) + "```", ChunkLimit, 2, nil, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, cut := chunk(tt.in, tt.limit, tt.max)
+			if tt.want != nil {
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("chunk mismatch (-want +got):\n%s", diff)
+				}
+			}
+			if cut != (tt.wantAt > 0) || (cut && len(got) != tt.wantAt) {
+				t.Errorf("chunk = %d chunks, cut %v; want cut at %d", len(got), cut, tt.wantAt)
+			}
+			checkBounded(t, tt.in, tt.limit, tt.max, got, cut)
+			if cut && tt.limit == ChunkLimit && !strings.HasSuffix(got[len(got)-1], "\n\n"+ReplyCutNotice) {
+				t.Errorf("last chunk %q does not end with the notice", got[len(got)-1])
+			}
+		})
+	}
+}
+
 func FuzzChunk(f *testing.F) {
 	for _, tt := range chunkTests {
 		f.Add(tt.in, uint16(tt.limit))
 	}
 	f.Add(strings.Repeat("x", 1990)+"```\n"+strings.Repeat("y", 30), uint16(2000))
+	f.Add("```"+strings.Repeat("a", 1987)+"\n"+strings.Repeat("b\n", 2000)+"```", uint16(0))
+	f.Add(strings.Repeat("```\n"+strings.Repeat("c", 40)+"\n```\n\n", 30), uint16(32))
 	f.Fuzz(func(t *testing.T, in string, limit uint16) {
 		l := int(limit % 2048)
-		checkChunks(t, in, l, Chunk(in, l))
+		all, _ := chunk(in, l, 0)
+		checkBounded(t, in, l, MaxChunks, Chunk(in, l), len(all) > MaxChunks)
+		// A small bound cuts often.
+		n := 1 + int(limit/2048)%4
+		got, cut := chunk(in, l, n)
+		if cut != (len(all) > n) {
+			t.Fatalf("cut = %v with %d chunks uncut; bound %d", cut, len(all), n)
+		}
+		checkBounded(t, in, l, n, got, cut)
 	})
 }
 
-// checkChunks asserts the properties every split must have: chunks within
-// the limit and not blank; the input's non-space text kept in order, with
-// additions made only of fence text; fences balanced in every chunk but an
-// input's own unclosed final fence.
+// checkChunks checks an uncut split (see checkBounded).
 func checkChunks(t *testing.T, in string, limit int, chunks []string) {
+	t.Helper()
+	checkBounded(t, in, limit, 0, chunks, false)
+}
+
+// checkBounded asserts the properties every split must have: at most
+// maxChunks chunks (when > 0), each within the limit and not blank; the
+// input's non-space text kept in order (all of it, or when cut a prefix,
+// and the last chunk ends with the notice), with additions made only of
+// fence text; fences balanced in every chunk but an input's own unclosed
+// final fence; and no amplification: the chunks hold at most three times
+// the input's units, plus the notice.
+func checkBounded(t *testing.T, in string, limit, maxChunks int, chunks []string, cut bool) {
 	t.Helper()
 	if limit < 1 {
 		limit = ChunkLimit
 	}
 	limit = max(limit, minChunkLimit)
+	if maxChunks > 0 && len(chunks) > maxChunks {
+		t.Fatalf("%d chunks; bound %d", len(chunks), maxChunks)
+	}
+	total := 0
 	for i, c := range chunks {
 		if !utf8.ValidString(c) {
 			t.Fatalf("chunk %d is not valid UTF-8: %q", i, c)
 		}
-		if n := rtsandbox.UTF16Len(c); n > limit {
+		n := rtsandbox.UTF16Len(c)
+		if n > limit {
 			t.Fatalf("chunk %d has %d UTF-16 units; limit %d", i, n, limit)
 		}
+		total += n
 		if jsTrim(c) == "" {
 			t.Fatalf("chunk %d is blank: %q", i, c)
 		}
 	}
 	norm := strings.ReplaceAll(strings.ToValidUTF8(in, "\uFFFD"), "\r\n", "\n")
+	if bound := 3*rtsandbox.UTF16Len(norm) + rtsandbox.UTF16Len(ReplyCutNotice); total > bound {
+		t.Fatalf("chunks hold %d units for an input of %d; want at most %d", total, rtsandbox.UTF16Len(norm), bound)
+	}
+	text := chunks
+	if cut {
+		if len(chunks) != maxChunks {
+			t.Fatalf("cut to %d chunks; want the bound %d", len(chunks), maxChunks)
+		}
+		last := chunks[len(chunks)-1]
+		text = slices.Clone(chunks[:len(chunks)-1])
+		switch {
+		case strings.HasSuffix(last, "\n\n"+ReplyCutNotice):
+			text = append(text, strings.TrimSuffix(last, "\n\n"+ReplyCutNotice))
+		case strings.HasPrefix(ReplyCutNotice, last):
+		default:
+			t.Fatalf("the last chunk of a cut reply does not end with the notice: %q", last)
+		}
+	}
 	blocks := parseBlocks(norm)
 	fenceRunes := map[rune]bool{'`': true, '~': true}
 	for _, b := range blocks {
@@ -141,7 +239,7 @@ func checkChunks(t *testing.T, in string, limit int, chunks []string) {
 		}
 	}
 	want := []rune(strings.Join(strings.FieldsFunc(norm, jsSpace), ""))
-	got := strings.Join(strings.FieldsFunc(strings.Join(chunks, ""), jsSpace), "")
+	got := strings.Join(strings.FieldsFunc(strings.Join(text, ""), jsSpace), "")
 	j := 0
 	for _, r := range got {
 		if j < len(want) && r == want[j] {
@@ -152,10 +250,10 @@ func checkChunks(t *testing.T, in string, limit int, chunks []string) {
 			t.Fatalf("output adds %q, which is not fence text", r)
 		}
 	}
-	if j != len(want) {
+	if j != len(want) && !cut {
 		t.Fatalf("output lost input text from rune %d (%q)", j, string(want[j:]))
 	}
-	openAtEnd := len(blocks) > 0 && blocks[len(blocks)-1].marker != "" && !blocks[len(blocks)-1].closed
+	openAtEnd := !cut && len(blocks) > 0 && blocks[len(blocks)-1].marker != "" && !blocks[len(blocks)-1].closed
 	for i, c := range chunks {
 		for _, b := range parseBlocks(c) {
 			if b.marker != "" && !b.closed && !(openAtEnd && i == len(chunks)-1) {

@@ -41,16 +41,24 @@ type (
 	fakeRuntime = fakeruntime.Runtime
 )
 
-// fakeSurface records what the router posts.
+// fakeSurface records what the router posts. The hooks, set before any
+// message, may fail, block or panic.
 type fakeSurface struct {
 	failSend func(chunk string) error
+	onSend   func(ctx context.Context, ch rtsandbox.ChannelKey, chunk string) error
+	onTyping func(ctx context.Context, ch rtsandbox.ChannelKey) error
 
 	mu     sync.Mutex
 	sent   []string
 	events []string // "typing <key>" and "send <key>" in order
 }
 
-func (s *fakeSurface) Send(_ context.Context, ch rtsandbox.ChannelKey, chunk string) error {
+func (s *fakeSurface) Send(ctx context.Context, ch rtsandbox.ChannelKey, chunk string) error {
+	if s.onSend != nil {
+		if err := s.onSend(ctx, ch, chunk); err != nil {
+			return err
+		}
+	}
 	if s.failSend != nil {
 		if err := s.failSend(chunk); err != nil {
 			return err
@@ -63,7 +71,12 @@ func (s *fakeSurface) Send(_ context.Context, ch rtsandbox.ChannelKey, chunk str
 	return nil
 }
 
-func (s *fakeSurface) Typing(_ context.Context, ch rtsandbox.ChannelKey) error {
+func (s *fakeSurface) Typing(ctx context.Context, ch rtsandbox.ChannelKey) error {
+	if s.onTyping != nil {
+		if err := s.onTyping(ctx, ch); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, "typing "+string(ch))

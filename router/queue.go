@@ -2,7 +2,7 @@ package router
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -16,6 +16,7 @@ import (
 type queue struct {
 	ctx   context.Context // tasks run under it; cancelled by abort
 	limit int             // bounded tasks per channel, running one included
+	log   *slog.Logger    // recovered panics
 
 	mu     sync.Mutex
 	lanes  map[rtsandbox.ChannelKey]*lane
@@ -33,8 +34,8 @@ type task struct {
 	done chan error // buffered: the runner never blocks on a gone caller
 }
 
-func newQueue(ctx context.Context, limit int) *queue {
-	return &queue{ctx: ctx, limit: limit, lanes: map[rtsandbox.ChannelKey]*lane{}}
+func newQueue(ctx context.Context, limit int, log *slog.Logger) *queue {
+	return &queue{ctx: ctx, limit: limit, log: log, lanes: map[rtsandbox.ChannelKey]*lane{}}
 }
 
 // push appends run to channel's list. A bounded task is refused with
@@ -84,16 +85,16 @@ func (q *queue) drain(channel rtsandbox.ChannelKey, l *lane) {
 		l.waiting = l.waiting[1:]
 		l.running = true
 		q.mu.Unlock()
-		t.done <- q.safeRun(t)
+		t.done <- q.safeRun(channel, t)
 	}
 }
 
 // safeRun turns a panic into an error so one broken task cannot take the
 // channel (or the host) down with it.
-func (q *queue) safeRun(t *task) (err error) {
+func (q *queue) safeRun(channel rtsandbox.ChannelKey, t *task) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("task panicked: %v", p)
+			err = recovered(q.log, channel, "task", p)
 		}
 	}()
 	return t.run(q.ctx)

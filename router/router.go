@@ -16,6 +16,15 @@
 //     (Options.QueueLimit); owner commands are not.
 //   - Everything a guest or chat user sees is a fixed text from this
 //     package; error details go only to the injected logger.
+//   - Delivery is bounded: a reply is at most MaxChunks messages (Chunk
+//     cuts the rest with ReplyCutNotice, SendReply and PostReport cut a
+//     longer list), every Send and Typing call has Options.SendTimeout,
+//     and a whole reply Options.ReplyTimeout, so a surface that hangs
+//     fails the reply instead of holding the channel's queue.
+//   - A panic in a surface call, the runtime or a claim's work fails only
+//     that call: it is recovered, logged with the channel key and the stack
+//     (never the message or reply text), answered with the fixed failure
+//     text where a turn was running, and the channel's next message runs.
 //
 // A surface implements Surface, registers it with AddSurface under its key
 // prefix, and calls Submit (or Handle) for every inbound message and
@@ -47,6 +56,15 @@ const (
 	// DefaultTypingInterval refreshes the typing indicator; Discord shows
 	// it for about 10 s.
 	DefaultTypingInterval = 8 * time.Second
+	// DefaultSendTimeout bounds one Send or Typing call: Discord answers in
+	// well under a second and waits out a rate limit of a few seconds, so
+	// a call that takes longer is stuck, and the channel's queue must not
+	// wait for it.
+	DefaultSendTimeout = 30 * time.Second
+	// DefaultReplyTimeout bounds posting one reply: MaxChunks messages
+	// under Discord's per-channel rate limit (about five per five
+	// seconds) take about 20 s.
+	DefaultReplyTimeout = 2 * time.Minute
 	// noticeTimeout bounds posting a notice outside any turn.
 	noticeTimeout = 30 * time.Second
 )
@@ -106,10 +124,13 @@ type Message struct {
 // for concurrent use and honour ctx.
 type Surface interface {
 	// Send posts one message of at most ChunkLimit UTF-16 units. Chunks of
-	// one reply are sent one after another, in order.
+	// one reply are sent one after another, in order, at most MaxChunks
+	// of them. ctx ends after Options.SendTimeout at the latest; Send
+	// must then return, or the channel's queue waits for it.
 	Send(ctx context.Context, channel rtsandbox.ChannelKey, chunk string) error
 	// Typing shows the typing indicator once; the router repeats it every
-	// TypingInterval while a turn runs. An error is logged as a warning.
+	// TypingInterval while a turn runs. An error is logged as a warning;
+	// ctx ends like Send's.
 	Typing(ctx context.Context, channel rtsandbox.ChannelKey) error
 }
 
@@ -166,7 +187,10 @@ type Admission struct {
 // Port is what a running turn may do with the surfaces.
 type Port interface {
 	// SendReply posts chunks in order; it fails with ErrNoSurface when no
-	// surface serves the channel, or with the first send error.
+	// surface serves the channel, or with the first send error (a send
+	// past its deadline or a panicking surface included). More than
+	// MaxChunks chunks are cut: the first MaxChunks − 1 and then
+	// ReplyCutNotice are posted.
 	SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error
 	// StartTyping shows typing now and every TypingInterval until stop is
 	// called; stop waits for the refresher to end. Without a surface it
@@ -189,6 +213,14 @@ type Options struct {
 	// TypingInterval is the typing refresh period; 0 means
 	// DefaultTypingInterval.
 	TypingInterval time.Duration
+	// SendTimeout bounds each Send and Typing call to a surface; 0 means
+	// DefaultSendTimeout.
+	SendTimeout time.Duration
+	// ReplyTimeout bounds posting one reply or report, all its chunks
+	// together; 0 means DefaultReplyTimeout. A turn whose reply fails so
+	// holds its channel for at most ReplyTimeout plus the failure notice
+	// (at most 30 s) after the runtime answered.
+	ReplyTimeout time.Duration
 }
 
 // Router routes messages from surfaces to claims. It is safe for
@@ -199,6 +231,8 @@ type Router struct {
 	channels ChannelSet
 	claims   []Claim
 	typing   time.Duration
+	sendTO   time.Duration // Options.SendTimeout
+	replyTO  time.Duration // Options.ReplyTimeout
 	q        *queue
 	abort    context.CancelFunc
 	bg       sync.WaitGroup // notice senders; Add only under mu while !bgClosed
@@ -216,8 +250,8 @@ func New(opts Options) (*Router, error) {
 	if opts.Channels == nil || opts.Runtime == nil || opts.Access == nil {
 		return nil, fmt.Errorf("router: Channels, Runtime and Access are required: %w", rtsandbox.ErrInvalid)
 	}
-	if opts.QueueLimit < 0 || opts.TypingInterval < 0 {
-		return nil, fmt.Errorf("router: negative QueueLimit or TypingInterval: %w", rtsandbox.ErrInvalid)
+	if opts.QueueLimit < 0 || opts.TypingInterval < 0 || opts.SendTimeout < 0 || opts.ReplyTimeout < 0 {
+		return nil, fmt.Errorf("router: negative QueueLimit, TypingInterval, SendTimeout or ReplyTimeout: %w", rtsandbox.ErrInvalid)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -239,7 +273,9 @@ func New(opts Options) (*Router, error) {
 		channels:   opts.Channels,
 		claims:     claims,
 		typing:     cmp.Or(opts.TypingInterval, DefaultTypingInterval),
-		q:          newQueue(ctx, cmp.Or(opts.QueueLimit, DefaultQueueLimit)),
+		sendTO:     cmp.Or(opts.SendTimeout, DefaultSendTimeout),
+		replyTO:    cmp.Or(opts.ReplyTimeout, DefaultReplyTimeout),
+		q:          newQueue(ctx, cmp.Or(opts.QueueLimit, DefaultQueueLimit), log),
 		abort:      cancel,
 		surfaces:   map[string]Surface{},
 		fullNotice: map[rtsandbox.ChannelKey]bool{},
@@ -285,7 +321,7 @@ func (r *Router) Submit(m Message) <-chan error {
 		return done
 	}
 	run := func(ctx context.Context) error {
-		if err := runAdmission(ctx, adm, r); err != nil {
+		if err := r.runAdmission(ctx, m.Channel, adm); err != nil {
 			r.log.Error(adm.Failure, "channel", m.Channel, "err", err)
 		}
 		return nil // the turn's outcome is not the submitter's business
@@ -339,13 +375,13 @@ func (r *Router) Admits(m Message) bool {
 
 // runAdmission runs adm, turning a panic into an error so that it is logged
 // like any failure and the channel's next task still runs.
-func runAdmission(ctx context.Context, adm Admission, port Port) (err error) {
+func (r *Router) runAdmission(ctx context.Context, channel rtsandbox.ChannelKey, adm Admission) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("turn panicked: %v", p)
+			err = recovered(r.log, channel, "turn", p)
 		}
 	}()
-	return adm.Run(ctx, port)
+	return adm.Run(ctx, r)
 }
 
 // Handle is Submit that waits until m is settled or ctx ends; ctx bounds
@@ -360,7 +396,15 @@ func (r *Router) Handle(ctx context.Context, m Message) error {
 }
 
 // admit runs host spec §2.2 steps 2–6 and reports whether m was admitted.
-func (r *Router) admit(m *Message) (Admission, bool) {
+// A claim or the access rules panicking drops the message: admit runs on
+// the surface's goroutine, which must survive it.
+func (r *Router) admit(m *Message) (adm Admission, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			_ = recovered(r.log, m.Channel, "admission", p)
+			adm, ok = Admission{}, false
+		}
+	}()
 	m.Speaker, m.Tier = nil, access.None
 	if !m.Channel.Valid() {
 		r.log.Debug("message dropped: invalid channel key", "channel", m.Channel)
@@ -379,7 +423,7 @@ func (r *Router) admit(m *Message) (Admission, bool) {
 			m.Speaker, m.Tier = &sp, tier
 		}
 	}
-	adm, ok := claim.Admit(*m)
+	adm, ok = claim.Admit(*m)
 	if !ok || adm.Run == nil {
 		r.log.Debug("message dropped by its claim", "channel", m.Channel, "claim", claim.Name(), "message", m.ID)
 		return Admission{}, false
@@ -442,12 +486,42 @@ func (r *Router) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, ch
 	if s == nil {
 		return fmt.Errorf("send to %s: %w", channel, ErrNoSurface)
 	}
+	return r.deliver(ctx, channel, "send", chunks, s.Send)
+}
+
+// deliver posts chunks to channel in order through send, within the
+// delivery bounds: at most MaxChunks chunks (a longer list loses its tail
+// to ReplyCutNotice), each call within SendTimeout, all within
+// ReplyTimeout.
+func (r *Router) deliver(ctx context.Context, channel rtsandbox.ChannelKey, what string, chunks []string,
+	send func(context.Context, rtsandbox.ChannelKey, string) error,
+) error {
+	if len(chunks) > MaxChunks {
+		r.log.Warn("reply cut: more chunks than MaxChunks", "channel", channel, "chunks", len(chunks), "max", MaxChunks)
+		chunks = append(slices.Clone(chunks[:MaxChunks-1]), ReplyCutNotice)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.replyTO)
+	defer cancel()
 	for i, c := range chunks {
-		if err := s.Send(ctx, channel, c); err != nil {
-			return fmt.Errorf("send chunk %d of %d to %s: %w", i+1, len(chunks), channel, err)
+		err := r.call(ctx, channel, what, func(ctx context.Context) error { return send(ctx, channel, c) })
+		if err != nil {
+			return fmt.Errorf("%s chunk %d of %d to %s: %w", what, i+1, len(chunks), channel, err)
 		}
 	}
 	return nil
+}
+
+// call makes one surface call with SendTimeout; a panic in it is
+// recovered, logged and returned as an error wrapping ErrPanicked.
+func (r *Router) call(ctx context.Context, channel rtsandbox.ChannelKey, what string, f func(context.Context) error) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.sendTO)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = recovered(r.log, channel, "surface "+what, p)
+		}
+	}()
+	return f(ctx)
 }
 
 // ReportSurface is implemented by surfaces that tell a post nobody asked
@@ -463,7 +537,8 @@ var ErrNotSandboxed = errors.New("router: the channel is no longer sandboxed")
 
 // PostReport posts a background report (a research result) to channel on
 // the channel's queue, so it never interleaves with a turn's replies, and
-// only while the channel is still sandboxed. ctx bounds only the wait.
+// only while the channel is still sandboxed, within the delivery bounds of
+// SendReply. ctx bounds only the wait.
 func (r *Router) PostReport(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
 	return r.inQueue(ctx, channel, func(ctx context.Context) error {
 		if !r.channels.Enabled(channel) {
@@ -478,12 +553,7 @@ func (r *Router) PostReport(ctx context.Context, channel rtsandbox.ChannelKey, c
 		if rs, ok := s.(ReportSurface); ok {
 			send = rs.SendReport
 		}
-		for i, c := range chunks {
-			if err := send(ctx, channel, c); err != nil {
-				return fmt.Errorf("report chunk %d of %d to %s: %w", i+1, len(chunks), channel, err)
-			}
-		}
-		return nil
+		return r.deliver(ctx, channel, "report", chunks, send)
 	})
 }
 
@@ -500,7 +570,11 @@ func (r *Router) StartTyping(ctx context.Context, channel rtsandbox.ChannelKey) 
 		t := time.NewTicker(r.typing)
 		defer t.Stop()
 		for {
-			if err := s.Typing(ctx, channel); err != nil && ctx.Err() == nil {
+			err := r.call(ctx, channel, "typing", func(ctx context.Context) error { return s.Typing(ctx, channel) })
+			if errors.Is(err, ErrPanicked) {
+				return // logged; a broken surface is not asked again
+			}
+			if err != nil && ctx.Err() == nil {
 				r.log.Warn("typing indicator failed", "channel", channel, "err", err)
 			}
 			select {

@@ -101,14 +101,7 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.Ch
 	}
 	stopTyping := port.StartTyping(ctx, channel)
 	defer stopTyping() // after the reply is posted
-	reply, err := c.runtime.RunTurn(ctx, channel, sp, text)
-	if err == nil {
-		out := reply.Text
-		if !reply.OK {
-			out = TurnFailedText
-		}
-		err = port.SendReply(ctx, channel, Chunk(out, ChunkLimit))
-	}
+	err := c.answer(ctx, port, channel, sp, text)
 	if err == nil {
 		return nil
 	}
@@ -117,6 +110,31 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.Ch
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 	defer cancel()
 	return port.SendReply(nctx, channel, []string{TurnFailedOrStoppedText})
+}
+
+// answer runs the turn and posts its reply, in at most MaxChunks chunks.
+// A panic (in the runtime, say) becomes an error like any failure, so the
+// guest gets the fixed failure text.
+func (c *sandboxClaim) answer(ctx context.Context, port Port, channel rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = recovered(c.log, channel, "sandbox turn", p)
+		}
+	}()
+	reply, err := c.runtime.RunTurn(ctx, channel, sp, text)
+	if err != nil {
+		return err
+	}
+	out := reply.Text
+	if !reply.OK {
+		out = TurnFailedText
+	}
+	chunks, cut := chunk(out, ChunkLimit, MaxChunks)
+	if cut {
+		c.log.Info("reply cut: too long to post in full", "channel", channel,
+			"units", rtsandbox.UTF16Len(out), "max_chunks", MaxChunks)
+	}
+	return port.SendReply(ctx, channel, chunks)
 }
 
 func (c *sandboxClaim) StartFresh(_ context.Context, channel rtsandbox.ChannelKey) (string, error) {

@@ -6,9 +6,11 @@ package console
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -85,7 +87,7 @@ func (c *Chat) fresh() {
 
 func (c *Chat) turn(ctx context.Context, text string) {
 	stop := c.spin()
-	reply, err := c.Runtime.RunTurn(ctx, c.Channel, c.Speaker, text)
+	reply, err := c.runTurn(ctx, text)
 	stop()
 	switch {
 	case err != nil:
@@ -98,6 +100,21 @@ func (c *Chat) turn(ctx context.Context, text string) {
 	default:
 		fmt.Fprintln(c.Out, "agent> "+Printable(reply.Text))
 	}
+}
+
+// runTurn runs one turn; a panic in the runtime becomes an error, so the
+// chat answers the fixed failure text and reads the next line. The panic
+// value is logged by type only (it could quote the conversation), with the
+// stack.
+func (c *Chat) runTurn(ctx context.Context, text string) (reply rtsandbox.Reply, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.Logger.Error("recovered from a panic", "where", "runtime", "channel", string(c.Channel),
+				"panic", fmt.Sprintf("%T", p), "stack", string(debug.Stack()))
+			err = errors.New("the runtime panicked")
+		}
+	}()
+	return c.Runtime.RunTurn(ctx, c.Channel, c.Speaker, text)
 }
 
 // Printable drops control characters other than newline and tab: model

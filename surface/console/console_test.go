@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"github.com/rtsandbox/rtsandbox/surface/console"
 	"go.uber.org/goleak"
 )
@@ -70,5 +72,29 @@ func TestPrintableDropsTerminalControls(t *testing.T) {
 	in := "ok\x1b]52;c;ZXZpbA==\x07 \x1b[2Jline\nnext\ttab\u009b31m"
 	if got, want := console.Printable(in), "ok]52;c;ZXZpbA== [2Jline\nnext\ttab31m"; got != want {
 		t.Errorf("Printable(%q) = %q; want %q", in, got, want)
+	}
+}
+
+// A runtime panic is answered with the fixed text and the chat goes on.
+func TestChatSurvivesRuntimePanic(t *testing.T) {
+	rt := &fakeRuntime{script: []func() (rtsandbox.Reply, error){
+		func() (rtsandbox.Reply, error) { panic("runtime broke on secret-words") },
+		func() (rtsandbox.Reply, error) { return rtsandbox.Reply{OK: true, Text: "Still here."}, nil },
+	}}
+	var out bytes.Buffer
+	logs := &syncbuf.Buffer{}
+	c := &console.Chat{Runtime: rt, Channel: "console:local", Speaker: rtsandbox.Speaker{ID: "u1", Name: "Ann", PrincipalID: "console:u1"},
+		In: strings.NewReader("one\ntwo\n"), Out: &out, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, s := range []string{"agent> " + console.TextStopped, "agent> Still here."} {
+		if !strings.Contains(got, s) {
+			t.Errorf("output lacks %q:\n%s", s, got)
+		}
+	}
+	if l := logs.String(); !strings.Contains(l, "recovered from a panic") || strings.Contains(l, "secret-words") {
+		t.Errorf("logs = %s; want the recovered panic without its value", l)
 	}
 }

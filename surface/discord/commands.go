@@ -64,6 +64,7 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionC
 	if ic == nil || ic.Interaction == nil || ic.Type != discordgo.InteractionApplicationCommand {
 		return
 	}
+	defer s.recovered("interaction event", key(ic.ChannelID))
 	action, ok := s.action(ic.Interaction)
 	if !ok {
 		return // not ours; no other command is registered by this host
@@ -76,6 +77,7 @@ func (s *Surface) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionC
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.recovered("owner command", key(ic.ChannelID))
 		s.command(ic.Interaction, action)
 	}()
 }

@@ -20,6 +20,10 @@
 //   - Everything a chat user sees is a fixed text from the router; error
 //     details go to the injected logger. The bot token is read on Start,
 //     carried as rtsandbox.Secret, and never logged or put in an error.
+//   - discordgo runs event handlers on its gateway reader and does not
+//     recover their panics, so every handler and goroutine of the surface
+//     recovers its own: a panic fails one event or command, is logged
+//     with the channel key and the stack, and the surface goes on.
 package discord
 
 import (
@@ -29,6 +33,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -284,7 +289,8 @@ func (s *Surface) ids() (botID, appID string) {
 // onReady records the bot's user and application ids. It runs inside
 // discordgo's Open and on every re-identify.
 func (s *Surface) onReady(_ *discordgo.Session, r *discordgo.Ready) {
-	if r.User == nil {
+	defer s.recovered("ready event", "")
+	if r == nil || r.User == nil {
 		return
 	}
 	s.mu.Lock()
@@ -357,6 +363,17 @@ func (s *Surface) Typing(ctx context.Context, channel rtsandbox.ChannelKey) erro
 		return fmt.Errorf("discord: typing in %s: %s", channel, s.redact(err))
 	}
 	return nil
+}
+
+// recovered, deferred, ends a panic of the surface's work on one event and
+// logs it with the channel key (or "") and the stack. The panic value is
+// named by its type only: it could quote a message, and discordgo's errors
+// could carry the token.
+func (s *Surface) recovered(where string, channel rtsandbox.ChannelKey) {
+	if p := recover(); p != nil {
+		s.log.Error("recovered from a panic", "where", where, "channel", channel,
+			"panic", fmt.Sprintf("%T", p), "stack", string(debug.Stack()))
+	}
 }
 
 // redact returns err's text with the session's token removed.

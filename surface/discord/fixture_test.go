@@ -69,6 +69,13 @@ type harness struct {
 // fake runtime) behind a started Discord surface talking to a fake Discord.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newWrappedHarness(t, nil)
+}
+
+// newWrappedHarness is newHarness with the surface's view of the router
+// passed through wrap (nil: none).
+func newWrappedHarness(t *testing.T, wrap func(discord.Router) discord.Router) *harness {
+	t.Helper()
 	h := &harness{rt: &fakeRuntime{}, logs: &syncbuf.Buffer{}}
 	// Cleanups run last-registered first: the surface closes, then the
 	// router, the store and the fake; the token check runs at the very end.
@@ -109,9 +116,13 @@ func newHarness(t *testing.T) *harness {
 		}
 	})
 
+	var dr discord.Router = r
+	if wrap != nil {
+		dr = wrap(r)
+	}
 	s, err := discord.New(discord.Options{
 		Token:      func() rtsandbox.Secret { return token },
-		Router:     r,
+		Router:     dr,
 		Logger:     log,
 		HTTPClient: h.fake.Client(),
 		Dialer:     h.fake.Dialer(),
@@ -152,20 +163,43 @@ func (h *harness) waitFor(t *testing.T, what string, done func([]fakediscord.Cal
 // post dispatches m as MESSAGE_CREATE.
 func (h *harness) post(t *testing.T, m fakediscord.Message) fakediscord.Message {
 	t.Helper()
-	m, err := h.fake.Post(m)
+	var err error
+	retryUnidentified(func() error { m, err = h.fake.Post(m); return err })
 	if err != nil {
 		t.Fatalf("Post: %v", err)
 	}
 	return m
 }
 
+// retryUnidentified runs dispatch again while the fake has no identified
+// session, for up to wait: the fake marks a session identified only after
+// it has sent READY, so a dispatch right after Start can find none (and
+// then sends nothing; Post keeps the message's id).
+func retryUnidentified(dispatch func() error) {
+	deadline := time.Now().Add(wait)
+	for {
+		err := dispatch()
+		if err == nil || !strings.Contains(err.Error(), "no identified gateway session") || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // slash dispatches `/roundtable sandbox <sub>` by u in channel (guild
 // "" = a DM).
 func (h *harness) slash(t *testing.T, guildID, channel string, u fakediscord.User, roles []string, sub string) fakediscord.Interaction {
 	t.Helper()
-	in, err := h.fake.Slash(fakediscord.Slash{
-		GuildID: guildID, ChannelID: channel, User: u, Roles: roles,
-		Root: discord.DefaultRootCommand, Group: discord.Group, Sub: sub,
+	var (
+		in  fakediscord.Interaction
+		err error
+	)
+	retryUnidentified(func() error {
+		in, err = h.fake.Slash(fakediscord.Slash{
+			GuildID: guildID, ChannelID: channel, User: u, Roles: roles,
+			Root: discord.DefaultRootCommand, Group: discord.Group, Sub: sub,
+		})
+		return err
 	})
 	if err != nil {
 		t.Fatalf("Slash: %v", err)

@@ -16,6 +16,7 @@ func (s *Surface) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	if mc == nil || mc.Message == nil {
 		return
 	}
+	defer s.recovered("message event", key(mc.ChannelID))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -36,10 +37,17 @@ func (s *Surface) inbound() {
 		case <-s.ctx.Done():
 			return
 		case m := <-s.inbox:
-			if rm, ok := s.message(s.ctx, m); ok {
-				s.router.Submit(rm) // settles on its own; the router logs outcomes
-			}
+			s.route(m)
 		}
+	}
+}
+
+// route hands one message to the router. A panic fails that message only:
+// the loop goes on with the next.
+func (s *Surface) route(m *discordgo.Message) {
+	defer s.recovered("inbound message", key(m.ChannelID))
+	if rm, ok := s.message(s.ctx, m); ok {
+		s.router.Submit(rm) // settles on its own; the router logs outcomes
 	}
 }
 

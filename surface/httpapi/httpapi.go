@@ -22,6 +22,9 @@
 //     message. Options.QueueLimit bounds the messages held per channel.
 //   - Events fan out to subscribers through bounded buffers; a subscriber
 //     that falls behind is dropped, never waited for.
+//   - A panic fails one request (its response is aborted) or one message
+//     (settled as an internal error); it is logged with the stack, never
+//     with the request's text, and the API goes on.
 package httpapi
 
 import (

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"runtime/debug"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/router"
@@ -106,7 +108,7 @@ func (a *API) drain(channel rtsandbox.ChannelKey, l *lane) {
 		l.current = p
 		a.mu.Unlock()
 
-		err := <-a.router.Submit(p.msg)
+		err := a.route(p)
 
 		a.mu.Lock()
 		o := outcome{err: err, chunks: p.chunks}
@@ -116,6 +118,23 @@ func (a *API) drain(channel rtsandbox.ChannelKey, l *lane) {
 		p.settle(o)
 		a.hub.publish(doneEvent(channel, p.id, o))
 	}
+}
+
+// errPanicked settles a message whose routing panicked: a 500 to a
+// waiting request, the internal-error text in its done event.
+var errPanicked = errors.New("httpapi: routing the message panicked")
+
+// route hands p to the router and waits until it is settled. A panic
+// fails p alone; the lane goes on with the next message.
+func (a *API) route(p *pending) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("recovered from a panic", "where", "message lane", "channel", p.msg.Channel,
+				"panic", fmt.Sprintf("%T", r), "stack", string(debug.Stack()))
+			err = errPanicked
+		}
+	}()
+	return <-a.router.Submit(p.msg)
 }
 
 // observe applies f to the message of channel now in the router and

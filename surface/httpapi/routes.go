@@ -3,10 +3,12 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -69,9 +71,21 @@ func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // harden refuses browser-shaped requests and foreign Host headers before
 // any route runs, and marks every answer uncacheable. There is no CORS:
-// no Access-Control-* header is ever sent, so preflights fail.
+// no Access-Control-* header is ever sent, so preflights fail. A panic in
+// a handler is logged here (net/http would log it through ErrorLog with
+// its value, which could quote a request) and aborts that response only.
 func (a *API) harden(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler { // net/http's own way to abort: pass it on
+					panic(p)
+				}
+				a.log.Error("recovered from a panic", "where", "http handler", "method", r.Method, "path", r.URL.Path,
+					"panic", fmt.Sprintf("%T", p), "stack", string(debug.Stack()))
+				panic(http.ErrAbortHandler) // the response may be half written: abort it quietly
+			}
+		}()
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
