@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -369,6 +370,27 @@ func TestClaimPanicDropsMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"Sealed."}, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+}
+
+// TestHostBusyAnsweredWithBusyText: a turn that found no free slot on the
+// host is answered with the fixed busy text, not the failure text, and the
+// channel goes on.
+func TestHostBusyAnsweredWithBusyText(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+		if c.Text == "crowded" {
+			return rtsandbox.Reply{}, fmt.Errorf("sandbox: %w", rtsandbox.ErrBusy)
+		}
+		return rtsandbox.Reply{OK: true, Text: "fine"}, nil
+	}
+	for _, text := range []string{"crowded", "again"} {
+		if err := h.handle(t, mention(guests, "alice", "Alice", text)); err != nil {
+			t.Fatalf("Handle(%s) = %v", text, err)
+		}
+	}
+	if diff := cmp.Diff([]string{BusyText, "fine"}, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -36,6 +37,9 @@ const (
 	// RestartingText answers, once per channel, messages that arrive while
 	// the host shuts down.
 	RestartingText = "-# This assistant is restarting and takes no new messages right now; please send this again in a few minutes."
+	// BusyText answers a turn that found no free slot on the host within
+	// the queue wait (sandbox.max_queue_wait).
+	BusyText = "-# This assistant is busy right now; please send this again in a minute."
 	// QueueFullText answers a message beyond the channel's queue bound.
 	QueueFullText = "-# Too many messages are waiting in this channel; please send this again when the current ones are answered."
 )
@@ -105,11 +109,18 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.Ch
 	if err == nil {
 		return nil
 	}
-	c.log.Error(sandboxTurnFailedLog, "channel", channel, "err", err)
+	notice := TurnFailedOrStoppedText
+	if errors.Is(err, rtsandbox.ErrBusy) {
+		// The host had no free turn slot for the whole queue wait.
+		notice = BusyText
+		c.log.Warn("sandbox turn refused: host busy", "channel", channel, "err", err)
+	} else {
+		c.log.Error(sandboxTurnFailedLog, "channel", channel, "err", err)
+	}
 	// Detached: a turn aborted by shutdown still says so.
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 	defer cancel()
-	return port.SendReply(nctx, channel, []string{TurnFailedOrStoppedText})
+	return port.SendReply(nctx, channel, []string{notice})
 }
 
 // answer runs the turn and posts its reply, in at most MaxChunks chunks.

@@ -329,6 +329,23 @@ func (c *gwConn) write(f frame) error {
 	return c.ws.WriteJSON(f)
 }
 
+// identify sends READY or RESUMED and marks the session identified under
+// the write lock, before the frame leaves: a client that has seen READY
+// can be sent events at once, and an event that a concurrent Dispatch
+// sends to this session waits for the lock, so it follows READY.
+func (c *gwConn) identify(t string, d json.RawMessage) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.identified.Store(true)
+	seq := c.seq.Add(1)
+	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if err := c.ws.WriteJSON(frame{Op: opDispatch, D: d, S: &seq, T: &t}); err != nil {
+		c.identified.Store(false)
+		return err
+	}
+	return nil
+}
+
 func (c *gwConn) dispatch(t string, d json.RawMessage) error {
 	seq := c.seq.Add(1)
 	return c.write(frame{Op: opDispatch, D: d, S: &seq, T: &t})
@@ -398,10 +415,9 @@ func (s *Server) serveGateway(c *gwConn) {
 				"application": map[string]any{"id": s.opts.AppID, "flags": 0},
 				"guilds":      []any{}, "private_channels": []any{},
 			}
-			if c.dispatch("READY", mustJSON(ready)) != nil {
+			if c.identify("READY", mustJSON(ready)) != nil {
 				return
 			}
-			c.identified.Store(true)
 		case opResume:
 			var res struct {
 				Token string `json:"token"`
@@ -410,10 +426,9 @@ func (s *Server) serveGateway(c *gwConn) {
 				s.closeAuth(c)
 				return
 			}
-			if c.dispatch("RESUMED", json.RawMessage(`{}`)) != nil {
+			if c.identify("RESUMED", json.RawMessage(`{}`)) != nil {
 				return
 			}
-			c.identified.Store(true)
 		}
 	}
 }

@@ -164,26 +164,11 @@ func (h *harness) waitFor(t *testing.T, what string, done func([]fakediscord.Cal
 func (h *harness) post(t *testing.T, m fakediscord.Message) fakediscord.Message {
 	t.Helper()
 	var err error
-	retryUnidentified(func() error { m, err = h.fake.Post(m); return err })
+	m, err = h.fake.Post(m)
 	if err != nil {
 		t.Fatalf("Post: %v", err)
 	}
 	return m
-}
-
-// retryUnidentified runs dispatch again while the fake has no identified
-// session, for up to wait: the fake marks a session identified only after
-// it has sent READY, so a dispatch right after Start can find none (and
-// then sends nothing; Post keeps the message's id).
-func retryUnidentified(dispatch func() error) {
-	deadline := time.Now().Add(wait)
-	for {
-		err := dispatch()
-		if err == nil || !strings.Contains(err.Error(), "no identified gateway session") || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // slash dispatches `/roundtable sandbox <sub>` by u in channel (guild
@@ -194,12 +179,9 @@ func (h *harness) slash(t *testing.T, guildID, channel string, u fakediscord.Use
 		in  fakediscord.Interaction
 		err error
 	)
-	retryUnidentified(func() error {
-		in, err = h.fake.Slash(fakediscord.Slash{
-			GuildID: guildID, ChannelID: channel, User: u, Roles: roles,
-			Root: discord.DefaultRootCommand, Group: discord.Group, Sub: sub,
-		})
-		return err
+	in, err = h.fake.Slash(fakediscord.Slash{
+		GuildID: guildID, ChannelID: channel, User: u, Roles: roles,
+		Root: discord.DefaultRootCommand, Group: discord.Group, Sub: sub,
 	})
 	if err != nil {
 		t.Fatalf("Slash: %v", err)
