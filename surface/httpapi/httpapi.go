@@ -94,6 +94,9 @@ type Options struct {
 	LoopbackHosts bool
 	// Logger receives operator records; nil discards them.
 	Logger *slog.Logger
+	// Ready, when set, is the host's readiness check behind /readyz (the
+	// container engine answers, say); an error makes the host not ready.
+	Ready func(context.Context) error
 	// QueueLimit bounds one channel's held messages, the one in the
 	// router included; 0 means router.DefaultQueueLimit.
 	QueueLimit int
@@ -203,6 +206,13 @@ func (a *API) Stop() {
 		}
 		l.waiting = nil
 	}
+}
+
+// draining reports whether Stop was called: readiness is false from then.
+func (a *API) draining() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopping
 }
 
 // Close stops the API (see Stop), ends every event stream and waits until

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +19,40 @@ import (
 func TestHealthzNeedsNoToken(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	code, body := f.do(t, http.MethodGet, "/healthz", "", "")
-	if code != http.StatusOK || body != `{"ok":true}`+"\n" {
-		t.Errorf("GET /healthz = %d %q; want 200 {\"ok\":true}", code, body)
+	if code != http.StatusOK || body != `{"ok":true,"draining":false}`+"\n" {
+		t.Errorf("GET /healthz = %d %q; want 200 ok, not draining", code, body)
+	}
+}
+
+// TestReadyz: readiness follows the host's check and turns false at the
+// start of a drain, while liveness stays 200 and says it drains.
+func TestReadyz(t *testing.T) {
+	var engineDown atomic.Bool
+	f := newFixture(t, nil, func(o *Options) {
+		o.Ready = func(context.Context) error {
+			if engineDown.Load() {
+				return errors.New("container engine unreachable")
+			}
+			return nil
+		}
+	})
+	steps := []struct {
+		name       string
+		act        func()
+		path, want string
+		code       int
+	}{
+		{"ready", func() {}, "/readyz", `{"ready":true}`, 200},
+		{"engine-down", func() { engineDown.Store(true) }, "/readyz", `{"ready":false,"reason":"degraded"}`, 503},
+		{"engine-back", func() { engineDown.Store(false) }, "/readyz", `{"ready":true}`, 200},
+		{"draining", f.api.Stop, "/readyz", `{"ready":false,"reason":"draining"}`, 503},
+		{"alive-while-draining", func() {}, "/healthz", `{"ok":true,"draining":true}`, 200},
+	}
+	for _, st := range steps {
+		st.act()
+		if code, body := f.do(t, http.MethodGet, st.path, "", ""); code != st.code || body != st.want+"\n" {
+			t.Errorf("%s: GET %s = %d %q; want %d %s", st.name, st.path, code, body, st.code, st.want)
+		}
 	}
 }
 

@@ -17,13 +17,15 @@ import (
 // table:
 //
 //	GET  /healthz                           liveness, no token
+//	GET  /readyz                            readiness, no token
 //	POST /api/v1/messages                   guest token
 //	GET  /api/v1/events                     guest token
 //	GET  /api/v1/channels/{key}/sandbox     owner token
 //	POST /api/v1/channels/{key}/sandbox     owner token
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/healthz", methods{http.MethodGet: handleHealth()})
+	mux.Handle("/healthz", methods{http.MethodGet: handleHealth(a)})
+	mux.Handle("/readyz", methods{http.MethodGet: handleReady(a)})
 	mux.Handle("/api/v1/messages", methods{http.MethodPost: a.guest(handlePostMessage(a))})
 	mux.Handle("/api/v1/events", methods{http.MethodGet: a.guest(handleEvents(a))})
 	mux.Handle("/api/v1/channels/{key}/sandbox", methods{
@@ -165,10 +167,38 @@ func tokenMatches(header []string, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-func handleHealth() http.Handler {
+// handleHealth is liveness: the process answers, so it is 200 even while
+// it drains (a restart would only cut the drain short); the body says
+// whether it still takes messages.
+func handleHealth(a *API) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, struct {
-			OK bool `json:"ok"`
-		}{true})
+			OK       bool `json:"ok"`
+			Draining bool `json:"draining"`
+		}{true, a.draining()})
+	})
+}
+
+// handleReady is readiness: 503 from the start of a drain and while the
+// host's own check (Options.Ready: the container engine, say) fails, with
+// a fixed reason; 200 otherwise. Details go to the operator log.
+func handleReady(a *API) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		type ready struct {
+			Ready  bool   `json:"ready"`
+			Reason string `json:"reason,omitempty"`
+		}
+		if a.draining() {
+			writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "draining"})
+			return
+		}
+		if a.opts.Ready != nil {
+			if err := a.opts.Ready(r.Context()); err != nil {
+				a.log.Warn("not ready", "err", err)
+				writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "degraded"})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, ready{Ready: true})
 	})
 }
