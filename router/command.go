@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
@@ -35,6 +36,7 @@ const (
 	IdleText      = "No sandbox turn is running in this channel."
 	CommandFailed = "That did not finish; try again later. The details are in the log."
 	QueuedText    = "Queued: this applies once the channel's running turns finish."
+	DiskFullText  = "The host's disk is full: the change was not saved. Free some space and try again."
 )
 
 // Error classes of Command, beside ErrStopping and context errors.
@@ -124,5 +126,8 @@ func (r *Router) commandFailed(c Command, err error) (string, error) {
 		return QueuedText, err
 	}
 	r.log.Error("owner command failed", "channel", c.Channel, "action", c.Action, "err", err)
+	if errors.Is(err, syscall.ENOSPC) {
+		return DiskFullText, err
+	}
 	return CommandFailed, err
 }

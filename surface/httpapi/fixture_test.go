@@ -31,8 +31,9 @@ const (
 
 // memChannels is an in-memory channel set.
 type memChannels struct {
-	mu  sync.Mutex
-	set map[rtsandbox.ChannelKey]bool
+	mu   sync.Mutex
+	set  map[rtsandbox.ChannelKey]bool
+	fail error // returned by Enable and Disable, which then change nothing
 }
 
 func (m *memChannels) Enabled(k rtsandbox.ChannelKey) bool {
@@ -44,6 +45,9 @@ func (m *memChannels) Enabled(k rtsandbox.ChannelKey) bool {
 func (m *memChannels) Enable(k rtsandbox.ChannelKey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
 	m.set[k] = true
 	return nil
 }
@@ -51,6 +55,9 @@ func (m *memChannels) Enable(k rtsandbox.ChannelKey) error {
 func (m *memChannels) Disable(k rtsandbox.ChannelKey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
 	delete(m.set, k)
 	return nil
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -606,5 +608,21 @@ func TestOwnerTokenEqualToGuestTokenRefused(t *testing.T) {
 	f := newFixture(t, nil, func(o *Options) { o.OwnerToken = func() string { return guestToken } })
 	if code, _ := f.do(t, "GET", "/api/v1/channels/http:lobby/sandbox", guestToken, ""); code != 401 {
 		t.Errorf("owner action with the shared token = %d; want 401", code)
+	}
+}
+
+// TestOwnerDiskFullNamed: a change the store cannot save because the disk
+// is full is answered 507 with a text that says so, not a generic 500.
+func TestOwnerDiskFullNamed(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	f.channels.mu.Lock()
+	f.channels.fail = &os.PathError{Op: "write", Path: "/state/channels.json.tmp-x", Err: syscall.ENOSPC}
+	f.channels.mu.Unlock()
+	code, body := f.do(t, http.MethodPost, "/api/v1/channels/http:new/sandbox", ownerToken, `{"enabled":true}`)
+	if code != http.StatusInsufficientStorage || !strings.Contains(body, router.DiskFullText) {
+		t.Errorf("owner on with a full disk = %d %q; want 507 and the disk-full text", code, body)
+	}
+	if f.channels.Enabled("http:new") {
+		t.Error("channel enabled although the save failed")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"syscall"
 
 	"github.com/rtsandbox/rtsandbox/router"
 )
@@ -42,6 +43,8 @@ func failure(err error) (int, string, bool) {
 		return http.StatusServiceUnavailable, textSubscribers, true
 	case errors.Is(err, router.ErrNotOwner):
 		return http.StatusForbidden, router.NotOwnerText, true
+	case errors.Is(err, syscall.ENOSPC): // logged by the router
+		return http.StatusInsufficientStorage, router.DiskFullText, true
 	case errors.Is(err, context.Canceled): // the client went; nobody reads this
 		return http.StatusRequestTimeout, textCancelled, true
 	case errors.Is(err, context.DeadlineExceeded):
