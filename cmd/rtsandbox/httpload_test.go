@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,14 +25,44 @@ import (
 // costs minutes of CPU:
 //
 //	RTSANDBOX_LOAD_DOCKER=1 RTSANDBOX_LOAD_CHANNELS=50 RTSANDBOX_LOAD_MESSAGES=5 \
-//	  go test -run TestLoadServeDocker -count=1 -v -timeout 30m ./cmd/rtsandbox
+//	  [RTSANDBOX_LOAD_MAX_TURNS=N] go test -run TestLoadServeDocker -count=1 -v -timeout 30m ./cmd/rtsandbox
 func TestLoadServeDocker(t *testing.T) {
 	if os.Getenv("RTSANDBOX_LOAD_DOCKER") != "1" {
 		t.Skip("set RTSANDBOX_LOAD_DOCKER=1 to run the Docker-backed load test")
 	}
-	nChannels, perChannel := envInt("RTSANDBOX_LOAD_CHANNELS", 50), envInt("RTSANDBOX_LOAD_MESSAGES", 5)
+	sandbox, maxTurns := "", envInt("RTSANDBOX_LOAD_MAX_TURNS", 0)
+	if maxTurns > 0 {
+		sandbox = fmt.Sprintf("  max_turns: %d\n", maxTurns)
+	}
+	loadServe(t, envInt("RTSANDBOX_LOAD_CHANNELS", 50), envInt("RTSANDBOX_LOAD_MESSAGES", 5), maxTurns, sandbox)
+}
+
+// TestServeBurstBeyondAdmissionBound is the admission-control acceptance
+// test: a burst of four times the host's turn bound, across channels, with
+// a 10 s turn timeout, is answered in full, in order, and leaves nothing.
+// Before admission control every turn started its container at once and
+// the deadline counted the wait: 80 channels at once failed 80 of 80.
+func TestServeBurstBeyondAdmissionBound(t *testing.T) {
+	const maxTurns = 2
+	loadServe(t, 4*maxTurns, 1, maxTurns, fmt.Sprintf("  max_turns: %d\n  turn_timeout: 10s\n", maxTurns))
+}
+
+// loadServe sends nChannels x perChannel messages at once through a real
+// `rtsandbox serve` (sandbox holds extra lines for the sandbox: section)
+// and checks that each is answered once, in order per channel, and, when
+// maxTurns > 0, that no more than maxTurns turns reached the model at
+// once; it logs throughput and latency percentiles.
+func loadServe(t *testing.T, nChannels, perChannel, maxTurns int, sandbox string) {
 	tag, cli := sealedImage(t)
+	var inFlight, peak atomic.Int32
 	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		if maxTurns > 0 {
+			time.Sleep(20 * time.Millisecond) // let turns overlap if the bound leaked
+		}
 		return fakemodel.Response{Content: "echo: " + req.UserText()}
 	}))
 	defer model.Close()
@@ -50,6 +81,7 @@ func TestLoadServeDocker(t *testing.T) {
 	f.Close()
 	text := strings.Replace(string(body), `initial_channels: ["http:lobby"]`, `initial_channels: ["`+strings.Join(keys, `","`)+`"]`, 1)
 	text = strings.Replace(text, `members: ["http:alice"]`, `members: everyone`, 1)
+	text = strings.Replace(text, "sandbox:\n", "sandbox:\n"+sandbox, 1)
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +188,13 @@ func TestLoadServeDocker(t *testing.T) {
 			t.Errorf("replies in %s = %q; want %q", ch, order[ch], want)
 		}
 	}
+	if maxTurns > 0 && int(peak.Load()) > maxTurns {
+		t.Errorf("%d turns reached the model at once; the bound is %d", peak.Load(), maxTurns)
+	}
 	slices.Sort(lat)
 	p := func(q int) time.Duration { return lat[(len(lat)-1)*q/100].Round(time.Millisecond) }
-	t.Logf("docker: %d channels x %d messages = %d sealed turns in %v: %.2f turns/s; latency p50 %v, p95 %v, max %v",
-		nChannels, perChannel, len(lat), elapsed.Round(time.Millisecond), float64(len(lat))/elapsed.Seconds(), p(50), p(95), lat[len(lat)-1].Round(time.Millisecond))
+	t.Logf("docker: %d channels x %d messages = %d sealed turns in %v: %.2f turns/s; latency p50 %v, p95 %v, p99 %v, max %v",
+		nChannels, perChannel, len(lat), elapsed.Round(time.Millisecond), float64(len(lat))/elapsed.Seconds(), p(50), p(95), p(99), lat[len(lat)-1].Round(time.Millisecond))
 	if t.Failed() {
 		t.Logf("serve output:\n%s", s.out.String())
 	}
