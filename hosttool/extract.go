@@ -2,11 +2,13 @@ package hosttool
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"unicode"
@@ -20,35 +22,89 @@ import (
 	"github.com/rtsandbox/rtsandbox/safefetch"
 )
 
-// Bounds of extracted text.
+// Bounds of extraction. A page is guest-chosen input: whatever its markup,
+// Extract of a page up to MaxParseBytes stays within 64 MiB of allocation
+// and well under a second of CPU (see TestExtractPathological and
+// docs/benchmarks.md), and stops when its context ends.
 const (
 	// MaxExtractBytes bounds the text Extract returns, footnotes and the
 	// cut marker included.
 	MaxExtractBytes = 64 << 10
-	// MaxParseBytes bounds the HTML handed to the parser. html.Parse builds
-	// the whole tree: 32 MiB of markup took 10 s and 1 GB of heap, for at
-	// most 64 KiB of text out. Pages are cut here before parsing; what
-	// follows would be cut from the text anyway on any real page.
+	// MaxParseBytes bounds the bytes of a page that are read at all: the
+	// body is cut here before its charset is decoded, and the decoded text
+	// again. What follows would be cut from the text anyway on any real
+	// page.
 	MaxParseBytes = 2 << 20
 	// MaxLinks bounds the numbered footnotes of one page; further links
-	// keep their text but get no number.
+	// keep their text but get no number unless their URL has one.
 	MaxLinks = 200
+	// maxResolved bounds the hrefs of one page that are resolved (each
+	// costs a URL parse); past it only an href identical to one already
+	// numbered gets its number.
+	maxResolved = 4096
 	// maxLinkURL drops absurdly long link targets from the footnotes.
 	maxLinkURL = 2000
+	// maxHrefBytes: a longer href cannot resolve to at most maxLinkURL
+	// bytes, so it is not decoded at all.
+	maxHrefBytes = 8 * maxLinkURL
+	// maxDepth bounds the stack of open elements. A deeper element still
+	// has its text extracted but is not tracked: a hidden one hides the
+	// rest of the deepest tracked element instead.
+	maxDepth = 256
+	// checkEvery is how many tokens pass between two looks at the context.
+	checkEvery = 256
+	// maxTitleBytes bounds the title and an image's alt text read before
+	// they are cleaned to one line.
+	maxTitleBytes = 1024
 )
 
 // ErrContentType marks a response whose media type is not HTML, plain text
 // or JSON. Its text is fixed and content-free.
 var ErrContentType error = &classError{"the page is not HTML, plain text or JSON", rtsandbox.ErrRefused}
 
+// ErrFetchInternal marks a fetch or an extraction that failed inside the
+// host: a panic, contained by Contain. The cause, a *PanicError, is for the
+// operator log only.
+var ErrFetchInternal error = &classError{"the page could not be read", rtsandbox.ErrUpstream}
+
+// PanicError is a panic that Contain recovered: its value and the stack of
+// the panicking goroutine, for the operator log. It is never shown.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Contain runs fn and returns its result; a panic in fn becomes a
+// *FetchError of class ErrFetchInternal whose cause is a *PanicError. It
+// keeps a bug or an unforeseen input in page handling from taking the host
+// down. It cannot contain what is not a panic (running out of memory is
+// fatal), which is why extraction is bounded.
+func Contain(fn func() (string, error)) (text string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			text, err = "", &FetchError{Class: ErrFetchInternal, Cause: &PanicError{Value: v, Stack: debug.Stack()}}
+		}
+	}()
+	return fn()
+}
+
 // Extract turns an already bounded fetch result into readable text: HTML is
 // reduced to its visible text with links as numbered footnotes; text/plain
 // and JSON pass through (as UTF-8, control characters removed); any other
-// media type is ErrContentType. A missing Content-Type is sniffed. The
-// result starts with the final URL (and the page title, when there is one)
-// and is at most maxBytes long (MaxExtractBytes when maxBytes < 1), ending
-// in a marker when it was cut. It never fetches anything.
-func Extract(res *safefetch.Result, maxBytes int) (string, error) {
+// media type is ErrContentType. A missing Content-Type is sniffed. Only the
+// first MaxParseBytes of the body are read. The result starts with the
+// final URL (and the page title, when there is one) and is at most maxBytes
+// long (MaxExtractBytes when maxBytes < 1), ending in a marker when it was
+// cut. It never fetches anything. When ctx ends first the error is a
+// *FetchError of class ErrFetchNetwork; a panic inside is contained (see
+// Contain).
+func Extract(ctx context.Context, res *safefetch.Result, maxBytes int) (string, error) {
+	return Contain(func() (string, error) { return extract(ctx, res, maxBytes) })
+}
+
+func extract(ctx context.Context, res *safefetch.Result, maxBytes int) (string, error) {
 	if maxBytes < 1 {
 		maxBytes = MaxExtractBytes
 	}
@@ -61,20 +117,26 @@ func Extract(res *safefetch.Result, maxBytes int) (string, error) {
 		// A malformed header is judged by its media type alone.
 		mt = strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
 	}
-	body := toUTF8(res.Body, mt, params["charset"])
+	body := res.Body
+	if len(body) > MaxParseBytes {
+		body = body[:MaxParseBytes]
+	}
 	var head, text string
 	var links []string
 	switch {
 	case mt == "text/html" || mt == "application/xhtml+xml":
 		var title string
-		title, text, links = ExtractHTML(body, res.URL)
+		title, text, links, err = ExtractHTML(ctx, toUTF8(body, mt, params["charset"]), res.URL)
+		if err != nil {
+			return "", &FetchError{Class: ErrFetchNetwork, Cause: err}
+		}
 		head = "URL: " + res.URL + "\n"
 		if title != "" {
 			head += "Title: " + title + "\n"
 		}
 	case mt == "text/plain" || mt == "text/markdown" || isJSON(mt):
 		head = "URL: " + res.URL + "\n"
-		text = cleanText(string(body))
+		text = cleanText(string(toUTF8(body, mt, params["charset"])))
 	default:
 		return "", ErrContentType
 	}
@@ -95,15 +157,16 @@ func isJSON(mt string) bool {
 	return mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
 }
 
-// toUTF8 decodes body from its declared or sniffed charset; invalid
-// sequences become U+FFFD. An unknown charset is read as UTF-8.
+// toUTF8 decodes body from its declared or sniffed charset, at most
+// MaxParseBytes of output; invalid sequences become U+FFFD. An unknown
+// charset is read as UTF-8.
 func toUTF8(body []byte, mt, cs string) []byte {
-	if cs == "" && utf8.Valid(body) {
+	if (cs == "" || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8")) && utf8.Valid(body) {
 		return body
 	}
 	r, err := charset.NewReader(bytes.NewReader(body), mime.FormatMediaType(mt, map[string]string{"charset": cs}))
 	if err == nil {
-		if out, err := io.ReadAll(r); err == nil {
+		if out, err := io.ReadAll(io.LimitReader(r, MaxParseBytes)); err == nil {
 			body = out
 		}
 	}
@@ -148,31 +211,128 @@ func cleanText(s string) string {
 	}, strings.TrimSpace(s))
 }
 
-// skipped elements never contribute text.
-var skipped = map[atom.Atom]bool{
-	atom.Script: true, atom.Style: true, atom.Template: true, atom.Noscript: true,
-	atom.Head: true, atom.Iframe: true, atom.Object: true, atom.Embed: true,
-	atom.Svg: true, atom.Math: true, atom.Canvas: true, atom.Select: true,
-	atom.Textarea: true, atom.Input: true, atom.Button: true, atom.Audio: true,
-	atom.Video: true, atom.Map: true, atom.Dialog: true,
+// kind is what an element is to the extraction: a set of the categories
+// below, looked up once per tag.
+type kind uint16
+
+const (
+	// kSkipped elements never contribute text.
+	kSkipped kind = 1 << iota
+	// kBlock elements end a line before and after them.
+	kBlock
+	// kPara elements are blocks set off by a blank line.
+	kPara
+	// kVoid elements have no content and no end tag.
+	kVoid
+	// kInHead elements do not end an open <head>.
+	kInHead
+	// kClosesP elements close an open <p> (the HTML standard's "close a p
+	// element" on their start tag).
+	kClosesP
+	// kFormatting elements: an end tag closes the element alone.
+	kFormatting
+	// kSpecial elements (the HTML standard's category): an end tag of
+	// another name does not close them.
+	kSpecial
+	// kScope elements bound the search for an open element (the HTML
+	// standard's "has an element in scope").
+	kScope
+	// kTableScope elements bound the search for an open table part.
+	kTableScope
+	// kBreakout elements end foreign content (<svg>, <math>) when they
+	// start in it.
+	kBreakout
+)
+
+// kinds holds the kind of every atom that has one.
+var kinds = func() *atomTable[kind] {
+	m := &atomTable[kind]{}
+	add := func(k kind, as ...atom.Atom) {
+		for _, a := range as {
+			*m.slot(a) |= k
+		}
+	}
+	add(kSkipped, atom.Script, atom.Style, atom.Template, atom.Noscript, atom.Head,
+		atom.Iframe, atom.Object, atom.Embed, atom.Svg, atom.Math, atom.Canvas, atom.Select,
+		atom.Textarea, atom.Input, atom.Button, atom.Audio, atom.Video, atom.Map, atom.Dialog,
+		atom.Noembed, atom.Noframes)
+	add(kBlock, atom.Address, atom.Article, atom.Aside, atom.Blockquote, atom.Body,
+		atom.Center, atom.Dd, atom.Details, atom.Div, atom.Dl, atom.Dt, atom.Fieldset,
+		atom.Figcaption, atom.Figure, atom.Footer, atom.Form, atom.Header, atom.Hgroup, atom.Li,
+		atom.Main, atom.Nav, atom.Ol, atom.Section, atom.Summary, atom.Table, atom.Tbody,
+		atom.Thead, atom.Tfoot, atom.Tr, atom.Ul, atom.Caption)
+	add(kPara, atom.P, atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6,
+		atom.Pre, atom.Blockquote, atom.Table, atom.Ul, atom.Ol, atom.Dl, atom.Figure)
+	add(kVoid, atom.Area, atom.Base, atom.Br, atom.Col, atom.Embed, atom.Hr, atom.Img,
+		atom.Input, atom.Keygen, atom.Link, atom.Meta, atom.Param, atom.Source, atom.Track,
+		atom.Wbr, atom.Basefont, atom.Bgsound, atom.Frame)
+	add(kInHead, atom.Html, atom.Head, atom.Title, atom.Meta, atom.Link, atom.Base,
+		atom.Basefont, atom.Bgsound, atom.Style, atom.Script, atom.Noscript, atom.Template)
+	add(kClosesP, atom.Address, atom.Article, atom.Aside, atom.Blockquote, atom.Center,
+		atom.Details, atom.Dialog, atom.Dir, atom.Div, atom.Dl, atom.Fieldset, atom.Figcaption,
+		atom.Figure, atom.Footer, atom.Header, atom.Hgroup, atom.Main, atom.Menu, atom.Nav,
+		atom.Ol, atom.P, atom.Search, atom.Section, atom.Summary, atom.Ul, atom.H1, atom.H2,
+		atom.H3, atom.H4, atom.H5, atom.H6, atom.Pre, atom.Listing, atom.Form, atom.Table,
+		atom.Hr, atom.Xmp, atom.Plaintext, atom.Li, atom.Dd, atom.Dt)
+	add(kFormatting, atom.A, atom.B, atom.Big, atom.Code, atom.Em, atom.Font, atom.I,
+		atom.Nobr, atom.S, atom.Small, atom.Strike, atom.Strong, atom.Tt, atom.U)
+	add(kSpecial, atom.Address, atom.Applet, atom.Area, atom.Article, atom.Aside,
+		atom.Base, atom.Basefont, atom.Bgsound, atom.Blockquote, atom.Body, atom.Br,
+		atom.Button, atom.Caption, atom.Center, atom.Col, atom.Colgroup, atom.Dd, atom.Details,
+		atom.Dir, atom.Div, atom.Dl, atom.Dt, atom.Embed, atom.Fieldset, atom.Figcaption,
+		atom.Figure, atom.Footer, atom.Form, atom.Frame, atom.Frameset, atom.H1, atom.H2,
+		atom.H3, atom.H4, atom.H5, atom.H6, atom.Head, atom.Header, atom.Hgroup, atom.Hr,
+		atom.Html, atom.Iframe, atom.Img, atom.Input, atom.Keygen, atom.Li, atom.Link,
+		atom.Listing, atom.Main, atom.Marquee, atom.Menu, atom.Meta, atom.Nav, atom.Noembed,
+		atom.Noframes, atom.Noscript, atom.Object, atom.Ol, atom.P, atom.Param, atom.Plaintext,
+		atom.Pre, atom.Script, atom.Search, atom.Section, atom.Select, atom.Source, atom.Style,
+		atom.Summary, atom.Table, atom.Tbody, atom.Td, atom.Template, atom.Textarea,
+		atom.Tfoot, atom.Th, atom.Thead, atom.Title, atom.Tr, atom.Track, atom.Ul, atom.Wbr,
+		atom.Xmp)
+	add(kScope, atom.Applet, atom.Caption, atom.Html, atom.Table, atom.Td, atom.Th,
+		atom.Marquee, atom.Object, atom.Template)
+	add(kTableScope, atom.Html, atom.Table, atom.Template)
+	add(kBreakout, atom.B, atom.Big, atom.Blockquote, atom.Body, atom.Br, atom.Center,
+		atom.Code, atom.Dd, atom.Div, atom.Dl, atom.Dt, atom.Em, atom.Embed, atom.H1, atom.H2,
+		atom.H3, atom.H4, atom.H5, atom.H6, atom.Head, atom.Hr, atom.I, atom.Img, atom.Li,
+		atom.Listing, atom.Menu, atom.Meta, atom.Nobr, atom.Ol, atom.P, atom.Pre, atom.Ruby,
+		atom.S, atom.Small, atom.Span, atom.Strong, atom.Strike, atom.Sub, atom.Sup,
+		atom.Table, atom.Tt, atom.U, atom.Ul, atom.Var)
+	return m
+}()
+
+// atomTable maps atoms to values without a map's hashing: open addressing
+// over 1024 slots, for the 369 atoms x/net knows. A value is created zero
+// on first use and never removed.
+type atomTable[V any] struct {
+	keys [1024]atom.Atom
+	vals [1024]V
 }
 
-// blocks end a line before and after them.
-var blocks = map[atom.Atom]bool{
-	atom.Address: true, atom.Article: true, atom.Aside: true, atom.Blockquote: true,
-	atom.Body: true, atom.Center: true, atom.Dd: true, atom.Details: true, atom.Div: true,
-	atom.Dl: true, atom.Dt: true, atom.Fieldset: true, atom.Figcaption: true,
-	atom.Figure: true, atom.Footer: true, atom.Form: true, atom.Header: true,
-	atom.Hgroup: true, atom.Li: true, atom.Main: true, atom.Nav: true, atom.Ol: true,
-	atom.Section: true, atom.Summary: true, atom.Table: true, atom.Tbody: true,
-	atom.Thead: true, atom.Tfoot: true, atom.Tr: true, atom.Ul: true, atom.Caption: true,
+// slot returns the value of a, creating it zero; a must not be 0.
+func (t *atomTable[V]) slot(a atom.Atom) *V {
+	for i := (uint32(a) * 0x9E3779B1) >> 22; ; i = (i + 1) & 1023 {
+		switch t.keys[i] {
+		case a:
+			return &t.vals[i]
+		case 0:
+			t.keys[i] = a
+			return &t.vals[i]
+		}
+	}
 }
 
-// paragraphs are blocks set off by a blank line.
-var paragraphs = map[atom.Atom]bool{
-	atom.P: true, atom.H1: true, atom.H2: true, atom.H3: true, atom.H4: true,
-	atom.H5: true, atom.H6: true, atom.Pre: true, atom.Blockquote: true,
-	atom.Table: true, atom.Ul: true, atom.Ol: true, atom.Dl: true, atom.Figure: true,
+// get returns the value of a, zero when it has none.
+func (t *atomTable[V]) get(a atom.Atom) V {
+	for i := (uint32(a) * 0x9E3779B1) >> 22; ; i = (i + 1) & 1023 {
+		switch t.keys[i] {
+		case a:
+			return t.vals[i]
+		case 0:
+			var zero V
+			return zero
+		}
+	}
 }
 
 // ExtractHTML returns the title, the visible text and the footnoted links
@@ -183,37 +343,712 @@ var paragraphs = map[atom.Atom]bool{
 // type=hidden) are dropped. Block elements become line breaks, paragraphs
 // and headings blank lines, list items "- " lines, table cells " | "
 // separated; text of a link to an http(s) URL is followed by " [n]",
-// where n is its 1-based index in links. The text is bounded by
-// MaxExtractBytes (plus a little), so a huge page costs no more than that
-// much output.
-func ExtractHTML(body []byte, base string) (title, text string, links []string) {
+// where n is its 1-based index in links. Only the first MaxParseBytes are
+// read, and the text stops at MaxExtractBytes (plus at most a few bytes).
+// The error is ctx's when it ended first.
+//
+// The page is read as a stream of tokens, never built into a tree. A tree
+// builder (html.Parse) follows the HTML standard, which re-opens every
+// formatting element (<b>, <a>, <font>…) left open across a closed block
+// in each new block, a full copy of its attributes each time: a page of
+// 43 KB — one <b> with a thousand attributes, then thousands of <p> —
+// took 482 MB and 2.2 s, 88 KB took 1.9 GB, 180 KB ran the host out of
+// memory; and html.Parse takes no context. The stream keeps only a stack
+// of the open elements that matter for what is shown (hidden, skipped,
+// <pre>, links, table cells), at most maxDepth deep, closes the elements
+// the standard closes implicitly (a <p> before a block, an <li> before the
+// next, table cells and rows), and never re-opens anything. Its own lexer
+// (lex.go) keeps at most maxTagAttrs attributes per tag. Every token costs
+// time and memory bounded by its own length, so a whole page costs at most
+// a small multiple of MaxParseBytes.
+func ExtractHTML(ctx context.Context, body []byte, base string) (title, text string, links []string, err error) {
 	if len(body) > MaxParseBytes {
 		body = body[:MaxParseBytes]
 	}
-	// The parser passes invalid UTF-8 through; the model gets valid text.
-	body = bytes.ToValidUTF8(body, []byte("\uFFFD"))
-	doc, err := html.Parse(bytes.NewReader(body))
-	if err != nil {
-		return "", "", nil // html.Parse fails only on reader errors
+	// The text writer and the links want valid UTF-8.
+	body = validUTF8(body)
+	e := &extractor{lx: newLexer(body)}
+	for i := range e.root.stops {
+		e.root.stops[i] = -1
 	}
-	w := &textWriter{limit: MaxExtractBytes + 1}
-	w.base, _ = url.Parse(base)
-	w.index = map[string]int{}
-	w.walk(doc)
-	return cleanLine(w.title), w.b.String(), w.links
+	e.w.limit = MaxExtractBytes + 1
+	e.w.base, _ = url.Parse(base)
+	if err := e.run(ctx); err != nil {
+		return "", "", nil, err
+	}
+	return cleanLine(e.title), e.w.b.String(), e.w.links, nil
+}
+
+// elem is an open element on the extractor's stack.
+type elem struct {
+	atom atom.Atom
+	kind kind
+	// key matches end tags to it: the atom, or a hash of an unknown name
+	// with the top bit set; foreignKey is added in foreign content.
+	key uint64
+	// hide: its text is dropped. hideBody: dropped by something other
+	// than <head> (a <title> there is not the page's).
+	hide, hideBody bool
+	pre            bool // inside <pre>
+	// ns is the element's namespace: HTML, or SVG or MathML (foreign
+	// content, where "/>" closes and nothing is raw text).
+	ns namespace
+	// integration: a foreign element whose content is HTML (an SVG
+	// <foreignObject>, a MathML <mi>…).
+	integration bool
+	kids        bool // an element has started inside it
+	link        bool // an <a> with an href
+	href        span // its raw value
+	// dead: closed alone (a formatting element) while elements inside it
+	// stay open; it keeps its slot until they close.
+	dead bool
+	// outer and inner link the open elements of the same key: the stack
+	// indexes of the next one out and in, -1 for none.
+	outer, inner int32
+	// stops[s] is the index of the innermost element at or below this one
+	// where a search of kind s stops, -1 for none.
+	stops [nStops]int32
+}
+
+type namespace uint8
+
+const (
+	htmlNS namespace = iota
+	svgNS
+	mathNS
+)
+
+// extractor walks the tokens of a page. Every search for an open element
+// is a map look-up and a comparison, never a walk of the stack: the
+// stack's depth would otherwise multiply the cost of each tag.
+type extractor struct {
+	lx       *lexer
+	w        textWriter
+	stack    []elem
+	root     elem      // the parent of the outermost elements
+	inner    innermost // the innermost open element of each key
+	title    string
+	hasTitle bool
+	headOpen bool
+	body     bool   // body content has begun: a later <head> is ignored
+	scratch  []byte // reused by styleHides
+}
+
+func (e *extractor) run(ctx context.Context) error {
+	for n := 0; ; n++ {
+		if n%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if e.w.full() {
+			return nil
+		}
+		inTitle := e.lx.rawTag == "title"
+		switch e.lx.next() {
+		case html.ErrorToken:
+			e.popTo(0)
+			return nil
+		case html.TextToken:
+			e.textToken(inTitle)
+		case html.StartTagToken:
+			e.startTag(false)
+		case html.SelfClosingTagToken:
+			e.startTag(true)
+		case html.EndTagToken:
+			e.endTag()
+		}
+		// Comments and doctypes show nothing.
+	}
+}
+
+// top returns the innermost open element, or a zero root.
+func (e *extractor) top() *elem {
+	if len(e.stack) == 0 {
+		return &e.root
+	}
+	return &e.stack[len(e.stack)-1]
+}
+
+func (e *extractor) textToken(inTitle bool) {
+	t := e.top()
+	if inTitle {
+		if !e.hasTitle && !t.hideBody {
+			s := e.lx.text()
+			e.hasTitle = true
+			e.title = string(s[:runeCut(s, maxTitleBytes)])
+		}
+		return
+	}
+	if e.headOpen && t.atom == atom.Head {
+		if allSpace(e.lx.src[e.lx.data.start:e.lx.data.end]) {
+			return
+		}
+		e.closeHead() // text ends the head
+		t = e.top()
+	}
+	if t.hide {
+		return
+	}
+	s := e.lx.text()
+	if !e.body && !allSpace(s) {
+		e.body = true
+	}
+	e.w.text(s, t.pre)
+}
+
+func allSpace(s []byte) bool {
+	for _, c := range s {
+		if !isTagSpace(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// runeCut returns the largest n ≤ max at a rune boundary of s.
+func runeCut(s []byte, max int) int {
+	if len(s) <= max {
+		return len(s)
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return max
+}
+
+// lookupName returns the atom of a tag name and the key it is matched by.
+func lookupName(name []byte) (atom.Atom, uint64) {
+	var buf [24]byte
+	if len(name) <= len(buf) {
+		for i, c := range name {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			buf[i] = c
+		}
+		if a := atom.Lookup(buf[:len(name)]); a != 0 {
+			return a, uint64(a)
+		}
+	}
+	h := uint64(14695981039346656037) // FNV-1a
+	for _, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return 0, h | 1<<63
+}
+
+func (e *extractor) startTag(selfClosing bool) {
+	a, key := lookupName(e.lx.name())
+	k := kinds.get(a)
+	if t := e.top(); t.ns != htmlNS && !t.integration {
+		if k&kBreakout == 0 && !(a == atom.Font && e.fontBreaks()) {
+			e.foreignStart(a, key, selfClosing)
+			return
+		}
+		// A breakout element ends the foreign content.
+		e.popTo(int(t.stops[foreignBreak]) + 1)
+	}
+	switch a {
+	case atom.Html:
+		return
+	case atom.Head:
+		if !e.body && !e.headOpen {
+			e.headOpen = true
+			e.push(elem{atom: a, kind: k, key: key, hide: true})
+		}
+		return
+	case atom.Body:
+		e.closeHead()
+		e.body = true
+		if !e.top().hide {
+			e.w.brk(1)
+		}
+		return
+	}
+	if k&kInHead == 0 {
+		e.closeHead()
+		e.body = true
+	}
+	if a == atom.Select {
+		// A <select> inside one closes it and is dropped.
+		if i := e.find(inScope, kSelect); i >= 0 {
+			e.popTo(i)
+			return
+		}
+	}
+	e.implyEnds(a, k)
+	parent := e.top()
+	siblings := parent.kids
+	parent.kids = true
+	own := k&kSkipped != 0 || e.hidden(a)
+	hide := parent.hide || own
+	if k&kVoid != 0 {
+		if hide {
+			return
+		}
+		switch a {
+		case atom.Br:
+			e.w.brk(1)
+		case atom.Hr:
+			e.w.brk(2)
+		case atom.Img:
+			if alt, ok := e.lx.attr("alt"); ok {
+				// At most maxTitleBytes are read; 300 are kept.
+				raw := e.lx.src[alt.start:alt.end]
+				if alt := cleanLine(attrValue(raw[:runeCut(raw, maxTitleBytes)])); alt != "" {
+					e.w.emit("[image: " + alt + "]")
+				}
+			}
+		}
+		return
+	}
+	el := elem{
+		atom: a, kind: k, key: key, hide: hide,
+		hideBody: parent.hideBody || own && a != atom.Head,
+		pre:      parent.pre || a == atom.Pre,
+	}
+	switch a {
+	case atom.Svg:
+		el.ns = svgNS
+	case atom.Math:
+		el.ns = mathNS
+	}
+	if selfClosing && el.ns != htmlNS {
+		return // "<svg/>" has no content
+	}
+	if !hide {
+		switch {
+		case k&kPara != 0:
+			e.w.brk(2)
+		case k&kBlock != 0:
+			e.w.brk(1)
+		}
+		switch a {
+		case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+			e.w.emit(strings.Repeat("#", int(a.String()[1]-'0')))
+			e.w.space = true
+		case atom.Li:
+			e.w.emit("-")
+			e.w.space = true
+		case atom.Td, atom.Th:
+			if siblings && e.w.b.Len() > 0 && e.w.breaks == 0 {
+				e.w.emit("|")
+				e.w.space = true
+			}
+		case atom.A:
+			el.href, el.link = e.lx.attr("href")
+		}
+	}
+	e.push(el)
+}
+
+// fontBreaks reports a <font> that ends foreign content.
+func (e *extractor) fontBreaks() bool {
+	for _, key := range [...]string{"color", "face", "size"} {
+		if _, ok := e.lx.attr(key); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// foreignStart opens an element in foreign content: in the namespace of
+// its parent, never raw text (an SVG <title> holds elements), closed by
+// "/>". Its text is hidden with its <svg> or <math>.
+func (e *extractor) foreignStart(a atom.Atom, key uint64, selfClosing bool) {
+	e.lx.rawTag = ""
+	parent := e.top()
+	parent.kids = true
+	if selfClosing {
+		return
+	}
+	el := elem{atom: a, key: key | foreignKey, ns: parent.ns, hide: parent.hide || e.hidden(a),
+		hideBody: parent.hideBody, pre: parent.pre}
+	if a == atom.Svg && parent.atom == atom.AnnotationXml {
+		el.ns = svgNS
+	}
+	switch {
+	case el.ns == svgNS && (a == atom.Foreignobject || a == atom.Desc || a == atom.Title),
+		el.ns == mathNS && (a == atom.Mi || a == atom.Mo || a == atom.Mn || a == atom.Ms || a == atom.Mtext):
+		el.integration = true
+		el.kind = kScope
+	case el.ns == mathNS && a == atom.AnnotationXml:
+		el.kind = kScope
+		if enc, ok := e.lx.attr("encoding"); ok {
+			v := attrValue(e.lx.src[enc.start:enc.end])
+			el.integration = strings.EqualFold(v, "text/html") || strings.EqualFold(v, "application/xhtml+xml")
+		}
+	}
+	e.push(el)
+}
+
+// push opens el; past maxDepth it is not tracked, and when it hides, the
+// rest of the deepest tracked element is hidden instead.
+func (e *extractor) push(el elem) {
+	if len(e.stack) >= maxDepth {
+		if el.hide {
+			t := e.top()
+			t.hide = true
+			t.hideBody = t.hideBody || el.hideBody
+		}
+		return
+	}
+	i := int32(len(e.stack))
+	parent := e.top()
+	for s := range el.stops {
+		if stop(s).at(&el) {
+			el.stops[s] = i
+		} else {
+			el.stops[s] = parent.stops[s]
+		}
+	}
+	el.outer, el.inner = -1, -1
+	if o, ok := e.inner.get(el.key); ok {
+		el.outer = o
+		e.stack[o].inner = i
+	}
+	e.inner.set(el.key, i)
+	e.stack = append(e.stack, el)
+}
+
+// unlink takes the element at index i out of the chain of its key.
+func (e *extractor) unlink(i int32) {
+	el := &e.stack[i]
+	if el.inner >= 0 {
+		e.stack[el.inner].outer = el.outer
+	} else if el.outer >= 0 {
+		e.inner.set(el.key, el.outer)
+	} else {
+		e.inner.del(el.key)
+	}
+	if el.outer >= 0 {
+		e.stack[el.outer].inner = el.inner
+	}
+}
+
+// popTo closes the open elements from the innermost down to index i.
+func (e *extractor) popTo(i int) {
+	for len(e.stack) > i {
+		n := len(e.stack) - 1
+		el := e.stack[n]
+		if !el.dead {
+			e.unlink(int32(n))
+		}
+		e.stack = e.stack[:n]
+		if !el.dead {
+			e.end(el)
+		}
+	}
+	e.trim()
+}
+
+// remove closes the element at index i alone.
+func (e *extractor) remove(i int) {
+	e.unlink(int32(i))
+	el := &e.stack[i]
+	el.dead = true
+	e.end(*el)
+	e.trim()
+}
+
+// trim drops dead elements that are innermost, so the top is alive.
+func (e *extractor) trim() {
+	for len(e.stack) > 0 && e.stack[len(e.stack)-1].dead {
+		e.stack = e.stack[:len(e.stack)-1]
+	}
+}
+
+// end shows what follows an element.
+func (e *extractor) end(el elem) {
+	if el.atom == atom.Head {
+		e.headOpen = false
+	}
+	if el.hide {
+		return
+	}
+	switch {
+	case el.link:
+		if ref := e.w.link(e.lx.src[el.href.start:el.href.end]); ref > 0 {
+			e.w.space = true
+			e.w.emit("[" + strconv.Itoa(ref) + "]")
+		}
+	case el.atom == atom.Td || el.atom == atom.Th:
+		e.w.space = true
+	case el.kind&kPara != 0:
+		e.w.brk(2)
+	case el.kind&kBlock != 0:
+		e.w.brk(1)
+	}
+}
+
+func (e *extractor) closeHead() {
+	if i, ok := e.inner.get(uint64(atom.Head)); ok {
+		e.popTo(int(i))
+	}
+	e.headOpen = false
+}
+
+// stop says where the search for an open element ends.
+type stop int
+
+const (
+	inScope       stop = iota // the HTML standard's "in scope"
+	inButtonScope             // "in button scope"
+	inListScope               // "in list item scope"
+	inTableScope              // "in table scope"
+	listItem                  // the <li>, <dd> and <dt> start tag steps
+	notSpecial                // "any other end tag": at a special element
+	foreignRoot               // at an HTML element
+	foreignBreak              // at an HTML element or an integration point
+	nStops
+)
+
+func (s stop) at(el *elem) bool {
+	switch s {
+	case inScope:
+		return el.kind&kScope != 0
+	case inButtonScope:
+		return el.kind&kScope != 0 || el.atom == atom.Button
+	case inListScope:
+		return el.kind&kScope != 0 || el.atom == atom.Ol || el.atom == atom.Ul
+	case inTableScope:
+		return el.kind&kTableScope != 0
+	case listItem:
+		return el.kind&kSpecial != 0 && el.atom != atom.Address && el.atom != atom.Div && el.atom != atom.P
+	case notSpecial:
+		return el.kind&kSpecial != 0
+	case foreignRoot:
+		return el.ns == htmlNS
+	}
+	return el.ns == htmlNS || el.integration
+}
+
+// find returns the index of the innermost open element whose key is one of
+// keys, searching outwards and giving up past the first element where s
+// stops (that element itself may match); -1 when there is none.
+func (e *extractor) find(s stop, keys ...uint64) int {
+	limit := e.top().stops[s]
+	found := int32(-1)
+	for _, k := range keys {
+		if i, ok := e.inner.get(k); ok && i >= limit && i > found {
+			found = i
+		}
+	}
+	return int(found)
+}
+
+// innermost maps keys to the stack index of the innermost open element of
+// the key: atoms through a table, other keys through a map.
+type innermost struct {
+	atoms atomTable[int32] // index+1, 0 for none
+	names map[uint64]int32
+}
+
+func (m *innermost) get(key uint64) (int32, bool) {
+	if key < 1<<32 {
+		i := m.atoms.get(atom.Atom(key))
+		return i - 1, i > 0
+	}
+	i, ok := m.names[key]
+	return i, ok
+}
+
+func (m *innermost) set(key uint64, i int32) {
+	if key < 1<<32 {
+		*m.atoms.slot(atom.Atom(key)) = i + 1
+		return
+	}
+	if m.names == nil {
+		m.names = map[uint64]int32{}
+	}
+	m.names[key] = i
+}
+
+func (m *innermost) del(key uint64) {
+	if key < 1<<32 {
+		*m.atoms.slot(atom.Atom(key)) = 0
+		return
+	}
+	delete(m.names, key)
+}
+
+// closeTo closes the element at index i and everything inside it; -1
+// closes nothing.
+func (e *extractor) closeTo(i int) {
+	if i >= 0 {
+		e.popTo(i)
+	}
+}
+
+const (
+	kP, kLi, kDd, kDt = uint64(atom.P), uint64(atom.Li), uint64(atom.Dd), uint64(atom.Dt)
+	kTd, kTh, kTr, kA = uint64(atom.Td), uint64(atom.Th), uint64(atom.Tr), uint64(atom.A)
+	kH1, kH2, kH3     = uint64(atom.H1), uint64(atom.H2), uint64(atom.H3)
+	kH4, kH5, kH6     = uint64(atom.H4), uint64(atom.H5), uint64(atom.H6)
+	kSelect           = uint64(atom.Select)
+	// foreignKey marks the key of an element in foreign content: HTML
+	// rules never close it by name.
+	foreignKey = 1 << 62
+)
+
+func (e *extractor) implyEnds(a atom.Atom, k kind) {
+	switch a {
+	case atom.Input, atom.Keygen, atom.Textarea, atom.Caption, atom.Table, atom.Tbody,
+		atom.Tfoot, atom.Thead, atom.Tr, atom.Td, atom.Th:
+		// They close an open <select>.
+		e.closeTo(e.find(inScope, kSelect))
+	}
+	if k&kClosesP != 0 {
+		e.closeTo(e.find(inButtonScope, kP))
+	}
+	switch a {
+	case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+		switch e.top().atom {
+		case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+			e.popTo(len(e.stack) - 1)
+		}
+	case atom.Li:
+		e.closeTo(e.find(listItem, kLi))
+	case atom.Dd, atom.Dt:
+		e.closeTo(e.find(listItem, kDd, kDt))
+	case atom.Td, atom.Th:
+		e.closeTo(e.find(inTableScope, kTd, kTh))
+	case atom.Tr:
+		e.closeTo(e.find(inTableScope, kTr, kTd, kTh))
+	case atom.Tbody, atom.Thead, atom.Tfoot:
+		e.closeTo(e.find(inTableScope, uint64(atom.Tbody), uint64(atom.Thead), uint64(atom.Tfoot), kTr, kTd, kTh))
+	case atom.A:
+		// An <a> inside an open <a> closes it (the adoption agency, in
+		// short).
+		if i := e.find(inScope, kA); i >= 0 {
+			e.remove(i)
+		}
+	}
+}
+
+func (e *extractor) endTag() {
+	a, key := lookupName(e.lx.name())
+	k := kinds.get(a)
+	if t := e.top(); t.ns != htmlNS {
+		// In foreign content the innermost foreign element of the name
+		// closes; failing that, the HTML rules apply.
+		if i, ok := e.inner.get(key | foreignKey); ok && i > t.stops[foreignRoot] {
+			e.popTo(int(i))
+			return
+		}
+	}
+	switch a {
+	case atom.Html, atom.Body:
+		return // content after them still belongs to the body
+	case atom.Head:
+		e.closeHead()
+		return
+	case atom.Br:
+		if !e.top().hide {
+			e.w.brk(1) // "</br>" is a <br>
+		}
+		return
+	case atom.P:
+		if i := e.find(inButtonScope, kP); i >= 0 {
+			e.popTo(i)
+		} else if !e.top().hide {
+			e.w.brk(2) // "</p>" alone is an empty paragraph
+		}
+		return
+	case atom.Template:
+		if i, ok := e.inner.get(key); ok {
+			e.popTo(int(i))
+		}
+		return
+	case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+		// Any heading closes the open one.
+		e.closeTo(e.find(inScope, kH1, kH2, kH3, kH4, kH5, kH6))
+		return
+	}
+	switch {
+	case a == atom.Li:
+		e.closeTo(e.find(inListScope, key))
+	case k&kTableScope != 0 || a == atom.Td || a == atom.Th || a == atom.Tr || a == atom.Tbody ||
+		a == atom.Thead || a == atom.Tfoot || a == atom.Caption:
+		e.closeTo(e.find(inTableScope, key))
+	case k&kFormatting != 0:
+		// The adoption agency, in short: the element alone closes.
+		if i := e.find(inScope, key); i >= 0 {
+			e.remove(i)
+		}
+	case k&(kSpecial|kClosesP) != 0:
+		e.closeTo(e.find(inScope, key))
+	default:
+		e.closeTo(e.find(notSpecial, key))
+	}
+}
+
+// hidden reports a start tag whose content the page does not show. The
+// first attribute of a name counts, as in the HTML standard.
+func (e *extractor) hidden(a atom.Atom) bool {
+	var aria, typ, style bool
+	for _, at := range e.lx.attrs {
+		key := e.lx.src[at[0].start:at[0].end]
+		val := e.lx.src[at[1].start:at[1].end]
+		switch {
+		case asciiEqualFold(key, "hidden"):
+			return true
+		case !aria && asciiEqualFold(key, "aria-hidden"):
+			aria = true
+			if strings.EqualFold(strings.TrimSpace(attrValue(val)), "true") {
+				return true
+			}
+		case !typ && asciiEqualFold(key, "type"):
+			typ = true
+			if a == atom.Input && strings.EqualFold(attrValue(val), "hidden") {
+				return true
+			}
+		case !style && asciiEqualFold(key, "style"):
+			style = true
+			if e.styleHides(val) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// styleHides reports an inline style with display:none or
+// visibility:hidden, white space and case ignored.
+func (e *extractor) styleHides(raw []byte) bool {
+	if bytes.IndexByte(raw, '&') >= 0 {
+		raw = []byte(attrValue(raw))
+	}
+	s := e.scratch[:0]
+	for _, c := range raw {
+		switch {
+		case isTagSpace(c):
+			continue
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		s = append(s, c)
+	}
+	e.scratch = s
+	return bytes.Contains(s, []byte("display:none")) || bytes.Contains(s, []byte("visibility:hidden"))
 }
 
 // textWriter collects text with collapsed whitespace and pending breaks.
 type textWriter struct {
-	b      strings.Builder
-	limit  int
-	space  bool // a space is pending
-	breaks int  // newlines pending (0, 1 or 2)
-	pre    int  // depth inside <pre>
-	title  string
-	base   *url.URL
-	links  []string
-	index  map[string]int
+	b        strings.Builder
+	limit    int
+	space    bool   // a space is pending
+	breaks   int    // newlines pending (0, 1 or 2)
+	pend     []byte // white space pending inside a <pre> line
+	base     *url.URL
+	links    []string
+	index    map[string]int // footnote number by URL
+	rawIndex map[string]int // footnote number by raw href
+	resolved int            // hrefs resolved so far
 }
 
 func (w *textWriter) full() bool { return w.b.Len() >= w.limit }
@@ -226,162 +1061,125 @@ func (w *textWriter) brk(n int) {
 	w.space = false
 }
 
-// emit writes one run of text that contains no whitespace to collapse.
-func (w *textWriter) emit(s string) {
-	if s == "" || w.full() {
-		return
-	}
+// sep writes the pending break or space, if anything precedes.
+func (w *textWriter) sep() {
 	if w.b.Len() > 0 {
 		switch {
 		case w.breaks > 0:
-			w.b.WriteString(strings.Repeat("\n", w.breaks))
+			w.b.WriteString("\n\n"[:w.breaks])
 		case w.space:
 			w.b.WriteByte(' ')
 		}
 	}
 	w.breaks, w.space = 0, false
+}
+
+// emit writes one run of text that contains no whitespace to collapse.
+func (w *textWriter) emit(s string) {
+	if s == "" || w.full() {
+		return
+	}
+	w.sep()
 	w.b.WriteString(s)
 }
 
-// text writes a text node, collapsing whitespace outside <pre>.
-func (w *textWriter) text(s string) {
-	s = strings.Map(func(r rune) rune {
+// dropped runes never reach the text.
+func dropped(r rune) bool {
+	return r != '\n' && r != '\t' && r != '\r' && unicode.IsControl(r) || r == '\uFEFF' || r == '\u00AD'
+}
+
+// text writes a text token, collapsing whitespace outside <pre>. It stops
+// at the limit, so a long token costs no more than the limit.
+func (w *textWriter) text(s []byte, pre bool) {
+	if pre {
+		w.preText(s)
+		return
+	}
+	for i := 0; i < len(s); {
+		r, n := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, n = utf8.DecodeRune(s[i:])
+		}
+		i += n
 		switch {
-		case r == '\n' || r == '\t':
-			return r
-		case r == '\r':
-			return '\n'
-		case unicode.IsControl(r) || r == '\uFEFF' || r == '\u00AD':
-			return -1
-		}
-		return r
-	}, s)
-	if w.pre > 0 {
-		lines := strings.Split(s, "\n")
-		for i, l := range lines {
-			if i > 0 {
-				w.brk(1)
-				if l == "" && i < len(lines)-1 {
-					w.brk(2)
-				}
+		case dropped(r):
+		case unicode.IsSpace(r):
+			w.space = true
+		default:
+			if w.full() {
+				return
 			}
-			w.emit(strings.TrimRightFunc(l, unicode.IsSpace))
+			w.sep()
+			w.b.WriteRune(r)
 		}
-		return
-	}
-	if s != "" && isSpace(s[0]) {
-		w.space = true
-	}
-	fields := strings.FieldsFunc(s, unicode.IsSpace)
-	for i, f := range fields {
-		if i > 0 {
-			w.space = true
-		}
-		w.emit(f)
-	}
-	if s != "" && isSpace(s[len(s)-1]) {
-		w.space = true
 	}
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' }
-
-func (w *textWriter) walk(n *html.Node) {
-	if w.full() {
-		return
-	}
-	switch n.Type {
-	case html.TextNode:
-		w.text(n.Data)
-		return
-	case html.ElementNode:
-	case html.DocumentNode:
-		w.children(n)
-		return
-	default: // comments, doctypes
-		return
-	}
-	if n.DataAtom == atom.Title && w.title == "" {
-		w.title = textContent(n)
-		return
-	}
-	if n.DataAtom == atom.Head {
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			if c.Type == html.ElementNode && c.DataAtom == atom.Title && w.title == "" {
-				w.title = textContent(c)
+// preText writes text inside <pre>: lines kept, trailing white space of
+// each line dropped, an empty line inside the token a blank line.
+func (w *textWriter) preText(s []byte) {
+	afterNewline, lineUsed := false, false
+	for i := 0; i < len(s); {
+		r, n := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, n = utf8.DecodeRune(s[i:])
+		}
+		i += n
+		switch {
+		case r == '\n' || r == '\r':
+			w.pend = w.pend[:0]
+			if afterNewline && !lineUsed {
+				w.brk(2)
 			}
+			w.brk(1)
+			afterNewline, lineUsed = true, false
+		case dropped(r):
+		case unicode.IsSpace(r):
+			lineUsed = true
+			if len(w.pend) < w.limit {
+				w.pend = utf8.AppendRune(w.pend, r)
+			}
+		default:
+			lineUsed = true
+			if w.full() {
+				return
+			}
+			w.sep()
+			w.b.Write(w.pend)
+			w.pend = w.pend[:0]
+			w.b.WriteRune(r)
 		}
-		return
 	}
-	if skipped[n.DataAtom] || hidden(n) {
-		return
-	}
-	switch n.DataAtom {
-	case atom.Br:
-		w.brk(1)
-		return
-	case atom.Hr:
-		w.brk(2)
-		return
-	case atom.Img:
-		if alt := cleanLine(attr(n, "alt")); alt != "" {
-			w.emit("[image: " + alt + "]")
-		}
-		return
-	case atom.A:
-		w.children(n)
-		if ref := w.link(attr(n, "href")); ref > 0 {
-			w.space = true
-			w.emit("[" + strconv.Itoa(ref) + "]")
-		}
-		return
-	case atom.Td, atom.Th:
-		if prevElement(n) && w.b.Len() > 0 && w.breaks == 0 {
-			w.emit("|")
-			w.space = true
-		}
-		w.children(n)
-		w.space = true
-		return
-	}
-	para := paragraphs[n.DataAtom]
-	switch {
-	case para:
-		w.brk(2)
-	case blocks[n.DataAtom]:
-		w.brk(1)
-	}
-	switch n.DataAtom {
-	case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
-		w.emit(strings.Repeat("#", int(n.Data[1]-'0')))
-		w.space = true
-	case atom.Li:
-		w.emit("-")
-		w.space = true
-	case atom.Pre:
-		w.pre++
-		defer func() { w.pre-- }()
-	}
-	w.children(n)
-	switch {
-	case para:
-		w.brk(2)
-	case blocks[n.DataAtom]:
-		w.brk(1)
-	}
+	w.pend = w.pend[:0]
 }
 
-func (w *textWriter) children(n *html.Node) {
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		w.walk(c)
+// link resolves a raw href and returns its footnote number, or 0 when it
+// gets none (not http(s), a same-page fragment, too long, over MaxLinks
+// and not numbered before, or past maxResolved).
+func (w *textWriter) link(raw []byte) int {
+	if len(raw) > maxHrefBytes || w.base == nil {
+		return 0
 	}
+	if i, ok := w.rawIndex[string(raw)]; ok {
+		return i
+	}
+	if w.resolved >= maxResolved {
+		return 0
+	}
+	w.resolved++
+	i := w.resolve(raw)
+	if i > 0 {
+		if w.rawIndex == nil {
+			w.rawIndex = map[string]int{}
+		}
+		w.rawIndex[string(raw)] = i
+	}
+	return i
 }
 
-// link resolves href and returns its footnote number, or 0 when it gets
-// none (not http(s), a same-page fragment, too long, or over MaxLinks).
-func (w *textWriter) link(href string) int {
-	href = strings.TrimSpace(href)
-	if href == "" || strings.HasPrefix(href, "#") || w.base == nil {
+func (w *textWriter) resolve(raw []byte) int {
+	href := strings.TrimSpace(attrValue(raw))
+	if href == "" || strings.HasPrefix(href, "#") || otherScheme(href) {
 		return 0
 	}
 	u, err := w.base.Parse(href)
@@ -400,71 +1198,33 @@ func (w *textWriter) link(href string) int {
 	if len(w.links) >= MaxLinks {
 		return 0
 	}
+	if w.index == nil {
+		w.index = map[string]int{}
+	}
 	w.links = append(w.links, s)
 	w.index[s] = len(w.links)
 	return len(w.links)
 }
 
-// prevElement reports whether n has an element sibling before it.
-func prevElement(n *html.Node) bool {
-	for c := n.PrevSibling; c != nil; c = c.PrevSibling {
-		if c.Type == html.ElementNode {
-			return true
+// otherScheme reports an href with a scheme other than http(s)
+// ("javascript:", "mailto:"), known without parsing it.
+func otherScheme(href string) bool {
+	for i := 0; i < len(href); i++ {
+		c := href[i]
+		switch {
+		case isLetter(c):
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		case c == ':' && i > 0:
+			s := href[:i]
+			return !strings.EqualFold(s, "http") && !strings.EqualFold(s, "https")
+		default:
+			return false
 		}
 	}
 	return false
 }
 
 func hasControl(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
-
-// hidden reports content the page does not show.
-func hidden(n *html.Node) bool {
-	for _, a := range n.Attr {
-		switch strings.ToLower(a.Key) {
-		case "hidden":
-			return true
-		case "aria-hidden":
-			if strings.EqualFold(strings.TrimSpace(a.Val), "true") {
-				return true
-			}
-		case "type":
-			if n.DataAtom == atom.Input && strings.EqualFold(a.Val, "hidden") {
-				return true
-			}
-		case "style":
-			s := strings.ToLower(strings.Join(strings.Fields(a.Val), ""))
-			if strings.Contains(s, "display:none") || strings.Contains(s, "visibility:hidden") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Namespace == "" && strings.EqualFold(a.Key, key) {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-// textContent is the raw text below n, bounded.
-func textContent(n *html.Node) string {
-	var b strings.Builder
-	var rec func(*html.Node)
-	rec = func(n *html.Node) {
-		for c := n.FirstChild; c != nil && b.Len() < 1024; c = c.NextSibling {
-			if c.Type == html.TextNode {
-				b.WriteString(c.Data)
-			}
-			rec(c)
-		}
-	}
-	rec(n)
-	return b.String()
-}
 
 // cleanLine collapses s to one line of at most 300 bytes.
 func cleanLine(s string) string {

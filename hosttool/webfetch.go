@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -82,10 +83,17 @@ func (e *FetchError) Unwrap() []error {
 // FetchText fetches rawURL through f (nil means the zero Fetcher: system
 // DNS and the production pinned transport) under opts, and returns
 // Extract's text bounded to maxBytes. Every error is a *FetchError
-// (ErrFetchRefused, ErrFetchNetwork, ErrFetchStatus) or ErrContentType.
-// It is the fetch behind web_fetch and the research worker's
-// fetch_content.
+// (ErrFetchRefused, ErrFetchNetwork, ErrFetchStatus, ErrFetchInternal) or
+// ErrContentType; a panic inside is contained (see Contain). It is the
+// fetch behind web_fetch and the research worker's fetch_content.
 func FetchText(ctx context.Context, f *safefetch.Fetcher, rawURL string, opts safefetch.Options, maxBytes int) (string, error) {
+	return Contain(func() (string, error) { return fetchText(ctx, f, rawURL, opts, maxBytes, Extract) })
+}
+
+// extractFunc is Extract's type; tests substitute it.
+type extractFunc func(ctx context.Context, res *safefetch.Result, maxBytes int) (string, error)
+
+func fetchText(ctx context.Context, f *safefetch.Fetcher, rawURL string, opts safefetch.Options, maxBytes int, extract extractFunc) (string, error) {
 	if f == nil {
 		f = &safefetch.Fetcher{}
 	}
@@ -100,12 +108,14 @@ func FetchText(ctx context.Context, f *safefetch.Fetcher, rawURL string, opts sa
 	if res.Status < 200 || res.Status > 299 {
 		return "", &FetchError{Class: ErrFetchStatus, Status: res.Status}
 	}
-	return Extract(res, maxBytes)
+	return extract(ctx, res, maxBytes)
 }
 
 // WebFetch is the built-in web fetch host tool. It fetches through
 // safefetch, so every address, redirect and size is vetted there, and
-// returns Extract's text. The zero value is ready to use.
+// returns Extract's text, whose cost is bounded whatever the page's markup
+// (see ExtractHTML for why it streams rather than builds a tree). The zero
+// value is ready to use.
 type WebFetch struct {
 	// Fetcher is the SSRF-safe fetcher; nil means the zero Fetcher. Its
 	// Resolver and Transport are trusted test seams only.
@@ -116,11 +126,28 @@ type WebFetch struct {
 	Options safefetch.Options
 	// MaxBytes bounds the returned text; 0 means MaxExtractBytes.
 	MaxBytes int
+	// Logger receives the operator record of a contained panic (its value
+	// and stack); nil discards it.
+	Logger *slog.Logger
+
+	// extract replaces Extract in tests; nil means Extract.
+	extract extractFunc
 }
 
 // Run fetches the guest's URL. The host-bound context is not used: the
-// fetch is the same for every speaker.
+// fetch is the same for every speaker. A panic anywhere in the run is
+// contained: the guest gets ErrFetchInternal's fixed text, the operator
+// log the panic.
 func (w *WebFetch) Run(ctx context.Context, input json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+	text, err := Contain(func() (string, error) { return w.run(ctx, input) })
+	if pe, ok := errors.AsType[*PanicError](err); ok && w.Logger != nil {
+		w.Logger.ErrorContext(ctx, "web_fetch panicked", "tool", WebFetchName,
+			"panic", Cut(pe.Error(), 1024), "stack", string(pe.Stack))
+	}
+	return text, err
+}
+
+func (w *WebFetch) run(ctx context.Context, input json.RawMessage) (string, error) {
 	var in struct {
 		URL *string `json:"url"`
 	}
@@ -135,5 +162,9 @@ func (w *WebFetch) Run(ctx context.Context, input json.RawMessage, _ rtsandbox.H
 		opts = safefetch.DefaultOptions()
 		opts.Header = w.Options.Header
 	}
-	return FetchText(ctx, w.Fetcher, *in.URL, opts, w.MaxBytes)
+	extract := w.extract
+	if extract == nil {
+		extract = Extract
+	}
+	return fetchText(ctx, w.Fetcher, *in.URL, opts, w.MaxBytes, extract)
 }

@@ -109,10 +109,13 @@ type Options struct {
 	Search search.Backend
 	// Extract turns a fetched page into text for fetch_content; the
 	// caller passes hosttool.Extract for the web_fetch extraction. It gets
-	// already bounded bytes and must not fetch again.
-	Extract func(res *safefetch.Result, maxBytes int) (string, error)
+	// already bounded bytes and the tool call's context, must stop when
+	// that ends, and must not fetch again.
+	Extract func(ctx context.Context, res *safefetch.Result, maxBytes int) (string, error)
 	// FetchContent, when set, replaces safefetch plus Extract: the host
-	// then owns the SSRF policy and the bounds.
+	// then owns the SSRF policy and the bounds. A panic in Extract or
+	// FetchContent is contained: the model reads "the page could not be
+	// read" and the operator log gets the panic.
 	FetchContent func(ctx context.Context, url string) (string, error)
 	// Fetcher is the safefetch fetcher for the built-in fetch_content; nil
 	// means the zero Fetcher. Its seams are for tests only.
@@ -393,9 +396,20 @@ func (w *Worker) tool(ctx context.Context, fn modelapi.FunctionCall) string {
 	return "Tool not found"
 }
 
-// fetch is the built-in fetch_content: safefetch with its defaults, then
-// the host's extraction, or the host-owned FetchContent.
+// fetch runs fetch_content with any panic in it contained
+// (hosttool.ErrFetchInternal) and logged.
 func (w *Worker) fetch(ctx context.Context, rawURL string) (string, error) {
+	text, err := hosttool.Contain(func() (string, error) { return w.fetchContent(ctx, rawURL) })
+	if pe, ok := errors.AsType[*hosttool.PanicError](err); ok {
+		w.log.ErrorContext(ctx, "research tool panicked", "tool", FetchContent,
+			"panic", hosttool.Cut(pe.Error(), 1024), "stack", string(pe.Stack))
+	}
+	return text, err
+}
+
+// fetchContent is the built-in fetch_content: safefetch with its defaults,
+// then the host's extraction, or the host-owned FetchContent.
+func (w *Worker) fetchContent(ctx context.Context, rawURL string) (string, error) {
 	if w.o.FetchContent != nil {
 		return w.o.FetchContent(ctx, rawURL)
 	}
@@ -414,7 +428,7 @@ func (w *Worker) fetch(ctx context.Context, rawURL string) (string, error) {
 	if res.Status < 200 || res.Status > 299 {
 		return "", &hosttool.FetchError{Class: hosttool.ErrFetchStatus, Status: res.Status}
 	}
-	return w.o.Extract(res, hosttool.MaxExtractBytes)
+	return w.o.Extract(ctx, res, hosttool.MaxExtractBytes)
 }
 
 // fetchErrorText is the model-facing text of a fetch failure: the class

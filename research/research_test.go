@@ -1,14 +1,18 @@
 package research
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -319,5 +323,104 @@ func TestBudgetsAndDeadline(t *testing.T) {
 	defer cancel2()
 	if _, err := w2.Run(ctx2, "task"); err == nil || err.Error() != "custom aborted" {
 		t.Errorf("Run(deadline) = %v; want the aborted text", err)
+	}
+}
+
+// fetchOnce is a model that calls fetch_content on url, then reports the
+// tool result it read.
+func fetchOnce(url string) *fakemodel.Server {
+	return fakemodel.New(
+		fakemodel.CallTools(fakemodel.Call(FetchContent, map[string]string{"url": url})),
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			res, _ := req.ToolResult(req.Last().ToolCallID)
+			return fakemodel.Response{Content: "REPORT " + res}
+		}),
+	)
+}
+
+// A panic in the host's extraction is contained: the model reads the
+// fixed text, the operator log gets the panic, and the run finishes.
+func TestFetchPanicContained(t *testing.T) {
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<p>x</p>")
+	}))
+	defer page.Close()
+	for name, set := range map[string]func(*Options){
+		"extract": func(o *Options) {
+			o.Extract = func(context.Context, *safefetch.Result, int) (string, error) { panic("extractor bug") }
+		},
+		"fetch-content": func(o *Options) {
+			o.FetchContent = func(context.Context, string) (string, error) { panic("extractor bug") }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			model := fetchOnce("http://" + publicName + "/")
+			defer model.Close()
+			var log bytes.Buffer
+			o := baseOptions(model.ChatURL())
+			o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
+			o.Fetcher = loopbackFetcher(page)
+			o.Logger = slog.New(slog.NewJSONHandler(&log, nil))
+			set(&o)
+			w, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			report, err := w.Run(context.Background(), "task")
+			if want := "REPORT Error: fetch_content failed: " + hosttool.ErrFetchInternal.Error(); err != nil || report != want {
+				t.Errorf("Run = %q, %v; want %q", report, err, want)
+			}
+			if !strings.Contains(log.String(), `"msg":"research tool panicked"`) || !strings.Contains(log.String(), "extractor bug") ||
+				!strings.Contains(log.String(), "TestFetchPanicContained") {
+				t.Errorf("log lacks the panic record:\n%s", log.String())
+			}
+		})
+	}
+}
+
+// The web_fetch finding through research's fetch_content: a page that
+// leaves <b> with thousands of attributes open across thousands of
+// paragraphs (through html.Parse, 180 KB of it ran the host out of
+// memory) is read within the extraction bounds.
+func TestFetchFormattingElementAmplification(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("<p><b")
+	for i := 0; b.Len() < hosttool.MaxParseBytes/3; i++ {
+		fmt.Fprintf(&b, " a%d", i)
+	}
+	b.WriteString(">")
+	for b.Len() < hosttool.MaxParseBytes-4 {
+		b.WriteString("<p>x")
+	}
+	body := b.String()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, body)
+	}))
+	defer page.Close()
+	model := fetchOnce("http://" + publicName + "/")
+	defer model.Close()
+	o := baseOptions(model.ChatURL())
+	o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
+	o.Extract = hosttool.Extract
+	o.Fetcher = loopbackFetcher(page)
+	w, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	report, err := w.Run(context.Background(), "task")
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if err != nil || !strings.HasPrefix(report, "REPORT URL: http://"+publicName+"/\n\nx\n\nx") || len(report) > MaxToolResultBytes+100 {
+		t.Fatalf("Run = %.80q… (%d bytes), %v", report, len(report), err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 || took > time.Second*raceTimeFactor {
+		t.Errorf("Run over a %d KiB page allocated %.1f MiB in %v; want ≤ 64 MiB, ≤ %v",
+			len(body)>>10, float64(alloc)/(1<<20), took, time.Second*raceTimeFactor)
 	}
 }

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package hosttool
+
+import "time"
+
+// processCPU is not measured here; the tests fall back to wall time.
+func processCPU() (time.Duration, bool) { return 0, false }

@@ -1,0 +1,7 @@
+//go:build race
+
+package hosttool
+
+// raceTimeFactor scales the time bounds of the pathological-markup tests
+// under the race detector, which slows this code about tenfold.
+const raceTimeFactor = 10
