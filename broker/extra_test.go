@@ -174,17 +174,34 @@ func TestUpstreamTooLargeOrNotJSON(t *testing.T) {
 }
 
 // Spec §6.11: the key reflected in any of the six forms, or as an object
-// key → 502.
+// key → 502. Beyond the reference (upstream.Forms): the key's base64 at
+// every byte alignment, so an echoed "Bearer <key>" or "Authorization:
+// Bearer <key>" line encoded whole is found, and strings whose character
+// references decode to the key.
 func TestReflectionForms(t *testing.T) {
 	raw := []byte(realKey)
+	b64 := func(enc *base64.Encoding, s string) string { return `{"t":"` + enc.EncodeToString([]byte(s)) + `"}` }
 	for name, body := range map[string]string{
-		"base64":     `{"t":"` + base64.StdEncoding.EncodeToString(raw) + `"}`,
-		"base64url":  `{"t":"` + base64.RawURLEncoding.EncodeToString(raw) + `"}`,
-		"lower-hex":  `{"t":"` + hex.EncodeToString(raw) + `"}`,
-		"upper-hex":  `{"t":"` + strings.ToUpper(hex.EncodeToString(raw)) + `"}`,
-		"object-key": `{"real-model-key":true}`,
-		"deep":       `{"choices":[{"message":{"content":"here: real-model-key"}}]}`,
-		"raw":        `{"t":"real-model-key"}`,
+		"base64":       `{"t":"` + base64.StdEncoding.EncodeToString(raw) + `"}`,
+		"base64url":    `{"t":"` + base64.RawURLEncoding.EncodeToString(raw) + `"}`,
+		"lower-hex":    `{"t":"` + hex.EncodeToString(raw) + `"}`,
+		"upper-hex":    `{"t":"` + strings.ToUpper(hex.EncodeToString(raw)) + `"}`,
+		"object-key":   `{"real-model-key":true}`,
+		"deep":         `{"choices":[{"message":{"content":"here: real-model-key"}}]}`,
+		"raw":          `{"t":"real-model-key"}`,
+		"json-escaped": `{"t":"real\u002dmodel\u002dkey"}`,
+		// new: other alignments and prefixed lines.
+		"base64-offset-0-followed": b64(base64.StdEncoding, realKey+"@example\n"),
+		"base64-offset-1":          b64(base64.StdEncoding, "x"+realKey),
+		"base64-offset-2":          b64(base64.StdEncoding, "xy"+realKey),
+		"base64url-offset-1":       b64(base64.RawURLEncoding, "x"+realKey),
+		"base64url-offset-2":       b64(base64.RawURLEncoding, "xy"+realKey),
+		"bearer-base64":            b64(base64.StdEncoding, "Bearer "+realKey),
+		"authorization-base64":     b64(base64.StdEncoding, "Authorization: Bearer "+realKey),
+		"authorization-base64url":  b64(base64.RawURLEncoding, "authorization: Bearer "+realKey+"\r\n"),
+		// new: character references a renderer would decode.
+		"html-hex-entities":     `{"choices":[{"message":{"content":"real&#x2d;model&#x2D;key"}}]}`,
+		"html-decimal-entities": `{"t":"&#114;&#101;&#97;&#108;&#45;&#109;&#111;&#100;&#101;&#108;&#45;&#107;&#101;&#121;"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, jsonReply(body), nil)
@@ -197,6 +214,28 @@ func TestReflectionForms(t *testing.T) {
 		})
 		wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
 	})
+}
+
+// Regression (review finding): an MCP server that echoes the request's
+// Authorization line base64-encoded puts the key at another byte alignment
+// than its own base64, which the six forms missed; the guest then decoded
+// the clear key. Refused with 502, whatever the alignment.
+func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
+	for name, line := range map[string]string{
+		"bearer":        "Bearer " + realMCPKey,
+		"authorization": "Authorization: Bearer " + realMCPKey,
+		"request-dump":  "GET /rpc HTTP/1.1\r\nauthorization: Bearer " + realMCPKey + "\r\n", // key at byte 41: alignment 2
+	} {
+		t.Run(name, func(t *testing.T) {
+			echo := base64.StdEncoding.EncodeToString([]byte(line))
+			mcp := newUpstream(t, jsonReply(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"request: `+echo+`"}]}}`))
+			f := newFixture(t, nil, withMCP(mcp, rtsandbox.Secret(realMCPKey)))
+			wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 502, "broker call failed")
+			if len(mcp.requests()) != 1 {
+				t.Errorf("MCP upstream called %d times; want 1", len(mcp.requests()))
+			}
+		})
+	}
 }
 
 // Spec §6.11: an MCP server without a key sends no Authorization, and any

@@ -68,7 +68,11 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 }
 
 // forward posts payload upstream and passes back the validated JSON bytes;
-// nothing of the upstream response but its body is ever passed back.
+// nothing of the upstream response but its body is ever passed back. The
+// bytes passed back are the bytes scanned, and the scan looks at each
+// string as the guest's JSON decoder will see it (and with its character
+// references decoded, as a renderer would show it), so the reflection
+// check runs on the final form (upstream.CheckJSON lists the forms).
 func (b *Broker) forward(ctx context.Context, url string, payload []byte, key rtsandbox.Secret) outcome {
 	resp, err := b.client.PostJSON(ctx, url, payload, key)
 	if err != nil {

@@ -23,7 +23,9 @@ var ErrBadAnswer = fmt.Errorf("%w: webhook answer is not {\"text\":string}", rts
 // POSTs {"input":…,"channel":…,"speaker":{"id","name","principal_id"}} and
 // expects 200 with {"text":"…"}; anything else fails the call. The request
 // follows every upstream rule (fixed URL, rebuilt headers, no redirects,
-// no proxy, 1 MiB answers) and an answer that echoes the bearer is refused.
+// no proxy, 1 MiB answers) and an answer that echoes the bearer, in any
+// form upstream.Forms lists, is refused: the JSON answer as decoded, and
+// the text returned.
 type Webhook struct {
 	URL string
 	// Key returns the bearer for this call, read from the host each time;
@@ -62,6 +64,12 @@ func (w *Webhook) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.H
 	}
 	if err := json.Unmarshal(resp, &answer); err != nil || answer.Text == nil {
 		return "", ErrBadAnswer
+	}
+	// The JSON check saw the strings as its scanner decodes them; check the
+	// text exactly as it is passed on too (json.Unmarshal, unlike the
+	// scanner, turns invalid UTF-8 into U+FFFD).
+	if err := upstream.CheckText(*answer.Text, key.Reveal()); err != nil {
+		return "", err
 	}
 	return *answer.Text, nil
 }

@@ -12,7 +12,11 @@
 //     followed, no environment proxy is used (a proxy would see the key), no
 //     transparent decompression, a bounded response, a per-call deadline.
 //   - The key is read from the host on every call (rotation needs no
-//     restart) and an answer that echoes it is refused.
+//     restart) and an answer that echoes it is refused: the JSON answer is
+//     checked as decoded (upstream.CheckJSON), and the rendered text, after
+//     tags are stripped and character references decoded, is checked again
+//     (upstream.CheckText), so markup cannot hide a key that rendering
+//     would reveal.
 //   - Rendering: at most MaxResults results as "n. title\n   url\n   snippet",
 //     with markup stripped, whitespace collapsed and each field bounded.
 package search
@@ -223,7 +227,14 @@ func (c *client) Search(ctx context.Context, query string) (string, error) {
 	if err != nil {
 		return "", ErrAnswer
 	}
-	return render(results, c.cfg.Results), nil
+	text := render(results, c.cfg.Results)
+	// Rendering decodes character references and strips tags, so a key
+	// the JSON check could not see ("&#114;&#116;…", "rts-<b></b>key…")
+	// may appear only now: check what is passed on.
+	if err := upstream.CheckText(text, key.Reveal()); err != nil {
+		return "", err
+	}
+	return text, nil
 }
 
 // result is one search hit before rendering.

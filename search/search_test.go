@@ -2,6 +2,8 @@ package search
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -143,5 +146,94 @@ func TestConfig(t *testing.T) {
 		if _, err := New(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: New = %v; want ErrConfig", name, err)
 		}
+	}
+}
+
+// searchKey is the search service's bearer in the reflection tests.
+const searchKey = "rts-search-key-0123456789abcdef"
+
+// searxngEcho is a loopback SearXNG-like service that answers every query
+// with one result whose title and content are the given JSON string
+// bodies (already escaped for JSON).
+func searxngEcho(t *testing.T, title, content string) Backend {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"results":[{"title":"%s","url":"https://r.example/","content":"%s"}]}`, title, content)
+	}))
+	t.Cleanup(srv.Close)
+	b, err := New(Config{Provider: SearXNG, URL: srv.URL, AllowHTTP: true, Key: func() rtsandbox.Secret { return searchKey }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func decimalEntities(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		fmt.Fprintf(&b, "&#%d;", r)
+	}
+	return b.String()
+}
+
+// Regression (review finding): the JSON check ran before rendering, and
+// rendering decodes character references and strips tags, so a key
+// written as references or split by tags in a result's title or snippet
+// reached the research model as the clear key. The search now fails
+// closed with the reflection class and never returns the key.
+func TestSearchKeyHiddenByMarkupRefused(t *testing.T) {
+	entities := decimalEntities(searchKey)
+	tagSplit := "rts-<b></b>search-<span class=\\\"x\\\">key</span>-0123456789abcdef"
+	for name, tc := range map[string]struct{ title, content string }{
+		"entities-in-title":   {"Found: " + entities, "a snippet"},
+		"entities-in-snippet": {"A title", "key was " + entities + " all along"},
+		"tags-in-title":       {tagSplit, "a snippet"},
+		"tags-in-snippet":     {"A title", "it is " + tagSplit + "."},
+	} {
+		t.Run(name, func(t *testing.T) {
+			text, err := searxngEcho(t, tc.title, tc.content).Search(context.Background(), "q")
+			if !errors.Is(err, upstream.ErrReflect) || !errors.Is(err, rtsandbox.ErrUpstream) {
+				t.Errorf("Search = %q, %v; want upstream.ErrReflect", text, err)
+			}
+			if strings.Contains(text, searchKey) || err != nil && strings.Contains(err.Error(), searchKey) {
+				t.Errorf("Search passed the key on: %q, %v", text, err)
+			}
+		})
+	}
+}
+
+// Every form of the key in a result is refused, whether the JSON check or
+// the check of the rendered text finds it (the rows marked new passed
+// before the rendered text was checked or before the forms existed).
+func TestSearchReflectionForms(t *testing.T) {
+	k := []byte(searchKey)
+	for _, tc := range []struct{ name, snippet string }{
+		{"raw", searchKey},
+		{"json-escaped", strings.ReplaceAll(searchKey, "-", `\u002d`)},
+		{"base64", base64.StdEncoding.EncodeToString(k)},
+		{"lower-hex", hex.EncodeToString(k)},
+		// new
+		{"html-decimal-entities", decimalEntities(searchKey)},
+		{"html-hex-entity-for-hyphen", strings.ReplaceAll(searchKey, "-", "&#x2d;")},
+		{"html-double-encoded", strings.ReplaceAll(searchKey, "-", "&amp;#45;")},
+		{"tag-split", "rts-<b>search</b>-key-<i></i>0123456789abcdef"},
+		{"tag-split-and-entity", "rts&#45;<em>search</em>&#x2D;key-0123456789abcdef"},
+		{"base64-offset-1", base64.StdEncoding.EncodeToString(append([]byte("x"), k...))},
+		{"base64-offset-2", base64.StdEncoding.EncodeToString(append([]byte("xy"), k...))},
+		{"bearer-base64", base64.StdEncoding.EncodeToString([]byte("Bearer " + searchKey))},
+		{"authorization-base64url", base64.RawURLEncoding.EncodeToString([]byte("Authorization: Bearer " + searchKey))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text, err := searxngEcho(t, "A title", "see "+tc.snippet+" here").Search(context.Background(), "q")
+			if !errors.Is(err, upstream.ErrReflect) {
+				t.Errorf("Search = %q, %v; want upstream.ErrReflect", text, err)
+			}
+		})
+	}
+	// An ordinary answer with markup and references still renders.
+	text, err := searxngEcho(t, "R&amp;D <b>news</b>", "rts &#45; search key").Search(context.Background(), "q")
+	if err != nil || text != "1. R&D news\n   https://r.example/\n   rts - search key" {
+		t.Errorf("Search(clean) = %q, %v", text, err)
 	}
 }

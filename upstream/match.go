@@ -5,27 +5,30 @@ import (
 	"encoding/binary"
 )
 
-// matcher finds any of a few long patterns (the credential's six forms) in
-// large texts without scanning the text once per pattern.
+// matcher finds any of a few long patterns (the credential's forms, see
+// searchForms) in large texts without scanning the text once per pattern.
 //
-// bytes.Contains per form costs six passes, and on ordinary prose each
-// pass stops at every occurrence of the form's first byte: about 3 ms per
-// MiB of model answer. The matcher instead samples the text: every
+// bytes.Contains per form costs one pass per form, and on ordinary prose
+// each pass stops at every occurrence of the form's first byte: about 3 ms
+// per MiB of model answer for six forms. The matcher instead samples the text: every
 // occurrence of a form of length m contains, at some position that is a
 // multiple of step = minLen-gram+1, an 8-byte window that is one of that
 // form's own 8-byte windows. So it reads one 8-byte word every step bytes,
 // checks it against a 4096-bit filter of the forms' windows and, only on a
 // filter hit, verifies the forms around that position. Forms shorter than
-// minGramLen, and strings shorter than sampleMin (where six short searches
-// cost less than building the filter), use bytes.Contains. The filter is
-// built on first use and lives only as long as one CheckJSON call: nothing
-// derived from the credential outlives it.
+// minGramLen, and strings shorter than sampleMin (where a few short
+// searches cost less than building the filter), use bytes.Contains. The
+// filter is built on first use and lives only as long as one CheckJSON or
+// CheckText call: nothing derived from the credential outlives it.
 type matcher struct {
 	forms  [][]byte
 	minLen int
 	step   int
 	built  bool
 	filter [4096 / 64]uint64
+	// bytes marks every byte some form holds: a text decoded into other
+	// bytes only (see entityDecoder) cannot take part in a match.
+	bytes [256]bool
 }
 
 const (
@@ -42,6 +45,9 @@ func newMatcher(forms [][]byte) *matcher {
 	m.minLen = len(forms[0])
 	for _, f := range forms {
 		m.minLen = min(m.minLen, len(f))
+		for _, c := range f {
+			m.bytes[c] = true
+		}
 	}
 	if m.minLen >= minGramLen {
 		m.step = m.minLen - gram + 1
@@ -85,6 +91,15 @@ func (m *matcher) contains(s []byte) bool {
 		}
 	}
 	return false
+}
+
+// containsDecoded reports whether s with its HTML character references
+// decoded holds a form that s itself does not; the caller checks s.
+func (m *matcher) containsDecoded(d *entityDecoder, s []byte) bool {
+	if len(m.forms) == 0 || bytes.IndexByte(s, '&') < 0 {
+		return false
+	}
+	return d.segments(s, &m.bytes, m.contains)
 }
 
 // verify looks for a form overlapping the 8-byte window at j.

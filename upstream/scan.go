@@ -13,10 +13,11 @@ import (
 const maxDepth = 10000
 
 // scanner validates one JSON text and checks every decoded string (values
-// and object keys) for the credential forms, in a single pass over the
-// bytes. It replaces a json.Decoder token walk that dominated the broker's
-// cost on large answers: strings without escapes are checked in place, and
-// only strings with escapes are decoded, into one reused buffer.
+// and object keys), and the same string with its HTML character references
+// decoded, for the credential forms, in a single pass over the bytes. It
+// replaces a json.Decoder token walk that dominated the broker's cost on
+// large answers: strings without escapes are checked in place, and only
+// strings with escapes are decoded, into one reused buffer.
 //
 // It accepts exactly what encoding/json accepts (FuzzCheckJSON compares the
 // two). Like encoding/json it lets invalid UTF-8 through inside strings;
@@ -26,7 +27,8 @@ type scanner struct {
 	b     []byte
 	i     int
 	forms *matcher
-	buf   []byte
+	buf   []byte // a string with JSON escapes, decoded
+	ent   entityDecoder
 	hit   bool
 }
 
@@ -349,8 +351,15 @@ func special(w uint64) uint64 {
 	return ctl | ((quote - lo) &^ quote & hi) | ((back - lo) &^ back & hi)
 }
 
+// check looks for the forms in str as decoded from JSON and, when str
+// holds an ampersand, with its character references decoded too: a chat
+// client or markdown renderer may show "&#x2d;" as "-". Strings without an
+// ampersand (nearly all) cost nothing more.
 func (s *scanner) check(str []byte) {
-	if !s.hit && s.forms.contains(str) {
+	if s.hit || len(s.forms.forms) == 0 {
+		return
+	}
+	if s.forms.contains(str) || s.forms.containsDecoded(&s.ent, str) {
 		s.hit = true
 	}
 }

@@ -5,21 +5,77 @@ import (
 	"testing"
 )
 
+const benchKey = "sk-proj-abcdefghijklmnop0123456789"
+
+// proseAnswer is a chat completion of about size bytes made of sentence.
+func proseAnswer(sentence string, size int) []byte {
+	return []byte(`{"choices":[{"message":{"role":"assistant","content":"` + strings.Repeat(sentence, size/len(sentence)) + `"}}]}`)
+}
+
 func BenchmarkCheckJSON(b *testing.B) {
-	body := []byte(`{"choices":[{"message":{"role":"assistant","content":"` + strings.Repeat("The quick brown fox jumps. ", 1<<20/27) + `"}}]}`)
+	body := proseAnswer("The quick brown fox jumps. ", 1<<20)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if err := CheckJSON(body, "sk-proj-abcdefghijklmnop0123456789"); err != nil {
+		if err := CheckJSON(body, benchKey); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkScanOnly(b *testing.B) {
-	body := []byte(`{"choices":[{"message":{"role":"assistant","content":"` + strings.Repeat("The quick brown fox jumps. ", 1<<20/27) + `"}}]}`)
+	body := proseAnswer("The quick brown fox jumps. ", 1<<20)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
 		if err := CheckJSON(body, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckJSONSmall is the fixed cost of one check (building the
+// key's forms and the matcher) on a 1 KiB answer.
+func BenchmarkCheckJSONSmall(b *testing.B) {
+	body := proseAnswer("The quick brown fox jumps. ", 1<<10)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := CheckJSON(body, benchKey); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckJSONAmpersands is a megabyte of prose where every sentence
+// holds an ampersand that is not a character reference ("R&D").
+func BenchmarkCheckJSONAmpersands(b *testing.B) {
+	body := proseAnswer("The R&D fox jumps & naps. ", 1<<20)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := CheckJSON(body, benchKey); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckJSONEntities is a megabyte of HTML-escaped prose: every
+// sentence holds character references that decode.
+func BenchmarkCheckJSONEntities(b *testing.B) {
+	body := proseAnswer("The &lt;b&gt;fox&lt;/b&gt; jumps &amp; naps. ", 1<<20)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := CheckJSON(body, benchKey); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckJSONFormEntities is a megabyte of prose whose references
+// decode to bytes the key's forms hold ('-' of the key), so every
+// stretch between them is decoded and checked.
+func BenchmarkCheckJSONFormEntities(b *testing.B) {
+	body := proseAnswer("The fox&#45;like cat naps &#x2d; twice. ", 1<<20)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := CheckJSON(body, benchKey); err != nil {
 			b.Fatal(err)
 		}
 	}
