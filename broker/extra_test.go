@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
@@ -327,5 +329,29 @@ func TestDuplicateArgumentKeysRefused(t *testing.T) {
 	}
 	if echo.calls.Load() != 3 || len(mcp.requests()) != 0 {
 		t.Errorf("callback %d / upstream %d calls; want 3 and 0", echo.calls.Load(), len(mcp.requests()))
+	}
+}
+
+// TestHostToolPanicContained: a host tool that panics fails only its own
+// call with the fixed 502 text; the log names the tool and the panic's
+// type but not its value (which may quote guest input), and the turn's
+// next call is served.
+func TestHostToolPanicContained(t *testing.T) {
+	var calls atomic.Int32
+	boom := rtsandbox.HostToolFunc(func(_ context.Context, in json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+		if calls.Add(1) == 1 {
+			panic(errors.New("guest said " + string(in)))
+		}
+		return "fine", nil
+	})
+	f := newFixture(t, nil, withTool("boom", `{"type":"object"}`, boom))
+	wantStatus(t, f.post("/tools/boom", `{"q":"secret-guest-words"}`), 502, "broker call failed")
+	wantStatus(t, f.post("/tools/boom", `{"q":"again"}`), 200, `{"text":"fine"}`)
+	logs := f.logs.String()
+	if !strings.Contains(logs, `"msg":"host tool panicked"`) || !strings.Contains(logs, `"tool":"boom"`) {
+		t.Errorf("log lacks the panic record:\n%s", logs)
+	}
+	if strings.Contains(logs, "secret-guest-words") {
+		t.Error("log quotes the panic's value")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -98,7 +100,10 @@ func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
 		return o
 	}
 	tc := rtsandbox.HostToolContext{Channel: t.scope.Channel, Speaker: t.scope.Speaker}
-	text, err := h.Impl.Run(ctx, req.raw, tc)
+	text, err := h.run(ctx, t, req.raw, tc)
+	if errors.Is(err, errToolPanicked) {
+		return fail("host tool panicked")
+	}
 	if err != nil {
 		return fail("host tool failed")
 	}
@@ -109,6 +114,24 @@ func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
 		return fail("host tool result too large")
 	}
 	return okJSON(out)
+}
+
+// errToolPanicked marks a host tool whose Run panicked.
+var errToolPanicked = errors.New("host tool panicked")
+
+// run calls the tool and contains a panic: the call fails with the fixed
+// 502 text and the operator log gets the tool, the panic's type and the
+// stack (never its value, which may quote guest input). The host and the
+// turn go on.
+func (h *hostTool) run(ctx context.Context, t *Turn, raw json.RawMessage, tc rtsandbox.HostToolContext) (text string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			t.b.log.Error("host tool panicked", "tool", h.Spec.Name, "channel", string(tc.Channel),
+				"panic_type", fmt.Sprintf("%T", v), "stack", string(debug.Stack()))
+			text, err = "", errToolPanicked
+		}
+	}()
+	return h.Impl.Run(ctx, raw, tc)
 }
 
 // mcpCall is the rebuilt JSON-RPC body, in the reference's key order.
