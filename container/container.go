@@ -5,8 +5,16 @@
 // The contract every Driver keeps: it runs exactly the profile described by a
 // validated Spec (no network, read-only root, no capabilities, a non-root
 // user, two dedicated bind mounts, bounded resources), it never pulls an
-// image, it reads the reply only from the container's stdout, and it removes
-// the container by its exact name before Run returns, whatever happened.
+// image, it reads the reply only from the container's stdout, and it never
+// forgets a container: when Run returns, the container is gone, or it is
+// queued for removal by the driver (Result.CleanupPending), which retries
+// until the engine confirms it gone, or Run fails with ErrCleanup.
+//
+// Run keeps the context's deadline: the worker's share of the run ends a
+// little before it, so that killing and removing the container fit, and
+// Run returns at most about a second after it even when the engine hangs.
+// A removal the engine did not confirm in that time goes on in the
+// background; it never holds the turn.
 package container
 
 import (
@@ -38,9 +46,11 @@ var (
 	// ErrAborted marks a run whose context ended (turn stop or deadline).
 	// The error also wraps context.Cause of the run's context.
 	ErrAborted = errors.New("sandbox turn aborted")
-	// ErrCleanup marks a container that could not be removed. It replaces
-	// any other result of the run: the turn fails even if the worker
-	// succeeded.
+	// ErrCleanup marks a container that may be left behind: Run could
+	// neither confirm its removal nor queue it for background removal
+	// (the driver was closed), or Reap could not remove everything. It is
+	// never the outcome of a run whose container is merely queued (see
+	// Result.CleanupPending); the run's own error, if any, is wrapped too.
 	ErrCleanup = errors.New("sandbox container cleanup failed; inspect this installation's containers")
 	// ErrEngine marks any other failed call to the container engine.
 	ErrEngine = errors.New("container engine call failed")
@@ -50,8 +60,15 @@ var (
 type Driver interface {
 	// Run validates spec (after canonicalising its mount paths), creates
 	// the container, writes stdin to the worker, reads its reply from
-	// stdout and removes the container. The container is gone when Run
-	// returns, or Run returns ErrCleanup.
+	// stdout and removes the container. When Run returns, the container is
+	// gone, or Result.CleanupPending is set and the driver keeps removing
+	// it in the background, or Run returns ErrCleanup. A pending removal
+	// does not change the outcome: a worker that exited 0 with a valid
+	// reply still yields it (its process has ended; only its stopped
+	// container remains for a while).
+	//
+	// If ctx has a deadline, Run returns by that deadline plus at most
+	// about a second, whatever the engine does.
 	//
 	// Errors: ErrInvalidSpec, ErrImageMissing, ErrAborted, ErrOutputLimit,
 	// ErrWorkerFailed, ErrInvalidReply, ErrEngine, ErrCleanup. The Result's
@@ -74,13 +91,20 @@ type Result struct {
 	// ExitCode is the worker's exit code, or -1 when it is unknown
 	// (not started, aborted before it exited).
 	ExitCode int
-	// StderrBytes counts the worker's stderr; the contents are discarded so
-	// that guest text never reaches the operator log unreviewed.
+	// StderrBytes counts the worker's stderr.
 	StderrBytes int
+	// StderrTail is the end (at most a few KiB) of the stderr of a run
+	// that failed; nil after a success. It is raw container output, which
+	// a compromised worker controls: never log it. ParseWorkerFailure
+	// extracts the worker's vetted failure class from it.
+	StderrTail []byte
+	// CleanupPending reports that the container was not confirmed removed
+	// before Run returned; the driver is removing it in the background.
+	CleanupPending bool
 
 	Began   time.Time // Run was called
 	Created time.Time // the engine created the container
 	Started time.Time // the engine started it
 	Exited  time.Time // the engine reported its exit
-	Removed time.Time // the last removal attempt finished successfully
+	Removed time.Time // removal confirmed (zero while CleanupPending)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,6 +64,9 @@ func (d *fakeDriver) Run(ctx context.Context, spec container.Spec, stdin []byte)
 	res.Created, res.Started = time.Now(), time.Now()
 	reply, err := d.run(ctx, spec, turn)
 	res.Exited, res.Removed = time.Now(), time.Now()
+	if we, ok := errors.AsType[*workerExit](err); ok {
+		res.ExitCode, res.StderrTail = we.code, we.stderr
+	}
 	if err != nil {
 		return res, err
 	}
@@ -100,10 +104,24 @@ func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (r
 		Socket: filepath.Join(spec.RunDir, "broker.sock"),
 	})
 	if code != 0 {
-		return rtsandbox.Reply{}, fmt.Errorf("%w: exit %d: %s", container.ErrWorkerFailed, code, errOut.String())
+		return rtsandbox.Reply{}, &workerExit{code: code, stderr: errOut.Bytes()}
 	}
 	return container.ParseReply(out.Bytes())
 }
+
+// workerExit is a failed worker run as the driver reports it: the error is
+// ErrWorkerFailed with the exit code; the stderr goes to the Result's tail,
+// never into the error text.
+type workerExit struct {
+	code   int
+	stderr []byte
+}
+
+func (e *workerExit) Error() string {
+	return fmt.Sprintf("%v: exit code %d", container.ErrWorkerFailed, e.code)
+}
+
+func (e *workerExit) Unwrap() error { return container.ErrWorkerFailed }
 
 // fixture is a runtime on private short roots with a fake driver and a
 // broker whose key getter records its scopes.

@@ -22,10 +22,28 @@ type TurnStats struct {
 	Ended     time.Time // broker closed, run dir deleted
 	Calls     int       // broker requests, refused ones included
 	Err       error     // what RunTurn returns; nil on a reply
+	// Class is the outcome class (ClassOK, ClassTimeout, …), derived
+	// from Err and WorkerClass.
+	Class string
+	// WorkerClass and WorkerDetail are the worker's own failure class and
+	// fixed detail (container.ParseWorkerFailure: a known word and a
+	// bounded detail of safe characters); empty when it wrote none.
+	WorkerClass, WorkerDetail string
+	// Container is the turn container's exact name; CleanupPending
+	// reports that it was not yet removed when the turn ended (the driver
+	// goes on removing it in the background).
+	Container      string
+	CleanupPending bool
 }
 
-// record copies the driver's timestamps and the broker call record.
+// record copies the driver's timestamps, cleanup state and the worker's
+// failure class, and the broker call record. The stderr tail itself is
+// never kept: only its parsed failure line is.
 func (s *TurnStats) record(res container.Result, calls *callRecorder) {
 	s.Began, s.Created, s.Started, s.Exited, s.Removed = res.Began, res.Created, res.Started, res.Exited, res.Removed
+	s.CleanupPending = res.CleanupPending
+	if f, ok := container.ParseWorkerFailure(res.StderrTail); ok {
+		s.WorkerClass, s.WorkerDetail = f.Class, f.Detail
+	}
 	s.FirstCall, s.Calls = calls.get()
 }

@@ -60,7 +60,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	}
 	state, err := t.s.State.Load(t.channel)
 	if err != nil {
-		return rtsandbox.Reply{}, fmt.Errorf("sandbox state: %w", err)
+		return rtsandbox.Reply{}, fmt.Errorf("%w: %w", errState, err)
 	}
 	stdin, err := t.workerInput(state)
 	if err != nil {
@@ -81,6 +81,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	undo.add(srv.Close)
 	t.stats.Listening = time.Now()
 	spec := t.s.spec(container.Name(string(t.channel)), runDir)
+	t.stats.Container = spec.Name
 	res, err := t.s.Driver.Run(t.ctx, spec, stdin)
 	t.stats.record(res, calls)
 	if err != nil {
@@ -153,19 +154,37 @@ func (t *turn) commit(reply *rtsandbox.Reply) error {
 		return fmt.Errorf("sandbox turn: %w: the reply carries no state", container.ErrInvalidReply)
 	}
 	if err := t.s.State.Save(t.channel, *st); err != nil {
-		return fmt.Errorf("sandbox state: %w", err)
+		return fmt.Errorf("%w: %w", errState, err)
 	}
 	return nil
 }
 
-// finish completes the record and logs the outcome for the operator.
+// finish completes the record and logs the outcome for the operator, with
+// its class. A turn cut short on purpose (stopped, shut down, cancelled) is
+// not a failure; a removal still pending is noted, never as a cleanup
+// failure. Nothing the container wrote is logged but the worker's parsed
+// class and detail.
 func (t *turn) finish(err error) {
-	t.stats.Ended, t.stats.Err = time.Now(), err
-	if err != nil {
-		t.s.Logger.Warn("sandbox turn failed", "channel", string(t.channel), "err", err)
-	} else {
-		t.s.Logger.Debug("sandbox turn done", "channel", string(t.channel),
-			"duration", t.stats.Ended.Sub(t.stats.Admitted), "calls", t.stats.Calls)
+	s := &t.stats
+	s.Ended, s.Err = time.Now(), err
+	s.Class = classify(err, s.WorkerClass)
+	attrs := []any{"channel", string(t.channel), "class", s.Class}
+	if s.WorkerClass != "" {
+		attrs = append(attrs, "worker_class", s.WorkerClass, "worker_detail", s.WorkerDetail)
+	}
+	if s.CleanupPending {
+		attrs = append(attrs, "cleanup_pending", true, "container", s.Container)
+	}
+	switch {
+	case err == nil && s.CleanupPending:
+		t.s.Logger.Info("sandbox turn done; container removal continues in the background",
+			append(attrs, "duration", s.Ended.Sub(s.Admitted), "calls", s.Calls)...)
+	case err == nil:
+		t.s.Logger.Debug("sandbox turn done", append(attrs, "duration", s.Ended.Sub(s.Admitted), "calls", s.Calls)...)
+	case endedEarly(s.Class):
+		t.s.Logger.Info("sandbox turn ended early", append(attrs, "err", err)...)
+	default:
+		t.s.Logger.Warn("sandbox turn failed", append(attrs, "err", err)...)
 	}
 	if t.s.OnTurn != nil {
 		t.s.OnTurn(t.stats)

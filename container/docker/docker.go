@@ -2,11 +2,18 @@
 // (github.com/moby/moby/client): one sealed container per turn, created with
 // exactly the container.Spec profile, never pulled, fed through an attach
 // stream and always force-removed by its exact name.
+//
+// Removal converges: what a run could not remove within its deadline is
+// handed to the Driver's background remover, which retries with backoff
+// until the engine confirms the container gone, and ReapEvery removes any
+// labelled container that no run of this Driver owns. Close ends both.
 package docker
 
 import (
 	"context"
 	"io"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -32,34 +39,89 @@ type engine interface {
 
 var _ engine = (*client.Client)(nil)
 
-// Limits and delays of a run (§3.3, §3.4).
+// Limits and delays of a run (§3.3, §3.4, and the deadline budget of
+// budget.go).
 const (
 	stdoutLimit      = 2 << 20   // 2 MiB of reply JSON
-	stderrLimit      = 128 << 10 // 128 KiB, counted and discarded
-	removeAttempts   = 3
+	stderrLimit      = 128 << 10 // 128 KiB, counted; only the tail is kept
+	stderrTailSize   = 4 << 10   // the tail of a failed worker's stderr
 	removeTimeout    = 5 * time.Second
 	killTimeout      = 5 * time.Second
 	secondRemovalGap = 100 * time.Millisecond
+	// reapAttempts bounds the removal attempts of each container in a
+	// one-shot Reap (startup, shutdown, `rtsandbox reap`).
+	reapAttempts = 5
+	// listTimeout bounds the container listing of a reaper pass.
+	listTimeout = 10 * time.Second
+	// maxRemovals bounds the engine removals the background remover runs
+	// at once: Docker 20.10 can deadlock under bursts.
+	maxRemovals = 4
 )
 
 // Driver runs sealed turn containers on a Docker daemon. It is safe for
-// concurrent use; each Run owns one container.
+// concurrent use; each Run owns one container. A Driver that ever queued a
+// removal owns goroutines until Close.
 type Driver struct {
-	api engine
-	now func() time.Time
+	api   engine
+	now   func() time.Time
+	log   *slog.Logger
+	retry backoff
 	// afterExit, when set by tests, runs after the worker exited and
 	// before removal, so the container can be inspected.
 	afterExit func(id string)
+
+	mu     sync.Mutex
+	owned  map[string]ownership // names of running or queued containers
+	queued int                  // owned names in the background remover
+	closed bool
+	bg     context.Context // the background remover's; nil until first use
+	stopBG context.CancelFunc
+	nudged chan struct{} // closed and replaced to wake waiting removals
+	slots  chan struct{} // maxRemovals engine removals at once
+	wg     sync.WaitGroup
 }
+
+// ownership is what the Driver does with a container name it owns.
+type ownership int
+
+const (
+	running ownership = iota + 1 // a Run is using it
+	queued                       // the background remover is removing it
+)
 
 var _ rtcontainer.Driver = (*Driver)(nil)
 
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithLogger sends the background remover's and the reaper's operator
+// records to log; by default they are discarded.
+func WithLogger(log *slog.Logger) Option {
+	return func(d *Driver) {
+		if log != nil {
+			d.log = log
+		}
+	}
+}
+
 // New returns a Driver on cli. Build cli with client.New(client.FromEnv)
 // or client.WithHost; the client negotiates the API version down to the
-// daemon's on first use (API 1.41, Docker 20.10, is enough).
-func New(cli *client.Client) *Driver { return newDriver(cli) }
+// daemon's on first use (API 1.41, Docker 20.10, is enough). Call Close
+// when done, before closing cli.
+func New(cli *client.Client, opts ...Option) *Driver { return newDriver(cli, opts...) }
 
-func newDriver(api engine) *Driver { return &Driver{api: api, now: time.Now} }
+func newDriver(api engine, opts ...Option) *Driver {
+	d := &Driver{
+		api: api, now: time.Now, log: slog.New(slog.DiscardHandler),
+		retry: backoff{base: 100 * time.Millisecond, max: 5 * time.Second},
+		owned: map[string]ownership{}, nudged: make(chan struct{}),
+		slots: make(chan struct{}, maxRemovals),
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
 
 // Ping checks that the daemon answers and returns the API version the
 // client negotiated. Errors wrap container.ErrEngine.

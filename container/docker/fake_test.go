@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +26,13 @@ type fakeEngine struct {
 	worker     func(killed <-chan struct{}, stdin io.Reader, stdout, stderr io.Writer) int
 	createErr  error
 	removeErrs []error // results of successive remove calls; nil after
+	// hang makes every call block until its context ends, like an engine
+	// that accepts connections and never answers.
+	hang atomic.Bool
+	// removeFn, when set, answers remove calls instead of removeErrs.
+	removeFn func(ctx context.Context, ref string) error
+	// list is what ContainerList returns.
+	list []container.Summary
 
 	mu       sync.Mutex
 	calls    []fakeCall
@@ -40,6 +49,18 @@ type fakeCall struct {
 
 func newFakeEngine() *fakeEngine {
 	return &fakeEngine{exit: make(chan int, 1), killed: make(chan struct{})}
+}
+
+// block waits while the engine hangs, until ctx ends.
+func (f *fakeEngine) block(ctx context.Context) error {
+	for f.hang.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
 }
 
 func (f *fakeEngine) record(op, ref string) {
@@ -71,8 +92,11 @@ func (f *fakeEngine) callsOf(op string) []fakeCall {
 	return out
 }
 
-func (f *fakeEngine) ContainerCreate(_ context.Context, o client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
+func (f *fakeEngine) ContainerCreate(ctx context.Context, o client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
 	f.record("create", o.Name)
+	if err := f.block(ctx); err != nil {
+		return client.ContainerCreateResult{}, err
+	}
 	if f.createErr != nil {
 		return client.ContainerCreateResult{}, f.createErr
 	}
@@ -115,14 +139,27 @@ func (f *fakeEngine) ContainerStart(_ context.Context, id string, _ client.Conta
 	return client.ContainerStartResult{}, nil
 }
 
-func (f *fakeEngine) ContainerKill(_ context.Context, ref string, _ client.ContainerKillOptions) (client.ContainerKillResult, error) {
+func (f *fakeEngine) ContainerKill(ctx context.Context, ref string, _ client.ContainerKillOptions) (client.ContainerKillResult, error) {
 	f.record("kill", ref)
+	if err := f.block(ctx); err != nil {
+		return client.ContainerKillResult{}, err
+	}
 	f.killOnce.Do(func() { close(f.killed) })
 	return client.ContainerKillResult{}, nil
 }
 
-func (f *fakeEngine) ContainerRemove(_ context.Context, ref string, _ client.ContainerRemoveOptions) (client.ContainerRemoveResult, error) {
+func (f *fakeEngine) ContainerRemove(ctx context.Context, ref string, _ client.ContainerRemoveOptions) (client.ContainerRemoveResult, error) {
 	f.record("remove", ref)
+	if err := f.block(ctx); err != nil {
+		return client.ContainerRemoveResult{}, err
+	}
+	if f.removeFn != nil {
+		err := f.removeFn(ctx, ref)
+		if err == nil {
+			f.killOnce.Do(func() { close(f.killed) })
+		}
+		return client.ContainerRemoveResult{}, err
+	}
 	f.killOnce.Do(func() { close(f.killed) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -134,8 +171,17 @@ func (f *fakeEngine) ContainerRemove(_ context.Context, ref string, _ client.Con
 	return client.ContainerRemoveResult{}, err
 }
 
-func (f *fakeEngine) ContainerList(context.Context, client.ContainerListOptions) (client.ContainerListResult, error) {
-	return client.ContainerListResult{}, errors.New("fake: not scripted")
+func (f *fakeEngine) ContainerList(ctx context.Context, _ client.ContainerListOptions) (client.ContainerListResult, error) {
+	f.record("list", "")
+	if err := f.block(ctx); err != nil {
+		return client.ContainerListResult{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.list == nil {
+		return client.ContainerListResult{}, errors.New("fake: not scripted")
+	}
+	return client.ContainerListResult{Items: slices.Clone(f.list)}, nil
 }
 
 func (f *fakeEngine) ImageInspect(context.Context, string, ...client.ImageInspectOption) (client.ImageInspectResult, error) {

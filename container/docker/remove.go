@@ -4,82 +4,114 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 )
 
-// cleanup always force-removes the container by its exact name (§3.3
-// "finally"). An aborted run is SIGKILLed first. When the run was aborted or
-// failed (an exit code other than 0, a kill after a stream overflow, an
-// engine error), a second removal follows after 100 ms: a
+// cleanup force-removes the container by its exact name (§3.3 "finally")
+// within the run's budget. An aborted run is SIGKILLed first. When the run
+// was aborted or failed (an exit code other than 0, a kill after a stream
+// overflow, an engine error), a second removal follows after 100 ms: a
 // create request still in flight when the context ended may make the
-// container appear after the first removal. Cleanup runs on a context that
-// ignores the run's cancellation, because an aborted turn must still clean
-// up; each engine call has its own deadline.
+// container appear after the first removal. Cleanup ignores the run's
+// cancellation, because an aborted turn must still clean up, but not its
+// budget: an error means the container was not confirmed gone in time, and
+// the caller queues it for the background remover.
 //
 // Names are exact: Validate refuses all-hex names, so the engine cannot
 // resolve a name that is already gone as a prefix of another container's id.
-func (d *Driver) cleanup(ctx context.Context, name string, aborted, failed bool) error {
-	ctx = context.WithoutCancel(ctx)
+func (d *Driver) cleanup(ctx context.Context, b budget, name string, aborted, failed bool) error {
+	ctx, cancel := b.bounded(ctx, d.now(), cleanupBudget)
+	defer cancel()
 	if aborted {
-		d.kill(ctx, name)
+		// Force removal kills too; the kill comes first as in §3.3, with
+		// at most half the time, so that a hung kill leaves time to try
+		// the removal.
+		kctx, kcancel := context.WithTimeout(ctx, remaining(ctx)/2)
+		d.kill(kctx, name)
+		kcancel()
 	}
-	if err := d.remove(ctx, name); err != nil {
+	if err := d.removeUntil(ctx, name, 0); err != nil {
 		return err
 	}
 	if aborted || failed {
-		time.Sleep(secondRemovalGap)
-		return d.remove(ctx, name)
+		if !sleep(ctx, secondRemovalGap) {
+			return fmt.Errorf("remove %s again: %w", name, context.Cause(ctx))
+		}
+		return d.removeUntil(ctx, name, 0)
 	}
 	return nil
 }
 
-// remove force-removes ref in up to three attempts of at most 5 s each
-// (§3.4). "No such container" means done. A conflict is the engine's
-// "removal already in progress" (a racing removal of the same container):
-// wait 100 ms, then 200 ms, and try again. Anything else fails at once.
-func (d *Driver) remove(ctx context.Context, ref string) error {
+// removeUntil force-removes ref until the engine confirms it gone (removed,
+// or "no such container"), retrying any error with backoff: a conflict
+// ("removal already in progress"), a timeout, an unreachable engine. Each
+// attempt has its own deadline of at most removeTimeout. It stops with the
+// last error when ctx ends or after maxAttempts attempts (0: no limit).
+func (d *Driver) removeUntil(ctx context.Context, ref string, maxAttempts int) error {
 	for attempt := 0; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, removeTimeout)
-		_, err := d.api.ContainerRemove(actx, ref, client.ContainerRemoveOptions{Force: true})
-		cancel()
-		switch {
-		case err == nil, cerrdefs.IsNotFound(err):
+		err := d.removeOnce(ctx, ref)
+		if err == nil {
 			return nil
-		case cerrdefs.IsConflict(err) && attempt < removeAttempts-1:
-			time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-		default:
+		}
+		if (maxAttempts > 0 && attempt+1 >= maxAttempts) || !d.retry.wait(ctx, attempt, nil) {
 			return fmt.Errorf("remove %s (attempt %d): %w", ref, attempt+1, err)
 		}
 	}
 }
 
+// removeOnce is one force removal; "no such container" counts as done.
+func (d *Driver) removeOnce(ctx context.Context, ref string) error {
+	actx, cancel := context.WithTimeout(ctx, removeTimeout)
+	defer cancel()
+	_, err := d.api.ContainerRemove(actx, ref, client.ContainerRemoveOptions{Force: true})
+	if err == nil || cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// kill sends SIGKILL: SIGTERM would go to a PID 1 that may ignore it.
+// Errors are ignored because the force-removal that always follows is
+// authoritative. The caller bounds ctx.
+func (d *Driver) kill(ctx context.Context, ref string) {
+	_, _ = d.api.ContainerKill(ctx, ref, client.ContainerKillOptions{Signal: "KILL"})
+}
+
+// remaining is the time left before ctx's deadline; ctx must have one.
+func remaining(ctx context.Context) time.Duration {
+	deadline, _ := ctx.Deadline()
+	return time.Until(deadline)
+}
+
+// sleep waits d unless ctx ends first; it reports whether ctx is live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Reap implements container.Driver: it force-removes every container,
-// running or not, labelled as a turn container of this installation.
+// running or not, labelled as a turn container of this installation, each
+// in up to reapAttempts attempts with backoff, within ctx.
 func (d *Driver) Reap(ctx context.Context, installation string) (int, error) {
-	labels, err := rtcontainer.TurnLabels(installation)
+	list, err := d.listTurns(ctx, installation)
 	if err != nil {
 		return 0, err
 	}
-	filters := client.Filters{}
-	for k, v := range labels {
-		filters.Add("label", k+"="+v)
-	}
-	list, err := d.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
-	if err != nil {
-		return 0, engineErr("list", err)
-	}
 	removed, errs := 0, []error(nil)
-	for _, c := range list.Items {
-		// The daemon filtered already; checking again keeps a filter bug
-		// from removing someone else's container.
-		if c.Labels[rtcontainer.InstallationLabel] != installation || c.Labels[rtcontainer.RoleLabel] != rtcontainer.RoleTurn {
-			continue
-		}
-		if err := d.remove(ctx, c.ID); err != nil {
+	for _, c := range list {
+		if err := d.removeUntil(ctx, c.ID, reapAttempts); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -89,4 +121,25 @@ func (d *Driver) Reap(ctx context.Context, installation string) (int, error) {
 		return removed, fmt.Errorf("%w: %w", rtcontainer.ErrCleanup, errors.Join(errs...))
 	}
 	return removed, nil
+}
+
+// listTurns lists this installation's turn containers, running or not.
+func (d *Driver) listTurns(ctx context.Context, installation string) ([]container.Summary, error) {
+	labels, err := rtcontainer.TurnLabels(installation)
+	if err != nil {
+		return nil, err
+	}
+	filters := client.Filters{}
+	for k, v := range labels {
+		filters.Add("label", k+"="+v)
+	}
+	list, err := d.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	if err != nil {
+		return nil, engineErr("list", err)
+	}
+	// The daemon filtered already; checking again keeps a filter bug from
+	// removing someone else's container.
+	return slices.DeleteFunc(list.Items, func(c container.Summary) bool {
+		return c.Labels[rtcontainer.InstallationLabel] != installation || c.Labels[rtcontainer.RoleLabel] != rtcontainer.RoleTurn
+	}), nil
 }

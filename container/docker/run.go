@@ -16,6 +16,13 @@ import (
 // validate, refuse an already-ended context, create, attach, wait-register,
 // start, write stdin, read both streams and the exit concurrently; then
 // always remove, and only then judge the reply.
+//
+// Time follows the budget (budget.go): the worker's run is cut shortly
+// before ctx's deadline, kill and removal get the rest plus at most
+// overrun, and a container not confirmed gone by then is queued for the
+// background remover (Result.CleanupPending). A run cut by its reserve
+// waits for ctx's own end, so it reports the turn's cause (deadline, stop)
+// as any aborted run does.
 func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (rtcontainer.Result, error) {
 	res := rtcontainer.Result{ExitCode: -1, Began: d.now()}
 	spec, err := canonical(spec)
@@ -25,18 +32,34 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (
 	if ctx.Err() != nil {
 		return res, aborted(ctx)
 	}
-	out, runErr := d.execute(ctx, spec, stdin, &res)
+	b := newBudget(ctx, res.Began)
+	runCtx, cancel := b.runContext(ctx)
+	defer cancel()
+	d.track(spec.Name)
+	out, runErr := d.execute(runCtx, b, spec, stdin, &res)
 	if out.notOurs {
+		d.untrack(spec.Name)
 		return res, runErr
 	}
 	// A run that failed before judging the reply (a kill after a stream
 	// overflow, an engine error) is cleaned up like a non-zero exit.
-	if err := d.cleanup(ctx, spec.Name, out.aborted, runErr != nil || res.ExitCode != 0); err != nil {
-		// A container we could not remove fails the turn even if the
-		// worker succeeded; the run's own error stays in the detail.
-		return res, fmt.Errorf("%w: %w (run error: %v)", rtcontainer.ErrCleanup, err, runErr)
+	failed := runErr != nil || res.ExitCode != 0
+	if !failed {
+		res.StderrTail = nil
 	}
-	res.Removed = d.now()
+	if err := d.settleRun(ctx, b, spec.Name, out.aborted, failed, &res); err != nil {
+		// Neither removed nor queued: the container may stay. The run's
+		// own error stays in the chain.
+		if runErr != nil {
+			return res, fmt.Errorf("%w: %w (run error: %w)", rtcontainer.ErrCleanup, err, runErr)
+		}
+		return res, fmt.Errorf("%w: %w", rtcontainer.ErrCleanup, err)
+	}
+	if out.aborted {
+		// Cut by the reserve, ctx ends within it; otherwise it ended.
+		<-ctx.Done()
+		return res, aborted(ctx)
+	}
 	if runErr != nil {
 		return res, runErr
 	}
@@ -45,6 +68,24 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (
 	}
 	res.Reply, err = rtcontainer.ParseReply(out.stdout)
 	return res, err
+}
+
+// settleRun removes the run's container in the foreground budget, or
+// queues it for the background remover. It fails only when neither
+// happened (Close has begun).
+func (d *Driver) settleRun(ctx context.Context, b budget, name string, aborted, failed bool, res *rtcontainer.Result) error {
+	err := d.cleanup(ctx, b, name, aborted, failed)
+	if err == nil {
+		d.untrack(name)
+		res.Removed = d.now()
+		return nil
+	}
+	if d.enqueue(name, true) {
+		res.CleanupPending = true
+		return nil
+	}
+	d.untrack(name)
+	return err
 }
 
 // canonical resolves symlinks in the mount paths so an operator path cannot
@@ -84,7 +125,7 @@ type run struct {
 
 // execute drives one container from create to exit. It records the phase
 // timestamps and exit code in res; it never removes the container.
-func (d *Driver) execute(ctx context.Context, spec rtcontainer.Spec, stdin []byte, res *rtcontainer.Result) (run, error) {
+func (d *Driver) execute(ctx context.Context, b budget, spec rtcontainer.Spec, stdin []byte, res *rtcontainer.Result) (run, error) {
 	created, err := d.api.ContainerCreate(ctx, createOptions(spec))
 	if err != nil {
 		return failed(ctx, "create", err)
@@ -97,7 +138,10 @@ func (d *Driver) execute(ctx context.Context, spec rtcontainer.Spec, stdin []byt
 		return failed(ctx, "attach", err)
 	}
 	st := startStreams(att.HijackedResponse)
-	defer st.close()
+	defer func() {
+		st.close() // the demultiplexer is done: the tail is stable
+		res.StderrBytes, res.StderrTail = st.stderr.n, st.stderr.tail()
+	}()
 	// Register the wait before start, so a worker that exits at once
 	// cannot be missed.
 	waitCtx, cancelWait := context.WithCancel(ctx)
@@ -110,12 +154,17 @@ func (d *Driver) execute(ctx context.Context, spec rtcontainer.Spec, stdin []byt
 	}
 	res.Started = d.now()
 	st.send(stdin)
-	return d.supervise(ctx, created.ID, st, exited, res)
+	return d.supervise(ctx, b, created.ID, st, exited, res)
 }
 
 // supervise waits for both the end of the output and the exit. An ended
 // context or an overflowing stream kills the container at once.
-func (d *Driver) supervise(ctx context.Context, id string, st *streams, exited <-chan exitStatus, res *rtcontainer.Result) (run, error) {
+func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams, exited <-chan exitStatus, res *rtcontainer.Result) (run, error) {
+	killNow := func() {
+		kctx, cancel := b.bounded(ctx, d.now(), killTimeout)
+		defer cancel()
+		d.kill(kctx, id)
+	}
 	output := st.done
 	for output != nil || exited != nil {
 		select {
@@ -124,19 +173,18 @@ func (d *Driver) supervise(ctx context.Context, id string, st *streams, exited <
 		case err := <-output:
 			output = nil
 			if err != nil {
-				d.kill(ctx, id)
+				killNow()
 				return run{}, streamErr(err)
 			}
 		case s := <-exited:
 			exited = nil
 			if s.err != nil {
-				d.kill(ctx, id)
+				killNow()
 				return failed(ctx, "wait", s.err)
 			}
 			res.Exited, res.ExitCode = d.now(), s.code
 		}
 	}
-	res.StderrBytes = st.stderr.n
 	if d.afterExit != nil {
 		d.afterExit(id)
 	}
@@ -166,15 +214,6 @@ func awaitExit(w client.ContainerWaitResult) <-chan exitStatus {
 		}
 	}()
 	return out
-}
-
-// kill sends SIGKILL: SIGTERM would go to a PID 1 that may ignore it. It
-// uses its own deadline because ctx may already be done. Errors are ignored
-// because the force-removal that always follows is authoritative.
-func (d *Driver) kill(ctx context.Context, ref string) {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-	defer cancel()
-	_, _ = d.api.ContainerKill(kctx, ref, client.ContainerKillOptions{Signal: "KILL"})
 }
 
 // failed classifies an engine error: an ended context wins, a missing image

@@ -151,18 +151,6 @@ func TestRunImageMissing(t *testing.T) {
 	}
 }
 
-// TestRunCleanupFailureReplacesResult: a worker that succeeded still fails
-// the turn when its container cannot be removed.
-func TestRunCleanupFailureReplacesResult(t *testing.T) {
-	f := newFakeEngine()
-	f.worker = replyWorker(`{"ok":true,"text":"done"}`, 0)
-	f.removeErrs = []error{cerrdefs.ErrInternal.WithMessage("driver failed")}
-	_, err := newDriver(f).Run(context.Background(), fakeSpec(t), nil)
-	if !errors.Is(err, rtcontainer.ErrCleanup) {
-		t.Fatalf("Run = %v; want ErrCleanup", err)
-	}
-}
-
 func TestRunRefusesInvalidSpec(t *testing.T) {
 	f := newFakeEngine()
 	s := fakeSpec(t)
@@ -172,37 +160,6 @@ func TestRunRefusesInvalidSpec(t *testing.T) {
 	}
 	if ops := f.ops(); len(ops) != 0 {
 		t.Errorf("engine calls = %v; want none", ops)
-	}
-}
-
-func TestRemoveRetries(t *testing.T) {
-	inProgress := cerrdefs.ErrConflict.WithMessage("removal of container sandbox-one is already in progress")
-	notFound := cerrdefs.ErrNotFound.WithMessage("No such container: sandbox-one")
-	other := cerrdefs.ErrInternal.WithMessage("boom")
-	tests := []struct {
-		name      string
-		script    []error
-		wantErr   bool
-		wantCalls int
-	}{
-		{"conflict-then-not-found", []error{inProgress, notFound}, false, 2},
-		{"conflict-then-removed", []error{inProgress, nil}, false, 2},
-		{"three-conflicts", []error{inProgress, inProgress, inProgress}, true, 3},
-		{"other-error-fails-at-once", []error{other}, true, 1},
-		{"not-found-is-done", []error{notFound}, false, 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeEngine()
-			f.removeErrs = tc.script
-			err := newDriver(f).remove(context.Background(), "sandbox-one")
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("remove = %v; want error %v", err, tc.wantErr)
-			}
-			if n := len(f.callsOf("remove")); n != tc.wantCalls {
-				t.Errorf("remove calls = %d; want %d", n, tc.wantCalls)
-			}
-		})
 	}
 }
 

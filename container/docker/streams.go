@@ -11,14 +11,15 @@ import (
 )
 
 // streams owns one attach connection: a demultiplexer goroutine that reads
-// stdout and stderr into bounded in-memory sinks, and a writer goroutine
+// stdout and stderr into bounded in-memory sinks (stderr keeps only its
+// tail), and a writer goroutine
 // that sends the turn JSON. Neither sink ever blocks, so the worker can never
 // stall on a full pipe; a sink that overflows fails the read, and the caller
 // kills the container.
 type streams struct {
 	hr     client.HijackedResponse
 	stdout limitedBuffer
-	stderr limitedCounter
+	stderr tailBuffer
 	done   chan error // the demultiplexer's result; buffered so it never blocks
 	wg     sync.WaitGroup
 }
@@ -27,7 +28,7 @@ func startStreams(hr client.HijackedResponse) *streams {
 	s := &streams{
 		hr:     hr,
 		stdout: limitedBuffer{limit: stdoutLimit},
-		stderr: limitedCounter{limit: stderrLimit},
+		stderr: tailBuffer{limit: stderrLimit, ring: make([]byte, stderrTailSize)},
 		done:   make(chan error, 1),
 	}
 	s.wg.Go(func() {
@@ -70,16 +71,38 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// limitedCounter counts bytes without keeping them: the worker's stderr is
-// guest-controlled text and never reaches the operator log.
-type limitedCounter struct {
+// tailBuffer counts bytes up to limit and keeps only the last len(ring) of
+// them: the worker's stderr is container-controlled text, kept for its
+// failure line only (see container.ParseWorkerFailure) and never logged.
+type tailBuffer struct {
 	n, limit int
+	ring     []byte
+	next     int // where the next byte goes
 }
 
-func (c *limitedCounter) Write(p []byte) (int, error) {
-	c.n += len(p)
-	if c.n > c.limit {
-		return 0, fmt.Errorf("%w: stderr over %d bytes", rtcontainer.ErrOutputLimit, c.limit)
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	t.n += n
+	if t.n > t.limit {
+		return 0, fmt.Errorf("%w: stderr over %d bytes", rtcontainer.ErrOutputLimit, t.limit)
 	}
-	return len(p), nil
+	if len(p) > len(t.ring) {
+		p = p[len(p)-len(t.ring):]
+	}
+	k := copy(t.ring[t.next:], p)
+	copy(t.ring, p[k:])
+	t.next = (t.next + len(p)) % len(t.ring)
+	return n, nil
+}
+
+// tail returns a copy of the kept bytes in order; nil when none were
+// written.
+func (t *tailBuffer) tail() []byte {
+	if t.n == 0 {
+		return nil
+	}
+	if t.n < len(t.ring) {
+		return bytes.Clone(t.ring[:t.n])
+	}
+	return append(bytes.Clone(t.ring[t.next:]), t.ring[:t.next]...)
 }

@@ -1,0 +1,278 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// guestMarker stands for guest text and model content: it must never reach
+// the operator log.
+const guestMarker = "GUEST-MARKER-51c2"
+
+// logRecord is one operator record with its attributes as text.
+type logRecord struct {
+	level   slog.Level
+	message string
+	attrs   map[string]string
+}
+
+// operatorLog records the runtime's operator records.
+type operatorLog struct {
+	mu      sync.Mutex
+	records []logRecord
+}
+
+func (l *operatorLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *operatorLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *operatorLog) WithGroup(string) slog.Handler            { return l }
+func (l *operatorLog) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{level: r.Level, message: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, rec)
+	return nil
+}
+
+// turnRecords returns the records about a turn's outcome.
+func (l *operatorLog) turnRecords() []logRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(l.records), func(r logRecord) bool {
+		return !strings.HasPrefix(r.message, "sandbox turn")
+	})
+}
+
+func (l *operatorLog) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, r := range l.records {
+		fmt.Fprintf(&b, "%s %q %v\n", r.level, r.message, r.attrs)
+	}
+	return b.String()
+}
+
+// stateStore wraps the fixture's store to fail a call.
+type stateStore struct {
+	StateStore
+	saveErr error
+}
+
+func (s stateStore) Save(channel rtsandbox.ChannelKey, st rtsandbox.ChannelState) error {
+	if s.saveErr != nil {
+		return s.saveErr
+	}
+	return s.StateStore.Save(channel, st)
+}
+
+// blockUntilEnd is a driver run that holds the turn until its context ends,
+// after signalling that it runs.
+func blockUntilEnd(started chan<- struct{}) func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	return func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		close(started)
+		<-ctx.Done()
+		return rtsandbox.Reply{}, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
+	}
+}
+
+// TestTurnClasses: every outcome class, one turn each. The operator log
+// names the class (and the worker's class when it wrote one), a turn cut
+// short is not logged as a failure, nothing mentions a cleanup to inspect
+// unless a container may really be left, and no guest text or model
+// content reaches the log. The guest sees no reply on a failure (the router
+// answers with its fixed text).
+func TestTurnClasses(t *testing.T) {
+	const ch = rtsandbox.ChannelKey("fake:guests")
+	type setup struct {
+		f       *fixture
+		ctx     context.Context
+		cancel  context.CancelFunc
+		started chan struct{}
+	}
+	tests := []struct {
+		name        string
+		model       []string // the stand-in model's script; nil: none used
+		edit        func(f *fixture, s *setup)
+		during      func(s *setup) // runs once the driver has started, if it signals
+		class       string
+		workerClass string
+		level       slog.Level
+		wantReply   bool
+	}{
+		{name: "ok", model: []string{completion("Hello " + guestMarker)}, class: ClassOK, level: slog.LevelDebug, wantReply: true},
+		{name: "upstream", model: []string{}, // the model answers 500: the broker 502
+			class: ClassUpstream, workerClass: container.WorkerUpstreamFailed, level: slog.LevelWarn},
+		{name: "budget", model: []string{completion("never asked")},
+			edit: func(f *fixture, _ *setup) {
+				// Spend the turn's call budget before the worker runs:
+				// its model call gets 429.
+				f.driver.run = func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+					for range 48 {
+						mustPost(t, ctx, spec, "/model", `[]`)
+					}
+					return runWorker(ctx, spec, turn)
+				}
+			},
+			class: ClassBudget, workerClass: container.WorkerBudgetExhausted, level: slog.LevelWarn},
+		{name: "worker-null-content", model: []string{completion(nil)},
+			class: ClassWorker, workerClass: container.WorkerNoFinalText, level: slog.LevelWarn},
+		{name: "worker-model-response", model: []string{`{"choices":[{"message":"` + guestMarker + `"}]}`},
+			class: ClassWorker, workerClass: container.WorkerModelResponse, level: slog.LevelWarn},
+		{name: "engine", edit: func(f *fixture, _ *setup) {
+			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{}, fmt.Errorf("%w: create: connection refused", container.ErrEngine)
+			}
+		}, class: ClassEngine, level: slog.LevelWarn},
+		{name: "cleanup-failed", edit: func(f *fixture, _ *setup) {
+			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{}, fmt.Errorf("%w: remove x: driver closed", container.ErrCleanup)
+			}
+		}, class: ClassEngine, level: slog.LevelWarn},
+		{name: "timeout", edit: func(f *fixture, s *setup) {
+			f.opts.TurnTimeout = MinTurnTimeout
+			f.driver.run = blockUntilEnd(s.started)
+		}, class: ClassTimeout, level: slog.LevelWarn},
+		{name: "stopped", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
+			during: func(s *setup) { s.f.rt.Stop(ch) }, class: ClassStopped, level: slog.LevelInfo},
+		{name: "shutdown", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
+			during: func(s *setup) { go s.f.rt.Dispose() }, class: ClassShutdown, level: slog.LevelInfo},
+		{name: "cancelled", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
+			during: func(s *setup) { s.cancel() }, class: ClassCancelled, level: slog.LevelInfo},
+		{name: "invalid-reply", edit: func(f *fixture, _ *setup) {
+			f.driver.stateless = true
+			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{OK: true, Text: guestMarker}, nil // no state
+			}
+		}, class: ClassInvalidReply, level: slog.LevelWarn},
+		{name: "state-corrupt", edit: func(f *fixture, _ *setup) {
+			sum := sha256.Sum256([]byte(ch))
+			path := filepath.Join(f.stateDir, hex.EncodeToString(sum[:])+".json")
+			if err := os.WriteFile(path, []byte(`{"memory":[`+guestMarker), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, class: ClassState, level: slog.LevelWarn},
+		{name: "disk-full", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
+			f.opts.State = stateStore{StateStore: f.state, saveErr: &fs.PathError{Op: "write", Path: filepath.Join(f.stateDir, "x.json"), Err: syscall.ENOSPC}}
+		}, class: ClassDiskFull, level: slog.LevelWarn},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &operatorLog{}
+			var stats TurnStats
+			s := &setup{started: make(chan struct{})}
+			s.ctx, s.cancel = context.WithCancel(context.Background())
+			defer s.cancel()
+			var model *modelServer
+			if tc.model != nil {
+				model = newModelServer(t, tc.model...)
+			}
+			s.f = newFixture(t, func(f *fixture) {
+				if model != nil {
+					f.cfg.ModelURL = model.url()
+				}
+				f.driver.run = runWorker
+				f.opts.Logger = slog.New(log)
+				f.opts.OnTurn = func(st TurnStats) { stats = st }
+				if tc.edit != nil {
+					tc.edit(f, s)
+				}
+			})
+			if tc.during != nil {
+				go func() {
+					<-s.started
+					tc.during(s)
+				}()
+			}
+			reply, err := s.f.rt.RunTurn(s.ctx, ch, speaker("guest"), "Hi "+guestMarker)
+			if tc.wantReply != (err == nil) {
+				t.Fatalf("RunTurn = %+v, %v; want a reply %v", reply, err, tc.wantReply)
+			}
+			if !tc.wantReply && reply != (rtsandbox.Reply{}) {
+				t.Errorf("failed turn returned %+v; want no reply", reply)
+			}
+			if stats.Class != tc.class || stats.WorkerClass != tc.workerClass {
+				t.Errorf("TurnStats class %q, worker class %q; want %q, %q", stats.Class, stats.WorkerClass, tc.class, tc.workerClass)
+			}
+			recs := log.turnRecords()
+			if len(recs) != 1 {
+				t.Fatalf("turn records:\n%s; want one", log.text())
+			}
+			r := recs[0]
+			if r.attrs["class"] != tc.class || r.attrs["worker_class"] != tc.workerClass || r.level != tc.level {
+				t.Errorf("record %s %q class=%q worker_class=%q; want %s, %q, %q", r.level, r.message, r.attrs["class"], r.attrs["worker_class"], tc.level, tc.class, tc.workerClass)
+			}
+			if tc.workerClass != "" && r.attrs["worker_detail"] == "" {
+				t.Errorf("record %v has no worker_detail", r.attrs)
+			}
+			all := log.text()
+			if strings.Contains(all, guestMarker) {
+				t.Errorf("operator log holds guest or model text:\n%s", all)
+			}
+			if tc.name != "cleanup-failed" && strings.Contains(all, "inspect") {
+				t.Errorf("operator log asks to inspect a cleanup:\n%s", all)
+			}
+		})
+	}
+}
+
+// A reply whose container removal is still pending is delivered; the
+// record says the removal goes on and names the container.
+func TestTurnCleanupPendingKeepsReply(t *testing.T) {
+	log := &operatorLog{}
+	var stats TurnStats
+	f := newFixture(t, func(f *fixture) {
+		f.opts.Logger = slog.New(log)
+		f.opts.OnTurn = func(st TurnStats) { stats = st }
+	})
+	pending := &pendingDriver{fakeDriver: f.driver}
+	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+		return rtsandbox.Reply{OK: true, Text: "Done."}, nil
+	}
+	opts := f.opts
+	opts.Driver = pending
+	f.rt.Dispose()
+	rt, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Dispose()
+	reply, err := rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hi")
+	if err != nil || reply.Text != "Done." {
+		t.Fatalf("RunTurn = %+v, %v; want the reply", reply, err)
+	}
+	if stats.Class != ClassOK || !stats.CleanupPending || stats.Container == "" {
+		t.Errorf("TurnStats = class %q pending %v container %q; want ok, pending, the name", stats.Class, stats.CleanupPending, stats.Container)
+	}
+	recs := log.turnRecords()
+	if len(recs) != 1 || recs[0].level != slog.LevelInfo || recs[0].attrs["cleanup_pending"] != "true" || recs[0].attrs["container"] != stats.Container {
+		t.Errorf("turn records:\n%s; want one Info record naming the pending container", log.text())
+	}
+}
+
+// pendingDriver reports every run's removal as pending.
+type pendingDriver struct{ *fakeDriver }
+
+func (d *pendingDriver) Run(ctx context.Context, spec container.Spec, stdin []byte) (container.Result, error) {
+	res, err := d.fakeDriver.Run(ctx, spec, stdin)
+	res.CleanupPending, res.Removed = true, time.Time{}
+	return res, err
+}
