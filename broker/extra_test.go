@@ -355,3 +355,26 @@ func TestHostToolPanicContained(t *testing.T) {
 		t.Error("log quotes the panic's value")
 	}
 }
+
+// TestModelCallRetriedAfter429: a rate-limited model answer is tried again
+// after the upstream's Retry-After, within the call, and costs the worker
+// one broker call; an MCP server's 500 is not repeated (it may have acted).
+func TestModelCallRetriedAfter429(t *testing.T) {
+	var n atomic.Int32
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`)
+	}, nil)
+	before := f.turn.Remaining()
+	w := f.post("/model", `{"messages":[{"role":"user","content":"hello"}]}`)
+	if w.Code != 200 || n.Load() != 2 {
+		t.Errorf("model call = %d after %d upstream attempts; want 200 after 2", w.Code, n.Load())
+	}
+	if spent := before - f.turn.Remaining(); spent != 1 {
+		t.Errorf("broker calls spent = %d; want 1", spent)
+	}
+}

@@ -66,7 +66,9 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 	if err != nil {
 		return fail("cannot encode model request")
 	}
-	return t.b.forward(ctx, t.b.cfg.ModelURL, payload, key)
+	// A completion may be repeated after a 5xx or a reset: a repeat costs
+	// tokens, never a second side effect.
+	return t.b.forward(ctx, upstream.Call{URL: t.b.cfg.ModelURL, Body: payload, Key: key, Idempotent: true})
 }
 
 // forward posts payload upstream and passes back the validated JSON bytes;
@@ -75,12 +77,12 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 // string as the guest's JSON decoder will see it (and with its character
 // references decoded, as a renderer would show it), so the reflection
 // check runs on the final form (upstream.CheckJSON lists the forms).
-func (b *Broker) forward(ctx context.Context, url string, payload []byte, key rtsandbox.Secret) outcome {
-	resp, err := b.client.PostJSON(ctx, url, payload, key)
+func (b *Broker) forward(ctx context.Context, call upstream.Call) outcome {
+	resp, err := b.client.Post(ctx, call)
 	if err != nil {
 		return fail(err.Error())
 	}
-	if err := upstream.CheckJSON(resp, key.Reveal()); err != nil {
+	if err := upstream.CheckJSON(resp, call.Key.Reveal()); err != nil {
 		return fail(err.Error())
 	}
 	return okJSON(resp)
@@ -174,7 +176,7 @@ func (s *mcpServer) serve(ctx context.Context, t *Turn, req request) outcome {
 			return fail("MCP credential getter failed")
 		}
 	}
-	return t.b.forward(ctx, s.URL, payload, key)
+	return t.b.forward(ctx, upstream.Call{URL: s.URL, Body: payload, Key: key})
 }
 
 // parseCall accepts exactly method "tools/call" with params an object whose

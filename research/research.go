@@ -320,7 +320,7 @@ func (w *Worker) complete(ctx context.Context, msgs []modelapi.Message, withTool
 			return nil, fmt.Errorf("%w: model credential unavailable", rtsandbox.ErrUpstream)
 		}
 	}
-	resp, err := w.o.Client.Post(ctx, upstream.Call{URL: w.o.ModelURL, Body: body, Key: key})
+	resp, err := w.o.Client.Post(ctx, upstream.Call{URL: w.o.ModelURL, Body: body, Key: key, Idempotent: true})
 	if err != nil {
 		return nil, err // content-free upstream class
 	}

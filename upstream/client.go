@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -44,6 +45,9 @@ type Client struct {
 	hc *http.Client
 	// bufs holds read buffers of MaxResponseBytes+1 (see readBody).
 	bufs sync.Pool
+	// backoff is the wait before a retry without Retry-After (retry.go);
+	// tests shorten it.
+	backoff func(attempt int) time.Duration
 }
 
 // New returns a Client on transport, or on a dedicated hardened transport
@@ -56,7 +60,7 @@ func New(transport http.RoundTripper) *Client {
 		Transport: transport,
 		// A redirect is a failure, and its target is never contacted.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect },
-	}}
+	}, backoff: backoff}
 	c.bufs.New = func() any {
 		b := make([]byte, MaxResponseBytes+1)
 		return &b
@@ -100,14 +104,34 @@ type Call struct {
 	Key  rtsandbox.Secret // sent as a bearer token when not empty
 	// Status is the one status accepted; 0 accepts any 2xx.
 	Status int
+	// Idempotent marks a call that may be repeated after the upstream
+	// failed in a way that may have come after it acted (a 500, a reset):
+	// a model completion, not a webhook with side effects (retry.go).
+	Idempotent bool
 }
 
 // Post makes call as PostJSON describes, with call.Status narrowing the
-// accepted statuses.
+// accepted statuses, and retries as retry.go describes.
 func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
+	for attempt := 1; ; attempt++ {
+		body, status, h, err := c.post(ctx, call)
+		if err == nil || attempt == MaxAttempts || !retryable(call.Idempotent, status, err) {
+			return body, err
+		}
+		wait, ok := c.retryWait(attempt, h)
+		if !ok || !sleep(ctx, wait) {
+			return body, err
+		}
+	}
+}
+
+// post makes one attempt. status is the answer's status (0 without one)
+// and h its header, for the retry decision; a transport error keeps its
+// cause under the content-free class.
+func (c *Client) post(ctx context.Context, call Call) (body []byte, status int, h http.Header, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL, bytes.NewReader(call.Body))
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
+		return nil, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
 	}
 	req.Header = http.Header{
 		"Content-Type": {"application/json"},
@@ -120,13 +144,14 @@ func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, classify(ctx, err)
+		return nil, 0, nil, classify(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || (call.Status != 0 && resp.StatusCode != call.Status) {
-		return nil, fmt.Errorf("%w (%d)", ErrStatus, resp.StatusCode)
+		return nil, resp.StatusCode, resp.Header, fmt.Errorf("%w (%d)", ErrStatus, resp.StatusCode)
 	}
-	return c.readBody(ctx, resp)
+	body, err = c.readBody(ctx, resp)
+	return body, resp.StatusCode, resp.Header, err
 }
 
 // readBody reads at most MaxResponseBytes. A declared length over the
@@ -152,13 +177,16 @@ func (c *Client) readBody(ctx context.Context, resp *http.Response) ([]byte, err
 }
 
 // classify maps a transport error to a content-free class: *url.Error
-// texts carry the URL, which may itself be sensitive.
+// texts carry the URL, which may itself be sensitive. A refused connection
+// keeps its errno (content-free) for the retry decision.
 func classify(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, ErrRedirect):
 		return ErrRedirect
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return ErrCanceled
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w: %w", ErrNetwork, syscall.ECONNREFUSED)
 	default:
 		return ErrNetwork
 	}
