@@ -18,4 +18,9 @@
 //     binary always gives the same context bytes.
 //   - Build and EnsureBuilt take the engine through small interfaces
 //     (Builder, Store) that container/docker.Driver satisfies.
+//   - Every image carries LabelWorkerSHA256, the Digest of the worker it
+//     holds. Compare reads it (through LabelReader) and tells a Current
+//     image from a Missing or Stale one; EnsureCurrent rebuilds a missing
+//     or stale image from the given worker, so a host never runs a worker
+//     other than its own without saying so.
 package workerimage

@@ -48,13 +48,19 @@ func Context(worker []byte) map[string][]byte {
 // Dockerfile returns the Dockerfile of Context. There is no shell in the
 // image, so ENTRYPOINT uses the exec form.
 func Dockerfile(worker []byte) string {
-	sum := sha256.Sum256(worker)
 	return fmt.Sprintf(`FROM scratch
 LABEL %s=%q %s=%q
 COPY %s /%s
 USER %s
 ENTRYPOINT ["/%s"]
-`, LabelTitle, title, LabelWorkerSHA256, hex.EncodeToString(sum[:]), WorkerFile, WorkerFile, User, WorkerFile)
+`, LabelTitle, title, LabelWorkerSHA256, Digest(worker), WorkerFile, WorkerFile, User, WorkerFile)
+}
+
+// Digest is the hex SHA-256 of worker: the value of LabelWorkerSHA256 on
+// an image built from it.
+func Digest(worker []byte) string {
+	sum := sha256.Sum256(worker)
+	return hex.EncodeToString(sum[:])
 }
 
 // Build finds the worker (WorkerBinary), checks it and builds tag from it.
@@ -81,8 +87,8 @@ func BuildFrom(ctx context.Context, b Builder, tag string, worker []byte) error 
 }
 
 // EnsureBuilt builds tag only if the store does not have it yet, and
-// reports whether it built. It never replaces an existing image: a stale
-// one is rebuilt with Build (`rtsandbox image build`).
+// reports whether it built. It never replaces an existing image, current
+// or not; EnsureCurrent also rebuilds a stale one.
 func EnsureBuilt(ctx context.Context, s Store, tag string) (built bool, err error) {
 	ok, err := s.ImageExists(ctx, tag)
 	if err != nil {

@@ -42,6 +42,10 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		return exitUsage
 	}
 	defer s.close()
+	if err := refreshImage(ctx, imageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox chat:", msg) }); err != nil {
+		fmt.Fprintln(stderr, "rtsandbox chat:", err)
+		return exitFail
+	}
 	c := &console.Chat{Runtime: s.rt, Channel: consoleChannel, Speaker: localSpeaker(),
 		In: stdin, Out: stdout, Spinner: isTerminal(stdout), Logger: log}
 	if err := c.Run(ctx); err != nil && ctx.Err() == nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
-	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/sandbox"
 	"github.com/rtsandbox/rtsandbox/workerimage"
@@ -72,12 +71,13 @@ func demo(ctx context.Context, out io.Writer, tag string, uid, gid int) error {
 	defer model.Close()
 	fmt.Fprintf(out, "rtsandbox demo\nmodel: a SCRIPTED STAND-IN on %s, not a real LLM (no API key needed)\n", model.URL())
 
-	d, closeClient, err := dockerDriver()
+	e, closeClient, err := dockerEngine()
 	if err != nil {
 		return err
 	}
 	defer closeClient()
-	if err := demoImage(ctx, out, d, tag); err != nil {
+	d := e.Driver
+	if err := demoImage(ctx, out, e, tag); err != nil {
 		return err
 	}
 	state, err := os.MkdirTemp("", "rtsdemo") // short: the socket path limit
@@ -105,15 +105,19 @@ func demo(ctx context.Context, out io.Writer, tag string, uid, gid int) error {
 	return demoConversation(ctx, out, s, calls, &stats)
 }
 
-func demoImage(ctx context.Context, out io.Writer, d *docker.Driver, tag string) error {
-	began := time.Now()
-	built, err := workerimage.EnsureBuilt(ctx, d, tag)
+// demoImage builds the image when it is missing and rebuilds it when it
+// holds another worker than this binary's, saying which.
+func demoImage(ctx context.Context, out io.Writer, e *engine, tag string) error {
+	r, err := ensureImage(ctx, e, tag)
 	if err != nil {
 		return err
 	}
-	if built {
-		fmt.Fprintf(out, "image: built %s in %s\n", tag, time.Since(began).Round(time.Millisecond))
-	} else {
+	switch r.State {
+	case workerimage.Missing:
+		fmt.Fprintf(out, "image: built %s in %s\n", tag, r.took.Round(time.Millisecond))
+	case workerimage.Stale:
+		fmt.Fprintf(out, "image: %s\n", r)
+	default:
 		fmt.Fprintf(out, "image: %s (already built)\n", tag)
 	}
 	return nil

@@ -43,8 +43,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "serve chat surfaces (http, discord) with sealed turns until SIGTERM", runServe},
+		{"doctor", "check Docker, the worker image, the state dir and the credentials serve needs", runDoctor},
 		{"channels", "list or switch sandboxed channels while no server runs", runChannels},
 		{"demo", "two sealed turns against a scripted stand-in model (no API key)", runDemo},
+		{"standin-model", "serve the demo's scripted stand-in model on loopback (a test double, no API key)", runStandin},
 		{"turn", "run one sealed turn and print the reply", runTurn},
 		{"chat", "a terminal chat, each line a sealed turn", runChat},
 		{"broker", "serve one turn's broker on a Unix socket", runBroker},
@@ -76,7 +78,7 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: rtsandbox <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
 }
 

@@ -110,6 +110,9 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 		return err
 	}
 	defer store.Close()
+	if err := startChecks(ctx, cfg, getenv, log); err != nil { // docs/operations.md
+		return err
+	}
 
 	d, closeClient, err := dockerDriver()
 	if err != nil {

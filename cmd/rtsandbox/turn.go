@@ -48,6 +48,9 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 		return exitUsage
 	}
 	defer s.close()
+	if err := refreshImage(ctx, imageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) }); err != nil {
+		return printReply(stdout, stderr, rtsandbox.Reply{}, err)
+	}
 	reply, err := s.rt.RunTurn(ctx, rtsandbox.ChannelKey(f.channel), f.speaker, text)
 	return printReply(stdout, stderr, reply, err)
 }

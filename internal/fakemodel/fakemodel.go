@@ -4,16 +4,20 @@
 //
 // The contract:
 //
-//   - The server listens on 127.0.0.1 on a free port and answers POST on
-//     any path; the path is recorded, so callers point the broker's model
-//     URL at URL()+"/v1/chat/completions" (ChatURL) or any other path.
+//   - The server listens on 127.0.0.1 on a free port, or on Options.Addr,
+//     which must be a loopback address (Listen refuses any other: this is
+//     a test double and must never face a network). It answers POST on
+//     any path, or with Options.Path set on that path only (404
+//     elsewhere); the path is recorded, so callers point the broker's
+//     model URL at URL()+"/v1/chat/completions" (ChatURL) or any other.
 //   - Each request consumes the next Step of the script; the Step decides
 //     the reply from the decoded request. When the script is exhausted the
 //     server answers 500, unless Options.Loop repeats the last step.
 //   - With Options.Key set, a request whose Authorization header is not
 //     exactly "Bearer <Key>" gets 401 and consumes no step.
 //   - Every request is recorded, in arrival order, before it is answered,
-//     including refused ones (Requests).
+//     including refused ones (Requests), unless Options.NoRecord is set
+//     for a long-running stand-in whose memory must not grow.
 //   - Replies use the real wire shape: {"choices":[{"message":{"role":
 //     "assistant","content":…,"tool_calls":[{"id","type":"function",
 //     "function":{"name","arguments"}}]}}]}, where arguments is a JSON
@@ -31,6 +35,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -46,7 +51,18 @@ type Options struct {
 	// Loop repeats the last step once the script is exhausted, for
 	// long-running demos and benchmarks.
 	Loop bool
+	// Addr is the loopback host:port to listen on; empty means
+	// 127.0.0.1 on a free port.
+	Addr string
+	// Path, when not empty, is the only path served; others get 404.
+	Path string
+	// NoRecord keeps no requests (Requests returns none), so a stand-in
+	// that runs for hours holds no growing history.
+	NoRecord bool
 }
+
+// ErrNotLoopback refuses a listen address that is not a loopback address.
+var ErrNotLoopback = errors.New("fakemodel: listen address must be a loopback address (127.0.0.0/8, ::1 or localhost)")
 
 // Server is a running stand-in. Its methods are safe for concurrent use.
 type Server struct {
@@ -58,6 +74,7 @@ type Server struct {
 	mu       sync.Mutex
 	script   []Step
 	next     int
+	count    int // requests received, recorded or not
 	requests []Request
 }
 
@@ -65,11 +82,29 @@ type Server struct {
 // It panics if it cannot listen on loopback, as httptest.NewServer does.
 func New(script ...Step) *Server { return NewWithOptions(Options{}, script...) }
 
-// NewWithOptions starts a server that plays script under opts.
+// NewWithOptions starts a server that plays script under opts. It panics
+// where Listen returns an error.
 func NewWithOptions(opts Options, script ...Step) *Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Listen(opts, script...)
 	if err != nil {
-		panic(fmt.Sprintf("fakemodel: listen on loopback: %v", err))
+		panic(err.Error())
+	}
+	return s
+}
+
+// Listen starts a server that plays script under opts, or returns why it
+// cannot listen: ErrNotLoopback, or the listener's error.
+func Listen(opts Options, script ...Step) (*Server, error) {
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if !LoopbackAddr(addr) {
+		return nil, fmt.Errorf("%w: %q", ErrNotLoopback, addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("fakemodel: listen on loopback: %w", err)
 	}
 	s := &Server{opts: opts, listener: ln, script: script, done: make(chan struct{})}
 	s.http = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
@@ -77,7 +112,22 @@ func NewWithOptions(opts Options, script ...Step) *Server {
 		defer close(s.done)
 		_ = s.http.Serve(ln) // returns http.ErrServerClosed after Close
 	}()
-	return s
+	return s, nil
+}
+
+// LoopbackAddr reports whether addr is host:port with host a loopback IP
+// literal or "localhost". Names other than localhost are refused: what
+// they resolve to is not this package's to trust.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // URL is the base URL, such as http://127.0.0.1:41234, without a path.
@@ -146,6 +196,8 @@ func (s *Server) decode(r *http.Request) (Request, int) {
 	switch {
 	case err != nil || len(raw) > maxBody:
 		return req, http.StatusRequestEntityTooLarge
+	case s.opts.Path != "" && r.URL.Path != s.opts.Path:
+		return req, http.StatusNotFound
 	case r.Method != http.MethodPost:
 		return req, http.StatusMethodNotAllowed
 	case s.opts.Key != "" && !bearerMatches(r.Header.Get("Authorization"), s.opts.Key):
@@ -169,8 +221,11 @@ func bearerMatches(header, key string) bool {
 func (s *Server) record(req *Request, status int) (Step, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req.Index = len(s.requests)
-	s.requests = append(s.requests, req.clone())
+	req.Index = s.count
+	s.count++
+	if !s.opts.NoRecord {
+		s.requests = append(s.requests, req.clone())
+	}
 	if status != 0 {
 		return Step{}, false
 	}

@@ -1,0 +1,103 @@
+// doctor --online: one request to the model and to each MCP server.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// probeTimeout bounds each online probe.
+const probeTimeout = 15 * time.Second
+
+// probeBody is what a probe posts: an empty JSON object, which names no
+// model and holds no messages, so no endpoint can run a completion or a
+// tool on it and no tokens are spent. The endpoint still has to accept
+// the connection, the TLS handshake and (for a 400 rather than a 401) the
+// key.
+const probeBody = `{}`
+
+// endpoint is one online target.
+type endpoint struct {
+	name, url string
+	key       config.EnvVar
+	accept    string
+}
+
+// onlineChecks probes the model and every MCP server through the
+// upstream package's hardened transport: no environment proxy, bounded
+// dial and TLS times, no redirect followed. The configured key is sent,
+// only to the configured URL, exactly as the broker would send it.
+func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
+	targets := []endpoint{{name: "model online", url: cfg.Model.URL, key: cfg.Model.APIKeyEnv, accept: "application/json"}}
+	for _, s := range cfg.MCP {
+		targets = append(targets, endpoint{name: "mcp " + s.Name + " online", url: s.URL, key: s.APIKeyEnv,
+			accept: "application/json, text/event-stream"})
+	}
+	transport := upstream.NewTransport()
+	defer transport.CloseIdleConnections()
+	hc := &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // reported, never followed
+	}}
+	var out []check
+	for _, t := range targets {
+		out = append(out, probe(ctx, hc, t, getenv))
+	}
+	return out
+}
+
+// probe posts probeBody to t and judges the answer by its status alone;
+// the body is read (bounded) and dropped.
+func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) check {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader([]byte(probeBody)))
+	if err != nil {
+		return fail(t.name, "check the URL in the config", "cannot build a request: %v", err)
+	}
+	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {t.accept}, "User-Agent": {""}}
+	if key := t.key.Lookup(getenv); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fail(t.name, "check the URL, DNS, firewall and TLS from this host (no proxy is used)", "%s: %v", t.url, netCause(err))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, upstream.MaxResponseBytes))
+	return judge(t, resp.StatusCode)
+}
+
+// judge turns a probe's status into a check. Any answer proves the
+// connection; only some prove the endpoint is the right one.
+func judge(t endpoint, code int) check {
+	at := fmt.Sprintf("%s answered %d", t.url, code)
+	switch {
+	case code >= 300 && code < 400:
+		return fail(t.name, "use the final URL: rtsandbox never follows redirects", "%s (a redirect)", at)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return fail(t.name, fmt.Sprintf("check the value of %s", t.key), "%s: the key was refused", at)
+	case code == http.StatusNotFound:
+		return fail(t.name, "check the URL's path in the config", "%s: nothing is served at this path", at)
+	case code >= 500:
+		return warn(t.name, "try again later, or ask the endpoint's operator", "%s: the endpoint reached is failing", at)
+	}
+	return ok(t.name, "%s to an empty request (reachable; no tokens spent)", at)
+}
+
+// netCause drops the URL from a transport error: the caller prints it once.
+func netCause(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
+}
