@@ -5,7 +5,12 @@
 //
 //   - Make creates a directory 0700 when missing and returns its canonical
 //     path after Check: a directory (not a link) owned by the effective uid
-//     with no group or other permission bits.
+//     with no group or other permission bits. A link at the given path must
+//     itself belong to the effective uid or root, and every directory above
+//     the canonical path must belong to one of them and be writable by
+//     others only when sticky (as /tmp): otherwise another user could plant
+//     or swap the path (say, a link at a fixed /tmp name pointing into one
+//     of the service user's private directories).
 //   - ReadFile never follows a final symlink and never blocks on a FIFO or
 //     device: it opens O_NOFOLLOW|O_NONBLOCK, requires a regular file and
 //     reads at most the caller's bound. A planted FIFO or link is an error,
@@ -85,6 +90,9 @@ func Make(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("private directory: %w", err)
 	}
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 && !trusted(fi) {
+		return "", fmt.Errorf("%s is a link another user owns: %w", dir, ErrNotPrivate)
+	}
 	abs, err := filepath.Abs(dir)
 	if err == nil {
 		abs, err = filepath.EvalSymlinks(abs)
@@ -95,7 +103,34 @@ func Make(dir string) (string, error) {
 	if err := Check(abs, os.Geteuid()); err != nil {
 		return "", err
 	}
+	if err := checkAncestors(abs); err != nil {
+		return "", err
+	}
 	return abs, nil
+}
+
+// trusted reports whether fi belongs to the effective uid or root.
+func trusted(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && (int(st.Uid) == os.Geteuid() || st.Uid == 0)
+}
+
+// checkAncestors requires every directory above dir (a canonical path) to
+// belong to the effective uid or root and to be writable by group or others
+// only when sticky, so nobody else can rename or replace dir.
+func checkAncestors(dir string) error {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("private directory: %w", err)
+		}
+		if !trusted(fi) || (fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0) {
+			return fmt.Errorf("%s (above %s) can be changed by another user: %w", d, dir, ErrNotPrivate)
+		}
+		if d == "/" || d == "." {
+			return nil
+		}
+	}
 }
 
 // Check requires dir to be a directory, not a link to one, owned by uid,

@@ -10,9 +10,9 @@ import (
 )
 
 func TestMakeCreatesPrivateWhateverTheUmask(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b") // before the umask: TempDir honours it
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
-	dir := filepath.Join(t.TempDir(), "a", "b")
 	got, err := Make(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -122,5 +122,52 @@ func TestWriteFileNeverWritesThroughALink(t *testing.T) {
 	names, _ := os.ReadDir(dir)
 	if len(names) != 3 {
 		t.Errorf("dir holds %d entries; want outside, the link and the state file", len(names))
+	}
+}
+
+// TestMakeRefusesPlantedLinkAndOpenParents: a link at the given path that
+// another user owns, or a parent another user can write without the sticky
+// bit, is refused.
+func TestMakeRefusesPlantedLinkAndOpenParents(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // world-writable, not sticky
+		t.Fatal(err)
+	}
+	if _, err := Make(filepath.Join(open, "state")); !errors.Is(err, ErrNotPrivate) {
+		t.Errorf("Make under a world-writable parent = %v; want ErrNotPrivate", err)
+	}
+	if err := os.Chmod(open, 0o777|os.ModeSticky); err != nil { // as /tmp
+		t.Fatal(err)
+	}
+	if _, err := Make(filepath.Join(open, "state")); err != nil {
+		t.Errorf("Make under a sticky parent = %v; want it accepted", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("planting another user's link needs root")
+	}
+	target := filepath.Join(base, "private")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(open, "planted")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Make(link); !errors.Is(err, ErrNotPrivate) {
+		t.Errorf("Make(a link another user planted) = %v; want ErrNotPrivate", err)
+	}
+	own := filepath.Join(open, "mine")
+	if err := os.Symlink(target, own); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Make(own); err != nil || got != target {
+		t.Errorf("Make(own link) = %q, %v; want %q", got, err, target)
 	}
 }
