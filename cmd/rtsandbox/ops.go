@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -52,7 +53,7 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 	if *tag == "" {
 		*tag = imageTag(cfg)
 	}
-	d, closeClient, err := dockerDriver()
+	d, closeClient, err := dockerDriver(nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox image build:", err)
 		return exitFail
@@ -98,7 +99,7 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 		return exitFail
 	}
 	defer unlock()
-	d, closeClient, err := dockerDriver()
+	d, closeClient, err := dockerDriver(nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox reap:", err)
 		return exitFail
@@ -182,13 +183,25 @@ func installationID(cfg *config.Config) string {
 	return "i" + hex.EncodeToString(sum[:])[:12]
 }
 
-// dockerDriver connects to the daemon named by DOCKER_HOST and friends
-// (the usual local socket otherwise). The client negotiates the API version
-// on first use.
-func dockerDriver() (*docker.Driver, func(), error) {
+// dockerDriver connects to the Engine the environment names (DOCKER_HOST,
+// else the local socket). Its closer lets removals still queued in the
+// driver's background finish (within stopTimeout; the log names what is
+// left for the next reap), then closes the client.
+func dockerDriver(log *slog.Logger) (*docker.Driver, func(), error) {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("docker client: %w", err)
 	}
-	return docker.New(cli), func() { cli.Close() }, nil
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := docker.New(cli, docker.WithLogger(log.With("component", "docker")))
+	return d, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			log.Warn("container removals still queued at exit; the next reap removes them", "err", err)
+		}
+		cli.Close()
+	}, nil
 }

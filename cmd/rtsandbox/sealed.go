@@ -84,7 +84,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	}
 	closeFn := func() {}
 	if o.driver == nil {
-		d, closeClient, err := dockerDriver()
+		d, closeClient, err := dockerDriver(o.log)
 		if err != nil {
 			return nil, err
 		}

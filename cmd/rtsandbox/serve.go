@@ -12,13 +12,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/httpapi"
 )
@@ -69,12 +74,66 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 		}
 		log.Warn("channel store marker removed: a missing store seeds initial_channels again", "state_dir", cfg.StateDir)
 	}
-	if err := serve(ctx, cfg, getenv, log, *drain); err != nil {
+	force, stopListening := secondSignal(ctx)
+	defer stopListening()
+	if err := serve(ctx, cfg, getenv, log, *drain, force); err != nil {
 		log.Error("serve failed", "err", err)
 		fmt.Fprintln(stderr, "rtsandbox serve:", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// secondSignal returns a channel closed by the first SIGINT or SIGTERM
+// that arrives after ctx ended (the first one ends ctx and starts the
+// drain), and a function that stops listening.
+func secondSignal(ctx context.Context) (force <-chan struct{}, stop func()) {
+	forced, quit := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+		case <-quit:
+			return
+		}
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sig)
+		select {
+		case <-sig:
+			close(forced)
+		case <-quit:
+		}
+	}()
+	return forced, func() { close(quit); <-done }
+}
+
+// engineReady is the host's readiness check: the container engine answers
+// a ping. A result is kept for a second, so probes cannot flood the engine.
+func engineReady(d interface {
+	Ping(context.Context) (string, error)
+}) func(context.Context) error {
+	var (
+		mu   sync.Mutex
+		at   time.Time
+		last error
+	)
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) < time.Second {
+			return last
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, last = d.Ping(pctx)
+		if last != nil {
+			last = fmt.Errorf("container engine: %w", last)
+		}
+		at = time.Now()
+		return last
+	}
 }
 
 // setMemoryLimit puts the whole host under host.memory_limit_mb as the Go
@@ -101,7 +160,10 @@ func serveLogger(stdout io.Writer, getenv env) *slog.Logger {
 // serve runs the host until ctx ends, then drains. The order matters:
 // the state-directory lock comes first, so the reap that follows can only
 // remove containers of a host that is gone.
-func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration) (err error) {
+//
+// force ends the drain at once when it is closed (a second SIGINT or
+// SIGTERM): running turns are cancelled and serve exits.
+func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration, force <-chan struct{}) (err error) {
 	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
 	if errors.Is(err, channels.ErrLocked) {
 		return fmt.Errorf("state_dir %s is in use by another rtsandbox serve: %w", cfg.StateDir, err)
@@ -114,7 +176,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 		return err
 	}
 
-	d, closeClient, err := dockerDriver()
+	d, closeClient, err := dockerDriver(log)
 	if err != nil {
 		return err
 	}
@@ -132,8 +194,10 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 		s.close()
 		return err
 	}
+	stopReaper := startReaper(ctx, d, id, cfg.Sandbox.ReapInterval, log)
 	defer func() {
-		s.close() // aborts what is left and waits for its containers to go
+		stopReaper() // before the driver closes (closeClient, deferred above)
+		s.close()    // aborts what is left and waits for its containers to go
 		// Whatever a crash of this process during the drain could leave.
 		if rerr := reap(context.Background(), d, id, stopTimeout, log, "containers removed at shutdown"); rerr != nil && err == nil {
 			err = rerr
@@ -148,7 +212,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 		return err
 	}
 	reports.bind(routerReports{r})
-	h := &host{log: log, router: r, drain: drain, web: s.web}
+	h := &host{log: log, router: r, drain: drain, force: force, web: s.web, ready: engineReady(d)}
 	defer h.stop()
 	if cfg.HTTP != nil {
 		if err := h.startHTTP(cfg, getenv); err != nil {
@@ -179,7 +243,9 @@ type host struct {
 	log    *slog.Logger
 	router *router.Router
 	drain  time.Duration
-	web    *webTools // research jobs, cancelled before the drain
+	force  <-chan struct{}             // closed: cut the drain short
+	ready  func(context.Context) error // readiness beyond draining
+	web    *webTools                   // research jobs, cancelled before the drain
 	api    *httpapi.API
 	srv    *http.Server
 	served chan struct{} // closed when srv.Serve returned
@@ -207,6 +273,7 @@ func (h *host) startHTTP(cfg *config.Config, getenv env) error {
 		OwnerID:       ownerID,
 		LoopbackHosts: c.Loopback,
 		Logger:        h.log,
+		Ready:         h.ready,
 	})
 	if err != nil {
 		return err
@@ -252,12 +319,8 @@ func (h *host) stop() {
 		h.log.Warn("research jobs did not end in time", "err", err)
 	}
 	jcancel()
-	ctx, cancel := context.WithTimeout(context.Background(), h.drain)
-	if err := h.router.Close(ctx); err != nil {
-		h.log.Warn("running turns did not finish in time and were cancelled", "drain", h.drain.String())
-	}
-	cancel()
-	ctx, cancel = context.WithTimeout(context.Background(), stopTimeout)
+	h.drainTurns()
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	if h.api != nil {
 		if err := h.api.Close(ctx); err != nil {
@@ -273,6 +336,40 @@ func (h *host) stop() {
 		h.stops[i]()
 	}
 	h.log.Info("stopped")
+}
+
+// startReaper removes, every interval while serve runs, this
+// installation's containers that no turn owns (the driver knows its own),
+// so cleanup converges after an engine outage without a restart. The
+// returned function stops it and waits.
+func startReaper(ctx context.Context, d *docker.Driver, id string, interval time.Duration, log *slog.Logger) (stop func()) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx)) // runs through the drain
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := d.ReapEvery(rctx, id, interval, nil); err != nil {
+			log.Error("container reaper did not start", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// drainTurns lets running turns finish for up to h.drain, or until the
+// second signal closes h.force, then cancels the rest.
+func (h *host) drainTurns() {
+	ctx, cancel := context.WithTimeout(context.Background(), h.drain)
+	defer cancel()
+	go func() { // ends with ctx at the latest
+		select {
+		case <-h.force:
+			h.log.Warn("second signal: cancelling running turns now")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := h.router.Close(ctx); err != nil {
+		h.log.Warn("running turns did not finish in time and were cancelled", "drain", h.drain.String())
+	}
 }
 
 // reap removes this installation's turn containers, within timeout.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/router"
 )
@@ -404,4 +405,92 @@ func TestServeUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServeSecondSignalCutsDrain: the first signal starts the drain and
+// turns readiness false while a turn still runs; a second signal cancels
+// that turn at once (the guest gets the fixed text) and serve returns well
+// before --drain.
+func TestServeSecondSignalCutsDrain(t *testing.T) {
+	tag, cli := sealedImage(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+		started <- struct{}{}
+		<-release
+		return fakemodel.Response{Content: "too late"}
+	}))
+	defer model.Close()
+	defer close(release)
+	addr := freeAddr(t)
+	path, _ := serveConfig(t, model.ChatURL(), tag, addr)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	force := make(chan struct{})
+	out := &syncbuf.Buffer{}
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, serveEnv, serveLogger(out, serveEnv), time.Minute, force) }()
+	s := &server{base: "http://" + addr, out: out, client: &http.Client{Transport: &http.Transport{}}}
+	defer s.client.CloseIdleConnections()
+	waitReady(t, s)
+	got := make(chan waitReply, 1)
+	go func() {
+		_, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
+			`{"channel":"http:lobby","author":{"id":"alice"},"text":"slow","mentions_bot":true,"wait":true}`)
+		var w waitReply
+		_ = json.Unmarshal([]byte(body), &w)
+		got <- w
+	}()
+	<-started
+	cancel() // the first signal
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := s.call(t, "GET", "/readyz", "", "")
+		if code == 503 && strings.Contains(body, "draining") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz during the drain = %d %s; want 503 draining", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	forcedAt := time.Now()
+	close(force) // the second signal
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve still draining 30s after the second signal:\n%s", out.String())
+	}
+	if d := time.Since(forcedAt); d > 15*time.Second {
+		t.Errorf("serve returned %v after the second signal; want promptly", d)
+	}
+	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != router.TurnFailedOrStoppedText {
+		t.Errorf("reply = %+v; want the fixed failure text", w)
+	}
+	if !strings.Contains(out.String(), "second signal") {
+		t.Errorf("serve log does not say the drain was cut:\n%s", out.String())
+	}
+	assertNoTurnContainers(t, cli, tag)
+}
+
+// waitReady polls /readyz until it answers 200.
+func waitReady(t *testing.T, s *server) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := s.client.Get(s.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("serve not ready within 30s:\n%s", s.out.String())
 }
