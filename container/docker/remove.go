@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/wait"
 )
 
 // cleanup force-removes the container by its exact name (§3.3 "finally")
@@ -40,7 +41,7 @@ func (d *Driver) cleanup(ctx context.Context, b budget, name string, aborted, fa
 		return err
 	}
 	if aborted || failed {
-		if !sleep(ctx, secondRemovalGap) {
+		if !wait.Sleep(ctx, secondRemovalGap) {
 			return fmt.Errorf("remove %s again: %w", name, context.Cause(ctx))
 		}
 		return d.removeUntil(ctx, name, 0)
@@ -87,18 +88,6 @@ func (d *Driver) kill(ctx context.Context, ref string) {
 func remaining(ctx context.Context) time.Duration {
 	deadline, _ := ctx.Deadline()
 	return time.Until(deadline)
-}
-
-// sleep waits d unless ctx ends first; it reports whether ctx is live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // Reap implements container.Driver: it force-removes every container,
