@@ -44,8 +44,8 @@ const (
 	maxResolved = 4096
 	// maxLinkURL drops absurdly long link targets from the footnotes.
 	maxLinkURL = 2000
-	// maxHrefBytes: a longer href cannot resolve to at most maxLinkURL
-	// bytes, so it is not decoded at all.
+	// maxHrefBytes: a longer href is neither kept nor resolved; a link
+	// worth a footnote is far shorter.
 	maxHrefBytes = 8 * maxLinkURL
 	// maxDepth bounds the stack of open elements. A deeper element still
 	// has its text extracted but is not tracked: a hidden one hides the
@@ -347,27 +347,35 @@ func (t *atomTable[V]) get(a atom.Atom) V {
 // read, and the text stops at MaxExtractBytes (plus at most a few bytes).
 // The error is ctx's when it ended first.
 //
-// The page is read as a stream of tokens, never built into a tree. A tree
-// builder (html.Parse) follows the HTML standard, which re-opens every
-// formatting element (<b>, <a>, <font>…) left open across a closed block
-// in each new block, a full copy of its attributes each time: a page of
-// 43 KB — one <b> with a thousand attributes, then thousands of <p> —
-// took 482 MB and 2.2 s, 88 KB took 1.9 GB, 180 KB ran the host out of
-// memory; and html.Parse takes no context. The stream keeps only a stack
-// of the open elements that matter for what is shown (hidden, skipped,
-// <pre>, links, table cells), at most maxDepth deep, closes the elements
-// the standard closes implicitly (a <p> before a block, an <li> before the
-// next, table cells and rows), and never re-opens anything. Its own lexer
-// (lex.go) keeps at most maxTagAttrs attributes per tag. Every token costs
-// time and memory bounded by its own length, so a whole page costs at most
-// a small multiple of MaxParseBytes.
+// The page is read as a stream of tokens from x/net's html.Tokenizer, never
+// built into a tree. A tree builder (html.Parse) follows the HTML standard,
+// which re-opens every formatting element (<b>, <a>, <font>…) left open
+// across a closed block in each new block, a full copy of its attributes
+// each time: a page of 43 KB — one <b> with a thousand attributes, then
+// thousands of <p> — took 482 MB and 2.2 s, 88 KB took 1.9 GB, 180 KB ran
+// the host out of memory; and html.Parse takes no context. The stream
+// keeps only a stack of the open elements that matter for what is shown
+// (hidden, skipped, <pre>, links, table cells), at most maxDepth deep,
+// closes the elements the standard closes implicitly (a <p> before a
+// block, an <li> before the next, table cells and rows), never re-opens
+// anything, and looks at ctx every checkEvery tokens. Before the Tokenizer
+// sees the page, capAttrs cuts every tag to maxTagAttrs attributes: the
+// Tokenizer allocates for every attribute of a tag, read or not, and 2 MiB
+// of attributes in one tag cost it over 100 MiB. A page whose tags have at
+// most maxTagAttrs attributes is tokenized as it is. Every token then
+// costs time and memory bounded by its own length, so a whole page costs
+// at most a small multiple of MaxParseBytes.
 func ExtractHTML(ctx context.Context, body []byte, base string) (title, text string, links []string, err error) {
 	if len(body) > MaxParseBytes {
 		body = body[:MaxParseBytes]
 	}
 	// The text writer and the links want valid UTF-8.
 	body = validUTF8(body)
-	e := &extractor{lx: newLexer(body)}
+	// No SetMaxBuf: the page is at most MaxParseBytes, the Tokenizer's
+	// buffer holds at most twice its longest token, and a smaller limit
+	// would end a real page at its first long inline script.
+	z := html.NewTokenizer(bytes.NewReader(capAttrs(body)))
+	e := &extractor{z: z, attrs: make([]attr, 0, maxTagAttrs)}
 	for i := range e.root.stops {
 		e.root.stops[i] = -1
 	}
@@ -396,9 +404,9 @@ type elem struct {
 	// integration: a foreign element whose content is HTML (an SVG
 	// <foreignObject>, a MathML <mi>…).
 	integration bool
-	kids        bool // an element has started inside it
-	link        bool // an <a> with an href
-	href        span // its raw value
+	kids        bool   // an element has started inside it
+	link        bool   // an <a> with an href
+	href        string // its value
 	// dead: closed alone (a formatting element) while elements inside it
 	// stay open; it keeps its slot until they close.
 	dead bool
@@ -422,7 +430,11 @@ const (
 // is a map look-up and a comparison, never a walk of the stack: the
 // stack's depth would otherwise multiply the cost of each tag.
 type extractor struct {
-	lx       *lexer
+	z *html.Tokenizer
+	// attrs are the current start tag's attributes, as the Tokenizer
+	// gives them (names lower case, values decoded, the first of a name),
+	// at most maxTagAttrs.
+	attrs    []attr
 	w        textWriter
 	stack    []elem
 	root     elem      // the parent of the outermost elements
@@ -432,7 +444,13 @@ type extractor struct {
 	headOpen bool
 	body     bool   // body content has begun: a later <head> is ignored
 	scratch  []byte // reused by styleHides
+	// titleNext: the last token was a <title> start tag the Tokenizer
+	// reads raw text after, so a text token next is the title.
+	titleNext bool
 }
+
+// attr is an attribute of a start tag: its name and value.
+type attr struct{ key, val []byte }
 
 func (e *extractor) run(ctx context.Context) error {
 	for n := 0; ; n++ {
@@ -444,8 +462,9 @@ func (e *extractor) run(ctx context.Context) error {
 		if e.w.full() {
 			return nil
 		}
-		inTitle := e.lx.rawTag == "title"
-		switch e.lx.next() {
+		inTitle := e.titleNext
+		e.titleNext = false
+		switch e.z.Next() {
 		case html.ErrorToken:
 			e.popTo(0)
 			return nil
@@ -474,14 +493,14 @@ func (e *extractor) textToken(inTitle bool) {
 	t := e.top()
 	if inTitle {
 		if !e.hasTitle && !t.hideBody {
-			s := e.lx.text()
+			s := e.z.Text()
 			e.hasTitle = true
 			e.title = string(s[:runeCut(s, maxTitleBytes)])
 		}
 		return
 	}
 	if e.headOpen && t.atom == atom.Head {
-		if allSpace(e.lx.src[e.lx.data.start:e.lx.data.end]) {
+		if allSpace(e.z.Raw()) {
 			return
 		}
 		e.closeHead() // text ends the head
@@ -490,7 +509,7 @@ func (e *extractor) textToken(inTitle bool) {
 	if t.hide {
 		return
 	}
-	s := e.lx.text()
+	s := e.z.Text()
 	if !e.body && !allSpace(s) {
 		e.body = true
 	}
@@ -517,32 +536,49 @@ func runeCut(s []byte, max int) int {
 	return max
 }
 
-// lookupName returns the atom of a tag name and the key it is matched by.
+// lookupName returns the atom of a tag name, lower case as the Tokenizer
+// gives it, and the key it is matched by.
 func lookupName(name []byte) (atom.Atom, uint64) {
-	var buf [24]byte
-	if len(name) <= len(buf) {
-		for i, c := range name {
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			buf[i] = c
-		}
-		if a := atom.Lookup(buf[:len(name)]); a != 0 {
-			return a, uint64(a)
-		}
+	if a := atom.Lookup(name); a != 0 {
+		return a, uint64(a)
 	}
 	h := uint64(14695981039346656037) // FNV-1a
 	for _, c := range name {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
 		h = (h ^ uint64(c)) * 1099511628211
 	}
 	return 0, h | 1<<63
 }
 
+// readAttrs reads the current start tag's attributes into e.attrs; more is
+// what TagName reported.
+func (e *extractor) readAttrs(more bool) {
+	e.attrs = e.attrs[:0]
+	// capAttrs left at most maxTagAttrs; the bound holds regardless.
+	for more && len(e.attrs) < maxTagAttrs {
+		var k, v []byte
+		k, v, more = e.z.TagAttr()
+		e.attrs = append(e.attrs, attr{k, v})
+	}
+}
+
+// attr returns the value of the start tag's attribute named key (lower
+// case) and whether it has one.
+func (e *extractor) attr(key string) ([]byte, bool) {
+	for _, a := range e.attrs {
+		if string(a.key) == key {
+			return a.val, true
+		}
+	}
+	return nil, false
+}
+
 func (e *extractor) startTag(selfClosing bool) {
-	a, key := lookupName(e.lx.name())
+	name, more := e.z.TagName()
+	a, key := lookupName(name)
+	e.readAttrs(more)
+	// The Tokenizer reads a <title>'s content as raw text, unless
+	// foreignStart says otherwise.
+	e.titleNext = a == atom.Title
 	k := kinds.get(a)
 	if t := e.top(); t.ns != htmlNS && !t.integration {
 		if k&kBreakout == 0 && !(a == atom.Font && e.fontBreaks()) {
@@ -596,10 +632,9 @@ func (e *extractor) startTag(selfClosing bool) {
 		case atom.Hr:
 			e.w.brk(2)
 		case atom.Img:
-			if alt, ok := e.lx.attr("alt"); ok {
+			if alt, ok := e.attr("alt"); ok {
 				// At most maxTitleBytes are read; 300 are kept.
-				raw := e.lx.src[alt.start:alt.end]
-				if alt := cleanLine(attrValue(raw[:runeCut(raw, maxTitleBytes)])); alt != "" {
+				if alt := cleanLine(string(alt[:runeCut(alt, maxTitleBytes)])); alt != "" {
 					e.w.emit("[image: " + alt + "]")
 				}
 			}
@@ -640,7 +675,12 @@ func (e *extractor) startTag(selfClosing bool) {
 				e.w.space = true
 			}
 		case atom.A:
-			el.href, el.link = e.lx.attr("href")
+			// Kept for the footnote at the end of the element: a copy,
+			// the Tokenizer's bytes change with the next token. A longer
+			// href cannot resolve to at most maxLinkURL bytes.
+			if href, ok := e.attr("href"); ok && len(href) <= maxHrefBytes {
+				el.href, el.link = string(href), true
+			}
 		}
 	}
 	e.push(el)
@@ -649,7 +689,7 @@ func (e *extractor) startTag(selfClosing bool) {
 // fontBreaks reports a <font> that ends foreign content.
 func (e *extractor) fontBreaks() bool {
 	for _, key := range [...]string{"color", "face", "size"} {
-		if _, ok := e.lx.attr(key); ok {
+		if _, ok := e.attr(key); ok {
 			return true
 		}
 	}
@@ -660,7 +700,8 @@ func (e *extractor) fontBreaks() bool {
 // its parent, never raw text (an SVG <title> holds elements), closed by
 // "/>". Its text is hidden with its <svg> or <math>.
 func (e *extractor) foreignStart(a atom.Atom, key uint64, selfClosing bool) {
-	e.lx.rawTag = ""
+	e.z.NextIsNotRawText()
+	e.titleNext = false
 	parent := e.top()
 	parent.kids = true
 	if selfClosing {
@@ -678,9 +719,8 @@ func (e *extractor) foreignStart(a atom.Atom, key uint64, selfClosing bool) {
 		el.kind = kScope
 	case el.ns == mathNS && a == atom.AnnotationXml:
 		el.kind = kScope
-		if enc, ok := e.lx.attr("encoding"); ok {
-			v := attrValue(e.lx.src[enc.start:enc.end])
-			el.integration = strings.EqualFold(v, "text/html") || strings.EqualFold(v, "application/xhtml+xml")
+		if enc, ok := e.attr("encoding"); ok {
+			el.integration = bytes.EqualFold(enc, []byte("text/html")) || bytes.EqualFold(enc, []byte("application/xhtml+xml"))
 		}
 	}
 	e.push(el)
@@ -772,7 +812,7 @@ func (e *extractor) end(el elem) {
 	}
 	switch {
 	case el.link:
-		if ref := e.w.link(e.lx.src[el.href.start:el.href.end]); ref > 0 {
+		if ref := e.w.link(el.href); ref > 0 {
 			e.w.space = true
 			e.w.emit("[" + strconv.Itoa(ref) + "]")
 		}
@@ -931,7 +971,8 @@ func (e *extractor) implyEnds(a atom.Atom, k kind) {
 }
 
 func (e *extractor) endTag() {
-	a, key := lookupName(e.lx.name())
+	name, _ := e.z.TagName()
+	a, key := lookupName(name)
 	k := kinds.get(a)
 	if t := e.top(); t.ns != htmlNS {
 		// In foreign content the innermost foreign element of the name
@@ -988,28 +1029,22 @@ func (e *extractor) endTag() {
 }
 
 // hidden reports a start tag whose content the page does not show. The
-// first attribute of a name counts, as in the HTML standard.
+// Tokenizer keeps the first attribute of a name, as the HTML standard does.
 func (e *extractor) hidden(a atom.Atom) bool {
-	var aria, typ, style bool
-	for _, at := range e.lx.attrs {
-		key := e.lx.src[at[0].start:at[0].end]
-		val := e.lx.src[at[1].start:at[1].end]
-		switch {
-		case asciiEqualFold(key, "hidden"):
+	for _, at := range e.attrs {
+		switch string(at.key) {
+		case "hidden":
 			return true
-		case !aria && asciiEqualFold(key, "aria-hidden"):
-			aria = true
-			if strings.EqualFold(strings.TrimSpace(attrValue(val)), "true") {
+		case "aria-hidden":
+			if bytes.EqualFold(bytes.TrimSpace(at.val), []byte("true")) {
 				return true
 			}
-		case !typ && asciiEqualFold(key, "type"):
-			typ = true
-			if a == atom.Input && strings.EqualFold(attrValue(val), "hidden") {
+		case "type":
+			if a == atom.Input && bytes.EqualFold(at.val, []byte("hidden")) {
 				return true
 			}
-		case !style && asciiEqualFold(key, "style"):
-			style = true
-			if e.styleHides(val) {
+		case "style":
+			if e.styleHides(at.val) {
 				return true
 			}
 		}
@@ -1019,12 +1054,9 @@ func (e *extractor) hidden(a atom.Atom) bool {
 
 // styleHides reports an inline style with display:none or
 // visibility:hidden, white space and case ignored.
-func (e *extractor) styleHides(raw []byte) bool {
-	if bytes.IndexByte(raw, '&') >= 0 {
-		raw = []byte(attrValue(raw))
-	}
+func (e *extractor) styleHides(val []byte) bool {
 	s := e.scratch[:0]
-	for _, c := range raw {
+	for _, c := range val {
 		switch {
 		case isTagSpace(c):
 			continue
@@ -1039,16 +1071,16 @@ func (e *extractor) styleHides(raw []byte) bool {
 
 // textWriter collects text with collapsed whitespace and pending breaks.
 type textWriter struct {
-	b        strings.Builder
-	limit    int
-	space    bool   // a space is pending
-	breaks   int    // newlines pending (0, 1 or 2)
-	pend     []byte // white space pending inside a <pre> line
-	base     *url.URL
-	links    []string
-	index    map[string]int // footnote number by URL
-	rawIndex map[string]int // footnote number by raw href
-	resolved int            // hrefs resolved so far
+	b         strings.Builder
+	limit     int
+	space     bool   // a space is pending
+	breaks    int    // newlines pending (0, 1 or 2)
+	pend      []byte // white space pending inside a <pre> line
+	base      *url.URL
+	links     []string
+	index     map[string]int // footnote number by URL
+	hrefIndex map[string]int // footnote number by href
+	resolved  int            // hrefs resolved so far
 }
 
 func (w *textWriter) full() bool { return w.b.Len() >= w.limit }
@@ -1153,32 +1185,32 @@ func (w *textWriter) preText(s []byte) {
 	w.pend = w.pend[:0]
 }
 
-// link resolves a raw href and returns its footnote number, or 0 when it
+// link resolves an href and returns its footnote number, or 0 when it
 // gets none (not http(s), a same-page fragment, too long, over MaxLinks
 // and not numbered before, or past maxResolved).
-func (w *textWriter) link(raw []byte) int {
-	if len(raw) > maxHrefBytes || w.base == nil {
+func (w *textWriter) link(href string) int {
+	if len(href) > maxHrefBytes || w.base == nil {
 		return 0
 	}
-	if i, ok := w.rawIndex[string(raw)]; ok {
+	if i, ok := w.hrefIndex[href]; ok {
 		return i
 	}
 	if w.resolved >= maxResolved {
 		return 0
 	}
 	w.resolved++
-	i := w.resolve(raw)
+	i := w.resolve(href)
 	if i > 0 {
-		if w.rawIndex == nil {
-			w.rawIndex = map[string]int{}
+		if w.hrefIndex == nil {
+			w.hrefIndex = map[string]int{}
 		}
-		w.rawIndex[string(raw)] = i
+		w.hrefIndex[href] = i
 	}
 	return i
 }
 
-func (w *textWriter) resolve(raw []byte) int {
-	href := strings.TrimSpace(attrValue(raw))
+func (w *textWriter) resolve(href string) int {
+	href = strings.TrimSpace(href)
 	if href == "" || strings.HasPrefix(href, "#") || otherScheme(href) {
 		return 0
 	}
@@ -1239,4 +1271,12 @@ func cleanLine(s string) string {
 		s = s[:n] + "…"
 	}
 	return s
+}
+
+// validUTF8 returns b, or a copy with invalid sequences replaced.
+func validUTF8(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	return bytes.ToValidUTF8(b, []byte("\uFFFD"))
 }

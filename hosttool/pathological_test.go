@@ -65,6 +65,25 @@ func distinctAttrs(n int) string {
 	return fillFunc(n, "", func(i int) string { return " " + strconv.FormatInt(int64(i), 36) }, "")
 }
 
+// attrsN returns n attributes " a0 a1 …" of distinct names.
+func attrsN(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(" " + strconv.FormatInt(int64(i), 36))
+	}
+	return b.String()
+}
+
+// shortAttrs returns n ≤ 65 attributes of distinct one-byte names.
+func shortAttrs(n int) string {
+	const names = "=abcdefghijklmnopqrstuvwxyz0123456789!#$%&()*+,-.:;?@[]^_`{|}~\"'<"
+	var b strings.Builder
+	for _, c := range []byte(names[:n]) {
+		b.WriteString(" " + string(c))
+	}
+	return b.String()
+}
+
 // families are the pathological markup families; each holds at n =
 // MaxParseBytes to the bounds above.
 var families = []family{
@@ -98,10 +117,31 @@ var families = []family{
 	}},
 	{"attr-value-unquoted", func(n int) string { return fill(n, "<p title=", "a", ">x") }},
 	{"attr-count-distinct", func(n int) string { return "<b" + distinctAttrs(n-8) + ">x" }},
+	// One tag with a million attributes.
 	{"attr-count-same", func(n int) string { return fill(n, "<b", " a", ">x") }},
 	{"attr-count-slash", func(n int) string { return fill(n, "<b", "/a", ">x") }},
 	{"attr-count-end-tag", func(n int) string { return "<b>x</b" + distinctAttrs(n-8) + ">" }},
 	{"attr-count-many-tags", func(n int) string { return fill(n, "", "<b"+distinctAttrs(4096)+">x", "") }},
+	// Tags at the cap, in the fewest bytes: what the Tokenizer still
+	// spends per attribute, a million of them. Distinct names cost the
+	// most (each is kept, and read).
+	{"attr-64-per-tag", func(n int) string { return fill(n, "", "<b"+shortAttrs(maxTagAttrs)+">", "") }},
+	{"attr-64-same-per-tag", func(n int) string { return fill(n, "", "<b"+strings.Repeat(" a", maxTagAttrs)+">", "") }},
+	{"attr-64-per-end-tag", func(n int) string { return fill(n, "", "</b"+shortAttrs(maxTagAttrs)+">", "") }},
+	{"attr-65-per-tag", func(n int) string { return fill(n, "", "<b"+shortAttrs(maxTagAttrs+1)+">", "") }},
+	// Where the Tokenizer reads a tag that a cap following one tag at a
+	// time would take for a quoted value: after a quote opened in a
+	// script's or a comment's pseudo-tag, or after "=" that begins a name.
+	{"attr-count-after-script-quote", func(n int) string {
+		return `<script><x y="</script><b` + distinctAttrs(n-40) + `>"`
+	}},
+	{"attr-count-after-comment-quote", func(n int) string { return `<!--<x y="--><b` + distinctAttrs(n-40) + `>"` }},
+	{"attr-count-after-eq-name", func(n int) string { return `<i ="></i><b` + distinctAttrs(n-40) + `>"` }},
+	{"attr-count-raw-end-tag", func(n int) string { return `<script><x </script =" ` + distinctAttrs(n-40) + `>"` }},
+	// The pre-pass's own worst case: a tag starting inside another's
+	// name or value at every few bytes, several followed at once.
+	{"tags-overlapping", func(n int) string { return fill(n, "", "<a=a/", "") }},
+	{"tags-in-values", func(n int) string { return fill(n, "", `<a b="<c d='<e f=g>`, "") }},
 	{"attr-style-many", func(n int) string { return fill(n, "", `<i style="`+strings.Repeat("a: b; ", 100)+`">x`, "") }},
 	{"entity-amp", func(n int) string { return fill(n, "<p>", "&amp;", "") }},
 	{"entity-numeric", func(n int) string { return fill(n, "<p>", "&#x1F600;&#128512;", "") }},

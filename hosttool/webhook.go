@@ -3,6 +3,19 @@
 // rtsandbox.HostTool, the interface programs embedding rtsandbox implement
 // for their own tools. Host tools run on the host with the host-bound
 // channel and speaker; the broker bounds them in time and result size.
+//
+// Web pages, read by web_fetch and by the research worker through Extract,
+// are guest-chosen, so their extraction is bounded whatever the markup. It
+// streams the tokens of x/net's html.Tokenizer instead of building a tree:
+// html.Parse copies every formatting element left open, attributes and
+// all, into each new block (a 43 KB page took 482 MB, 180 KB ran the host
+// out of memory) and takes no context. A pre-pass first cuts every tag to
+// 64 attributes, because the Tokenizer allocates for each attribute of a
+// tag, read or not, and de-duplicates their names with a map. The bounds:
+// 2 MiB of page read (MaxParseBytes), 64 attributes per tag, 256 open
+// elements tracked, 64 KiB of text out (MaxExtractBytes), the context
+// checked every 256 tokens; within them any page costs at most 64 MiB of
+// allocation and a second of CPU (docs/benchmarks.md).
 package hosttool
 
 import (
