@@ -356,12 +356,12 @@ func TestRuntimePanicAnsweredWithFixedText(t *testing.T) {
 // surface goroutine that submits.
 type panicClaim struct{ fallbackClaim }
 
-func (c *panicClaim) Admit(Message) (Admission, bool) { panic("claim broke") }
+func (c *panicClaim) Admit(Message) (Admission, string) { panic("claim broke") }
 
 func TestClaimPanicDropsMessage(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.Claims = []Claim{&panicClaim{}} })
-	if err := h.handle(t, mention("fake:other", "alice", "Alice", "x")); err != nil {
-		t.Fatalf("Handle = %v; want nil (dropped)", err)
+	if err := h.handle(t, mention("fake:other", "alice", "Alice", "x")); Reason(err) != DropInternal {
+		t.Fatalf("Handle = %v; want dropped for %s", err, DropInternal)
 	}
 	if diff := cmp.Diff([]string{"fake:other admission"}, panics(h)); diff != "" {
 		t.Errorf("recovered panics (-want +got):\n%s", diff)

@@ -244,11 +244,11 @@ func (c *fallbackClaim) Stop(rtsandbox.ChannelKey) bool         { return false }
 func (c *fallbackClaim) StartFresh(context.Context, rtsandbox.ChannelKey) (string, error) {
 	return "agents", nil
 }
-func (c *fallbackClaim) Admit(m Message) (Admission, bool) {
+func (c *fallbackClaim) Admit(m Message) (Admission, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.admitted = append(c.admitted, m)
-	return Admission{Failure: "agent turn failed", Run: func(context.Context, Port) error { return nil }}, true
+	return Admission{Failure: "agent turn failed", Run: func(context.Context, Port) error { return nil }}, ""
 }
 
 func (c *fallbackClaim) Admitted() []Message {

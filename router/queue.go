@@ -110,6 +110,17 @@ func (q *queue) size(channel rtsandbox.ChannelKey) int {
 	return 0
 }
 
+// depth returns running plus waiting tasks across channels.
+func (q *queue) depth() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, l := range q.lanes {
+		n += l.size()
+	}
+	return n
+}
+
 // busy returns the channels with any task, sorted.
 func (q *queue) busy() []rtsandbox.ChannelKey {
 	q.mu.Lock()

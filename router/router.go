@@ -14,6 +14,11 @@
 //     channel in arrival order, channels concurrently, and a failed task
 //     never blocks the next. Guest messages are bounded per channel
 //     (Options.QueueLimit); owner commands are not.
+//   - Every message the router does not run is dropped for one reason of
+//     a fixed set (DropReasons): logged as "message dropped" with the
+//     channel, the surface and the reason (never the content), reported to
+//     Options.OnDrop, and returned to the surface (Reason of Submit's
+//     error).
 //   - Everything a guest or chat user sees is a fixed text from this
 //     package; error details go only to the injected logger.
 //   - Delivery is bounded: a reply is at most MaxChunks messages (Chunk
@@ -166,9 +171,11 @@ type Claim interface {
 	// space when routing a message, "" for DMs and channel-only questions
 	// (stop, start fresh).
 	Owns(channel rtsandbox.ChannelKey, space string) bool
-	// Admit decides what to do with a message in an owned channel; false
-	// drops it. It must not block.
-	Admit(m Message) (Admission, bool)
+	// Admit decides what to do with a message in an owned channel: an
+	// admission, or the reason to drop it (one of the Drop constants;
+	// another non-empty text counts as DropNotAdmitted). A dropped message
+	// is never passed to a lower claim. It must not block.
+	Admit(m Message) (adm Admission, drop string)
 	// StartFresh starts the channel's conversation over; it runs on the
 	// channel's queue and returns the conversation kind.
 	StartFresh(ctx context.Context, channel rtsandbox.ChannelKey) (string, error)
@@ -179,7 +186,9 @@ type Claim interface {
 // Admission is an admitted turn.
 type Admission struct {
 	// Run executes inside the channel's queue. An error is logged with
-	// Failure as the message.
+	// Failure as the message, except a *DropError: Run decided not to run
+	// the message after all (its channel was switched off while it
+	// waited), which is reported as a drop with the error's reason.
 	Run     func(ctx context.Context, port Port) error
 	Failure string
 }
@@ -221,6 +230,10 @@ type Options struct {
 	// holds its channel for at most ReplyTimeout plus the failure notice
 	// (at most 30 s) after the runtime answered.
 	ReplyTimeout time.Duration
+	// OnDrop, when set, is called for every dropped message with its
+	// channel and reason (one of DropReasons), on the goroutine that
+	// dropped it: it must not block (count, don't post). Metrics hook.
+	OnDrop func(channel rtsandbox.ChannelKey, reason string)
 }
 
 // Router routes messages from surfaces to claims. It is safe for
@@ -233,6 +246,7 @@ type Router struct {
 	typing   time.Duration
 	sendTO   time.Duration // Options.SendTimeout
 	replyTO  time.Duration // Options.ReplyTimeout
+	onDrop   func(rtsandbox.ChannelKey, string)
 	q        *queue
 	abort    context.CancelFunc
 	bg       sync.WaitGroup // notice senders; Add only under mu while !bgClosed
@@ -275,6 +289,7 @@ func New(opts Options) (*Router, error) {
 		typing:     cmp.Or(opts.TypingInterval, DefaultTypingInterval),
 		sendTO:     cmp.Or(opts.SendTimeout, DefaultSendTimeout),
 		replyTO:    cmp.Or(opts.ReplyTimeout, DefaultReplyTimeout),
+		onDrop:     opts.OnDrop,
 		q:          newQueue(ctx, cmp.Or(opts.QueueLimit, DefaultQueueLimit), log),
 		abort:      cancel,
 		surfaces:   map[string]Surface{},
@@ -310,29 +325,24 @@ func (r *Router) surface(channel rtsandbox.ChannelKey) Surface {
 // Submit routes m and returns at once; admission and queueing happen
 // before it returns, so messages submitted one after another from one
 // goroutine keep their order. The channel receives one value when m is
-// settled: nil when it ran (whatever the turn's outcome) or was dropped,
-// ErrQueueFull or ErrStopping when it was refused (the router has then
-// posted the notice).
+// settled: nil when it ran (whatever the turn's outcome), else a
+// *DropError (errors.Is ErrDropped; Reason names why). A refusal the
+// router answered with a notice also matches ErrQueueFull or ErrStopping.
 func (r *Router) Submit(m Message) <-chan error {
 	done := make(chan error, 1)
-	adm, ok := r.admit(&m)
-	if !ok {
-		done <- nil
+	adm, reason := r.admit(&m)
+	if reason != "" {
+		done <- r.dropped(m, reason, nil)
 		return done
 	}
-	run := func(ctx context.Context) error {
-		if err := r.runAdmission(ctx, m.Channel, adm); err != nil {
-			r.log.Error(adm.Failure, "channel", m.Channel, "err", err)
-		}
-		return nil // the turn's outcome is not the submitter's business
-	}
-	t, err := r.q.push(m.Channel, true, run)
+	t, err := r.q.push(m.Channel, true, r.task(m, adm))
 	if err != nil {
+		derr := r.dropped(m, Reason(err), err)
 		if !r.background(func() {
 			r.refused(m, err)
-			done <- err
+			done <- derr
 		}) {
-			done <- err // closing: no notice, nothing left running
+			done <- derr // closing: no notice, nothing left running
 		}
 		return done
 	}
@@ -341,15 +351,39 @@ func (r *Router) Submit(m Message) <-chan error {
 	r.mu.Unlock()
 	wait := func() {
 		err := <-t.done
-		if errors.Is(err, ErrStopping) {
-			r.refused(m, err) // still waiting when the router closed
+		if errors.Is(err, ErrStopping) { // still waiting when the router closed
+			r.refused(m, err)
+			err = r.dropped(m, DropShuttingDown, err)
 		}
 		done <- err
 	}
 	if !r.background(wait) {
-		go func() { done <- <-t.done }() // the queue settles t before Close returns
+		go func() { // the queue settles t before Close returns
+			err := <-t.done
+			if errors.Is(err, ErrStopping) {
+				err = r.dropped(m, DropShuttingDown, err)
+			}
+			done <- err
+		}()
 	}
 	return done
+}
+
+// task is the queued work of an admitted message: it runs adm and logs a
+// failure under adm.Failure. It returns nil when the message ran (the
+// turn's outcome is not the submitter's business) and the drop's error
+// when adm decided not to run it after all.
+func (r *Router) task(m Message, adm Admission) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := r.runAdmission(ctx, m.Channel, adm)
+		if de, ok := errors.AsType[*DropError](err); ok {
+			return r.dropped(m, knownReason(de.Reason), nil)
+		}
+		if err != nil {
+			r.log.Error(adm.Failure, "channel", m.Channel, "err", err)
+		}
+		return nil
+	}
 }
 
 // background runs f on the notice group unless Close has begun waiting for
@@ -365,12 +399,26 @@ func (r *Router) background(f func()) bool {
 	return true
 }
 
-// Admits reports whether m would be admitted now, without queueing it: a
-// surface can answer at once that a message is dropped. The answer can
-// change before a queued message runs (the mode is checked again then).
+// Admits reports whether m would be admitted now, without queueing it and
+// without recording anything: a probe. The answer can change before a
+// queued message runs (the mode is checked again then).
 func (r *Router) Admits(m Message) bool {
-	_, ok := r.admit(&m)
-	return ok
+	_, reason := r.admit(&m)
+	return reason == ""
+}
+
+// Screen drops m now when the router would drop it at once, and returns
+// the reason: the drop is logged and reported to Options.OnDrop like any.
+// It returns "" for a message that would be admitted, and records
+// nothing then: the surface submits it, and admission runs again in
+// Submit (a change in between is honoured, and a drop there is recorded
+// there). A surface uses it to answer a dropped message at once.
+func (r *Router) Screen(m Message) string {
+	_, reason := r.admit(&m)
+	if reason != "" {
+		_ = r.dropped(m, reason, nil)
+	}
+	return reason
 }
 
 // runAdmission runs adm, turning a panic into an error so that it is logged
@@ -395,27 +443,27 @@ func (r *Router) Handle(ctx context.Context, m Message) error {
 	}
 }
 
-// admit runs host spec §2.2 steps 2–6 and reports whether m was admitted.
-// A claim or the access rules panicking drops the message: admit runs on
-// the surface's goroutine, which must survive it.
-func (r *Router) admit(m *Message) (adm Admission, ok bool) {
+// admit runs host spec §2.2 steps 2–6 and returns m's admission, or the
+// reason to drop it. It records nothing. A claim or the access rules
+// panicking drops the message (DropInternal): admit runs on the surface's
+// goroutine, which must survive it.
+func (r *Router) admit(m *Message) (adm Admission, reason string) {
 	defer func() {
 		if p := recover(); p != nil {
 			_ = recovered(r.log, m.Channel, "admission", p)
-			adm, ok = Admission{}, false
+			adm, reason = Admission{}, DropInternal
 		}
 	}()
 	m.Speaker, m.Tier = nil, access.None
 	if !m.Channel.Valid() {
-		r.log.Debug("message dropped: invalid channel key", "channel", m.Channel)
-		return Admission{}, false
+		return Admission{}, DropNotSandboxed // no claim can own an invalid key
 	}
 	if strings.TrimSpace(m.Text) == "" && m.Attachments == 0 && strings.TrimSpace(m.ForwardedText) == "" {
-		return Admission{}, false
+		return Admission{}, DropEmpty
 	}
 	claim := r.owner(m.Channel, m.Space)
 	if claim == nil {
-		return Admission{}, false
+		return Admission{}, DropNotSandboxed
 	}
 	if !m.Author.Bot && !m.Author.Integration {
 		sp, tier := r.access.Resolve(r.actor(m.Channel, m.Author))
@@ -423,12 +471,14 @@ func (r *Router) admit(m *Message) (adm Admission, ok bool) {
 			m.Speaker, m.Tier = &sp, tier
 		}
 	}
-	adm, ok = claim.Admit(*m)
-	if !ok || adm.Run == nil {
-		r.log.Debug("message dropped by its claim", "channel", m.Channel, "claim", claim.Name(), "message", m.ID)
-		return Admission{}, false
+	adm, reason = claim.Admit(*m)
+	switch {
+	case reason != "":
+		return Admission{}, knownReason(reason)
+	case adm.Run == nil:
+		return Admission{}, DropNotAdmitted
 	}
-	return adm, true
+	return adm, ""
 }
 
 func (r *Router) actor(channel rtsandbox.ChannelKey, a Author) access.Actor {
@@ -449,21 +499,21 @@ func (r *Router) owner(channel rtsandbox.ChannelKey, space string) Claim {
 	return nil
 }
 
-// refused logs an admitted message that will not run and posts (blocking;
-// call it off the caller's goroutine) the fixed notice: once per channel while the host stops, once per run of refusals
-// while the queue is full. Bots and integrations get no notice.
+// refused posts (blocking; call it off the caller's goroutine) the fixed
+// notice for an admitted message that will not run: once per channel
+// while the host stops, once per run of refusals while the queue is full.
+// Bots and integrations get no notice. The drop itself is recorded by the
+// caller.
 func (r *Router) refused(m Message, err error) {
 	var text string
 	r.mu.Lock()
 	switch {
 	case errors.Is(err, ErrStopping):
-		r.log.Info("message not run: the host is shutting down", "channel", m.Channel)
 		if !r.stopNotice[m.Channel] {
 			r.stopNotice[m.Channel] = true
 			text = RestartingText
 		}
 	case errors.Is(err, ErrQueueFull):
-		r.log.Warn("message not run: the channel queue is full", "channel", m.Channel)
 		if !r.fullNotice[m.Channel] {
 			r.fullNotice[m.Channel] = true
 			text = QueueFullText
@@ -630,6 +680,11 @@ func (r *Router) inQueue(ctx context.Context, channel rtsandbox.ChannelKey, fn f
 
 // QueueSize returns the running plus waiting tasks of channel.
 func (r *Router) QueueSize(channel rtsandbox.ChannelKey) int { return r.q.size(channel) }
+
+// QueueDepth returns the tasks queued across channels, running ones
+// included (the sum of QueueSize): guest messages, owner commands and
+// reports. Metrics gauge; cheap enough to read on every scrape.
+func (r *Router) QueueDepth() int { return r.q.depth() }
 
 // Busy returns the channels with queued or running work, sorted.
 func (r *Router) Busy() []rtsandbox.ChannelKey { return r.q.busy() }

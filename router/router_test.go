@@ -25,21 +25,24 @@ func TestClaimRoutingAndPrecedence(t *testing.T) {
 		mention(guests, "owner", "Ada", "hi"),
 		{Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "again", RepliesToBot: true},
 	}
-	ignored := map[string]Message{
-		"bot":         {Channel: guests, Author: Author{ID: "alice", Name: "Alice", Bot: true}, Text: "x", MentionsBot: true},
-		"dm":          {Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "x", MentionsBot: true, IsDirect: true},
-		"integration": {Channel: guests, Author: Author{ID: "alice", Name: "Alice", Integration: true}, Text: "x", MentionsBot: true},
-		"unaddressed": {Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "x"},
-		"unresolved":  mention(guests, "mallory", "Mallory", "x"),
+	ignored := map[string]struct {
+		msg    Message
+		reason string
+	}{
+		"bot":         {Message{Channel: guests, Author: Author{ID: "alice", Name: "Alice", Bot: true}, Text: "x", MentionsBot: true}, DropBotAuthor},
+		"dm":          {Message{Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "x", MentionsBot: true, IsDirect: true}, DropDirect},
+		"integration": {Message{Channel: guests, Author: Author{ID: "alice", Name: "Alice", Integration: true}, Text: "x", MentionsBot: true}, DropBotAuthor},
+		"unaddressed": {Message{Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Text: "x"}, DropNotAddressed},
+		"unresolved":  {mention(guests, "mallory", "Mallory", "x"), DropUnknownSpeaker},
 	}
 	for _, m := range admitted {
 		if err := h.handle(t, m); err != nil {
 			t.Fatalf("Handle: %v", err)
 		}
 	}
-	for name, m := range ignored {
-		if err := h.handle(t, m); err != nil {
-			t.Fatalf("Handle(%s): %v", name, err)
+	for name, tt := range ignored {
+		if err := h.handle(t, tt.msg); !errors.Is(err, ErrDropped) || Reason(err) != tt.reason {
+			t.Errorf("Handle(%s) = %v; want dropped for %s", name, err, tt.reason)
 		}
 	}
 	var speakers []rtsandbox.Speaker
@@ -140,18 +143,20 @@ func TestFailureMatrix(t *testing.T) {
 		msg      Message
 		run      func(context.Context, turnCall) (rtsandbox.Reply, error)
 		failSend func(string) error
+		drop     string // the drop reason; "" when the message ran
 		turns    int
 		sent     []string
 		logs     []string
 	}{
-		{name: "channel-not-enabled", msg: mention("fake:off", "alice", "Alice", "x")},
-		{name: "not-addressed", msg: Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x"}},
-		{name: "bot", msg: Message{Channel: guests, Author: Author{ID: "alice", Bot: true}, Text: "x", MentionsBot: true}},
-		{name: "webhook", msg: Message{Channel: guests, Author: Author{ID: "alice", Integration: true}, Text: "x", MentionsBot: true}},
-		{name: "dm", msg: Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true, IsDirect: true}},
-		{name: "no-speaker", msg: mention(guests, "mallory", "M", "x")},
-		{name: "empty-message", msg: mention(guests, "alice", "Alice", "  \n ")},
-		{name: "invalid-channel-key", msg: mention("Fake:guests", "alice", "Alice", "x")},
+		{name: "channel-not-enabled", msg: mention("fake:off", "alice", "Alice", "x"), drop: DropNotSandboxed, logs: dropLog},
+		{name: "channel-not-enabled-chatter", msg: Message{Channel: "fake:off", Author: Author{ID: "alice"}, Text: "x"}, drop: DropNotSandboxed},
+		{name: "not-addressed", msg: Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x"}, drop: DropNotAddressed},
+		{name: "bot", msg: Message{Channel: guests, Author: Author{ID: "alice", Bot: true}, Text: "x", MentionsBot: true}, drop: DropBotAuthor, logs: dropLog},
+		{name: "webhook", msg: Message{Channel: guests, Author: Author{ID: "alice", Integration: true}, Text: "x", MentionsBot: true}, drop: DropBotAuthor, logs: dropLog},
+		{name: "dm", msg: Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true, IsDirect: true}, drop: DropDirect, logs: dropLog},
+		{name: "no-speaker", msg: mention(guests, "mallory", "M", "x"), drop: DropUnknownSpeaker, logs: dropLog},
+		{name: "empty-message", msg: mention(guests, "alice", "Alice", "  \n "), drop: DropEmpty, logs: dropLog},
+		{name: "invalid-channel-key", msg: mention("Fake:guests", "alice", "Alice", "x"), drop: DropNotSandboxed, logs: dropLog},
 		{
 			name: "worker-ok-false",
 			msg:  mention(guests, "alice", "Alice", "x"),
@@ -196,11 +201,16 @@ func TestFailureMatrix(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, newMemChannels(guests))
+			drops := &dropCounter{}
+			h := newHarness(t, newMemChannels(guests), drops.option)
 			h.rt.Run = tt.run
 			h.surface.failSend = tt.failSend
-			if err := h.handle(t, tt.msg); err != nil {
-				t.Fatalf("Handle = %v; want nil", err)
+			err := h.handle(t, tt.msg)
+			if got := Reason(err); got != tt.drop || (tt.drop == "" && err != nil) {
+				t.Fatalf("Handle = %v (reason %q); want reason %q", err, got, tt.drop)
+			}
+			if want := dropsOf(tt.msg.Channel, tt.drop); !cmp.Equal(drops.seen(), want) {
+				t.Errorf("OnDrop saw %q; want %q", drops.seen(), want)
 			}
 			if n := len(h.rt.Calls()); n != tt.turns {
 				t.Errorf("runtime called %d times; want %d", n, tt.turns)
@@ -212,13 +222,20 @@ func TestFailureMatrix(t *testing.T) {
 				t.Errorf("logs at info and above (-want +got):\n%s", diff)
 			}
 			for _, l := range h.log.records() {
-				if l.Attrs["channel"] != string(guests) {
-					t.Errorf("log %q has channel %q; want %q", l.Msg, l.Attrs["channel"], guests)
+				if l.Attrs["channel"] != string(tt.msg.Channel) {
+					t.Errorf("log %q has channel %q; want %q", l.Msg, l.Attrs["channel"], tt.msg.Channel)
+				}
+				surface, _, _ := strings.Cut(string(tt.msg.Channel), ":")
+				if l.Msg == "message dropped" && (l.Attrs["reason"] != tt.drop || l.Attrs["surface"] != surface) {
+					t.Errorf("drop log attrs = %v; want reason %s, surface %s", l.Attrs, tt.drop, surface)
 				}
 			}
 		})
 	}
 }
+
+// dropLog is the log of one addressed message that was dropped.
+var dropLog = []string{"INFO message dropped"}
 
 func errIf(b bool) error {
 	if b {
@@ -246,7 +263,9 @@ func TestModeOffWhileQueued(t *testing.T) {
 	chans.Disable(guests) // as an owner "off" that overtook the queue
 	close(release)
 	<-first
-	<-second
+	if err := <-second; Reason(err) != DropNotSandboxed {
+		t.Errorf("queued message settled with %v; want dropped for %s", err, DropNotSandboxed)
+	}
 	if n := len(h.rt.Calls()); n != 1 {
 		t.Errorf("runtime called %d times; want 1 (the queued turn must re-check the mode)", n)
 	}
@@ -256,8 +275,8 @@ func TestModeOffWhileQueued(t *testing.T) {
 	if len(fb.Admitted()) != 0 {
 		t.Errorf("the queued message reached the host claim")
 	}
-	if logs := h.log.messages(); len(logs) != 0 {
-		t.Errorf("logs = %q; want none", logs)
+	if diff := cmp.Diff(dropLog, h.log.messages()); diff != "" {
+		t.Errorf("logs (-want +got):\n%s", diff)
 	}
 }
 
@@ -485,8 +504,8 @@ func TestShutdown(t *testing.T) {
 	if err := h.handle(t, mention(guests, "alice", "Alice", "3")); !errors.Is(err, ErrStopping) {
 		t.Errorf("message during shutdown = %v; want ErrStopping", err)
 	}
-	if err := h.handle(t, mention(guests, "mallory", "M", "dropped anyway")); err != nil {
-		t.Errorf("unadmitted message during shutdown = %v; want nil (dropped)", err)
+	if err := h.handle(t, mention(guests, "mallory", "M", "dropped anyway")); Reason(err) != DropUnknownSpeaker {
+		t.Errorf("unadmitted message during shutdown = %v; want dropped for %s", err, DropUnknownSpeaker)
 	}
 	close(gate)
 	if err := <-running; err != nil {
@@ -499,10 +518,17 @@ func TestShutdown(t *testing.T) {
 	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
-	for _, l := range h.log.messages() {
-		if l != "INFO message not run: the host is shutting down" {
-			t.Errorf("unexpected log %q", l)
-		}
+	var reasons []string
+	for _, l := range h.log.records() {
+		reasons = append(reasons, l.Level.String()+" "+l.Msg+" "+l.Attrs["reason"])
+	}
+	want = []string{
+		"INFO message dropped shutting_down", // waiting when Close began
+		"INFO message dropped shutting_down", // submitted during the drain
+		"INFO message dropped unknown_speaker",
+	}
+	if diff := cmp.Diff(want, reasons); diff != "" {
+		t.Errorf("logs (-want +got):\n%s", diff)
 	}
 	if n := len(h.rt.Calls()); n != 1 {
 		t.Errorf("runtime calls = %d; want 1", n)

@@ -66,11 +66,11 @@ func (c *sandboxClaim) Owns(channel rtsandbox.ChannelKey, _ string) bool {
 // Admit admits only when all hold: the channel is sandboxed, the author is
 // neither a bot nor an integration, the message is not direct, it mentions
 // or replies to the bot, and the router resolved a speaker. The owner is
-// treated like everyone else.
-func (c *sandboxClaim) Admit(m Message) (Admission, bool) {
-	addressed := !m.Author.Bot && !m.Author.Integration && !m.IsDirect && (m.MentionsBot || m.RepliesToBot)
-	if !addressed || m.Speaker == nil || !c.channels.Enabled(m.Channel) {
-		return Admission{}, false
+// treated like everyone else. The first rule that fails, in that order
+// after the channel, names the drop.
+func (c *sandboxClaim) Admit(m Message) (Admission, string) {
+	if reason := sandboxDrop(m, c.channels.Enabled(m.Channel)); reason != "" {
+		return Admission{}, reason
 	}
 	speaker := rtsandbox.Speaker{ID: m.Author.ID, Name: m.Author.Name, PrincipalID: m.Speaker.PrincipalID}
 	text := TurnText(m)
@@ -79,7 +79,25 @@ func (c *sandboxClaim) Admit(m Message) (Admission, bool) {
 		Run: func(ctx context.Context, port Port) error {
 			return c.turn(ctx, port, m.Channel, speaker, text)
 		},
-	}, true
+	}, ""
+}
+
+// sandboxDrop is the sandbox address rule (host spec §1.5): the reason m
+// is not admitted, or "".
+func sandboxDrop(m Message, enabled bool) string {
+	switch {
+	case !enabled:
+		return DropNotSandboxed
+	case m.Author.Bot || m.Author.Integration:
+		return DropBotAuthor
+	case m.IsDirect:
+		return DropDirect
+	case !m.MentionsBot && !m.RepliesToBot:
+		return DropNotAddressed
+	case m.Speaker == nil:
+		return DropUnknownSpeaker
+	}
+	return ""
 }
 
 // TurnText builds the model input of a sandbox turn: the untrusted quote
@@ -98,10 +116,12 @@ func TurnText(m Message) string {
 }
 
 // turn is one queued sandbox turn (host spec §2.3). A returned error means
-// even the failure notice could not be posted.
+// even the failure notice could not be posted, or (a *DropError) that the
+// channel was switched off while the message waited.
 func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) error {
 	if !c.channels.Enabled(channel) {
-		return nil // turned off while queued: no answer, no host agents
+		// Turned off while queued: no answer, no host agents.
+		return &DropError{Reason: DropNotSandboxed}
 	}
 	stopTyping := port.StartTyping(ctx, channel)
 	defer stopTyping() // after the reply is posted
