@@ -28,13 +28,16 @@ type Event struct {
 	Channel   rtsandbox.ChannelKey `json:"channel"`
 	MessageID string               `json:"message_id,omitempty"`
 	Chunk     string               `json:"chunk,omitempty"`
-	// Done events only.
+	// Done events only. Dropped and Reason (a router.Drop* reason) say the
+	// message did not run; Error is the fixed text of a refusal (a full
+	// queue, a shutdown, an internal failure).
 	Dropped bool   `json:"dropped,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 
 func doneEvent(channel rtsandbox.ChannelKey, id string, o outcome) Event {
-	e := Event{Type: EventDone, Channel: channel, MessageID: id, Dropped: o.dropped}
+	e := Event{Type: EventDone, Channel: channel, MessageID: id, Dropped: o.reason != "", Reason: o.reason}
 	if o.err != nil {
 		e.Error = refusalText(o.err)
 	}

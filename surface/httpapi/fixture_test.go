@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,8 +80,49 @@ type fixture struct {
 	rt       *fakeRuntime
 	channels *memChannels
 	srv      *httptest.Server
-	token    string // what Options.Token returns; tests may change it
+	logs     *logRecorder // the router's and the API's operator log
+	token    string       // what Options.Token returns; tests may change it
 	mu       sync.Mutex
+	drops    []string // what router.Options.OnDrop saw: "<channel> <reason>"
+}
+
+// dropped returns what OnDrop saw.
+func (f *fixture) dropped() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.drops)
+}
+
+// logRecorder keeps log records as attribute maps, with "msg" and
+// "level" among them.
+type logRecorder struct {
+	mu    sync.Mutex
+	attrs []map[string]string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	attrs := map[string]string{"msg": r.Message, "level": r.Level.String()}
+	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attrs = append(l.attrs, attrs)
+	return nil
+}
+
+// records returns the records with message msg.
+func (l *logRecorder) records(msg string) []map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]string
+	for _, a := range l.attrs {
+		if a["msg"] == msg {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // newFixture serves an API over a router with a fake runtime; lobby is
@@ -89,12 +132,19 @@ func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
 	if rt == nil {
 		rt = &fakeRuntime{Run: echo}
 	}
-	f := &fixture{rt: rt, channels: &memChannels{set: map[rtsandbox.ChannelKey]bool{lobby: true}}, token: guestToken}
+	f := &fixture{rt: rt, channels: &memChannels{set: map[rtsandbox.ChannelKey]bool{lobby: true}}, token: guestToken, logs: &logRecorder{}}
 	pol, err := access.New(access.Rules{Owners: []access.Identity{"http:boss"}, Members: []access.Identity{"http:alice", "http:bob"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.router, err = router.New(router.Options{Channels: f.channels, Runtime: rt, Access: pol})
+	f.router, err = router.New(router.Options{
+		Channels: f.channels, Runtime: rt, Access: pol, Logger: slog.New(f.logs),
+		OnDrop: func(ch rtsandbox.ChannelKey, reason string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.drops = append(f.drops, string(ch)+" "+reason)
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +158,7 @@ func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
 		OwnerToken:    func() string { return ownerToken },
 		OwnerID:       "boss",
 		LoopbackHosts: true,
+		Logger:        slog.New(f.logs),
 	}
 	if edit != nil {
 		edit(&opts)

@@ -1,6 +1,7 @@
 // Package httpapi is the HTTP chat surface for bridges and tests: JSON
 // messages in, replies and typing out as server-sent events, and the
-// owner's sandbox switch, all for channel keys "http:<room>".
+// owner's actions (sandbox on, off, status, fresh, stop), all for channel
+// keys "http:<room>".
 //
 // The contract:
 //
@@ -20,6 +21,12 @@
 //     order: the API holds the next until the previous one is settled, so
 //     every reply chunk and typing event is attributed to exactly one
 //     message. Options.QueueLimit bounds the messages held per channel.
+//   - Every message that does not run names its reason (router.DropReasons):
+//     200 {"channel","dropped":true,"reason"} when the router drops it at
+//     once; "dropped" and "reason" in the done event and the wait answer
+//     when it is dropped later; "reason" beside the error of a 429 (queue
+//     full) or 503 (shutting down). Drops the API decides itself are
+//     reported to the router (router.ReportDrop), so all are counted once.
 //   - Events fan out to subscribers through bounded buffers; a subscriber
 //     that falls behind is dropped, never waited for.
 //   - A panic fails one request (its response is aborted) or one message
@@ -193,19 +200,40 @@ func (a *API) Typing(_ context.Context, channel rtsandbox.ChannelKey) error {
 }
 
 // Stop makes the API take no new messages (503) and settles the messages
-// it still holds as refused; the one already in the router is the
-// router's to finish. Call it before router.Close.
+// it still holds as refused (dropped for router.DropShuttingDown, each
+// reported to the router); the one already in the router is the router's
+// to finish. Call it before router.Close.
 func (a *API) Stop() {
+	for _, p := range a.release() {
+		a.router.ReportDrop(p.msg.Channel, router.DropShuttingDown)
+		o := settled(router.ErrStopping, nil)
+		p.settle(o)
+		a.hub.publish(doneEvent(p.msg.Channel, p.id, o))
+	}
+}
+
+// release marks the API stopping and takes every held message that is
+// not in the router out of its lane.
+func (a *API) release() []*pending {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stopping = true
+	var out []*pending
 	for _, l := range a.lanes {
-		for _, p := range l.waiting {
-			a.pending--
-			p.settle(outcome{err: router.ErrStopping})
-		}
+		out = append(out, l.waiting...)
+		a.pending -= len(l.waiting)
 		l.waiting = nil
 	}
+	return out
+}
+
+// Held returns the messages the API holds across channels, those in the
+// router included (metrics gauge, beside router.QueueDepth: the API hands
+// the router one message per channel at a time).
+func (a *API) Held() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pending
 }
 
 // draining reports whether Stop was called: readiness is false from then.

@@ -39,9 +39,19 @@ type pending struct {
 
 // outcome is what became of a message.
 type outcome struct {
-	err     error // router.ErrStopping, router.ErrQueueFull: refused
-	dropped bool
-	chunks  []string
+	err    error  // a refusal with a status: router.ErrStopping, router.ErrQueueFull
+	reason string // a router.Drop* reason when the message was dropped
+	chunks []string
+}
+
+// settled is the outcome of a message the router settled with err.
+func settled(err error, chunks []string) outcome {
+	o := outcome{reason: dropReason(err), chunks: chunks}
+	if errors.Is(err, router.ErrDropped) && !errors.Is(err, router.ErrStopping) && !errors.Is(err, router.ErrQueueFull) {
+		err = nil // a plain drop answers 200 with its reason, not an error status
+	}
+	o.err = err
+	return o
 }
 
 func (p *pending) settle(o outcome) { p.result <- o }
@@ -63,8 +73,18 @@ func (l *lane) size() int {
 
 // submit holds m for its channel and returns its pending record. The lane
 // goroutine passes it to the router when the channel's previous message is
-// settled. Errors: errChannelFull, errHostFull, router.ErrStopping.
+// settled. Errors: errChannelFull, errHostFull, router.ErrStopping; each
+// is reported to the router as a drop (the API decided it, not the router).
 func (a *API) submit(m router.Message) (*pending, error) {
+	p, err := a.hold(m)
+	if err != nil {
+		a.router.ReportDrop(m.Channel, dropReason(err))
+	}
+	return p, err
+}
+
+// hold puts m in its channel's lane.
+func (a *API) hold(m router.Message) (*pending, error) {
 	p := &pending{id: a.opts.NewID(), msg: m, result: make(chan outcome, 1)}
 	p.msg.ID = p.id
 	a.mu.Lock()
@@ -111,8 +131,7 @@ func (a *API) drain(channel rtsandbox.ChannelKey, l *lane) {
 		err := a.route(p)
 
 		a.mu.Lock()
-		o := outcome{err: err, chunks: p.chunks}
-		o.dropped = err == nil && !p.ran && len(p.chunks) == 0
+		o := settled(err, p.chunks)
 		a.pending--
 		a.mu.Unlock()
 		p.settle(o)

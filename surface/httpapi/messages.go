@@ -30,6 +30,7 @@ type messageRequest struct {
 type authorRequest struct {
 	ID   string
 	Name string
+	Bot  bool
 }
 
 // acceptedResponse answers a message taken without waiting.
@@ -43,7 +44,15 @@ type waitResponse struct {
 	ID      string  `json:"id"`
 	Channel string  `json:"channel"`
 	Dropped bool    `json:"dropped,omitempty"`
+	Reason  string  `json:"reason,omitempty"` // a router.Drop* reason when dropped
 	Replies []reply `json:"replies"`
+}
+
+// dropResponse answers a message the router dropped at once.
+type dropResponse struct {
+	Channel string `json:"channel"`
+	Dropped bool   `json:"dropped"`
+	Reason  string `json:"reason"`
 }
 
 type reply struct {
@@ -67,6 +76,8 @@ func decodeMessage(d *decoder) (messageRequest, string) {
 					return d.str("author.id", &m.Author.ID)
 				case "name":
 					return d.str("author.name", &m.Author.Name)
+				case "bot":
+					return d.boolean("author.bot", &m.Author.Bot)
 				}
 				return unknown("author." + k)
 			})
@@ -120,7 +131,7 @@ func (m messageRequest) validate() (router.Message, string) {
 	}
 	return router.Message{
 		Channel:       channel,
-		Author:        router.Author{ID: m.Author.ID, Name: name},
+		Author:        router.Author{ID: m.Author.ID, Name: name, Bot: m.Author.Bot},
 		Text:          strings.TrimSpace(m.Text),
 		MentionsBot:   m.MentionsBot,
 		RepliesToBot:  m.RepliesToBot,
@@ -159,7 +170,8 @@ func validText(s string) bool {
 
 // handlePostMessage takes a message for the router: 202 with its id, or
 // with "wait": true the replies once it is settled; a message the router
-// drops at once answers 200 {"dropped":true} in both modes.
+// drops at once answers 200 {"channel","dropped":true,"reason"} in both
+// modes.
 func handlePostMessage(a *API) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, status, text := newDecoder(w, r)
@@ -183,15 +195,15 @@ func handlePostMessage(a *API) http.Handler {
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
-		if !a.opts.Router.Admits(m) {
-			// Dropped at once (not sandboxed, not addressed, a DM, an
-			// unresolved author): nothing is queued, so no id.
-			writeJSON(w, http.StatusOK, waitResponse{Channel: string(m.Channel), Dropped: true, Replies: []reply{}})
+		if reason := a.opts.Router.Screen(m); reason != "" {
+			// Dropped at once (not sandboxed, not addressed, a DM, a bot,
+			// an unresolved author): nothing is queued, so no id.
+			writeJSON(w, http.StatusOK, dropResponse{Channel: string(m.Channel), Dropped: true, Reason: reason})
 			return
 		}
 		p, err := a.submit(m)
 		if err != nil {
-			a.fail(w, r, err)
+			a.failMessage(w, r, err)
 			return
 		}
 		if !req.Wait {
@@ -210,10 +222,10 @@ func (a *API) await(w http.ResponseWriter, r *http.Request, p *pending) {
 	select {
 	case o := <-p.result:
 		if o.err != nil {
-			a.fail(w, r, o.err)
+			a.failMessage(w, r, o.err)
 			return
 		}
-		resp := waitResponse{ID: p.id, Channel: string(p.msg.Channel), Dropped: o.dropped, Replies: []reply{}}
+		resp := waitResponse{ID: p.id, Channel: string(p.msg.Channel), Dropped: o.reason != "", Reason: o.reason, Replies: []reply{}}
 		if len(o.chunks) > 0 {
 			resp.Replies = append(resp.Replies, reply{Chunks: o.chunks})
 		}

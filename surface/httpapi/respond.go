@@ -59,8 +59,28 @@ func refusalText(err error) string {
 	return text
 }
 
+// dropReason is the drop reason of a message error: the router's, or the
+// API's own for the bounds it keeps; "" when err is no drop.
+func dropReason(err error) string {
+	switch {
+	case errors.Is(err, errChannelFull), errors.Is(err, errHostFull):
+		return router.DropQueueFull
+	}
+	return router.Reason(err)
+}
+
 // fail writes err's status and fixed text; unexpected errors are logged.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	a.failWith(w, r, err, "")
+}
+
+// failMessage is fail for a message: the body names the drop reason too
+// when err dropped it (a full queue, a shutdown).
+func (a *API) failMessage(w http.ResponseWriter, r *http.Request, err error) {
+	a.failWith(w, r, err, dropReason(err))
+}
+
+func (a *API) failWith(w http.ResponseWriter, r *http.Request, err error, reason string) {
 	status, text, known := failure(err)
 	if !known {
 		a.log.Error("http request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -68,11 +88,12 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "30")
 	}
-	writeError(w, status, text)
+	writeJSON(w, status, errorBody{Error: text, Reason: reason})
 }
 
 type errorBody struct {
-	Error string `json:"error"`
+	Error  string `json:"error"`
+	Reason string `json:"reason,omitempty"` // a router.Drop* reason for a dropped message
 }
 
 func writeError(w http.ResponseWriter, status int, text string) {

@@ -11,6 +11,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox/router"
 )
 
 // Handler returns the API's routes behind its hardening. The whole route
@@ -22,6 +24,8 @@ import (
 //	GET  /api/v1/events                     guest token
 //	GET  /api/v1/channels/{key}/sandbox     owner token
 //	POST /api/v1/channels/{key}/sandbox     owner token
+//	POST /api/v1/channels/{key}/fresh       owner token
+//	POST /api/v1/channels/{key}/stop        owner token
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealth(a)})
@@ -32,6 +36,8 @@ func (a *API) Handler() http.Handler {
 		http.MethodGet:  a.owner(handleSandboxStatus(a)),
 		http.MethodPost: a.owner(handleSandboxSet(a)),
 	})
+	mux.Handle("/api/v1/channels/{key}/fresh", methods{http.MethodPost: a.owner(handleOwnerAction(a, router.ActionFresh))})
+	mux.Handle("/api/v1/channels/{key}/stop", methods{http.MethodPost: a.owner(handleOwnerAction(a, router.ActionStop))})
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, textNotFound)
 	}))
