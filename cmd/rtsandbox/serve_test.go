@@ -262,26 +262,11 @@ func TestServeDrain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			started, release := make(chan struct{}, 1), make(chan struct{})
-			var once sync.Once
-			model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
-				started <- struct{}{}
-				<-release
-				return fakemodel.Response{Content: "Finished during the drain."}
-			}))
-			defer model.Close()
-			defer once.Do(func() { close(release) })
+			model, started, release := blockingModel(t, "Finished during the drain.")
 			addr := freeAddr(t)
 			cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
 			s := startServe(t, addr, "--config", cfg, "--drain", tt.drain)
-			got := make(chan waitReply, 1)
-			go func() {
-				_, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
-					`{"channel":"http:lobby","author":{"id":"alice"},"text":"slow","mentions_bot":true,"wait":true}`)
-				var w waitReply
-				_ = json.Unmarshal([]byte(body), &w)
-				got <- w
-			}()
+			got := s.sayAsync(t, "slow")
 			select {
 			case <-started:
 			case <-time.After(60 * time.Second):
@@ -291,7 +276,7 @@ func TestServeDrain(t *testing.T) {
 			go func() { stopped <- s.stop(t) }()
 			if tt.name == "turn-finishes" {
 				time.Sleep(300 * time.Millisecond) // SIGTERM is in; the turn still runs
-				once.Do(func() { close(release) })
+				release()
 			}
 			if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != tt.want {
 				t.Errorf("reply = %+v; want %q", w, tt.want)
@@ -309,26 +294,11 @@ func TestServeDrain(t *testing.T) {
 // it refuses, and the turn in flight ends with its own reply.
 func TestReapAgainstRunningServer(t *testing.T) {
 	tag, cli := sealedImage(t)
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	var once sync.Once
-	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
-		started <- struct{}{}
-		<-release
-		return fakemodel.Response{Content: "Survived the reap."}
-	}))
-	defer model.Close()
-	defer once.Do(func() { close(release) })
+	model, started, release := blockingModel(t, "Survived the reap.")
 	addr := freeAddr(t)
 	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
 	s := startServe(t, addr, "--config", cfg)
-	got := make(chan waitReply, 1)
-	go func() {
-		_, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
-			`{"channel":"http:lobby","author":{"id":"alice"},"text":"slow","mentions_bot":true,"wait":true}`)
-		var w waitReply
-		_ = json.Unmarshal([]byte(body), &w)
-		got <- w
-	}()
+	got := s.sayAsync(t, "slow")
 	select {
 	case <-started:
 	case <-time.After(60 * time.Second):
@@ -338,7 +308,7 @@ func TestReapAgainstRunningServer(t *testing.T) {
 	if code != exitFail || out != "" || !strings.Contains(errOut, "in use by a running rtsandbox") {
 		t.Errorf("reap while served = %d %q %q; want 1 and the lock message", code, out, errOut)
 	}
-	once.Do(func() { close(release) })
+	release()
 	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != "Survived the reap." {
 		t.Errorf("reply = %+v; want the turn's own answer", w)
 	}
@@ -413,14 +383,7 @@ func TestServeUsage(t *testing.T) {
 // before --drain.
 func TestServeSecondSignalCutsDrain(t *testing.T) {
 	tag, cli := sealedImage(t)
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
-		started <- struct{}{}
-		<-release
-		return fakemodel.Response{Content: "too late"}
-	}))
-	defer model.Close()
-	defer close(release)
+	model, started, _ := blockingModel(t, "too late")
 	addr := freeAddr(t)
 	path, _ := serveConfig(t, model.ChatURL(), tag, addr)
 	cfg, err := config.Load(path)
@@ -436,14 +399,7 @@ func TestServeSecondSignalCutsDrain(t *testing.T) {
 	s := &server{base: "http://" + addr, out: out, client: &http.Client{Transport: &http.Transport{}}}
 	defer s.client.CloseIdleConnections()
 	waitReady(t, s)
-	got := make(chan waitReply, 1)
-	go func() {
-		_, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
-			`{"channel":"http:lobby","author":{"id":"alice"},"text":"slow","mentions_bot":true,"wait":true}`)
-		var w waitReply
-		_ = json.Unmarshal([]byte(body), &w)
-		got <- w
-	}()
+	got := s.sayAsync(t, "slow")
 	<-started
 	cancel() // the first signal
 	deadline := time.Now().Add(10 * time.Second)
@@ -493,4 +449,36 @@ func waitReady(t *testing.T, s *server) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("serve not ready within 30s:\n%s", s.out.String())
+}
+
+// blockingModel is a stand-in model whose answer (content) waits until
+// release is called; started receives once per request. release is also
+// called when the test ends, and may be called more than once.
+func blockingModel(t *testing.T, content string) (model *fakemodel.Server, started <-chan struct{}, release func()) {
+	t.Helper()
+	start, gate := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	model = fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+		start <- struct{}{}
+		<-gate
+		return fakemodel.Response{Content: content}
+	}))
+	t.Cleanup(model.Close)
+	t.Cleanup(release) // runs first: a held request must not block Close
+	return model, start, release
+}
+
+// sayAsync posts a waiting message from alice to http:lobby; its answer
+// arrives on the returned channel.
+func (s *server) sayAsync(t *testing.T, text string) <-chan waitReply {
+	got := make(chan waitReply, 1)
+	go func() {
+		_, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
+			`{"channel":"http:lobby","author":{"id":"alice"},"text":"`+text+`","mentions_bot":true,"wait":true}`)
+		var w waitReply
+		_ = json.Unmarshal([]byte(body), &w)
+		got <- w
+	}()
+	return got
 }
