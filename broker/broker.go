@@ -84,6 +84,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for audit durations; nil means time.Now.
 	Now func() time.Time
+	// Observe, when set, receives one CallRecord per call, after the
+	// response is written and the audit record emitted. It runs on the
+	// call's goroutine and must not block; nil costs nothing.
+	Observe func(CallRecord)
 }
 
 // Construction errors, with the reference's texts. All wrap

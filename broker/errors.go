@@ -1,6 +1,9 @@
 package broker
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // refusal is one row of the broker's error table: the status and fixed text
 // a guest sees, and the class the audit record names. Guests never see
@@ -31,8 +34,8 @@ var (
 )
 
 // outcome is what one call produced: the response and what the audit
-// record needs. detail is for the operator log only and never contains a
-// body, a header or a credential.
+// record and the observer need. detail is for the operator log only and
+// never contains a body, a header or a credential.
 type outcome struct {
 	status  int
 	body    []byte
@@ -40,6 +43,11 @@ type outcome struct {
 	class   string
 	detail  string
 	bytesIn int
+	// upstream is the time spent in the upstream call (model, MCP, host
+	// tool), 0 when none was made; reflected marks an answer refused for
+	// echoing the credential.
+	upstream  time.Duration
+	reflected bool
 }
 
 func refuse(r refusal) outcome {

@@ -78,14 +78,19 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 // references decoded, as a renderer would show it), so the reflection
 // check runs on the final form (upstream.CheckJSON lists the forms).
 func (b *Broker) forward(ctx context.Context, call upstream.Call) outcome {
+	start := b.now()
 	resp, err := b.client.Post(ctx, call)
+	took := b.now().Sub(start)
+	if err == nil {
+		err = upstream.CheckJSON(resp, call.Key.Reveal())
+	}
+	o := okJSON(resp)
 	if err != nil {
-		return fail(err.Error())
+		o = fail(err.Error())
+		o.reflected = errors.Is(err, upstream.ErrReflect)
 	}
-	if err := upstream.CheckJSON(resp, call.Key.Reveal()); err != nil {
-		return fail(err.Error())
-	}
-	return okJSON(resp)
+	o.upstream = took
+	return o
 }
 
 // serve runs a host tool with the host-bound context. The body is passed as
@@ -102,12 +107,24 @@ func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
 		return o
 	}
 	tc := rtsandbox.HostToolContext{Channel: t.scope.Channel, Speaker: t.scope.Speaker}
+	start := t.b.now()
 	text, err := h.run(ctx, t, req.raw, tc)
+	o := toolOutcome(text, err)
+	o.upstream = t.b.now().Sub(start)
+	return o
+}
+
+// toolOutcome is the answer to a host tool's result: its text as
+// {"text":…}, or the fixed failure. A webhook answer refused for echoing
+// its key (upstream.ErrReflect) is marked so.
+func toolOutcome(text string, err error) outcome {
 	if errors.Is(err, errToolPanicked) {
 		return fail("host tool panicked")
 	}
 	if err != nil {
-		return fail("host tool failed")
+		o := fail("host tool failed")
+		o.reflected = errors.Is(err, upstream.ErrReflect)
+		return o
 	}
 	out, err := marshal(struct {
 		Text string `json:"text"`

@@ -33,12 +33,16 @@ func (t *Turn) Remaining() int {
 }
 
 // ServeHTTP runs the request pipeline, writes the outcome with
-// Connection: close and emits one audit record.
+// Connection: close, emits one audit record and tells the observer.
 func (t *Turn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := t.b.now()
 	route, o := t.handle(r)
 	writeOutcome(w, o)
-	t.audit(r.Context(), route, o, t.b.now().Sub(start))
+	d := t.b.now().Sub(start)
+	t.audit(r.Context(), route, o, d)
+	if t.b.cfg.Observe != nil {
+		t.b.observe(r.RequestURI, route, o, d)
+	}
 }
 
 func writeOutcome(w http.ResponseWriter, o outcome) {

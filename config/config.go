@@ -102,6 +102,8 @@ type Config struct {
 	Web Web
 	// Host tunes the host process itself.
 	Host Host
+	// Metrics is serve's Prometheus listener; nil means off.
+	Metrics *Metrics
 }
 
 // Host tunes the host process.

@@ -15,7 +15,7 @@ import (
 // URL rule depends on it wherever it appears in the file.
 func (p *parser) config(root *yaml.Node) *Config {
 	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox",
-		"access", "initial_channels", "http", "discord", "web", "host")
+		"access", "initial_channels", "http", "discord", "web", "host", "metrics")
 	c := &Config{}
 	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
 		c.StateDir = filepath.Clean(s)
@@ -35,6 +35,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Web = p.web(o.get("web"), c)
 	p.webToolNames(c, root)
 	c.Host = p.host(o.get("host"))
+	c.Metrics = p.metrics(o.get("metrics"), c)
 	return c
 }
 

@@ -34,10 +34,11 @@ const runRootName = "run"
 
 // sealedOptions are the wiring choices a command may override.
 type sealedOptions struct {
-	client *upstream.Client // nil: the hardened default
-	driver container.Driver // nil: the local Docker daemon
-	onTurn func(sandbox.TurnStats)
-	log    *slog.Logger
+	client  *upstream.Client        // nil: the hardened default
+	driver  container.Driver        // nil: the local Docker daemon
+	onTurn  func(sandbox.TurnStats) // after the "turn" record (metrics.go)
+	observe func(broker.CallRecord) // the broker's Observe (metrics)
+	log     *slog.Logger
 	// poster receives research reports; nil refuses a config that enables
 	// web.research.
 	poster delegate.Poster
@@ -78,6 +79,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 		return nil, err
 	}
 	bc.Tools = append(bc.Tools, web.tools...)
+	bc.Observe = o.observe
 	b, err := broker.New(bc)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -101,7 +103,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 			MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
 		},
-		Installation: installationID(cfg), Logger: o.log, OnTurn: o.onTurn,
+		Installation: installationID(cfg), Logger: o.log, OnTurn: logTurn(o.log, o.onTurn),
 	})
 	if err != nil {
 		closeFn()

@@ -175,6 +175,11 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if err := startChecks(ctx, cfg, getenv, log); err != nil { // docs/operations.md
 		return err
 	}
+	m, err := startMetrics(cfg, log) // up until the drain is over
+	if err != nil {
+		return err
+	}
+	defer m.stop()
 
 	d, closeClient, err := dockerDriver(log)
 	if err != nil {
@@ -186,10 +191,12 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	// cannot remove the containers of a `chat` or `turn` that still runs
 	// on this state directory (serve then refuses to start instead).
 	reports := &latePoster{}
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{driver: d, log: log.With("plugin", "sandbox"), poster: reports})
+	s, err := newSealedRuntime(cfg, getenv, sealedOptions{driver: d, log: log.With("plugin", "sandbox"), poster: reports,
+		onTurn: m.onTurn(), observe: m.observe()})
 	if err != nil {
 		return err
 	}
+	m.watchSandbox(s.rt, d.Pending)
 	if err := reap(ctx, d, id, reapTimeout, log, "orphan containers removed at startup"); err != nil {
 		s.close()
 		return err
@@ -207,10 +214,11 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
-	r, err := router.New(router.Options{Channels: store, Runtime: s.rt, Access: policy, Logger: log})
+	r, err := router.New(router.Options{Channels: store, Runtime: s.rt, Access: policy, Logger: log, OnDrop: m.onDrop()})
 	if err != nil {
 		return err
 	}
+	m.watchRouter(r)
 	reports.bind(routerReports{r})
 	h := &host{log: log, router: r, drain: drain, force: force, web: s.web, ready: engineReady(d)}
 	defer h.stop()

@@ -1,0 +1,155 @@
+// serve's Prometheus listener (config metrics:) and the per-turn "turn"
+// log record that every sealed runtime writes.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/metrics"
+	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/sandbox"
+)
+
+// hostMetrics is serve's metrics: a Recorder and the listener that serves
+// it. With metrics off, rec is nil and every method does nothing.
+type hostMetrics struct {
+	rec    *metrics.Recorder
+	log    *slog.Logger
+	srv    *http.Server
+	served chan struct{} // closed when srv.Serve returned
+}
+
+// startMetrics listens on metrics.listen and serves /metrics, or returns
+// a hostMetrics that does nothing when the config has no metrics section.
+// A listener that stops on its own is logged; the chat host goes on.
+func startMetrics(cfg *config.Config, log *slog.Logger) (*hostMetrics, error) {
+	h := &hostMetrics{log: log}
+	c := cfg.Metrics
+	if c == nil {
+		return h, nil
+	}
+	if !c.Loopback {
+		log.Warn("metrics.listen is not a loopback address: the metrics are readable from other machines; put a firewall in front of it", "listen", c.Listen)
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics.listen: %w", err)
+	}
+	h.rec = metrics.New()
+	h.srv = &http.Server{
+		Handler:           h.rec.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	h.served = make(chan struct{})
+	go func() {
+		defer close(h.served)
+		if err := h.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return h, nil
+}
+
+// stop closes the listener, letting a scrape in flight finish.
+func (h *hostMetrics) stop() {
+	if h.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.log.Warn("metrics listener did not shut down", "err", err)
+		h.srv.Close()
+	}
+	<-h.served
+}
+
+// onTurn is the sandbox's OnTurn with metrics on; nil when off.
+func (h *hostMetrics) onTurn() func(sandbox.TurnStats) {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.Turn
+}
+
+// observe is the broker's Observe with metrics on; nil when off, so the
+// broker does no work for it.
+func (h *hostMetrics) observe() func(broker.CallRecord) {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.BrokerCall
+}
+
+// watchSandbox binds the gauges the runtime and the driver answer.
+func (h *hostMetrics) watchSandbox(rt *sandbox.Runtime, pending func() int) {
+	if h.rec == nil {
+		return
+	}
+	h.rec.ActiveTurns(func() int { return len(rt.Busy()) })
+	h.rec.PendingRemovals(pending)
+}
+
+// onDrop is the router's OnDrop with metrics on; nil when off. The
+// channel is not recorded.
+func (h *hostMetrics) onDrop() func(rtsandbox.ChannelKey, string) {
+	if h.rec == nil {
+		return nil
+	}
+	return func(_ rtsandbox.ChannelKey, reason string) { h.rec.Drop(reason) }
+}
+
+// watchRouter binds the queue gauge and starts every drop reason at zero.
+func (h *hostMetrics) watchRouter(r *router.Router) {
+	if h.rec == nil {
+		return
+	}
+	h.rec.DropReasons(router.DropReasons...)
+	h.rec.QueueDepth(r.QueueDepth)
+}
+
+// logTurn returns the runtime's OnTurn: it writes the turn's one Info
+// record, "turn", then calls next when set. The record names the channel,
+// the outcome class, the broker call count and each phase in
+// milliseconds; never content. The sandbox itself logs a failure's error
+// at Warn.
+func logTurn(log *slog.Logger, next func(sandbox.TurnStats)) func(sandbox.TurnStats) {
+	return func(s sandbox.TurnStats) {
+		if log.Enabled(context.Background(), slog.LevelInfo) {
+			log.LogAttrs(context.Background(), slog.LevelInfo, "turn", turnAttrs(s)...)
+		}
+		if next != nil {
+			next(s)
+		}
+	}
+}
+
+func turnAttrs(s sandbox.TurnStats) []slog.Attr {
+	attrs := []slog.Attr{
+		slog.String("channel", string(s.Channel)),
+		slog.String("class", s.Class),
+		slog.Int("calls", s.Calls),
+	}
+	for _, p := range metrics.Phases(s) {
+		attrs = append(attrs, slog.Int64(p.Name+"_ms", p.Duration.Milliseconds()))
+	}
+	if s.CleanupPending {
+		attrs = append(attrs, slog.Bool("cleanup_pending", true))
+	}
+	return attrs
+}

@@ -1,0 +1,306 @@
+package metrics_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/metrics"
+	"github.com/rtsandbox/rtsandbox/sandbox"
+)
+
+// fullTurn is a turn that reached every phase: 100 ms admission, 200 ms
+// create, 300 ms start, 400 ms to the first call, 1 s of replies, 500 ms
+// removal, 2.6 s in all.
+func fullTurn(class string) sandbox.TurnStats {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	return sandbox.TurnStats{
+		Channel: "http:lobby", Class: class,
+		Admitted: at(0), Listening: at(50), Began: at(100), Created: at(300), Started: at(600),
+		FirstCall: at(1000), Exited: at(2000), Removed: at(2500), Ended: at(2600),
+	}
+}
+
+func TestPhases(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	early := fullTurn(sandbox.ClassEngine)
+	early.Created, early.Started, early.FirstCall, early.Exited, early.Removed = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	pending := fullTurn(sandbox.ClassOK)
+	pending.Removed, pending.CleanupPending = time.Time{}, true
+	noCall := fullTurn(sandbox.ClassWorker)
+	noCall.FirstCall = time.Time{}
+	tests := []struct {
+		name  string
+		stats sandbox.TurnStats
+		want  []metrics.Phase
+	}{
+		{"every-phase", fullTurn(sandbox.ClassOK), []metrics.Phase{
+			{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
+			{metrics.PhaseFirstCall, ms(400)}, {metrics.PhaseReply, ms(1000)}, {metrics.PhaseRemoval, ms(500)},
+			{metrics.PhaseTotal, ms(2600)},
+		}},
+		{"create-failed", early, []metrics.Phase{{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseTotal, ms(2600)}}},
+		{"removal-pending", pending, []metrics.Phase{
+			{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
+			{metrics.PhaseFirstCall, ms(400)}, {metrics.PhaseReply, ms(1000)}, {metrics.PhaseTotal, ms(2600)},
+		}},
+		{"no-broker-call", noCall, []metrics.Phase{
+			{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
+			{metrics.PhaseRemoval, ms(500)}, {metrics.PhaseTotal, ms(2600)},
+		}},
+		{"nothing", sandbox.TurnStats{}, []metrics.Phase{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, metrics.Phases(tt.stats)); diff != "" {
+				t.Errorf("Phases (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTurnCountsClassAndPhases(t *testing.T) {
+	r := metrics.New()
+	r.Turn(fullTurn(sandbox.ClassOK))
+	r.Turn(fullTurn(sandbox.ClassOK))
+	failed := fullTurn(sandbox.ClassUpstream)
+	failed.Removed = time.Time{}
+	r.Turn(failed)
+	r.Turn(fullTurn("Not A Class"))
+
+	if got, want := counter(t, r, "rtsandbox_turns_total", "class", "ok"), 2.0; got != want {
+		t.Errorf("turns_total{class=ok} = %v; want %v", got, want)
+	}
+	for class, want := range map[string]float64{"upstream": 1, "other": 1, "timeout": 0, "disk_full": 0} {
+		if got := counter(t, r, "rtsandbox_turns_total", "class", class); got != want {
+			t.Errorf("turns_total{class=%s} = %v; want %v", class, got, want)
+		}
+	}
+	for phase, want := range map[string]uint64{"admission": 4, "total": 4, "removal": 3} {
+		if got := histCount(t, r, "rtsandbox_turn_phase_seconds", "phase", phase); got != want {
+			t.Errorf("turn_phase_seconds{phase=%s} count = %d; want %d", phase, got, want)
+		}
+	}
+	if got := histSum(t, r, "rtsandbox_turn_phase_seconds", "phase", "reply"); got != 4 {
+		t.Errorf("turn_phase_seconds{phase=reply} sum = %v; want 4 (4 turns of 1 s)", got)
+	}
+}
+
+func TestBrokerCall(t *testing.T) {
+	r := metrics.New()
+	r.BrokerCall(broker.CallRecord{Route: broker.RouteModel, Status: 200, Duration: time.Second, Upstream: 900 * time.Millisecond})
+	r.BrokerCall(broker.CallRecord{Route: broker.RouteModel, Status: 502, Refusal: "call_failed", Upstream: time.Second, Reflection: true})
+	r.BrokerCall(broker.CallRecord{Route: broker.RouteTools, Tool: "weather", Status: 400, Refusal: "invalid_arguments"})
+	r.BrokerCall(broker.CallRecord{Route: broker.RouteTools, Tool: broker.UnknownTool, Status: 404, Refusal: "not_found"})
+	r.BrokerCall(broker.CallRecord{Route: broker.RouteMCP, Tool: "../etc/Passwd", Status: 404, Refusal: "not_found"})
+	want := `
+# HELP rtsandbox_broker_calls_total Broker calls by route class, declared tool or MCP server, status and refusal class (empty when served).
+# TYPE rtsandbox_broker_calls_total counter
+rtsandbox_broker_calls_total{refusal="",route="model",status="200",tool=""} 1
+rtsandbox_broker_calls_total{refusal="call_failed",route="model",status="502",tool=""} 1
+rtsandbox_broker_calls_total{refusal="invalid_arguments",route="tools",status="400",tool="weather"} 1
+rtsandbox_broker_calls_total{refusal="not_found",route="tools",status="404",tool="unknown"} 1
+rtsandbox_broker_calls_total{refusal="not_found",route="mcp",status="404",tool="other"} 1
+# HELP rtsandbox_broker_reflection_refusals_total Upstream answers the broker refused because they echoed the credential.
+# TYPE rtsandbox_broker_reflection_refusals_total counter
+rtsandbox_broker_reflection_refusals_total{route="model",tool=""} 1
+`
+	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(want),
+		"rtsandbox_broker_calls_total", "rtsandbox_broker_reflection_refusals_total"); err != nil {
+		t.Error(err)
+	}
+	// Only calls that reached an upstream are timed.
+	if got := histCount(t, r, "rtsandbox_broker_upstream_seconds", "route", "model"); got != 2 {
+		t.Errorf("broker_upstream_seconds{route=model} count = %d; want 2", got)
+	}
+	if n, err := testutil.GatherAndCount(r.Gatherer(), "rtsandbox_broker_upstream_seconds"); err != nil || n != 1 {
+		t.Errorf("broker_upstream_seconds series = %d, %v; want 1 (tools and MCP made no upstream call)", n, err)
+	}
+}
+
+func TestDropsAndGauges(t *testing.T) {
+	r := metrics.New()
+	r.Drop("queue_full")
+	r.Drop("queue_full")
+	r.Drop("Channel Key http:lobby")
+	r.DropReasons("queue_full", "empty")
+	unbound := `
+# HELP rtsandbox_container_removals_pending Turn containers whose removal the driver still retries in the background.
+# TYPE rtsandbox_container_removals_pending gauge
+rtsandbox_container_removals_pending 0
+# HELP rtsandbox_messages_dropped_total Messages the router dropped, by reason.
+# TYPE rtsandbox_messages_dropped_total counter
+rtsandbox_messages_dropped_total{reason="empty"} 0
+rtsandbox_messages_dropped_total{reason="other"} 1
+rtsandbox_messages_dropped_total{reason="queue_full"} 2
+# HELP rtsandbox_queue_depth Work in the router's per-channel queues, running tasks included.
+# TYPE rtsandbox_queue_depth gauge
+rtsandbox_queue_depth 0
+# HELP rtsandbox_turns_active Sealed turns admitted and not yet ended, those waiting for a host slot included.
+# TYPE rtsandbox_turns_active gauge
+rtsandbox_turns_active 0
+`
+	names := []string{"rtsandbox_container_removals_pending", "rtsandbox_messages_dropped_total", "rtsandbox_queue_depth", "rtsandbox_turns_active"}
+	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(unbound), names...); err != nil {
+		t.Errorf("unbound gauges: %v", err)
+	}
+	depth := 0
+	r.QueueDepth(func() int { depth++; return depth }) // read at every scrape
+	r.ActiveTurns(func() int { return 3 })
+	r.PendingRemovals(func() int { return 2 })
+	for scrape, want := range []float64{1, 2} {
+		if got := gauge(t, r, "rtsandbox_queue_depth"); got != want {
+			t.Errorf("scrape %d: queue_depth = %v; want %v", scrape, got, want)
+		}
+	}
+	if got := gauge(t, r, "rtsandbox_turns_active"); got != 3 {
+		t.Errorf("turns_active = %v; want 3", got)
+	}
+	if got := gauge(t, r, "rtsandbox_container_removals_pending"); got != 2 {
+		t.Errorf("container_removals_pending = %v; want 2", got)
+	}
+}
+
+// TestRegistryIsPrivate: two Recorders never share a series, and nothing
+// lands in the process-wide default registry.
+func TestRegistryIsPrivate(t *testing.T) {
+	a, b := metrics.New(), metrics.New()
+	a.Drop("queue_full")
+	if got := counter(t, b, "rtsandbox_messages_dropped_total", "reason", "queue_full"); got != 0 {
+		t.Errorf("second recorder sees %v drops; want 0", got)
+	}
+	if n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "rtsandbox_messages_dropped_total"); err != nil || n != 0 {
+		t.Errorf("default registry holds %d rtsandbox series (%v); want 0", n, err)
+	}
+}
+
+func TestHandlerServesOnlyMetrics(t *testing.T) {
+	r := metrics.New()
+	r.Turn(fullTurn(sandbox.ClassOK))
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	tests := []struct {
+		method, path string
+		status       int
+		contains     string
+	}{
+		{"GET", "/metrics", 200, `rtsandbox_turns_total{class="ok"} 1`},
+		{"GET", "/metrics", 200, "go_goroutines"},
+		{"HEAD", "/metrics", 200, ""},
+		{"POST", "/metrics", 405, ""},
+		{"GET", "/", 404, ""},
+		{"GET", "/debug/pprof/", 404, ""},
+		{"GET", "/metrics/x", 404, ""},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.contains) {
+			t.Errorf("%s %s = %d (%d bytes); want %d containing %q", tt.method, tt.path, resp.StatusCode, len(body), tt.status, tt.contains)
+		}
+	}
+}
+
+// TestConcurrentUse runs the observers and scrapes at once (go test -race).
+func TestConcurrentUse(t *testing.T) {
+	r := metrics.New()
+	r.QueueDepth(func() int { return 1 })
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				r.Turn(fullTurn(sandbox.ClassOK))
+				r.BrokerCall(broker.CallRecord{Route: broker.RouteModel, Status: 200, Upstream: time.Millisecond})
+				r.Drop("queue_full")
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if _, err := r.Gatherer().Gather(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	if got := counter(t, r, "rtsandbox_turns_total", "class", "ok"); got != 800 {
+		t.Errorf("turns_total{class=ok} = %v; want 800", got)
+	}
+}
+
+func BenchmarkBrokerCall(b *testing.B) {
+	r := metrics.New()
+	c := broker.CallRecord{Route: broker.RouteModel, Status: 200, Duration: time.Second, Upstream: time.Second}
+	for b.Loop() {
+		r.BrokerCall(c)
+	}
+}
+
+func BenchmarkTurn(b *testing.B) {
+	r := metrics.New()
+	s := fullTurn(sandbox.ClassOK)
+	for b.Loop() {
+		r.Turn(s)
+	}
+}
+
+// metric returns the series of family name whose label key is value.
+func metric(t *testing.T, r *metrics.Recorder, name, key, value string) *dto.Metric {
+	t.Helper()
+	fams, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if key == "" {
+				return m
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == key && l.GetValue() == value {
+					return m
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func counter(t *testing.T, r *metrics.Recorder, name, key, value string) float64 {
+	t.Helper()
+	return metric(t, r, name, key, value).GetCounter().GetValue()
+}
+
+func gauge(t *testing.T, r *metrics.Recorder, name string) float64 {
+	t.Helper()
+	return metric(t, r, name, "", "").GetGauge().GetValue()
+}
+
+func histCount(t *testing.T, r *metrics.Recorder, name, key, value string) uint64 {
+	t.Helper()
+	return metric(t, r, name, key, value).GetHistogram().GetSampleCount()
+}
+
+func histSum(t *testing.T, r *metrics.Recorder, name, key, value string) float64 {
+	t.Helper()
+	return metric(t, r, name, key, value).GetHistogram().GetSampleSum()
+}
