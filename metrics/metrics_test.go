@@ -19,15 +19,15 @@ import (
 	"github.com/rtsandbox/rtsandbox/sandbox"
 )
 
-// fullTurn is a turn that reached every phase: 100 ms admission, 200 ms
-// create, 300 ms start, 400 ms to the first call, 1 s of replies, 500 ms
-// removal, 2.6 s in all.
+// fullTurn is a turn that reached every phase: 40 ms admission, 60 ms
+// setup, 200 ms create, 300 ms start, 400 ms to the first call, 1 s of
+// replies, 500 ms removal, 2.6 s in all.
 func fullTurn(class string) sandbox.TurnStats {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	return sandbox.TurnStats{
 		Channel: "http:lobby", Class: class,
-		Admitted: at(0), Listening: at(50), Began: at(100), Created: at(300), Started: at(600),
+		Admitted: at(0), Slotted: at(40), Listening: at(50), Began: at(100), Created: at(300), Started: at(600),
 		FirstCall: at(1000), Exited: at(2000), Removed: at(2500), Ended: at(2600),
 	}
 }
@@ -46,17 +46,17 @@ func TestPhases(t *testing.T) {
 		want  []metrics.Phase
 	}{
 		{"every-phase", fullTurn(sandbox.ClassOK), []metrics.Phase{
-			{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
+			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
 			{metrics.PhaseFirstCall, ms(400)}, {metrics.PhaseReply, ms(1000)}, {metrics.PhaseRemoval, ms(500)},
 			{metrics.PhaseTotal, ms(2600)},
 		}},
-		{"create-failed", early, []metrics.Phase{{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseTotal, ms(2600)}}},
+		{"create-failed", early, []metrics.Phase{{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseTotal, ms(2600)}}},
 		{"removal-pending", pending, []metrics.Phase{
-			{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
+			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
 			{metrics.PhaseFirstCall, ms(400)}, {metrics.PhaseReply, ms(1000)}, {metrics.PhaseTotal, ms(2600)},
 		}},
 		{"no-broker-call", noCall, []metrics.Phase{
-			{metrics.PhaseAdmission, ms(100)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
+			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
 			{metrics.PhaseRemoval, ms(500)}, {metrics.PhaseTotal, ms(2600)},
 		}},
 		{"nothing", sandbox.TurnStats{}, []metrics.Phase{}},

@@ -11,9 +11,12 @@ import (
 // Phases of a sealed turn, in lifecycle order: the phase label of
 // rtsandbox_turn_phase_seconds and the names Phases returns.
 const (
-	// PhaseAdmission runs from admission to the driver call: the wait for
-	// a host slot, the state load, the run dir and the broker socket.
+	// PhaseAdmission runs from admission to the host slot: the wait in the
+	// admission queue (sandbox.max_turns).
 	PhaseAdmission = "admission"
+	// PhaseSetup runs from the slot to the driver call: the state load,
+	// the run dir and the broker socket.
+	PhaseSetup = "setup"
 	// PhaseCreate is the engine creating the container.
 	PhaseCreate = "create"
 	// PhaseStart is the engine starting it.
@@ -36,7 +39,8 @@ var phaseSpans = []struct {
 	name     string
 	from, to func(*sandbox.TurnStats) time.Time
 }{
-	{PhaseAdmission, func(s *sandbox.TurnStats) time.Time { return s.Admitted }, func(s *sandbox.TurnStats) time.Time { return s.Began }},
+	{PhaseAdmission, func(s *sandbox.TurnStats) time.Time { return s.Admitted }, func(s *sandbox.TurnStats) time.Time { return s.Slotted }},
+	{PhaseSetup, func(s *sandbox.TurnStats) time.Time { return s.Slotted }, func(s *sandbox.TurnStats) time.Time { return s.Began }},
 	{PhaseCreate, func(s *sandbox.TurnStats) time.Time { return s.Began }, func(s *sandbox.TurnStats) time.Time { return s.Created }},
 	{PhaseStart, func(s *sandbox.TurnStats) time.Time { return s.Created }, func(s *sandbox.TurnStats) time.Time { return s.Started }},
 	{PhaseFirstCall, func(s *sandbox.TurnStats) time.Time { return s.Started }, func(s *sandbox.TurnStats) time.Time { return s.FirstCall }},

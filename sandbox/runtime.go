@@ -86,7 +86,7 @@ func (r *Runtime) RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, spe
 	defer stopTimer()
 	t := &turn{
 		s: &r.s, ctx: turnCtx, end: end, channel: channel, speaker: speaker, text: text,
-		reset: gen > 0, stats: TurnStats{Channel: channel, Admitted: at},
+		reset: gen > 0, stats: TurnStats{Channel: channel, Admitted: at, Slotted: time.Now()},
 	}
 	t.onReply = func(reply rtsandbox.Reply) {
 		if reply.OK {

@@ -12,6 +12,7 @@ import (
 type TurnStats struct {
 	Channel   rtsandbox.ChannelKey
 	Admitted  time.Time // input checked, channel marked active
+	Slotted   time.Time // the turn got a host slot; its deadline starts
 	Listening time.Time // broker socket listening in the run dir
 	Began     time.Time // the driver was called
 	Created   time.Time // the engine created the container

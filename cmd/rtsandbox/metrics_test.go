@@ -90,7 +90,7 @@ tools:
 			t.Errorf("%s%v = %v (series found: %v); want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
-	for phase, want := range map[string]uint64{"admission": 4, "create": 4, "start": 4, "first_call": 4, "reply": 4, "total": 4} {
+	for phase, want := range map[string]uint64{"admission": 4, "setup": 4, "create": 4, "start": 4, "first_call": 4, "reply": 4, "total": 4} {
 		if got := sampleCount(fams, "rtsandbox_turn_phase_seconds", map[string]string{"phase": phase}); got != want {
 			t.Errorf("rtsandbox_turn_phase_seconds{phase=%q} count = %d; want %d", phase, got, want)
 		}
