@@ -19,6 +19,7 @@ type brokerFlags struct {
 	config, socket, channel string
 	speaker                 rtsandbox.Speaker
 	maxCalls                int
+	logFormat               string
 }
 
 func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
@@ -31,14 +32,14 @@ func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
 	fs.StringVar(&f.speaker.Name, "speaker-name", "", "speaker display name (required)")
 	fs.StringVar(&f.speaker.PrincipalID, "principal", "", "speaker principal id (required)")
 	fs.IntVar(&f.maxCalls, "max-calls", rtsandbox.DefaultMaxCalls, "call budget, 1-1000")
+	fs.StringVar(&f.logFormat, "log-format", logJSON, "audit record format: json (one JSON object a line) or text (key=value)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
+	if err := firstError(noArgs(fs), missingFlag(fs, "config", "socket", "channel", "speaker-id", "speaker-name", "principal")); err != nil {
+		return f, err
+	}
 	switch {
-	case fs.NArg() > 0:
-		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case f.config == "" || f.socket == "" || f.channel == "" || f.speaker.ID == "" || f.speaker.Name == "":
-		return f, fmt.Errorf("--config, --socket, --channel, --speaker-id, --speaker-name and --principal are required")
 	case !rtsandbox.ChannelKey(f.channel).Valid():
 		return f, fmt.Errorf("--channel: %q is not a channel key (kind:id, such as http:lobby)", f.channel)
 	case f.maxCalls < 1 || f.maxCalls > rtsandbox.MaxCallsLimit:
@@ -51,7 +52,7 @@ func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
 }
 
 // runBroker serves one turn's broker until ctx ends (SIGINT or SIGTERM).
-// Audit records go to stderr as JSON.
+// Audit records go to stderr, as JSON unless --log-format text.
 func runBroker(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
 	f, err := parseBrokerFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -61,12 +62,16 @@ func runBroker(ctx context.Context, args []string, getenv env, _ io.Reader, stdo
 		fmt.Fprintln(stderr, "rtsandbox broker:", err)
 		return exitUsage
 	}
+	log, err := newLogger(stderr, f.logFormat, getenv, slog.LevelInfo)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox broker:", err)
+		return exitUsage
+	}
 	cfg, err := config.Load(f.config)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox broker:", err)
 		return exitUsage
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	bc, err := brokerConfig(cfg, getenv, upstream.New(nil), log)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox broker:", err)

@@ -26,19 +26,21 @@ const channelsUsage = "usage: rtsandbox channels list|on|off|status [KEY] --conf
 // host: they wait behind the channel's queued turns.
 func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rtsandbox channels", stderr)
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), channelsUsage+"\n\nflags:"); fs.PrintDefaults() }
 	configPath := fs.String("config", "", "config file; its state_dir holds the channel store (required)")
 	pos, err := parseInterspersed(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stderr, channelsUsage)
 		return exitOK
 	case err != nil:
-		fmt.Fprintln(stderr, channelsUsage)
-		return exitUsage
+		return exitUsage // the flag set named the flag and printed the usage
 	}
-	action, key, ok := channelsArgs(pos)
-	if !ok || *configPath == "" {
-		fmt.Fprintln(stderr, channelsUsage)
+	action, key, err := channelsArgs(pos)
+	if err == nil {
+		err = missingFlag(fs, "config")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rtsandbox channels: %v\n%s\n", err, channelsUsage)
 		return exitUsage
 	}
 	if action != "list" && !key.Valid() {
@@ -107,16 +109,30 @@ func printStatus(w io.Writer, key rtsandbox.ChannelKey, enabled bool) {
 	fmt.Fprintf(w, "%s: sandbox routing %s\n", key, state)
 }
 
-// channelsArgs checks the positional arguments: "list", or an action and
-// one key.
-func channelsArgs(pos []string) (action string, key rtsandbox.ChannelKey, ok bool) {
-	switch {
-	case len(pos) == 1 && pos[0] == "list":
-		return "list", "", true
-	case len(pos) == 2 && (pos[0] == "on" || pos[0] == "off" || pos[0] == "status"):
-		return pos[0], rtsandbox.ChannelKey(pos[1]), true
+// channelsArgs checks the positional arguments, "list" or an action and
+// one key, and names the one at fault.
+func channelsArgs(pos []string) (action string, key rtsandbox.ChannelKey, err error) {
+	if len(pos) == 0 {
+		return "", "", errors.New("an action is required: list, on, off or status")
 	}
-	return "", "", false
+	want := 2 // action and key
+	switch pos[0] {
+	case "list":
+		want = 1
+	case "on", "off", "status":
+		if len(pos) == 1 {
+			return "", "", fmt.Errorf("%s: a channel KEY is required", pos[0])
+		}
+	default:
+		return "", "", fmt.Errorf("unknown action %q: want list, on, off or status", pos[0])
+	}
+	if len(pos) > want {
+		return "", "", fmt.Errorf("%w %q", errUnexpectedArg, pos[want])
+	}
+	if want == 1 {
+		return pos[0], "", nil
+	}
+	return pos[0], rtsandbox.ChannelKey(pos[1]), nil
 }
 
 // parseInterspersed parses flags placed before, between or after the

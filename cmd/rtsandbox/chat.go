@@ -23,11 +23,17 @@ const consoleChannel rtsandbox.ChannelKey = "console:local"
 func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rtsandbox chat", stderr)
 	configPath := fs.String("config", "", "config file (required)")
+	logFormat := logFormatFlag(fs, logText)
 	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *configPath == "" {
-		fmt.Fprintln(stderr, "rtsandbox chat: --config is required")
+	if err := missingFlag(fs, "config"); err != nil {
+		fmt.Fprintln(stderr, "rtsandbox chat:", err)
+		return exitUsage
+	}
+	log, err := newLogger(stderr, *logFormat, getenv, slog.LevelWarn)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitUsage
 	}
 	cfg, err := config.Load(*configPath)
@@ -35,7 +41,6 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitUsage
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log, poster: &consolePoster{out: stdout}})
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)

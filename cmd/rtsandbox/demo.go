@@ -27,13 +27,20 @@ const demoKeyEnv = "RTSANDBOX_DEMO_MODEL_KEY"
 // memory through memory_set, the second recalls it in a new container.
 var demoTurns = []string{"remember that I drink tea", "what do I drink?"}
 
+// demoStoppedText explains a demo that stopped because its output went
+// away (`rtsandbox demo | head -1`).
+const demoStoppedText = "rtsandbox demo: stopped, its output was closed; the turns' containers were removed"
+
 // runDemo shows the main job on a fresh machine with Docker and no API
 // key: a scripted stand-in model on loopback, the worker image (built if
-// missing) and two sealed turns in one channel, each phase timed.
-func runDemo(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+// missing) and two sealed turns in one channel, each phase timed. When
+// stdout is closed the demo cancels its turns, removes what it started
+// and exits 1 with one line on stderr.
+func runDemo(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("rtsandbox demo", stderr)
 	tag := fs.String("image", config.DefaultImage, "worker image; built when missing")
 	user := fs.String("user", "", `worker "UID:GID" (default: yours; 65534:65534 when you are root)`)
+	logFormat := logFormatFlag(fs, logText)
 	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -42,7 +49,21 @@ func runDemo(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 		fmt.Fprintln(stderr, "rtsandbox demo:", err)
 		return exitUsage
 	}
-	if err := demo(ctx, stdout, *tag, uid, gid); err != nil {
+	log, err := newLogger(stderr, *logFormat, getenv, slog.LevelWarn)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox demo:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := &stopWriter{w: stdout, stop: cancel}
+	err = demo(ctx, out, log, *tag, uid, gid)
+	switch {
+	case out.failed() != nil:
+		fmt.Fprintln(stderr, demoStoppedText)
+		log.Debug("demo output failed", "err", out.failed(), "demo_err", err)
+		return exitFail
+	case err != nil:
 		fmt.Fprintln(stderr, "rtsandbox demo:", err)
 		return exitFail
 	}
@@ -65,7 +86,7 @@ func demoUser(spec string) (int, int, error) {
 	return uid, gid, nil
 }
 
-func demo(ctx context.Context, out io.Writer, tag string, uid, gid int) error {
+func demo(ctx context.Context, out io.Writer, log *slog.Logger, tag string, uid, gid int) error {
 	const key = "demo-stand-in-key"
 	model := fakemodel.NewWithOptions(fakemodel.Options{Key: key, Loop: true}, fakemodel.MemoryDemo())
 	defer model.Close()
@@ -90,7 +111,7 @@ func demo(ctx context.Context, out io.Writer, tag string, uid, gid int) error {
 		Model:   config.Model{URL: model.ChatURL(), Name: "scripted-stand-in", APIKeyEnv: demoKeyEnv},
 		Sandbox: config.Sandbox{Image: tag, UID: uid, GID: gid, TimeZone: "UTC"},
 	}
-	calls := &modelCalls{}
+	calls := &modelCalls{next: log.Handler(), count: &callCount{}}
 	var stats sandbox.TurnStats
 	s, err := newSealedRuntime(cfg, func(k string) string {
 		if k == demoKeyEnv {
@@ -127,6 +148,9 @@ func demoConversation(ctx context.Context, out io.Writer, s *sealedRuntime, call
 	speaker := rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: "demo:guest"}
 	var last rtsandbox.Reply
 	for i, text := range demoTurns {
+		if err := ctx.Err(); err != nil { // stopped (its output closed, a signal): no further turn
+			return fmt.Errorf("turn %d: %w", i+1, err)
+		}
 		calls.reset()
 		fmt.Fprintf(out, "\nturn %d (a new sealed container)\n  guest: %s\n", i+1, text)
 		reply, err := s.rt.RunTurn(ctx, "demo:lobby", speaker, text)
@@ -163,18 +187,38 @@ func printPhases(out io.Writer, st sandbox.TurnStats, calls *modelCalls) {
 }
 
 // modelCalls is a slog.Handler that counts the broker's /model audit
-// records and adds up their durations.
+// records and adds up their durations, and passes every record on to next
+// (the demo's --log-format logger at LOG_LEVEL).
 type modelCalls struct {
+	next  slog.Handler
+	count *callCount // shared by the handlers WithAttrs and WithGroup derive
+}
+
+// callCount is the /model calls of the current turn.
+type callCount struct {
 	mu sync.Mutex
 	n  int
 	d  time.Duration
 }
 
-func (m *modelCalls) Enabled(context.Context, slog.Level) bool { return true }
-func (m *modelCalls) WithAttrs([]slog.Attr) slog.Handler       { return m }
-func (m *modelCalls) WithGroup(string) slog.Handler            { return m }
+func (m *modelCalls) Enabled(context.Context, slog.Level) bool { return true } // every record counts
+func (m *modelCalls) WithAttrs(a []slog.Attr) slog.Handler {
+	return &modelCalls{next: m.next.WithAttrs(a), count: m.count}
+}
+func (m *modelCalls) WithGroup(g string) slog.Handler {
+	return &modelCalls{next: m.next.WithGroup(g), count: m.count}
+}
 
-func (m *modelCalls) Handle(_ context.Context, r slog.Record) error {
+func (m *modelCalls) Handle(ctx context.Context, r slog.Record) error {
+	m.count.add(r)
+	if m.next.Enabled(ctx, r.Level) {
+		return m.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+// add counts r when it is a /model audit record.
+func (m *callCount) add(r slog.Record) {
 	var route string
 	var d time.Duration
 	r.Attrs(func(a slog.Attr) bool {
@@ -191,17 +235,16 @@ func (m *modelCalls) Handle(_ context.Context, r slog.Record) error {
 		m.n, m.d = m.n+1, m.d+d
 		m.mu.Unlock()
 	}
-	return nil
 }
 
 func (m *modelCalls) reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.n, m.d = 0, 0
+	m.count.mu.Lock()
+	defer m.count.mu.Unlock()
+	m.count.n, m.count.d = 0, 0
 }
 
 func (m *modelCalls) get() (int, time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.n, m.d
+	m.count.mu.Lock()
+	defer m.count.mu.Unlock()
+	return m.count.n, m.count.d
 }

@@ -39,7 +39,8 @@ func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, st
 		}
 		return exitUsage
 	}
-	if fs.NArg() != 1 {
+	if err := fetchFlags(fs, *maxBytes, *timeout); err != nil {
+		fmt.Fprintln(stderr, "rtsandbox fetch:", err)
 		fs.Usage()
 		return exitUsage
 	}
@@ -48,8 +49,8 @@ func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, st
 	f := &safefetch.Fetcher{Resolver: net.DefaultResolver}
 	res, err := f.Fetch(ctx, fs.Arg(0), opts)
 	switch {
-	case errors.Is(err, safefetch.ErrInvalidBounds):
-		fmt.Fprintln(stderr, "rtsandbox fetch: --max-bytes or --timeout out of range")
+	case errors.Is(err, safefetch.ErrInvalidBounds): // checked above; the fetcher checks again
+		fmt.Fprintln(stderr, "rtsandbox fetch:", err)
 		return exitUsage
 	case errors.Is(err, safefetch.ErrUnreachable):
 		// A policy-class error upstream, but a network failure to an operator.
@@ -77,4 +78,20 @@ func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, st
 		return exitFetchFailed
 	}
 	return exitOK
+}
+
+// fetchFlags names the flag or argument at fault: exactly one URL, and
+// the bounds safefetch accepts.
+func fetchFlags(fs *flag.FlagSet, maxBytes int64, timeout time.Duration) error {
+	switch {
+	case fs.NArg() == 0:
+		return errors.New("a URL is required")
+	case fs.NArg() > 1:
+		return fmt.Errorf("%w %q: fetch takes one URL", errUnexpectedArg, fs.Arg(1))
+	case maxBytes < 1 || maxBytes > safefetch.MaxMaxBytes:
+		return fmt.Errorf("--max-bytes %d: out of range 1…%d", maxBytes, safefetch.MaxMaxBytes)
+	case timeout < time.Millisecond || timeout > safefetch.MaxTimeout:
+		return fmt.Errorf("--timeout %s: out of range 1ms…%s", timeout, safefetch.MaxTimeout)
+	}
+	return nil
 }

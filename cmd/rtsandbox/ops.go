@@ -26,10 +26,20 @@ import (
 // and the daemon's build together take seconds, not minutes.
 const imageBuildTimeout = 10 * time.Minute
 
+// imageUsage is `rtsandbox image -h`.
+const imageUsage = "usage: rtsandbox image build [--config FILE] [--tag TAG]\n\nrtsandbox image build -h shows the flags."
+
 // runImage dispatches `rtsandbox image <subcommand>`; build is the only one.
 func runImage(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "build" {
-		fmt.Fprintln(stderr, "usage: rtsandbox image build [--config FILE] [--tag TAG]")
+	switch {
+	case len(args) > 0 && wantsHelp(args[:1]):
+		fmt.Fprintln(stdout, imageUsage)
+		return exitOK
+	case len(args) == 0:
+		fmt.Fprintf(stderr, "rtsandbox image: a subcommand is required\n%s\n", imageUsage)
+		return exitUsage
+	case args[0] != "build":
+		fmt.Fprintf(stderr, "rtsandbox image: unknown subcommand %q\n%s\n", args[0], imageUsage)
 		return exitUsage
 	}
 	return runImageBuild(ctx, args[1:], getenv, stdin, stdout, stderr)
@@ -133,16 +143,21 @@ func lockRunRoot(cfg *config.Config) (unlock func(), err error) {
 }
 
 // parseOpsFlags parses flags that take no positional arguments. ok is
-// false when the command should return code at once (help or misuse).
+// false when the command should return code at once: help (the flag set
+// printed it) or misuse (the flag set, or this, named the flag or
+// argument at fault).
 func parseOpsFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
 	err := fs.Parse(args)
+	if err == nil {
+		err = noArgs(fs)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		}
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK, false
 	case err != nil:
-		return exitUsage, false
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
 		return exitUsage, false
 	}
 	return exitOK, true

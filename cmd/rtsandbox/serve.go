@@ -49,13 +49,20 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 	configPath := fs.String("config", "", "config file (required)")
 	drain := fs.Duration("drain", defaultDrain, "at shutdown, how long running turns may finish before they are cancelled")
 	reseed := fs.Bool("reseed", false, "seed initial_channels again when the channel store is missing (after a deliberate reset)")
+	logFormat := logFormatFlag(fs, logJSON)
 	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *configPath == "" || *drain <= 0 {
-		fmt.Fprintln(stderr, "rtsandbox serve: --config is required and --drain must be positive")
+	if err := firstError(missingFlag(fs, "config"), positiveFlag(fs, "drain")); err != nil {
+		fmt.Fprintln(stderr, "rtsandbox serve:", err)
 		return exitUsage
 	}
+	log, err := newLogger(stdout, *logFormat, getenv, slog.LevelInfo) // JSON lines by default (host spec §1.15)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox serve:", err)
+		return exitUsage
+	}
+	log = log.With("app", "rtsandbox")
 	cfg, err := config.Load(*configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox serve:", err)
@@ -65,7 +72,6 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 		fmt.Fprintln(stderr, "rtsandbox serve:", errNoSurface)
 		return exitUsage
 	}
-	log := serveLogger(stdout, getenv)
 	setMemoryLimit(cfg, log)
 	if *reseed {
 		if err := channels.Reseed(cfg.StateDir); err != nil {
@@ -232,7 +238,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 		// discord_surface.go.
 		stopDiscord, err := startDiscord(ctx, cfg, r, getenv, log, discordNet{})
 		if err != nil {
-			return fmt.Errorf("discord: %w", err)
+			return err // the discord package names itself ("discord: …")
 		}
 		h.stops = append(h.stops, stopDiscord)
 	}

@@ -26,6 +26,7 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 	fs.StringVar(&f.speaker.Name, "speaker-name", "", "speaker display name (required)")
 	fs.StringVar(&f.speaker.PrincipalID, "principal", "", "speaker principal id (required)")
 	fs.StringVar(&text, "text", "", "the guest's message (required)")
+	logFormat := logFormatFlag(fs, logText)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -36,12 +37,16 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 		fmt.Fprintln(stderr, "rtsandbox turn:", err)
 		return exitUsage
 	}
+	log, err := newLogger(stderr, *logFormat, getenv, slog.LevelWarn)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox turn:", err)
+		return exitUsage
+	}
 	cfg, err := config.Load(f.config)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox turn:", err)
 		return exitUsage
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log})
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox turn:", err)
@@ -55,12 +60,12 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 	return printReply(stdout, stderr, reply, err)
 }
 
+// checkTurnFlags names the first flag at fault, in flag order.
 func checkTurnFlags(fs *flag.FlagSet, f brokerFlags, text string) error {
+	if err := firstError(noArgs(fs), missingFlag(fs, "config", "channel", "speaker-id", "speaker-name", "principal", "text")); err != nil {
+		return err
+	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case f.config == "" || f.channel == "" || f.speaker.ID == "" || f.speaker.Name == "" || text == "":
-		return errors.New("--config, --channel, --speaker-id, --speaker-name, --principal and --text are required")
 	case !rtsandbox.ChannelKey(f.channel).Valid():
 		return fmt.Errorf("--channel: %q is not a channel key (kind:id, such as http:lobby)", f.channel)
 	case rtsandbox.UTF16Len(text) > rtsandbox.MaxTextLen:
