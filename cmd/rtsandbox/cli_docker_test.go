@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // closingWriter is a stdout whose reader exits once it has seen a line
@@ -121,6 +124,52 @@ func TestBinaryConventions(t *testing.T) {
 			t.Errorf("demo state left behind: %v", left)
 		}
 	})
+}
+
+// serve warns, in one line naming the keys, when initial_channels differs
+// from the stored set after the first start; never at the first start,
+// nor when they agree. --log-format text switches serve's log.
+func TestServeWarnsOnInitialChannelDrift(t *testing.T) {
+	tag, _ := sealedImage(t)
+	addr := freeAddr(t)
+	path, _ := serveConfig(t, "http://127.0.0.1:1/v1", tag, addr)
+	serveOnce := func(args ...string) string {
+		s := startServe(t, addr, append([]string{"--config", path}, args...)...)
+		if code := s.stop(t); code != exitOK {
+			t.Fatalf("serve = %d:\n%s", code, s.out.String())
+		}
+		return s.out.String()
+	}
+	if out := serveOnce(); strings.Contains(out, "initial_channels differs") {
+		t.Errorf("first start warned about drift:\n%s", out)
+	}
+	out := serveOnce("--log-format", "text")
+	if strings.Contains(out, "initial_channels differs") || !strings.Contains(out, `level=INFO msg=serving app=rtsandbox`) {
+		t.Errorf("second start, same channels: want text lines and no drift warning:\n%s", out)
+	}
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(cfg), `initial_channels: ["http:lobby"]`, `initial_channels: ["http:lobby", "http:new"]`, 1)
+	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var warns []map[string]any
+	for _, line := range strings.Split(serveOnce(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == channelDriftText {
+			delete(rec, "time")
+			warns = append(warns, rec)
+		}
+	}
+	want := []map[string]any{{
+		"level": "WARN", "msg": channelDriftText, "app": "rtsandbox",
+		"not_stored": []any{"http:new"}, "not_in_initial_channels": []any{},
+	}}
+	if diff := cmp.Diff(want, warns); diff != "" {
+		t.Errorf("drift warnings (-want +got):\n%s", diff)
+	}
 }
 
 // A Discord failure at start is named once: serve adds no second

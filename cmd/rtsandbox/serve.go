@@ -170,6 +170,7 @@ func serveLogger(stdout io.Writer, getenv env) *slog.Logger {
 // force ends the drain at once when it is closed (a second SIGINT or
 // SIGTERM): running turns are cancelled and serve exits.
 func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration, force <-chan struct{}) (err error) {
+	stored := channelStoreExists(cfg.StateDir) // else this start seeds initial_channels
 	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
 	if errors.Is(err, channels.ErrLocked) {
 		return fmt.Errorf("state_dir %s is in use by another rtsandbox serve: %w", cfg.StateDir, err)
@@ -178,6 +179,9 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 		return err
 	}
 	defer store.Close()
+	if stored {
+		warnChannelDrift(log, cfg.InitialChannels, store.List())
+	}
 	if err := startChecks(ctx, cfg, getenv, log); err != nil { // docs/operations.md
 		return err
 	}
