@@ -129,6 +129,10 @@ var (
 	ErrBusy = errors.New("channel is busy")
 	// ErrUpstream marks a failed call to a model, tool or MCP endpoint.
 	ErrUpstream = errors.New("upstream failed")
+	// ErrEndedEarly marks work that was ended on purpose before it
+	// finished (an owner's stop, the host shutting down): not a failure
+	// to investigate.
+	ErrEndedEarly = errors.New("ended early")
 )
 
 // TrimJS trims like JS String.prototype.trim: Unicode White_Space plus

@@ -394,3 +394,26 @@ func TestHostBusyAnsweredWithBusyText(t *testing.T) {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
 }
+
+// TestStoppedTurnNotLoggedAsFailure: a turn an owner stopped, or that
+// shutdown cut, gets the fixed text but no failure record that sends the
+// operator to inspect container cleanup.
+func TestStoppedTurnNotLoggedAsFailure(t *testing.T) {
+	for _, cause := range []error{fmt.Errorf("sandbox: %w", rtsandbox.ErrEndedEarly), context.Canceled} {
+		h := newHarness(t, newMemChannels(guests))
+		h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) { return rtsandbox.Reply{}, cause }
+		if err := h.handle(t, mention(guests, "alice", "Alice", "hi")); err != nil {
+			t.Fatalf("Handle = %v", err)
+		}
+		if diff := cmp.Diff([]string{TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
+			t.Errorf("%v: sent (-want +got):\n%s", cause, diff)
+		}
+		var msgs []string
+		for _, l := range h.log.records() {
+			msgs = append(msgs, l.Msg)
+		}
+		if !slices.Contains(msgs, sandboxTurnEndedEarlyLog) || slices.Contains(msgs, sandboxTurnFailedLog) {
+			t.Errorf("%v: logs = %q; want the ended-early record and no failure record", cause, msgs)
+		}
+	}
+}

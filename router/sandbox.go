@@ -20,6 +20,10 @@ const (
 	SandboxFailure = "sandbox turn failed"
 	// sandboxTurnFailedLog is logged when a turn throws.
 	sandboxTurnFailedLog = "sandbox turn failed; inspect container cleanup and broker configuration"
+	// sandboxTurnEndedEarlyLog is logged, at Info, when a turn was stopped
+	// or cut by shutdown: the reference logs the failure line above for
+	// those too, which sends operators looking for a fault that is not there.
+	sandboxTurnEndedEarlyLog = "sandbox turn ended early (stopped or shutting down)"
 )
 
 // Fixed texts guests see (host spec §2.3, §2.5).
@@ -130,11 +134,15 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.Ch
 		return nil
 	}
 	notice := TurnFailedOrStoppedText
-	if errors.Is(err, rtsandbox.ErrBusy) {
+	switch {
+	case errors.Is(err, rtsandbox.ErrBusy):
 		// The host had no free turn slot for the whole queue wait.
 		notice = BusyText
 		c.log.Warn("sandbox turn refused: host busy", "channel", channel, "err", err)
-	} else {
+	case errors.Is(err, rtsandbox.ErrEndedEarly), errors.Is(err, context.Canceled):
+		// Stopped by an owner or cut by shutdown: nothing to inspect.
+		c.log.Info(sandboxTurnEndedEarlyLog, "channel", channel, "err", err)
+	default:
 		c.log.Error(sandboxTurnFailedLog, "channel", channel, "err", err)
 	}
 	// Detached: a turn aborted by shutdown still says so.

@@ -13,7 +13,7 @@ import (
 var (
 	// ErrDisposed refuses turns on a disposed runtime. It is also the cause
 	// of the context of a turn that Dispose aborted.
-	ErrDisposed = fmt.Errorf("%w: sandbox is stopped", rtsandbox.ErrRefused)
+	ErrDisposed = fmt.Errorf("%w: %w: sandbox is stopped", rtsandbox.ErrRefused, rtsandbox.ErrEndedEarly)
 	// ErrChannelBusy refuses a second turn on a channel that runs one.
 	ErrChannelBusy = fmt.Errorf("sandbox: %w", rtsandbox.ErrBusy)
 	// ErrPrincipal refuses a speaker without the principal it was admitted as.
@@ -31,7 +31,7 @@ var (
 	// ErrTimeout is the cause when the turn deadline passed.
 	ErrTimeout = errors.New("sandbox turn deadline exceeded")
 	// ErrStopped is the cause when Stop ended the turn.
-	ErrStopped = errors.New("sandbox turn stopped")
+	ErrStopped = fmt.Errorf("%w: sandbox turn stopped", rtsandbox.ErrEndedEarly)
 	// errTurnEnded cancels the turn context after every turn, success
 	// included, so that host-tool calls still in flight end.
 	errTurnEnded = errors.New("sandbox turn ended")

@@ -107,7 +107,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	})
 	if err != nil {
 		closeFn()
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, err // sandbox errors name the sandbox already
 	}
 	return &sealedRuntime{rt: rt, driver: o.driver, web: web, close: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)

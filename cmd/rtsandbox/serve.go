@@ -153,16 +153,6 @@ func setMemoryLimit(cfg *config.Config, log *slog.Logger) {
 	log.Info("memory limit set", "memory_limit_mb", cfg.Host.MemoryLimitMB)
 }
 
-// serveLogger writes JSON lines to stdout (host spec §1.15) at LOG_LEVEL
-// (debug, info, warn, error; default info).
-func serveLogger(stdout io.Writer, getenv env) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(getenv("LOG_LEVEL"))); err != nil {
-		level = slog.LevelInfo
-	}
-	return slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: level})).With("app", "rtsandbox")
-}
-
 // serve runs the host until ctx ends, then drains. The order matters:
 // the state-directory lock comes first, so the reap that follows can only
 // remove containers of a host that is gone.

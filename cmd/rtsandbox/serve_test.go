@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -395,7 +396,11 @@ func TestServeSecondSignalCutsDrain(t *testing.T) {
 	force := make(chan struct{})
 	out := &syncbuf.Buffer{}
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, serveEnv, serveLogger(out, serveEnv), time.Minute, force) }()
+	log, err := newLogger(out, "json", serveEnv, slog.LevelInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- serve(ctx, cfg, serveEnv, log, time.Minute, force) }()
 	s := &server{base: "http://" + addr, out: out, client: &http.Client{Transport: &http.Transport{}}}
 	defer s.client.CloseIdleConnections()
 	waitReady(t, s)
