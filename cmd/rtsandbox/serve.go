@@ -218,7 +218,6 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	m.watchRouter(r)
 	reports.bind(routerReports{r})
 	h := &host{log: log, router: r, drain: drain, force: force, web: s.web, ready: engineReady(d)}
 	defer h.stop()
@@ -227,6 +226,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 			return err
 		}
 	}
+	m.watchRouter(r, h.api) // after the HTTP API exists: it holds messages too
 	if cfg.Discord != nil {
 		// The Discord surface (surface/discord) is wired here; see
 		// discord_surface.go.
