@@ -133,6 +133,11 @@ var (
 	// finished (an owner's stop, the host shutting down): not a failure
 	// to investigate.
 	ErrEndedEarly = errors.New("ended early")
+	// ErrOverBudget marks work refused because a daily budget (calls,
+	// upstream tokens or turn seconds of a speaker, a channel or the
+	// installation) is spent. Guests get BudgetText; the scope and kind
+	// are for the operator only.
+	ErrOverBudget = errors.New("daily budget exhausted")
 )
 
 // TrimJS trims like JS String.prototype.trim: Unicode White_Space plus
