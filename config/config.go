@@ -104,6 +104,8 @@ type Config struct {
 	Host Host
 	// Metrics is serve's Prometheus listener; nil means off.
 	Metrics *Metrics
+	// Budgets are the daily budgets; the zero value is unlimited.
+	Budgets Budgets
 }
 
 // Host tunes the host process.

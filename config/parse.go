@@ -15,7 +15,7 @@ import (
 // URL rule depends on it wherever it appears in the file.
 func (p *parser) config(root *yaml.Node) *Config {
 	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox",
-		"access", "initial_channels", "http", "discord", "web", "host", "metrics")
+		"access", "initial_channels", "http", "discord", "web", "host", "metrics", "budgets")
 	c := &Config{}
 	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
 		c.StateDir = filepath.Clean(s)
@@ -36,6 +36,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.webToolNames(c, root)
 	c.Host = p.host(o.get("host"))
 	c.Metrics = p.metrics(o.get("metrics"), c)
+	c.Budgets = p.budgets(o.get("budgets"))
 	return c
 }
 

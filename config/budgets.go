@@ -1,0 +1,54 @@
+package config
+
+import "go.yaml.in/yaml/v3"
+
+// MaxBudget bounds every daily budget figure (about 10^15: no real day
+// reaches it, and sums stay far within int64).
+const MaxBudget = 1 << 50
+
+// Budgets are the daily budgets (UTC days) per speaker, per channel and
+// for the whole installation. The zero value is unlimited.
+type Budgets struct {
+	PerSpeaker, PerChannel, PerInstallation BudgetLimits
+}
+
+// BudgetLimits are one scope's daily limits; 0 is unlimited.
+type BudgetLimits struct {
+	Calls   int64 // broker calls
+	Tokens  int64 // upstream model tokens (the upstream's usage.total_tokens)
+	Seconds int64 // turn seconds, each turn rounded up to whole seconds
+}
+
+// Set reports whether any limit is configured.
+func (b Budgets) Set() bool { return b != Budgets{} }
+
+// budgets parses "budgets". Absent, empty or a 0 means unlimited.
+func (p *parser) budgets(n *yaml.Node) Budgets {
+	if n == nil {
+		return Budgets{}
+	}
+	o, ok := p.object(n, "budgets", "per_speaker", "per_channel", "per_installation")
+	if !ok {
+		return Budgets{}
+	}
+	return Budgets{
+		PerSpeaker:      p.budgetLimits(o.get("per_speaker"), o.at("per_speaker")),
+		PerChannel:      p.budgetLimits(o.get("per_channel"), o.at("per_channel")),
+		PerInstallation: p.budgetLimits(o.get("per_installation"), o.at("per_installation")),
+	}
+}
+
+func (p *parser) budgetLimits(n *yaml.Node, path string) BudgetLimits {
+	if n == nil {
+		return BudgetLimits{}
+	}
+	o, ok := p.object(n, path, "calls", "tokens", "seconds")
+	if !ok {
+		return BudgetLimits{}
+	}
+	return BudgetLimits{
+		Calls:   int64(p.integer(o, "calls", 0, 0, MaxBudget)),
+		Tokens:  int64(p.integer(o, "tokens", 0, 0, MaxBudget)),
+		Seconds: int64(p.integer(o, "seconds", 0, 0, MaxBudget)),
+	}
+}

@@ -1,0 +1,70 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+func TestParseBudgets(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want Budgets
+	}{
+		{"absent-is-unlimited", "", Budgets{}},
+		{"empty-is-unlimited", "budgets:\n", Budgets{}},
+		{"empty-mapping", "budgets: {}\n", Budgets{}},
+		{"speaker-calls", "budgets: {per_speaker: {calls: 3}}\n", Budgets{PerSpeaker: BudgetLimits{Calls: 3}}},
+		{"all", "budgets:\n  per_speaker: {calls: 50, tokens: 200000, seconds: 600}\n" +
+			"  per_channel: {calls: 500}\n  per_installation: {tokens: 5000000, seconds: 0}\n",
+			Budgets{
+				PerSpeaker:      BudgetLimits{Calls: 50, Tokens: 200000, Seconds: 600},
+				PerChannel:      BudgetLimits{Calls: 500},
+				PerInstallation: BudgetLimits{Tokens: 5000000},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(minimal + tt.in))
+			if err != nil {
+				t.Fatalf("Parse(%q) error: %v", tt.in, err)
+			}
+			if diff := cmp.Diff(tt.want, c.Budgets); diff != "" {
+				t.Errorf("Budgets (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseBudgetsErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"not-a-mapping", "budgets: 10\n", "budgets: must be a mapping"},
+		{"unknown-scope", "budgets: {per_user: {calls: 1}}\n", "budgets.per_user: unknown key"},
+		{"unknown-kind", "budgets: {per_channel: {dollars: 1}}\n", "budgets.per_channel.dollars: unknown key"},
+		{"negative", "budgets: {per_speaker: {calls: -1}}\n", "budgets.per_speaker.calls: must be an integer of at least 0"},
+		{"not-an-integer", "budgets: {per_installation: {tokens: lots}}\n", "budgets.per_installation.tokens: must be an integer"},
+		{"too-large", "budgets: {per_speaker: {seconds: 9999999999999999}}\n", "budgets.per_speaker.seconds: must be an integer of at most"},
+		{"scope-not-a-mapping", "budgets: {per_channel: 5}\n", "budgets.per_channel: must be a mapping"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := minimal + tt.in
+			_, err := Parse([]byte(in))
+			if err == nil || !errors.Is(err, rtsandbox.ErrInvalid) {
+				t.Fatalf("Parse(%q) error = %v; want one matching rtsandbox.ErrInvalid", in, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) || strings.Count(err.Error(), "\n") != 0 {
+				t.Errorf("Parse(%q) error:\n%v\nwant exactly one problem containing %q", in, err, tt.want)
+			}
+		})
+	}
+}
