@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -88,6 +89,11 @@ type Config struct {
 	// response is written and the audit record emitted. It runs on the
 	// call's goroutine and must not block; nil costs nothing.
 	Observe func(CallRecord)
+	// Budget is the daily budget ledger: every call reserves one call, and
+	// a /model call an estimate of its tokens, for the turn's speaker,
+	// channel and the installation before it is dispatched, settled after
+	// with the upstream's usage. nil is unlimited and costs nothing.
+	Budget *budget.Ledger
 }
 
 // Construction errors, with the reference's texts. All wrap

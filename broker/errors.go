@@ -16,13 +16,16 @@ type refusal struct {
 }
 
 var (
-	refInvalidURL   = refusal{http.StatusBadRequest, "invalid URL", "invalid_url"}
-	refNotFound     = refusal{http.StatusNotFound, "not found", "not_found"}
-	refHeader       = refusal{http.StatusForbidden, "forbidden header", "forbidden_header"}
-	refCredential   = refusal{http.StatusForbidden, "forbidden credential", "forbidden_credential"}
-	refHost         = refusal{http.StatusForbidden, "forbidden host", "forbidden_host"}
-	refTurnEnded    = refusal{http.StatusGone, "turn ended", "turn_ended"}
-	refBusy         = refusal{http.StatusTooManyRequests, "call budget exhausted or busy", "budget_or_busy"}
+	refInvalidURL = refusal{http.StatusBadRequest, "invalid URL", "invalid_url"}
+	refNotFound   = refusal{http.StatusNotFound, "not found", "not_found"}
+	refHeader     = refusal{http.StatusForbidden, "forbidden header", "forbidden_header"}
+	refCredential = refusal{http.StatusForbidden, "forbidden credential", "forbidden_credential"}
+	refHost       = refusal{http.StatusForbidden, "forbidden host", "forbidden_host"}
+	refTurnEnded  = refusal{http.StatusGone, "turn ended", "turn_ended"}
+	refBusy       = refusal{http.StatusTooManyRequests, "call budget exhausted or busy", "budget_or_busy"}
+	// refDailyBudget is ours: a daily budget (broker calls or model tokens
+	// of the speaker, the channel or the installation) is spent.
+	refDailyBudget  = refusal{http.StatusTooManyRequests, "daily budget exhausted", "daily_budget"}
 	refInvalidInput = refusal{http.StatusBadRequest, "invalid input", "invalid_input"}
 	refMCP          = refusal{http.StatusForbidden, "MCP method or tool refused", "mcp_refused"}
 	refModelPayload = refusal{http.StatusBadRequest, "text/function model payload required", "model_payload"}

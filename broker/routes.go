@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -68,7 +69,18 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 	}
 	// A completion may be repeated after a 5xx or a reset: a repeat costs
 	// tokens, never a second side effect.
-	return t.b.forward(ctx, upstream.Call{URL: t.b.cfg.ModelURL, Body: payload, Key: key, Idempotent: true})
+	call := upstream.Call{URL: t.b.cfg.ModelURL, Body: payload, Key: key, Idempotent: true}
+	if t.b.cfg.Budget == nil {
+		return t.b.forward(ctx, call)
+	}
+	estimate := tokenEstimate(payload, t.b.cfg.MaxOutputTokens)
+	r, o, ok := t.reserve(ctx, budget.Tokens, estimate)
+	if !ok {
+		return o
+	}
+	o = t.b.forward(ctx, call)
+	t.settle(r, usedTokens(o, estimate))
+	return o
 }
 
 // forward posts payload upstream and passes back the validated JSON bytes;

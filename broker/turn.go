@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
@@ -23,7 +25,13 @@ type Turn struct {
 	mu       sync.Mutex
 	budget   int
 	inFlight bool
+	// overBudget records that a call was refused for a daily budget.
+	overBudget atomic.Bool
 }
+
+// OverBudget reports whether any call of the turn was refused because a
+// daily budget was spent, so that the runtime can tell the guest so.
+func (t *Turn) OverBudget() bool { return t.overBudget.Load() }
 
 // Remaining returns the calls left in the turn's budget.
 func (t *Turn) Remaining() int {
@@ -79,6 +87,13 @@ func (t *Turn) handle(r *http.Request) (string, outcome) {
 		return path, refuse(refBusy)
 	}
 	defer t.release()
+	if t.b.cfg.Budget != nil {
+		r, o, ok := t.reserve(r.Context(), budget.Calls, 1)
+		if !ok {
+			return path, o
+		}
+		defer t.settle(r, 1)
+	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), CallTimeout)
 	defer cancel()

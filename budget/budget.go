@@ -257,6 +257,25 @@ func (l *Ledger) check(ctx context.Context, tx *sql.Tx, day, scope string, k Kin
 	return nil
 }
 
+// Check returns an error wrapping ErrExhausted when any limited kind of
+// any scope has nothing left on day (used+reserved >= limit), so that work
+// that would be refused at its first call is refused before it starts. It
+// reserves nothing.
+func (l *Ledger) Check(ctx context.Context, day string, scopes []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tx(ctx, func(tx *sql.Tx) error {
+		for _, s := range scopes {
+			for _, k := range Kinds {
+				if err := l.check(ctx, tx, day, s, k, 1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // Settle moves r from reserved to used with the actual amount spent.
 func (l *Ledger) Settle(ctx context.Context, r Reservation, actual int64) error {
 	actual = max(actual, 0)

@@ -112,6 +112,25 @@ func TestRefusedReservationChangesNothing(t *testing.T) {
 	}
 }
 
+func TestCheckRefusesWhenNothingIsLeft(t *testing.T) {
+	ctx := context.Background()
+	l := mustOpen(t, privateDir(t), budget.Config{PerSpeaker: budget.Limits{Tokens: 10}})
+	scopes := budget.Scopes("http:a", "bob")
+	if err := l.Check(ctx, day, scopes); err != nil {
+		t.Fatalf("Check before any spend = %v", err)
+	}
+	r, _ := l.Reserve(ctx, day, scopes, budget.Tokens, 5)
+	if err := l.Settle(ctx, r, 12); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(ctx, day, scopes); !errors.Is(err, rtsandbox.ErrOverBudget) {
+		t.Fatalf("Check after 12 of 10 tokens = %v; want ErrOverBudget", err)
+	}
+	if err := l.Check(ctx, day, budget.Scopes("http:a", "carol")); err != nil {
+		t.Fatalf("Check for another speaker = %v", err)
+	}
+}
+
 func TestSettleRecordsActualOverReservation(t *testing.T) {
 	ctx := context.Background()
 	l := mustOpen(t, privateDir(t), budget.Config{PerSpeaker: budget.Limits{Tokens: 1000}})

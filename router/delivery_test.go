@@ -395,6 +395,27 @@ func TestHostBusyAnsweredWithBusyText(t *testing.T) {
 	}
 }
 
+// TestOverBudgetAnsweredWithBudgetText: a turn refused (or cut short) for
+// a spent daily budget gets the fixed budget text, never the scope or
+// kind, and the channel goes on.
+func TestOverBudgetAnsweredWithBudgetText(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+		if c.Text == "spent" {
+			return rtsandbox.Reply{}, fmt.Errorf("budget: %w: speaker:alice calls", rtsandbox.ErrOverBudget)
+		}
+		return rtsandbox.Reply{OK: true, Text: "fine"}, nil
+	}
+	for _, text := range []string{"spent", "again"} {
+		if err := h.handle(t, mention(guests, "alice", "Alice", text)); err != nil {
+			t.Fatalf("Handle(%s) = %v", text, err)
+		}
+	}
+	if diff := cmp.Diff([]string{BudgetText, "fine"}, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+}
+
 // TestStoppedTurnNotLoggedAsFailure: a turn an owner stopped, or that
 // shutdown cut, gets the fixed text but no failure record that sends the
 // operator to inspect container cleanup.

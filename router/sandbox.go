@@ -44,6 +44,10 @@ const (
 	// BusyText answers a turn that found no free slot on the host within
 	// the queue wait (sandbox.max_queue_wait).
 	BusyText = "-# This assistant is busy right now; please send this again in a minute."
+	// BudgetText answers a turn refused, or cut short, because a daily
+	// budget (calls, tokens or turn seconds of the speaker, the channel or
+	// the installation) is spent. Which one is for the operator log only.
+	BudgetText = "-# This assistant has reached its daily limit here; please try again tomorrow."
 	// QueueFullText answers a message beyond the channel's queue bound.
 	QueueFullText = "-# Too many messages are waiting in this channel; please send this again when the current ones are answered."
 )
@@ -139,6 +143,9 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.Ch
 		// The host had no free turn slot for the whole queue wait.
 		notice = BusyText
 		c.log.Warn("sandbox turn refused: host busy", "channel", channel, "err", err)
+	case errors.Is(err, rtsandbox.ErrOverBudget):
+		notice = BudgetText
+		c.log.Info("sandbox turn refused: daily budget spent", "channel", channel, "err", err)
 	case errors.Is(err, rtsandbox.ErrEndedEarly), errors.Is(err, context.Canceled):
 		// Stopped by an owner or cut by shutdown: nothing to inspect.
 		c.log.Info(sandboxTurnEndedEarlyLog, "channel", channel, "err", err)

@@ -161,6 +161,16 @@ type Response struct {
 	// Raw, when set, is sent verbatim as the body instead, so tests can
 	// answer malformed or unusual JSON.
 	Raw []byte
+	// Usage, when set, is the answer's "usage" (OpenAI chat completions:
+	// prompt, completion and total tokens); nil sends none.
+	Usage *Usage
+}
+
+// Usage is the token count of a completion.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
 }
 
 // completion is the response body in the chat-completions shape.
@@ -170,6 +180,7 @@ type completion struct {
 	Created int64    `json:"created"`
 	Model   string   `json:"model"`
 	Choices []choice `json:"choices"`
+	Usage   *Usage   `json:"usage,omitempty"`
 }
 
 type choice struct {
@@ -216,6 +227,7 @@ func encodeCompletion(req Request, resp Response) []byte {
 		ID: fmt.Sprintf("chatcmpl-fake-%d", req.Index), Object: "chat.completion",
 		Created: int64(req.Index), Model: req.Body.Model,
 		Choices: []choice{{Message: msg, FinishReason: finish}},
+		Usage:   resp.Usage,
 	})
 	if err != nil { // every field is a plain string or number
 		panic(err)
