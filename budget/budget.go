@@ -20,9 +20,10 @@
 //     sooner. Settle never fails for being over a limit.
 //   - A limit of 0 is unlimited; usage is recorded all the same so that
 //     owners can see it.
-//   - One host process owns the state dir, so reservations do not outlive
-//     the process: Open clears reserved counts a crash left behind, and
-//     keeps the used ones.
+//   - One process at a time owns the database (Open takes an exclusive lock
+//     on "<path>.lock", privdir.Lock), so reservations do not outlive their
+//     process: Open clears reserved counts a crash left behind, and keeps
+//     the used ones.
 package budget
 
 import (
@@ -137,6 +138,8 @@ type Entry struct {
 type Ledger struct {
 	cfg Config
 	db  *sql.DB
+	// lock is the exclusive lock on the database, held until Close.
+	lock *os.File
 	// Now is the clock of Today; tests may set it before use.
 	Now func() time.Time
 	// OnSettle, when set before use, is told every settled amount (the
@@ -160,6 +163,20 @@ func Open(path string, cfg Config) (*Ledger, error) {
 	if err := privdir.Check(filepath.Dir(path), os.Geteuid()); err != nil {
 		return nil, fmt.Errorf("budget: %w", err)
 	}
+	lock, err := privdir.Lock(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("budget: %w", err)
+	}
+	l, err := open(path, cfg)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l.lock = lock
+	return l, nil
+}
+
+func open(path string, cfg Config) (*Ledger, error) {
 	if err := create(path); err != nil {
 		return nil, fmt.Errorf("budget: %w", err)
 	}
@@ -203,8 +220,12 @@ func initDB(db *sql.DB) error {
 	return nil
 }
 
-// Close closes the database.
-func (l *Ledger) Close() error { return l.db.Close() }
+// Close closes the database and releases its lock.
+func (l *Ledger) Close() error {
+	err := l.db.Close()
+	l.lock.Close()
+	return err
+}
 
 // Today returns the current day key (UTC).
 func (l *Ledger) Today() string { return Day(l.Now()) }

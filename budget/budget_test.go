@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 )
 
 const day = "2026-12-01"
@@ -233,6 +234,14 @@ func TestUsageSurvivesReopen(t *testing.T) {
 	}
 }
 
+func TestOpenIsExclusive(t *testing.T) {
+	dir := privateDir(t)
+	mustOpen(t, dir, budget.Config{})
+	if _, err := budget.Open(filepath.Join(dir, budget.FileName), budget.Config{}); !errors.Is(err, privdir.ErrLocked) {
+		t.Fatalf("second Open = %v; want privdir.ErrLocked", err)
+	}
+}
+
 func TestOpenRefusesSharedDir(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o750); err != nil {
@@ -248,5 +257,23 @@ func TestDayIsUTC(t *testing.T) {
 	at := time.Date(2026, 12, 2, 5, 0, 0, 0, loc) // 2026-12-01 19:00 UTC
 	if got, want := budget.Day(at), "2026-12-01"; got != want {
 		t.Errorf("Day(%v) = %q; want %q", at, got, want)
+	}
+}
+
+func TestChannelReport(t *testing.T) {
+	ctx := context.Background()
+	l := mustOpen(t, privateDir(t), budget.Config{PerChannel: budget.Limits{Calls: 500}, PerInstallation: budget.Limits{Tokens: 9000}})
+	l.Now = func() time.Time { return time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC) }
+	r, _ := l.Reserve(ctx, l.Today(), budget.Scopes("http:lobby", "bob"), budget.Calls, 1)
+	if err := l.Settle(ctx, r, 3); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.ChannelReport(ctx, "http:lobby")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Today (UTC 2026-12-01): this channel 3/500 calls, 0 tokens, 0 seconds; all channels 3 calls, 0/9000 tokens, 0 seconds."
+	if got := rep.String(); got != want {
+		t.Errorf("String() = %q; want %q", got, want)
 	}
 }

@@ -110,10 +110,22 @@ func (r *Router) Command(ctx context.Context, c Command) (string, error) {
 	if err != nil {
 		return r.commandFailed(c, err)
 	}
+	text := DisabledText
 	if enabled {
-		return EnabledText, nil
+		text = EnabledText
 	}
-	return DisabledText, nil
+	return r.withUsage(ctx, c, text), nil
+}
+
+// withUsage appends the channel's budget usage to the status text.
+func (r *Router) withUsage(ctx context.Context, c Command, text string) string {
+	if c.Action != ActionStatus || r.usage == nil {
+		return text
+	}
+	if u := r.usage(ctx, c.Channel); u != "" {
+		return text + "\n" + u
+	}
+	return text
 }
 
 func (r *Router) commandFailed(c Command, err error) (string, error) {

@@ -178,3 +178,19 @@ func TestCommandWaitEndsStillApplies(t *testing.T) {
 		runtimeGosched()
 	}
 }
+
+// TestStatusAppendsUsage: with a usage source, status (and only status)
+// ends with the channel's usage line.
+func TestStatusAppendsUsage(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests), func(o *Options) {
+		o.Usage = func(_ context.Context, ch rtsandbox.ChannelKey) string { return "usage of " + string(ch) }
+	})
+	ctx := context.Background()
+	text, err := h.r.Command(ctx, ownerCmd(guests, ActionStatus))
+	if want := EnabledText + "\nusage of " + string(guests); err != nil || text != want {
+		t.Errorf("status = %q, %v; want %q", text, err, want)
+	}
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionOn)); text != EnabledText {
+		t.Errorf("on = %q; want %q without usage", text, EnabledText)
+	}
+}

@@ -234,6 +234,10 @@ type Options struct {
 	// channel and reason (one of DropReasons), on the goroutine that
 	// dropped it: it must not block (count, don't post). Metrics hook.
 	OnDrop func(channel rtsandbox.ChannelKey, reason string)
+	// Usage, when set, is today's budget usage of a channel, one line for
+	// its owner: the status command appends it. It must not block long;
+	// "" adds nothing.
+	Usage func(ctx context.Context, channel rtsandbox.ChannelKey) string
 }
 
 // Router routes messages from surfaces to claims. It is safe for
@@ -247,6 +251,7 @@ type Router struct {
 	sendTO   time.Duration // Options.SendTimeout
 	replyTO  time.Duration // Options.ReplyTimeout
 	onDrop   func(rtsandbox.ChannelKey, string)
+	usage    func(context.Context, rtsandbox.ChannelKey) string
 	q        *queue
 	abort    context.CancelFunc
 	bg       sync.WaitGroup // notice senders; Add only under mu while !bgClosed
@@ -290,6 +295,7 @@ func New(opts Options) (*Router, error) {
 		sendTO:     cmp.Or(opts.SendTimeout, DefaultSendTimeout),
 		replyTO:    cmp.Or(opts.ReplyTimeout, DefaultReplyTimeout),
 		onDrop:     opts.OnDrop,
+		usage:      opts.Usage,
 		q:          newQueue(ctx, cmp.Or(opts.QueueLimit, DefaultQueueLimit), log),
 		abort:      cancel,
 		surfaces:   map[string]Surface{},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/container"
 )
 
@@ -77,6 +78,12 @@ type Options struct {
 	Installation string
 	// Logger receives operator records; nil discards them.
 	Logger *slog.Logger
+	// Budget is the daily budget ledger (the broker's too): a turn whose
+	// speaker, channel or installation has nothing left of a budget is
+	// refused before anything is created, and every turn reserves its
+	// whole TurnTimeout in seconds, settled with the seconds it ran
+	// (rounded up). nil is unlimited.
+	Budget *budget.Ledger
 	// OnTurn, when set, receives the phase timestamps of every admitted
 	// turn just before RunTurn returns. It must not block.
 	OnTurn func(TurnStats)

@@ -60,7 +60,9 @@ func New(opts Options) (*Runtime, error) {
 // and its text is for the operator only.
 //
 // Refusals (nothing created): ErrChannel, ErrPrincipal, ErrTooLarge,
-// ErrDisposed, ErrChannelBusy, and after waiting for a slot ErrHostBusy or
+// ErrDisposed, ErrChannelBusy, an error wrapping rtsandbox.ErrOverBudget
+// (a daily budget is spent; also returned for a worker that failed on a
+// daily-budget refusal of the broker), and after waiting for a slot ErrHostBusy or
 // ErrAdmissionAborted. Failures wrap the driver's container.Err* classes;
 // an aborted run also wraps its cause: ErrTimeout, ErrStopped, ErrDisposed
 // or the caller's context error. Do not call Dispose from a driver or
@@ -75,11 +77,18 @@ func (r *Runtime) RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, spe
 		return rtsandbox.Reply{}, err
 	}
 	defer r.release(channel)
+	settle, err := r.reserveTurn(base, channel, speaker)
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	var slotted time.Time
+	defer func() { settle(slotted) }()
 	releaseSlot, err := r.slots.acquire(base)
 	if err != nil {
 		return rtsandbox.Reply{}, err
 	}
 	defer releaseSlot()
+	slotted = time.Now()
 	// The deadline starts with the slot: waiting does not eat a turn's
 	// time, and MaxQueueWait bounds the wait on its own.
 	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)

@@ -74,7 +74,8 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	calls := &callRecorder{}
 	// The turn context, not the caller's, binds the broker: when the turn
 	// ends, new calls get 410 and calls in flight are cancelled.
-	srv, err := t.listen(runDir, calls.wrap(t.s.Broker.Turn(t.ctx, t.channel, t.speaker)))
+	bt := t.s.Broker.Turn(t.ctx, t.channel, t.speaker)
+	srv, err := t.listen(runDir, calls.wrap(bt))
 	if err != nil {
 		return rtsandbox.Reply{}, err
 	}
@@ -84,6 +85,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	t.stats.Container = spec.Name
 	res, err := t.s.Driver.Run(t.ctx, spec, stdin)
 	t.stats.record(res, calls)
+	err = overBudget(err, t.stats.WorkerClass, bt.OverBudget())
 	if err != nil {
 		return rtsandbox.Reply{}, fmt.Errorf("sandbox turn: %w", err)
 	}
