@@ -116,6 +116,10 @@ type Options struct {
 	MaxSubscribers int
 	// WaitTimeout bounds a waiting request; 0 means DefaultWaitTimeout.
 	WaitTimeout time.Duration
+	// Usage, when set, returns today's budget usage of a channel and of
+	// the installation as a JSON-encodable report (GET
+	// /api/v1/channels/{key}/usage, owner token); nil answers 404.
+	Usage func(ctx context.Context, channel rtsandbox.ChannelKey) (any, error)
 	// NewID returns a fresh message id; nil means random "m_" + 16 hex.
 	NewID func() string
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/router"
@@ -35,7 +36,9 @@ func handleSandboxStatus(a *API) http.Handler {
 			return
 		}
 		if text, ok := a.command(w, r, channel, router.ActionStatus); ok {
-			writeJSON(w, http.StatusOK, sandboxResponse{Channel: string(channel), Enabled: text == router.EnabledText, Message: text})
+			// status may end with the channel's usage line.
+			enabled := strings.HasPrefix(text, router.EnabledText)
+			writeJSON(w, http.StatusOK, sandboxResponse{Channel: string(channel), Enabled: enabled, Message: text})
 		}
 	})
 }
@@ -126,7 +129,9 @@ func handleSandboxSet(a *API) http.Handler {
 			action = router.ActionOn
 		}
 		if text, ok := a.command(w, r, channel, action); ok {
-			writeJSON(w, http.StatusOK, sandboxResponse{Channel: string(channel), Enabled: text == router.EnabledText, Message: text})
+			// status may end with the channel's usage line.
+			enabled := strings.HasPrefix(text, router.EnabledText)
+			writeJSON(w, http.StatusOK, sandboxResponse{Channel: string(channel), Enabled: enabled, Message: text})
 		}
 	})
 }
@@ -160,4 +165,29 @@ func (a *API) command(w http.ResponseWriter, r *http.Request, channel rtsandbox.
 	}
 	a.log.Info("owner command", "channel", channel, "action", action)
 	return text, true
+}
+
+// handleUsage answers today's budget usage of the channel and of the whole
+// installation (Options.Usage), for the owner.
+func handleUsage(a *API) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		channel, ok := ownerChannel(w, r)
+		if !ok {
+			return
+		}
+		if a.opts.OwnerID == "" {
+			writeError(w, http.StatusForbidden, textOwnerCommands)
+			return
+		}
+		if a.opts.Usage == nil {
+			writeError(w, http.StatusNotFound, textNoBudgets)
+			return
+		}
+		report, err := a.opts.Usage(r.Context(), channel)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, report)
+	})
 }

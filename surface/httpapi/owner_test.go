@@ -112,3 +112,23 @@ func TestOwnerFreshWaitsStopDoesNot(t *testing.T) {
 		t.Errorf("runtime StartFresh (-want +got):\n%s", diff)
 	}
 }
+
+func TestOwnerUsage(t *testing.T) {
+	const path = "/api/v1/channels/http:lobby/usage"
+	f := newFixture(t, nil, func(o *Options) {
+		o.Usage = func(_ context.Context, ch rtsandbox.ChannelKey) (any, error) {
+			return map[string]any{"channel": string(ch), "calls": 3}, nil
+		}
+	})
+	code, body := f.do(t, http.MethodGet, path, ownerToken, "")
+	if want := `{"calls":3,"channel":"http:lobby"}` + "\n"; code != http.StatusOK || body != want {
+		t.Errorf("GET %s = %d %q; want 200 %q", path, code, body, want)
+	}
+	if code, _ := f.do(t, http.MethodGet, path, guestToken, ""); code != http.StatusUnauthorized {
+		t.Errorf("GET %s with the guest token = %d; want 401", path, code)
+	}
+	f = newFixture(t, nil, nil)
+	if code, body := f.do(t, http.MethodGet, path, ownerToken, ""); code != http.StatusNotFound || decode[errorBody](t, body).Error != textNoBudgets {
+		t.Errorf("GET %s without budgets = %d %s; want 404 %q", path, code, body, textNoBudgets)
+	}
+}

@@ -27,6 +27,7 @@ const (
 	textContentType   = "Content-Type must be application/json"
 	textBodyTooLarge  = "request body too large"
 	textOwnerCommands = "owner commands over HTTP are not configured"
+	textNoBudgets     = "no budgets are configured"
 )
 
 // failure maps an error class to a status and a fixed text. Unknown errors

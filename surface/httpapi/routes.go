@@ -26,6 +26,7 @@ import (
 //	POST /api/v1/channels/{key}/sandbox     owner token
 //	POST /api/v1/channels/{key}/fresh       owner token
 //	POST /api/v1/channels/{key}/stop        owner token
+//	GET  /api/v1/channels/{key}/usage       owner token
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealth(a)})
@@ -38,6 +39,7 @@ func (a *API) Handler() http.Handler {
 	})
 	mux.Handle("/api/v1/channels/{key}/fresh", methods{http.MethodPost: a.owner(handleOwnerAction(a, router.ActionFresh))})
 	mux.Handle("/api/v1/channels/{key}/stop", methods{http.MethodPost: a.owner(handleOwnerAction(a, router.ActionStop))})
+	mux.Handle("/api/v1/channels/{key}/usage", methods{http.MethodGet: a.owner(handleUsage(a))})
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, textNotFound)
 	}))
