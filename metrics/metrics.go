@@ -51,6 +51,7 @@ type Recorder struct {
 	upstream    *prometheus.HistogramVec // route, tool
 	reflections *prometheus.CounterVec   // route, tool
 	drops       *prometheus.CounterVec   // reason
+	budget      *prometheus.CounterVec   // kind
 
 	active, pending, queue source
 }

@@ -304,3 +304,20 @@ func histSum(t *testing.T, r *metrics.Recorder, name, key, value string) float64
 	t.Helper()
 	return metric(t, r, name, key, value).GetHistogram().GetSampleSum()
 }
+
+func TestBudgetSpent(t *testing.T) {
+	r := metrics.New()
+	r.BudgetSpent("tokens", 137)
+	r.BudgetSpent("tokens", 3)
+	r.BudgetSpent("calls", 1)
+	r.BudgetSpent("seconds", 0) // nothing spent: no series
+	want := `
+# HELP rtsandbox_budget_spent_total Daily-budget amounts settled, by kind (calls, tokens, seconds).
+# TYPE rtsandbox_budget_spent_total counter
+rtsandbox_budget_spent_total{kind="calls"} 1
+rtsandbox_budget_spent_total{kind="tokens"} 140
+`
+	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(want), "rtsandbox_budget_spent_total"); err != nil {
+		t.Error(err)
+	}
+}

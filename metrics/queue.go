@@ -8,6 +8,11 @@ func (r *Recorder) registerQueue() {
 		Help: "Messages the router dropped, by reason.",
 	}, []string{"reason"})
 	r.reg.MustRegister(r.drops)
+	r.budget = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "budget_spent_total",
+		Help: "Daily-budget amounts settled, by kind (calls, tokens, seconds).",
+	}, []string{"kind"})
+	r.reg.MustRegister(r.budget)
 	r.gauge(&r.queue, "queue_depth",
 		"Work in the router's per-channel queues, running tasks included.")
 }
@@ -28,3 +33,11 @@ func (r *Recorder) DropReasons(reasons ...string) {
 // QueueDepth binds rtsandbox_queue_depth, typically to
 // (*router.Router).QueueDepth.
 func (r *Recorder) QueueDepth(f func() int) { r.queue.bind(f) }
+
+// BudgetSpent counts amount settled against the daily budgets of kind
+// ("calls", "tokens" or "seconds"; another value counts as "other").
+func (r *Recorder) BudgetSpent(kind string, amount int64) {
+	if amount > 0 {
+		r.budget.WithLabelValues(label(kind)).Add(float64(amount))
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/metrics"
 	"github.com/rtsandbox/rtsandbox/router"
@@ -104,6 +105,14 @@ func (h *hostMetrics) watchSandbox(rt *sandbox.Runtime, pending func() int) {
 	}
 	h.rec.ActiveTurns(func() int { return len(rt.Busy()) })
 	h.rec.PendingRemovals(pending)
+}
+
+// onSettle counts settled budget amounts; nil when metrics are off.
+func (h *hostMetrics) onSettle() func(budget.Kind, int64) {
+	if h.rec == nil {
+		return nil
+	}
+	return func(k budget.Kind, n int64) { h.rec.BudgetSpent(string(k), n) }
 }
 
 // onDrop is the router's OnDrop with metrics on; nil when off. The

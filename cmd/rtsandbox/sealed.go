@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/chanstate"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
@@ -26,6 +28,8 @@ type sealedRuntime struct {
 	rt     *sandbox.Runtime
 	driver container.Driver
 	web    *webTools
+	// ledger keeps the daily budgets; nil when the config sets none.
+	ledger *budget.Ledger
 	close  func()
 }
 
@@ -38,7 +42,9 @@ type sealedOptions struct {
 	driver  container.Driver        // nil: the local Docker daemon
 	onTurn  func(sandbox.TurnStats) // after the "turn" record (metrics.go)
 	observe func(broker.CallRecord) // the broker's Observe (metrics)
-	log     *slog.Logger
+	// onSettle is told every settled budget amount (metrics); nil is fine.
+	onSettle func(budget.Kind, int64)
+	log      *slog.Logger
 	// poster receives research reports; nil refuses a config that enables
 	// web.research.
 	poster delegate.Poster
@@ -80,17 +86,24 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	}
 	bc.Tools = append(bc.Tools, web.tools...)
 	bc.Observe = o.observe
+	ledger, err := openLedger(cfg, o.onSettle)
+	if err != nil {
+		return nil, err
+	}
+	bc.Budget = ledger
 	b, err := broker.New(bc)
 	if err != nil {
+		closeLedger(ledger)
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	closeFn := func() {}
+	closeFn := func() { closeLedger(ledger) }
 	if o.driver == nil {
 		d, closeClient, err := dockerDriver(o.log)
 		if err != nil {
+			closeFn()
 			return nil, err
 		}
-		o.driver, closeFn = d, closeClient
+		o.driver, closeFn = d, func() { closeClient(); closeLedger(ledger) }
 	}
 	tools, mcp := sandbox.WorkerTools(bc)
 	rt, err := sandbox.New(sandbox.Options{
@@ -104,12 +117,13 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
 		},
 		Installation: installationID(cfg), Logger: o.log, OnTurn: logTurn(o.log, o.onTurn),
+		Budget: ledger,
 	})
 	if err != nil {
 		closeFn()
 		return nil, err // sandbox errors name the sandbox already
 	}
-	return &sealedRuntime{rt: rt, driver: o.driver, web: web, close: func() {
+	return &sealedRuntime{rt: rt, driver: o.driver, web: web, ledger: ledger, close: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 		defer cancel()
 		if err := web.dispose(ctx); err != nil {
@@ -160,3 +174,58 @@ const (
 	textTurnFailed  = "The sandbox turn failed."
 	textTurnStopped = "The sandbox turn failed or was stopped."
 )
+
+// openLedger opens the daily budget database in the state dir when the
+// config sets any budget; nil otherwise (unlimited, and the broker's hot
+// path pays nothing).
+func openLedger(cfg *config.Config, onSettle func(budget.Kind, int64)) (*budget.Ledger, error) {
+	if !cfg.Budgets.Set() {
+		return nil, nil
+	}
+	l, err := budget.Open(filepath.Join(cfg.StateDir, budget.FileName), budgetConfig(cfg.Budgets))
+	if err != nil {
+		return nil, fmt.Errorf("budgets: %w", err)
+	}
+	l.OnSettle = onSettle
+	return l, nil
+}
+
+func budgetConfig(b config.Budgets) budget.Config {
+	lim := func(l config.BudgetLimits) budget.Limits {
+		return budget.Limits{Calls: l.Calls, Tokens: l.Tokens, Seconds: l.Seconds}
+	}
+	return budget.Config{PerSpeaker: lim(b.PerSpeaker), PerChannel: lim(b.PerChannel), PerInstallation: lim(b.PerInstallation)}
+}
+
+func closeLedger(l *budget.Ledger) {
+	if l != nil {
+		l.Close()
+	}
+}
+
+// usageLine is the router's Usage: today's usage of a channel for the
+// owner's status command; nil without budgets. A ledger failure is logged
+// and shows nothing.
+func (s *sealedRuntime) usageLine(log *slog.Logger) func(context.Context, rtsandbox.ChannelKey) string {
+	if s.ledger == nil {
+		return nil
+	}
+	return func(ctx context.Context, ch rtsandbox.ChannelKey) string {
+		rep, err := s.ledger.ChannelReport(ctx, ch)
+		if err != nil {
+			log.Error("budget usage unreadable", "channel", string(ch), "err", err)
+			return ""
+		}
+		return rep.String()
+	}
+}
+
+// usageReport is the HTTP API's Usage; nil without budgets.
+func (s *sealedRuntime) usageReport() func(context.Context, rtsandbox.ChannelKey) (any, error) {
+	if s.ledger == nil {
+		return nil
+	}
+	return func(ctx context.Context, ch rtsandbox.ChannelKey) (any, error) {
+		return s.ledger.ChannelReport(ctx, ch)
+	}
+}

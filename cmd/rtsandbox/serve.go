@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
@@ -192,7 +193,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	// on this state directory (serve then refuses to start instead).
 	reports := &latePoster{}
 	s, err := newSealedRuntime(cfg, getenv, sealedOptions{driver: d, log: log.With("plugin", "sandbox"), poster: reports,
-		onTurn: m.onTurn(), observe: m.observe()})
+		onTurn: m.onTurn(), observe: m.observe(), onSettle: m.onSettle()})
 	if err != nil {
 		return err
 	}
@@ -214,12 +215,13 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 	if err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
-	r, err := router.New(router.Options{Channels: store, Runtime: s.rt, Access: policy, Logger: log, OnDrop: m.onDrop()})
+	r, err := router.New(router.Options{Channels: store, Runtime: s.rt, Access: policy, Logger: log, OnDrop: m.onDrop(),
+		Usage: s.usageLine(log)})
 	if err != nil {
 		return err
 	}
 	reports.bind(routerReports{r})
-	h := &host{log: log, router: r, drain: drain, force: force, web: s.web, ready: engineReady(d)}
+	h := &host{log: log, router: r, drain: drain, force: force, web: s.web, ready: engineReady(d), usage: s.usageReport()}
 	defer h.stop()
 	if cfg.HTTP != nil {
 		if err := h.startHTTP(cfg, getenv); err != nil {
@@ -251,9 +253,10 @@ type host struct {
 	log    *slog.Logger
 	router *router.Router
 	drain  time.Duration
-	force  <-chan struct{}             // closed: cut the drain short
-	ready  func(context.Context) error // readiness beyond draining
-	web    *webTools                   // research jobs, cancelled before the drain
+	force  <-chan struct{}                                          // closed: cut the drain short
+	ready  func(context.Context) error                              // readiness beyond draining
+	usage  func(context.Context, rtsandbox.ChannelKey) (any, error) // nil: no budgets
+	web    *webTools                                                // research jobs, cancelled before the drain
 	api    *httpapi.API
 	srv    *http.Server
 	served chan struct{} // closed when srv.Serve returned
@@ -282,6 +285,7 @@ func (h *host) startHTTP(cfg *config.Config, getenv env) error {
 		LoopbackHosts: c.Loopback,
 		Logger:        h.log,
 		Ready:         h.ready,
+		Usage:         h.usage,
 	})
 	if err != nil {
 		return err
