@@ -1,6 +1,11 @@
 package config
 
-import "go.yaml.in/yaml/v3"
+import (
+	"math"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
 
 // MaxBudget bounds every daily budget figure (about 10^15: no real day
 // reaches it, and sums stay far within int64).
@@ -22,8 +27,11 @@ type BudgetLimits struct {
 // Set reports whether any limit is configured.
 func (b Budgets) Set() bool { return b != Budgets{} }
 
-// budgets parses "budgets". Absent, empty or a 0 means unlimited.
-func (p *parser) budgets(n *yaml.Node) Budgets {
+// budgets parses "budgets". Absent, empty or a 0 means unlimited. A
+// seconds limit must leave room for one whole turn: each turn reserves its
+// turn timeout before it starts, so a smaller limit would refuse every
+// turn.
+func (p *parser) budgets(n *yaml.Node, turnTimeout time.Duration) Budgets {
 	if n == nil {
 		return Budgets{}
 	}
@@ -32,13 +40,13 @@ func (p *parser) budgets(n *yaml.Node) Budgets {
 		return Budgets{}
 	}
 	return Budgets{
-		PerSpeaker:      p.budgetLimits(o.get("per_speaker"), o.at("per_speaker")),
-		PerChannel:      p.budgetLimits(o.get("per_channel"), o.at("per_channel")),
-		PerInstallation: p.budgetLimits(o.get("per_installation"), o.at("per_installation")),
+		PerSpeaker:      p.budgetLimits(o.get("per_speaker"), o.at("per_speaker"), turnTimeout),
+		PerChannel:      p.budgetLimits(o.get("per_channel"), o.at("per_channel"), turnTimeout),
+		PerInstallation: p.budgetLimits(o.get("per_installation"), o.at("per_installation"), turnTimeout),
 	}
 }
 
-func (p *parser) budgetLimits(n *yaml.Node, path string) BudgetLimits {
+func (p *parser) budgetLimits(n *yaml.Node, path string, turnTimeout time.Duration) BudgetLimits {
 	if n == nil {
 		return BudgetLimits{}
 	}
@@ -46,9 +54,13 @@ func (p *parser) budgetLimits(n *yaml.Node, path string) BudgetLimits {
 	if !ok {
 		return BudgetLimits{}
 	}
-	return BudgetLimits{
+	l := BudgetLimits{
 		Calls:   int64(p.integer(o, "calls", 0, 0, MaxBudget)),
 		Tokens:  int64(p.integer(o, "tokens", 0, 0, MaxBudget)),
 		Seconds: int64(p.integer(o, "seconds", 0, 0, MaxBudget)),
 	}
+	if turn := int64(math.Ceil(turnTimeout.Seconds())); l.Seconds > 0 && l.Seconds < turn {
+		p.fail(o.get("seconds"), o.at("seconds"), "must be 0 (unlimited) or at least sandbox.turn_timeout (%ds): each turn reserves its whole timeout before it starts", turn)
+	}
+	return l
 }

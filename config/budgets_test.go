@@ -54,6 +54,7 @@ func TestParseBudgetsErrors(t *testing.T) {
 		{"not-an-integer", "budgets: {per_installation: {tokens: lots}}\n", "budgets.per_installation.tokens: must be an integer"},
 		{"too-large", "budgets: {per_speaker: {seconds: 9999999999999999}}\n", "budgets.per_speaker.seconds: must be an integer of at most"},
 		{"scope-not-a-mapping", "budgets: {per_channel: 5}\n", "budgets.per_channel: must be a mapping"},
+		{"seconds-below-turn-timeout", "budgets: {per_channel: {seconds: 119}}\n", "budgets.per_channel.seconds: must be 0 (unlimited) or at least sandbox.turn_timeout (120s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,7 +36,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.webToolNames(c, root)
 	c.Host = p.host(o.get("host"))
 	c.Metrics = p.metrics(o.get("metrics"), c)
-	c.Budgets = p.budgets(o.get("budgets"))
+	c.Budgets = p.budgets(o.get("budgets"), c.Sandbox.TurnTimeout)
 	return c
 }
 
