@@ -15,7 +15,7 @@ build:
 	mkdir -p $(BIN)
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w' -o workerimage/rtsandbox-worker ./cmd/rtsandbox-worker
 	cp workerimage/rtsandbox-worker $(BIN)/rtsandbox-worker
-	CGO_ENABLED=0 $(GO) build -trimpath -tags embedworker -o $(BIN)/rtsandbox ./cmd/rtsandbox
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -tags embedworker -o $(BIN)/rtsandbox ./cmd/rtsandbox
 
 ## test: formatting, vet, staticcheck, every test with the race detector,
 ## then each fuzz target for a short bounded time.
