@@ -57,15 +57,19 @@ func TestParseBudgetsErrors(t *testing.T) {
 		{"seconds-below-turn-timeout", "budgets: {per_channel: {seconds: 119}}\n", "budgets.per_channel.seconds: must be 0 (unlimited) or at least sandbox.turn_timeout (120s)"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := minimal + tt.in
-			_, err := Parse([]byte(in))
-			if err == nil || !errors.Is(err, rtsandbox.ErrInvalid) {
-				t.Fatalf("Parse(%q) error = %v; want one matching rtsandbox.ErrInvalid", in, err)
-			}
-			if !strings.Contains(err.Error(), tt.want) || strings.Count(err.Error(), "\n") != 0 {
-				t.Errorf("Parse(%q) error:\n%v\nwant exactly one problem containing %q", in, err, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantOneProblem(t, minimal+tt.in, tt.want) })
+	}
+}
+
+// wantOneProblem parses in and wants exactly one problem, matching
+// rtsandbox.ErrInvalid and containing want.
+func wantOneProblem(t *testing.T, in, want string) {
+	t.Helper()
+	_, err := Parse([]byte(in))
+	if err == nil || !errors.Is(err, rtsandbox.ErrInvalid) {
+		t.Fatalf("Parse(%q) error = %v; want one matching rtsandbox.ErrInvalid", in, err)
+	}
+	if !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "\n") != 0 {
+		t.Errorf("Parse(%q) error:\n%v\nwant exactly one problem containing %q", in, err, want)
 	}
 }

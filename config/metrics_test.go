@@ -1,13 +1,9 @@
 package config
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/rtsandbox/rtsandbox"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -54,15 +50,6 @@ func TestParseMetricsErrors(t *testing.T) {
 		{"default-same-as-http", "http: {listen: '127.0.0.1:9464', token_env: T}\nmetrics: {}\n", "metrics.listen: must differ from http.listen"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := minimal + tt.in
-			_, err := Parse([]byte(in))
-			if err == nil || !errors.Is(err, rtsandbox.ErrInvalid) {
-				t.Fatalf("Parse(%q) error = %v; want one matching rtsandbox.ErrInvalid", in, err)
-			}
-			if !strings.Contains(err.Error(), tt.want) || strings.Count(err.Error(), "\n") != 0 {
-				t.Errorf("Parse(%q) error:\n%v\nwant exactly one problem containing %q", in, err, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantOneProblem(t, minimal+tt.in, tt.want) })
 	}
 }
