@@ -70,7 +70,7 @@ func bareProxy(b *testing.B, modelURL string) string {
 	client := upstream.New(nil)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		resp, err := client.PostJSON(r.Context(), modelURL, body, benchKey)
+		resp, err := client.Post(r.Context(), upstream.Call{URL: modelURL, Body: body, Key: benchKey})
 		if err != nil {
 			w.WriteHeader(http.StatusBadGateway)
 			return

@@ -88,16 +88,8 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// PostJSON posts body to url with exactly the headers content-type and
-// accept application/json and, when key is not empty, authorization Bearer
-// key. It returns the response body of a 2xx answer, at most
-// MaxResponseBytes long. Errors wrap one of the failure classes and never
-// contain the URL, headers or body.
-func (c *Client) PostJSON(ctx context.Context, url string, body []byte, key rtsandbox.Secret) ([]byte, error) {
-	return c.Post(ctx, Call{URL: url, Body: body, Key: key})
-}
-
-// Call is one upstream POST.
+// Call is one upstream POST: exactly the headers content-type and accept
+// application/json and, when Key is not empty, authorization Bearer Key.
 type Call struct {
 	URL  string
 	Body []byte
@@ -110,8 +102,10 @@ type Call struct {
 	Idempotent bool
 }
 
-// Post makes call as PostJSON describes, with call.Status narrowing the
-// accepted statuses, and retries as retry.go describes.
+// Post makes call and returns the response body of an accepted answer (any
+// 2xx, or exactly call.Status), at most MaxResponseBytes long, retrying as
+// retry.go describes. Errors wrap one of the failure classes and never
+// contain the URL, headers or body.
 func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 	for attempt := 1; ; attempt++ {
 		body, status, h, err := c.post(ctx, call)

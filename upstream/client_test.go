@@ -17,14 +17,14 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-func TestPostJSONSendsOnlyRebuiltHeaders(t *testing.T) {
+func TestPostSendsOnlyRebuiltHeaders(t *testing.T) {
 	var got http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Clone()
 		io.WriteString(w, `{}`)
 	}))
 	defer srv.Close()
-	if _, err := New(nil).PostJSON(context.Background(), srv.URL, []byte(`{}`), "k1"); err != nil {
+	if _, err := New(nil).Post(context.Background(), Call{URL: srv.URL, Body: []byte(`{}`), Key: "k1"}); err != nil {
 		t.Fatal(err)
 	}
 	got.Del("Content-Length")
@@ -38,7 +38,7 @@ func TestPostJSONSendsOnlyRebuiltHeaders(t *testing.T) {
 // upstream's name is not loopback (net/http exempts 127.0.0.1 and
 // localhost from proxies, which would make this test unable to fail); a
 // dialer maps it to the test server.
-func TestPostJSONIgnoresEnvironmentProxy(t *testing.T) {
+func TestPostIgnoresEnvironmentProxy(t *testing.T) {
 	if NewTransport().Proxy != nil {
 		t.Fatal("NewTransport().Proxy is set; want nil")
 	}
@@ -57,7 +57,7 @@ func TestPostJSONIgnoresEnvironmentProxy(t *testing.T) {
 		}
 		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
 	}
-	if _, err := New(tr).PostJSON(context.Background(), "http://upstream.test/v1", []byte(`{}`), "k"); err != nil {
+	if _, err := New(tr).Post(context.Background(), Call{URL: "http://upstream.test/v1", Body: []byte(`{}`), Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := proxied.Load(); n != 0 {
@@ -65,7 +65,7 @@ func TestPostJSONIgnoresEnvironmentProxy(t *testing.T) {
 	}
 }
 
-func TestPostJSONBodyLimit(t *testing.T) {
+func TestPostBodyLimit(t *testing.T) {
 	tests := []struct {
 		name    string
 		size    int
@@ -91,15 +91,15 @@ func TestPostJSONBodyLimit(t *testing.T) {
 				}
 			}))
 			defer srv.Close()
-			got, err := New(nil).PostJSON(context.Background(), srv.URL, nil, "")
+			got, err := New(nil).Post(context.Background(), Call{URL: srv.URL})
 			if !errors.Is(err, tt.want) || (tt.want == nil && len(got) != tt.size) {
-				t.Errorf("PostJSON = %d bytes, %v; want %d bytes, %v", len(got), err, tt.size, tt.want)
+				t.Errorf("Post = %d bytes, %v; want %d bytes, %v", len(got), err, tt.size, tt.want)
 			}
 		})
 	}
 }
 
-func TestPostJSONFailureClasses(t *testing.T) {
+func TestPostFailureClasses(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/redirect":
@@ -114,23 +114,23 @@ func TestPostJSONFailureClasses(t *testing.T) {
 	defer srv.Close()
 	c := New(nil)
 	ctx := context.Background()
-	if _, err := c.PostJSON(ctx, srv.URL+"/redirect", nil, ""); !errors.Is(err, ErrRedirect) {
+	if _, err := c.Post(ctx, Call{URL: srv.URL + "/redirect"}); !errors.Is(err, ErrRedirect) {
 		t.Errorf("redirect = %v; want ErrRedirect", err)
 	}
-	_, err := c.PostJSON(ctx, srv.URL+"/status", nil, "")
+	_, err := c.Post(ctx, Call{URL: srv.URL + "/status"})
 	if !errors.Is(err, ErrStatus) || strings.Contains(err.Error(), "secret-in-body") || strings.Contains(err.Error(), srv.URL) {
 		t.Errorf("status = %v; want ErrStatus without body or URL", err)
 	}
 	if _, err := c.Post(ctx, Call{URL: srv.URL + "/ok", Status: http.StatusCreated}); !errors.Is(err, ErrStatus) {
 		t.Errorf("200 when 201 required = %v; want ErrStatus", err)
 	}
-	_, err = c.PostJSON(ctx, "http://127.0.0.1:1/x", nil, "")
+	_, err = c.Post(ctx, Call{URL: "http://127.0.0.1:1/x"})
 	if !errors.Is(err, ErrNetwork) || !errors.Is(err, rtsandbox.ErrUpstream) || strings.Contains(err.Error(), "127.0.0.1") {
 		t.Errorf("refused connection = %v; want a content-free ErrNetwork", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.PostJSON(cctx, srv.URL, nil, ""); !errors.Is(err, ErrCanceled) {
+	if _, err := c.Post(cctx, Call{URL: srv.URL}); !errors.Is(err, ErrCanceled) {
 		t.Errorf("canceled = %v; want ErrCanceled", err)
 	}
 }
