@@ -26,7 +26,7 @@ const (
 // the socket path. Every step fails closed.
 func (s *settings) prepareRoots() error {
 	var err error
-	if s.RunRoot, err = privateRoot("run root", s.RunRoot, s.procUID); err != nil {
+	if s.RunRoot, err = privateRoot("run root", s.RunRoot); err != nil {
 		return err
 	}
 	if len(s.RunRoot)+runDirOverhead > maxSocketPath {
@@ -44,24 +44,16 @@ func (s *settings) checkRoots() error {
 	return nil
 }
 
-// privateRoot returns the canonical form of an operator root after creating
-// it and checking that it is a directory owned by uid with no group or
-// other permission bits.
-func privateRoot(what, path string, uid int) (string, error) {
+// privateRoot returns the canonical form of an operator root after
+// creating it and checking it (privdir.Make: a directory owned by this
+// service with no group or other bits, under parents nobody else can
+// change).
+func privateRoot(what, path string) (string, error) {
 	if !filepath.IsAbs(path) || filepath.Clean(path) == "/" {
 		return "", setupError("%s must be an absolute dedicated directory", what)
 	}
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return "", setupError("create %s: %w", what, err)
-	}
-	canon, err := filepath.EvalSymlinks(path)
+	canon, err := privdir.Make(path) // "/" itself is never private
 	if err != nil {
-		return "", setupError("resolve %s: %w", what, err)
-	}
-	if canon == "/" {
-		return "", setupError("%s must be an absolute dedicated directory", what)
-	}
-	if err := privdir.Check(canon, uid); err != nil {
 		return "", setupError("%s: %w", what, err)
 	}
 	return canon, nil
