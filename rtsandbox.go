@@ -40,7 +40,7 @@ var (
 	functionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 	// JS "." excludes line terminators; (?s) is deliberately off and \r and
 	// the Unicode separators are excluded explicitly.
-	channelKeyRE = regexp.MustCompile("^[a-z][a-z0-9_-]*:[^\n\r\u2028\u2029]+$")
+	localIDRE = regexp.MustCompile("^[^\n\r\u2028\u2029]+$")
 )
 
 // ValidToolName reports whether s is a valid host tool, MCP server or MCP
@@ -63,7 +63,10 @@ func ValidToolCallID(s string) bool {
 type ChannelKey string
 
 // Valid reports whether k matches ^[a-z][a-z0-9_-]*:.+$ (no line breaks).
-func (k ChannelKey) Valid() bool { return channelKeyRE.MatchString(string(k)) }
+func (k ChannelKey) Valid() bool {
+	kind, id, ok := strings.Cut(string(k), ":")
+	return ok && ValidKind(kind) && localIDRE.MatchString(id)
+}
 
 // Speaker is the author of a guest message as the host resolved it. The
 // PrincipalID is the host's identity for access and credential scoping; it

@@ -17,7 +17,6 @@ package access
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -31,7 +30,11 @@ var ErrIdentity = fmt.Errorf("%w: identity", rtsandbox.ErrInvalid)
 // rolePrefix marks a role subject: "discord:role:<id>".
 const rolePrefix = "role:"
 
-var providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+// MaxProviderLen bounds an identity's provider, a kind (rtsandbox.ValidKind).
+const MaxProviderLen = 32
+
+// validProvider is the root's kind rule with the identity length bound.
+func validProvider(s string) bool { return len(s) <= MaxProviderLen && rtsandbox.ValidKind(s) }
 
 // Identity is a validated "<provider>:<subject>" or role string. The zero
 // value is not valid; build identities with ParseIdentity, User or Role.
@@ -47,8 +50,8 @@ func ParseIdentity(s string) (Identity, error) {
 	switch {
 	case !ok:
 		return "", fmt.Errorf("%w %q: want <provider>:<subject>", ErrIdentity, s)
-	case !providerRE.MatchString(provider):
-		return "", fmt.Errorf("%w %q: provider must match %s", ErrIdentity, s, providerRE)
+	case !validProvider(provider):
+		return "", fmt.Errorf("%w %q: provider must match ^[a-z][a-z0-9_-]{0,31}$", ErrIdentity, s)
 	case subject == "":
 		return "", fmt.Errorf("%w %q: empty subject", ErrIdentity, s)
 	case strings.IndexFunc(subject, badSubjectRune) >= 0:
@@ -94,27 +97,18 @@ func (id Identity) IsRole() bool { return strings.HasPrefix(id.Subject(), rolePr
 // String returns id as written.
 func (id Identity) String() string { return string(id) }
 
-// Tier is how much the access rules trust a speaker; higher is more.
-type Tier int
+// Tier is how much the access rules trust a speaker: the root's Tier.
+type Tier = rtsandbox.Tier
 
+// The tiers, named as the access rules use them.
 const (
 	// None: the rules serve nobody by this author; no speaker.
-	None Tier = iota
+	None = rtsandbox.TierNone
 	// Member may talk to the assistant.
-	Member
+	Member = rtsandbox.TierMember
 	// Owner may also run owner commands.
-	Owner
+	Owner = rtsandbox.TierOwner
 )
-
-func (t Tier) String() string {
-	switch t {
-	case Member:
-		return "member"
-	case Owner:
-		return "owner"
-	}
-	return "none"
-}
 
 // Rules are the configured access rules.
 type Rules struct {

@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -304,12 +303,10 @@ func New(opts Options) (*Router, error) {
 	}, nil
 }
 
-var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
-
 // AddSurface makes s serve channel keys with prefix (such as "discord").
 // A prefix is served by one surface. Errors wrap rtsandbox.ErrInvalid.
 func (r *Router) AddSurface(prefix string, s Surface) error {
-	if s == nil || !prefixRE.MatchString(prefix) {
+	if s == nil || !rtsandbox.ValidKind(prefix) {
 		return fmt.Errorf("router: surface prefix %q: %w", prefix, rtsandbox.ErrInvalid)
 	}
 	r.mu.Lock()
