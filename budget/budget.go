@@ -54,8 +54,8 @@ const (
 	Seconds Kind = "seconds" // turn seconds, rounded up per turn
 )
 
-// Kinds lists every kind, in display order.
-var Kinds = []Kind{Calls, Tokens, Seconds}
+// Kinds lists every kind, in display order; a new slice on every call.
+func Kinds() []Kind { return []Kind{Calls, Tokens, Seconds} }
 
 // Installation is the scope of the whole installation.
 const Installation = "installation"
@@ -287,7 +287,7 @@ func (l *Ledger) Check(ctx context.Context, day string, scopes []string) error {
 	defer l.mu.Unlock()
 	return l.tx(ctx, func(tx *sql.Tx) error {
 		for _, s := range scopes {
-			for _, k := range Kinds {
+			for _, k := range Kinds() {
 				if err := l.check(ctx, tx, day, s, k, 1); err != nil {
 					return err
 				}
@@ -318,8 +318,8 @@ func (l *Ledger) Settle(ctx context.Context, r Reservation, actual int64) error 
 
 // Usage returns scope's counts of every kind on day, with their limits.
 func (l *Ledger) Usage(ctx context.Context, day, scope string) ([]Entry, error) {
-	out := make([]Entry, 0, len(Kinds))
-	for _, k := range Kinds {
+	out := make([]Entry, 0, len(Kinds()))
+	for _, k := range Kinds() {
 		e := Entry{Kind: k, Limit: l.cfg.limit(scope, k)}
 		err := l.db.QueryRowContext(ctx, `SELECT used, reserved FROM usage WHERE day=? AND scope=? AND kind=?`,
 			day, scope, string(k)).Scan(&e.Used, &e.Reserved)
