@@ -22,6 +22,12 @@ const (
 	cleanupBudget = 2 * time.Second
 )
 
+// ReturnBound is the latest a Run given a context that ends after timeout
+// returns, by the budget above: the deadline plus the overrun that kill
+// and removal may take. Tests derive their time bounds from it (plus the
+// scheduling slack of a loaded machine) instead of guessing.
+func ReturnBound(timeout time.Duration) time.Duration { return timeout + overrun }
+
 // budget is one run's time plan; the zero value (no deadline) cuts nothing
 // and bounds the cleanup by cleanupBudget alone.
 type budget struct {

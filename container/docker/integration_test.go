@@ -219,11 +219,22 @@ func TestIntegrationFailures(t *testing.T) {
 	}
 }
 
+// schedulingSlack is what a loaded 2-core machine running the race
+// detector may add to the driver's own bound (goroutine wake-ups, the
+// engine answering a cancelled call): time bounds in these tests are
+// ReturnBound plus this, never a guess.
+const schedulingSlack = 2 * time.Second
+
 // TestIntegrationHostilePID1 is the §3.5 requirement: a PID 1 that ignores
 // SIGTERM, with a 1 s deadline, fails in under 8 s and leaves no container
-// of its image.
+// of its image. The bound asserted is the driver's own (ReturnBound of the
+// deadline plus schedulingSlack), which must itself be under the spec's 8 s.
 func TestIntegrationHostilePID1(t *testing.T) {
 	needDocker(t)
+	limit := ReturnBound(time.Second) + schedulingSlack
+	if limit >= 8*time.Second {
+		t.Fatalf("the driver's bound %v is not under the spec's 8 s", limit)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
@@ -232,8 +243,8 @@ func TestIntegrationHostilePID1(t *testing.T) {
 	if !errors.Is(err, rtcontainer.ErrAborted) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Run = %v; want ErrAborted wrapping DeadlineExceeded", err)
 	}
-	if elapsed >= 8*time.Second {
-		t.Errorf("Run took %v; want < 8s", elapsed)
+	if elapsed >= limit {
+		t.Errorf("Run took %v; want < %v (ReturnBound(1s) + scheduling slack)", elapsed, limit)
 	}
 	t.Logf("hostile run failed after %v", elapsed)
 	list, err := integ.cli.ContainerList(context.Background(), client.ContainerListOptions{
