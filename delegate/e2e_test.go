@@ -15,12 +15,12 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
-	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/research"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
+	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
 type fakeRuntime struct{}
@@ -117,7 +117,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 	}
 	worker, err := research.New(research.Options{
 		ModelURL: model.ChatURL(), AllowHTTP: true, Model: "gpt-4.1-mini",
-		Search: backend, Extract: hosttool.Extract, Fetcher: fetcher,
+		Search: backend, Extract: webpage.Extract, Fetcher: fetcher,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,10 +21,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
+	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -78,7 +78,7 @@ func TestConstructor(t *testing.T) {
 	if _, err := New(o); !errors.Is(err, ErrNeedFetch) {
 		t.Errorf("New(search, no fetch) = %v; want ErrNeedFetch", err)
 	}
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	if _, err := New(o); err != nil {
 		t.Errorf("New(search, Extract) = %v; want no error", err)
 	}
@@ -224,7 +224,7 @@ func TestEndToEnd(t *testing.T) {
 	defer model.Close()
 	o := baseOptions(model.ChatURL())
 	o.Search = backend
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	o.Fetcher = loopbackFetcher(page)
 	w, err := New(o)
 	if err != nil {
@@ -235,7 +235,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	for _, want := range []string{"REPORT", "Title: Otters", "Otters hold hands while sleeping. More [1]",
-		"[1] http://news.example.com/more", "fetch_content failed: " + hosttool.ErrFetchRefused.Error()} {
+		"[1] http://news.example.com/more", "fetch_content failed: " + webpage.ErrFetchRefused.Error()} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
@@ -268,7 +268,7 @@ func TestReportTexts(t *testing.T) {
 			defer model.Close()
 			o := baseOptions(model.ChatURL())
 			o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
-			o.Extract = hosttool.Extract
+			o.Extract = webpage.Extract
 			w, err := New(o)
 			if err != nil {
 				t.Fatal(err)
@@ -299,7 +299,7 @@ func TestBudgetsAndDeadline(t *testing.T) {
 	var searches int
 	o := baseOptions(model.ChatURL())
 	o.Search = search.Func(func(context.Context, string) (string, error) { searches++; return "r", nil })
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	o.MaxModelCalls, o.MaxToolCalls = 4, 2
 	w, _ := New(o)
 	got, err := w.Run(context.Background(), "task")
@@ -316,7 +316,7 @@ func TestBudgetsAndDeadline(t *testing.T) {
 	defer slow.Close()
 	o2 := baseOptions(slow.ChatURL())
 	o2.Search = search.Func(func(ctx context.Context, _ string) (string, error) { <-ctx.Done(); return "", ctx.Err() })
-	o2.Extract = hosttool.Extract
+	o2.Extract = webpage.Extract
 	o2.Aborted = "custom aborted"
 	w2, _ := New(o2)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -368,7 +368,7 @@ func TestFetchPanicContained(t *testing.T) {
 				t.Fatal(err)
 			}
 			report, err := w.Run(context.Background(), "task")
-			if want := "REPORT Error: fetch_content failed: " + hosttool.ErrFetchInternal.Error(); err != nil || report != want {
+			if want := "REPORT Error: fetch_content failed: " + webpage.ErrFetchInternal.Error(); err != nil || report != want {
 				t.Errorf("Run = %q, %v; want %q", report, err, want)
 			}
 			if !strings.Contains(log.String(), `"msg":"research tool panicked"`) || !strings.Contains(log.String(), "extractor bug") ||
@@ -386,11 +386,11 @@ func TestFetchPanicContained(t *testing.T) {
 func TestFetchFormattingElementAmplification(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("<p><b")
-	for i := 0; b.Len() < hosttool.MaxParseBytes/3; i++ {
+	for i := 0; b.Len() < webpage.MaxParseBytes/3; i++ {
 		fmt.Fprintf(&b, " a%d", i)
 	}
 	b.WriteString(">")
-	for b.Len() < hosttool.MaxParseBytes-4 {
+	for b.Len() < webpage.MaxParseBytes-4 {
 		b.WriteString("<p>x")
 	}
 	body := b.String()
@@ -403,7 +403,7 @@ func TestFetchFormattingElementAmplification(t *testing.T) {
 	defer model.Close()
 	o := baseOptions(model.ChatURL())
 	o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	o.Fetcher = loopbackFetcher(page)
 	w, err := New(o)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
 // delegateTarget is the one delegation target: research for the guests
@@ -98,7 +99,7 @@ func newResearchWorker(cfg *config.Config, getenv env, client *upstream.Client, 
 		APIKey: func(context.Context) (rtsandbox.Secret, error) {
 			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
 		},
-		Search: backend, Extract: hosttool.Extract, Logger: log,
+		Search: backend, Extract: webpage.Extract, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("web.research: %w", err)
