@@ -1,0 +1,44 @@
+// Package endpointtest holds the endpoint rule's table for tests.
+package endpointtest
+
+import "github.com/rtsandbox/rtsandbox/upstream"
+
+// Case is one row of the endpoint rule's table: a raw URL, the
+// allow_http setting, and the rule it breaks (nil when accepted).
+type Case struct {
+	Name      string
+	Raw       string
+	AllowHTTP bool
+	Want      error
+}
+
+// Cases returns the endpoint rule as a table, each refusal named by the
+// rule it breaks. upstream tests ParseEndpoint against it; config, broker,
+// search and research tests check with it that what reaches them refuses
+// exactly what the one rule refuses.
+func Cases() []Case {
+	return []Case{
+		{"AcceptsHTTPS", "https://api.example/v1/chat/completions", false, nil},
+		{"AcceptsHTTPSWithPort", "https://api.example:8443/v1", false, nil},
+		{"AcceptsQuery", "https://api.example/v1?api-version=2024-06-01", false, nil},
+		{"AcceptsHTTPWithAllowHTTP", "http://127.0.0.1:8080/v1", true, nil},
+		{"AcceptsHTTPSWithAllowHTTP", "https://api.example/v1", true, nil},
+		{"AcceptsUppercaseScheme", "HTTPS://api.example/v1", false, nil},
+		{"RefusesUnparsable", "https://x y/", false, upstream.ErrEndpointSyntax},
+		{"RefusesNotAURL", "://bad", false, upstream.ErrEndpointSyntax},
+		{"RefusesRelative", "/v1/chat", false, upstream.ErrEndpointSyntax},
+		{"RefusesEmpty", "", false, upstream.ErrEndpointSyntax},
+		{"RefusesHTTPWithoutAllowHTTP", "http://api.example/v1", false, upstream.ErrEndpointScheme},
+		{"RefusesFTP", "ftp://api.example/", false, upstream.ErrEndpointScheme},
+		{"RefusesFTPWithAllowHTTP", "ftp://api.example/", true, upstream.ErrEndpointScheme},
+		{"RefusesUserinfo", "https://u:p@api.example/", false, upstream.ErrEndpointUserinfo},
+		{"RefusesUserinfoUserOnly", "https://u@api.example/", false, upstream.ErrEndpointUserinfo},
+		{"RefusesUserinfoEmpty", "https://@api.example/", false, upstream.ErrEndpointUserinfo},
+		{"RefusesUserinfoWithAllowHTTP", "http://u:p@127.0.0.1/x", true, upstream.ErrEndpointUserinfo},
+		{"RefusesFragment", "https://api.example/#x", false, upstream.ErrEndpointFragment},
+		{"RefusesFragmentEmpty", "https://api.example/v1#", false, upstream.ErrEndpointFragment},
+		{"RefusesHostMissing", "https:///v1", false, upstream.ErrEndpointHost},
+		{"RefusesHostPortOnly", "https://:443/v1", false, upstream.ErrEndpointHost},
+		{"RefusesHostOpaque", "https:api.example", false, upstream.ErrEndpointHost},
+	}
+}
