@@ -16,8 +16,8 @@ var ErrEndpoint = fmt.Errorf("%w: endpoints must be credential-free HTTPS URLs",
 // The endpoint rules, in the order ParseEndpoint checks them. Their texts
 // are content-free: they never repeat the URL, which may hold a secret.
 var (
-	ErrEndpointSyntax   = fmt.Errorf("%w: not a valid absolute URL", ErrEndpoint)
-	ErrEndpointScheme   = fmt.Errorf("%w: scheme must be https (http only with allow_http)", ErrEndpoint)
+	ErrEndpointSyntax   = fmt.Errorf("%w: not a valid URL", ErrEndpoint)
+	ErrEndpointScheme   = fmt.Errorf("%w: must be an absolute https URL (http only with allow_http)", ErrEndpoint)
 	ErrEndpointUserinfo = fmt.Errorf("%w: must not carry user info", ErrEndpoint)
 	ErrEndpointFragment = fmt.Errorf("%w: must not carry a fragment", ErrEndpoint)
 	ErrEndpointHost     = fmt.Errorf("%w: must name a host", ErrEndpoint)
@@ -32,8 +32,8 @@ type Endpoint struct {
 	raw string
 }
 
-// ParseEndpoint applies the endpoint rule to raw: an absolute URL whose
-// scheme is https (or http when allowHTTP, for loopback tests), without
+// ParseEndpoint applies the endpoint rule to raw: a URL whose scheme is
+// https (or http when allowHTTP, for loopback tests), without
 // user info (not even an empty one: the credential is added by the host,
 // never carried by the URL), without a fragment (not even an empty "#"),
 // and naming a host (a port alone is not one). A query is allowed: some
@@ -42,7 +42,7 @@ type Endpoint struct {
 func ParseEndpoint(raw string, allowHTTP bool) (Endpoint, error) {
 	u, err := url.Parse(raw)
 	switch {
-	case err != nil || !u.IsAbs():
+	case err != nil:
 		return Endpoint{}, ErrEndpointSyntax
 	case !(u.Scheme == "https" || allowHTTP && u.Scheme == "http"):
 		return Endpoint{}, ErrEndpointScheme
