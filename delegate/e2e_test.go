@@ -20,6 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
+	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
@@ -98,7 +99,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 	)
 	defer model.Close()
 
-	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: searchSrv.URL, AllowHTTP: true})
+	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: upstream.MustParseEndpoint(searchSrv.URL, true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 		}},
 	}
 	worker, err := research.New(research.Options{
-		ModelURL: model.ChatURL(), AllowHTTP: true, Model: "gpt-4.1-mini",
+		ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true), Model: "gpt-4.1-mini",
 		Search: backend, Extract: webpage.Extract, Fetcher: fetcher,
 	})
 	if err != nil {

@@ -30,7 +30,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -93,10 +92,9 @@ var (
 
 // Options configure a Worker.
 type Options struct {
-	// ModelURL is the chat-completions URL (the top-level model.url); it
-	// must be https (http only with AllowHTTP) without user info.
-	ModelURL  string
-	AllowHTTP bool
+	// ModelURL is the chat-completions endpoint (the top-level model.url),
+	// checked by upstream.ParseEndpoint; the zero Endpoint is ErrOptions.
+	ModelURL upstream.Endpoint
 	// Model is the model name sent upstream.
 	Model string
 	// APIKey returns the host's model credential on every call; nil or an
@@ -156,8 +154,7 @@ func New(opts Options) (*Worker, error) {
 	if opts.Search == nil {
 		return nil, ErrNeedSearch
 	}
-	u, err := url.Parse(opts.ModelURL)
-	if err != nil || u.Host == "" || u.User != nil || !(u.Scheme == "https" || opts.AllowHTTP && u.Scheme == "http") {
+	if opts.ModelURL.IsZero() {
 		return nil, fmt.Errorf("model URL: %w", ErrOptions)
 	}
 	if strings.TrimSpace(opts.Model) == "" {

@@ -24,6 +24,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
+	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/upstream/endpointtest"
 	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
@@ -57,7 +59,7 @@ func (f resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]
 }
 
 func baseOptions(model string) Options {
-	return Options{ModelURL: model, AllowHTTP: true, Model: "research-model",
+	return Options{ModelURL: upstream.MustParseEndpoint(model, true), Model: "research-model",
 		APIKey: func(context.Context) (rtsandbox.Secret, error) { return "host-key", nil }}
 }
 
@@ -83,8 +85,7 @@ func TestConstructor(t *testing.T) {
 		t.Errorf("New(search, Extract) = %v; want no error", err)
 	}
 	for name, mod := range map[string]func(*Options){
-		"https-only":   func(o *Options) { o.AllowHTTP = false },
-		"userinfo":     func(o *Options) { o.ModelURL = "http://u:p@127.0.0.1/x" },
+		"no-model-url": func(o *Options) { o.ModelURL = upstream.Endpoint{} },
 		"blank-model":  func(o *Options) { o.Model = " " },
 		"model-calls":  func(o *Options) { o.MaxModelCalls = MaxMaxModelCalls + 1 },
 		"tool-calls":   func(o *Options) { o.MaxToolCalls = -1 },
@@ -197,7 +198,7 @@ func TestEndToEnd(t *testing.T) {
 		fmt.Fprintf(w, `{"results":[{"title":"Otter facts","url":"http://%s/otters","content":"All about <b>otters</b>"}]}`, publicName)
 	}))
 	defer searchSrv.Close()
-	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: searchSrv.URL + "/search", AllowHTTP: true})
+	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: upstream.MustParseEndpoint(searchSrv.URL+"/search", true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,5 +423,27 @@ func TestFetchFormattingElementAmplification(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 || took > time.Second*raceTimeFactor {
 		t.Errorf("Run over a %d KiB page allocated %.1f MiB in %v; want ≤ 64 MiB, ≤ %v",
 			len(body)>>10, float64(alloc)/(1<<20), took, time.Second*raceTimeFactor)
+	}
+}
+
+// The research worker's model endpoint refuses exactly what the one
+// endpoint rule refuses: what the rule accepts, New takes; what it refuses
+// never becomes an Endpoint, and New refuses the zero one.
+func TestEndpointRuleRegression(t *testing.T) {
+	for _, tc := range endpointtest.Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			e, err := upstream.ParseEndpoint(tc.Raw, tc.AllowHTTP)
+			if !errors.Is(err, tc.Want) || (tc.Want == nil) != (err == nil) {
+				t.Fatalf("ParseEndpoint(%q) = %v; want %v", tc.Raw, err, tc.Want)
+			}
+			o := baseOptions("http://127.0.0.1:1/v1")
+			o.ModelURL = e
+			o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
+			o.Extract = webpage.Extract
+			_, err = New(o)
+			if tc.Want == nil && err != nil || tc.Want != nil && !errors.Is(err, ErrOptions) {
+				t.Errorf("New = %v; want refused exactly when the rule refuses (%v)", err, tc.Want)
+			}
+		})
 	}
 }
