@@ -247,7 +247,6 @@ func TestFetchTextFormattingElementAmplification(t *testing.T) {
 	}
 }
 
-
 // FetchText and Extract contain their own panics.
 func TestFetchTextContainsPanic(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
