@@ -8,42 +8,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/safefetch"
+	"github.com/rtsandbox/rtsandbox/safefetch/safefetchtest"
 	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
-// loopback maps one public-looking name to srv through the safefetch
-// seams; no DNS query is made and the policy runs unchanged.
+// loopback maps one public-looking name (and one private one) to srv
+// through the safefetch seams; no DNS query is made and the policy runs
+// unchanged.
 func loopback(srv *httptest.Server) *safefetch.Fetcher {
-	return &safefetch.Fetcher{
-		Resolver: resolverFunc(func(_ context.Context, _, host string) ([]netip.Addr, error) {
-			switch host {
-			case "page.example.com":
-				return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
-			case "internal.example.com":
-				return []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil
-			}
-			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-		}),
-		Transport: &safefetch.Pinned{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, srv.Listener.Addr().String())
-		}},
-	}
-}
-
-type resolverFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
-
-func (f resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	return f(ctx, network, host)
+	return safefetchtest.Loopback(srv, map[string]string{"page.example.com": "93.184.216.34", "internal.example.com": "10.0.0.5"})
 }
 
 func TestWebFetchRun(t *testing.T) {

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/safefetch"
+	"github.com/rtsandbox/rtsandbox/safefetch/safefetchtest"
 	"github.com/rtsandbox/rtsandbox/search"
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/upstream/endpointtest"
@@ -33,29 +32,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const publicName = "news.example.com"
 
-// loopbackFetcher maps publicName to a public-looking address through the
-// resolver seam and connects every vetted address to srv through the
-// Pinned.Dial seam. Production policy is untouched: admission, vetting and
-// the body bounds all run; no DNS query is ever made.
+// loopbackFetcher maps publicName to a public-looking address and
+// connects to srv; production policy is untouched and no DNS query is
+// ever made.
 func loopbackFetcher(srv *httptest.Server) *safefetch.Fetcher {
-	return &safefetch.Fetcher{
-		Resolver: resolverFunc(func(_ context.Context, _, host string) ([]netip.Addr, error) {
-			if host == publicName {
-				return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
-			}
-			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-		}),
-		Transport: &safefetch.Pinned{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, srv.Listener.Addr().String())
-		}},
-	}
-}
-
-type resolverFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
-
-func (f resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	return f(ctx, network, host)
+	return safefetchtest.Loopback(srv, map[string]string{publicName: "93.184.216.34"})
 }
 
 func baseOptions(model string) Options {
@@ -430,20 +411,12 @@ func TestFetchFormattingElementAmplification(t *testing.T) {
 // endpoint rule refuses: what the rule accepts, New takes; what it refuses
 // never becomes an Endpoint, and New refuses the zero one.
 func TestEndpointRuleRegression(t *testing.T) {
-	for _, tc := range endpointtest.Cases() {
-		t.Run(tc.Name, func(t *testing.T) {
-			e, err := upstream.ParseEndpoint(tc.Raw, tc.AllowHTTP)
-			if !errors.Is(err, tc.Want) || (tc.Want == nil) != (err == nil) {
-				t.Fatalf("ParseEndpoint(%q) = %v; want %v", tc.Raw, err, tc.Want)
-			}
-			o := baseOptions("http://127.0.0.1:1/v1")
-			o.ModelURL = e
-			o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
-			o.Extract = webpage.Extract
-			_, err = New(o)
-			if tc.Want == nil && err != nil || tc.Want != nil && !errors.Is(err, ErrOptions) {
-				t.Errorf("New = %v; want refused exactly when the rule refuses (%v)", err, tc.Want)
-			}
-		})
-	}
+	endpointtest.Run(t, ErrOptions, func(e upstream.Endpoint) error {
+		o := baseOptions("http://127.0.0.1:1/v1")
+		o.ModelURL = e
+		o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
+		o.Extract = webpage.Extract
+		_, err := New(o)
+		return err
+	})
 }

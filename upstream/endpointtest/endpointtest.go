@@ -1,7 +1,12 @@
 // Package endpointtest holds the endpoint rule's table for tests.
 package endpointtest
 
-import "github.com/rtsandbox/rtsandbox/upstream"
+import (
+	"errors"
+	"testing"
+
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
 
 // Case is one row of the endpoint rule's table: a raw URL, the
 // allow_http setting, and the rule it breaks (nil when accepted).
@@ -40,5 +45,26 @@ func Cases() []Case {
 		{"RefusesHostMissing", "https:///v1", false, upstream.ErrEndpointHost},
 		{"RefusesHostPortOnly", "https://:443/v1", false, upstream.ErrEndpointHost},
 		{"RefusesHostOpaque", "https:api.example", false, upstream.ErrEndpointHost},
+	}
+}
+
+// Run checks, for every case, that build refuses exactly what the rule
+// refuses: build gets the Endpoint ParseEndpoint makes of the case (the
+// zero Endpoint when the rule refuses it, the only thing a refused URL can
+// become) and must return nil for an accepted case and an error matching
+// refused otherwise.
+func Run(t *testing.T, refused error, build func(upstream.Endpoint) error) {
+	t.Helper()
+	for _, tc := range Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			e, err := upstream.ParseEndpoint(tc.Raw, tc.AllowHTTP)
+			if !errors.Is(err, tc.Want) || (tc.Want == nil) != (err == nil) {
+				t.Fatalf("ParseEndpoint(%q) = %v; want %v", tc.Raw, err, tc.Want)
+			}
+			err = build(e)
+			if tc.Want == nil && err != nil || tc.Want != nil && !errors.Is(err, refused) {
+				t.Errorf("%q: got %v; want refused (%v) exactly when the rule refuses (%v)", tc.Raw, err, refused, tc.Want)
+			}
+		})
 	}
 }
