@@ -36,7 +36,7 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench 'ModelCall|Pipeline' -benchtime 3s -count 3 ./broker/
 	$(GO) test -run '^$$' -bench 'CheckJSON|ScanOnly' ./upstream/
-	$(GO) test -run '^$$' -bench ExtractPathological -benchtime 10x -count 3 ./hosttool/
+	$(GO) test -run '^$$' -bench ExtractPathological -benchtime 10x -count 3 ./webpage/
 	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sandbox/
 
 demo: build

@@ -70,7 +70,7 @@ func bareProxy(b *testing.B, modelURL string) string {
 	client := upstream.New(nil)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		resp, err := client.Post(r.Context(), upstream.Call{URL: modelURL, Body: body, Key: benchKey})
+		resp, err := client.Post(r.Context(), upstream.Call{URL: ep(modelURL), Body: body, Key: benchKey})
 		if err != nil {
 			w.WriteHeader(http.StatusBadGateway)
 			return
@@ -111,7 +111,7 @@ func sizeLabel(n int) string {
 func benchBroker(b *testing.B, modelURL string) string {
 	b.Helper()
 	br, err := broker.New(broker.Config{
-		ModelURL: modelURL, Model: testModel, AllowHTTP: true, MaxCalls: rtsandbox.MaxCallsLimit,
+		ModelURL: ep(modelURL), Model: testModel, MaxCalls: rtsandbox.MaxCallsLimit,
 		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return benchKey, nil },
 	})
 	if err != nil {

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -57,7 +56,7 @@ type Tool struct {
 // MCPServer is an MCP server reached over plain JSON-RPC POST.
 type MCPServer struct {
 	Name  string
-	URL   string
+	URL   upstream.Endpoint // checked by upstream.ParseEndpoint
 	Tools []rtsandbox.ToolSpec
 	// APIKey returns the server's credential; nil or "" sends no
 	// Authorization header.
@@ -67,12 +66,13 @@ type MCPServer struct {
 // Config configures a Broker. The credential getters are called on every
 // call and their results are never stored.
 type Config struct {
-	ModelURL string
+	// ModelURL is the model's chat-completions endpoint, checked by
+	// upstream.ParseEndpoint (the one endpoint rule) where it was read.
+	ModelURL upstream.Endpoint
 	Model    string
 	// APIKey returns the model credential for the turn's scope. An error or
 	// an empty key fails the call with 502; there is no fallback.
-	APIKey    func(ctx context.Context, scope Scope) (rtsandbox.Secret, error)
-	AllowHTTP bool // accept http:// endpoints (loopback tests only)
+	APIKey func(ctx context.Context, scope Scope) (rtsandbox.Secret, error)
 	// MaxCalls is the per-turn call budget (default 48, 1..1000) and
 	// MaxOutputTokens the max_tokens sent upstream (default 4096, 1..32768).
 	MaxCalls        int
@@ -97,20 +97,19 @@ type Config struct {
 }
 
 // Construction errors, with the reference's texts. All wrap
-// rtsandbox.ErrInvalid.
+// rtsandbox.ErrInvalid. The endpoint rule itself is upstream.ParseEndpoint;
+// the broker refuses only a missing endpoint.
 var (
-	ErrEndpointURL = fmt.Errorf("%w: invalid broker endpoint URL", rtsandbox.ErrInvalid)
-	ErrEndpoint    = fmt.Errorf("%w: broker endpoints must be credential-free HTTPS URLs", rtsandbox.ErrInvalid)
-	ErrBudget      = fmt.Errorf("%w: invalid broker call or output-token budget", rtsandbox.ErrInvalid)
-	ErrHostTool    = fmt.Errorf("%w: invalid or duplicate host tool", rtsandbox.ErrInvalid)
-	ErrMCP         = fmt.Errorf("%w: invalid or duplicate MCP server/tool", rtsandbox.ErrInvalid)
-	ErrToolSchema  = fmt.Errorf("%w: tool parameters schema refused", rtsandbox.ErrInvalid)
+	ErrEndpoint   = fmt.Errorf("%w: broker endpoints must be credential-free HTTPS URLs", rtsandbox.ErrInvalid)
+	ErrBudget     = fmt.Errorf("%w: invalid broker call or output-token budget", rtsandbox.ErrInvalid)
+	ErrHostTool   = fmt.Errorf("%w: invalid or duplicate host tool", rtsandbox.ErrInvalid)
+	ErrMCP        = fmt.Errorf("%w: invalid or duplicate MCP server/tool", rtsandbox.ErrInvalid)
+	ErrToolSchema = fmt.Errorf("%w: tool parameters schema refused", rtsandbox.ErrInvalid)
 )
 
 // Broker is a checked broker configuration. It is safe for concurrent use.
 type Broker struct {
 	cfg    Config
-	model  *url.URL
 	tools  map[string]*hostTool
 	mcp    map[string]*mcpServer
 	client *upstream.Client
@@ -143,17 +142,17 @@ func New(cfg Config) (*Broker, error) {
 	if b.now == nil {
 		b.now = time.Now
 	}
-	var err error
-	if b.model, err = checkEndpoint(cfg.ModelURL, cfg.AllowHTTP); err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+	if cfg.ModelURL.IsZero() {
+		return nil, fmt.Errorf("model: %w", ErrEndpoint)
 	}
 	if err := b.checkBudgets(); err != nil {
 		return nil, err
 	}
+	var err error
 	if b.tools, err = buildTools(cfg.Tools); err != nil {
 		return nil, err
 	}
-	if b.mcp, err = buildMCP(cfg.MCP, cfg.AllowHTTP); err != nil {
+	if b.mcp, err = buildMCP(cfg.MCP); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -176,20 +175,6 @@ func (b *Broker) checkBudgets() error {
 	return nil
 }
 
-// checkEndpoint enforces the endpoint rule: https (or http with allowHTTP),
-// a host, no user info, no fragment.
-func checkEndpoint(raw string, allowHTTP bool) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() {
-		return nil, ErrEndpointURL
-	}
-	scheme := u.Scheme == "https" || (allowHTTP && u.Scheme == "http")
-	if !scheme || u.Host == "" || u.User != nil || u.Fragment != "" || u.Opaque != "" {
-		return nil, ErrEndpoint
-	}
-	return u, nil
-}
-
 func buildTools(tools []Tool) (map[string]*hostTool, error) {
 	out := make(map[string]*hostTool, len(tools))
 	for _, t := range tools {
@@ -206,14 +191,14 @@ func buildTools(tools []Tool) (map[string]*hostTool, error) {
 	return out, nil
 }
 
-func buildMCP(servers []MCPServer, allowHTTP bool) (map[string]*mcpServer, error) {
+func buildMCP(servers []MCPServer) (map[string]*mcpServer, error) {
 	out := make(map[string]*mcpServer, len(servers))
 	for _, s := range servers {
 		if !rtsandbox.ValidToolName(s.Name) || out[s.Name] != nil {
 			return nil, fmt.Errorf("%w: %q", ErrMCP, s.Name)
 		}
-		if _, err := checkEndpoint(s.URL, allowHTTP); err != nil {
-			return nil, fmt.Errorf("MCP server %q: %w", s.Name, err)
+		if s.URL.IsZero() {
+			return nil, fmt.Errorf("MCP server %q: %w", s.Name, ErrEndpoint)
 		}
 		srv := &mcpServer{MCPServer: s, tools: make(map[string]*argSchema, len(s.Tools))}
 		for _, t := range s.Tools {

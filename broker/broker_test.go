@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/upstream/endpointtest"
 )
 
 // Spec §6.1 "Credential swap and pinning".
@@ -216,7 +218,7 @@ func withMCP(u *fakeUpstream, key rtsandbox.Secret) func(*broker.Config) {
 	return func(c *broker.Config) {
 		srv := broker.MCPServer{
 			Name:  "public",
-			URL:   u.url("/rpc"),
+			URL:   ep(u.url("/rpc")),
 			Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`)}},
 		}
 		if key != "" {
@@ -286,7 +288,7 @@ func TestFailClosed(t *testing.T) {
 func TestConstructionChecks(t *testing.T) {
 	key := func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "k", nil }
 	base := func() broker.Config {
-		return broker.Config{ModelURL: "https://models.example/v1", Model: "m", APIKey: key}
+		return broker.Config{ModelURL: ep("https://models.example/v1"), Model: "m", APIKey: key}
 	}
 	impl := &echoTool{}
 	tests := []struct {
@@ -294,12 +296,9 @@ func TestConstructionChecks(t *testing.T) {
 		edit func(*broker.Config)
 		want error
 	}{
-		{"http-without-allow-http", func(c *broker.Config) { c.ModelURL = "http://unsafe.example" }, broker.ErrEndpoint},
-		{"user-info", func(c *broker.Config) { c.ModelURL = "https://user:pass@unsafe.example" }, broker.ErrEndpoint},
-		{"fragment", func(c *broker.Config) { c.ModelURL = "https://models.example/#x" }, broker.ErrEndpoint},
-		{"not-a-url", func(c *broker.Config) { c.ModelURL = "://bad" }, broker.ErrEndpointURL},
-		{"relative-url", func(c *broker.Config) { c.ModelURL = "/v1/chat" }, broker.ErrEndpointURL},
-		{"ftp", func(c *broker.Config) { c.ModelURL = "ftp://models.example/" }, broker.ErrEndpoint},
+		// The endpoint rule itself is upstream.ParseEndpoint's
+		// (TestEndpointRuleRegression); the broker refuses a missing one.
+		{"model-url-missing", func(c *broker.Config) { c.ModelURL = upstream.Endpoint{} }, broker.ErrEndpoint},
 		{"max-calls-1001", func(c *broker.Config) { c.MaxCalls = 1001 }, broker.ErrBudget},
 		{"max-calls-negative", func(c *broker.Config) { c.MaxCalls = -1 }, broker.ErrBudget},
 		{"max-tokens-32769", func(c *broker.Config) { c.MaxOutputTokens = 32769 }, broker.ErrBudget},
@@ -309,25 +308,25 @@ func TestConstructionChecks(t *testing.T) {
 			withTool("echo", `{}`, impl)(c)
 		}, broker.ErrHostTool},
 		{"tool-without-impl", withTool("echo", `{}`, nil), broker.ErrHostTool},
-		{"mcp-http-url", func(c *broker.Config) {
-			c.MCP = []broker.MCPServer{{Name: "docs", URL: "http://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}}
+		{"mcp-url-missing", func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "docs", Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}}
 		}, broker.ErrEndpoint},
 		{"mcp-duplicate-server", func(c *broker.Config) {
-			s := broker.MCPServer{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}
+			s := broker.MCPServer{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}
 			c.MCP = []broker.MCPServer{s, s}
 		}, broker.ErrMCP},
 		{"mcp-duplicate-tool", func(c *broker.Config) {
 			tool := rtsandbox.ToolSpec{Name: "s", Parameters: json.RawMessage(`{}`)}
-			c.MCP = []broker.MCPServer{{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{tool, tool}}}
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{tool, tool}}}
 		}, broker.ErrMCP},
 		{"mcp-bad-tool-name", func(c *broker.Config) {
-			c.MCP = []broker.MCPServer{{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "-s", Parameters: json.RawMessage(`{}`)}}}}
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{{Name: "-s", Parameters: json.RawMessage(`{}`)}}}}
 		}, broker.ErrMCP},
 		// Beyond the reference: operator schemas are checked now.
 		{"tool-schema-remote-ref", withTool("echo", `{"$schema":"http://json-schema.org/draft-07/schema#"}`, impl), broker.ErrToolSchema},
 		{"tool-schema-not-object", withTool("echo", `true`, impl), broker.ErrToolSchema},
 		{"mcp-schema-remote-ref", func(c *broker.Config) {
-			c.MCP = []broker.MCPServer{{Name: "docs", URL: "https://mcp.example", Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{"properties":{"q":{"$ref":"https://x/s"}}}`)}}}}
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{"properties":{"q":{"$ref":"https://x/s"}}}`)}}}}
 		}, broker.ErrToolSchema},
 		{"tool-schema-bad-type", withTool("echo", `{"type":"objekt"}`, impl), broker.ErrToolSchema},
 	}
@@ -345,7 +344,7 @@ func TestConstructionChecks(t *testing.T) {
 		t.Errorf("broker.New(valid) = %v; want nil", err)
 	}
 	allow := base()
-	allow.ModelURL, allow.AllowHTTP = "http://127.0.0.1:1/v1", true
+	allow.ModelURL = ep("http://127.0.0.1:1/v1")
 	if _, err := broker.New(allow); err != nil {
 		t.Errorf("broker.New(http with AllowHTTP) = %v; want nil", err)
 	}
@@ -368,7 +367,7 @@ func TestRealRedirect(t *testing.T) {
 	src := httptest.NewServer(http.RedirectHandler(dest.URL+"/v1", http.StatusTemporaryRedirect))
 	defer src.Close()
 	f := newFixture(t, nil, func(c *broker.Config) {
-		c.ModelURL, c.AllowHTTP, c.Client = src.URL+"/v1", true, nil
+		c.ModelURL, c.Client = ep(src.URL+"/v1"), nil
 	})
 	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
 	if n := hits.Load(); n != 0 {
@@ -392,7 +391,7 @@ func TestPerCallCredentialScope(t *testing.T) {
 	var counter atomic.Int32
 	var scopes []broker.Scope
 	b, err := broker.New(broker.Config{
-		ModelURL: u.url("/v1"), Model: testModel, Client: u.client(),
+		ModelURL: ep(u.url("/v1")), Model: testModel, Client: u.client(),
 		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
 			scopes = append(scopes, s)
 			n := counter.Add(1)
@@ -427,4 +426,27 @@ func TestPerCallCredentialScope(t *testing.T) {
 	if diff := cmp.Diff(want, scopes); diff != "" {
 		t.Errorf("key scopes (-want +got):\n%s", diff)
 	}
+}
+
+// ep is a checked endpoint; tests run upstreams on loopback http.
+func ep(raw string) upstream.Endpoint { return upstream.MustParseEndpoint(raw, true) }
+
+// The broker's model and MCP endpoints refuse exactly what the one
+// endpoint rule refuses: what the rule accepts, the broker takes; what it
+// refuses never becomes an Endpoint, and the broker refuses the zero one.
+func TestEndpointRuleRegression(t *testing.T) {
+	key := func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "k", nil }
+	t.Run("model", func(t *testing.T) {
+		endpointtest.Run(t, broker.ErrEndpoint, func(e upstream.Endpoint) error {
+			_, err := broker.New(broker.Config{ModelURL: e, Model: "m", APIKey: key})
+			return err
+		})
+	})
+	t.Run("mcp", func(t *testing.T) {
+		endpointtest.Run(t, broker.ErrEndpoint, func(e upstream.Endpoint) error {
+			mcp := []broker.MCPServer{{Name: "docs", URL: e, Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}}
+			_, err := broker.New(broker.Config{ModelURL: ep("https://models.example/v1"), Model: "m", APIKey: key, MCP: mcp})
+			return err
+		})
+	})
 }

@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
@@ -114,7 +115,7 @@ func newFixture(t *testing.T, model http.HandlerFunc, edit func(*broker.Config))
 	f := &fixture{t: t, logs: &syncbuf.Buffer{}, bodies: &syncbuf.Buffer{}}
 	f.model = newUpstream(t, model)
 	cfg := broker.Config{
-		ModelURL: f.model.url("/v1/chat/completions"),
+		ModelURL: ep(f.model.url("/v1/chat/completions")),
 		Model:    testModel,
 		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
 			f.mu.Lock()

@@ -72,11 +72,11 @@ func FuzzPipeline(f *testing.F) {
 		}))
 		key := func(context.Context) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil }
 		b, err := broker.New(broker.Config{
-			ModelURL: "https://models.example/v1", Model: testModel, Client: client,
+			ModelURL: ep("https://models.example/v1"), Model: testModel, Client: client,
 			APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil },
 			Tools: []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)},
 				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.HostToolContext) (string, error) { return "ok", nil })}},
-			MCP: []broker.MCPServer{{Name: "public", URL: "https://mcp.example/rpc", APIKey: key,
+			MCP: []broker.MCPServer{{Name: "public", URL: ep("https://mcp.example/rpc"), APIKey: key,
 				Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: json.RawMessage(`{"type":"object"}`)}}}},
 		})
 		if err != nil {

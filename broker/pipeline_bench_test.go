@@ -38,7 +38,7 @@ func pipelineBroker(b *testing.B, answer string, observe func(broker.CallRecord)
 		return &http.Response{StatusCode: 200, ContentLength: int64(len(answer)), Header: http.Header{},
 			Body: io.NopCloser(strings.NewReader(answer))}, nil
 	}))
-	br, err := broker.New(broker.Config{ModelURL: "https://models.example/v1", Model: testModel, Client: client,
+	br, err := broker.New(broker.Config{ModelURL: ep("https://models.example/v1"), Model: testModel, Client: client,
 		MaxCalls: rtsandbox.MaxCallsLimit, Observe: observe,
 		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return benchKey, nil }})
 	if err != nil {

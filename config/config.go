@@ -34,6 +34,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // Defaults and ranges of the sandbox options, as in the reference (sealed
@@ -117,7 +118,7 @@ type Host struct {
 
 // Model is the upstream chat-completions endpoint.
 type Model struct {
-	URL       string
+	URL       upstream.Endpoint
 	Name      string
 	APIKeyEnv EnvVar
 }
@@ -128,8 +129,8 @@ type Model struct {
 type Tool struct {
 	Name        string
 	Description string
-	Parameters  json.RawMessage // compact JSON, YAML key order kept
-	URL         string
+	Parameters  json.RawMessage   // compact JSON, YAML key order kept
+	URL         upstream.Endpoint // zero for a built-in
 	APIKeyEnv   EnvVar
 	Builtin     string
 }
@@ -137,7 +138,7 @@ type Tool struct {
 // MCPServer is an upstream MCP server and the tools the model may call on it.
 type MCPServer struct {
 	Name      string
-	URL       string
+	URL       upstream.Endpoint
 	APIKeyEnv EnvVar
 	Tools     []rtsandbox.ToolSpec
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/upstream/endpointtest"
 )
 
 const fullFile = `# every key
@@ -56,7 +58,7 @@ func TestParseFull(t *testing.T) {
 	want := &Config{
 		StateDir: "/var/lib/rtsandbox",
 		Model: Model{
-			URL:       "https://api.openai.com/v1/chat/completions",
+			URL:       ep("https://api.openai.com/v1/chat/completions"),
 			Name:      "gpt-4.1-mini",
 			APIKeyEnv: "OPENAI_API_KEY",
 		},
@@ -65,14 +67,14 @@ func TestParseFull(t *testing.T) {
 				Name:        "weather",
 				Description: "Current weather for a city",
 				Parameters:  json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`),
-				URL:         "https://tools.internal.example/weather",
+				URL:         ep("https://tools.internal.example/weather"),
 				APIKeyEnv:   "WEATHER_TOOL_KEY",
 			},
 			{Name: "clock", Builtin: "clock"},
 		},
 		MCP: []MCPServer{{
 			Name:      "docs",
-			URL:       "https://mcp.example/rpc",
+			URL:       ep("https://mcp.example/rpc"),
 			APIKeyEnv: "DOCS_MCP_KEY",
 			Tools: []rtsandbox.ToolSpec{{
 				Name:        "search",
@@ -116,7 +118,7 @@ func TestParseDefaults(t *testing.T) {
 			in:   minimal,
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
-				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
 				Sandbox:  wantSandbox,
 			},
 		},
@@ -125,7 +127,7 @@ func TestParseDefaults(t *testing.T) {
 			in:   minimal + "allow_http:\ntools:\nmcp: ~\nsandbox: {image: ~, limits: {}}\n",
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
-				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
 				Sandbox:  wantSandbox,
 			},
 		},
@@ -134,7 +136,7 @@ func TestParseDefaults(t *testing.T) {
 			in:   minimal + "sandbox: {limits: {pids: 8}, user: '', time_zone: ''}\n",
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
-				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
 				Sandbox: Sandbox{
 					Image:       DefaultImage,
 					TurnTimeout: DefaultTurnTimeout,
@@ -150,7 +152,7 @@ func TestParseDefaults(t *testing.T) {
 			want: &Config{
 				StateDir:  "/srv/rt/state",
 				AllowHTTP: true,
-				Model:     Model{URL: "http://127.0.0.1:8080/v1", Name: "m", APIKeyEnv: "_K1"},
+				Model:     Model{URL: ep("http://127.0.0.1:8080/v1"), Name: "m", APIKeyEnv: "_K1"},
 				Sandbox: Sandbox{
 					Image:       DefaultImage,
 					TurnTimeout: time.Second,
@@ -163,7 +165,7 @@ func TestParseDefaults(t *testing.T) {
 			in:   minimal + "sandbox: {turn_timeout: 600s, limits: {memory_mb: 0x100000, cpus: 64, pids: 1_000_000}}\n",
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
-				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
 				Sandbox: Sandbox{
 					Image:       DefaultImage,
 					TurnTimeout: 600 * time.Second,
@@ -178,9 +180,9 @@ func TestParseDefaults(t *testing.T) {
 			want: &Config{
 				StateDir:  "/var/lib/rtsandbox",
 				AllowHTTP: true,
-				Model:     Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
-				Tools:     []Tool{{Name: "w", Description: "d", Parameters: json.RawMessage(`{}`), URL: "http://localhost:9/w"}},
-				MCP: []MCPServer{{Name: "m", URL: "http://[::1]:9/rpc", Tools: []rtsandbox.ToolSpec{
+				Model:     Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
+				Tools:     []Tool{{Name: "w", Description: "d", Parameters: json.RawMessage(`{}`), URL: ep("http://localhost:9/w")}},
+				MCP: []MCPServer{{Name: "m", URL: ep("http://[::1]:9/rpc"), Tools: []rtsandbox.ToolSpec{
 					{Name: "s", Parameters: json.RawMessage(`{}`)},
 				}}},
 				Sandbox: wantSandbox,
@@ -191,7 +193,7 @@ func TestParseDefaults(t *testing.T) {
 			in:   minimal + "sandbox: {max_turns: 3, max_queue_wait: 10s, reap_interval: 5s}\n",
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
-				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
 				Sandbox: Sandbox{
 					Image:        DefaultImage,
 					TurnTimeout:  DefaultTurnTimeout,
@@ -207,7 +209,7 @@ func TestParseDefaults(t *testing.T) {
 			in:   minimal + "sandbox: {limits: {memory_mb: 128, workspace_mb: 128}}\nhost: {memory_limit_mb: 512}\n",
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
-				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
 				Sandbox: Sandbox{
 					Image:       DefaultImage,
 					TurnTimeout: DefaultTurnTimeout,
@@ -221,7 +223,7 @@ func TestParseDefaults(t *testing.T) {
 			in:   minimal + "tools: [{name: clock, builtin: clock, description: Time, parameters: {type: object}}]\n",
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
-				Model:    Model{URL: "https://api.example/v1/chat/completions", Name: "m", APIKeyEnv: "KEY"},
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
 				Tools:    []Tool{{Name: "clock", Builtin: "clock", Description: "Time", Parameters: json.RawMessage(`{"type":"object"}`)}},
 				Sandbox:  wantSandbox,
 			},
@@ -625,4 +627,46 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// ep is a checked endpoint for expected configs.
+func ep(raw string) upstream.Endpoint { return upstream.MustParseEndpoint(raw, true) }
+
+// Every URL key of the config refuses exactly what the one endpoint rule
+// refuses, and names the key and the rule.
+func TestURLKeysApplyTheEndpointRule(t *testing.T) {
+	keys := map[string]func(u string) string{
+		"model.url": func(u string) string {
+			return "state_dir: /s\nmodel: {url: '" + u + "', name: m, api_key_env: K}\n"
+		},
+		"tools[0].url": func(u string) string {
+			return minimal + "tools: [{name: w, description: d, parameters: {}, url: '" + u + "'}]\n"
+		},
+		"mcp[0].url": func(u string) string {
+			return minimal + "mcp: [{name: d, url: '" + u + "', tools: [{name: s, description: d, parameters: {}}]}]\n"
+		},
+		"web.search.url": func(u string) string {
+			return minimal + "web: {search: {provider: searxng, url: '" + u + "'}}\n"
+		},
+	}
+	for _, tc := range endpointtest.Cases() {
+		for key, doc := range keys {
+			t.Run(tc.Name+"/"+key, func(t *testing.T) {
+				in := doc(tc.Raw)
+				if tc.AllowHTTP {
+					in = "allow_http: true\n" + in
+				}
+				_, err := Parse([]byte(in))
+				if tc.Want == nil {
+					if err != nil && strings.Contains(err.Error(), key) {
+						t.Fatalf("Parse(%s: %q) = %v; want the URL accepted", key, tc.Raw, err)
+					}
+					return
+				}
+				if err == nil || !strings.Contains(err.Error(), key+": must") {
+					t.Fatalf("Parse(%s: %q) = %v; want a refusal naming %s", key, tc.Raw, err, key)
+				}
+			})
+		}
+	}
 }

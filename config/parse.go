@@ -60,7 +60,7 @@ func (p *parser) model(n *yaml.Node) Model {
 		return Model{}
 	}
 	var m Model
-	m.URL, _ = p.text(o, "url", true, p.urlRule)
+	m.URL = p.endpoint(o, "url", true)
 	m.Name, _ = p.text(o, "name", true, notBlank)
 	m.APIKeyEnv = p.envVar(o, "api_key_env", true)
 	return m
@@ -136,7 +136,7 @@ func (p *parser) webhookTool(o object, t *Tool) {
 	if o.get("url") == nil {
 		p.fail(o.node, o.at("url"), "is required (or set builtin)")
 	}
-	t.URL, _ = p.text(o, "url", false, p.urlRule)
+	t.URL = p.endpoint(o, "url", false)
 	t.APIKeyEnv = p.envVar(o, "api_key_env", false)
 	t.Description, _ = p.text(o, "description", true)
 	t.Parameters = p.params(o, "parameters", true)
@@ -162,7 +162,7 @@ func (p *parser) server(n *yaml.Node, path string) MCPServer {
 	}
 	var s MCPServer
 	s.Name, _ = p.text(o, "name", true, toolNameRule)
-	s.URL, _ = p.text(o, "url", true, p.urlRule)
+	s.URL = p.endpoint(o, "url", true)
 	s.APIKeyEnv = p.envVar(o, "api_key_env", false)
 	if !p.required(o, "tools") {
 		return s

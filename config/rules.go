@@ -1,9 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // Each rule returns the text of the broken rule, or "" when s is fine.
@@ -117,25 +118,34 @@ func timeZoneRule(s string) string {
 	return ""
 }
 
-// urlRule is the broker's endpoint rule (sealed spec §2.1): the credential
-// is added by the broker, so the URL itself must carry none, and cleartext
-// is allowed only when the operator opted in for tests.
-func (p *parser) urlRule(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
+// endpoint reads the upstream URL at key and checks it with the one
+// endpoint rule (upstream.ParseEndpoint, sealed spec §2.1): the credential
+// is added by the host, so the URL itself must carry none, and cleartext
+// is allowed only when the operator opted in for tests. A refusal names
+// the key and the rule.
+func (p *parser) endpoint(o object, key string, req bool) upstream.Endpoint {
+	var e upstream.Endpoint
+	p.text(o, key, req, func(s string) string {
+		var err error
+		e, err = upstream.ParseEndpoint(s, p.allowHTTP)
+		return p.endpointText(err)
+	})
+	return e
+}
+
+// endpointText is the operator's text for a refusal of the endpoint rule.
+func (p *parser) endpointText(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, upstream.ErrEndpointSyntax):
 		return "must be a valid URL"
-	}
-	scheme := u.Scheme == "https" || p.allowHTTP && u.Scheme == "http"
-	if !scheme || u.User != nil || u.Fragment != "" {
-		if p.allowHTTP {
-			return "must be an http or https URL without user info or fragment"
-		}
-		return "must be an https URL without user info or fragment (set allow_http: true for loopback testing)"
-	}
-	if u.Hostname() == "" {
+	case errors.Is(err, upstream.ErrEndpointHost):
 		return "must name a host"
+	case p.allowHTTP:
+		return "must be an http or https URL without user info or fragment"
 	}
-	return ""
+	return "must be an https URL without user info or fragment (set allow_http: true for loopback testing)"
 }
 
 func hasControl(s string) bool {

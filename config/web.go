@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/rtsandbox/rtsandbox/upstream"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -53,7 +54,7 @@ type WebFetch struct {
 // configuration and may be internal; it is not SSRF-vetted.
 type WebSearch struct {
 	Provider  string // ProviderSearXNG or ProviderBrave
-	URL       string
+	URL       upstream.Endpoint
 	APIKeyEnv EnvVar // required for brave, optional bearer for searxng
 }
 
@@ -90,7 +91,7 @@ func (p *parser) web(n *yaml.Node, c *Config) Web {
 		if so, ok := p.object(s, o.at("search"), "provider", "url", "api_key_env"); ok {
 			ws := &WebSearch{}
 			ws.Provider, _ = p.text(so, "provider", true, providerRule)
-			ws.URL, _ = p.text(so, "url", true, p.urlRule)
+			ws.URL = p.endpoint(so, "url", true)
 			ws.APIKeyEnv = p.envVar(so, "api_key_env", ws.Provider == ProviderBrave)
 			w.Search = ws
 		}

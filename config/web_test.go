@@ -25,12 +25,12 @@ func TestParseWeb(t *testing.T) {
   research: {enabled: true, model: gpt-4.1-mini, max_running_per_channel: 2, timeout: 10m}
 `, Web{
 			Fetch:    WebFetch{Enabled: true, MaxBytes: 5 << 20, Timeout: 60 * time.Second},
-			Search:   &WebSearch{Provider: "searxng", URL: "https://search.internal.example/search", APIKeyEnv: "SEARCH_KEY"},
+			Search:   &WebSearch{Provider: "searxng", URL: ep("https://search.internal.example/search"), APIKeyEnv: "SEARCH_KEY"},
 			Research: WebResearch{Enabled: true, Model: "gpt-4.1-mini", MaxRunningPerChannel: 2, Timeout: 10 * time.Minute},
 		}},
 		{"defaults", "web:\n  fetch: {}\n  search: {provider: brave, url: https://api.search.brave.com/res/v1/web/search, api_key_env: BRAVE}\n  research: {}\n", Web{
 			Fetch:    WebFetch{Enabled: true, MaxBytes: DefaultFetchMaxBytes, Timeout: DefaultFetchTimeout},
-			Search:   &WebSearch{Provider: "brave", URL: "https://api.search.brave.com/res/v1/web/search", APIKeyEnv: "BRAVE"},
+			Search:   &WebSearch{Provider: "brave", URL: ep("https://api.search.brave.com/res/v1/web/search"), APIKeyEnv: "BRAVE"},
 			Research: WebResearch{Enabled: true, Model: "top", MaxRunningPerChannel: 2, Timeout: 10 * time.Minute},
 		}},
 		{"disabled", "web:\n  fetch: {enabled: false}\n", Web{

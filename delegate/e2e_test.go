@@ -15,12 +15,13 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
-	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/research"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
+	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
 type fakeRuntime struct{}
@@ -98,7 +99,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 	)
 	defer model.Close()
 
-	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: searchSrv.URL, AllowHTTP: true})
+	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: upstream.MustParseEndpoint(searchSrv.URL, true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +117,8 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 		}},
 	}
 	worker, err := research.New(research.Options{
-		ModelURL: model.ChatURL(), AllowHTTP: true, Model: "gpt-4.1-mini",
-		Search: backend, Extract: hosttool.Extract, Fetcher: fetcher,
+		ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true), Model: "gpt-4.1-mini",
+		Search: backend, Extract: webpage.Extract, Fetcher: fetcher,
 	})
 	if err != nil {
 		t.Fatal(err)

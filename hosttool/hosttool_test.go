@@ -35,7 +35,7 @@ func TestWebhookSendsBoundContextAndReadsKeyEachCall(t *testing.T) {
 	}))
 	defer srv.Close()
 	var n atomic.Int32
-	hook := &hosttool.Webhook{URL: srv.URL, Client: upstream.New(nil), Key: func() rtsandbox.Secret {
+	hook := &hosttool.Webhook{URL: upstream.MustParseEndpoint(srv.URL, true), Client: upstream.New(nil), Key: func() rtsandbox.Secret {
 		return rtsandbox.Secret("tool-key-" + string(rune('0'+n.Add(1))))
 	}}
 	for range 2 {
@@ -79,7 +79,7 @@ func TestWebhookFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
-			hook := &hosttool.Webhook{URL: srv.URL, Client: upstream.New(nil), Key: func() rtsandbox.Secret { return "webhook-key" }}
+			hook := &hosttool.Webhook{URL: upstream.MustParseEndpoint(srv.URL, true), Client: upstream.New(nil), Key: func() rtsandbox.Secret { return "webhook-key" }}
 			_, err := hook.Run(context.Background(), json.RawMessage(`{}`), tc)
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Run = %v; want %v", err, tt.want)
@@ -98,7 +98,7 @@ func TestWebhookHonoursDeadline(t *testing.T) {
 	defer close(release)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	hook := &hosttool.Webhook{URL: srv.URL, Client: upstream.New(nil)}
+	hook := &hosttool.Webhook{URL: upstream.MustParseEndpoint(srv.URL, true), Client: upstream.New(nil)}
 	if _, err := hook.Run(ctx, json.RawMessage(`{}`), tc); !errors.Is(err, upstream.ErrCanceled) {
 		t.Errorf("Run past deadline = %v; want ErrCanceled", err)
 	}

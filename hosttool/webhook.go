@@ -40,7 +40,9 @@ var ErrBadAnswer = fmt.Errorf("%w: webhook answer is not {\"text\":string}", rts
 // form upstream.Forms lists, is refused: the JSON answer as decoded, and
 // the text returned.
 type Webhook struct {
-	URL string
+	// URL is the webhook's endpoint, checked by upstream.ParseEndpoint
+	// where it was read; the zero Endpoint fails every call.
+	URL upstream.Endpoint
 	// Key returns the bearer for this call, read from the host each time;
 	// nil or "" sends no Authorization header.
 	Key    func() rtsandbox.Secret

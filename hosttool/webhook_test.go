@@ -37,7 +37,7 @@ func TestWebhookRefusesShiftedBase64(t *testing.T) {
 				w.Write(body)
 			}))
 			defer srv.Close()
-			hook := &hosttool.Webhook{URL: srv.URL, Client: upstream.New(nil), Key: func() rtsandbox.Secret { return webhookKey }}
+			hook := &hosttool.Webhook{URL: upstream.MustParseEndpoint(srv.URL, true), Client: upstream.New(nil), Key: func() rtsandbox.Secret { return webhookKey }}
 			got, err := hook.Run(context.Background(), json.RawMessage(`{}`), tc)
 			if !errors.Is(err, upstream.ErrReflect) || got != "" {
 				t.Errorf("Run = %q, %v; want upstream.ErrReflect", got, err)
@@ -55,7 +55,7 @@ func TestWebhookPassesOrdinaryText(t *testing.T) {
 		io.WriteString(w, `{"text":"R&amp;D <b>up</b> 3%, whk-live"}`)
 	}))
 	defer srv.Close()
-	hook := &hosttool.Webhook{URL: srv.URL, Client: upstream.New(nil), Key: func() rtsandbox.Secret { return webhookKey }}
+	hook := &hosttool.Webhook{URL: upstream.MustParseEndpoint(srv.URL, true), Client: upstream.New(nil), Key: func() rtsandbox.Secret { return webhookKey }}
 	if got, err := hook.Run(context.Background(), json.RawMessage(`{}`), tc); err != nil || got != "R&amp;D <b>up</b> 3%, whk-live" {
 		t.Errorf("Run = %q, %v", got, err)
 	}

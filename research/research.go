@@ -30,17 +30,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf16"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
 // Bounds and defaults.
@@ -93,10 +92,9 @@ var (
 
 // Options configure a Worker.
 type Options struct {
-	// ModelURL is the chat-completions URL (the top-level model.url); it
-	// must be https (http only with AllowHTTP) without user info.
-	ModelURL  string
-	AllowHTTP bool
+	// ModelURL is the chat-completions endpoint (the top-level model.url),
+	// checked by upstream.ParseEndpoint; the zero Endpoint is ErrOptions.
+	ModelURL upstream.Endpoint
 	// Model is the model name sent upstream.
 	Model string
 	// APIKey returns the host's model credential on every call; nil or an
@@ -108,7 +106,7 @@ type Options struct {
 	// Search is the web_search backend. Required.
 	Search search.Backend
 	// Extract turns a fetched page into text for fetch_content; the
-	// caller passes hosttool.Extract for the web_fetch extraction. It gets
+	// caller passes webpage.Extract for the web_fetch extraction. It gets
 	// already bounded bytes and the tool call's context, must stop when
 	// that ends, and must not fetch again.
 	Extract func(ctx context.Context, res *safefetch.Result, maxBytes int) (string, error)
@@ -156,8 +154,7 @@ func New(opts Options) (*Worker, error) {
 	if opts.Search == nil {
 		return nil, ErrNeedSearch
 	}
-	u, err := url.Parse(opts.ModelURL)
-	if err != nil || u.Host == "" || u.User != nil || !(u.Scheme == "https" || opts.AllowHTTP && u.Scheme == "http") {
+	if opts.ModelURL.IsZero() {
 		return nil, fmt.Errorf("model URL: %w", ErrOptions)
 	}
 	if strings.TrimSpace(opts.Model) == "" {
@@ -374,7 +371,7 @@ func (w *Worker) tool(ctx context.Context, fn modelapi.FunctionCall) string {
 			w.log.Warn("research tool failed", "tool", WebSearch, "err", err)
 			return "Error: web_search failed: " + err.Error()
 		}
-		return hosttool.Cut(text, MaxToolResultBytes)
+		return webpage.Cut(text, MaxToolResultBytes)
 	case FetchContent:
 		var in struct {
 			URL *string `json:"url"`
@@ -388,7 +385,7 @@ func (w *Worker) tool(ctx context.Context, fn modelapi.FunctionCall) string {
 			w.log.Warn("research tool failed", "tool", FetchContent, "err", err)
 			return "Error: fetch_content failed: " + fetchErrorText(err)
 		}
-		return hosttool.Cut(text, MaxToolResultBytes)
+		return webpage.Cut(text, MaxToolResultBytes)
 	}
 	if rtsandbox.ValidFunctionName(fn.Name) {
 		return "Tool " + fn.Name + " not found"
@@ -396,53 +393,32 @@ func (w *Worker) tool(ctx context.Context, fn modelapi.FunctionCall) string {
 	return "Tool not found"
 }
 
-// fetch runs fetch_content with any panic in it contained
-// (hosttool.ErrFetchInternal) and logged.
+// fetch runs fetch_content: the host-owned FetchContent, or webpage's
+// fetch with safefetch's defaults and the Extract option. A panic in it is
+// contained (webpage.ErrFetchInternal) and logged.
 func (w *Worker) fetch(ctx context.Context, rawURL string) (string, error) {
-	text, err := hosttool.Contain(func() (string, error) { return w.fetchContent(ctx, rawURL) })
-	if pe, ok := errors.AsType[*hosttool.PanicError](err); ok {
-		w.log.ErrorContext(ctx, "research tool panicked", "tool", FetchContent,
-			"panic", hosttool.Cut(pe.Error(), 1024), "stack", string(pe.Stack))
-	}
+	text, err := webpage.Contain(func() (string, error) {
+		if w.o.FetchContent != nil {
+			return w.o.FetchContent(ctx, rawURL)
+		}
+		return webpage.FetchText(ctx, w.o.Fetcher, rawURL, safefetch.DefaultOptions(), webpage.MaxExtractBytes, w.o.Extract)
+	})
+	webpage.LogPanic(ctx, w.log, "research tool panicked", FetchContent, err)
 	return text, err
 }
 
-// fetchContent is the built-in fetch_content: safefetch with its defaults,
-// then the host's extraction, or the host-owned FetchContent.
-func (w *Worker) fetchContent(ctx context.Context, rawURL string) (string, error) {
-	if w.o.FetchContent != nil {
-		return w.o.FetchContent(ctx, rawURL)
-	}
-	f := w.o.Fetcher
-	if f == nil {
-		f = &safefetch.Fetcher{}
-	}
-	res, err := f.Fetch(ctx, rawURL, safefetch.DefaultOptions())
-	if err != nil {
-		class := hosttool.ErrFetchNetwork
-		if errors.Is(err, safefetch.ErrUnsafe) {
-			class = hosttool.ErrFetchRefused
-		}
-		return "", &hosttool.FetchError{Class: class, Cause: err}
-	}
-	if res.Status < 200 || res.Status > 299 {
-		return "", &hosttool.FetchError{Class: hosttool.ErrFetchStatus, Status: res.Status}
-	}
-	return w.o.Extract(ctx, res, hosttool.MaxExtractBytes)
-}
-
 // fetchErrorText is the model-facing text of a fetch failure: the class
-// text of hosttool's errors, the unsafe-URL class of safefetch's, and a
+// text of webpage's errors, the unsafe-URL class of safefetch's, and a
 // fixed text for anything else (a host FetchContent's own errors).
 func fetchErrorText(err error) string {
-	var fe *hosttool.FetchError
+	var fe *webpage.FetchError
 	switch {
 	case errors.As(err, &fe):
 		return fe.Error()
-	case errors.Is(err, hosttool.ErrContentType):
-		return hosttool.ErrContentType.Error()
+	case errors.Is(err, webpage.ErrContentType):
+		return webpage.ErrContentType.Error()
 	case errors.Is(err, safefetch.ErrUnsafe):
-		return hosttool.ErrFetchRefused.Error()
+		return webpage.ErrFetchRefused.Error()
 	}
 	return "the page could not be read"
 }

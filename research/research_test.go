@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -21,43 +19,28 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/safefetch"
+	"github.com/rtsandbox/rtsandbox/safefetch/safefetchtest"
 	"github.com/rtsandbox/rtsandbox/search"
+	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/upstream/endpointtest"
+	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const publicName = "news.example.com"
 
-// loopbackFetcher maps publicName to a public-looking address through the
-// resolver seam and connects every vetted address to srv through the
-// Pinned.Dial seam. Production policy is untouched: admission, vetting and
-// the body bounds all run; no DNS query is ever made.
+// loopbackFetcher maps publicName to a public-looking address and
+// connects to srv; production policy is untouched and no DNS query is
+// ever made.
 func loopbackFetcher(srv *httptest.Server) *safefetch.Fetcher {
-	return &safefetch.Fetcher{
-		Resolver: resolverFunc(func(_ context.Context, _, host string) ([]netip.Addr, error) {
-			if host == publicName {
-				return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
-			}
-			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-		}),
-		Transport: &safefetch.Pinned{Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, srv.Listener.Addr().String())
-		}},
-	}
-}
-
-type resolverFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
-
-func (f resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	return f(ctx, network, host)
+	return safefetchtest.Loopback(srv, map[string]string{publicName: "93.184.216.34"})
 }
 
 func baseOptions(model string) Options {
-	return Options{ModelURL: model, AllowHTTP: true, Model: "research-model",
+	return Options{ModelURL: upstream.MustParseEndpoint(model, true), Model: "research-model",
 		APIKey: func(context.Context) (rtsandbox.Secret, error) { return "host-key", nil }}
 }
 
@@ -78,13 +61,12 @@ func TestConstructor(t *testing.T) {
 	if _, err := New(o); !errors.Is(err, ErrNeedFetch) {
 		t.Errorf("New(search, no fetch) = %v; want ErrNeedFetch", err)
 	}
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	if _, err := New(o); err != nil {
 		t.Errorf("New(search, Extract) = %v; want no error", err)
 	}
 	for name, mod := range map[string]func(*Options){
-		"https-only":   func(o *Options) { o.AllowHTTP = false },
-		"userinfo":     func(o *Options) { o.ModelURL = "http://u:p@127.0.0.1/x" },
+		"no-model-url": func(o *Options) { o.ModelURL = upstream.Endpoint{} },
 		"blank-model":  func(o *Options) { o.Model = " " },
 		"model-calls":  func(o *Options) { o.MaxModelCalls = MaxMaxModelCalls + 1 },
 		"tool-calls":   func(o *Options) { o.MaxToolCalls = -1 },
@@ -197,7 +179,7 @@ func TestEndToEnd(t *testing.T) {
 		fmt.Fprintf(w, `{"results":[{"title":"Otter facts","url":"http://%s/otters","content":"All about <b>otters</b>"}]}`, publicName)
 	}))
 	defer searchSrv.Close()
-	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: searchSrv.URL + "/search", AllowHTTP: true})
+	backend, err := search.New(search.Config{Provider: search.SearXNG, URL: upstream.MustParseEndpoint(searchSrv.URL+"/search", true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +206,7 @@ func TestEndToEnd(t *testing.T) {
 	defer model.Close()
 	o := baseOptions(model.ChatURL())
 	o.Search = backend
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	o.Fetcher = loopbackFetcher(page)
 	w, err := New(o)
 	if err != nil {
@@ -235,7 +217,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	for _, want := range []string{"REPORT", "Title: Otters", "Otters hold hands while sleeping. More [1]",
-		"[1] http://news.example.com/more", "fetch_content failed: " + hosttool.ErrFetchRefused.Error()} {
+		"[1] http://news.example.com/more", "fetch_content failed: " + webpage.ErrFetchRefused.Error()} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
@@ -268,7 +250,7 @@ func TestReportTexts(t *testing.T) {
 			defer model.Close()
 			o := baseOptions(model.ChatURL())
 			o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
-			o.Extract = hosttool.Extract
+			o.Extract = webpage.Extract
 			w, err := New(o)
 			if err != nil {
 				t.Fatal(err)
@@ -299,7 +281,7 @@ func TestBudgetsAndDeadline(t *testing.T) {
 	var searches int
 	o := baseOptions(model.ChatURL())
 	o.Search = search.Func(func(context.Context, string) (string, error) { searches++; return "r", nil })
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	o.MaxModelCalls, o.MaxToolCalls = 4, 2
 	w, _ := New(o)
 	got, err := w.Run(context.Background(), "task")
@@ -316,7 +298,7 @@ func TestBudgetsAndDeadline(t *testing.T) {
 	defer slow.Close()
 	o2 := baseOptions(slow.ChatURL())
 	o2.Search = search.Func(func(ctx context.Context, _ string) (string, error) { <-ctx.Done(); return "", ctx.Err() })
-	o2.Extract = hosttool.Extract
+	o2.Extract = webpage.Extract
 	o2.Aborted = "custom aborted"
 	w2, _ := New(o2)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -368,7 +350,7 @@ func TestFetchPanicContained(t *testing.T) {
 				t.Fatal(err)
 			}
 			report, err := w.Run(context.Background(), "task")
-			if want := "REPORT Error: fetch_content failed: " + hosttool.ErrFetchInternal.Error(); err != nil || report != want {
+			if want := "REPORT Error: fetch_content failed: " + webpage.ErrFetchInternal.Error(); err != nil || report != want {
 				t.Errorf("Run = %q, %v; want %q", report, err, want)
 			}
 			if !strings.Contains(log.String(), `"msg":"research tool panicked"`) || !strings.Contains(log.String(), "extractor bug") ||
@@ -386,11 +368,11 @@ func TestFetchPanicContained(t *testing.T) {
 func TestFetchFormattingElementAmplification(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("<p><b")
-	for i := 0; b.Len() < hosttool.MaxParseBytes/3; i++ {
+	for i := 0; b.Len() < webpage.MaxParseBytes/3; i++ {
 		fmt.Fprintf(&b, " a%d", i)
 	}
 	b.WriteString(">")
-	for b.Len() < hosttool.MaxParseBytes-4 {
+	for b.Len() < webpage.MaxParseBytes-4 {
 		b.WriteString("<p>x")
 	}
 	body := b.String()
@@ -403,7 +385,7 @@ func TestFetchFormattingElementAmplification(t *testing.T) {
 	defer model.Close()
 	o := baseOptions(model.ChatURL())
 	o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
-	o.Extract = hosttool.Extract
+	o.Extract = webpage.Extract
 	o.Fetcher = loopbackFetcher(page)
 	w, err := New(o)
 	if err != nil {
@@ -423,4 +405,18 @@ func TestFetchFormattingElementAmplification(t *testing.T) {
 		t.Errorf("Run over a %d KiB page allocated %.1f MiB in %v; want ≤ 64 MiB, ≤ %v",
 			len(body)>>10, float64(alloc)/(1<<20), took, time.Second*raceTimeFactor)
 	}
+}
+
+// The research worker's model endpoint refuses exactly what the one
+// endpoint rule refuses: what the rule accepts, New takes; what it refuses
+// never becomes an Endpoint, and New refuses the zero one.
+func TestEndpointRuleRegression(t *testing.T) {
+	endpointtest.Run(t, ErrOptions, func(e upstream.Endpoint) error {
+		o := baseOptions("http://127.0.0.1:1/v1")
+		o.ModelURL = e
+		o.Search = search.Func(func(context.Context, string) (string, error) { return "", nil })
+		o.Extract = webpage.Extract
+		_, err := New(o)
+		return err
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/chanstate"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // BenchmarkSealedTurn measures whole sealed turns, cold (a new container
@@ -38,7 +39,7 @@ func BenchmarkSealedTurn(b *testing.B) {
 		io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"Hi."}}]}`)
 	}))
 	defer model.Close()
-	bk, err := broker.New(broker.Config{ModelURL: model.URL, Model: "bench", AllowHTTP: true,
+	bk, err := broker.New(broker.Config{ModelURL: upstream.MustParseEndpoint(model.URL, true), Model: "bench",
 		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "bench-key", nil }})
 	if err != nil {
 		b.Fatal(err)

@@ -154,7 +154,7 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 	}
 	f.uid, f.gid = workerIDs()
 	f.cfg = broker.Config{
-		ModelURL: "http://127.0.0.1:9/v1/chat/completions", Model: "fake", AllowHTTP: true,
+		ModelURL: upstream.MustParseEndpoint("http://127.0.0.1:9/v1/chat/completions", true), Model: "fake",
 		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -358,7 +358,9 @@ func newModelServer(t *testing.T, script ...string) *modelServer {
 	return m
 }
 
-func (m *modelServer) url() string { return m.URL + "/v1/chat/completions" }
+func (m *modelServer) url() upstream.Endpoint {
+	return upstream.MustParseEndpoint(m.URL+"/v1/chat/completions", true)
+}
 
 func (m *modelServer) gotBodies() []string {
 	m.mu.Lock()

@@ -31,6 +31,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // integ is the shared state of the integration tests.
@@ -242,7 +243,7 @@ func TestIntegrationSealedTurn(t *testing.T) {
 	defer model.Close()
 	var stats []TurnStats
 	f, rec := dockerFixture(t, integ.workerImage, func(f *fixture) {
-		f.cfg.ModelURL, f.cfg.Model = model.URL+"/v1/chat/completions", "fake-model"
+		f.cfg.ModelURL, f.cfg.Model = upstream.MustParseEndpoint(model.URL+"/v1/chat/completions", true), "fake-model"
 		f.cfg.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return integrationKey, nil }
 		f.opts.Model = "fake-model"
 		f.opts.OnTurn = func(s TurnStats) { stats = append(stats, s) }
@@ -309,7 +310,7 @@ func TestIntegrationToolsTurn(t *testing.T) {
 		f.cfg.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return integrationKey, nil }
 		f.cfg.Tools = []broker.Tool{hostTool("probe", probe)}
 		f.cfg.MCP = []broker.MCPServer{{
-			Name: "search", URL: mcp.URL + "/rpc",
+			Name: "search", URL: upstream.MustParseEndpoint(mcp.URL+"/rpc", true),
 			Tools:  []rtsandbox.ToolSpec{{Name: "lookup", Description: "look up", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}},
 			APIKey: func(context.Context) (rtsandbox.Secret, error) { return mcpKey, nil },
 		}}

@@ -6,11 +6,13 @@
 //   - A Backend answers Search(ctx, query) with text or a content-free error
 //     class. Two backends ship: SearXNG's JSON API (GET <url>?q=…&format=json)
 //     and the Brave Search API (GET <url>?q=… with X-Subscription-Token).
-//   - The URL is operator configuration, fixed at construction, and may be an
-//     internal service, so it is not SSRF-vetted; the query only ever lands
-//     in the q parameter. Requests are built from scratch: no redirects are
-//     followed, no environment proxy is used (a proxy would see the key), no
-//     transparent decompression, a bounded response, a per-call deadline.
+//   - The URL is operator configuration, an upstream.Endpoint checked by the
+//     one endpoint rule where it was read, and may be an internal service,
+//     so it is not SSRF-vetted; the query only ever lands in the q
+//     parameter. Requests go through the hardened upstream.Client (GET):
+//     headers built from scratch, no redirects followed, no environment
+//     proxy (a proxy would see the key), no transparent decompression, a
+//     bounded response, a per-call deadline.
 //   - The key is read from the host on every call (rotation needs no
 //     restart) and an answer that echoes it is refused: the JSON answer is
 //     checked as decoded (upstream.CheckJSON), and the rendered text, after
@@ -27,8 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"io"
-	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -88,10 +88,9 @@ type Config struct {
 	// Provider is SearXNG or Brave.
 	Provider string
 	// URL is the endpoint, such as https://search.internal/search or
-	// https://api.search.brave.com/res/v1/web/search. It must be https
-	// (http only with AllowHTTP) without user info or fragment.
-	URL       string
-	AllowHTTP bool
+	// https://api.search.brave.com/res/v1/web/search, checked by
+	// upstream.ParseEndpoint; the zero Endpoint is ErrConfig.
+	URL upstream.Endpoint
 	// Key returns the credential, read on every call: Brave's
 	// X-Subscription-Token (required: an empty key fails the call with
 	// ErrNoKey), or SearXNG's optional bearer token. nil means none.
@@ -101,24 +100,19 @@ type Config struct {
 	Results int
 	// Timeout bounds one call; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// Transport carries the requests; nil means upstream.NewTransport()
-	// (no proxy, no transparent decompression). A test seam.
-	Transport http.RoundTripper
+	// Client makes the calls; nil means upstream.New(nil).
+	Client *upstream.Client
 }
 
 // client is one configured backend.
 type client struct {
 	cfg    Config
-	url    *url.URL
-	http   *http.Client
 	render func([]byte) ([]result, error)
 }
 
 // New checks cfg and returns its backend.
 func New(cfg Config) (Backend, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" ||
-		!(u.Scheme == "https" || cfg.AllowHTTP && u.Scheme == "http") {
+	if cfg.URL.IsZero() {
 		return nil, fmt.Errorf("search URL: %w", ErrConfig)
 	}
 	if cfg.Results == 0 {
@@ -130,7 +124,10 @@ func New(cfg Config) (Backend, error) {
 	if cfg.Results < 1 || cfg.Results > MaxResults || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("search results or timeout: %w", ErrConfig)
 	}
-	c := &client{cfg: cfg, url: u}
+	if cfg.Client == nil {
+		cfg.Client = upstream.New(nil)
+	}
+	c := &client{cfg: cfg}
 	switch cfg.Provider {
 	case SearXNG:
 		c.render = searxngResults
@@ -138,16 +135,6 @@ func New(cfg Config) (Backend, error) {
 		c.render = braveResults
 	default:
 		return nil, fmt.Errorf("search provider: %w", ErrConfig)
-	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = upstream.NewTransport()
-	}
-	c.http = &http.Client{
-		Transport: tr,
-		// The redirect response itself is returned and refused below: the
-		// target is never contacted, so the key never travels there.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return c, nil
 }
@@ -167,55 +154,19 @@ func (c *client) Search(ctx context.Context, query string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	u := *c.url
-	q := u.Query()
-	q.Set("q", query)
+	q := url.Values{"q": {query}}
 	if c.cfg.Provider == SearXNG {
 		q.Set("format", "json")
 	} else {
 		q.Set("count", strconv.Itoa(c.cfg.Results))
 	}
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	call := upstream.Call{URL: c.cfg.URL.WithQuery(q), Key: key, MaxBytes: MaxResponseBytes}
+	if c.cfg.Provider == Brave {
+		call.KeyHeader = "X-Subscription-Token"
+	}
+	body, err := c.cfg.Client.Get(ctx, call)
 	if err != nil {
-		return "", fmt.Errorf("search request: %w", ErrConfig)
-	}
-	req.Header = http.Header{
-		"Accept":          {"application/json"},
-		"Accept-Encoding": {"identity"},
-		"User-Agent":      {"rtsandbox"},
-	}
-	switch {
-	case key == "":
-	case c.cfg.Provider == Brave:
-		req.Header.Set("X-Subscription-Token", key.Reveal())
-	default:
-		req.Header.Set("Authorization", "Bearer "+key.Reveal())
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", ErrCanceled
-		}
-		return "", ErrNetwork
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
-		return "", ErrRedirect
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return "", ErrStatus
-	case resp.ContentLength > MaxResponseBytes:
-		return "", ErrTooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return "", ErrCanceled
-	case err != nil:
-		return "", ErrNetwork
-	case len(body) > MaxResponseBytes:
-		return "", ErrTooLarge
+		return "", classify(err)
 	}
 	if err := upstream.CheckJSON(body, key.Reveal()); err != nil {
 		if errors.Is(err, upstream.ErrReflect) {
@@ -235,6 +186,22 @@ func (c *client) Search(ctx context.Context, query string) (string, error) {
 		return "", err
 	}
 	return text, nil
+}
+
+// classify maps upstream's failure classes to search's own (content-free)
+// classes, which the research worker shows the model.
+func classify(err error) error {
+	for _, m := range []struct{ from, to error }{
+		{upstream.ErrCanceled, ErrCanceled},
+		{upstream.ErrRedirect, ErrRedirect},
+		{upstream.ErrStatus, ErrStatus},
+		{upstream.ErrTooLarge, ErrTooLarge},
+	} {
+		if errors.Is(err, m.from) {
+			return m.to
+		}
+	}
+	return ErrNetwork
 }
 
 // result is one search hit before rendering.

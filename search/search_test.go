@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/upstream/endpointtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,7 +28,7 @@ func TestSearXNG(t *testing.T) {
 			`{"title":"","url":"javascript:alert(1)","content":"x"},{"title":"B","url":"http://b.example/b","content":""}]}`)
 	}))
 	defer srv.Close()
-	b, err := New(Config{Provider: SearXNG, URL: srv.URL + "/search?lang=en", AllowHTTP: true})
+	b, err := New(Config{Provider: SearXNG, URL: ep(srv.URL + "/search?lang=en")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestBrave(t *testing.T) {
 	}))
 	defer srv.Close()
 	key := "k1"
-	b, err := New(Config{Provider: Brave, URL: srv.URL, AllowHTTP: true, Key: func() rtsandbox.Secret { return rtsandbox.Secret(key) }})
+	b, err := New(Config{Provider: Brave, URL: ep(srv.URL), Key: func() rtsandbox.Secret { return rtsandbox.Secret(key) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestFailures(t *testing.T) {
 		{"/redirect", ErrRedirect}, {"/status", ErrStatus}, {"/large", ErrTooLarge},
 		{"/notjson", ErrAnswer}, {"/shape", ErrAnswer},
 	} {
-		b, err := New(Config{Provider: SearXNG, URL: srv.URL + tc.path, AllowHTTP: true})
+		b, err := New(Config{Provider: SearXNG, URL: ep(srv.URL + tc.path)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestFailures(t *testing.T) {
 			t.Errorf("%s: Search = %v; want %v", tc.path, err, tc.want)
 		}
 	}
-	b, _ := New(Config{Provider: SearXNG, URL: srv.URL, AllowHTTP: true})
+	b, _ := New(Config{Provider: SearXNG, URL: ep(srv.URL)})
 	for _, q := range []string{"", "  ", strings.Repeat("q", MaxQueryLen+1)} {
 		if _, err := b.Search(context.Background(), q); !errors.Is(err, ErrQuery) {
 			t.Errorf("Search(%d chars) = %v; want ErrQuery", len(q), err)
@@ -137,11 +138,9 @@ func TestFailures(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	for name, c := range map[string]Config{
-		"http-without-allow": {Provider: SearXNG, URL: "http://127.0.0.1/"},
-		"userinfo":           {Provider: SearXNG, URL: "https://u:p@s.example/"},
-		"provider":           {Provider: "google", URL: "https://s.example/"},
-		"results":            {Provider: Brave, URL: "https://s.example/", Results: MaxResults + 1},
-		"no-host":            {Provider: Brave, URL: "https:///x"},
+		"no-url":   {Provider: SearXNG},
+		"provider": {Provider: "google", URL: ep("https://s.example/")},
+		"results":  {Provider: Brave, URL: ep("https://s.example/"), Results: MaxResults + 1},
 	} {
 		if _, err := New(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: New = %v; want ErrConfig", name, err)
@@ -162,7 +161,7 @@ func searxngEcho(t *testing.T, title, content string) Backend {
 		fmt.Fprintf(w, `{"results":[{"title":"%s","url":"https://r.example/","content":"%s"}]}`, title, content)
 	}))
 	t.Cleanup(srv.Close)
-	b, err := New(Config{Provider: SearXNG, URL: srv.URL, AllowHTTP: true, Key: func() rtsandbox.Secret { return searchKey }})
+	b, err := New(Config{Provider: SearXNG, URL: ep(srv.URL), Key: func() rtsandbox.Secret { return searchKey }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +235,17 @@ func TestSearchReflectionForms(t *testing.T) {
 	if err != nil || text != "1. R&D news\n   https://r.example/\n   rts - search key" {
 		t.Errorf("Search(clean) = %q, %v", text, err)
 	}
+}
+
+// ep is a checked endpoint; the test services run on loopback http.
+func ep(raw string) upstream.Endpoint { return upstream.MustParseEndpoint(raw, true) }
+
+// A search backend refuses exactly what the one endpoint rule refuses:
+// what the rule accepts, New takes; what it refuses never becomes an
+// Endpoint, and New refuses the zero one.
+func TestEndpointRuleRegression(t *testing.T) {
+	endpointtest.Run(t, ErrConfig, func(e upstream.Endpoint) error {
+		_, err := New(Config{Provider: SearXNG, URL: e})
+		return err
+	})
 }

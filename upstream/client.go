@@ -1,9 +1,24 @@
-// Package upstream makes the host's outgoing JSON calls to operator-fixed
-// endpoints (the model, MCP servers, webhook tools) and checks what comes
-// back. Every call is a POST with headers built from scratch, no redirects
-// (the target is never contacted), no environment proxy (so a proxy never
-// sees the credential), no transparent decompression, a 2xx status and a
-// bounded body. The caller bounds time through ctx.
+// Package upstream makes the host's outgoing calls to operator-fixed
+// endpoints (the model, MCP servers, webhook tools, search backends) and
+// checks what comes back.
+//
+// The endpoint rule, in one place: an upstream URL is an Endpoint, made
+// only by ParseEndpoint, which config calls once at load for every URL key
+// (model.url, tools[].url, mcp[].url, web.search.url). An Endpoint is an
+// absolute URL whose scheme is https (http only when the operator set
+// allow_http, for loopback tests), with no user info, not even an empty
+// one (the host adds the credential, the URL never carries one), no
+// fragment, not even an empty "#", and a host name (a port alone is not
+// one); a query is allowed. Every refusal wraps ErrEndpoint and names its
+// rule (ErrEndpointSyntax, ErrEndpointScheme, ErrEndpointUserinfo,
+// ErrEndpointFragment, ErrEndpointHost). Call.URL is an Endpoint, so
+// nothing reaches the hardened client unchecked.
+//
+// The hardened client: every call (POST and GET) has headers built from
+// scratch, no redirects (the target is never contacted), no environment
+// proxy (so a proxy never sees the credential), no transparent
+// decompression, a 2xx status and a bounded body. The caller bounds time
+// through ctx.
 //
 // It is written on net/http because the rules are few and exact; no library
 // enforces this particular set.
@@ -88,12 +103,19 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// Call is one upstream POST: exactly the headers content-type and accept
-// application/json and, when Key is not empty, authorization Bearer Key.
+// Call is one upstream call. A POST sends exactly the headers content-type
+// and accept application/json and, when Key is not empty, authorization
+// Bearer Key (or KeyHeader: Key); a GET the same without content-type and
+// without a body.
 type Call struct {
-	URL  string
-	Body []byte
-	Key  rtsandbox.Secret // sent as a bearer token when not empty
+	URL  Endpoint // the zero Endpoint fails the call with ErrNetwork
+	Body []byte   // POST only
+	Key  rtsandbox.Secret
+	// KeyHeader names the header that carries Key as it is (such as
+	// X-Subscription-Token); "" sends it as Authorization: Bearer Key.
+	KeyHeader string
+	// MaxBytes bounds the response body; 0 means MaxResponseBytes.
+	MaxBytes int
 	// Status is the one status accepted; 0 accepts any 2xx.
 	Status int
 	// Idempotent marks a call that may be repeated after the upstream
@@ -108,7 +130,7 @@ type Call struct {
 // contain the URL, headers or body.
 func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 	for attempt := 1; ; attempt++ {
-		body, status, h, err := c.post(ctx, call)
+		body, status, h, err := c.do(ctx, http.MethodPost, call)
 		if err == nil || attempt == MaxAttempts || !retryable(call.Idempotent, status, err) {
 			return body, err
 		}
@@ -119,55 +141,102 @@ func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 	}
 }
 
-// post makes one attempt. status is the answer's status (0 without one)
-// and h its header, for the retry decision; a transport error keeps its
-// cause under the content-free class.
-func (c *Client) post(ctx context.Context, call Call) (body []byte, status int, h http.Header, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL, bytes.NewReader(call.Body))
+// Get makes call as a GET and returns the response body of an accepted
+// answer, at most call.MaxBytes long, under the same rules and failure
+// classes as Post. It makes one attempt: its callers (search) have short
+// deadlines and a guest can simply ask again.
+func (c *Client) Get(ctx context.Context, call Call) ([]byte, error) {
+	body, _, _, err := c.do(ctx, http.MethodGet, call)
+	return body, err
+}
+
+// do makes one attempt. status is the answer's status (0 without one) and
+// h its header, for the retry decision; a transport error keeps its cause
+// under the content-free class.
+func (c *Client) do(ctx context.Context, method string, call Call) (body []byte, status int, h http.Header, err error) {
+	if call.URL.IsZero() {
+		return nil, 0, nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
+	}
+	var rd io.Reader
+	if method == http.MethodPost {
+		rd = bytes.NewReader(call.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, call.URL.String(), rd)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
 	}
-	req.Header = http.Header{
-		"Content-Type": {"application/json"},
-		"Accept":       {"application/json"},
-		// An empty User-Agent stops net/http from adding its own.
-		"User-Agent": {""},
-	}
-	if call.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+call.Key.Reveal())
-	}
+	req.Header = header(method, call)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, 0, nil, classify(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || (call.Status != 0 && resp.StatusCode != call.Status) {
-		return nil, resp.StatusCode, resp.Header, fmt.Errorf("%w (%d)", ErrStatus, resp.StatusCode)
+		return nil, resp.StatusCode, resp.Header, statusError(resp.StatusCode)
 	}
-	body, err = c.readBody(ctx, resp)
+	body, err = c.readBody(ctx, resp, call.MaxBytes)
 	return body, resp.StatusCode, resp.Header, err
 }
 
-// readBody reads at most MaxResponseBytes. A declared length over the
-// limit fails before reading. The body is read into a pooled buffer and
-// copied out once, so a large answer costs no repeated growth and no
-// zeroing of a fresh buffer.
-func (c *Client) readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
-	if resp.ContentLength > MaxResponseBytes {
+// header builds a call's headers from scratch.
+func header(method string, call Call) http.Header {
+	h := http.Header{
+		"Accept": {"application/json"},
+		// An empty User-Agent stops net/http from adding its own.
+		"User-Agent": {""},
+	}
+	if method == http.MethodPost {
+		h.Set("Content-Type", "application/json")
+	}
+	switch {
+	case call.Key == "":
+	case call.KeyHeader != "":
+		h.Set(call.KeyHeader, call.Key.Reveal())
+	default:
+		h.Set("Authorization", "Bearer "+call.Key.Reveal())
+	}
+	return h
+}
+
+// statusError classifies a refused status: a 3xx that net/http did not
+// treat as a redirect (no Location) is still a redirect refused, never
+// followed; anything else is ErrStatus.
+func statusError(status int) error {
+	if status >= 300 && status <= 399 {
+		return fmt.Errorf("%w (%d)", ErrRedirect, status)
+	}
+	return fmt.Errorf("%w (%d)", ErrStatus, status)
+}
+
+// readBody reads at most limit bytes (MaxResponseBytes when limit < 1). A
+// declared length over the limit fails before reading. A body under the
+// default limit is read into a pooled buffer and copied out once, so a
+// large answer costs no repeated growth and no zeroing of a fresh buffer.
+func (c *Client) readBody(ctx context.Context, resp *http.Response, limit int) ([]byte, error) {
+	if limit < 1 {
+		limit = MaxResponseBytes
+	}
+	if resp.ContentLength > int64(limit) {
 		return nil, ErrTooLarge
 	}
-	bufp := c.bufs.Get().(*[]byte)
-	defer c.bufs.Put(bufp)
-	n, err := io.ReadFull(resp.Body, *bufp)
+	var buf []byte
+	if limit == MaxResponseBytes {
+		bufp := c.bufs.Get().(*[]byte)
+		defer c.bufs.Put(bufp)
+		buf = *bufp
+	} else {
+		buf = make([]byte, limit+1)
+	}
+	n, err := io.ReadFull(resp.Body, buf)
 	switch {
 	case err == nil:
-		return nil, ErrTooLarge // the buffer holds MaxResponseBytes+1
+		return nil, ErrTooLarge // the buffer holds limit+1
 	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, classify(ctx, err)
 	case resp.ContentLength >= 0 && int64(n) != resp.ContentLength:
 		return nil, ErrNetwork // the body ended before its declared length
 	}
-	return bytes.Clone((*bufp)[:n]), nil
+	return bytes.Clone(buf[:n]), nil
 }
 
 // classify maps a transport error to a content-free class: *url.Error

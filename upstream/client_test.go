@@ -24,7 +24,7 @@ func TestPostSendsOnlyRebuiltHeaders(t *testing.T) {
 		io.WriteString(w, `{}`)
 	}))
 	defer srv.Close()
-	if _, err := New(nil).Post(context.Background(), Call{URL: srv.URL, Body: []byte(`{}`), Key: "k1"}); err != nil {
+	if _, err := New(nil).Post(context.Background(), Call{URL: MustParseEndpoint(srv.URL, true), Body: []byte(`{}`), Key: "k1"}); err != nil {
 		t.Fatal(err)
 	}
 	got.Del("Content-Length")
@@ -57,7 +57,7 @@ func TestPostIgnoresEnvironmentProxy(t *testing.T) {
 		}
 		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
 	}
-	if _, err := New(tr).Post(context.Background(), Call{URL: "http://upstream.test/v1", Body: []byte(`{}`), Key: "k"}); err != nil {
+	if _, err := New(tr).Post(context.Background(), Call{URL: MustParseEndpoint("http://upstream.test/v1", true), Body: []byte(`{}`), Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := proxied.Load(); n != 0 {
@@ -91,7 +91,7 @@ func TestPostBodyLimit(t *testing.T) {
 				}
 			}))
 			defer srv.Close()
-			got, err := New(nil).Post(context.Background(), Call{URL: srv.URL})
+			got, err := New(nil).Post(context.Background(), Call{URL: MustParseEndpoint(srv.URL, true)})
 			if !errors.Is(err, tt.want) || (tt.want == nil && len(got) != tt.size) {
 				t.Errorf("Post = %d bytes, %v; want %d bytes, %v", len(got), err, tt.size, tt.want)
 			}
@@ -114,23 +114,107 @@ func TestPostFailureClasses(t *testing.T) {
 	defer srv.Close()
 	c := New(nil)
 	ctx := context.Background()
-	if _, err := c.Post(ctx, Call{URL: srv.URL + "/redirect"}); !errors.Is(err, ErrRedirect) {
+	if _, err := c.Post(ctx, Call{URL: MustParseEndpoint(srv.URL+"/redirect", true)}); !errors.Is(err, ErrRedirect) {
 		t.Errorf("redirect = %v; want ErrRedirect", err)
 	}
-	_, err := c.Post(ctx, Call{URL: srv.URL + "/status"})
+	_, err := c.Post(ctx, Call{URL: MustParseEndpoint(srv.URL+"/status", true)})
 	if !errors.Is(err, ErrStatus) || strings.Contains(err.Error(), "secret-in-body") || strings.Contains(err.Error(), srv.URL) {
 		t.Errorf("status = %v; want ErrStatus without body or URL", err)
 	}
-	if _, err := c.Post(ctx, Call{URL: srv.URL + "/ok", Status: http.StatusCreated}); !errors.Is(err, ErrStatus) {
+	if _, err := c.Post(ctx, Call{URL: MustParseEndpoint(srv.URL+"/ok", true), Status: http.StatusCreated}); !errors.Is(err, ErrStatus) {
 		t.Errorf("200 when 201 required = %v; want ErrStatus", err)
 	}
-	_, err = c.Post(ctx, Call{URL: "http://127.0.0.1:1/x"})
+	_, err = c.Post(ctx, Call{URL: MustParseEndpoint("http://127.0.0.1:1/x", true)})
 	if !errors.Is(err, ErrNetwork) || !errors.Is(err, rtsandbox.ErrUpstream) || strings.Contains(err.Error(), "127.0.0.1") {
 		t.Errorf("refused connection = %v; want a content-free ErrNetwork", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.Post(cctx, Call{URL: srv.URL}); !errors.Is(err, ErrCanceled) {
+	if _, err := c.Post(cctx, Call{URL: MustParseEndpoint(srv.URL, true)}); !errors.Is(err, ErrCanceled) {
 		t.Errorf("canceled = %v; want ErrCanceled", err)
+	}
+}
+
+// Get: headers rebuilt (no content-type, the key in the header asked
+// for), no redirect followed, the body bounded by MaxBytes, statuses
+// mapped to the failure classes, one attempt only.
+func TestGet(t *testing.T) {
+	var hits, targetHits atomic.Int32
+	var got http.Header
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { targetHits.Add(1) }))
+	defer target.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch r.URL.Path {
+		case "/ok":
+			got = r.Header.Clone()
+			io.WriteString(w, `{"q":"`+r.URL.Query().Get("q")+`"}`)
+		case "/redirect":
+			http.Redirect(w, r, target.URL, http.StatusFound)
+		case "/no-location":
+			w.WriteHeader(http.StatusMultipleChoices)
+		case "/busy":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/large":
+			io.WriteString(w, strings.Repeat("x", 101))
+		case "/exact":
+			io.WriteString(w, strings.Repeat("x", 100))
+		case "/large-declared":
+			w.Header().Set("Content-Length", "101")
+			io.WriteString(w, strings.Repeat("x", 101))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	c := New(nil)
+	ctx := context.Background()
+	ep := func(path string) Endpoint { return MustParseEndpoint(srv.URL+path, true) }
+	body, err := c.Get(ctx, Call{URL: ep("/ok?q=a"), Key: "k2", KeyHeader: "X-Subscription-Token"})
+	if err != nil || string(body) != `{"q":"a"}` {
+		t.Fatalf("Get(/ok) = %q, %v", body, err)
+	}
+	got.Del("Accept-Encoding") // net/http's own, absent with DisableCompression
+	want := http.Header{"Accept": {"application/json"}, "X-Subscription-Token": {"k2"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Get headers (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		name, path string
+		max        int
+		want       error
+		hits       int32
+	}{
+		{"RedirectNotFollowed", "/redirect", 0, ErrRedirect, 1},
+		{"ThreeXXWithoutLocation", "/no-location", 0, ErrRedirect, 1},
+		{"StatusOneAttempt", "/busy", 0, ErrStatus, 1},
+		{"BodyOverMaxBytes", "/large", 100, ErrTooLarge, 1},
+		{"DeclaredOverMaxBytes", "/large-declared", 100, ErrTooLarge, 1},
+		{"NotFound", "/missing", 0, ErrStatus, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits.Store(0)
+			body, err := c.Get(ctx, Call{URL: ep(tc.path), MaxBytes: tc.max})
+			if !errors.Is(err, tc.want) || !errors.Is(err, rtsandbox.ErrUpstream) || body != nil {
+				t.Errorf("Get(%s) = %q, %v; want %v", tc.path, body, err, tc.want)
+			}
+			if hits.Load() != tc.hits {
+				t.Errorf("Get(%s) made %d attempts; want %d", tc.path, hits.Load(), tc.hits)
+			}
+		})
+	}
+	if body, err := c.Get(ctx, Call{URL: ep("/exact"), MaxBytes: 100}); err != nil || len(body) != 100 {
+		t.Errorf("Get(100 bytes, MaxBytes 100) = %d bytes, %v", len(body), err)
+	}
+	if targetHits.Load() != 0 {
+		t.Errorf("the redirect target was contacted %d times", targetHits.Load())
+	}
+	if _, err := c.Get(ctx, Call{}); !errors.Is(err, ErrNetwork) {
+		t.Errorf("Get(zero Endpoint) = %v; want ErrNetwork", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Get(cctx, Call{URL: ep("/ok")}); !errors.Is(err, ErrCanceled) {
+		t.Errorf("Get(canceled) = %v; want ErrCanceled", err)
 	}
 }

@@ -76,7 +76,7 @@ func TestRetries(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, n := scripted(t, tc.steps...)
-			_, err := fastClient().Post(context.Background(), Call{URL: srv.URL, Idempotent: tc.idempotent})
+			_, err := fastClient().Post(context.Background(), Call{URL: MustParseEndpoint(srv.URL, true), Idempotent: tc.idempotent})
 			if (err != nil) != tc.wantErr || n.Load() != tc.attempts {
 				t.Errorf("Post = %v after %d attempts; want error %v after %d", err, n.Load(), tc.wantErr, tc.attempts)
 			}
@@ -88,7 +88,7 @@ func TestRetries(t *testing.T) {
 func TestRetryAfterHonoured(t *testing.T) {
 	srv, n := scripted(t, status(429, "Retry-After-Ms", "300"))
 	start := time.Now()
-	if _, err := fastClient().Post(context.Background(), Call{URL: srv.URL}); err != nil || n.Load() != 2 {
+	if _, err := fastClient().Post(context.Background(), Call{URL: MustParseEndpoint(srv.URL, true)}); err != nil || n.Load() != 2 {
 		t.Fatalf("Post = %v after %d attempts", err, n.Load())
 	}
 	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
@@ -103,7 +103,7 @@ func TestRetryNeverPassesTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := fastClient().Post(ctx, Call{URL: srv.URL})
+	_, err := fastClient().Post(ctx, Call{URL: MustParseEndpoint(srv.URL, true)})
 	if !errors.Is(err, ErrStatus) || n.Load() != 1 {
 		t.Errorf("Post = %v after %d attempts; want the 503 at once", err, n.Load())
 	}
@@ -127,7 +127,7 @@ func TestRefusedConnectionRetried(t *testing.T) {
 		attempts.Add(1)
 		return NewTransport().RoundTrip(r)
 	})
-	_, err = c.Post(context.Background(), Call{URL: "http://" + addr + "/x"})
+	_, err = c.Post(context.Background(), Call{URL: MustParseEndpoint("http://"+addr+"/x", true)})
 	if !errors.Is(err, ErrNetwork) || attempts.Load() != MaxAttempts {
 		t.Errorf("Post = %v after %d attempts; want ErrNetwork after %d", err, attempts.Load(), MaxAttempts)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
 
@@ -77,7 +78,7 @@ func newRealTurn(t *testing.T, model *fakemodel.Server, edit func(*broker.Config
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	rt := &realTurn{audit: &lockedLog{}, dir: dir}
 	rt.cfg = broker.Config{
-		ModelURL: model.ChatURL(), Model: "test-model", AllowHTTP: true,
+		ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true), Model: "test-model",
 		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return realBrokerKey, nil },
 		Logger: slog.New(slog.NewJSONHandler(rt.audit, nil)),
 	}
@@ -163,7 +164,7 @@ func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
 	search := rtsandbox.ToolSpec{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object"}`)}
 	rt := newRealTurn(t, model, func(c *broker.Config) {
 		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec, Impl: hosttool.Clock{}}}
-		c.MCP = []broker.MCPServer{{Name: "catalog", URL: mcp.URL, Tools: []rtsandbox.ToolSpec{search}}}
+		c.MCP = []broker.MCPServer{{Name: "catalog", URL: upstream.MustParseEndpoint(mcp.URL, true), Tools: []rtsandbox.ToolSpec{search}}}
 	})
 	turn := baseTurn("What time is it?")
 	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}

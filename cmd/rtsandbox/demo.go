@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
@@ -108,7 +109,7 @@ func demo(ctx context.Context, out io.Writer, log *slog.Logger, tag string, uid,
 	defer os.RemoveAll(state)
 	cfg := &config.Config{
 		StateDir: state, AllowHTTP: true,
-		Model:   config.Model{URL: model.ChatURL(), Name: "scripted-stand-in", APIKeyEnv: demoKeyEnv},
+		Model:   config.Model{URL: upstream.MustParseEndpoint(model.ChatURL(), true), Name: "scripted-stand-in", APIKeyEnv: demoKeyEnv},
 		Sandbox: config.Sandbox{Image: tag, UID: uid, GID: gid, TimeZone: "UTC"},
 	}
 	calls := &modelCalls{next: log.Handler(), count: &callCount{}}

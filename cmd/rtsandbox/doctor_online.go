@@ -38,9 +38,9 @@ type endpoint struct {
 // dial and TLS times, no redirect followed. The configured key is sent,
 // only to the configured URL, exactly as the broker would send it.
 func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
-	targets := []endpoint{{name: "model online", url: cfg.Model.URL, key: cfg.Model.APIKeyEnv, accept: "application/json"}}
+	targets := []endpoint{{name: "model online", url: cfg.Model.URL.String(), key: cfg.Model.APIKeyEnv, accept: "application/json"}}
 	for _, s := range cfg.MCP {
-		targets = append(targets, endpoint{name: "mcp " + s.Name + " online", url: s.URL, key: s.APIKeyEnv,
+		targets = append(targets, endpoint{name: "mcp " + s.Name + " online", url: s.URL.String(), key: s.APIKeyEnv,
 			accept: "application/json, text/event-stream"})
 	}
 	transport := upstream.NewTransport()

@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
@@ -401,13 +402,13 @@ func TestDoctorOnline(t *testing.T) {
 	ln.Close()
 
 	cfg := &config.Config{
-		Model: config.Model{URL: anyKey.ChatURL(), APIKeyEnv: "K"},
+		Model: config.Model{URL: ep(anyKey.ChatURL()), APIKeyEnv: "K"},
 		MCP: []config.MCPServer{
-			{Name: "wrong-key", URL: keyed.ChatURL(), APIKeyEnv: "K"},
-			{Name: "wrong-path", URL: pathOnly.URL() + "/mcp"},
-			{Name: "redirects", URL: redirect.URL},
-			{Name: "failing", URL: failing.URL},
-			{Name: "closed", URL: closed},
+			{Name: "wrong-key", URL: ep(keyed.ChatURL()), APIKeyEnv: "K"},
+			{Name: "wrong-path", URL: ep(pathOnly.URL() + "/mcp")},
+			{Name: "redirects", URL: ep(redirect.URL)},
+			{Name: "failing", URL: ep(failing.URL)},
+			{Name: "closed", URL: ep(closed)},
 		},
 	}
 	var got []brief
@@ -511,3 +512,6 @@ func assertImageCurrent(t *testing.T, d *docker.Driver, tag string) {
 		t.Errorf("Compare(%s) = %v, %v; want current", tag, c.State, err)
 	}
 }
+
+// ep is a checked endpoint; the test upstreams run on loopback http.
+func ep(raw string) upstream.Endpoint { return upstream.MustParseEndpoint(raw, true) }

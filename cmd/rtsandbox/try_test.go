@@ -123,7 +123,7 @@ func TestReadmeTryItCommands(t *testing.T) {
 	work := tryWorkdir(t, root)
 	cfg := tryConfig(t, work)
 	tryCleanState(t, cfg, cli)
-	for _, addr := range []string{cfg.HTTP.Listen, strings.TrimPrefix(strings.Split(cfg.Model.URL, "/v1")[0], "http://")} {
+	for _, addr := range []string{cfg.HTTP.Listen, strings.TrimPrefix(strings.Split(cfg.Model.URL.String(), "/v1")[0], "http://")} {
 		requireFreePort(t, addr)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/webpage"
 )
 
 // delegateTarget is the one delegation target: research for the guests
@@ -87,18 +88,18 @@ func newWebTools(cfg *config.Config, getenv env, client *upstream.Client, log *s
 // the host's key; nothing of it enters a container.
 func newResearchWorker(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (*research.Worker, error) {
 	s := cfg.Web.Search
-	backend, err := search.New(search.Config{Provider: s.Provider, URL: s.URL, AllowHTTP: cfg.AllowHTTP,
+	backend, err := search.New(search.Config{Provider: s.Provider, URL: s.URL, Client: client,
 		Key: func() rtsandbox.Secret { return rtsandbox.Secret(s.APIKeyEnv.Lookup(getenv)) }})
 	if err != nil {
 		return nil, fmt.Errorf("web.search: %w", err)
 	}
 	modelKey := cfg.Model.APIKeyEnv
 	worker, err := research.New(research.Options{
-		ModelURL: cfg.Model.URL, AllowHTTP: cfg.AllowHTTP, Model: cfg.Web.Research.Model, Client: client,
+		ModelURL: cfg.Model.URL, Model: cfg.Web.Research.Model, Client: client,
 		APIKey: func(context.Context) (rtsandbox.Secret, error) {
 			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
 		},
-		Search: backend, Extract: hosttool.Extract, Logger: log,
+		Search: backend, Extract: webpage.Extract, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("web.research: %w", err)

@@ -20,9 +20,8 @@ func brokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *
 	}
 	modelKey := cfg.Model.APIKeyEnv
 	bc := broker.Config{
-		ModelURL:  cfg.Model.URL,
-		Model:     cfg.Model.Name,
-		AllowHTTP: cfg.AllowHTTP,
+		ModelURL: cfg.Model.URL,
+		Model:    cfg.Model.Name,
 		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) {
 			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
 
@@ -67,7 +68,7 @@ func TestMemoryDemoWithWorker(t *testing.T) {
 	const key = "demo-model-key"
 	model := start(t, Options{Key: key, Loop: true}, MemoryDemo())
 	b, err := broker.New(broker.Config{
-		ModelURL: model.ChatURL(), Model: "demo", AllowHTTP: true,
+		ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true), Model: "demo",
 		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return key, nil },
 	})
 	if err != nil {

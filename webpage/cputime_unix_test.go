@@ -1,6 +1,6 @@
 //go:build unix
 
-package hosttool
+package webpage
 
 import (
 	"syscall"

@@ -1,6 +1,6 @@
 //go:build race
 
-package hosttool
+package webpage
 
 // raceTimeFactor scales the time bounds of the pathological-markup tests
 // under the race detector, which slows this code about tenfold.

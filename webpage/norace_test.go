@@ -1,6 +1,6 @@
 //go:build !race
 
-package hosttool
+package webpage
 
 // raceTimeFactor scales the time bounds of the pathological-markup tests;
 // 1 without the race detector (see race_test.go).

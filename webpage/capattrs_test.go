@@ -1,4 +1,4 @@
-package hosttool
+package webpage
 
 import (
 	"bytes"
