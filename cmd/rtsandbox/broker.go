@@ -11,6 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -72,7 +73,7 @@ func runBroker(ctx context.Context, args []string, getenv env, _ io.Reader, stdo
 		fmt.Fprintln(stderr, "rtsandbox broker:", err)
 		return exitUsage
 	}
-	bc, err := brokerConfig(cfg, getenv, upstream.New(nil), log)
+	bc, err := host.BrokerConfig(cfg, getenv, upstream.New(nil), log)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox broker:", err)
 		return exitUsage

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/surface/console"
 )
 
@@ -41,17 +42,17 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitUsage
 	}
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log, poster: &consolePoster{out: stdout}})
+	s, err := host.NewSealedRuntime(cfg, getenv, host.SealedOptions{Logger: log, Reports: &consolePoster{out: stdout}})
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitUsage
 	}
-	defer s.close()
-	if err := refreshImage(ctx, imageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox chat:", msg) }); err != nil {
+	defer s.Close()
+	if err := host.RefreshImage(ctx, host.ImageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox chat:", msg) }); err != nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitFail
 	}
-	c := &console.Chat{Runtime: s.rt, Channel: consoleChannel, Speaker: localSpeaker(),
+	c := &console.Chat{Runtime: s.Runtime, Channel: consoleChannel, Speaker: localSpeaker(),
 		In: stdin, Out: stdout, Spinner: isTerminal(stdout), Logger: log}
 	if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/sandbox"
 	"github.com/rtsandbox/rtsandbox/workerimage"
@@ -92,13 +93,12 @@ func demo(ctx context.Context, out io.Writer, log *slog.Logger, tag string, uid,
 	defer model.Close()
 	fmt.Fprintf(out, "rtsandbox demo\nmodel: a SCRIPTED STAND-IN on %s, not a real LLM (no API key needed)\n", model.URL())
 
-	e, closeClient, err := dockerEngine()
+	d, closeDriver, err := host.DockerDriver(nil)
 	if err != nil {
 		return err
 	}
-	defer closeClient()
-	d := e.Driver
-	if err := demoImage(ctx, out, e, tag); err != nil {
+	defer closeDriver()
+	if err := demoImage(ctx, out, tag); err != nil {
 		return err
 	}
 	state, err := os.MkdirTemp("", "rtsdemo") // short: the socket path limit
@@ -113,29 +113,29 @@ func demo(ctx context.Context, out io.Writer, log *slog.Logger, tag string, uid,
 	}
 	calls := &modelCalls{next: log.Handler(), count: &callCount{}}
 	var stats sandbox.TurnStats
-	s, err := newSealedRuntime(cfg, func(k string) string {
+	s, err := host.NewSealedRuntime(cfg, func(k string) string {
 		if k == demoKeyEnv {
 			return key
 		}
 		return ""
-	}, sealedOptions{driver: d, log: slog.New(calls), onTurn: func(ts sandbox.TurnStats) { stats = ts }})
+	}, host.SealedOptions{Driver: d, Logger: slog.New(calls), OnTurn: func(ts sandbox.TurnStats) { stats = ts }})
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	return demoConversation(ctx, out, s, calls, &stats)
 }
 
 // demoImage builds the image when it is missing and rebuilds it when it
 // holds another worker than this binary's, saying which.
-func demoImage(ctx context.Context, out io.Writer, e *engine, tag string) error {
-	r, err := ensureImage(ctx, e, tag)
+func demoImage(ctx context.Context, out io.Writer, tag string) error {
+	r, err := host.EnsureImage(ctx, tag)
 	if err != nil {
 		return err
 	}
 	switch r.State {
 	case workerimage.Missing:
-		fmt.Fprintf(out, "image: built %s in %s\n", tag, r.took.Round(time.Millisecond))
+		fmt.Fprintf(out, "image: built %s in %s\n", tag, r.Took.Round(time.Millisecond))
 	case workerimage.Stale:
 		fmt.Fprintf(out, "image: %s\n", r)
 	default:
@@ -144,7 +144,7 @@ func demoImage(ctx context.Context, out io.Writer, e *engine, tag string) error 
 	return nil
 }
 
-func demoConversation(ctx context.Context, out io.Writer, s *sealedRuntime, calls *modelCalls, stats *sandbox.TurnStats) error {
+func demoConversation(ctx context.Context, out io.Writer, s *host.SealedRuntime, calls *modelCalls, stats *sandbox.TurnStats) error {
 	speaker := rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: "demo:guest"}
 	var last rtsandbox.Reply
 	for i, text := range demoTurns {
@@ -153,7 +153,7 @@ func demoConversation(ctx context.Context, out io.Writer, s *sealedRuntime, call
 		}
 		calls.reset()
 		fmt.Fprintf(out, "\nturn %d (a new sealed container)\n  guest: %s\n", i+1, text)
-		reply, err := s.rt.RunTurn(ctx, "demo:lobby", speaker, text)
+		reply, err := s.Runtime.RunTurn(ctx, "demo:lobby", speaker, text)
 		printPhases(out, *stats, calls)
 		if err != nil {
 			return fmt.Errorf("turn %d: %w", i+1, err)

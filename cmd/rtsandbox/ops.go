@@ -4,27 +4,16 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox/config"
-	"github.com/rtsandbox/rtsandbox/container/docker"
-	"github.com/rtsandbox/rtsandbox/internal/privdir"
+	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
-
-// imageBuildTimeout caps `image build`; compiling the worker from source
-// and the daemon's build together take seconds, not minutes.
-const imageBuildTimeout = 10 * time.Minute
 
 // imageUsage is `rtsandbox image -h`.
 const imageUsage = "usage: rtsandbox image build [--config FILE] [--tag TAG]\n\nrtsandbox image build -h shows the flags."
@@ -61,15 +50,15 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 		return code
 	}
 	if *tag == "" {
-		*tag = imageTag(cfg)
+		*tag = host.ImageTag(cfg)
 	}
-	d, closeClient, err := dockerDriver(nil)
+	d, closeClient, err := host.DockerDriver(nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox image build:", err)
 		return exitFail
 	}
 	defer closeClient()
-	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
+	ctx, cancel := context.WithTimeout(ctx, host.ImageBuildTimeout)
 	defer cancel()
 	began := time.Now()
 	source, err := workerimage.Build(ctx, d, *tag)
@@ -100,16 +89,16 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 	if !ok {
 		return code
 	}
-	id := installationID(cfg)
+	id := host.InstallationID(cfg)
 	// A running serve, turn or chat holds the run root's lock and owns the
 	// containers of its live turns: reaping them would kill those turns.
-	unlock, err := lockRunRoot(cfg)
+	unlock, err := host.LockRunRoot(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox reap:", err)
 		return exitFail
 	}
 	defer unlock()
-	d, closeClient, err := dockerDriver(nil)
+	d, closeClient, err := host.DockerDriver(nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox reap:", err)
 		return exitFail
@@ -122,24 +111,6 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 		return exitFail
 	}
 	return exitOK
-}
-
-// lockRunRoot takes the lock that a live sealed runtime holds on
-// <state_dir>/run for as long as it runs. No run root means no runtime ever
-// ran here.
-func lockRunRoot(cfg *config.Config) (unlock func(), err error) {
-	root := filepath.Join(cfg.StateDir, runRootName)
-	if _, err := os.Lstat(root); errors.Is(err, os.ErrNotExist) {
-		return func() {}, nil
-	}
-	f, err := privdir.Lock(root)
-	if errors.Is(err, privdir.ErrLocked) {
-		return nil, fmt.Errorf("state_dir %s is in use by a running rtsandbox (serve, turn or chat); it removes its own leftovers, so reap only after it stopped", cfg.StateDir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return func() { f.Close() }, nil
 }
 
 // parseOpsFlags parses flags that take no positional arguments. ok is
@@ -174,49 +145,4 @@ func loadOptionalConfig(path string, stderr io.Writer, name string) (*config.Con
 		return nil, exitUsage, false
 	}
 	return cfg, exitOK, true
-}
-
-// imageTag is the configured worker image, or the default without a config.
-func imageTag(cfg *config.Config) string {
-	if cfg != nil && cfg.Sandbox.Image != "" {
-		return cfg.Sandbox.Image
-	}
-	return config.DefaultImage
-}
-
-// installationID names this installation in container labels: "i" and the
-// first 12 hex digits of the SHA-256 of the absolute state directory. Two
-// installations on one daemon differ by state directory, so each reaps
-// only its own containers; the hash keeps paths out of labels and within
-// container.ValidInstallation.
-func installationID(cfg *config.Config) string {
-	dir, err := filepath.Abs(cfg.StateDir)
-	if err != nil { // only when the working directory is gone; StateDir is absolute already
-		dir = filepath.Clean(cfg.StateDir)
-	}
-	sum := sha256.Sum256([]byte(dir))
-	return "i" + hex.EncodeToString(sum[:])[:12]
-}
-
-// dockerDriver connects to the Engine the environment names (DOCKER_HOST,
-// else the local socket). Its closer lets removals still queued in the
-// driver's background finish (within stopTimeout; the log names what is
-// left for the next reap), then closes the client.
-func dockerDriver(log *slog.Logger) (*docker.Driver, func(), error) {
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		return nil, nil, fmt.Errorf("docker client: %w", err)
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	d := docker.New(cli, docker.WithLogger(log.With("component", "docker")))
-	return d, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-		defer cancel()
-		if err := d.Close(ctx); err != nil {
-			log.Warn("container removals still queued at exit; the next reap removes them", "err", err)
-		}
-		cli.Close()
-	}, nil
 }

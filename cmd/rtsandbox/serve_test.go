@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 
 	"go.uber.org/goleak"
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
@@ -47,16 +48,16 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 		fmt.Fprintln(stderr, "rtsandbox turn:", err)
 		return exitUsage
 	}
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log})
+	s, err := host.NewSealedRuntime(cfg, getenv, host.SealedOptions{Logger: log})
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox turn:", err)
 		return exitUsage
 	}
-	defer s.close()
-	if err := refreshImage(ctx, imageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) }); err != nil {
+	defer s.Close()
+	if err := host.RefreshImage(ctx, host.ImageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) }); err != nil {
 		return printReply(stdout, stderr, rtsandbox.Reply{}, err)
 	}
-	reply, err := s.rt.RunTurn(ctx, rtsandbox.ChannelKey(f.channel), f.speaker, text)
+	reply, err := s.Runtime.RunTurn(ctx, rtsandbox.ChannelKey(f.channel), f.speaker, text)
 	return printReply(stdout, stderr, reply, err)
 }
 
@@ -94,3 +95,9 @@ func printReply(stdout, stderr io.Writer, reply rtsandbox.Reply, err error) int 
 	fmt.Fprintf(stdout, "%s\n", out)
 	return code
 }
+
+// Guest-facing texts of a finished turn (spec §1 step 14).
+const (
+	textTurnFailed  = "The sandbox turn failed."
+	textTurnStopped = "The sandbox turn failed or was stopped."
+)

@@ -1,6 +1,6 @@
 // doctor --online: one request to the model and to each MCP server.
 
-package main
+package host
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ type endpoint struct {
 // upstream package's hardened transport: no environment proxy, bounded
 // dial and TLS times, no redirect followed. The configured key is sent,
 // only to the configured URL, exactly as the broker would send it.
-func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
+func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []Check {
 	targets := []endpoint{{name: "model online", url: cfg.Model.URL, key: cfg.Model.APIKeyEnv, accept: "application/json"}}
 	for _, s := range cfg.MCP {
 		targets = append(targets, endpoint{name: "mcp " + s.Name + " online", url: s.URL, key: s.APIKeyEnv,
@@ -48,7 +48,7 @@ func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
 	hc := &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // reported, never followed
 	}}
-	var out []check
+	var out []Check
 	for _, t := range targets {
 		out = append(out, probe(ctx, hc, t, getenv))
 	}
@@ -57,12 +57,12 @@ func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
 
 // probe posts probeBody to t and judges the answer by its status alone;
 // the body is read (bounded) and dropped.
-func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) check {
+func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) Check {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader([]byte(probeBody)))
 	if err != nil {
-		return fail(t.name, "check the URL in the config", "cannot build a request: %v", err)
+		return fail(t.name, "Check the URL in the config", "cannot build a request: %v", err)
 	}
 	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {t.accept}, "User-Agent": {""}}
 	if key := t.key.Lookup(getenv); key != "" {
@@ -70,7 +70,7 @@ func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) check {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fail(t.name, "check the URL, DNS, firewall and TLS from this host (no proxy is used)", "%s: %v", t.url, netCause(err))
+		return fail(t.name, "Check the URL, DNS, firewall and TLS from this host (no proxy is used)", "%s: %v", t.url, netCause(err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, upstream.MaxResponseBytes))
@@ -79,15 +79,15 @@ func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) check {
 
 // judge turns a probe's status into a check. Any answer proves the
 // connection; only some prove the endpoint is the right one.
-func judge(t endpoint, code int) check {
+func judge(t endpoint, code int) Check {
 	at := fmt.Sprintf("%s answered %d", t.url, code)
 	switch {
 	case code >= 300 && code < 400:
 		return fail(t.name, "use the final URL: rtsandbox never follows redirects", "%s (a redirect)", at)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return fail(t.name, fmt.Sprintf("check the value of %s", t.key), "%s: the key was refused", at)
+		return fail(t.name, fmt.Sprintf("Check the value of %s", t.key), "%s: the key was refused", at)
 	case code == http.StatusNotFound:
-		return fail(t.name, "check the URL's path in the config", "%s: nothing is served at this path", at)
+		return fail(t.name, "Check the URL's path in the config", "%s: nothing is served at this path", at)
 	case code >= 500:
 		return warn(t.name, "try again later, or ask the endpoint's operator", "%s: the endpoint reached is failing", at)
 	}
