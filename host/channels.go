@@ -1,6 +1,8 @@
 package host
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/config"
 )
 
 // channelStoreExists reports whether the state directory holds a channel
@@ -49,4 +52,39 @@ func missingKeys(want, have []rtsandbox.ChannelKey) []string {
 		}
 	}
 	return out
+}
+
+// ErrStoreInUse refuses to change the channel store while a running serve
+// holds it: its owner commands are the way to change a live host (they
+// wait behind the channel's queued turns).
+var ErrStoreInUse = errors.New("in use by a running rtsandbox serve; change channels through its owner commands, or stop it first")
+
+// SetChannel switches sandbox routing of key on or off in the stored set
+// and reports whether it is now on. It needs the store's lock.
+func SetChannel(cfg *config.Config, key rtsandbox.ChannelKey, on bool) (bool, error) {
+	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
+	if errors.Is(err, channels.ErrLocked) {
+		return false, fmt.Errorf("state_dir %s is %w", cfg.StateDir, ErrStoreInUse)
+	}
+	if err != nil {
+		return false, err
+	}
+	defer store.Close()
+	if on {
+		err = store.Enable(key)
+	} else {
+		err = store.Disable(key)
+	}
+	return store.Enabled(key), err
+}
+
+// StoredChannels reads the stored set without the lock, so it works beside
+// a running server. Before the first start nothing is stored: the keys are
+// then what that start will seed, and unseeded is true.
+func StoredChannels(cfg *config.Config) (keys []rtsandbox.ChannelKey, unseeded bool, err error) {
+	keys, err = channels.Read(cfg.StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg.InitialChannels, true, nil
+	}
+	return keys, false, err
 }

@@ -119,3 +119,19 @@ func RefreshImage(ctx context.Context, tag string, say func(string)) error {
 // ImageBuildTimeout caps `image build`; compiling the worker from source
 // and the daemon's build together take seconds, not minutes.
 const ImageBuildTimeout = 10 * time.Minute
+
+// BuildImage builds (or rebuilds) the worker image tag from this binary's
+// worker, within ImageBuildTimeout: where the worker came from and how
+// long it took.
+func BuildImage(ctx context.Context, tag string) (source string, took time.Duration, err error) {
+	d, closeClient, err := DockerDriver(nil)
+	if err != nil {
+		return "", 0, err
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(ctx, ImageBuildTimeout)
+	defer cancel()
+	began := time.Now()
+	source, err = workerimage.Build(ctx, d, tag)
+	return source, time.Since(began), err
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
 // doctorHelp is the usage line of doctor.
@@ -28,11 +29,11 @@ flags:
 
 // runDoctor is `rtsandbox doctor`.
 func runDoctor(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox doctor", stderr)
+	fs := cli.NewFlagSet("rtsandbox doctor", stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, doctorHelp); fs.PrintDefaults() }
 	configPath := fs.String("config", "", "config file (required)")
 	online := fs.Bool("online", false, "also reach the model and MCP endpoints (no tokens spent)")
-	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	if *configPath == "" {
@@ -41,8 +42,7 @@ func runDoctor(ctx context.Context, args []string, getenv env, _ io.Reader, stdo
 	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox doctor:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox doctor", exitUsage, err)
 	}
 	checks := host.Checks(ctx, cfg, getenv, *online)
 	for _, c := range checks {

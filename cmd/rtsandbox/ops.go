@@ -4,15 +4,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
-	"github.com/rtsandbox/rtsandbox/workerimage"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
 // imageUsage is `rtsandbox image -h`.
@@ -21,7 +19,7 @@ const imageUsage = "usage: rtsandbox image build [--config FILE] [--tag TAG]\n\n
 // runImage dispatches `rtsandbox image <subcommand>`; build is the only one.
 func runImage(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
-	case len(args) > 0 && wantsHelp(args[:1]):
+	case len(args) > 0 && cli.WantsHelp(args[:1]):
 		fmt.Fprintln(stdout, imageUsage)
 		return exitOK
 	case len(args) == 0:
@@ -38,10 +36,10 @@ func runImage(ctx context.Context, args []string, getenv env, stdin io.Reader, s
 // and reports the tag, where the worker binary came from and how long it
 // took.
 func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox image build", stderr)
+	fs := cli.NewFlagSet("rtsandbox image build", stderr)
 	configPath := fs.String("config", "", "config file; its sandbox.image is the default tag")
 	tag := fs.String("tag", "", "image tag (default: sandbox.image of --config, else "+config.DefaultImage+")")
-	code, ok := parseOpsFlags(fs, args, stderr)
+	code, ok := cli.ParseFlags(fs, args, stderr)
 	if !ok {
 		return code
 	}
@@ -52,30 +50,20 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 	if *tag == "" {
 		*tag = host.ImageTag(cfg)
 	}
-	d, closeClient, err := host.DockerDriver(nil)
+	source, took, err := host.BuildImage(ctx, *tag)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox image build:", err)
-		return exitFail
+		return cli.Fail(stderr, "rtsandbox image build", exitFail, err)
 	}
-	defer closeClient()
-	ctx, cancel := context.WithTimeout(ctx, host.ImageBuildTimeout)
-	defer cancel()
-	began := time.Now()
-	source, err := workerimage.Build(ctx, d, *tag)
-	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox image build:", err)
-		return exitFail
-	}
-	fmt.Fprintf(stdout, "built %s\nworker: %s\nelapsed: %s\n", *tag, source, time.Since(began).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "built %s\nworker: %s\nelapsed: %s\n", *tag, source, took.Round(time.Millisecond))
 	return exitOK
 }
 
 // runReap force-removes the turn containers this installation left behind
 // (after a crash or a kill -9) and reports how many it removed.
 func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox reap", stderr)
+	fs := cli.NewFlagSet("rtsandbox reap", stderr)
 	configPath := fs.String("config", "", "config file; its state_dir identifies the installation (required)")
-	code, ok := parseOpsFlags(fs, args, stderr)
+	code, ok := cli.ParseFlags(fs, args, stderr)
 	if !ok {
 		return code
 	}
@@ -89,49 +77,12 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 	if !ok {
 		return code
 	}
-	id := host.InstallationID(cfg)
-	// A running serve, turn or chat holds the run root's lock and owns the
-	// containers of its live turns: reaping them would kill those turns.
-	unlock, err := host.LockRunRoot(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox reap:", err)
-		return exitFail
-	}
-	defer unlock()
-	d, closeClient, err := host.DockerDriver(nil)
-	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox reap:", err)
-		return exitFail
-	}
-	defer closeClient()
-	removed, err := d.Reap(ctx, id)
+	removed, id, err := host.Reap(ctx, cfg)
 	fmt.Fprintf(stdout, "removed %d leftover container(s) of installation %s\n", removed, id)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox reap:", err)
-		return exitFail
+		return cli.Fail(stderr, "rtsandbox reap", exitFail, err)
 	}
 	return exitOK
-}
-
-// parseOpsFlags parses flags that take no positional arguments. ok is
-// false when the command should return code at once: help (the flag set
-// printed it) or misuse (the flag set, or this, named the flag or
-// argument at fault).
-func parseOpsFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
-	err := fs.Parse(args)
-	if err == nil {
-		err = noArgs(fs)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-		}
-	}
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK, false
-	case err != nil:
-		return exitUsage, false
-	}
-	return exitOK, true
 }
 
 // loadOptionalConfig loads path, or returns a nil config when path is "".

@@ -10,14 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
 // defaultDrain is how long running turns may finish at shutdown before
@@ -26,32 +24,28 @@ const defaultDrain = 30 * time.Second
 
 // runServe is `rtsandbox serve --config FILE [--drain 30s]`.
 func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox serve", stderr)
+	fs := cli.NewFlagSet("rtsandbox serve", stderr)
 	configPath := fs.String("config", "", "config file (required)")
 	drain := fs.Duration("drain", defaultDrain, "at shutdown, how long running turns may finish before they are cancelled")
 	reseed := fs.Bool("reseed", false, "seed initial_channels again when the channel store is missing (after a deliberate reset)")
-	logFormat := logFormatFlag(fs, logJSON)
-	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
+	logFormat := cli.LogFormatFlag(fs, cli.LogJSON)
+	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if err := firstError(missingFlag(fs, "config"), positiveFlag(fs, "drain")); err != nil {
-		fmt.Fprintln(stderr, "rtsandbox serve:", err)
-		return exitUsage
+	if err := cli.FirstError(cli.MissingFlag(fs, "config"), cli.PositiveFlag(fs, "drain")); err != nil {
+		return cli.Fail(stderr, "rtsandbox serve", exitUsage, err)
 	}
-	log, err := newLogger(stdout, *logFormat, getenv, slog.LevelInfo) // JSON lines by default (host spec §1.15)
+	log, err := cli.NewLogger(stdout, *logFormat, getenv, slog.LevelInfo) // JSON lines by default (host spec §1.15)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox serve:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox serve", exitUsage, err)
 	}
 	log = log.With("app", "rtsandbox")
 	cfg, err := config.Load(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox serve:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox serve", exitUsage, err)
 	}
 	if cfg.HTTP == nil && cfg.Discord == nil {
-		fmt.Fprintln(stderr, "rtsandbox serve:", host.ErrNoSurface)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox serve", exitUsage, host.ErrNoSurface)
 	}
 	if *reseed {
 		if err := channels.Reseed(cfg.StateDir); err != nil {
@@ -60,39 +54,13 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 		}
 		log.Warn("channel store marker removed: a missing store seeds initial_channels again", "state_dir", cfg.StateDir)
 	}
-	force, stopListening := secondSignal(ctx)
+	force, stopListening := cli.SecondSignal(ctx)
 	defer stopListening()
 	if err := serve(ctx, cfg, getenv, log, *drain, force); err != nil {
 		log.Error("serve failed", "err", err)
-		fmt.Fprintln(stderr, "rtsandbox serve:", err)
-		return exitFail
+		return cli.Fail(stderr, "rtsandbox serve", exitFail, err)
 	}
 	return exitOK
-}
-
-// secondSignal returns a channel closed by the first SIGINT or SIGTERM
-// that arrives after ctx ended (the first one ends ctx and starts the
-// drain), and a function that stops listening.
-func secondSignal(ctx context.Context) (force <-chan struct{}, stop func()) {
-	forced, quit := make(chan struct{}), make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-ctx.Done():
-		case <-quit:
-			return
-		}
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sig)
-		select {
-		case <-sig:
-			close(forced)
-		case <-quit:
-		}
-	}()
-	return forced, func() { close(quit); <-done }
 }
 
 // serve runs the host until ctx ends, then drains: running turns may
