@@ -92,12 +92,12 @@ type Host struct {
 }
 
 // New starts a host from opts. On error everything started is stopped.
-func New(ctx context.Context, opts Options) (h *Host, err error) {
+func New(ctx context.Context, opts Options) (_ *Host, err error) {
 	cfg, log := opts.Config, opts.Logger
 	if cfg.HTTP == nil && cfg.Discord == nil {
 		return nil, ErrNoSurface
 	}
-	h = &Host{log: log, cfg: cfg, failed: make(chan error, 1)}
+	h := &Host{log: log, cfg: cfg, failed: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			h.closeAll()
