@@ -99,8 +99,10 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 	}
 	h := &Host{log: log, cfg: cfg, failed: make(chan error, 1)}
 	defer func() {
-		if err != nil {
-			h.closeAll()
+		if err != nil { // nothing runs yet: stop what started at once
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			h.Close(ctx)
 		}
 	}()
 	setMemoryLimit(cfg, log)
@@ -222,7 +224,7 @@ func (h *Host) Close(ctx context.Context) error {
 	// Research jobs end first: each posts its "ran out of time" outcome
 	// through the router, which must still be open.
 	jctx, jcancel := context.WithTimeout(context.Background(), StopTimeout)
-	if err := h.web.dispose(jctx); err != nil {
+	if err := h.web.dispose(jctx); err != nil { // nil web: nothing to end
 		h.log.Warn("research jobs did not end in time", "err", err)
 	}
 	jcancel()

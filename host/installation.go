@@ -80,22 +80,25 @@ func DockerDriver(log *slog.Logger) (*docker.Driver, func(), error) {
 }
 
 // Reap force-removes the turn containers this installation left behind
-// (after a crash or a kill -9): how many, and the installation's id. It
+// (after a crash or a kill -9) and tells report how many, with the
+// installation's id, once the engine was asked (not when it refused
+// before). It
 // refuses while a serve, turn or chat runs on the state directory: that
 // process holds the run root's lock and owns the containers of its live
 // turns, and reaping them would kill those turns.
-func Reap(ctx context.Context, cfg *config.Config) (removed int, id string, err error) {
-	id = InstallationID(cfg)
+func Reap(ctx context.Context, cfg *config.Config, report func(removed int, id string)) error {
+	id := InstallationID(cfg)
 	unlock, err := LockRunRoot(cfg)
 	if err != nil {
-		return 0, id, err
+		return err
 	}
 	defer unlock()
 	d, closeClient, err := DockerDriver(nil)
 	if err != nil {
-		return 0, id, err
+		return err
 	}
 	defer closeClient()
-	removed, err = d.Reap(ctx, id)
-	return removed, id, err
+	removed, err := d.Reap(ctx, id)
+	report(removed, id)
+	return err
 }

@@ -77,8 +77,9 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 	if !ok {
 		return code
 	}
-	removed, id, err := host.Reap(ctx, cfg)
-	fmt.Fprintf(stdout, "removed %d leftover container(s) of installation %s\n", removed, id)
+	err := host.Reap(ctx, cfg, func(removed int, id string) {
+		fmt.Fprintf(stdout, "removed %d leftover container(s) of installation %s\n", removed, id)
+	})
 	if err != nil {
 		return cli.Fail(stderr, "rtsandbox reap", exitFail, err)
 	}
