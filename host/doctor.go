@@ -110,9 +110,9 @@ func Summary(checks []Check) string {
 		n[c.status]++
 	}
 	if n[statusFail] == 0 {
-		return fmt.Sprintf("doctor: no Check failed (%d ok, %d warn)", n[statusOK], n[statusWarn])
+		return fmt.Sprintf("doctor: no check failed (%d ok, %d warn)", n[statusOK], n[statusWarn])
 	}
-	return fmt.Sprintf("doctor: %d Check(s) failed (%d ok, %d warn)", n[statusFail], n[statusOK], n[statusWarn])
+	return fmt.Sprintf("doctor: %d check(s) failed (%d ok, %d warn)", n[statusFail], n[statusOK], n[statusWarn])
 }
 
 // StartChecks is the doctor at serve start. Any failed check refuses the
@@ -125,7 +125,7 @@ func StartChecks(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 	for _, c := range checks {
 		switch {
 		case c.status == statusWarn:
-			log.Warn("start Check warning", "Check", c.name, "detail", c.msg, "fix", c.fix)
+			log.Warn("start check warning", "check", c.name, "detail", c.msg, "fix", c.fix)
 		case c.status == statusFail && !c.repairable:
 			bad = append(bad, c)
 		}
@@ -148,7 +148,7 @@ func StartChecks(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 // refusal is serve's error for failed start checks.
 func refusal(bad []Check) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "refusing to start: %d start Check(s) failed (rtsandbox doctor --config FILE runs them alone):", len(bad))
+	fmt.Fprintf(&b, "refusing to start: %d start check(s) failed (rtsandbox doctor --config FILE runs them alone):", len(bad))
 	for _, c := range bad {
 		b.WriteString("\n" + c.String())
 	}

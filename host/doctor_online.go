@@ -62,7 +62,7 @@ func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) Check {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader([]byte(probeBody)))
 	if err != nil {
-		return fail(t.name, "Check the URL in the config", "cannot build a request: %v", err)
+		return fail(t.name, "check the URL in the config", "cannot build a request: %v", err)
 	}
 	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {t.accept}, "User-Agent": {""}}
 	if key := t.key.Lookup(getenv); key != "" {
@@ -70,7 +70,7 @@ func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) Check {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fail(t.name, "Check the URL, DNS, firewall and TLS from this host (no proxy is used)", "%s: %v", t.url, netCause(err))
+		return fail(t.name, "check the URL, DNS, firewall and TLS from this host (no proxy is used)", "%s: %v", t.url, netCause(err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, upstream.MaxResponseBytes))
@@ -85,9 +85,9 @@ func judge(t endpoint, code int) Check {
 	case code >= 300 && code < 400:
 		return fail(t.name, "use the final URL: rtsandbox never follows redirects", "%s (a redirect)", at)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return fail(t.name, fmt.Sprintf("Check the value of %s", t.key), "%s: the key was refused", at)
+		return fail(t.name, fmt.Sprintf("check the value of %s", t.key), "%s: the key was refused", at)
 	case code == http.StatusNotFound:
-		return fail(t.name, "Check the URL's path in the config", "%s: nothing is served at this path", at)
+		return fail(t.name, "check the URL's path in the config", "%s: nothing is served at this path", at)
 	case code >= 500:
 		return warn(t.name, "try again later, or ask the endpoint's operator", "%s: the endpoint reached is failing", at)
 	}

@@ -149,7 +149,7 @@ func TestDoctorCommand(t *testing.T) {
 		wantFail []string
 		wantText []string
 	}{
-		{name: "all-ok", image: current, wantText: []string{"doctor: no Check failed", "holds this binary's worker"}},
+		{name: "all-ok", image: current, wantText: []string{"doctor: no check failed", "holds this binary's worker"}},
 		{name: "docker-unreachable", image: current,
 			setup: func(t *testing.T, _ string) {
 				t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
