@@ -9,93 +9,88 @@ import (
 	"log/slog"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
-	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
-// brokerFlags are the flags of `rtsandbox broker`.
-type brokerFlags struct {
-	config, socket, channel string
-	speaker                 rtsandbox.Speaker
-	maxCalls                int
-	logFormat               string
+// bindingFlags are the flags of turn and broker that name the config and
+// what the host admitted: the channel and the speaker.
+type bindingFlags struct {
+	config, channel string
+	speaker         rtsandbox.Speaker
 }
 
-func parseBrokerFlags(args []string, stderr io.Writer) (brokerFlags, error) {
-	var f brokerFlags
-	fs := newFlagSet("rtsandbox broker", stderr)
+func (f *bindingFlags) register(fs *flag.FlagSet, channelHelp string) {
 	fs.StringVar(&f.config, "config", "", "config file (required)")
-	fs.StringVar(&f.socket, "socket", "", "Unix socket path to create (required)")
-	fs.StringVar(&f.channel, "channel", "", "channel key the turn is bound to, such as http:lobby (required)")
+	fs.StringVar(&f.channel, "channel", "", channelHelp)
 	fs.StringVar(&f.speaker.ID, "speaker-id", "", "speaker id (required)")
 	fs.StringVar(&f.speaker.Name, "speaker-name", "", "speaker display name (required)")
 	fs.StringVar(&f.speaker.PrincipalID, "principal", "", "speaker principal id (required)")
-	fs.IntVar(&f.maxCalls, "max-calls", rtsandbox.DefaultMaxCalls, "call budget, 1-1000")
-	fs.StringVar(&f.logFormat, "log-format", logJSON, "audit record format: json (one JSON object a line) or text (key=value)")
-	if err := fs.Parse(args); err != nil {
-		return f, err
-	}
-	if err := firstError(noArgs(fs), missingFlag(fs, "config", "socket", "channel", "speaker-id", "speaker-name", "principal")); err != nil {
-		return f, err
-	}
-	switch {
-	case !rtsandbox.ChannelKey(f.channel).Valid():
-		return f, fmt.Errorf("--channel: %q is not a channel key (kind:id, such as http:lobby)", f.channel)
-	case f.maxCalls < 1 || f.maxCalls > rtsandbox.MaxCallsLimit:
-		return f, fmt.Errorf("--max-calls: %d is outside 1-1000", f.maxCalls)
-	}
-	if err := f.speaker.Validate(); err != nil {
-		return f, fmt.Errorf("--speaker-id/--speaker-name/--principal: %w", err)
-	}
-	return f, nil
 }
 
-// runBroker serves one turn's broker until ctx ends (SIGINT or SIGTERM).
-// Audit records go to stderr, as JSON unless --log-format text.
+// check names the first flag at fault, in flag order; more are further
+// required flags.
+func (f *bindingFlags) check(fs *flag.FlagSet, more ...string) error {
+	required := append([]string{"config", "channel", "speaker-id", "speaker-name", "principal"}, more...)
+	if err := cli.FirstError(cli.NoArgs(fs), cli.MissingFlag(fs, required...)); err != nil {
+		return err
+	}
+	if !rtsandbox.ChannelKey(f.channel).Valid() {
+		return fmt.Errorf("--channel: %q is not a channel key (kind:id, such as http:lobby)", f.channel)
+	}
+	if err := f.speaker.Validate(); err != nil {
+		return fmt.Errorf("--speaker-id/--speaker-name/--principal: %w", err)
+	}
+	return nil
+}
+
+// parseBrokerFlags parses `rtsandbox broker` flags.
+func parseBrokerFlags(args []string, stderr io.Writer) (f bindingFlags, o host.BrokerOptions, logFormat string, err error) {
+	fs := cli.NewFlagSet("rtsandbox broker", stderr)
+	f.register(fs, "channel key the turn is bound to, such as http:lobby (required)")
+	fs.StringVar(&o.Socket, "socket", "", "Unix socket path to create (required)")
+	fs.IntVar(&o.MaxCalls, "max-calls", rtsandbox.DefaultMaxCalls, "call budget, 1-1000")
+	fs.StringVar(&logFormat, "log-format", cli.LogJSON, "audit record format: json (one JSON object a line) or text (key=value)")
+	if err := fs.Parse(args); err != nil {
+		return f, o, logFormat, err
+	}
+	if err := f.check(fs, "socket"); err != nil {
+		return f, o, logFormat, err
+	}
+	if o.MaxCalls < 1 || o.MaxCalls > rtsandbox.MaxCallsLimit {
+		return f, o, logFormat, fmt.Errorf("--max-calls: %d is outside 1-1000", o.MaxCalls)
+	}
+	o.Channel, o.Speaker = rtsandbox.ChannelKey(f.channel), f.speaker
+	return f, o, logFormat, nil
+}
+
+// runBroker serves one turn's broker on a Unix socket until SIGINT or
+// SIGTERM, for running the sealed worker by hand.
 func runBroker(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	f, err := parseBrokerFlags(args, stderr)
+	const name = "rtsandbox broker"
+	f, o, logFormat, err := parseBrokerFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox broker:", err)
-		return exitUsage
+		return cli.Fail(stderr, name, exitUsage, err)
 	}
-	log, err := newLogger(stderr, f.logFormat, getenv, slog.LevelInfo)
+	log, err := cli.NewLogger(stderr, logFormat, getenv, slog.LevelInfo)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox broker:", err)
-		return exitUsage
+		return cli.Fail(stderr, name, exitUsage, err)
 	}
 	cfg, err := config.Load(f.config)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox broker:", err)
-		return exitUsage
+		return cli.Fail(stderr, name, exitUsage, err)
 	}
-	bc, err := brokerConfig(cfg, getenv, upstream.New(nil), log)
-	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox broker:", err)
-		return exitUsage
-	}
-	bc.MaxCalls = f.maxCalls
-	b, err := broker.New(bc)
-	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox broker:", err)
-		return exitUsage
-	}
-	turnCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	srv, err := broker.Listen(f.socket, b.Turn(turnCtx, rtsandbox.ChannelKey(f.channel), f.speaker), broker.ListenOptions{Logger: log})
-	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox broker:", err)
-		return exitFail
-	}
-	fmt.Fprintf(stdout, "rtsandbox broker listening on %s for channel %s (%d calls)\n", f.socket, f.channel, f.maxCalls)
-	<-ctx.Done()
-	cancel()
-	if err := srv.Close(); err != nil {
-		fmt.Fprintln(stderr, "rtsandbox broker: close:", err)
-		return exitFail
+	o.Announce = func(s string) { fmt.Fprintln(stdout, "rtsandbox broker "+s) }
+	if err := host.ServeBroker(ctx, cfg, getenv, log, o); err != nil {
+		code := exitFail
+		if errors.Is(err, host.ErrSetup) {
+			code = exitUsage
+		}
+		return cli.Fail(stderr, name, code, err)
 	}
 	return exitOK
 }

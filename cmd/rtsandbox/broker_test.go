@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
@@ -235,7 +237,7 @@ func TestExampleConfigParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("examples/rtsandbox.yaml: %v", err)
 	}
-	bc, err := brokerConfig(cfg, func(string) string { return "" }, nil, nil)
+	bc, err := host.BrokerConfig(cfg, func(string) string { return "" }, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
 const channelsUsage = "usage: rtsandbox channels list|on|off|status [KEY] --config FILE"
@@ -27,10 +25,10 @@ const channelsUsage = "usage: rtsandbox channels list|on|off|status [KEY] --conf
 // 1), because the server's owner commands are the way to change a live
 // host: they wait behind the channel's queued turns.
 func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox channels", stderr)
+	fs := cli.NewFlagSet("rtsandbox channels", stderr)
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), channelsUsage+"\n\nflags:"); fs.PrintDefaults() }
 	configPath := fs.String("config", "", "config file; its state_dir holds the channel store (required)")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cli.ParseInterspersed(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
@@ -39,7 +37,7 @@ func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, s
 	}
 	action, key, err := channelsArgs(pos)
 	if err == nil {
-		err = missingFlag(fs, "config")
+		err = cli.MissingFlag(fs, "config")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "rtsandbox channels: %v\n%s\n", err, channelsUsage)
@@ -51,47 +49,28 @@ func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, s
 	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox channels:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox channels", exitUsage, err)
 	}
 	if action == "list" || action == "status" {
 		return showChannels(cfg, action, key, stdout, stderr)
 	}
-	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
-	if errors.Is(err, channels.ErrLocked) {
-		fmt.Fprintf(stderr, "rtsandbox channels: state_dir %s is in use by a running rtsandbox serve; change channels through its owner commands, or stop it first\n", cfg.StateDir)
-		return exitFail
-	}
+	enabled, err := host.SetChannel(cfg, key, action == "on")
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox channels:", err)
-		return exitFail
+		return cli.Fail(stderr, "rtsandbox channels", exitFail, err)
 	}
-	defer store.Close()
-	if action == "on" {
-		err = store.Enable(key)
-	} else {
-		err = store.Disable(key)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox channels:", err)
-		return exitFail
-	}
-	printStatus(stdout, key, store.Enabled(key))
+	printStatus(stdout, key, enabled)
 	return exitOK
 }
 
-// showChannels answers list and status from the stored file without the
-// lock, so they work beside a running server. Before the first start
-// nothing is stored: the view is then what that start will seed.
+// showChannels answers list and status from the stored file (see
+// host.StoredChannels).
 func showChannels(cfg *config.Config, action string, key rtsandbox.ChannelKey, stdout, stderr io.Writer) int {
-	keys, err := channels.Read(cfg.StateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintln(stderr, "rtsandbox channels: no channel store yet; the first start seeds initial_channels")
-		keys, err = cfg.InitialChannels, nil
-	}
+	keys, unseeded, err := host.StoredChannels(cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox channels:", err)
-		return exitFail
+		return cli.Fail(stderr, "rtsandbox channels", exitFail, err)
+	}
+	if unseeded {
+		fmt.Fprintln(stderr, "rtsandbox channels: no channel store yet; the first start seeds initial_channels")
 	}
 	if action == "list" {
 		for _, k := range keys {
@@ -129,71 +108,10 @@ func channelsArgs(pos []string) (action string, key rtsandbox.ChannelKey, err er
 		return "", "", fmt.Errorf("unknown action %q: want list, on, off or status", pos[0])
 	}
 	if len(pos) > want {
-		return "", "", fmt.Errorf("%w %q", errUnexpectedArg, pos[want])
+		return "", "", fmt.Errorf("%w %q", cli.ErrUnexpectedArg, pos[want])
 	}
 	if want == 1 {
 		return pos[0], "", nil
 	}
 	return pos[0], rtsandbox.ChannelKey(pos[1]), nil
-}
-
-// parseInterspersed parses flags placed before, between or after the
-// positional arguments, which it returns in order. "--" ends the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// channelStoreExists reports whether the state directory holds a channel
-// store: serve checks it before opening the store, because a store that
-// does not exist yet is seeded from initial_channels (the first start).
-func channelStoreExists(stateDir string) bool {
-	_, err := os.Lstat(filepath.Join(stateDir, channels.StateFile))
-	return err == nil
-}
-
-// channelDriftText is the warning when initial_channels and the stored set
-// differ after the first start.
-const channelDriftText = "initial_channels differs from the stored channel set and is ignored: it seeds only the very first start; " +
-	"change channels with the owner commands (sandbox on/off) or rtsandbox channels on|off while serve is stopped"
-
-// warnChannelDrift logs one WARN line naming the keys when initial is
-// set and differs from stored: keys listed but not stored (added to the
-// config later, or switched off since) and stored keys not listed
-// (switched on since). An empty initial_channels states no intent and is
-// not compared.
-func warnChannelDrift(log *slog.Logger, initial, stored []rtsandbox.ChannelKey) {
-	if len(initial) == 0 {
-		return
-	}
-	notStored := missingKeys(initial, stored)
-	notListed := missingKeys(stored, initial)
-	if len(notStored) == 0 && len(notListed) == 0 {
-		return
-	}
-	log.Warn(channelDriftText, "not_stored", notStored, "not_in_initial_channels", notListed)
-}
-
-// missingKeys returns the keys of want that have is lacks, in want's order.
-func missingKeys(want, have []rtsandbox.ChannelKey) []string {
-	out := []string{}
-	for _, k := range want {
-		if !slices.Contains(have, k) {
-			out = append(out, string(k))
-		}
-	}
-	return out
 }

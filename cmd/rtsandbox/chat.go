@@ -12,6 +12,8 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 	"github.com/rtsandbox/rtsandbox/surface/console"
 )
 
@@ -21,41 +23,35 @@ const consoleChannel rtsandbox.ChannelKey = "console:local"
 // runChat is a terminal chat in console:local as the current user, each
 // line a sealed turn.
 func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox chat", stderr)
+	fs := cli.NewFlagSet("rtsandbox chat", stderr)
 	configPath := fs.String("config", "", "config file (required)")
-	logFormat := logFormatFlag(fs, logText)
-	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
+	logFormat := cli.LogFormatFlag(fs, cli.LogText)
+	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if err := missingFlag(fs, "config"); err != nil {
-		fmt.Fprintln(stderr, "rtsandbox chat:", err)
-		return exitUsage
+	if err := cli.MissingFlag(fs, "config"); err != nil {
+		return cli.Fail(stderr, "rtsandbox chat", exitUsage, err)
 	}
-	log, err := newLogger(stderr, *logFormat, getenv, slog.LevelWarn)
+	log, err := cli.NewLogger(stderr, *logFormat, getenv, slog.LevelWarn)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox chat:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox chat", exitUsage, err)
 	}
 	cfg, err := config.Load(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox chat:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox chat", exitUsage, err)
 	}
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log, poster: &consolePoster{out: stdout}})
+	s, err := host.NewSealedRuntime(cfg, getenv, host.SealedOptions{Logger: log, Reports: &consolePoster{out: stdout}})
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox chat:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox chat", exitUsage, err)
 	}
-	defer s.close()
-	if err := refreshImage(ctx, imageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox chat:", msg) }); err != nil {
-		fmt.Fprintln(stderr, "rtsandbox chat:", err)
-		return exitFail
+	defer s.Close()
+	if err := host.RefreshImage(ctx, host.ImageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox chat:", msg) }); err != nil {
+		return cli.Fail(stderr, "rtsandbox chat", exitFail, err)
 	}
-	c := &console.Chat{Runtime: s.rt, Channel: consoleChannel, Speaker: localSpeaker(),
+	c := &console.Chat{Runtime: s.Runtime, Channel: consoleChannel, Speaker: localSpeaker(),
 		In: stdin, Out: stdout, Spinner: isTerminal(stdout), Logger: log}
 	if err := c.Run(ctx); err != nil && ctx.Err() == nil {
-		fmt.Fprintln(stderr, "rtsandbox chat:", err)
-		return exitFail
+		return cli.Fail(stderr, "rtsandbox chat", exitFail, err)
 	}
 	return exitOK
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox/host"
 )
 
 // closingWriter is a stdout whose reader exits once it has seen a line
@@ -158,13 +159,13 @@ func TestServeWarnsOnInitialChannelDrift(t *testing.T) {
 	var warns []map[string]any
 	for _, line := range strings.Split(serveOnce(), "\n") {
 		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == channelDriftText {
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == host.ChannelDriftText {
 			delete(rec, "time")
 			warns = append(warns, rec)
 		}
 	}
 	want := []map[string]any{{
-		"level": "WARN", "msg": channelDriftText, "app": "rtsandbox",
+		"level": "WARN", "msg": host.ChannelDriftText, "app": "rtsandbox",
 		"not_stored": []any{"http:new"}, "not_in_initial_channels": []any{},
 	}}
 	if diff := cmp.Diff(want, warns); diff != "" {

@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
 // runCLI runs the rtsandbox command line with env vars and returns the exit
@@ -47,12 +43,12 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{"version-h", []string{"version", "-h"}, "usage: rtsandbox version"},
 	}
 	for _, c := range commands() {
-		if c.run != nil {
+		if c.Run != nil {
 			tests = append(tests, struct {
 				name string
 				args []string
 				want string
-			}{c.name + "-each", []string{c.name, "-h"}, ""})
+			}{c.Name + "-each", []string{c.Name, "-h"}, ""})
 		}
 	}
 	for _, tt := range tests {
@@ -91,38 +87,11 @@ func TestMisuseGoesToStderr(t *testing.T) {
 	}
 }
 
-func TestVersionLine(t *testing.T) {
-	rev := "0123456789abcdef0123456789abcdef01234567"
-	tests := []struct {
-		name string
-		info *debug.BuildInfo
-		ok   bool
-		want string
-	}{
-		{"no-build-info", nil, false, "rtsandbox devel (revision devel, " + runtime.Version() + ")"},
-		{"devel-no-vcs", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, true,
-			"rtsandbox devel (revision devel, go1.26.8)"},
-		{"clean-tagged", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: rev}, {Key: "vcs.time", Value: "2026-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: "false"},
-		}}, true, "rtsandbox v1.2.3 (revision " + rev + ", committed 2026-01-02T03:04:05Z, go1.26.8)"},
-		{"dirty", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20260102030405-0123456789ab+dirty"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"},
-		}}, true, "rtsandbox v0.0.0-20260102030405-0123456789ab+dirty (revision " + rev + ", modified, go1.26.8)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := versionLine(tt.info, tt.ok); got != tt.want {
-				t.Errorf("versionLine = %q; want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // `version` and `--version` print the same line, from this binary's build
 // information.
 func TestVersionCommand(t *testing.T) {
 	info, ok := debug.ReadBuildInfo()
-	want := versionLine(info, ok) + "\n"
+	want := cli.VersionLine(info, ok) + "\n"
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		code, stdout, stderr := runCLI(t, nil, args...)
 		if code != exitOK || stdout != want || stderr != "" {
@@ -199,7 +168,7 @@ func TestLogLevelErrorNamesTheVariable(t *testing.T) {
 	for name, args := range commands {
 		for _, bad := range []string{"verbose", "warn+2", "WARNING"} {
 			t.Run(name+"-"+bad, func(t *testing.T) {
-				code, stdout, stderr := runCLI(t, map[string]string{logLevelEnv: bad}, args...)
+				code, stdout, stderr := runCLI(t, map[string]string{cli.LogLevelEnv: bad}, args...)
 				want := "rtsandbox " + name + ": LOG_LEVEL=\"" + bad + "\": want debug, info, warn or error\n"
 				if code != exitUsage || stdout != "" || stderr != want {
 					t.Errorf("LOG_LEVEL=%s rtsandbox %s = %d, %q, %q; want 2 and %q", bad, name, code, stdout, stderr, want)
@@ -209,108 +178,22 @@ func TestLogLevelErrorNamesTheVariable(t *testing.T) {
 	}
 }
 
-func TestNewLogger(t *testing.T) {
-	tests := []struct {
-		name, format, level string
-		def                 slog.Level
-		want                []string // lines written by debug, info, warn and error records
-	}{
-		{"json-default-info", logJSON, "", slog.LevelInfo, []string{
-			`{"level":"INFO","msg":"i","k":"v"}`, `{"level":"WARN","msg":"w","k":"v"}`, `{"level":"ERROR","msg":"e","k":"v"}`,
-		}},
-		{"text-default-warn", logText, "", slog.LevelWarn, []string{`level=WARN msg=w k=v`, `level=ERROR msg=e k=v`}},
-		{"text-debug", logText, "DEBUG", slog.LevelWarn, []string{
-			`level=DEBUG msg=d k=v`, `level=INFO msg=i k=v`, `level=WARN msg=w k=v`, `level=ERROR msg=e k=v`,
-		}},
-		{"json-error", logJSON, " error ", slog.LevelInfo, []string{`{"level":"ERROR","msg":"e","k":"v"}`}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			log, err := newLogger(&buf, tt.format, func(k string) string {
-				if k == logLevelEnv {
-					return tt.level
-				}
-				return ""
-			}, tt.def)
-			if err != nil {
-				t.Fatal(err)
-			}
-			log.Debug("d", "k", "v")
-			log.Info("i", "k", "v")
-			log.Warn("w", "k", "v")
-			log.Error("e", "k", "v")
-			if diff := cmp.Diff(tt.want, withoutTime(buf.String())); diff != "" {
-				t.Errorf("log lines (-want +got):\n%s", diff)
-			}
-		})
-	}
-	if _, err := newLogger(&bytes.Buffer{}, "logfmt", func(string) string { return "" }, slog.LevelInfo); err == nil {
-		t.Errorf("newLogger(logfmt) = nil error; want one naming --log-format")
-	}
-}
-
-var timeRE = regexp.MustCompile(`^time=\S+ |"time":"[^"]*",`)
-
-// withoutTime splits log output into lines without their time.
-func withoutTime(s string) []string {
-	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-		if l != "" {
-			out = append(out, timeRE.ReplaceAllString(l, ""))
-		}
-	}
-	return out
-}
-
-// A stopWriter stops its command once, at the first failed write.
-func TestStopWriter(t *testing.T) {
-	stops := 0
-	w := &stopWriter{w: &failAfter{n: 1}, stop: func() { stops++ }}
-	if _, err := w.Write([]byte("first\n")); err != nil {
-		t.Fatalf("first write = %v", err)
-	}
-	for range 3 {
-		if _, err := w.Write([]byte("more\n")); !errors.Is(err, syscall.EPIPE) {
-			t.Errorf("write after the reader went = %v; want EPIPE", err)
-		}
-	}
-	if stops != 1 || !errors.Is(w.failed(), syscall.EPIPE) {
-		t.Errorf("stop called %d times, failed() = %v; want 1 and EPIPE", stops, w.failed())
-	}
-}
-
-// failAfter accepts n writes, then fails like a pipe whose reader exited.
-type failAfter struct {
-	n      int
-	buf    bytes.Buffer
-	writes int
-}
-
-func (f *failAfter) Write(p []byte) (int, error) {
-	if f.writes >= f.n {
-		return 0, syscall.EPIPE
-	}
-	f.writes++
-	return f.buf.Write(p)
-}
-
 // The JSON audit records of `broker` are real JSON objects by default;
 // --log-format text switches them (checked on the in-process command).
 func TestBrokerLogFormatFlag(t *testing.T) {
-	for _, tt := range []struct{ format, want string }{{"", logJSON}, {"text", logText}} {
+	for _, tt := range []struct{ format, want string }{{"", cli.LogJSON}, {"text", cli.LogText}} {
 		args := []string{"--config", "c", "--socket", "s", "--channel", "http:x", "--speaker-id", "a", "--speaker-name", "A", "--principal", "p"}
 		if tt.format != "" {
 			args = append(args, "--log-format", tt.format)
 		}
-		f, err := parseBrokerFlags(args, &bytes.Buffer{})
-		if err != nil || f.logFormat != tt.want {
-			t.Errorf("parseBrokerFlags(--log-format %q) = %q, %v; want %q", tt.format, f.logFormat, err, tt.want)
+		_, _, format, err := parseBrokerFlags(args, &bytes.Buffer{})
+		if err != nil || format != tt.want {
+			t.Errorf("parseBrokerFlags(--log-format %q) = %q, %v; want %q", tt.format, format, err, tt.want)
 		}
 	}
 	var rec map[string]any
 	var buf bytes.Buffer
-	log, _ := newLogger(&buf, logJSON, func(string) string { return "" }, slog.LevelInfo)
+	log, _ := cli.NewLogger(&buf, cli.LogJSON, func(string) string { return "" }, slog.LevelInfo)
 	log.Info("broker call", "route", "/model")
 	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["route"] != "/model" {
 		t.Errorf("JSON record %q: %v", buf.String(), err)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 )
 
@@ -25,7 +26,7 @@ const (
 // prints {"status","url","bytes","content_type"} as one JSON line. A
 // response with status ≥ 400 is still printed, and exits 4.
 func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox fetch", stderr)
+	fs := cli.NewFlagSet("rtsandbox fetch", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rtsandbox fetch [--max-bytes N] [--timeout D] [--no-redirects] URL")
 		fs.PrintDefaults()
@@ -50,8 +51,7 @@ func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, st
 	res, err := f.Fetch(ctx, fs.Arg(0), opts)
 	switch {
 	case errors.Is(err, safefetch.ErrInvalidBounds): // checked above; the fetcher checks again
-		fmt.Fprintln(stderr, "rtsandbox fetch:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox fetch", exitUsage, err)
 	case errors.Is(err, safefetch.ErrUnreachable):
 		// A policy-class error upstream, but a network failure to an operator.
 		fmt.Fprintln(stderr, "rtsandbox fetch: network:", err)
@@ -87,7 +87,7 @@ func fetchFlags(fs *flag.FlagSet, maxBytes int64, timeout time.Duration) error {
 	case fs.NArg() == 0:
 		return errors.New("a URL is required")
 	case fs.NArg() > 1:
-		return fmt.Errorf("%w %q: fetch takes one URL", errUnexpectedArg, fs.Arg(1))
+		return fmt.Errorf("%w %q: fetch takes one URL", cli.ErrUnexpectedArg, fs.Arg(1))
 	case maxBytes < 1 || maxBytes > safefetch.MaxMaxBytes:
 		return fmt.Errorf("--max-bytes %d: out of range 1…%d", maxBytes, safefetch.MaxMaxBytes)
 	case timeout < time.Millisecond || timeout > safefetch.MaxTimeout:

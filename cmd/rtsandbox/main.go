@@ -19,18 +19,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
-	"time"
 
 	_ "time/tzdata" // minimal hosts have no zoneinfo
+
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
 func main() {
@@ -45,175 +44,57 @@ func main() {
 	os.Exit(code)
 }
 
-// Exit codes shared by the subcommands.
+// env is the process environment (cli.Env).
+type env = cli.Env
+
+// Exit codes shared by the subcommands (cli's).
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK    = cli.ExitOK
+	exitFail  = cli.ExitFail
+	exitUsage = cli.ExitUsage
 )
 
-// env is the process environment, read on every use so that rotated
-// secrets take effect without a restart.
-type env func(string) string
-
-// command is one subcommand.
-type command struct {
-	name, summary string
-	run           func(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int
-}
-
-func commands() []command {
-	return []command{
-		{"serve", "serve chat surfaces (http, discord) with sealed turns until SIGTERM", runServe},
-		{"doctor", "check Docker, the worker image, the state dir and the credentials serve needs", runDoctor},
-		{"channels", "list or switch sandboxed channels while no server runs", runChannels},
-		{"demo", "two sealed turns against a scripted stand-in model (no API key)", runDemo},
-		{"standin-model", "serve the demo's scripted stand-in model on loopback (a test double, no API key)", runStandin},
-		{"turn", "run one sealed turn and print the reply", runTurn},
-		{"chat", "a terminal chat, each line a sealed turn", runChat},
-		{"broker", "serve one turn's broker on a Unix socket", runBroker},
-		{"image", "build the sealed worker image (image build)", runImage},
-		{"reap", "remove this installation's leftover turn containers", runReap},
-		{"fetch", "fetch one URL through the SSRF-safe fetcher and print a JSON line", runFetch},
-		{"version", "print the version, the VCS revision and the Go version", runVersion},
-		{"help", "show the commands, or one command's flags (help CMD)", nil},
-	}
-}
-
+// run is the whole program on (args, env, stdio): what main and the tests
+// call.
 func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help":
-		usage(stdout)
-		return exitOK
-	case "help":
-		return runHelp(ctx, args[1:], getenv, stdin, stdout, stderr)
-	case "-version", "--version":
-		return runVersion(ctx, args[1:], getenv, stdin, stdout, stderr)
-	}
-	c, ok := lookup(args[0])
-	if !ok {
-		fmt.Fprintf(stderr, "rtsandbox: unknown command %q; run \"rtsandbox help\" for the list\n", args[0])
-		return exitUsage
-	}
-	if wantsHelp(args[1:]) {
-		return help(ctx, c, args[1:], getenv, stdin, stdout, stderr)
-	}
-	return c.run(ctx, args[1:], getenv, stdin, stdout, stderr)
+	return cli.App{Name: "rtsandbox", Commands: commands(), Version: runVersion}.Run(ctx, args, getenv, stdin, stdout, stderr)
 }
 
-// lookup finds a runnable subcommand by name.
-func lookup(name string) (command, bool) {
-	for _, c := range commands() {
-		if c.name == name && c.run != nil {
-			return c, true
-		}
+func commands() []cli.Command {
+	return []cli.Command{
+		{Name: "serve", Summary: "serve chat surfaces (http, discord) with sealed turns until SIGTERM", Run: runServe},
+		{Name: "doctor", Summary: "check Docker, the worker image, the state dir and the credentials serve needs", Run: runDoctor},
+		{Name: "channels", Summary: "list or switch sandboxed channels while no server runs", Run: runChannels},
+		{Name: "demo", Summary: "two sealed turns against a scripted stand-in model (no API key)", Run: runDemo},
+		{Name: "standin-model", Summary: "serve the demo's scripted stand-in model on loopback (a test double, no API key)", Run: runStandin},
+		{Name: "turn", Summary: "run one sealed turn and print the reply", Run: runTurn},
+		{Name: "chat", Summary: "a terminal chat, each line a sealed turn", Run: runChat},
+		{Name: "broker", Summary: "serve one turn's broker on a Unix socket", Run: runBroker},
+		{Name: "image", Summary: "build the sealed worker image (image build)", Run: runImage},
+		{Name: "reap", Summary: "remove this installation's leftover turn containers", Run: runReap},
+		{Name: "fetch", Summary: "fetch one URL through the SSRF-safe fetcher and print a JSON line", Run: runFetch},
+		{Name: "version", Summary: "print the version, the VCS revision and the Go version", Run: runVersion},
+		{Name: "help", Summary: "show the commands, or one command's flags (help CMD)", Run: nil},
 	}
-	return command{}, false
 }
 
-// runHelp is `rtsandbox help [CMD [SUBCMD]]`.
-func runHelp(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stdout)
-		return exitOK
-	}
-	c, ok := lookup(args[0])
-	if !ok {
-		fmt.Fprintf(stderr, "rtsandbox help: unknown command %q; run \"rtsandbox help\" for the list\n", args[0])
-		return exitUsage
-	}
-	return help(ctx, c, append(args[1:len(args):len(args)], "-h"), getenv, stdin, stdout, stderr)
-}
+// versionHelp is `rtsandbox version -h`.
+const versionHelp = `usage: rtsandbox version
 
-// help runs c with a help flag among args. A flag set writes its usage to
-// the stderr it was given; help sends it to stdout when the command
-// answered help (exit 0) and to stderr when it found an error first (a
-// flag it does not know, exit 2).
-func help(ctx context.Context, c command, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
-	var held bytes.Buffer
-	code := c.run(ctx, args, getenv, stdin, stdout, &held)
-	out := stderr
-	if code == exitOK {
-		out = stdout
-	}
-	_, _ = out.Write(held.Bytes())
-	return code
-}
+Prints the module version, the VCS revision the binary was built from (and
+"modified" when the tree had uncommitted changes), the commit time and the
+Go version, from the binary's build information. "devel" stands for a
+version or revision the build did not record.
+`
 
-// wantsHelp reports whether args ask for help: a help flag before "--".
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "--h", "-help", "--help":
-			return true
-		}
+// runVersion is `rtsandbox version` and `rtsandbox --version`.
+func runVersion(_ context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("rtsandbox version", stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), versionHelp) }
+	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
+		return code
 	}
-	return false
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: rtsandbox <command> [flags]\n\ncommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w, "\nrtsandbox help <command> (or rtsandbox <command> -h) shows a command's flags.")
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// missingFlag returns an error naming the first of names (flags of fs, in
-// the order given) whose value is empty, or nil.
-func missingFlag(fs *flag.FlagSet, names ...string) error {
-	for _, n := range names {
-		if f := fs.Lookup(n); f != nil && f.Value.String() == "" {
-			return fmt.Errorf("--%s is required", n)
-		}
-	}
-	return nil
-}
-
-// errUnexpectedArg refuses a positional argument a command does not take.
-var errUnexpectedArg = errors.New("unexpected argument")
-
-// noArgs refuses positional arguments, naming the first.
-func noArgs(fs *flag.FlagSet) error {
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w %q", errUnexpectedArg, fs.Arg(0))
-	}
-	return nil
-}
-
-// positiveFlag returns an error naming the duration flag of fs called name
-// when its value is not positive, or nil.
-func positiveFlag(fs *flag.FlagSet, name string) error {
-	f := fs.Lookup(name)
-	if f == nil {
-		return nil
-	}
-	if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d <= 0 {
-		return fmt.Errorf("--%s must be positive (got %s)", name, d)
-	}
-	return nil
-}
-
-// firstError returns the first non-nil error: flag checks in flag order,
-// so an error names the one flag at fault.
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	info, ok := debug.ReadBuildInfo()
+	fmt.Fprintln(stdout, cli.VersionLine(info, ok))
+	return exitOK
 }

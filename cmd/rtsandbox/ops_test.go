@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 )
 
@@ -95,27 +96,27 @@ func TestImageTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := imageTag(nil); got != config.DefaultImage {
-		t.Errorf("imageTag(nil) = %q; want %q", got, config.DefaultImage)
+	if got := host.ImageTag(nil); got != config.DefaultImage {
+		t.Errorf("host.ImageTag(nil) = %q; want %q", got, config.DefaultImage)
 	}
-	if got := imageTag(cfg); got != config.DefaultImage {
-		t.Errorf("imageTag(no sandbox.image) = %q; want %q", got, config.DefaultImage)
+	if got := host.ImageTag(cfg); got != config.DefaultImage {
+		t.Errorf("host.ImageTag(no sandbox.image) = %q; want %q", got, config.DefaultImage)
 	}
 	cfg.Sandbox.Image = "custom:1"
-	if got := imageTag(cfg); got != "custom:1" {
-		t.Errorf("imageTag(custom) = %q; want custom:1", got)
+	if got := host.ImageTag(cfg); got != "custom:1" {
+		t.Errorf("host.ImageTag(custom) = %q; want custom:1", got)
 	}
 }
 
 func TestInstallationID(t *testing.T) {
-	a := installationID(&config.Config{StateDir: "/var/lib/rtsandbox"})
-	b := installationID(&config.Config{StateDir: "/var/lib/rtsandbox/"})
-	c := installationID(&config.Config{StateDir: "/srv/other"})
+	a := host.InstallationID(&config.Config{StateDir: "/var/lib/rtsandbox"})
+	b := host.InstallationID(&config.Config{StateDir: "/var/lib/rtsandbox/"})
+	c := host.InstallationID(&config.Config{StateDir: "/srv/other"})
 	if a != b {
 		t.Errorf("installationID differs for the same dir: %q, %q", a, b)
 	}
 	if a == c {
-		t.Errorf("installationID(%q) = installationID(%q) = %q; want different ids", "/var/lib/rtsandbox", "/srv/other", a)
+		t.Errorf("host.InstallationID(%q) = host.InstallationID(%q) = %q; want different ids", "/var/lib/rtsandbox", "/srv/other", a)
 	}
 	if len(a) != 13 || a[0] != 'i' || !rtcontainer.ValidInstallation(a) {
 		t.Errorf("installationID = %q; want i + 12 hex digits, a valid installation", a)
@@ -164,11 +165,11 @@ func TestReap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := opsLeftover(t, cli, tag, installationID(cfg))
+	ours := opsLeftover(t, cli, tag, host.InstallationID(cfg))
 	theirs := opsLeftover(t, cli, tag, "test-other-"+opsRandom())
 
 	code, stdout, stderr := runOps(t, "reap", "--config", cfgPath)
-	if want := fmt.Sprintf("removed 1 leftover container(s) of installation %s\n", installationID(cfg)); code != exitOK || stdout != want {
+	if want := fmt.Sprintf("removed 1 leftover container(s) of installation %s\n", host.InstallationID(cfg)); code != exitOK || stdout != want {
 		t.Errorf("reap = %d, %q; want 0, %q\nstderr: %s", code, stdout, want, stderr)
 	}
 	ctx := context.Background()

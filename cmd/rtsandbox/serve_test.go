@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 
 	"go.uber.org/goleak"
 
@@ -396,10 +397,7 @@ func TestServeSecondSignalCutsDrain(t *testing.T) {
 	force := make(chan struct{})
 	out := &syncbuf.Buffer{}
 	done := make(chan error, 1)
-	log, err := newLogger(out, "json", serveEnv, slog.LevelInfo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := slog.New(slog.NewJSONHandler(out, nil))
 	go func() { done <- serve(ctx, cfg, serveEnv, log, time.Minute, force) }()
 	s := &server{base: "http://" + addr, out: out, client: &http.Client{Transport: &http.Transport{}}}
 	defer s.client.CloseIdleConnections()

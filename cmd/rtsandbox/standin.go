@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 )
 
@@ -47,22 +48,20 @@ flags:
 
 // runStandin is `rtsandbox standin-model`.
 func runStandin(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rtsandbox standin-model", stderr)
+	fs := cli.NewFlagSet("rtsandbox standin-model", stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, standinHelp); fs.PrintDefaults() }
 	listen := fs.String("listen", "", "loopback host:port to listen on (required)")
 	keyEnv := fs.String("key-env", "", "variable holding the one bearer key to accept (default: accept any)")
-	if code, ok := parseOpsFlags(fs, args, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	opts, err := standinOptions(*listen, config.EnvVar(*keyEnv), getenv)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox standin-model:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox standin-model", exitUsage, err)
 	}
 	s, err := fakemodel.Listen(opts, fakemodel.MemoryDemo())
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox standin-model:", err)
-		return exitFail
+		return cli.Fail(stderr, "rtsandbox standin-model", exitFail, err)
 	}
 	fmt.Fprintf(stdout, "rtsandbox standin-model: listening on %s%s: a SCRIPTED STAND-IN, not a real LLM (%s)\n",
 		s.URL(), standinPath, keyNote(*keyEnv))

@@ -20,6 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
@@ -147,7 +148,7 @@ func TestReadmeTryItCommands(t *testing.T) {
 	if code := model.stop(t); code != 0 || !strings.Contains(model.out.String(), "SCRIPTED STAND-IN") {
 		t.Errorf("stand-in exit = %d, output %q; want 0 and its banner", code, model.out)
 	}
-	assertNoInstallationContainers(t, cli, installationID(cfg))
+	assertNoInstallationContainers(t, cli, host.InstallationID(cfg))
 }
 
 // requireCurl skips without curl, except under CI, where it fails.
@@ -227,7 +228,7 @@ func tryCleanState(t *testing.T, cfg *config.Config, cli *client.Client) {
 	_, err := os.Lstat(cfg.StateDir)
 	stateExisted := err == nil
 	d := docker.New(cli)
-	imageExisted, err := d.ImageExists(context.Background(), imageTag(cfg))
+	imageExisted, err := d.ImageExists(context.Background(), host.ImageTag(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +237,8 @@ func tryCleanState(t *testing.T, cfg *config.Config, cli *client.Client) {
 			os.RemoveAll(cfg.StateDir)
 		}
 		if !imageExisted {
-			if err := d.RemoveImage(context.Background(), imageTag(cfg)); err != nil {
-				t.Errorf("RemoveImage(%s) = %v", imageTag(cfg), err)
+			if err := d.RemoveImage(context.Background(), host.ImageTag(cfg)); err != nil {
+				t.Errorf("RemoveImage(%s) = %v", host.ImageTag(cfg), err)
 			}
 		}
 	})

@@ -10,6 +10,8 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/cli"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
@@ -17,16 +19,12 @@ import (
 // reply is ok, 1 when the turn failed (the guest-facing text on stdout,
 // details on stderr), 2 for usage or config errors.
 func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	var f brokerFlags
+	var f bindingFlags
 	var text string
-	fs := newFlagSet("rtsandbox turn", stderr)
-	fs.StringVar(&f.config, "config", "", "config file (required)")
-	fs.StringVar(&f.channel, "channel", "", "channel key, such as http:lobby (required)")
-	fs.StringVar(&f.speaker.ID, "speaker-id", "", "speaker id (required)")
-	fs.StringVar(&f.speaker.Name, "speaker-name", "", "speaker display name (required)")
-	fs.StringVar(&f.speaker.PrincipalID, "principal", "", "speaker principal id (required)")
+	fs := cli.NewFlagSet("rtsandbox turn", stderr)
+	f.register(fs, "channel key, such as http:lobby (required)")
 	fs.StringVar(&text, "text", "", "the guest's message (required)")
-	logFormat := logFormatFlag(fs, logText)
+	logFormat := cli.LogFormatFlag(fs, cli.LogText)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -34,45 +32,35 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 		return exitUsage
 	}
 	if err := checkTurnFlags(fs, f, text); err != nil {
-		fmt.Fprintln(stderr, "rtsandbox turn:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
 	}
-	log, err := newLogger(stderr, *logFormat, getenv, slog.LevelWarn)
+	log, err := cli.NewLogger(stderr, *logFormat, getenv, slog.LevelWarn)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox turn:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
 	}
 	cfg, err := config.Load(f.config)
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox turn:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
 	}
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log})
+	s, err := host.NewSealedRuntime(cfg, getenv, host.SealedOptions{Logger: log})
 	if err != nil {
-		fmt.Fprintln(stderr, "rtsandbox turn:", err)
-		return exitUsage
+		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
 	}
-	defer s.close()
-	if err := refreshImage(ctx, imageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) }); err != nil {
+	defer s.Close()
+	if err := host.RefreshImage(ctx, host.ImageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) }); err != nil {
 		return printReply(stdout, stderr, rtsandbox.Reply{}, err)
 	}
-	reply, err := s.rt.RunTurn(ctx, rtsandbox.ChannelKey(f.channel), f.speaker, text)
+	reply, err := s.Runtime.RunTurn(ctx, rtsandbox.ChannelKey(f.channel), f.speaker, text)
 	return printReply(stdout, stderr, reply, err)
 }
 
 // checkTurnFlags names the first flag at fault, in flag order.
-func checkTurnFlags(fs *flag.FlagSet, f brokerFlags, text string) error {
-	if err := firstError(noArgs(fs), missingFlag(fs, "config", "channel", "speaker-id", "speaker-name", "principal", "text")); err != nil {
+func checkTurnFlags(fs *flag.FlagSet, f bindingFlags, text string) error {
+	if err := f.check(fs, "text"); err != nil {
 		return err
 	}
-	switch {
-	case !rtsandbox.ChannelKey(f.channel).Valid():
-		return fmt.Errorf("--channel: %q is not a channel key (kind:id, such as http:lobby)", f.channel)
-	case rtsandbox.UTF16Len(text) > rtsandbox.MaxTextLen:
+	if rtsandbox.UTF16Len(text) > rtsandbox.MaxTextLen {
 		return fmt.Errorf("--text: longer than %d UTF-16 units", rtsandbox.MaxTextLen)
-	}
-	if err := f.speaker.Validate(); err != nil {
-		return fmt.Errorf("--speaker-id/--speaker-name/--principal: %w", err)
 	}
 	return nil
 }
@@ -94,3 +82,9 @@ func printReply(stdout, stderr io.Writer, reply rtsandbox.Reply, err error) int 
 	fmt.Fprintf(stdout, "%s\n", out)
 	return code
 }
+
+// Guest-facing texts of a finished turn (spec §1 step 14).
+const (
+	textTurnFailed  = "The sandbox turn failed."
+	textTurnStopped = "The sandbox turn failed or was stopped."
+)

@@ -1,11 +1,9 @@
-package main
+package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
@@ -14,7 +12,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/delegate"
 	"github.com/rtsandbox/rtsandbox/hosttool"
 	"github.com/rtsandbox/rtsandbox/research"
-	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/search"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -122,38 +119,4 @@ func speakerTier(policy *access.Policy) func(rtsandbox.Speaker) access.Tier {
 		}
 		return access.Member
 	}
-}
-
-// routerReports posts research reports through the router's queue, only
-// while the channel is sandboxed (router.PostReport).
-type routerReports struct{ r *router.Router }
-
-func (p routerReports) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
-	return p.r.PostReport(ctx, channel, chunks)
-}
-
-// latePoster posts through a poster bound after construction: serve's
-// router needs the runtime, whose broker needs the research tool, whose
-// reports need the router. Reports only start after serve binds it.
-type latePoster struct {
-	mu sync.Mutex
-	p  delegate.Poster
-}
-
-func (l *latePoster) bind(p delegate.Poster) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.p = p
-}
-
-var errNotBound = errors.New("no chat surface is bound for research reports yet")
-
-func (l *latePoster) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
-	l.mu.Lock()
-	p := l.p
-	l.mu.Unlock()
-	if p == nil {
-		return errNotBound
-	}
-	return p.SendReply(ctx, channel, chunks)
 }

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// brokerConfig wires a config file into a broker configuration. Credentials
+// BrokerConfig wires a config file into a broker configuration. Credentials
 // are environment variables read on every call and never stored.
-func brokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (broker.Config, error) {
+func BrokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (broker.Config, error) {
 	if client == nil {
 		client = upstream.New(nil)
 	}

@@ -1,6 +1,6 @@
 // doctor --online: one request to the model and to each MCP server.
 
-package main
+package host
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ type endpoint struct {
 // upstream package's hardened transport: no environment proxy, bounded
 // dial and TLS times, no redirect followed. The configured key is sent,
 // only to the configured URL, exactly as the broker would send it.
-func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
+func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []Check {
 	targets := []endpoint{{name: "model online", url: cfg.Model.URL.String(), key: cfg.Model.APIKeyEnv, accept: "application/json"}}
 	for _, s := range cfg.MCP {
 		targets = append(targets, endpoint{name: "mcp " + s.Name + " online", url: s.URL.String(), key: s.APIKeyEnv,
@@ -48,7 +48,7 @@ func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
 	hc := &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // reported, never followed
 	}}
-	var out []check
+	var out []Check
 	for _, t := range targets {
 		out = append(out, probe(ctx, hc, t, getenv))
 	}
@@ -57,7 +57,7 @@ func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []check {
 
 // probe posts probeBody to t and judges the answer by its status alone;
 // the body is read (bounded) and dropped.
-func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) check {
+func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) Check {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader([]byte(probeBody)))
@@ -79,7 +79,7 @@ func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) check {
 
 // judge turns a probe's status into a check. Any answer proves the
 // connection; only some prove the endpoint is the right one.
-func judge(t endpoint, code int) check {
+func judge(t endpoint, code int) Check {
 	at := fmt.Sprintf("%s answered %d", t.url, code)
 	switch {
 	case code >= 300 && code < 400:

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestStartDiscordWiresConfigIntoRouter(t *testing.T) {
 		}
 		return ""
 	}
-	stop, err := startDiscord(context.Background(), cfg, r, getenv, log, discordNet{client: fake.Client(), dialer: fake.Dialer()})
+	stop, err := startDiscord(context.Background(), cfg, r, getenv, log, DiscordNet{Client: fake.Client(), Dialer: fake.Dialer()})
 	if err != nil {
 		t.Fatalf("startDiscord: %v", err)
 	}

@@ -2,7 +2,7 @@
 // serve rebuild a missing or stale image at start and say so, instead of
 // running a stale worker silently.
 
-package main
+package host
 
 import (
 	"context"
@@ -47,24 +47,24 @@ func (e *engine) ImageLabels(ctx context.Context, ref string) (map[string]string
 	return res.Config.Labels, true, nil
 }
 
-// imageRefresh is what ensureImage did: the comparison made before any
+// ImageRefresh is what ensureImage did: the comparison made before any
 // build, where the worker came from and how long a build took.
-type imageRefresh struct {
+type ImageRefresh struct {
 	workerimage.Comparison
-	source string
-	took   time.Duration
+	Source string        // where the worker binary came from
+	Took   time.Duration // how long a build took
 }
 
 // String says what happened for the operator; "" when the image was
 // current and nothing was built.
-func (r imageRefresh) String() string {
+func (r ImageRefresh) String() string {
 	switch r.State {
 	case workerimage.Missing:
 		return fmt.Sprintf("worker image %s was missing: built it from this binary's worker (%s) in %s",
-			r.Tag, r.source, r.took.Round(time.Millisecond))
+			r.Tag, r.Source, r.Took.Round(time.Millisecond))
 	case workerimage.Stale:
 		return fmt.Sprintf("worker image %s held another worker (%s), not this binary's (sha256 %s): rebuilt it from %s in %s",
-			r.Tag, shortDigest(r.Have), short(r.Want), r.source, r.took.Round(time.Millisecond))
+			r.Tag, shortDigest(r.Have), short(r.Want), r.Source, r.Took.Round(time.Millisecond))
 	}
 	return ""
 }
@@ -81,27 +81,32 @@ func short(digest string) string { return digest[:min(len(digest), 12)] }
 
 // ensureImage rebuilds tag from this binary's worker when it is missing
 // or stale.
-func ensureImage(ctx context.Context, e *engine, tag string) (imageRefresh, error) {
+func ensureImage(ctx context.Context, e *engine, tag string) (ImageRefresh, error) {
 	worker, source, err := workerimage.WorkerBinary(ctx)
 	if err != nil {
-		return imageRefresh{}, err
+		return ImageRefresh{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ImageBuildTimeout)
 	defer cancel()
 	began := time.Now()
 	c, err := workerimage.EnsureCurrent(ctx, e, tag, worker)
-	return imageRefresh{Comparison: c, source: source, took: time.Since(began)}, err
+	return ImageRefresh{Comparison: c, Source: source, Took: time.Since(began)}, err
 }
 
-// refreshImage is ensureImage on its own connection, for turn and chat:
-// what it rebuilt is said through say.
-func refreshImage(ctx context.Context, tag string, say func(string)) error {
+// EnsureImage is ensureImage on its own connection to the engine.
+func EnsureImage(ctx context.Context, tag string) (ImageRefresh, error) {
 	e, closeClient, err := dockerEngine()
 	if err != nil {
-		return err
+		return ImageRefresh{}, err
 	}
 	defer closeClient()
-	r, err := ensureImage(ctx, e, tag)
+	return ensureImage(ctx, e, tag)
+}
+
+// RefreshImage is EnsureImage for turn and chat: what it rebuilt is said
+// through say.
+func RefreshImage(ctx context.Context, tag string, say func(string)) error {
+	r, err := EnsureImage(ctx, tag)
 	if err != nil {
 		return fmt.Errorf("worker image %s: %w", tag, err)
 	}
@@ -109,4 +114,24 @@ func refreshImage(ctx context.Context, tag string, say func(string)) error {
 		say(msg)
 	}
 	return nil
+}
+
+// ImageBuildTimeout caps `image build`; compiling the worker from source
+// and the daemon's build together take seconds, not minutes.
+const ImageBuildTimeout = 10 * time.Minute
+
+// BuildImage builds (or rebuilds) the worker image tag from this binary's
+// worker, within ImageBuildTimeout: where the worker came from and how
+// long it took.
+func BuildImage(ctx context.Context, tag string) (source string, took time.Duration, err error) {
+	d, closeClient, err := DockerDriver(nil)
+	if err != nil {
+		return "", 0, err
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(ctx, ImageBuildTimeout)
+	defer cancel()
+	began := time.Now()
+	source, err = workerimage.Build(ctx, d, tag)
+	return source, time.Since(began), err
 }

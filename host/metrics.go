@@ -1,7 +1,7 @@
 // serve's Prometheus listener (config metrics:) and the per-turn "turn"
 // log record that every sealed runtime writes.
 
-package main
+package host
 
 import (
 	"context"
@@ -72,7 +72,7 @@ func (h *hostMetrics) stop() {
 	if h.srv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	defer cancel()
 	if err := h.srv.Shutdown(ctx); err != nil {
 		h.log.Warn("metrics listener did not shut down", "err", err)

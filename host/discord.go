@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -13,22 +13,22 @@ import (
 	"github.com/rtsandbox/rtsandbox/surface/discord"
 )
 
-// discordNet is how the surface reaches Discord; the zero value is the real
+// DiscordNet is how the surface reaches Discord; the zero value is the real
 // service. Tests point it at an in-process fake.
-type discordNet struct {
-	client *http.Client
-	dialer *websocket.Dialer
+type DiscordNet struct {
+	Client *http.Client
+	Dialer *websocket.Dialer
 }
 
 // startDiscord connects the Discord surface to r and returns the function
 // that disconnects it. The bot token is read from its variable when the
 // surface connects.
-func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, getenv env, log *slog.Logger, dn discordNet) (stop func(), err error) {
+func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, getenv env, log *slog.Logger, dn DiscordNet) (stop func(), err error) {
 	d := cfg.Discord
 	s, err := discord.New(discord.Options{
 		Token:       func() rtsandbox.Secret { return rtsandbox.Secret(d.TokenEnv.Lookup(getenv)) },
 		RootCommand: d.RootCommand, Router: r, Logger: log.With("surface", "discord"),
-		HTTPClient: dn.client, Dialer: dn.dialer,
+		HTTPClient: dn.Client, Dialer: dn.Dialer,
 	})
 	if err != nil {
 		return nil, err

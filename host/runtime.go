@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -22,41 +22,45 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// sealedRuntime is a sealed runtime wired from a config, with what must be
+// SealedRuntime is a sealed runtime wired from a config, with what must be
 // closed after it.
-type sealedRuntime struct {
-	rt     *sandbox.Runtime
-	driver container.Driver
-	web    *webTools
+type SealedRuntime struct {
+	Runtime *sandbox.Runtime
+	driver  container.Driver
+	web     *webTools
 	// ledger keeps the daily budgets; nil when the config sets none.
 	ledger *budget.Ledger
 	close  func()
 }
 
-// runRootName is the run root's name in the state directory.
-const runRootName = "run"
+// Close ends research jobs, aborts running turns, waits for their
+// containers and closes what the runtime opened.
+func (s *SealedRuntime) Close() { s.close() }
 
-// sealedOptions are the wiring choices a command may override.
-type sealedOptions struct {
-	client  *upstream.Client        // nil: the hardened default
-	driver  container.Driver        // nil: the local Docker daemon
-	onTurn  func(sandbox.TurnStats) // after the "turn" record (metrics.go)
-	observe func(broker.CallRecord) // the broker's Observe (metrics)
-	// onSettle is told every settled budget amount (metrics); nil is fine.
-	onSettle func(budget.Kind, int64)
-	log      *slog.Logger
-	// poster receives research reports; nil refuses a config that enables
-	// web.research.
-	poster delegate.Poster
+// RunRootName is the run root's name in the state directory.
+const RunRootName = "run"
+
+// SealedOptions are the wiring choices a command may override.
+type SealedOptions struct {
+	Client  *upstream.Client        // nil: the hardened default
+	Driver  container.Driver        // nil: the local Docker daemon
+	OnTurn  func(sandbox.TurnStats) // after the "turn" record (metrics.go)
+	Observe func(broker.CallRecord) // the broker's Observe (metrics)
+	// OnSettle is told every settled budget amount (metrics); nil is fine.
+	OnSettle func(budget.Kind, int64)
+	Logger   *slog.Logger
+	// Reports receives research reports; nil leaves the research tool
+	// out (one-shot commands have no channel to post a later report to).
+	Reports delegate.Poster
 }
 
-// newSealedRuntime builds the broker and the sealed runtime of cfg. The
+// NewSealedRuntime builds the broker and the sealed runtime of cfg. The
 // state directory holds the run root and the channel state (and, from
 // older versions, the workspaces that the state store migrates once); it
 // is created 0700 when missing and must otherwise be private to this user.
-func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedRuntime, error) {
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
+func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedRuntime, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	uid, gid, err := workerUser(cfg)
 	if err != nil {
@@ -68,25 +72,25 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 	state, err := chanstate.Open(chanstate.Options{
 		Dir:        filepath.Join(cfg.StateDir, "channel-state"),
 		LegacyRoot: filepath.Join(cfg.StateDir, "workspaces"),
-		Logger:     o.log,
+		Logger:     o.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if o.client == nil {
-		o.client = upstream.New(nil)
+	if o.Client == nil {
+		o.Client = upstream.New(nil)
 	}
-	bc, err := brokerConfig(cfg, getenv, o.client, o.log)
+	bc, err := BrokerConfig(cfg, getenv, o.Client, o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	web, err := newWebTools(cfg, getenv, o.client, o.log, o.poster)
+	web, err := newWebTools(cfg, getenv, o.Client, o.Logger, o.Reports)
 	if err != nil {
 		return nil, err
 	}
 	bc.Tools = append(bc.Tools, web.tools...)
-	bc.Observe = o.observe
-	ledger, err := openLedger(cfg, o.onSettle)
+	bc.Observe = o.Observe
+	ledger, err := openLedger(cfg, o.OnSettle)
 	if err != nil {
 		return nil, err
 	}
@@ -97,37 +101,37 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	closeFn := func() { closeLedger(ledger) }
-	if o.driver == nil {
-		d, closeClient, err := dockerDriver(o.log)
+	if o.Driver == nil {
+		d, closeClient, err := DockerDriver(o.Logger)
 		if err != nil {
 			closeFn()
 			return nil, err
 		}
-		o.driver, closeFn = d, func() { closeClient(); closeLedger(ledger) }
+		o.Driver, closeFn = d, func() { closeClient(); closeLedger(ledger) }
 	}
 	tools, mcp := sandbox.WorkerTools(bc)
 	rt, err := sandbox.New(sandbox.Options{
-		Broker: b, Driver: o.driver, Image: imageTag(cfg), UID: uid, GID: gid,
-		RunRoot: filepath.Join(cfg.StateDir, runRootName), State: state,
-		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: timeZone(cfg, getenv),
+		Broker: b, Driver: o.Driver, Image: ImageTag(cfg), UID: uid, GID: gid,
+		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: state,
+		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: TimeZone(cfg, getenv),
 		Tools: tools, MCP: mcp, TurnTimeout: cfg.Sandbox.TurnTimeout,
 		MaxTurns: cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
 		Limits: container.Limits{
 			MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
 		},
-		Installation: installationID(cfg), Logger: o.log, OnTurn: logTurn(o.log, o.onTurn),
+		Installation: InstallationID(cfg), Logger: o.Logger, OnTurn: logTurn(o.Logger, o.OnTurn),
 		Budget: ledger,
 	})
 	if err != nil {
 		closeFn()
 		return nil, err // sandbox errors name the sandbox already
 	}
-	return &sealedRuntime{rt: rt, driver: o.driver, web: web, ledger: ledger, close: func() {
-		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	return &SealedRuntime{Runtime: rt, driver: o.Driver, web: web, ledger: ledger, close: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
 		if err := web.dispose(ctx); err != nil {
-			o.log.Warn("research jobs did not end in time", "err", err)
+			o.Logger.Warn("research jobs did not end in time", "err", err)
 		}
 		rt.Dispose()
 		closeFn()
@@ -148,9 +152,9 @@ func workerUser(cfg *config.Config) (int, int, error) {
 	return os.Geteuid(), os.Getegid(), nil
 }
 
-// timeZone is sandbox.time_zone, else the host's IANA zone (TZ, then the
+// TimeZone is sandbox.time_zone, else the host's IANA zone (TZ, then the
 // /etc/localtime link), else UTC.
-func timeZone(cfg *config.Config, getenv env) string {
+func TimeZone(cfg *config.Config, getenv env) string {
 	if cfg.Sandbox.TimeZone != "" {
 		return cfg.Sandbox.TimeZone
 	}
@@ -168,12 +172,6 @@ func timeZone(cfg *config.Config, getenv env) string {
 	}
 	return "UTC"
 }
-
-// Guest-facing texts of a finished turn (spec §1 step 14).
-const (
-	textTurnFailed  = "The sandbox turn failed."
-	textTurnStopped = "The sandbox turn failed or was stopped."
-)
 
 // openLedger opens the daily budget database in the state dir when the
 // config sets any budget; nil otherwise (unlimited, and the broker's hot
@@ -206,7 +204,7 @@ func closeLedger(l *budget.Ledger) {
 // usageLine is the router's Usage: today's usage of a channel for the
 // owner's status command; nil without budgets. A ledger failure is logged
 // and shows nothing.
-func (s *sealedRuntime) usageLine(log *slog.Logger) func(context.Context, rtsandbox.ChannelKey) string {
+func (s *SealedRuntime) usageLine(log *slog.Logger) func(context.Context, rtsandbox.ChannelKey) string {
 	if s.ledger == nil {
 		return nil
 	}
@@ -221,7 +219,7 @@ func (s *sealedRuntime) usageLine(log *slog.Logger) func(context.Context, rtsand
 }
 
 // usageReport is the HTTP API's Usage; nil without budgets.
-func (s *sealedRuntime) usageReport() func(context.Context, rtsandbox.ChannelKey) (any, error) {
+func (s *SealedRuntime) usageReport() func(context.Context, rtsandbox.ChannelKey) (any, error) {
 	if s.ledger == nil {
 		return nil
 	}

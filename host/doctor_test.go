@@ -1,0 +1,237 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// mapEnv is an environment made of vars.
+func mapEnv(vars map[string]string) env {
+	return func(k string) string { return vars[k] }
+}
+
+// brief is what the table tests compare of a check.
+type brief struct {
+	Status, Name string
+	HasFix       bool
+}
+
+func briefOf(c Check) brief {
+	return brief{Status: c.status.String(), Name: c.name, HasFix: c.fix != ""}
+}
+
+func TestStateDirCheck(t *testing.T) {
+	euid := os.Geteuid()
+	mk := func(t *testing.T, mode os.FileMode) string {
+		dir := filepath.Join(t.TempDir(), "state")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	tests := []struct {
+		name string
+		dir  func(t *testing.T) string
+		want brief
+		text string
+	}{
+		{"private", func(t *testing.T) string { return mk(t, 0o700) }, brief{"ok", "state_dir", false}, "is private"},
+		{"group-readable", func(t *testing.T) string { return mk(t, 0o750) }, brief{"fail", "state_dir", true}, "mode 0750"},
+		{"world-writable", func(t *testing.T) string { return mk(t, 0o777) }, brief{"fail", "state_dir", true}, "mode 0777"},
+		{"missing", func(t *testing.T) string { return filepath.Join(t.TempDir(), "later") }, brief{"warn", "state_dir", true}, "does not exist yet"},
+		{"symlink", func(t *testing.T) string {
+			link := filepath.Join(t.TempDir(), "link")
+			if err := os.Symlink(mk(t, 0o700), link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}, brief{"fail", "state_dir", true}, "symbolic link"},
+		{"file", func(t *testing.T) string {
+			f := filepath.Join(t.TempDir(), "file")
+			if err := os.WriteFile(f, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}, brief{"fail", "state_dir", true}, "not a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := stateDirCheck(tt.dir(t), euid)
+			if diff := cmp.Diff(tt.want, briefOf(c)); diff != "" || !strings.Contains(c.msg, tt.text) {
+				t.Errorf("stateDirCheck mismatch (-want +got):\n%s\nmsg %q; want it to contain %q", diff, c.msg, tt.text)
+			}
+		})
+	}
+	// Another owner: the fix names chown, not only chmod.
+	if c := stateDirCheck(mk(t, 0o700), euid+1); c.status != statusFail || !strings.Contains(c.fix, "chown") {
+		t.Errorf("stateDirCheck(other owner) = %v %q; want fail with a chown fix", c.status, c.fix)
+	}
+}
+
+func TestCredentialChecks(t *testing.T) {
+	cfg := &config.Config{
+		Model:   config.Model{APIKeyEnv: "M"},
+		Tools:   []config.Tool{{Name: "weather", APIKeyEnv: "W"}, {Name: "clock", Builtin: config.BuiltinClock}},
+		MCP:     []config.MCPServer{{Name: "docs", APIKeyEnv: "D"}, {Name: "open"}},
+		HTTP:    &config.HTTP{TokenEnv: "G", OwnerTokenEnv: "O"},
+		Discord: &config.Discord{TokenEnv: "B"},
+		Web:     config.Web{Search: &config.WebSearch{APIKeyEnv: "S"}},
+	}
+	got := credentialChecks(cfg, mapEnv(map[string]string{"M": "m", "D": "d", "G": "g", "S": "s"}))
+	var briefs []brief
+	var msgs []string
+	for _, c := range got {
+		briefs = append(briefs, briefOf(c))
+		msgs = append(msgs, c.msg)
+	}
+	want := []brief{
+		{"ok", "model.api_key_env", false},
+		{"fail", "tools.weather.api_key_env", true},
+		{"ok", "mcp.docs.api_key_env", false},
+		{"ok", "http.token_env", false},
+		{"fail", "http.owner_token_env", true},
+		{"fail", "discord.token_env", true},
+		{"ok", "web.search.api_key_env", false},
+	}
+	if diff := cmp.Diff(want, briefs); diff != "" {
+		t.Errorf("credentialChecks mismatch (-want +got):\n%s", diff)
+	}
+	wantMsgs := []string{"M is set", "W is not set", "D is set", "G is set", "O is not set", "B is not set", "S is set"}
+	if diff := cmp.Diff(wantMsgs, msgs); diff != "" {
+		t.Errorf("credentialChecks messages mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestTokenCheck(t *testing.T) {
+	withOwner := &config.Config{HTTP: &config.HTTP{TokenEnv: "G", OwnerTokenEnv: "O"}}
+	tests := []struct {
+		name   string
+		cfg    *config.Config
+		vars   map[string]string
+		want   brief
+		wantOK bool
+	}{
+		{"different", withOwner, map[string]string{"G": "a", "O": "b"}, brief{"ok", "http tokens", false}, true},
+		{"equal", withOwner, map[string]string{"G": "same", "O": "same"}, brief{"fail", "http tokens", true}, true},
+		{"owner-unset", withOwner, map[string]string{"G": "a"}, brief{}, false},
+		{"no-owner-token", &config.Config{HTTP: &config.HTTP{TokenEnv: "G"}}, map[string]string{"G": "a"}, brief{}, false},
+		{"no-http", &config.Config{}, nil, brief{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := tokenCheck(tt.cfg, mapEnv(tt.vars))
+			var got brief
+			if ok {
+				got = briefOf(c)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" || ok != tt.wantOK {
+				t.Errorf("tokenCheck = %v, %v; want %v (-want +got):\n%s", got, ok, tt.wantOK, diff)
+			}
+		})
+	}
+}
+
+func TestUserCheck(t *testing.T) {
+	own := fmt.Sprintf("%d:%d", 1000, os.Getegid())
+	user := func(u string) *config.Config {
+		c := &config.Config{}
+		if u != "" {
+			c.Sandbox.User = u
+			fmt.Sscanf(u, "%d:%d", &c.Sandbox.UID, &c.Sandbox.GID)
+		}
+		return c
+	}
+	tests := []struct {
+		name string
+		cfg  *config.Config
+		euid int
+		want string
+	}{
+		{"root-with-user", user("65534:65534"), 0, "ok"},
+		{"root-without-user", user(""), 0, "fail"},
+		{"user-default", user(""), 1000, "ok"},
+		{"user-own-ids", user(own), 1000, "ok"},
+		{"user-other-ids", user("65534:65534"), 1000, "fail"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if c := userCheck(tt.cfg, tt.euid); c.status.String() != tt.want || (c.status != statusOK && c.fix == "") {
+				t.Errorf("userCheck(%q, euid %d) = %v %q (fix %q); want %s with a fix", tt.cfg.Sandbox.User, tt.euid, c.status, c.msg, c.fix, tt.want)
+			}
+		})
+	}
+}
+
+// TestDoctorOnline probes real loopback endpoints: each answer, and no
+// answer, gives its verdict; the key goes only where it was configured.
+func TestDoctorOnline(t *testing.T) {
+	anyKey := fakemodel.NewWithOptions(fakemodel.Options{Loop: true}, fakemodel.MemoryDemo())
+	defer anyKey.Close()
+	keyed := fakemodel.NewWithOptions(fakemodel.Options{Key: "right", Loop: true}, fakemodel.MemoryDemo())
+	defer keyed.Close()
+	pathOnly := fakemodel.NewWithOptions(fakemodel.Options{Path: "/v1/chat/completions", Loop: true}, fakemodel.MemoryDemo())
+	defer pathOnly.Close()
+	redirect := httptest.NewServer(http.RedirectHandler("http://127.0.0.1:9/elsewhere", http.StatusFound))
+	defer redirect.Close()
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
+	defer failing.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/v1"
+	ln.Close()
+
+	cfg := &config.Config{
+		Model: config.Model{URL: ep(anyKey.ChatURL()), APIKeyEnv: "K"},
+		MCP: []config.MCPServer{
+			{Name: "wrong-key", URL: ep(keyed.ChatURL()), APIKeyEnv: "K"},
+			{Name: "wrong-path", URL: ep(pathOnly.URL() + "/mcp")},
+			{Name: "redirects", URL: ep(redirect.URL)},
+			{Name: "failing", URL: ep(failing.URL)},
+			{Name: "closed", URL: ep(closed)},
+		},
+	}
+	var got []brief
+	for _, c := range onlineChecks(context.Background(), cfg, mapEnv(map[string]string{"K": "wrong"})) {
+		got = append(got, briefOf(c))
+	}
+	want := []brief{
+		{"ok", "model online", false},
+		{"fail", "mcp wrong-key online", true},
+		{"fail", "mcp wrong-path online", true},
+		{"fail", "mcp redirects online", true},
+		{"warn", "mcp failing online", true},
+		{"fail", "mcp closed online", true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("onlineChecks mismatch (-want +got):\n%s", diff)
+	}
+	reqs := anyKey.Requests()
+	if len(reqs) != 1 || string(reqs[0].Raw) != probeBody || reqs[0].Header.Get("Authorization") != "Bearer wrong" {
+		t.Errorf("model saw %d requests; want one probe with the configured key", len(reqs))
+	}
+	if n := len(pathOnly.Requests()); n != 1 {
+		t.Errorf("unkeyed MCP server saw %d requests; want 1", n)
+	} else if h := pathOnly.Requests()[0].Header.Get("Authorization"); h != "" {
+		t.Errorf("unkeyed MCP server got Authorization %q; want none", h)
+	}
+}
+
+// ep is a checked endpoint; the test upstreams run on loopback http.
+func ep(raw string) upstream.Endpoint { return upstream.MustParseEndpoint(raw, true) }

@@ -1,0 +1,104 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/moby/moby/client"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
+)
+
+// LockRunRoot takes the lock that a live sealed runtime holds on
+// <state_dir>/run for as long as it runs. No run root means no runtime ever
+// ran here.
+func LockRunRoot(cfg *config.Config) (unlock func(), err error) {
+	root := filepath.Join(cfg.StateDir, RunRootName)
+	if _, err := os.Lstat(root); errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	f, err := privdir.Lock(root)
+	if errors.Is(err, privdir.ErrLocked) {
+		return nil, fmt.Errorf("state_dir %s is in use by a running rtsandbox (serve, turn or chat); it removes its own leftovers, so reap only after it stopped", cfg.StateDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// ImageTag is the configured worker image, or the default without a config.
+func ImageTag(cfg *config.Config) string {
+	if cfg != nil && cfg.Sandbox.Image != "" {
+		return cfg.Sandbox.Image
+	}
+	return config.DefaultImage
+}
+
+// InstallationID names this installation in container labels: "i" and the
+// first 12 hex digits of the SHA-256 of the absolute state directory. Two
+// installations on one daemon differ by state directory, so each reaps
+// only its own containers; the hash keeps paths out of labels and within
+// container.ValidInstallation.
+func InstallationID(cfg *config.Config) string {
+	dir, err := filepath.Abs(cfg.StateDir)
+	if err != nil { // only when the working directory is gone; StateDir is absolute already
+		dir = filepath.Clean(cfg.StateDir)
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return "i" + hex.EncodeToString(sum[:])[:12]
+}
+
+// DockerDriver connects to the Engine the environment names (DOCKER_HOST,
+// else the local socket). Its closer lets removals still queued in the
+// driver's background finish (within StopTimeout; the log names what is
+// left for the next reap), then closes the client.
+func DockerDriver(log *slog.Logger) (*docker.Driver, func(), error) {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker client: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := docker.New(cli, docker.WithLogger(log.With("component", "docker")))
+	return d, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			log.Warn("container removals still queued at exit; the next reap removes them", "err", err)
+		}
+		cli.Close()
+	}, nil
+}
+
+// Reap force-removes the turn containers this installation left behind
+// (after a crash or a kill -9) and tells report how many, with the
+// installation's id, once the engine was asked (not when it refused
+// before). It
+// refuses while a serve, turn or chat runs on the state directory: that
+// process holds the run root's lock and owns the containers of its live
+// turns, and reaping them would kill those turns.
+func Reap(ctx context.Context, cfg *config.Config, report func(removed int, id string)) error {
+	id := InstallationID(cfg)
+	unlock, err := LockRunRoot(cfg)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	d, closeClient, err := DockerDriver(nil)
+	if err != nil {
+		return err
+	}
+	defer closeClient()
+	removed, err := d.Reap(ctx, id)
+	report(removed, id)
+	return err
+}

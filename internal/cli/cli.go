@@ -1,0 +1,393 @@
+// Package cli holds the command-line conventions every rtsandbox
+// subcommand keeps, so cmd/ is only flags, config → options and wiring:
+//
+//   - Help goes to stdout and exits 0: `NAME help`, `-h`, `--help`,
+//     `NAME help CMD` and `NAME CMD -h`. Misuse goes to stderr and exits 2;
+//     a flag error names the one flag at fault.
+//   - `NAME --version` runs the version command.
+//   - Commands that log take --log-format json|text; LOG_LEVEL is debug,
+//     info, warn or error, anything else exits 2 naming it.
+//   - A StopWriter stops a command whose output reader went away, so the
+//     command cleans up instead of writing into the void.
+//   - A second SIGINT or SIGTERM after the first (SecondSignal) cuts a
+//     drain short.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// devel names a version or revision the build did not record.
+const devel = "devel"
+
+// VersionLine is "rtsandbox VERSION (revision REV[, modified][, committed
+// TIME], GOVERSION)".
+func VersionLine(info *debug.BuildInfo, ok bool) string {
+	version, goVersion := devel, runtime.Version()
+	settings := map[string]string{}
+	if ok && info != nil {
+		if v := info.Main.Version; v != "" && v != "(devel)" {
+			version = v
+		}
+		if info.GoVersion != "" {
+			goVersion = info.GoVersion
+		}
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+	}
+	parts := []string{"revision " + devel}
+	if rev := settings["vcs.revision"]; rev != "" {
+		parts[0] = "revision " + rev
+	}
+	if settings["vcs.modified"] == "true" {
+		parts = append(parts, "modified")
+	}
+	if t := settings["vcs.time"]; t != "" {
+		parts = append(parts, "committed "+t)
+	}
+	parts = append(parts, goVersion)
+	return fmt.Sprintf("rtsandbox %s (%s)", version, strings.Join(parts, ", "))
+}
+
+// Log formats of --log-format.
+const (
+	LogJSON = "json"
+	LogText = "text"
+)
+
+// LogLevelEnv names the log level variable.
+const LogLevelEnv = "LOG_LEVEL"
+
+// LogFormatFlag registers --log-format with def as its default.
+func LogFormatFlag(fs *flag.FlagSet, def string) *string {
+	return fs.String("log-format", def, "log format: json (one JSON object a line) or text (key=value)")
+}
+
+// NewLogger returns the command's logger on w: the format from
+// --log-format, the level from LOG_LEVEL (debug, info, warn or error, in
+// any case; def when unset). An error names the flag or the variable.
+func NewLogger(w io.Writer, format string, getenv Env, def slog.Level) (*slog.Logger, error) {
+	level, err := LogLevel(getenv(LogLevelEnv), def)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case LogJSON:
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case LogText:
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want json or text", format)
+}
+
+// LogLevel parses a LOG_LEVEL value; slog's own parser would also take
+// "warn+2" and the like, which an operator most likely did not mean.
+func LogLevel(s string, def slog.Level) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return def, nil
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("%s=%q: want debug, info, warn or error", LogLevelEnv, s)
+}
+
+// StopWriter passes writes to w until one fails (a closed pipe: `rtsandbox
+// demo | head -1`), then calls stop once and fails every later write, so
+// the command ends its turns and cleans up instead of writing into the
+// void. It is safe for concurrent use.
+type StopWriter struct {
+	w    io.Writer
+	stop func()
+
+	mu  sync.Mutex
+	err error // the first write error
+}
+
+func (s *StopWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = fmt.Errorf("stdout: %w", err)
+		s.stop()
+		return n, s.err
+	}
+	return n, nil
+}
+
+// Failed returns the first write error, or nil.
+func (s *StopWriter) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// NewFlagSet returns a flag set that reports errors instead of exiting.
+func NewFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// MissingFlag returns an error naming the first of names (flags of fs, in
+// the order given) whose value is empty, or nil.
+func MissingFlag(fs *flag.FlagSet, names ...string) error {
+	for _, n := range names {
+		if f := fs.Lookup(n); f != nil && f.Value.String() == "" {
+			return fmt.Errorf("--%s is required", n)
+		}
+	}
+	return nil
+}
+
+// ErrUnexpectedArg refuses a positional argument a command does not take.
+var ErrUnexpectedArg = errors.New("unexpected argument")
+
+// NoArgs refuses positional arguments, naming the first.
+func NoArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w %q", ErrUnexpectedArg, fs.Arg(0))
+	}
+	return nil
+}
+
+// PositiveFlag returns an error naming the duration flag of fs called name
+// when its value is not positive, or nil.
+func PositiveFlag(fs *flag.FlagSet, name string) error {
+	f := fs.Lookup(name)
+	if f == nil {
+		return nil
+	}
+	if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d <= 0 {
+		return fmt.Errorf("--%s must be positive (got %s)", name, d)
+	}
+	return nil
+}
+
+// FirstError returns the first non-nil error: flag checks in flag order,
+// so an error names the one flag at fault.
+func FirstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseFlags parses flags that take no positional arguments. ok is
+// false when the command should return code at once: help (the flag set
+// printed it) or misuse (the flag set, or this, named the flag or
+// argument at fault).
+func ParseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	err := fs.Parse(args)
+	if err == nil {
+		err = NoArgs(fs)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		}
+	}
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK, false
+	case err != nil:
+		return ExitUsage, false
+	}
+	return ExitOK, true
+}
+
+// ParseInterspersed parses flags placed before, between or after the
+// positional arguments, which it returns in order. "--" ends the flags.
+func ParseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// SecondSignal returns a channel closed by the first SIGINT or SIGTERM
+// that arrives after ctx ended (the first one ends ctx and starts the
+// drain), and a function that stops listening.
+func SecondSignal(ctx context.Context) (force <-chan struct{}, stop func()) {
+	forced, quit := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+		case <-quit:
+			return
+		}
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sig)
+		select {
+		case <-sig:
+			close(forced)
+		case <-quit:
+		}
+	}()
+	return forced, func() { close(quit); <-done }
+}
+
+// Exit codes shared by the subcommands.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+// Env is the process environment, read on every use so that rotated
+// secrets take effect without a restart.
+type Env = func(string) string
+
+// Func is one subcommand: a function of (ctx, args, env, stdio), so tests
+// drive it exactly as an operator would. It returns the exit code.
+type Func func(ctx context.Context, args []string, getenv Env, stdin io.Reader, stdout, stderr io.Writer) int
+
+// Command is one subcommand; Run nil lists it without running it (help).
+type Command struct {
+	Name, Summary string
+	Run           Func
+}
+
+// App is a program of subcommands.
+type App struct {
+	Name     string
+	Commands []Command
+	// Version runs for NAME --version.
+	Version Func
+}
+
+// Run dispatches args to the subcommand they name, with help and version.
+func (a App) Run(ctx context.Context, args []string, getenv Env, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		a.usage(stderr)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		a.usage(stdout)
+		return ExitOK
+	case "help":
+		return a.runHelp(ctx, args[1:], getenv, stdin, stdout, stderr)
+	case "-version", "--version":
+		return a.Version(ctx, args[1:], getenv, stdin, stdout, stderr)
+	}
+	c, ok := a.lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "%s: unknown command %q; run \"%s help\" for the list\n", a.Name, args[0], a.Name)
+		return ExitUsage
+	}
+	if WantsHelp(args[1:]) {
+		return help(ctx, c, args[1:], getenv, stdin, stdout, stderr)
+	}
+	return c.Run(ctx, args[1:], getenv, stdin, stdout, stderr)
+}
+
+// lookup finds a runnable subcommand by name.
+func (a App) lookup(name string) (Command, bool) {
+	for _, c := range a.Commands {
+		if c.Name == name && c.Run != nil {
+			return c, true
+		}
+	}
+	return Command{}, false
+}
+
+// runHelp is `NAME help [CMD [SUBCMD]]`.
+func (a App) runHelp(ctx context.Context, args []string, getenv Env, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		a.usage(stdout)
+		return ExitOK
+	}
+	c, ok := a.lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "%s help: unknown command %q; run \"%s help\" for the list\n", a.Name, args[0], a.Name)
+		return ExitUsage
+	}
+	return help(ctx, c, append(args[1:len(args):len(args)], "-h"), getenv, stdin, stdout, stderr)
+}
+
+// help runs c with a help flag among args. A flag set writes its usage to
+// the stderr it was given; help sends it to stdout when the command
+// answered help (exit 0) and to stderr when it found an error first (a
+// flag it does not know, exit 2).
+func help(ctx context.Context, c Command, args []string, getenv Env, stdin io.Reader, stdout, stderr io.Writer) int {
+	var held bytes.Buffer
+	code := c.Run(ctx, args, getenv, stdin, stdout, &held)
+	out := stderr
+	if code == ExitOK {
+		out = stdout
+	}
+	_, _ = out.Write(held.Bytes())
+	return code
+}
+
+// WantsHelp reports whether args ask for help: a help flag before "--".
+func WantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+func (a App) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", a.Name)
+	for _, c := range a.Commands {
+		fmt.Fprintf(w, "  %-13s %s\n", c.Name, c.Summary)
+	}
+	fmt.Fprintf(w, "\n%s help <command> (or %s <command> -h) shows a command's flags.\n", a.Name, a.Name)
+}
+
+// NewStopWriter returns a StopWriter on w that calls stop once.
+func NewStopWriter(w io.Writer, stop func()) *StopWriter { return &StopWriter{w: w, stop: stop} }
+
+// Fail prints "name: a…" as one line on w and returns code: the last words
+// of a command that stops.
+func Fail(w io.Writer, name string, code int, a ...any) int {
+	fmt.Fprintln(w, append([]any{name + ":"}, a...)...)
+	return code
+}
