@@ -90,13 +90,6 @@ func (s Speaker) Validate() error {
 	return nil
 }
 
-// HostToolContext is what the host binds to every host-tool call: the
-// admitted channel and speaker. Request bodies cannot change it.
-type HostToolContext struct {
-	Channel ChannelKey
-	Speaker Speaker
-}
-
 // ToolSpec declares a tool to the model: a name, a description and a JSON
 // Schema for its arguments (kept as raw JSON so key order survives).
 type ToolSpec struct {
@@ -105,20 +98,22 @@ type ToolSpec struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// HostTool is a tool that runs on the host with the host-bound context.
+// HostTool is a tool that runs on the host, bound to the turn's Binding.
 // Run receives the parsed request body (a JSON object) exactly as the guest
-// sent it and returns the text handed back to the model. ctx ends when the
-// call's deadline passes, the guest disconnects or the turn ends.
+// sent it and returns the text handed back to the model; b is what the
+// host admitted (channel, speaker, tier), never anything from the request.
+// ctx ends when the call's deadline passes, the guest disconnects or the
+// turn ends.
 type HostTool interface {
-	Run(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error)
+	Run(ctx context.Context, input json.RawMessage, b Binding) (string, error)
 }
 
 // HostToolFunc adapts a function to HostTool.
-type HostToolFunc func(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error)
+type HostToolFunc func(ctx context.Context, input json.RawMessage, b Binding) (string, error)
 
 // Run calls f.
-func (f HostToolFunc) Run(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error) {
-	return f(ctx, input, tc)
+func (f HostToolFunc) Run(ctx context.Context, input json.RawMessage, b Binding) (string, error) {
+	return f(ctx, input, b)
 }
 
 // Error classes shared across packages. Wrap them with fmt.Errorf("…: %w")

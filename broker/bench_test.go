@@ -112,7 +112,7 @@ func benchBroker(b *testing.B, modelURL string) string {
 	b.Helper()
 	br, err := broker.New(broker.Config{
 		ModelURL: modelURL, Model: testModel, AllowHTTP: true, MaxCalls: rtsandbox.MaxCallsLimit,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return benchKey, nil },
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return benchKey, nil },
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -140,7 +140,7 @@ type turnSwitch struct {
 
 func (s *turnSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.turn == nil || s.turn.Remaining() == 0 {
-		s.turn = s.b.Turn(s.ctx, testChannel, guest)
+		s.turn = s.b.Turn(s.ctx, rtsandbox.Binding{Channel: testChannel, Speaker: guest})
 	}
 	s.turn.ServeHTTP(w, r)
 }

@@ -41,13 +41,6 @@ const (
 	CallTimeout     = 60 * time.Second
 )
 
-// Scope is what the host's credential getter learns about a model call:
-// the turn's binding, never anything from the request.
-type Scope struct {
-	Channel rtsandbox.ChannelKey
-	Speaker rtsandbox.Speaker
-}
-
 // Tool is a host tool: its declaration and its implementation.
 type Tool struct {
 	Spec rtsandbox.ToolSpec
@@ -59,9 +52,9 @@ type MCPServer struct {
 	Name  string
 	URL   string
 	Tools []rtsandbox.ToolSpec
-	// APIKey returns the server's credential; nil or "" sends no
-	// Authorization header.
-	APIKey func(ctx context.Context) (rtsandbox.Secret, error)
+	// APIKey returns the server's credential for the turn's Binding; nil
+	// or "" sends no Authorization header.
+	APIKey func(ctx context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error)
 }
 
 // Config configures a Broker. The credential getters are called on every
@@ -69,9 +62,10 @@ type MCPServer struct {
 type Config struct {
 	ModelURL string
 	Model    string
-	// APIKey returns the model credential for the turn's scope. An error or
-	// an empty key fails the call with 502; there is no fallback.
-	APIKey    func(ctx context.Context, scope Scope) (rtsandbox.Secret, error)
+	// APIKey returns the model credential for the turn's Binding (what the
+	// host admitted, never anything from the request). An error or an
+	// empty key fails the call with 502; there is no fallback.
+	APIKey    func(ctx context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error)
 	AllowHTTP bool // accept http:// endpoints (loopback tests only)
 	// MaxCalls is the per-turn call budget (default 48, 1..1000) and
 	// MaxOutputTokens the max_tokens sent upstream (default 4096, 1..32768).
@@ -248,10 +242,12 @@ func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
 	return s, nil
 }
 
-// Turn binds the broker to one admitted turn. ctx is the turn's context:
-// when it ends, new calls get 410 and calls in flight are cancelled.
-func (b *Broker) Turn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker) *Turn {
-	return &Turn{b: b, ctx: ctx, scope: Scope{Channel: channel, Speaker: speaker}, budget: b.cfg.MaxCalls}
+// Turn binds the broker to one admitted turn: every call of it runs for
+// binding, which credential getters and host tools receive. ctx is the
+// turn's context: when it ends, new calls get 410 and calls in flight are
+// cancelled.
+func (b *Broker) Turn(ctx context.Context, binding rtsandbox.Binding) *Turn {
+	return &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls}
 }
 
 // statusOK is the only status of a successful call.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -174,7 +176,7 @@ type echoTool struct {
 	reply func(ctx context.Context) (string, error)
 }
 
-func (e *echoTool) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+func (e *echoTool) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.Binding) (string, error) {
 	e.calls.Add(1)
 	e.input.Store(string(input))
 	e.tc.Store(tc)
@@ -198,7 +200,7 @@ func TestHostBoundIdentity(t *testing.T) {
 	echo := &echoTool{}
 	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, echo))
 	wantStatus(t, f.post("/tools/echo", `{"speaker":"owner","channel":"fake:private"}`), 200, `{"text":"ok"}`)
-	tc := echo.tc.Load().(rtsandbox.HostToolContext)
+	tc := echo.tc.Load().(rtsandbox.Binding)
 	if tc.Channel != testChannel || tc.Speaker != guest {
 		t.Errorf("tool context = %+v; want channel %q speaker %+v", tc, testChannel, guest)
 	}
@@ -220,7 +222,7 @@ func withMCP(u *fakeUpstream, key rtsandbox.Secret) func(*broker.Config) {
 			Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`)}},
 		}
 		if key != "" {
-			srv.APIKey = func(context.Context) (rtsandbox.Secret, error) { return key, nil }
+			srv.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return key, nil }
 		}
 		c.MCP = append(c.MCP, srv)
 	}
@@ -272,7 +274,7 @@ func TestReflectionAndUpstreamErrorHiding(t *testing.T) {
 // Spec §6.1 "Fail closed".
 func TestFailClosed(t *testing.T) {
 	f := newFixture(t, nil, func(c *broker.Config) {
-		c.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "", nil }
+		c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "", nil }
 		c.MaxCalls = 2
 	})
 	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
@@ -284,7 +286,7 @@ func TestFailClosed(t *testing.T) {
 }
 
 func TestConstructionChecks(t *testing.T) {
-	key := func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "k", nil }
+	key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }
 	base := func() broker.Config {
 		return broker.Config{ModelURL: "https://models.example/v1", Model: "m", APIKey: key}
 	}
@@ -390,10 +392,10 @@ func TestMediaRefusedBeforeUpstream(t *testing.T) {
 func TestPerCallCredentialScope(t *testing.T) {
 	u := newUpstream(t, nil)
 	var counter atomic.Int32
-	var scopes []broker.Scope
+	var scopes []rtsandbox.Binding
 	b, err := broker.New(broker.Config{
 		ModelURL: u.url("/v1"), Model: testModel, Client: u.client(),
-		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
+		APIKey: func(_ context.Context, s rtsandbox.Binding) (rtsandbox.Secret, error) {
 			scopes = append(scopes, s)
 			n := counter.Add(1)
 			name := strings.TrimPrefix(string(s.Channel), "fake:")
@@ -407,8 +409,8 @@ func TestPerCallCredentialScope(t *testing.T) {
 	defer cancel()
 	alphaSpeaker := rtsandbox.Speaker{ID: "guest-a", Name: "Guest A", PrincipalID: "p_guest-a"}
 	betaSpeaker := rtsandbox.Speaker{ID: "guest-b", Name: "Guest B", PrincipalID: "p_guest-b"}
-	alpha := b.Turn(ctx, "fake:alpha", alphaSpeaker)
-	beta := b.Turn(ctx, "fake:beta", betaSpeaker)
+	alpha := b.Turn(ctx, rtsandbox.Binding{Channel: "fake:alpha", Speaker: alphaSpeaker, Tier: rtsandbox.TierOwner})
+	beta := b.Turn(ctx, rtsandbox.Binding{Channel: "fake:beta", Speaker: betaSpeaker, Tier: rtsandbox.TierMember})
 	for _, turn := range []*broker.Turn{alpha, beta, alpha} {
 		r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
 		r.Host = "broker"
@@ -423,8 +425,51 @@ func TestPerCallCredentialScope(t *testing.T) {
 	if diff := cmp.Diff([]string{"Bearer alpha-key-1", "Bearer beta-key-2", "Bearer alpha-key-3"}, auth); diff != "" {
 		t.Errorf("upstream authorization (-want +got):\n%s", diff)
 	}
-	want := []broker.Scope{{"fake:alpha", alphaSpeaker}, {"fake:beta", betaSpeaker}, {"fake:alpha", alphaSpeaker}}
+	alphaB := rtsandbox.Binding{Channel: "fake:alpha", Speaker: alphaSpeaker, Tier: rtsandbox.TierOwner}
+	want := []rtsandbox.Binding{alphaB, {Channel: "fake:beta", Speaker: betaSpeaker, Tier: rtsandbox.TierMember}, alphaB}
 	if diff := cmp.Diff(want, scopes); diff != "" {
 		t.Errorf("key scopes (-want +got):\n%s", diff)
+	}
+}
+
+// The Binding a Turn was made with is what every host tool and credential
+// getter of the turn receives, tier included; a request body naming
+// another channel, speaker or tier changes nothing.
+func TestBindingReachesHostToolsAndCredentialGetters(t *testing.T) {
+	for _, tier := range []rtsandbox.Tier{rtsandbox.TierNone, rtsandbox.TierMember, rtsandbox.TierOwner} {
+		t.Run(tier.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []rtsandbox.Binding
+			record := func(b rtsandbox.Binding) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, b)
+			}
+			f := newFixture(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+			}, func(c *broker.Config) {
+				c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "whom", Parameters: json.RawMessage(`{"type":"object"}`)},
+					Impl: rtsandbox.HostToolFunc(func(_ context.Context, _ json.RawMessage, b rtsandbox.Binding) (string, error) {
+						record(b)
+						return "ok", nil
+					})}}
+				c.MCP = []broker.MCPServer{{Name: "docs", URL: c.ModelURL,
+					Tools: []rtsandbox.ToolSpec{{Name: "find", Parameters: json.RawMessage(`{"type":"object"}`)}},
+					APIKey: func(_ context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error) {
+						record(b)
+						return "mcp-key", nil
+					}}}
+			})
+			want := rtsandbox.Binding{Channel: "fake:bound", Speaker: guest, Tier: tier}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.turn = f.broker.Turn(ctx, want)
+			wantStatus(t, f.post("/tools/whom", `{"tier":"owner","channel":"fake:other"}`), 200, `{"text":"ok"}`)
+			f.post("/mcp/docs", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"find","arguments":{"tier":2}}}`)
+			if diff := cmp.Diff([]rtsandbox.Binding{want, want}, got); diff != "" {
+				t.Errorf("bindings seen by the host tool and the MCP key getter (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -212,7 +212,7 @@ func TestReflectionForms(t *testing.T) {
 	}
 	t.Run("space-and-slash-url-encoded", func(t *testing.T) {
 		f := newFixture(t, jsonReply(`{"t":"x a%20b%2Fc y"}`), func(c *broker.Config) {
-			c.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "a b/c", nil }
+			c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "a b/c", nil }
 		})
 		wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
 	})
@@ -338,7 +338,7 @@ func TestDuplicateArgumentKeysRefused(t *testing.T) {
 // next call is served.
 func TestHostToolPanicContained(t *testing.T) {
 	var calls atomic.Int32
-	boom := rtsandbox.HostToolFunc(func(_ context.Context, in json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+	boom := rtsandbox.HostToolFunc(func(_ context.Context, in json.RawMessage, _ rtsandbox.Binding) (string, error) {
 		if calls.Add(1) == 1 {
 			panic(errors.New("guest said " + string(in)))
 		}

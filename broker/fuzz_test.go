@@ -70,12 +70,12 @@ func FuzzPipeline(f *testing.F) {
 			}
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(`{"choices":[]}`)), Header: http.Header{}}, nil
 		}))
-		key := func(context.Context) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil }
+		key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil }
 		b, err := broker.New(broker.Config{
 			ModelURL: "https://models.example/v1", Model: testModel, Client: client,
-			APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil },
+			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil },
 			Tools: []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)},
-				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.HostToolContext) (string, error) { return "ok", nil })}},
+				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "ok", nil })}},
 			MCP: []broker.MCPServer{{Name: "public", URL: "https://mcp.example/rpc", APIKey: key,
 				Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: json.RawMessage(`{"type":"object"}`)}}}},
 		})
@@ -84,7 +84,7 @@ func FuzzPipeline(f *testing.F) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		turn := b.Turn(ctx, testChannel, guest)
+		turn := b.Turn(ctx, rtsandbox.Binding{Channel: testChannel, Speaker: guest})
 		r, err := http.NewRequest(method, "http://broker/", strings.NewReader(body))
 		if err != nil {
 			return

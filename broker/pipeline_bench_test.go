@@ -40,7 +40,7 @@ func pipelineBroker(b *testing.B, answer string, observe func(broker.CallRecord)
 	}))
 	br, err := broker.New(broker.Config{ModelURL: "https://models.example/v1", Model: testModel, Client: client,
 		MaxCalls: rtsandbox.MaxCallsLimit, Observe: observe,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return benchKey, nil }})
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return benchKey, nil }})
 	if err != nil {
 		b.Fatal(err)
 	}

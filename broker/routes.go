@@ -59,7 +59,7 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 		o.detail = "model payload refused by the /model rule"
 		return o
 	}
-	key, err := t.b.cfg.APIKey(ctx, t.scope)
+	key, err := t.b.cfg.APIKey(ctx, t.binding)
 	if err != nil || key == "" {
 		return fail("model credential missing")
 	}
@@ -118,9 +118,8 @@ func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
 		o.detail = schemaDetail(err)
 		return o
 	}
-	tc := rtsandbox.HostToolContext{Channel: t.scope.Channel, Speaker: t.scope.Speaker}
 	start := t.b.now()
-	text, err := h.run(ctx, t, req.raw, tc)
+	text, err := h.run(ctx, t, req.raw, t.binding)
 	o := toolOutcome(text, err)
 	o.upstream = t.b.now().Sub(start)
 	return o
@@ -154,7 +153,7 @@ var errToolPanicked = errors.New("host tool panicked")
 // 502 text and the operator log gets the tool, the panic's type and the
 // stack (never its value, which may quote guest input). The host and the
 // turn go on.
-func (h *hostTool) run(ctx context.Context, t *Turn, raw json.RawMessage, tc rtsandbox.HostToolContext) (text string, err error) {
+func (h *hostTool) run(ctx context.Context, t *Turn, raw json.RawMessage, tc rtsandbox.Binding) (text string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			t.b.log.Error("host tool panicked", "tool", h.Spec.Name, "channel", string(tc.Channel),
@@ -201,7 +200,7 @@ func (s *mcpServer) serve(ctx context.Context, t *Turn, req request) outcome {
 	}
 	var key rtsandbox.Secret
 	if s.APIKey != nil {
-		if key, err = s.APIKey(ctx); err != nil {
+		if key, err = s.APIKey(ctx, t.binding); err != nil {
 			return fail("MCP credential getter failed")
 		}
 	}

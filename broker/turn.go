@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
@@ -18,9 +19,9 @@ import (
 // Turn is a Broker bound to one admitted turn: its channel and speaker, its
 // context and its call budget. It is the http.Handler a Server serves.
 type Turn struct {
-	b     *Broker
-	ctx   context.Context
-	scope Scope
+	b       *Broker
+	ctx     context.Context
+	binding rtsandbox.Binding
 
 	mu       sync.Mutex
 	budget   int

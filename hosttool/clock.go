@@ -32,7 +32,7 @@ type Clock struct {
 var ErrZone = fmt.Errorf("%w: unknown time zone", rtsandbox.ErrInvalid)
 
 // Run returns the current time as RFC 3339 and as a readable line.
-func (c Clock) Run(_ context.Context, input json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+func (c Clock) Run(_ context.Context, input json.RawMessage, _ rtsandbox.Binding) (string, error) {
 	var in struct {
 		TimeZone string `json:"time_zone"`
 	}

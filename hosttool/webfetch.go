@@ -138,7 +138,7 @@ type WebFetch struct {
 // fetch is the same for every speaker. A panic anywhere in the run is
 // contained: the guest gets ErrFetchInternal's fixed text, the operator
 // log the panic.
-func (w *WebFetch) Run(ctx context.Context, input json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+func (w *WebFetch) Run(ctx context.Context, input json.RawMessage, _ rtsandbox.Binding) (string, error) {
 	text, err := Contain(func() (string, error) { return w.run(ctx, input) })
 	if pe, ok := errors.AsType[*PanicError](err); ok && w.Logger != nil {
 		w.Logger.ErrorContext(ctx, "web_fetch panicked", "tool", WebFetchName,

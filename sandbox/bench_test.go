@@ -39,7 +39,7 @@ func BenchmarkSealedTurn(b *testing.B) {
 	}))
 	defer model.Close()
 	bk, err := broker.New(broker.Config{ModelURL: model.URL, Model: "bench", AllowHTTP: true,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "bench-key", nil }})
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "bench-key", nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func BenchmarkSealedTurn(b *testing.B) {
 	speaker := rtsandbox.Speaker{ID: "bench", Name: "Bench", PrincipalID: "p_bench"}
 	b.ResetTimer()
 	for b.Loop() {
-		reply, err := rt.RunTurn(context.Background(), "bench:turn", speaker, "Hello")
+		reply, err := rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "bench:turn", Speaker: speaker}, "Hello")
 		if err != nil || !reply.OK {
 			b.Fatalf("turn = %+v, %v", reply, err)
 		}

@@ -137,7 +137,7 @@ type fixture struct {
 	transport       *http.Transport
 	audit           *auditLog
 	mu              sync.Mutex
-	scopes          []broker.Scope
+	scopes          []rtsandbox.Binding
 	rt              *Runtime
 	uid, gid        int
 }
@@ -155,7 +155,7 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 	f.uid, f.gid = workerIDs()
 	f.cfg = broker.Config{
 		ModelURL: "http://127.0.0.1:9/v1/chat/completions", Model: "fake", AllowHTTP: true,
-		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
+		APIKey: func(_ context.Context, s rtsandbox.Binding) (rtsandbox.Secret, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.scopes = append(f.scopes, s)
@@ -216,7 +216,7 @@ func shortTempDir(t *testing.T) string {
 	return dir
 }
 
-func (f *fixture) gotScopes() []broker.Scope {
+func (f *fixture) gotScopes() []rtsandbox.Binding {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.scopes)

@@ -21,7 +21,7 @@ import (
 
 func TestIdentityAndMounts(t *testing.T) {
 	f := newFixture(t, func(f *fixture) {
-		f.cfg.Tools = []broker.Tool{hostTool("identity", func(_ context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+		f.cfg.Tools = []broker.Tool{hostTool("identity", func(_ context.Context, _ json.RawMessage, tc rtsandbox.Binding) (string, error) {
 			return string(tc.Channel) + "/" + tc.Speaker.ID, nil
 		})}
 	})
@@ -30,7 +30,7 @@ func TestIdentityAndMounts(t *testing.T) {
 		return rtsandbox.Reply{OK: true, Text: answer}, nil
 	}
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
-		reply, err := f.rt.RunTurn(context.Background(), ch, speaker("guest"), "who am I")
+		reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "who am I")
 		if err != nil {
 			t.Fatalf("RunTurn(%s) = %v", ch, err)
 		}
@@ -77,7 +77,7 @@ func TestStartFreshDuringActiveTurn(t *testing.T) {
 				}
 			}
 			for _, text := range []string{"active", "next", "settled"} {
-				if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), text); err != nil {
+				if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, text); err != nil {
 					t.Fatalf("RunTurn(%s) = %v", text, err)
 				}
 			}
@@ -101,7 +101,7 @@ func TestStartFreshDuringBrokerStartup(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "first")
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "first")
 		done <- err
 	}()
 	waitFor(t, "admission", func() bool { return len(f.rt.Busy()) == 1 })
@@ -112,7 +112,7 @@ func TestStartFreshDuringBrokerStartup(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("first RunTurn = %v", err)
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "second"); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "second"); err != nil {
 		t.Fatalf("second RunTurn = %v", err)
 	}
 	if diff := cmp.Diff([]bool{false, true}, resets); diff != "" {
@@ -137,7 +137,7 @@ func TestStopAndDispose(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+		reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello")
 		done <- result{reply, err}
 	}()
 	<-started
@@ -155,7 +155,7 @@ func TestStopAndDispose(t *testing.T) {
 	}
 	assertEmpty(t, f.runRoot)
 	f.rt.Dispose()
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "again"); !errors.Is(err, ErrDisposed) || !errors.Is(err, rtsandbox.ErrRefused) {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "again"); !errors.Is(err, ErrDisposed) || !errors.Is(err, rtsandbox.ErrRefused) {
 		t.Errorf("RunTurn after Dispose = %v; want ErrDisposed", err)
 	}
 }
@@ -174,7 +174,7 @@ func TestDisposeAbortsRunningTurns(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
 		go func() {
-			_, err := f.rt.RunTurn(context.Background(), ch, speaker("guest"), "hello")
+			_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hello")
 			errs <- err
 		}()
 	}
@@ -257,7 +257,7 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 	model := newModelServer(t, completion("hi"))
 	f := newFixture(t, func(f *fixture) {
 		f.cfg.ModelURL = model.url()
-		f.cfg.Tools = []broker.Tool{hostTool("whom", func(_ context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+		f.cfg.Tools = []broker.Tool{hostTool("whom", func(_ context.Context, _ json.RawMessage, tc rtsandbox.Binding) (string, error) {
 			b, err := json.Marshal(tc.Speaker)
 			return string(b), err
 		})}
@@ -273,7 +273,7 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 		}
 		return rtsandbox.Reply{OK: true, Text: whom}, nil
 	}
-	reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest"), Tier: rtsandbox.TierMember}, "hello")
 	if err != nil {
 		t.Fatalf("RunTurn = %v", err)
 	}
@@ -290,9 +290,42 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 	if h := model.gotHeaders(); len(h) != 1 || h[0].Get("Authorization") != "Bearer "+hostKey {
 		t.Errorf("upstream headers %v; want one call with the host key", h)
 	}
-	want := []broker.Scope{{Channel: "fake:a", Speaker: speaker("guest")}}
+	want := []rtsandbox.Binding{{Channel: "fake:a", Speaker: speaker("guest"), Tier: rtsandbox.TierMember}}
 	if diff := cmp.Diff(want, f.gotScopes()); diff != "" {
 		t.Errorf("key scopes mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// The Binding RunTurn receives is the one every call of the turn runs for:
+// a host tool and the model's credential getter see its tier, whatever
+// the request body claims.
+func TestBindingTierReachesHostTool(t *testing.T) {
+	for _, tier := range []rtsandbox.Tier{rtsandbox.TierMember, rtsandbox.TierOwner} {
+		t.Run(tier.String(), func(t *testing.T) {
+			model := newModelServer(t, completion("hi"))
+			f := newFixture(t, func(f *fixture) {
+				f.cfg.ModelURL = model.url()
+				f.cfg.Tools = []broker.Tool{hostTool("tier", func(_ context.Context, _ json.RawMessage, b rtsandbox.Binding) (string, error) {
+					return b.Tier.String(), nil
+				})}
+			})
+			f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+				_, got := mustPost(t, ctx, spec, "/tools/tier", `{"tier":"owner","Tier":2}`)
+				mustPost(t, ctx, spec, "/model", `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+				return rtsandbox.Reply{OK: true, Text: got}, nil
+			}
+			b := rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest"), Tier: tier}
+			reply, err := f.rt.RunTurn(context.Background(), b, "hello")
+			if err != nil {
+				t.Fatalf("RunTurn = %v", err)
+			}
+			if want := `{"text":"` + tier.String() + `"}`; reply.Text != want {
+				t.Errorf("host tool saw %s; want %s", reply.Text, want)
+			}
+			if diff := cmp.Diff([]rtsandbox.Binding{b}, f.gotScopes()); diff != "" {
+				t.Errorf("credential getter bindings (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -311,7 +344,7 @@ func TestMissingPrincipal(t *testing.T) {
 				return rtsandbox.Reply{}, nil
 			}
 			sp := rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: tc.principal}
-			if _, err := f.rt.RunTurn(context.Background(), "fake:a", sp, "hello"); !errors.Is(err, tc.want) {
+			if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: sp}, "hello"); !errors.Is(err, tc.want) {
 				t.Errorf("RunTurn(principal %q) = %v; want %v", tc.principal, err, tc.want)
 			}
 			assertEmpty(t, f.runRoot)

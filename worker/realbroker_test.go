@@ -78,7 +78,7 @@ func newRealTurn(t *testing.T, model *fakemodel.Server, edit func(*broker.Config
 	rt := &realTurn{audit: &lockedLog{}, dir: dir}
 	rt.cfg = broker.Config{
 		ModelURL: model.ChatURL(), Model: "test-model", AllowHTTP: true,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return realBrokerKey, nil },
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return realBrokerKey, nil },
 		Logger: slog.New(slog.NewJSONHandler(rt.audit, nil)),
 	}
 	if edit != nil {
@@ -96,7 +96,7 @@ func (rt *realTurn) run(t *testing.T, turn rtsandbox.Turn) (int, rtsandbox.Reply
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	speaker := rtsandbox.Speaker{ID: turn.Speaker.ID, Name: turn.Speaker.Name, PrincipalID: "p_" + turn.Speaker.ID}
-	srv, err := broker.Listen(filepath.Join(rt.dir, "b.sock"), b.Turn(ctx, "fake:guests", speaker), broker.ListenOptions{})
+	srv, err := broker.Listen(filepath.Join(rt.dir, "b.sock"), b.Turn(ctx, rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker}), broker.ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

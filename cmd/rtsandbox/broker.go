@@ -85,7 +85,7 @@ func runBroker(ctx context.Context, args []string, getenv env, _ io.Reader, stdo
 	}
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := broker.Listen(f.socket, b.Turn(turnCtx, rtsandbox.ChannelKey(f.channel), f.speaker), broker.ListenOptions{Logger: log})
+	srv, err := broker.Listen(f.socket, b.Turn(turnCtx, rtsandbox.Binding{Channel: rtsandbox.ChannelKey(f.channel), Speaker: f.speaker}), broker.ListenOptions{Logger: log})
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox broker:", err)
 		return exitFail

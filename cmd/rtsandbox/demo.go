@@ -153,7 +153,7 @@ func demoConversation(ctx context.Context, out io.Writer, s *sealedRuntime, call
 		}
 		calls.reset()
 		fmt.Fprintf(out, "\nturn %d (a new sealed container)\n  guest: %s\n", i+1, text)
-		reply, err := s.rt.RunTurn(ctx, "demo:lobby", speaker, text)
+		reply, err := s.rt.RunTurn(ctx, rtsandbox.Binding{Channel: "demo:lobby", Speaker: speaker, Tier: rtsandbox.TierMember}, text)
 		printPhases(out, *stats, calls)
 		if err != nil {
 			return fmt.Errorf("turn %d: %w", i+1, err)
