@@ -70,10 +70,14 @@ func FuzzPipeline(f *testing.F) {
 			}
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(`{"choices":[]}`)), Header: http.Header{}}, nil
 		}))
-		key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil }
+		key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+			return rtsandbox.Secret(realKey), nil
+		}
 		b, err := broker.New(broker.Config{
 			ModelURL: "https://models.example/v1", Model: testModel, Client: client,
-			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil },
+			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+				return rtsandbox.Secret(realKey), nil
+			},
 			Tools: []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)},
 				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "ok", nil })}},
 			MCP: []broker.MCPServer{{Name: "public", URL: "https://mcp.example/rpc", APIKey: key,
