@@ -14,27 +14,6 @@ import (
 	"unicode/utf16"
 )
 
-// DummyKey is the placeholder credential the sealed worker sends to the
-// broker. The real credential never enters the container.
-const DummyKey = "sandbox-dummy-key"
-
-// BrokerHost is the only Host header value the broker accepts.
-const BrokerHost = "broker"
-
-// Limits on identifiers, in UTF-16 code units like the reference.
-const (
-	MaxTextLen        = 32000 // guest message text
-	MaxSpeakerField   = 256   // speaker id, name and principal id
-	MaxReplyText      = 100000
-	MaxToolCallIDLen  = 128
-	MaxToolNameLen    = 48
-	MaxFunctionName   = 64
-	DefaultMaxCalls   = 48
-	MaxCallsLimit     = 1000
-	DefaultMaxTokens  = 4096
-	MaxOutputTokensUL = 32768
-)
-
 var (
 	toolNameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 	functionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)

@@ -34,13 +34,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// Limits of one broker call.
-const (
-	MaxRequestBytes = 256 << 10 // request body
-	MaxToolResult   = 1 << 20   // JSON {"text":…} of a host-tool result
-	CallTimeout     = 60 * time.Second
-)
-
 // Tool is a host tool: its declaration and its implementation.
 type Tool struct {
 	Spec rtsandbox.ToolSpec

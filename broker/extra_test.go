@@ -146,9 +146,9 @@ func TestHostToolFailures(t *testing.T) {
 	}
 	// Exactly at the limit passes: {"text":"…"} is 11 bytes of framing.
 	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, &echoTool{reply: func(context.Context) (string, error) {
-		return strings.Repeat("x", broker.MaxToolResult-11), nil
+		return strings.Repeat("x", rtsandbox.MaxToolResult-11), nil
 	}}))
-	if w := f.post("/tools/echo", `{}`); w.Code != 200 || w.Body.Len() != broker.MaxToolResult {
+	if w := f.post("/tools/echo", `{}`); w.Code != 200 || w.Body.Len() != rtsandbox.MaxToolResult {
 		t.Errorf("result of exactly 1 MiB = %d (%d bytes); want 200", w.Code, w.Body.Len())
 	}
 }

@@ -96,7 +96,7 @@ func (t *Turn) handle(r *http.Request) (string, outcome) {
 		defer t.settle(r, 1)
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), CallTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), rtsandbox.BrokerCallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(t.ctx, cancel)
 	defer stop()
@@ -164,13 +164,13 @@ func (t *Turn) release() {
 	t.inFlight = false
 }
 
-// readBody reads at most MaxRequestBytes; more is an error.
+// readBody reads at most rtsandbox.MaxBrokerRequest; more is an error.
 func readBody(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxRequestBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, rtsandbox.MaxBrokerRequest+1))
 	if err != nil {
 		return data, err
 	}
-	if len(data) > MaxRequestBytes {
+	if len(data) > rtsandbox.MaxBrokerRequest {
 		return data, errTooLarge
 	}
 	return data, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"go.uber.org/goleak"
 )
@@ -74,7 +75,7 @@ func TestPostRefusalsAndLimits(t *testing.T) {
 		{"status-429", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(429) }, brokerclient.ErrRefused},
 		{"status-502", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }, brokerclient.ErrRefused},
 		{"too-large", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, strings.Repeat("x", brokerclient.MaxResponse+1))
+			io.WriteString(w, strings.Repeat("x", rtsandbox.MaxBrokerResponse+1))
 		}, brokerclient.ErrTooLarge},
 	}
 	for _, tt := range tests {

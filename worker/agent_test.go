@@ -318,7 +318,7 @@ func TestAgentStopsAtModelCallLimit(t *testing.T) {
 // §6.11: 9 tool calls fail the worker.
 func TestAgentRefusesTooManyToolCalls(t *testing.T) {
 	var calls []map[string]any
-	for i := range maxToolCalls + 1 {
+	for i := range rtsandbox.MaxToolCallsPerMessage + 1 {
 		calls = append(calls, call(fmt.Sprint("c", i), "memory_get", `{"scope":"channel"}`))
 	}
 	b := startBroker(t, completion(nil, calls...))
@@ -432,14 +432,14 @@ func TestAgentFinalAnswerRules(t *testing.T) {
 		{"trimmed-text", completion("  Hi there.\n"), 200, "Hi there."},
 		{"empty-tool-calls-is-final", `{"choices":[{"message":{"content":"Final.","tool_calls":[]}}]}`, 200, "Final."},
 		{"null-tool-calls-is-final", `{"choices":[{"message":{"content":"Final.","tool_calls":null}}]}`, 200, "Final."},
-		{"max-length-text", completion(strings.Repeat("a", maxFinalText)), 200, strings.Repeat("a", maxFinalText)},
+		{"max-length-text", completion(strings.Repeat("a", rtsandbox.MaxReplyText)), 200, strings.Repeat("a", rtsandbox.MaxReplyText)},
 		{"blank-text", completion(" \n\t\u3000"), 200, ""},
 		{"null-content", completion(nil), 200, ""},
-		{"trailing-blank-over-limit", completion(strings.Repeat("a", maxFinalText) + " "), 200, strings.Repeat("a", maxFinalText)},
-		{"text-too-long-cut-with-notice", completion(strings.Repeat("a", maxFinalText+1)), 200,
-			strings.Repeat("a", maxFinalText-rtsandbox.UTF16Len(answerCutNotice)) + answerCutNotice},
-		{"astral-text-cut-on-a-character", completion(strings.Repeat("\U0001F600", maxFinalText)), 200,
-			strings.Repeat("\U0001F600", (maxFinalText-rtsandbox.UTF16Len(answerCutNotice))/2) + answerCutNotice},
+		{"trailing-blank-over-limit", completion(strings.Repeat("a", rtsandbox.MaxReplyText) + " "), 200, strings.Repeat("a", rtsandbox.MaxReplyText)},
+		{"text-too-long-cut-with-notice", completion(strings.Repeat("a", rtsandbox.MaxReplyText+1)), 200,
+			strings.Repeat("a", rtsandbox.MaxReplyText-rtsandbox.UTF16Len(answerCutNotice)) + answerCutNotice},
+		{"astral-text-cut-on-a-character", completion(strings.Repeat("\U0001F600", rtsandbox.MaxReplyText)), 200,
+			strings.Repeat("\U0001F600", (rtsandbox.MaxReplyText-rtsandbox.UTF16Len(answerCutNotice))/2) + answerCutNotice},
 		{"no-choices", `{"choices":[]}`, 200, ""},
 		{"choice-not-object", `{"choices":[1]}`, 200, ""},
 		{"message-not-object", `{"choices":[{"message":"hi"}]}`, 200, ""},
@@ -508,7 +508,7 @@ func TestAgentSystemPromptAndTools(t *testing.T) {
 	var p struct {
 		Model    string
 		Messages []message
-		Tools    []modelTool
+		Tools    []rtsandbox.ChatTool
 	}
 	if err := json.Unmarshal([]byte(b.gotBodies("/model")[0]), &p); err != nil {
 		t.Fatal(err)
@@ -555,9 +555,9 @@ func TestAgentFitContext(t *testing.T) {
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: big}, {Role: "assistant", Content: "old"},
 		{Role: "user", Content: "current"},
-		{Role: "assistant", Content: big, ToolCalls: []toolCall{{ID: "a", Type: "function"}}},
+		{Role: "assistant", Content: big, ToolCalls: []rtsandbox.ToolCall{{ID: "a", Type: "function"}}},
 		{Role: "tool", ToolCallID: "a", Content: big},
-		{Role: "assistant", Content: "x", ToolCalls: []toolCall{{ID: "b", Type: "function"}}},
+		{Role: "assistant", Content: "x", ToolCalls: []rtsandbox.ToolCall{{ID: "b", Type: "function"}}},
 		{Role: "tool", ToolCallID: "b", Content: big},
 	}}}
 	if err := a.fitContext(); err != nil {

@@ -48,7 +48,7 @@ func TestFailureLines(t *testing.T) {
 	bigTools.Tools = []rtsandbox.ToolSpec{{Name: "big", Description: strings.Repeat("d", maxToolList), Parameters: json.RawMessage(`{}`)}}
 	bigToolsJSON, _ := jsonjs.Marshal(bigTools)
 	var tooMany []map[string]any
-	for i := range maxToolCalls + 1 {
+	for i := range rtsandbox.MaxToolCallsPerMessage + 1 {
 		tooMany = append(tooMany, call(fmt.Sprint("c", i), "memory_get", `{"scope":"channel"}`))
 	}
 	status := func(code int) func(*fakeBroker) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // The stand-in broker fails the test on any header beyond Host,
@@ -33,7 +35,7 @@ func TestBrokerSendsExactHeaders(t *testing.T) {
 }
 
 func TestBrokerPostErrors(t *testing.T) {
-	big := `{"text":"` + strings.Repeat("x", maxBrokerResponse) + `"}`
+	big := `{"text":"` + strings.Repeat("x", rtsandbox.MaxBrokerResponse) + `"}`
 	tests := []struct {
 		name    string
 		status  int
@@ -60,10 +62,10 @@ func TestBrokerPostErrors(t *testing.T) {
 }
 
 func TestBrokerAcceptsExactlyOneMiB(t *testing.T) {
-	answer := `"` + strings.Repeat("x", maxBrokerResponse-2) + `"`
+	answer := `"` + strings.Repeat("x", rtsandbox.MaxBrokerResponse-2) + `"`
 	b := startBroker(t)
 	b.handle("/model", func(string) (int, string) { return 200, answer })
-	if got, err := newBroker(b.sock).post(context.Background(), "/model", map[string]string{}); err != nil || len(got) != maxBrokerResponse {
+	if got, err := newBroker(b.sock).post(context.Background(), "/model", map[string]string{}); err != nil || len(got) != rtsandbox.MaxBrokerResponse {
 		t.Errorf("post(1 MiB answer) = %d bytes, %v; want ok", len(got), err)
 	}
 }

@@ -230,7 +230,7 @@ func (m *callCount) add(r slog.Record) {
 		}
 		return true
 	})
-	if route == "/model" {
+	if route == rtsandbox.RouteModel {
 		m.mu.Lock()
 		m.n, m.d = m.n+1, m.d+d
 		m.mu.Unlock()

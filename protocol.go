@@ -1,0 +1,167 @@
+package rtsandbox
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The worker↔broker protocol, in one place. The in-container worker and
+// the host broker both build on these declarations, so a route, a call
+// shape or a limit cannot drift between the two sides. Section numbers
+// refer to the sealed-mode spec (spec/sealed.md).
+
+// Where the worker finds the broker and what it presents (§0.1, §4.2).
+const (
+	// BrokerSocketPath is where the broker socket appears in the container.
+	BrokerSocketPath = "/broker/broker.sock"
+	// WorkspacePath is the container's scratch workspace: in the sealed
+	// mode a size-limited tmpfs that dies with the container.
+	WorkspacePath = "/workspace"
+	// DummyKey is the placeholder credential the sealed worker sends to
+	// the broker, as "Authorization: Bearer sandbox-dummy-key". The real
+	// credential never enters the container.
+	DummyKey = "sandbox-dummy-key"
+	// BrokerHost is the only Host header value the broker accepts.
+	BrokerHost = "broker"
+)
+
+// Broker routes (§2.3). Every call is a POST with a JSON object body; the
+// broker matches the escaped path exactly, so a name is never decoded.
+const (
+	// RouteModel takes a chat-completions request (§2.4) and answers with
+	// the upstream's JSON.
+	RouteModel = "/model"
+	// RouteToolPrefix + a host tool's name runs that tool with the body as
+	// its input and answers {"text": …} (ToolResult).
+	RouteToolPrefix = "/tools/"
+	// RouteMCPPrefix + an MCP server's name forwards one MCPCall of a
+	// declared tool and answers with the server's JSON-RPC response.
+	RouteMCPPrefix = "/mcp/"
+)
+
+// ToolRoute is the broker route of the host tool name.
+func ToolRoute(name string) string { return RouteToolPrefix + name }
+
+// MCPRoute is the broker route of the MCP server name.
+func MCPRoute(server string) string { return RouteMCPPrefix + server }
+
+// ToolResult is the broker's answer to a host-tool call (§2.3); its JSON is
+// at most MaxToolResult bytes.
+type ToolResult struct {
+	Text string `json:"text"`
+}
+
+// MCP JSON-RPC constants (§2.3).
+const (
+	MCPMethodCall = "tools/call"
+	MCPJSONRPC    = "2.0"
+)
+
+// MCPCall is the one MCP request the protocol knows (§2.3, §4.3): a
+// tools/call of one declared tool. The worker sends {"method", "params"};
+// the broker rebuilds it with jsonrpc "2.0" and id 1 in front, dropping
+// every other field the worker sent. Field order is the wire key order.
+type MCPCall struct {
+	JSONRPC string        `json:"jsonrpc,omitempty"`
+	ID      int           `json:"id,omitempty"`
+	Method  string        `json:"method"`
+	Params  MCPCallParams `json:"params"`
+}
+
+// MCPCallParams names the tool and carries its arguments object as
+// received.
+type MCPCallParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// NewMCPCall is the worker's tools/call of tool with args.
+func NewMCPCall(tool string, args json.RawMessage) MCPCall {
+	return MCPCall{Method: MCPMethodCall, Params: MCPCallParams{Name: tool, Arguments: args}}
+}
+
+// Chat-completions wire types the worker sends to RouteModel and the
+// broker forwards (§2.4, §4.3–4.4). A message is declared twice on
+// purpose: the worker's (ChatMessage) and the broker's rebuilt one
+// (modelapi.Message) keep different key orders, each the reference's; the
+// parts inside a message are declared here once.
+
+// ChatMessage is a chat-completions message as the worker writes it.
+// Field order gives the reference's key order for every role: {role,
+// content}, {role, content, tool_calls} and {role, tool_call_id, content}.
+type ChatMessage struct {
+	Role       string     `json:"role"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is one assistant tool call; Type is always "function".
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the called function and carries its arguments as the
+// model wrote them: a JSON text in a string, not parsed.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ChatTool is one entry of a request's tools list; Type is always
+// "function".
+type ChatTool struct {
+	Type     string   `json:"type"`
+	Function ToolSpec `json:"function"`
+}
+
+// FunctionType is the only tool and tool-call type the protocol allows.
+const FunctionType = "function"
+
+// Limits of the protocol. Lengths are UTF-16 code units (JS .length) like
+// the reference's; sizes are bytes. State limits are in state.go.
+const (
+	// MaxTextLen bounds a guest message's text (§1 step 4, §5.3).
+	MaxTextLen = 32000
+	// MaxSpeakerField bounds a speaker's id, name and principal id (§5.3).
+	MaxSpeakerField = 256
+	// MaxReplyText bounds the reply text in the worker's stdout (§3.3) and
+	// the model's final answer (§4.4 step 5).
+	MaxReplyText = 100000
+	// MaxToolCallIDLen bounds a tool-call id (§0.1).
+	MaxToolCallIDLen = 128
+	// MaxToolNameLen bounds a host tool, MCP server or MCP tool name (§0.1).
+	MaxToolNameLen = 48
+	// MaxFunctionName bounds a model-facing function name (§0.1).
+	MaxFunctionName = 64
+	// MaxToolCallsPerMessage bounds the tool calls of one assistant
+	// message: the worker refuses more from the model (§4.4 step 6) and
+	// the broker refuses more in a /model request (§2.4).
+	MaxToolCallsPerMessage = 8
+
+	// DefaultMaxCalls is the per-turn broker call budget (model, host
+	// tools and MCP together), settable in 1..MaxCallsLimit (§2.10).
+	DefaultMaxCalls = 48
+	MaxCallsLimit   = 1000
+	// DefaultMaxTokens is the max_tokens the broker sends upstream,
+	// settable in 1..MaxOutputTokensUL (§2.3, §2.10).
+	DefaultMaxTokens  = 4096
+	MaxOutputTokensUL = 32768
+
+	// MaxBrokerRequest bounds a broker request body (§2.2 #11, §2.10).
+	MaxBrokerRequest = 256 << 10
+	// MaxBrokerResponse bounds a broker answer as the worker reads it
+	// (§4.2) and an upstream answer as the broker reads it (§2.10).
+	MaxBrokerResponse = 1 << 20
+	// MaxToolResult bounds the JSON {"text": …} of a host-tool result
+	// (§2.3, §2.10).
+	MaxToolResult = 1 << 20
+	// BrokerCallTimeout is the broker's per-call deadline, also bounded by
+	// the turn's (§2.10).
+	BrokerCallTimeout = 60 * time.Second
+	// BrokerClientTimeout is the worker's per-call timeout (§4.2): a
+	// little over BrokerCallTimeout, so the broker's answer wins.
+	BrokerClientTimeout = 65 * time.Second
+)
