@@ -54,7 +54,7 @@ func BenchmarkModelCall(b *testing.B) {
 }
 
 func workerPost(b *testing.B, c *brokerclient.Client, body string, want int) {
-	got, err := c.Post(context.Background(), "/model", []byte(body))
+	got, err := c.Post(context.Background(), rtsandbox.RouteModel, []byte(body))
 	if err != nil || len(got) != want {
 		b.Fatalf("Post = %d bytes, %v; want %d", len(got), err, want)
 	}

@@ -37,11 +37,11 @@ var fixedTexts = map[string]bool{
 // upstream only ever sees rebuilt bodies, the real key and the fixed
 // model; the key never reaches the guest.
 func FuzzPipeline(f *testing.F) {
-	for _, target := range []string{"/model", "/tools/echo", "/mcp/public", "/tools/%62ash", "/model?", "/mcp/public/x"} {
+	for _, target := range []string{rtsandbox.RouteModel, rtsandbox.ToolRoute("echo"), rtsandbox.MCPRoute("public"), "/tools/%62ash", "/model?", "/mcp/public/x"} {
 		f.Add("POST", target, "content-type", "application/json", `{"messages":[]}`)
 	}
 	for _, h := range []string{"connection", "transfer-encoding", "authorization", "host", "x-api-key", "cookie"} {
-		f.Add("POST", "/model", h, "guest-supplied", `{"messages":[]}`)
+		f.Add("POST", rtsandbox.RouteModel, h, "guest-supplied", `{"messages":[]}`)
 	}
 	for _, body := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"model":"x","callback_url":"https://guest.example"}`,
@@ -49,9 +49,9 @@ func FuzzPipeline(f *testing.F) {
 		`{"method":"tools/call","params":{"name":"search","arguments":{"q":"a"}},"url":"https://guest.example"}`,
 		`[{"method":"tools/call"}]`, `{"speaker":"owner"}`, `null`, `"x"`, `{`,
 	} {
-		f.Add("POST", "/model", "accept", "*/*", body)
-		f.Add("POST", "/mcp/public", "accept", "*/*", body)
-		f.Add("POST", "/tools/echo", "accept", "*/*", body)
+		f.Add("POST", rtsandbox.RouteModel, "accept", "*/*", body)
+		f.Add("POST", rtsandbox.MCPRoute("public"), "accept", "*/*", body)
+		f.Add("POST", rtsandbox.ToolRoute("echo"), "accept", "*/*", body)
 	}
 	f.Fuzz(func(t *testing.T, method, target, hname, hvalue, body string) {
 		var upstreamCalls atomic.Int32

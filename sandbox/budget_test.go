@@ -75,7 +75,7 @@ func TestOverBudgetTurnRefusedBeforeContainer(t *testing.T) {
 		f.opts.Budget = l
 	})
 	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		mustPost(t, ctx, spec, "/model", `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+		mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 		return rtsandbox.Reply{OK: true, Text: "hi"}, nil
 	}
 	ctx := context.Background()

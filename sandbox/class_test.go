@@ -127,7 +127,7 @@ func TestTurnClasses(t *testing.T) {
 				// its model call gets 429.
 				f.driver.run = func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 					for range 48 {
-						mustPost(t, ctx, spec, "/model", `[]`)
+						mustPost(t, ctx, spec, rtsandbox.RouteModel, `[]`)
 					}
 					return runWorker(ctx, spec, turn)
 				}

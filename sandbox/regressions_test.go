@@ -204,7 +204,7 @@ func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 		go func() {
 			defer close(callDone)
 			// The answer does not matter: the turn ends under the call.
-			_, _, _ = brokerPost(context.Background(), filepath.Join(spec.RunDir, "broker.sock"), "/tools/wait", `{}`)
+			_, _, _ = brokerPost(context.Background(), filepath.Join(spec.RunDir, "broker.sock"), rtsandbox.ToolRoute("wait"), `{}`)
 		}()
 		toolCtx = <-started
 		return rtsandbox.Reply{OK: true, Text: "Done."}, nil
@@ -513,7 +513,7 @@ func TestOnTurnStats(t *testing.T) {
 	var stats []TurnStats
 	f := newFixture(t, func(f *fixture) { f.opts.OnTurn = func(s TurnStats) { stats = append(stats, s) } })
 	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		mustPost(t, ctx, spec, "/tools/none", `{}`)
+		mustPost(t, ctx, spec, rtsandbox.ToolRoute("none"), `{}`)
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
 	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {

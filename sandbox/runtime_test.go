@@ -26,7 +26,7 @@ func TestIdentityAndMounts(t *testing.T) {
 		})}
 	})
 	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		_, answer := mustPost(t, ctx, spec, "/tools/identity", `{"speaker":{"id":"owner"},"channel":"fake:private"}`)
+		_, answer := mustPost(t, ctx, spec, rtsandbox.ToolRoute("identity"), `{"speaker":{"id":"owner"},"channel":"fake:private"}`)
 		return rtsandbox.Reply{OK: true, Text: answer}, nil
 	}
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
@@ -266,8 +266,8 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 		if want := (rtsandbox.TurnSpeaker{ID: "guest", Name: "Guest"}); turn.Speaker != want {
 			t.Errorf("turn speaker = %+v; want %+v", turn.Speaker, want)
 		}
-		_, whom := mustPost(t, ctx, spec, "/tools/whom", `{"speaker":{"principalId":"owner","principal_id":"owner"}}`)
-		status, _ := mustPost(t, ctx, spec, "/model", `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+		_, whom := mustPost(t, ctx, spec, rtsandbox.ToolRoute("whom"), `{"speaker":{"principalId":"owner","principal_id":"owner"}}`)
+		status, _ := mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 		if status != 200 {
 			t.Errorf("/model status = %d; want 200", status)
 		}
@@ -310,8 +310,8 @@ func TestBindingTierReachesHostTool(t *testing.T) {
 				})}
 			})
 			f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-				_, got := mustPost(t, ctx, spec, "/tools/tier", `{"tier":"owner","Tier":2}`)
-				mustPost(t, ctx, spec, "/model", `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+				_, got := mustPost(t, ctx, spec, rtsandbox.ToolRoute("tier"), `{"tier":"owner","Tier":2}`)
+				mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 				return rtsandbox.Reply{OK: true, Text: got}, nil
 			}
 			b := rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest"), Tier: tier}

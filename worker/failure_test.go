@@ -53,12 +53,12 @@ func TestFailureLines(t *testing.T) {
 	}
 	status := func(code int) func(*fakeBroker) {
 		return func(b *fakeBroker) {
-			b.handle("/model", func(string) (int, string) { return code, `{"error":"` + marker + `"}` })
+			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return code, `{"error":"` + marker + `"}` })
 		}
 	}
 	answer := func(a string) func(*fakeBroker) {
 		return func(b *fakeBroker) {
-			b.handle("/model", func(string) (int, string) { return http.StatusOK, a })
+			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return http.StatusOK, a })
 		}
 	}
 	tests := []struct {

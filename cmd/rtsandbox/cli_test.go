@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // runCLI runs the rtsandbox command line with env vars and returns the exit
@@ -311,8 +312,8 @@ func TestBrokerLogFormatFlag(t *testing.T) {
 	var rec map[string]any
 	var buf bytes.Buffer
 	log, _ := newLogger(&buf, logJSON, func(string) string { return "" }, slog.LevelInfo)
-	log.Info("broker call", "route", "/model")
-	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["route"] != "/model" {
+	log.Info("broker call", "route", rtsandbox.RouteModel)
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["route"] != rtsandbox.RouteModel {
 		t.Errorf("JSON record %q: %v", buf.String(), err)
 	}
 }
