@@ -106,7 +106,7 @@ func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (r
 	if code != 0 {
 		return rtsandbox.Reply{}, &workerExit{code: code, stderr: errOut.Bytes()}
 	}
-	return container.ParseReply(out.Bytes())
+	return rtsandbox.ParseReply(out.Bytes())
 }
 
 // workerExit is a failed worker run as the driver reports it: the error is
