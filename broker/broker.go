@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -144,6 +145,23 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// Declarations is what the worker must be told about this broker: each
+// host tool's declaration and each MCP server's name and tools, in
+// configuration order. URLs, credentials and implementations stay out.
+// The runtime takes the worker's tool list from here, so the two cannot
+// drift; the slices are fresh copies.
+func (b *Broker) Declarations() ([]rtsandbox.ToolSpec, []rtsandbox.MCPServerTools) {
+	tools := make([]rtsandbox.ToolSpec, 0, len(b.cfg.Tools))
+	for _, t := range b.cfg.Tools {
+		tools = append(tools, t.Spec)
+	}
+	mcp := make([]rtsandbox.MCPServerTools, 0, len(b.cfg.MCP))
+	for _, m := range b.cfg.MCP {
+		mcp = append(mcp, rtsandbox.MCPServerTools{Server: m.Name, Tools: slices.Clone(m.Tools)})
+	}
+	return tools, mcp
 }
 
 func (b *Broker) checkBudgets() error {

@@ -19,15 +19,18 @@ const WebFetchName = "web_fetch"
 // schema's maxLength counts (spec §2.4).
 const MaxURLLen = 8000
 
-// WebFetchSpec declares the web fetch tool.
-var WebFetchSpec = rtsandbox.ToolSpec{
-	Name: WebFetchName,
-	Description: "Read a public web page (HTTP or HTTPS) and return its readable text, with links " +
-		"as numbered footnotes. Private and internal addresses are refused. HTML, plain text and " +
-		"JSON only; long pages are cut.",
-	Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string",` +
-		`"minLength":1,"maxLength":8000,"description":"absolute http:// or https:// URL"}},` +
-		`"required":["url"],"additionalProperties":false}`),
+// WebFetchSpec declares the web fetch tool; each call returns a fresh
+// value.
+func WebFetchSpec() rtsandbox.ToolSpec {
+	return rtsandbox.ToolSpec{
+		Name: WebFetchName,
+		Description: "Read a public web page (HTTP or HTTPS) and return its readable text, with links " +
+			"as numbered footnotes. Private and internal addresses are refused. HTML, plain text and " +
+			"JSON only; long pages are cut.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string",` +
+			`"minLength":1,"maxLength":8000,"description":"absolute http:// or https:// URL"}},` +
+			`"required":["url"],"additionalProperties":false}`),
+	}
 }
 
 // Failure classes of a fetch. Their texts are fixed and carry no URL,

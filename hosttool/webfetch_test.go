@@ -245,8 +245,8 @@ func TestWebFetchRun(t *testing.T) {
 			}
 		})
 	}
-	if !strings.Contains(string(WebFetchSpec.Parameters), `"maxLength":8000`) {
-		t.Errorf("WebFetchSpec = %s", WebFetchSpec.Parameters)
+	if !strings.Contains(string(WebFetchSpec().Parameters), `"maxLength":8000`) {
+		t.Errorf("WebFetchSpec() = %s", WebFetchSpec().Parameters)
 	}
 }
 

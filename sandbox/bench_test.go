@@ -57,8 +57,8 @@ func BenchmarkSealedTurn(b *testing.B) {
 	}
 	rt, err := New(Options{Broker: bk, Driver: integ.driver, Image: integ.workerImage, UID: uid, GID: gid,
 		RunRoot: filepath.Join(base, "run"), State: state, Model: "bench",
-		Installation: integ.installation, Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{},
-		OnTurn: func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
+		Installation: integ.installation,
+		OnTurn:       func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -181,9 +181,6 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 		t.Fatalf("broker.New: %v", err)
 	}
 	f.opts.Broker = b
-	if f.opts.Tools == nil && f.opts.MCP == nil {
-		f.opts.Tools, f.opts.MCP = WorkerTools(f.cfg)
-	}
 	rt, err := New(f.opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -219,15 +219,6 @@ func TestSetupRefusals(t *testing.T) {
 		{"installation-invalid", func(f *fixture) { f.opts.Installation = "Bad Id" }},
 		{"broker-missing", func(f *fixture) { f.opts.Broker = nil }},
 		{"driver-missing", func(f *fixture) { f.opts.Driver = nil }},
-		{"tool-name-invalid", func(f *fixture) {
-			f.opts.Tools = []rtsandbox.ToolSpec{{Name: "Bad", Parameters: json.RawMessage(`{}`)}}
-		}},
-		{"tool-parameters-not-object", func(f *fixture) {
-			f.opts.Tools = []rtsandbox.ToolSpec{{Name: "ok", Parameters: json.RawMessage(`[]`)}}
-		}},
-		{"mcp-server-duplicate", func(f *fixture) {
-			f.opts.MCP = []rtsandbox.MCPServerTools{{Server: "a"}, {Server: "a"}}
-		}},
 	}
 	if os.Getuid() != 0 { // only a root service may hand turns to another user
 		tests = append(tests, struct {
@@ -349,6 +340,61 @@ func TestMissingPrincipal(t *testing.T) {
 			}
 			assertEmpty(t, f.runRoot)
 			assertEmpty(t, f.stateDir)
+		})
+	}
+}
+
+// TestWorkerToolsComeFromTheBroker: the runtime has no tool option of its
+// own; the turn JSON declares exactly the broker's host tools and MCP
+// servers, and a declaration the worker would refuse (bad or duplicate
+// names, parameters that are not an object) is refused when the broker
+// is built, so no runtime can be set up with it.
+func TestWorkerToolsComeFromTheBroker(t *testing.T) {
+	params := json.RawMessage(`{"type":"object"}`)
+	f := newFixture(t, func(f *fixture) {
+		f.cfg.Tools = []broker.Tool{hostTool("lookup", func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "", nil })}
+		f.cfg.MCP = []broker.MCPServer{{Name: "docs", URL: "http://127.0.0.1:9/rpc", Tools: []rtsandbox.ToolSpec{{Name: "find", Parameters: params}}}}
+	})
+	var got rtsandbox.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		got = turn
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
+		t.Fatalf("RunTurn = %v", err)
+	}
+	tools, mcp := f.opts.Broker.Declarations()
+	if diff := cmp.Diff(tools, got.Tools); diff != "" {
+		t.Errorf("turn tools (-broker +turn):\n%s", diff)
+	}
+	if diff := cmp.Diff(mcp, got.MCP); diff != "" {
+		t.Errorf("turn MCP servers (-broker +turn):\n%s", diff)
+	}
+	if len(got.Tools) != 1 || got.Tools[0].Name != "lookup" || len(got.MCP) != 1 || got.MCP[0].Server != "docs" {
+		t.Errorf("turn declares %+v and %+v; want lookup and docs", got.Tools, got.MCP)
+	}
+
+	noop := rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "", nil })
+	for name, edit := range map[string]func(*broker.Config){
+		"tool-name-invalid": func(c *broker.Config) {
+			c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "Bad", Parameters: params}, Impl: noop}}
+		},
+		"tool-parameters-not-object": func(c *broker.Config) {
+			c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "ok", Parameters: json.RawMessage(`[]`)}, Impl: noop}}
+		},
+		"tool-parameters-null": func(c *broker.Config) {
+			c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "ok", Parameters: json.RawMessage(`null`)}, Impl: noop}}
+		},
+		"mcp-server-duplicate": func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "a", URL: "http://127.0.0.1:9/a"}, {Name: "a", URL: "http://127.0.0.1:9/b"}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := f.cfg
+			edit(&cfg)
+			if _, err := broker.New(cfg); !errors.Is(err, rtsandbox.ErrInvalid) {
+				t.Errorf("broker.New = %v; want an error wrapping ErrInvalid", err)
+			}
 		})
 	}
 }

@@ -121,8 +121,8 @@ func (t *turn) workerInput(state rtsandbox.ChannelState) ([]byte, error) {
 		Reset:    t.reset,
 		Memory:   emptyIfNil(state.Memory),
 		History:  emptyIfNil(state.History),
-		Tools:    emptyIfNil(t.s.Tools),
-		MCP:      emptyIfNil(t.s.MCP),
+		Tools:    emptyIfNil(t.s.tools),
+		MCP:      emptyIfNil(t.s.mcp),
 	}
 	if t.reset {
 		in.History = []rtsandbox.HistoryEntry{}

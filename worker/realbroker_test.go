@@ -162,11 +162,11 @@ func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
 	defer model.Close()
 	search := rtsandbox.ToolSpec{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object"}`)}
 	rt := newRealTurn(t, model, func(c *broker.Config) {
-		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec, Impl: hosttool.Clock{}}}
+		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec(), Impl: hosttool.Clock{}}}
 		c.MCP = []broker.MCPServer{{Name: "catalog", URL: mcp.URL, Tools: []rtsandbox.ToolSpec{search}}}
 	})
 	turn := baseTurn("What time is it?")
-	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}
+	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec()}
 	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{search}}}
 	code, reply := rt.run(t, turn)
 	wantReply(t, code, reply, "Done.")
@@ -191,10 +191,10 @@ func TestTransportStatusPassthroughRealBroker(t *testing.T) {
 	defer model.Close()
 	rt := newRealTurn(t, model, func(c *broker.Config) {
 		c.MaxCalls = 1
-		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec, Impl: hosttool.Clock{}}}
+		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec(), Impl: hosttool.Clock{}}}
 	})
 	turn := baseTurn("time?")
-	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}
+	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec()}
 	code, reply := rt.run(t, turn)
 	if diff := cmp.Diff([]string{"/model 200", "/tools/clock 429", "/model 429"}, rt.audit.calls(t)); diff != "" {
 		t.Errorf("broker calls (-want +got):\n%s", diff)

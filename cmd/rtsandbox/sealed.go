@@ -105,13 +105,12 @@ func newSealedRuntime(cfg *config.Config, getenv env, o sealedOptions) (*sealedR
 		}
 		o.driver, closeFn = d, func() { closeClient(); closeLedger(ledger) }
 	}
-	tools, mcp := sandbox.WorkerTools(bc)
 	rt, err := sandbox.New(sandbox.Options{
 		Broker: b, Driver: o.driver, Image: imageTag(cfg), UID: uid, GID: gid,
 		RunRoot: filepath.Join(cfg.StateDir, runRootName), State: state,
 		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: timeZone(cfg, getenv),
-		Tools: tools, MCP: mcp, TurnTimeout: cfg.Sandbox.TurnTimeout,
-		MaxTurns: cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
+		TurnTimeout: cfg.Sandbox.TurnTimeout,
+		MaxTurns:    cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
 		Limits: container.Limits{
 			MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,

@@ -47,7 +47,7 @@ func newWebTools(cfg *config.Config, getenv env, client *upstream.Client, log *s
 	if cfg.Web.Fetch.Enabled {
 		opts := safefetch.DefaultOptions()
 		opts.MaxBytes, opts.Timeout = cfg.Web.Fetch.MaxBytes, cfg.Web.Fetch.Timeout
-		w.tools = append(w.tools, broker.Tool{Spec: hosttool.WebFetchSpec, Impl: &hosttool.WebFetch{Options: opts, Logger: log}})
+		w.tools = append(w.tools, broker.Tool{Spec: hosttool.WebFetchSpec(), Impl: &hosttool.WebFetch{Options: opts, Logger: log}})
 	}
 	if !cfg.Web.Research.Enabled {
 		return w, nil

@@ -55,7 +55,7 @@ func hostTool(t config.Tool, getenv env, client *upstream.Client) (broker.Tool, 
 			}},
 		}, nil
 	case config.BuiltinClock:
-		spec := hosttool.ClockSpec
+		spec := hosttool.ClockSpec()
 		if t.Description != "" {
 			spec.Description = t.Description
 		}
