@@ -141,3 +141,17 @@ func UTF16Len(s string) int {
 	}
 	return n
 }
+
+// PrefixUTF16 returns the longest prefix of s of at most n UTF-16 code
+// units that does not split a character; units are counted as UTF16Len
+// counts them. It is the one truncation by the reference's string length.
+func PrefixUTF16(s string, n int) string {
+	u := 0
+	for i, r := range s {
+		u += max(utf16.RuneLen(r), 1) // an invalid byte counts as U+FFFD
+		if u > n {
+			return s[:i]
+		}
+	}
+	return s
+}

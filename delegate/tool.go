@@ -100,5 +100,5 @@ func PostOutcome(p Poster) func(ctx context.Context, job Job, out Outcome) error
 
 func oneLine(s string) string {
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
-	return prefixUTF16(s, 200)
+	return rtsandbox.PrefixUTF16(s, 200)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"time"
-	"unicode/utf16"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -227,15 +226,7 @@ const answerCutNotice = "\n\n[The answer was cut here: it was longer than 100,00
 // the answer and a visible notice.
 func cutAnswer(text string) string {
 	room := rtsandbox.MaxReplyText - rtsandbox.UTF16Len(answerCutNotice)
-	n := 0
-	for i, r := range text {
-		l := max(utf16.RuneLen(r), 1) // as rtsandbox.UTF16Len counts
-		if n+l > room {
-			return text[:i] + answerCutNotice
-		}
-		n += l
-	}
-	return text + answerCutNotice
+	return rtsandbox.PrefixUTF16(text, room) + answerCutNotice
 }
 
 // runCalls appends the repaired assistant message, then runs the calls one
