@@ -37,7 +37,7 @@ func New(opts Options) (*Runtime, error) {
 	if err := s.preflight(); err != nil {
 		return nil, err
 	}
-	lock, err := lockRunRoot(s.RunRoot)
+	lock, err := LockRunRoot(s.RunRoot)
 	if err != nil {
 		return nil, err
 	}
