@@ -1,7 +1,25 @@
-// Package rtsandbox holds the domain nouns shared by every part of rtsandbox:
-// channel keys, speakers, tool declarations, host tools and the error classes
-// that cross package boundaries. It imports nothing of this module, so the
+// Package rtsandbox is the shared contract of every part of rtsandbox: the
+// domain nouns, the worker↔broker protocol and the limits both sides keep.
+// It imports nothing of this module and only the standard library, so the
 // in-container worker may depend on it without pulling in host code.
+//
+// Nouns: ChannelKey (kind and local id), Speaker, Tier, and Binding, what
+// the host admitted for one piece of work. The router resolves a message's
+// speaker and tier from the access rules and passes the Binding to the
+// runtime; the runtime binds the turn's broker to it; every credential
+// getter and host tool of the turn receives it (HostTool.Run), and nothing
+// a guest sends can change it. Authorisation decisions downstream of the
+// router (only members may delegate research, say) read Binding.Tier and
+// never re-parse a principal or a name. A Binding never enters the
+// container: the worker sees only the speaker's id and name (TurnSpeaker).
+//
+// Protocol (protocol.go, sealed spec §2–4): the turn JSON on the worker's
+// stdin (Turn), the reply on its stdout (Reply, checked by ParseReply),
+// the broker's routes (RouteModel, ToolRoute, MCPRoute) with the headers
+// the worker presents (BrokerHost, DummyKey), the MCP call shape
+// (MCPCall), the chat-completions parts both sides write (ChatMessage,
+// ToolCall, ChatTool) and every limit shared by host and worker, each with
+// its spec section. State limits (memory, history) are in state.go.
 package rtsandbox
 
 import (
