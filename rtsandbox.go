@@ -1,7 +1,25 @@
-// Package rtsandbox holds the domain nouns shared by every part of rtsandbox:
-// channel keys, speakers, tool declarations, host tools and the error classes
-// that cross package boundaries. It imports nothing of this module, so the
+// Package rtsandbox is the shared contract of every part of rtsandbox: the
+// domain nouns, the worker↔broker protocol and the limits both sides keep.
+// It imports nothing of this module and only the standard library, so the
 // in-container worker may depend on it without pulling in host code.
+//
+// Nouns: ChannelKey (kind and local id), Speaker, Tier, and Binding, what
+// the host admitted for one piece of work. The router resolves a message's
+// speaker and tier from the access rules and passes the Binding to the
+// runtime; the runtime binds the turn's broker to it; every credential
+// getter and host tool of the turn receives it (HostTool.Run), and nothing
+// a guest sends can change it. Authorisation decisions downstream of the
+// router (only members may delegate research, say) read Binding.Tier and
+// never re-parse a principal or a name. A Binding never enters the
+// container: the worker sees only the speaker's id and name (TurnSpeaker).
+//
+// Protocol (protocol.go, sealed spec §2–4): the turn JSON on the worker's
+// stdin (Turn), the reply on its stdout (Reply, checked by ParseReply),
+// the broker's routes (RouteModel, ToolRoute, MCPRoute) with the headers
+// the worker presents (BrokerHost, DummyKey), the MCP call shape
+// (MCPCall), the chat-completions parts both sides write (ChatMessage,
+// ToolCall, ChatTool) and every limit shared by host and worker, each with
+// its spec section. State limits (memory, history) are in state.go.
 package rtsandbox
 
 import (
@@ -12,27 +30,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf16"
-)
-
-// DummyKey is the placeholder credential the sealed worker sends to the
-// broker. The real credential never enters the container.
-const DummyKey = "sandbox-dummy-key"
-
-// BrokerHost is the only Host header value the broker accepts.
-const BrokerHost = "broker"
-
-// Limits on identifiers, in UTF-16 code units like the reference.
-const (
-	MaxTextLen        = 32000 // guest message text
-	MaxSpeakerField   = 256   // speaker id, name and principal id
-	MaxReplyText      = 100000
-	MaxToolCallIDLen  = 128
-	MaxToolNameLen    = 48
-	MaxFunctionName   = 64
-	DefaultMaxCalls   = 48
-	MaxCallsLimit     = 1000
-	DefaultMaxTokens  = 4096
-	MaxOutputTokensUL = 32768
 )
 
 var (
@@ -90,13 +87,6 @@ func (s Speaker) Validate() error {
 	return nil
 }
 
-// HostToolContext is what the host binds to every host-tool call: the
-// admitted channel and speaker. Request bodies cannot change it.
-type HostToolContext struct {
-	Channel ChannelKey
-	Speaker Speaker
-}
-
 // ToolSpec declares a tool to the model: a name, a description and a JSON
 // Schema for its arguments (kept as raw JSON so key order survives).
 type ToolSpec struct {
@@ -105,20 +95,22 @@ type ToolSpec struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// HostTool is a tool that runs on the host with the host-bound context.
+// HostTool is a tool that runs on the host, bound to the turn's Binding.
 // Run receives the parsed request body (a JSON object) exactly as the guest
-// sent it and returns the text handed back to the model. ctx ends when the
-// call's deadline passes, the guest disconnects or the turn ends.
+// sent it and returns the text handed back to the model; b is what the
+// host admitted (channel, speaker, tier), never anything from the request.
+// ctx ends when the call's deadline passes, the guest disconnects or the
+// turn ends.
 type HostTool interface {
-	Run(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error)
+	Run(ctx context.Context, input json.RawMessage, b Binding) (string, error)
 }
 
 // HostToolFunc adapts a function to HostTool.
-type HostToolFunc func(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error)
+type HostToolFunc func(ctx context.Context, input json.RawMessage, b Binding) (string, error)
 
 // Run calls f.
-func (f HostToolFunc) Run(ctx context.Context, input json.RawMessage, tc HostToolContext) (string, error) {
-	return f(ctx, input, tc)
+func (f HostToolFunc) Run(ctx context.Context, input json.RawMessage, b Binding) (string, error) {
+	return f(ctx, input, b)
 }
 
 // Error classes shared across packages. Wrap them with fmt.Errorf("…: %w")
@@ -166,4 +158,18 @@ func UTF16Len(s string) int {
 		}
 	}
 	return n
+}
+
+// PrefixUTF16 returns the longest prefix of s of at most n UTF-16 code
+// units that does not split a character; units are counted as UTF16Len
+// counts them. It is the one truncation by the reference's string length.
+func PrefixUTF16(s string, n int) string {
+	u := 0
+	for i, r := range s {
+		u += max(utf16.RuneLen(r), 1) // an invalid byte counts as U+FFFD
+		if u > n {
+			return s[:i]
+		}
+	}
+	return s
 }

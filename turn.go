@@ -44,14 +44,6 @@ type Reply struct {
 	State *ChannelState `json:"state,omitempty"`
 }
 
-// Fixed texts of the worker protocol.
-const (
-	// WorkerFailedText is the reply a worker prints, with exit code 1, when
-	// anything goes wrong inside the container.
-	WorkerFailedText = "The sandbox worker failed."
-	// BrokerSocketPath is where the broker socket appears in the container.
-	BrokerSocketPath = "/broker/broker.sock"
-	// WorkspacePath is the container's scratch workspace: in the sealed
-	// mode a size-limited tmpfs that dies with the container.
-	WorkspacePath = "/workspace"
-)
+// WorkerFailedText is the reply a worker prints, with exit code 1, when
+// anything goes wrong inside the container.
+const WorkerFailedText = "The sandbox worker failed."

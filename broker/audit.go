@@ -19,8 +19,8 @@ func (t *Turn) audit(ctx context.Context, route string, o outcome, d time.Durati
 		return // nothing to build the record for (a discarding logger)
 	}
 	attrs := []slog.Attr{
-		slog.String("channel", string(t.scope.Channel)),
-		slog.String("principal", t.scope.Speaker.PrincipalID),
+		slog.String("channel", string(t.binding.Channel)),
+		slog.String("principal", t.binding.Speaker.PrincipalID),
 		slog.String("route", route),
 		slog.Int("status", o.status),
 		slog.Duration("duration", d),

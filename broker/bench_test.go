@@ -54,7 +54,7 @@ func BenchmarkModelCall(b *testing.B) {
 }
 
 func workerPost(b *testing.B, c *brokerclient.Client, body string, want int) {
-	got, err := c.Post(context.Background(), "/model", []byte(body))
+	got, err := c.Post(context.Background(), rtsandbox.RouteModel, []byte(body))
 	if err != nil || len(got) != want {
 		b.Fatalf("Post = %d bytes, %v; want %d", len(got), err, want)
 	}
@@ -112,7 +112,7 @@ func benchBroker(b *testing.B, modelURL string) string {
 	b.Helper()
 	br, err := broker.New(broker.Config{
 		ModelURL: ep(modelURL), Model: testModel, MaxCalls: rtsandbox.MaxCallsLimit,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return benchKey, nil },
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return benchKey, nil },
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -140,7 +140,7 @@ type turnSwitch struct {
 
 func (s *turnSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.turn == nil || s.turn.Remaining() == 0 {
-		s.turn = s.b.Turn(s.ctx, testChannel, guest)
+		s.turn = s.b.Turn(s.ctx, rtsandbox.Binding{Channel: testChannel, Speaker: guest})
 	}
 	s.turn.ServeHTTP(w, r)
 }

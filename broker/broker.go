@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -32,20 +33,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
-
-// Limits of one broker call.
-const (
-	MaxRequestBytes = 256 << 10 // request body
-	MaxToolResult   = 1 << 20   // JSON {"text":…} of a host-tool result
-	CallTimeout     = 60 * time.Second
-)
-
-// Scope is what the host's credential getter learns about a model call:
-// the turn's binding, never anything from the request.
-type Scope struct {
-	Channel rtsandbox.ChannelKey
-	Speaker rtsandbox.Speaker
-}
 
 // Tool is a host tool: its declaration and its implementation.
 type Tool struct {
@@ -58,9 +45,9 @@ type MCPServer struct {
 	Name  string
 	URL   upstream.Endpoint // checked by upstream.ParseEndpoint
 	Tools []rtsandbox.ToolSpec
-	// APIKey returns the server's credential; nil or "" sends no
-	// Authorization header.
-	APIKey func(ctx context.Context) (rtsandbox.Secret, error)
+	// APIKey returns the server's credential for the turn's Binding; nil
+	// or "" sends no Authorization header.
+	APIKey func(ctx context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error)
 }
 
 // Config configures a Broker. The credential getters are called on every
@@ -70,9 +57,10 @@ type Config struct {
 	// upstream.ParseEndpoint (the one endpoint rule) where it was read.
 	ModelURL upstream.Endpoint
 	Model    string
-	// APIKey returns the model credential for the turn's scope. An error or
-	// an empty key fails the call with 502; there is no fallback.
-	APIKey func(ctx context.Context, scope Scope) (rtsandbox.Secret, error)
+	// APIKey returns the model credential for the turn's Binding (what the
+	// host admitted, never anything from the request). An error or an
+	// empty key fails the call with 502; there is no fallback.
+	APIKey func(ctx context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error)
 	// MaxCalls is the per-turn call budget (default 48, 1..1000) and
 	// MaxOutputTokens the max_tokens sent upstream (default 4096, 1..32768).
 	MaxCalls        int
@@ -158,6 +146,23 @@ func New(cfg Config) (*Broker, error) {
 	return b, nil
 }
 
+// Declarations is what the worker must be told about this broker: each
+// host tool's declaration and each MCP server's name and tools, in
+// configuration order. URLs, credentials and implementations stay out.
+// The runtime takes the worker's tool list from here, so the two cannot
+// drift; the slices are fresh copies.
+func (b *Broker) Declarations() ([]rtsandbox.ToolSpec, []rtsandbox.MCPServerTools) {
+	tools := make([]rtsandbox.ToolSpec, 0, len(b.cfg.Tools))
+	for _, t := range b.cfg.Tools {
+		tools = append(tools, t.Spec)
+	}
+	mcp := make([]rtsandbox.MCPServerTools, 0, len(b.cfg.MCP))
+	for _, m := range b.cfg.MCP {
+		mcp = append(mcp, rtsandbox.MCPServerTools{Server: m.Name, Tools: slices.Clone(m.Tools)})
+	}
+	return tools, mcp
+}
+
 func (b *Broker) checkBudgets() error {
 	if b.cfg.MaxCalls == 0 {
 		b.cfg.MaxCalls = rtsandbox.DefaultMaxCalls
@@ -233,10 +238,12 @@ func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
 	return s, nil
 }
 
-// Turn binds the broker to one admitted turn. ctx is the turn's context:
-// when it ends, new calls get 410 and calls in flight are cancelled.
-func (b *Broker) Turn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker) *Turn {
-	return &Turn{b: b, ctx: ctx, scope: Scope{Channel: channel, Speaker: speaker}, budget: b.cfg.MaxCalls}
+// Turn binds the broker to one admitted turn: every call of it runs for
+// binding, which credential getters and host tools receive. ctx is the
+// turn's context: when it ends, new calls get 410 and calls in flight are
+// cancelled.
+func (b *Broker) Turn(ctx context.Context, binding rtsandbox.Binding) *Turn {
+	return &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls}
 }
 
 // statusOK is the only status of a successful call.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -26,7 +28,7 @@ func TestCredentialSwapAndPinning(t *testing.T) {
 		w.Header().Set("Connection", "keep-alive")
 		jsonReply(`{"choices":[]}`)(w, r)
 	}, nil)
-	w := f.do("POST", "/model", `{"messages":[],"model":"expensive","max_tokens":999999,"callback_url":"https://guest.example"}`,
+	w := f.do("POST", rtsandbox.RouteModel, `{"messages":[],"model":"expensive","max_tokens":999999,"callback_url":"https://guest.example"}`,
 		map[string]string{"User-Agent": "guest"})
 	wantStatus(t, w, 200, `{"choices":[]}`)
 	if w.Header().Get("Set-Cookie") != "" || w.Header().Get("Authorization") != "" {
@@ -62,7 +64,7 @@ func TestHeaderRefusals(t *testing.T) {
 		"x-provider-token", "expect", "origin", "x-forwarded-for", "x-forwarded-proto"} {
 		t.Run(h, func(t *testing.T) {
 			f := newFixture(t, nil, nil)
-			w := f.do("POST", "/model", `{"messages":[]}`, map[string]string{h: "guest-supplied"})
+			w := f.do("POST", rtsandbox.RouteModel, `{"messages":[]}`, map[string]string{h: "guest-supplied"})
 			wantStatus(t, w, 403, "forbidden header")
 			if n := len(f.model.requests()); n != 0 {
 				t.Errorf("upstream called %d times; want 0", n)
@@ -78,14 +80,14 @@ func TestHeaderRefusals(t *testing.T) {
 // where Go puts them.
 func TestGoConsumedHeadersAreChecked(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "broker"
 	r.TransferEncoding = []string{"chunked"}
 	w := httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
 	wantStatus(t, w, 403, "forbidden header")
 
-	r = httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r = httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "api.example"
 	w = httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -93,14 +95,14 @@ func TestGoConsumedHeadersAreChecked(t *testing.T) {
 
 	// Over HTTP/1.1 net/http refuses a request without Host, so an empty
 	// r.Host is a Host header sent empty: refused.
-	r = httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r = httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = ""
 	w = httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
 	wantStatus(t, w, 403, "forbidden host")
 
 	// HTTP/1.0 hides Transfer-Encoding from the handler: refused.
-	r = httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r = httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host, r.Proto, r.ProtoMajor, r.ProtoMinor = "broker", "HTTP/1.0", 1, 0
 	w = httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -110,8 +112,8 @@ func TestGoConsumedHeadersAreChecked(t *testing.T) {
 // Spec §6.1 "Credential/host".
 func TestForbiddenCredentialAndHost(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	wantStatus(t, f.do("POST", "/model", `{"messages":[]}`, map[string]string{"Authorization": "Bearer stolen"}), 403, "forbidden credential")
-	r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	wantStatus(t, f.do("POST", rtsandbox.RouteModel, `{"messages":[]}`, map[string]string{"Authorization": "Bearer stolen"}), 403, "forbidden credential")
+	r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "api.example"
 	w := httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -125,7 +127,7 @@ func TestForbiddenCredentialAndHost(t *testing.T) {
 // present over HTTP/1.1).
 func TestAbsentAuthorizationAllowed(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+	r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "broker"
 	w := httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -137,8 +139,8 @@ func TestAbsentAuthorizationAllowed(t *testing.T) {
 func TestUnknownRoutes(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	for _, target := range []string{"/", "/health", "/anthropic/v1/messages", "/model/extra",
-		"/model?url=https://guest.example", "/tools/bash", "/tools/read", "/tools/constructor",
-		"/mcp/private", "/mcp/public/extra", "/tools/%62ash", "/model?", "/%6dodel", "/model/",
+		"/model?url=https://guest.example", rtsandbox.ToolRoute("bash"), rtsandbox.ToolRoute("read"), rtsandbox.ToolRoute("constructor"),
+		rtsandbox.MCPRoute("private"), "/mcp/public/extra", "/tools/%62ash", "/model?", "/%6dodel", "/model/",
 		"//model", "/./model", "/tools/", "/mcp/"} {
 		t.Run(target, func(t *testing.T) {
 			wantStatus(t, f.post(target, `{"messages":[]}`), 404, "not found")
@@ -146,7 +148,7 @@ func TestUnknownRoutes(t *testing.T) {
 	}
 	for _, method := range []string{"GET", "PUT", "HEAD", "OPTIONS", "DELETE"} {
 		t.Run(method, func(t *testing.T) {
-			if w := f.do(method, "/model", "", nil); w.Code != 404 {
+			if w := f.do(method, rtsandbox.RouteModel, "", nil); w.Code != 404 {
 				t.Errorf("%s /model = %d; want 404", method, w.Code)
 			}
 		})
@@ -176,7 +178,7 @@ type echoTool struct {
 	reply func(ctx context.Context) (string, error)
 }
 
-func (e *echoTool) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+func (e *echoTool) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.Binding) (string, error) {
 	e.calls.Add(1)
 	e.input.Store(string(input))
 	e.tc.Store(tc)
@@ -199,8 +201,8 @@ func withTool(name string, params string, impl rtsandbox.HostTool) func(*broker.
 func TestHostBoundIdentity(t *testing.T) {
 	echo := &echoTool{}
 	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, echo))
-	wantStatus(t, f.post("/tools/echo", `{"speaker":"owner","channel":"fake:private"}`), 200, `{"text":"ok"}`)
-	tc := echo.tc.Load().(rtsandbox.HostToolContext)
+	wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), `{"speaker":"owner","channel":"fake:private"}`), 200, `{"text":"ok"}`)
+	tc := echo.tc.Load().(rtsandbox.Binding)
 	if tc.Channel != testChannel || tc.Speaker != guest {
 		t.Errorf("tool context = %+v; want channel %q speaker %+v", tc, testChannel, guest)
 	}
@@ -208,7 +210,7 @@ func TestHostBoundIdentity(t *testing.T) {
 	if err := json.Unmarshal([]byte(echo.input.Load().(string)), &in); err != nil || in["speaker"] != "owner" {
 		t.Errorf("tool input = %s; want the raw body with speaker owner", echo.input.Load())
 	}
-	wantStatus(t, f.post("/tools/bash", `{}`), 404, "not found")
+	wantStatus(t, f.post(rtsandbox.ToolRoute("bash"), `{}`), 404, "not found")
 	if n := echo.calls.Load(); n != 1 {
 		t.Errorf("callback count = %d; want 1", n)
 	}
@@ -222,7 +224,7 @@ func withMCP(u *fakeUpstream, key rtsandbox.Secret) func(*broker.Config) {
 			Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}}}`)}},
 		}
 		if key != "" {
-			srv.APIKey = func(context.Context) (rtsandbox.Secret, error) { return key, nil }
+			srv.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return key, nil }
 		}
 		c.MCP = append(c.MCP, srv)
 	}
@@ -239,11 +241,11 @@ func TestMCPPinning(t *testing.T) {
 		`{"method":"tools/call","params":{"name":"delete","arguments":{}}}`,
 		`[{"method":"tools/call","params":{"name":"search","arguments":{}}}]`,
 	} {
-		if w := f.post("/mcp/public", body); w.Code == 200 {
+		if w := f.post(rtsandbox.MCPRoute("public"), body); w.Code == 200 {
 			t.Errorf("POST /mcp/public %s = 200; want a refusal", body)
 		}
 	}
-	w := f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}},"url":"https://guest.example","id":99}`)
+	w := f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}},"url":"https://guest.example","id":99}`)
 	wantStatus(t, w, 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
 	reqs := mcp.requests()
 	if len(reqs) != 1 {
@@ -263,30 +265,30 @@ func TestMCPPinning(t *testing.T) {
 // Spec §6.1 "Reflection and upstream error hiding".
 func TestReflectionAndUpstreamErrorHiding(t *testing.T) {
 	f := newFixture(t, jsonReply(`{"token":"real-model-key"}`), nil)
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 	f = newFixture(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(401)
 		io.WriteString(w, realKey)
 	}, nil)
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 }
 
 // Spec §6.1 "Fail closed".
 func TestFailClosed(t *testing.T) {
 	f := newFixture(t, nil, func(c *broker.Config) {
-		c.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "", nil }
+		c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "", nil }
 		c.MaxCalls = 2
 	})
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
-	wantStatus(t, f.post("/model", `"`+strings.Repeat("x", 270000)+`"`), 502, "broker call failed")
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 429, "call budget exhausted or busy")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `"`+strings.Repeat("x", 270000)+`"`), 502, "broker call failed")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 429, "call budget exhausted or busy")
 	if n := len(f.model.requests()); n != 0 {
 		t.Errorf("upstream called %d times; want 0", n)
 	}
 }
 
 func TestConstructionChecks(t *testing.T) {
-	key := func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "k", nil }
+	key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }
 	base := func() broker.Config {
 		return broker.Config{ModelURL: ep("https://models.example/v1"), Model: "m", APIKey: key}
 	}
@@ -353,7 +355,7 @@ func TestConstructionChecks(t *testing.T) {
 // Spec §6.1 "Escaped reflection".
 func TestEscapedReflection(t *testing.T) {
 	f := newFixture(t, jsonReply(`{"token":"real\u002dmodel\u002dkey"}`), nil)
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 }
 
 // Spec §6.1 "Real redirect": the destination gets no request.
@@ -369,7 +371,7 @@ func TestRealRedirect(t *testing.T) {
 	f := newFixture(t, nil, func(c *broker.Config) {
 		c.ModelURL, c.Client = ep(src.URL+"/v1"), nil
 	})
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 	if n := hits.Load(); n != 0 {
 		t.Errorf("redirect destination got %d requests; want 0", n)
 	}
@@ -378,7 +380,7 @@ func TestRealRedirect(t *testing.T) {
 // Spec §6.1 "Media refused before upstream".
 func TestMediaRefusedBeforeUpstream(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	w := f.post("/model", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://guest.example/a.png"}}]}]}`)
+	w := f.post(rtsandbox.RouteModel, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://guest.example/a.png"}}]}]}`)
 	wantStatus(t, w, 400, "text/function model payload required")
 	if n := len(f.model.requests()); n != 0 {
 		t.Errorf("upstream called %d times; want 0", n)
@@ -389,10 +391,10 @@ func TestMediaRefusedBeforeUpstream(t *testing.T) {
 func TestPerCallCredentialScope(t *testing.T) {
 	u := newUpstream(t, nil)
 	var counter atomic.Int32
-	var scopes []broker.Scope
+	var scopes []rtsandbox.Binding
 	b, err := broker.New(broker.Config{
 		ModelURL: ep(u.url("/v1")), Model: testModel, Client: u.client(),
-		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
+		APIKey: func(_ context.Context, s rtsandbox.Binding) (rtsandbox.Secret, error) {
 			scopes = append(scopes, s)
 			n := counter.Add(1)
 			name := strings.TrimPrefix(string(s.Channel), "fake:")
@@ -406,10 +408,10 @@ func TestPerCallCredentialScope(t *testing.T) {
 	defer cancel()
 	alphaSpeaker := rtsandbox.Speaker{ID: "guest-a", Name: "Guest A", PrincipalID: "p_guest-a"}
 	betaSpeaker := rtsandbox.Speaker{ID: "guest-b", Name: "Guest B", PrincipalID: "p_guest-b"}
-	alpha := b.Turn(ctx, "fake:alpha", alphaSpeaker)
-	beta := b.Turn(ctx, "fake:beta", betaSpeaker)
+	alpha := b.Turn(ctx, rtsandbox.Binding{Channel: "fake:alpha", Speaker: alphaSpeaker, Tier: rtsandbox.TierOwner})
+	beta := b.Turn(ctx, rtsandbox.Binding{Channel: "fake:beta", Speaker: betaSpeaker, Tier: rtsandbox.TierMember})
 	for _, turn := range []*broker.Turn{alpha, beta, alpha} {
-		r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[]}`))
+		r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
 		r.Host = "broker"
 		w := httptest.NewRecorder()
 		turn.ServeHTTP(w, r)
@@ -422,7 +424,8 @@ func TestPerCallCredentialScope(t *testing.T) {
 	if diff := cmp.Diff([]string{"Bearer alpha-key-1", "Bearer beta-key-2", "Bearer alpha-key-3"}, auth); diff != "" {
 		t.Errorf("upstream authorization (-want +got):\n%s", diff)
 	}
-	want := []broker.Scope{{"fake:alpha", alphaSpeaker}, {"fake:beta", betaSpeaker}, {"fake:alpha", alphaSpeaker}}
+	alphaB := rtsandbox.Binding{Channel: "fake:alpha", Speaker: alphaSpeaker, Tier: rtsandbox.TierOwner}
+	want := []rtsandbox.Binding{alphaB, {Channel: "fake:beta", Speaker: betaSpeaker, Tier: rtsandbox.TierMember}, alphaB}
 	if diff := cmp.Diff(want, scopes); diff != "" {
 		t.Errorf("key scopes (-want +got):\n%s", diff)
 	}
@@ -435,7 +438,7 @@ func ep(raw string) upstream.Endpoint { return upstream.MustParseEndpoint(raw, t
 // endpoint rule refuses: what the rule accepts, the broker takes; what it
 // refuses never becomes an Endpoint, and the broker refuses the zero one.
 func TestEndpointRuleRegression(t *testing.T) {
-	key := func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "k", nil }
+	key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }
 	t.Run("model", func(t *testing.T) {
 		endpointtest.Run(t, broker.ErrEndpoint, func(e upstream.Endpoint) error {
 			_, err := broker.New(broker.Config{ModelURL: e, Model: "m", APIKey: key})
@@ -449,4 +452,46 @@ func TestEndpointRuleRegression(t *testing.T) {
 			return err
 		})
 	})
+}
+
+// The Binding a Turn was made with is what every host tool and credential
+// getter of the turn receives, tier included; a request body naming
+// another channel, speaker or tier changes nothing.
+func TestBindingReachesHostToolsAndCredentialGetters(t *testing.T) {
+	for _, tier := range []rtsandbox.Tier{rtsandbox.TierNone, rtsandbox.TierMember, rtsandbox.TierOwner} {
+		t.Run(tier.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []rtsandbox.Binding
+			record := func(b rtsandbox.Binding) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, b)
+			}
+			f := newFixture(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+			}, func(c *broker.Config) {
+				c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "whom", Parameters: json.RawMessage(`{"type":"object"}`)},
+					Impl: rtsandbox.HostToolFunc(func(_ context.Context, _ json.RawMessage, b rtsandbox.Binding) (string, error) {
+						record(b)
+						return "ok", nil
+					})}}
+				c.MCP = []broker.MCPServer{{Name: "docs", URL: c.ModelURL,
+					Tools: []rtsandbox.ToolSpec{{Name: "find", Parameters: json.RawMessage(`{"type":"object"}`)}},
+					APIKey: func(_ context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error) {
+						record(b)
+						return "mcp-key", nil
+					}}}
+			})
+			want := rtsandbox.Binding{Channel: "fake:bound", Speaker: guest, Tier: tier}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.turn = f.broker.Turn(ctx, want)
+			wantStatus(t, f.post(rtsandbox.ToolRoute("whom"), `{"tier":"owner","channel":"fake:other"}`), 200, `{"text":"ok"}`)
+			f.post(rtsandbox.MCPRoute("docs"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"find","arguments":{"tier":2}}}`)
+			if diff := cmp.Diff([]rtsandbox.Binding{want, want}, got); diff != "" {
+				t.Errorf("bindings seen by the host tool and the MCP key getter (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -19,7 +19,7 @@ const settleTimeout = 5 * time.Second
 // turn; a ledger that fails fails the call (closed).
 func (t *Turn) reserve(ctx context.Context, k budget.Kind, amount int64) (budget.Reservation, outcome, bool) {
 	l := t.b.cfg.Budget
-	scopes := budget.Scopes(t.scope.Channel, t.scope.Speaker.PrincipalID)
+	scopes := budget.Scopes(t.binding.Channel, t.binding.Speaker.PrincipalID)
 	r, err := l.Reserve(ctx, l.Today(), scopes, k, amount)
 	switch {
 	case errors.Is(err, rtsandbox.ErrOverBudget):
@@ -39,7 +39,7 @@ func (t *Turn) settle(r budget.Reservation, actual int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if err := t.b.cfg.Budget.Settle(ctx, r, actual); err != nil {
-		t.b.log.Error("budget settlement failed", "channel", string(t.scope.Channel), "kind", string(r.Kind), "err", err)
+		t.b.log.Error("budget settlement failed", "channel", string(t.binding.Channel), "kind", string(r.Kind), "err", err)
 	}
 }
 

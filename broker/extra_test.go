@@ -23,7 +23,7 @@ import (
 func TestCallAfterTurnEndsIsGone(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	f.cancel()
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 410, "turn ended")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 410, "turn ended")
 	if f.turn.Remaining() != rtsandbox.DefaultMaxCalls {
 		t.Errorf("410 used budget: remaining %d", f.turn.Remaining())
 	}
@@ -43,13 +43,13 @@ func TestConcurrentCallIsBusy(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		wantStatus(t, f.post("/tools/slow", `{}`), 200, `{"text":"done"}`)
+		wantStatus(t, f.post(rtsandbox.ToolRoute("slow"), `{}`), 200, `{"text":"done"}`)
 	}()
 	<-started
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 429, "call budget exhausted or busy")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 429, "call budget exhausted or busy")
 	close(release)
 	wg.Wait()
-	wantStatus(t, f.post("/model", `{"messages":[]}`), 200, "")
+	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 200, "")
 }
 
 // Spec §6.11: refusals after the budget step use one call each; a schema
@@ -61,17 +61,17 @@ func TestRefusalsAfterBudgetUseOneCall(t *testing.T) {
 		status             int
 		text               string
 	}{
-		{"array-body", "/model", `[{"messages":[]}]`, 400, "invalid input"},
-		{"scalar-body", "/model", `42`, 400, "invalid input"},
-		{"null-body", "/model", `null`, 400, "invalid input"},
-		{"mcp-batch", "/mcp/public", `[{"method":"tools/call"}]`, 400, "invalid input"},
-		{"mcp-refusal", "/mcp/public", `{"method":"tools/list","params":{}}`, 403, "MCP method or tool refused"},
-		{"mcp-arguments-array", "/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":[]}}`, 403, "MCP method or tool refused"},
-		{"mcp-arguments-absent", "/mcp/public", `{"method":"tools/call","params":{"name":"search"}}`, 403, "MCP method or tool refused"},
-		{"mcp-params-array", "/mcp/public", `{"method":"tools/call","params":[]}`, 403, "MCP method or tool refused"},
-		{"mcp-method-not-string", "/mcp/public", `{"method":1,"params":{}}`, 403, "MCP method or tool refused"},
-		{"model-schema", "/model", `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}]}`, 400, "text/function model payload required"},
-		{"not-json", "/model", `{"messages":`, 502, "broker call failed"},
+		{"array-body", rtsandbox.RouteModel, `[{"messages":[]}]`, 400, "invalid input"},
+		{"scalar-body", rtsandbox.RouteModel, `42`, 400, "invalid input"},
+		{"null-body", rtsandbox.RouteModel, `null`, 400, "invalid input"},
+		{"mcp-batch", rtsandbox.MCPRoute("public"), `[{"method":"tools/call"}]`, 400, "invalid input"},
+		{"mcp-refusal", rtsandbox.MCPRoute("public"), `{"method":"tools/list","params":{}}`, 403, "MCP method or tool refused"},
+		{"mcp-arguments-array", rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":[]}}`, 403, "MCP method or tool refused"},
+		{"mcp-arguments-absent", rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search"}}`, 403, "MCP method or tool refused"},
+		{"mcp-params-array", rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":[]}`, 403, "MCP method or tool refused"},
+		{"mcp-method-not-string", rtsandbox.MCPRoute("public"), `{"method":1,"params":{}}`, 403, "MCP method or tool refused"},
+		{"model-schema", rtsandbox.RouteModel, `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}]}`, 400, "text/function model payload required"},
+		{"not-json", rtsandbox.RouteModel, `{"messages":`, 502, "broker call failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestModelPayloadRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil, nil)
-			wantStatus(t, f.post("/model", tt.body), 400, "text/function model payload required")
+			wantStatus(t, f.post(rtsandbox.RouteModel, tt.body), 400, "text/function model payload required")
 			if n := len(f.model.requests()); n != 0 {
 				t.Errorf("upstream called %d times; want 0", n)
 			}
@@ -141,14 +141,14 @@ func TestHostToolFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, &echoTool{reply: tt.reply}))
-			wantStatus(t, f.post("/tools/echo", `{}`), 502, "broker call failed")
+			wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), `{}`), 502, "broker call failed")
 		})
 	}
 	// Exactly at the limit passes: {"text":"…"} is 11 bytes of framing.
 	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, &echoTool{reply: func(context.Context) (string, error) {
-		return strings.Repeat("x", broker.MaxToolResult-11), nil
+		return strings.Repeat("x", rtsandbox.MaxToolResult-11), nil
 	}}))
-	if w := f.post("/tools/echo", `{}`); w.Code != 200 || w.Body.Len() != broker.MaxToolResult {
+	if w := f.post(rtsandbox.ToolRoute("echo"), `{}`); w.Code != 200 || w.Body.Len() != rtsandbox.MaxToolResult {
 		t.Errorf("result of exactly 1 MiB = %d (%d bytes); want 200", w.Code, w.Body.Len())
 	}
 }
@@ -170,7 +170,7 @@ func TestUpstreamTooLargeOrNotJSON(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, reply, nil)
-			wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+			wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 		})
 	}
 }
@@ -207,14 +207,14 @@ func TestReflectionForms(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, jsonReply(body), nil)
-			wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+			wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 		})
 	}
 	t.Run("space-and-slash-url-encoded", func(t *testing.T) {
 		f := newFixture(t, jsonReply(`{"t":"x a%20b%2Fc y"}`), func(c *broker.Config) {
-			c.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "a b/c", nil }
+			c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "a b/c", nil }
 		})
-		wantStatus(t, f.post("/model", `{"messages":[]}`), 502, "broker call failed")
+		wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 	})
 }
 
@@ -232,7 +232,7 @@ func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
 			echo := base64.StdEncoding.EncodeToString([]byte(line))
 			mcp := newUpstream(t, jsonReply(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"request: `+echo+`"}]}}`))
 			f := newFixture(t, nil, withMCP(mcp, rtsandbox.Secret(realMCPKey)))
-			wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 502, "broker call failed")
+			wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 502, "broker call failed")
 			if len(mcp.requests()) != 1 {
 				t.Errorf("MCP upstream called %d times; want 1", len(mcp.requests()))
 			}
@@ -245,7 +245,7 @@ func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
 func TestMCPWithoutKey(t *testing.T) {
 	mcp := newUpstream(t, jsonReply(`{"result":"arbitrary text, c2FuZGJveA=="}`))
 	f := newFixture(t, nil, withMCP(mcp, ""))
-	wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 200, "")
+	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 200, "")
 	if h, ok := mcp.requests()[0].Header["Authorization"]; ok {
 		t.Errorf("MCP upstream authorization = %q; want none", h)
 	}
@@ -261,13 +261,13 @@ func TestToolArgumentsValidatedBeforeCall(t *testing.T) {
 		withMCP(mcp, rtsandbox.Secret(realMCPKey))(c)
 	})
 	for _, body := range []string{`{}`, `{"city":1}`, `{"city":"x","extra":true}`} {
-		wantStatus(t, f.post("/tools/weather", body), 400, "invalid tool arguments")
+		wantStatus(t, f.post(rtsandbox.ToolRoute("weather"), body), 400, "invalid tool arguments")
 	}
-	wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":{"query":5}}}`), 400, "invalid tool arguments")
+	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{"query":5}}}`), 400, "invalid tool arguments")
 	if echo.calls.Load() != 0 || len(mcp.requests()) != 0 {
 		t.Errorf("callback %d / upstream %d calls; want 0 and 0", echo.calls.Load(), len(mcp.requests()))
 	}
-	wantStatus(t, f.post("/tools/weather", `{"city":"Berlin"}`), 200, `{"text":"ok"}`)
+	wantStatus(t, f.post(rtsandbox.ToolRoute("weather"), `{"city":"Berlin"}`), 200, `{"text":"ok"}`)
 	if got := f.turn.Remaining(); got != rtsandbox.DefaultMaxCalls-5 {
 		t.Errorf("remaining = %d; want %d (refusals use budget)", got, rtsandbox.DefaultMaxCalls-5)
 	}
@@ -289,7 +289,7 @@ func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 	}}
 	f := newFixture(t, nil, withTool("wait", `{"type":"object"}`, wait))
 	result := make(chan int, 1)
-	go func() { result <- f.post("/tools/wait", `{}`).Code }()
+	go func() { result <- f.post(rtsandbox.ToolRoute("wait"), `{}`).Code }()
 	<-started
 	f.cancel()
 	select {
@@ -321,11 +321,11 @@ func TestDuplicateArgumentKeysRefused(t *testing.T) {
 		`{"q":1,"\u0071":2}`,
 		`{"list":[{"x":1,"x":2}]}`,
 	} {
-		wantStatus(t, f.post("/tools/echo", body), 400, "invalid tool arguments")
-		wantStatus(t, f.post("/mcp/public", `{"method":"tools/call","params":{"name":"search","arguments":`+body+`}}`), 400, "invalid tool arguments")
+		wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), body), 400, "invalid tool arguments")
+		wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":`+body+`}}`), 400, "invalid tool arguments")
 	}
 	for _, body := range []string{`{"a":{"x":1},"b":{"x":1}}`, `{"list":[{"x":1},{"x":2}]}`, `{"s":"q","q":"s"}`} {
-		wantStatus(t, f.post("/tools/echo", body), 200, `{"text":"ok"}`)
+		wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), body), 200, `{"text":"ok"}`)
 	}
 	if echo.calls.Load() != 3 || len(mcp.requests()) != 0 {
 		t.Errorf("callback %d / upstream %d calls; want 3 and 0", echo.calls.Load(), len(mcp.requests()))
@@ -338,15 +338,15 @@ func TestDuplicateArgumentKeysRefused(t *testing.T) {
 // next call is served.
 func TestHostToolPanicContained(t *testing.T) {
 	var calls atomic.Int32
-	boom := rtsandbox.HostToolFunc(func(_ context.Context, in json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+	boom := rtsandbox.HostToolFunc(func(_ context.Context, in json.RawMessage, _ rtsandbox.Binding) (string, error) {
 		if calls.Add(1) == 1 {
 			panic(errors.New("guest said " + string(in)))
 		}
 		return "fine", nil
 	})
 	f := newFixture(t, nil, withTool("boom", `{"type":"object"}`, boom))
-	wantStatus(t, f.post("/tools/boom", `{"q":"secret-guest-words"}`), 502, "broker call failed")
-	wantStatus(t, f.post("/tools/boom", `{"q":"again"}`), 200, `{"text":"fine"}`)
+	wantStatus(t, f.post(rtsandbox.ToolRoute("boom"), `{"q":"secret-guest-words"}`), 502, "broker call failed")
+	wantStatus(t, f.post(rtsandbox.ToolRoute("boom"), `{"q":"again"}`), 200, `{"text":"fine"}`)
 	logs := f.logs.String()
 	if !strings.Contains(logs, `"msg":"host tool panicked"`) || !strings.Contains(logs, `"tool":"boom"`) {
 		t.Errorf("log lacks the panic record:\n%s", logs)
@@ -370,7 +370,7 @@ func TestModelCallRetriedAfter429(t *testing.T) {
 		io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`)
 	}, nil)
 	before := f.turn.Remaining()
-	w := f.post("/model", `{"messages":[{"role":"user","content":"hello"}]}`)
+	w := f.post(rtsandbox.RouteModel, `{"messages":[{"role":"user","content":"hello"}]}`)
 	if w.Code != 200 || n.Load() != 2 {
 		t.Errorf("model call = %d after %d upstream attempts; want 200 after 2", w.Code, n.Load())
 	}

@@ -103,7 +103,7 @@ type fixture struct {
 	cancel context.CancelFunc
 	logs   *syncbuf.Buffer
 	bodies *syncbuf.Buffer
-	scopes []broker.Scope
+	scopes []rtsandbox.Binding
 	mu     sync.Mutex
 }
 
@@ -117,7 +117,7 @@ func newFixture(t *testing.T, model http.HandlerFunc, edit func(*broker.Config))
 	cfg := broker.Config{
 		ModelURL: ep(f.model.url("/v1/chat/completions")),
 		Model:    testModel,
-		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
+		APIKey: func(_ context.Context, s rtsandbox.Binding) (rtsandbox.Secret, error) {
 			f.mu.Lock()
 			f.scopes = append(f.scopes, s)
 			f.mu.Unlock()
@@ -136,7 +136,7 @@ func newFixture(t *testing.T, model http.HandlerFunc, edit func(*broker.Config))
 	f.broker = b
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	f.turn = b.Turn(ctx, testChannel, guest)
+	f.turn = b.Turn(ctx, rtsandbox.Binding{Channel: testChannel, Speaker: guest})
 	t.Cleanup(func() {
 		cancel()
 		assertNoSecrets(t, "audit log", f.logs.String())

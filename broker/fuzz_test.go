@@ -37,11 +37,11 @@ var fixedTexts = map[string]bool{
 // upstream only ever sees rebuilt bodies, the real key and the fixed
 // model; the key never reaches the guest.
 func FuzzPipeline(f *testing.F) {
-	for _, target := range []string{"/model", "/tools/echo", "/mcp/public", "/tools/%62ash", "/model?", "/mcp/public/x"} {
+	for _, target := range []string{rtsandbox.RouteModel, rtsandbox.ToolRoute("echo"), rtsandbox.MCPRoute("public"), "/tools/%62ash", "/model?", "/mcp/public/x"} {
 		f.Add("POST", target, "content-type", "application/json", `{"messages":[]}`)
 	}
 	for _, h := range []string{"connection", "transfer-encoding", "authorization", "host", "x-api-key", "cookie"} {
-		f.Add("POST", "/model", h, "guest-supplied", `{"messages":[]}`)
+		f.Add("POST", rtsandbox.RouteModel, h, "guest-supplied", `{"messages":[]}`)
 	}
 	for _, body := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"model":"x","callback_url":"https://guest.example"}`,
@@ -49,9 +49,9 @@ func FuzzPipeline(f *testing.F) {
 		`{"method":"tools/call","params":{"name":"search","arguments":{"q":"a"}},"url":"https://guest.example"}`,
 		`[{"method":"tools/call"}]`, `{"speaker":"owner"}`, `null`, `"x"`, `{`,
 	} {
-		f.Add("POST", "/model", "accept", "*/*", body)
-		f.Add("POST", "/mcp/public", "accept", "*/*", body)
-		f.Add("POST", "/tools/echo", "accept", "*/*", body)
+		f.Add("POST", rtsandbox.RouteModel, "accept", "*/*", body)
+		f.Add("POST", rtsandbox.MCPRoute("public"), "accept", "*/*", body)
+		f.Add("POST", rtsandbox.ToolRoute("echo"), "accept", "*/*", body)
 	}
 	f.Fuzz(func(t *testing.T, method, target, hname, hvalue, body string) {
 		var upstreamCalls atomic.Int32
@@ -70,12 +70,16 @@ func FuzzPipeline(f *testing.F) {
 			}
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(`{"choices":[]}`)), Header: http.Header{}}, nil
 		}))
-		key := func(context.Context) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil }
+		key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+			return rtsandbox.Secret(realKey), nil
+		}
 		b, err := broker.New(broker.Config{
 			ModelURL: ep("https://models.example/v1"), Model: testModel, Client: client,
-			APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return rtsandbox.Secret(realKey), nil },
+			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+				return rtsandbox.Secret(realKey), nil
+			},
 			Tools: []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)},
-				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.HostToolContext) (string, error) { return "ok", nil })}},
+				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "ok", nil })}},
 			MCP: []broker.MCPServer{{Name: "public", URL: ep("https://mcp.example/rpc"), APIKey: key,
 				Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: json.RawMessage(`{"type":"object"}`)}}}},
 		})
@@ -84,7 +88,7 @@ func FuzzPipeline(f *testing.F) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		turn := b.Turn(ctx, testChannel, guest)
+		turn := b.Turn(ctx, rtsandbox.Binding{Channel: testChannel, Speaker: guest})
 		r, err := http.NewRequest(method, "http://broker/", strings.NewReader(body))
 		if err != nil {
 			return

@@ -3,6 +3,8 @@ package broker
 import (
 	"strings"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // Route classes of a CallRecord: the kind of route a call aimed at, never
@@ -66,16 +68,16 @@ func (b *Broker) classify(target, matched string) (route, tool string) {
 		path, _, _ = strings.Cut(target, "?")
 		path, _, _ = strings.Cut(path, "#")
 	}
-	if path == "/model" {
+	if path == rtsandbox.RouteModel {
 		return RouteModel, ""
 	}
-	if name, ok := strings.CutPrefix(path, "/tools/"); ok {
+	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
 		if h := b.tools[name]; h != nil {
 			return RouteTools, h.Spec.Name
 		}
 		return RouteTools, UnknownTool
 	}
-	if name, ok := strings.CutPrefix(path, "/mcp/"); ok {
+	if name, ok := strings.CutPrefix(path, rtsandbox.RouteMCPPrefix); ok {
 		if s := b.mcp[name]; s != nil {
 			return RouteMCP, s.Name
 		}

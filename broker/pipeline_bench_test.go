@@ -40,7 +40,7 @@ func pipelineBroker(b *testing.B, answer string, observe func(broker.CallRecord)
 	}))
 	br, err := broker.New(broker.Config{ModelURL: ep("https://models.example/v1"), Model: testModel, Client: client,
 		MaxCalls: rtsandbox.MaxCallsLimit, Observe: observe,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return benchKey, nil }})
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return benchKey, nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func pipelineBroker(b *testing.B, answer string, observe func(broker.CallRecord)
 func runPipeline(b *testing.B, br *broker.Broker) {
 	sw := &turnSwitch{b: br, ctx: context.Background()}
 	for b.Loop() {
-		r := httptest.NewRequest("POST", "/model", strings.NewReader(`{"messages":[{"role":"user","content":"hello"}]}`))
+		r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[{"role":"user","content":"hello"}]}`))
 		r.Host = "broker"
 		r.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
 		w := httptest.NewRecorder()

@@ -30,16 +30,16 @@ type routeFunc func(ctx context.Context, t *Turn, req request) outcome
 // up in maps, so "constructor" or "%62ash" are simply absent, and extra
 // segments never match a name.
 func (t *Turn) route(path string) (routeFunc, bool) {
-	if path == "/model" {
+	if path == rtsandbox.RouteModel {
 		return serveModel, true
 	}
-	if name, ok := strings.CutPrefix(path, "/tools/"); ok {
+	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
 		if tool := t.b.tools[name]; tool != nil {
 			return tool.serve, true
 		}
 		return nil, false
 	}
-	if name, ok := strings.CutPrefix(path, "/mcp/"); ok {
+	if name, ok := strings.CutPrefix(path, rtsandbox.RouteMCPPrefix); ok {
 		if srv := t.b.mcp[name]; srv != nil {
 			return srv.serve, true
 		}
@@ -59,7 +59,7 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 		o.detail = "model payload refused by the /model rule"
 		return o
 	}
-	key, err := t.b.cfg.APIKey(ctx, t.scope)
+	key, err := t.b.cfg.APIKey(ctx, t.binding)
 	if err != nil || key == "" {
 		return fail("model credential missing")
 	}
@@ -118,9 +118,8 @@ func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
 		o.detail = schemaDetail(err)
 		return o
 	}
-	tc := rtsandbox.HostToolContext{Channel: t.scope.Channel, Speaker: t.scope.Speaker}
 	start := t.b.now()
-	text, err := h.run(ctx, t, req.raw, tc)
+	text, err := h.run(ctx, t, req.raw, t.binding)
 	o := toolOutcome(text, err)
 	o.upstream = t.b.now().Sub(start)
 	return o
@@ -138,10 +137,8 @@ func toolOutcome(text string, err error) outcome {
 		o.reflected = errors.Is(err, upstream.ErrReflect)
 		return o
 	}
-	out, err := marshal(struct {
-		Text string `json:"text"`
-	}{text})
-	if err != nil || len(out) > MaxToolResult {
+	out, err := marshal(rtsandbox.ToolResult{Text: text})
+	if err != nil || len(out) > rtsandbox.MaxToolResult {
 		return fail("host tool result too large")
 	}
 	return okJSON(out)
@@ -154,7 +151,7 @@ var errToolPanicked = errors.New("host tool panicked")
 // 502 text and the operator log gets the tool, the panic's type and the
 // stack (never its value, which may quote guest input). The host and the
 // turn go on.
-func (h *hostTool) run(ctx context.Context, t *Turn, raw json.RawMessage, tc rtsandbox.HostToolContext) (text string, err error) {
+func (h *hostTool) run(ctx context.Context, t *Turn, raw json.RawMessage, tc rtsandbox.Binding) (text string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			t.b.log.Error("host tool panicked", "tool", h.Spec.Name, "channel", string(tc.Channel),
@@ -163,19 +160,6 @@ func (h *hostTool) run(ctx context.Context, t *Turn, raw json.RawMessage, tc rts
 		}
 	}()
 	return h.Impl.Run(ctx, raw, tc)
-}
-
-// mcpCall is the rebuilt JSON-RPC body, in the reference's key order.
-type mcpCall struct {
-	JSONRPC string    `json:"jsonrpc"`
-	ID      int       `json:"id"`
-	Method  string    `json:"method"`
-	Params  mcpParams `json:"params"`
-}
-
-type mcpParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
 }
 
 // serve forwards a single tools/call of a declared tool. Everything else in
@@ -195,13 +179,15 @@ func (s *mcpServer) serve(ctx context.Context, t *Turn, req request) outcome {
 		o.detail = schemaDetail(err)
 		return o
 	}
-	payload, err := marshal(mcpCall{JSONRPC: "2.0", ID: 1, Method: "tools/call", Params: mcpParams{Name: name, Arguments: args}})
+	// The rebuilt JSON-RPC body, in the reference's key order.
+	payload, err := marshal(rtsandbox.MCPCall{JSONRPC: rtsandbox.MCPJSONRPC, ID: 1, Method: rtsandbox.MCPMethodCall,
+		Params: rtsandbox.MCPCallParams{Name: name, Arguments: args}})
 	if err != nil {
 		return fail("cannot encode MCP request")
 	}
 	var key rtsandbox.Secret
 	if s.APIKey != nil {
-		if key, err = s.APIKey(ctx); err != nil {
+		if key, err = s.APIKey(ctx, t.binding); err != nil {
 			return fail("MCP credential getter failed")
 		}
 	}
@@ -212,7 +198,7 @@ func (s *mcpServer) serve(ctx context.Context, t *Turn, req request) outcome {
 // name is a declared tool and whose arguments is an object.
 func (s *mcpServer) parseCall(body map[string]json.RawMessage) (string, json.RawMessage, bool) {
 	var method string
-	if json.Unmarshal(body["method"], &method) != nil || method != "tools/call" {
+	if json.Unmarshal(body["method"], &method) != nil || method != rtsandbox.MCPMethodCall {
 		return "", nil, false
 	}
 	params, ok := decodeObject(body["params"])

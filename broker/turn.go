@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
@@ -18,9 +19,9 @@ import (
 // Turn is a Broker bound to one admitted turn: its channel and speaker, its
 // context and its call budget. It is the http.Handler a Server serves.
 type Turn struct {
-	b     *Broker
-	ctx   context.Context
-	scope Scope
+	b       *Broker
+	ctx     context.Context
+	binding rtsandbox.Binding
 
 	mu       sync.Mutex
 	budget   int
@@ -95,7 +96,7 @@ func (t *Turn) handle(r *http.Request) (string, outcome) {
 		defer t.settle(r, 1)
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), CallTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), rtsandbox.BrokerCallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(t.ctx, cancel)
 	defer stop()
@@ -163,13 +164,13 @@ func (t *Turn) release() {
 	t.inFlight = false
 }
 
-// readBody reads at most MaxRequestBytes; more is an error.
+// readBody reads at most rtsandbox.MaxBrokerRequest; more is an error.
 func readBody(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxRequestBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, rtsandbox.MaxBrokerRequest+1))
 	if err != nil {
 		return data, err
 	}
-	if len(data) > MaxRequestBytes {
+	if len(data) > rtsandbox.MaxBrokerRequest {
 		return data, errTooLarge
 	}
 	return data, nil

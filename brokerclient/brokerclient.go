@@ -28,19 +28,11 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// Limits of one call.
-const (
-	// DefaultTimeout is a little over the broker's 60 s per call.
-	DefaultTimeout = 65 * time.Second
-	// MaxResponse bounds an answer (1 MiB); larger ones are an error.
-	MaxResponse = 1 << 20
-)
-
 // ErrRefused marks any answer whose status is not 200; StatusError says
 // which.
 var ErrRefused = errors.New("broker refused")
 
-// ErrTooLarge marks an answer over MaxResponse.
+// ErrTooLarge marks an answer over rtsandbox.MaxBrokerResponse.
 var ErrTooLarge = errors.New("broker answer exceeds 1 MiB")
 
 // StatusError is a refusal with its status. Its body is not read.
@@ -54,14 +46,14 @@ func (e *StatusError) Unwrap() error { return ErrRefused }
 // Client posts to the broker listening on Socket.
 type Client struct {
 	Socket  string
-	Timeout time.Duration // 0 means DefaultTimeout
+	Timeout time.Duration // 0 means rtsandbox.BrokerClientTimeout
 }
 
 // Post sends payload (JSON) to route and returns the body of a 200 answer.
 func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte, error) {
 	timeout := c.Timeout
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = rtsandbox.BrokerClientTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -112,7 +104,7 @@ func newRequest(route string, payload []byte) (*http.Request, error) {
 }
 
 func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
-	if resp.ContentLength > MaxResponse {
+	if resp.ContentLength > rtsandbox.MaxBrokerResponse {
 		return nil, ErrTooLarge
 	}
 	if resp.ContentLength >= 0 { // the broker always declares it
@@ -122,11 +114,11 @@ func readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
 		}
 		return data, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponse+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, rtsandbox.MaxBrokerResponse+1))
 	if err != nil {
 		return nil, callErr(ctx, err)
 	}
-	if len(data) > MaxResponse {
+	if len(data) > rtsandbox.MaxBrokerResponse {
 		return nil, ErrTooLarge
 	}
 	return data, nil

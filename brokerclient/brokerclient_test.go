@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"go.uber.org/goleak"
 )
@@ -48,7 +49,7 @@ func TestPostSendsOnlyAllowedHeaders(t *testing.T) {
 		te = strings.Join(r.TransferEncoding, ",")
 		io.WriteString(w, `{"ok":true}`)
 	})
-	body, err := (&brokerclient.Client{Socket: sock}).Post(context.Background(), "/model", []byte(`{"messages":[]}`))
+	body, err := (&brokerclient.Client{Socket: sock}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{"messages":[]}`))
 	if err != nil || string(body) != `{"ok":true}` {
 		t.Fatalf("Post = %q, %v", body, err)
 	}
@@ -74,12 +75,12 @@ func TestPostRefusalsAndLimits(t *testing.T) {
 		{"status-429", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(429) }, brokerclient.ErrRefused},
 		{"status-502", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(502) }, brokerclient.ErrRefused},
 		{"too-large", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, strings.Repeat("x", brokerclient.MaxResponse+1))
+			io.WriteString(w, strings.Repeat("x", rtsandbox.MaxBrokerResponse+1))
 		}, brokerclient.ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := (&brokerclient.Client{Socket: serve(t, tt.h)}).Post(context.Background(), "/model", []byte(`{}`))
+			_, err := (&brokerclient.Client{Socket: serve(t, tt.h)}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`))
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Post = %v; want %v", err, tt.want)
 			}
@@ -97,14 +98,14 @@ func TestPostHonoursDeadline(t *testing.T) {
 	sock := serve(t, func(w http.ResponseWriter, r *http.Request) { <-release })
 	defer close(release)
 	start := time.Now()
-	_, err := (&brokerclient.Client{Socket: sock, Timeout: 100 * time.Millisecond}).Post(context.Background(), "/model", []byte(`{}`))
+	_, err := (&brokerclient.Client{Socket: sock, Timeout: 100 * time.Millisecond}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`))
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Errorf("Post past deadline = %v after %v; want DeadlineExceeded promptly", err, time.Since(start))
 	}
 }
 
 func TestPostNoSocket(t *testing.T) {
-	if _, err := (&brokerclient.Client{Socket: filepath.Join(t.TempDir(), "none.sock")}).Post(context.Background(), "/model", []byte(`{}`)); err == nil {
+	if _, err := (&brokerclient.Client{Socket: filepath.Join(t.TempDir(), "none.sock")}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`)); err == nil {
 		t.Error("Post to a missing socket = nil; want an error")
 	}
 }

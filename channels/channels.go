@@ -89,14 +89,9 @@ func Open(dir string, initial []rtsandbox.ChannelKey) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := privdir.Lock(filepath.Join(dir, LockFile))
-	switch {
-	case errors.Is(err, privdir.ErrLocked):
-		return nil, fmt.Errorf("%w (%v)", ErrLocked, err)
-	case errors.Is(err, privdir.ErrNotPrivate):
-		return nil, fmt.Errorf("%w (%v)", ErrPrivate, err)
-	case err != nil:
-		return nil, fmt.Errorf("channel state lock: %w", err)
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{dir: dir, path: filepath.Join(dir, StateFile), lock: lock}
 	if err := s.load(initial); err != nil {
@@ -171,18 +166,31 @@ func Reseed(dir string) error {
 	if err != nil {
 		return err
 	}
-	lock, err := privdir.Lock(filepath.Join(dir, LockFile))
-	if errors.Is(err, privdir.ErrLocked) {
-		return fmt.Errorf("%w (%v)", ErrLocked, err)
-	}
+	lock, err := lockDir(dir)
 	if err != nil {
-		return fmt.Errorf("channel state lock: %w", err)
+		return err
 	}
 	defer lock.Close()
 	if err := os.Remove(filepath.Join(dir, SeededFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("channel store marker: %w", err)
 	}
 	return nil
+}
+
+// lockDir takes the store's exclusive lock on dir (privdir.Lock on
+// LockFile) without waiting. Errors wrap ErrLocked when another store holds
+// it and ErrPrivate when the lock file is not the service's own.
+func lockDir(dir string) (*os.File, error) {
+	lock, err := privdir.Lock(filepath.Join(dir, LockFile))
+	switch {
+	case errors.Is(err, privdir.ErrLocked):
+		return nil, fmt.Errorf("%w (%v)", ErrLocked, err)
+	case errors.Is(err, privdir.ErrNotPrivate):
+		return nil, fmt.Errorf("%w (%v)", ErrPrivate, err)
+	case err != nil:
+		return nil, fmt.Errorf("channel state lock: %w", err)
+	}
+	return lock, nil
 }
 
 // readKeys reads and checks a state file; it wraps os.ErrNotExist when

@@ -37,9 +37,9 @@ var (
 	// ErrWorkerFailed marks a worker that exited with a code other than 0,
 	// even when it printed a well-formed {"ok":false} reply.
 	ErrWorkerFailed = errors.New("sandbox worker failed")
-	// ErrInvalidReply marks stdout that is not {ok: boolean, text: string}
-	// with text of at most rtsandbox.MaxReplyText UTF-16 units.
-	ErrInvalidReply = errors.New("invalid sandbox reply")
+	// ErrInvalidReply marks stdout that rtsandbox.ParseReply refuses; it
+	// is the root's class, so errors.Is works with either name.
+	ErrInvalidReply = rtsandbox.ErrInvalidReply
 	// ErrOutputLimit marks a worker whose stdout or stderr overflowed its
 	// limit; the container was killed.
 	ErrOutputLimit = errors.New("sandbox output exceeded its limit")

@@ -26,7 +26,7 @@ import (
 
 type fakeRuntime struct{}
 
-func (fakeRuntime) RunTurn(context.Context, rtsandbox.ChannelKey, rtsandbox.Speaker, string) (rtsandbox.Reply, error) {
+func (fakeRuntime) RunTurn(context.Context, rtsandbox.Binding, string) (rtsandbox.Reply, error) {
 	return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 }
 func (fakeRuntime) StartFresh(rtsandbox.ChannelKey) error { return nil }
@@ -147,23 +147,18 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 
 	const ch rtsandbox.ChannelKey = "fake:lobby"
 	member := rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "fake:alice"}
-	tool := &Tool{Delegator: d, Target: "guest", Tier: func(s rtsandbox.Speaker) access.Tier {
-		if s.PrincipalID == "fake:alice" {
-			return access.Member
-		}
-		return access.Owner
-	}}
+	tool := &Tool{Delegator: d, Target: "guest"}
 	answer, err := tool.Run(context.Background(), json.RawMessage(`{"title":"The answer","task":"Find the answer."}`),
-		rtsandbox.HostToolContext{Channel: ch, Speaker: member})
+		rtsandbox.Binding{Channel: ch, Speaker: member, Tier: access.Member})
 	if err != nil || !strings.HasPrefix(answer, "Research #1 started.") || !strings.Contains(answer, "posted to this channel") {
 		t.Fatalf("tool answer = %q, %v", answer, err)
 	}
 	owner := rtsandbox.Speaker{ID: "o", Name: "Owner", PrincipalID: "fake:owner"}
 	if answer, err := tool.Run(context.Background(), json.RawMessage(`{"title":"x","task":"y"}`),
-		rtsandbox.HostToolContext{Channel: ch, Speaker: owner}); err != nil || answer != "Research was not started: Delegation scope refused." {
+		rtsandbox.Binding{Channel: ch, Speaker: owner, Tier: access.Owner}); err != nil || answer != "Research was not started: Delegation scope refused." {
 		t.Errorf("owner tool answer = %q, %v", answer, err)
 	}
-	if _, err := tool.Run(context.Background(), json.RawMessage(`{"title":1}`), rtsandbox.HostToolContext{Channel: ch, Speaker: member}); err == nil {
+	if _, err := tool.Run(context.Background(), json.RawMessage(`{"title":1}`), rtsandbox.Binding{Channel: ch, Speaker: member, Tier: access.Member}); err == nil {
 		t.Error("malformed input accepted")
 	}
 	if err := d.Idle(context.Background()); err != nil {

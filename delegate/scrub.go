@@ -1,10 +1,10 @@
 package delegate
 
 import (
-	"github.com/rtsandbox/rtsandbox"
 	"regexp"
 	"strings"
-	"unicode/utf16"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // Masks of ScrubDiagnostic (§3.4), applied in this order.
@@ -32,7 +32,7 @@ const redacted = "[redacted]"
 // Characters are UTF-16 units; max = NoLimit keeps everything.
 func ScrubDiagnostic(text string, limit int) string {
 	if limit != NoLimit {
-		text = prefixUTF16(text, max(4*limit, 4096))
+		text = rtsandbox.PrefixUTF16(text, max(4*limit, 4096))
 	}
 	text = pemRE.ReplaceAllString(text, redacted)
 	text = userinfoRE.ReplaceAllString(text, "${1}"+redacted+"@")
@@ -71,7 +71,7 @@ func ScrubDiagnostic(text string, limit int) string {
 	}, text)
 	text = strings.TrimSpace(text)
 	if limit != NoLimit && rtsandbox.UTF16Len(text) > limit {
-		text = prefixUTF16(text, limit-1) + "…"
+		text = rtsandbox.PrefixUTF16(text, limit-1) + "…"
 	}
 	return text
 }
@@ -88,21 +88,4 @@ func credentialLike(v string) bool {
 		}
 	}
 	return false
-}
-
-// prefixUTF16 returns the longest prefix of s of at most n UTF-16 units
-// that does not split a character.
-func prefixUTF16(s string, n int) string {
-	u := 0
-	for i, r := range s {
-		l := utf16.RuneLen(r)
-		if l < 1 {
-			l = 1
-		}
-		if u+l > n {
-			return s[:i]
-		}
-		u += l
-	}
-	return s
 }

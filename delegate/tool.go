@@ -9,7 +9,6 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
@@ -18,35 +17,36 @@ import (
 const ToolName = "research"
 
 // ToolSpec declares the research tool. Lengths are checked by Start, whose
-// refusal texts tell the model the limits.
-var ToolSpec = rtsandbox.ToolSpec{
-	Name: ToolName,
-	Description: "Start a background web research task on the host. It returns at once with a job " +
-		"number; the report is posted to this channel when it is ready (usually a few minutes). " +
-		"The task must be self-contained: the researcher sees only the task text, not this chat.",
-	Parameters: json.RawMessage(`{"type":"object","properties":{` +
-		`"title":{"type":"string","minLength":1,"description":"short title shown with the report"},` +
-		`"task":{"type":"string","minLength":1,"description":"what to research, self-contained, at most 4000 characters"}},` +
-		`"required":["title","task"],"additionalProperties":false}`),
+// refusal texts tell the model the limits. Each call returns a fresh value.
+func ToolSpec() rtsandbox.ToolSpec {
+	return rtsandbox.ToolSpec{
+		Name: ToolName,
+		Description: "Start a background web research task on the host. It returns at once with a job " +
+			"number; the report is posted to this channel when it is ready (usually a few minutes). " +
+			"The task must be self-contained: the researcher sees only the task text, not this chat.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"title":{"type":"string","minLength":1,"description":"short title shown with the report"},` +
+			`"task":{"type":"string","minLength":1,"description":"what to research, self-contained, at most 4000 characters"}},` +
+			`"required":["title","task"],"additionalProperties":false}`),
+	}
 }
 
 // ErrToolInput marks arguments that are not {"title": string, "task": string}.
 var ErrToolInput = fmt.Errorf("%w: research needs a title and a task", rtsandbox.ErrInvalid)
 
 // Tool is the guest-facing research host tool: it starts a job for the
-// host-bound channel and speaker and answers at once.
+// host-bound channel and speaker and answers at once. The speaker's tier
+// (only members may delegate, §3.2) is the one the router resolved, carried
+// in the turn's Binding; nothing here parses a principal or a name.
 type Tool struct {
 	Delegator *Delegator
 	// Target is the delegator's configured target.
 	Target string
-	// Tier returns the speaker's tier from the host's access rules; only
-	// members may delegate (§3.2).
-	Tier func(rtsandbox.Speaker) access.Tier
 }
 
 // Run starts the job. A refusal is answered as text (its fixed text tells
 // the model why), so the guest learns it; only malformed input is an error.
-func (t *Tool) Run(_ context.Context, input json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+func (t *Tool) Run(_ context.Context, input json.RawMessage, b rtsandbox.Binding) (string, error) {
 	var in struct {
 		Title *string `json:"title"`
 		Task  *string `json:"task"`
@@ -54,14 +54,10 @@ func (t *Tool) Run(_ context.Context, input json.RawMessage, tc rtsandbox.HostTo
 	if err := json.Unmarshal(input, &in); err != nil || in.Title == nil || in.Task == nil {
 		return "", ErrToolInput
 	}
-	tier := access.None
-	if t.Tier != nil {
-		tier = t.Tier(tc.Speaker)
-	}
 	job, err := t.Delegator.Start(Request{
-		Channel: tc.Channel,
+		Channel: b.Channel,
 		Target:  t.Target,
-		Author:  Author{PrincipalID: tc.Speaker.PrincipalID, ID: tc.Speaker.ID, Name: tc.Speaker.Name, Tier: tier},
+		Author:  Author{PrincipalID: b.Speaker.PrincipalID, ID: b.Speaker.ID, Name: b.Speaker.Name, Tier: b.Tier},
 		Title:   *in.Title,
 		Task:    *in.Task,
 	})
@@ -104,5 +100,5 @@ func PostOutcome(p Poster) func(ctx context.Context, job Job, out Outcome) error
 
 func oneLine(s string) string {
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
-	return prefixUTF16(s, 200)
+	return rtsandbox.PrefixUTF16(s, 200)
 }

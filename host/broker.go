@@ -48,7 +48,7 @@ func ServeBroker(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 	}
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := broker.Listen(o.Socket, b.Turn(turnCtx, o.Channel, o.Speaker), broker.ListenOptions{Logger: log})
+	srv, err := broker.Listen(o.Socket, b.Turn(turnCtx, rtsandbox.Binding{Channel: o.Channel, Speaker: o.Speaker}), broker.ListenOptions{Logger: log})
 	if err != nil {
 		return err
 	}

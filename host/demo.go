@@ -97,7 +97,7 @@ func demoConversation(ctx context.Context, out io.Writer, s *SealedRuntime, call
 		}
 		calls.reset()
 		fmt.Fprintf(out, "\nturn %d (a new sealed container)\n  guest: %s\n", i+1, text)
-		reply, err := s.Runtime.RunTurn(ctx, "demo:lobby", speaker, text)
+		reply, err := s.Runtime.RunTurn(ctx, rtsandbox.Binding{Channel: "demo:lobby", Speaker: speaker, Tier: rtsandbox.TierMember}, text)
 		printPhases(out, *stats, calls)
 		if err != nil {
 			return fmt.Errorf("turn %d: %w", i+1, err)
@@ -174,7 +174,7 @@ func (m *callCount) add(r slog.Record) {
 		}
 		return true
 	})
-	if route == "/model" {
+	if route == rtsandbox.RouteModel {
 		m.mu.Lock()
 		m.n, m.d = m.n+1, m.d+d
 		m.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
-	"github.com/rtsandbox/rtsandbox/internal/privdir"
+	"github.com/rtsandbox/rtsandbox/sandbox"
 )
 
 // LockRunRoot takes the lock that a live sealed runtime holds on
@@ -24,8 +24,8 @@ func LockRunRoot(cfg *config.Config) (unlock func(), err error) {
 	if _, err := os.Lstat(root); errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil
 	}
-	f, err := privdir.Lock(root)
-	if errors.Is(err, privdir.ErrLocked) {
+	f, err := sandbox.LockRunRoot(root)
+	if errors.Is(err, sandbox.ErrRunRootBusy) {
 		return nil, fmt.Errorf("state_dir %s is in use by a running rtsandbox (serve, turn or chat); it removes its own leftovers, so reap only after it stopped", cfg.StateDir)
 	}
 	if err != nil {

@@ -109,13 +109,12 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 		}
 		o.Driver, closeFn = d, func() { closeClient(); closeLedger(ledger) }
 	}
-	tools, mcp := sandbox.WorkerTools(bc)
 	rt, err := sandbox.New(sandbox.Options{
 		Broker: b, Driver: o.Driver, Image: ImageTag(cfg), UID: uid, GID: gid,
 		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: state,
 		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: TimeZone(cfg, getenv),
-		Tools: tools, MCP: mcp, TurnTimeout: cfg.Sandbox.TurnTimeout,
-		MaxTurns: cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
+		TurnTimeout: cfg.Sandbox.TurnTimeout,
+		MaxTurns:    cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
 		Limits: container.Limits{
 			MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,

@@ -22,7 +22,7 @@ func BrokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *
 	bc := broker.Config{
 		ModelURL: cfg.Model.URL,
 		Model:    cfg.Model.Name,
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) {
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
 			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
 		},
 		Client: client,
@@ -54,7 +54,7 @@ func hostTool(t config.Tool, getenv env, client *upstream.Client) (broker.Tool, 
 			}},
 		}, nil
 	case config.BuiltinClock:
-		spec := hosttool.ClockSpec
+		spec := hosttool.ClockSpec()
 		if t.Description != "" {
 			spec.Description = t.Description
 		}
@@ -65,11 +65,11 @@ func hostTool(t config.Tool, getenv env, client *upstream.Client) (broker.Tool, 
 
 // envKey returns a getter for an optional credential variable; nil when
 // none is configured, so no Authorization header is sent.
-func envKey(name config.EnvVar, getenv env) func(context.Context) (rtsandbox.Secret, error) {
+func envKey(name config.EnvVar, getenv env) func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
 	if name == "" {
 		return nil
 	}
-	return func(context.Context) (rtsandbox.Secret, error) {
+	return func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
 		return rtsandbox.Secret(name.Lookup(getenv)), nil
 	}
 }

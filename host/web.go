@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/delegate"
@@ -46,7 +45,7 @@ func newWebTools(cfg *config.Config, getenv env, client *upstream.Client, log *s
 	if cfg.Web.Fetch.Enabled {
 		opts := safefetch.DefaultOptions()
 		opts.MaxBytes, opts.Timeout = cfg.Web.Fetch.MaxBytes, cfg.Web.Fetch.Timeout
-		w.tools = append(w.tools, broker.Tool{Spec: hosttool.WebFetchSpec, Impl: &hosttool.WebFetch{Options: opts, Logger: log}})
+		w.tools = append(w.tools, broker.Tool{Spec: hosttool.WebFetchSpec(), Impl: &hosttool.WebFetch{Options: opts, Logger: log}})
 	}
 	if !cfg.Web.Research.Enabled {
 		return w, nil
@@ -72,12 +71,8 @@ func newWebTools(cfg *config.Config, getenv env, client *upstream.Client, log *s
 	if err != nil {
 		return nil, fmt.Errorf("web.research: %w", err)
 	}
-	policy, err := access.New(cfg.Access)
-	if err != nil {
-		return nil, fmt.Errorf("access: %w", err)
-	}
-	w.tools = append(w.tools, broker.Tool{Spec: delegate.ToolSpec,
-		Impl: &delegate.Tool{Delegator: w.delegator, Target: delegateTarget, Tier: speakerTier(policy)}})
+	w.tools = append(w.tools, broker.Tool{Spec: delegate.ToolSpec(),
+		Impl: &delegate.Tool{Delegator: w.delegator, Target: delegateTarget}})
 	return w, nil
 }
 
@@ -102,21 +97,4 @@ func newResearchWorker(cfg *config.Config, getenv env, client *upstream.Client, 
 		return nil, fmt.Errorf("web.research: %w", err)
 	}
 	return worker, nil
-}
-
-// speakerTier is the delegation tier of a speaker the router admitted.
-// Admission already proved the speaker resolves (member or owner), and the
-// owner tier comes from identities only, never roles: so an admitted
-// speaker is an owner exactly when its principal is an owner identity.
-func speakerTier(policy *access.Policy) func(rtsandbox.Speaker) access.Tier {
-	return func(s rtsandbox.Speaker) access.Tier {
-		id, err := access.ParseIdentity(s.PrincipalID)
-		if err != nil {
-			return access.None
-		}
-		if _, tier := policy.Resolve(access.Actor{Provider: id.Provider(), Subject: id.Subject(), Name: s.Name}); tier == access.Owner {
-			return access.Owner
-		}
-		return access.Member
-	}
 }

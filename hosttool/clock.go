@@ -13,13 +13,16 @@ import (
 // ClockName is the built-in clock tool's name (the model sees host_clock).
 const ClockName = "clock"
 
-// ClockSpec declares the clock tool.
-var ClockSpec = rtsandbox.ToolSpec{
-	Name:        ClockName,
-	Description: "Current date and time on the host, optionally in another IANA time zone.",
-	Parameters: json.RawMessage(`{"type":"object","properties":{"time_zone":{"type":"string",` +
-		`"maxLength":64,"description":"IANA time zone such as Europe/Berlin; default the host's"}},` +
-		`"additionalProperties":false}`),
+// ClockSpec declares the clock tool; each call returns a fresh value, so
+// a caller may change its copy (an operator's description, say).
+func ClockSpec() rtsandbox.ToolSpec {
+	return rtsandbox.ToolSpec{
+		Name:        ClockName,
+		Description: "Current date and time on the host, optionally in another IANA time zone.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"time_zone":{"type":"string",` +
+			`"maxLength":64,"description":"IANA time zone such as Europe/Berlin; default the host's"}},` +
+			`"additionalProperties":false}`),
+	}
 }
 
 // Clock tells the time. It reads nothing secret and needs no network.
@@ -32,7 +35,7 @@ type Clock struct {
 var ErrZone = fmt.Errorf("%w: unknown time zone", rtsandbox.ErrInvalid)
 
 // Run returns the current time as RFC 3339 and as a readable line.
-func (c Clock) Run(_ context.Context, input json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+func (c Clock) Run(_ context.Context, input json.RawMessage, _ rtsandbox.Binding) (string, error) {
 	var in struct {
 		TimeZone string `json:"time_zone"`
 	}

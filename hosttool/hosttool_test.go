@@ -18,7 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-var tc = rtsandbox.HostToolContext{
+var tc = rtsandbox.Binding{
 	Channel: "http:lobby",
 	Speaker: rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "p_alice"},
 }

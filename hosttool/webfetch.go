@@ -18,15 +18,18 @@ const WebFetchName = "web_fetch"
 // schema's maxLength counts (spec §2.4).
 const MaxURLLen = 8000
 
-// WebFetchSpec declares the web fetch tool.
-var WebFetchSpec = rtsandbox.ToolSpec{
-	Name: WebFetchName,
-	Description: "Read a public web page (HTTP or HTTPS) and return its readable text, with links " +
-		"as numbered footnotes. Private and internal addresses are refused. HTML, plain text and " +
-		"JSON only; long pages are cut.",
-	Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string",` +
-		`"minLength":1,"maxLength":8000,"description":"absolute http:// or https:// URL"}},` +
-		`"required":["url"],"additionalProperties":false}`),
+// WebFetchSpec declares the web fetch tool; each call returns a fresh
+// value.
+func WebFetchSpec() rtsandbox.ToolSpec {
+	return rtsandbox.ToolSpec{
+		Name: WebFetchName,
+		Description: "Read a public web page (HTTP or HTTPS) and return its readable text, with links " +
+			"as numbered footnotes. Private and internal addresses are refused. HTML, plain text and " +
+			"JSON only; long pages are cut.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string",` +
+			`"minLength":1,"maxLength":8000,"description":"absolute http:// or https:// URL"}},` +
+			`"required":["url"],"additionalProperties":false}`),
+	}
 }
 
 // WebFetch is the built-in web fetch host tool. It fetches through
@@ -57,7 +60,7 @@ type WebFetch struct {
 // fetch is the same for every speaker. A panic anywhere in the run is
 // contained: the guest gets webpage.ErrFetchInternal's fixed text, the operator
 // log the panic.
-func (w *WebFetch) Run(ctx context.Context, input json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+func (w *WebFetch) Run(ctx context.Context, input json.RawMessage, _ rtsandbox.Binding) (string, error) {
 	text, err := webpage.Contain(func() (string, error) { return w.run(ctx, input) })
 	webpage.LogPanic(ctx, w.Logger, "web_fetch panicked", WebFetchName, err)
 	return text, err

@@ -44,7 +44,7 @@ func TestWebFetchRun(t *testing.T) {
 	defer srv.Close()
 	wf := &WebFetch{Fetcher: loopback(srv)}
 	run := func(in string) (string, error) {
-		return wf.Run(context.Background(), json.RawMessage(in), rtsandbox.HostToolContext{})
+		return wf.Run(context.Background(), json.RawMessage(in), rtsandbox.Binding{})
 	}
 	if got, err := run(`{"url":"http://page.example.com/page"}`); err != nil || got != "URL: http://page.example.com/page\nTitle: P\n\nHello" {
 		t.Errorf("Run(page) = %q, %v", got, err)
@@ -75,8 +75,8 @@ func TestWebFetchRun(t *testing.T) {
 			}
 		})
 	}
-	if !strings.Contains(string(WebFetchSpec.Parameters), `"maxLength":8000`) {
-		t.Errorf("WebFetchSpec = %s", WebFetchSpec.Parameters)
+	if !strings.Contains(string(WebFetchSpec().Parameters), `"maxLength":8000`) {
+		t.Errorf("WebFetchSpec() = %s", WebFetchSpec().Parameters)
 	}
 }
 
@@ -92,7 +92,7 @@ func TestWebFetchContainsPanic(t *testing.T) {
 	wf := &WebFetch{Fetcher: loopback(srv), Logger: slog.New(slog.NewJSONHandler(&log, nil)),
 		extract: func(context.Context, *safefetch.Result, int) (string, error) { panic("extractor bug") }}
 	in := json.RawMessage(`{"url":"http://page.example.com/"}`)
-	got, err := wf.Run(context.Background(), in, rtsandbox.HostToolContext{})
+	got, err := wf.Run(context.Background(), in, rtsandbox.Binding{})
 	if got != "" || !errors.Is(err, webpage.ErrFetchInternal) || !errors.Is(err, rtsandbox.ErrUpstream) || err.Error() != "the page could not be read" {
 		t.Fatalf("Run(panicking extract) = %q, %v; want webpage.ErrFetchInternal", got, err)
 	}
@@ -102,7 +102,7 @@ func TestWebFetchContainsPanic(t *testing.T) {
 		t.Errorf("log = %s", log.Bytes())
 	}
 	wf.extract = nil
-	if got, err := wf.Run(context.Background(), in, rtsandbox.HostToolContext{}); err != nil || !strings.HasSuffix(got, "Hello") {
+	if got, err := wf.Run(context.Background(), in, rtsandbox.Binding{}); err != nil || !strings.HasSuffix(got, "Hello") {
 		t.Errorf("Run after the panic = %q, %v", got, err)
 	}
 }

@@ -58,7 +58,7 @@ type webhookRequest struct {
 
 // Run calls the webhook with the guest's arguments and the host-bound
 // context.
-func (w *Webhook) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+func (w *Webhook) Run(ctx context.Context, input json.RawMessage, tc rtsandbox.Binding) (string, error) {
 	body, err := jsonjs.Marshal(webhookRequest{Input: input, Channel: string(tc.Channel), Speaker: tc.Speaker})
 	if err != nil {
 		return "", fmt.Errorf("webhook request: %w", err)

@@ -13,9 +13,9 @@ import (
 
 // Limits of the /model rule (§2.4).
 const (
-	MaxMessages  = 128 // entries in messages
-	MaxToolCalls = 8   // entries in one assistant message's tool_calls
-	MaxTools     = 128 // entries in tools
+	MaxMessages  = 128                              // entries in messages
+	MaxToolCalls = rtsandbox.MaxToolCallsPerMessage // entries in one assistant message's tool_calls
+	MaxTools     = 128                              // entries in tools
 )
 
 // ChatInput is a normalised chat-completions request: only what the guest
@@ -40,33 +40,20 @@ type Message struct {
 }
 
 // ToolCall is one rebuilt assistant tool call; Type is always "function".
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
-}
+// The wire shape is the protocol's (root package), shared with the worker.
+type ToolCall = rtsandbox.ToolCall
 
 // FunctionCall names the called function and carries its arguments as the
 // model wrote them (a string, not parsed).
-type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
+type FunctionCall = rtsandbox.FunctionCall
 
 // Tool is one rebuilt tool declaration; Type is always "function".
-type Tool struct {
-	Type     string   `json:"type"`
-	Function Function `json:"function"`
-}
+type Tool = rtsandbox.ChatTool
 
-// Function declares a callable function. Parameters is the guest's schema
-// as received, compacted but otherwise byte for byte, unknown keywords
-// included; it has passed [CheckSchema].
-type Function struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
+// Function declares a callable function. In a rebuilt Tool, Parameters is
+// the guest's schema as received, compacted but otherwise byte for byte,
+// unknown keywords included; it has passed [CheckSchema].
+type Function = rtsandbox.ToolSpec
 
 var (
 	// messageKeys are the only keys a message may carry; any other key
@@ -186,7 +173,7 @@ func normalizeToolCall(raw json.RawMessage) (ToolCall, error) {
 	if !ok {
 		return ToolCall{}, errors.New("not an object")
 	}
-	if typ, _ := asString(obj["type"]); typ != "function" {
+	if typ, _ := asString(obj["type"]); typ != rtsandbox.FunctionType {
 		return ToolCall{}, errors.New("type is not function")
 	}
 	id, ok := asString(obj["id"])
@@ -205,7 +192,7 @@ func normalizeToolCall(raw json.RawMessage) (ToolCall, error) {
 	if !ok {
 		return ToolCall{}, errors.New("function.arguments is not a string")
 	}
-	return ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: name, Arguments: args}}, nil
+	return ToolCall{ID: id, Type: rtsandbox.FunctionType, Function: FunctionCall{Name: name, Arguments: args}}, nil
 }
 
 // normalizeToolCallID returns the id a tool message must carry. On any other
@@ -256,7 +243,7 @@ func normalizeTool(raw json.RawMessage) (Tool, error) {
 	if !ok {
 		return Tool{}, errors.New("not an object")
 	}
-	if typ, _ := asString(obj["type"]); typ != "function" {
+	if typ, _ := asString(obj["type"]); typ != rtsandbox.FunctionType {
 		return Tool{}, errors.New("type is not function")
 	}
 	fn, ok := asObject(obj["function"])
@@ -275,7 +262,7 @@ func normalizeTool(raw json.RawMessage) (Tool, error) {
 	if err != nil {
 		return Tool{}, fmt.Errorf("function.parameters: %w", err)
 	}
-	return Tool{Type: "function", Function: Function{Name: name, Description: desc, Parameters: params}}, nil
+	return Tool{Type: rtsandbox.FunctionType, Function: Function{Name: name, Description: desc, Parameters: params}}, nil
 }
 
 // normalizeParameters checks the schema and returns a compacted copy, so the

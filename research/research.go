@@ -32,7 +32,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf16"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/modelapi"
@@ -265,18 +264,7 @@ func cutReport(s string) string {
 	if rtsandbox.UTF16Len(s) <= MaxReportChars {
 		return s
 	}
-	n := 0
-	for i, r := range s {
-		l := utf16.RuneLen(r)
-		if l < 1 {
-			l = 1
-		}
-		if n+l > MaxReportChars {
-			return s[:i] + reportCut
-		}
-		n += l
-	}
-	return s
+	return rtsandbox.PrefixUTF16(s, MaxReportChars) + reportCut
 }
 
 // assistant is the part of a model answer the loop uses.

@@ -139,9 +139,10 @@ type Surface interface {
 }
 
 // Runtime is what the sandbox claim needs of the sealed runtime
-// (*sandbox.Runtime implements it).
+// (*sandbox.Runtime implements it). RunTurn receives the Binding the router
+// resolved: channel, speaker and tier.
 type Runtime interface {
-	RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) (rtsandbox.Reply, error)
+	RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error)
 	StartFresh(channel rtsandbox.ChannelKey) error
 	Stop(channel rtsandbox.ChannelKey) bool
 }

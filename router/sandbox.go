@@ -80,12 +80,16 @@ func (c *sandboxClaim) Admit(m Message) (Admission, string) {
 	if reason := sandboxDrop(m, c.channels.Enabled(m.Channel)); reason != "" {
 		return Admission{}, reason
 	}
-	speaker := rtsandbox.Speaker{ID: m.Author.ID, Name: m.Author.Name, PrincipalID: m.Speaker.PrincipalID}
+	b := rtsandbox.Binding{
+		Channel: m.Channel,
+		Speaker: rtsandbox.Speaker{ID: m.Author.ID, Name: m.Author.Name, PrincipalID: m.Speaker.PrincipalID},
+		Tier:    m.Tier,
+	}
 	text := TurnText(m)
 	return Admission{
 		Failure: SandboxFailure,
 		Run: func(ctx context.Context, port Port) error {
-			return c.turn(ctx, port, m.Channel, speaker, text)
+			return c.turn(ctx, port, b, text)
 		},
 	}, ""
 }
@@ -126,14 +130,15 @@ func TurnText(m Message) string {
 // turn is one queued sandbox turn (host spec §2.3). A returned error means
 // even the failure notice could not be posted, or (a *DropError) that the
 // channel was switched off while the message waited.
-func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) error {
+func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding, text string) error {
+	channel := b.Channel
 	if !c.channels.Enabled(channel) {
 		// Turned off while queued: no answer, no host agents.
 		return &DropError{Reason: DropNotSandboxed}
 	}
 	stopTyping := port.StartTyping(ctx, channel)
 	defer stopTyping() // after the reply is posted
-	err := c.answer(ctx, port, channel, sp, text)
+	err := c.answer(ctx, port, b, text)
 	if err == nil {
 		return nil
 	}
@@ -161,13 +166,14 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, channel rtsandbox.Ch
 // answer runs the turn and posts its reply, in at most MaxChunks chunks.
 // A panic (in the runtime, say) becomes an error like any failure, so the
 // guest gets the fixed failure text.
-func (c *sandboxClaim) answer(ctx context.Context, port Port, channel rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (err error) {
+func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Binding, text string) (err error) {
+	channel := b.Channel
 	defer func() {
 		if p := recover(); p != nil {
 			err = recovered(c.log, channel, "sandbox turn", p)
 		}
 	}()
-	reply, err := c.runtime.RunTurn(ctx, channel, sp, text)
+	reply, err := c.runtime.RunTurn(ctx, b, text)
 	if err != nil {
 		return err
 	}

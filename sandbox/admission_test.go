@@ -40,7 +40,7 @@ func TestAdmissionBoundsRunningTurns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ch := rtsandbox.ChannelKey(fmt.Sprint("fake:", i))
-			_, errs[i] = f.rt.RunTurn(context.Background(), ch, speaker("guest"), fmt.Sprint(i))
+			_, errs[i] = f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, fmt.Sprint(i))
 		}()
 		time.Sleep(5 * time.Millisecond) // a known arrival order
 	}
@@ -86,7 +86,7 @@ func TestDeadlineStartsAtSlot(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
 		go func() {
-			_, err := f.rt.RunTurn(context.Background(), ch, speaker("guest"), "hi")
+			_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hi")
 			errs <- err
 		}()
 		time.Sleep(20 * time.Millisecond)
@@ -114,12 +114,12 @@ func TestQueueWaitEndsBusy(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hold")
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hold")
 		done <- err
 	}()
 	<-started
 	start := time.Now()
-	_, err := f.rt.RunTurn(context.Background(), "fake:b", speaker("guest"), "wait")
+	_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:b", Speaker: speaker("guest")}, "wait")
 	if !errors.Is(err, ErrHostBusy) || !errors.Is(err, rtsandbox.ErrBusy) {
 		t.Errorf("queued RunTurn = %v; want ErrHostBusy", err)
 	}
@@ -146,11 +146,11 @@ func TestStopWhileQueued(t *testing.T) {
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
 	defer close(hold)
-	go f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hold")
+	go f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hold")
 	<-started
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.rt.RunTurn(context.Background(), "fake:b", speaker("guest"), "wait")
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:b", Speaker: speaker("guest")}, "wait")
 		done <- err
 	}()
 	waitFor(t, "fake:b queued", func() bool { return len(f.rt.Busy()) == 2 })

@@ -40,7 +40,7 @@ func BenchmarkSealedTurn(b *testing.B) {
 	}))
 	defer model.Close()
 	bk, err := broker.New(broker.Config{ModelURL: upstream.MustParseEndpoint(model.URL, true), Model: "bench",
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return "bench-key", nil }})
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "bench-key", nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func BenchmarkSealedTurn(b *testing.B) {
 	}
 	rt, err := New(Options{Broker: bk, Driver: integ.driver, Image: integ.workerImage, UID: uid, GID: gid,
 		RunRoot: filepath.Join(base, "run"), State: state, Model: "bench",
-		Installation: integ.installation, Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{},
-		OnTurn: func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
+		Installation: integ.installation,
+		OnTurn:       func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func BenchmarkSealedTurn(b *testing.B) {
 	speaker := rtsandbox.Speaker{ID: "bench", Name: "Bench", PrincipalID: "p_bench"}
 	b.ResetTimer()
 	for b.Loop() {
-		reply, err := rt.RunTurn(context.Background(), "bench:turn", speaker, "Hello")
+		reply, err := rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "bench:turn", Speaker: speaker}, "Hello")
 		if err != nil || !reply.OK {
 			b.Fatalf("turn = %+v, %v", reply, err)
 		}

@@ -53,7 +53,7 @@ func TestTurnSecondsSettled(t *testing.T) {
 	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: "hi"}, nil
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 		t.Fatalf("RunTurn = %v", err)
 	}
 	for _, scope := range budget.Scopes("fake:a", "p_guest") {
@@ -75,21 +75,21 @@ func TestOverBudgetTurnRefusedBeforeContainer(t *testing.T) {
 		f.opts.Budget = l
 	})
 	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		mustPost(t, ctx, spec, "/model", `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+		mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 		return rtsandbox.Reply{OK: true, Text: "hi"}, nil
 	}
 	ctx := context.Background()
-	if _, err := f.rt.RunTurn(ctx, "fake:a", speaker("guest"), "first"); err != nil {
+	if _, err := f.rt.RunTurn(ctx, rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "first"); err != nil {
 		t.Fatalf("first RunTurn = %v", err)
 	}
-	_, err := f.rt.RunTurn(ctx, "fake:a", speaker("guest"), "second")
+	_, err := f.rt.RunTurn(ctx, rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "second")
 	if !errors.Is(err, rtsandbox.ErrOverBudget) {
 		t.Fatalf("second RunTurn = %v; want ErrOverBudget", err)
 	}
 	if n := len(f.driver.gotSpecs()); n != 1 {
 		t.Errorf("containers run = %d; want 1", n)
 	}
-	if _, err := f.rt.RunTurn(ctx, "fake:a", speaker("other"), "third"); err != nil {
+	if _, err := f.rt.RunTurn(ctx, rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("other")}, "third"); err != nil {
 		t.Errorf("another speaker's RunTurn = %v", err)
 	}
 	if e := usageOf(t, l, budget.SpeakerScope("p_guest"), budget.Seconds); e.Reserved != 0 {
@@ -107,14 +107,14 @@ func TestMidTurnDailyBudgetIsOverBudget(t *testing.T) {
 	l := openLedger(t, budget.Config{PerChannel: budget.Limits{Calls: 1}})
 	f := newFixture(t, func(f *fixture) {
 		f.cfg.ModelURL = model.url()
-		f.cfg.Tools = []broker.Tool{hostTool("whom", func(context.Context, json.RawMessage, rtsandbox.HostToolContext) (string, error) {
+		f.cfg.Tools = []broker.Tool{hostTool("whom", func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) {
 			return "guest", nil
 		})}
 		f.cfg.Budget = l
 		f.opts.Budget = l
 	})
 	f.driver.run = runWorker
-	reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello")
 	if !errors.Is(err, rtsandbox.ErrOverBudget) || !errors.Is(err, container.ErrWorkerFailed) {
 		t.Fatalf("RunTurn = %+v, %v; want ErrOverBudget wrapping the worker failure", reply, err)
 	}

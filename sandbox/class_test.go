@@ -127,7 +127,7 @@ func TestTurnClasses(t *testing.T) {
 				// its model call gets 429.
 				f.driver.run = func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 					for range 48 {
-						mustPost(t, ctx, spec, "/model", `[]`)
+						mustPost(t, ctx, spec, rtsandbox.RouteModel, `[]`)
 					}
 					return runWorker(ctx, spec, turn)
 				}
@@ -202,7 +202,7 @@ func TestTurnClasses(t *testing.T) {
 					tc.during(s)
 				}()
 			}
-			reply, err := s.f.rt.RunTurn(s.ctx, ch, speaker("guest"), "Hi "+guestMarker)
+			reply, err := s.f.rt.RunTurn(s.ctx, rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "Hi "+guestMarker)
 			if tc.wantReply != (err == nil) {
 				t.Fatalf("RunTurn = %+v, %v; want a reply %v", reply, err, tc.wantReply)
 			}
@@ -255,7 +255,7 @@ func TestTurnCleanupPendingKeepsReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Dispose()
-	reply, err := rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hi")
+	reply, err := rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "Hi")
 	if err != nil || reply.Text != "Done." {
 		t.Fatalf("RunTurn = %+v, %v; want the reply", reply, err)
 	}

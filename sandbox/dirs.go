@@ -135,8 +135,11 @@ func (o owner) apply(path string, mode os.FileMode) error {
 // ErrRunRootBusy marks a run root another runtime holds.
 var ErrRunRootBusy = errors.New("sandbox: the run root is in use by another rtsandbox process")
 
-// lockRunRoot takes the run root's exclusive lock without waiting.
-func lockRunRoot(root string) (*os.File, error) {
+// LockRunRoot takes the run root's exclusive lock without waiting, the
+// lock a live Runtime holds for as long as it runs; an error wraps
+// ErrRunRootBusy when another process holds it. Whoever removes a
+// runtime's leftovers (reap) takes it first. Closing the file releases it.
+func LockRunRoot(root string) (*os.File, error) {
 	f, err := privdir.Lock(root)
 	switch {
 	case errors.Is(err, privdir.ErrLocked):

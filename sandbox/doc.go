@@ -12,9 +12,10 @@
 //   - The channel workspace <WorkspaceRoot>/<sha256 hex of the key> is
 //     created once (0700) and never touched by the host again; a private
 //     run dir <RunRoot>/turn-XXXXXX holds the broker socket (0600) bound to
-//     the admitted channel and speaker.
-//   - The worker gets the turn JSON on stdin: no principal, no credential,
-//     no upstream URL. The reply comes only from the driver (the container's
+//     the turn's rtsandbox.Binding (channel, speaker and the tier the router
+//     resolved), which the broker's credential getters and host tools see.
+//   - The worker gets the turn JSON on stdin: no principal, no tier, no
+//     credential, no upstream URL; its tools are the broker's declarations. The reply comes only from the driver (the container's
 //     stdout).
 //   - Whatever happened, the turn context is cancelled (so host-tool calls
 //     still in flight end), the broker is closed, the run dir is removed and

@@ -18,6 +18,7 @@ import (
 
 	mobycontainer "github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 )
@@ -313,7 +314,7 @@ func TestIntegrationEngineCutMidTurnConverges(t *testing.T) {
 			done := make(chan result, 1)
 			start := time.Now()
 			go func() {
-				_, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hello")
+				_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "Hello")
 				done <- result{err, time.Now()}
 			}()
 			name := waitRunning(t, rec)
@@ -379,7 +380,7 @@ func TestIntegrationHungEngineKeepsDeadline(t *testing.T) {
 					cut <- time.Since(start)
 				}()
 			}
-			_, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hello")
+			_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "Hello")
 			elapsed := time.Since(start)
 			t.Logf("engine black-holed %v into the turn; RunTurn returned after %v (deadline %v): %v",
 				(<-cut).Round(time.Millisecond), elapsed.Round(time.Millisecond), deadline, err)

@@ -106,7 +106,7 @@ func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (r
 	if code != 0 {
 		return rtsandbox.Reply{}, &workerExit{code: code, stderr: errOut.Bytes()}
 	}
-	return container.ParseReply(out.Bytes())
+	return rtsandbox.ParseReply(out.Bytes())
 }
 
 // workerExit is a failed worker run as the driver reports it: the error is
@@ -137,7 +137,7 @@ type fixture struct {
 	transport       *http.Transport
 	audit           *auditLog
 	mu              sync.Mutex
-	scopes          []broker.Scope
+	scopes          []rtsandbox.Binding
 	rt              *Runtime
 	uid, gid        int
 }
@@ -155,7 +155,7 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 	f.uid, f.gid = workerIDs()
 	f.cfg = broker.Config{
 		ModelURL: upstream.MustParseEndpoint("http://127.0.0.1:9/v1/chat/completions", true), Model: "fake",
-		APIKey: func(_ context.Context, s broker.Scope) (rtsandbox.Secret, error) {
+		APIKey: func(_ context.Context, s rtsandbox.Binding) (rtsandbox.Secret, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.scopes = append(f.scopes, s)
@@ -181,9 +181,6 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 		t.Fatalf("broker.New: %v", err)
 	}
 	f.opts.Broker = b
-	if f.opts.Tools == nil && f.opts.MCP == nil {
-		f.opts.Tools, f.opts.MCP = WorkerTools(f.cfg)
-	}
 	rt, err := New(f.opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -216,7 +213,7 @@ func shortTempDir(t *testing.T) string {
 	return dir
 }
 
-func (f *fixture) gotScopes() []broker.Scope {
+func (f *fixture) gotScopes() []rtsandbox.Binding {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.scopes)

@@ -244,7 +244,7 @@ func TestIntegrationSealedTurn(t *testing.T) {
 	var stats []TurnStats
 	f, rec := dockerFixture(t, integ.workerImage, func(f *fixture) {
 		f.cfg.ModelURL, f.cfg.Model = upstream.MustParseEndpoint(model.URL+"/v1/chat/completions", true), "fake-model"
-		f.cfg.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return integrationKey, nil }
+		f.cfg.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return integrationKey, nil }
 		f.opts.Model = "fake-model"
 		f.opts.OnTurn = func(s TurnStats) { stats = append(stats, s) }
 	})
@@ -252,7 +252,7 @@ func TestIntegrationSealedTurn(t *testing.T) {
 		mu.Lock()
 		calls = 0
 		mu.Unlock()
-		reply, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hello")
+		reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "Hello")
 		if err != nil {
 			t.Fatalf("RunTurn = %v", err)
 		}
@@ -300,23 +300,23 @@ func TestIntegrationToolsTurn(t *testing.T) {
 		f     *fixture
 		stats TurnStats
 	)
-	probe := func(ctx context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+	probe := func(ctx context.Context, _ json.RawMessage, tc rtsandbox.Binding) (string, error) {
 		spec := rec.lastSpec()
 		assertKeyAbsent(t, ctx, spec, []string{integrationKey, mcpKey})
 		return "probed " + string(tc.Channel), nil
 	}
 	f, rec = dockerFixture(t, integ.workerImage, func(f *fixture) {
 		f.cfg.ModelURL = model.url()
-		f.cfg.APIKey = func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return integrationKey, nil }
+		f.cfg.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return integrationKey, nil }
 		f.cfg.Tools = []broker.Tool{hostTool("probe", probe)}
 		f.cfg.MCP = []broker.MCPServer{{
 			Name: "search", URL: upstream.MustParseEndpoint(mcp.URL+"/rpc", true),
 			Tools:  []rtsandbox.ToolSpec{{Name: "lookup", Description: "look up", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}},
-			APIKey: func(context.Context) (rtsandbox.Secret, error) { return mcpKey, nil },
+			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return mcpKey, nil },
 		}}
 		f.opts.OnTurn = func(s TurnStats) { stats = s }
 	})
-	reply, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "use your tools")
+	reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "use your tools")
 	if err != nil || reply != (rtsandbox.Reply{OK: true, Text: "All done."}) {
 		t.Fatalf("RunTurn = %+v, %v; want ok All done.", reply, err)
 	}
@@ -422,7 +422,7 @@ func TestIntegrationHostilePID1(t *testing.T) {
 		f.opts.OnTurn = func(s TurnStats) { stats = s }
 	})
 	start := time.Now()
-	_, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "Hello")
+	_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "Hello")
 	elapsed := time.Since(start)
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, container.ErrAborted) {
 		t.Errorf("RunTurn = %v; want ErrAborted caused by ErrTimeout", err)
@@ -464,7 +464,7 @@ func TestIntegrationCompromisedWorkspaceDies(t *testing.T) {
 	if err := f.state.Save("fake:guests", kept); err != nil {
 		t.Fatal(err)
 	}
-	reply, err := f.rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "squat")
+	reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "squat")
 	if err != nil {
 		t.Fatalf("squatter turn = %v", err)
 	}
@@ -496,7 +496,7 @@ func TestIntegrationCompromisedWorkspaceDies(t *testing.T) {
 	}
 	defer rt.Dispose()
 	start := time.Now()
-	reply, err = rt.RunTurn(context.Background(), "fake:guests", speaker("guest"), "hello")
+	reply, err = rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "hello")
 	if err != nil || reply.Text != "Still here." {
 		t.Fatalf("next turn = %+v, %v; want the model's answer", reply, err)
 	}

@@ -46,7 +46,7 @@ func TestDriverFailure(t *testing.T) {
 			if err := f.rt.StartFresh("fake:a"); err != nil {
 				t.Fatal(err)
 			}
-			reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "first")
+			reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "first")
 			want, wantErr := tc.fail()
 			if reply != want || !errors.Is(err, wantErr) {
 				t.Errorf("first RunTurn = %+v, %v; want %+v, %v", reply, err, want, wantErr)
@@ -59,7 +59,7 @@ func TestDriverFailure(t *testing.T) {
 				t.Errorf("state after the failure = %+v, %v; want it kept", got, err)
 			}
 			for _, text := range []string{"retry", "next"} {
-				if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), text); err != nil {
+				if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, text); err != nil {
 					t.Fatalf("RunTurn(%s) = %v", text, err)
 				}
 			}
@@ -96,16 +96,16 @@ func TestConcurrency(t *testing.T) {
 	}
 	a, b := make(chan result, 1), make(chan result, 1)
 	go func() {
-		reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "a")
+		reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "a")
 		a <- result{reply, err}
 	}()
 	waitFor(t, "fake:a admitted", func() bool { return len(f.rt.Busy()) == 1 })
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "again"); !errors.Is(err, rtsandbox.ErrBusy) ||
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "again"); !errors.Is(err, rtsandbox.ErrBusy) ||
 		err.Error() != "sandbox: channel is busy" {
 		t.Errorf("second fake:a RunTurn = %v; want channel is busy", err)
 	}
 	go func() {
-		reply, err := f.rt.RunTurn(context.Background(), "fake:b", speaker("guest"), "b")
+		reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:b", Speaker: speaker("guest")}, "b")
 		b <- result{reply, err}
 	}()
 	waitFor(t, "both drivers running", func() bool { return len(f.driver.gotSpecs()) == 2 })
@@ -147,7 +147,7 @@ func TestOptionNormalization(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.rt.RunTurn(context.Background(), "fake:a", sp, "hello")
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: sp}, "hello")
 		done <- err
 	}()
 	waitFor(t, "driver", func() bool { return len(f.driver.gotSpecs()) == 1 })
@@ -183,7 +183,7 @@ func TestDefaults(t *testing.T) {
 		}
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 		t.Fatal(err)
 	}
 	if deadline < DefaultTurnTimeout-5*time.Second || deadline > DefaultTurnTimeout {

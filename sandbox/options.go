@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"log/slog"
 	"os"
 	"strings"
@@ -28,7 +27,8 @@ const DefaultPrompt = "You assist the guests in this chat channel. Use only the 
 // Options configure a Runtime. Every field is checked by New.
 type Options struct {
 	// Broker is the checked broker configuration shared by all turns; each
-	// turn binds it to its channel and speaker.
+	// turn binds it to its Binding. The worker is told exactly the tools
+	// the broker declares (Broker.Declarations).
 	Broker *broker.Broker
 	// Driver runs the worker container.
 	Driver container.Driver
@@ -55,10 +55,6 @@ type Options struct {
 	Prompt string
 	// TimeZone is the IANA zone of the worker's clock line; empty means UTC.
 	TimeZone string
-	// Tools and MCP are what the worker is told it may call. They must
-	// describe the broker's configuration; WorkerTools derives them.
-	Tools []rtsandbox.ToolSpec
-	MCP   []rtsandbox.MCPServerTools
 	// TurnTimeout is the turn deadline, counted from the moment the turn
 	// gets its slot; 0 means DefaultTurnTimeout.
 	TurnTimeout time.Duration
@@ -100,6 +96,8 @@ type StateStore interface {
 type settings struct {
 	Options
 	labels   map[string]string
+	tools    []rtsandbox.ToolSpec       // the broker's host tools, for the turn JSON
+	mcp      []rtsandbox.MCPServerTools // the broker's MCP servers, for the turn JSON
 	procUID  int
 	hostRoot bool // the service runs as root; dirs are handed to UID:GID
 }
@@ -144,9 +142,9 @@ func check(o Options) (settings, error) {
 	if err := s.checkUser(); err != nil {
 		return settings{}, err
 	}
-	if err := checkTools(o.Tools, o.MCP); err != nil {
-		return settings{}, err
-	}
+	// broker.New already refused bad or duplicate names and parameters
+	// that are not a schema object, so the declarations need no check.
+	s.tools, s.mcp = o.Broker.Declarations()
 	labels, err := container.TurnLabels(o.Installation)
 	if err != nil {
 		return settings{}, setupError("installation id: %w", err)
@@ -170,37 +168,6 @@ func (s *settings) checkUser() error {
 	}
 	if s.UID != s.procUID || s.GID != os.Getegid() {
 		return setupError("worker user %d:%d must be this service's own uid:gid", s.UID, s.GID)
-	}
-	return nil
-}
-
-// checkTools refuses what the worker would refuse at every turn: bad or
-// duplicate names and parameters that are not a JSON object.
-func checkTools(tools []rtsandbox.ToolSpec, mcp []rtsandbox.MCPServerTools) error {
-	if err := checkSpecs(tools); err != nil {
-		return err
-	}
-	servers := map[string]bool{}
-	for _, m := range mcp {
-		if !rtsandbox.ValidToolName(m.Server) || servers[m.Server] {
-			return setupError("invalid or duplicate MCP server %q", m.Server)
-		}
-		servers[m.Server] = true
-		if err := checkSpecs(m.Tools); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func checkSpecs(tools []rtsandbox.ToolSpec) error {
-	seen := map[string]bool{}
-	for _, t := range tools {
-		var obj map[string]json.RawMessage
-		if !rtsandbox.ValidToolName(t.Name) || seen[t.Name] || json.Unmarshal(t.Parameters, &obj) != nil || obj == nil {
-			return setupError("invalid or duplicate tool %q", t.Name)
-		}
-		seen[t.Name] = true
 	}
 	return nil
 }

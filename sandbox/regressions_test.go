@@ -121,7 +121,7 @@ func TestWorkerRepairsProviderToolCalls(t *testing.T) {
 			model := newModelServer(t, completion(nil, tc.calls...), completion("Recovered."))
 			f := newFixture(t, func(f *fixture) { f.cfg.ModelURL = model.url() })
 			f.driver.run = runWorker
-			reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+			reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello")
 			if err != nil || reply != (rtsandbox.Reply{OK: true, Text: "Recovered."}) {
 				t.Fatalf("RunTurn = %+v, %v; want ok Recovered.", reply, err)
 			}
@@ -192,7 +192,7 @@ func replayedCalls(t *testing.T, body string) (ids, replies []string, assistant 
 func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 	started := make(chan context.Context, 1)
 	f := newFixture(t, func(f *fixture) {
-		f.cfg.Tools = []broker.Tool{hostTool("wait", func(ctx context.Context, _ json.RawMessage, _ rtsandbox.HostToolContext) (string, error) {
+		f.cfg.Tools = []broker.Tool{hostTool("wait", func(ctx context.Context, _ json.RawMessage, _ rtsandbox.Binding) (string, error) {
 			started <- ctx
 			<-ctx.Done()
 			return "", ctx.Err()
@@ -204,12 +204,12 @@ func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 		go func() {
 			defer close(callDone)
 			// The answer does not matter: the turn ends under the call.
-			_, _, _ = brokerPost(context.Background(), filepath.Join(spec.RunDir, "broker.sock"), "/tools/wait", `{}`)
+			_, _, _ = brokerPost(context.Background(), filepath.Join(spec.RunDir, "broker.sock"), rtsandbox.ToolRoute("wait"), `{}`)
 		}()
 		toolCtx = <-started
 		return rtsandbox.Reply{OK: true, Text: "Done."}, nil
 	}
-	reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello")
 	if err != nil || reply.Text != "Done." {
 		t.Fatalf("RunTurn = %+v, %v; want Done.", reply, err)
 	}
@@ -228,7 +228,7 @@ func TestTurnDeadline(t *testing.T) {
 		return rtsandbox.Reply{}, errors.Join(container.ErrAborted, context.Cause(ctx))
 	}
 	start := time.Now()
-	_, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello")
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, container.ErrAborted) {
 		t.Errorf("RunTurn = %v; want ErrAborted caused by ErrTimeout", err)
 	}
@@ -247,7 +247,7 @@ func TestCallerContextAbortsTurn(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	if _, err := f.rt.RunTurn(ctx, "fake:a", speaker("guest"), "hello"); !errors.Is(err, context.Canceled) {
+	if _, err := f.rt.RunTurn(ctx, rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); !errors.Is(err, context.Canceled) {
 		t.Errorf("RunTurn = %v; want context.Canceled", err)
 	}
 }
@@ -277,7 +277,7 @@ func TestInputLimitsBeforeAnyDirectory(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := f.rt.RunTurn(context.Background(), tc.channel, tc.speaker, tc.text); !errors.Is(err, tc.want) {
+			if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: tc.channel, Speaker: tc.speaker}, tc.text); !errors.Is(err, tc.want) {
 				t.Errorf("RunTurn = %v; want %v", err, tc.want)
 			}
 			assertEmpty(t, f.runRoot)
@@ -295,7 +295,7 @@ func TestInputLimitsCountUTF16(t *testing.T) {
 	}
 	max := strings.Repeat("丁", 256)
 	sp := rtsandbox.Speaker{ID: max, Name: max, PrincipalID: max}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", sp, strings.Repeat("丁", 32000)); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: sp}, strings.Repeat("丁", 32000)); err != nil {
 		t.Errorf("RunTurn(at the limits) = %v; want nil", err)
 	}
 }
@@ -324,7 +324,7 @@ func TestTurnDirsOwnership(t *testing.T) {
 		}
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 		t.Fatal(err)
 	}
 	spec := f.driver.gotSpecs()[0]
@@ -369,7 +369,7 @@ func TestLegacyWorkspaceMigrated(t *testing.T) {
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
 	for range 2 {
-		if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+		if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -403,7 +403,7 @@ func TestLegacyWorkspaceFIFODoesNotWedge(t *testing.T) {
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
 	start := time.Now()
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -452,7 +452,7 @@ func TestLegacyWorkspaceSymlinksNotFollowed(t *testing.T) {
 				got = turn
 				return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 			}
-			if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+			if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 				t.Fatal(err)
 			}
 			if len(got.Memory) != 0 {
@@ -504,7 +504,7 @@ func TestSwappedRootRefused(t *testing.T) {
 		t.Error("driver ran")
 		return rtsandbox.Reply{}, nil
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err == nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err == nil {
 		t.Error("RunTurn with a run root opened to others = nil; want a refusal")
 	}
 }
@@ -513,10 +513,10 @@ func TestOnTurnStats(t *testing.T) {
 	var stats []TurnStats
 	f := newFixture(t, func(f *fixture) { f.opts.OnTurn = func(s TurnStats) { stats = append(stats, s) } })
 	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		mustPost(t, ctx, spec, "/tools/none", `{}`)
+		mustPost(t, ctx, spec, rtsandbox.ToolRoute("none"), `{}`)
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello"); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 		t.Fatal(err)
 	}
 	if len(stats) != 1 {

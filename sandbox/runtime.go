@@ -37,7 +37,7 @@ func New(opts Options) (*Runtime, error) {
 	if err := s.preflight(); err != nil {
 		return nil, err
 	}
-	lock, err := lockRunRoot(s.RunRoot)
+	lock, err := LockRunRoot(s.RunRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,10 @@ func New(opts Options) (*Runtime, error) {
 	}, nil
 }
 
-// RunTurn runs one guest turn in channel and returns the worker's reply.
+// RunTurn runs one guest turn in b's channel, for b's speaker, and returns
+// the worker's reply. b is what the router admitted; the broker binds every
+// call of the turn to it, so credential getters and host tools see the
+// same channel, speaker and tier.
 // The reply may have OK false (the worker gave up within its limits);
 // an error means the turn was refused, failed, timed out or was stopped,
 // and its text is for the operator only.
@@ -67,7 +70,8 @@ func New(opts Options) (*Runtime, error) {
 // an aborted run also wraps its cause: ErrTimeout, ErrStopped, ErrDisposed
 // or the caller's context error. Do not call Dispose from a driver or
 // OnTurn: it waits for the turn that calls it.
-func (r *Runtime) RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
+func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	channel, speaker := b.Channel, b.Speaker
 	if err := checkInput(channel, speaker, text); err != nil {
 		return rtsandbox.Reply{}, err
 	}
@@ -94,7 +98,7 @@ func (r *Runtime) RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, spe
 	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)
 	defer stopTimer()
 	t := &turn{
-		s: &r.s, ctx: turnCtx, end: end, channel: channel, speaker: speaker, text: text,
+		s: &r.s, ctx: turnCtx, end: end, binding: b, text: text,
 		reset: gen > 0, stats: TurnStats{Channel: channel, Admitted: at, Slotted: time.Now()},
 	}
 	t.onReply = func(reply rtsandbox.Reply) {

@@ -17,20 +17,21 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 func TestIdentityAndMounts(t *testing.T) {
 	f := newFixture(t, func(f *fixture) {
-		f.cfg.Tools = []broker.Tool{hostTool("identity", func(_ context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+		f.cfg.Tools = []broker.Tool{hostTool("identity", func(_ context.Context, _ json.RawMessage, tc rtsandbox.Binding) (string, error) {
 			return string(tc.Channel) + "/" + tc.Speaker.ID, nil
 		})}
 	})
 	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		_, answer := mustPost(t, ctx, spec, "/tools/identity", `{"speaker":{"id":"owner"},"channel":"fake:private"}`)
+		_, answer := mustPost(t, ctx, spec, rtsandbox.ToolRoute("identity"), `{"speaker":{"id":"owner"},"channel":"fake:private"}`)
 		return rtsandbox.Reply{OK: true, Text: answer}, nil
 	}
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
-		reply, err := f.rt.RunTurn(context.Background(), ch, speaker("guest"), "who am I")
+		reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "who am I")
 		if err != nil {
 			t.Fatalf("RunTurn(%s) = %v", ch, err)
 		}
@@ -77,7 +78,7 @@ func TestStartFreshDuringActiveTurn(t *testing.T) {
 				}
 			}
 			for _, text := range []string{"active", "next", "settled"} {
-				if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), text); err != nil {
+				if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, text); err != nil {
 					t.Fatalf("RunTurn(%s) = %v", text, err)
 				}
 			}
@@ -101,7 +102,7 @@ func TestStartFreshDuringBrokerStartup(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "first")
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "first")
 		done <- err
 	}()
 	waitFor(t, "admission", func() bool { return len(f.rt.Busy()) == 1 })
@@ -112,7 +113,7 @@ func TestStartFreshDuringBrokerStartup(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("first RunTurn = %v", err)
 	}
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "second"); err != nil {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "second"); err != nil {
 		t.Fatalf("second RunTurn = %v", err)
 	}
 	if diff := cmp.Diff([]bool{false, true}, resets); diff != "" {
@@ -137,7 +138,7 @@ func TestStopAndDispose(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+		reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello")
 		done <- result{reply, err}
 	}()
 	<-started
@@ -155,7 +156,7 @@ func TestStopAndDispose(t *testing.T) {
 	}
 	assertEmpty(t, f.runRoot)
 	f.rt.Dispose()
-	if _, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "again"); !errors.Is(err, ErrDisposed) || !errors.Is(err, rtsandbox.ErrRefused) {
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "again"); !errors.Is(err, ErrDisposed) || !errors.Is(err, rtsandbox.ErrRefused) {
 		t.Errorf("RunTurn after Dispose = %v; want ErrDisposed", err)
 	}
 }
@@ -174,7 +175,7 @@ func TestDisposeAbortsRunningTurns(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
 		go func() {
-			_, err := f.rt.RunTurn(context.Background(), ch, speaker("guest"), "hello")
+			_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hello")
 			errs <- err
 		}()
 	}
@@ -219,15 +220,6 @@ func TestSetupRefusals(t *testing.T) {
 		{"installation-invalid", func(f *fixture) { f.opts.Installation = "Bad Id" }},
 		{"broker-missing", func(f *fixture) { f.opts.Broker = nil }},
 		{"driver-missing", func(f *fixture) { f.opts.Driver = nil }},
-		{"tool-name-invalid", func(f *fixture) {
-			f.opts.Tools = []rtsandbox.ToolSpec{{Name: "Bad", Parameters: json.RawMessage(`{}`)}}
-		}},
-		{"tool-parameters-not-object", func(f *fixture) {
-			f.opts.Tools = []rtsandbox.ToolSpec{{Name: "ok", Parameters: json.RawMessage(`[]`)}}
-		}},
-		{"mcp-server-duplicate", func(f *fixture) {
-			f.opts.MCP = []rtsandbox.MCPServerTools{{Server: "a"}, {Server: "a"}}
-		}},
 	}
 	if os.Getuid() != 0 { // only a root service may hand turns to another user
 		tests = append(tests, struct {
@@ -257,7 +249,7 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 	model := newModelServer(t, completion("hi"))
 	f := newFixture(t, func(f *fixture) {
 		f.cfg.ModelURL = model.url()
-		f.cfg.Tools = []broker.Tool{hostTool("whom", func(_ context.Context, _ json.RawMessage, tc rtsandbox.HostToolContext) (string, error) {
+		f.cfg.Tools = []broker.Tool{hostTool("whom", func(_ context.Context, _ json.RawMessage, tc rtsandbox.Binding) (string, error) {
 			b, err := json.Marshal(tc.Speaker)
 			return string(b), err
 		})}
@@ -266,14 +258,14 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 		if want := (rtsandbox.TurnSpeaker{ID: "guest", Name: "Guest"}); turn.Speaker != want {
 			t.Errorf("turn speaker = %+v; want %+v", turn.Speaker, want)
 		}
-		_, whom := mustPost(t, ctx, spec, "/tools/whom", `{"speaker":{"principalId":"owner","principal_id":"owner"}}`)
-		status, _ := mustPost(t, ctx, spec, "/model", `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+		_, whom := mustPost(t, ctx, spec, rtsandbox.ToolRoute("whom"), `{"speaker":{"principalId":"owner","principal_id":"owner"}}`)
+		status, _ := mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 		if status != 200 {
 			t.Errorf("/model status = %d; want 200", status)
 		}
 		return rtsandbox.Reply{OK: true, Text: whom}, nil
 	}
-	reply, err := f.rt.RunTurn(context.Background(), "fake:a", speaker("guest"), "hello")
+	reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest"), Tier: rtsandbox.TierMember}, "hello")
 	if err != nil {
 		t.Fatalf("RunTurn = %v", err)
 	}
@@ -290,9 +282,42 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 	if h := model.gotHeaders(); len(h) != 1 || h[0].Get("Authorization") != "Bearer "+hostKey {
 		t.Errorf("upstream headers %v; want one call with the host key", h)
 	}
-	want := []broker.Scope{{Channel: "fake:a", Speaker: speaker("guest")}}
+	want := []rtsandbox.Binding{{Channel: "fake:a", Speaker: speaker("guest"), Tier: rtsandbox.TierMember}}
 	if diff := cmp.Diff(want, f.gotScopes()); diff != "" {
 		t.Errorf("key scopes mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// The Binding RunTurn receives is the one every call of the turn runs for:
+// a host tool and the model's credential getter see its tier, whatever
+// the request body claims.
+func TestBindingTierReachesHostTool(t *testing.T) {
+	for _, tier := range []rtsandbox.Tier{rtsandbox.TierMember, rtsandbox.TierOwner} {
+		t.Run(tier.String(), func(t *testing.T) {
+			model := newModelServer(t, completion("hi"))
+			f := newFixture(t, func(f *fixture) {
+				f.cfg.ModelURL = model.url()
+				f.cfg.Tools = []broker.Tool{hostTool("tier", func(_ context.Context, _ json.RawMessage, b rtsandbox.Binding) (string, error) {
+					return b.Tier.String(), nil
+				})}
+			})
+			f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+				_, got := mustPost(t, ctx, spec, rtsandbox.ToolRoute("tier"), `{"tier":"owner","Tier":2}`)
+				mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+				return rtsandbox.Reply{OK: true, Text: got}, nil
+			}
+			b := rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest"), Tier: tier}
+			reply, err := f.rt.RunTurn(context.Background(), b, "hello")
+			if err != nil {
+				t.Fatalf("RunTurn = %v", err)
+			}
+			if want := `{"text":"` + tier.String() + `"}`; reply.Text != want {
+				t.Errorf("host tool saw %s; want %s", reply.Text, want)
+			}
+			if diff := cmp.Diff([]rtsandbox.Binding{b}, f.gotScopes()); diff != "" {
+				t.Errorf("credential getter bindings (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -311,11 +336,66 @@ func TestMissingPrincipal(t *testing.T) {
 				return rtsandbox.Reply{}, nil
 			}
 			sp := rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: tc.principal}
-			if _, err := f.rt.RunTurn(context.Background(), "fake:a", sp, "hello"); !errors.Is(err, tc.want) {
+			if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: sp}, "hello"); !errors.Is(err, tc.want) {
 				t.Errorf("RunTurn(principal %q) = %v; want %v", tc.principal, err, tc.want)
 			}
 			assertEmpty(t, f.runRoot)
 			assertEmpty(t, f.stateDir)
+		})
+	}
+}
+
+// TestWorkerToolsComeFromTheBroker: the runtime has no tool option of its
+// own; the turn JSON declares exactly the broker's host tools and MCP
+// servers, and a declaration the worker would refuse (bad or duplicate
+// names, parameters that are not an object) is refused when the broker
+// is built, so no runtime can be set up with it.
+func TestWorkerToolsComeFromTheBroker(t *testing.T) {
+	params := json.RawMessage(`{"type":"object"}`)
+	f := newFixture(t, func(f *fixture) {
+		f.cfg.Tools = []broker.Tool{hostTool("lookup", func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "", nil })}
+		f.cfg.MCP = []broker.MCPServer{{Name: "docs", URL: upstream.MustParseEndpoint("http://127.0.0.1:9/rpc", true), Tools: []rtsandbox.ToolSpec{{Name: "find", Parameters: params}}}}
+	})
+	var got rtsandbox.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		got = turn
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
+		t.Fatalf("RunTurn = %v", err)
+	}
+	tools, mcp := f.opts.Broker.Declarations()
+	if diff := cmp.Diff(tools, got.Tools); diff != "" {
+		t.Errorf("turn tools (-broker +turn):\n%s", diff)
+	}
+	if diff := cmp.Diff(mcp, got.MCP); diff != "" {
+		t.Errorf("turn MCP servers (-broker +turn):\n%s", diff)
+	}
+	if len(got.Tools) != 1 || got.Tools[0].Name != "lookup" || len(got.MCP) != 1 || got.MCP[0].Server != "docs" {
+		t.Errorf("turn declares %+v and %+v; want lookup and docs", got.Tools, got.MCP)
+	}
+
+	noop := rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "", nil })
+	for name, edit := range map[string]func(*broker.Config){
+		"tool-name-invalid": func(c *broker.Config) {
+			c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "Bad", Parameters: params}, Impl: noop}}
+		},
+		"tool-parameters-not-object": func(c *broker.Config) {
+			c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "ok", Parameters: json.RawMessage(`[]`)}, Impl: noop}}
+		},
+		"tool-parameters-null": func(c *broker.Config) {
+			c.Tools = []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "ok", Parameters: json.RawMessage(`null`)}, Impl: noop}}
+		},
+		"mcp-server-duplicate": func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "a", URL: upstream.MustParseEndpoint("http://127.0.0.1:9/a", true)}, {Name: "a", URL: upstream.MustParseEndpoint("http://127.0.0.1:9/b", true)}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := f.cfg
+			edit(&cfg)
+			if _, err := broker.New(cfg); !errors.Is(err, rtsandbox.ErrInvalid) {
+				t.Errorf("broker.New = %v; want an error wrapping ErrInvalid", err)
+			}
 		})
 	}
 }

@@ -21,8 +21,7 @@ type turn struct {
 	s       *settings
 	ctx     context.Context // the turn context: deadline, Stop, Dispose
 	end     context.CancelCauseFunc
-	channel rtsandbox.ChannelKey
-	speaker rtsandbox.Speaker
+	binding rtsandbox.Binding // what the router admitted: channel, speaker, tier
 	text    string
 	reset   bool
 	onReply func(rtsandbox.Reply) // sees a reply the driver accepted
@@ -58,7 +57,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	if err := t.s.checkRoots(); err != nil {
 		return rtsandbox.Reply{}, err
 	}
-	state, err := t.s.State.Load(t.channel)
+	state, err := t.s.State.Load(t.binding.Channel)
 	if err != nil {
 		return rtsandbox.Reply{}, fmt.Errorf("%w: %w", errState, err)
 	}
@@ -74,14 +73,14 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	calls := &callRecorder{}
 	// The turn context, not the caller's, binds the broker: when the turn
 	// ends, new calls get 410 and calls in flight are cancelled.
-	bt := t.s.Broker.Turn(t.ctx, t.channel, t.speaker)
+	bt := t.s.Broker.Turn(t.ctx, t.binding)
 	srv, err := t.listen(runDir, calls.wrap(bt))
 	if err != nil {
 		return rtsandbox.Reply{}, err
 	}
 	undo.add(srv.Close)
 	t.stats.Listening = time.Now()
-	spec := t.s.spec(container.Name(string(t.channel)), runDir)
+	spec := t.s.spec(container.Name(string(t.binding.Channel)), runDir)
 	t.stats.Container = spec.Name
 	res, err := t.s.Driver.Run(t.ctx, spec, stdin)
 	t.stats.record(res, calls)
@@ -115,15 +114,15 @@ func (t *turn) listen(runDir string, h http.Handler) (*broker.Server, error) {
 func (t *turn) workerInput(state rtsandbox.ChannelState) ([]byte, error) {
 	in := rtsandbox.Turn{
 		Text:     t.text,
-		Speaker:  rtsandbox.TurnSpeaker{ID: t.speaker.ID, Name: t.speaker.Name},
+		Speaker:  rtsandbox.TurnSpeaker{ID: t.binding.Speaker.ID, Name: t.binding.Speaker.Name},
 		Model:    t.s.Model,
 		Prompt:   t.s.Prompt,
 		TimeZone: t.s.TimeZone,
 		Reset:    t.reset,
 		Memory:   emptyIfNil(state.Memory),
 		History:  emptyIfNil(state.History),
-		Tools:    emptyIfNil(t.s.Tools),
-		MCP:      emptyIfNil(t.s.MCP),
+		Tools:    emptyIfNil(t.s.tools),
+		MCP:      emptyIfNil(t.s.mcp),
 	}
 	if t.reset {
 		in.History = []rtsandbox.HistoryEntry{}
@@ -155,7 +154,7 @@ func (t *turn) commit(reply *rtsandbox.Reply) error {
 	if st == nil {
 		return fmt.Errorf("sandbox turn: %w: the reply carries no state", container.ErrInvalidReply)
 	}
-	if err := t.s.State.Save(t.channel, *st); err != nil {
+	if err := t.s.State.Save(t.binding.Channel, *st); err != nil {
 		return fmt.Errorf("%w: %w", errState, err)
 	}
 	return nil
@@ -170,7 +169,7 @@ func (t *turn) finish(err error) {
 	s := &t.stats
 	s.Ended, s.Err = time.Now(), err
 	s.Class = classify(err, s.WorkerClass)
-	attrs := []any{"channel", string(t.channel), "class", s.Class}
+	attrs := []any{"channel", string(t.binding.Channel), "class", s.Class}
 	if s.WorkerClass != "" {
 		attrs = append(attrs, "worker_class", s.WorkerClass, "worker_detail", s.WorkerDetail)
 	}

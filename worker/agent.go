@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"time"
-	"unicode/utf16"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -17,28 +16,20 @@ const (
 	maxModelCalls = 12
 	// maxPayload bounds each /model body; the broker accepts 256 KiB and
 	// the rest is headroom for its own additions.
-	maxPayload   = 192 * 1024
-	maxToolList  = 32 * 1024
-	maxFinalText = 100000
+	maxPayload  = 192 * 1024
+	maxToolList = 32 * 1024
 )
 
 // limitText is the reply after maxModelCalls calls without a final answer.
 const limitText = "The sandbox turn reached its model-call limit."
 
-// message is a chat-completions message. Field order gives the reference's
-// key order for every role: {role, content}, {role, content, tool_calls}
-// and {role, tool_call_id, content}.
-type message struct {
-	Role       string     `json:"role"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Content    string     `json:"content"`
-	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
-}
+// message is a chat-completions message in the reference's key order.
+type message = rtsandbox.ChatMessage
 
 type modelPayload struct {
-	Model    string      `json:"model"`
-	Messages []message   `json:"messages"`
-	Tools    []modelTool `json:"tools"`
+	Model    string               `json:"model"`
+	Messages []message            `json:"messages"`
+	Tools    []rtsandbox.ChatTool `json:"tools"`
 }
 
 // agent is one turn's tool loop.
@@ -145,7 +136,7 @@ func (a *agent) step(ctx context.Context, step int) (reply rtsandbox.Reply, done
 	if err := a.fitContext(); err != nil {
 		return reply, false, err
 	}
-	raw, err := a.broker.post(ctx, "/model", a.payload)
+	raw, err := a.broker.post(ctx, rtsandbox.RouteModel, a.payload)
 	if err != nil {
 		return reply, false, err
 	}
@@ -158,7 +149,7 @@ func (a *agent) step(ctx context.Context, step int) (reply rtsandbox.Reply, done
 		reply, err = a.finish(msg)
 		return reply, err == nil, err
 	}
-	if len(calls) > maxToolCalls {
+	if len(calls) > rtsandbox.MaxToolCallsPerMessage {
 		return reply, false, errTooManyCalls
 	}
 	a.runCalls(ctx, step, msg, calls)
@@ -220,7 +211,7 @@ func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) 
 	case text == "":
 		return rtsandbox.Reply{}, errBlankContent
 	}
-	if rtsandbox.UTF16Len(text) > maxFinalText {
+	if rtsandbox.UTF16Len(text) > rtsandbox.MaxReplyText {
 		text = cutAnswer(text)
 	}
 	return a.reply(true, text, nextHistory(a.history, a.userContent, text)), nil
@@ -230,20 +221,12 @@ func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) 
 const answerCutNotice = "\n\n[The answer was cut here: it was longer than 100,000 characters.]"
 
 // cutAnswer keeps the longest prefix of text, on a character boundary, that
-// fits maxFinalText UTF-16 units together with answerCutNotice. The
+// fits rtsandbox.MaxReplyText UTF-16 units together with answerCutNotice. The
 // reference fails such a turn; the guest is better served by the start of
 // the answer and a visible notice.
 func cutAnswer(text string) string {
-	room := maxFinalText - rtsandbox.UTF16Len(answerCutNotice)
-	n := 0
-	for i, r := range text {
-		l := max(utf16.RuneLen(r), 1) // as rtsandbox.UTF16Len counts
-		if n+l > room {
-			return text[:i] + answerCutNotice
-		}
-		n += l
-	}
-	return text + answerCutNotice
+	room := rtsandbox.MaxReplyText - rtsandbox.UTF16Len(answerCutNotice)
+	return rtsandbox.PrefixUTF16(text, room) + answerCutNotice
 }
 
 // runCalls appends the repaired assistant message, then runs the calls one

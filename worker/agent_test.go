@@ -62,7 +62,7 @@ func TestAgentNearCapacityStoreAndHugeHistoryFit(t *testing.T) {
 	r := runWorker(t, b, ch, testTurn("alice", text))
 	wantOK(t, r, "Removed.")
 
-	bodies := b.gotBodies("/model")
+	bodies := b.gotBodies(rtsandbox.RouteModel)
 	if len(bodies) != 2 {
 		t.Fatalf("model calls = %d; want 2", len(bodies))
 	}
@@ -102,7 +102,7 @@ func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 		completion("Remembered."),
 	)
 	wantOK(t, runWorker(t, b, ch, testTurn("alice", "Remember that I drink tea.")), "Remembered.")
-	if bodies := b.gotBodies("/model"); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
+	if bodies := b.gotBodies(rtsandbox.RouteModel); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
 		t.Fatalf("second request = %q; want it to contain %q", bodies, refusedText)
 	}
 	tea := []rtsandbox.MemoryEntry{{Scope: "speaker:alice", Key: "drink", Text: "Tea"}}
@@ -116,7 +116,7 @@ func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 
 	b2 := startBroker(t, completion("You drink Tea."))
 	wantOK(t, runWorker(t, b2, ch, testTurn("alice", "What do I drink?")), "You drink Tea.")
-	first := b2.gotBodies("/model")[0]
+	first := b2.gotBodies(rtsandbox.RouteModel)[0]
 	for _, want := range []string{"Tea", "Remembered."} {
 		if !strings.Contains(first, want) {
 			t.Errorf("turn 2 request lacks %q", want)
@@ -130,7 +130,7 @@ func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 	turn := testTurn("bob", "Hello")
 	turn.Reset = true
 	wantOK(t, runWorker(t, b3, ch, turn), "Hello Bob.")
-	first = b3.gotBodies("/model")[0]
+	first = b3.gotBodies(rtsandbox.RouteModel)[0]
 	for _, unwanted := range []string{"Tea", "Remembered."} {
 		if strings.Contains(first, unwanted) {
 			t.Errorf("reset turn request contains %q", unwanted)
@@ -236,7 +236,7 @@ func TestAgentCapacityRefusalKeepsState(t *testing.T) {
 		completion("Full."),
 	)
 	wantOK(t, runWorker(t, b, ch, testTurn("alice", "Remember")), "Full.")
-	if bodies := b.gotBodies("/model"); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
+	if bodies := b.gotBodies(rtsandbox.RouteModel); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
 		t.Errorf("second request = %.200q; want the refusal", bodies)
 	}
 	if diff := cmp.Diff(full, ch.state.Memory); diff != "" {
@@ -250,8 +250,8 @@ func TestAgentDeclaredRoutesOnly(t *testing.T) {
 		completion(nil, call("a", "host_clock", `{}`), call("b", "mcp_0_search", `{"query":"a"}`)),
 		completion("Done."),
 	)
-	b.handle("/tools/clock", func(string) (int, string) { return 200, `{"text":"noon"}` })
-	b.handle("/mcp/catalog", func(string) (int, string) {
+	b.handle(rtsandbox.ToolRoute("clock"), func(string) (int, string) { return 200, `{"text":"noon"}` })
+	b.handle(rtsandbox.MCPRoute("catalog"), func(string) (int, string) {
 		return 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"found"}]}}`
 	})
 	turn := testTurn("alice", "What time is it?")
@@ -260,15 +260,15 @@ func TestAgentDeclaredRoutesOnly(t *testing.T) {
 	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search.", Parameters: params}}}}
 	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Done.")
 
-	want := []string{"/model", "/tools/clock", "/mcp/catalog", "/model"}
+	want := []string{rtsandbox.RouteModel, rtsandbox.ToolRoute("clock"), rtsandbox.MCPRoute("catalog"), rtsandbox.RouteModel}
 	if diff := cmp.Diff(want, b.gotRoutes()); diff != "" {
 		t.Errorf("routes (-want +got):\n%s", diff)
 	}
-	bodies := b.gotBodies("/model")
+	bodies := b.gotBodies(rtsandbox.RouteModel)
 	if !strings.Contains(bodies[0], `"name":"host_clock"`) {
 		t.Errorf("first request tools lack host_clock: %s", bodies[0])
 	}
-	if got, want := b.gotBodies("/mcp/catalog")[0], `{"method":"tools/call","params":{"name":"search","arguments":{"query":"a"}}}`; got != want {
+	if got, want := b.gotBodies(rtsandbox.MCPRoute("catalog"))[0], `{"method":"tools/call","params":{"name":"search","arguments":{"query":"a"}}}`; got != want {
 		t.Errorf("mcp body = %s; want %s", got, want)
 	}
 	for _, want := range []string{`{\"text\":\"noon\"}`, `\"text\":\"found\"`} {
@@ -298,7 +298,7 @@ func TestAgentStopsAtModelCallLimit(t *testing.T) {
 			if r.code != 0 || r.reply.OK || r.reply.Text != limitText {
 				t.Fatalf("Run() = %d, %.200q; want 0 and ok:false %q", r.code, r.stdout, limitText)
 			}
-			if n := len(b.gotBodies("/model")); n != maxModelCalls {
+			if n := len(b.gotBodies(rtsandbox.RouteModel)); n != maxModelCalls {
 				t.Errorf("model calls = %d; want %d", n, maxModelCalls)
 			}
 			want := rtsandbox.ChannelState{
@@ -318,7 +318,7 @@ func TestAgentStopsAtModelCallLimit(t *testing.T) {
 // §6.11: 9 tool calls fail the worker.
 func TestAgentRefusesTooManyToolCalls(t *testing.T) {
 	var calls []map[string]any
-	for i := range maxToolCalls + 1 {
+	for i := range rtsandbox.MaxToolCallsPerMessage + 1 {
 		calls = append(calls, call(fmt.Sprint("c", i), "memory_get", `{"scope":"channel"}`))
 	}
 	b := startBroker(t, completion(nil, calls...))
@@ -330,15 +330,15 @@ func TestAgentRefusesTooManyToolCalls(t *testing.T) {
 func TestAgentLargeArgumentsRunWithOriginal(t *testing.T) {
 	args := `{"q":"` + strings.Repeat("x", 3000) + `"}`
 	b := startBroker(t, completion(nil, call("big", "host_echo", args)), completion("Echoed."))
-	b.handle("/tools/echo", func(string) (int, string) { return 200, `{"text":"ok"}` })
+	b.handle(rtsandbox.ToolRoute("echo"), func(string) (int, string) { return 200, `{"text":"ok"}` })
 	turn := testTurn("alice", "Echo")
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "echo", Description: "Echo.", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Echoed.")
 
-	if got := b.gotBodies("/tools/echo"); len(got) != 1 || got[0] != args {
+	if got := b.gotBodies(rtsandbox.ToolRoute("echo")); len(got) != 1 || got[0] != args {
 		t.Errorf("tool body = %.80q; want the original arguments", got)
 	}
-	second := b.gotBodies("/model")[1]
+	second := b.gotBodies(rtsandbox.RouteModel)[1]
 	placeholder, _ := json.Marshal(omittedArguments)
 	if !strings.Contains(second, string(placeholder)) || strings.Contains(second, strings.Repeat("x", 3000)) {
 		t.Errorf("second request does not show the placeholder instead of the arguments")
@@ -411,7 +411,7 @@ func TestAgentResetIgnoresAndReplacesHistory(t *testing.T) {
 	}
 	r := runWorkerRaw(t, b.sock, string(in))
 	wantOK(t, r, "Fresh.")
-	if body := b.gotBodies("/model")[0]; strings.Contains(body, "an old secret") || strings.Contains(body, "Old answer.") {
+	if body := b.gotBodies(rtsandbox.RouteModel)[0]; strings.Contains(body, "an old secret") || strings.Contains(body, "Old answer.") {
 		t.Errorf("reset turn request contains the old history")
 	}
 	var reply rtsandbox.Reply
@@ -432,14 +432,14 @@ func TestAgentFinalAnswerRules(t *testing.T) {
 		{"trimmed-text", completion("  Hi there.\n"), 200, "Hi there."},
 		{"empty-tool-calls-is-final", `{"choices":[{"message":{"content":"Final.","tool_calls":[]}}]}`, 200, "Final."},
 		{"null-tool-calls-is-final", `{"choices":[{"message":{"content":"Final.","tool_calls":null}}]}`, 200, "Final."},
-		{"max-length-text", completion(strings.Repeat("a", maxFinalText)), 200, strings.Repeat("a", maxFinalText)},
+		{"max-length-text", completion(strings.Repeat("a", rtsandbox.MaxReplyText)), 200, strings.Repeat("a", rtsandbox.MaxReplyText)},
 		{"blank-text", completion(" \n\t\u3000"), 200, ""},
 		{"null-content", completion(nil), 200, ""},
-		{"trailing-blank-over-limit", completion(strings.Repeat("a", maxFinalText) + " "), 200, strings.Repeat("a", maxFinalText)},
-		{"text-too-long-cut-with-notice", completion(strings.Repeat("a", maxFinalText+1)), 200,
-			strings.Repeat("a", maxFinalText-rtsandbox.UTF16Len(answerCutNotice)) + answerCutNotice},
-		{"astral-text-cut-on-a-character", completion(strings.Repeat("\U0001F600", maxFinalText)), 200,
-			strings.Repeat("\U0001F600", (maxFinalText-rtsandbox.UTF16Len(answerCutNotice))/2) + answerCutNotice},
+		{"trailing-blank-over-limit", completion(strings.Repeat("a", rtsandbox.MaxReplyText) + " "), 200, strings.Repeat("a", rtsandbox.MaxReplyText)},
+		{"text-too-long-cut-with-notice", completion(strings.Repeat("a", rtsandbox.MaxReplyText+1)), 200,
+			strings.Repeat("a", rtsandbox.MaxReplyText-rtsandbox.UTF16Len(answerCutNotice)) + answerCutNotice},
+		{"astral-text-cut-on-a-character", completion(strings.Repeat("\U0001F600", rtsandbox.MaxReplyText)), 200,
+			strings.Repeat("\U0001F600", (rtsandbox.MaxReplyText-rtsandbox.UTF16Len(answerCutNotice))/2) + answerCutNotice},
 		{"no-choices", `{"choices":[]}`, 200, ""},
 		{"choice-not-object", `{"choices":[1]}`, 200, ""},
 		{"message-not-object", `{"choices":[{"message":"hi"}]}`, 200, ""},
@@ -450,7 +450,7 @@ func TestAgentFinalAnswerRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBroker(t)
-			b.handle("/model", func(string) (int, string) { return tt.status, tt.answer })
+			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return tt.status, tt.answer })
 			r := runWorker(t, b, newChannel(nil, nil), testTurn("alice", "Hi"))
 			if tt.want == "" {
 				wantFailed(t, r)
@@ -477,15 +477,15 @@ func TestAgentToolFailuresAreRefusals(t *testing.T) {
 		),
 		completion("Sorry."),
 	)
-	b.handle("/tools/clock", func(string) (int, string) { return 502, `{"error":"broker call failed"}` })
+	b.handle(rtsandbox.ToolRoute("clock"), func(string) (int, string) { return 502, `{"error":"broker call failed"}` })
 	turn := testTurn("alice", "Time?")
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "clock", Description: "Clock.", Parameters: json.RawMessage(`{}`)}}
 	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Sorry.")
-	if got := b.gotRoutes(); !cmp.Equal(got, []string{"/model", "/tools/clock", "/model"}) {
+	if got := b.gotRoutes(); !cmp.Equal(got, []string{rtsandbox.RouteModel, rtsandbox.ToolRoute("clock"), rtsandbox.RouteModel}) {
 		t.Errorf("routes = %v; want one tool call", got)
 	}
 	var p struct{ Messages []message }
-	json.Unmarshal([]byte(b.gotBodies("/model")[1]), &p)
+	json.Unmarshal([]byte(b.gotBodies(rtsandbox.RouteModel)[1]), &p)
 	var tools int
 	for _, m := range p.Messages {
 		if m.Role == "tool" {
@@ -508,9 +508,9 @@ func TestAgentSystemPromptAndTools(t *testing.T) {
 	var p struct {
 		Model    string
 		Messages []message
-		Tools    []modelTool
+		Tools    []rtsandbox.ChatTool
 	}
-	if err := json.Unmarshal([]byte(b.gotBodies("/model")[0]), &p); err != nil {
+	if err := json.Unmarshal([]byte(b.gotBodies(rtsandbox.RouteModel)[0]), &p); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(p.Messages[0].Content, "Current time: 1/2/2026, 10:04:05 AM.") {
@@ -555,9 +555,9 @@ func TestAgentFitContext(t *testing.T) {
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: big}, {Role: "assistant", Content: "old"},
 		{Role: "user", Content: "current"},
-		{Role: "assistant", Content: big, ToolCalls: []toolCall{{ID: "a", Type: "function"}}},
+		{Role: "assistant", Content: big, ToolCalls: []rtsandbox.ToolCall{{ID: "a", Type: "function"}}},
 		{Role: "tool", ToolCallID: "a", Content: big},
-		{Role: "assistant", Content: "x", ToolCalls: []toolCall{{ID: "b", Type: "function"}}},
+		{Role: "assistant", Content: "x", ToolCalls: []rtsandbox.ToolCall{{ID: "b", Type: "function"}}},
 		{Role: "tool", ToolCallID: "b", Content: big},
 	}}}
 	if err := a.fitContext(); err != nil {

@@ -97,7 +97,7 @@ func (b *fakeBroker) answer(route, body string) (int, string) {
 	switch {
 	case fn != nil:
 		return fn(body)
-	case route != "/model":
+	case route != rtsandbox.RouteModel:
 		return http.StatusNotFound, `{"error":"not found"}`
 	case script == "":
 		b.t.Errorf("unscripted /model call %d", n)
@@ -116,7 +116,7 @@ func (b *fakeBroker) record(route, body string) (fn func(string) (int, string), 
 	if fn := b.handlers[route]; fn != nil {
 		return fn, "", 0
 	}
-	if route == "/model" && len(b.model) > 0 {
+	if route == rtsandbox.RouteModel && len(b.model) > 0 {
 		script, b.model = b.model[0], b.model[1:]
 	}
 	return nil, script, len(b.bodies[route])

@@ -48,17 +48,17 @@ func TestFailureLines(t *testing.T) {
 	bigTools.Tools = []rtsandbox.ToolSpec{{Name: "big", Description: strings.Repeat("d", maxToolList), Parameters: json.RawMessage(`{}`)}}
 	bigToolsJSON, _ := jsonjs.Marshal(bigTools)
 	var tooMany []map[string]any
-	for i := range maxToolCalls + 1 {
+	for i := range rtsandbox.MaxToolCallsPerMessage + 1 {
 		tooMany = append(tooMany, call(fmt.Sprint("c", i), "memory_get", `{"scope":"channel"}`))
 	}
 	status := func(code int) func(*fakeBroker) {
 		return func(b *fakeBroker) {
-			b.handle("/model", func(string) (int, string) { return code, `{"error":"` + marker + `"}` })
+			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return code, `{"error":"` + marker + `"}` })
 		}
 	}
 	answer := func(a string) func(*fakeBroker) {
 		return func(b *fakeBroker) {
-			b.handle("/model", func(string) (int, string) { return http.StatusOK, a })
+			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return http.StatusOK, a })
 		}
 	}
 	tests := []struct {

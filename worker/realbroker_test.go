@@ -79,7 +79,7 @@ func newRealTurn(t *testing.T, model *fakemodel.Server, edit func(*broker.Config
 	rt := &realTurn{audit: &lockedLog{}, dir: dir}
 	rt.cfg = broker.Config{
 		ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true), Model: "test-model",
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return realBrokerKey, nil },
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return realBrokerKey, nil },
 		Logger: slog.New(slog.NewJSONHandler(rt.audit, nil)),
 	}
 	if edit != nil {
@@ -97,7 +97,7 @@ func (rt *realTurn) run(t *testing.T, turn rtsandbox.Turn) (int, rtsandbox.Reply
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	speaker := rtsandbox.Speaker{ID: turn.Speaker.ID, Name: turn.Speaker.Name, PrincipalID: "p_" + turn.Speaker.ID}
-	srv, err := broker.Listen(filepath.Join(rt.dir, "b.sock"), b.Turn(ctx, "fake:guests", speaker), broker.ListenOptions{})
+	srv, err := broker.Listen(filepath.Join(rt.dir, "b.sock"), b.Turn(ctx, rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker}), broker.ListenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +163,11 @@ func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
 	defer model.Close()
 	search := rtsandbox.ToolSpec{Name: "search", Description: "Search", Parameters: json.RawMessage(`{"type":"object"}`)}
 	rt := newRealTurn(t, model, func(c *broker.Config) {
-		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec, Impl: hosttool.Clock{}}}
+		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec(), Impl: hosttool.Clock{}}}
 		c.MCP = []broker.MCPServer{{Name: "catalog", URL: upstream.MustParseEndpoint(mcp.URL, true), Tools: []rtsandbox.ToolSpec{search}}}
 	})
 	turn := baseTurn("What time is it?")
-	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}
+	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec()}
 	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{search}}}
 	code, reply := rt.run(t, turn)
 	wantReply(t, code, reply, "Done.")
@@ -192,10 +192,10 @@ func TestTransportStatusPassthroughRealBroker(t *testing.T) {
 	defer model.Close()
 	rt := newRealTurn(t, model, func(c *broker.Config) {
 		c.MaxCalls = 1
-		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec, Impl: hosttool.Clock{}}}
+		c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec(), Impl: hosttool.Clock{}}}
 	})
 	turn := baseTurn("time?")
-	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec}
+	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec()}
 	code, reply := rt.run(t, turn)
 	if diff := cmp.Diff([]string{"/model 200", "/tools/clock 429", "/model 429"}, rt.audit.calls(t)); diff != "" {
 		t.Errorf("broker calls (-want +got):\n%s", diff)

@@ -9,7 +9,6 @@ import (
 )
 
 const (
-	maxToolCalls = 8
 	// maxArgumentsJSON bounds the arguments shown in context, measured as
 	// the JSON encoding of the arguments string.
 	maxArgumentsJSON = 2048
@@ -18,18 +17,6 @@ const (
 // omittedArguments replaces arguments that are not a string or too large
 // in the context. The call still runs with the original arguments.
 const omittedArguments = `{"omitted":"Invalid or large arguments omitted from context."}`
-
-// toolCall is a normalized call as it appears in the assistant message.
-type toolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function toolFunction `json:"function"`
-}
-
-type toolFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
 
 // modelCall is what the model sent for one call, each part with whether
 // it was present as a JSON string.
@@ -64,14 +51,14 @@ func parseModelCall(raw json.RawMessage) modelCall {
 //   - arguments must be a string of at most 2,048 JSON bytes; others are
 //     shown as omittedArguments.
 //   - type is always "function", even when the model left it out.
-func repairToolCalls(calls []json.RawMessage, step int, used map[string]bool, known func(string) bool) []toolCall {
-	out := make([]toolCall, len(calls))
+func repairToolCalls(calls []json.RawMessage, step int, used map[string]bool, known func(string) bool) []rtsandbox.ToolCall {
+	out := make([]rtsandbox.ToolCall, len(calls))
 	for i, raw := range calls {
 		c := parseModelCall(raw)
-		out[i] = toolCall{
+		out[i] = rtsandbox.ToolCall{
 			ID:       repairID(c, step, i, used),
-			Type:     "function",
-			Function: toolFunction{Name: invalidToolName, Arguments: omittedArguments},
+			Type:     rtsandbox.FunctionType,
+			Function: rtsandbox.FunctionCall{Name: invalidToolName, Arguments: omittedArguments},
 		}
 		if c.nameOK && rtsandbox.ValidFunctionName(c.name) && known(c.name) {
 			out[i].Function.Name = c.name

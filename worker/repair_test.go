@@ -19,89 +19,89 @@ var repairTests = []struct {
 	step  int
 	used  []string
 	calls string // JSON array of model calls
-	want  []toolCall
+	want  []rtsandbox.ToolCall
 }{
 	{
 		name: "valid-call-without-type", calls: `[{"id":"a","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []toolCall{{"a", "function", toolFunction{"memory_get", "{}"}}},
+		want: []rtsandbox.ToolCall{tc("a", "memory_get", "{}")},
 	},
 	{
 		name: "unknown-name", calls: `[{"id":"a","type":"function","function":{"name":"bash","arguments":"{}"}}]`,
-		want: []toolCall{{"a", "function", toolFunction{invalidToolName, "{}"}}},
+		want: []rtsandbox.ToolCall{tc("a", invalidToolName, "{}")},
 	},
 	{
 		name: "invalid-name-pattern", calls: `[{"id":"a","function":{"name":"Memory_get","arguments":"{}"}}]`,
-		want: []toolCall{{"a", "function", toolFunction{invalidToolName, "{}"}}},
+		want: []rtsandbox.ToolCall{tc("a", invalidToolName, "{}")},
 	},
 	{
 		name: "name-not-string", calls: `[{"id":"a","function":{"name":1,"arguments":"{}"}}]`,
-		want: []toolCall{{"a", "function", toolFunction{invalidToolName, "{}"}}},
+		want: []rtsandbox.ToolCall{tc("a", invalidToolName, "{}")},
 	},
 	{
 		name: "missing-id", step: 3, calls: `[{"function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []toolCall{{"call_3_0", "function", toolFunction{"memory_get", "{}"}}},
+		want: []rtsandbox.ToolCall{tc("call_3_0", "memory_get", "{}")},
 	},
 	{
 		name: "empty-id", step: 1, calls: `[{"id":"","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []toolCall{{"call_1_0", "function", toolFunction{"memory_get", "{}"}}},
+		want: []rtsandbox.ToolCall{tc("call_1_0", "memory_get", "{}")},
 	},
 	{
 		name: "id-129", calls: `[{"id":"` + strings.Repeat("i", 129) + `","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []toolCall{{"call_0_0", "function", toolFunction{"memory_get", "{}"}}},
+		want: []rtsandbox.ToolCall{tc("call_0_0", "memory_get", "{}")},
 	},
 	{
 		name: "id-128", calls: `[{"id":"` + strings.Repeat("i", 128) + `","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []toolCall{{strings.Repeat("i", 128), "function", toolFunction{"memory_get", "{}"}}},
+		want: []rtsandbox.ToolCall{tc(strings.Repeat("i", 128), "memory_get", "{}")},
 	},
 	{
 		name: "duplicate-ids-in-one-answer", step: 2,
 		calls: `[{"id":"a","function":{"name":"memory_get","arguments":"{}"}},{"id":"a","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []toolCall{
-			{"a", "function", toolFunction{"memory_get", "{}"}},
-			{"call_2_1", "function", toolFunction{"memory_get", "{}"}},
+		want: []rtsandbox.ToolCall{
+			tc("a", "memory_get", "{}"),
+			tc("call_2_1", "memory_get", "{}"),
 		},
 	},
 	{
 		name: "id-used-in-earlier-step", step: 1, used: []string{"a"},
 		calls: `[{"id":"a","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want:  []toolCall{{"call_1_0", "function", toolFunction{"memory_get", "{}"}}},
+		want:  []rtsandbox.ToolCall{tc("call_1_0", "memory_get", "{}")},
 	},
 	{
 		name: "generated-id-taken-gets-suffixes", step: 1, used: []string{"call_1_0", "call_1_0_1"},
 		calls: `[{"id":"call_1_0","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want:  []toolCall{{"call_1_0_2", "function", toolFunction{"memory_get", "{}"}}},
+		want:  []rtsandbox.ToolCall{tc("call_1_0_2", "memory_get", "{}")},
 	},
 	{
 		name: "model-claims-later-generated-id", step: 0,
 		calls: `[{"function":{"name":"memory_get","arguments":"{}"}},{"id":"call_0_0","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []toolCall{
-			{"call_0_0", "function", toolFunction{"memory_get", "{}"}},
-			{"call_0_1", "function", toolFunction{"memory_get", "{}"}},
+		want: []rtsandbox.ToolCall{
+			tc("call_0_0", "memory_get", "{}"),
+			tc("call_0_1", "memory_get", "{}"),
 		},
 	},
 	{
 		name: "arguments-not-string", calls: `[{"id":"a","function":{"name":"memory_get","arguments":{"scope":"channel"}}}]`,
-		want: []toolCall{{"a", "function", toolFunction{"memory_get", omittedArguments}}},
+		want: []rtsandbox.ToolCall{tc("a", "memory_get", omittedArguments)},
 	},
 	{
 		name: "arguments-2048-json-bytes", calls: `[{"id":"a","function":{"name":"host_clock","arguments":"` + strings.Repeat("x", 2046) + `"}}]`,
-		want: []toolCall{{"a", "function", toolFunction{"host_clock", strings.Repeat("x", 2046)}}},
+		want: []rtsandbox.ToolCall{tc("a", "host_clock", strings.Repeat("x", 2046))},
 	},
 	{
 		name: "arguments-2049-json-bytes", calls: `[{"id":"a","function":{"name":"host_clock","arguments":"` + strings.Repeat("x", 2047) + `"}}]`,
-		want: []toolCall{{"a", "function", toolFunction{"host_clock", omittedArguments}}},
+		want: []rtsandbox.ToolCall{tc("a", "host_clock", omittedArguments)},
 	},
 	{
 		name: "arguments-escapes-count", calls: `[{"id":"a","function":{"name":"host_clock","arguments":"` + strings.Repeat(`\"`, 1024) + `"}}]`,
-		want: []toolCall{{"a", "function", toolFunction{"host_clock", omittedArguments}}},
+		want: []rtsandbox.ToolCall{tc("a", "host_clock", omittedArguments)},
 	},
 	{
 		name: "call-not-object", step: 4, calls: `[null]`,
-		want: []toolCall{{"call_4_0", "function", toolFunction{invalidToolName, omittedArguments}}},
+		want: []rtsandbox.ToolCall{tc("call_4_0", invalidToolName, omittedArguments)},
 	},
 	{
 		name: "function-not-object", calls: `[{"id":"a","function":"memory_get"}]`,
-		want: []toolCall{{"a", "function", toolFunction{invalidToolName, omittedArguments}}},
+		want: []rtsandbox.ToolCall{tc("a", invalidToolName, omittedArguments)},
 	},
 }
 
@@ -162,7 +162,7 @@ func FuzzRepairToolCalls(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, step int) {
 		var calls []json.RawMessage
-		if json.Unmarshal(data, &calls) != nil || len(calls) > maxToolCalls {
+		if json.Unmarshal(data, &calls) != nil || len(calls) > rtsandbox.MaxToolCallsPerMessage {
 			return
 		}
 		used := map[string]bool{"a": true, "call_0_0": true}
@@ -192,4 +192,9 @@ func FuzzRepairToolCalls(f *testing.F) {
 			}
 		}
 	})
+}
+
+// tc is a normalized tool call.
+func tc(id, name, args string) rtsandbox.ToolCall {
+	return rtsandbox.ToolCall{ID: id, Type: rtsandbox.FunctionType, Function: rtsandbox.FunctionCall{Name: name, Arguments: args}}
 }

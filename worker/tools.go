@@ -35,12 +35,6 @@ type toolTable struct {
 	index map[string]*function
 }
 
-// modelTool is one entry of the chat-completions tools list.
-type modelTool struct {
-	Type     string             `json:"type"`
-	Function rtsandbox.ToolSpec `json:"function"`
-}
-
 // add registers f. A repeated name replaces the earlier function but keeps
 // its position, as a JS Map does in the reference.
 func (t *toolTable) add(f *function) {
@@ -54,10 +48,10 @@ func (t *toolTable) add(f *function) {
 
 func (t *toolTable) has(name string) bool { _, ok := t.index[name]; return ok }
 
-func (t *toolTable) modelTools() []modelTool {
-	out := make([]modelTool, len(t.order))
+func (t *toolTable) modelTools() []rtsandbox.ChatTool {
+	out := make([]rtsandbox.ChatTool, len(t.order))
 	for i, f := range t.order {
-		out[i] = modelTool{Type: "function", Function: f.spec}
+		out[i] = rtsandbox.ChatTool{Type: rtsandbox.FunctionType, Function: f.spec}
 	}
 	return out
 }
@@ -95,7 +89,7 @@ func newToolTable(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
 // hostFunction posts the arguments object to /tools/<name>; the result is
 // the broker's JSON answer ({"text":…}) as a string.
 func hostFunction(spec rtsandbox.ToolSpec, b *broker) *function {
-	route := "/tools/" + spec.Name
+	route := rtsandbox.ToolRoute(spec.Name)
 	return &function{
 		spec: rtsandbox.ToolSpec{Name: "host_" + spec.Name, Description: spec.Description, Parameters: spec.Parameters},
 		run: func(ctx context.Context, in toolInput) (string, error) {
@@ -105,20 +99,10 @@ func hostFunction(spec rtsandbox.ToolSpec, b *broker) *function {
 	}
 }
 
-type mcpCall struct {
-	Method string    `json:"method"`
-	Params mcpParams `json:"params"`
-}
-
-type mcpParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
 // mcpFunction posts a single tools/call to /mcp/<server>; the result is the
 // whole JSON-RPC response as a string.
 func mcpFunction(n int, server string, spec rtsandbox.ToolSpec, b *broker) *function {
-	route := "/mcp/" + server
+	route := rtsandbox.MCPRoute(server)
 	return &function{
 		spec: rtsandbox.ToolSpec{
 			Name:        "mcp_" + strconv.Itoa(n) + "_" + spec.Name,
@@ -126,7 +110,7 @@ func mcpFunction(n int, server string, spec rtsandbox.ToolSpec, b *broker) *func
 			Parameters:  spec.Parameters,
 		},
 		run: func(ctx context.Context, in toolInput) (string, error) {
-			body := mcpCall{Method: "tools/call", Params: mcpParams{Name: spec.Name, Arguments: in.raw}}
+			body := rtsandbox.NewMCPCall(spec.Name, in.raw)
 			out, err := b.post(ctx, route, body)
 			return string(out), err
 		},

@@ -11,8 +11,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-const maxBrokerResponse = brokerclient.MaxResponse
-
 // errBrokerRefused marks any non-200 answer (brokerclient.ErrRefused).
 var errBrokerRefused = brokerclient.ErrRefused
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 
@@ -115,14 +116,14 @@ func TestBrokerCommandServesUntilCanceled(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(stdout.String(), "listening") })
 	c := unixClient(sock)
 	defer c.CloseIdleConnections()
-	if code, body := brokerPost(t, c, "/model", `{"messages":[{"role":"user","content":"hi"}]}`); code != 200 || !strings.Contains(body, `"hi"`) {
+	if code, body := brokerPost(t, c, rtsandbox.RouteModel, `{"messages":[{"role":"user","content":"hi"}]}`); code != 200 || !strings.Contains(body, `"hi"`) {
 		t.Errorf("/model = %d %s; want 200 with the answer", code, body)
 	}
-	if code, body := brokerPost(t, c, "/tools/clock", `{"time_zone":"Asia/Taipei"}`); code != 200 || !strings.Contains(body, "Asia/Taipei") {
+	if code, body := brokerPost(t, c, rtsandbox.ToolRoute("clock"), `{"time_zone":"Asia/Taipei"}`); code != 200 || !strings.Contains(body, "Asia/Taipei") {
 		t.Errorf("/tools/clock = %d %s; want 200 naming the zone", code, body)
 	}
-	brokerPost(t, c, "/model", `{"messages":[]}`)
-	if code, _ := brokerPost(t, c, "/model", `{"messages":[]}`); code != 429 {
+	brokerPost(t, c, rtsandbox.RouteModel, `{"messages":[]}`)
+	if code, _ := brokerPost(t, c, rtsandbox.RouteModel, `{"messages":[]}`); code != 429 {
 		t.Errorf("4th call with --max-calls 3 = %d; want 429", code)
 	}
 	cancel()
@@ -149,7 +150,7 @@ func TestBrokerCommandServesUntilCanceled(t *testing.T) {
 			t.Errorf("audit record lacks %q: %v", k, rec)
 		}
 	}
-	if rec["channel"] != "http:lobby" || rec["principal"] != "p_alice" || rec["route"] != "/model" {
+	if rec["channel"] != "http:lobby" || rec["principal"] != "p_alice" || rec["route"] != rtsandbox.RouteModel {
 		t.Errorf("audit record = %v; want channel http:lobby, principal p_alice, route /model", rec)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
@@ -194,8 +195,8 @@ func TestBrokerLogFormatFlag(t *testing.T) {
 	var rec map[string]any
 	var buf bytes.Buffer
 	log, _ := cli.NewLogger(&buf, cli.LogJSON, func(string) string { return "" }, slog.LevelInfo)
-	log.Info("broker call", "route", "/model")
-	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["route"] != "/model" {
+	log.Info("broker call", "route", rtsandbox.RouteModel)
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["route"] != rtsandbox.RouteModel {
 		t.Errorf("JSON record %q: %v", buf.String(), err)
 	}
 }

@@ -50,7 +50,10 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 	if err := host.RefreshImage(ctx, host.ImageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) }); err != nil {
 		return printReply(stdout, stderr, rtsandbox.Reply{}, err)
 	}
-	reply, err := s.Runtime.RunTurn(ctx, rtsandbox.ChannelKey(f.channel), f.speaker, text)
+	// The operator runs the turn as a member speaker; owner commands are
+	// not turns.
+	b := rtsandbox.Binding{Channel: rtsandbox.ChannelKey(f.channel), Speaker: f.speaker, Tier: rtsandbox.TierMember}
+	reply, err := s.Runtime.RunTurn(ctx, b, text)
 	return printReply(stdout, stderr, reply, err)
 }
 

@@ -69,7 +69,7 @@ func TestMemoryDemoWithWorker(t *testing.T) {
 	model := start(t, Options{Key: key, Loop: true}, MemoryDemo())
 	b, err := broker.New(broker.Config{
 		ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true), Model: "demo",
-		APIKey: func(context.Context, broker.Scope) (rtsandbox.Secret, error) { return key, nil },
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return key, nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestMemoryDemoWithWorker(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		srv, err := broker.Listen(filepath.Join(dir, "b.sock"), b.Turn(ctx, "http:lobby", speaker), broker.ListenOptions{})
+		srv, err := broker.Listen(filepath.Join(dir, "b.sock"), b.Turn(ctx, rtsandbox.Binding{Channel: "http:lobby", Speaker: speaker}), broker.ListenOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // Request is one received request.
@@ -55,29 +57,15 @@ func (m Message) Text() string {
 	return s
 }
 
-// Tool is one entry of the request's tools list.
-type Tool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
+// Tool is one entry of the request's tools list (the protocol's type).
+type Tool = rtsandbox.ChatTool
 
-// ToolCall is a tool call in the wire format. Arguments is a JSON text in
-// a string, as the API sends it.
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
-}
+// ToolCall is a tool call in the wire format (the protocol's type).
+// Arguments is a JSON text in a string, as the API sends it.
+type ToolCall = rtsandbox.ToolCall
 
 // FunctionCall names the function and carries its arguments.
-type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
+type FunctionCall = rtsandbox.FunctionCall
 
 // Call returns a tool call of name with args encoded as its arguments
 // string. args may be a string, taken as already-encoded JSON (so tests can
@@ -97,7 +85,7 @@ func Call(name string, args any) ToolCall {
 		}
 		text = string(b)
 	}
-	return ToolCall{Type: "function", Function: FunctionCall{Name: name, Arguments: text}}
+	return ToolCall{Type: rtsandbox.FunctionType, Function: FunctionCall{Name: name, Arguments: text}}
 }
 
 // System is the content of the first system message, or "".

@@ -25,19 +25,23 @@ type Call struct {
 type Runtime struct {
 	Run func(ctx context.Context, c Call) (rtsandbox.Reply, error)
 
-	mu     sync.Mutex
-	calls  []Call
-	fresh  []rtsandbox.ChannelKey
-	active map[rtsandbox.ChannelKey]context.CancelFunc
+	mu    sync.Mutex
+	calls []Call
+	// bindings are the calls' bindings, tier included, in call order.
+	bindings []rtsandbox.Binding
+	fresh    []rtsandbox.ChannelKey
+	active   map[rtsandbox.ChannelKey]context.CancelFunc
 }
 
 // RunTurn records the call and runs Run with a context Stop can cancel.
-func (f *Runtime) RunTurn(ctx context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
-	c := Call{ch, sp, text}
+func (f *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	ch := b.Channel
+	c := Call{Channel: ch, Speaker: b.Speaker, Text: text}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
+	f.bindings = append(f.bindings, b)
 	if f.active == nil {
 		f.active = map[rtsandbox.ChannelKey]context.CancelFunc{}
 	}
@@ -82,6 +86,14 @@ func (f *Runtime) Calls() []Call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.calls)
+}
+
+// Bindings returns the Binding of each turn run so far, in order: what
+// the router resolved, tier included.
+func (f *Runtime) Bindings() []rtsandbox.Binding {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.bindings)
 }
 
 // Fresh returns the channels StartFresh was called for.

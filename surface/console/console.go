@@ -20,7 +20,7 @@ import (
 
 // Runtime is what the console needs of a sealed runtime.
 type Runtime interface {
-	RunTurn(ctx context.Context, channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) (rtsandbox.Reply, error)
+	RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error)
 	StartFresh(channel rtsandbox.ChannelKey) error
 }
 
@@ -114,7 +114,9 @@ func (c *Chat) runTurn(ctx context.Context, text string) (reply rtsandbox.Reply,
 			err = errors.New("the runtime panicked")
 		}
 	}()
-	return c.Runtime.RunTurn(ctx, c.Channel, c.Speaker, text)
+	// The person at the terminal talks as a member: the console has no
+	// owner commands.
+	return c.Runtime.RunTurn(ctx, rtsandbox.Binding{Channel: c.Channel, Speaker: c.Speaker, Tier: rtsandbox.TierMember}, text)
 }
 
 // Printable drops control characters other than newline and tab: model

@@ -25,10 +25,10 @@ type fakeRuntime struct {
 	script []func() (rtsandbox.Reply, error)
 }
 
-func (f *fakeRuntime) RunTurn(_ context.Context, ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, text string) (rtsandbox.Reply, error) {
+func (f *fakeRuntime) RunTurn(_ context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.texts = append(f.texts, string(ch)+"|"+sp.ID+"|"+text)
+	f.texts = append(f.texts, string(b.Channel)+"|"+b.Speaker.ID+"|"+text)
 	next := f.script[0]
 	f.script = f.script[1:]
 	return next()
