@@ -148,15 +148,16 @@ func TestExhaustedAndLoop(t *testing.T) {
 func TestRefusedRequests(t *testing.T) {
 	s := start(t, Options{}, Reply("a"))
 	tests := []struct {
-		name, method, body string
-		want               int
+		name, method, path, body string
+		want                     int
 	}{
-		{"get", "GET", "", 405},
-		{"not-json", "POST", "{", 400},
-		{"stream", "POST", `{"model":"m","messages":[],"stream":true}`, 400},
+		{"get", "GET", "/v1/chat/completions", "", 405},
+		{"not-json", "POST", "/v1/chat/completions", "{", 400},
+		{"messages-content-not-blocks", "POST", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":5}]}`, 400},
+		{"messages-not-json", "POST", "/v1/messages", `{`, 400},
 	}
 	for _, tt := range tests {
-		req, _ := http.NewRequest(tt.method, s.ChatURL(), strings.NewReader(tt.body))
+		req, _ := http.NewRequest(tt.method, s.URL()+tt.path, strings.NewReader(tt.body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
