@@ -255,7 +255,8 @@ func NormalizeMessages(body map[string]json.RawMessage, p MessagesParams) (*Mess
 		return nil, err
 	}
 	if raw, ok := body["system"]; ok {
-		if out.System, err = blocks(raw, false); err != nil {
+		system, _ := tree(raw)
+		if out.System, err = blocks(system, false); err != nil {
 			return nil, err
 		}
 	}
@@ -272,7 +273,8 @@ func NormalizeMessages(body map[string]json.RawMessage, p MessagesParams) (*Mess
 	if out.Thinking, err = thinking(body["thinking"], p); err != nil {
 		return nil, err
 	}
-	out.OutputConfig = topEffort(body["output_config"], out.Thinking, p.Level)
+	oc, _ := tree(body["output_config"])
+	out.OutputConfig = topEffort(oc, out.Thinking, p.Level)
 	if !p.CountTokens {
 		generationFields(out, body, p)
 	}
@@ -383,7 +385,8 @@ func anthropicTool(raw json.RawMessage) (AnthropicTool, bool) {
 	if err != nil {
 		return AnthropicTool{}, false
 	}
-	t := AnthropicTool{Name: name, InputSchema: schema, CacheControl: cacheControl(obj["cache_control"])}
+	cc, _ := tree(obj["cache_control"])
+	t := AnthropicTool{Name: name, InputSchema: schema, CacheControl: cacheControl(cc)}
 	if rawDesc, present := obj["description"]; present {
 		if t.Description, ok = asString(rawDesc); !ok {
 			return AnthropicTool{}, false
@@ -436,12 +439,9 @@ func thinking(raw json.RawMessage, p MessagesParams) (*Thinking, error) {
 
 // askedEffort is the index of output_config.effort on the effort scale, or
 // -1 when none is asked (absent, or not on the scale).
-func askedEffort(raw json.RawMessage) int {
-	obj, ok := asObject(raw)
-	if !ok {
-		return -1
-	}
-	s, _ := asString(obj["effort"])
+func askedEffort(outputConfig any) int {
+	obj, _ := outputConfig.(map[string]any)
+	s, _ := obj["effort"].(string)
 	for i, e := range efforts {
 		if s == e {
 			return i
@@ -451,8 +451,8 @@ func askedEffort(raw json.RawMessage) int {
 }
 
 // cappedEffort is the asked effort capped at the level's ceiling, or nil.
-func cappedEffort(raw json.RawMessage, level ThinkingLevel) *OutputConfig {
-	asked := askedEffort(raw)
+func cappedEffort(outputConfig any, level ThinkingLevel) *OutputConfig {
+	asked := askedEffort(outputConfig)
 	if asked < 0 {
 		return nil
 	}
@@ -462,8 +462,8 @@ func cappedEffort(raw json.RawMessage, level ThinkingLevel) *OutputConfig {
 // topEffort is the top-level output_config. With no effort asked, adaptive
 // thinking at low or medium is pinned to that level: adaptive thinking's
 // default effort would exceed the ceiling.
-func topEffort(raw json.RawMessage, th *Thinking, level ThinkingLevel) *OutputConfig {
-	if oc := cappedEffort(raw, level); oc != nil {
+func topEffort(outputConfig any, th *Thinking, level ThinkingLevel) *OutputConfig {
+	if oc := cappedEffort(outputConfig, level); oc != nil {
 		return oc
 	}
 	if th != nil && th.Type == "adaptive" && (level == LevelLow || level == LevelMedium) {
@@ -474,13 +474,13 @@ func topEffort(raw json.RawMessage, th *Thinking, level ThinkingLevel) *OutputCo
 
 // cacheControl keeps an object as {type:"ephemeral"}, plus ttl "1h" when
 // asked for exactly; anything else is dropped.
-func cacheControl(raw json.RawMessage) *CacheControl {
-	obj, ok := asObject(raw)
+func cacheControl(v any) *CacheControl {
+	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil
 	}
 	cc := &CacheControl{Type: "ephemeral"}
-	if ttl, _ := asString(obj["ttl"]); ttl == "1h" {
+	if ttl, _ := obj["ttl"].(string); ttl == "1h" {
 		cc.TTL = ttl
 	}
 	return cc

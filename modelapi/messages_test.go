@@ -340,3 +340,18 @@ func TestNormalizeMessagesParams(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNormalizeMessagesImage rebuilds a body with one 20 MiB image,
+// the largest a guest may send: the content is decoded once, not once per
+// nesting level.
+func BenchmarkNormalizeMessagesImage(b *testing.B) {
+	data := strings.Repeat("A", maxImageChars-4) + "AA=="
+	raw := decodeBody(b, withMessages(`{"role":"user","content":[`+strings.Replace(imageBlk, png1, `"`+data+`"`, 1)+`]}`))
+	p := MessagesParams{Model: "m", Level: LevelLow}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := NormalizeMessages(raw, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
