@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,6 +23,12 @@ import (
 )
 
 const sdkKey = "k1"
+
+// streamModes runs a test once without and once with streaming.
+var streamModes = []struct {
+	name     string
+	streamed bool
+}{{"not-streamed", false}, {"streamed", true}}
 
 func anthropicClient(s *Server) anthropic.Client {
 	return anthropic.NewClient(aoption.WithBaseURL(s.URL()), aoption.WithAuthToken(sdkKey), aoption.WithMaxRetries(0))
@@ -87,9 +94,9 @@ func anthropicCall(t *testing.T, c anthropic.Client, streamed bool, p anthropic.
 }
 
 func TestAnthropicSDK(t *testing.T) {
-	for _, streamed := range []bool{false, true} {
-		name := map[bool]string{false: "not-streamed", true: "streamed"}[streamed]
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range streamModes {
+		streamed := mode.streamed
+		t.Run(mode.name, func(t *testing.T) {
 			s := start(t, Options{Key: sdkKey},
 				CallTools(Call("lookup", map[string]string{"q": "tea, ☕ \"hot\""}), withID(Call("lookup", `{}`), "toolu_mine")),
 				Func(func(r Request) Response {
@@ -184,9 +191,9 @@ func TestAnthropicSDKErrors(t *testing.T) {
 }
 
 func TestOpenAISDK(t *testing.T) {
-	for _, streamed := range []bool{false, true} {
-		name := map[bool]string{false: "not-streamed", true: "streamed"}[streamed]
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range streamModes {
+		streamed := mode.streamed
+		t.Run(mode.name, func(t *testing.T) {
 			s := start(t, Options{Key: sdkKey},
 				CallTools(Call("lookup", map[string]string{"q": "tea ☕"}), withID(Call("host_clock", `{}`), "mine")),
 				Reply("Tea is hot. ☕ \"quoted\"\n\nnext paragraph"),
@@ -254,22 +261,13 @@ func TestOpenAIStreamWire(t *testing.T) {
 	s := start(t, Options{StreamChunk: 100}, Func(func(Request) Response {
 		return Response{Content: "hi", Usage: &Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}}
 	}))
-	resp, err := http.Post(s.ChatURL(), "application/json", strings.NewReader(`{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	contentType, events := postEvents(t, s.ChatURL(), `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`)
 	var datas []string
-	r := brokerclient.NewSSEReader(resp.Body, brokerclient.SSELimits{})
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			break
-		}
+	for _, ev := range events {
 		datas = append(datas, ev.Data)
 	}
-	if resp.Header.Get("Content-Type") != "text/event-stream" || len(datas) != 5 || datas[4] != "[DONE]" {
-		t.Fatalf("stream = %q (%s); want role, text, finish, usage, [DONE]", datas, resp.Header.Get("Content-Type"))
+	if contentType != "text/event-stream" || len(datas) != 5 || datas[4] != "[DONE]" {
+		t.Fatalf("stream = %q (%s); want role, text, finish, usage, [DONE]", datas, contentType)
 	}
 	var usage struct {
 		Choices []any `json:"choices"`
@@ -304,18 +302,9 @@ func TestMessagesWireShape(t *testing.T) {
 
 func TestMessagesStreamWire(t *testing.T) {
 	s := start(t, Options{StreamChunk: 2}, Reply("hi!"))
-	resp, err := http.Post(s.URL()+"/v1/messages", "application/json", strings.NewReader(`{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	contentType, events := postEvents(t, s.URL()+"/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	var got []string
-	r := brokerclient.NewSSEReader(resp.Body, brokerclient.SSELimits{})
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			break
-		}
+	for _, ev := range events {
 		got = append(got, ev.Type+" "+ev.Data)
 	}
 	want := []string{
@@ -328,7 +317,30 @@ func TestMessagesStreamWire(t *testing.T) {
 		`message_delta {"delta":{"stop_reason":"end_turn","stop_sequence":null},"type":"message_delta","usage":{"output_tokens":0}}`,
 		`message_stop {"type":"message_stop"}`,
 	}
-	if diff := cmp.Diff(want, got); diff != "" || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Errorf("Messages stream (%s) mismatch (-want +got):\n%s", resp.Header.Get("Content-Type"), diff)
+	if diff := cmp.Diff(want, got); diff != "" || contentType != "text/event-stream" {
+		t.Errorf("Messages stream (%s) mismatch (-want +got):\n%s", contentType, diff)
+	}
+}
+
+// postEvents posts body to url and reads the answer as server-sent events
+// with the module's own parser, returning the content type and the events.
+func postEvents(t *testing.T, url, body string) (string, []brokerclient.SSEEvent) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []brokerclient.SSEEvent
+	r := brokerclient.NewSSEReader(resp.Body, brokerclient.SSELimits{})
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return resp.Header.Get("Content-Type"), events
+		}
+		if err != nil {
+			t.Fatalf("reading events: %v", err)
+		}
+		events = append(events, ev)
 	}
 }
