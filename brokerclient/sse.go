@@ -2,9 +2,11 @@ package brokerclient
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // This file is a bounded parser for server-sent events (the WHATWG
@@ -69,6 +71,23 @@ type SSEEvent struct {
 	ID   string // the last event id seen so far
 }
 
+// IsError reports an error event as the broker's stream watcher and the
+// worker see it (session spec §2.8): the type "error", or data that is a
+// JSON object whose "type" is "error". Only data holding the JSON string
+// "error" is decoded, so the check costs little on a stream of deltas.
+func (ev SSEEvent) IsError() bool {
+	if ev.Type == "error" {
+		return true
+	}
+	if !strings.Contains(ev.Data, `"error"`) {
+		return false
+	}
+	var v struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal([]byte(ev.Data), &v) == nil && v.Type == "error"
+}
+
 // SSEParser parses an event stream written to it in chunks of any size and
 // calls emit for each event, in order. It is not safe for concurrent use.
 type SSEParser struct {
@@ -83,10 +102,11 @@ type SSEParser struct {
 	skipLine  bool // dropping the rest of an overlong line
 	skipEvent bool // dropping the rest of an oversized event
 
-	typ     []byte
-	data    []byte
-	hasData bool
-	id      string
+	typ      []byte
+	lastType string
+	data     []byte
+	hasData  bool
+	id       string
 }
 
 // NewSSEParser returns a parser bounded by lim that hands events to emit.
@@ -130,18 +150,39 @@ func (p *SSEParser) parse(b []byte) {
 				continue
 			}
 		}
-		i := bytes.IndexAny(b, "\r\n")
+		i := lineEnd(b)
 		if i < 0 {
 			p.appendLine(b)
 			break
 		}
-		p.appendLine(b[:i])
+		line := b[:i]
+		if len(p.line) > 0 || p.skipLine {
+			p.appendLine(line)
+			line = p.line
+		} else if len(line) > p.lim.MaxLine {
+			p.oversize(fmt.Sprintf("a line longer than %d bytes", p.lim.MaxLine))
+			p.skipLine = true
+		}
 		p.afterCR = b[i] == '\r'
 		b = b[i+1:]
 		if p.err == nil {
-			p.err = p.endLine()
+			p.err = p.endLine(line) // a whole line in b is parsed in place
 		}
 	}
+}
+
+// lineEnd is the index of the first CR or LF in b, or -1. Two IndexByte
+// calls (vectorised) beat one IndexAny, and most streams have no CR.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	end := i
+	if end < 0 {
+		end = len(b)
+	}
+	if j := bytes.IndexByte(b[:end], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 // appendLine adds part of a line, or starts skipping an overlong one.
@@ -168,9 +209,9 @@ func (p *SSEParser) oversize(what string) {
 	p.typ, p.data, p.hasData = p.typ[:0], p.data[:0], false
 }
 
-// endLine processes the completed line.
-func (p *SSEParser) endLine() error {
-	line := p.line
+// endLine processes the completed line, which p.line or the written
+// buffer holds; it must not be kept.
+func (p *SSEParser) endLine(line []byte) error {
 	p.line = p.line[:0]
 	if !p.started {
 		p.started = true
@@ -186,9 +227,9 @@ func (p *SSEParser) endLine() error {
 	if p.skipEvent || line[0] == ':' {
 		return nil
 	}
-	field, value, found := bytes.Cut(line, []byte(":"))
-	if found {
-		value = bytes.TrimPrefix(value, []byte(" "))
+	field, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		field, value = line[:i], bytes.TrimPrefix(line[i+1:], []byte(" "))
 	}
 	switch string(field) {
 	case "event":
@@ -212,7 +253,10 @@ func (p *SSEParser) endLine() error {
 // dispatch emits the buffered event, if it has data, and resets it.
 func (p *SSEParser) dispatch() error {
 	skipped, hasData := p.skipEvent, p.hasData
-	ev := SSEEvent{Type: string(p.typ), Data: string(bytes.TrimSuffix(p.data, []byte("\n"))), ID: p.id}
+	if string(p.typ) != p.lastType { // streams repeat a few types: reuse the string
+		p.lastType = string(p.typ)
+	}
+	ev := SSEEvent{Type: p.lastType, Data: string(bytes.TrimSuffix(p.data, []byte("\n"))), ID: p.id}
 	p.typ, p.data, p.hasData, p.skipEvent = p.typ[:0], p.data[:0], false, false
 	if skipped || !hasData {
 		return nil

@@ -137,3 +137,49 @@ func TestSSEParserEmitError(t *testing.T) {
 		t.Errorf("Write after the error = %v with %d emit calls; want the sticky error and 1 call", err, calls)
 	}
 }
+
+func TestSSEEventIsError(t *testing.T) {
+	tests := []struct {
+		name string
+		ev   SSEEvent
+		want bool
+	}{
+		{"error-type", SSEEvent{Type: "error", Data: "x"}, true},
+		{"error-data", SSEEvent{Type: "message", Data: `{"type":"error","error":{"type":"overloaded_error"}}`}, true},
+		{"error-data-spaced", SSEEvent{Type: "message", Data: `{ "type" : "error" }`}, true},
+		{"delta", SSEEvent{Type: "content_block_delta", Data: `{"type":"content_block_delta","delta":{"type":"text_delta","text":"error"}}`}, false},
+		{"delta-quoting-error", SSEEvent{Type: "content_block_delta", Data: `{"type":"content_block_delta","delta":{"type":"text_delta","text":"\"error\""}}`}, false},
+		{"error-value-elsewhere", SSEEvent{Type: "message", Data: `{"type":"x","kind":"error"}`}, false},
+		{"not-json", SSEEvent{Type: "message", Data: `"error"`}, false},
+		{"done", SSEEvent{Type: "message", Data: "[DONE]"}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.ev.IsError(); got != tt.want {
+			t.Errorf("%s: IsError() = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// BenchmarkSSEParserWatch feeds 1 MiB of Messages text deltas in 16 KiB
+// writes and checks each event for an error, as the broker's watcher does.
+func BenchmarkSSEParserWatch(b *testing.B) {
+	var stream strings.Builder
+	for stream.Len() < 1<<20 {
+		stream.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Some prose, \\\"quoted\\\",\\n\\nand more.\"}}\n\n")
+	}
+	in := []byte(stream.String())
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		p := NewSSEParser(SSELimits{MaxEvent: 64 << 10, SkipOversize: true}, func(ev SSEEvent) error {
+			if ev.IsError() {
+				b.Fatal("no error event expected")
+			}
+			return nil
+		})
+		for off := 0; off < len(in); off += 16 << 10 {
+			if _, err := p.Write(in[off:min(off+16<<10, len(in))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
