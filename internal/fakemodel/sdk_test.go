@@ -344,3 +344,31 @@ func postEvents(t *testing.T, url, body string) (string, []brokerclient.SSEEvent
 		events = append(events, ev)
 	}
 }
+
+// The memory demo, a step written for chat completions, plays unchanged
+// over Messages: the Messages body is read into the same chat view.
+func TestMemoryDemoOverMessages(t *testing.T) {
+	for _, mode := range streamModes {
+		t.Run(mode.name, func(t *testing.T) {
+			s := start(t, Options{Loop: true}, MemoryDemo())
+			c := anthropicClient(s)
+			user := anthropic.NewUserMessage(anthropic.NewTextBlock("remember that I drink tea"))
+			m, _, err := anthropicCall(t, c, mode.streamed, anthropicParams(user))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []block{{Type: "tool_use", ID: "call_memory_set", Name: "memory_set", Input: `{"key":"drink","scope":"speaker","text":"tea"}`}}
+			if diff := cmp.Diff(want, blocksOf(m.Content)); diff != "" {
+				t.Fatalf("first answer mismatch (-want +got):\n%s", diff)
+			}
+			result := anthropic.NewUserMessage(anthropic.NewToolResultBlock("call_memory_set", "ok", false))
+			m2, _, err := anthropicCall(t, c, mode.streamed, anthropicParams(user, m.ToParam(), result))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]block{{Type: "text", Text: DemoRememberPrefix + "tea."}}, blocksOf(m2.Content)); diff != "" {
+				t.Errorf("second answer mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
