@@ -28,6 +28,11 @@ import (
 // the end of the stream is discarded. Bytes are kept as received: invalid
 // UTF-8 is not replaced.
 
+// SSEWatchMaxEvent is the event bound of the broker's stream watcher
+// (session spec §2.8): with SkipOversize, an unfinished event longer than
+// this is discarded rather than held.
+const SSEWatchMaxEvent = 64 << 10
+
 // Default SSE limits, used for the zero fields of SSELimits.
 const (
 	DefaultSSEMaxLine  = 1 << 20  // bytes of one line, without its end

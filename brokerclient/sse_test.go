@@ -170,7 +170,7 @@ func BenchmarkSSEParserWatch(b *testing.B) {
 	in := []byte(stream.String())
 	b.SetBytes(int64(len(in)))
 	for b.Loop() {
-		p := NewSSEParser(SSELimits{MaxEvent: 64 << 10, SkipOversize: true}, func(ev SSEEvent) error {
+		p := NewSSEParser(SSELimits{MaxEvent: SSEWatchMaxEvent, SkipOversize: true}, func(ev SSEEvent) error {
 			if ev.IsError() {
 				b.Fatal("no error event expected")
 			}

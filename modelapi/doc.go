@@ -46,6 +46,11 @@
 //     a 400 rather than a 502 because clients retry a 502 unchanged but
 //     resend without the refused part after a 400. A guest string quoted in
 //     a refusal (a block type, a role) is cut at 128 bytes.
+//   - Message and system content is decoded once into a tree rather than
+//     level by level, so a body with a 20 MiB image costs two scans, not
+//     two per nesting level; tool_use input is therefore re-encoded with
+//     its keys sorted (numbers as written, a repeated key keeping its last
+//     value as JSON.parse does). Tool input_schema stays byte for byte.
 //   - Numbers follow JavaScript: "safe integer" means an integral value of
 //     at most 2^53-1 in magnitude, and a number too large for a float64
 //     (1e400) is not finite, so a sampling field holding it is dropped.

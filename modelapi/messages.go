@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -492,5 +493,9 @@ func echo(s string) string {
 	if len(s) <= maxEchoedTag {
 		return s
 	}
-	return s[:maxEchoedTag] + "…"
+	cut := maxEchoedTag
+	for cut > 0 && !utf8.RuneStart(s[cut]) { // never split a character
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -189,6 +189,8 @@ var refusedMessagesCases = []messagesCase{
 		refusal: `messages.0: Unexpected role "undefined": the input message role must be "user", "assistant" or "system"`},
 	{name: "role-long-echo-cut", body: withMessages(`{"role":"` + strings.Repeat("r", 200) + `","content":"x"}`),
 		refusal: `messages.0: Unexpected role "` + strings.Repeat("r", 128) + `…": the input message role must be "user", "assistant" or "system"`},
+	{name: "role-long-echo-cut-at-a-character", body: withMessages(`{"role":"r` + strings.Repeat("é", 100) + `","content":"x"}`),
+		refusal: `messages.0: Unexpected role "r` + strings.Repeat("é", 63) + `…": the input message role must be "user", "assistant" or "system"`},
 	{name: "content-absent", body: withMessages(`{"role":"user"}`), refusal: RefuseContent},
 	{name: "content-number", body: withMessages(`{"role":"user","content":1}`), refusal: RefuseContent},
 	{name: "content-257-blocks", body: withMessages(`{"role":"user","content":` + jsonList(`{"type":"text","text":"t"}`, 257) + `}`), refusal: RefuseContent},
