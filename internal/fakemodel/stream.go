@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -41,10 +42,18 @@ func (s *sseWriter) event(name string, v any) bool {
 		}
 		data = string(b)
 	}
+	var b strings.Builder
 	if name != "" {
-		fmt.Fprintf(s.w, "event: %s\n", name)
+		b.WriteString("event: " + name + "\n")
 	}
-	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", data); err != nil {
+	b.WriteString("data: " + data + "\n\n")
+	return s.raw([]byte(b.String()))
+}
+
+// raw writes b, flushes it and pauses; it reports false once the client
+// is gone.
+func (s *sseWriter) raw(b []byte) bool {
+	if _, err := s.w.Write(b); err != nil {
 		return false
 	}
 	_ = http.NewResponseController(s.w).Flush()

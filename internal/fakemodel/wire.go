@@ -177,8 +177,12 @@ type Response struct {
 	// tokens from prompt and completion); nil sends none, or zeros where
 	// the Messages API always has usage.
 	Usage *Usage
-	// ContentType replaces application/json for a Raw body, such as
-	// text/event-stream for a hand-written stream.
+	// Chunks, when set, is sent verbatim as the body in these pieces,
+	// each flushed and followed by Options.StreamDelay, so tests can cut
+	// a body (a secret, an SSE event) at chosen offsets.
+	Chunks [][]byte
+	// ContentType replaces application/json for a Raw or Chunks body,
+	// such as text/event-stream for a hand-written stream.
 	ContentType string
 	// StreamError, on a streamed answer, ends the stream early with an
 	// error event of this type (such as "overloaded_error") after the 200
@@ -221,6 +225,10 @@ func (s *Server) writeResponse(w http.ResponseWriter, r *http.Request, req Reque
 		status = http.StatusOK
 	}
 	body := resp.Raw
+	if resp.Chunks != nil {
+		s.writeChunks(w, r, status, resp)
+		return
+	}
 	if body == nil && status == http.StatusOK && req.Body.Stream {
 		s.stream(w, r, req, resp)
 		return
@@ -239,6 +247,22 @@ func (s *Server) writeResponse(w http.ResponseWriter, r *http.Request, req Reque
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// writeChunks sends resp.Chunks, flushing and pausing after each.
+func (s *Server) writeChunks(w http.ResponseWriter, r *http.Request, status int, resp Response) {
+	contentType := resp.ContentType
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	sw := &sseWriter{ctx: r.Context(), w: w, delay: s.opts.StreamDelay}
+	for _, c := range resp.Chunks {
+		if !sw.raw(c) {
+			return
+		}
+	}
 }
 
 // stream answers a streamed request in its dialect.
