@@ -41,6 +41,8 @@
 //     message_start, ping, content_block_start/delta/stop, message_delta
 //     and message_stop. Response.StreamError cuts a stream with an error
 //     event; error statuses and Raw bodies are never streamed.
+//     Response.Chunks sends a hand-made body in flushed pieces instead,
+//     with Options.StreamDelay after each, at any status.
 //   - Errors use the dialect's error shape.
 package fakemodel
 
