@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -370,5 +371,45 @@ func TestMemoryDemoOverMessages(t *testing.T) {
 				t.Errorf("second answer mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A scripted stream error reaches the OpenAI SDK as an error.
+func TestOpenAISDKStreamError(t *testing.T) {
+	s := start(t, Options{}, Func(func(Request) Response { return Response{Content: "never", StreamError: "server_error"} }))
+	c := openaiClient(s)
+	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	defer stream.Close()
+	for stream.Next() {
+	}
+	if stream.Err() == nil {
+		t.Errorf("stream with an error object: Err() = nil; want an error")
+	}
+}
+
+// A client that goes away mid-stream ends the handler: Close does not wait
+// for the rest of the script's text (goleak checks nothing is left).
+func TestStreamClientGone(t *testing.T) {
+	s := start(t, Options{StreamDelay: 10 * time.Millisecond}, Reply(strings.Repeat("long answer ", 200)))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL()+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":9,"stream":true,"messages":[]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := brokerclient.NewSSEReader(resp.Body, brokerclient.SSELimits{})
+	if ev, err := r.Next(); err != nil || ev.Type != "message_start" {
+		t.Fatalf("first event = %+v, %v; want message_start", ev, err)
+	}
+	cancel()
+	resp.Body.Close()
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close still waits 2 s after the client went away")
 	}
 }
