@@ -12,6 +12,9 @@
 // on connection management that cannot be reused. In a container limited
 // to 64 PIDs, fewer goroutines also matter. It imports only the standard
 // library and the root package, so the sealed worker may use it.
+//
+// It also holds the bounded server-sent-events parser (SSEParser,
+// SSEReader) that the worker and the host share; see sse.go.
 package brokerclient
 
 import (

@@ -1,6 +1,7 @@
-// Package fakemodel is a scripted stand-in for an OpenAI-compatible
-// chat-completions endpoint, served on loopback, for tests, benchmarks and
-// the demo. It never calls a real model.
+// Package fakemodel is a scripted stand-in for a model API, served on
+// loopback, for tests, benchmarks and the demo: OpenAI-compatible chat
+// completions and Anthropic Messages, each streamed or not. It never calls
+// a real model.
 //
 // The contract:
 //
@@ -18,12 +19,31 @@
 //   - Every request is recorded, in arrival order, before it is answered,
 //     including refused ones (Requests), unless Options.NoRecord is set
 //     for a long-running stand-in whose memory must not grow.
-//   - Replies use the real wire shape: {"choices":[{"message":{"role":
-//     "assistant","content":…,"tool_calls":[{"id","type":"function",
-//     "function":{"name","arguments"}}]}}]}, where arguments is a JSON
-//     string. Output is deterministic: ids and timestamps derive from the
-//     request count, never from the clock or randomness.
-//   - Streaming (stream:true) is not supported; such requests get 400.
+//   - The path picks the dialect (API): one ending in /messages is
+//     Anthropic Messages, one ending in /messages/count_tokens its token
+//     count, anything else chat completions. Steps are dialect-free: a
+//     Messages body is read into the same chat view (Request.Body), and a
+//     step's Response is written in the request's dialect.
+//   - Chat-completions replies use the real wire shape: {"choices":[{
+//     "message":{"role":"assistant","content":…,"tool_calls":[{"id",
+//     "type":"function","function":{"name","arguments"}}]}}]}, where
+//     arguments is a JSON string. Messages replies are {"id","type":
+//     "message","role":"assistant","model","content":[text and tool_use
+//     blocks],"stop_reason":"end_turn"|"tool_use","stop_sequence":null,
+//     "usage"}; a tool call's arguments must then be a JSON object (else
+//     500). count_tokens answers {"input_tokens": ⌈body bytes/4⌉} and
+//     consumes no step. Output is deterministic: ids and timestamps derive
+//     from the request count, never from the clock or randomness.
+//   - With stream:true a 200 answer is streamed as server-sent events, in
+//     deltas of Options.StreamChunk runes: chat.completion.chunk data
+//     lines ending in "data: [DONE]" (plus a usage chunk when
+//     stream_options.include_usage is set), or the Messages events
+//     message_start, ping, content_block_start/delta/stop, message_delta
+//     and message_stop. Response.StreamError cuts a stream with an error
+//     event; error statuses and Raw bodies are never streamed.
+//     Response.Chunks sends a hand-made body in flushed pieces instead,
+//     with Options.StreamDelay after each, at any status.
+//   - Errors use the dialect's error shape.
 package fakemodel
 
 import (
@@ -59,6 +79,12 @@ type Options struct {
 	// NoRecord keeps no requests (Requests returns none), so a stand-in
 	// that runs for hours holds no growing history.
 	NoRecord bool
+	// StreamChunk is how many runes of text or tool arguments one
+	// streamed delta carries; 0 means 4.
+	StreamChunk int
+	// StreamDelay is a pause after each streamed event, for tests of
+	// progress and of silence limits.
+	StreamDelay time.Duration
 }
 
 // ErrNotLoopback refuses a listen address that is not a loopback address.
@@ -178,13 +204,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	step, ok := s.record(&req, status)
 	switch {
 	case status != 0:
-		writeError(w, status, http.StatusText(status))
+		writeError(w, req.API, status, http.StatusText(status))
+	case req.API == AnthropicCountTokens:
+		countTokens(w, req)
 	case !ok:
-		writeError(w, http.StatusInternalServerError, "fakemodel: script exhausted")
+		writeError(w, req.API, http.StatusInternalServerError, "fakemodel: script exhausted")
 	case step.respond == nil:
-		writeError(w, http.StatusInternalServerError, "fakemodel: zero Step in script")
+		writeError(w, req.API, http.StatusInternalServerError, "fakemodel: zero Step in script")
 	default:
-		writeResponse(w, req, step.respond(req))
+		s.writeResponse(w, r, req, step.respond(req))
 	}
 }
 
@@ -192,7 +220,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // refused before reaching the script.
 func (s *Server) decode(r *http.Request) (Request, int) {
 	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Raw: raw}
+	req := Request{Method: r.Method, Path: r.URL.Path, API: apiOf(r.URL.Path), Header: r.Header.Clone(), Raw: raw}
 	switch {
 	case err != nil || len(raw) > maxBody:
 		return req, http.StatusRequestEntityTooLarge
@@ -203,11 +231,13 @@ func (s *Server) decode(r *http.Request) (Request, int) {
 	case s.opts.Key != "" && !bearerMatches(r.Header.Get("Authorization"), s.opts.Key):
 		return req, http.StatusUnauthorized
 	}
-	if err := json.Unmarshal(raw, &req.Body); err != nil {
-		req.DecodeErr = err
-		return req, http.StatusBadRequest
+	if req.API == OpenAI {
+		err = json.Unmarshal(raw, &req.Body)
+	} else {
+		req.Body, err = decodeMessages(raw)
 	}
-	if req.Body.Stream {
+	if err != nil {
+		req.DecodeErr = err
 		return req, http.StatusBadRequest
 	}
 	return req, 0
@@ -226,8 +256,8 @@ func (s *Server) record(req *Request, status int) (Step, bool) {
 	if !s.opts.NoRecord {
 		s.requests = append(s.requests, req.clone())
 	}
-	if status != 0 {
-		return Step{}, false
+	if status != 0 || req.API == AnthropicCountTokens {
+		return Step{}, false // count_tokens is answered without a step
 	}
 	switch {
 	case s.next < len(s.script):

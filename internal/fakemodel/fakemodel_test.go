@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -148,15 +149,16 @@ func TestExhaustedAndLoop(t *testing.T) {
 func TestRefusedRequests(t *testing.T) {
 	s := start(t, Options{}, Reply("a"))
 	tests := []struct {
-		name, method, body string
-		want               int
+		name, method, path, body string
+		want                     int
 	}{
-		{"get", "GET", "", 405},
-		{"not-json", "POST", "{", 400},
-		{"stream", "POST", `{"model":"m","messages":[],"stream":true}`, 400},
+		{"get", "GET", "/v1/chat/completions", "", 405},
+		{"not-json", "POST", "/v1/chat/completions", "{", 400},
+		{"messages-content-not-blocks", "POST", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":5}]}`, 400},
+		{"messages-not-json", "POST", "/v1/messages", `{`, 400},
 	}
 	for _, tt := range tests {
-		req, _ := http.NewRequest(tt.method, s.ChatURL(), strings.NewReader(tt.body))
+		req, _ := http.NewRequest(tt.method, s.URL()+tt.path, strings.NewReader(tt.body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -195,5 +197,26 @@ func TestUserTextUnwrapsWorkerMessage(t *testing.T) {
 	}}}
 	if got := r.UserText(); got != "hi there" {
 		t.Errorf("UserText() = %q; want %q", got, "hi there")
+	}
+}
+
+// Chunks are sent verbatim, in order, with the pause after each.
+func TestChunks(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	s := start(t, Options{StreamDelay: delay}, Func(func(Request) Response {
+		return Response{Status: 500, ContentType: "text/event-stream", Chunks: [][]byte{[]byte("host-"), []byte("secret")}}
+	}))
+	begin := time.Now()
+	resp, err := http.Post(s.ChatURL(), "application/json", strings.NewReader(chatBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "host-secret" || resp.StatusCode != 500 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("body = %q, %v, status %d, %s; want both chunks, 500, text/event-stream", body, err, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if took := time.Since(begin); took < 2*delay {
+		t.Errorf("answer took %v; want at least the two pauses (%v)", took, 2*delay)
 	}
 }

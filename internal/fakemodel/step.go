@@ -19,9 +19,15 @@ func CallTools(calls ...ToolCall) Step {
 	return Func(func(Request) Response { return Response{ToolCalls: calls} })
 }
 
-// Status answers an error status with an OpenAI-style error body.
+// Status answers an error status with an error body in the request's
+// dialect: {"error":{"message","type":"fakemodel"}} for chat completions,
+// {"type":"error","error":{"type","message"}} for Messages, with the API's
+// error type for the status (overloaded_error for 529, …).
 func Status(code int) Step {
-	return Func(func(Request) Response {
+	return Func(func(req Request) Response {
+		if req.IsAnthropic() {
+			return Response{Status: code, Raw: anthropicError(code, "scripted failure")}
+		}
 		return Response{Status: code, Raw: []byte(`{"error":{"message":"scripted failure","type":"fakemodel"}}`)}
 	})
 }

@@ -12,12 +12,16 @@ import (
 
 // Request is one received request.
 type Request struct {
-	Index     int // 0-based arrival order
-	Method    string
-	Path      string
-	Header    http.Header
-	Raw       []byte      // body as received
-	Body      ChatRequest // decoded body; zero when DecodeErr is set
+	Index  int // 0-based arrival order
+	Method string
+	Path   string
+	API    API // the dialect, from the path
+	Header http.Header
+	Raw    []byte // body as received
+	// Body is the decoded body, zero when DecodeErr is set. A Messages
+	// body is read into the same chat view (see decodeMessages), so that
+	// steps and helpers serve both dialects; Raw keeps it as sent.
+	Body      ChatRequest
 	DecodeErr error
 }
 
@@ -32,11 +36,18 @@ func (r Request) clone() Request {
 // ChatRequest is the part of a chat-completions body the stand-in reads.
 // Other fields stay in Request.Raw.
 type ChatRequest struct {
-	Model     string    `json:"model"`
-	Messages  []Message `json:"messages"`
-	Tools     []Tool    `json:"tools,omitempty"`
-	MaxTokens int       `json:"max_tokens,omitempty"`
-	Stream    bool      `json:"stream,omitempty"`
+	Model         string         `json:"model"`
+	Messages      []Message      `json:"messages"`
+	Tools         []Tool         `json:"tools,omitempty"`
+	MaxTokens     int            `json:"max_tokens,omitempty"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+}
+
+// StreamOptions are the chat-completions stream options the stand-in
+// honours.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 // Message is one chat message. Content is kept raw because it may be a
@@ -150,8 +161,21 @@ type Response struct {
 	// answer malformed or unusual JSON.
 	Raw []byte
 	// Usage, when set, is the answer's "usage" (OpenAI chat completions:
-	// prompt, completion and total tokens); nil sends none.
+	// prompt, completion and total tokens; Messages: input and output
+	// tokens from prompt and completion); nil sends none, or zeros where
+	// the Messages API always has usage.
 	Usage *Usage
+	// Chunks, when set, is sent verbatim as the body in these pieces,
+	// each flushed and followed by Options.StreamDelay, so tests can cut
+	// a body (a secret, an SSE event) at chosen offsets.
+	Chunks [][]byte
+	// ContentType replaces application/json for a Raw or Chunks body,
+	// such as text/event-stream for a hand-written stream.
+	ContentType string
+	// StreamError, on a streamed answer, ends the stream early with an
+	// error event of this type (such as "overloaded_error") after the 200
+	// head and the first event.
+	StreamError string
 }
 
 // Usage is the token count of a completion.
@@ -183,18 +207,80 @@ type outMessage struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
-func writeResponse(w http.ResponseWriter, req Request, resp Response) {
+func (s *Server) writeResponse(w http.ResponseWriter, r *http.Request, req Request, resp Response) {
 	status := resp.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
 	body := resp.Raw
-	if body == nil {
-		body = encodeCompletion(req, resp)
+	if resp.Chunks != nil {
+		s.writeChunks(w, r, status, resp)
+		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	if body == nil && status == http.StatusOK && req.Body.Stream {
+		s.stream(w, r, req, resp)
+		return
+	}
+	if body == nil {
+		var err error
+		if body, err = encode(req, resp); err != nil {
+			writeError(w, req.API, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	contentType := resp.ContentType
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// writeChunks sends resp.Chunks, flushing and pausing after each.
+func (s *Server) writeChunks(w http.ResponseWriter, r *http.Request, status int, resp Response) {
+	contentType := resp.ContentType
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	sw := &sseWriter{ctx: r.Context(), w: w, delay: s.opts.StreamDelay}
+	for _, c := range resp.Chunks {
+		if !sw.raw(c) {
+			return
+		}
+	}
+}
+
+// stream answers a streamed request in its dialect.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, resp Response) {
+	chunk := s.opts.StreamChunk
+	if chunk <= 0 {
+		chunk = defaultStreamChunk
+	}
+	if req.API == OpenAI {
+		streamCompletion(newSSEWriter(r.Context(), w, s.opts.StreamDelay), req, resp, chunk, resp.StreamError)
+		return
+	}
+	m, err := buildMessage(req, resp)
+	if err != nil {
+		writeError(w, req.API, http.StatusInternalServerError, err.Error())
+		return
+	}
+	streamMessage(newSSEWriter(r.Context(), w, s.opts.StreamDelay), m, chunk, resp.StreamError)
+}
+
+// encode is the non-streamed answer in the request's dialect.
+func encode(req Request, resp Response) ([]byte, error) {
+	if req.API == OpenAI {
+		return encodeCompletion(req, resp), nil
+	}
+	m, err := buildMessage(req, resp)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
 }
 
 func encodeCompletion(req Request, resp Response) []byte {
@@ -223,8 +309,12 @@ func encodeCompletion(req Request, resp Response) []byte {
 	return b
 }
 
-func writeError(w http.ResponseWriter, status int, text string) {
+// writeError answers an error in the request's dialect.
+func writeError(w http.ResponseWriter, api API, status int, text string) {
 	b, _ := json.Marshal(map[string]map[string]string{"error": {"message": text, "type": "fakemodel"}})
+	if api != OpenAI {
+		b = anthropicError(status, text)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
