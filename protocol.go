@@ -40,6 +40,20 @@ const (
 	// RouteMCPPrefix + an MCP server's name forwards one MCPCall of a
 	// declared tool and answers with the server's JSON-RPC response.
 	RouteMCPPrefix = "/mcp/"
+	// RouteAnthropicMessages takes an Anthropic Messages request (session
+	// spec §2.5), streamed or not, when the host's model speaks that API;
+	// the answer is the upstream's, in the Anthropic wire shape.
+	RouteAnthropicMessages = "/anthropic/v1/messages"
+	// RouteAnthropicCountTokens is the count_tokens variant (§2.5).
+	RouteAnthropicCountTokens = "/anthropic/v1/messages/count_tokens"
+)
+
+// Model APIs a host's model may speak (config model.api); the turn JSON
+// names it so the worker picks its client (ModelAPIOpenAI is the default
+// when the field is empty).
+const (
+	ModelAPIOpenAI    = "openai"
+	ModelAPIAnthropic = "anthropic"
 )
 
 // ToolRoute is the broker route of the host tool name.
