@@ -31,8 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -82,9 +80,8 @@ type Host struct {
 	ready  func(context.Context) error                              // readiness beyond draining
 	usage  func(context.Context, rtsandbox.ChannelKey) (any, error) // nil: no budgets
 	api    *httpapi.API
-	srv    *http.Server
-	served chan struct{} // closed when srv.Serve returned
-	failed chan error    // a surface that stopped on its own
+	apiLn  *listener
+	failed chan error // a surface that stopped on its own
 	// surfaces stop in reverse after the drain; closers run in reverse
 	// after them (runtime, reaper, driver, metrics, store).
 	surfaces []func()
@@ -281,20 +278,10 @@ func (h *Host) startHTTP(getenv env) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return fmt.Errorf("http.listen: %w", err)
-	}
-	h.api, h.srv = api, httpapi.NewServer(api.Handler(), h.log)
-	h.served = make(chan struct{})
-	go func() {
-		defer close(h.served)
-		if err := h.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			h.failed <- fmt.Errorf("http server: %w", err)
-		}
-	}()
-	h.log.Info("http chat API listening", "addr", ln.Addr().String())
-	return nil
+	h.api = api
+	h.apiLn, err = listen("http chat API", "http.listen", c.Listen, httpapi.NewServer(api.Handler(), h.log), h.log,
+		func(err error) { h.failed <- err })
+	return err
 }
 
 // stopHTTP ends the API's streams and shuts the server down.
@@ -307,11 +294,7 @@ func (h *Host) stopHTTP() {
 	if err := h.api.Close(ctx); err != nil {
 		h.log.Error("http chat API did not close", "err", err)
 	}
-	if err := h.srv.Shutdown(ctx); err != nil {
-		h.log.Error("http server did not shut down", "err", err)
-		h.srv.Close()
-	}
-	<-h.served
+	h.apiLn.shutdown()
 }
 
 // httpOwner is the subject of the first http: owner identity: the one the

@@ -5,10 +5,7 @@ package host
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -25,17 +22,15 @@ import (
 // hostMetrics is serve's metrics: a Recorder and the listener that serves
 // it. With metrics off, rec is nil and every method does nothing.
 type hostMetrics struct {
-	rec    *metrics.Recorder
-	log    *slog.Logger
-	srv    *http.Server
-	served chan struct{} // closed when srv.Serve returned
+	rec *metrics.Recorder
+	ln  *listener
 }
 
 // startMetrics listens on metrics.listen and serves /metrics, or returns
 // a hostMetrics that does nothing when the config has no metrics section.
 // A listener that stops on its own is logged; the chat host goes on.
 func startMetrics(cfg *config.Config, log *slog.Logger) (*hostMetrics, error) {
-	h := &hostMetrics{log: log}
+	h := &hostMetrics{}
 	c := cfg.Metrics
 	if c == nil {
 		return h, nil
@@ -43,43 +38,24 @@ func startMetrics(cfg *config.Config, log *slog.Logger) (*hostMetrics, error) {
 	if !c.Loopback {
 		log.Warn("metrics.listen is not a loopback address: the metrics are readable from other machines; put a firewall in front of it", "listen", c.Listen)
 	}
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("metrics.listen: %w", err)
-	}
-	h.rec = metrics.New()
-	h.srv = &http.Server{
-		Handler:           h.rec.Handler(),
+	rec := metrics.New()
+	ln, err := listen("metrics", "metrics.listen", c.Listen, &http.Server{
+		Handler:           rec.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}, log, nil)
+	if err != nil {
+		return nil, err
 	}
-	h.served = make(chan struct{})
-	go func() {
-		defer close(h.served)
-		if err := h.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics listener stopped", "err", err)
-		}
-	}()
-	log.Info("metrics listening", "addr", ln.Addr().String())
+	h.rec, h.ln = rec, ln
 	return h, nil
 }
 
 // stop closes the listener, letting a scrape in flight finish.
-func (h *hostMetrics) stop() {
-	if h.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
-	defer cancel()
-	if err := h.srv.Shutdown(ctx); err != nil {
-		h.log.Warn("metrics listener did not shut down", "err", err)
-		h.srv.Close()
-	}
-	<-h.served
-}
+func (h *hostMetrics) stop() { h.ln.shutdown() }
 
 // onTurn is the sandbox's OnTurn with metrics on; nil when off.
 func (h *hostMetrics) onTurn() func(sandbox.TurnStats) {
