@@ -1,30 +1,18 @@
 // Command rtsandbox is the rtsandbox host: it serves sealed LLM turns for
-// chat channels and offers operator tools around them. main only wires
-// packages together; every subcommand is a function of (ctx, args, env,
-// stdio) so tests drive it exactly as an operator would.
-//
-// Conventions every subcommand keeps (tested in cli_test.go):
-//
-//   - Help goes to stdout and exits 0: `rtsandbox help`, `-h`, `--help`,
-//     `rtsandbox help CMD` and `rtsandbox CMD -h`. Misuse goes to stderr
-//     and exits 2; a flag error names the one flag at fault.
-//   - `rtsandbox version` and `rtsandbox --version` print the module
-//     version, the VCS revision and whether the tree was modified, from the
-//     binary's build information ("devel" when there is none).
-//   - Commands that log take --log-format json|text (json for serve and
-//     broker, text for the interactive turn, chat and demo); LOG_LEVEL is
-//     debug, info, warn or error, anything else exits 2 naming it.
-//   - A closed stdout (`rtsandbox demo | head -1`) fails writes instead of
-//     killing the process, so a command stops and removes its containers.
+// chat channels and offers operator tools around them. It is flags,
+// config → options and wiring only: the host's lifecycle and builders are
+// package host, the command-line conventions (help, version, log format,
+// exit codes; tested in cli_test.go) package internal/cli. Every
+// subcommand is a function of (ctx, args, env, stdio), so tests drive it
+// exactly as an operator would. json logs are the default of serve and
+// broker, text of the interactive turn, chat and demo.
 package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	_ "time/tzdata" // minimal hosts have no zoneinfo
@@ -57,7 +45,7 @@ const (
 // run is the whole program on (args, env, stdio): what main and the tests
 // call.
 func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout, stderr io.Writer) int {
-	return cli.App{Name: "rtsandbox", Commands: commands(), Version: runVersion}.Run(ctx, args, getenv, stdin, stdout, stderr)
+	return cli.App{Name: "rtsandbox", Commands: commands()}.Run(ctx, args, getenv, stdin, stdout, stderr)
 }
 
 func commands() []cli.Command {
@@ -73,28 +61,5 @@ func commands() []cli.Command {
 		{Name: "image", Summary: "build the sealed worker image (image build)", Run: runImage},
 		{Name: "reap", Summary: "remove this installation's leftover turn containers", Run: runReap},
 		{Name: "fetch", Summary: "fetch one URL through the SSRF-safe fetcher and print a JSON line", Run: runFetch},
-		{Name: "version", Summary: "print the version, the VCS revision and the Go version", Run: runVersion},
-		{Name: "help", Summary: "show the commands, or one command's flags (help CMD)", Run: nil},
 	}
-}
-
-// versionHelp is `rtsandbox version -h`.
-const versionHelp = `usage: rtsandbox version
-
-Prints the module version, the VCS revision the binary was built from (and
-"modified" when the tree had uncommitted changes), the commit time and the
-Go version, from the binary's build information. "devel" stands for a
-version or revision the build did not record.
-`
-
-// runVersion is `rtsandbox version` and `rtsandbox --version`.
-func runVersion(_ context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("rtsandbox version", stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), versionHelp) }
-	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
-		return code
-	}
-	info, ok := debug.ReadBuildInfo()
-	fmt.Fprintln(stdout, cli.VersionLine(info, ok))
-	return exitOK
 }

@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -288,13 +289,43 @@ type Command struct {
 	Run           Func
 }
 
-// App is a program of subcommands.
+// App is a program of subcommands. Besides Commands it has `version`
+// (also `--version`) and `help`.
 type App struct {
 	Name     string
 	Commands []Command
-	// Version runs for NAME --version.
-	Version Func
 }
+
+// builtins are the subcommands every App has, listed after its own.
+func (a App) builtins() []Command {
+	return []Command{
+		{Name: "version", Summary: "print the version, the VCS revision and the Go version", Run: a.version},
+		{Name: "help", Summary: "show the commands, or one command's flags (help CMD)"},
+	}
+}
+
+// version is `NAME version` and `NAME --version`: the module version, the
+// VCS revision and whether the tree was modified, from the binary's build
+// information ("devel" when there is none).
+func (a App) version(_ context.Context, args []string, _ Env, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := NewFlagSet(a.Name+" version", stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s version\n\n%s", a.Name, versionHelp)
+	}
+	if code, ok := ParseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	info, ok := debug.ReadBuildInfo()
+	fmt.Fprintln(stdout, VersionLine(info, ok))
+	return ExitOK
+}
+
+// versionHelp is the body of `NAME version -h`.
+const versionHelp = `Prints the module version, the VCS revision the binary was built from (and
+"modified" when the tree had uncommitted changes), the commit time and the
+Go version, from the binary's build information. "devel" stands for a
+version or revision the build did not record.
+`
 
 // Run dispatches args to the subcommand they name, with help and version.
 func (a App) Run(ctx context.Context, args []string, getenv Env, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -309,7 +340,7 @@ func (a App) Run(ctx context.Context, args []string, getenv Env, stdin io.Reader
 	case "help":
 		return a.runHelp(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "-version", "--version":
-		return a.Version(ctx, args[1:], getenv, stdin, stdout, stderr)
+		return a.version(ctx, args[1:], getenv, stdin, stdout, stderr)
 	}
 	c, ok := a.lookup(args[0])
 	if !ok {
@@ -324,7 +355,7 @@ func (a App) Run(ctx context.Context, args []string, getenv Env, stdin io.Reader
 
 // lookup finds a runnable subcommand by name.
 func (a App) lookup(name string) (Command, bool) {
-	for _, c := range a.Commands {
+	for _, c := range slices.Concat(a.Commands, a.builtins()) {
 		if c.Name == name && c.Run != nil {
 			return c, true
 		}
@@ -376,7 +407,7 @@ func WantsHelp(args []string) bool {
 
 func (a App) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", a.Name)
-	for _, c := range a.Commands {
+	for _, c := range slices.Concat(a.Commands, a.builtins()) {
 		fmt.Fprintf(w, "  %-13s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintf(w, "\n%s help <command> (or %s <command> -h) shows a command's flags.\n", a.Name, a.Name)
