@@ -75,7 +75,7 @@ func TestClaimRoutingAndPrecedence(t *testing.T) {
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
 	}
-	done := h.r.Submit(mention(guests, "alice", "Alice", "long"))
+	done := h.submit(mention(guests, "alice", "Alice", "long"))
 	<-started
 	if !h.r.Stop(guests) {
 		t.Errorf("Stop(%s) = false during a turn; want true", guests)
@@ -257,9 +257,9 @@ func TestModeOffWhileQueued(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
 	}
-	first := h.r.Submit(mention(guests, "alice", "Alice", "one"))
+	first := h.submit(mention(guests, "alice", "Alice", "one"))
 	<-started
-	second := h.r.Submit(mention(guests, "alice", "Alice", "two"))
+	second := h.submit(mention(guests, "alice", "Alice", "two"))
 	chans.Disable(guests) // as an owner "off" that overtook the queue
 	close(release)
 	<-first
@@ -402,7 +402,7 @@ func TestQueueOrderAndIsolation(t *testing.T) {
 	}
 	var dones []<-chan error
 	for i := range 6 {
-		dones = append(dones, h.r.Submit(mention(guests, "alice", "Alice", string(rune('0'+i)))))
+		dones = append(dones, h.submit(mention(guests, "alice", "Alice", string(rune('0'+i)))))
 	}
 	// The other channel runs while guests is held.
 	if err := h.handle(t, mention(other, "alice", "Alice", "x")); err != nil {
@@ -454,13 +454,17 @@ func TestQueueBound(t *testing.T) {
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
-	first := h.r.Submit(mention(guests, "alice", "Alice", "1"))
+	first := h.submit(mention(guests, "alice", "Alice", "1"))
 	<-started
-	second := h.r.Submit(mention(guests, "alice", "Alice", "2"))
+	second := h.submit(mention(guests, "alice", "Alice", "2"))
 	for range 3 {
 		if err := h.handle(t, mention(guests, "alice", "Alice", "over")); !errors.Is(err, ErrQueueFull) {
 			t.Errorf("Handle beyond the bound = %v; want ErrQueueFull", err)
 		}
+	}
+	// The refusal is answered at once; its notice follows in the background.
+	for deadline := time.Now().Add(5 * time.Second); len(h.surface.Sent()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	// Owner commands are not bounded.
 	cmdDone := make(chan string, 1)
@@ -471,10 +475,10 @@ func TestQueueBound(t *testing.T) {
 	close(gate)
 	<-first
 	<-second
-	if got := <-cmdDone; got != EnabledText {
+	if got := <-cmdDone; got != rtsandbox.EnabledText {
 		t.Errorf("status while full = %q", got)
 	}
-	want := []string{QueueFullText, "ok", "ok"} // one notice for the run of refusals
+	want := []string{rtsandbox.QueueFullText, "ok", "ok"} // one notice for the run of refusals
 	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
@@ -493,9 +497,9 @@ func TestShutdown(t *testing.T) {
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "finished"}, nil
 	}
-	running := h.r.Submit(mention(guests, "alice", "Alice", "1"))
+	running := h.submit(mention(guests, "alice", "Alice", "1"))
 	<-started
-	waiting := h.r.Submit(mention(guests, "alice", "Alice", "2"))
+	waiting := h.submit(mention(guests, "alice", "Alice", "2"))
 	closed := make(chan error, 1)
 	go func() { closed <- h.r.Close(context.Background()) }()
 	if err := <-waiting; !errors.Is(err, ErrStopping) {
@@ -514,7 +518,7 @@ func TestShutdown(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Errorf("Close = %v", err)
 	}
-	want := []string{RestartingText, "finished"} // once per channel
+	want := []string{rtsandbox.RestartingText, "finished"} // once per channel
 	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
@@ -543,7 +547,7 @@ func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
 	}
-	done := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	done := h.submit(mention(guests, "alice", "Alice", "x"))
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -551,7 +555,7 @@ func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 		t.Errorf("Close = %v; want DeadlineExceeded (had to abort)", err)
 	}
 	<-done
-	if diff := cmp.Diff([]string{TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
+	if diff := cmp.Diff([]string{rtsandbox.TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
 }
@@ -574,7 +578,7 @@ func TestSubmitDuringCloseDoesNotPanic(t *testing.T) {
 						return
 					default:
 					}
-					<-h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+					<-h.submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
 				}
 			}()
 		}
@@ -600,7 +604,7 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "Turn reply."}, nil
 	}
-	done := h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+	done := h.submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
 	<-started
 	posted := make(chan error, 1)
 	go func() { posted <- h.r.PostReport(context.Background(), guests, []string{"Report."}) }()
