@@ -246,7 +246,7 @@ func TestWaitFailedTurnAnswersFixedText(t *testing.T) {
 	f := newFixture(t, rt, nil)
 	code, body := f.post(t, "Hello", `,"wait":true`)
 	got := decode[waitResponse](t, body)
-	if code != 200 || len(got.Replies) != 1 || !cmp.Equal(got.Replies[0].Chunks, []string{router.TurnFailedOrStoppedText}) {
+	if code != 200 || len(got.Replies) != 1 || !cmp.Equal(got.Replies[0].Chunks, []string{rtsandbox.TurnFailedOrStoppedText}) {
 		t.Errorf("failed turn = %d %s; want the fixed failure text", code, body)
 	}
 }
@@ -374,7 +374,7 @@ func TestQueueLimit(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}}
-	f := newFixture(t, rt, func(o *Options) { o.QueueLimit = 2 })
+	f := newFixture(t, rt, nil, queueLimit(2))
 	defer close(release)
 	for i, want := range []int{202, 202, 429} {
 		code, body := f.post(t, "hi", "")
@@ -430,6 +430,7 @@ func TestStopRefusesMessages(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	f.api.Stop()
+	f.router.Drain()
 	if code := <-held; code != http.StatusServiceUnavailable {
 		t.Errorf("held message after Stop = %d; want 503", code)
 	}
@@ -446,14 +447,14 @@ func TestOwnerEndpoints(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	const path = "/api/v1/channels/http:room2/sandbox"
 	code, body := f.do(t, "GET", path, ownerToken, "")
-	if want := (sandboxResponse{Channel: "http:room2", Enabled: false, Message: router.DisabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
+	if want := (sandboxResponse{Channel: "http:room2", Enabled: false, Message: rtsandbox.DisabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
 		t.Errorf("GET status = %d %s; want %+v", code, body, want)
 	}
 	if code, body := f.do(t, "POST", "/api/v1/messages", guestToken, `{"channel":"http:room2","author":{"id":"alice"},"text":"hi","mentions_bot":true,"wait":true}`); !decode[waitResponse](t, body).Dropped {
 		t.Errorf("message before on = %d %s; want dropped", code, body)
 	}
 	code, body = f.do(t, "POST", path, ownerToken, `{"enabled":true}`)
-	if want := (sandboxResponse{Channel: "http:room2", Enabled: true, Message: router.EnabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
+	if want := (sandboxResponse{Channel: "http:room2", Enabled: true, Message: rtsandbox.EnabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
 		t.Errorf("POST on = %d %s; want %+v", code, body, want)
 	}
 	if code, body := f.do(t, "POST", "/api/v1/messages", guestToken, `{"channel":"http:room2","author":{"id":"alice"},"text":"hi","mentions_bot":true,"wait":true}`); len(decode[waitResponse](t, body).Replies) != 1 {
@@ -481,7 +482,7 @@ func TestOwnerEndpoints(t *testing.T) {
 func TestOwnerEndpointNeedsOwnerIdentity(t *testing.T) {
 	f := newFixture(t, nil, func(o *Options) { o.OwnerID = "alice" }) // a member, not an owner
 	code, body := f.do(t, "POST", "/api/v1/channels/http:lobby/sandbox", ownerToken, `{"enabled":false}`)
-	if code != 403 || decode[errorBody](t, body).Error != router.NotOwnerText {
+	if code != 403 || decode[errorBody](t, body).Error != rtsandbox.NotOwnerText {
 		t.Errorf("POST as a member = %d %s; want 403", code, body)
 	}
 	if !f.channels.Enabled(lobby) {
@@ -599,7 +600,7 @@ func TestOwnerDiskFullNamed(t *testing.T) {
 	f.channels.fail = &os.PathError{Op: "write", Path: "/state/channels.json.tmp-x", Err: syscall.ENOSPC}
 	f.channels.mu.Unlock()
 	code, body := f.do(t, http.MethodPost, "/api/v1/channels/http:new/sandbox", ownerToken, `{"enabled":true}`)
-	if code != http.StatusInsufficientStorage || !strings.Contains(body, router.DiskFullText) {
+	if code != http.StatusInsufficientStorage || !strings.Contains(body, rtsandbox.DiskFullText) {
 		t.Errorf("owner on with a full disk = %d %q; want 507 and the disk-full text", code, body)
 	}
 	if f.channels.Enabled("http:new") {
