@@ -35,7 +35,7 @@ type lane struct {
 type task struct {
 	bounded bool
 	run     func(ctx context.Context) error
-	done chan error // buffered: the runner never blocks on a gone caller
+	done    chan error // buffered: the runner never blocks on a gone caller
 }
 
 func newQueue(ctx context.Context, limit int, log *slog.Logger) *queue {

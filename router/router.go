@@ -105,9 +105,9 @@ type Message struct {
 	Channel rtsandbox.ChannelKey
 	// ID is the surface's id of the message, unique per surface: every
 	// delivery answering the message names it (Delivery.InReplyTo).
-	ID string
-	Space   string // server or workspace id (Discord guild); "" for DMs
-	Author  Author
+	ID     string
+	Space  string // server or workspace id (Discord guild); "" for DMs
+	Author Author
 	// Text is the content with the bot mention removed, trimmed.
 	Text         string
 	MentionsBot  bool
@@ -353,7 +353,6 @@ func (r *Router) AddSurface(prefix string, s Surface) error {
 	r.surfaces[prefix] = s
 	return nil
 }
-
 
 // Submit routes m: it decides m's admission once, and queues an admitted
 // message on its channel's queue, before it returns, so messages submitted

@@ -8,15 +8,19 @@ import (
 	"os"
 	"os/user"
 	"strconv"
-	"sync"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/console"
 )
 
-// consoleChannel is the terminal chat's channel key.
-const consoleChannel rtsandbox.ChannelKey = "console:local"
+// The terminal chat's channel key and its kind.
+const (
+	consoleKind                         = "console"
+	consoleChannel rtsandbox.ChannelKey = consoleKind + ":local"
+)
 
 // runChat is a terminal chat in console:local as the current user, each
 // line a sealed turn.
@@ -41,7 +45,8 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitUsage
 	}
-	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log, poster: &consolePoster{out: stdout}})
+	reports := &latePoster{}
+	s, err := newSealedRuntime(cfg, getenv, sealedOptions{log: log, poster: reports})
 	if err != nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitUsage
@@ -51,13 +56,53 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitFail
 	}
-	c := &console.Chat{Runtime: s.rt, Channel: consoleChannel, Speaker: localSpeaker(),
-		In: stdin, Out: stdout, Spinner: isTerminal(stdout), Logger: log}
+	c, r, err := consoleChat(s.rt, log, stdin, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "rtsandbox chat:", err)
+		return exitFail
+	}
+	defer r.Close(context.WithoutCancel(ctx)) // runs before s.close: the turn ends first
+	reports.bind(routerReports{r})
 	if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// consoleChat wires the terminal chat as a router surface: a router whose
+// only sandboxed channel is console:local and whose owner is the local
+// user, with the chat registered for the console kind.
+func consoleChat(rt router.Runtime, log *slog.Logger, stdin io.Reader, stdout io.Writer) (*console.Chat, *router.Router, error) {
+	me := localSpeaker()
+	owner, err := access.User(consoleKind, me.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	policy, err := access.New(access.Rules{Owners: []access.Identity{owner}})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := router.New(router.Options{Channels: consoleChannels{}, Runtime: rt, Access: policy, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &console.Chat{Router: r, Channel: consoleChannel, Author: router.Author{ID: me.ID, Name: me.Name},
+		In: stdin, Out: stdout, Spinner: isTerminal(stdout), Logger: log}
+	if err := r.AddSurface(consoleKind, c); err != nil {
+		return nil, nil, err
+	}
+	return c, r, nil
+}
+
+// consoleChannels is the chat's channel set: console:local, always
+// sandboxed.
+type consoleChannels struct{}
+
+func (consoleChannels) Enabled(k rtsandbox.ChannelKey) bool { return k == consoleChannel }
+func (consoleChannels) Enable(rtsandbox.ChannelKey) error   { return nil }
+func (consoleChannels) Disable(rtsandbox.ChannelKey) error {
+	return fmt.Errorf("the terminal chat is always sandboxed: %w", rtsandbox.ErrRefused)
 }
 
 // localSpeaker is the operator at the terminal: their login name and uid.
@@ -79,22 +124,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// consolePoster prints research reports that arrive while the chat runs.
-type consolePoster struct {
-	mu  sync.Mutex
-	out io.Writer
-}
-
-func (c *consolePoster) SendReply(_ context.Context, _ rtsandbox.ChannelKey, chunks []string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	fmt.Fprintln(c.out)
-	for _, chunk := range chunks {
-		if _, err := fmt.Fprintln(c.out, "agent> "+console.Printable(chunk)); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -169,12 +169,6 @@ func timeZone(cfg *config.Config, getenv env) string {
 	return "UTC"
 }
 
-// Guest-facing texts of a finished turn (spec §1 step 14).
-const (
-	textTurnFailed  = "The sandbox turn failed."
-	textTurnStopped = "The sandbox turn failed or was stopped."
-)
-
 // openLedger opens the daily budget database in the state dir when the
 // config sets any budget; nil otherwise (unlimited, and the broker's hot
 // path pays nothing).

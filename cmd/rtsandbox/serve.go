@@ -228,7 +228,7 @@ func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger
 			return err
 		}
 	}
-	m.watchRouter(r, h.api) // after the HTTP API exists: it holds messages too
+	m.watchRouter(r)
 	if cfg.Discord != nil {
 		// The Discord surface (surface/discord) is wired here; see
 		// discord_surface.go.
@@ -290,6 +290,9 @@ func (h *host) startHTTP(cfg *config.Config, getenv env) error {
 	if err != nil {
 		return err
 	}
+	if err := h.router.AddSurface(httpapi.Prefix, api); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("http.listen: %w", err)
@@ -324,6 +327,7 @@ func (h *host) stop() {
 	if h.api != nil {
 		h.api.Stop()
 	}
+	h.router.Drain() // waiting messages are refused now; reports still post
 	// Research jobs end first: each posts its "ran out of time" outcome
 	// through the router, which must still be open.
 	jctx, jcancel := context.WithTimeout(context.Background(), stopTimeout)

@@ -22,7 +22,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
-	"github.com/rtsandbox/rtsandbox/router"
 )
 
 const (
@@ -259,7 +258,7 @@ func TestServeDrain(t *testing.T) {
 		want  string
 	}{
 		{"turn-finishes", "30s", "Finished during the drain."},
-		{"turn-cancelled", "1s", router.TurnFailedOrStoppedText},
+		{"turn-cancelled", "1s", rtsandbox.TurnFailedOrStoppedText},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -431,7 +430,7 @@ func TestServeSecondSignalCutsDrain(t *testing.T) {
 	if d := time.Since(forcedAt); d > 15*time.Second {
 		t.Errorf("serve returned %v after the second signal; want promptly", d)
 	}
-	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != router.TurnFailedOrStoppedText {
+	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != rtsandbox.TurnFailedOrStoppedText {
 		t.Errorf("reply = %+v; want the fixed failure text", w)
 	}
 	if !strings.Contains(out.String(), "second signal") {

@@ -15,9 +15,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/chunk"
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/chunk"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/discord"

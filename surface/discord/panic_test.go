@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/discord"
 )
