@@ -486,3 +486,45 @@ func (s *server) sayAsync(t *testing.T, text string) <-chan waitReply {
 	}()
 	return got
 }
+
+// TestServeOwnerOffWaitsForAcceptedMessages is issue 10's ordering bug: an
+// owner's off over HTTP overtook messages the API had accepted with 202
+// (7 of 8 were dropped). Now off runs on the channel's queue behind them:
+// it is answered only after every message accepted before it had its turn.
+func TestServeOwnerOffWaitsForAcceptedMessages(t *testing.T) {
+	tag, cli := sealedImage(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Reply("Answered."))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
+	s := startServe(t, addr, "--config", cfg)
+
+	const accepted = 8 // the channel's queue bound (router.DefaultQueueLimit)
+	for i := range accepted {
+		code, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
+			fmt.Sprintf(`{"channel":"http:lobby","author":{"id":"alice","name":"Alice"},"text":"message %d","mentions_bot":true}`, i))
+		if code != http.StatusAccepted {
+			t.Fatalf("POST message %d = %d %s; want 202", i, code, body)
+		}
+	}
+	code, body := s.call(t, "POST", "/api/v1/channels/http:lobby/sandbox", serveOwnerToken, `{"enabled":false}`)
+	if code != http.StatusOK || !strings.Contains(body, `"enabled":false`) {
+		t.Fatalf("owner off = %d %s; want 200 and disabled", code, body)
+	}
+	reqs := model.Requests()
+	if len(reqs) != accepted {
+		t.Fatalf("turns before off answered = %d; want all %d accepted messages\n%s", len(reqs), accepted, s.out.String())
+	}
+	for i, r := range reqs {
+		if want := fmt.Sprintf("message %d", i); !strings.Contains(r.UserText(), want) {
+			t.Errorf("turn %d saw %q; want %q (arrival order)", i, r.UserText(), want)
+		}
+	}
+	if strings.Contains(s.out.String(), `"reason":"not_sandboxed"`) {
+		t.Errorf("an accepted message was dropped by the later off:\n%s", s.out.String())
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d; want 0\n%s", code, s.out.String())
+	}
+	assertNoTurnContainers(t, cli, tag)
+}
