@@ -162,35 +162,38 @@ func TestRoutesAnswerJSON(t *testing.T) {
 	}
 }
 
+// messageValidationTests are refused message bodies and their answers;
+// they also seed FuzzDecodeMessage.
+var messageValidationTests = []struct {
+	name, body, want string
+	code             int
+}{
+	{"unknown-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mention":true}`, `unknown key "mention"`, 400},
+	{"unknown-author-key", `{"channel":"http:lobby","author":{"id":"alice","role":"owner"},"text":"hi"}`, `unknown key "author.role"`, 400},
+	{"duplicate-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","text":"again"}`, `duplicate key "text"`, 400},
+	{"speaker-smuggling", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","speaker":{"id":"boss"}}`, `unknown key "speaker"`, 400},
+	{"missing-author", `{"channel":"http:lobby","text":"hi"}`, `author: required`, 400},
+	{"author-not-object", `{"channel":"http:lobby","author":"alice","text":"hi"}`, `author: must be an object`, 400},
+	{"missing-author-id", `{"channel":"http:lobby","author":{"name":"A"},"text":"hi"}`, `author.id: required`, 400},
+	{"author-id-space", `{"channel":"http:lobby","author":{"id":"a b"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
+	{"author-id-role", `{"channel":"http:lobby","author":{"id":"role:1"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
+	{"author-name-control", `{"channel":"http:lobby","author":{"id":"a","name":"A\u0007"},"text":"hi"}`, `author.name: at most 256 characters without control characters`, 400},
+	{"channel-other-surface", `{"channel":"discord:1","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
+	{"channel-slash", `{"channel":"http:a/..","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
+	{"channel-too-long", `{"channel":"http:` + strings.Repeat("r", 201) + `","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
+	{"blank-text", `{"channel":"http:lobby","author":{"id":"alice"},"text":"  "}`, `text: required and not blank`, 400},
+	{"text-too-long", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", MaxTextUnits+1) + `"}`, `text: at most 32000 characters of valid UTF-8`, 400},
+	{"text-null", `{"channel":"http:lobby","author":{"id":"alice"},"text":null}`, `text: must be a string`, 400},
+	{"bool-as-string", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mentions_bot":"true"}`, `mentions_bot: must be true or false`, 400},
+	{"wait-as-number", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","wait":1}`, `wait: must be true or false`, 400},
+	{"trailing-data", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi"} {}`, `body: data after the JSON object`, 400},
+	{"array", `[]`, `body: must be a JSON object`, 400},
+	{"broken-json", `{"channel":`, `body: invalid JSON at byte 11`, 400},
+	{"too-large", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, `request body too large`, 413},
+}
+
 func TestMessageValidation(t *testing.T) {
-	long := strings.Repeat("a", MaxTextUnits+1)
-	tests := []struct {
-		name, body, want string
-		code             int
-	}{
-		{"unknown-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mention":true}`, `unknown key "mention"`, 400},
-		{"unknown-author-key", `{"channel":"http:lobby","author":{"id":"alice","role":"owner"},"text":"hi"}`, `unknown key "author.role"`, 400},
-		{"duplicate-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","text":"again"}`, `duplicate key "text"`, 400},
-		{"speaker-smuggling", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","speaker":{"id":"boss"}}`, `unknown key "speaker"`, 400},
-		{"missing-author", `{"channel":"http:lobby","text":"hi"}`, `author: required`, 400},
-		{"author-not-object", `{"channel":"http:lobby","author":"alice","text":"hi"}`, `author: must be an object`, 400},
-		{"missing-author-id", `{"channel":"http:lobby","author":{"name":"A"},"text":"hi"}`, `author.id: required`, 400},
-		{"author-id-space", `{"channel":"http:lobby","author":{"id":"a b"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
-		{"author-id-role", `{"channel":"http:lobby","author":{"id":"role:1"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
-		{"author-name-control", `{"channel":"http:lobby","author":{"id":"a","name":"A\u0007"},"text":"hi"}`, `author.name: at most 256 characters without control characters`, 400},
-		{"channel-other-surface", `{"channel":"discord:1","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
-		{"channel-slash", `{"channel":"http:a/..","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
-		{"channel-too-long", `{"channel":"http:` + strings.Repeat("r", 201) + `","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
-		{"blank-text", `{"channel":"http:lobby","author":{"id":"alice"},"text":"  "}`, `text: required and not blank`, 400},
-		{"text-too-long", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + long + `"}`, `text: at most 32000 characters of valid UTF-8`, 400},
-		{"text-null", `{"channel":"http:lobby","author":{"id":"alice"},"text":null}`, `text: must be a string`, 400},
-		{"bool-as-string", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mentions_bot":"true"}`, `mentions_bot: must be true or false`, 400},
-		{"wait-as-number", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","wait":1}`, `wait: must be true or false`, 400},
-		{"trailing-data", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi"} {}`, `body: data after the JSON object`, 400},
-		{"array", `[]`, `body: must be a JSON object`, 400},
-		{"broken-json", `{"channel":`, `body: invalid JSON at byte 11`, 400},
-		{"too-large", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, `request body too large`, 413},
-	}
+	tests := messageValidationTests
 	f := newFixture(t, nil, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
