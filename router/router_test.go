@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -330,27 +330,31 @@ func TestFullPluginWithoutDiscord(t *testing.T) {
 	}
 }
 
-// Typing shows while the turn runs, is refreshed, and stops after the reply
-// is posted.
+// Typing shows while the turn runs, is refreshed every TypingInterval,
+// and stops after the reply is posted. In a synctest bubble the clock is
+// exact: a 35 s turn with a 10 s refresh shows typing at 0, 10, 20 and
+// 30 s.
 func TestTypingWhileTurnRuns(t *testing.T) {
-	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.TypingInterval = 5 * time.Millisecond })
-	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
-		time.Sleep(40 * time.Millisecond)
-		return rtsandbox.Reply{OK: true, Text: "done"}, nil
-	}
-	h.handle(t, mention(guests, "alice", "Alice", "x"))
-	ev := h.surface.Events()
-	time.Sleep(20 * time.Millisecond)
-	if after := h.surface.Events(); len(after) != len(ev) {
-		t.Errorf("typing continued after the turn: %q", after[len(ev):])
-	}
-	typing := strings.Count(strings.Join(ev, "\n"), "typing fake:guests")
-	if typing < 2 {
-		t.Errorf("typing shown %d times during a 40ms turn with a 5ms refresh; want ≥ 2 (events %q)", typing, ev)
-	}
-	if ev[0] != "typing fake:guests" || !slices.Contains(ev, "send fake:guests") {
-		t.Errorf("events %q; want typing first, then the reply", ev)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, newMemChannels(guests), func(o *Options) { o.TypingInterval = 10 * time.Second })
+		h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+			time.Sleep(35 * time.Second)
+			return rtsandbox.Reply{OK: true, Text: "done"}, nil
+		}
+		if err := <-h.submit(mention(guests, "alice", "Alice", "x")); err != nil {
+			t.Fatal(err)
+		}
+		ev := h.surface.Events()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if after := h.surface.Events(); len(after) != len(ev) {
+			t.Errorf("typing continued after the turn: %q", after[len(ev):])
+		}
+		want := []string{"typing fake:guests", "typing fake:guests", "typing fake:guests", "typing fake:guests", "send fake:guests"}
+		if diff := cmp.Diff(want, ev); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestLongReplyChunked(t *testing.T) {
@@ -410,6 +414,10 @@ func TestQueueOrderAndIsolation(t *testing.T) {
 	}
 	if got := h.r.QueueSize(guests); got != 6 {
 		t.Errorf("QueueSize(guests) = %d; want 6", got)
+	}
+	// The other lane settles its task before it goes.
+	for deadline := time.Now().Add(5 * time.Second); h.r.QueueSize(other) != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, h.r.Busy()); diff != "" {
 		t.Errorf("Busy (-want +got):\n%s", diff)
@@ -582,7 +590,12 @@ func TestSubmitDuringCloseDoesNotPanic(t *testing.T) {
 						return
 					default:
 					}
-					<-h.submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+					done, err := h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+					if err != nil { // refused at once: do not spin on the router's lock
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					<-done
 				}
 			}()
 		}
@@ -612,7 +625,9 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 	<-started
 	posted := make(chan error, 1)
 	go func() { posted <- h.r.PostReport(context.Background(), guests, []string{"Report."}) }()
-	time.Sleep(50 * time.Millisecond)
+	for h.r.QueueSize(guests) != 2 { // the report waits behind the turn
+		time.Sleep(time.Millisecond)
+	}
 	if got := h.surface.Sent(); len(got) != 0 {
 		t.Fatalf("sent before the turn ended: %q", got)
 	}
