@@ -10,30 +10,43 @@
 //     New adds the sandbox claim (priority 200) to the caller's claims.
 //   - Speakers are resolved by the router from the access rules, never
 //     taken from a surface; bots and integrations are never resolved.
-//   - Admitted work runs on a per-channel FIFO queue: one task at a time per
-//     channel in arrival order, channels concurrently, and a failed task
-//     never blocks the next. Guest messages are bounded per channel
-//     (Options.QueueLimit); owner commands are not.
+//   - A message is admitted once, by Submit, which answers at once whether
+//     the router took it. Admitted work runs on a per-channel FIFO queue:
+//     one task at a time per channel in arrival order, channels
+//     concurrently, and a failed task never blocks the next. This queue is
+//     the only per-channel order: surfaces keep none. Guest messages are
+//     bounded per channel (Options.QueueLimit); owner commands and reports
+//     are not.
+//   - Owner commands on, off, status and fresh run on the channel's queue,
+//     behind every message accepted before them, whichever surface sent
+//     them; stop acts at once (it aborts the running turn).
+//   - Everything the router posts is a Delivery that names the message it
+//     answers (InReplyTo, the surface's Message.ID): KindReply for a turn's
+//     answer or fixed failure text, KindNotice for the router's notice about
+//     a message it will not run, KindReport for a background report
+//     (PostReport, "" InReplyTo). Typing names the message too.
 //   - Every message the router does not run is dropped for one reason of
 //     a fixed set (DropReasons): logged as "message dropped" with the
 //     channel, the surface and the reason (never the content), reported to
 //     Options.OnDrop, and returned to the surface (Reason of Submit's
 //     error).
-//   - Everything a guest or chat user sees is a fixed text from this
-//     package; error details go only to the injected logger.
-//   - Delivery is bounded: a reply is at most MaxChunks messages (Chunk
-//     cuts the rest with ReplyCutNotice, SendReply and PostReport cut a
-//     longer list), every Send and Typing call has Options.SendTimeout,
-//     and a whole reply Options.ReplyTimeout, so a surface that hangs
-//     fails the reply instead of holding the channel's queue.
+//   - Everything a guest or chat user sees is a fixed text of the root
+//     package (rtsandbox.GuestText maps a turn's error to it); error
+//     details go only to the injected logger.
+//   - Delivery is bounded: a reply is at most chunk.MaxChunks messages (a
+//     longer one is cut with rtsandbox.ReplyCutNotice), every Deliver and
+//     Typing call has Options.SendTimeout, and a whole reply
+//     Options.ReplyTimeout, so a surface that hangs fails the reply instead
+//     of holding the channel's queue.
 //   - A panic in a surface call, the runtime or a claim's work fails only
 //     that call: it is recovered, logged with the channel key and the stack
 //     (never the message or reply text), answered with the fixed failure
 //     text where a turn was running, and the channel's next message runs.
 //
-// A surface implements Surface, registers it with AddSurface under its key
-// prefix, and calls Submit (or Handle) for every inbound message and
-// Command for owner commands.
+// A surface implements Surface; the wiring registers it with AddSurface
+// under its channel kind (never the surface's own constructor). The
+// surface calls Submit (or Handle) for every inbound message, with an ID
+// unique to it, and Command for owner commands.
 package router
 
 import (
