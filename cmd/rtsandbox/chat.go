@@ -61,7 +61,9 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
 		return exitFail
 	}
-	defer r.Close(context.WithoutCancel(ctx)) // runs before s.close: the turn ends first
+	// Before s.close. An interrupt (ctx ended) aborts a running turn, as it
+	// did when the chat called the runtime itself; /quit finds none.
+	defer r.Close(ctx)
 	reports.bind(routerReports{r})
 	if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(stderr, "rtsandbox chat:", err)
