@@ -113,28 +113,6 @@ func (f HostToolFunc) Run(ctx context.Context, input json.RawMessage, b Binding)
 	return f(ctx, input, b)
 }
 
-// Error classes shared across packages. Wrap them with fmt.Errorf("…: %w")
-// and test with errors.Is.
-var (
-	// ErrInvalid marks bad configuration or input, refused before any work.
-	ErrInvalid = errors.New("invalid")
-	// ErrRefused marks a request refused by policy.
-	ErrRefused = errors.New("refused")
-	// ErrBusy marks a channel that already runs a turn.
-	ErrBusy = errors.New("channel is busy")
-	// ErrUpstream marks a failed call to a model, tool or MCP endpoint.
-	ErrUpstream = errors.New("upstream failed")
-	// ErrEndedEarly marks work that was ended on purpose before it
-	// finished (an owner's stop, the host shutting down): not a failure
-	// to investigate.
-	ErrEndedEarly = errors.New("ended early")
-	// ErrOverBudget marks work refused because a daily budget (calls,
-	// upstream tokens or turn seconds of a speaker, a channel or the
-	// installation) is spent. Guests get BudgetText; the scope and kind
-	// are for the operator only.
-	ErrOverBudget = errors.New("daily budget exhausted")
-)
-
 // TrimJS trims like JS String.prototype.trim: Unicode White_Space plus
 // U+FEFF, but not U+0085, which Go's unicode.IsSpace includes. Rules that
 // ask for "non-blank after trimming" use it on both sides of the worker

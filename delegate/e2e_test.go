@@ -51,10 +51,10 @@ type surface struct {
 	got  chan struct{}
 }
 
-func (s *surface) Send(_ context.Context, ch rtsandbox.ChannelKey, chunk string) error {
+func (s *surface) Deliver(_ context.Context, d router.Delivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sent[ch] = append(s.sent[ch], chunk)
+	s.sent[d.Channel] = append(s.sent[d.Channel], d.Chunk)
 	select {
 	case s.got <- struct{}{}:
 	default:
@@ -62,7 +62,14 @@ func (s *surface) Send(_ context.Context, ch rtsandbox.ChannelKey, chunk string)
 	return nil
 }
 
-func (s *surface) Typing(context.Context, rtsandbox.ChannelKey) error { return nil }
+func (s *surface) Typing(context.Context, rtsandbox.ChannelKey, string) error { return nil }
+
+// reports posts through the router's report path, as the host does.
+type reports struct{ r *router.Router }
+
+func (p reports) SendReply(ctx context.Context, ch rtsandbox.ChannelKey, chunks []string) error {
+	return p.r.PostReport(ctx, ch, chunks)
+}
 
 func (s *surface) chunks(ch rtsandbox.ChannelKey) []string {
 	s.mu.Lock()
@@ -138,7 +145,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 		Run: func(ctx context.Context, task string, _ RunContext) (string, error) {
 			return worker.Run(ctx, task)
 		},
-		Deliver: PostOutcome(r),
+		Deliver: PostOutcome(reports{r}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +189,7 @@ func TestDisposeReportsToChannel(t *testing.T) {
 	surf := &surface{sent: map[rtsandbox.ChannelKey][]string{}, got: make(chan struct{}, 1)}
 	_ = r.AddSurface("fake", surf)
 	started := make(chan struct{})
-	d, _ := New(Options{Target: "guest", Deliver: PostOutcome(r), Run: func(ctx context.Context, _ string, _ RunContext) (string, error) {
+	d, _ := New(Options{Target: "guest", Deliver: PostOutcome(reports{r}), Run: func(ctx context.Context, _ string, _ RunContext) (string, error) {
 		close(started)
 		<-ctx.Done()
 		return "", ctx.Err()

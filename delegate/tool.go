@@ -9,7 +9,7 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/chunk"
 )
 
 // ToolName is the guest-facing research tool's name (the model sees
@@ -71,7 +71,8 @@ func (t *Tool) Run(_ context.Context, input json.RawMessage, b rtsandbox.Binding
 		"when it is ready; you do not need to wait for it or check on it.", nil
 }
 
-// Poster posts chunks to a channel; *router.Router satisfies it.
+// Poster posts chunks to a channel (the host posts them through
+// router.PostReport).
 type Poster interface {
 	SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error
 }
@@ -91,10 +92,10 @@ func OutcomeText(job Job, out Outcome) string {
 }
 
 // PostOutcome returns a Deliver function that posts OutcomeText to the
-// job's channel in router.Chunk pieces.
+// job's channel in chunk.Chunk pieces.
 func PostOutcome(p Poster) func(ctx context.Context, job Job, out Outcome) error {
 	return func(ctx context.Context, job Job, out Outcome) error {
-		return p.SendReply(ctx, job.Channel, router.Chunk(OutcomeText(job, out), router.ChunkLimit))
+		return p.SendReply(ctx, job.Channel, chunk.Chunk(OutcomeText(job, out), chunk.ChunkLimit))
 	}
 }
 

@@ -33,6 +33,9 @@ func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, get
 	if err != nil {
 		return nil, err
 	}
+	if err := r.AddSurface(discord.Prefix, s); err != nil {
+		return nil, err
+	}
 	if err := s.Start(ctx); err != nil {
 		s.Close()
 		return nil, err

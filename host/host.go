@@ -123,7 +123,7 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 			return nil, err
 		}
 	}
-	m.watchRouter(h.router, h.api) // after the HTTP API exists: it holds messages too
+	m.watchRouter(h.router)
 	if cfg.Discord != nil {
 		stop, err := startDiscord(ctx, cfg, h.router, opts.Getenv, log, opts.Discord)
 		if err != nil {
@@ -218,6 +218,9 @@ func (h *Host) Close(ctx context.Context) error {
 	if h.api != nil {
 		h.api.Stop()
 	}
+	if h.router != nil {
+		h.router.Drain() // waiting messages are refused now; reports still post
+	}
 	// Research jobs end first: each posts its "ran out of time" outcome
 	// through the router, which must still be open.
 	jctx, jcancel := context.WithTimeout(context.Background(), StopTimeout)
@@ -276,6 +279,9 @@ func (h *Host) startHTTP(getenv env) error {
 		Usage:         h.usage,
 	})
 	if err != nil {
+		return err
+	}
+	if err := h.router.AddSurface(httpapi.Prefix, api); err != nil {
 		return err
 	}
 	h.api = api

@@ -16,7 +16,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/metrics"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/sandbox"
-	"github.com/rtsandbox/rtsandbox/surface/httpapi"
 )
 
 // hostMetrics is serve's metrics: a Recorder and the listener that serves
@@ -101,20 +100,14 @@ func (h *hostMetrics) onDrop() func(rtsandbox.ChannelKey, string) {
 }
 
 // watchRouter binds the queue gauge and starts every drop reason at zero.
-// The gauge counts the router's queues and the messages the HTTP API
-// (nil when off) holds before it hands each channel's next one over.
-func (h *hostMetrics) watchRouter(r *router.Router, api *httpapi.API) {
+// The gauge counts the router's queues, which hold every surface's
+// messages (the HTTP API hands each to the router at once).
+func (h *hostMetrics) watchRouter(r *router.Router) {
 	if h.rec == nil {
 		return
 	}
-	h.rec.DropReasons(router.DropReasons...)
-	h.rec.QueueDepth(func() int {
-		n := r.QueueDepth()
-		if api != nil {
-			n += api.Held()
-		}
-		return n
-	})
+	h.rec.DropReasons(router.DropReasons()...)
+	h.rec.QueueDepth(r.QueueDepth)
 }
 
 // logTurn returns the runtime's OnTurn: it writes the turn's one Info

@@ -23,7 +23,7 @@ func (r *Recorder) registerQueue() {
 func (r *Recorder) Drop(reason string) { r.drops.WithLabelValues(label(reason)).Inc() }
 
 // DropReasons starts the drop counters of reasons at zero, so that every
-// reason has a series before its first drop (router.DropReasons).
+// reason has a series before its first drop (router.DropReasons()).
 func (r *Recorder) DropReasons(reasons ...string) {
 	for _, reason := range reasons {
 		r.drops.WithLabelValues(label(reason))

@@ -19,25 +19,10 @@ const (
 	ActionStop   = "stop"
 )
 
-// Actions lists the owner command actions in display order.
-var Actions = []string{ActionOn, ActionOff, ActionStatus, ActionFresh, ActionStop}
-
-// Fixed owner command replies (host spec §1.12). Surfaces show them to the
-// issuer only (Discord: ephemeral).
-const (
-	EnabledText   = "Sandbox routing is enabled. Mention the bot or reply to it to start a sealed turn."
-	DisabledText  = "Sandbox routing is disabled. Memory is retained; normal host routing applies again."
-	NotOwnerText  = "Owner only: sandbox commands are the control panel of this assistant's owner."
-	NeedsChanText = "Sandbox commands require a guild channel."
-	UnknownText   = "Unknown sandbox command. Use on, off, status, fresh or stop."
-	FreshText     = "The next sandbox turn in this channel starts a fresh conversation. Memory is kept."
-	NotOwnedText  = "This channel is not sandboxed."
-	StoppedText   = "Stopped the running sandbox turn."
-	IdleText      = "No sandbox turn is running in this channel."
-	CommandFailed = "That did not finish; try again later. The details are in the log."
-	QueuedText    = "Queued: this applies once the channel's running turns finish."
-	DiskFullText  = "The host's disk is full: the change was not saved. Free some space and try again."
-)
+// Actions returns the owner command actions in display order.
+func Actions() []string {
+	return []string{ActionOn, ActionOff, ActionStatus, ActionFresh, ActionStop}
+}
 
 // Error classes of Command, beside ErrStopping and context errors.
 var (
@@ -68,32 +53,32 @@ func (r *Router) Command(ctx context.Context, c Command) (string, error) {
 	switch c.Action {
 	case ActionOn, ActionOff, ActionStatus, ActionFresh, ActionStop:
 	default:
-		return UnknownText, ErrUnknownAction
+		return rtsandbox.UnknownActionText, ErrUnknownAction
 	}
 	if c.Author.Bot || c.Author.Integration {
-		return NotOwnerText, ErrNotOwner
+		return rtsandbox.NotOwnerText, ErrNotOwner
 	}
 	if _, tier := r.access.Resolve(r.actor(c.Channel, c.Author)); tier != access.Owner {
-		return NotOwnerText, ErrNotOwner
+		return rtsandbox.NotOwnerText, ErrNotOwner
 	}
 	if c.Direct || !c.Channel.Valid() {
-		return NeedsChanText, ErrNeedsChannel
+		return rtsandbox.NeedsChannelText, ErrNeedsChannel
 	}
 	switch c.Action {
 	case ActionStop:
 		if r.Stop(c.Channel) {
-			return StoppedText, nil
+			return rtsandbox.StoppedText, nil
 		}
-		return IdleText, nil
+		return rtsandbox.IdleText, nil
 	case ActionFresh:
 		_, err := r.StartFresh(ctx, c.Channel)
 		switch {
 		case errors.Is(err, ErrNoClaim):
-			return NotOwnedText, nil
+			return rtsandbox.NotOwnedText, nil
 		case err != nil:
 			return r.commandFailed(c, err)
 		}
-		return FreshText, nil
+		return rtsandbox.FreshText, nil
 	}
 	var enabled bool
 	err := r.inQueue(ctx, c.Channel, func(context.Context) error {
@@ -110,9 +95,9 @@ func (r *Router) Command(ctx context.Context, c Command) (string, error) {
 	if err != nil {
 		return r.commandFailed(c, err)
 	}
-	text := DisabledText
+	text := rtsandbox.DisabledText
 	if enabled {
-		text = EnabledText
+		text = rtsandbox.EnabledText
 	}
 	return r.withUsage(ctx, c, text), nil
 }
@@ -130,16 +115,16 @@ func (r *Router) withUsage(ctx context.Context, c Command, text string) string {
 
 func (r *Router) commandFailed(c Command, err error) (string, error) {
 	if errors.Is(err, ErrStopping) {
-		return RestartingText, err
+		return rtsandbox.RestartingText, err
 	}
 	// The wait ended (an interaction about to expire, a client gone) but
 	// the command stays queued and will still apply: say so, not "failed".
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return QueuedText, err
+		return rtsandbox.QueuedText, err
 	}
 	r.log.Error("owner command failed", "channel", c.Channel, "action", c.Action, "err", err)
 	if errors.Is(err, syscall.ENOSPC) {
-		return DiskFullText, err
+		return rtsandbox.DiskFullText, err
 	}
-	return CommandFailed, err
+	return rtsandbox.CommandFailedText, err
 }

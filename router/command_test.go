@@ -25,7 +25,7 @@ func TestCommandsGuard(t *testing.T) {
 	ctx := context.Background()
 
 	text, err := h.r.Command(ctx, Command{Channel: guests, Author: Author{ID: "alice", Name: "Alice"}, Action: ActionOn})
-	if !errors.Is(err, ErrNotOwner) || text != NotOwnerText || store.Enabled(guests) {
+	if !errors.Is(err, ErrNotOwner) || text != rtsandbox.NotOwnerText || store.Enabled(guests) {
 		t.Errorf("guest on = %q, %v, enabled %v; want the refusal and no change", text, err, store.Enabled(guests))
 	}
 	text, err = h.r.Command(ctx, Command{Channel: guests, Author: Author{ID: "owner", Bot: true}, Action: ActionOn})
@@ -35,11 +35,11 @@ func TestCommandsGuard(t *testing.T) {
 	dm := ownerCmd(guests, ActionOn)
 	dm.Direct = true
 	text, err = h.r.Command(ctx, dm)
-	if !errors.Is(err, ErrNeedsChannel) || text != NeedsChanText || store.Enabled(guests) {
-		t.Errorf("owner on in a DM = %q, %v; want %q and no change", text, err, NeedsChanText)
+	if !errors.Is(err, ErrNeedsChannel) || text != rtsandbox.NeedsChannelText || store.Enabled(guests) {
+		t.Errorf("owner on in a DM = %q, %v; want %q and no change", text, err, rtsandbox.NeedsChannelText)
 	}
 	text, err = h.r.Command(ctx, ownerCmd(guests, ActionOn))
-	if err != nil || text != EnabledText || !store.Enabled(guests) {
+	if err != nil || text != rtsandbox.EnabledText || !store.Enabled(guests) {
 		t.Errorf("owner on = %q, %v, enabled %v", text, err, store.Enabled(guests))
 	}
 	text, _ = h.r.Command(ctx, ownerCmd(guests, ActionStatus))
@@ -47,11 +47,11 @@ func TestCommandsGuard(t *testing.T) {
 		t.Errorf("status = %q; want it to contain enabled", text)
 	}
 	text, err = h.r.Command(ctx, ownerCmd(guests, "explode"))
-	if !errors.Is(err, ErrUnknownAction) || text != UnknownText {
+	if !errors.Is(err, ErrUnknownAction) || text != rtsandbox.UnknownActionText {
 		t.Errorf("unknown action = %q, %v", text, err)
 	}
 	text, err = h.r.Command(ctx, ownerCmd(guests, ActionOff))
-	if err != nil || text != DisabledText {
+	if err != nil || text != rtsandbox.DisabledText {
 		t.Errorf("owner off = %q, %v", text, err)
 	}
 	store.Close()
@@ -72,7 +72,7 @@ func TestCommandsQueue(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "held"}, nil
 	}
-	turn := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	turn := h.submit(mention(guests, "alice", "Alice", "x"))
 	<-started
 	cmd := make(chan string, 1)
 	go func() {
@@ -87,7 +87,7 @@ func TestCommandsQueue(t *testing.T) {
 	}
 	close(release)
 	<-turn
-	if text := <-cmd; text != DisabledText {
+	if text := <-cmd; text != rtsandbox.DisabledText {
 		t.Errorf("off = %q", text)
 	}
 	if chans.Enabled(guests) {
@@ -98,16 +98,16 @@ func TestCommandsQueue(t *testing.T) {
 func TestCommandsFreshAndStop(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	ctx := context.Background()
-	if text, err := h.r.Command(ctx, ownerCmd(guests, ActionFresh)); err != nil || text != FreshText {
+	if text, err := h.r.Command(ctx, ownerCmd(guests, ActionFresh)); err != nil || text != rtsandbox.FreshText {
 		t.Errorf("fresh = %q, %v", text, err)
 	}
 	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, h.rt.Fresh()); diff != "" {
 		t.Errorf("runtime StartFresh calls (-want +got):\n%s", diff)
 	}
-	if text, err := h.r.Command(ctx, ownerCmd("fake:plain", ActionFresh)); err != nil || text != NotOwnedText {
+	if text, err := h.r.Command(ctx, ownerCmd("fake:plain", ActionFresh)); err != nil || text != rtsandbox.NotOwnedText {
 		t.Errorf("fresh in an unowned channel = %q, %v", text, err)
 	}
-	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionStop)); text != IdleText {
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionStop)); text != rtsandbox.IdleText {
 		t.Errorf("stop with nothing running = %q", text)
 	}
 	started := make(chan struct{})
@@ -116,16 +116,16 @@ func TestCommandsFreshAndStop(t *testing.T) {
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
 	}
-	turn := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	turn := h.submit(mention(guests, "alice", "Alice", "x"))
 	<-started
-	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionStop)); text != StoppedText {
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionStop)); text != rtsandbox.StoppedText {
 		t.Errorf("stop during a turn = %q", text)
 	}
 	<-turn
-	if diff := cmp.Diff([]string{TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
+	if diff := cmp.Diff([]string{rtsandbox.TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
-	if text, _ := h.r.Command(ctx, Command{Channel: guests, Author: Author{ID: "alice"}, Action: ActionStop}); text != NotOwnerText {
+	if text, _ := h.r.Command(ctx, Command{Channel: guests, Author: Author{ID: "alice"}, Action: ActionStop}); text != rtsandbox.NotOwnerText {
 		t.Errorf("guest stop = %q; want refusal", text)
 	}
 }
@@ -135,8 +135,8 @@ func TestCommandStoreFailure(t *testing.T) {
 	chans.failing = true
 	h := newHarness(t, chans)
 	text, err := h.r.Command(context.Background(), ownerCmd(guests, ActionOn))
-	if err == nil || text != CommandFailed {
-		t.Errorf("on with a failing store = %q, %v; want %q", text, err, CommandFailed)
+	if err == nil || text != rtsandbox.CommandFailedText {
+		t.Errorf("on with a failing store = %q, %v; want %q", text, err, rtsandbox.CommandFailedText)
 	}
 	if strings.Contains(text, "disk full") {
 		t.Errorf("the user-facing text leaks the error detail")
@@ -161,12 +161,12 @@ func TestCommandWaitEndsStillApplies(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "held"}, nil
 	}
-	turn := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	turn := h.submit(mention(guests, "alice", "Alice", "x"))
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if text, err := h.r.Command(ctx, ownerCmd(guests, ActionOff)); text != QueuedText || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("off past its wait = %q, %v; want %q", text, err, QueuedText)
+	if text, err := h.r.Command(ctx, ownerCmd(guests, ActionOff)); text != rtsandbox.QueuedText || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("off past its wait = %q, %v; want %q", text, err, rtsandbox.QueuedText)
 	}
 	close(release)
 	<-turn
@@ -187,10 +187,10 @@ func TestStatusAppendsUsage(t *testing.T) {
 	})
 	ctx := context.Background()
 	text, err := h.r.Command(ctx, ownerCmd(guests, ActionStatus))
-	if want := EnabledText + "\nusage of " + string(guests); err != nil || text != want {
+	if want := rtsandbox.EnabledText + "\nusage of " + string(guests); err != nil || text != want {
 		t.Errorf("status = %q, %v; want %q", text, err, want)
 	}
-	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionOn)); text != EnabledText {
-		t.Errorf("on = %q; want %q without usage", text, EnabledText)
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionOn)); text != rtsandbox.EnabledText {
+		t.Errorf("on = %q; want %q without usage", text, rtsandbox.EnabledText)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/chunk"
 )
 
 // reply returns a runtime that answers every turn with text.
@@ -23,19 +24,19 @@ func reply(text string) func(context.Context, turnCall) (rtsandbox.Reply, error)
 	}
 }
 
-// checkPosted asserts what a reply of in was posted as: at most MaxChunks
-// chunks within ChunkLimit, at most three times the reply's units in all,
+// checkPosted asserts what a reply of in was posted as: at most chunk.MaxChunks
+// chunks within chunk.ChunkLimit, at most three times the reply's units in all,
 // and the cut notice at the end exactly when want says so.
 func checkPosted(t *testing.T, in string, sent []string, wantCut bool) {
 	t.Helper()
-	if len(sent) == 0 || len(sent) > MaxChunks {
-		t.Fatalf("posted %d chunks; want 1 to %d", len(sent), MaxChunks)
+	if len(sent) == 0 || len(sent) > chunk.MaxChunks {
+		t.Fatalf("posted %d chunks; want 1 to %d", len(sent), chunk.MaxChunks)
 	}
 	total := 0
 	for i, c := range sent {
 		n := rtsandbox.UTF16Len(c)
-		if n > ChunkLimit {
-			t.Errorf("chunk %d has %d UTF-16 units; limit %d", i, n, ChunkLimit)
+		if n > chunk.ChunkLimit {
+			t.Errorf("chunk %d has %d UTF-16 units; limit %d", i, n, chunk.ChunkLimit)
 		}
 		total += n
 	}
@@ -43,11 +44,11 @@ func checkPosted(t *testing.T, in string, sent []string, wantCut bool) {
 		t.Errorf("posted %d units in %d chunks for a reply of %d", total, len(sent), n)
 	}
 	last := sent[len(sent)-1]
-	if cut := strings.HasSuffix(last, "\n\n"+ReplyCutNotice); cut != wantCut {
+	if cut := strings.HasSuffix(last, "\n\n"+rtsandbox.ReplyCutNotice); cut != wantCut {
 		t.Errorf("last chunk ends with the cut notice: %v; want %v (…%q)", cut, wantCut, last[max(0, len(last)-80):])
 	}
-	if wantCut && len(sent) != MaxChunks {
-		t.Errorf("a cut reply took %d chunks; want all %d", len(sent), MaxChunks)
+	if wantCut && len(sent) != chunk.MaxChunks {
+		t.Errorf("a cut reply took %d chunks; want all %d", len(sent), chunk.MaxChunks)
 	}
 }
 
@@ -105,7 +106,7 @@ func TestReplyAmplificationLongFenceLine(t *testing.T) {
 	}
 }
 
-// An ordinary markdown reply at rtsandbox.MaxReplyText is cut to MaxChunks
+// An ordinary markdown reply at rtsandbox.MaxReplyText is cut to chunk.MaxChunks
 // messages, the last ending with the notice; what is posted is the
 // reply's beginning.
 func TestReplyCutWithNotice(t *testing.T) {
@@ -125,7 +126,7 @@ func TestReplyCutWithNotice(t *testing.T) {
 	sent := h.surface.Sent()
 	checkPosted(t, in, sent, true)
 	posted := strings.Join(sent, "\n\n")
-	posted = strings.TrimSuffix(posted, "\n\n"+ReplyCutNotice)
+	posted = strings.TrimSuffix(posted, "\n\n"+rtsandbox.ReplyCutNotice)
 	if !strings.HasPrefix(in, sent[0]) {
 		t.Errorf("the first chunk is not the reply's beginning: %q", sent[0][:80])
 	}
@@ -138,19 +139,19 @@ func TestReplyCutWithNotice(t *testing.T) {
 	}
 }
 
-// A list of chunks longer than MaxChunks handed to the Port is cut too.
+// A list of chunks longer than chunk.MaxChunks handed to the Port is cut too.
 func TestSendReplyCutsLongList(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
-	chunks := make([]string, MaxChunks+5)
+	chunks := make([]string, chunk.MaxChunks+5)
 	for i := range chunks {
 		chunks[i] = "part"
 	}
-	if err := h.r.SendReply(context.Background(), guests, chunks); err != nil {
+	if err := h.r.deliver(context.Background(), Delivery{Channel: guests, Kind: KindReply}, chunks); err != nil {
 		t.Fatal(err)
 	}
 	sent := h.surface.Sent()
-	if len(sent) != MaxChunks || sent[MaxChunks-1] != ReplyCutNotice {
-		t.Errorf("sent %d chunks ending %q; want %d ending with the notice", len(sent), sent[len(sent)-1], MaxChunks)
+	if len(sent) != chunk.MaxChunks || sent[chunk.MaxChunks-1] != rtsandbox.ReplyCutNotice {
+		t.Errorf("sent %d chunks ending %q; want %d ending with the notice", len(sent), sent[len(sent)-1], chunk.MaxChunks)
 	}
 }
 
@@ -170,7 +171,7 @@ func TestSurfaceSendBlockedHitsDeadline(t *testing.T) {
 			return nil
 		}
 		start := time.Now()
-		if err := <-h.r.Submit(mention(guests, "alice", "Alice", "x")); err != nil {
+		if err := <-h.submit(mention(guests, "alice", "Alice", "x")); err != nil {
 			t.Fatalf("Submit = %v", err)
 		}
 		if got, want := time.Since(start), 2*DefaultSendTimeout; got != want {
@@ -188,7 +189,7 @@ func TestSurfaceSendBlockedHitsDeadline(t *testing.T) {
 		}
 
 		blocked.Store(false)
-		if err := <-h.r.Submit(mention(guests, "alice", "Alice", "y")); err != nil {
+		if err := <-h.submit(mention(guests, "alice", "Alice", "y")); err != nil {
 			t.Fatalf("Submit = %v", err)
 		}
 		if diff := cmp.Diff([]string{"Sealed."}, h.surface.Sent()); diff != "" {
@@ -215,7 +216,7 @@ func TestSurfaceSlowReplyHitsReplyTimeout(t *testing.T) {
 		}
 		h.rt.Run = reply(strings.Repeat("p\n\n"+strings.Repeat("x", 1990)+"\n\n", 5))
 		start := time.Now()
-		if err := <-h.r.Submit(mention(guests, "alice", "Alice", "x")); err != nil {
+		if err := <-h.submit(mention(guests, "alice", "Alice", "x")); err != nil {
 			t.Fatalf("Submit = %v", err)
 		}
 		// Two chunks in 40 s, the third cut at 50 s, the notice in 20 s.
@@ -223,7 +224,7 @@ func TestSurfaceSlowReplyHitsReplyTimeout(t *testing.T) {
 			t.Errorf("the turn held the channel %v; want %v", got, want)
 		}
 		sent := h.surface.Sent()
-		if len(sent) != 3 || sent[2] != TurnFailedOrStoppedText {
+		if len(sent) != 3 || sent[2] != rtsandbox.TurnFailedOrStoppedText {
 			t.Errorf("sent %d chunks, last %q; want two chunks and the failure text", len(sent), sent[len(sent)-1])
 		}
 	})
@@ -282,7 +283,7 @@ func TestSurfacePanicDoesNotKillHost(t *testing.T) {
 		}
 		return rtsandbox.Reply{OK: true, Text: c.Text}, nil
 	}
-	boom := h.r.Submit(mention(guests, "alice", "Alice", "secret-boom"))
+	boom := h.submit(mention(guests, "alice", "Alice", "secret-boom"))
 	if err := h.handle(t, mention(other, "alice", "Alice", "hello")); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestSurfacePanicDoesNotKillHost(t *testing.T) {
 	if err := h.handle(t, mention(guests, "alice", "Alice", "next")); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"hello", TurnFailedOrStoppedText, "next"}
+	want := []string{"hello", rtsandbox.TurnFailedOrStoppedText, "next"}
 	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
@@ -329,7 +330,7 @@ func TestRuntimePanicAnsweredWithFixedText(t *testing.T) {
 			t.Fatalf("Handle(%s) = %v", text, err)
 		}
 	}
-	want := []string{TurnFailedOrStoppedText, TurnFailedOrStoppedText, "fine"}
+	want := []string{rtsandbox.TurnFailedOrStoppedText, rtsandbox.TurnFailedOrStoppedText, "fine"}
 	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
@@ -390,7 +391,7 @@ func TestHostBusyAnsweredWithBusyText(t *testing.T) {
 			t.Fatalf("Handle(%s) = %v", text, err)
 		}
 	}
-	if diff := cmp.Diff([]string{BusyText, "fine"}, h.surface.Sent()); diff != "" {
+	if diff := cmp.Diff([]string{rtsandbox.BusyText, "fine"}, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
 }
@@ -411,7 +412,7 @@ func TestOverBudgetAnsweredWithBudgetText(t *testing.T) {
 			t.Fatalf("Handle(%s) = %v", text, err)
 		}
 	}
-	if diff := cmp.Diff([]string{BudgetText, "fine"}, h.surface.Sent()); diff != "" {
+	if diff := cmp.Diff([]string{rtsandbox.BudgetText, "fine"}, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
 }
@@ -426,7 +427,7 @@ func TestStoppedTurnNotLoggedAsFailure(t *testing.T) {
 		if err := h.handle(t, mention(guests, "alice", "Alice", "hi")); err != nil {
 			t.Fatalf("Handle = %v", err)
 		}
-		if diff := cmp.Diff([]string{TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
+		if diff := cmp.Diff([]string{rtsandbox.TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
 			t.Errorf("%v: sent (-want +got):\n%s", cause, diff)
 		}
 		var msgs []string
@@ -436,5 +437,58 @@ func TestStoppedTurnNotLoggedAsFailure(t *testing.T) {
 		if !slices.Contains(msgs, sandboxTurnEndedEarlyLog) || slices.Contains(msgs, sandboxTurnFailedLog) {
 			t.Errorf("%v: logs = %q; want the ended-early record and no failure record", cause, msgs)
 		}
+	}
+}
+
+// Every delivery names the message it answers: a turn's reply and its
+// failure text are KindReply for that message, typing is shown for it, a
+// refusal's notice is KindNotice for the refused message, and a report is
+// KindReport tied to none.
+func TestDeliveriesNameTheirMessage(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.QueueLimit = 1 })
+	gate := make(chan struct{})
+	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+		if c.Text == "fail" {
+			return rtsandbox.Reply{}, errors.New("engine down")
+		}
+		<-gate
+		return rtsandbox.Reply{OK: true, Text: "re " + c.Text}, nil
+	}
+	msg := func(id, text string) Message {
+		m := mention(guests, "alice", "Alice", text)
+		m.ID = id
+		return m
+	}
+	first := h.submit(msg("m1", "one"))
+	for len(h.rt.Calls()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := h.r.Submit(msg("m2", "over")); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("Submit beyond the bound = %v; want ErrQueueFull", err)
+	}
+	for len(h.surface.Sent()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := h.handle(t, msg("m3", "fail")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.r.PostReport(context.Background(), guests, []string{"report"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []Delivery{
+		{Channel: guests, InReplyTo: "m2", Kind: KindNotice, Chunk: rtsandbox.QueueFullText},
+		{Channel: guests, InReplyTo: "m1", Kind: KindReply, Chunk: "re one"},
+		{Channel: guests, InReplyTo: "m3", Kind: KindReply, Chunk: rtsandbox.TurnFailedOrStoppedText},
+		{Channel: guests, Kind: KindReport, Chunk: "report"},
+	}
+	if diff := cmp.Diff(want, h.surface.Deliveries()); diff != "" {
+		t.Errorf("deliveries (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"m1", "m3"}, h.surface.TypingFor()); diff != "" {
+		t.Errorf("typing shown for (-want +got):\n%s", diff)
 	}
 }

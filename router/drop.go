@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -40,11 +41,13 @@ const (
 	DropInternal = "internal_error"
 )
 
-// DropReasons lists every drop reason, for metrics that register their
+// DropReasons returns every drop reason, for metrics that register their
 // label values up front.
-var DropReasons = []string{
-	DropEmpty, DropNotSandboxed, DropNotAddressed, DropDirect, DropBotAuthor,
-	DropUnknownSpeaker, DropNotAdmitted, DropQueueFull, DropShuttingDown, DropInternal,
+func DropReasons() []string {
+	return []string{
+		DropEmpty, DropNotSandboxed, DropNotAddressed, DropDirect, DropBotAuthor,
+		DropUnknownSpeaker, DropNotAdmitted, DropQueueFull, DropShuttingDown, DropInternal,
+	}
 }
 
 // ErrDropped marks a message the router did not run. Test with errors.Is;
@@ -88,10 +91,8 @@ func Reason(err error) string {
 
 // knownReason maps a reason outside the fixed set to DropNotAdmitted.
 func knownReason(reason string) string {
-	for _, r := range DropReasons {
-		if r == reason {
-			return r
-		}
+	if slices.Contains(DropReasons(), reason) {
+		return reason
 	}
 	return DropNotAdmitted
 }

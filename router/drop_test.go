@@ -68,9 +68,9 @@ func TestReason(t *testing.T) {
 	}
 }
 
-// Admits is a probe and records nothing; Screen records a drop once and
-// nothing for a message that would be admitted.
-func TestAdmitsAndScreen(t *testing.T) {
+// Admits is a probe and records nothing; Submit decides once and records
+// a drop once, returning it at once.
+func TestAdmitsIsAProbeSubmitDecides(t *testing.T) {
 	drops := &dropCounter{}
 	h := newHarness(t, newMemChannels(guests), drops.option)
 	unresolved := mention(guests, "mallory", "M", "x")
@@ -80,11 +80,8 @@ func TestAdmitsAndScreen(t *testing.T) {
 	if got := drops.seen(); len(got) != 0 || len(h.log.records()) != 0 {
 		t.Errorf("Admits recorded %q, logs %v; want nothing", got, h.log.messages())
 	}
-	if got := h.r.Screen(unresolved); got != DropUnknownSpeaker {
-		t.Errorf("Screen(unresolved) = %q; want %q", got, DropUnknownSpeaker)
-	}
-	if got := h.r.Screen(mention(guests, "alice", "Alice", "x")); got != "" {
-		t.Errorf("Screen(admissible) = %q; want \"\"", got)
+	if done, err := h.r.Submit(unresolved); done != nil || Reason(err) != DropUnknownSpeaker {
+		t.Errorf("Submit(unresolved) = %v, %v; want no channel and %q", done, err, DropUnknownSpeaker)
 	}
 	if diff := cmp.Diff(dropsOf(guests, DropUnknownSpeaker), drops.seen()); diff != "" {
 		t.Errorf("OnDrop (-want +got):\n%s", diff)
@@ -93,7 +90,7 @@ func TestAdmitsAndScreen(t *testing.T) {
 		t.Errorf("logs (-want +got):\n%s", diff)
 	}
 	if n := len(h.rt.Calls()); n != 0 {
-		t.Errorf("Screen ran %d turns", n)
+		t.Errorf("a dropped message ran %d turns", n)
 	}
 }
 
@@ -127,7 +124,7 @@ func TestOnDropQueueFullAndPanic(t *testing.T) {
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
-	first := h.r.Submit(mention(guests, "alice", "Alice", "1"))
+	first := h.submit(mention(guests, "alice", "Alice", "1"))
 	waitQueued(t, h.r, 1)
 	err := h.handle(t, mention(guests, "alice", "Alice", "2"))
 	if Reason(err) != DropQueueFull || !errors.Is(err, ErrQueueFull) {
@@ -154,7 +151,7 @@ func TestQueueDepth(t *testing.T) {
 	}
 	var done []<-chan error
 	for _, ch := range []rtsandbox.ChannelKey{guests, guests, "fake:other"} {
-		done = append(done, h.r.Submit(mention(ch, "alice", "Alice", "x")))
+		done = append(done, h.submit(mention(ch, "alice", "Alice", "x")))
 	}
 	waitQueued(t, h.r, 3)
 	if got := h.r.QueueDepth(); got != 3 {

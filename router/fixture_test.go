@@ -48,12 +48,15 @@ type fakeSurface struct {
 	onSend   func(ctx context.Context, ch rtsandbox.ChannelKey, chunk string) error
 	onTyping func(ctx context.Context, ch rtsandbox.ChannelKey) error
 
-	mu     sync.Mutex
-	sent   []string
-	events []string // "typing <key>" and "send <key>" in order
+	mu         sync.Mutex
+	sent       []string
+	deliveries []Delivery
+	typing     []string // the message ids typing was shown for
+	events     []string // "typing <key>" and "send <key>" in order
 }
 
-func (s *fakeSurface) Send(ctx context.Context, ch rtsandbox.ChannelKey, chunk string) error {
+func (s *fakeSurface) Deliver(ctx context.Context, d Delivery) error {
+	ch, chunk := d.Channel, d.Chunk
 	if s.onSend != nil {
 		if err := s.onSend(ctx, ch, chunk); err != nil {
 			return err
@@ -67,11 +70,12 @@ func (s *fakeSurface) Send(ctx context.Context, ch rtsandbox.ChannelKey, chunk s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sent = append(s.sent, chunk)
+	s.deliveries = append(s.deliveries, d)
 	s.events = append(s.events, "send "+string(ch))
 	return nil
 }
 
-func (s *fakeSurface) Typing(ctx context.Context, ch rtsandbox.ChannelKey) error {
+func (s *fakeSurface) Typing(ctx context.Context, ch rtsandbox.ChannelKey, id string) error {
 	if s.onTyping != nil {
 		if err := s.onTyping(ctx, ch); err != nil {
 			return err
@@ -79,8 +83,23 @@ func (s *fakeSurface) Typing(ctx context.Context, ch rtsandbox.ChannelKey) error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.typing = append(s.typing, id)
 	s.events = append(s.events, "typing "+string(ch))
 	return nil
+}
+
+// Deliveries returns every delivery, in order.
+func (s *fakeSurface) Deliveries() []Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.deliveries)
+}
+
+// TypingFor returns the message ids typing was shown for, in order.
+func (s *fakeSurface) TypingFor() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.typing)
 }
 
 func (s *fakeSurface) Sent() []string {
@@ -223,6 +242,18 @@ func (h *harness) handle(t *testing.T, m Message) error {
 		t.Fatalf("Handle(%+v) did not settle", m)
 	}
 	return err
+}
+
+// submit is Submit with its two answers on one channel: a drop decided at
+// once arrives like one decided later.
+func (h *harness) submit(m Message) <-chan error {
+	done, err := h.r.Submit(m)
+	if err != nil {
+		c := make(chan error, 1)
+		c <- err
+		return c
+	}
+	return done
 }
 
 // mention is an addressed message by author id in ch.

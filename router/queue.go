@@ -21,7 +21,10 @@ type queue struct {
 	mu     sync.Mutex
 	lanes  map[rtsandbox.ChannelKey]*lane
 	closed bool
-	wg     sync.WaitGroup
+	// draining: bounded tasks (guest messages) are refused; others are
+	// still taken until closed.
+	draining bool
+	wg       sync.WaitGroup
 }
 
 type lane struct {
@@ -30,8 +33,9 @@ type lane struct {
 }
 
 type task struct {
-	run  func(ctx context.Context) error
-	done chan error // buffered: the runner never blocks on a gone caller
+	bounded bool
+	run     func(ctx context.Context) error
+	done    chan error // buffered: the runner never blocks on a gone caller
 }
 
 func newQueue(ctx context.Context, limit int, log *slog.Logger) *queue {
@@ -44,7 +48,7 @@ func newQueue(ctx context.Context, limit int, log *slog.Logger) *queue {
 func (q *queue) push(channel rtsandbox.ChannelKey, bounded bool, run func(context.Context) error) (*task, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.closed || (bounded && q.draining) {
 		return nil, ErrStopping
 	}
 	l := q.lanes[channel]
@@ -57,7 +61,7 @@ func (q *queue) push(channel rtsandbox.ChannelKey, bounded bool, run func(contex
 	if bounded && l.size() >= q.limit {
 		return nil, ErrQueueFull
 	}
-	t := &task{run: run, done: make(chan error, 1)}
+	t := &task{bounded: bounded, run: run, done: make(chan error, 1)}
 	l.waiting = append(l.waiting, t)
 	return t, nil
 }
@@ -131,6 +135,23 @@ func (q *queue) busy() []rtsandbox.ChannelKey {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// drain refuses new bounded tasks and settles every waiting one with
+// ErrStopping; running tasks and unbounded ones (owner commands, reports)
+// go on.
+func (q *queue) refuseBounded() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.draining = true
+	for _, l := range q.lanes {
+		l.waiting = slices.DeleteFunc(l.waiting, func(t *task) bool {
+			if t.bounded {
+				t.done <- ErrStopping
+			}
+			return t.bounded
+		})
+	}
 }
 
 // close refuses new tasks and settles every waiting one with ErrStopping;

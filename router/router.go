@@ -10,30 +10,43 @@
 //     New adds the sandbox claim (priority 200) to the caller's claims.
 //   - Speakers are resolved by the router from the access rules, never
 //     taken from a surface; bots and integrations are never resolved.
-//   - Admitted work runs on a per-channel FIFO queue: one task at a time per
-//     channel in arrival order, channels concurrently, and a failed task
-//     never blocks the next. Guest messages are bounded per channel
-//     (Options.QueueLimit); owner commands are not.
+//   - A message is admitted once, by Submit, which answers at once whether
+//     the router took it. Admitted work runs on a per-channel FIFO queue:
+//     one task at a time per channel in arrival order, channels
+//     concurrently, and a failed task never blocks the next. This queue is
+//     the only per-channel order: surfaces keep none. Guest messages are
+//     bounded per channel (Options.QueueLimit); owner commands and reports
+//     are not.
+//   - Owner commands on, off, status and fresh run on the channel's queue,
+//     behind every message accepted before them, whichever surface sent
+//     them; stop acts at once (it aborts the running turn).
+//   - Everything the router posts is a Delivery that names the message it
+//     answers (InReplyTo, the surface's Message.ID): KindReply for a turn's
+//     answer or fixed failure text, KindNotice for the router's notice about
+//     a message it will not run, KindReport for a background report
+//     (PostReport, "" InReplyTo). Typing names the message too.
 //   - Every message the router does not run is dropped for one reason of
 //     a fixed set (DropReasons): logged as "message dropped" with the
 //     channel, the surface and the reason (never the content), reported to
 //     Options.OnDrop, and returned to the surface (Reason of Submit's
 //     error).
-//   - Everything a guest or chat user sees is a fixed text from this
-//     package; error details go only to the injected logger.
-//   - Delivery is bounded: a reply is at most MaxChunks messages (Chunk
-//     cuts the rest with ReplyCutNotice, SendReply and PostReport cut a
-//     longer list), every Send and Typing call has Options.SendTimeout,
-//     and a whole reply Options.ReplyTimeout, so a surface that hangs
-//     fails the reply instead of holding the channel's queue.
+//   - Everything a guest or chat user sees is a fixed text of the root
+//     package (rtsandbox.GuestText maps a turn's error to it); error
+//     details go only to the injected logger.
+//   - Delivery is bounded: a reply is at most chunk.MaxChunks messages (a
+//     longer one is cut with rtsandbox.ReplyCutNotice), every Deliver and
+//     Typing call has Options.SendTimeout, and a whole reply
+//     Options.ReplyTimeout, so a surface that hangs fails the reply instead
+//     of holding the channel's queue.
 //   - A panic in a surface call, the runtime or a claim's work fails only
 //     that call: it is recovered, logged with the channel key and the stack
 //     (never the message or reply text), answered with the fixed failure
 //     text where a turn was running, and the channel's next message runs.
 //
-// A surface implements Surface, registers it with AddSurface under its key
-// prefix, and calls Submit (or Handle) for every inbound message and
-// Command for owner commands.
+// A surface implements Surface; the wiring registers it with AddSurface
+// under its channel kind (never the surface's own constructor). The
+// surface calls Submit (or Handle) for every inbound message, with an ID
+// unique to it, and Command for owner commands.
 package router
 
 import (
@@ -75,10 +88,12 @@ const (
 
 // Error classes. Test with errors.Is.
 var (
-	// ErrStopping: the router is shutting down and takes no new work.
-	ErrStopping = errors.New("the host is shutting down")
-	// ErrQueueFull: the channel already has QueueLimit guest messages.
-	ErrQueueFull = errors.New("channel queue is full")
+	// ErrStopping: the router is shutting down and takes no new work
+	// (rtsandbox.ErrStopping).
+	ErrStopping = rtsandbox.ErrStopping
+	// ErrQueueFull: the channel already has QueueLimit guest messages
+	// (rtsandbox.ErrQueueFull).
+	ErrQueueFull = rtsandbox.ErrQueueFull
 	// ErrNoClaim: no claim owns the channel.
 	ErrNoClaim = errors.New("no claim owns the channel")
 	// ErrNoSurface: no surface serves the channel's key prefix.
@@ -101,9 +116,11 @@ type Author struct {
 // reports facts; it never decides who may talk.
 type Message struct {
 	Channel rtsandbox.ChannelKey
-	ID      string // unique per surface; for logs
-	Space   string // server or workspace id (Discord guild); "" for DMs
-	Author  Author
+	// ID is the surface's id of the message, unique per surface: every
+	// delivery answering the message names it (Delivery.InReplyTo).
+	ID     string
+	Space  string // server or workspace id (Discord guild); "" for DMs
+	Author Author
 	// Text is the content with the bot mention removed, trimmed.
 	Text         string
 	MentionsBot  bool
@@ -127,15 +144,45 @@ type Message struct {
 // Surface is one chat network as the router needs it. Methods must be safe
 // for concurrent use and honour ctx.
 type Surface interface {
-	// Send posts one message of at most ChunkLimit UTF-16 units. Chunks of
-	// one reply are sent one after another, in order, at most MaxChunks
-	// of them. ctx ends after Options.SendTimeout at the latest; Send
-	// must then return, or the channel's queue waits for it.
-	Send(ctx context.Context, channel rtsandbox.ChannelKey, chunk string) error
-	// Typing shows the typing indicator once; the router repeats it every
-	// TypingInterval while a turn runs. An error is logged as a warning;
-	// ctx ends like Send's.
-	Typing(ctx context.Context, channel rtsandbox.ChannelKey) error
+	// Deliver posts one chunk of at most chunk.ChunkLimit UTF-16 units.
+	// Chunks of one reply are delivered one after another, in order, at
+	// most chunk.MaxChunks of them. ctx ends after Options.SendTimeout at
+	// the latest; Deliver must then return, or the channel's queue waits
+	// for it.
+	Deliver(ctx context.Context, d Delivery) error
+	// Typing shows the typing indicator once, for the message inReplyTo
+	// (a Message.ID of this surface); the router repeats it every
+	// TypingInterval while that message's turn runs. An error is logged as
+	// a warning; ctx ends like Deliver's.
+	Typing(ctx context.Context, channel rtsandbox.ChannelKey, inReplyTo string) error
+}
+
+// DeliveryKind says what a delivered chunk is.
+type DeliveryKind string
+
+// Delivery kinds.
+const (
+	// KindReply: a turn's answer to a message (its reply, or the fixed
+	// failure text when the turn failed).
+	KindReply DeliveryKind = "reply"
+	// KindNotice: the router's fixed notice about a message it will not
+	// run (queue full, restarting).
+	KindNotice DeliveryKind = "notice"
+	// KindReport: a background report (a research result), tied to no
+	// message.
+	KindReport DeliveryKind = "report"
+)
+
+// Delivery is one chunk the router posts to a surface, naming the message
+// it answers.
+type Delivery struct {
+	Channel rtsandbox.ChannelKey
+	// InReplyTo is the Message.ID of the message the chunk answers, as
+	// the surface submitted it; "" for reports and for notices tied to no
+	// message.
+	InReplyTo string
+	Kind      DeliveryKind
+	Chunk     string
 }
 
 // Runtime is what the sandbox claim needs of the sealed runtime
@@ -193,18 +240,20 @@ type Admission struct {
 	Failure string
 }
 
-// Port is what a running turn may do with the surfaces.
+// Port is what a running turn may do with the surfaces: everything it
+// posts answers the message it runs for.
 type Port interface {
-	// SendReply posts chunks in order; it fails with ErrNoSurface when no
-	// surface serves the channel, or with the first send error (a send
-	// past its deadline or a panicking surface included). More than
-	// MaxChunks chunks are cut: the first MaxChunks − 1 and then
-	// ReplyCutNotice are posted.
-	SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error
-	// StartTyping shows typing now and every TypingInterval until stop is
-	// called; stop waits for the refresher to end. Without a surface it
-	// does nothing.
-	StartTyping(ctx context.Context, channel rtsandbox.ChannelKey) (stop func())
+	// Reply posts chunks in order as KindReply deliveries answering the
+	// message; it fails with ErrNoSurface when no surface serves the
+	// channel, or with the first delivery error (one past its deadline or
+	// a panicking surface included). More than chunk.MaxChunks chunks are
+	// cut: the first MaxChunks − 1 and then rtsandbox.ReplyCutNotice are
+	// posted.
+	Reply(ctx context.Context, chunks []string) error
+	// StartTyping shows typing for the message now and every
+	// TypingInterval until stop is called; stop waits for the refresher to
+	// end. Without a surface it does nothing.
+	StartTyping(ctx context.Context) (stop func())
 }
 
 // Options configure a Router. Channels, Runtime and Access are required.
@@ -319,47 +368,38 @@ func (r *Router) AddSurface(prefix string, s Surface) error {
 	return nil
 }
 
-func (r *Router) surface(channel rtsandbox.ChannelKey) Surface {
-	prefix, _, _ := strings.Cut(string(channel), ":")
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.surfaces[prefix]
-}
-
-// Submit routes m and returns at once; admission and queueing happen
-// before it returns, so messages submitted one after another from one
-// goroutine keep their order. The channel receives one value when m is
+// Submit routes m: it decides m's admission once, and queues an admitted
+// message on its channel's queue, before it returns, so messages submitted
+// one after another from one goroutine keep their order. err is non-nil
+// when m was not taken: a *DropError (errors.Is ErrDropped; Reason names
+// why), which also matches ErrQueueFull or ErrStopping for a refusal the
+// router answers with a notice (posted in the background, as a KindNotice
+// delivery naming m). Otherwise done receives one value when m is
 // settled: nil when it ran (whatever the turn's outcome), else a
-// *DropError (errors.Is ErrDropped; Reason names why). A refusal the
-// router answered with a notice also matches ErrQueueFull or ErrStopping.
-func (r *Router) Submit(m Message) <-chan error {
-	done := make(chan error, 1)
+// *DropError for a drop decided while m waited (its channel was switched
+// off, the host began shutting down).
+func (r *Router) Submit(m Message) (done <-chan error, err error) {
 	adm, reason := r.admit(&m)
 	if reason != "" {
-		done <- r.dropped(m, reason, nil)
-		return done
+		return nil, r.dropped(m, reason, nil)
 	}
-	t, err := r.q.push(m.Channel, true, r.task(m, adm))
-	if err != nil {
-		derr := r.dropped(m, Reason(err), err)
-		if !r.background(func() {
-			r.refused(m, err)
-			done <- derr
-		}) {
-			done <- derr // closing: no notice, nothing left running
-		}
-		return done
+	t, perr := r.q.push(m.Channel, true, r.task(m, adm))
+	if perr != nil {
+		derr := r.dropped(m, Reason(perr), perr)
+		r.background(func() { r.refused(m, perr) }) // closing: no notice
+		return nil, derr
 	}
 	r.mu.Lock()
 	delete(r.fullNotice, m.Channel)
 	r.mu.Unlock()
+	out := make(chan error, 1)
 	wait := func() {
 		err := <-t.done
 		if errors.Is(err, ErrStopping) { // still waiting when the router closed
 			r.refused(m, err)
 			err = r.dropped(m, DropShuttingDown, err)
 		}
-		done <- err
+		out <- err
 	}
 	if !r.background(wait) {
 		go func() { // the queue settles t before Close returns
@@ -367,10 +407,10 @@ func (r *Router) Submit(m Message) <-chan error {
 			if errors.Is(err, ErrStopping) {
 				err = r.dropped(m, DropShuttingDown, err)
 			}
-			done <- err
+			out <- err
 		}()
 	}
-	return done
+	return out, nil
 }
 
 // task is the queued work of an admitted message: it runs adm and logs a
@@ -379,7 +419,7 @@ func (r *Router) Submit(m Message) <-chan error {
 // when adm decided not to run it after all.
 func (r *Router) task(m Message, adm Admission) func(context.Context) error {
 	return func(ctx context.Context) error {
-		err := r.runAdmission(ctx, m.Channel, adm)
+		err := r.runAdmission(ctx, m.Channel, m.ID, adm)
 		if de, ok := errors.AsType[*DropError](err); ok {
 			return r.dropped(m, knownReason(de.Reason), nil)
 		}
@@ -404,43 +444,35 @@ func (r *Router) background(f func()) bool {
 }
 
 // Admits reports whether m would be admitted now, without queueing it and
-// without recording anything: a probe. The answer can change before a
-// queued message runs (the mode is checked again then).
+// without recording anything: a probe for a surface that must decide
+// whether costly pre-work (fetching a replied-to message) is worth it.
+// Submit alone decides; its answer can differ (the mode may change in
+// between, and a queued message's mode is checked again when it runs).
 func (r *Router) Admits(m Message) bool {
 	_, reason := r.admit(&m)
 	return reason == ""
 }
 
-// Screen drops m now when the router would drop it at once, and returns
-// the reason: the drop is logged and reported to Options.OnDrop like any.
-// It returns "" for a message that would be admitted, and records
-// nothing then: the surface submits it, and admission runs again in
-// Submit (a change in between is honoured, and a drop there is recorded
-// there). A surface uses it to answer a dropped message at once.
-func (r *Router) Screen(m Message) string {
-	_, reason := r.admit(&m)
-	if reason != "" {
-		_ = r.dropped(m, reason, nil)
-	}
-	return reason
-}
-
 // runAdmission runs adm, turning a panic into an error so that it is logged
 // like any failure and the channel's next task still runs.
-func (r *Router) runAdmission(ctx context.Context, channel rtsandbox.ChannelKey, adm Admission) (err error) {
+func (r *Router) runAdmission(ctx context.Context, channel rtsandbox.ChannelKey, id string, adm Admission) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = recovered(r.log, channel, "turn", p)
 		}
 	}()
-	return adm.Run(ctx, r)
+	return adm.Run(ctx, turnPort{r: r, channel: channel, id: id})
 }
 
 // Handle is Submit that waits until m is settled or ctx ends; ctx bounds
 // only the wait, never the turn.
 func (r *Router) Handle(ctx context.Context, m Message) error {
+	done, err := r.Submit(m)
+	if err != nil {
+		return err
+	}
 	select {
-	case err := <-r.Submit(m):
+	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -503,144 +535,6 @@ func (r *Router) owner(channel rtsandbox.ChannelKey, space string) Claim {
 	return nil
 }
 
-// refused posts (blocking; call it off the caller's goroutine) the fixed
-// notice for an admitted message that will not run: once per channel
-// while the host stops, once per run of refusals while the queue is full.
-// Bots and integrations get no notice. The drop itself is recorded by the
-// caller.
-func (r *Router) refused(m Message, err error) {
-	var text string
-	r.mu.Lock()
-	switch {
-	case errors.Is(err, ErrStopping):
-		if !r.stopNotice[m.Channel] {
-			r.stopNotice[m.Channel] = true
-			text = RestartingText
-		}
-	case errors.Is(err, ErrQueueFull):
-		if !r.fullNotice[m.Channel] {
-			r.fullNotice[m.Channel] = true
-			text = QueueFullText
-		}
-	}
-	r.mu.Unlock()
-	if text == "" || m.Author.Bot || m.Author.Integration {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), noticeTimeout)
-	defer cancel()
-	if err := r.SendReply(ctx, m.Channel, []string{text}); err != nil {
-		r.log.Error("could not post a notice", "channel", m.Channel, "err", err)
-	}
-}
-
-// SendReply implements Port.
-func (r *Router) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
-	s := r.surface(channel)
-	if s == nil {
-		return fmt.Errorf("send to %s: %w", channel, ErrNoSurface)
-	}
-	return r.deliver(ctx, channel, "send", chunks, s.Send)
-}
-
-// deliver posts chunks to channel in order through send, within the
-// delivery bounds: at most MaxChunks chunks (a longer list loses its tail
-// to ReplyCutNotice), each call within SendTimeout, all within
-// ReplyTimeout.
-func (r *Router) deliver(ctx context.Context, channel rtsandbox.ChannelKey, what string, chunks []string,
-	send func(context.Context, rtsandbox.ChannelKey, string) error,
-) error {
-	if len(chunks) > MaxChunks {
-		r.log.Warn("reply cut: more chunks than MaxChunks", "channel", channel, "chunks", len(chunks), "max", MaxChunks)
-		chunks = append(slices.Clone(chunks[:MaxChunks-1]), ReplyCutNotice)
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.replyTO)
-	defer cancel()
-	for i, c := range chunks {
-		err := r.call(ctx, channel, what, func(ctx context.Context) error { return send(ctx, channel, c) })
-		if err != nil {
-			return fmt.Errorf("%s chunk %d of %d to %s: %w", what, i+1, len(chunks), channel, err)
-		}
-	}
-	return nil
-}
-
-// call makes one surface call with SendTimeout; a panic in it is
-// recovered, logged and returned as an error wrapping ErrPanicked.
-func (r *Router) call(ctx context.Context, channel rtsandbox.ChannelKey, what string, f func(context.Context) error) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, r.sendTO)
-	defer cancel()
-	defer func() {
-		if p := recover(); p != nil {
-			err = recovered(r.log, channel, "surface "+what, p)
-		}
-	}()
-	return f(ctx)
-}
-
-// ReportSurface is implemented by surfaces that tell a post nobody asked
-// for (a background report) from a reply to the message in the router;
-// the HTTP API must not file a report under a guest's message.
-type ReportSurface interface {
-	SendReport(ctx context.Context, channel rtsandbox.ChannelKey, chunk string) error
-}
-
-// ErrNotSandboxed marks a report for a channel that is no longer
-// sandboxed; it is dropped, not posted.
-var ErrNotSandboxed = errors.New("router: the channel is no longer sandboxed")
-
-// PostReport posts a background report (a research result) to channel on
-// the channel's queue, so it never interleaves with a turn's replies, and
-// only while the channel is still sandboxed, within the delivery bounds of
-// SendReply. ctx bounds only the wait.
-func (r *Router) PostReport(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
-	return r.inQueue(ctx, channel, func(ctx context.Context) error {
-		if !r.channels.Enabled(channel) {
-			r.log.Warn("report dropped: the channel is no longer sandboxed", "channel", channel)
-			return ErrNotSandboxed
-		}
-		s := r.surface(channel)
-		if s == nil {
-			return fmt.Errorf("report to %s: %w", channel, ErrNoSurface)
-		}
-		send := s.Send
-		if rs, ok := s.(ReportSurface); ok {
-			send = rs.SendReport
-		}
-		return r.deliver(ctx, channel, "report", chunks, send)
-	})
-}
-
-// StartTyping implements Port.
-func (r *Router) StartTyping(ctx context.Context, channel rtsandbox.ChannelKey) (stop func()) {
-	s := r.surface(channel)
-	if s == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(r.typing)
-		defer t.Stop()
-		for {
-			err := r.call(ctx, channel, "typing", func(ctx context.Context) error { return s.Typing(ctx, channel) })
-			if errors.Is(err, ErrPanicked) {
-				return // logged; a broken surface is not asked again
-			}
-			if err != nil && ctx.Err() == nil {
-				r.log.Warn("typing indicator failed", "channel", channel, "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
 // Stop aborts the running turn of channel through its owning claim and
 // reports whether one was running. It does not wait for the queue.
 func (r *Router) Stop(channel rtsandbox.ChannelKey) bool {
@@ -692,6 +586,13 @@ func (r *Router) QueueDepth() int { return r.q.depth() }
 
 // Busy returns the channels with queued or running work, sorted.
 func (r *Router) Busy() []rtsandbox.ChannelKey { return r.q.busy() }
+
+// Drain begins a shutdown: new guest messages are refused and waiting
+// ones settled as shutting_down (with the restarting notice), while
+// running turns, owner commands and background reports go on. Close
+// follows; Drain lets the host finish other work (research jobs posting
+// their last reports) first without starting new turns.
+func (r *Router) Drain() { r.q.refuseBounded() }
 
 // Close shuts the router down: new messages and waiting tasks are refused
 // (waiting guest messages get the restarting notice), running tasks may

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,7 +75,7 @@ func TestClaimRoutingAndPrecedence(t *testing.T) {
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
 	}
-	done := h.r.Submit(mention(guests, "alice", "Alice", "long"))
+	done := h.submit(mention(guests, "alice", "Alice", "long"))
 	<-started
 	if !h.r.Stop(guests) {
 		t.Errorf("Stop(%s) = false during a turn; want true", guests)
@@ -257,9 +257,9 @@ func TestModeOffWhileQueued(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
 	}
-	first := h.r.Submit(mention(guests, "alice", "Alice", "one"))
+	first := h.submit(mention(guests, "alice", "Alice", "one"))
 	<-started
-	second := h.r.Submit(mention(guests, "alice", "Alice", "two"))
+	second := h.submit(mention(guests, "alice", "Alice", "two"))
 	chans.Disable(guests) // as an owner "off" that overtook the queue
 	close(release)
 	<-first
@@ -330,27 +330,31 @@ func TestFullPluginWithoutDiscord(t *testing.T) {
 	}
 }
 
-// Typing shows while the turn runs, is refreshed, and stops after the reply
-// is posted.
+// Typing shows while the turn runs, is refreshed every TypingInterval,
+// and stops after the reply is posted. In a synctest bubble the clock is
+// exact: a 35 s turn with a 10 s refresh shows typing at 0, 10, 20 and
+// 30 s.
 func TestTypingWhileTurnRuns(t *testing.T) {
-	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.TypingInterval = 5 * time.Millisecond })
-	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
-		time.Sleep(40 * time.Millisecond)
-		return rtsandbox.Reply{OK: true, Text: "done"}, nil
-	}
-	h.handle(t, mention(guests, "alice", "Alice", "x"))
-	ev := h.surface.Events()
-	time.Sleep(20 * time.Millisecond)
-	if after := h.surface.Events(); len(after) != len(ev) {
-		t.Errorf("typing continued after the turn: %q", after[len(ev):])
-	}
-	typing := strings.Count(strings.Join(ev, "\n"), "typing fake:guests")
-	if typing < 2 {
-		t.Errorf("typing shown %d times during a 40ms turn with a 5ms refresh; want ≥ 2 (events %q)", typing, ev)
-	}
-	if ev[0] != "typing fake:guests" || !slices.Contains(ev, "send fake:guests") {
-		t.Errorf("events %q; want typing first, then the reply", ev)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, newMemChannels(guests), func(o *Options) { o.TypingInterval = 10 * time.Second })
+		h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+			time.Sleep(35 * time.Second)
+			return rtsandbox.Reply{OK: true, Text: "done"}, nil
+		}
+		if err := <-h.submit(mention(guests, "alice", "Alice", "x")); err != nil {
+			t.Fatal(err)
+		}
+		ev := h.surface.Events()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if after := h.surface.Events(); len(after) != len(ev) {
+			t.Errorf("typing continued after the turn: %q", after[len(ev):])
+		}
+		want := []string{"typing fake:guests", "typing fake:guests", "typing fake:guests", "typing fake:guests", "send fake:guests"}
+		if diff := cmp.Diff(want, ev); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestLongReplyChunked(t *testing.T) {
@@ -402,7 +406,7 @@ func TestQueueOrderAndIsolation(t *testing.T) {
 	}
 	var dones []<-chan error
 	for i := range 6 {
-		dones = append(dones, h.r.Submit(mention(guests, "alice", "Alice", string(rune('0'+i)))))
+		dones = append(dones, h.submit(mention(guests, "alice", "Alice", string(rune('0'+i)))))
 	}
 	// The other channel runs while guests is held.
 	if err := h.handle(t, mention(other, "alice", "Alice", "x")); err != nil {
@@ -410,6 +414,10 @@ func TestQueueOrderAndIsolation(t *testing.T) {
 	}
 	if got := h.r.QueueSize(guests); got != 6 {
 		t.Errorf("QueueSize(guests) = %d; want 6", got)
+	}
+	// The other lane settles its task before it goes.
+	for deadline := time.Now().Add(5 * time.Second); h.r.QueueSize(other) != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, h.r.Busy()); diff != "" {
 		t.Errorf("Busy (-want +got):\n%s", diff)
@@ -425,6 +433,10 @@ func TestQueueOrderAndIsolation(t *testing.T) {
 	defer mu.Unlock()
 	if diff := cmp.Diff(want, order); diff != "" {
 		t.Errorf("run order (-want +got):\n%s", diff)
+	}
+	// The lane settles a task before it frees its slot.
+	for deadline := time.Now().Add(5 * time.Second); h.r.QueueSize(guests) != 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	if got := h.r.QueueSize(guests); got != 0 {
 		t.Errorf("QueueSize after drain = %d", got)
@@ -454,13 +466,17 @@ func TestQueueBound(t *testing.T) {
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
-	first := h.r.Submit(mention(guests, "alice", "Alice", "1"))
+	first := h.submit(mention(guests, "alice", "Alice", "1"))
 	<-started
-	second := h.r.Submit(mention(guests, "alice", "Alice", "2"))
+	second := h.submit(mention(guests, "alice", "Alice", "2"))
 	for range 3 {
 		if err := h.handle(t, mention(guests, "alice", "Alice", "over")); !errors.Is(err, ErrQueueFull) {
 			t.Errorf("Handle beyond the bound = %v; want ErrQueueFull", err)
 		}
+	}
+	// The refusal is answered at once; its notice follows in the background.
+	for deadline := time.Now().Add(5 * time.Second); len(h.surface.Sent()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	// Owner commands are not bounded.
 	cmdDone := make(chan string, 1)
@@ -471,10 +487,10 @@ func TestQueueBound(t *testing.T) {
 	close(gate)
 	<-first
 	<-second
-	if got := <-cmdDone; got != EnabledText {
+	if got := <-cmdDone; got != rtsandbox.EnabledText {
 		t.Errorf("status while full = %q", got)
 	}
-	want := []string{QueueFullText, "ok", "ok"} // one notice for the run of refusals
+	want := []string{rtsandbox.QueueFullText, "ok", "ok"} // one notice for the run of refusals
 	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
@@ -493,9 +509,9 @@ func TestShutdown(t *testing.T) {
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "finished"}, nil
 	}
-	running := h.r.Submit(mention(guests, "alice", "Alice", "1"))
+	running := h.submit(mention(guests, "alice", "Alice", "1"))
 	<-started
-	waiting := h.r.Submit(mention(guests, "alice", "Alice", "2"))
+	waiting := h.submit(mention(guests, "alice", "Alice", "2"))
 	closed := make(chan error, 1)
 	go func() { closed <- h.r.Close(context.Background()) }()
 	if err := <-waiting; !errors.Is(err, ErrStopping) {
@@ -514,7 +530,7 @@ func TestShutdown(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Errorf("Close = %v", err)
 	}
-	want := []string{RestartingText, "finished"} // once per channel
+	want := []string{rtsandbox.RestartingText, "finished"} // once per channel
 	if diff := cmp.Diff(want, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
@@ -543,7 +559,7 @@ func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
 	}
-	done := h.r.Submit(mention(guests, "alice", "Alice", "x"))
+	done := h.submit(mention(guests, "alice", "Alice", "x"))
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -551,7 +567,7 @@ func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 		t.Errorf("Close = %v; want DeadlineExceeded (had to abort)", err)
 	}
 	<-done
-	if diff := cmp.Diff([]string{TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
+	if diff := cmp.Diff([]string{rtsandbox.TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {
 		t.Errorf("sent (-want +got):\n%s", diff)
 	}
 }
@@ -574,7 +590,12 @@ func TestSubmitDuringCloseDoesNotPanic(t *testing.T) {
 						return
 					default:
 					}
-					<-h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+					done, err := h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+					if err != nil { // refused at once: do not spin on the router's lock
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					<-done
 				}
 			}()
 		}
@@ -600,11 +621,13 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "Turn reply."}, nil
 	}
-	done := h.r.Submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
+	done := h.submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
 	<-started
 	posted := make(chan error, 1)
 	go func() { posted <- h.r.PostReport(context.Background(), guests, []string{"Report."}) }()
-	time.Sleep(50 * time.Millisecond)
+	for h.r.QueueSize(guests) != 2 { // the report waits behind the turn
+		time.Sleep(time.Millisecond)
+	}
 	if got := h.surface.Sent(); len(got) != 0 {
 		t.Fatalf("sent before the turn ended: %q", got)
 	}

@@ -2,11 +2,11 @@ package router
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/chunk"
 )
 
 // The sandbox claim (host spec §1.5, sealed spec §5.2).
@@ -26,30 +26,14 @@ const (
 	sandboxTurnEndedEarlyLog = "sandbox turn ended early (stopped or shutting down)"
 )
 
-// Fixed texts guests see (host spec §2.3, §2.5).
+// Fixed parts of the model input (sealed spec §5.2). Texts guests see are
+// in the root package (texts.go).
 const (
-	// TurnFailedText answers a worker reply with ok false.
-	TurnFailedText = "The sandbox turn failed."
-	// TurnFailedOrStoppedText answers a turn that was refused, failed,
-	// timed out or was stopped.
-	TurnFailedOrStoppedText = "The sandbox turn failed or was stopped."
 	// QuotePrefix starts the model input when the message replies to one
 	// with text; the quoted text is untrusted.
 	QuotePrefix = "Quoted message (untrusted): "
 	// AttachmentsNotice ends the model input when the message had files.
 	AttachmentsNotice = "[Attachments are not supported in this sandbox.]"
-	// RestartingText answers, once per channel, messages that arrive while
-	// the host shuts down.
-	RestartingText = "-# This assistant is restarting and takes no new messages right now; please send this again in a few minutes."
-	// BusyText answers a turn that found no free slot on the host within
-	// the queue wait (sandbox.max_queue_wait).
-	BusyText = "-# This assistant is busy right now; please send this again in a minute."
-	// BudgetText answers a turn refused, or cut short, because a daily
-	// budget (calls, tokens or turn seconds of the speaker, the channel or
-	// the installation) is spent. Which one is for the operator log only.
-	BudgetText = "-# This assistant has reached its daily limit here; please try again tomorrow."
-	// QueueFullText answers a message beyond the channel's queue bound.
-	QueueFullText = "-# Too many messages are waiting in this channel; please send this again when the current ones are answered."
 )
 
 // sandboxClaim owns every sandboxed channel and admits only addressed
@@ -136,22 +120,19 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 		// Turned off while queued: no answer, no host agents.
 		return &DropError{Reason: DropNotSandboxed}
 	}
-	stopTyping := port.StartTyping(ctx, channel)
+	stopTyping := port.StartTyping(ctx)
 	defer stopTyping() // after the reply is posted
 	err := c.answer(ctx, port, b, text)
 	if err == nil {
 		return nil
 	}
-	notice := TurnFailedOrStoppedText
-	switch {
-	case errors.Is(err, rtsandbox.ErrBusy):
+	switch rtsandbox.KindOf(err) {
+	case rtsandbox.KindBusy:
 		// The host had no free turn slot for the whole queue wait.
-		notice = BusyText
 		c.log.Warn("sandbox turn refused: host busy", "channel", channel, "err", err)
-	case errors.Is(err, rtsandbox.ErrOverBudget):
-		notice = BudgetText
+	case rtsandbox.KindOverBudget:
 		c.log.Info("sandbox turn refused: daily budget spent", "channel", channel, "err", err)
-	case errors.Is(err, rtsandbox.ErrEndedEarly), errors.Is(err, context.Canceled):
+	case rtsandbox.KindEndedEarly:
 		// Stopped by an owner or cut by shutdown: nothing to inspect.
 		c.log.Info(sandboxTurnEndedEarlyLog, "channel", channel, "err", err)
 	default:
@@ -160,7 +141,7 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 	// Detached: a turn aborted by shutdown still says so.
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 	defer cancel()
-	return port.SendReply(nctx, channel, []string{notice})
+	return port.Reply(nctx, []string{rtsandbox.GuestText(err)})
 }
 
 // answer runs the turn and posts its reply, in at most MaxChunks chunks.
@@ -179,14 +160,14 @@ func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Bindin
 	}
 	out := reply.Text
 	if !reply.OK {
-		out = TurnFailedText
+		out = rtsandbox.TurnFailedText
 	}
-	chunks, cut := chunk(out, ChunkLimit, MaxChunks)
+	chunks, cut := chunk.Bounded(out, chunk.ChunkLimit, chunk.MaxChunks)
 	if cut {
 		c.log.Info("reply cut: too long to post in full", "channel", channel,
-			"units", rtsandbox.UTF16Len(out), "max_chunks", MaxChunks)
+			"units", rtsandbox.UTF16Len(out), "max_chunks", chunk.MaxChunks)
 	}
-	return port.SendReply(ctx, channel, chunks)
+	return port.Reply(ctx, chunks)
 }
 
 func (c *sandboxClaim) StartFresh(_ context.Context, channel rtsandbox.ChannelKey) (string, error) {

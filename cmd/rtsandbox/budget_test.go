@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
-	"github.com/rtsandbox/rtsandbox/router"
 )
 
 // TestServeDailyBudget drives real sealed turns through serve with a
@@ -33,7 +33,7 @@ func TestServeDailyBudget(t *testing.T) {
 			t.Fatalf("turn %d reply = %q; want the model's text\n%s", i+1, got, s.out.String())
 		}
 	}
-	if got := chunksOf(s.say(t, "http:lobby", "Hello")); len(got) != 1 || got[0] != router.BudgetText {
+	if got := chunksOf(s.say(t, "http:lobby", "Hello")); len(got) != 1 || got[0] != rtsandbox.BudgetText {
 		t.Errorf("fourth turn reply = %q; want the budget text", got)
 	}
 	if n := len(model.Requests()); n != 3 {
@@ -51,7 +51,7 @@ func TestServeDailyBudget(t *testing.T) {
 
 	s = startServe(t, addr, "--config", cfg, "--drain", "20s")
 	checkUsage(t, s, want)
-	if got := chunksOf(s.say(t, "http:lobby", "Hello")); len(got) != 1 || got[0] != router.BudgetText {
+	if got := chunksOf(s.say(t, "http:lobby", "Hello")); len(got) != 1 || got[0] != rtsandbox.BudgetText {
 		t.Errorf("turn after restart = %q; want the budget text", got)
 	}
 	if n := len(model.Requests()); n != 3 {

@@ -131,8 +131,8 @@ func TestTurnCommandFailureIsGuestText(t *testing.T) {
 	code, stdout, stderr := runSealed(t, sealedEnv, "", "turn", "--config", cfg, "--channel", "http:lobby",
 		"--speaker-id", "alice", "--speaker-name", "Alice", "--principal", "p_alice", "--text", "Hello")
 	var reply rtsandbox.Reply
-	if err := json.Unmarshal([]byte(stdout), &reply); err != nil || code != exitFail || reply.OK || reply.Text != textTurnStopped {
-		t.Errorf("failed turn = %d %q; want 1 and %q", code, stdout, textTurnStopped)
+	if err := json.Unmarshal([]byte(stdout), &reply); err != nil || code != exitFail || reply.OK || reply.Text != rtsandbox.TurnFailedOrStoppedText {
+		t.Errorf("failed turn = %d %q; want 1 and %q", code, stdout, rtsandbox.TurnFailedOrStoppedText)
 	}
 	if !strings.Contains(stderr, "turn failed") {
 		t.Errorf("stderr lacks the detail: %q", stderr)

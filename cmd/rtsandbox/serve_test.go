@@ -23,7 +23,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
-	"github.com/rtsandbox/rtsandbox/router"
 )
 
 const (
@@ -260,7 +259,7 @@ func TestServeDrain(t *testing.T) {
 		want  string
 	}{
 		{"turn-finishes", "30s", "Finished during the drain."},
-		{"turn-cancelled", "1s", router.TurnFailedOrStoppedText},
+		{"turn-cancelled", "1s", rtsandbox.TurnFailedOrStoppedText},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -429,7 +428,7 @@ func TestServeSecondSignalCutsDrain(t *testing.T) {
 	if d := time.Since(forcedAt); d > 15*time.Second {
 		t.Errorf("serve returned %v after the second signal; want promptly", d)
 	}
-	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != router.TurnFailedOrStoppedText {
+	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != rtsandbox.TurnFailedOrStoppedText {
 		t.Errorf("reply = %+v; want the fixed failure text", w)
 	}
 	if !strings.Contains(out.String(), "second signal") {
@@ -484,4 +483,46 @@ func (s *server) sayAsync(t *testing.T, text string) <-chan waitReply {
 		got <- w
 	}()
 	return got
+}
+
+// TestServeOwnerOffWaitsForAcceptedMessages is issue 10's ordering bug: an
+// owner's off over HTTP overtook messages the API had accepted with 202
+// (7 of 8 were dropped). Now off runs on the channel's queue behind them:
+// it is answered only after every message accepted before it had its turn.
+func TestServeOwnerOffWaitsForAcceptedMessages(t *testing.T) {
+	tag, cli := sealedImage(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Reply("Answered."))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
+	s := startServe(t, addr, "--config", cfg)
+
+	const accepted = 8 // the channel's queue bound (router.DefaultQueueLimit)
+	for i := range accepted {
+		code, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
+			fmt.Sprintf(`{"channel":"http:lobby","author":{"id":"alice","name":"Alice"},"text":"message %d","mentions_bot":true}`, i))
+		if code != http.StatusAccepted {
+			t.Fatalf("POST message %d = %d %s; want 202", i, code, body)
+		}
+	}
+	code, body := s.call(t, "POST", "/api/v1/channels/http:lobby/sandbox", serveOwnerToken, `{"enabled":false}`)
+	if code != http.StatusOK || !strings.Contains(body, `"enabled":false`) {
+		t.Fatalf("owner off = %d %s; want 200 and disabled", code, body)
+	}
+	reqs := model.Requests()
+	if len(reqs) != accepted {
+		t.Fatalf("turns before off answered = %d; want all %d accepted messages\n%s", len(reqs), accepted, s.out.String())
+	}
+	for i, r := range reqs {
+		if want := fmt.Sprintf("message %d", i); !strings.Contains(r.UserText(), want) {
+			t.Errorf("turn %d saw %q; want %q (arrival order)", i, r.UserText(), want)
+		}
+	}
+	if strings.Contains(s.out.String(), `"reason":"not_sandboxed"`) {
+		t.Errorf("an accepted message was dropped by the later off:\n%s", s.out.String())
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d; want 0\n%s", code, s.out.String())
+	}
+	assertNoTurnContainers(t, cli, tag)
 }

@@ -76,18 +76,12 @@ func printReply(stdout, stderr io.Writer, reply rtsandbox.Reply, err error) int 
 	switch {
 	case err != nil:
 		fmt.Fprintln(stderr, "rtsandbox turn: turn failed:", err)
-		reply, code = rtsandbox.Reply{Text: textTurnStopped}, exitFail
+		reply, code = rtsandbox.Reply{Text: rtsandbox.TurnFailedOrStoppedText}, exitFail
 	case !reply.OK:
 		fmt.Fprintf(stderr, "rtsandbox turn: the worker replied ok:false: %q\n", reply.Text)
-		reply, code = rtsandbox.Reply{Text: textTurnFailed}, exitFail
+		reply, code = rtsandbox.Reply{Text: rtsandbox.TurnFailedText}, exitFail
 	}
 	out, _ := jsonjs.Marshal(reply) // a Reply always encodes
 	fmt.Fprintf(stdout, "%s\n", out)
 	return code
 }
-
-// Guest-facing texts of a finished turn (spec §1 step 14).
-const (
-	textTurnFailed  = "The sandbox turn failed."
-	textTurnStopped = "The sandbox turn failed or was stopped."
-)

@@ -1,62 +1,69 @@
 // Package console is the terminal chat surface: each line the user types
-// becomes a sealed turn in one channel, with a spinner while it runs. It
-// shows guests' fixed texts only; details go to the logger.
+// becomes a router message in one channel, with a spinner while its turn
+// runs. It is a router surface like any other: the router admits the
+// message, runs it on the channel's queue and delivers the reply (or the
+// fixed failure text) back; the console only prints. /fresh is the owner
+// command fresh, run on the channel's queue.
+//
+// The wiring registers the Chat with the router (router.AddSurface under
+// the channel's kind) before Run.
 package console
 
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/router"
 )
 
-// Runtime is what the console needs of a sealed runtime.
-type Runtime interface {
-	RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error)
-	StartFresh(channel rtsandbox.ChannelKey) error
+// Router is what the console needs of the router (*router.Router).
+type Router interface {
+	Handle(ctx context.Context, m router.Message) error
+	Command(ctx context.Context, c router.Command) (string, error)
 }
 
-// Fixed texts the console shows.
-const (
-	TextFailed  = "The sandbox turn failed."
-	TextStopped = "The sandbox turn failed or was stopped."
-	TextFresh   = "Started fresh: the next turn forgets the conversation history."
-	TextHelp    = "Type a message and press Enter. /fresh forgets the history, /quit leaves."
-)
-
-// Chat is one terminal conversation.
+// Chat is one terminal conversation. Set the fields before Run; Chat
+// implements router.Surface for its channel.
 type Chat struct {
-	Runtime Runtime
+	Router  Router
 	Channel rtsandbox.ChannelKey
-	Speaker rtsandbox.Speaker
-	In      io.Reader
-	Out     io.Writer
+	// Author is the person at the terminal, as the router's access rules
+	// know them (Channel's kind and Author.ID make their identity).
+	Author router.Author
+	In     io.Reader
+	Out    io.Writer
 	// Spinner animates while a turn runs; turn it off when Out is not a
 	// terminal.
 	Spinner bool
 	Logger  *slog.Logger
+
+	mu       sync.Mutex // Out and the spinner
+	spinStop func()     // set while the spinner runs
+	n        int        // messages sent, for their ids
 }
+
+var _ router.Surface = (*Chat)(nil)
 
 // Run reads lines until EOF, /quit or ctx ends.
 func (c *Chat) Run(ctx context.Context) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	fmt.Fprintf(c.Out, "rtsandbox chat in %s as %s. %s\n", c.Channel, c.Speaker.Name, TextHelp)
+	c.print(fmt.Sprintf("rtsandbox chat in %s as %s. %s\n", c.Channel, c.Author.Name, rtsandbox.ConsoleHelpText))
 	lines := bufio.NewScanner(c.In)
 	lines.Buffer(make([]byte, 0, 64<<10), 4*rtsandbox.MaxTextLen)
 	for {
-		fmt.Fprint(c.Out, "you> ")
+		c.print("you> ")
 		if !lines.Scan() {
-			fmt.Fprintln(c.Out)
+			c.print("\n")
 			return lines.Err()
 		}
 		if ctx.Err() != nil {
@@ -67,56 +74,76 @@ func (c *Chat) Run(ctx context.Context) error {
 		case "/quit", "/exit":
 			return nil
 		case "/help":
-			fmt.Fprintln(c.Out, TextHelp)
+			c.print(rtsandbox.ConsoleHelpText + "\n")
 		case "/fresh":
-			c.fresh()
+			c.fresh(ctx)
 		default:
-			c.turn(ctx, line)
+			c.send(ctx, line)
 		}
 	}
 }
 
-func (c *Chat) fresh() {
-	if err := c.Runtime.StartFresh(c.Channel); err != nil {
-		c.Logger.Error("start fresh failed", "channel", string(c.Channel), "err", err)
-		fmt.Fprintln(c.Out, TextFailed)
-		return
+// fresh runs the owner command fresh and prints its fixed answer.
+func (c *Chat) fresh(ctx context.Context) {
+	text, err := c.Router.Command(ctx, router.Command{Channel: c.Channel, Author: c.Author, Action: router.ActionFresh})
+	if err != nil {
+		c.Logger.Warn("start fresh failed", "channel", string(c.Channel), "err", err)
 	}
-	fmt.Fprintln(c.Out, TextFresh)
+	c.print(text + "\n")
 }
 
-func (c *Chat) turn(ctx context.Context, text string) {
-	stop := c.spin()
-	reply, err := c.runTurn(ctx, text)
-	stop()
-	switch {
-	case err != nil:
-		c.Logger.Error("sandbox turn failed; inspect container cleanup and broker configuration",
-			"channel", string(c.Channel), "err", err)
-		fmt.Fprintln(c.Out, "agent> "+TextStopped)
-	case !reply.OK:
-		c.Logger.Warn("sandbox worker replied ok:false", "channel", string(c.Channel))
-		fmt.Fprintln(c.Out, "agent> "+TextFailed)
-	default:
-		fmt.Fprintln(c.Out, "agent> "+Printable(reply.Text))
+// send submits one line and waits until the router settled it; what the
+// turn posts arrives through Deliver meanwhile.
+func (c *Chat) send(ctx context.Context, text string) {
+	c.n++
+	m := router.Message{Channel: c.Channel, ID: strconv.Itoa(c.n), Author: c.Author, Text: text, MentionsBot: true}
+	err := c.Router.Handle(ctx, m)
+	c.stopSpinner()
+	if err != nil {
+		c.Logger.Warn("message not answered", "channel", string(c.Channel), "reason", router.Reason(err), "err", err)
 	}
 }
 
-// runTurn runs one turn; a panic in the runtime becomes an error, so the
-// chat answers the fixed failure text and reads the next line. The panic
-// value is logged by type only (it could quote the conversation), with the
-// stack.
-func (c *Chat) runTurn(ctx context.Context, text string) (reply rtsandbox.Reply, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			c.Logger.Error("recovered from a panic", "where", "runtime", "channel", string(c.Channel),
-				"panic", fmt.Sprintf("%T", p), "stack", string(debug.Stack()))
-			err = errors.New("the runtime panicked")
-		}
-	}()
-	// The person at the terminal talks as a member: the console has no
-	// owner commands.
-	return c.Runtime.RunTurn(ctx, rtsandbox.Binding{Channel: c.Channel, Speaker: c.Speaker, Tier: rtsandbox.TierMember}, text)
+// Deliver implements router.Surface: it prints the chunk. A report, which
+// may arrive while the user types, starts on a line of its own.
+func (c *Chat) Deliver(_ context.Context, d router.Delivery) error {
+	c.stopSpinner()
+	prefix := "agent> "
+	if d.Kind == router.KindReport {
+		prefix = "\n" + prefix
+	}
+	c.print(prefix + Printable(d.Chunk) + "\n")
+	return nil
+}
+
+// Typing implements router.Surface: it starts the spinner, when enabled
+// and not yet running.
+func (c *Chat) Typing(context.Context, rtsandbox.ChannelKey, string) error {
+	if !c.Spinner {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.spinStop == nil {
+		c.spinStop = c.spin()
+	}
+	return nil
+}
+
+func (c *Chat) print(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprint(c.Out, s)
+}
+
+func (c *Chat) stopSpinner() {
+	c.mu.Lock()
+	stop := c.spinStop
+	c.spinStop = nil
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // Printable drops control characters other than newline and tab: model
@@ -135,28 +162,23 @@ func Printable(s string) string {
 }
 
 // spin draws a spinner until the returned stop is called; stop waits for
-// the drawing goroutine and clears the line.
+// the drawing goroutine and clears the line. Drawing takes c.mu.
 func (c *Chat) spin() (stop func()) {
-	if !c.Spinner {
-		return func() {}
-	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		frames := `|/-\`
 		t := time.NewTicker(120 * time.Millisecond)
 		defer t.Stop()
 		for i := 0; ; i++ {
-			fmt.Fprintf(c.Out, "\r%c sealed turn running…", frames[i%len(frames)])
+			c.print(fmt.Sprintf("\r%c sealed turn running…", frames[i%len(frames)]))
 			select {
 			case <-done:
-				fmt.Fprint(c.Out, "\r\033[K")
+				c.print("\r\033[K")
 				return
 			case <-t.C:
 			}
 		}
-	}()
+	})
 	return func() { close(done); wg.Wait() }
 }

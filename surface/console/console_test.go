@@ -1,9 +1,9 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,7 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/console"
 	"go.uber.org/goleak"
 )
@@ -34,7 +36,45 @@ func (f *fakeRuntime) RunTurn(_ context.Context, b rtsandbox.Binding, text strin
 	return next()
 }
 
-func (f *fakeRuntime) StartFresh(rtsandbox.ChannelKey) error { f.fresh++; return nil }
+func (f *fakeRuntime) StartFresh(rtsandbox.ChannelKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fresh++
+	return nil
+}
+
+func (f *fakeRuntime) Stop(rtsandbox.ChannelKey) bool { return false }
+
+// consoleOnly is a channel set with console:local sandboxed.
+type consoleOnly struct{}
+
+func (consoleOnly) Enabled(k rtsandbox.ChannelKey) bool { return k == "console:local" }
+func (consoleOnly) Enable(rtsandbox.ChannelKey) error   { return nil }
+func (consoleOnly) Disable(rtsandbox.ChannelKey) error  { return nil }
+
+// newChat wires a chat as the wiring does: a router over rt whose owner
+// is console:u1, with the chat registered as the console surface.
+func newChat(t *testing.T, rt *fakeRuntime, in string, out io.Writer, log *slog.Logger) *console.Chat {
+	t.Helper()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pol, err := access.New(access.Rules{Owners: []access.Identity{"console:u1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := router.New(router.Options{Channels: consoleOnly{}, Runtime: rt, Access: pol, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	c := &console.Chat{Router: r, Channel: "console:local", Author: router.Author{ID: "u1", Name: "Ann"},
+		In: strings.NewReader(in), Out: out, Logger: log}
+	if err := r.AddSurface("console", c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 func TestChatRunsEachLineAsATurn(t *testing.T) {
 	rt := &fakeRuntime{script: []func() (rtsandbox.Reply, error){
@@ -42,9 +82,9 @@ func TestChatRunsEachLineAsATurn(t *testing.T) {
 		func() (rtsandbox.Reply, error) { return rtsandbox.Reply{OK: false, Text: "secret detail"}, nil },
 		func() (rtsandbox.Reply, error) { return rtsandbox.Reply{}, errors.New("docker exploded at /var/run") },
 	}}
-	var out bytes.Buffer
-	c := &console.Chat{Runtime: rt, Channel: "console:local", Speaker: rtsandbox.Speaker{ID: "u1", Name: "Ann", PrincipalID: "console:u1"},
-		In: strings.NewReader("hi\n\n/fresh\nagain\nthird\n/quit\nnever\n"), Out: &out, Spinner: true}
+	out := &syncbuf.Buffer{}
+	c := newChat(t, rt, "hi\n\n/fresh\nagain\nthird\n/quit\nnever\n", out, nil)
+	c.Spinner = true
 	if err := c.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +92,11 @@ func TestChatRunsEachLineAsATurn(t *testing.T) {
 	if diff := cmp.Diff(want, rt.texts); diff != "" {
 		t.Errorf("turns (-want +got):\n%s", diff)
 	}
-	if rt.fresh != 1 {
+	if rt.fresh != 1 { // Run returned: the router ran the command
 		t.Errorf("StartFresh calls = %d; want 1", rt.fresh)
 	}
 	got := out.String()
-	for _, s := range []string{"agent> Hello!", "agent> " + console.TextFailed, "agent> " + console.TextStopped, console.TextFresh} {
+	for _, s := range []string{"agent> Hello!", "agent> " + rtsandbox.TurnFailedText, "agent> " + rtsandbox.TurnFailedOrStoppedText, rtsandbox.FreshText} {
 		if !strings.Contains(got, s) {
 			t.Errorf("output lacks %q:\n%s", s, got)
 		}
@@ -81,15 +121,14 @@ func TestChatSurvivesRuntimePanic(t *testing.T) {
 		func() (rtsandbox.Reply, error) { panic("runtime broke on secret-words") },
 		func() (rtsandbox.Reply, error) { return rtsandbox.Reply{OK: true, Text: "Still here."}, nil },
 	}}
-	var out bytes.Buffer
+	out := &syncbuf.Buffer{}
 	logs := &syncbuf.Buffer{}
-	c := &console.Chat{Runtime: rt, Channel: "console:local", Speaker: rtsandbox.Speaker{ID: "u1", Name: "Ann", PrincipalID: "console:u1"},
-		In: strings.NewReader("one\ntwo\n"), Out: &out, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	c := newChat(t, rt, "one\ntwo\n", out, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err := c.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
-	for _, s := range []string{"agent> " + console.TextStopped, "agent> Still here."} {
+	for _, s := range []string{"agent> " + rtsandbox.TurnFailedOrStoppedText, "agent> Still here."} {
 		if !strings.Contains(got, s) {
 			t.Errorf("output lacks %q:\n%s", s, got)
 		}

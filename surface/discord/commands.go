@@ -14,7 +14,7 @@ import (
 // Group is the subcommand group of the owner commands under the root.
 const Group = "sandbox"
 
-// actionDescriptions describe the subcommands, in router.Actions order.
+// actionDescriptions describe the subcommands, in router.Actions() order.
 var actionDescriptions = map[string]string{
 	router.ActionOn:     "Route mentions and replies into a sealed container",
 	router.ActionOff:    "Disable sandbox routing; keep channel memory",
@@ -27,8 +27,8 @@ var actionDescriptions = map[string]string{
 // root with the sandbox group, usable in guilds and the bot's DMs (a DM
 // gets the router's "requires a guild channel" text).
 func Commands(root string) []*discordgo.ApplicationCommand {
-	subs := make([]*discordgo.ApplicationCommandOption, 0, len(router.Actions))
-	for _, a := range router.Actions {
+	subs := make([]*discordgo.ApplicationCommandOption, 0, len(router.Actions()))
+	for _, a := range router.Actions() {
 		subs = append(subs, &discordgo.ApplicationCommandOption{
 			Type: discordgo.ApplicationCommandOptionSubCommand, Name: a, Description: actionDescriptions[a],
 		})

@@ -85,8 +85,10 @@ var (
 
 // Router is what the surface needs of the router (*router.Router).
 type Router interface {
-	AddSurface(prefix string, s router.Surface) error
-	Submit(m router.Message) <-chan error
+	Submit(m router.Message) (<-chan error, error)
+	// Admits is a probe only: it saves fetching a replied-to message
+	// (a REST call on the serial inbound loop) for a message no claim
+	// would admit. Submit alone decides.
 	Admits(m router.Message) bool
 	Command(ctx context.Context, c router.Command) (string, error)
 }
@@ -172,10 +174,6 @@ func New(opts Options) (*Surface, error) {
 		s.dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 10 * time.Second}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if err := opts.Router.AddSurface(Prefix, s); err != nil {
-		s.cancel()
-		return nil, err
-	}
 	return s, nil
 }
 
@@ -332,8 +330,10 @@ func usersOnly() *discordgo.MessageAllowedMentions {
 	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{discordgo.AllowedMentionTypeUsers}}
 }
 
-// Send implements router.Surface: it posts chunk as its own message.
-func (s *Surface) Send(ctx context.Context, channel rtsandbox.ChannelKey, chunk string) error {
+// Deliver implements router.Surface: it posts the chunk as its own
+// message, whatever its kind.
+func (s *Surface) Deliver(ctx context.Context, d router.Delivery) error {
+	channel, chunk := d.Channel, d.Chunk
 	id, err := channelID(channel)
 	if err != nil {
 		return err
@@ -349,8 +349,9 @@ func (s *Surface) Send(ctx context.Context, channel rtsandbox.ChannelKey, chunk 
 	return nil
 }
 
-// Typing implements router.Surface: it shows the typing indicator once.
-func (s *Surface) Typing(ctx context.Context, channel rtsandbox.ChannelKey) error {
+// Typing implements router.Surface: it shows the typing indicator once,
+// in the channel (Discord has no per-message typing).
+func (s *Surface) Typing(ctx context.Context, channel rtsandbox.ChannelKey, _ string) error {
 	id, err := channelID(channel)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/chunk"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/discord"
@@ -62,8 +63,8 @@ func TestStartIdentifiesAndRegistersCommands(t *testing.T) {
 		}
 		subs = append(subs, o.Name)
 	}
-	if g.Name != "sandbox" || g.Type != 2 || !cmp.Equal(subs, router.Actions) {
-		t.Errorf("group = %s %d %v; want sandbox 2 %v", g.Name, g.Type, subs, router.Actions)
+	if g.Name != "sandbox" || g.Type != 2 || !cmp.Equal(subs, router.Actions()) {
+		t.Errorf("group = %s %d %v; want sandbox 2 %v", g.Name, g.Type, subs, router.Actions())
 	}
 	if !cmp.Equal(cmds[0].Contexts, []int{0, 1}) {
 		t.Errorf("contexts = %v; want guild and bot DM [0 1]", cmds[0].Contexts)
@@ -105,8 +106,8 @@ func TestAddressedMessageGetsTypingAndChunkedReplies(t *testing.T) {
 		if err := c.Decode(&body); err != nil {
 			t.Fatal(err)
 		}
-		if n := rtsandbox.UTF16Len(body.Content); n > router.ChunkLimit {
-			t.Errorf("call %d: content of %d units; want at most %d", i, n, router.ChunkLimit)
+		if n := rtsandbox.UTF16Len(body.Content); n > chunk.ChunkLimit {
+			t.Errorf("call %d: content of %d units; want at most %d", i, n, chunk.ChunkLimit)
 		}
 		var am struct {
 			Parse []string `json:"parse"`
@@ -265,8 +266,8 @@ func TestGuestCommandIsRefusedAndChangesNothing(t *testing.T) {
 	} {
 		in := h.slash(t, guild, c.channel, c.user, c.roles, c.sub)
 		text, edit := h.answer(t, in)
-		if text != router.NotOwnerText {
-			t.Errorf("%s: answer %q; want %q", c.name, text, router.NotOwnerText)
+		if text != rtsandbox.NotOwnerText {
+			t.Errorf("%s: answer %q; want %q", c.name, text, rtsandbox.NotOwnerText)
 		}
 		if !strings.Contains(string(edit.Body), `"allowed_mentions":{"parse":[]`) {
 			t.Errorf("%s: edit %s; want no mentions parsed", c.name, edit.Body)
@@ -315,8 +316,8 @@ func TestOwnerOffWaitsBehindRunningTurn(t *testing.T) {
 	}
 	close(release)
 	text, edit := h.answer(t, in)
-	if text != router.DisabledText {
-		t.Errorf("off answered %q; want %q", text, router.DisabledText)
+	if text != rtsandbox.DisabledText {
+		t.Errorf("off answered %q; want %q", text, rtsandbox.DisabledText)
 	}
 	calls := h.after(h.fake.Calls())
 	turnReply := find(calls, "POST", messagesPath(enabledID))
@@ -336,25 +337,25 @@ func TestOwnerCommands(t *testing.T) {
 	h := newHarness(t)
 
 	text, _ := h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionOn))
-	if text != router.EnabledText || !h.store.Enabled(other) {
+	if text != rtsandbox.EnabledText || !h.store.Enabled(other) {
 		t.Errorf("on = %q, enabled %v", text, h.store.Enabled(other))
 	}
 	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionStatus)); !strings.Contains(text, "enabled") {
 		t.Errorf("status = %q; want it to contain enabled", text)
 	}
-	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionFresh)); text != router.FreshText {
+	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionFresh)); text != rtsandbox.FreshText {
 		t.Errorf("fresh = %q", text)
 	}
 	if got := h.rt.Fresh(); !cmp.Equal(got, []rtsandbox.ChannelKey{other}) {
 		t.Errorf("runtime fresh = %v; want [%s]", got, other)
 	}
-	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionStop)); text != router.IdleText {
+	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionStop)); text != rtsandbox.IdleText {
 		t.Errorf("stop with no turn = %q", text)
 	}
-	if text, _ = h.answer(t, h.slash(t, "", dmID, owner, nil, router.ActionOn)); text != router.NeedsChanText {
-		t.Errorf("on in a DM = %q; want %q", text, router.NeedsChanText)
+	if text, _ = h.answer(t, h.slash(t, "", dmID, owner, nil, router.ActionOn)); text != rtsandbox.NeedsChannelText {
+		t.Errorf("on in a DM = %q; want %q", text, rtsandbox.NeedsChannelText)
 	}
-	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, "explode")); text != router.UnknownText {
+	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, "explode")); text != rtsandbox.UnknownActionText {
 		t.Errorf("unknown action = %q", text)
 	}
 
@@ -367,16 +368,16 @@ func TestOwnerCommands(t *testing.T) {
 	})
 	h.post(t, guildMessage(otherID, alice, []string{memberRole}, "long job", true))
 	<-started
-	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionStop)); text != router.StoppedText {
+	if text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionStop)); text != rtsandbox.StoppedText {
 		t.Errorf("stop during a turn = %q", text)
 	}
 	calls := h.waitFor(t, "the stopped notice", func(c []fakediscord.Call) bool { return count(c, "POST", messagesPath(otherID)) == 1 })
-	if got := sentContents(t, calls, otherID); !cmp.Equal(got, []string{router.TurnFailedOrStoppedText}) {
+	if got := sentContents(t, calls, otherID); !cmp.Equal(got, []string{rtsandbox.TurnFailedOrStoppedText}) {
 		t.Errorf("after stop the channel got %q", got)
 	}
 
 	text, _ = h.answer(t, h.slash(t, guild, otherID, owner, nil, router.ActionOff))
-	if text != router.DisabledText || h.store.Enabled(other) {
+	if text != rtsandbox.DisabledText || h.store.Enabled(other) {
 		t.Errorf("off = %q, enabled %v", text, h.store.Enabled(other))
 	}
 }
@@ -417,7 +418,7 @@ func TestStartFailuresNeverShowTheToken(t *testing.T) {
 	}
 	s.Close()
 	// Sending with the wrong token fails without the token in the error.
-	if err := s.Send(ctx, enabled, "x"); err == nil || strings.Contains(err.Error(), token) {
+	if err := s.Deliver(ctx, router.Delivery{Channel: enabled, Kind: router.KindReply, Chunk: "x"}); err == nil || strings.Contains(err.Error(), token) {
 		t.Errorf("Send with a wrong token = %v", err)
 	}
 
@@ -439,7 +440,7 @@ func TestStartFailuresNeverShowTheToken(t *testing.T) {
 	if _, err := discord.New(discord.Options{Token: func() rtsandbox.Secret { return token }, Router: newRouter(), RootCommand: "Bad Root"}); !errors.Is(err, rtsandbox.ErrInvalid) {
 		t.Errorf("New with a bad root = %v; want ErrInvalid", err)
 	}
-	if err := s.Send(ctx, "discord:not-a-snowflake", "x"); !errors.Is(err, discord.ErrChannel) {
+	if err := s.Deliver(ctx, router.Delivery{Channel: "discord:not-a-snowflake", Kind: router.KindReply, Chunk: "x"}); !errors.Is(err, discord.ErrChannel) {
 		t.Errorf("Send to a bad key = %v; want ErrChannel", err)
 	}
 	for _, c := range fake.Calls() {

@@ -130,6 +130,9 @@ func newWrappedHarness(t *testing.T, wrap func(discord.Router) discord.Router) *
 	if err != nil {
 		t.Fatalf("discord.New: %v", err)
 	}
+	if err := r.AddSurface(discord.Prefix, s); err != nil {
+		t.Fatal(err)
+	}
 	h.s = s
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {

@@ -47,7 +47,7 @@ func (s *Surface) inbound() {
 func (s *Surface) route(m *discordgo.Message) {
 	defer s.recovered("inbound message", key(m.ChannelID))
 	if rm, ok := s.message(s.ctx, m); ok {
-		s.router.Submit(rm) // settles on its own; the router logs outcomes
+		_, _ = s.router.Submit(rm) // settles on its own; the router logs outcomes
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/discord"
@@ -17,7 +18,7 @@ import (
 // whose action is status), as a bug on the inbound path would.
 type brokenRouter struct{ discord.Router }
 
-func (b brokenRouter) Submit(m router.Message) <-chan error {
+func (b brokenRouter) Submit(m router.Message) (<-chan error, error) {
 	if strings.Contains(m.Text, "explode") {
 		panic("cannot route " + m.Text)
 	}
@@ -54,8 +55,8 @@ func TestPanicOnInboundPathDoesNotKillSurface(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if text, _ := h.answer(t, h.slash(t, guild, enabledID, owner, nil, router.ActionOn)); text != router.EnabledText {
-		t.Errorf("on after a panicking command = %q; want %q", text, router.EnabledText)
+	if text, _ := h.answer(t, h.slash(t, guild, enabledID, owner, nil, router.ActionOn)); text != rtsandbox.EnabledText {
+		t.Errorf("on after a panicking command = %q; want %q", text, rtsandbox.EnabledText)
 	}
 
 	logs := h.logs.String()

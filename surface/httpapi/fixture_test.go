@@ -127,7 +127,7 @@ func (l *logRecorder) records(msg string) []map[string]string {
 
 // newFixture serves an API over a router with a fake runtime; lobby is
 // sandboxed, alice a member, boss the owner. edit adjusts the options.
-func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
+func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options), routerEdits ...func(*router.Options)) *fixture {
 	t.Helper()
 	if rt == nil {
 		rt = &fakeRuntime{Run: echo}
@@ -137,14 +137,18 @@ func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.router, err = router.New(router.Options{
+	ropts := router.Options{
 		Channels: f.channels, Runtime: rt, Access: pol, Logger: slog.New(f.logs),
 		OnDrop: func(ch rtsandbox.ChannelKey, reason string) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.drops = append(f.drops, string(ch)+" "+reason)
 		},
-	})
+	}
+	for _, e := range routerEdits {
+		e(&ropts)
+	}
+	f.router, err = router.New(ropts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +171,9 @@ func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := f.router.AddSurface(Prefix, f.api); err != nil {
+		t.Fatal(err)
+	}
 	f.srv = newLoopbackServer(t, f.api)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -180,6 +187,11 @@ func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options)) *fixture {
 		}
 	})
 	return f
+}
+
+// queueLimit sets the router's per-channel bound.
+func queueLimit(n int) func(*router.Options) {
+	return func(o *router.Options) { o.QueueLimit = n }
 }
 
 // newLoopbackServer serves api on loopback with NewServer's settings; it

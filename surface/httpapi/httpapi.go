@@ -17,16 +17,24 @@
 //     Every error body is {"error": fixed text}; details go to the log.
 //   - The author of a message is the identity "http:<author.id>", resolved
 //     by the router's access rules like any other surface's author.
-//   - Messages of one channel reach the router one at a time, in arrival
-//     order: the API holds the next until the previous one is settled, so
-//     every reply chunk and typing event is attributed to exactly one
-//     message. Options.QueueLimit bounds the messages held per channel.
-//   - Every message that does not run names its reason (router.DropReasons):
+//   - A message is submitted to the router at once and admitted there,
+//     once; the router alone keeps each channel's order and queue bound.
+//     Every chunk and typing call the router delivers names the message it
+//     answers (router.Delivery.InReplyTo), which is how a reply reaches the
+//     request waiting for it and the events carry the message's id.
+//     Background reports are reply events of no message. Options.MaxPending
+//     bounds the messages the API awaits across channels.
+//   - Owner actions go through the router's owner commands: on, off,
+//     status and fresh run on the channel's queue behind every message
+//     accepted before them; stop acts at once.
+//   - Every message that does not run names its reason (router.DropReasons()):
 //     200 {"channel","dropped":true,"reason"} when the router drops it at
 //     once; "dropped" and "reason" in the done event and the wait answer
 //     when it is dropped later; "reason" beside the error of a 429 (queue
 //     full) or 503 (shutting down). Drops the API decides itself are
 //     reported to the router (router.ReportDrop), so all are counted once.
+//   - A message's events come in order: typing, replies, then done. Events
+//     of different messages, done events included, may interleave.
 //   - Events fan out to subscribers through bounded buffers; a subscriber
 //     that falls behind is dropped, never waited for.
 //   - A panic fails one request (its response is aborted) or one message
@@ -56,8 +64,9 @@ const (
 	DefaultEventBuffer = 1024
 	// DefaultMaxSubscribers bounds concurrent event streams.
 	DefaultMaxSubscribers = 64
-	// DefaultMaxPending bounds the messages held or running across all
-	// channels, so a flood of fresh room names cannot grow memory.
+	// DefaultMaxPending bounds the messages awaited (queued or running)
+	// across all channels, so a flood of fresh room names cannot grow
+	// memory.
 	DefaultMaxPending = 4096
 	// DefaultWaitTimeout bounds a "wait": true request: the longest turn
 	// (10 minutes) plus time in the channel's queue.
@@ -78,8 +87,8 @@ const (
 
 // Options configure an API. Router, Token are required.
 type Options struct {
-	// Router receives messages and owner commands; New registers the API
-	// as its surface for Prefix.
+	// Router receives messages and owner commands. The wiring registers
+	// the API as its surface for Prefix (router.AddSurface).
 	Router *router.Router
 	// Token returns the guest bearer token, on every request; "" refuses
 	// every guest request.
@@ -104,11 +113,8 @@ type Options struct {
 	// Ready, when set, is the host's readiness check behind /readyz (the
 	// container engine answers, say); an error makes the host not ready.
 	Ready func(context.Context) error
-	// QueueLimit bounds one channel's held messages, the one in the
-	// router included; 0 means router.DefaultQueueLimit.
-	QueueLimit int
-	// MaxPending bounds held messages across channels; 0 means
-	// DefaultMaxPending.
+	// MaxPending bounds awaited messages across channels; 0 means
+	// DefaultMaxPending. A channel's own bound is the router's.
 	MaxPending int
 	// EventBuffer is each subscriber's buffer; 0 means DefaultEventBuffer.
 	EventBuffer int
@@ -133,24 +139,22 @@ type API struct {
 	hub     *hub
 
 	mu       sync.Mutex
-	lanes    map[rtsandbox.ChannelKey]*lane
-	pending  int
+	pending  map[string]*pending // by message id, until the router settles it
 	stopping bool
-	wg       sync.WaitGroup // lane goroutines
+	wg       sync.WaitGroup // one goroutine per pending message
 }
 
 var _ router.Surface = (*API)(nil)
 
-// New checks opts, registers the API with the router for Prefix and
-// returns it. Errors wrap rtsandbox.ErrInvalid or come from AddSurface.
+// New checks opts and returns the API; register it with the router for
+// Prefix before serving. Errors wrap rtsandbox.ErrInvalid.
 func New(opts Options) (*API, error) {
 	if opts.Router == nil || opts.Token == nil {
 		return nil, fmt.Errorf("httpapi: Router and Token are required: %w", rtsandbox.ErrInvalid)
 	}
-	if opts.QueueLimit < 0 || opts.MaxPending < 0 || opts.EventBuffer < 0 || opts.MaxSubscribers < 0 || opts.WaitTimeout < 0 {
+	if opts.MaxPending < 0 || opts.EventBuffer < 0 || opts.MaxSubscribers < 0 || opts.WaitTimeout < 0 {
 		return nil, fmt.Errorf("httpapi: negative limit: %w", rtsandbox.ErrInvalid)
 	}
-	opts.QueueLimit = cmp.Or(opts.QueueLimit, router.DefaultQueueLimit)
 	opts.MaxPending = cmp.Or(opts.MaxPending, DefaultMaxPending)
 	opts.EventBuffer = cmp.Or(opts.EventBuffer, DefaultEventBuffer)
 	opts.MaxSubscribers = cmp.Or(opts.MaxSubscribers, DefaultMaxSubscribers)
@@ -168,76 +172,47 @@ func New(opts Options) (*API, error) {
 		log:     log.With("surface", Prefix),
 		origins: map[string]bool{},
 		hub:     newHub(opts.EventBuffer, opts.MaxSubscribers),
-		lanes:   map[rtsandbox.ChannelKey]*lane{},
+		pending: map[string]*pending{},
 	}
 	for _, o := range opts.AllowedOrigins {
 		a.origins[o] = true
 	}
-	if err := opts.Router.AddSurface(Prefix, a); err != nil {
-		return nil, err
-	}
 	return a, nil
 }
 
-// Send implements router.Surface: the chunk becomes a reply event and
-// part of the waiting request's answer. It never blocks.
-func (a *API) Send(_ context.Context, channel rtsandbox.ChannelKey, chunk string) error {
-	id := a.observe(channel, func(p *pending) { p.chunks = append(p.chunks, chunk) })
-	a.hub.publish(Event{Type: EventReply, Channel: channel, MessageID: id, Chunk: chunk})
+// Deliver implements router.Surface: the chunk becomes a reply event
+// naming the message it answers ("" for a report) and part of that
+// message's waiting answer. It never blocks.
+func (a *API) Deliver(_ context.Context, d router.Delivery) error {
+	a.record(d)
+	a.hub.publish(Event{Type: EventReply, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: d.Chunk})
 	return nil
 }
 
-// SendReport implements router.ReportSurface: a background report becomes
-// a reply event of no message, and is never filed under the message the
-// router is running.
-func (a *API) SendReport(_ context.Context, channel rtsandbox.ChannelKey, chunk string) error {
-	a.hub.publish(Event{Type: EventReply, Channel: channel, Chunk: chunk})
+// Typing implements router.Surface: it becomes a typing event for the
+// message. It never blocks.
+func (a *API) Typing(_ context.Context, channel rtsandbox.ChannelKey, inReplyTo string) error {
+	a.hub.publish(Event{Type: EventTyping, Channel: channel, MessageID: inReplyTo})
 	return nil
 }
 
-// Typing implements router.Surface: it becomes a typing event. It never
-// blocks.
-func (a *API) Typing(_ context.Context, channel rtsandbox.ChannelKey) error {
-	id := a.observe(channel, func(p *pending) { p.ran = true })
-	a.hub.publish(Event{Type: EventTyping, Channel: channel, MessageID: id})
-	return nil
-}
-
-// Stop makes the API take no new messages (503) and settles the messages
-// it still holds as refused (dropped for router.DropShuttingDown, each
-// reported to the router); the one already in the router is the router's
-// to finish. Call it before router.Close.
+// Stop marks the API draining: /readyz answers 503 from now on. The
+// messages the router holds are the router's to settle: router.Drain
+// refuses those still waiting (each then answers 503, dropped for
+// router.DropShuttingDown) and router.Close the rest. Call Stop, then
+// router.Drain, before router.Close.
 func (a *API) Stop() {
-	for _, p := range a.release() {
-		a.router.ReportDrop(p.msg.Channel, router.DropShuttingDown)
-		o := settled(router.ErrStopping, nil)
-		p.settle(o)
-		a.hub.publish(doneEvent(p.msg.Channel, p.id, o))
-	}
-}
-
-// release marks the API stopping and takes every held message that is
-// not in the router out of its lane.
-func (a *API) release() []*pending {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stopping = true
-	var out []*pending
-	for _, l := range a.lanes {
-		out = append(out, l.waiting...)
-		a.pending -= len(l.waiting)
-		l.waiting = nil
-	}
-	return out
 }
 
-// Held returns the messages the API holds across channels, those in the
-// router included (metrics gauge, beside router.QueueDepth: the API hands
-// the router one message per channel at a time).
+// Held returns the messages the API awaits across channels: each is
+// queued or running in the router, so router.QueueDepth counts them too.
 func (a *API) Held() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.pending
+	return len(a.pending)
 }
 
 // draining reports whether Stop was called: readiness is false from then.
@@ -248,8 +223,8 @@ func (a *API) draining() bool {
 }
 
 // Close stops the API (see Stop), ends every event stream and waits until
-// the channel goroutines have exited (each exits once the router settles
-// its message, which router.Close guarantees) or ctx ends.
+// every pending message is settled (router.Close guarantees it) or ctx
+// ends.
 func (a *API) Close(ctx context.Context) error {
 	a.Stop()
 	a.hub.close()

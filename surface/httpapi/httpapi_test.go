@@ -162,35 +162,38 @@ func TestRoutesAnswerJSON(t *testing.T) {
 	}
 }
 
+// messageValidationTests are refused message bodies and their answers;
+// they also seed FuzzDecodeMessage.
+var messageValidationTests = []struct {
+	name, body, want string
+	code             int
+}{
+	{"unknown-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mention":true}`, `unknown key "mention"`, 400},
+	{"unknown-author-key", `{"channel":"http:lobby","author":{"id":"alice","role":"owner"},"text":"hi"}`, `unknown key "author.role"`, 400},
+	{"duplicate-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","text":"again"}`, `duplicate key "text"`, 400},
+	{"speaker-smuggling", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","speaker":{"id":"boss"}}`, `unknown key "speaker"`, 400},
+	{"missing-author", `{"channel":"http:lobby","text":"hi"}`, `author: required`, 400},
+	{"author-not-object", `{"channel":"http:lobby","author":"alice","text":"hi"}`, `author: must be an object`, 400},
+	{"missing-author-id", `{"channel":"http:lobby","author":{"name":"A"},"text":"hi"}`, `author.id: required`, 400},
+	{"author-id-space", `{"channel":"http:lobby","author":{"id":"a b"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
+	{"author-id-role", `{"channel":"http:lobby","author":{"id":"role:1"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
+	{"author-name-control", `{"channel":"http:lobby","author":{"id":"a","name":"A\u0007"},"text":"hi"}`, `author.name: at most 256 characters without control characters`, 400},
+	{"channel-other-surface", `{"channel":"discord:1","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
+	{"channel-slash", `{"channel":"http:a/..","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
+	{"channel-too-long", `{"channel":"http:` + strings.Repeat("r", 201) + `","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
+	{"blank-text", `{"channel":"http:lobby","author":{"id":"alice"},"text":"  "}`, `text: required and not blank`, 400},
+	{"text-too-long", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", MaxTextUnits+1) + `"}`, `text: at most 32000 characters of valid UTF-8`, 400},
+	{"text-null", `{"channel":"http:lobby","author":{"id":"alice"},"text":null}`, `text: must be a string`, 400},
+	{"bool-as-string", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mentions_bot":"true"}`, `mentions_bot: must be true or false`, 400},
+	{"wait-as-number", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","wait":1}`, `wait: must be true or false`, 400},
+	{"trailing-data", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi"} {}`, `body: data after the JSON object`, 400},
+	{"array", `[]`, `body: must be a JSON object`, 400},
+	{"broken-json", `{"channel":`, `body: invalid JSON at byte 11`, 400},
+	{"too-large", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, `request body too large`, 413},
+}
+
 func TestMessageValidation(t *testing.T) {
-	long := strings.Repeat("a", MaxTextUnits+1)
-	tests := []struct {
-		name, body, want string
-		code             int
-	}{
-		{"unknown-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mention":true}`, `unknown key "mention"`, 400},
-		{"unknown-author-key", `{"channel":"http:lobby","author":{"id":"alice","role":"owner"},"text":"hi"}`, `unknown key "author.role"`, 400},
-		{"duplicate-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","text":"again"}`, `duplicate key "text"`, 400},
-		{"speaker-smuggling", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","speaker":{"id":"boss"}}`, `unknown key "speaker"`, 400},
-		{"missing-author", `{"channel":"http:lobby","text":"hi"}`, `author: required`, 400},
-		{"author-not-object", `{"channel":"http:lobby","author":"alice","text":"hi"}`, `author: must be an object`, 400},
-		{"missing-author-id", `{"channel":"http:lobby","author":{"name":"A"},"text":"hi"}`, `author.id: required`, 400},
-		{"author-id-space", `{"channel":"http:lobby","author":{"id":"a b"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
-		{"author-id-role", `{"channel":"http:lobby","author":{"id":"role:1"},"text":"hi"}`, `author.id: must be printable without whitespace, not start with "role:", and make http:<id> at most 256 characters`, 400},
-		{"author-name-control", `{"channel":"http:lobby","author":{"id":"a","name":"A\u0007"},"text":"hi"}`, `author.name: at most 256 characters without control characters`, 400},
-		{"channel-other-surface", `{"channel":"discord:1","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
-		{"channel-slash", `{"channel":"http:a/..","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
-		{"channel-too-long", `{"channel":"http:` + strings.Repeat("r", 201) + `","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
-		{"blank-text", `{"channel":"http:lobby","author":{"id":"alice"},"text":"  "}`, `text: required and not blank`, 400},
-		{"text-too-long", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + long + `"}`, `text: at most 32000 characters of valid UTF-8`, 400},
-		{"text-null", `{"channel":"http:lobby","author":{"id":"alice"},"text":null}`, `text: must be a string`, 400},
-		{"bool-as-string", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mentions_bot":"true"}`, `mentions_bot: must be true or false`, 400},
-		{"wait-as-number", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","wait":1}`, `wait: must be true or false`, 400},
-		{"trailing-data", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi"} {}`, `body: data after the JSON object`, 400},
-		{"array", `[]`, `body: must be a JSON object`, 400},
-		{"broken-json", `{"channel":`, `body: invalid JSON at byte 11`, 400},
-		{"too-large", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, `request body too large`, 413},
-	}
+	tests := messageValidationTests
 	f := newFixture(t, nil, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,7 +249,7 @@ func TestWaitFailedTurnAnswersFixedText(t *testing.T) {
 	f := newFixture(t, rt, nil)
 	code, body := f.post(t, "Hello", `,"wait":true`)
 	got := decode[waitResponse](t, body)
-	if code != 200 || len(got.Replies) != 1 || !cmp.Equal(got.Replies[0].Chunks, []string{router.TurnFailedOrStoppedText}) {
+	if code != 200 || len(got.Replies) != 1 || !cmp.Equal(got.Replies[0].Chunks, []string{rtsandbox.TurnFailedOrStoppedText}) {
 		t.Errorf("failed turn = %d %s; want the fixed failure text", code, body)
 	}
 }
@@ -374,7 +377,7 @@ func TestQueueLimit(t *testing.T) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}}
-	f := newFixture(t, rt, func(o *Options) { o.QueueLimit = 2 })
+	f := newFixture(t, rt, nil, queueLimit(2))
 	defer close(release)
 	for i, want := range []int{202, 202, 429} {
 		code, body := f.post(t, "hi", "")
@@ -430,6 +433,7 @@ func TestStopRefusesMessages(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	f.api.Stop()
+	f.router.Drain()
 	if code := <-held; code != http.StatusServiceUnavailable {
 		t.Errorf("held message after Stop = %d; want 503", code)
 	}
@@ -446,14 +450,14 @@ func TestOwnerEndpoints(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	const path = "/api/v1/channels/http:room2/sandbox"
 	code, body := f.do(t, "GET", path, ownerToken, "")
-	if want := (sandboxResponse{Channel: "http:room2", Enabled: false, Message: router.DisabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
+	if want := (sandboxResponse{Channel: "http:room2", Enabled: false, Message: rtsandbox.DisabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
 		t.Errorf("GET status = %d %s; want %+v", code, body, want)
 	}
 	if code, body := f.do(t, "POST", "/api/v1/messages", guestToken, `{"channel":"http:room2","author":{"id":"alice"},"text":"hi","mentions_bot":true,"wait":true}`); !decode[waitResponse](t, body).Dropped {
 		t.Errorf("message before on = %d %s; want dropped", code, body)
 	}
 	code, body = f.do(t, "POST", path, ownerToken, `{"enabled":true}`)
-	if want := (sandboxResponse{Channel: "http:room2", Enabled: true, Message: router.EnabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
+	if want := (sandboxResponse{Channel: "http:room2", Enabled: true, Message: rtsandbox.EnabledText}); code != 200 || decode[sandboxResponse](t, body) != want {
 		t.Errorf("POST on = %d %s; want %+v", code, body, want)
 	}
 	if code, body := f.do(t, "POST", "/api/v1/messages", guestToken, `{"channel":"http:room2","author":{"id":"alice"},"text":"hi","mentions_bot":true,"wait":true}`); len(decode[waitResponse](t, body).Replies) != 1 {
@@ -481,7 +485,7 @@ func TestOwnerEndpoints(t *testing.T) {
 func TestOwnerEndpointNeedsOwnerIdentity(t *testing.T) {
 	f := newFixture(t, nil, func(o *Options) { o.OwnerID = "alice" }) // a member, not an owner
 	code, body := f.do(t, "POST", "/api/v1/channels/http:lobby/sandbox", ownerToken, `{"enabled":false}`)
-	if code != 403 || decode[errorBody](t, body).Error != router.NotOwnerText {
+	if code != 403 || decode[errorBody](t, body).Error != rtsandbox.NotOwnerText {
 		t.Errorf("POST as a member = %d %s; want 403", code, body)
 	}
 	if !f.channels.Enabled(lobby) {
@@ -599,7 +603,7 @@ func TestOwnerDiskFullNamed(t *testing.T) {
 	f.channels.fail = &os.PathError{Op: "write", Path: "/state/channels.json.tmp-x", Err: syscall.ENOSPC}
 	f.channels.mu.Unlock()
 	code, body := f.do(t, http.MethodPost, "/api/v1/channels/http:new/sandbox", ownerToken, `{"enabled":true}`)
-	if code != http.StatusInsufficientStorage || !strings.Contains(body, router.DiskFullText) {
+	if code != http.StatusInsufficientStorage || !strings.Contains(body, rtsandbox.DiskFullText) {
 		t.Errorf("owner on with a full disk = %d %q; want 507 and the disk-full text", code, body)
 	}
 	if f.channels.Enabled("http:new") {

@@ -48,6 +48,9 @@ func TestLoadHostPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := r.AddSurface(Prefix, api); err != nil {
+		t.Fatal(err)
+	}
 	f := &fixture{api: api, router: r, rt: rt}
 	f.srv = newLoopbackServer(t, api)
 	defer func() {

@@ -195,15 +195,15 @@ func handlePostMessage(a *API) http.Handler {
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
-		if reason := a.opts.Router.Screen(m); reason != "" {
+		p, o := a.submit(m)
+		switch {
+		case o != nil && o.err != nil: // refused: queue full, shutting down
+			a.failWith(w, r, o.err, o.reason)
+			return
+		case o != nil:
 			// Dropped at once (not sandboxed, not addressed, a DM, a bot,
 			// an unresolved author): nothing is queued, so no id.
-			writeJSON(w, http.StatusOK, dropResponse{Channel: string(m.Channel), Dropped: true, Reason: reason})
-			return
-		}
-		p, err := a.submit(m)
-		if err != nil {
-			a.failMessage(w, r, err)
+			writeJSON(w, http.StatusOK, dropResponse{Channel: string(m.Channel), Dropped: true, Reason: o.reason})
 			return
 		}
 		if !req.Wait {

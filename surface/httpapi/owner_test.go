@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/router"
 )
 
 // blockingRuntime runs turns until release is closed or the turn is
@@ -30,11 +29,11 @@ func TestOwnerFreshAndStop(t *testing.T) {
 		name, path, body string
 		want             actionResponse
 	}{
-		{"fresh", "/api/v1/channels/http:lobby/fresh", "", actionResponse{"http:lobby", router.FreshText}},
-		{"fresh-empty-object", "/api/v1/channels/http:lobby/fresh", "{}", actionResponse{"http:lobby", router.FreshText}},
-		{"fresh-not-sandboxed", "/api/v1/channels/http:elsewhere/fresh", "", actionResponse{"http:elsewhere", router.NotOwnedText}},
-		{"stop-idle", "/api/v1/channels/http:lobby/stop", "", actionResponse{"http:lobby", router.IdleText}},
-		{"stop-not-sandboxed", "/api/v1/channels/http:elsewhere/stop", "", actionResponse{"http:elsewhere", router.IdleText}},
+		{"fresh", "/api/v1/channels/http:lobby/fresh", "", actionResponse{"http:lobby", rtsandbox.FreshText}},
+		{"fresh-empty-object", "/api/v1/channels/http:lobby/fresh", "{}", actionResponse{"http:lobby", rtsandbox.FreshText}},
+		{"fresh-not-sandboxed", "/api/v1/channels/http:elsewhere/fresh", "", actionResponse{"http:elsewhere", rtsandbox.NotOwnedText}},
+		{"stop-idle", "/api/v1/channels/http:lobby/stop", "", actionResponse{"http:lobby", rtsandbox.IdleText}},
+		{"stop-not-sandboxed", "/api/v1/channels/http:elsewhere/stop", "", actionResponse{"http:elsewhere", rtsandbox.IdleText}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,14 +97,14 @@ func TestOwnerFreshWaitsStopDoesNot(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	code, body := f.do(t, http.MethodPost, "/api/v1/channels/http:lobby/stop", ownerToken, "")
-	if want := (actionResponse{"http:lobby", router.StoppedText}); code != 200 || decode[actionResponse](t, body) != want {
+	if want := (actionResponse{"http:lobby", rtsandbox.StoppedText}); code != 200 || decode[actionResponse](t, body) != want {
 		t.Errorf("POST stop = %d %s; want 200 %+v", code, body, want)
 	}
 	got := <-turn
-	if diff := cmp.Diff([]reply{{Chunks: []string{router.TurnFailedOrStoppedText}}}, got.Replies); diff != "" {
+	if diff := cmp.Diff([]reply{{Chunks: []string{rtsandbox.TurnFailedOrStoppedText}}}, got.Replies); diff != "" {
 		t.Errorf("stopped turn's replies (-want +got):\n%s", diff)
 	}
-	if want := (actionResponse{"http:lobby", router.FreshText}); decode[actionResponse](t, <-fresh) != want {
+	if want := (actionResponse{"http:lobby", rtsandbox.FreshText}); decode[actionResponse](t, <-fresh) != want {
 		t.Errorf("fresh after the turn; want %+v", want)
 	}
 	if diff := cmp.Diff([]rtsandbox.ChannelKey{lobby}, rt.Fresh()); diff != "" {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
-	"github.com/rtsandbox/rtsandbox/router"
 )
 
 // A handler panic aborts that response only: it is logged without the
@@ -64,7 +63,7 @@ func TestRuntimePanicAnsweredOverHTTP(t *testing.T) {
 	}}
 	f := newFixture(t, rt, nil)
 	for _, tc := range []struct{ text, want string }{
-		{"explode", router.TurnFailedOrStoppedText},
+		{"explode", rtsandbox.TurnFailedOrStoppedText},
 		{"hello", "echo: hello"},
 	} {
 		code, body := f.post(t, tc.text, `,"wait":true`)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"syscall"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
@@ -36,16 +37,16 @@ func failure(err error) (int, string, bool) {
 	switch {
 	case errors.Is(err, router.ErrStopping):
 		return http.StatusServiceUnavailable, textStopping, true
-	case errors.Is(err, router.ErrQueueFull), errors.Is(err, errChannelFull):
+	case errors.Is(err, router.ErrQueueFull):
 		return http.StatusTooManyRequests, textChannelFull, true
 	case errors.Is(err, errHostFull):
 		return http.StatusServiceUnavailable, textHostFull, true
 	case errors.Is(err, errTooManySubscribers):
 		return http.StatusServiceUnavailable, textSubscribers, true
 	case errors.Is(err, router.ErrNotOwner):
-		return http.StatusForbidden, router.NotOwnerText, true
+		return http.StatusForbidden, rtsandbox.NotOwnerText, true
 	case errors.Is(err, syscall.ENOSPC): // logged by the router
-		return http.StatusInsufficientStorage, router.DiskFullText, true
+		return http.StatusInsufficientStorage, rtsandbox.DiskFullText, true
 	case errors.Is(err, context.Canceled): // the client went; nobody reads this
 		return http.StatusRequestTimeout, textCancelled, true
 	case errors.Is(err, context.DeadlineExceeded):
@@ -64,7 +65,7 @@ func refusalText(err error) string {
 // API's own for the bounds it keeps; "" when err is no drop.
 func dropReason(err error) string {
 	switch {
-	case errors.Is(err, errChannelFull), errors.Is(err, errHostFull):
+	case errors.Is(err, errHostFull):
 		return router.DropQueueFull
 	}
 	return router.Reason(err)

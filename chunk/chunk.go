@@ -1,4 +1,9 @@
-package router
+// Package chunk splits a reply into chat messages (host spec §1.9): at
+// most ChunkLimit UTF-16 units each, at paragraph and code-fence
+// boundaries, and at most MaxChunks of them, the rest cut with
+// rtsandbox.ReplyCutNotice. It is a leaf: standard library and the root
+// package only, so the router and background jobs (delegate) share it.
+package chunk
 
 import (
 	"slices"
@@ -19,17 +24,13 @@ const ChunkLimit = 2000
 // of chat. A reply may hold up to rtsandbox.MaxReplyText (100,000) units,
 // which would take 50 or more messages and hold a Discord channel for
 // about a minute under its rate limit; the rest is cut with
-// ReplyCutNotice instead. The bound is
+// rtsandbox.ReplyCutNotice instead. The bound is
 // fixed rather than proportional to the reply's length: greedy merging
 // legitimately posts up to about twice length/limit chunks (two pieces
 // of just over half the limit cannot share a message), so a proportional
 // bound would cut ordinary replies; the fence rule of Chunk removes the
 // amplification at its source.
 const MaxChunks = 20
-
-// ReplyCutNotice ends the last chunk of a reply that did not fit in
-// MaxChunks messages, as a paragraph of its own.
-const ReplyCutNotice = "-# [reply cut: it was too long to post in full]"
 
 // maxReopen bounds an opening fence line that is repeated at the top of
 // every piece of a split code block: a language tag and a short info
@@ -81,13 +82,13 @@ const minChunkLimit = 16
 // A hard-split piece that would begin like a fence gets a closing fence
 // line. Invalid UTF-8 becomes U+FFFD.
 func Chunk(text string, limit int) []string {
-	out, _ := chunk(text, limit, MaxChunks)
+	out, _ := Bounded(text, limit, MaxChunks)
 	return out
 }
 
-// chunk is Chunk with the bound on the number of messages as a parameter
+// Bounded is Chunk with the bound on the number of messages as a parameter
 // (maxChunks < 1: no bound); cut reports that text did not fit.
-func chunk(text string, limit, maxChunks int) (chunks []string, cut bool) {
+func Bounded(text string, limit, maxChunks int) (chunks []string, cut bool) {
 	if limit < 1 {
 		limit = ChunkLimit
 	}
@@ -110,7 +111,7 @@ func chunk(text string, limit, maxChunks int) (chunks []string, cut bool) {
 // its text as fits before ReplyCutNotice.
 func cutChunks(chunks []string, limit, n int) []string {
 	out := slices.Clone(chunks[:n-1])
-	notice := ReplyCutNotice
+	notice := rtsandbox.ReplyCutNotice
 	room := limit - 2 - rtsandbox.UTF16Len(notice)
 	// Room to close a code block left open (at most "\n" and a marker).
 	const closing = 4
@@ -119,7 +120,7 @@ func cutChunks(chunks []string, limit, n int) []string {
 	}
 	last := chunks[n-1]
 	if rtsandbox.UTF16Len(last) > room {
-		sub, _ := chunk(last, room-closing, 0)
+		sub, _ := Bounded(last, room-closing, 0)
 		last = sub[0] // last is not blank, so neither is its split
 	}
 	if bs := parseBlocks(last); len(bs) > 0 {
@@ -401,4 +402,14 @@ func merge(pieces []string, limit int) []string {
 		out = append(out, cur)
 	}
 	return out
+}
+
+// Cap bounds a list of ready chunks to MaxChunks: a longer list keeps its
+// first MaxChunks − 1 chunks and ends with rtsandbox.ReplyCutNotice. cut
+// reports that the list was longer. chunks is not modified.
+func Cap(chunks []string) (out []string, cut bool) {
+	if len(chunks) <= MaxChunks {
+		return chunks, false
+	}
+	return append(slices.Clone(chunks[:MaxChunks-1]), rtsandbox.ReplyCutNotice), true
 }

@@ -1,4 +1,4 @@
-package router
+package chunk
 
 import (
 	"slices"
@@ -105,7 +105,7 @@ func TestChunkDiscordSizedReply(t *testing.T) {
 func TestChunkLongOpeningLineNotRepeated(t *testing.T) {
 	open := "```" + strings.Repeat("a", 1987)
 	in := open + "\n" + strings.Repeat(strings.Repeat("x", 79)+"\n", 50) + "```"
-	got, cut := chunk(in, ChunkLimit, 0)
+	got, cut := Bounded(in, ChunkLimit, 0)
 	// Each piece but the first carries at least limit − 8 units of the
 	// body; the first and a hard-split line's remainder may be short.
 	if bound := rtsandbox.UTF16Len(in)/(ChunkLimit-8) + 3; cut || len(got) > bound {
@@ -130,13 +130,13 @@ func TestChunkBounded(t *testing.T) {
 	}{
 		{"fits-not-cut", "a\n\nb", 16, 1, []string{"a\n\nb"}, 0},
 		{"exactly-max-not-cut", strings.Repeat("a", 32), 16, 2, []string{strings.Repeat("a", 16), strings.Repeat("a", 16)}, 0},
-		{"tiny-limit-notice-alone", strings.Repeat("a", 48), 16, 2, []string{strings.Repeat("a", 16), ReplyCutNotice[:16]}, 2},
+		{"tiny-limit-notice-alone", strings.Repeat("a", 48), 16, 2, []string{strings.Repeat("a", 16), rtsandbox.ReplyCutNotice[:16]}, 2},
 		{"notice-after-room", para + "\n\n" + para + "\n\n" + para, ChunkLimit, 2, nil, 2},
 		{"code-closed-before-notice", para + "\n\n```go\n" + strings.Repeat("fmt.Println(1)\n", 300) + "```", ChunkLimit, 2, nil, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, cut := chunk(tt.in, tt.limit, tt.max)
+			got, cut := Bounded(tt.in, tt.limit, tt.max)
 			if tt.want != nil {
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("chunk mismatch (-want +got):\n%s", diff)
@@ -146,7 +146,7 @@ func TestChunkBounded(t *testing.T) {
 				t.Errorf("chunk = %d chunks, cut %v; want cut at %d", len(got), cut, tt.wantAt)
 			}
 			checkBounded(t, tt.in, tt.limit, tt.max, got, cut)
-			if cut && tt.limit == ChunkLimit && !strings.HasSuffix(got[len(got)-1], "\n\n"+ReplyCutNotice) {
+			if cut && tt.limit == ChunkLimit && !strings.HasSuffix(got[len(got)-1], "\n\n"+rtsandbox.ReplyCutNotice) {
 				t.Errorf("last chunk %q does not end with the notice", got[len(got)-1])
 			}
 		})
@@ -162,11 +162,11 @@ func FuzzChunk(f *testing.F) {
 	f.Add(strings.Repeat("```\n"+strings.Repeat("c", 40)+"\n```\n\n", 30), uint16(32))
 	f.Fuzz(func(t *testing.T, in string, limit uint16) {
 		l := int(limit % 2048)
-		all, _ := chunk(in, l, 0)
+		all, _ := Bounded(in, l, 0)
 		checkBounded(t, in, l, MaxChunks, Chunk(in, l), len(all) > MaxChunks)
 		// A small bound cuts often.
 		n := 1 + int(limit/2048)%4
-		got, cut := chunk(in, l, n)
+		got, cut := Bounded(in, l, n)
 		if cut != (len(all) > n) {
 			t.Fatalf("cut = %v with %d chunks uncut; bound %d", cut, len(all), n)
 		}
@@ -211,7 +211,7 @@ func checkBounded(t *testing.T, in string, limit, maxChunks int, chunks []string
 		}
 	}
 	norm := strings.ReplaceAll(strings.ToValidUTF8(in, "\uFFFD"), "\r\n", "\n")
-	if bound := 3*rtsandbox.UTF16Len(norm) + rtsandbox.UTF16Len(ReplyCutNotice); total > bound {
+	if bound := 3*rtsandbox.UTF16Len(norm) + rtsandbox.UTF16Len(rtsandbox.ReplyCutNotice); total > bound {
 		t.Fatalf("chunks hold %d units for an input of %d; want at most %d", total, rtsandbox.UTF16Len(norm), bound)
 	}
 	text := chunks
@@ -222,9 +222,9 @@ func checkBounded(t *testing.T, in string, limit, maxChunks int, chunks []string
 		last := chunks[len(chunks)-1]
 		text = slices.Clone(chunks[:len(chunks)-1])
 		switch {
-		case strings.HasSuffix(last, "\n\n"+ReplyCutNotice):
-			text = append(text, strings.TrimSuffix(last, "\n\n"+ReplyCutNotice))
-		case strings.HasPrefix(ReplyCutNotice, last):
+		case strings.HasSuffix(last, "\n\n"+rtsandbox.ReplyCutNotice):
+			text = append(text, strings.TrimSuffix(last, "\n\n"+rtsandbox.ReplyCutNotice))
+		case strings.HasPrefix(rtsandbox.ReplyCutNotice, last):
 		default:
 			t.Fatalf("the last chunk of a cut reply does not end with the notice: %q", last)
 		}

@@ -1,0 +1,269 @@
+package rtsandbox_test
+
+// The architecture test: every "never" rule of ARCHITECTURE.md about who
+// may import whom, checked on the source of the whole module (tests
+// excluded: a test may use any fake). A failure names the package, the
+// import and the rule it breaks.
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const modulePath = "github.com/rtsandbox/rtsandbox"
+
+// pkgImports is one package of the module: its directory relative to the
+// module root ("." for the root) and the imports of its non-test files.
+type pkgImports struct {
+	dir     string
+	imports map[string]bool
+	files   []*ast.File
+}
+
+// loadModule parses every non-test Go file under the module root.
+func loadModule(t *testing.T) map[string]*pkgImports {
+	t.Helper()
+	pkgs := map[string]*pkgImports{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if p != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Dir(p))
+		pk := pkgs[dir]
+		if pk == nil {
+			pk = &pkgImports{dir: dir, imports: map[string]bool{}}
+			pkgs[dir] = pk
+		}
+		pk.files = append(pk.files, f)
+		for _, imp := range f.Imports {
+			ip, _ := strconv.Unquote(imp.Path.Value)
+			pk.imports[ip] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("found %d packages; the test must run from the module root", len(pkgs))
+	}
+	return pkgs
+}
+
+// local is the module-relative directory of import path ip ("." for the
+// root), or "" when ip is outside the module.
+func local(ip string) string {
+	switch {
+	case ip == modulePath:
+		return "."
+	case strings.HasPrefix(ip, modulePath+"/"):
+		return strings.TrimPrefix(ip, modulePath+"/")
+	}
+	return ""
+}
+
+// std reports whether ip is a standard-library import.
+func std(ip string) bool {
+	first, _, _ := strings.Cut(ip, "/")
+	return !strings.Contains(first, ".")
+}
+
+// under reports whether dir is one of dirs or below one of them.
+func under(dir string, dirs ...string) bool {
+	for _, d := range dirs {
+		if dir == d || strings.HasPrefix(dir, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// The worker side: what runs inside the container.
+var workerSide = []string{".", "worker", "cmd/rtsandbox-worker", "brokerclient", "jsonjs"}
+
+// wiring are the only packages that put the others together.
+var wiring = []string{"cmd", "host"}
+
+// importRule is one rule: for every package matching who, every import
+// must pass allowed; why is the rule's text from ARCHITECTURE.md.
+type importRule struct {
+	name    string
+	who     func(dir string) bool
+	allowed func(dir, ip string) bool
+	why     string
+}
+
+func archRules() []importRule {
+	notModule := func(_, ip string) bool { return local(ip) == "" }
+	return []importRule{{
+		name:    "root imports nothing of the module",
+		who:     func(dir string) bool { return dir == "." },
+		allowed: notModule,
+		why:     "the root package is the shared contract and imports nothing of this module",
+	}, {
+		name: "worker side: root, jsonjs, brokerclient and the standard library only",
+		who:  func(dir string) bool { return slices.Contains(workerSide, dir) },
+		allowed: func(_, ip string) bool {
+			if l := local(ip); l != "" {
+				return slices.Contains(workerSide, l)
+			}
+			return std(ip) && !slices.Contains([]string{"os/exec", "unsafe", "net/http/pprof"}, ip)
+		},
+		why: "the worker side imports only the root package, each other and the standard library, never os/exec, unsafe or net/http/pprof",
+	}, {
+		name: "broker knows no surface, router, container or runtime",
+		who:  func(dir string) bool { return dir == "broker" },
+		allowed: func(_, ip string) bool {
+			return !under(local(ip), "surface", "router", "container", "sandbox", "session", "host", "cmd")
+		},
+		why: "broker/ knows no surface, router, container or runtime",
+	}, {
+		name: "surfaces know the router and root only",
+		who:  func(dir string) bool { return under(dir, "surface") },
+		allowed: func(_, ip string) bool {
+			l := local(ip)
+			return l == "" || l == "." || l == "router" || l == "chunk" || under(l, "internal/wait", "internal/privdir")
+		},
+		why: "surfaces know the router and root only (plus the chunk leaf and internal helpers)",
+	}, {
+		name: "router knows runtimes through an interface",
+		who:  func(dir string) bool { return dir == "router" },
+		allowed: func(_, ip string) bool {
+			return !under(local(ip), "sandbox", "session", "container", "broker", "surface", "host", "cmd", "config")
+		},
+		why: "the router knows runtimes through a small interface, and no surface",
+	}, {
+		name: "only cmd and host wire",
+		who:  func(dir string) bool { return !under(dir, wiring...) },
+		allowed: func(_, ip string) bool {
+			return !under(local(ip), "cmd", "host", "config", "surface", "container/docker", "workerimage", "metrics")
+		},
+		why: "only cmd/ and host/ wire packages together: config, surfaces, the Docker driver, the worker image and metrics are put together there",
+	}, {
+		name: "nothing imports cmd",
+		who:  func(string) bool { return true },
+		allowed: func(dir, ip string) bool {
+			return !under(local(ip), "cmd")
+		},
+		why: "cmd/ is the top of the tree",
+	}, {
+		name: "fakes stay out of production code",
+		who:  func(dir string) bool { return !under(dir, "internal", "cmd") },
+		allowed: func(_, ip string) bool {
+			l := local(ip)
+			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf")
+		},
+		why: "fakes live under internal/ and are used by tests (and the operator's stand-in model command) only",
+	}}
+}
+
+func TestArchitectureImports(t *testing.T) {
+	pkgs := loadModule(t)
+	for _, r := range archRules() {
+		for dir, pk := range pkgs {
+			if !r.who(dir) {
+				continue
+			}
+			for ip := range pk.imports {
+				// A package may always import itself and its own subpackages'
+				// helpers named internal below it.
+				if l := local(ip); l != "" && under(l, dir+"/internal") {
+					continue
+				}
+				if !r.allowed(dir, ip) {
+					t.Errorf("%s imports %s: rule %q: %s", dir, ip, r.name, r.why)
+				}
+			}
+		}
+	}
+}
+
+// TestArchitectureRulesBite proves each rule refuses what it names, so a
+// rule that can never fail does not pass for one.
+func TestArchitectureRulesBite(t *testing.T) {
+	bad := map[string][2]string{
+		"root imports nothing of the module":                                    {".", modulePath + "/access"},
+		"worker side: root, jsonjs, brokerclient and the standard library only": {"worker", "os/exec"},
+		"broker knows no surface, router, container or runtime":                 {"broker", modulePath + "/router"},
+		"surfaces know the router and root only":                                {"surface/httpapi", modulePath + "/sandbox"},
+		"router knows runtimes through an interface":                            {"router", modulePath + "/sandbox"},
+		"only cmd and host wire":                                                {"sandbox", modulePath + "/config"},
+		"nothing imports cmd":                                                   {"host", modulePath + "/cmd/rtsandbox"},
+		"fakes stay out of production code":                                     {"broker", modulePath + "/internal/fakemodel"},
+	}
+	rules := archRules()
+	if len(bad) != len(rules) {
+		t.Fatalf("%d rules, %d bad examples: give every rule one", len(rules), len(bad))
+	}
+	for _, r := range rules {
+		ex, ok := bad[r.name]
+		if !ok {
+			t.Errorf("rule %q has no bad example", r.name)
+			continue
+		}
+		if !r.who(ex[0]) || r.allowed(ex[0], ex[1]) {
+			t.Errorf("rule %q lets %s import %s", r.name, ex[0], ex[1])
+		}
+	}
+}
+
+// TestNoExportedMutableGlobals: an exported package-level variable holding
+// a slice, map or struct literal can be changed by any importer (tool
+// declarations, command lists); such values are functions or constants.
+// Sentinel errors and compiled patterns are not composite literals.
+func TestNoExportedMutableGlobals(t *testing.T) {
+	for dir, pk := range loadModule(t) {
+		for _, f := range pk.files {
+			for _, decl := range f.Decls {
+				gd, ok := decl.(*ast.GenDecl)
+				if !ok || gd.Tok != token.VAR {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if !name.IsExported() || i >= len(vs.Values) {
+							continue
+						}
+						if _, ok := vs.Values[i].(*ast.CompositeLit); ok {
+							t.Errorf("%s: exported variable %s holds a composite literal; make it a function or a constant", path.Join(dir, name.Name), name.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	// The tests read the source tree relative to the module root, where
+	// `go test` runs a root package's tests.
+	if _, err := os.Stat("go.mod"); err != nil {
+		panic("arch tests must run in the module root")
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,169 @@
+package rtsandbox
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+// Kind classifies an error by what the caller can do about it. Every error
+// of this module that crosses a package boundary wraps one of the kind
+// sentinels below (ErrInvalid, ErrRefused …) or is an *Error; callers test
+// with errors.Is and map a kind to a status, a metric or, through
+// GuestText, to the one fixed text a guest sees. Details stay in the error
+// for the operator log.
+type Kind int
+
+// Error kinds. KindFailed is the zero value: anything not classified.
+const (
+	// KindFailed: an internal failure; the log has the details.
+	KindFailed Kind = iota
+	// KindInvalid: bad configuration or input, refused before any work.
+	KindInvalid
+	// KindRefused: refused by policy (not an owner, a locked directory).
+	KindRefused
+	// KindBusy: a channel already runs a turn, or the host had no free
+	// turn slot for the whole queue wait.
+	KindBusy
+	// KindUpstream: a call to a model, tool or MCP endpoint failed.
+	KindUpstream
+	// KindEndedEarly: work ended on purpose before it finished (an owner's
+	// stop, the host shutting down): not a failure to investigate.
+	KindEndedEarly
+	// KindOverBudget: a daily budget (calls, upstream tokens or turn
+	// seconds of a speaker, a channel or the installation) is spent.
+	KindOverBudget
+	// KindStopping: the host is shutting down and takes no new work.
+	KindStopping
+	// KindQueueFull: a channel already holds its bound of messages.
+	KindQueueFull
+	// KindDiskFull: a write failed for lack of space (ENOSPC).
+	KindDiskFull
+)
+
+// String is the kind's short text, which is also the text of its sentinel.
+func (k Kind) String() string {
+	switch k {
+	case KindInvalid:
+		return "invalid"
+	case KindRefused:
+		return "refused"
+	case KindBusy:
+		return "channel is busy"
+	case KindUpstream:
+		return "upstream failed"
+	case KindEndedEarly:
+		return "ended early"
+	case KindOverBudget:
+		return "daily budget exhausted"
+	case KindStopping:
+		return "the host is shutting down"
+	case KindQueueFull:
+		return "channel queue is full"
+	case KindDiskFull:
+		return "disk full"
+	}
+	return "failed"
+}
+
+// Error is an error of a kind: Op names the operation that failed, Err the
+// cause (either may be empty). An *Error matches its kind's sentinel under
+// errors.Is, so errors.Is(err, ErrBusy) holds for &Error{Kind: KindBusy}.
+type Error struct {
+	Kind Kind
+	Op   string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	s := e.Kind.String()
+	if e.Op != "" {
+		s = e.Op + ": " + s
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches the sentinel of e's kind (an *Error without Op and Err).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Op == "" && t.Err == nil && t.Kind == e.Kind
+}
+
+// The kind sentinels. Wrap them with fmt.Errorf("…: %w") or build an
+// *Error; test with errors.Is.
+var (
+	// ErrInvalid marks bad configuration or input, refused before any work.
+	ErrInvalid error = &Error{Kind: KindInvalid}
+	// ErrRefused marks a request refused by policy.
+	ErrRefused error = &Error{Kind: KindRefused}
+	// ErrBusy marks a channel that already runs a turn, or a host without
+	// a free turn slot.
+	ErrBusy error = &Error{Kind: KindBusy}
+	// ErrUpstream marks a failed call to a model, tool or MCP endpoint.
+	ErrUpstream error = &Error{Kind: KindUpstream}
+	// ErrEndedEarly marks work that was ended on purpose before it
+	// finished (an owner's stop, the host shutting down): not a failure
+	// to investigate.
+	ErrEndedEarly error = &Error{Kind: KindEndedEarly}
+	// ErrOverBudget marks work refused because a daily budget is spent.
+	// Guests get BudgetText; the scope and kind are for the operator only.
+	ErrOverBudget error = &Error{Kind: KindOverBudget}
+	// ErrStopping marks work refused because the host is shutting down.
+	ErrStopping error = &Error{Kind: KindStopping}
+	// ErrQueueFull marks a message beyond its channel's queue bound.
+	ErrQueueFull error = &Error{Kind: KindQueueFull}
+)
+
+// KindOf returns err's kind. Where err carries several (a stop during
+// shutdown is refused and ended early), the one a guest is told about wins,
+// in this order: disk full, stopping, queue full, over budget, busy, ended
+// early (or a cancelled context), upstream, refused, invalid. nil and
+// unclassified errors are KindFailed.
+func KindOf(err error) Kind {
+	switch {
+	case err == nil:
+		return KindFailed
+	case errors.Is(err, syscall.ENOSPC):
+		return KindDiskFull
+	case errors.Is(err, ErrStopping):
+		return KindStopping
+	case errors.Is(err, ErrQueueFull):
+		return KindQueueFull
+	case errors.Is(err, ErrOverBudget):
+		return KindOverBudget
+	case errors.Is(err, ErrBusy):
+		return KindBusy
+	case errors.Is(err, ErrEndedEarly), errors.Is(err, context.Canceled):
+		return KindEndedEarly
+	case errors.Is(err, ErrUpstream):
+		return KindUpstream
+	case errors.Is(err, ErrRefused):
+		return KindRefused
+	case errors.Is(err, ErrInvalid):
+		return KindInvalid
+	}
+	return KindFailed
+}
+
+// GuestText is the fixed text a guest sees for a sandbox turn that ended
+// with err: the one table from an error kind to guest text. Everything
+// without a text of its own is "failed or stopped"; the details go to the
+// operator log only.
+func GuestText(err error) string {
+	switch KindOf(err) {
+	case KindBusy:
+		return BusyText
+	case KindOverBudget:
+		return BudgetText
+	case KindStopping:
+		return RestartingText
+	case KindQueueFull:
+		return QueueFullText
+	}
+	return TurnFailedOrStoppedText
+}

@@ -1,0 +1,114 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"strconv"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/surface/console"
+)
+
+// The terminal chat's channel key and its kind.
+const (
+	ConsoleKind                         = "console"
+	ConsoleChannel rtsandbox.ChannelKey = ConsoleKind + ":local"
+)
+
+// ChatOptions are the terminal chat's ends.
+type ChatOptions struct {
+	In  io.Reader
+	Out io.Writer
+	// Say tells the operator what the start did (an image rebuilt).
+	Say func(string)
+}
+
+// Chat runs a terminal chat in console:local until In ends or ctx does:
+// the console is a router surface like any other, on a router whose only
+// sandboxed channel is console:local and whose owner is the local user, so
+// /fresh is the owner command and research reports arrive as deliveries.
+func Chat(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, o ChatOptions) error {
+	reports := newReportPipe()
+	s, err := NewSealedRuntime(cfg, getenv, SealedOptions{Logger: log, Reports: reports})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := RefreshImage(ctx, ImageTag(cfg), o.Say); err != nil {
+		return err
+	}
+	c, r, err := consoleChat(s.Runtime, log, o.In, o.Out)
+	if err != nil {
+		return err
+	}
+	// Before s.Close. An interrupt (ctx ended) aborts a running turn; /quit
+	// finds none.
+	defer r.Close(ctx)
+	defer reports.pipe(r)()
+	if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// consoleChat wires the terminal chat as a router surface.
+func consoleChat(rt router.Runtime, log *slog.Logger, in io.Reader, out io.Writer) (*console.Chat, *router.Router, error) {
+	me := localSpeaker()
+	owner, err := access.User(ConsoleKind, me.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	policy, err := access.New(access.Rules{Owners: []access.Identity{owner}})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := router.New(router.Options{Channels: consoleChannels{}, Runtime: rt, Access: policy, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &console.Chat{Router: r, Channel: ConsoleChannel, Author: router.Author{ID: me.ID, Name: me.Name},
+		In: in, Out: out, Spinner: isTerminal(out), Logger: log}
+	if err := r.AddSurface(ConsoleKind, c); err != nil {
+		r.Close(context.Background())
+		return nil, nil, err
+	}
+	return c, r, nil
+}
+
+// consoleChannels is the chat's channel set: console:local, always
+// sandboxed.
+type consoleChannels struct{}
+
+func (consoleChannels) Enabled(k rtsandbox.ChannelKey) bool { return k == ConsoleChannel }
+func (consoleChannels) Enable(rtsandbox.ChannelKey) error   { return nil }
+func (consoleChannels) Disable(rtsandbox.ChannelKey) error {
+	return fmt.Errorf("the terminal chat is always sandboxed: %w", rtsandbox.ErrRefused)
+}
+
+// localSpeaker is the operator at the terminal: their login name and uid.
+func localSpeaker() rtsandbox.Speaker {
+	uid := strconv.Itoa(os.Getuid())
+	name := "uid " + uid
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	return rtsandbox.Speaker{ID: uid, Name: name, PrincipalID: "console:" + uid}
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// a spinner makes sense.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,52 @@
+package rtsandbox
+
+// Every fixed text a guest or an owner sees, once (host spec §1.12, §2.3,
+// §2.5). Surfaces, the router and the runtimes point here; a text that
+// changes here changes everywhere. Texts starting with "-# " are Discord
+// subtext notices; other surfaces show them as they are.
+
+// Texts of a sandbox turn, posted in the channel.
+const (
+	// TurnFailedText answers a worker reply with ok false.
+	TurnFailedText = "The sandbox turn failed."
+	// TurnFailedOrStoppedText answers a turn that was refused, failed,
+	// timed out or was stopped.
+	TurnFailedOrStoppedText = "The sandbox turn failed or was stopped."
+	// BusyText answers a turn that found no free slot on the host within
+	// the queue wait (sandbox.max_queue_wait).
+	BusyText = "-# This assistant is busy right now; please send this again in a minute."
+	// BudgetText answers a turn refused, or cut short, because a daily
+	// budget (calls, tokens or turn seconds of the speaker, the channel or
+	// the installation) is spent. Which one is for the operator log only.
+	BudgetText = "-# This assistant has reached its daily limit here; please try again tomorrow."
+	// RestartingText answers, once per channel, messages that arrive while
+	// the host shuts down.
+	RestartingText = "-# This assistant is restarting and takes no new messages right now; please send this again in a few minutes."
+	// QueueFullText answers a message beyond the channel's queue bound.
+	QueueFullText = "-# Too many messages are waiting in this channel; please send this again when the current ones are answered."
+	// ReplyCutNotice ends the last chunk of a reply that did not fit in
+	// the bounded number of messages, as a paragraph of its own.
+	ReplyCutNotice = "-# [reply cut: it was too long to post in full]"
+)
+
+// Owner command answers (host spec §1.12). Surfaces show them to the
+// issuer only (Discord: ephemeral).
+const (
+	EnabledText       = "Sandbox routing is enabled. Mention the bot or reply to it to start a sealed turn."
+	DisabledText      = "Sandbox routing is disabled. Memory is retained; normal host routing applies again."
+	NotOwnerText      = "Owner only: sandbox commands are the control panel of this assistant's owner."
+	NeedsChannelText  = "Sandbox commands require a guild channel."
+	UnknownActionText = "Unknown sandbox command. Use on, off, status, fresh or stop."
+	FreshText         = "The next sandbox turn in this channel starts a fresh conversation. Memory is kept."
+	NotOwnedText      = "This channel is not sandboxed."
+	StoppedText       = "Stopped the running sandbox turn."
+	IdleText          = "No sandbox turn is running in this channel."
+	CommandFailedText = "That did not finish; try again later. The details are in the log."
+	QueuedText        = "Queued: this applies once the channel's running turns finish."
+	DiskFullText      = "The host's disk is full: the change was not saved. Free some space and try again."
+)
+
+// Texts of the terminal chat (rtsandbox chat).
+const (
+	ConsoleHelpText = "Type a message and press Enter. /fresh forgets the history, /quit leaves."
+)
