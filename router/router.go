@@ -610,3 +610,11 @@ func (r *Router) Close(ctx context.Context) error {
 	r.bg.Wait()
 	return err
 }
+
+// ValidAuthorID reports whether id can name a person of the surface kind
+// under the access rules' identity rule, so a surface can refuse a bad
+// author at its door without knowing the access package.
+func ValidAuthorID(kind, id string) bool {
+	_, err := access.User(kind, id)
+	return err == nil
+}

@@ -646,3 +646,21 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 		t.Errorf("report to an unsandboxed channel = %v; want ErrNotSandboxed", err)
 	}
 }
+
+func TestValidAuthorID(t *testing.T) {
+	for _, tt := range []struct {
+		kind, id string
+		want     bool
+	}{
+		{"http", "alice", true},
+		{"discord", "112233445566778899", true},
+		{"http", "", false},
+		{"http", "a b", false},
+		{"http", "role:7", false},
+		{"Http", "alice", false},
+	} {
+		if got := ValidAuthorID(tt.kind, tt.id); got != tt.want {
+			t.Errorf("ValidAuthorID(%q, %q) = %v; want %v", tt.kind, tt.id, got, tt.want)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
@@ -154,10 +153,7 @@ func checkChannel(s string) (rtsandbox.ChannelKey, string) {
 	return rtsandbox.ChannelKey(s), ""
 }
 
-func validAuthorID(id string) bool {
-	_, err := access.User(Prefix, id)
-	return err == nil
-}
+func validAuthorID(id string) bool { return router.ValidAuthorID(Prefix, id) }
 
 func validName(s string) bool {
 	return utf8.ValidString(s) && rtsandbox.UTF16Len(s) <= rtsandbox.MaxSpeakerField &&
