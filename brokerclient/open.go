@@ -1,15 +1,12 @@
 package brokerclient
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/rtsandbox/rtsandbox"
 )
 
 // Response is an answer of any status whose body the caller reads: a
@@ -36,10 +33,7 @@ func (r *Response) Close() { r.close() }
 // long stream that keeps moving is not cut, and a stalled one is. ctx
 // bounds the whole call, body included, until Close.
 func (c *Client) Open(ctx context.Context, route string, payload []byte) (*Response, error) {
-	idle := c.Timeout
-	if idle == 0 {
-		idle = rtsandbox.BrokerClientTimeout
-	}
+	idle := c.timeout()
 	dctx, cancel := context.WithTimeout(ctx, idle)
 	defer cancel()
 	var d net.Dialer
@@ -47,20 +41,12 @@ func (c *Client) Open(ctx context.Context, route string, payload []byte) (*Respo
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", route, err)
 	}
-	conn := &idleConn{Conn: raw, idle: idle}
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	closeAll := func() { stop(); raw.Close() }
-	req, err := newRequest(route, payload)
-	if err == nil {
-		err = req.Write(conn)
-	}
-	var resp *http.Response
-	if err == nil {
-		resp, err = http.ReadResponse(bufio.NewReaderSize(conn, 32<<10), req)
-	}
+	resp, err := exchange(ctx, &idleConn{Conn: raw, idle: idle}, route, payload, 32<<10)
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("broker %s: %w", route, callErr(ctx, err))
+		return nil, err
 	}
 	return &Response{
 		Status: resp.StatusCode, Header: resp.Header,

@@ -353,6 +353,20 @@ func TestMissingPrincipal(t *testing.T) {
 // servers, and a declaration the worker would refuse (bad or duplicate
 // names, parameters that are not an object) is refused when the broker
 // is built, so no runtime can be set up with it.
+// workerTurn runs one turn of f and returns the turn the worker got.
+func workerTurn(t *testing.T, f *fixture) rtsandbox.Turn {
+	t.Helper()
+	var got rtsandbox.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		got = turn
+		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
+	}
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
+		t.Fatalf("RunTurn = %v", err)
+	}
+	return got
+}
+
 // The model settings reach the worker in the turn JSON: absent by default
 // (an older worker reads the turn as before), as set otherwise.
 func TestModelSettingsReachTheTurn(t *testing.T) {
@@ -368,15 +382,7 @@ func TestModelSettingsReachTheTurn(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, func(f *fixture) { tc.edit(&f.opts) })
-			var got rtsandbox.Turn
-			f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
-				got = turn
-				return rtsandbox.Reply{OK: true, Text: "ok"}, nil
-			}
-			if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
-				t.Fatalf("RunTurn = %v", err)
-			}
-			b, _ := jsonjs.Marshal(got)
+			b, _ := jsonjs.Marshal(workerTurn(t, f))
 			_, fields, _ := strings.Cut(string(b), `"mcp":[]`)
 			if diff := cmp.Diff(tc.want+"}", fields); diff != "" {
 				t.Errorf("turn JSON after mcp (-want +got):\n%s", diff)
@@ -391,14 +397,7 @@ func TestWorkerToolsComeFromTheBroker(t *testing.T) {
 		f.cfg.Tools = []broker.Tool{hostTool("lookup", func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "", nil })}
 		f.cfg.MCP = []broker.MCPServer{{Name: "docs", URL: upstream.MustParseEndpoint("http://127.0.0.1:9/rpc", true), Tools: []rtsandbox.ToolSpec{{Name: "find", Parameters: params}}}}
 	})
-	var got rtsandbox.Turn
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
-		got = turn
-		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
-	}
-	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
-		t.Fatalf("RunTurn = %v", err)
-	}
+	got := workerTurn(t, f)
 	tools, mcp := f.opts.Broker.Declarations()
 	if diff := cmp.Diff(tools, got.Tools); diff != "" {
 		t.Errorf("turn tools (-broker +turn):\n%s", diff)

@@ -2,18 +2,13 @@ package worker
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
@@ -44,27 +39,10 @@ type anthropicBroker struct {
 
 func startAnthropicBroker(t *testing.T, model *fakemodel.Server, level modelapi.ThinkingLevel) *anthropicBroker {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	tr := &http.Transport{DisableKeepAlives: true}
-	b := &anthropicBroker{t: t, sock: filepath.Join(dir, "b.sock"), model: model, level: level, client: &http.Client{Transport: tr}}
-	ln, err := net.Listen("unix", b.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		tr.CloseIdleConnections()
-	})
+	t.Cleanup(tr.CloseIdleConnections) // runs after the server's shutdown
+	b := &anthropicBroker{t: t, model: model, level: level, client: &http.Client{Transport: tr}}
+	b.sock = serveUnix(t, b)
 	return b
 }
 
