@@ -273,3 +273,32 @@ func TestAnthropicThinkingReplay(t *testing.T) {
 		t.Errorf("second request %s\nlacks the replay %s", bodies[1], wantReplay)
 	}
 }
+
+// A streamed tool_use whose input is not a JSON object (cut by
+// max_tokens, say) is refused like any bad call: the tool does not run,
+// its result is the refusal, and the replay shows the omitted-arguments
+// placeholder, which the broker's rebuild accepts.
+func TestAnthropicMalformedToolInput(t *testing.T) {
+	bad := sse(evStart,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_b","name":"host_lookup","input":{}}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"q\": \"cut"}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"message_delta","delta":{"stop_reason":"max_tokens"}}`, evStop)
+	model := fakemodel.New(fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+		return fakemodel.Response{Chunks: [][]byte{bad}, ContentType: "text/event-stream"}
+	}), fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+		result, _ := req.ToolResult("toolu_b")
+		return fakemodel.Response{Content: result}
+	}))
+	defer model.Close()
+	b := startAnthropicBroker(t, model, modelapi.LevelLow)
+	turn := anthropicTurn("look", true)
+	turn.Tools = []rtsandbox.ToolSpec{{Name: "lookup", Description: "Look up", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	wantOK(t, runAnthropic(t, b, turn), refusedText)
+	if diff := cmp.Diff([]string{rtsandbox.RouteAnthropicMessages, rtsandbox.RouteAnthropicMessages}, b.gotRoutes()); diff != "" {
+		t.Errorf("broker routes (-want +got); the tool must not run:\n%s", diff)
+	}
+	if !strings.Contains(b.gotBodies()[1], `"input":{"omitted":"Invalid or large arguments omitted from context."}`) {
+		t.Errorf("second request %s lacks the omitted-arguments replay", b.gotBodies()[1])
+	}
+}

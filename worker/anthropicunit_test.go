@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 )
@@ -287,6 +288,40 @@ func TestDecodeTurnModelFields(t *testing.T) {
 			}
 			if err != nil || turn.ModelAPI != tc.api || turn.Stream != tc.stream || turn.Thinking != tc.level {
 				t.Errorf("decodeTurn = %q %v %q, %v; want %q %v %q", turn.ModelAPI, turn.Stream, turn.Thinking, err, tc.api, tc.stream, tc.level)
+			}
+		})
+	}
+}
+
+// Which 429 and 529 answers are worth a retry: the upstream's, not the
+// broker's own 429, and none that says x-should-retry: false.
+func TestRetryableAnswer(t *testing.T) {
+	rateLimit := `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`
+	tests := []struct {
+		name      string
+		status    int
+		header    http.Header
+		body      string
+		retry     bool
+		wantAfter time.Duration
+	}{
+		{"overloaded", 529, http.Header{}, `{"type":"error","error":{"type":"overloaded_error"}}`, true, -1},
+		{"overloaded-retry-after", 529, http.Header{"Retry-After": {"2"}}, ``, true, 2 * time.Second},
+		{"rate-limit-body", 429, http.Header{}, rateLimit, true, -1},
+		{"rate-limit-retry-after", 429, http.Header{"Retry-After": {"1"}}, `Too many`, true, time.Second},
+		{"broker-budget", 429, http.Header{}, `Broker budget exhausted`, false, 0},
+		{"should-not-retry", 529, http.Header{"X-Should-Retry": {"false"}}, ``, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := retryableAnswer(&brokerclient.Response{Status: tc.status, Header: tc.header, Body: strings.NewReader(tc.body)})
+			var r *retryable
+			var status *brokerclient.StatusError
+			switch {
+			case tc.retry && (!errors.As(err, &r) || r.after != tc.wantAfter || r.status.Status != tc.status):
+				t.Errorf("retryableAnswer = %v; want a retry after %v", err, tc.wantAfter)
+			case !tc.retry && (errors.As(err, &r) || !errors.As(err, &status) || status.Status != tc.status):
+				t.Errorf("retryableAnswer = %v; want the status %d, no retry", err, tc.status)
 			}
 		})
 	}
