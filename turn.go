@@ -31,6 +31,45 @@ type Turn struct {
 	History []HistoryEntry   `json:"history"`
 	Tools   []ToolSpec       `json:"tools"`
 	MCP     []MCPServerTools `json:"mcp"`
+	// ModelAPI is the API the host's model speaks (config model.api):
+	// ModelAPIOpenAI, whose worker posts chat completions to RouteModel,
+	// or ModelAPIAnthropic, whose worker posts Messages to
+	// RouteAnthropicMessages (session spec §2.5). "" means openai, so a
+	// turn of an older host reads as before.
+	ModelAPI string `json:"modelApi,omitempty"`
+	// Stream lets the worker ask for a streamed model answer (session
+	// spec §2.1, §2.4 step 18): the host sets it when its broker streams
+	// model answers. Without it every answer is one JSON body.
+	Stream bool `json:"stream,omitempty"`
+	// Thinking is the host-judged thinking level of the turn (session spec
+	// §2.5: low, medium, high or xhigh); the worker asks for extended
+	// thinking up to that level's budget (ThinkingBudget) and never more,
+	// since the broker caps it there. "" asks for no thinking. Only the
+	// Anthropic API uses it.
+	Thinking string `json:"thinking,omitempty"`
+}
+
+// ValidModelAPI reports whether api names a model API a turn may carry:
+// "" (openai), ModelAPIOpenAI or ModelAPIAnthropic.
+func ValidModelAPI(api string) bool {
+	return api == "" || api == ModelAPIOpenAI || api == ModelAPIAnthropic
+}
+
+// ThinkingBudget is the largest extended-thinking budget, in tokens, of a
+// host-judged thinking level (session spec §2.5 "Thinking and effort
+// ceilings"); ok is false for any other level, "" included.
+func ThinkingBudget(level string) (budget int, ok bool) {
+	switch level {
+	case "low":
+		return 2048, true
+	case "medium":
+		return 8192, true
+	case "high":
+		return 16384, true
+	case "xhigh":
+		return 32768, true
+	}
+	return 0, false
 }
 
 // Reply is the JSON the worker prints on stdout when the turn ends. A

@@ -54,11 +54,7 @@ type Client struct {
 
 // Post sends payload (JSON) to route and returns the body of a 200 answer.
 func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte, error) {
-	timeout := c.Timeout
-	if timeout == 0 {
-		timeout = rtsandbox.BrokerClientTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
@@ -70,6 +66,28 @@ func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte
 	// connection, which fails whatever is blocked on it.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	// A large reader: answers run to a megabyte and arrive in big writes.
+	resp, err := exchange(ctx, conn, route, payload, 64<<10)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("broker %s: %w", route, &StatusError{Status: resp.StatusCode})
+	}
+	return readBody(ctx, resp)
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.Timeout == 0 {
+		return rtsandbox.BrokerClientTimeout
+	}
+	return c.Timeout
+}
+
+// exchange writes the request on conn and reads the answer's head through
+// a reader of bufSize bytes.
+func exchange(ctx context.Context, conn net.Conn, route string, payload []byte, bufSize int) (*http.Response, error) {
 	req, err := newRequest(route, payload)
 	if err != nil {
 		return nil, err
@@ -77,16 +95,11 @@ func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte
 	if err := req.Write(conn); err != nil {
 		return nil, fmt.Errorf("broker %s: %w", route, callErr(ctx, err))
 	}
-	// A large reader: answers run to a megabyte and arrive in big writes.
-	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 64<<10), req)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, bufSize), req)
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", route, callErr(ctx, err))
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("broker %s: %w", route, &StatusError{Status: resp.StatusCode})
-	}
-	return readBody(ctx, resp)
+	return resp, nil
 }
 
 // newRequest builds the request with exactly the allowed headers. An

@@ -44,6 +44,13 @@ const (
 	WorkerPanic = "panic"
 	// WorkerInternal: any other failure.
 	WorkerInternal = "internal"
+	// WorkerModelOverloaded: the model's upstream answered 429 (its rate
+	// limit) or 529 (overloaded) and the worker's bounded retries, which
+	// honour retry-after, were spent.
+	WorkerModelOverloaded = "model_overloaded"
+	// WorkerModelStream: a streamed model answer carried an error event,
+	// was cut before its end, broke its limits or was malformed.
+	WorkerModelStream = "model_stream"
 )
 
 // workerClasses lists every known worker failure class, in the order above.
@@ -51,6 +58,7 @@ var workerClasses = []string{
 	WorkerInvalidTurn, WorkerBrokerUnreachable, WorkerBrokerRefused, WorkerBudgetExhausted,
 	WorkerUpstreamFailed, WorkerModelResponse, WorkerNoFinalText, WorkerContextBudget,
 	WorkerToolListBudget, WorkerWriteFailed, WorkerPanic, WorkerInternal,
+	WorkerModelOverloaded, WorkerModelStream,
 }
 
 // WorkerClasses returns the known worker failure classes.

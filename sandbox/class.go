@@ -14,7 +14,8 @@ import (
 const (
 	// ClassOK: the worker replied (the reply may still be ok:false).
 	ClassOK = "ok"
-	// ClassUpstream: the model endpoint failed (the broker answered 502).
+	// ClassUpstream: the model endpoint failed (the broker answered 502, the
+	// upstream stayed rate limited or overloaded, or its stream broke).
 	ClassUpstream = "upstream"
 	// ClassBudget: a call budget was spent (the broker answered 429), or
 	// the worker's context or tool-list budget was exceeded.
@@ -74,7 +75,7 @@ func classify(err error, workerClass string) string {
 		return ClassState
 	case errors.Is(err, container.ErrWorkerFailed):
 		switch workerClass {
-		case container.WorkerUpstreamFailed:
+		case container.WorkerUpstreamFailed, container.WorkerModelOverloaded, container.WorkerModelStream:
 			return ClassUpstream
 		case container.WorkerBudgetExhausted, container.WorkerContextBudget, container.WorkerToolListBudget:
 			return ClassBudget

@@ -51,6 +51,17 @@ type Options struct {
 	// Model is the model name the worker asks for (the broker sends its
 	// own fixed model upstream); it must not be blank.
 	Model string
+	// ModelAPI is the API the broker's model speaks: rtsandbox.ModelAPIOpenAI
+	// or rtsandbox.ModelAPIAnthropic ("" means openai). The turn JSON
+	// carries it, and the worker picks its model client by it.
+	ModelAPI string
+	// ModelStream lets the worker ask for streamed model answers; set it
+	// only when the broker streams them (session spec §2.1).
+	ModelStream bool
+	// Thinking is the thinking level every turn may use (low, medium, high
+	// or xhigh; "" asks for none), the ceiling of session spec §2.5 that
+	// the broker enforces; only the Anthropic API uses it.
+	Thinking string
 	// Prompt is the operator prompt; empty means DefaultPrompt.
 	Prompt string
 	// TimeZone is the IANA zone of the worker's clock line; empty means UTC.
@@ -110,6 +121,12 @@ func check(o Options) (settings, error) {
 	}
 	if strings.TrimSpace(o.Model) == "" {
 		return settings{}, setupError("model is required")
+	}
+	if !rtsandbox.ValidModelAPI(o.ModelAPI) {
+		return settings{}, setupError("model API %q is neither %s nor %s", o.ModelAPI, rtsandbox.ModelAPIOpenAI, rtsandbox.ModelAPIAnthropic)
+	}
+	if _, ok := rtsandbox.ThinkingBudget(o.Thinking); o.Thinking != "" && !ok {
+		return settings{}, setupError("thinking level %q is not low, medium, high or xhigh", o.Thinking)
 	}
 	if o.Prompt == "" {
 		o.Prompt = DefaultPrompt

@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -215,6 +216,8 @@ func TestSetupRefusals(t *testing.T) {
 		{"time-zone-not-a-zone", func(f *fixture) { f.opts.TimeZone = "not-a-zone" }},
 		{"time-zone-local", func(f *fixture) { f.opts.TimeZone = "Local" }},
 		{"model-blank", func(f *fixture) { f.opts.Model = "  " }},
+		{"model-api-unknown", func(f *fixture) { f.opts.ModelAPI = "gemini" }},
+		{"thinking-unknown", func(f *fixture) { f.opts.Thinking = "max" }},
 		{"image-option-injection", func(f *fixture) { f.opts.Image = "--privileged" }},
 		{"image-empty", func(f *fixture) { f.opts.Image = "" }},
 		{"installation-invalid", func(f *fixture) { f.opts.Installation = "Bad Id" }},
@@ -350,12 +353,9 @@ func TestMissingPrincipal(t *testing.T) {
 // servers, and a declaration the worker would refuse (bad or duplicate
 // names, parameters that are not an object) is refused when the broker
 // is built, so no runtime can be set up with it.
-func TestWorkerToolsComeFromTheBroker(t *testing.T) {
-	params := json.RawMessage(`{"type":"object"}`)
-	f := newFixture(t, func(f *fixture) {
-		f.cfg.Tools = []broker.Tool{hostTool("lookup", func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "", nil })}
-		f.cfg.MCP = []broker.MCPServer{{Name: "docs", URL: upstream.MustParseEndpoint("http://127.0.0.1:9/rpc", true), Tools: []rtsandbox.ToolSpec{{Name: "find", Parameters: params}}}}
-	})
+// workerTurn runs one turn of f and returns the turn the worker got.
+func workerTurn(t *testing.T, f *fixture) rtsandbox.Turn {
+	t.Helper()
 	var got rtsandbox.Turn
 	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 		got = turn
@@ -364,6 +364,40 @@ func TestWorkerToolsComeFromTheBroker(t *testing.T) {
 	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
 		t.Fatalf("RunTurn = %v", err)
 	}
+	return got
+}
+
+// The model settings reach the worker in the turn JSON: absent by default
+// (an older worker reads the turn as before), as set otherwise.
+func TestModelSettingsReachTheTurn(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(o *Options)
+		want string // the model fields of the turn JSON
+	}{
+		{"default", func(*Options) {}, ``},
+		{"anthropic", func(o *Options) { o.ModelAPI, o.ModelStream, o.Thinking = rtsandbox.ModelAPIAnthropic, true, "high" },
+			`,"modelApi":"anthropic","stream":true,"thinking":"high"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(f *fixture) { tc.edit(&f.opts) })
+			b, _ := jsonjs.Marshal(workerTurn(t, f))
+			_, fields, _ := strings.Cut(string(b), `"mcp":[]`)
+			if diff := cmp.Diff(tc.want+"}", fields); diff != "" {
+				t.Errorf("turn JSON after mcp (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWorkerToolsComeFromTheBroker(t *testing.T) {
+	params := json.RawMessage(`{"type":"object"}`)
+	f := newFixture(t, func(f *fixture) {
+		f.cfg.Tools = []broker.Tool{hostTool("lookup", func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "", nil })}
+		f.cfg.MCP = []broker.MCPServer{{Name: "docs", URL: upstream.MustParseEndpoint("http://127.0.0.1:9/rpc", true), Tools: []rtsandbox.ToolSpec{{Name: "find", Parameters: params}}}}
+	})
+	got := workerTurn(t, f)
 	tools, mcp := f.opts.Broker.Declarations()
 	if diff := cmp.Diff(tools, got.Tools); diff != "" {
 		t.Errorf("turn tools (-broker +turn):\n%s", diff)

@@ -123,6 +123,9 @@ func (t *turn) workerInput(state rtsandbox.ChannelState) ([]byte, error) {
 		History:  emptyIfNil(state.History),
 		Tools:    emptyIfNil(t.s.tools),
 		MCP:      emptyIfNil(t.s.mcp),
+		ModelAPI: t.s.ModelAPI,
+		Stream:   t.s.ModelStream,
+		Thinking: t.s.Thinking,
 	}
 	if t.reset {
 		in.History = []rtsandbox.HistoryEntry{}

@@ -36,6 +36,7 @@ type modelPayload struct {
 type agent struct {
 	turn   rtsandbox.Turn
 	broker *broker
+	model  modelClient
 	mem    *memory
 	tools  *toolTable
 	stderr io.Writer
@@ -81,6 +82,7 @@ func newAgent(turn rtsandbox.Turn, o Options) (*agent, error) {
 		turn: turn, broker: newBroker(o.Socket), mem: mem, stderr: o.Stderr,
 		history: history, histLeft: len(history), used: map[string]bool{},
 	}
+	a.model = newModelClient(turn, a.broker)
 	a.tools = newToolTable(turn, mem, a.broker)
 	system, err := a.system(mem, o.Now())
 	if err != nil {
@@ -136,11 +138,7 @@ func (a *agent) step(ctx context.Context, step int) (reply rtsandbox.Reply, done
 	if err := a.fitContext(); err != nil {
 		return reply, false, err
 	}
-	raw, err := a.broker.post(ctx, rtsandbox.RouteModel, a.payload)
-	if err != nil {
-		return reply, false, err
-	}
-	msg, err := modelMessage(raw)
+	msg, err := a.model.complete(ctx, &a.payload)
 	if err != nil {
 		return reply, false, err
 	}
@@ -156,12 +154,12 @@ func (a *agent) step(ctx context.Context, step int) (reply rtsandbox.Reply, done
 	return reply, false, nil
 }
 
-// fitContext drops context until the payload fits maxPayload: history
+// fitContext drops context until the request fits maxPayload: history
 // oldest first, then whole assistant+tool groups oldest first, so a tool
 // reply never loses its assistant message.
 func (a *agent) fitContext() error {
 	p := &a.payload
-	for jsonjs.Size(p) > maxPayload {
+	for jsonjs.Size(a.model.request(p)) > maxPayload {
 		switch {
 		case a.histLeft > 0:
 			p.Messages = slices.Delete(p.Messages, 1, 2)

@@ -551,7 +551,7 @@ func TestAgentRefusesBadTurnSetup(t *testing.T) {
 // never leaving an orphan tool reply.
 func TestAgentFitContext(t *testing.T) {
 	big := strings.Repeat("z", 70*1024)
-	a := &agent{histLeft: 2, payload: modelPayload{Model: "m", Messages: []message{
+	a := &agent{model: openaiClient{}, histLeft: 2, payload: modelPayload{Model: "m", Messages: []message{
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: big}, {Role: "assistant", Content: "old"},
 		{Role: "user", Content: "current"},

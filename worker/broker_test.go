@@ -36,27 +36,37 @@ type fakeBroker struct {
 	handlers map[string]func(body string) (int, string)
 }
 
-// startBroker serves on a short socket path under /tmp (Unix socket paths
-// are limited to about 100 bytes) and closes the server when t ends.
+// startBroker serves on a short socket path under /tmp and closes the
+// server when t ends.
 func startBroker(t *testing.T, model ...string) *fakeBroker {
+	t.Helper()
+	b := &fakeBroker{
+		t: t, model: model,
+		bodies: map[string][]string{}, handlers: map[string]func(string) (int, string){},
+	}
+	b.sock = serveUnix(t, b)
+	return b
+}
+
+// serveUnix serves h on a short socket path under /tmp (Unix socket paths
+// are limited to about 100 bytes), shuts the server down when t ends, and
+// returns the path.
+func serveUnix(t *testing.T, h http.Handler) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "wb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	b := &fakeBroker{
-		t: t, sock: filepath.Join(dir, "b.sock"), model: model,
-		bodies: map[string][]string{}, handlers: map[string]func(string) (int, string){},
+	sock := filepath.Join(dir, "b.sock")
+	if len(sock) > 100 {
+		t.Fatalf("socket path %q longer than 100", sock)
 	}
-	if len(b.sock) > 100 {
-		t.Fatalf("socket path %q longer than 100", b.sock)
-	}
-	ln, err := net.Listen("unix", b.sock)
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -65,7 +75,7 @@ func startBroker(t *testing.T, model ...string) *fakeBroker {
 		srv.Shutdown(ctx)
 		<-done
 	})
-	return b
+	return sock
 }
 
 // handle answers route with fn instead of the default 404.

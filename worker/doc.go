@@ -18,7 +18,9 @@
 //	 "memory": [{"scope", "key", "text"}]  (at most 256 entries),
 //	 "history": [{"role": "user"|"assistant", "content"}]  (at most 20),
 //	 "tools": [{"name", "description", "parameters": object}],
-//	 "mcp": [{"server": name, "tools": [same tool specs]}]}
+//	 "mcp": [{"server": name, "tools": [same tool specs]}],
+//	 "modelApi": "openai"|"anthropic" (optional; default openai),
+//	 "stream": boolean (optional), "thinking": "low"|"medium"|"high"|"xhigh" (optional)}
 //
 // Names of tools and MCP servers match ^[a-z][a-z0-9_]{0,47}$. The turn
 // never contains a credential or an upstream URL.
@@ -43,7 +45,35 @@
 //	POST /tools/<name>    the tool's arguments object; the answer is {"text": …}
 //	POST /mcp/<server>    {"method":"tools/call","params":{"name","arguments"}};
 //	                      the answer is the JSON-RPC response
+//	POST /anthropic/v1/messages  with "modelApi":"anthropic", instead of
+//	                      /model: a Messages request; the answer is a
+//	                      Messages answer, or its event stream
 //
-// Any status other than 200 is a refusal. /workspace is scratch space that
+// Any status other than 200 is a refusal, except that a Messages call
+// retries an upstream 429 or 529 (below). /workspace is scratch space that
 // dies with the container.
+//
+// # Model clients
+//
+// The agent loop keeps its conversation in the chat-completions shape and
+// reads every answer as a chat-completions message; a modelClient per API
+// translates (model.go), so tools, MCP, memory, history, the repair of tool
+// calls and the context budget are one code path. The OpenAI client posts
+// the conversation to /model, whole, as the sealed spec says.
+//
+// The Anthropic client (anthropic.go) builds a Messages request that the
+// broker's §2.5 rebuild (session spec) accepts as it is: a string system;
+// user and assistant messages of text, tool_use (the arguments object) and
+// tool_result blocks, one user message per run of results; the thinking
+// blocks of the model's last tool-calling answer, replayed unchanged; custom
+// tools with input_schema; max_tokens of 4,096 plus the thinking budget of
+// the turn's level (rtsandbox.ThinkingBudget), and stream when the turn
+// allows it. It reads a JSON answer (at most 1 MiB) or, when the answer is
+// text/event-stream, assembles the stream (anthropicstream.go) through
+// brokerclient.SSEReader, bounded and strict about block order. An error
+// event, a cut or malformed stream fails the turn with class model_stream.
+// An upstream 529, or a 429 with retry-after or a rate_limit_error, is
+// retried after its retry-after (retry.go: at most 3 retries, 20 s each, 40
+// s in all, within the context's deadline); spent retries fail with class
+// model_overloaded. The broker's own 429 is not retried.
 package worker

@@ -142,7 +142,7 @@ func TestFailureLineWriteFailed(t *testing.T) {
 // context (the budgets keep it unreachable today), an unencodable reply
 // and anything unknown.
 func TestClassify(t *testing.T) {
-	a := &agent{payload: modelPayload{Messages: []message{{Role: "system", Content: strings.Repeat("s", maxPayload)}, {Role: "user", Content: "u"}}}}
+	a := &agent{model: openaiClient{}, payload: modelPayload{Messages: []message{{Role: "system", Content: strings.Repeat("s", maxPayload)}, {Role: "user", Content: "u"}}}}
 	tests := []struct {
 		name          string
 		err           error
@@ -169,6 +169,7 @@ func TestClassesKnownToHost(t *testing.T) {
 		classInvalidTurn, classBrokerUnreachable, classBrokerRefused, classBudgetExhausted,
 		classUpstreamFailed, classModelResponse, classNoFinalText, classContextBudget,
 		classToolListBudget, classWriteFailed, classPanic, classInternal,
+		classModelOverloaded, classModelStream,
 	}
 	if diff := cmp.Diff(container.WorkerClasses(), worker); diff != "" {
 		t.Errorf("worker classes differ from the host's (-host +worker):\n%s", diff)

@@ -46,6 +46,20 @@ func (b *broker) post(ctx context.Context, route string, body any) (json.RawMess
 	return compactJSON(data)
 }
 
+// open sends body as JSON to route and returns the answer of any status
+// with its body unread (brokerclient.Client.Open); the caller closes it.
+func (b *broker) open(ctx context.Context, route string, body any) (*brokerclient.Response, error) {
+	payload, err := jsonjs.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.client.Open(ctx, route, payload)
+	if err != nil { // no answer at all
+		return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
+	}
+	return resp, nil
+}
+
 // compactJSON requires valid JSON and compacts it, as JSON.stringify of the
 // parsed value would print it.
 func compactJSON(data []byte) (json.RawMessage, error) {

@@ -67,7 +67,35 @@ func decodeTurn(b []byte) (rtsandbox.Turn, error) {
 	if t.MCP, ok = mcpServers(obj["mcp"]); !ok {
 		return rtsandbox.Turn{}, fmt.Errorf("%w: mcp", errInvalidTurn)
 	}
+	if err := modelFields(obj, &t); err != nil {
+		return rtsandbox.Turn{}, err
+	}
 	return t, nil
+}
+
+// modelFields reads the optional model settings: modelApi (a known API),
+// stream (a boolean) and thinking (a known level). Absent means the
+// sealed default: openai, not streamed, no thinking.
+func modelFields(obj map[string]json.RawMessage, t *rtsandbox.Turn) error {
+	ok := true
+	if raw, present := obj["modelApi"]; present {
+		t.ModelAPI, ok = str(raw)
+		if !ok || !rtsandbox.ValidModelAPI(t.ModelAPI) {
+			return fmt.Errorf("%w: modelApi", errInvalidTurn)
+		}
+	}
+	if raw, present := obj["stream"]; present {
+		if t.Stream, ok = boolean(raw); !ok {
+			return fmt.Errorf("%w: stream", errInvalidTurn)
+		}
+	}
+	if raw, present := obj["thinking"]; present {
+		t.Thinking, ok = str(raw)
+		if _, known := rtsandbox.ThinkingBudget(t.Thinking); !ok || (t.Thinking != "" && !known) {
+			return fmt.Errorf("%w: thinking", errInvalidTurn)
+		}
+	}
+	return nil
 }
 
 func speaker(raw json.RawMessage) (rtsandbox.TurnSpeaker, bool) {

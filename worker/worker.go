@@ -100,6 +100,8 @@ const (
 	classWriteFailed       = "write_failed"
 	classPanic             = "panic"
 	classInternal          = "internal"
+	classModelOverloaded   = "model_overloaded" // 429 or 529 upstream, retries spent
+	classModelStream       = "model_stream"     // a streamed answer broke or carried an error event
 )
 
 // failure is a worker error of a known class. Its detail is a fixed text
@@ -124,6 +126,12 @@ var (
 	errEncode            = &failure{classInternal, "reply not encodable"}
 	errWrite             = &failure{classWriteFailed, "stdout write failed"}
 	errPanic             = &failure{classPanic, "recovered panic"}
+
+	errModelOverloaded      = &failure{classModelOverloaded, "model rate limited or overloaded"}
+	errModelStream          = &failure{classModelStream, "model stream cut or unreadable"}
+	errModelStreamMalformed = &failure{classModelStream, "model stream malformed"}
+	errModelStreamLimit     = &failure{classModelStream, "model stream over its limit"}
+	errStreamErrorEvent     = &failure{classModelStream, "error event in the model stream"}
 )
 
 // classify maps an error to its class and fixed detail. The texts of
