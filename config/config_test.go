@@ -670,3 +670,25 @@ func TestURLKeysApplyTheEndpointRule(t *testing.T) {
 		}
 	}
 }
+
+func TestParseUser(t *testing.T) {
+	for _, tt := range []struct {
+		in       string
+		uid, gid int
+		ok       bool
+	}{
+		{"1000:1000", 1000, 1000, true},
+		{"65534:65534", 65534, 65534, true},
+		{"0:0", 0, 0, false},
+		{"1000", 0, 0, false},
+		{"-1:5", 0, 0, false},
+		{"+5:5", 0, 0, false},
+		{"2147483648:1", 0, 0, false},
+		{" 5:5", 0, 0, false},
+	} {
+		uid, gid, err := ParseUser(tt.in)
+		if (err == nil) != tt.ok || uid != tt.uid || gid != tt.gid {
+			t.Errorf("ParseUser(%q) = %d, %d, %v; want %d, %d, ok %v", tt.in, uid, gid, err, tt.uid, tt.gid, tt.ok)
+		}
+	}
+}

@@ -89,6 +89,17 @@ func userRule(s string) string {
 	return ""
 }
 
+// ParseUser parses a worker user "UID:GID" by the rule of sandbox.user:
+// decimal ids from 1 to 2147483647, so root is refused. Commands that take
+// a user flag use it, so the rule is written once.
+func ParseUser(s string) (uid, gid int, err error) {
+	uid, gid, ok := splitUser(s)
+	if !ok {
+		return 0, 0, fmt.Errorf("%q is not a non-root \"UID:GID\" (decimal ids from 1 to 2147483647)", s)
+	}
+	return uid, gid, nil
+}
+
 // splitUser parses "UID:GID". The upper bound keeps ids away from the
 // reserved (uid_t)-1 and fits every platform's int.
 func splitUser(s string) (uid, gid int, ok bool) {

@@ -340,3 +340,16 @@ func Checks(ctx context.Context, cfg *config.Config, getenv env, online bool) []
 	}
 	return checks
 }
+
+// DoctorHelp is `rtsandbox doctor -h`: what the checks look at.
+const DoctorHelp = `usage: rtsandbox doctor --config FILE [--online]
+
+Checks what serve needs: Docker and its version, the worker image built
+from this binary's worker, the state directory (0700, owned by you), the
+worker user, every credential variable the config names, distinct guest
+and owner tokens, the Discord token. --online also asks the model and MCP
+endpoints one request each, without spending tokens. Exit 0 when no
+check fails, 1 otherwise. serve runs the same checks at start.
+
+flags:
+`

@@ -21,8 +21,12 @@ type bindingFlags struct {
 	speaker         rtsandbox.Speaker
 }
 
-func (f *bindingFlags) register(fs *flag.FlagSet, channelHelp string) {
-	fs.StringVar(&f.config, "config", "", "config file (required)")
+// register adds the flags; --config only when withConfig (a setup has its
+// own).
+func (f *bindingFlags) register(fs *flag.FlagSet, channelHelp string, withConfig bool) {
+	if withConfig {
+		fs.StringVar(&f.config, "config", "", "config file (required)")
+	}
 	fs.StringVar(&f.channel, "channel", "", channelHelp)
 	fs.StringVar(&f.speaker.ID, "speaker-id", "", "speaker id (required)")
 	fs.StringVar(&f.speaker.Name, "speaker-name", "", "speaker display name (required)")
@@ -48,7 +52,7 @@ func (f *bindingFlags) check(fs *flag.FlagSet, more ...string) error {
 // parseBrokerFlags parses `rtsandbox broker` flags.
 func parseBrokerFlags(args []string, stderr io.Writer) (f bindingFlags, o host.BrokerOptions, logFormat string, err error) {
 	fs := cli.NewFlagSet("rtsandbox broker", stderr)
-	f.register(fs, "channel key the turn is bound to, such as http:lobby (required)")
+	f.register(fs, "channel key the turn is bound to, such as http:lobby (required)", true)
 	fs.StringVar(&o.Socket, "socket", "", "Unix socket path to create (required)")
 	fs.IntVar(&o.MaxCalls, "max-calls", rtsandbox.DefaultMaxCalls, "call budget, 1-1000")
 	fs.StringVar(&logFormat, "log-format", cli.LogJSON, "audit record format: json (one JSON object a line) or text (key=value)")

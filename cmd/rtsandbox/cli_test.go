@@ -116,7 +116,7 @@ func TestFlagErrorsNameOneFlag(t *testing.T) {
 		{"serve-extra-arg", []string{"serve", "extra"}, `rtsandbox serve: unexpected argument "extra"`},
 		{"serve-bad-format", []string{"serve", "--config", cfg, "--log-format", "xml"}, `rtsandbox serve: --log-format "xml": want json or text`},
 		{"chat-no-config", []string{"chat"}, "rtsandbox chat: --config is required"},
-		{"demo-bad-user", []string{"demo", "--user", "0:0"}, `rtsandbox demo: --user: "0:0" is not a non-root "UID:GID"`},
+		{"demo-bad-user", []string{"demo", "--user", "0:0"}, `rtsandbox demo: --user: "0:0" is not a non-root "UID:GID" (decimal ids from 1 to 2147483647)`},
 		{"demo-bad-format", []string{"demo", "--log-format", "yaml"}, `rtsandbox demo: --log-format "yaml": want json or text`},
 		{"channels-no-config", []string{"channels", "list"}, "rtsandbox channels: --config is required"},
 		{"channels-no-action", []string{"channels", "--config", cfg}, "rtsandbox channels: an action is required: list, on, off or status"},

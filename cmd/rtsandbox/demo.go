@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
@@ -62,11 +60,9 @@ func demoUser(spec string) (int, int, error) {
 		}
 		return os.Geteuid(), os.Getegid(), nil
 	}
-	u, g, ok := strings.Cut(spec, ":")
-	uid, err1 := strconv.Atoi(u)
-	gid, err2 := strconv.Atoi(g)
-	if !ok || err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
-		return 0, 0, fmt.Errorf("--user: %q is not a non-root \"UID:GID\"", spec)
+	uid, gid, err := config.ParseUser(spec)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--user: %w", err)
 	}
 	return uid, gid, nil
 }

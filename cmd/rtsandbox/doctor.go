@@ -9,40 +9,17 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
-	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
-
-// doctorHelp is the usage line of doctor.
-const doctorHelp = `usage: rtsandbox doctor --config FILE [--online]
-
-Checks what serve needs: Docker and its version, the worker image built
-from this binary's worker, the state directory (0700, owned by you), the
-worker user, every credential variable the config names, distinct guest
-and owner tokens, the Discord token. --online also asks the model and MCP
-endpoints one request each, without spending tokens. Exit 0 when no
-check fails, 1 otherwise. serve runs the same checks at start.
-
-flags:
-`
 
 // runDoctor is `rtsandbox doctor`.
 func runDoctor(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("rtsandbox doctor", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, doctorHelp); fs.PrintDefaults() }
-	configPath := fs.String("config", "", "config file (required)")
-	online := fs.Bool("online", false, "also reach the model and MCP endpoints (no tokens spent)")
-	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
+	st := newSetup("rtsandbox doctor", stderr, "")
+	st.FS.Usage = func() { fmt.Fprint(stderr, host.DoctorHelp); st.FS.PrintDefaults() }
+	online := st.FS.Bool("online", false, "also reach the model and MCP endpoints (no tokens spent)")
+	cfg, _, code, ok := st.Load(args, getenv, stderr, nil, 0)
+	if !ok {
 		return code
-	}
-	if *configPath == "" {
-		fmt.Fprintln(stderr, "rtsandbox doctor: --config is required")
-		return exitUsage
-	}
-	cfg, err := config.Load(*configPath)
-	if err != nil {
-		return cli.Fail(stderr, "rtsandbox doctor", exitUsage, err)
 	}
 	checks := host.Checks(ctx, cfg, getenv, *online)
 	for _, c := range checks {

@@ -49,22 +49,9 @@ func runFetch(ctx context.Context, args []string, _ env, _ io.Reader, stdout, st
 	opts.MaxBytes, opts.Timeout, opts.NoRedirects = *maxBytes, *timeout, *noRedirects
 	f := &safefetch.Fetcher{Resolver: net.DefaultResolver}
 	res, err := f.Fetch(ctx, fs.Arg(0), opts)
-	switch {
-	case errors.Is(err, safefetch.ErrInvalidBounds): // checked above; the fetcher checks again
-		return cli.Fail(stderr, "rtsandbox fetch", exitUsage, err)
-	case errors.Is(err, safefetch.ErrUnreachable):
-		// A policy-class error upstream, but a network failure to an operator.
-		fmt.Fprintln(stderr, "rtsandbox fetch: network:", err)
-		return exitFetchFailed
-	case errors.Is(err, safefetch.ErrUnsafe):
-		fmt.Fprintln(stderr, "rtsandbox fetch: refused:", err)
-		return exitFetchRefused
-	case errors.Is(err, context.DeadlineExceeded):
-		fmt.Fprintln(stderr, "rtsandbox fetch: timed out after", timeout.Round(time.Millisecond))
-		return exitFetchFailed
-	case err != nil:
-		fmt.Fprintln(stderr, "rtsandbox fetch: network:", err)
-		return exitFetchFailed
+	if err != nil {
+		code, what := fetchFailure(err, *timeout)
+		return cli.Fail(stderr, "rtsandbox fetch", code, what)
 	}
 	line, _ := json.Marshal(struct {
 		Status      int    `json:"status"`
@@ -94,4 +81,20 @@ func fetchFlags(fs *flag.FlagSet, maxBytes int64, timeout time.Duration) error {
 		return fmt.Errorf("--timeout %s: out of range 1ms…%s", timeout, safefetch.MaxTimeout)
 	}
 	return nil
+}
+
+// fetchFailure maps a fetch error to the exit code and what to print.
+func fetchFailure(err error, timeout time.Duration) (int, string) {
+	switch {
+	case errors.Is(err, safefetch.ErrInvalidBounds): // checked before; the fetcher checks again
+		return exitUsage, err.Error()
+	case errors.Is(err, safefetch.ErrUnreachable):
+		// A policy-class error upstream, but a network failure to an operator.
+		return exitFetchFailed, "network: " + err.Error()
+	case errors.Is(err, safefetch.ErrUnsafe):
+		return exitFetchRefused, "refused: " + err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return exitFetchFailed, "timed out after " + timeout.Round(time.Millisecond).String()
+	}
+	return exitFetchFailed, "network: " + err.Error()
 }

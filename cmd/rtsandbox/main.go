@@ -17,6 +17,7 @@ import (
 
 	_ "time/tzdata" // minimal hosts have no zoneinfo
 
+	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
 
@@ -62,4 +63,10 @@ func commands() []cli.Command {
 		{Name: "reap", Summary: "remove this installation's leftover turn containers", Run: runReap},
 		{Name: "fetch", Summary: "fetch one URL through the SSRF-safe fetcher and print a JSON line", Run: runFetch},
 	}
+}
+
+// newSetup starts a command with a config (cli.Setup, loading with
+// config.Load); logDefault "" means the command does not log.
+func newSetup(name string, stderr io.Writer, logDefault string) *cli.Setup[*config.Config] {
+	return cli.NewSetup(name, stderr, logDefault, config.Load)
 }

@@ -24,26 +24,14 @@ const defaultDrain = 30 * time.Second
 
 // runServe is `rtsandbox serve --config FILE [--drain 30s]`.
 func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := cli.NewFlagSet("rtsandbox serve", stderr)
-	configPath := fs.String("config", "", "config file (required)")
-	drain := fs.Duration("drain", defaultDrain, "at shutdown, how long running turns may finish before they are cancelled")
-	reseed := fs.Bool("reseed", false, "seed initial_channels again when the channel store is missing (after a deliberate reset)")
-	logFormat := cli.LogFormatFlag(fs, cli.LogJSON)
-	if code, ok := cli.ParseFlags(fs, args, stderr); !ok {
+	st := newSetup("rtsandbox serve", stderr, cli.LogJSON) // JSON lines by default (host spec §1.15)
+	drain := st.FS.Duration("drain", defaultDrain, "at shutdown, how long running turns may finish before they are cancelled")
+	reseed := st.FS.Bool("reseed", false, "seed initial_channels again when the channel store is missing (after a deliberate reset)")
+	cfg, log, code, ok := st.Load(args, getenv, stderr, stdout, slog.LevelInfo, func() error { return cli.PositiveFlag(st.FS, "drain") })
+	if !ok {
 		return code
 	}
-	if err := cli.FirstError(cli.MissingFlag(fs, "config"), cli.PositiveFlag(fs, "drain")); err != nil {
-		return cli.Fail(stderr, "rtsandbox serve", exitUsage, err)
-	}
-	log, err := cli.NewLogger(stdout, *logFormat, getenv, slog.LevelInfo) // JSON lines by default (host spec §1.15)
-	if err != nil {
-		return cli.Fail(stderr, "rtsandbox serve", exitUsage, err)
-	}
 	log = log.With("app", "rtsandbox")
-	cfg, err := config.Load(*configPath)
-	if err != nil {
-		return cli.Fail(stderr, "rtsandbox serve", exitUsage, err)
-	}
 	if cfg.HTTP == nil && cfg.Discord == nil {
 		return cli.Fail(stderr, "rtsandbox serve", exitUsage, host.ErrNoSurface)
 	}

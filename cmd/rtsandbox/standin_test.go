@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 )
 
@@ -45,7 +46,7 @@ func TestStandinUsage(t *testing.T) {
 
 func TestStandinHelpStatesLimits(t *testing.T) {
 	for _, want := range []string{"test double", "loopback", "Anthropic Messages wire is not served", "--key-env", "SIGTERM"} {
-		if !strings.Contains(standinHelp, want) {
+		if !strings.Contains(fakemodel.StandInHelp, want) {
 			t.Errorf("help lacks %q", want)
 		}
 	}

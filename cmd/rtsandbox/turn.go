@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/cli"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -21,26 +19,12 @@ import (
 func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
 	var f bindingFlags
 	var text string
-	fs := cli.NewFlagSet("rtsandbox turn", stderr)
-	f.register(fs, "channel key, such as http:lobby (required)")
-	fs.StringVar(&text, "text", "", "the guest's message (required)")
-	logFormat := cli.LogFormatFlag(fs, cli.LogText)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if err := checkTurnFlags(fs, f, text); err != nil {
-		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
-	}
-	log, err := cli.NewLogger(stderr, *logFormat, getenv, slog.LevelWarn)
-	if err != nil {
-		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
-	}
-	cfg, err := config.Load(f.config)
-	if err != nil {
-		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
+	st := newSetup("rtsandbox turn", stderr, cli.LogText)
+	f.register(st.FS, "channel key, such as http:lobby (required)", false)
+	st.FS.StringVar(&text, "text", "", "the guest's message (required)")
+	cfg, log, code, ok := st.Load(args, getenv, stderr, stderr, slog.LevelWarn, func() error { return checkTurnFlags(st.FS, f, text) })
+	if !ok {
+		return code
 	}
 	s, err := host.NewSealedRuntime(cfg, getenv, host.SealedOptions{Logger: log})
 	if err != nil {

@@ -422,3 +422,55 @@ func Fail(w io.Writer, name string, code int, a ...any) int {
 	fmt.Fprintln(w, append([]any{name + ":"}, a...)...)
 	return code
 }
+
+// Setup is the start every command with a config shares: its flag set
+// (FS) with --config (required) and, for a command that logs,
+// --log-format. T is the loaded config.
+type Setup[T any] struct {
+	name      string
+	FS        *flag.FlagSet
+	config    *string
+	logFormat *string // nil: the command does not log
+	load      func(path string) (T, error)
+}
+
+// NewSetup starts name's flag set; logDefault "" means no --log-format.
+// load reads the config file.
+func NewSetup[T any](name string, stderr io.Writer, logDefault string, load func(string) (T, error)) *Setup[T] {
+	s := &Setup[T]{name: name, FS: NewFlagSet(name, stderr), load: load}
+	s.config = s.FS.String("config", "", "config file (required)")
+	if logDefault != "" {
+		s.logFormat = LogFormatFlag(s.FS, logDefault)
+	}
+	return s
+}
+
+// Load parses args, checks --config and then more (flag errors in flag
+// order), builds the logger on logTo at LOG_LEVEL (default level; a
+// discarding logger for a command that does not log) and loads the
+// config. When ok is false the error is printed: return code.
+func (s *Setup[T]) Load(args []string, getenv Env, stderr, logTo io.Writer, level slog.Level, more ...func() error) (
+	cfg T, log *slog.Logger, code int, ok bool) {
+	if code, ok := ParseFlags(s.FS, args, stderr); !ok {
+		return cfg, nil, code, false
+	}
+	errs := []error{MissingFlag(s.FS, "config")}
+	for _, check := range more {
+		errs = append(errs, check())
+	}
+	if err := FirstError(errs...); err != nil {
+		return cfg, nil, Fail(stderr, s.name, ExitUsage, err), false
+	}
+	log = slog.New(slog.DiscardHandler)
+	if s.logFormat != nil {
+		var err error
+		if log, err = NewLogger(logTo, *s.logFormat, getenv, level); err != nil {
+			return cfg, nil, Fail(stderr, s.name, ExitUsage, err), false
+		}
+	}
+	cfg, err := s.load(*s.config)
+	if err != nil {
+		return cfg, nil, Fail(stderr, s.name, ExitUsage, err), false
+	}
+	return cfg, log, ExitOK, true
+}
