@@ -413,9 +413,16 @@ func assertNoKeyInTree(t *testing.T, root string, keys []string) {
 
 // TestIntegrationHostilePID1 is the §3.5 requirement: a PID 1 that ignores
 // SIGTERM, with a 1 s turn deadline, fails the turn in under 8 s and leaves
-// no container of its image.
+// no container of its image. The bound asserted is the driver's own
+// (docker.ReturnBound of the deadline) plus the scheduling slack of a
+// loaded machine for the turn's local steps, itself under the spec's 8 s.
 func TestIntegrationHostilePID1(t *testing.T) {
 	needDocker(t)
+	const schedulingSlack = 2 * time.Second
+	limit := docker.ReturnBound(time.Second) + schedulingSlack
+	if limit >= 8*time.Second {
+		t.Fatalf("the driver's bound %v is not under the spec's 8 s", limit)
+	}
 	var stats TurnStats
 	f, _ := dockerFixture(t, integ.hostileImage, func(f *fixture) {
 		f.opts.TurnTimeout = time.Second
@@ -427,8 +434,8 @@ func TestIntegrationHostilePID1(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, container.ErrAborted) {
 		t.Errorf("RunTurn = %v; want ErrAborted caused by ErrTimeout", err)
 	}
-	if elapsed >= 8*time.Second {
-		t.Errorf("RunTurn took %v; want < 8s", elapsed)
+	if elapsed >= limit {
+		t.Errorf("RunTurn took %v; want < %v (docker.ReturnBound(1s) + scheduling slack)", elapsed, limit)
 	}
 	t.Logf("hostile turn failed after %v", elapsed)
 	logStats(t, stats)
