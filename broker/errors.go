@@ -80,3 +80,11 @@ func fail(detail string) outcome {
 func okJSON(body []byte) outcome {
 	return outcome{status: statusOK, body: body, json: true}
 }
+
+// bytesOut is the body bytes the worker got.
+func (o outcome) bytesOut() int64 {
+	if o.written {
+		return o.sent
+	}
+	return int64(len(o.body))
+}
