@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,10 +222,13 @@ type streamWatch struct {
 	parser *brokerclient.SSEParser
 	logged bool
 	usage  streamUsage
+	// atStart: the next byte begins an event; skipping: inside a text
+	// delta left out, whose last byte seen was a newline when lastNL.
+	atStart, skipping, lastNL bool
 }
 
 func (t *Turn) newStreamWatch() *streamWatch {
-	w := &streamWatch{t: t}
+	w := &streamWatch{t: t, atStart: true}
 	w.parser = brokerclient.NewSSEParser(brokerclient.SSELimits{
 		MaxLine: brokerclient.SSEWatchMaxEvent, MaxEvent: brokerclient.SSEWatchMaxEvent,
 		MaxTotal: rtsandbox.MaxStreamedAnswer, SkipOversize: true,
@@ -232,24 +236,81 @@ func (t *Turn) newStreamWatch() *streamWatch {
 	return w
 }
 
+// write feeds the parser with a piece passed on. Whole Messages text
+// deltas, which are most of a long answer and never an error or a usage
+// report, are left out without parsing (a boundary is a blank line, LF
+// only, which the Messages API sends); everything else, and anything it
+// cannot classify at once, is parsed.
 func (w *streamWatch) write(p []byte) {
-	if w != nil && w.parser != nil {
-		if _, err := w.parser.Write(p); err != nil {
-			w.parser = nil // over its total: the stream goes on unwatched
+	if w == nil || w.parser == nil {
+		return
+	}
+	for len(p) > 0 {
+		if w.skipping {
+			if w.lastNL && p[0] == '\n' { // a blank line split across pieces
+				p, w.skipping, w.lastNL = p[1:], false, false
+				continue
+			}
+			i := bytes.Index(p, blankLine)
+			if i < 0 {
+				w.lastNL = p[len(p)-1] == '\n'
+				return
+			}
+			p, w.skipping = p[i+len(blankLine):], false
+			continue
 		}
+		if w.atStart && bytes.HasPrefix(p, deltaEvent) {
+			p, w.skipping, w.lastNL = p[len(deltaEvent):], true, false
+			continue
+		}
+		n := len(p)
+		if i := bytes.Index(p, blankLine); i >= 0 {
+			n = i + len(blankLine)
+		}
+		w.atStart = n < len(p) || bytes.HasSuffix(p, blankLine)
+		if _, err := w.parser.Write(p[:n]); err != nil {
+			w.parser = nil // over its total: the stream goes on unwatched
+			return
+		}
+		p = p[n:]
 	}
 }
 
+var (
+	blankLine  = []byte("\n\n")
+	deltaEvent = []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\"")
+)
+
 func (w *streamWatch) event(ev brokerclient.SSEEvent) error {
-	if !w.logged && ev.IsError() {
+	typ, typed := leadingType(ev.Data)
+	if !w.logged && (ev.Type == "error" || typ == "error" || !typed && ev.IsError()) {
 		w.logged = true
 		w.t.b.log.Warn("sandbox upstream call failed", "channel", string(w.t.binding.Channel),
 			"upstream", "model", "status", http.StatusOK, "body", "stream error event: "+logText(ev.Data))
 	}
-	if strings.Contains(ev.Data, `"usage"`) {
+	if usageEvents[typ] || !typed && strings.Contains(ev.Data, `"usage"`) {
 		w.usage.add(ev.Data)
 	}
 	return nil
+}
+
+// usageEvents are the Messages events that carry usage.
+var usageEvents = map[string]bool{"message_start": true, "message_delta": true}
+
+// leadingType returns the "type" of event data that begins with it, as
+// every Messages event does ({"type":"content_block_delta",…}), so that the
+// many text deltas are classified without searching their text. Other data
+// (OpenAI chunks) is searched as a whole.
+func leadingType(data string) (string, bool) {
+	rest, ok := strings.CutPrefix(data, `{"type":"`)
+	if !ok {
+		return "", false
+	}
+	i := strings.IndexByte(rest, '"')
+	if i < 0 {
+		return "", false
+	}
+	return rest[:i], true
 }
 
 // settle records the counted usage in o.
