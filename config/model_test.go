@@ -18,6 +18,7 @@ func TestParseModelAPI(t *testing.T) {
 	tests := []struct {
 		name    string
 		model   string // the rest of the model mapping
+		extra   string // more of the file
 		want    Model
 		wantErr string
 	}{
@@ -49,12 +50,15 @@ func TestParseModelAPI(t *testing.T) {
 			wantErr: `model.thinking: must be one of ["low" "medium" "high" "xhigh"]`},
 		{name: "thinking-with-openai", model: "url: 'https://x/', thinking: low}",
 			wantErr: "model.thinking: is only used with api: anthropic"},
+		{name: "research-with-anthropic", model: "url: 'https://x/', api: anthropic}",
+			extra:   "web: {search: {provider: searxng, url: 'https://s/'}, research: {enabled: true}}\n",
+			wantErr: "web.research: requires model.api: openai"},
 		{name: "anthropic-url-query", model: "url: 'https://x/?v=1', api: anthropic}",
 			wantErr: "model.url: must have no query with api: anthropic"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Parse([]byte(head + tt.model + "\n"))
+			got, err := Parse([]byte(head + tt.model + "\n" + tt.extra))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, rtsandbox.ErrInvalid) {
 					t.Fatalf("Parse error = %v; want one containing %q", err, tt.wantErr)
