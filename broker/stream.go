@@ -341,7 +341,7 @@ func logText(s string) string {
 // seen wins, so a repeated or cumulative count is not added twice.
 type streamUsage struct {
 	in, out, sum int64
-	seen           bool
+	seen         bool
 }
 
 func (u *streamUsage) add(data string) {
