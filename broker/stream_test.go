@@ -385,3 +385,46 @@ func TestStreamedCallSettlesUsage(t *testing.T) {
 func respond(resp fakemodel.Response) fakemodel.Step {
 	return fakemodel.Func(func(fakemodel.Request) fakemodel.Response { return resp })
 }
+
+// TestModelRouteStreamSetting: on /model, "stream": true is forwarded (with
+// the usage chunk asked for) only when the host allows streaming; without
+// it the route is unchanged: stream pinned to false, the answer whole.
+// A streamed /model call keeps an upstream error status.
+func TestModelRouteStreamSetting(t *testing.T) {
+	const body = `{"stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	tests := []struct {
+		name       string
+		allow      bool
+		reply      http.HandlerFunc
+		wantStatus int
+		wantBody   string
+		wantSent   string // in the upstream body
+	}{
+		{name: "not-allowed-pinned", reply: jsonReply(completionWithUsage), wantStatus: 200, wantBody: completionWithUsage,
+			wantSent: `"stream":false,"max_tokens":4096`},
+		{name: "allowed", allow: true, reply: sseHandler(func(_ context.Context, send func(string) bool) { send("data: [DONE]\n\n") }),
+			wantStatus: 200, wantBody: "data: [DONE]\n\n", wantSent: `"stream":true,"stream_options":{"include_usage":true},"max_tokens":4096`},
+		{name: "allowed-error-status", allow: true, reply: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(429)
+			io.WriteString(w, `{"error":{"message":"slow down"}}`)
+		}, wantStatus: 429, wantBody: `{"error":{"message":"slow down"}}`, wantSent: `"stream":true`},
+		{name: "not-allowed-error-status", reply: func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(400)
+			io.WriteString(w, `{"error":{"message":"bad"}}`)
+		}, wantStatus: 502, wantBody: "broker call failed", wantSent: `"stream":false`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.reply, func(c *broker.Config) { c.Stream = tt.allow })
+			w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteModel, body))
+			if aborted || w.Code != tt.wantStatus || w.Body.String() != tt.wantBody {
+				t.Errorf("= %d %q (aborted %v); want %d %q", w.Code, w.Body.String(), aborted, tt.wantStatus, tt.wantBody)
+			}
+			reqs := f.model.requests()
+			if len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), tt.wantSent) {
+				t.Errorf("upstream requests %d, first body %q; want it to contain %q", len(reqs), reqs, tt.wantSent)
+			}
+		})
+	}
+}

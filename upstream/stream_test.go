@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"io"
 	"strings"
@@ -169,3 +170,39 @@ func TestStreamScannerNoKey(t *testing.T) {
 		t.Errorf("drain = %q, %v", out, err)
 	}
 }
+
+// FuzzStreamScanner: for any body and any cutting into reads, the scanner
+// fails with ErrReflect exactly when the whole body holds one of the key's
+// forms, never passes one on, and otherwise passes the body on unchanged.
+func FuzzStreamScanner(f *testing.F) {
+	f.Add([]byte("data: {\"text\":\"sk-test-Stream/Key+42\"}\n\n"), []byte{3, 7, 1})
+	f.Add([]byte("plain text sk-test-Str then more"), []byte{16})
+	f.Add([]byte(hexOf(streamKey)), []byte{1, 1, 1, 1, 5})
+	forms := searchForms(streamKey)
+	f.Fuzz(func(t *testing.T, body, cuts []byte) {
+		var c chunks
+		rest := body
+		for _, n := range cuts {
+			k := min(int(n), len(rest))
+			c = append(c, bytes.Clone(rest[:k]))
+			rest = rest[k:]
+		}
+		c = append(c, bytes.Clone(rest))
+		out, err := drain(NewStreamScanner(&c, streamKey, 0))
+		holds := false
+		for _, form := range forms {
+			holds = holds || bytes.Contains(body, form)
+			if bytes.Contains(out, form) {
+				t.Fatalf("passed on form %q", form)
+			}
+		}
+		switch {
+		case holds && !errors.Is(err, ErrReflect):
+			t.Fatalf("body holds a form; err = %v", err)
+		case !holds && (err != nil || !bytes.Equal(out, body)):
+			t.Fatalf("clean body: out %q, err %v; want it unchanged", out, err)
+		}
+	})
+}
+
+func hexOf(s string) string { return strings.ToUpper(hex.EncodeToString([]byte(s))) }
