@@ -6,6 +6,11 @@
 //	POST /tools/<name>   a declared host tool, run with the host-bound context
 //	POST /mcp/<server>   a single tools/call of a declared MCP tool
 //
+// With Config.API anthropic, POST /anthropic/v1/messages and
+// /anthropic/v1/messages/count_tokens (anthropic.go) take /model's place.
+// With Config.Stream, a model call that asks to stream is relayed as it
+// arrives through a reflection filter that works across reads (stream.go).
+//
 // Every request passes the pipeline in handle.go in a fixed order: target,
 // method, header allow- and deny-lists, the dummy bearer, Host: broker, the
 // undecoded route, turn liveness, the call budget and the single in-flight

@@ -18,7 +18,8 @@
 // scratch, no redirects (the target is never contacted), no environment
 // proxy (so a proxy never sees the credential), no transparent
 // decompression, a 2xx status and a bounded body. The caller bounds time
-// through ctx.
+// through ctx. Open (stream.go) is the exception for answers passed on as
+// they arrive: any status, the body unread, read through a StreamScanner.
 //
 // It is written on net/http because the rules are few and exact; no library
 // enforces this particular set.
