@@ -178,6 +178,15 @@ const (
 	// BrokerCallTimeout is the broker's per-call deadline, also bounded by
 	// the turn's (§2.10).
 	BrokerCallTimeout = 60 * time.Second
+	// StreamSilence is the silence limit of a streamed broker answer
+	// (session spec §2.1): once the upstream's head arrived, a gap of this
+	// long with no piece passed on cuts the answer off. A streamed call
+	// stays bounded by BrokerCallTimeout and the turn too.
+	StreamSilence = 120 * time.Second
+	// MaxStreamedAnswer caps the upstream bytes of one model answer
+	// passed on by the broker (session spec §2.4 step 18, §2.8): a
+	// streamed answer, an error body, or a non-streamed Anthropic answer.
+	MaxStreamedAnswer = 50 << 20
 	// BrokerClientTimeout is the worker's per-call timeout (§4.2): a
 	// little over BrokerCallTimeout, so the broker's answer wins.
 	BrokerClientTimeout = 65 * time.Second

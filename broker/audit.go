@@ -25,7 +25,7 @@ func (t *Turn) audit(ctx context.Context, route string, o outcome, d time.Durati
 		slog.Int("status", o.status),
 		slog.Duration("duration", d),
 		slog.Int("bytes_in", o.bytesIn),
-		slog.Int("bytes_out", len(o.body)),
+		slog.Int64("bytes_out", o.bytesOut()),
 	}
 	if o.class != "" {
 		attrs = append(attrs, slog.String("refusal", o.class))

@@ -6,6 +6,11 @@
 //	POST /tools/<name>   a declared host tool, run with the host-bound context
 //	POST /mcp/<server>   a single tools/call of a declared MCP tool
 //
+// With Config.API anthropic, POST /anthropic/v1/messages and
+// /anthropic/v1/messages/count_tokens (anthropic.go) take /model's place.
+// With Config.Stream, a model call that asks to stream is relayed as it
+// arrives through a reflection filter that works across reads (stream.go).
+//
 // Every request passes the pipeline in handle.go in a fixed order: target,
 // method, header allow- and deny-lists, the dummy bearer, Host: broker, the
 // undecoded route, turn liveness, the call budget and the single in-flight
@@ -53,16 +58,40 @@ type MCPServer struct {
 // Config configures a Broker. The credential getters are called on every
 // call and their results are never stored.
 type Config struct {
-	// ModelURL is the model's chat-completions endpoint, checked by
-	// upstream.ParseEndpoint (the one endpoint rule) where it was read.
+	// ModelURL is the model's endpoint, checked by upstream.ParseEndpoint
+	// (the one endpoint rule) where it was read: for API openai the
+	// chat-completions URL, for API anthropic the API's base (such as
+	// https://api.anthropic.com), to which a call's route minus its
+	// /anthropic prefix is appended (/v1/messages, plus ?beta=true when
+	// the worker sent it).
 	ModelURL upstream.Endpoint
 	Model    string
+	// API is the model's dialect: rtsandbox.ModelAPIOpenAI ("" too) serves
+	// POST /model, rtsandbox.ModelAPIAnthropic serves
+	// rtsandbox.RouteAnthropicMessages and RouteAnthropicCountTokens
+	// instead (session spec §2.5); the other dialect's routes are 404.
+	API string
+	// Stream allows "stream": true on the model route: the answer is then
+	// passed on as it arrives (stream.go). Without it a streamed /model
+	// request is answered whole as before (stream stays pinned to false),
+	// and a streamed Anthropic request is refused with a 400 in the
+	// Anthropic error shape, which the client will not retry.
+	Stream bool
+	// Thinking is the host-judged thinking level that caps an Anthropic
+	// call's thinking budget and effort (session spec §2.5); "" means
+	// modelapi.LevelHigh. Session mode will bind it per turn.
+	Thinking modelapi.ThinkingLevel
+	// StreamSilence is the silence limit of a streamed answer; 0 means
+	// rtsandbox.StreamSilence.
+	StreamSilence time.Duration
 	// APIKey returns the model credential for the turn's Binding (what the
 	// host admitted, never anything from the request). An error or an
 	// empty key fails the call with 502; there is no fallback.
 	APIKey func(ctx context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error)
 	// MaxCalls is the per-turn call budget (default 48, 1..1000) and
-	// MaxOutputTokens the max_tokens sent upstream (default 4096, 1..32768).
+	// MaxOutputTokens the max_tokens sent upstream (default 4096,
+	// 1..32768); for API anthropic it is the ceiling of the worker's
+	// max_tokens instead (default 128000, 1025..200000, session spec §2.5).
 	MaxCalls        int
 	MaxOutputTokens int
 	Tools           []Tool
@@ -133,6 +162,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ModelURL.IsZero() {
 		return nil, fmt.Errorf("model: %w", ErrEndpoint)
 	}
+	if err := b.checkModel(); err != nil {
+		return nil, err
+	}
 	if err := b.checkBudgets(); err != nil {
 		return nil, err
 	}
@@ -163,15 +195,47 @@ func (b *Broker) Declarations() ([]rtsandbox.ToolSpec, []rtsandbox.MCPServerTool
 	return tools, mcp
 }
 
+// checkModel checks the dialect, the thinking level and the silence limit.
+func (b *Broker) checkModel() error {
+	switch b.cfg.API {
+	case "":
+		b.cfg.API = rtsandbox.ModelAPIOpenAI
+	case rtsandbox.ModelAPIOpenAI, rtsandbox.ModelAPIAnthropic:
+	default:
+		return fmt.Errorf("%w: model API %q is neither %q nor %q", rtsandbox.ErrInvalid, b.cfg.API,
+			rtsandbox.ModelAPIOpenAI, rtsandbox.ModelAPIAnthropic)
+	}
+	if b.cfg.Thinking == "" {
+		b.cfg.Thinking = modelapi.LevelHigh
+	}
+	if !b.cfg.Thinking.Valid() {
+		return fmt.Errorf("%w: thinking level %q", rtsandbox.ErrInvalid, b.cfg.Thinking)
+	}
+	if b.cfg.StreamSilence == 0 {
+		b.cfg.StreamSilence = rtsandbox.StreamSilence
+	}
+	if b.cfg.StreamSilence < 0 {
+		return fmt.Errorf("%w: negative stream silence limit", rtsandbox.ErrInvalid)
+	}
+	return nil
+}
+
+// anthropic reports whether the model speaks Anthropic Messages.
+func (b *Broker) anthropic() bool { return b.cfg.API == rtsandbox.ModelAPIAnthropic }
+
 func (b *Broker) checkBudgets() error {
 	if b.cfg.MaxCalls == 0 {
 		b.cfg.MaxCalls = rtsandbox.DefaultMaxCalls
 	}
+	lo, def, hi := 1, rtsandbox.DefaultMaxTokens, rtsandbox.MaxOutputTokensUL
+	if b.anthropic() {
+		lo, def, hi = modelapi.MinMaxOutput, modelapi.DefaultMaxOutput, modelapi.MaxMaxOutput
+	}
 	if b.cfg.MaxOutputTokens == 0 {
-		b.cfg.MaxOutputTokens = rtsandbox.DefaultMaxTokens
+		b.cfg.MaxOutputTokens = def
 	}
 	if b.cfg.MaxCalls < 1 || b.cfg.MaxCalls > rtsandbox.MaxCallsLimit ||
-		b.cfg.MaxOutputTokens < 1 || b.cfg.MaxOutputTokens > rtsandbox.MaxOutputTokensUL {
+		b.cfg.MaxOutputTokens < lo || b.cfg.MaxOutputTokens > hi {
 		return ErrBudget
 	}
 	if b.cfg.Model == "" || b.cfg.APIKey == nil {

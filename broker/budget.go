@@ -49,33 +49,69 @@ func tokenEstimate(payload []byte, maxOutput int) int64 {
 	return int64(len(payload)/4 + maxOutput)
 }
 
-// usedTokens is what a /model call cost: the upstream's usage.total_tokens
-// (or prompt_tokens+completion_tokens) from an answer already checked as
-// JSON. A call with no answer costs nothing; an answer without usage, or
-// one refused for echoing the credential, costs the estimate.
+// usedTokens is what a model call cost: the upstream's usage, as counted
+// from a streamed answer's events or read from a whole answer already
+// checked as JSON (usage.total_tokens, or prompt_tokens+completion_tokens,
+// or the Messages API's input and output tokens). A call refused or
+// answered with an error status costs nothing; an answer without usage, or
+// one refused or cut off for echoing the credential, costs the estimate.
 func usedTokens(o outcome, estimate int64) int64 {
-	if o.status != statusOK {
-		if o.reflected {
-			return estimate
-		}
+	switch {
+	case o.reflected:
+		return estimate
+	case o.status != statusOK:
 		return 0
+	case o.counted:
+		return o.tokens
+	case o.written:
+		return estimate
 	}
 	var resp struct {
-		Usage *struct {
-			Prompt     *int64 `json:"prompt_tokens"`
-			Completion *int64 `json:"completion_tokens"`
-			Total      *int64 `json:"total_tokens"`
-		} `json:"usage"`
+		Usage *usageFields `json:"usage"`
 	}
 	if json.Unmarshal(o.body, &resp) != nil || resp.Usage == nil {
 		return estimate
 	}
-	u := resp.Usage
-	switch {
-	case u.Total != nil && *u.Total >= 0:
-		return *u.Total
-	case u.Prompt != nil && u.Completion != nil && *u.Prompt >= 0 && *u.Completion >= 0:
-		return *u.Prompt + *u.Completion
+	if n, ok := resp.Usage.total(); ok {
+		return n
 	}
 	return estimate
+}
+
+// usageFields is a usage object of either dialect.
+type usageFields struct {
+	Prompt     *int64 `json:"prompt_tokens"`
+	Completion *int64 `json:"completion_tokens"`
+	Total      *int64 `json:"total_tokens"`
+	// Anthropic Messages.
+	Input       *int64 `json:"input_tokens"`
+	Output      *int64 `json:"output_tokens"`
+	CacheCreate *int64 `json:"cache_creation_input_tokens"`
+	CacheRead   *int64 `json:"cache_read_input_tokens"`
+}
+
+// total is the tokens a usage object counts, and whether it counts any.
+func (u *usageFields) total() (int64, bool) {
+	switch {
+	case u.Total != nil && *u.Total >= 0:
+		return *u.Total, true
+	case u.Prompt != nil && u.Completion != nil && *u.Prompt >= 0 && *u.Completion >= 0:
+		return *u.Prompt + *u.Completion, true
+	}
+	in, out := u.messages()
+	return in + out, u.Input != nil || u.Output != nil
+}
+
+// messages returns the input (cache writes and reads included) and output
+// tokens of a Messages usage object; absent or negative fields count 0.
+func (u *usageFields) messages() (in, out int64) {
+	for _, p := range []*int64{u.Input, u.CacheCreate, u.CacheRead} {
+		if p != nil && *p > 0 {
+			in += *p
+		}
+	}
+	if u.Output != nil && *u.Output > 0 {
+		out = *u.Output
+	}
+	return in, out
 }

@@ -51,6 +51,20 @@ type outcome struct {
 	// echoing the credential.
 	upstream  time.Duration
 	reflected bool
+
+	// header holds headers passed on from the upstream (writeOutcome
+	// adds them).
+	header http.Header
+	// written marks an answer the route wrote itself, passed on as it
+	// arrived; sent counts its body bytes. abort asks ServeHTTP to cut
+	// the connection: the answer broke off after its head.
+	written bool
+	sent    int64
+	abort   bool
+	// tokens is the usage counted from a streamed answer's events, when
+	// counted.
+	tokens  int64
+	counted bool
 }
 
 func refuse(r refusal) outcome {
@@ -65,4 +79,12 @@ func fail(detail string) outcome {
 
 func okJSON(body []byte) outcome {
 	return outcome{status: statusOK, body: body, json: true}
+}
+
+// bytesOut is the body bytes the worker got.
+func (o outcome) bytesOut() int64 {
+	if o.written {
+		return o.sent
+	}
+	return int64(len(o.body))
 }

@@ -37,24 +37,34 @@ const dummyBearer = "Bearer " + rtsandbox.DummyKey
 // headers out of r.Header: Host into r.Host, Transfer-Encoding into
 // r.TransferEncoding and declared trailers into r.Trailer, so those are
 // checked there too.
-func checkHeaders(r *http.Request) (refusal, bool) {
+//
+// On the Anthropic routes (lenient) the session spec's rule holds instead
+// of the allow-list (§2.4 step 14): headers outside both lists are
+// accepted and never forwarded, since official clients send their own
+// (x-stainless-*, anthropic-version, anthropic-beta); the deny-list still
+// refuses, except an x-api-key holding exactly the dummy key, the way
+// those clients present a key. Forwarded are only anthropic-version and
+// anthropic-beta (anthropicHeaders).
+func checkHeaders(r *http.Request, lenient bool) (refusal, bool) {
 	// HTTP/1.0 is refused outright: for it net/http silently deletes a
 	// Transfer-Encoding header instead of exposing it, so the deny-list
 	// could not see one. The worker speaks HTTP/1.1.
 	if !r.ProtoAtLeast(1, 1) || len(r.TransferEncoding) > 0 || r.Trailer != nil {
 		return refHeader, false
 	}
-	for name := range r.Header {
+	for name, vals := range r.Header {
 		lower := strings.ToLower(name)
-		if !allowedHeaders[lower] || deniedHeaders[lower] {
+		switch {
+		case lenient && lower == "x-api-key":
+			if !dummy(vals, rtsandbox.DummyKey) {
+				return refCredential, false
+			}
+		case deniedHeaders[lower], !lenient && !allowedHeaders[lower]:
 			return refHeader, false
 		}
 	}
-	if vals, ok := r.Header["Authorization"]; ok {
-		got := strings.Join(vals, ", ")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(dummyBearer)) != 1 {
-			return refCredential, false
-		}
+	if vals, ok := r.Header["Authorization"]; ok && !dummy(vals, dummyBearer) {
+		return refCredential, false
 	}
 	// HTTP/1.1 requires a Host header (net/http answers 400 without one),
 	// so an empty r.Host here is a Host header sent empty: not "broker".
@@ -62,4 +72,10 @@ func checkHeaders(r *http.Request) (refusal, bool) {
 		return refHost, false
 	}
 	return refusal{}, true
+}
+
+// dummy reports whether a header's values are exactly want, compared in
+// constant time.
+func dummy(vals []string, want string) bool {
+	return subtle.ConstantTimeCompare([]byte(strings.Join(vals, ", ")), []byte(want)) == 1
 }

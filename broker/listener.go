@@ -168,6 +168,10 @@ func (w *wroteWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// Unwrap lets http.ResponseController reach the connection's writer, for
+// the flush after each streamed piece and its write deadline.
+func (w *wroteWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // capListener closes connections beyond max at once instead of queueing
 // them (netutil.LimitListener blocks, which would let a guest hold the
 // accept queue).

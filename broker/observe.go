@@ -10,7 +10,7 @@ import (
 // Route classes of a CallRecord: the kind of route a call aimed at, never
 // the path the guest sent.
 const (
-	RouteModel = "model" // /model
+	RouteModel = "model" // /model or the Anthropic Messages routes
 	RouteTools = "tools" // /tools/<name>
 	RouteMCP   = "mcp"   // /mcp/<server>
 	RouteOther = "other" // anything else
@@ -68,7 +68,8 @@ func (b *Broker) classify(target, matched string) (route, tool string) {
 		path, _, _ = strings.Cut(target, "?")
 		path, _, _ = strings.Cut(path, "#")
 	}
-	if path == rtsandbox.RouteModel {
+	switch path {
+	case rtsandbox.RouteModel, rtsandbox.RouteAnthropicMessages, rtsandbox.RouteAnthropicCountTokens:
 		return RouteModel, ""
 	}
 	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime/debug"
 	"strings"
 
@@ -16,21 +18,35 @@ import (
 
 var errTooLarge = errors.New("too large")
 
-// request is a call's body: the bytes as received and the decoded object.
+// request is a call: its body as received and decoded, and what a route
+// that passes an answer on as it arrives (stream.go) or forwards a
+// header (the Anthropic routes) needs.
 type request struct {
-	raw []byte
-	obj map[string]json.RawMessage
+	raw    []byte
+	obj    map[string]json.RawMessage
+	w      http.ResponseWriter
+	header http.Header // the worker's, for anthropic-version and anthropic-beta only
+	path   string      // the matched route
+	beta   bool        // the target's query was ?beta=true
 }
 
 // routeFunc serves one matched route.
 type routeFunc func(ctx context.Context, t *Turn, req request) outcome
 
-// route matches the escaped request path exactly: /model, /tools/<name> of
-// a declared host tool, /mcp/<name> of a declared server. Names are looked
-// up in maps, so "constructor" or "%62ash" are simply absent, and extra
-// segments never match a name.
-func (t *Turn) route(path string) (routeFunc, bool) {
-	if path == rtsandbox.RouteModel {
+// route matches the escaped request path exactly: the model's route of the
+// configured dialect (/model, or the two Anthropic Messages routes),
+// /tools/<name> of a declared host tool, /mcp/<name> of a declared server.
+// Names are looked up in maps, so "constructor" or "%62ash" are simply
+// absent, and extra segments never match a name. ?beta=true is accepted
+// on the Anthropic routes only.
+func (t *Turn) route(path string, beta bool) (routeFunc, bool) {
+	if t.b.anthropicRoute(path) {
+		return serveMessages, true
+	}
+	if beta {
+		return nil, false
+	}
+	if path == rtsandbox.RouteModel && !t.b.anthropic() {
 		return serveModel, true
 	}
 	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
@@ -49,7 +65,9 @@ func (t *Turn) route(path string) (routeFunc, bool) {
 
 // serveModel normalises the guest's chat request, fetches the turn-scoped
 // key and forwards the rebuilt body. A refused payload never fetches the
-// key or reaches upstream.
+// key or reaches upstream. With Config.Stream, "stream": true is forwarded
+// (with the usage chunk asked for, to settle the budget) and the answer
+// passed on as it arrives; otherwise stream stays pinned to false.
 func serveModel(ctx context.Context, t *Turn, req request) outcome {
 	in, err := modelapi.NormalizeChat(req.obj)
 	if err != nil {
@@ -63,22 +81,41 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 	if err != nil || key == "" {
 		return fail("model credential missing")
 	}
-	payload, err := marshal(modelapi.BuildChatRequest(t.b.cfg.Model, in, t.b.cfg.MaxOutputTokens))
+	chat := modelapi.BuildChatRequest(t.b.cfg.Model, in, t.b.cfg.MaxOutputTokens)
+	streamed := t.b.cfg.Stream && string(bytes.TrimSpace(req.obj["stream"])) == "true"
+	if streamed {
+		chat.Stream = true
+		chat.StreamOptions = &modelapi.StreamOptions{IncludeUsage: true}
+	}
+	payload, err := marshal(chat)
 	if err != nil {
 		return fail("cannot encode model request")
 	}
 	// A completion may be repeated after a 5xx or a reset: a repeat costs
-	// tokens, never a second side effect.
+	// tokens, never a second side effect. (A streamed one is never
+	// repeated: upstream.Client.Open makes one attempt.)
 	call := upstream.Call{URL: t.b.cfg.ModelURL, Body: payload, Key: key, Idempotent: true}
-	if t.b.cfg.Budget == nil {
-		return t.b.forward(ctx, call)
+	send := t.b.forward
+	if streamed {
+		call.Accept = acceptStream
+		send = func(ctx context.Context, call upstream.Call) outcome { return t.pass(ctx, req.w, call, true) }
 	}
-	estimate := tokenEstimate(payload, t.b.cfg.MaxOutputTokens)
+	return t.spend(ctx, call, t.b.cfg.MaxOutputTokens, send)
+}
+
+// spend reserves a model call's token estimate (payload and the output it
+// may ask for), makes the call with send and settles what it cost. Without
+// a ledger it just calls.
+func (t *Turn) spend(ctx context.Context, call upstream.Call, maxOutput int, send func(context.Context, upstream.Call) outcome) outcome {
+	if t.b.cfg.Budget == nil {
+		return send(ctx, call)
+	}
+	estimate := tokenEstimate(call.Body, maxOutput)
 	r, o, ok := t.reserve(ctx, budget.Tokens, estimate)
 	if !ok {
 		return o
 	}
-	o = t.b.forward(ctx, call)
+	o = send(ctx, call)
 	t.settle(r, usedTokens(o, estimate))
 	return o
 }

@@ -43,19 +43,32 @@ func (t *Turn) Remaining() int {
 
 // ServeHTTP runs the request pipeline, writes the outcome with
 // Connection: close, emits one audit record and tells the observer.
+//
+// A streamed answer was written by its route already. One cut off after
+// its head (a reflected credential, the size cap, the silence limit, the
+// worker or the upstream gone) aborts the connection once the audit record
+// is out, so the worker sees a broken body and never a complete answer.
 func (t *Turn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := t.b.now()
-	route, o := t.handle(r)
-	writeOutcome(w, o)
+	route, o := t.handle(w, r)
+	if !o.written {
+		writeOutcome(w, o)
+	}
 	d := t.b.now().Sub(start)
 	t.audit(r.Context(), route, o, d)
 	if t.b.cfg.Observe != nil {
 		t.b.observe(r.RequestURI, route, o, d)
 	}
+	if o.abort {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func writeOutcome(w http.ResponseWriter, o outcome) {
 	h := w.Header()
+	for k, v := range o.header {
+		h[k] = v
+	}
 	if o.json {
 		h.Set("Content-Type", "application/json")
 	} else {
@@ -69,15 +82,15 @@ func writeOutcome(w http.ResponseWriter, o outcome) {
 
 // handle is the pipeline of spec §2.2, in its exact order. It returns the
 // matched route ("" when none) for the audit record.
-func (t *Turn) handle(r *http.Request) (string, outcome) {
-	path, ref, ok := checkTarget(r)
+func (t *Turn) handle(w http.ResponseWriter, r *http.Request) (string, outcome) {
+	path, beta, ref, ok := checkTarget(r)
 	if !ok {
 		return "", refuse(ref)
 	}
-	if ref, ok := checkHeaders(r); !ok {
+	if ref, ok := checkHeaders(r, t.b.anthropicRoute(path)); !ok {
 		return "", refuse(ref)
 	}
-	dispatch, ok := t.route(path)
+	dispatch, ok := t.route(path, beta)
 	if !ok {
 		return "", refuse(refNotFound)
 	}
@@ -107,19 +120,19 @@ func (t *Turn) handle(r *http.Request) (string, outcome) {
 		o.bytesIn = len(body)
 		return path, o
 	}
-	o := t.call(ctx, body, dispatch)
+	o := t.call(ctx, request{raw: body, w: w, header: r.Header, path: path, beta: beta}, dispatch)
 	o.bytesIn = len(body)
 	return path, o
 }
 
 // call runs steps 11–14 once the budget is spent: parse, shape, liveness,
 // dispatch.
-func (t *Turn) call(ctx context.Context, body []byte, dispatch routeFunc) outcome {
+func (t *Turn) call(ctx context.Context, req request, dispatch routeFunc) outcome {
 	// One decode in the common case; json.Valid only tells a broken body
 	// (502) from a JSON value that is not an object (400).
-	obj, ok := decodeObject(body)
+	obj, ok := decodeObject(req.raw)
 	if !ok {
-		if !json.Valid(body) {
+		if !json.Valid(req.raw) {
 			return fail("request body is not JSON")
 		}
 		return refuse(refInvalidInput)
@@ -127,23 +140,34 @@ func (t *Turn) call(ctx context.Context, body []byte, dispatch routeFunc) outcom
 	if ctx.Err() != nil {
 		return fail("call canceled")
 	}
-	return dispatch(ctx, t, request{raw: body, obj: obj})
+	req.obj = obj
+	return dispatch(ctx, t, req)
 }
 
 // checkTarget applies steps 1–2: an origin-form target (absolute-form and
 // "*" are refused, a deliberate deviation from the reference), POST, no
-// query, not even an empty one, and no fragment. It returns the escaped
-// path that routing matches on.
-func checkTarget(r *http.Request) (string, refusal, bool) {
+// fragment, and no query, not even an empty one, except exactly
+// "?beta=true", which only the Anthropic routes accept (session spec §2.2;
+// route refuses it elsewhere). It returns the escaped path that routing
+// matches on and whether the beta query was sent.
+func checkTarget(r *http.Request) (path string, beta bool, ref refusal, ok bool) {
 	target := r.RequestURI
 	if target == "" || target[0] != '/' || r.URL == nil {
-		return "", refInvalidURL, false
+		return "", false, refInvalidURL, false
 	}
-	if r.Method != http.MethodPost || strings.ContainsAny(target, "?#") {
-		return "", refNotFound, false
+	if r.Method != http.MethodPost || strings.Contains(target, "#") {
+		return "", false, refNotFound, false
 	}
-	return target, refusal{}, true
+	path, query, hasQuery := strings.Cut(target, "?")
+	if hasQuery && query != betaQuery {
+		return "", false, refNotFound, false
+	}
+	return path, hasQuery, refusal{}, true
 }
+
+// betaQuery is the one query the broker accepts, on the Anthropic routes
+// only, and forwards.
+const betaQuery = "beta=true"
 
 // acquire implements steps 8–9: one call in flight, and the budget is spent
 // before the body is read, so refused and failed calls count too.

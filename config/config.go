@@ -34,6 +34,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -116,11 +117,30 @@ type Host struct {
 	MemoryLimitMB int
 }
 
-// Model is the upstream chat-completions endpoint.
+// Model is the upstream model: its endpoint, dialect and what the host
+// decides for every call.
 type Model struct {
+	// URL is the chat-completions endpoint (api openai) or the API's base
+	// URL without a query (api anthropic), such as
+	// https://api.anthropic.com: the broker appends /v1/messages or
+	// /v1/messages/count_tokens.
 	URL       upstream.Endpoint
 	Name      string
 	APIKeyEnv EnvVar
+	// API is model.api: rtsandbox.ModelAPIOpenAI or ModelAPIAnthropic;
+	// empty means openai.
+	API string
+	// MaxOutputTokens is model.max_output_tokens: for openai the
+	// max_tokens sent (1..32768), for anthropic the ceiling of the
+	// worker's max_tokens (1025..200000); 0 means the API's default (4096
+	// and 128000).
+	MaxOutputTokens int
+	// Thinking is model.thinking, the thinking level that caps an
+	// Anthropic call's thinking budget and effort (anthropic only); empty
+	// means high. Session mode will judge it per turn.
+	Thinking modelapi.ThinkingLevel
+	// Stream is model.stream: the worker may ask for streamed answers.
+	Stream bool
 }
 
 // Tool is a host tool: either a webhook (URL set) or a built-in (Builtin

@@ -4,11 +4,13 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
 // config walks the top-level mapping. allow_http is read first because the
@@ -55,7 +57,7 @@ func (p *parser) host(n *yaml.Node) Host {
 }
 
 func (p *parser) model(n *yaml.Node) Model {
-	o, ok := p.object(n, "model", "url", "name", "api_key_env")
+	o, ok := p.object(n, "model", "url", "name", "api_key_env", "api", "max_output_tokens", "thinking", "stream")
 	if !ok {
 		return Model{}
 	}
@@ -63,6 +65,21 @@ func (p *parser) model(n *yaml.Node) Model {
 	m.URL = p.endpoint(o, "url", true)
 	m.Name, _ = p.text(o, "name", true, notBlank)
 	m.APIKeyEnv = p.envVar(o, "api_key_env", true)
+	m.API, _ = p.text(o, "api", false, modelAPIRule)
+	m.Stream = p.boolean(o, "stream")
+	if m.API == rtsandbox.ModelAPIAnthropic {
+		m.MaxOutputTokens = p.integer(o, "max_output_tokens", 0, modelapi.MinMaxOutput, modelapi.MaxMaxOutput)
+		level, _ := p.text(o, "thinking", false, thinkingRule)
+		m.Thinking = modelapi.ThinkingLevel(level)
+		if u := o.get("url"); u != nil && strings.Contains(m.URL.String(), "?") {
+			p.fail(u, o.at("url"), "must have no query with api: anthropic (the broker appends the route and ?beta=true)")
+		}
+		return m
+	}
+	m.MaxOutputTokens = p.integer(o, "max_output_tokens", 0, 1, rtsandbox.MaxOutputTokensUL)
+	if t := o.get("thinking"); t != nil {
+		p.fail(t, o.at("thinking"), "is only used with api: anthropic")
+	}
 	return m
 }
 

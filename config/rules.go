@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -59,6 +60,20 @@ func stateDirRule(s string) string {
 func notBlank(s string) string {
 	if strings.TrimSpace(s) == "" {
 		return "must not be blank"
+	}
+	return ""
+}
+
+func modelAPIRule(s string) string {
+	if s != rtsandbox.ModelAPIOpenAI && s != rtsandbox.ModelAPIAnthropic {
+		return fmt.Sprintf("must be %q or %q", rtsandbox.ModelAPIOpenAI, rtsandbox.ModelAPIAnthropic)
+	}
+	return ""
+}
+
+func thinkingRule(s string) string {
+	if !modelapi.ThinkingLevel(s).Valid() {
+		return fmt.Sprintf("must be one of %q", modelapi.Levels())
 	}
 	return ""
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"go.yaml.in/yaml/v3"
 )
@@ -104,6 +105,10 @@ func (p *parser) web(n *yaml.Node, c *Config) Web {
 			w.Research.Timeout = p.duration(ro, "timeout", DefaultResearchTimeout, MinResearchTimeout, MaxResearchTimeout)
 			if w.Research.Enabled && w.Search == nil {
 				p.fail(r, o.at("research"), "requires web.search")
+			}
+			// The research worker speaks chat completions only.
+			if w.Research.Enabled && c.Model.API == rtsandbox.ModelAPIAnthropic {
+				p.fail(r, o.at("research"), "requires model.api: openai (the research worker speaks chat completions only)")
 			}
 		}
 	}

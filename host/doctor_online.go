@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -31,6 +32,9 @@ type endpoint struct {
 	name, url string
 	key       config.EnvVar
 	accept    string
+	// keyHeader carries the key as it is (x-api-key for Anthropic);
+	// "" sends Authorization: Bearer <key>.
+	keyHeader string
 }
 
 // onlineChecks probes the model and every MCP server through the
@@ -38,7 +42,12 @@ type endpoint struct {
 // dial and TLS times, no redirect followed. The configured key is sent,
 // only to the configured URL, exactly as the broker would send it.
 func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []Check {
-	targets := []endpoint{{name: "model online", url: cfg.Model.URL.String(), key: cfg.Model.APIKeyEnv, accept: "application/json"}}
+	model := endpoint{name: "model online", url: cfg.Model.URL.String(), key: cfg.Model.APIKeyEnv, accept: "application/json"}
+	if cfg.Model.API == rtsandbox.ModelAPIAnthropic {
+		// The broker's Messages target, keyed as the broker sends it.
+		model.url, model.keyHeader = cfg.Model.URL.Join("/v1/messages", "").String(), "X-Api-Key"
+	}
+	targets := []endpoint{model}
 	for _, s := range cfg.MCP {
 		targets = append(targets, endpoint{name: "mcp " + s.Name + " online", url: s.URL.String(), key: s.APIKeyEnv,
 			accept: "application/json, text/event-stream"})
@@ -65,7 +74,11 @@ func probe(ctx context.Context, hc *http.Client, t endpoint, getenv env) Check {
 		return fail(t.name, "check the URL in the config", "cannot build a request: %v", err)
 	}
 	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {t.accept}, "User-Agent": {""}}
-	if key := t.key.Lookup(getenv); key != "" {
+	switch key := t.key.Lookup(getenv); {
+	case key == "":
+	case t.keyHeader != "":
+		req.Header.Set(t.keyHeader, key)
+	default:
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := hc.Do(req)

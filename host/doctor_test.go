@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -225,6 +226,22 @@ func TestDoctorOnline(t *testing.T) {
 	reqs := anyKey.Requests()
 	if len(reqs) != 1 || string(reqs[0].Raw) != probeBody || reqs[0].Header.Get("Authorization") != "Bearer wrong" {
 		t.Errorf("model saw %d requests; want one probe with the configured key", len(reqs))
+	}
+	if n := len(pathOnly.Requests()); n != 1 {
+		t.Errorf("unkeyed MCP server saw %d requests; want 1", n)
+	}
+
+	// With api anthropic the probe goes to the Messages path, keyed with
+	// x-api-key as the broker sends it.
+	messages := fakemodel.NewWithOptions(fakemodel.Options{Path: "/v1/messages", Loop: true}, fakemodel.MemoryDemo())
+	defer messages.Close()
+	acfg := &config.Config{Model: config.Model{URL: ep(messages.URL()), APIKeyEnv: "K", API: rtsandbox.ModelAPIAnthropic}}
+	checks := onlineChecks(context.Background(), acfg, mapEnv(map[string]string{"K": "k1"}))
+	if len(checks) != 1 || briefOf(checks[0]) != (brief{"ok", "model online", false}) {
+		t.Errorf("anthropic probe = %+v; want model online ok", checks)
+	}
+	if r := messages.Requests(); len(r) != 1 || r[0].Path != "/v1/messages" || r[0].Header.Get("X-Api-Key") != "k1" || r[0].Header.Get("Authorization") != "" {
+		t.Errorf("anthropic probe requests = %+v; want one to /v1/messages with x-api-key", r)
 	}
 	if n := len(pathOnly.Requests()); n != 1 {
 		t.Errorf("unkeyed MCP server saw %d requests; want 1", n)

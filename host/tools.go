@@ -20,8 +20,12 @@ func BrokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *
 	}
 	modelKey := cfg.Model.APIKeyEnv
 	bc := broker.Config{
-		ModelURL: cfg.Model.URL,
-		Model:    cfg.Model.Name,
+		ModelURL:        cfg.Model.URL,
+		Model:           cfg.Model.Name,
+		API:             cfg.Model.API,
+		Stream:          cfg.Model.Stream,
+		Thinking:        cfg.Model.Thinking,
+		MaxOutputTokens: cfg.Model.MaxOutputTokens,
 		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
 			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
 		},

@@ -56,6 +56,16 @@ const (
 	LevelXHigh  ThinkingLevel = "xhigh"
 )
 
+// Levels lists the thinking levels, lowest first, for messages that name
+// them.
+func Levels() []ThinkingLevel { return []ThinkingLevel{LevelLow, LevelMedium, LevelHigh, LevelXHigh} }
+
+// Valid reports whether l is one of the four levels.
+func (l ThinkingLevel) Valid() bool {
+	_, ok := ceilings[l]
+	return ok
+}
+
 // efforts is the effort scale of §2.5, lowest first.
 var efforts = []string{"low", "medium", "high", "xhigh", "max"}
 

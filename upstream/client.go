@@ -18,7 +18,8 @@
 // scratch, no redirects (the target is never contacted), no environment
 // proxy (so a proxy never sees the credential), no transparent
 // decompression, a 2xx status and a bounded body. The caller bounds time
-// through ctx.
+// through ctx. Open (stream.go) is the exception for answers passed on as
+// they arrive: any status, the body unread, read through a StreamScanner.
 //
 // It is written on net/http because the rules are few and exact; no library
 // enforces this particular set.
@@ -118,6 +119,13 @@ type Call struct {
 	MaxBytes int
 	// Status is the one status accepted; 0 accepts any 2xx.
 	Status int
+	// Accept replaces application/json as the Accept header, such as
+	// "application/json, text/event-stream" for a streamed call.
+	Accept string
+	// Header holds further headers the caller chose (their names are
+	// never a guest's), such as anthropic-version. They cannot replace
+	// the ones above.
+	Header http.Header
 	// Idempotent marks a call that may be repeated after the upstream
 	// failed in a way that may have come after it acted (a 500, a reset):
 	// a model completion, not a webhook with side effects (retry.go).
@@ -180,11 +188,16 @@ func (c *Client) do(ctx context.Context, method string, call Call) (body []byte,
 
 // header builds a call's headers from scratch.
 func header(method string, call Call) http.Header {
-	h := http.Header{
-		"Accept": {"application/json"},
-		// An empty User-Agent stops net/http from adding its own.
-		"User-Agent": {""},
+	h := make(http.Header, len(call.Header)+4)
+	for k, v := range call.Header {
+		h[http.CanonicalHeaderKey(k)] = v
 	}
+	h.Set("Accept", "application/json")
+	if call.Accept != "" {
+		h.Set("Accept", call.Accept)
+	}
+	// An empty User-Agent stops net/http from adding its own.
+	h["User-Agent"] = []string{""}
 	if method == http.MethodPost {
 		h.Set("Content-Type", "application/json")
 	}

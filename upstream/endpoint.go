@@ -91,3 +91,17 @@ func (e Endpoint) WithQuery(q url.Values) Endpoint {
 	u.RawQuery = have.Encode()
 	return Endpoint{raw: u.String()}
 }
+
+// Join returns e with path appended to its path (after dropping one
+// trailing slash of e's) and its query replaced by rawQuery, such as the
+// Anthropic base https://api.anthropic.com joined with /v1/messages and
+// beta=true. The host chooses both parts; neither can break the rule.
+func (e Endpoint) Join(path, rawQuery string) Endpoint {
+	u, err := url.Parse(e.raw)
+	if err != nil { // cannot happen: e passed the rule
+		return Endpoint{}
+	}
+	u = u.JoinPath(path)
+	u.RawQuery = rawQuery
+	return Endpoint{raw: u.String()}
+}

@@ -1,0 +1,376 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// Passing an answer on as it arrives (session spec §2.1, §2.4 steps
+// 15–19, §2.8). A model answer the worker asked to stream, and on the
+// Anthropic routes any answer with an error status, is relayed piece by
+// piece: each piece the upstream.StreamScanner releases is written and
+// flushed before the next is read, so a worker that reads slowly slows the
+// upstream read (backpressure), and nothing is buffered beyond one read and
+// the scanner's held tail. The head is written with the first piece, so an
+// answer whose first read already reflects the credential is still
+// refused with the fixed 502. Once the head is out, a reflected
+// credential, more than rtsandbox.MaxStreamedAnswer upstream bytes, a
+// silence of Config.StreamSilence, the worker or the upstream going away,
+// or the call's deadline cut the answer off: ServeHTTP aborts the
+// connection, so the worker's read fails and it never holds a complete
+// answer or the credential.
+//
+// A streamed call keeps every bound of a whole one: it spent the call
+// budget, holds the turn's one in-flight slot until the answer ends (the
+// reference frees its slot when streaming starts; holding it is stricter),
+// runs under rtsandbox.BrokerCallTimeout and the turn, reserves and settles
+// the daily token budget (from the answer's usage events, or the estimate),
+// and leaves one audit record when it ends.
+
+// acceptStream is the Accept header of a streamed upstream call.
+const acceptStream = "application/json, text/event-stream"
+
+// Stream errors, for the audit detail (content-free).
+var (
+	errSilence = errors.New("stream silence limit passed")
+)
+
+// passedHeaders are the upstream response headers a relayed answer keeps
+// (session spec §2.4 step 15), besides any anthropic-ratelimit-*; each
+// only when short and free of the credential.
+var passedHeaders = []string{"Content-Type", "Retry-After", "Request-Id", "X-Should-Retry"}
+
+const (
+	maxPassedHeader = 256
+	ratelimitPrefix = "Anthropic-Ratelimit-"
+	// maxLoggedEvent bounds the data of a logged stream error event.
+	maxLoggedEvent = 2000
+)
+
+// pass makes call with one attempt and answers with what the upstream
+// sent. A 2xx answer not asked to stream is read whole (up to
+// rtsandbox.MaxStreamedAnswer), checked with the whole-body scan and
+// answered as JSON; a streamed one and any error status are relayed
+// (relay). A status outside 200–599, or a 3xx, fails the call.
+func (t *Turn) pass(ctx context.Context, w http.ResponseWriter, call upstream.Call, streamed bool) outcome {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	start := t.b.now()
+	resp, err := t.b.client.Open(ctx, call)
+	if err != nil {
+		o := fail(err.Error())
+		o.upstream = t.b.now().Sub(start)
+		return o
+	}
+	defer resp.Close()
+	var o outcome
+	switch s := resp.Status; {
+	case s < 200 || s > 599 || s >= 300 && s < 400:
+		o = fail("upstream status refused")
+	case s < 300 && !streamed:
+		o = t.whole(resp, call.Key)
+	default:
+		o = t.relay(ctx, cancel, w, resp, call.Key)
+	}
+	o.upstream = t.b.now().Sub(start)
+	return o
+}
+
+// whole reads a non-streamed 2xx answer and checks it as CheckJSON does
+// for every whole answer.
+func (t *Turn) whole(resp *upstream.Response, key rtsandbox.Secret) outcome {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, rtsandbox.MaxStreamedAnswer+1))
+	switch {
+	case err != nil:
+		return fail("upstream read failed")
+	case len(body) > rtsandbox.MaxStreamedAnswer:
+		return fail(upstream.ErrTooLarge.Error())
+	}
+	if err := upstream.CheckJSON(body, key.Reveal()); err != nil {
+		o := fail(err.Error())
+		o.reflected = errors.Is(err, upstream.ErrReflect)
+		return o
+	}
+	o := okJSON(body)
+	o.status = resp.Status
+	o.header = passHeaders(resp.Header, key)
+	return o
+}
+
+// relay passes resp on piece by piece; see the file comment.
+func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http.ResponseWriter, resp *upstream.Response, key rtsandbox.Secret) outcome {
+	silence := t.b.cfg.StreamSilence
+	timer := time.AfterFunc(silence, func() { cancel(errSilence) })
+	defer timer.Stop()
+	rc := http.NewResponseController(w)
+	sc := upstream.NewStreamScanner(resp.Body, key.Reveal(), rtsandbox.MaxStreamedAnswer)
+	var watch *streamWatch
+	if resp.Status < 300 && strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream") {
+		watch = t.newStreamWatch()
+	}
+	o := outcome{status: resp.Status, written: true}
+	head := func() {
+		h := w.Header()
+		for k, v := range passHeaders(resp.Header, key) {
+			h[k] = v
+		}
+		h.Set("Connection", "close")
+		w.WriteHeader(resp.Status)
+	}
+	headOut := false
+	for {
+		piece, err := sc.Next()
+		if err != nil {
+			return t.relayEnd(ctx, o, headOut, head, err, watch, rc)
+		}
+		if !headOut {
+			head()
+			headOut = true
+		}
+		watch.write(piece)
+		_ = rc.SetWriteDeadline(time.Now().Add(silence)) // a worker that stops reading is cut off too
+		n, werr := w.Write(piece)
+		o.sent += int64(n)
+		if werr == nil {
+			werr = rc.Flush()
+		}
+		if werr != nil {
+			o.abort, o.detail = true, "stream cut: worker write failed"
+			return watch.settle(o)
+		}
+		timer.Reset(silence)
+	}
+}
+
+// relayEnd ends a relayed answer on err from the scanner: io.EOF ends it
+// normally (an empty answer still gets its head); any other error before
+// the head is the fixed 502, after it an abort.
+func (t *Turn) relayEnd(ctx context.Context, o outcome, headOut bool, head func(), err error, watch *streamWatch, rc *http.ResponseController) outcome {
+	if errors.Is(err, io.EOF) {
+		if !headOut {
+			head()
+		}
+		_ = rc.Flush()
+		return watch.settle(o)
+	}
+	detail := streamDetail(ctx, err)
+	reflected := errors.Is(err, upstream.ErrReflect)
+	if !headOut {
+		f := fail(detail)
+		f.reflected = reflected
+		return f
+	}
+	o.abort, o.detail, o.reflected = true, "stream cut: "+detail, reflected
+	return watch.settle(o)
+}
+
+// streamDetail names why a relayed answer ended early, content-free.
+func streamDetail(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrTooLarge):
+		return err.Error()
+	case errors.Is(context.Cause(ctx), errSilence):
+		return errSilence.Error()
+	case ctx.Err() != nil:
+		return "call canceled or timed out"
+	}
+	return "upstream read failed"
+}
+
+// passHeaders returns the headers of h a relayed answer keeps: those of
+// passedHeaders and anthropic-ratelimit-*, each when at most 256 bytes
+// and free of the credential in any form.
+func passHeaders(h http.Header, key rtsandbox.Secret) http.Header {
+	out := make(http.Header, len(passedHeaders))
+	keep := func(name string, v []string) {
+		if len(v) != 1 || len(v[0]) > maxPassedHeader || upstream.CheckText(v[0], key.Reveal()) != nil {
+			return
+		}
+		out[name] = []string{v[0]}
+	}
+	for _, name := range passedHeaders {
+		if v, ok := h[name]; ok {
+			keep(name, v)
+		}
+	}
+	for name, v := range h {
+		if strings.HasPrefix(name, ratelimitPrefix) {
+			keep(name, v)
+		}
+	}
+	return out
+}
+
+// streamWatch reads a copy of a relayed 2xx event stream (the pieces
+// already passed on, so already free of the credential): it logs the
+// first error event (session spec §2.8) and counts the usage the events
+// report, for the budget. A nil *streamWatch does nothing. It never
+// changes or stops the stream: an event over its bound is skipped.
+type streamWatch struct {
+	t      *Turn
+	parser *brokerclient.SSEParser
+	logged bool
+	usage  streamUsage
+	// atStart: the next byte begins an event; skipping: inside a text
+	// delta left out, whose last byte seen was a newline when lastNL.
+	atStart, skipping, lastNL bool
+}
+
+func (t *Turn) newStreamWatch() *streamWatch {
+	w := &streamWatch{t: t, atStart: true}
+	w.parser = brokerclient.NewSSEParser(brokerclient.SSELimits{
+		MaxLine: brokerclient.SSEWatchMaxEvent, MaxEvent: brokerclient.SSEWatchMaxEvent,
+		MaxTotal: rtsandbox.MaxStreamedAnswer, SkipOversize: true,
+	}, w.event)
+	return w
+}
+
+// write feeds the parser with a piece passed on. Whole Messages text
+// deltas, which are most of a long answer and never an error or a usage
+// report, are left out without parsing (a boundary is a blank line, LF
+// only, which the Messages API sends); everything else, and anything it
+// cannot classify at once, is parsed.
+func (w *streamWatch) write(p []byte) {
+	if w == nil || w.parser == nil {
+		return
+	}
+	for len(p) > 0 {
+		if w.skipping {
+			if w.lastNL && p[0] == '\n' { // a blank line split across pieces
+				p, w.skipping, w.lastNL = p[1:], false, false
+				continue
+			}
+			i := bytes.Index(p, blankLine)
+			if i < 0 {
+				w.lastNL = p[len(p)-1] == '\n'
+				return
+			}
+			p, w.skipping = p[i+len(blankLine):], false
+			continue
+		}
+		if w.atStart && bytes.HasPrefix(p, deltaEvent) {
+			p, w.skipping, w.lastNL = p[len(deltaEvent):], true, false
+			continue
+		}
+		n := len(p)
+		if i := bytes.Index(p, blankLine); i >= 0 {
+			n = i + len(blankLine)
+		}
+		w.atStart = n < len(p) || bytes.HasSuffix(p, blankLine)
+		if _, err := w.parser.Write(p[:n]); err != nil {
+			w.parser = nil // over its total: the stream goes on unwatched
+			return
+		}
+		p = p[n:]
+	}
+}
+
+var (
+	blankLine  = []byte("\n\n")
+	deltaEvent = []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\"")
+)
+
+func (w *streamWatch) event(ev brokerclient.SSEEvent) error {
+	typ, typed := leadingType(ev.Data)
+	if !w.logged && (ev.Type == "error" || typ == "error" || !typed && ev.IsError()) {
+		w.logged = true
+		w.t.b.log.Warn("sandbox upstream call failed", "channel", string(w.t.binding.Channel),
+			"upstream", "model", "status", http.StatusOK, "body", "stream error event: "+logText(ev.Data))
+	}
+	if usageEvents[typ] || !typed && strings.Contains(ev.Data, `"usage"`) {
+		w.usage.add(ev.Data)
+	}
+	return nil
+}
+
+// usageEvents are the Messages events that carry usage.
+var usageEvents = map[string]bool{"message_start": true, "message_delta": true}
+
+// leadingType returns the "type" of event data that begins with it, as
+// every Messages event does ({"type":"content_block_delta",…}), so that the
+// many text deltas are classified without searching their text. Other data
+// (OpenAI chunks) is searched as a whole.
+func leadingType(data string) (string, bool) {
+	rest, ok := strings.CutPrefix(data, `{"type":"`)
+	if !ok {
+		return "", false
+	}
+	i := strings.IndexByte(rest, '"')
+	if i < 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// settle records the counted usage in o.
+func (w *streamWatch) settle(o outcome) outcome {
+	if w != nil {
+		o.tokens, o.counted = w.usage.total()
+	}
+	return o
+}
+
+// logText makes event data fit for the operator log: control characters
+// become spaces and it is cut to maxLoggedEvent bytes at a rune boundary.
+func logText(s string) string {
+	if len(s) > maxLoggedEvent {
+		s = strings.ToValidUTF8(s[:maxLoggedEvent], "")
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// streamUsage accumulates the usage events of either dialect: an OpenAI
+// usage chunk, or the Messages API's message_start (input) and
+// message_delta (cumulative output) events. The largest of each count
+// seen wins, so a repeated or cumulative count is not added twice.
+type streamUsage struct {
+	in, out, sum int64
+	seen         bool
+}
+
+func (u *streamUsage) add(data string) {
+	var ev struct {
+		Usage   *usageFields `json:"usage"`
+		Message *struct {
+			Usage *usageFields `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal([]byte(data), &ev) != nil {
+		return
+	}
+	f := ev.Usage
+	if f == nil && ev.Message != nil {
+		f = ev.Message.Usage
+	}
+	if f == nil {
+		return
+	}
+	if f.Input != nil || f.Output != nil {
+		in, out := f.messages()
+		u.in, u.out, u.seen = max(u.in, in), max(u.out, out), true
+		return
+	}
+	if n, ok := f.total(); ok {
+		u.sum, u.seen = max(u.sum, n), true
+	}
+}
+
+func (u *streamUsage) total() (int64, bool) {
+	return max(u.sum, u.in+u.out), u.seen
+}

@@ -1,0 +1,191 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// This file is the streamed side of the client: Open makes one call and
+// hands back the answer at any status with its body unread, and
+// StreamScanner passes a body on piece by piece while looking for the
+// credential across piece boundaries (session spec §2.8).
+
+// MaxStreamBytes bounds the upstream bytes of one streamed answer (50 MiB,
+// session spec §2.4 step 18).
+const MaxStreamBytes = rtsandbox.MaxStreamedAnswer
+
+// streamReadSize is how much one read of a streamed body asks for.
+const streamReadSize = 32 << 10
+
+// Response is an answer opened by Open: its status and headers as the
+// upstream sent them, and its body unread. The caller must Close it.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   io.ReadCloser
+}
+
+// Close closes the body.
+func (r *Response) Close() error { return r.Body.Close() }
+
+// Open makes one POST attempt of call under the client's rules (headers
+// built from scratch, no redirect, no proxy, no decompression) and returns
+// the answer whatever its status, its body unread: a streamed answer is
+// passed on as it arrives, and an error status keeps its body. It never
+// retries: a streamed answer cannot be repeated once begun, and the
+// Anthropic client of the worker retries 429 and 529 itself, honouring
+// retry-after. Errors wrap one of the failure classes, like Post's.
+func (c *Client) Open(ctx context.Context, call Call) (*Response, error) {
+	if call.URL.IsZero() {
+		return nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL.String(), bytes.NewReader(call.Body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
+	}
+	req.Header = header(http.MethodPost, call)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, classify(ctx, err)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body}, nil
+}
+
+// StreamScanner reads a body in pieces and returns what may be passed on:
+// everything read, except a tail that could be the start of one of the
+// credential's forms, which it holds back until the next read shows that it
+// is not (or the body ends). Each read is searched together with the tail
+// held from the one before, so a form split across reads, at any offset
+// and across any number of reads, is found as if the body were whole. The
+// forms are those of Forms (searched through the reduced set of
+// searchForms, which finds a text holding any of them); they are raw
+// bytes, as the reference's filter has them: a form hidden by a JSON
+// escape inside a streamed event is not found, unlike in the whole-body
+// scan of CheckJSON. The total read is capped.
+//
+// Holding back only a possible form prefix, rather than always the last
+// longest-form-minus-one bytes as the reference does, keeps the stream as
+// live as the upstream's: an SSE event ends in a blank line, which no form
+// starts with, so an event is passed on as soon as it has arrived.
+//
+// Next returns ErrReflect on a match and ErrTooLarge past the cap; the
+// caller must then cut the answer off, never pass on what it holds.
+type StreamScanner struct {
+	r     io.Reader
+	m     *matcher
+	max   int64
+	total int64
+	buf   []byte
+	held  int // bytes at the start of buf held from the last read
+	off   int // start of the held bytes in buf before they are moved
+	eof   bool
+	// matched is sticky: a scanner that found a form passes on nothing more.
+	matched bool
+}
+
+// NewStreamScanner returns a scanner of r for key's forms that fails once r
+// yields more than limit bytes (MaxStreamBytes when limit < 1). An empty
+// key finds nothing; the cap still holds.
+func NewStreamScanner(r io.Reader, key string, limit int64) *StreamScanner {
+	if limit < 1 {
+		limit = MaxStreamBytes
+	}
+	forms := searchForms(key)
+	longest := 0
+	for _, f := range forms {
+		longest = max(longest, len(f))
+	}
+	return &StreamScanner{r: r, m: newMatcher(forms), max: limit, buf: make([]byte, 0, streamReadSize+longest)}
+}
+
+// Total is the number of body bytes read so far.
+func (s *StreamScanner) Total() int64 { return s.total }
+
+// Next returns the next piece to pass on, which stays valid until the next
+// call, or an error: io.EOF once the body ended and everything was
+// returned, ErrReflect, ErrTooLarge, or the read's error as it is. It
+// returns a non-empty piece or an error, never both.
+func (s *StreamScanner) Next() ([]byte, error) {
+	for {
+		if s.total > s.max {
+			return nil, ErrTooLarge
+		}
+		if s.eof {
+			if s.held == 0 {
+				return nil, io.EOF
+			}
+			out := s.buf[s.off : s.off+s.held]
+			s.held = 0
+			return out, nil
+		}
+		// Move the held tail to the front; read after it.
+		s.buf = s.buf[:copy(s.buf[:cap(s.buf)], s.buf[s.off:s.off+s.held])]
+		s.off = 0
+		n, err := s.r.Read(s.buf[s.held:cap(s.buf)])
+		s.total += int64(n)
+		if s.total > s.max {
+			return nil, ErrTooLarge
+		}
+		out, serr := s.scan(n)
+		switch {
+		case serr != nil:
+			return nil, serr
+		case err == io.EOF:
+			s.eof = true
+		case err != nil:
+			return nil, err
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+}
+
+// scan searches the held tail and the n bytes just read, and returns the
+// part that can be passed on; the rest stays held. After a match every
+// later call fails too.
+func (s *StreamScanner) scan(n int) ([]byte, error) {
+	if s.matched {
+		return nil, ErrReflect
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	w := s.buf[:s.held+n]
+	if s.m.contains(w) {
+		s.matched, s.held = true, 0
+		return nil, ErrReflect
+	}
+	keep := s.partial(w)
+	s.off, s.held = len(w)-keep, keep
+	return w[:len(w)-keep], nil
+}
+
+// partial returns the length of the longest tail of w that is the start
+// of some form (shorter than the form): the bytes a match spanning the
+// next read would begin with.
+func (s *StreamScanner) partial(w []byte) int {
+	keep := 0
+	for _, f := range s.m.forms {
+		lo := max(0, len(w)-len(f)+1)
+		// The earliest start whose tail is a prefix of f wins for f.
+		for i := lo; i < len(w)-keep; {
+			j := bytes.IndexByte(w[i:len(w)-keep], f[0])
+			if j < 0 {
+				break
+			}
+			i += j
+			if bytes.HasPrefix(f, w[i:]) {
+				keep = len(w) - i
+				break
+			}
+			i++
+		}
+	}
+	return keep
+}
