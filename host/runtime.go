@@ -114,7 +114,8 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: state,
 		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: TimeZone(cfg, getenv),
 		TurnTimeout: cfg.Sandbox.TurnTimeout,
-		MaxTurns:    cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
+		ModelAPI:    cfg.Model.API, ModelStream: cfg.Model.Stream, Thinking: string(cfg.Model.Thinking),
+		MaxTurns: cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
 		Limits: container.Limits{
 			MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
