@@ -314,3 +314,31 @@ func TestNearCapacityFitsRealBroker(t *testing.T) {
 		t.Errorf("broker calls (-want +got):\n%s", diff)
 	}
 }
+
+// The worker's Anthropic client through the real broker's Anthropic route,
+// whole and streamed: a host tool round trip, with the broker rebuilding
+// every request (modelapi.NormalizeMessages) and swapping in the key.
+func TestAnthropicTurnRealBroker(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			model := fakemodel.NewWithOptions(fakemodel.Options{Key: realBrokerKey},
+				fakemodel.CallTools(fakemodel.Call("host_clock", map[string]any{})),
+				fakemodel.Reply("It is noon."))
+			defer model.Close()
+			rt := newRealTurn(t, model, func(c *broker.Config) {
+				c.ModelURL = upstream.MustParseEndpoint(model.URL(), true)
+				c.API, c.Stream = rtsandbox.ModelAPIAnthropic, stream
+				c.Tools = []broker.Tool{{Spec: hosttool.ClockSpec(), Impl: hosttool.Clock{}}}
+			})
+			turn := baseTurn("What time is it?")
+			turn.ModelAPI, turn.Stream = rtsandbox.ModelAPIAnthropic, stream
+			turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec()}
+			code, reply := rt.run(t, turn)
+			wantReply(t, code, reply, "It is noon.")
+			want := []string{rtsandbox.RouteAnthropicMessages + " 200", "/tools/clock 200", rtsandbox.RouteAnthropicMessages + " 200"}
+			if diff := cmp.Diff(want, rt.audit.calls(t)); diff != "" {
+				t.Errorf("broker calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -15,7 +15,8 @@
 //     the reply from the decoded request. When the script is exhausted the
 //     server answers 500, unless Options.Loop repeats the last step.
 //   - With Options.Key set, a request whose Authorization header is not
-//     exactly "Bearer <Key>" gets 401 and consumes no step.
+//     exactly "Bearer <Key>" (for Anthropic Messages: nor its x-api-key
+//     exactly <Key>) gets 401 and consumes no step.
 //   - Every request is recorded, in arrival order, before it is answered,
 //     including refused ones (Requests), unless Options.NoRecord is set
 //     for a long-running stand-in whose memory must not grow.
@@ -228,7 +229,7 @@ func (s *Server) decode(r *http.Request) (Request, int) {
 		return req, http.StatusNotFound
 	case r.Method != http.MethodPost:
 		return req, http.StatusMethodNotAllowed
-	case s.opts.Key != "" && !bearerMatches(r.Header.Get("Authorization"), s.opts.Key):
+	case s.opts.Key != "" && !keyMatches(req.API, r.Header, s.opts.Key):
 		return req, http.StatusUnauthorized
 	}
 	if req.API == OpenAI {
@@ -243,8 +244,14 @@ func (s *Server) decode(r *http.Request) (Request, int) {
 	return req, 0
 }
 
-func bearerMatches(header, key string) bool {
-	return subtle.ConstantTimeCompare([]byte(header), []byte("Bearer "+key)) == 1
+// keyMatches checks the request's credential as the real API does: chat
+// completions take "Authorization: Bearer <key>", Anthropic Messages
+// "x-api-key: <key>" (a bearer key is accepted there too).
+func keyMatches(api API, h http.Header, key string) bool {
+	if api != OpenAI && subtle.ConstantTimeCompare([]byte(h.Get("X-Api-Key")), []byte(key)) == 1 {
+		return true
+	}
+	return subtle.ConstantTimeCompare([]byte(h.Get("Authorization")), []byte("Bearer "+key)) == 1
 }
 
 // record stores req and, unless it was refused, takes the next step.
