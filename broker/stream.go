@@ -154,10 +154,13 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 }
 
 // relayEnd ends a relayed answer on err from the scanner: io.EOF ends it
-// normally (an empty answer still gets its head); any other error before
-// the head is the fixed 502, after it an abort.
+// normally (an empty answer still gets its head), unless the call's ctx
+// ended first (the silence limit, the deadline, the worker gone): a
+// cancelled upstream read may surface as a clean EOF, and such an answer
+// is cut, not complete. Any other error before the head is the fixed 502,
+// after it an abort.
 func (t *Turn) relayEnd(ctx context.Context, o outcome, headOut bool, head func(), err error, watch *streamWatch, rc *http.ResponseController) outcome {
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) && ctx.Err() == nil {
 		if !headOut {
 			head()
 		}
