@@ -1,0 +1,152 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+const (
+	searchSchema = `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`
+	remoteSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}`
+)
+
+// mcpLister is an in-process go-sdk MCP server (Streamable HTTP, sessions
+// required) on loopback with the tools "search" and "remote" (whose schema
+// names a remote $schema), recording the Authorization of each request.
+type mcpLister struct {
+	url   upstream.Endpoint
+	mu    sync.Mutex
+	auths []string
+}
+
+func newMCPLister(t *testing.T) *mcpLister {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "lister", Version: "1"}, nil)
+	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	server.AddTool(&mcp.Tool{Name: "search", Description: "Search the docs", InputSchema: json.RawMessage(searchSchema)}, noop)
+	server.AddTool(&mcp.Tool{Name: "remote", Description: "Remote", InputSchema: json.RawMessage(remoteSchema)}, noop)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	l := &mcpLister{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.auths = append(l.auths, r.Header.Get("Authorization"))
+		l.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	l.url = upstream.MustParseEndpoint(srv.URL+"/mcp", true)
+	return l
+}
+
+func (l *mcpLister) requests() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.auths...)
+}
+
+func mcpConfig(url upstream.Endpoint, tools ...rtsandbox.ToolSpec) *config.Config {
+	return &config.Config{
+		Model: config.Model{URL: upstream.MustParseEndpoint("https://models.example/v1", false), Name: "m", APIKeyEnv: "MODEL_KEY"},
+		MCP:   []config.MCPServer{{Name: "docs", URL: url, APIKeyEnv: "DOCS_KEY", Tools: tools}},
+	}
+}
+
+var declaredTool = rtsandbox.ToolSpec{Name: "local", Description: "Declared here", Parameters: json.RawMessage(`{"type":"object"}`)}
+
+// A tool named without a schema takes the server's description and
+// inputSchema at startup; a declared one stays as written; the listing
+// sends the server's key, and the broker accepts the result.
+func TestMCPToolsByName(t *testing.T) {
+	l := newMCPLister(t)
+	cfg := mcpConfig(l.url, rtsandbox.ToolSpec{Name: "search"}, declaredTool)
+	bc, err := BrokerConfig(t.Context(), cfg, mapEnv(map[string]string{"DOCS_KEY": "docs-key"}), nil, nil)
+	if err != nil {
+		t.Fatalf("BrokerConfig: %v", err)
+	}
+	got := bc.MCP[0].Tools
+	for i := range got {
+		got[i].Parameters = compactJSON(t, got[i].Parameters)
+	}
+	want := []rtsandbox.ToolSpec{
+		{Name: "search", Description: "Search the docs", Parameters: compactJSON(t, json.RawMessage(searchSchema))},
+		declaredTool,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MCP tools (-want +got):\n%s", diff)
+	}
+	auths := l.requests()
+	if len(auths) == 0 {
+		t.Fatal("the server was not listed")
+	}
+	for _, a := range auths {
+		if a != "Bearer docs-key" {
+			t.Errorf("listing authorization = %q; want the server's key", a)
+		}
+	}
+	if _, err := broker.New(bc); err != nil {
+		t.Errorf("broker.New: %v", err)
+	}
+}
+
+// compactJSON re-encodes a schema with sorted keys, so that the server's
+// re-encoding and the declared text compare equal.
+func compactJSON(t *testing.T, raw json.RawMessage) json.RawMessage {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("schema %s: %v", raw, err)
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// A config whose MCP tools are all declared in full does not contact the
+// server at startup.
+func TestMCPDeclaredToolsNeedNoServer(t *testing.T) {
+	l := newMCPLister(t)
+	if _, err := BrokerConfig(t.Context(), mcpConfig(l.url, declaredTool), mapEnv(nil), nil, nil); err != nil {
+		t.Fatalf("BrokerConfig: %v", err)
+	}
+	if n := len(l.requests()); n != 0 {
+		t.Errorf("server got %d requests at startup; want 0", n)
+	}
+}
+
+// Startup errors name the config item and the rule.
+func TestMCPToolsByNameErrors(t *testing.T) {
+	l := newMCPLister(t)
+	down := upstream.MustParseEndpoint("http://127.0.0.1:1/mcp", true)
+	for _, tt := range []struct {
+		name  string
+		url   upstream.Endpoint
+		tools []rtsandbox.ToolSpec
+		want  string
+	}{
+		{"tool-missing", l.url, []rtsandbox.ToolSpec{declaredTool, {Name: "missing"}},
+			`mcp[0].tools[1]: the server "docs" lists no tool "missing"`},
+		{"schema-refused", l.url, []rtsandbox.ToolSpec{{Name: "remote"}},
+			`mcp[0].tools[0]: the inputSchema of "remote" from the server "docs" is refused: `},
+		{"server-down", down, []rtsandbox.ToolSpec{{Name: "search"}},
+			`mcp[0] (docs): listing the server's tools: `},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := BrokerConfig(t.Context(), mcpConfig(tt.url, tt.tools...), mapEnv(nil), nil, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("BrokerConfig error = %v; want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
