@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -23,8 +24,8 @@ var startupBinding = rtsandbox.Binding{}
 // whose tools are all declared in full is not contacted. One with a tool
 // written as a bare name is listed once, now: that tool takes the server's
 // description and inputSchema, which must pass the local schema rule
-// (modelapi.CheckSchema) like an operator's; a name the server does not
-// list is an error naming it. The broker checks and compiles every schema
+// (modelapi.CheckSchema) like an operator's, after dropDialect; a name the
+// server does not list is an error naming it. The broker checks and compiles every schema
 // again when it is built.
 func mcpServers(ctx context.Context, servers []config.MCPServer, getenv env, client *upstream.Client) ([]broker.MCPServer, error) {
 	var out []broker.MCPServer
@@ -61,6 +62,7 @@ func completeTools(ctx context.Context, i int, s config.MCPServer, key keyGetter
 		if !ok {
 			return nil, fmt.Errorf("mcp[%d].tools[%d]: the server %q lists no tool %q", i, j, s.Name, t.Name)
 		}
+		got.Parameters = dropDialect(got.Parameters)
 		if err := modelapi.CheckSchema(got.Parameters); err != nil {
 			return nil, fmt.Errorf("mcp[%d].tools[%d]: the inputSchema of %q from the server %q is refused: %w", i, j, t.Name, s.Name, err)
 		}
@@ -89,4 +91,38 @@ func listTools(ctx context.Context, s config.MCPServer, key keyGetter, client *u
 		out[t.Name] = t
 	}
 	return out, nil
+}
+
+// dialects are the JSON Schema meta-schemas a server's inputSchema may name
+// in its top-level $schema. The local rule allows only "#" fragments there
+// (a guest's /model tools get the same rule, and these schemas reach the
+// model as the worker's tools), yet the official TypeScript SDK names
+// draft-07 on every tool it generates. The host drops such a top-level
+// $schema; the schema is then read in the 2020-12 dialect, as the broker's
+// validator and the model read every other schema. A schema that meant
+// something else under draft-07 (tuple items, say) fails to compile and
+// stops the startup; any other $schema stays and is refused.
+var dialects = map[string]bool{
+	"http://json-schema.org/draft-07/schema#":      true,
+	"http://json-schema.org/draft-07/schema":       true,
+	"https://json-schema.org/draft/2019-09/schema": true,
+	"https://json-schema.org/draft/2020-12/schema": true,
+}
+
+// dropDialect removes a top-level $schema naming one of dialects.
+func dropDialect(params json.RawMessage) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(params, &obj) != nil {
+		return params
+	}
+	var dialect string
+	if json.Unmarshal(obj["$schema"], &dialect) != nil || !dialects[dialect] {
+		return params
+	}
+	delete(obj, "$schema")
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return params
+	}
+	return out
 }

@@ -20,12 +20,14 @@ import (
 
 const (
 	searchSchema = `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`
-	remoteSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}`
+	remoteSchema = `{"$id":"https://tools.example/remote","type":"object"}`
+	draft07      = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`
 )
 
 // mcpLister is an in-process go-sdk MCP server (Streamable HTTP, sessions
-// required) on loopback with the tools "search" and "remote" (whose schema
-// names a remote $schema), recording the Authorization of each request.
+// required) on loopback with the tools "search", "remote" (whose schema
+// has a remote $id) and "echo" (whose schema names draft-07, as the
+// TypeScript SDK's do), recording the Authorization of each request.
 type mcpLister struct {
 	url   upstream.Endpoint
 	mu    sync.Mutex
@@ -38,6 +40,7 @@ func newMCPLister(t *testing.T) *mcpLister {
 	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
 	server.AddTool(&mcp.Tool{Name: "search", Description: "Search the docs", InputSchema: json.RawMessage(searchSchema)}, noop)
 	server.AddTool(&mcp.Tool{Name: "remote", Description: "Remote", InputSchema: json.RawMessage(remoteSchema)}, noop)
+	server.AddTool(&mcp.Tool{Name: "echo", Description: "Echo", InputSchema: json.RawMessage(draft07)}, noop)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 	l := &mcpLister{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +74,7 @@ var declaredTool = rtsandbox.ToolSpec{Name: "local", Description: "Declared here
 // sends the server's key, and the broker accepts the result.
 func TestMCPToolsByName(t *testing.T) {
 	l := newMCPLister(t)
-	cfg := mcpConfig(l.url, rtsandbox.ToolSpec{Name: "search"}, declaredTool)
+	cfg := mcpConfig(l.url, rtsandbox.ToolSpec{Name: "search"}, declaredTool, rtsandbox.ToolSpec{Name: "echo"})
 	bc, err := BrokerConfig(t.Context(), cfg, mapEnv(map[string]string{"DOCS_KEY": "docs-key"}), nil, nil)
 	if err != nil {
 		t.Fatalf("BrokerConfig: %v", err)
@@ -83,6 +86,8 @@ func TestMCPToolsByName(t *testing.T) {
 	want := []rtsandbox.ToolSpec{
 		{Name: "search", Description: "Search the docs", Parameters: compactJSON(t, json.RawMessage(searchSchema))},
 		declaredTool,
+		// The draft-07 $schema is dropped (dropDialect), nothing else.
+		{Name: "echo", Description: "Echo", Parameters: compactJSON(t, json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`))},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("MCP tools (-want +got):\n%s", diff)

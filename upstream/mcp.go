@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 
@@ -183,6 +184,10 @@ func (s *MCPSession) failure(ctx context.Context, err error) error {
 		return ErrRedirect
 	case !s.box.allOK():
 		return ErrStatus
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return ErrNetwork
 	}
 	return ErrMCPSession
 }
