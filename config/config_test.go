@@ -190,7 +190,7 @@ func TestParseDefaults(t *testing.T) {
 		},
 		{
 			name: "mcp-tools-by-name-and-declared",
-			in: minimal + "mcp: [{name: m, url: 'https://mcp.example/', tools: [search, {name: s, description: d, parameters: {}}, fetch]}]\n",
+			in:   minimal + "mcp: [{name: m, url: 'https://mcp.example/', tools: [search, {name: s, description: d, parameters: {}}, fetch]}]\n",
 			want: &Config{
 				StateDir: "/var/lib/rtsandbox",
 				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},

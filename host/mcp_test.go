@@ -37,7 +37,9 @@ type mcpLister struct {
 func newMCPLister(t *testing.T) *mcpLister {
 	t.Helper()
 	server := mcp.NewServer(&mcp.Implementation{Name: "lister", Version: "1"}, nil)
-	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
 	server.AddTool(&mcp.Tool{Name: "search", Description: "Search the docs", InputSchema: json.RawMessage(searchSchema)}, noop)
 	server.AddTool(&mcp.Tool{Name: "remote", Description: "Remote", InputSchema: json.RawMessage(remoteSchema)}, noop)
 	server.AddTool(&mcp.Tool{Name: "echo", Description: "Echo", InputSchema: json.RawMessage(draft07)}, noop)
