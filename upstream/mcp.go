@@ -165,11 +165,11 @@ func (s *MCPSession) answer(ctx context.Context, res *mcp.CallToolResult, err er
 		return rpcAnswer(mcpAnswer{JSONRPC: rtsandbox.MCPJSONRPC, ID: 1,
 			Error: &mcpError{Code: werr.Code, Message: werr.Message}})
 	}
-	if !s.box.allOK() || s.box.sessionGone() {
-		// A session the server refused or expired is not used again.
-		s.drop()
-	}
-	return nil, s.failure(ctx, err)
+	// A session that failed (refused, expired, broken stream, deadline) is
+	// not used again: the next call initialises a fresh one.
+	err = s.failure(ctx, err)
+	s.drop()
+	return nil, err
 }
 
 // failure classifies an SDK error; its text (which may quote the server)
