@@ -278,3 +278,31 @@ func TestMCPAnswerBounded(t *testing.T) {
 		})
 	}
 }
+
+// A JSON-RPC error the server answers a call with (in a 2xx answer) reaches
+// the guest as the JSON-RPC error of its call; it is not a broker failure.
+func TestMCPServerErrorAnswered(t *testing.T) {
+	st := newMCPStub(t, nil, textResult("ok"))
+	f := newFixture(t, nil, func(c *broker.Config) {
+		withMCP(st.fakeUpstream, rtsandbox.Secret(realMCPKey))(c)
+		c.MCP[0].Tools = append(c.MCP[0].Tools, rtsandbox.ToolSpec{Name: "gone", Parameters: json.RawMessage(`{"type":"object"}`)})
+	})
+	w := f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"gone","arguments":{}}}`)
+	var answer struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int    `json:"id"`
+		Error   struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &answer) != nil || answer.JSONRPC != "2.0" || answer.ID != 1 ||
+		answer.Error.Code == 0 || !strings.Contains(answer.Error.Message, "gone") {
+		t.Errorf("call of a tool the server lacks = %d %s; want 200 with its JSON-RPC error", w.Code, w.Body)
+	}
+	// The session survives a JSON-RPC error.
+	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 200, "")
+	if ids := sessionIDs(st.calls(t)); len(ids) != 1 {
+		t.Errorf("session ids = %q; want one", ids)
+	}
+}
