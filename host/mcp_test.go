@@ -1,20 +1,16 @@
 package host
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -24,42 +20,19 @@ const (
 	draft07      = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`
 )
 
-// mcpLister is an in-process go-sdk MCP server (Streamable HTTP, sessions
-// required) on loopback with the tools "search", "remote" (whose schema
-// has a remote $id) and "echo" (whose schema names draft-07, as the
-// TypeScript SDK's do), recording the Authorization of each request.
-type mcpLister struct {
-	url   upstream.Endpoint
-	mu    sync.Mutex
-	auths []string
-}
-
-func newMCPLister(t *testing.T) *mcpLister {
+// newMCPLister starts an in-process go-sdk MCP server (sessions required)
+// on loopback with the tools "search", "remote" (whose schema has a remote
+// $id) and "echo" (whose schema names draft-07, as the TypeScript SDK's
+// do).
+func newMCPLister(t *testing.T) (upstream.Endpoint, *fakemcp.Server) {
 	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "lister", Version: "1"}, nil)
-	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{}, nil
-	}
-	server.AddTool(&mcp.Tool{Name: "search", Description: "Search the docs", InputSchema: json.RawMessage(searchSchema)}, noop)
-	server.AddTool(&mcp.Tool{Name: "remote", Description: "Remote", InputSchema: json.RawMessage(remoteSchema)}, noop)
-	server.AddTool(&mcp.Tool{Name: "echo", Description: "Echo", InputSchema: json.RawMessage(draft07)}, noop)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	l := &mcpLister{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l.mu.Lock()
-		l.auths = append(l.auths, r.Header.Get("Authorization"))
-		l.mu.Unlock()
-		h.ServeHTTP(w, r)
-	}))
+	srv := fakemcp.New(
+		fakemcp.Tool{Name: "search", Description: "Search the docs", Schema: json.RawMessage(searchSchema)},
+		fakemcp.Tool{Name: "remote", Description: "Remote", Schema: json.RawMessage(remoteSchema)},
+		fakemcp.Tool{Name: "echo", Description: "Echo", Schema: json.RawMessage(draft07)},
+	)
 	t.Cleanup(srv.Close)
-	l.url = upstream.MustParseEndpoint(srv.URL+"/mcp", true)
-	return l
-}
-
-func (l *mcpLister) requests() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.auths...)
+	return upstream.MustParseEndpoint(srv.URL, true), srv
 }
 
 func mcpConfig(url upstream.Endpoint, tools ...rtsandbox.ToolSpec) *config.Config {
@@ -75,8 +48,8 @@ var declaredTool = rtsandbox.ToolSpec{Name: "local", Description: "Declared here
 // inputSchema at startup; a declared one stays as written; the listing
 // sends the server's key, and the broker accepts the result.
 func TestMCPToolsByName(t *testing.T) {
-	l := newMCPLister(t)
-	cfg := mcpConfig(l.url, rtsandbox.ToolSpec{Name: "search"}, declaredTool, rtsandbox.ToolSpec{Name: "echo"})
+	url, l := newMCPLister(t)
+	cfg := mcpConfig(url, rtsandbox.ToolSpec{Name: "search"}, declaredTool, rtsandbox.ToolSpec{Name: "echo"})
 	bc, err := BrokerConfig(t.Context(), cfg, mapEnv(map[string]string{"DOCS_KEY": "docs-key"}), nil, nil)
 	if err != nil {
 		t.Fatalf("BrokerConfig: %v", err)
@@ -94,13 +67,13 @@ func TestMCPToolsByName(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("MCP tools (-want +got):\n%s", diff)
 	}
-	auths := l.requests()
-	if len(auths) == 0 {
+	reqs := l.Requests()
+	if len(reqs) == 0 {
 		t.Fatal("the server was not listed")
 	}
-	for _, a := range auths {
-		if a != "Bearer docs-key" {
-			t.Errorf("listing authorization = %q; want the server's key", a)
+	for _, r := range reqs {
+		if r.Authorization != "Bearer docs-key" {
+			t.Errorf("listing %q authorization = %q; want the server's key", r.Method, r.Authorization)
 		}
 	}
 	if _, err := broker.New(bc); err != nil {
@@ -123,18 +96,18 @@ func compactJSON(t *testing.T, raw json.RawMessage) json.RawMessage {
 // A config whose MCP tools are all declared in full does not contact the
 // server at startup.
 func TestMCPDeclaredToolsNeedNoServer(t *testing.T) {
-	l := newMCPLister(t)
-	if _, err := BrokerConfig(t.Context(), mcpConfig(l.url, declaredTool), mapEnv(nil), nil, nil); err != nil {
+	url, l := newMCPLister(t)
+	if _, err := BrokerConfig(t.Context(), mcpConfig(url, declaredTool), mapEnv(nil), nil, nil); err != nil {
 		t.Fatalf("BrokerConfig: %v", err)
 	}
-	if n := len(l.requests()); n != 0 {
+	if n := len(l.Requests()); n != 0 {
 		t.Errorf("server got %d requests at startup; want 0", n)
 	}
 }
 
 // Startup errors name the config item and the rule.
 func TestMCPToolsByNameErrors(t *testing.T) {
-	l := newMCPLister(t)
+	url, _ := newMCPLister(t)
 	down := upstream.MustParseEndpoint("http://127.0.0.1:1/mcp", true)
 	for _, tt := range []struct {
 		name  string
@@ -142,9 +115,9 @@ func TestMCPToolsByNameErrors(t *testing.T) {
 		tools []rtsandbox.ToolSpec
 		want  string
 	}{
-		{"tool-missing", l.url, []rtsandbox.ToolSpec{declaredTool, {Name: "missing"}},
+		{"tool-missing", url, []rtsandbox.ToolSpec{declaredTool, {Name: "missing"}},
 			`mcp[0].tools[1]: the server "docs" lists no tool "missing"`},
-		{"schema-refused", l.url, []rtsandbox.ToolSpec{{Name: "remote"}},
+		{"schema-refused", url, []rtsandbox.ToolSpec{{Name: "remote"}},
 			`mcp[0].tools[0]: the inputSchema of "remote" from the server "docs" is refused: `},
 		{"server-down", down, []rtsandbox.ToolSpec{{Name: "search"}},
 			`mcp[0] (docs): listing the server's tools: `},

@@ -16,11 +16,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Tool is a stand-in tool: its name, its inputSchema and its text answer.
+// Tool is a stand-in tool: its name, description, inputSchema and text
+// answer.
 type Tool struct {
-	Name   string
-	Schema json.RawMessage // nil means {"type":"object"}
-	Reply  func(args json.RawMessage) string
+	Name        string
+	Description string
+	Schema      json.RawMessage                  // nil means {"type":"object"}
+	Reply       func(args json.RawMessage) string // nil answers ""
 }
 
 // Request is what the stand-in saw of one HTTP request.
@@ -48,7 +50,10 @@ func New(tools ...Tool) *Server {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
 		reply := t.Reply
-		s.server.AddTool(&mcp.Tool{Name: t.Name, InputSchema: schema},
+		if reply == nil {
+			reply = func(json.RawMessage) string { return "" }
+		}
+		s.server.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: schema},
 			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: reply(req.Params.Arguments)}}}, nil
 			})
