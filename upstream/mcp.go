@@ -143,7 +143,8 @@ func (s *MCPSession) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
-// drop forgets a session the server has expired; no DELETE is owed.
+// drop closes and forgets the session (the SDK sends no DELETE for one the
+// server has expired).
 func (s *MCPSession) drop() {
 	if s.cs != nil {
 		_ = s.cs.Close()
