@@ -21,7 +21,7 @@ import (
 type Tool struct {
 	Name        string
 	Description string
-	Schema      json.RawMessage                  // nil means {"type":"object"}
+	Schema      json.RawMessage                   // nil means {"type":"object"}
 	Reply       func(args json.RawMessage) string // nil answers ""
 }
 
