@@ -37,8 +37,9 @@ const (
 	// RouteToolPrefix + a host tool's name runs that tool with the body as
 	// its input and answers {"text": …} (ToolResult).
 	RouteToolPrefix = "/tools/"
-	// RouteMCPPrefix + an MCP server's name forwards one MCPCall of a
-	// declared tool and answers with the server's JSON-RPC response.
+	// RouteMCPPrefix + an MCP server's name makes one MCPCall of a
+	// declared tool (the broker is the server's MCP client) and answers
+	// with one JSON-RPC answer, {"jsonrpc":"2.0","id":1,"result"|"error"}.
 	RouteMCPPrefix = "/mcp/"
 	// RouteAnthropicMessages takes an Anthropic Messages request (session
 	// spec §2.5), streamed or not, when the host's model speaks that API;
@@ -76,8 +77,9 @@ const (
 
 // MCPCall is the one MCP request the protocol knows (§2.3, §4.3): a
 // tools/call of one declared tool. The worker sends {"method", "params"};
-// the broker rebuilds it with jsonrpc "2.0" and id 1 in front, dropping
-// every other field the worker sent. Field order is the wire key order.
+// the broker drops every other field it sent and makes the call itself, as
+// the server's MCP client, with its own ids and session (docs/broker.md).
+// Field order is the wire key order.
 type MCPCall struct {
 	JSONRPC string        `json:"jsonrpc,omitempty"`
 	ID      int           `json:"id,omitempty"`

@@ -4,7 +4,8 @@
 //
 //	POST /model          normalised chat completion to the fixed model URL
 //	POST /tools/<name>   a declared host tool, run with the host-bound context
-//	POST /mcp/<server>   a single tools/call of a declared MCP tool
+//	POST /mcp/<server>   a single tools/call of a declared MCP tool, made by
+//	                     the broker's own MCP client (mcp.go)
 //
 // With Config.API anthropic, POST /anthropic/v1/messages and
 // /anthropic/v1/messages/count_tokens (anthropic.go) take /model's place.
@@ -45,13 +46,15 @@ type Tool struct {
 	Impl rtsandbox.HostTool
 }
 
-// MCPServer is an MCP server reached over plain JSON-RPC POST.
+// MCPServer is an MCP server reached over Streamable HTTP (mcp.go): the
+// broker is its MCP client, with one session per turn.
 type MCPServer struct {
 	Name  string
 	URL   upstream.Endpoint // checked by upstream.ParseEndpoint
 	Tools []rtsandbox.ToolSpec
-	// APIKey returns the server's credential for the turn's Binding; nil
-	// or "" sends no Authorization header.
+	// APIKey returns the server's credential for the turn's Binding, read
+	// for every call and for the session's closing DELETE; nil or "" sends
+	// no Authorization header.
 	APIKey func(ctx context.Context, b rtsandbox.Binding) (rtsandbox.Secret, error)
 }
 
@@ -139,11 +142,6 @@ type hostTool struct {
 	args *argSchema
 }
 
-type mcpServer struct {
-	MCPServer
-	tools map[string]*argSchema
-}
-
 // New checks cfg and returns a Broker. Besides the reference's checks it
 // applies the local schema rule to every operator tool and MCP schema and
 // compiles them for host-side argument validation, so a bad schema is an
@@ -172,7 +170,7 @@ func New(cfg Config) (*Broker, error) {
 	if b.tools, err = buildTools(cfg.Tools); err != nil {
 		return nil, err
 	}
-	if b.mcp, err = buildMCP(cfg.MCP); err != nil {
+	if b.mcp, err = buildMCP(cfg.MCP, b.client); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -256,31 +254,6 @@ func buildTools(tools []Tool) (map[string]*hostTool, error) {
 			return nil, fmt.Errorf("host tool %q: %w", name, err)
 		}
 		out[name] = &hostTool{Tool: t, args: args}
-	}
-	return out, nil
-}
-
-func buildMCP(servers []MCPServer) (map[string]*mcpServer, error) {
-	out := make(map[string]*mcpServer, len(servers))
-	for _, s := range servers {
-		if !rtsandbox.ValidToolName(s.Name) || out[s.Name] != nil {
-			return nil, fmt.Errorf("%w: %q", ErrMCP, s.Name)
-		}
-		if s.URL.IsZero() {
-			return nil, fmt.Errorf("MCP server %q: %w", s.Name, ErrEndpoint)
-		}
-		srv := &mcpServer{MCPServer: s, tools: make(map[string]*argSchema, len(s.Tools))}
-		for _, t := range s.Tools {
-			if !rtsandbox.ValidToolName(t.Name) || srv.tools[t.Name] != nil {
-				return nil, fmt.Errorf("%w: %q/%q", ErrMCP, s.Name, t.Name)
-			}
-			args, err := compileArgs("mcp/"+s.Name+"/"+t.Name, t.Parameters)
-			if err != nil {
-				return nil, fmt.Errorf("MCP tool %q/%q: %w", s.Name, t.Name, err)
-			}
-			srv.tools[t.Name] = args
-		}
-		out[s.Name] = srv
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -230,12 +231,15 @@ func withMCP(u *fakeUpstream, key rtsandbox.Secret) func(*broker.Config) {
 	}
 }
 
-// Spec §6.1 "MCP pinning".
+// Spec §6.1 "MCP pinning", on the MCP client: the guest's extra fields
+// (url, id) never reach the server, the one tools/call carries exactly the
+// declared tool and the guest's arguments, and every request goes to the
+// fixed URL with the MCP key.
 func TestMCPPinning(t *testing.T) {
-	mcp := newUpstream(t, jsonReply(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
+	mcp := newMCPStub(t, nil, func(*mcpsdk.CallToolRequest) *mcpsdk.CallToolResult { return &mcpsdk.CallToolResult{} })
 	// Both stand-ins are httptest TLS servers with the same test
 	// certificate, so the fixture's client trusts the MCP one too.
-	f := newFixture(t, nil, withMCP(mcp, rtsandbox.Secret(realMCPKey)))
+	f := newFixture(t, nil, withMCP(mcp.fakeUpstream, rtsandbox.Secret(realMCPKey)))
 	for _, body := range []string{
 		`{"method":"resources/read","params":{}}`,
 		`{"method":"tools/call","params":{"name":"delete","arguments":{}}}`,
@@ -247,18 +251,28 @@ func TestMCPPinning(t *testing.T) {
 	}
 	w := f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}},"url":"https://guest.example","id":99}`)
 	wantStatus(t, w, 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
-	reqs := mcp.requests()
-	if len(reqs) != 1 {
-		t.Fatalf("MCP upstream called %d times; want exactly 1", len(reqs))
+	var toolCalls []rpc
+	for _, c := range mcp.calls(t) {
+		if c.Method == rtsandbox.MCPMethodCall {
+			toolCalls = append(toolCalls, c)
+		}
 	}
-	if got, want := string(reqs[0].Body), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}}}`; got != want {
-		t.Errorf("MCP upstream body = %s; want %s", got, want)
+	if len(toolCalls) != 1 {
+		t.Fatalf("MCP upstream got %d tools/call; want exactly 1", len(toolCalls))
 	}
-	if got := reqs[0].Header.Get("Authorization"); got != "Bearer "+realMCPKey {
-		t.Errorf("MCP authorization = %q; want the MCP key", got)
+	if got, want := string(toolCalls[0].Params), `{"name":"search","arguments":{"query":"hello"}}`; got != want {
+		t.Errorf("MCP tools/call params = %s; want %s", got, want)
 	}
-	if reqs[0].Path != "/rpc" {
-		t.Errorf("MCP path = %q; want /rpc", reqs[0].Path)
+	for _, r := range mcp.requests() {
+		if strings.Contains(string(r.Body), "guest.example") || strings.Contains(string(r.Body), `"id":99`) {
+			t.Errorf("MCP upstream body %s carries the guest's extra fields", r.Body)
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer "+realMCPKey {
+			t.Errorf("MCP authorization = %q; want the MCP key", got)
+		}
+		if r.Path != "/rpc" {
+			t.Errorf("MCP path = %q; want /rpc", r.Path)
+		}
 	}
 }
 

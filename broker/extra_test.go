@@ -230,11 +230,11 @@ func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			echo := base64.StdEncoding.EncodeToString([]byte(line))
-			mcp := newUpstream(t, jsonReply(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"request: `+echo+`"}]}}`))
-			f := newFixture(t, nil, withMCP(mcp, rtsandbox.Secret(realMCPKey)))
+			mcp := newMCPStub(t, nil, textResult("request: "+echo))
+			f := newFixture(t, nil, withMCP(mcp.fakeUpstream, rtsandbox.Secret(realMCPKey)))
 			wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 502, "broker call failed")
-			if len(mcp.requests()) != 1 {
-				t.Errorf("MCP upstream called %d times; want 1", len(mcp.requests()))
+			if got := methods(mcp.calls(t)); len(got) != 3 || got[2] != rtsandbox.MCPMethodCall {
+				t.Errorf("MCP upstream methods = %q; want one tools/call after the handshake", got)
 			}
 		})
 	}
@@ -243,11 +243,17 @@ func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
 // Spec §6.11: an MCP server without a key sends no Authorization, and any
 // text passes.
 func TestMCPWithoutKey(t *testing.T) {
-	mcp := newUpstream(t, jsonReply(`{"result":"arbitrary text, c2FuZGJveA=="}`))
-	f := newFixture(t, nil, withMCP(mcp, ""))
+	mcp := newMCPStub(t, nil, textResult("arbitrary text, c2FuZGJveA=="))
+	f := newFixture(t, nil, withMCP(mcp.fakeUpstream, ""))
 	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 200, "")
-	if h, ok := mcp.requests()[0].Header["Authorization"]; ok {
-		t.Errorf("MCP upstream authorization = %q; want none", h)
+	reqs := mcp.requests()
+	if len(reqs) == 0 {
+		t.Fatal("MCP upstream not called")
+	}
+	for _, r := range reqs {
+		if h, ok := r.Header["Authorization"]; ok {
+			t.Errorf("MCP upstream authorization = %q; want none", h)
+		}
 	}
 }
 

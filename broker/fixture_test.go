@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -63,6 +64,7 @@ func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.reqs = append(u.reqs, recorded{Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body})
 	u.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	if u.reply == nil {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"choices":[]}`)

@@ -56,7 +56,11 @@ func FuzzPipeline(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, target, hname, hvalue, body string) {
 		var upstreamCalls atomic.Int32
 		client := upstream.New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			upstreamCalls.Add(1)
+			if r.Method == http.MethodDelete {
+				// The MCP session's close, at the turn's end: it may
+				// come after this input's run.
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+			}
 			got, _ := io.ReadAll(r.Body)
 			if r.Header.Get("Authorization") != "Bearer "+realKey {
 				t.Errorf("upstream authorization = %q", r.Header.Get("Authorization"))
@@ -68,6 +72,10 @@ func FuzzPipeline(f *testing.F) {
 			if bytes.Contains(got, []byte("guest.example")) && !bytes.Contains(got, []byte(`"content"`)) {
 				t.Errorf("guest field forwarded: %s", got)
 			}
+			if r.URL.Host == "mcp.example" {
+				return fuzzMCP(m, &upstreamCalls), nil
+			}
+			upstreamCalls.Add(1)
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(`{"choices":[]}`)), Header: http.Header{}}, nil
 		}))
 		key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
@@ -116,4 +124,23 @@ func FuzzPipeline(f *testing.F) {
 			t.Fatalf("upstream called %d times for one request", upstreamCalls.Load())
 		}
 	})
+}
+
+// fuzzMCP answers the broker's MCP client as a minimal server with one
+// session would; only tools/call counts as an upstream call.
+func fuzzMCP(m map[string]json.RawMessage, calls *atomic.Int32) *http.Response {
+	var method string
+	_ = json.Unmarshal(m["method"], &method)
+	h := http.Header{"Content-Type": {"application/json"}, "Mcp-Session-Id": {"fuzz-session"}}
+	var body string
+	switch method {
+	case "initialize":
+		body = `{"jsonrpc":"2.0","id":` + string(m["id"]) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fuzz","version":"1"}}}`
+	case rtsandbox.MCPMethodCall:
+		calls.Add(1)
+		body = `{"jsonrpc":"2.0","id":` + string(m["id"]) + `,"result":{"content":[]}}`
+	default:
+		return &http.Response{StatusCode: http.StatusAccepted, Body: http.NoBody, Header: h}
+	}
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body)), Header: h}
 }

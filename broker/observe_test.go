@@ -82,7 +82,7 @@ func TestObserveOneRecordPerCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			obs := &observer{}
-			mcp := newUpstream(t, jsonReply(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
+			mcp := newMCPStub(t, nil, textResult(""))
 			model := jsonReply(`{"choices":[]}`)
 			if tt.model != "" {
 				model = jsonReply(tt.model)
@@ -90,7 +90,7 @@ func TestObserveOneRecordPerCall(t *testing.T) {
 			f := newFixture(t, model, func(c *broker.Config) {
 				withTool("echo", `{"type":"object"}`, slow)(c)
 				withTool("leaky", `{"type":"object"}`, reflecting)(c)
-				withMCP(mcp, rtsandbox.Secret(realMCPKey))(c)
+				withMCP(mcp.fakeUpstream, rtsandbox.Secret(realMCPKey))(c)
 				c.Observe = obs.observe
 			})
 			w := f.do("POST", tt.target, tt.body, tt.header)

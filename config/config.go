@@ -155,13 +155,20 @@ type Tool struct {
 	Builtin     string
 }
 
-// MCPServer is an upstream MCP server and the tools the model may call on it.
+// MCPServer is an upstream MCP server and the tools the model may call on
+// it, in config order. A tool written as a bare name has only Name set
+// (Parameters nil): the host lists the server's tools at startup and takes
+// that tool's description and schema from there (host.BrokerConfig).
 type MCPServer struct {
 	Name      string
 	URL       upstream.Endpoint
 	APIKeyEnv EnvVar
 	Tools     []rtsandbox.ToolSpec
 }
+
+// NameOnly reports whether the MCP tool t was written as a bare name, to be
+// completed from the server's tool list.
+func NameOnly(t rtsandbox.ToolSpec) bool { return t.Parameters == nil }
 
 // Sandbox holds the container options.
 type Sandbox struct {

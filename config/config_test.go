@@ -189,6 +189,18 @@ func TestParseDefaults(t *testing.T) {
 			},
 		},
 		{
+			name: "mcp-tools-by-name-and-declared",
+			in:   minimal + "mcp: [{name: m, url: 'https://mcp.example/', tools: [search, {name: s, description: d, parameters: {}}, fetch]}]\n",
+			want: &Config{
+				StateDir: "/var/lib/rtsandbox",
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
+				MCP: []MCPServer{{Name: "m", URL: ep("https://mcp.example/"), Tools: []rtsandbox.ToolSpec{
+					{Name: "search"}, {Name: "s", Description: "d", Parameters: json.RawMessage(`{}`)}, {Name: "fetch"},
+				}}},
+				Sandbox: wantSandbox,
+			},
+		},
+		{
 			name: "admission-and-reaper",
 			in:   minimal + "sandbox: {max_turns: 3, max_queue_wait: 10s, reap_interval: 5s}\n",
 			want: &Config{
@@ -360,6 +372,10 @@ var errorTests = []struct {
 	{"mcp-tool-name-bad", minimal + "mcp: [{name: d, url: 'https://x/', tools: [{name: 9s, description: d, parameters: {}}]}]\n", []string{"mcp[0].tools[0].name: must match"}},
 	{"mcp-tool-name-duplicate", minimal + "mcp: [{name: d, url: 'https://x/', tools: [{name: s, description: d, parameters: {}}, {name: s, description: e, parameters: {}}]}]\n", []string{`mcp[0].tools[1].name: duplicate name "s" (also mcp[0].tools[0])`}},
 	{"mcp-tool-fields-missing", minimal + "mcp: [{name: d, url: 'https://x/', tools: [{name: s}]}]\n", []string{"mcp[0].tools[0].description: is required", "mcp[0].tools[0].parameters: is required"}},
+	{"mcp-tool-bare-name-bad", minimal + "mcp: [{name: d, url: 'https://x/', tools: [Search]}]\n", []string{"mcp[0].tools[0]: must match"}},
+	{"mcp-tool-bare-not-string", minimal + "mcp: [{name: d, url: 'https://x/', tools: [1]}]\n", []string{"mcp[0].tools[0]: must be a tool name or a tool declaration {name, description, parameters}"}},
+	{"mcp-tool-bare-null", minimal + "mcp: [{name: d, url: 'https://x/', tools: [~]}]\n", []string{"mcp[0].tools[0]: must be a tool name or a tool declaration {name, description, parameters}"}},
+	{"mcp-tool-bare-duplicate", minimal + "mcp: [{name: d, url: 'https://x/', tools: [s, {name: s, description: d, parameters: {}}]}]\n", []string{`mcp[0].tools[1].name: duplicate name "s" (also mcp[0].tools[0])`}},
 	{"mcp-api-key-env-bad", minimal + "mcp: [{name: d, url: 'https://x/', api_key_env: '$KEY', tools: [{name: s, description: d, parameters: {}}]}]\n", []string{"mcp[0].api_key_env: must be an environment variable name"}},
 
 	// sandbox strings

@@ -190,11 +190,29 @@ func (p *parser) server(n *yaml.Node, path string) MCPServer {
 	}
 	seen := map[string]int{}
 	for i, item := range items {
-		spec := p.toolSpec(item, index(o.at("tools"), i))
+		spec := p.mcpTool(item, index(o.at("tools"), i))
 		p.unique(seen, spec.Name, i, item, index(o.at("tools"), i), o.at("tools"))
 		s.Tools = append(s.Tools, spec)
 	}
 	return s
+}
+
+// mcpTool is one item of mcp[].tools: a bare tool name, whose description
+// and schema the host takes from the server at startup (Parameters stays
+// nil), or a full declaration used as written.
+func (p *parser) mcpTool(n *yaml.Node, path string) rtsandbox.ToolSpec {
+	if n.Kind != yaml.ScalarNode {
+		return p.toolSpec(n, path)
+	}
+	if !isString(n) {
+		p.fail(n, path, "must be a tool name or a tool declaration {name, description, parameters}")
+		return rtsandbox.ToolSpec{}
+	}
+	if msg := toolNameRule(n.Value); msg != "" {
+		p.fail(n, path, "%s", msg)
+		return rtsandbox.ToolSpec{}
+	}
+	return rtsandbox.ToolSpec{Name: n.Value}
 }
 
 func (p *parser) toolSpec(n *yaml.Node, path string) rtsandbox.ToolSpec {

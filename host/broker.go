@@ -37,7 +37,7 @@ func (e setupError) Is(target error) bool { return target == ErrSetup }
 // ServeBroker serves one turn's broker on a Unix socket until ctx ends,
 // for running the sealed worker by hand (`rtsandbox broker`).
 func ServeBroker(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, o BrokerOptions) error {
-	bc, err := BrokerConfig(cfg, getenv, upstream.New(nil), log)
+	bc, err := BrokerConfig(ctx, cfg, getenv, upstream.New(nil), log)
 	if err != nil {
 		return setupError{err}
 	}

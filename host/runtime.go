@@ -80,7 +80,9 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	if o.Client == nil {
 		o.Client = upstream.New(nil)
 	}
-	bc, err := BrokerConfig(cfg, getenv, o.Client, o.Logger)
+	// Startup has no caller context here; the one network step (listing
+	// MCP tools written as bare names) is bounded by MCPListTimeout.
+	bc, err := BrokerConfig(context.Background(), cfg, getenv, o.Client, o.Logger)
 	if err != nil {
 		return nil, err
 	}

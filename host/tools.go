@@ -13,8 +13,10 @@ import (
 )
 
 // BrokerConfig wires a config file into a broker configuration. Credentials
-// are environment variables read on every call and never stored.
-func BrokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (broker.Config, error) {
+// are environment variables read on every call and never stored. MCP tools
+// written as bare names are completed from their server's tool list, under
+// ctx (mcp.go); a config without them makes no network call.
+func BrokerConfig(ctx context.Context, cfg *config.Config, getenv env, client *upstream.Client, log *slog.Logger) (broker.Config, error) {
 	if client == nil {
 		client = upstream.New(nil)
 	}
@@ -39,11 +41,11 @@ func BrokerConfig(cfg *config.Config, getenv env, client *upstream.Client, log *
 		}
 		bc.Tools = append(bc.Tools, tool)
 	}
-	for _, s := range cfg.MCP {
-		bc.MCP = append(bc.MCP, broker.MCPServer{
-			Name: s.Name, URL: s.URL, Tools: s.Tools, APIKey: envKey(s.APIKeyEnv, getenv),
-		})
+	mcp, err := mcpServers(ctx, cfg.MCP, getenv, client)
+	if err != nil {
+		return broker.Config{}, err
 	}
+	bc.MCP = mcp
 	return bc, nil
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
+	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -288,12 +289,7 @@ func TestIntegrationToolsTurn(t *testing.T) {
 			toolCall("c2", "host_probe", `{}`),
 			toolCall("c3", "mcp_0_lookup", `{"q":"x"}`)),
 		completion("All done."))
-	var mcpAuth []string
-	mcp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mcpAuth = append(mcpAuth, r.Header.Get("Authorization"))
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"mcp says hi"}]}}`)
-	}))
+	mcp := fakemcp.New(fakemcp.Tool{Name: "lookup", Reply: func(json.RawMessage) string { return "mcp says hi" }})
 	defer mcp.Close()
 	var (
 		rec   *recordingDriver
@@ -310,7 +306,7 @@ func TestIntegrationToolsTurn(t *testing.T) {
 		f.cfg.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return integrationKey, nil }
 		f.cfg.Tools = []broker.Tool{hostTool("probe", probe)}
 		f.cfg.MCP = []broker.MCPServer{{
-			Name: "search", URL: upstream.MustParseEndpoint(mcp.URL+"/rpc", true),
+			Name: "search", URL: upstream.MustParseEndpoint(mcp.URL, true),
 			Tools:  []rtsandbox.ToolSpec{{Name: "lookup", Description: "look up", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}},
 			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return mcpKey, nil },
 		}}
@@ -330,8 +326,15 @@ func TestIntegrationToolsTurn(t *testing.T) {
 			t.Errorf("replayed request lacks %q: %s", want, bodies[1])
 		}
 	}
-	if !slices.Equal(mcpAuth, []string{"Bearer " + mcpKey}) {
-		t.Errorf("MCP Authorization %q; want the MCP key once", mcpAuth)
+	// The broker's MCP session: initialize, initialized, the one call,
+	// each request with the MCP key.
+	if n := mcp.ToolCalls(); n != 1 {
+		t.Errorf("MCP tools/call %d times; want once", n)
+	}
+	for _, r := range mcp.Requests() {
+		if r.Authorization != "Bearer "+mcpKey {
+			t.Errorf("MCP %q Authorization %q; want the MCP key", r.Method, r.Authorization)
+		}
 	}
 	st, err := f.state.Load("fake:guests")
 	if err != nil || len(st.Memory) != 1 || !strings.Contains(st.Memory[0].Text, "sealed turns") {

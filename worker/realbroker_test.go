@@ -10,10 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/hosttool"
+	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -152,9 +150,7 @@ func TestWorkerTransportViaRealBroker(t *testing.T) {
 // Spec §6.8 "Declared routes only", through the real broker: the built-in
 // clock and an MCP server, called in order.
 func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
-	mcp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"found a"}]}}`)
-	}))
+	mcp := fakemcp.New(fakemcp.Tool{Name: "search", Reply: func(json.RawMessage) string { return "found a" }})
 	defer mcp.Close()
 	model := fakemodel.New(
 		fakemodel.CallTools(fakemodel.Call("host_clock", map[string]any{}), fakemodel.Call("mcp_0_search", map[string]any{"query": "a"})),

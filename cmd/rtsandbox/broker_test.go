@@ -238,7 +238,7 @@ func TestExampleConfigParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("examples/rtsandbox.yaml: %v", err)
 	}
-	bc, err := host.BrokerConfig(cfg, func(string) string { return "" }, nil, nil)
+	bc, err := host.BrokerConfig(t.Context(), cfg, func(string) string { return "" }, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
