@@ -66,24 +66,35 @@ func (a *API) submit(m router.Message) (*pending, *outcome) {
 	done, err := a.route(p)
 	if err != nil {
 		a.release(p)
+		a.wg.Done() // added by hold
 		o := settled(err, nil)
 		return nil, &o
 	}
-	a.wg.Go(func() { a.settle(p, done) })
+	go func() {
+		defer a.wg.Done() // added by hold
+		a.settle(p, done)
+	}()
 	return p, nil
 }
 
 // hold registers a pending record for m under a fresh id, before the
-// router sees m, so that no delivery for it can come first.
+// router sees m, so that no delivery for it can come first. It counts the
+// record in a.wg under a.mu, where Stop marks the API stopping: so a
+// record is either counted before Close waits, or refused (the router
+// would refuse it too once Stop was called).
 func (a *API) hold(m router.Message) (*pending, error) {
 	p := &pending{id: a.opts.NewID(), msg: m, result: make(chan outcome, 1)}
 	p.msg.ID = p.id
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.pending) >= a.opts.MaxPending {
+	switch {
+	case a.stopping:
+		return nil, router.ErrStopping
+	case len(a.pending) >= a.opts.MaxPending:
 		return nil, errHostFull
 	}
 	a.pending[p.id] = p
+	a.wg.Add(1)
 	return p, nil
 }
 
