@@ -115,8 +115,12 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	defer timer.Stop()
 	rc := http.NewResponseController(w)
 	sc := upstream.NewStreamScanner(resp.Body, key.Reveal(), rtsandbox.MaxStreamedAnswer)
+	sse := strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream")
+	if sse {
+		sc.Events() // whole events, their JSON checked decoded too
+	}
 	var watch *streamWatch
-	if resp.Status < 300 && strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if resp.Status < 300 && sse {
 		watch = t.newStreamWatch()
 	}
 	o := outcome{status: resp.Status, written: true}

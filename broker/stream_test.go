@@ -64,7 +64,9 @@ func withFakeModel(s *fakemodel.Server, api string) func(*broker.Config) {
 // offset into two chunks and at every pair of offsets into three. formOf
 // names the form each case cuts.
 func splitCases() (forms []string, cases [][][]byte, formOf []int) {
-	prefix, suffix := "event: content_block_delta\ndata: {\"delta\":\"", "\"}\n\n"
+	// A clean event first: event mode passes on whole events only, so the
+	// head and the clean event go out before the event that holds the form.
+	prefix, suffix := deltaEvent+"event: content_block_delta\ndata: {\"delta\":\"", "\"}\n\n"
 	forms = upstream.Forms(realKey)
 	for fi, form := range forms {
 		body := []byte(prefix + form + suffix)
@@ -510,5 +512,30 @@ func TestModelRouteStreamSetting(t *testing.T) {
 				t.Errorf("upstream requests %d, first body %q; want it to contain %q", len(reqs), reqs, tt.wantSent)
 			}
 		})
+	}
+}
+
+// TestStreamReflectionEscapedInEvent: a key whose characters the upstream
+// wrote as JSON \u escapes inside an event is found as the whole-body
+// scan finds it, before any byte of that event reaches the worker.
+func TestStreamReflectionEscapedInEvent(t *testing.T) {
+	var escaped strings.Builder
+	for _, r := range realKey {
+		fmt.Fprintf(&escaped, `\u%04x`, r)
+	}
+	event := "event: content_block_delta\ndata: {\"delta\":{\"text\":\"" + escaped.String() + "\"}}\n\n"
+	body := []byte(deltaEvent + event)
+	half := len(deltaEvent) + len(event)/2
+	tr := &chunkTransport{cases: [][][]byte{{body[:half], body[half:]}}}
+	f := newFixture(t, nil, func(c *broker.Config) {
+		anthropicAPI(true)(c)
+		c.Client = upstream.New(tr)
+	})
+	w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+	if got := w.Body.String(); !aborted || w.Code != 200 || got != deltaEvent {
+		t.Fatalf("%d %q, aborted %v; want the clean event, then the connection cut", w.Code, got, aborted)
+	}
+	if !strings.Contains(f.logs.String(), "stream cut: "+upstream.ErrReflect.Error()) {
+		t.Errorf("audit log lacks the reflection cut:\n%s", f.logs.String())
 	}
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -63,10 +64,10 @@ func (c *Client) Open(ctx context.Context, call Call) (*Response, error) {
 // held from the one before, so a form split across reads, at any offset
 // and across any number of reads, is found as if the body were whole. The
 // forms are those of Forms (searched through the reduced set of
-// searchForms, which finds a text holding any of them); they are raw
-// bytes, as the reference's filter has them: a form hidden by a JSON
-// escape inside a streamed event is not found, unlike in the whole-body
-// scan of CheckJSON. The total read is capped.
+// searchForms, which finds a text holding any of them), searched as raw
+// bytes as the reference's filter does; in event mode (Events) each
+// event's JSON data is also checked decoded, as the whole-body scan of
+// CheckJSON checks a non-streamed answer. The total read is capped.
 //
 // Holding back only a possible form prefix, rather than always the last
 // longest-form-minus-one bytes as the reference does, keeps the stream as
@@ -86,7 +87,25 @@ type StreamScanner struct {
 	eof   bool
 	// matched is sticky: a scanner that found a form passes on nothing more.
 	matched bool
+	// key and events are the event mode (Events): whole events only, each
+	// event's JSON data checked as decoded too.
+	key     string
+	events  bool
+	longest int // the longest form's length
 }
+
+// MaxStreamEvent bounds one server-sent event in event mode (4 MiB): the
+// scanner holds an event until it is complete, so its size is bounded.
+const MaxStreamEvent = 4 << 20
+
+// Events switches s to event mode, for a text/event-stream body: a piece
+// ends only where an event ends (a blank line), and each event's data,
+// when it is JSON, is also checked as CheckJSON checks a whole body, with
+// every string decoded, so a form hidden by a JSON escape (\u0041 for A)
+// inside an event is found as it is in a non-streamed answer. An event is
+// held until its end (or the body's), at most MaxStreamEvent bytes: a
+// longer one fails with ErrTooLarge. Call it before the first Next.
+func (s *StreamScanner) Events() { s.events = true }
 
 // NewStreamScanner returns a scanner of r for key's forms that fails once r
 // yields more than limit bytes (MaxStreamBytes when limit < 1). An empty
@@ -100,7 +119,8 @@ func NewStreamScanner(r io.Reader, key string, limit int64) *StreamScanner {
 	for _, f := range forms {
 		longest = max(longest, len(f))
 	}
-	return &StreamScanner{r: r, m: newMatcher(forms), max: limit, buf: make([]byte, 0, streamReadSize+longest)}
+	return &StreamScanner{r: r, m: newMatcher(forms), max: limit, key: key, longest: longest,
+		buf: make([]byte, 0, streamReadSize+longest)}
 }
 
 // Total is the number of body bytes read so far.
@@ -121,10 +141,19 @@ func (s *StreamScanner) Next() ([]byte, error) {
 			}
 			out := s.buf[s.off : s.off+s.held]
 			s.held = 0
+			if err := s.checkEvents(out); err != nil {
+				return nil, err
+			}
 			return out, nil
 		}
-		// Move the held tail to the front; read after it.
-		s.buf = s.buf[:copy(s.buf[:cap(s.buf)], s.buf[s.off:s.off+s.held])]
+		// Move the held tail to the front (into a larger buffer when an
+		// event held in event mode fills it); read after it.
+		if cap(s.buf)-s.held < streamReadSize {
+			grown := make([]byte, 0, 2*(s.held+streamReadSize))
+			s.buf = append(grown, s.buf[s.off:s.off+s.held]...)
+		} else {
+			s.buf = s.buf[:copy(s.buf[:cap(s.buf)], s.buf[s.off:s.off+s.held])]
+		}
 		s.off = 0
 		n, err := s.r.Read(s.buf[s.held:cap(s.buf)])
 		s.total += int64(n)
@@ -157,13 +186,75 @@ func (s *StreamScanner) scan(n int) ([]byte, error) {
 		return nil, nil
 	}
 	w := s.buf[:s.held+n]
-	if s.m.contains(w) {
+	// The held bytes were searched already: a new match ends in the bytes
+	// just read, so it starts at most longest−1 bytes before them.
+	if s.m.contains(w[max(0, s.held-s.longest+1):]) {
 		s.matched, s.held = true, 0
 		return nil, ErrReflect
 	}
 	keep := s.partial(w)
+	if s.events {
+		keep = max(keep, len(w)-eventsEnd(w))
+		if keep > MaxStreamEvent {
+			return nil, ErrTooLarge
+		}
+	}
 	s.off, s.held = len(w)-keep, keep
-	return w[:len(w)-keep], nil
+	out := w[:len(w)-keep]
+	if err := s.checkEvents(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eventsEnd is the length of the longest prefix of w made of whole events:
+// just after its last blank line (LF LF, CR LF CR LF or CR CR), 0 when w
+// has none.
+func eventsEnd(w []byte) int {
+	end := 0
+	for _, sep := range [][]byte{[]byte("\n\n"), []byte("\r\n\r\n"), []byte("\r\r")} {
+		if i := bytes.LastIndex(w, sep); i >= 0 {
+			end = max(end, i+len(sep))
+		}
+	}
+	return end
+}
+
+// checkEvents checks, in event mode, the data of every event in out as
+// CheckJSON checks a body; data that is not JSON (such as [DONE]) has had
+// its raw check. After a match every later call fails too.
+func (s *StreamScanner) checkEvents(out []byte) error {
+	if !s.events || s.key == "" || len(out) == 0 {
+		return nil
+	}
+	if bytes.IndexByte(out, '\r') >= 0 { // CR LF and lone CR end lines too
+		out = bytes.ReplaceAll(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
+	}
+	var data []byte
+	flush := func() error {
+		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && errors.Is(CheckJSON(data, s.key), ErrReflect) {
+			s.matched, s.held = true, 0
+			return ErrReflect
+		}
+		data = data[:0]
+		return nil
+	}
+	for line := range bytes.Lines(out) {
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if len(line) == 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+		}
+	}
+	return flush()
 }
 
 // partial returns the length of the longest tail of w that is the start

@@ -206,3 +206,62 @@ func FuzzStreamScanner(f *testing.F) {
 }
 
 func hexOf(s string) string { return strings.ToUpper(hex.EncodeToString([]byte(s))) }
+
+// In event mode a key hidden by JSON escapes inside an event's data is
+// found however the event is cut into reads, before any byte of that
+// event is passed on; clean events pass whole, each as soon as it ends.
+func TestStreamScannerEventsDecoded(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	escaped := strings.Replace(key, "sk", `\u0073\u006b`, 1) // "sk" as \u escapes
+	clean := "event: content_block_delta\ndata: {\"delta\":{\"text\":\"hi\"}}\n\n"
+	bad := "event: content_block_delta\ndata: {\"delta\":{\"text\":\"" + escaped + "\"}}\n\n"
+	if strings.Contains(bad, key) {
+		t.Fatal("the escaped event holds the raw key; the test would not test decoding")
+	}
+	body := clean + bad + clean
+	for cut := 1; cut < len(body); cut++ {
+		sc := NewStreamScanner(&chunks{[]byte(body[:cut]), []byte(body[cut:])}, key, 0)
+		sc.Events()
+		var passed strings.Builder
+		var err error
+		for {
+			var piece []byte
+			if piece, err = sc.Next(); err != nil {
+				break
+			}
+			passed.Write(piece)
+		}
+		if !errors.Is(err, ErrReflect) {
+			t.Fatalf("cut %d: Next = %v; want ErrReflect", cut, err)
+		}
+		if got := passed.String(); strings.Contains(got, escaped) || !strings.HasPrefix(clean, got) && got != clean {
+			t.Fatalf("cut %d: passed on %q; want at most the first clean event", cut, got)
+		}
+	}
+	// Without the key the same events pass whole, CR LF endings too.
+	crlf := strings.ReplaceAll(clean, "\n", "\r\n")
+	sc := NewStreamScanner(&chunks{[]byte(crlf[:10]), []byte(crlf[10:] + crlf)}, key, 0)
+	sc.Events()
+	got, err := drain(sc)
+	if err != nil || string(got) != crlf+crlf {
+		t.Errorf("drain = %q, %v; want both events", got, err)
+	}
+}
+
+// An event longer than MaxStreamEvent is refused rather than held without
+// bound.
+func TestStreamScannerEventsBounded(t *testing.T) {
+	big := "data: \"" + strings.Repeat("x", 2*MaxStreamEvent) + "\"\n\n"
+	sc := NewStreamScanner(strings.NewReader(big), "sk-live-0123456789abcdef", 0)
+	sc.Events()
+	for {
+		_, err := sc.Next()
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("Next = %v; want ErrTooLarge", err)
+		}
+		break
+	}
+}
