@@ -35,7 +35,13 @@ type scanner struct {
 // scan returns whether b is one valid JSON text and whether a string in it
 // holds one of forms.
 func scan(b []byte, forms [][]byte) (valid, reflected bool) {
-	s := &scanner{b: b, forms: newMatcher(forms)}
+	return scanWith(b, newMatcher(forms))
+}
+
+// scanWith is scan with the forms' matcher built once by the caller (the
+// stream scanner checks every event with the same one).
+func scanWith(b []byte, m *matcher) (valid, reflected bool) {
+	s := &scanner{b: b, forms: m}
 	s.ws()
 	if !s.value(0) {
 		return false, s.hit

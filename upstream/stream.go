@@ -3,7 +3,6 @@ package upstream
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -207,17 +206,33 @@ func (s *StreamScanner) scan(n int) ([]byte, error) {
 	return out, nil
 }
 
+// reflectedIn reports whether a string of the JSON text data, decoded,
+// holds a form of m.
+func reflectedIn(data []byte, m *matcher) bool {
+	_, reflected := scanWith(data, m)
+	return reflected
+}
+
 // eventsEnd is the length of the longest prefix of w made of whole events:
 // just after its last blank line (LF LF, CR LF CR LF or CR CR), 0 when w
-// has none.
+// has none. It walks back from the end line by line, so it costs the
+// length of the trailing unfinished event, not of w.
 func eventsEnd(w []byte) int {
-	end := 0
-	for _, sep := range [][]byte{[]byte("\n\n"), []byte("\r\n\r\n"), []byte("\r\r")} {
-		if i := bytes.LastIndex(w, sep); i >= 0 {
-			end = max(end, i+len(sep))
+	for end := len(w); ; {
+		i := bytes.LastIndexByte(w[:end], '\n')
+		switch {
+		case i < 0:
+			if bytes.IndexByte(w, '\n') < 0 { // a stream of CR line ends
+				if k := bytes.LastIndex(w, []byte("\r\r")); k >= 0 {
+					return k + 2
+				}
+			}
+			return 0
+		case i >= 1 && w[i-1] == '\n', i >= 3 && w[i-1] == '\r' && w[i-2] == '\n' && w[i-3] == '\r':
+			return i + 1
 		}
+		end = i
 	}
-	return end
 }
 
 // checkEvents checks, in event mode, the data of every event in out as
@@ -230,28 +245,51 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 	if bytes.IndexByte(out, '\r') >= 0 { // CR LF and lone CR end lines too
 		out = bytes.ReplaceAll(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 	}
-	var data []byte
+	// data is the event's data: its one data line in place, or the lines
+	// joined (rare) in joined.
+	var data, joined []byte
+	lines := 0
 	flush := func() error {
-		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && errors.Is(CheckJSON(data, s.key), ErrReflect) {
+		if lines > 1 {
+			data = joined
+		}
+		// Decoding can only reveal a form the raw search missed where a
+		// string holds an escape or a character reference.
+		decodable := bytes.IndexByte(data, '\\') >= 0 || bytes.IndexByte(data, '&') >= 0
+		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && decodable && reflectedIn(data, s.m) {
 			s.matched, s.held = true, 0
 			return ErrReflect
 		}
-		data = data[:0]
+		data, joined, lines = nil, joined[:0], 0
 		return nil
 	}
-	for line := range bytes.Lines(out) {
-		line = bytes.TrimSuffix(line, []byte("\n"))
+	for len(out) > 0 {
+		line := out
+		if i := bytes.IndexByte(out, '\n'); i >= 0 {
+			line, out = out[:i], out[i+1:]
+		} else {
+			out = nil
+		}
 		if len(line) == 0 {
 			if err := flush(); err != nil {
 				return err
 			}
 			continue
 		}
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+		v, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		v = bytes.TrimPrefix(v, []byte(" "))
+		lines++
+		if lines == 1 {
+			data = v
+		}
+		if lines == 2 {
+			joined = append(joined, data...)
+		}
+		if lines >= 2 {
+			joined = append(append(joined, '\n'), v...)
 		}
 	}
 	return flush()

@@ -265,3 +265,23 @@ func TestStreamScannerEventsBounded(t *testing.T) {
 		break
 	}
 }
+
+func TestEventsEnd(t *testing.T) {
+	for in, want := range map[string]int{
+		"":                0,
+		"data: a":         0,
+		"data: a\n":       0,
+		"data: a\n\n":     9,
+		"data: a\n\nda":   9,
+		"a\n\nb\n\nc":     6,
+		"a\r\n\r\nb":      5,
+		"a\r\n\r\nb\r\n":  5,
+		"a\r\rb":          3,
+		"a\nb\nc\n":       0,
+		"a\n\nb\nc\nd\ne": 3,
+	} {
+		if got := eventsEnd([]byte(in)); got != want {
+			t.Errorf("eventsEnd(%q) = %d; want %d", in, got, want)
+		}
+	}
+}
