@@ -43,6 +43,7 @@ type scanner struct {
 	// hold one. With no forms it is larger than any piece.
 	minLen int
 	buf    []byte // a piece of a string with escapes, decoded
+	quote  int    // the first '"' at or after the last longRun, or len(b)
 	ent    entityDecoder
 	hit    bool
 }
@@ -50,7 +51,7 @@ type scanner struct {
 // scan returns whether b is one valid JSON text and whether a string in it
 // holds one of forms.
 func scan(b []byte, forms [][]byte) (valid, reflected bool) {
-	s := &scanner{b: b, forms: newMatcher(forms), minLen: math.MaxInt}
+	s := &scanner{b: b, forms: newMatcher(forms), minLen: math.MaxInt, quote: -1}
 	if len(forms) > 0 {
 		s.minLen = s.forms.minLen
 		s.keep = s.forms.bytes
@@ -241,23 +242,36 @@ func (s *scanner) digits() bool {
 // which is all of nearly every string; a piece with any other escape (or a
 // bad escape or a control byte) is left to decodePiece.
 func (s *scanner) str() bool {
-	b, minLen := s.b, s.minLen
+	b, minLen, escLen := s.b, s.minLen, &s.escLen
 	i := s.i + 1 // past the opening quote
 	start := i   // the piece since the last barrier
 	for {
-		// The next quote, backslash or control byte. Runs are short in
-		// code: look at the next word here, call plainRun for longer
-		// runs, and none at all when an escape follows an escape.
-		if i+8 <= len(b) {
-			if b[i] != '\\' {
-				if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-					i += bits.TrailingZeros64(m) / 8
-				} else {
-					i = plainRun(b, i+8)
+		// The hot loop, without calls: short runs of plain bytes and
+		// the two-byte barrier escapes of code ("\\\"", "\n") while
+		// the piece is too short to check. Anything else is left to the
+		// rest of the loop.
+		for i+8 <= len(b) {
+			if b[i] == '\\' {
+				if escLen[b[i+1]] != 2 || i-start >= minLen {
+					break
 				}
+				i += 2
+				start = i
+				continue
 			}
-		} else {
-			i = plainRun(b, i)
+			m := special(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				break
+			}
+			i += bits.TrailingZeros64(m) / 8
+			if b[i] != '\\' {
+				break
+			}
+		}
+		// The next quote, backslash or control byte, when the hot loop
+		// stopped before one.
+		if i >= len(b) || b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i = s.plainRun(i)
 		}
 		n := 0 // the length of a barrier escape at i
 		if i < len(b) && b[i] == '"' {
@@ -268,7 +282,7 @@ func (s *scanner) str() bool {
 			return true
 		}
 		if i+1 < len(b) && b[i] == '\\' {
-			n = int(s.escLen[b[i+1]])
+			n = int(escLen[b[i+1]])
 			if n == 6 {
 				n = s.uBarrier(i)
 			}
@@ -308,7 +322,7 @@ func (s *scanner) decodePiece(start, i int) int {
 	s.buf = s.buf[:0]
 	decoded := false // s.buf holds the piece decoded up to start
 	for {
-		i = plainRun(b, i)
+		i = s.plainRun(i)
 		if i >= len(b) || b[i] < 0x20 {
 			return badString
 		}
@@ -485,39 +499,67 @@ const (
 
 // plainRun returns the index of the first byte at or after i that ends a
 // plain run of string bytes: '"', '\\' or a control character, or len(b).
-// It looks at eight bytes at a time, so long strings (the bulk of a model
-// answer) cost a fraction of a byte loop.
-func plainRun(b []byte, i int) int {
+// It looks at eight bytes at a time for short runs (code, between
+// escapes) and leaves long ones (prose) to longRun.
+func (s *scanner) plainRun(i int) int {
+	b := s.b
 	for k := 0; k < 3 && i+8 <= len(b); k++ {
 		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 		i += 8
 	}
-	for i+32 <= len(b) {
-		c := b[i : i+32 : i+32]
-		m0, m1 := special(binary.LittleEndian.Uint64(c[0:8])), special(binary.LittleEndian.Uint64(c[8:16]))
-		m2, m3 := special(binary.LittleEndian.Uint64(c[16:24])), special(binary.LittleEndian.Uint64(c[24:32]))
-		if m0|m1|m2|m3 != 0 {
-			switch {
-			case m0 != 0:
-				return i + bits.TrailingZeros64(m0)/8
-			case m1 != 0:
-				return i + 8 + bits.TrailingZeros64(m1)/8
-			case m2 != 0:
-				return i + 16 + bits.TrailingZeros64(m2)/8
-			}
-			return i + 24 + bits.TrailingZeros64(m3)/8
+	if i+8 <= len(b) {
+		return s.longRun(i)
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
 		}
-		i += 32
+	}
+	return i
+}
+
+// longRun is plainRun for long runs: the next quote and backslash are
+// found with bytes.IndexByte, many bytes an instruction, and only control
+// bytes need a word-at-a-time pass. The next quote is remembered (s.quote):
+// a string with many escapes would otherwise search for the same distant
+// quote after each one.
+func (s *scanner) longRun(i int) int {
+	b := s.b
+	if s.quote < i {
+		s.quote = len(b)
+		if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
+			s.quote = i + q
+		}
+	}
+	end := s.quote
+	if k := bytes.IndexByte(b[i:end], '\\'); k >= 0 {
+		end = i + k
+	}
+	return i + firstControl(b[i:end])
+}
+
+// firstControl returns the index of the first byte of b below 0x20, or
+// len(b).
+func firstControl(b []byte) int {
+	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		c := b[i : i+32 : i+32]
+		w0, w1 := binary.LittleEndian.Uint64(c[0:8]), binary.LittleEndian.Uint64(c[8:16])
+		w2, w3 := binary.LittleEndian.Uint64(c[16:24]), binary.LittleEndian.Uint64(c[24:32])
+		if ((w0-lo*0x20)&^w0|(w1-lo*0x20)&^w1|(w2-lo*0x20)&^w2|(w3-lo*0x20)&^w3)&hi != 0 {
+			break
+		}
 	}
 	for ; i+8 <= len(b); i += 8 {
-		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if m := (w - lo*0x20) &^ w & hi; m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
 	for ; i < len(b); i++ {
-		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+		if b[i] < 0x20 {
 			return i
 		}
 	}

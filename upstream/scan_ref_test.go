@@ -79,10 +79,9 @@ func comparable(body []byte, key string) bool {
 	return utf8.Valid(body) && utf8.ValidString(key) && !strings.ContainsRune(key, utf8.RuneError)
 }
 
-// agreeWithReference fails t when CheckJSON and CheckText decide body and
-// key otherwise than the references. On invalid JSON the scan may stop at
-// a reflected key before the error, so ErrReflect is as right as
-// ErrNotJSON there.
+// agreeWithReference fails t when CheckJSON decides body and key otherwise
+// than the reference. On invalid JSON the scan may stop at a reflected key
+// before the error, so ErrReflect is as right as ErrNotJSON there.
 func agreeWithReference(t *testing.T, body []byte, key string) {
 	t.Helper()
 	if !comparable(body, key) {
@@ -96,8 +95,14 @@ func agreeWithReference(t *testing.T, body []byte, key string) {
 	} else if got != want {
 		t.Fatalf("CheckJSON(%.300q, %q) = %v; the reference says %v", body, key, got, want)
 	}
-	if got, want := CheckText(string(body), key), refCheckText(string(body), key); got != want {
-		t.Fatalf("CheckText(%.300q, %q) = %v; the reference says %v", body, key, got, want)
+}
+
+// textAgreesWithReference fails t when CheckText decides text and key
+// otherwise than the reference.
+func textAgreesWithReference(t *testing.T, text, key string) {
+	t.Helper()
+	if got, want := CheckText(text, key), refCheckText(text, key); got != want {
+		t.Fatalf("CheckText(%.300q, %q) = %v; the reference says %v", text, key, got, want)
 	}
 }
 
@@ -194,30 +199,35 @@ var longContent = strings.Repeat("Ordinary words\\n of an \\\"answer\\\". ", sam
 // exactly as the reference.
 func TestScanAgreesWithReferenceOnSplitForms(t *testing.T) {
 	for _, key := range refKeys {
-		for _, form := range Forms(key) {
-			for k := range form {
-				if !utf8.RuneStart(form[k]) {
-					continue
-				}
-				for _, piece := range splitForm(form, k) {
-					for _, body := range contexts(piece, k) {
-						agreeWithReference(t, []byte(body), key)
+		t.Run(fmt.Sprintf("%.12q", key), func(t *testing.T) {
+			t.Parallel()
+			for _, form := range Forms(key) {
+				for k := range form {
+					if !utf8.RuneStart(form[k]) {
+						continue
+					}
+					for _, piece := range splitForm(form, k) {
+						for _, body := range contexts(piece, k) {
+							agreeWithReference(t, []byte(body), key)
+						}
+						textAgreesWithReference(t, piece, key)
 					}
 				}
+				// The whole form written as \u escapes and as references.
+				var esc, ref strings.Builder
+				for _, r := range form {
+					esc.WriteString(escapeRune(r, false))
+					fmt.Fprintf(&ref, "&#x%x;", r)
+				}
+				for _, body := range contexts(esc.String(), len(form)) {
+					agreeWithReference(t, []byte(body), key)
+				}
+				for _, body := range contexts(ref.String(), len(form)+1) {
+					agreeWithReference(t, []byte(body), key)
+				}
+				textAgreesWithReference(t, ref.String(), key)
 			}
-			// The whole form written as \u escapes and as references.
-			var esc, ref strings.Builder
-			for _, r := range form {
-				esc.WriteString(escapeRune(r, false))
-				fmt.Fprintf(&ref, "&#x%x;", r)
-			}
-			for _, body := range contexts(esc.String(), len(form)) {
-				agreeWithReference(t, []byte(body), key)
-			}
-			for _, body := range contexts(ref.String(), len(form)+1) {
-				agreeWithReference(t, []byte(body), key)
-			}
-		}
+		})
 	}
 }
 
@@ -241,6 +251,7 @@ func TestScanAgreesWithReferenceOnRandomJSON(t *testing.T) {
 			body = body[:at] + string(rune(r.IntN(0x20))) + body[at:]
 		}
 		agreeWithReference(t, []byte(body), key)
+		textAgreesWithReference(t, body, key)
 	}
 }
 
@@ -336,5 +347,6 @@ func FuzzScanAgreesWithReference(f *testing.F) {
 			return
 		}
 		agreeWithReference(t, []byte(body), key)
+		textAgreesWithReference(t, body, key)
 	})
 }
