@@ -350,3 +350,18 @@ func FuzzScanAgreesWithReference(f *testing.F) {
 		textAgreesWithReference(t, body, key)
 	})
 }
+
+// Every prefix of strings dense with escapes, cut at every byte (inside
+// an escape, at a word's last byte, just before the closing quote): the
+// scan never reads past the end and decides as the reference.
+func TestScanAgreesWithReferenceOnEveryPrefix(t *testing.T) {
+	dense := `x\\\"\n\u00e9\ud83d\ude00` + jsonContent(formKey) + `\/\u002d&#45;\t"`
+	for _, key := range []string{formKey, ""} {
+		for pad := range 9 {
+			body := `{"a":["` + strings.Repeat("y", pad) + dense + `]}`
+			for n := range len(body) + 1 {
+				agreeWithReference(t, []byte(body[:n]), key)
+			}
+		}
+	}
+}
