@@ -18,13 +18,15 @@ import (
 // filter hit, verifies the forms around that position. A hit that no form
 // verifies costs about as much as a hundred samples, so the filter for a
 // large text has 2^16 bits: the ~600 windows of a long key fill about 1 %
-// of it. For a small text, where building dominates, it has 2^13. Forms shorter than
-// minGramLen use bytes.Contains, and so do texts shorter than sampleMin
-// until the filter is built (a few short searches cost less than building
-// it): the JSON scan builds it at once for a body of sampleMin bytes or
-// more, whose strings it then checks piece by piece, each piece sampled on
-// its own. The filter lives only as long as one CheckJSON or CheckText
-// call: nothing derived from the credential outlives it.
+// of it. For a small text, where building dominates, it has 2^13.
+//
+// Forms shorter than minGramLen use bytes.Contains, and so do texts
+// shorter than sampleMin until the filter is built (a few short searches
+// cost less than building it): the JSON scan builds it at once for a body
+// of sampleMin bytes or more, whose strings it then checks piece by piece,
+// each piece sampled on its own (an occurrence inside a piece still holds
+// a sampled window). The filter lives only as long as one CheckJSON or
+// CheckText call: nothing derived from the credential outlives it.
 type matcher struct {
 	forms  [][]byte
 	minLen int

@@ -23,7 +23,8 @@ const maxDepth = 10000
 // reused buffer (see str).
 //
 // It accepts exactly what encoding/json accepts (FuzzCheckJSON compares the
-// two). Like encoding/json it lets invalid UTF-8 through inside strings;
+// two) and finds a form exactly where decoding every string and searching
+// it would (scan_ref_test.go compares the two). Like encoding/json it lets invalid UTF-8 through inside strings;
 // such bytes are compared raw, where a decoder would see U+FFFD, which only
 // matters for a credential that itself contains U+FFFD.
 type scanner struct {
