@@ -5,7 +5,7 @@ PKGS      := ./...
 FUZZTIME  ?= 20000x
 BIN       := bin
 
-.PHONY: all build test lint unit fuzz bench demo clean
+.PHONY: all build test lint unit fuzz bench bench-compare demo clean
 
 all: build
 
@@ -38,6 +38,12 @@ bench:
 	$(GO) test -run '^$$' -bench 'CheckJSON|ScanOnly' ./upstream/
 	$(GO) test -run '^$$' -bench ExtractPathological -benchtime 10x -count 3 ./webpage/
 	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sandbox/
+
+## bench-compare: the model-call and scan benchmarks (every answer corpus) of
+## BEFORE and HEAD, built first and run in alternation in one run.
+BEFORE ?= f342ab3
+bench-compare:
+	scripts/bench-before-after.sh $(BEFORE)
 
 demo: build
 	$(BIN)/rtsandbox demo

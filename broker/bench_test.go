@@ -16,41 +16,56 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // BenchmarkModelCall compares the same /model call sent directly to a
 // loopback upstream and sent through the broker on a Unix socket with
 // every check (headers, budget, normalisation, key lookup, rebuilt body,
-// reflection scan of the answer). The added latency is the difference of
-// the p50-ns metrics of a size's two sub-benchmarks.
+// reflection scan of the answer), for each answer corpus and size. The
+// added latency is the difference of the p50-ns metrics of a corpus and
+// size's direct and broker sub-benchmarks.
 func BenchmarkModelCall(b *testing.B) {
-	for _, size := range []int{1 << 10, 16 << 10, 1<<20 - 256} {
-		answer := benchAnswer(size)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
-			io.WriteString(w, answer)
-		}))
-		label := sizeLabel(size)
-		body := `{"messages":[{"role":"user","content":"hello"}]}`
-		b.Run("direct-"+label, func(b *testing.B) {
-			c := &http.Client{Transport: upstream.NewTransport()}
-			defer c.CloseIdleConnections()
-			measure(b, func() { post(b, c, srv.URL+"/v1", body, len(answer)) })
-		})
-		// Both Unix-socket paths use the worker's own transport.
-		b.Run("bare-proxy-"+label, func(b *testing.B) {
-			c := &brokerclient.Client{Socket: bareProxy(b, srv.URL+"/v1")}
-			measure(b, func() { workerPost(b, c, body, len(answer)) })
-		})
-		b.Run("broker-"+label, func(b *testing.B) {
-			c := &brokerclient.Client{Socket: benchBroker(b, srv.URL+"/v1")}
-			measure(b, func() { workerPost(b, c, body, len(answer)) })
-		})
-		srv.Close()
+	for _, kind := range answercorpus.Kinds {
+		for _, size := range benchSizes(kind) {
+			answer := string(answercorpus.Answer(kind, size))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
+				io.WriteString(w, answer)
+			}))
+			body := `{"messages":[{"role":"user","content":"hello"}]}`
+			b.Run(string(kind)+"-"+sizeLabel(size), func(b *testing.B) {
+				b.Run("direct", func(b *testing.B) {
+					c := &http.Client{Transport: upstream.NewTransport()}
+					defer c.CloseIdleConnections()
+					measure(b, func() { post(b, c, srv.URL+"/v1", body, len(answer)) })
+				})
+				// Both Unix-socket paths use the worker's own transport.
+				b.Run("bare-proxy", func(b *testing.B) {
+					c := &brokerclient.Client{Socket: bareProxy(b, srv.URL+"/v1")}
+					measure(b, func() { workerPost(b, c, body, len(answer)) })
+				})
+				b.Run("broker", func(b *testing.B) {
+					c := &brokerclient.Client{Socket: benchBroker(b, srv.URL+"/v1")}
+					measure(b, func() { workerPost(b, c, body, len(answer)) })
+				})
+			})
+			srv.Close()
+		}
 	}
+}
+
+// benchSizes are the answer sizes measured: 1 KiB only for escape-free
+// prose (the fixed cost of a call), 16 KiB and 1 MiB for every corpus.
+func benchSizes(kind answercorpus.Kind) []int {
+	sizes := []int{16 << 10, 1<<20 - 256}
+	if kind == answercorpus.Prose {
+		sizes = append([]int{1 << 10}, sizes...)
+	}
+	return sizes
 }
 
 func workerPost(b *testing.B, c *brokerclient.Client, body string, want int) {
@@ -92,13 +107,6 @@ func bareProxy(b *testing.B, modelURL string) string {
 // benchKey has the length of a real API key (51 bytes), so the reflection
 // scan takes its production path.
 const benchKey = "sk-bench0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"
-
-// benchAnswer is a chat completion of about size bytes of ordinary prose,
-// so the scan meets the byte mix of a real model answer.
-func benchAnswer(size int) string {
-	prose := strings.Repeat("The sealed worker answered the guest's question with care. ", size/59+1)[:size-64]
-	return `{"choices":[{"message":{"role":"assistant","content":"` + prose + `"}}]}`
-}
 
 func sizeLabel(n int) string {
 	if n >= 1<<20-256 {

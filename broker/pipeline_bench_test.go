@@ -11,15 +11,19 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // BenchmarkPipeline is the CPU cost of the broker's checks alone: the
-// handler with an in-memory upstream, no sockets.
+// handler with an in-memory upstream, no sockets, for each answer corpus
+// and size.
 func BenchmarkPipeline(b *testing.B) {
-	for _, size := range []int{1 << 10, 16 << 10, 1<<20 - 256} {
-		br := pipelineBroker(b, benchAnswer(size), nil)
-		b.Run(sizeLabel(size), func(b *testing.B) { runPipeline(b, br) })
+	for _, kind := range answercorpus.Kinds {
+		for _, size := range benchSizes(kind) {
+			br := pipelineBroker(b, string(answercorpus.Answer(kind, size)), nil)
+			b.Run(string(kind)+"-"+sizeLabel(size), func(b *testing.B) { runPipeline(b, br) })
+		}
 	}
 }
 
@@ -28,7 +32,7 @@ func BenchmarkPipeline(b *testing.B) {
 // to Pipeline/1KiB is what the observation hook costs.
 func BenchmarkPipelineObserved(b *testing.B) {
 	var n atomic.Int64
-	br := pipelineBroker(b, benchAnswer(1<<10), func(broker.CallRecord) { n.Add(1) })
+	br := pipelineBroker(b, string(answercorpus.Answer(answercorpus.Prose, 1<<10)), func(broker.CallRecord) { n.Add(1) })
 	b.Run(sizeLabel(1<<10), func(b *testing.B) { runPipeline(b, br) })
 }
 

@@ -40,7 +40,10 @@ const maxCachedSpans = 1024
 // whose decoded bytes relevant does not mark; a nil relevant marks every
 // byte, and check then sees s decoded whole, exactly as
 // html.UnescapeString decodes it, when any reference in it decodes to
-// something else.
+// something else. followed says that s is a piece of a longer text whose
+// next byte is none a reference holds (not '&', '#', ';', a letter or a
+// digit): a reference at the end of s is then decoded as one followed by
+// more text, as it is in the whole.
 //
 // Why this finds every match: a match in the decoded text holds no
 // barrier's bytes, so it lies between two barriers. If it holds no
@@ -48,7 +51,7 @@ const maxCachedSpans = 1024
 // checks as it is; otherwise it lies in a stretch passed to check.
 // Each stretch is a substring of the decoded text, so nothing is found
 // that the decoded text does not hold.
-func (d *entityDecoder) segments(s []byte, relevant *[256]bool, check func([]byte) bool) bool {
+func (d *entityDecoder) segments(s []byte, followed bool, relevant *[256]bool, check func([]byte) bool) bool {
 	out := d.buf[:0]
 	defer func() { d.buf = out[:0] }()
 	start := 0     // where the current stretch starts in s: after the last barrier
@@ -68,7 +71,7 @@ func (d *entityDecoder) segments(s []byte, relevant *[256]bool, check func([]byt
 			continue
 		}
 		span := s[i : i+n]
-		dec := d.span(span, i+n < len(s))
+		dec := d.span(span, followed || i+n < len(s))
 		switch {
 		case dec == string(span):
 			// decodes to itself: part of the text as it is

@@ -14,18 +14,26 @@ import (
 // occurrence of a form of length m contains, at some position that is a
 // multiple of step = minLen-gram+1, an 8-byte window that is one of that
 // form's own 8-byte windows. So it reads one 8-byte word every step bytes,
-// checks it against a 4096-bit filter of the forms' windows and, only on a
-// filter hit, verifies the forms around that position. Forms shorter than
-// minGramLen, and strings shorter than sampleMin (where a few short
-// searches cost less than building the filter), use bytes.Contains. The
-// filter is built on first use and lives only as long as one CheckJSON or
+// checks it against a bit filter of the forms' windows and, only on a
+// filter hit, verifies the forms around that position. A hit that no form
+// verifies costs about as much as a hundred samples, so the filter for a
+// large text has 2^16 bits: the ~600 windows of a long key fill about 1 %
+// of it. For a small text, where building dominates, it has 2^13.
+//
+// Forms shorter than minGramLen use bytes.Contains, and so do texts
+// shorter than sampleMin until the filter is built (a few short searches
+// cost less than building it): the JSON scan builds it at once for a body
+// of sampleMin bytes or more, whose strings it then checks piece by piece,
+// each piece sampled on its own (an occurrence inside a piece still holds
+// a sampled window). The filter lives only as long as one CheckJSON or
 // CheckText call: nothing derived from the credential outlives it.
 type matcher struct {
 	forms  [][]byte
 	minLen int
 	step   int
 	built  bool
-	filter [4096 / 64]uint64
+	filter []uint64 // allocated by build
+	shift  uint     // 64 minus the log2 of the filter's bits
 	// bytes marks every byte some form holds: a text decoded into other
 	// bytes only (see entityDecoder) cannot take part in a match.
 	bytes [256]bool
@@ -35,6 +43,7 @@ const (
 	gram       = 8
 	minGramLen = 2 * gram // below this the sampling step would be too short to pay
 	sampleMin  = 1024     // shorter strings are searched directly
+	largeText  = 64 << 10 // texts of this size or more get the large filter
 )
 
 func newMatcher(forms [][]byte) *matcher {
@@ -55,25 +64,34 @@ func newMatcher(forms [][]byte) *matcher {
 	return m
 }
 
-// build fills the filter with every 8-byte window of every form.
-func (m *matcher) build() {
+// build fills the filter, sized for a text of n bytes, with every 8-byte
+// window of every form.
+func (m *matcher) build(n int) {
+	if m.built || m.step == 0 {
+		return
+	}
+	log := uint(13)
+	if n >= largeText {
+		log = 16
+	}
+	m.filter, m.shift = make([]uint64, 1<<log/64), 64-log
 	for _, f := range m.forms {
 		for i := 0; i+gram <= len(f); i++ {
-			h := filterSlot(binary.LittleEndian.Uint64(f[i:]))
+			h := m.slot(binary.LittleEndian.Uint64(f[i:]))
 			m.filter[h/64] |= 1 << (h % 64)
 		}
 	}
 	m.built = true
 }
 
-func filterSlot(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> 52 } // 12 bits
+func (m *matcher) slot(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> m.shift }
 
 // contains reports whether s holds any form.
 func (m *matcher) contains(s []byte) bool {
 	if len(m.forms) == 0 || len(s) < m.minLen {
 		return false
 	}
-	if m.step == 0 || len(s) < sampleMin {
+	if m.step == 0 || !m.built && len(s) < sampleMin {
 		for _, f := range m.forms {
 			if bytes.Contains(s, f) {
 				return true
@@ -81,11 +99,9 @@ func (m *matcher) contains(s []byte) bool {
 		}
 		return false
 	}
-	if !m.built {
-		m.build()
-	}
+	m.build(len(s))
 	for j := 0; j+gram <= len(s); j += m.step {
-		h := filterSlot(binary.LittleEndian.Uint64(s[j:]))
+		h := m.slot(binary.LittleEndian.Uint64(s[j:]))
 		if m.filter[h/64]&(1<<(h%64)) != 0 && m.verify(s, j) {
 			return true
 		}
@@ -95,11 +111,13 @@ func (m *matcher) contains(s []byte) bool {
 
 // containsDecoded reports whether s with its HTML character references
 // decoded holds a form that s itself does not; the caller checks s.
-func (m *matcher) containsDecoded(d *entityDecoder, s []byte) bool {
+// followed tells whether s is part of a longer text whose next byte is
+// not one a reference can hold (see entityDecoder.segments).
+func (m *matcher) containsDecoded(d *entityDecoder, s []byte, followed bool) bool {
 	if len(m.forms) == 0 || bytes.IndexByte(s, '&') < 0 {
 		return false
 	}
-	return d.segments(s, &m.bytes, m.contains)
+	return d.segments(s, followed, &m.bytes, m.contains)
 }
 
 // verify looks for a form overlapping the 8-byte window at j.

@@ -165,7 +165,7 @@ func CheckText(text, key string) error {
 	}
 	m := newMatcher(forms)
 	b := []byte(text)
-	if m.contains(b) || m.containsDecoded(&entityDecoder{}, b) {
+	if m.contains(b) || m.containsDecoded(&entityDecoder{}, b, false) {
 		return ErrReflect
 	}
 	return nil

@@ -3,6 +3,8 @@ package upstream
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -16,20 +18,35 @@ const maxDepth = 10000
 // and object keys), and the same string with its HTML character references
 // decoded, for the credential forms, in a single pass over the bytes. It
 // replaces a json.Decoder token walk that dominated the broker's cost on
-// large answers: strings without escapes are checked in place, and only
-// strings with escapes are decoded, into one reused buffer.
+// large answers: strings are checked in place, between the escapes that no
+// form can hold, and only pieces with other escapes are decoded, into one
+// reused buffer (see str).
 //
 // It accepts exactly what encoding/json accepts (FuzzCheckJSON compares the
-// two). Like encoding/json it lets invalid UTF-8 through inside strings;
+// two) and finds a form exactly where decoding every string and searching
+// it would (scan_ref_test.go compares the two). Like encoding/json it lets invalid UTF-8 through inside strings;
 // such bytes are compared raw, where a decoder would see U+FFFD, which only
 // matters for a credential that itself contains U+FFFD.
 type scanner struct {
 	b     []byte
 	i     int
 	forms *matcher
-	buf   []byte // a string with JSON escapes, decoded
-	ent   entityDecoder
-	hit   bool
+	// keep marks the bytes a form or a character reference can hold; an
+	// escape that decodes to none of them is a barrier (see str). With no
+	// forms to look for, no byte is kept.
+	keep     [256]bool
+	keepHigh bool // keep marks a byte of 0x80 or more
+	// escLen maps the byte after a backslash to 2 when that is a
+	// barrier escape of two bytes, to 6 for 'u' (see uBarrier) and to 0
+	// otherwise.
+	escLen [256]uint8
+	// minLen is the length of the shortest form: a shorter piece cannot
+	// hold one. With no forms it is larger than any piece.
+	minLen int
+	buf    []byte // a piece of a string with escapes, decoded
+	quote  int    // the first '"' at or after the last longRun, or len(b)
+	ent    entityDecoder
+	hit    bool
 }
 
 // scan returns whether b is one valid JSON text and whether a string in it
@@ -41,7 +58,26 @@ func scan(b []byte, forms [][]byte) (valid, reflected bool) {
 // scanWith is scan with the forms' matcher built once by the caller (the
 // stream scanner checks every event with the same one).
 func scanWith(b []byte, m *matcher) (valid, reflected bool) {
-	s := &scanner{b: b, forms: m}
+	s := &scanner{b: b, forms: m, minLen: math.MaxInt, quote: -1}
+	if len(m.forms) > 0 {
+		s.minLen = s.forms.minLen
+		s.keep = s.forms.bytes
+		for _, c := range []byte("&#;0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") {
+			s.keep[c] = true
+		}
+		for c := utf8.RuneSelf; c < len(s.keep); c++ {
+			s.keepHigh = s.keepHigh || s.keep[c]
+		}
+		if len(b) >= sampleMin {
+			s.forms.build(len(b))
+		}
+	}
+	for c, v := range simpleEscapes {
+		if v != 0 && !s.keep[v] {
+			s.escLen[c] = 2
+		}
+	}
+	s.escLen['u'] = 6
 	s.ws()
 	if !s.value(0) {
 		return false, s.hit
@@ -196,128 +232,270 @@ func (s *scanner) digits() bool {
 	return s.i > start
 }
 
-// str scans a string at s.i and checks its decoded value.
+// str scans the string at s.i (its opening quote) and checks its decoded
+// value, without decoding it where it can.
+//
+// A form holds only the bytes the matcher marks (keep), so no match in the
+// decoded string spans an escape that decodes to other bytes (a barrier:
+// "\n", "\"" or a CJK "\u4e16" for every ordinary key). The string is
+// checked piece by piece between barriers, each piece in place when it
+// holds no other escape and decoded into s.buf otherwise; on real answers
+// (escapes every few bytes in code, nearly all of them barriers) that
+// copies almost nothing. Bytes that a character reference is made of ('&',
+// '#', ';', letters and digits) are kept as well, so a reference never
+// spans a barrier either and each piece's references decode on their own.
+//
+// This loop handles plain bytes, barrier escapes and the closing quote,
+// which is all of nearly every string; a piece with any other escape (or a
+// bad escape or a control byte) is left to decodePiece.
 func (s *scanner) str() bool {
-	s.i++ // opening quote
-	start := s.i
-	s.i = plainRun(s.b, s.i)
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.check(s.b[start:s.i])
-			s.i++
-			return true
-		case c == '\\':
-			return s.escapedStr(start)
-		case c < 0x20:
-			return false
+	b, minLen, escLen := s.b, s.minLen, &s.escLen
+	i := s.i + 1 // past the opening quote
+	start := i   // the piece since the last barrier
+	for {
+		// The hot loop, without calls: short runs of plain bytes and
+		// the two-byte barrier escapes of code ("\\\"", "\n") while
+		// the piece is too short to check. Anything else is left to the
+		// rest of the loop.
+		for i+8 <= len(b) {
+			if b[i] == '\\' {
+				if escLen[b[i+1]] != 2 || i-start >= minLen {
+					break
+				}
+				i += 2
+				start = i
+				continue
+			}
+			m := special(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				break
+			}
+			i += bits.TrailingZeros64(m) / 8
+			if b[i] != '\\' {
+				break
+			}
 		}
-		s.i++
+		// The next quote, backslash or control byte, when the hot loop
+		// stopped before one.
+		if i >= len(b) || b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i = s.plainRun(i)
+		}
+		n := 0 // the length of a barrier escape at i
+		if i < len(b) && b[i] == '"' {
+			if i-start >= minLen {
+				s.check(b[start:i], false)
+			}
+			s.i = i + 1
+			return true
+		}
+		if i+1 < len(b) && b[i] == '\\' {
+			n = int(escLen[b[i+1]])
+			if n == 6 {
+				n = s.uBarrier(i)
+			}
+		}
+		if n > 0 {
+			if i-start >= minLen {
+				s.check(b[start:i], true)
+			}
+			i += n
+		} else {
+			// Another escape, a bad one, a control byte or the end.
+			switch s.decodePiece(start, i) {
+			case stringEnded:
+				return true
+			case badString:
+				return false
+			}
+			i = s.i
+		}
+		start = i
 	}
-	return false
 }
 
-// escapedStr finishes a string that contains escapes, decoding it into
-// s.buf from start (the first byte after the opening quote).
-func (s *scanner) escapedStr(start int) bool {
-	s.buf = append(s.buf[:0], s.b[start:s.i]...)
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.check(s.buf)
-			s.i++
-			return true
-		case c < 0x20:
-			return false
-		case c != '\\':
-			s.buf = append(s.buf, c)
-			s.i++
-			continue
+// Outcomes of decodePiece.
+const (
+	pieceEnded  = iota // at a barrier escape, which it consumed
+	stringEnded        // at the closing quote, which it consumed
+	badString          // at a bad escape, a control byte or the end of b
+)
+
+// decodePiece scans the piece of a string that starts at start and holds
+// an escape at i that str does not take as a barrier, up to the piece's
+// end, decoding it into s.buf and checking it. It leaves s.i after what
+// ended the piece.
+func (s *scanner) decodePiece(start, i int) int {
+	b := s.b
+	s.buf = s.buf[:0]
+	decoded := false // s.buf holds the piece decoded up to start
+	for {
+		i = s.plainRun(i)
+		if i >= len(b) || b[i] < 0x20 {
+			return badString
 		}
-		if !s.escape() {
+		if b[i] == '"' {
+			s.endPiece(start, i, decoded, false)
+			s.i = i + 1
+			return stringEnded
+		}
+		s.i = i
+		dec, ok := s.escape()
+		if !ok {
+			return badString
+		}
+		if s.barrier(dec) {
+			s.endPiece(start, i, decoded, true)
+			return pieceEnded
+		}
+		s.buf = append(append(s.buf, b[start:i]...), dec.bytes()...)
+		decoded, start = true, s.i
+		i = s.i
+	}
+}
+
+// endPiece checks the piece of a string from start to end (see str);
+// followed tells whether the string goes on after it (see
+// entityDecoder.segments).
+func (s *scanner) endPiece(start, end int, decoded, followed bool) {
+	if !decoded {
+		s.check(s.b[start:end], followed)
+		return
+	}
+	s.buf = append(s.buf, s.b[start:end]...)
+	s.check(s.buf, followed)
+}
+
+// uBarrier returns the length of the \u escape at s.b[i] when it is a
+// valid barrier: 6, or 12 for a surrogate pair. It returns 0 when escape
+// must decide: a kept ASCII byte, non-ASCII when a form holds such bytes,
+// or a bad escape. A high surrogate not followed by its low half is U+FFFD
+// on its own, as in unicodeEscape.
+func (s *scanner) uBarrier(i int) int {
+	b := s.b
+	if s.keepHigh || i+6 > len(b) {
+		return 0
+	}
+	r := hexRune(b[i+2 : i+6])
+	switch {
+	case r < 0:
+		return 0
+	case r < utf8.RuneSelf:
+		if s.keep[r] {
+			return 0
+		}
+		return 6
+	case r < 0xd800 || r > 0xdbff:
+		return 6
+	}
+	if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+		if r2 := hexRune(b[i+8 : i+12]); 0xdc00 <= r2 && r2 <= 0xdfff {
+			return 12
+		}
+	}
+	return 6
+}
+
+// hexRune decodes four hex digits, or returns -1.
+func hexRune(h []byte) rune {
+	_ = h[3]
+	a, b, c, d := hexDigits[h[0]], hexDigits[h[1]], hexDigits[h[2]], hexDigits[h[3]]
+	if a|b|c|d < 0 {
+		return -1
+	}
+	return rune(a)<<12 | rune(b)<<8 | rune(c)<<4 | rune(d)
+}
+
+// hexDigits maps a hex digit to its value and every other byte to -1.
+var hexDigits = func() (t [256]int8) {
+	for i := range t {
+		t[i] = -1
+	}
+	for i, c := range []byte("0123456789abcdef") {
+		t[c] = int8(i)
+	}
+	for i, c := range []byte("ABCDEF") {
+		t[c] = int8(10 + i)
+	}
+	return t
+}()
+
+// decoded is the value of one escape: a byte, or a rune's UTF-8 bytes.
+type decoded struct {
+	b [utf8.UTFMax]byte
+	n int
+}
+
+func (d *decoded) bytes() []byte { return d.b[:d.n] }
+
+// barrier reports whether no byte of d is kept: nothing to look for, or
+// bytes that neither a form nor a character reference holds.
+func (s *scanner) barrier(d decoded) bool {
+	for _, c := range d.bytes() {
+		if s.keep[c] {
 			return false
 		}
 	}
-	return false
+	return true
 }
 
-// escape decodes one backslash escape at s.i into s.buf.
-func (s *scanner) escape() bool {
+// simpleEscapes maps the byte after a backslash to its value; 0 marks
+// 'u' and the bytes that are no escape.
+var simpleEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// escape decodes the backslash escape at s.i and moves past it.
+func (s *scanner) escape() (decoded, bool) {
 	if s.i+1 >= len(s.b) {
-		return false
+		return decoded{}, false
 	}
 	c := s.b[s.i+1]
 	s.i += 2
-	switch c {
-	case '"', '\\', '/':
-		s.buf = append(s.buf, c)
-	case 'b':
-		s.buf = append(s.buf, '\b')
-	case 'f':
-		s.buf = append(s.buf, '\f')
-	case 'n':
-		s.buf = append(s.buf, '\n')
-	case 'r':
-		s.buf = append(s.buf, '\r')
-	case 't':
-		s.buf = append(s.buf, '\t')
-	case 'u':
-		return s.unicodeEscape()
-	default:
-		return false
+	if v := simpleEscapes[c]; v != 0 {
+		return decoded{b: [utf8.UTFMax]byte{v}, n: 1}, true
 	}
-	return true
+	if c != 'u' {
+		return decoded{}, false
+	}
+	r, ok := s.unicodeEscape()
+	if !ok {
+		return decoded{}, false
+	}
+	var d decoded
+	d.n = utf8.EncodeRune(d.b[:], r)
+	return d, true
 }
 
 // unicodeEscape decodes \uXXXX (s.i is past the 'u'), joining surrogate
 // pairs; a lone surrogate becomes U+FFFD as encoding/json does.
-func (s *scanner) unicodeEscape() bool {
+func (s *scanner) unicodeEscape() (rune, bool) {
 	r, ok := s.hex4()
 	if !ok {
-		return false
+		return 0, false
 	}
-	if utf16.IsSurrogate(r) {
-		if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
-			save := s.i
-			s.i += 2
-			r2, ok := s.hex4()
-			if !ok {
-				return false
-			}
-			if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-				s.buf = utf8.AppendRune(s.buf, dec)
-				return true
-			}
-			s.i = save
+	if !utf16.IsSurrogate(r) {
+		return r, true
+	}
+	if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+		save := s.i
+		s.i += 2
+		r2, ok := s.hex4()
+		if !ok {
+			return 0, false
 		}
-		r = utf8.RuneError
+		if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+			return dec, true
+		}
+		s.i = save
 	}
-	s.buf = utf8.AppendRune(s.buf, r)
-	return true
+	return utf8.RuneError, true
 }
 
 func (s *scanner) hex4() (rune, bool) {
 	if s.i+4 > len(s.b) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range s.b[s.i : s.i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
+	r := hexRune(s.b[s.i : s.i+4])
 	s.i += 4
-	return r, true
+	return r, r >= 0
 }
 
 // Word-at-a-time constants: lo has 0x01 in every byte, hi has 0x80.
@@ -326,46 +504,95 @@ const (
 	hi = 0x8080808080808080
 )
 
-// plainRun returns the index of the first byte at or after i that may end
-// a plain run of string bytes: '"', '\\' or a control character. It looks
-// at eight bytes at a time, so long strings (the bulk of a model answer)
-// cost a fraction of a byte loop; the exact byte is then found by the
-// caller's loop.
-func plainRun(b []byte, i int) int {
-	for i+32 <= len(b) {
-		c := b[i : i+32 : i+32]
-		if special(binary.LittleEndian.Uint64(c[0:8]))|special(binary.LittleEndian.Uint64(c[8:16]))|
-			special(binary.LittleEndian.Uint64(c[16:24]))|special(binary.LittleEndian.Uint64(c[24:32])) != 0 {
-			break
+// plainRun returns the index of the first byte at or after i that ends a
+// plain run of string bytes: '"', '\\' or a control character, or len(b).
+// It looks at eight bytes at a time for short runs (code, between
+// escapes) and leaves long ones (prose) to longRun.
+func (s *scanner) plainRun(i int) int {
+	b := s.b
+	for k := 0; k < 3 && i+8 <= len(b); k++ {
+		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
 		}
-		i += 32
+		i += 8
 	}
-	for ; i+8 <= len(b); i += 8 {
-		if special(binary.LittleEndian.Uint64(b[i:])) != 0 {
+	if i+8 <= len(b) {
+		return s.longRun(i)
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
 			return i
 		}
 	}
 	return i
 }
 
-// special is non-zero when some byte of w is a control character (< 0x20),
-// '"' or '\\'.
-func special(w uint64) uint64 {
-	ctl := (w - lo*0x20) &^ w & hi
-	quote := w ^ (lo * '"')
-	back := w ^ (lo * '\\')
-	return ctl | ((quote - lo) &^ quote & hi) | ((back - lo) &^ back & hi)
+// longRun is plainRun for long runs: the next quote and backslash are
+// found with bytes.IndexByte, many bytes an instruction, and only control
+// bytes need a word-at-a-time pass. The next quote is remembered (s.quote):
+// a string with many escapes would otherwise search for the same distant
+// quote after each one.
+func (s *scanner) longRun(i int) int {
+	b := s.b
+	if s.quote < i {
+		s.quote = len(b)
+		if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
+			s.quote = i + q
+		}
+	}
+	end := s.quote
+	if k := bytes.IndexByte(b[i:end], '\\'); k >= 0 {
+		end = i + k
+	}
+	return i + firstControl(b[i:end])
 }
 
-// check looks for the forms in str as decoded from JSON and, when str
-// holds an ampersand, with its character references decoded too: a chat
-// client or markdown renderer may show "&#x2d;" as "-". Strings without an
-// ampersand (nearly all) cost nothing more.
-func (s *scanner) check(str []byte) {
-	if s.hit || len(s.forms.forms) == 0 {
+// firstControl returns the index of the first byte of b below 0x20, or
+// len(b).
+func firstControl(b []byte) int {
+	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		c := b[i : i+32 : i+32]
+		w0, w1 := binary.LittleEndian.Uint64(c[0:8]), binary.LittleEndian.Uint64(c[8:16])
+		w2, w3 := binary.LittleEndian.Uint64(c[16:24]), binary.LittleEndian.Uint64(c[24:32])
+		if ((w0-lo*0x20)&^w0|(w1-lo*0x20)&^w1|(w2-lo*0x20)&^w2|(w3-lo*0x20)&^w3)&hi != 0 {
+			break
+		}
+	}
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if m := (w - lo*0x20) &^ w & hi; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
+			return i
+		}
+	}
+	return i
+}
+
+// special has the high bit set in the lowest byte of w (the first in
+// memory) that is a control character (< 0x20), '"' or '\\', if any. Bytes
+// above that one may be marked when they are not: only the lowest mark is
+// exact.
+func special(w uint64) uint64 {
+	quote := w ^ (lo * '"')
+	back := w ^ (lo * '\\')
+	return ((w-lo*0x20)&^w | (quote-lo)&^quote | (back-lo)&^back) & hi
+}
+
+// check looks for the forms in a piece of a string (see str) as decoded
+// from JSON and, when it holds an ampersand, with its character references
+// decoded too: a chat client or markdown renderer may show "&#x2d;" as "-".
+// A piece shorter than every form cannot hold one, whichever way it is
+// decoded (decoding references never lengthens a text).
+func (s *scanner) check(piece []byte, followed bool) {
+	if s.hit || len(s.forms.forms) == 0 || len(piece) < s.forms.minLen {
 		return
 	}
-	if s.forms.contains(str) || s.forms.containsDecoded(&s.ent, str) {
+	if s.forms.contains(piece) || s.forms.containsDecoded(&s.ent, piece, followed) {
 		s.hit = true
 	}
 }

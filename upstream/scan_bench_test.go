@@ -1,8 +1,11 @@
 package upstream
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 )
 
 const benchKey = "sk-proj-abcdefghijklmnop0123456789"
@@ -20,6 +23,31 @@ func BenchmarkCheckJSON(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCheckJSONCorpus checks each answer corpus (prose, markdown,
+// ASCII-only markdown, tool calls) at 16 KiB and 1 MiB.
+func BenchmarkCheckJSONCorpus(b *testing.B) {
+	for _, kind := range answercorpus.Kinds {
+		for _, size := range []int{16 << 10, 1 << 20} {
+			body := answercorpus.Answer(kind, size)
+			b.Run(string(kind)+"-"+sizeLabel(size), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					if err := CheckJSON(body, benchKey); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func sizeLabel(n int) string {
+	if n >= 1<<20 {
+		return "1MiB"
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
 }
 
 func BenchmarkScanOnly(b *testing.B) {
