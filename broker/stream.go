@@ -116,8 +116,9 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	rc := http.NewResponseController(w)
 	sc := upstream.NewStreamScanner(resp.Body, key.Reveal(), rtsandbox.MaxStreamedAnswer)
 	var watch *streamWatch
+	var tap *textTap
 	if resp.Status < 300 && strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream") {
-		watch = t.newStreamWatch()
+		watch, tap = t.newStreamWatch(), t.newTextTap()
 	}
 	o := outcome{status: resp.Status, written: true}
 	head := func() {
@@ -139,6 +140,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 			headOut = true
 		}
 		watch.write(piece)
+		tap.write(piece)
 		_ = rc.SetWriteDeadline(time.Now().Add(silence)) // a worker that stops reading is cut off too
 		n, werr := w.Write(piece)
 		o.sent += int64(n)

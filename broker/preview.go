@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/brokerclient"
+)
+
+// Progress a guest can see (issue 11 item 4). A Turn made with WithText
+// reports the text of each streamed 2xx model answer, as it is relayed, to
+// its callback: only the answer's text deltas (OpenAI chat-completions
+// choices[0].delta.content, Anthropic Messages content_block_delta with a
+// text_delta), never tool-call arguments, thinking or anything else.
+//
+// The tap reads the pieces the upstream.StreamScanner released, the bytes
+// the worker got, never the raw upstream read: a reflected credential is
+// refused before any of it reaches a preview. It parses them with the
+// bounded SSE parser (an event over brokerclient.SSEWatchMaxEvent is
+// skipped, not held) and keeps no text: what the callback does with it is
+// the caller's bound. Without WithText nothing is parsed and nothing costs.
+
+// TextFunc receives the text of a turn's streamed answers: answer numbers
+// the streamed model calls of the turn from 1, and delta is the next text
+// of that answer, in order. It runs on the call's goroutine, between two
+// relayed pieces, so it must not block: the worker's read waits for it.
+type TextFunc func(answer int, delta string)
+
+// TurnOption configures one Turn.
+type TurnOption func(*Turn)
+
+// WithText reports the text of the turn's streamed answers to fn (see
+// TextFunc); nil reports nothing.
+func WithText(fn TextFunc) TurnOption {
+	return func(t *Turn) { t.onText = fn }
+}
+
+// textTap extracts the text deltas of one relayed answer. A nil *textTap
+// does nothing.
+type textTap struct {
+	parser    *brokerclient.SSEParser
+	fn        TextFunc
+	answer    int
+	anthropic bool
+}
+
+// newTextTap returns the tap of the turn's next streamed answer, or nil
+// when the turn reports no text.
+func (t *Turn) newTextTap() *textTap {
+	if t.onText == nil {
+		return nil
+	}
+	tap := &textTap{fn: t.onText, answer: int(t.answers.Add(1)), anthropic: t.b.anthropic()}
+	tap.parser = brokerclient.NewSSEParser(brokerclient.SSELimits{
+		MaxLine: brokerclient.SSEWatchMaxEvent, MaxEvent: brokerclient.SSEWatchMaxEvent,
+		MaxTotal: rtsandbox.MaxStreamedAnswer, SkipOversize: true,
+	}, tap.event)
+	return tap
+}
+
+// write feeds the tap with a piece passed on. A stream over the parser's
+// total stops the tap; the answer goes on.
+func (tap *textTap) write(p []byte) {
+	if tap == nil || tap.parser == nil {
+		return
+	}
+	if _, err := tap.parser.Write(p); err != nil {
+		tap.parser = nil
+	}
+}
+
+func (tap *textTap) event(ev brokerclient.SSEEvent) error {
+	var text string
+	if tap.anthropic {
+		text = anthropicText(ev.Data)
+	} else {
+		text = openAIText(ev.Data)
+	}
+	if text != "" {
+		tap.fn(tap.answer, text)
+	}
+	return nil
+}
+
+// anthropicText is the text of a Messages text_delta event, or "".
+func anthropicText(data string) string {
+	if typ, _ := leadingType(data); typ != "content_block_delta" && typ != "" {
+		return "" // classified without decoding: most events are deltas
+	}
+	var ev struct {
+		Type  string `json:"type"`
+		Delta struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"delta"`
+	}
+	if json.Unmarshal([]byte(data), &ev) != nil || ev.Type != "content_block_delta" || ev.Delta.Type != "text_delta" {
+		return ""
+	}
+	return ev.Delta.Text
+}
+
+// openAIText is the content delta of choice 0 of a chat-completions chunk,
+// or "".
+func openAIText(data string) string {
+	if !strings.Contains(data, `"content"`) {
+		return "" // [DONE], tool-call and usage chunks
+	}
+	var ev struct {
+		Choices []struct {
+			Index int `json:"index"`
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal([]byte(data), &ev) != nil {
+		return ""
+	}
+	for _, c := range ev.Choices {
+		if c.Index == 0 {
+			return c.Delta.Content
+		}
+	}
+	return ""
+}
