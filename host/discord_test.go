@@ -90,3 +90,84 @@ func TestStartDiscordWiresConfigIntoRouter(t *testing.T) {
 		t.Error("the token appears in the log")
 	}
 }
+
+// startDiscord passes discord.preview: with it the turn gets a text
+// observer and its streamed text shows as a preview, deleted once the
+// reply is out; without it, neither.
+func TestStartDiscordPassesPreview(t *testing.T) {
+	for _, preview := range []bool{true, false} {
+		t.Run(map[bool]string{true: "on", false: "off"}[preview], func(t *testing.T) {
+			const token, channelID = "cmd-discord-test-token", "600000000000000001"
+			fake := fakediscord.New(fakediscord.Options{Token: token})
+			defer fake.Close()
+			store, err := channels.Open(filepath.Join(t.TempDir(), "state"), []rtsandbox.ChannelKey{"discord:" + channelID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			policy, err := access.New(access.Rules{Everyone: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			observed := make(chan bool, 1)
+			rt := &fakeruntime.Runtime{Run: func(_ context.Context, c fakeruntime.Call) (rtsandbox.Reply, error) {
+				observed <- c.OnText != nil
+				if c.OnText != nil {
+					c.OnText(1, "Drafting")
+					time.Sleep(200 * time.Millisecond)
+				}
+				return rtsandbox.Reply{OK: true, Text: "Sealed reply."}, nil
+			}}
+			log := slog.New(slog.DiscardHandler)
+			r, err := router.New(router.Options{Channels: store, Runtime: rt, Access: policy, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(context.Background())
+			cfg := &config.Config{Model: config.Model{Stream: true}, Discord: &config.Discord{TokenEnv: "T", Preview: preview}}
+			stop, err := startDiscord(context.Background(), cfg, r, func(string) string { return token }, log,
+				DiscordNet{Client: fake.Client(), Dialer: fake.Dialer()})
+			if err != nil {
+				t.Fatalf("startDiscord: %v", err)
+			}
+			defer stop()
+			bot := fakediscord.User{ID: fake.BotID(), Username: "bot", Bot: true}
+			if _, err := fake.Post(fakediscord.Message{ChannelID: channelID, GuildID: "500000000000000001",
+				Content: "<@" + fake.BotID() + "> hello", Author: fakediscord.User{ID: "700000000000000002", Username: "alice"},
+				Mentions: []fakediscord.User{bot}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-observed; got != preview {
+				t.Errorf("the turn got a text observer: %v, want %v", got, preview)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var posts []string
+			_, err = fake.Wait(ctx, func(c []fakediscord.Call) bool {
+				posts = posts[:0]
+				for _, call := range c {
+					if call.Path == "/channels/"+channelID+"/messages" || call.Method == "DELETE" {
+						posts = append(posts, call.Method+" "+string(call.Body))
+					}
+				}
+				if len(posts) == 0 {
+					return false
+				}
+				if last := posts[len(posts)-1]; preview {
+					return strings.HasPrefix(last, "DELETE")
+				} else {
+					return strings.Contains(last, "Sealed reply.")
+				}
+			})
+			if err != nil {
+				t.Fatalf("waiting for the reply: %v (calls %q)", err, posts)
+			}
+			if preview && (len(posts) != 3 || !strings.Contains(posts[0], "Drafting") || !strings.HasPrefix(posts[2], "DELETE")) {
+				t.Errorf("calls = %q, want the preview, the reply, the preview's deletion", posts)
+			}
+			if !preview && len(posts) != 1 {
+				t.Errorf("calls = %q, want the reply only", posts)
+			}
+		})
+	}
+}
