@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 )
 
@@ -52,10 +51,7 @@ func (t *Turn) newTextTap() *textTap {
 		return nil
 	}
 	tap := &textTap{fn: t.onText, answer: int(t.answers.Add(1)), anthropic: t.b.anthropic()}
-	tap.parser = brokerclient.NewSSEParser(brokerclient.SSELimits{
-		MaxLine: brokerclient.SSEWatchMaxEvent, MaxEvent: brokerclient.SSEWatchMaxEvent,
-		MaxTotal: rtsandbox.MaxStreamedAnswer, SkipOversize: true,
-	}, tap.event)
+	tap.parser = watchParser(tap.event)
 	return tap
 }
 

@@ -234,11 +234,18 @@ type streamWatch struct {
 
 func (t *Turn) newStreamWatch() *streamWatch {
 	w := &streamWatch{t: t, atStart: true}
-	w.parser = brokerclient.NewSSEParser(brokerclient.SSELimits{
+	w.parser = watchParser(w.event)
+	return w
+}
+
+// watchParser is the parser of a reader of relayed pieces that must not
+// disturb the stream: bounded by the watch event size and the upstream
+// cap, skipping an oversized event rather than failing.
+func watchParser(emit func(brokerclient.SSEEvent) error) *brokerclient.SSEParser {
+	return brokerclient.NewSSEParser(brokerclient.SSELimits{
 		MaxLine: brokerclient.SSEWatchMaxEvent, MaxEvent: brokerclient.SSEWatchMaxEvent,
 		MaxTotal: rtsandbox.MaxStreamedAnswer, SkipOversize: true,
-	}, w.event)
-	return w
+	}, emit)
 }
 
 // write feeds the parser with a piece passed on. Whole Messages text
