@@ -2,9 +2,11 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -33,7 +35,11 @@ func (l *textLog) text() string {
 	return strings.Join(l.deltas, "")
 }
 
-const (
+// longText is longer than the tail the tap holds back, in two-byte runes
+// that a cut may split.
+var longText = strings.Repeat("ü", 200) + "."
+
+var (
 	// anthropicStream has text deltas around a thinking block and a
 	// tool_use block whose arguments must not show.
 	anthropicStream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n" +
@@ -41,6 +47,7 @@ const (
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"SECRET-THOUGHT\"}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"lo \\\"w\\u00f6rld\\\"\\n\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + longText + "\"}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\":\\\"TOOL-ARGS\\\"}\"}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 	// openAIStream has content deltas around a tool-call delta and a
@@ -48,6 +55,7 @@ const (
 	openAIStream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"reasoning_content\":\"SECRET-THOUGHT\"}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\r\n\r\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo \\\"w\\u00f6rld\\\"\\n\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + longText + "\"}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"q\\\":\\\"TOOL-ARGS\\\"}\"}}]}}]}\n\n" +
 		"data: {\"choices\":[],\"usage\":{\"total_tokens\":9}}\n\n" +
 		"data: [DONE]\n\n"
@@ -93,10 +101,10 @@ func splitTwo(body string) [][][]byte {
 }
 
 // TestPreviewTextEverySplit: the text deltas of both dialects, and only
-// they (no thinking, no tool arguments), reach the TextFunc whatever the
-// cut of the stream into upstream reads.
+// they (no thinking, no tool arguments), reach the TextFunc whole and in
+// valid UTF-8, whatever the cut of the stream into upstream reads.
 func TestPreviewTextEverySplit(t *testing.T) {
-	want := "Hello \"wörld\"\n"
+	want := "Hello \"wörld\"\n" + longText
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
 			for i, l := range streamTurn(t, d.route, d.edit, splitTwo(d.stream)) {
@@ -106,6 +114,11 @@ func TestPreviewTextEverySplit(t *testing.T) {
 				for _, a := range l.answer {
 					if a != 1 {
 						t.Fatalf("cut at %d: answer numbers %v, want all 1", i, l.answer)
+					}
+				}
+				for _, d := range l.deltas {
+					if !utf8.ValidString(d) {
+						t.Fatalf("cut at %d: delta %q splits a rune", i, d)
 					}
 				}
 			}
@@ -171,7 +184,39 @@ func TestPreviewAnswersNumbered(t *testing.T) {
 	for range 2 {
 		serveCatching(turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
 	}
+	// Per answer: the text before the held tail once longText comes, then
+	// the tail when the answer ends.
 	if diff := cmp.Diff([]int{1, 1, 2, 2}, l.answer); diff != "" {
 		t.Errorf("answer numbers (-want +got):\n%s", diff)
+	}
+}
+
+// TestPreviewEscapedKeyHeld: a key spelled with JSON escapes passes the
+// raw-form filter, but the decoded text is checked too: neither the key
+// nor its start reaches the TextFunc, however the deltas cut it, and the
+// answer's text ends there.
+func TestPreviewEscapedKeyHeld(t *testing.T) {
+	escaped := func(s string) string {
+		var b strings.Builder
+		for _, r := range s {
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+		return b.String()
+	}
+	event := func(text string) string {
+		return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n"
+	}
+	var cases [][][]byte
+	for i := 1; i < len(realKey); i++ {
+		body := event("Here it is: ") + event(escaped(realKey[:i])) + event(escaped(realKey[i:])) + event(" and more.")
+		cases = append(cases, [][]byte{[]byte(body)})
+	}
+	f := func(c *broker.Config) { anthropicAPI(true)(c); c.MaxCalls = rtsandbox.MaxCallsLimit }
+	for i, l := range streamTurn(t, rtsandbox.RouteAnthropicMessages, f, cases) {
+		got := l.text()
+		assertNoSecrets(t, "preview text", got)
+		if strings.Contains(got, realKey[:4]) || strings.Contains(got, "and more") {
+			t.Fatalf("cut %d: text = %q, want neither the key's start nor what follows it", i+1, got)
+		}
 	}
 }

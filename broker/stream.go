@@ -118,7 +118,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	var watch *streamWatch
 	var tap *textTap
 	if resp.Status < 300 && strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream") {
-		watch, tap = t.newStreamWatch(), t.newTextTap()
+		watch, tap = t.newStreamWatch(), t.newTextTap(key)
 	}
 	o := outcome{status: resp.Status, written: true}
 	head := func() {
@@ -133,6 +133,9 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	for {
 		piece, err := sc.Next()
 		if err != nil {
+			if cleanEnd(ctx, err) {
+				tap.flush()
+			}
 			return t.relayEnd(ctx, o, headOut, head, err, watch, rc)
 		}
 		if !headOut {
@@ -162,7 +165,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 // is cut, not complete. Any other error before the head is the fixed 502,
 // after it an abort.
 func (t *Turn) relayEnd(ctx context.Context, o outcome, headOut bool, head func(), err error, watch *streamWatch, rc *http.ResponseController) outcome {
-	if errors.Is(err, io.EOF) && ctx.Err() == nil {
+	if cleanEnd(ctx, err) {
 		if !headOut {
 			head()
 		}
@@ -178,6 +181,12 @@ func (t *Turn) relayEnd(ctx context.Context, o outcome, headOut bool, head func(
 	}
 	o.abort, o.detail, o.reflected = true, "stream cut: "+detail, reflected
 	return watch.settle(o)
+}
+
+// cleanEnd reports whether the scanner's err ends a relayed answer
+// normally: see relayEnd.
+func cleanEnd(ctx context.Context, err error) bool {
+	return errors.Is(err, io.EOF) && ctx.Err() == nil
 }
 
 // streamDetail names why a relayed answer ended early, content-free.
