@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -29,17 +27,7 @@ func TestServePreviewDeltasEndToEnd(t *testing.T) {
 	streamed(t, cfg)
 	s := startServe(t, addr, "--config", cfg)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/api/v1/events?channel=http:lobby", nil)
-	req.Header.Set("Authorization", "Bearer "+serveGuestToken)
-	resp, err := s.client.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET events = %v %v", resp, err)
-	}
-	ev := &events{}
-	done := make(chan struct{})
-	go func() { defer close(done); ev.read(resp.Body) }()
+	ev, stopEvents := s.subscribe(t, "?channel=http:lobby")
 
 	got := s.say(t, "http:lobby", "Tell me slowly.")
 	if c := chunksOf(got); len(c) != 1 || c[0] != answer {
@@ -52,9 +40,7 @@ func TestServePreviewDeltasEndToEnd(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
-	resp.Body.Close()
-	<-done
+	stopEvents()
 	preview, order := deltasOf(t, ev.String())
 	if preview == "" || !strings.HasPrefix(answer, preview) {
 		t.Errorf("deltas join to %q; want a non-empty prefix of the answer\nevents:\n%s", preview, ev.String())
