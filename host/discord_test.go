@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,11 +77,15 @@ func TestStartDiscordPassesPreview(t *testing.T) {
 	for _, preview := range []bool{true, false} {
 		t.Run(map[bool]string{true: "on", false: "off"}[preview], func(t *testing.T) {
 			observed := make(chan bool, 1)
-			rt := &fakeruntime.Runtime{Run: func(_ context.Context, c fakeruntime.Call) (rtsandbox.Reply, error) {
+			var fake *fakediscord.Server
+			rt := &fakeruntime.Runtime{Run: func(ctx context.Context, c fakeruntime.Call) (rtsandbox.Reply, error) {
 				observed <- c.OnText != nil
 				if c.OnText != nil {
 					c.OnText(1, "Drafting")
-					time.Sleep(200 * time.Millisecond)
+					// The preview goes out before the reply, which ends it.
+					_, _ = fake.Wait(ctx, func(calls []fakediscord.Call) bool {
+						return slices.ContainsFunc(calls, func(c fakediscord.Call) bool { return strings.Contains(string(c.Body), "Drafting") })
+					})
 				}
 				return rtsandbox.Reply{OK: true, Text: "Sealed reply."}, nil
 			}}

@@ -87,23 +87,27 @@ func (r *Router) startPreview(ctx context.Context, channel rtsandbox.ChannelKey,
 		return nil, func() {}
 	}
 	p := &preview{wake: make(chan struct{}, 1)}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		r.previewLoop(ctx, s, p, Delivery{Channel: channel, InReplyTo: id, Kind: KindPreview})
+		r.previewLoop(ctx, quit, s, p, Delivery{Channel: channel, InReplyTo: id, Kind: KindPreview})
 	}()
-	return p.add, func() { cancel(); <-done }
+	return p.add, func() { close(quit); <-done }
 }
 
 // previewLoop delivers p's text whenever it changed, at most once per
-// PreviewInterval, until ctx ends. A failed preview is logged and the next
-// one tried; a panicking surface is not asked again.
-func (r *Router) previewLoop(ctx context.Context, s Surface, p *preview, d Delivery) {
+// PreviewInterval, until quit is closed or ctx ends. Quitting does not
+// cancel a preview in flight (at most SendTimeout): a surface that posted
+// it must learn so, or it could not take it down when the reply comes. A
+// failed preview is logged and the next one tried; a panicking surface is
+// not asked again.
+func (r *Router) previewLoop(ctx context.Context, quit <-chan struct{}, s Surface, p *preview, d Delivery) {
 	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-quit:
 			return
 		case <-p.wake:
 		}
@@ -111,6 +115,9 @@ func (r *Router) previewLoop(ctx context.Context, s Surface, p *preview, d Deliv
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-quit:
 				t.Stop()
 				return
 			case <-t.C:

@@ -118,3 +118,44 @@ func TestPreviewBounded(t *testing.T) {
 		t.Error("an unchanged preview was taken twice")
 	}
 }
+
+// TestPreviewInFlightFinishes: a preview still being delivered when the
+// turn ends is not cancelled (the surface must learn it posted it, to take
+// it down); the reply waits for it and comes after.
+func TestPreviewInFlightFinishes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, newMemChannels(guests))
+		h.surface.previews = true
+		var mu sync.Mutex
+		var got []string
+		h.surface.onDeliver = func(d Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, string(d.Kind)+" "+d.Chunk)
+		}
+		h.surface.onSend = func(ctx context.Context, _ rtsandbox.ChannelKey, chunk string) error {
+			if chunk != "draft" {
+				return nil
+			}
+			select {
+			case <-time.After(time.Second): // a slow post
+				return nil
+			case <-ctx.Done():
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, "preview cancelled")
+				return ctx.Err()
+			}
+		}
+		h.rt.Run = streamingRun([]textStep{{0, 1, "draft"}, {10 * time.Millisecond, 1, " more"}}, "Final.")
+		if err := <-h.submit(mention(guests, "alice", "Alice", "hi")); err != nil {
+			t.Fatalf("Submit = %v", err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]string{"preview draft", "reply Final."}, got); diff != "" {
+			t.Errorf("deliveries (-want +got):\n%s", diff)
+		}
+	})
+}

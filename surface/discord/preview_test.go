@@ -151,7 +151,7 @@ func TestPreviewThroughRouter(t *testing.T) {
 			return rtsandbox.Reply{OK: true, Text: "no preview"}, nil
 		}
 		c.OnText(1, "Drafting <@"+ownerID+">")
-		time.Sleep(200 * time.Millisecond) // the preview goes out at once
+		h.waitFor(t, "the preview", func(c []fakediscord.Call) bool { return find(c, "POST", messagesPath(enabledID)) >= 0 })
 		return rtsandbox.Reply{OK: true, Text: "The answer."}, nil
 	}
 	h.post(t, guildMessage(enabledID, alice, []string{memberRole}, "hi", true))
