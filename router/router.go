@@ -25,6 +25,11 @@
 //     answer or fixed failure text, KindNotice for the router's notice about
 //     a message it will not run, KindReport for a background report
 //     (PostReport, "" InReplyTo). Typing names the message too.
+//   - Previews (preview.go): a surface that opts in (PreviewSurface) gets
+//     KindPreview deliveries with the text so far of a sandbox turn's
+//     streamed answers, at most one per PreviewInterval per message, when
+//     the runtime can report it (TextRuntime). They end before the reply,
+//     which is always the worker's; a preview never replaces it.
 //   - Every message the router does not run is dropped for one reason of
 //     a fixed set (DropReasons): logged as "message dropped" with the
 //     channel, the surface and the reason (never the content), reported to
