@@ -278,9 +278,13 @@ func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
 // Turn binds the broker to one admitted turn: every call of it runs for
 // binding, which credential getters and host tools receive. ctx is the
 // turn's context: when it ends, new calls get 410 and calls in flight are
-// cancelled.
-func (b *Broker) Turn(ctx context.Context, binding rtsandbox.Binding) *Turn {
-	return &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls}
+// cancelled. opts add per-turn behaviour (WithText).
+func (b *Broker) Turn(ctx context.Context, binding rtsandbox.Binding, opts ...TurnOption) *Turn {
+	t := &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
 }
 
 // statusOK is the only status of a successful call.

@@ -120,8 +120,9 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 		sc.Events() // whole events, their JSON checked decoded too
 	}
 	var watch *streamWatch
+	var tap *textTap
 	if resp.Status < 300 && sse {
-		watch = t.newStreamWatch()
+		watch, tap = t.newStreamWatch(), t.newTextTap(key)
 	}
 	o := outcome{status: resp.Status, written: true}
 	head := func() {
@@ -136,6 +137,9 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	for {
 		piece, err := sc.Next()
 		if err != nil {
+			if cleanEnd(ctx, err) {
+				tap.flush()
+			}
 			return t.relayEnd(ctx, o, headOut, head, err, watch, rc)
 		}
 		if !headOut {
@@ -143,6 +147,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 			headOut = true
 		}
 		watch.write(piece)
+		tap.write(piece)
 		_ = rc.SetWriteDeadline(time.Now().Add(silence)) // a worker that stops reading is cut off too
 		n, werr := w.Write(piece)
 		o.sent += int64(n)
@@ -164,7 +169,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 // is cut, not complete. Any other error before the head is the fixed 502,
 // after it an abort.
 func (t *Turn) relayEnd(ctx context.Context, o outcome, headOut bool, head func(), err error, watch *streamWatch, rc *http.ResponseController) outcome {
-	if errors.Is(err, io.EOF) && ctx.Err() == nil {
+	if cleanEnd(ctx, err) {
 		if !headOut {
 			head()
 		}
@@ -180,6 +185,12 @@ func (t *Turn) relayEnd(ctx context.Context, o outcome, headOut bool, head func(
 	}
 	o.abort, o.detail, o.reflected = true, "stream cut: "+detail, reflected
 	return watch.settle(o)
+}
+
+// cleanEnd reports whether the scanner's err ends a relayed answer
+// normally: see relayEnd.
+func cleanEnd(ctx context.Context, err error) bool {
+	return errors.Is(err, io.EOF) && ctx.Err() == nil
 }
 
 // streamDetail names why a relayed answer ended early, content-free.
@@ -236,11 +247,18 @@ type streamWatch struct {
 
 func (t *Turn) newStreamWatch() *streamWatch {
 	w := &streamWatch{t: t, atStart: true}
-	w.parser = brokerclient.NewSSEParser(brokerclient.SSELimits{
+	w.parser = watchParser(w.event)
+	return w
+}
+
+// watchParser is the parser of a reader of relayed pieces that must not
+// disturb the stream: bounded by the watch event size and the upstream
+// cap, skipping an oversized event rather than failing.
+func watchParser(emit func(brokerclient.SSEEvent) error) *brokerclient.SSEParser {
+	return brokerclient.NewSSEParser(brokerclient.SSELimits{
 		MaxLine: brokerclient.SSEWatchMaxEvent, MaxEvent: brokerclient.SSEWatchMaxEvent,
 		MaxTotal: rtsandbox.MaxStreamedAnswer, SkipOversize: true,
-	}, w.event)
-	return w
+	}, emit)
 }
 
 // write feeds the parser with a piece passed on. Whole Messages text

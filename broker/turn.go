@@ -28,6 +28,10 @@ type Turn struct {
 	inFlight bool
 	// overBudget records that a call was refused for a daily budget.
 	overBudget atomic.Bool
+	// onText receives the text of streamed answers (preview.go); answers
+	// numbers them.
+	onText  TextFunc
+	answers atomic.Int64
 }
 
 // OverBudget reports whether any call of the turn was refused because a

@@ -32,12 +32,18 @@ type HTTP struct {
 	// OwnerTokenEnv names the variable holding the owner's bearer token;
 	// empty means no owner commands over HTTP.
 	OwnerTokenEnv EnvVar
+	// Preview emits "delta" events with a streamed answer's text while
+	// its turn runs (http.preview, default false).
+	Preview bool
 }
 
 // Discord is the Discord surface. A nil *Discord means the surface is off.
 type Discord struct {
 	TokenEnv    EnvVar // required
 	RootCommand string // ^[a-z][a-z0-9_-]{0,31}$, default DefaultRootCommand
+	// Preview shows a streamed answer in one message edited while its
+	// turn runs (discord.preview, default false).
+	Preview bool
 }
 
 var rootCommandRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -125,7 +131,7 @@ func (p *parser) httpSurface(n *yaml.Node) *HTTP {
 	if n == nil {
 		return nil
 	}
-	o, ok := p.object(n, "http", "listen", "token_env", "owner_token_env")
+	o, ok := p.object(n, "http", "listen", "token_env", "owner_token_env", "preview")
 	if !ok {
 		return nil
 	}
@@ -135,6 +141,7 @@ func (p *parser) httpSurface(n *yaml.Node) *HTTP {
 	}
 	h.TokenEnv = p.envVar(o, "token_env", true)
 	h.OwnerTokenEnv = p.envVar(o, "owner_token_env", false)
+	h.Preview = p.boolean(o, "preview")
 	if h.TokenEnv != "" && h.TokenEnv == h.OwnerTokenEnv {
 		p.fail(o.get("owner_token_env"), o.at("owner_token_env"), "must differ from token_env: a guest token must not run owner commands")
 	}
@@ -146,7 +153,7 @@ func (p *parser) discordSurface(n *yaml.Node) *Discord {
 	if n == nil {
 		return nil
 	}
-	o, ok := p.object(n, "discord", "token_env", "root_command")
+	o, ok := p.object(n, "discord", "token_env", "root_command", "preview")
 	if !ok {
 		return nil
 	}
@@ -155,6 +162,7 @@ func (p *parser) discordSurface(n *yaml.Node) *Discord {
 	if v, ok := p.text(o, "root_command", false, rootCommandRule); ok {
 		d.RootCommand = v
 	}
+	d.Preview = p.boolean(o, "preview")
 	return d
 }
 

@@ -83,6 +83,18 @@ discord:
 			name: "empty-values-mean-unset",
 			in:   minimal + "access:\ninitial_channels: ~\nhttp:\ndiscord:\n",
 		},
+		{
+			name:    "previews-on",
+			in:      minimal + "http: {token_env: T, preview: true}\ndiscord: {token_env: D, preview: true}\n",
+			http:    &HTTP{Listen: DefaultHTTPListen, Loopback: true, TokenEnv: "T", Preview: true},
+			discord: &Discord{TokenEnv: "D", RootCommand: DefaultRootCommand, Preview: true},
+		},
+		{
+			name:    "previews-off-explicitly",
+			in:      minimal + "http: {token_env: T, preview: false}\ndiscord: {token_env: D, preview: false}\n",
+			http:    &HTTP{Listen: DefaultHTTPListen, Loopback: true, TokenEnv: "T"},
+			discord: &Discord{TokenEnv: "D", RootCommand: DefaultRootCommand},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,6 +155,10 @@ var hostErrorTests = []struct {
 	{"http-listen-bad-host", "http: {listen: 'a b:80', token_env: T}\n", []string{"http.listen: must be host:port"}},
 	{"http-listen-number", "http: {listen: 8787, token_env: T}\n", []string{"http.listen: must be a string"}},
 	{"http-not-mapping", "http: true\n", []string{"http: must be a mapping"}},
+	{"http-preview-string", "http: {token_env: T, preview: 'yes'}\n", []string{"http.preview: must be true or false"}},
+	{"http-preview-number", "http: {token_env: T, preview: 1}\n", []string{"http.preview: must be true or false"}},
+	{"discord-preview-string", "discord: {token_env: D, preview: 'true'}\n", []string{"discord.preview: must be true or false"}},
+	{"discord-preview-list", "discord: {token_env: D, preview: [true]}\n", []string{"discord.preview: must be true or false"}},
 	{"discord-token-env-missing", "discord: {root_command: rt}\n", []string{"discord.token_env: is required"}},
 	{"discord-unknown-key", "discord: {token_env: D, guild: 1}\n", []string{"discord.guild: unknown key"}},
 	{"root-command-upper", "discord: {token_env: D, root_command: Roundtable}\n", []string{"discord.root_command: must match ^[a-z][a-z0-9_-]{0,31}$"}},

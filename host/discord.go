@@ -25,10 +25,11 @@ type DiscordNet struct {
 // surface connects.
 func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, getenv env, log *slog.Logger, dn DiscordNet) (stop func(), err error) {
 	d := cfg.Discord
+	warnPreview(log, "discord.preview", d.Preview, cfg)
 	s, err := discord.New(discord.Options{
 		Token:       func() rtsandbox.Secret { return rtsandbox.Secret(d.TokenEnv.Lookup(getenv)) },
 		RootCommand: d.RootCommand, Router: r, Logger: log.With("surface", "discord"),
-		HTTPClient: dn.Client, Dialer: dn.Dialer,
+		HTTPClient: dn.Client, Dialer: dn.Dialer, Preview: d.Preview,
 	})
 	if err != nil {
 		return nil, err
@@ -41,4 +42,12 @@ func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, get
 		return nil, err
 	}
 	return func() { s.Close() }, nil
+}
+
+// warnPreview tells the operator that a surface's previews (key) cannot
+// show anything while the model's answers are not streamed.
+func warnPreview(log *slog.Logger, key string, on bool, cfg *config.Config) {
+	if on && !cfg.Model.Stream {
+		log.Warn(key+" is on but model.stream is off: no answer streams, so there is nothing to preview", "key", key)
+	}
 }

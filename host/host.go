@@ -268,7 +268,9 @@ func (h *Host) startHTTP(getenv env) error {
 	if c.OwnerTokenEnv != "" && ownerID == "" {
 		h.log.Warn("http.owner_token_env is set but access.owners has no http: identity: owner requests are refused")
 	}
+	warnPreview(h.log, "http.preview", c.Preview, h.cfg)
 	api, err := httpapi.New(httpapi.Options{
+		Preview:       c.Preview,
 		Router:        h.router,
 		Token:         func() string { return c.TokenEnv.Lookup(getenv) },
 		OwnerToken:    func() string { return c.OwnerTokenEnv.Lookup(getenv) },

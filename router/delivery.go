@@ -27,6 +27,10 @@ func (p turnPort) StartTyping(ctx context.Context) (stop func()) {
 	return p.r.startTyping(ctx, p.channel, p.id)
 }
 
+func (p turnPort) StartPreview(ctx context.Context) (func(int, string), func()) {
+	return p.r.startPreview(ctx, p.channel, p.id)
+}
+
 func (r *Router) surface(channel rtsandbox.ChannelKey) Surface {
 	prefix, _, _ := strings.Cut(string(channel), ":")
 	r.mu.Lock()

@@ -44,9 +44,11 @@ type (
 // fakeSurface records what the router posts. The hooks, set before any
 // message, may fail, block or panic.
 type fakeSurface struct {
-	failSend func(chunk string) error
-	onSend   func(ctx context.Context, ch rtsandbox.ChannelKey, chunk string) error
-	onTyping func(ctx context.Context, ch rtsandbox.ChannelKey) error
+	failSend  func(chunk string) error
+	onSend    func(ctx context.Context, ch rtsandbox.ChannelKey, chunk string) error
+	onTyping  func(ctx context.Context, ch rtsandbox.ChannelKey) error
+	previews  bool // take KindPreview deliveries
+	onDeliver func(d Delivery)
 
 	mu         sync.Mutex
 	sent       []string
@@ -57,6 +59,9 @@ type fakeSurface struct {
 
 func (s *fakeSurface) Deliver(ctx context.Context, d Delivery) error {
 	ch, chunk := d.Channel, d.Chunk
+	if s.onDeliver != nil {
+		s.onDeliver(d)
+	}
 	if s.onSend != nil {
 		if err := s.onSend(ctx, ch, chunk); err != nil {
 			return err
@@ -74,6 +79,8 @@ func (s *fakeSurface) Deliver(ctx context.Context, d Delivery) error {
 	s.events = append(s.events, "send "+string(ch))
 	return nil
 }
+
+func (s *fakeSurface) Previews() bool { return s.previews }
 
 func (s *fakeSurface) Typing(ctx context.Context, ch rtsandbox.ChannelKey, id string) error {
 	if s.onTyping != nil {
@@ -301,7 +308,8 @@ func openStore(t *testing.T, dir string, initial ...rtsandbox.ChannelKey) *chann
 
 // The production implementations satisfy the router's interfaces.
 var (
-	_ Runtime    = (*sandbox.Runtime)(nil)
-	_ ChannelSet = (*channels.Store)(nil)
-	_ Resolver   = (*access.Policy)(nil)
+	_ TextRuntime = (*sandbox.Runtime)(nil)
+	_ TextRuntime = (*fakeruntime.Runtime)(nil)
+	_ ChannelSet  = (*channels.Store)(nil)
+	_ Resolver    = (*access.Policy)(nil)
 )

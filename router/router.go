@@ -25,6 +25,11 @@
 //     answer or fixed failure text, KindNotice for the router's notice about
 //     a message it will not run, KindReport for a background report
 //     (PostReport, "" InReplyTo). Typing names the message too.
+//   - Previews (preview.go): a surface that opts in (PreviewSurface) gets
+//     KindPreview deliveries with the text so far of a sandbox turn's
+//     streamed answers, at most one per PreviewInterval per message, when
+//     the runtime can report it (TextRuntime). They end before the reply,
+//     which is always the worker's; a preview never replaces it.
 //   - Every message the router does not run is dropped for one reason of
 //     a fixed set (DropReasons): logged as "message dropped" with the
 //     channel, the surface and the reason (never the content), reported to
@@ -171,6 +176,14 @@ const (
 	// KindReport: a background report (a research result), tied to no
 	// message.
 	KindReport DeliveryKind = "report"
+	// KindPreview: the text so far of the answer to a message whose turn
+	// is running (preview.go), only to a PreviewSurface whose Previews is
+	// true, at most once per PreviewInterval per message. Unlike the
+	// other kinds its Chunk is the whole preview, up to MaxPreviewBytes
+	// and not cut to chunk.ChunkLimit: the surface shows as much as fits.
+	// It never replaces the reply: the worker's reply (or the failure
+	// text) always follows as KindReply, and no preview follows it.
+	KindPreview DeliveryKind = "preview"
 )
 
 // Delivery is one chunk the router posts to a surface, naming the message
@@ -192,6 +205,26 @@ type Runtime interface {
 	RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error)
 	StartFresh(channel rtsandbox.ChannelKey) error
 	Stop(channel rtsandbox.ChannelKey) bool
+}
+
+// TextRuntime is a Runtime that can report the text of a turn's streamed
+// model answers while it runs (*sandbox.Runtime implements it). It is
+// optional: the sandbox claim asks for previews only of a runtime that
+// implements it and only when the message's surface takes them, and
+// otherwise calls RunTurn as before. onText receives, for answer 1, 2, …
+// of the turn, its next text delta (already past the broker's reflection
+// filter); it must not block.
+type TextRuntime interface {
+	Runtime
+	RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(answer int, delta string)) (rtsandbox.Reply, error)
+}
+
+// PreviewSurface is a Surface that may take KindPreview deliveries. A
+// surface opts in by implementing it and returning true from Previews (its
+// operator switched previews on); the others never see a preview.
+type PreviewSurface interface {
+	Surface
+	Previews() bool
 }
 
 // ChannelSet is the persisted set of sandboxed channels (*channels.Store
@@ -254,6 +287,12 @@ type Port interface {
 	// TypingInterval until stop is called; stop waits for the refresher to
 	// end. Without a surface it does nothing.
 	StartTyping(ctx context.Context) (stop func())
+	// StartPreview returns the text observer of the message's turn, to
+	// hand to TextRuntime.RunTurnText, and a stop that ends the previews
+	// and waits for the one in flight; call stop before Reply. onText is
+	// nil, and stop does nothing, when the message's surface takes no
+	// previews.
+	StartPreview(ctx context.Context) (onText func(answer int, delta string), stop func())
 }
 
 // Options configure a Router. Channels, Runtime and Access are required.

@@ -154,7 +154,7 @@ func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Bindin
 			err = recovered(c.log, channel, "sandbox turn", p)
 		}
 	}()
-	reply, err := c.runtime.RunTurn(ctx, b, text)
+	reply, err := c.run(ctx, port, b, text)
 	if err != nil {
 		return err
 	}
@@ -168,6 +168,22 @@ func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Bindin
 			"units", rtsandbox.UTF16Len(out), "max_chunks", chunk.MaxChunks)
 	}
 	return port.Reply(ctx, chunks)
+}
+
+// run runs the turn, with previews when the runtime can report text and
+// the message's surface takes previews; they end before run returns, so
+// none follows the reply.
+func (c *sandboxClaim) run(ctx context.Context, port Port, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	tr, ok := c.runtime.(TextRuntime)
+	if !ok {
+		return c.runtime.RunTurn(ctx, b, text)
+	}
+	onText, stop := port.StartPreview(ctx)
+	defer stop()
+	if onText == nil {
+		return c.runtime.RunTurn(ctx, b, text)
+	}
+	return tr.RunTurnText(ctx, b, text, onText)
 }
 
 func (c *sandboxClaim) StartFresh(_ context.Context, channel rtsandbox.ChannelKey) (string, error) {

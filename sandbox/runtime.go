@@ -71,6 +71,16 @@ func New(opts Options) (*Runtime, error) {
 // or the caller's context error. Do not call Dispose from a driver or
 // OnTurn: it waits for the turn that calls it.
 func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	return r.RunTurnText(ctx, b, text, nil)
+}
+
+// RunTurnText is RunTurn that also reports the text of the turn's
+// streamed model answers, as the broker relays them, to onText (see
+// broker.TextFunc): answer numbers the turn's streamed answers from 1 and
+// delta is their next text, already past the reflection filter. onText
+// runs on a broker call's goroutine and must not block; nil reports
+// nothing. It is what the router's sandbox claim uses for previews.
+func (r *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(answer int, delta string)) (rtsandbox.Reply, error) {
 	channel, speaker := b.Channel, b.Speaker
 	if err := checkInput(channel, speaker, text); err != nil {
 		return rtsandbox.Reply{}, err
@@ -99,7 +109,7 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 	defer stopTimer()
 	t := &turn{
 		s: &r.s, ctx: turnCtx, end: end, binding: b, text: text,
-		reset: gen > 0, stats: TurnStats{Channel: channel, Admitted: at, Slotted: time.Now()},
+		reset: gen > 0, onText: onText, stats: TurnStats{Channel: channel, Admitted: at, Slotted: time.Now()},
 	}
 	t.onReply = func(reply rtsandbox.Reply) {
 		if reply.OK {

@@ -25,6 +25,7 @@ type turn struct {
 	text    string
 	reset   bool
 	onReply func(rtsandbox.Reply) // sees a reply the driver accepted
+	onText  broker.TextFunc       // the streamed answers' text, or nil
 	stats   TurnStats
 }
 
@@ -73,7 +74,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	calls := &callRecorder{}
 	// The turn context, not the caller's, binds the broker: when the turn
 	// ends, new calls get 410 and calls in flight are cancelled.
-	bt := t.s.Broker.Turn(t.ctx, t.binding)
+	bt := t.s.Broker.Turn(t.ctx, t.binding, broker.WithText(t.onText))
 	srv, err := t.listen(runDir, calls.wrap(bt))
 	if err != nil {
 		return rtsandbox.Reply{}, err

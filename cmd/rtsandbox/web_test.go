@@ -82,17 +82,7 @@ func TestServeResearchEndToEnd(t *testing.T) {
 	appendConfig(t, cfg, "web:\n  search: {provider: searxng, url: "+searx.URL+"/search}\n  research: {enabled: true, model: fake-model, timeout: 60s}\n")
 	s := startServe(t, addr, "--config", cfg, "--drain", "20s")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/api/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+serveGuestToken)
-	resp, err := s.client.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET events = %v %v", resp, err)
-	}
-	ev := &events{}
-	done := make(chan struct{})
-	go func() { defer close(done); ev.read(resp.Body) }()
+	ev, stopEvents := s.subscribe(t, "")
 
 	// The report waits on the channel's queue behind the turn, so the
 	// turn's answer holds only the agent's own reply.
@@ -115,9 +105,7 @@ func TestServeResearchEndToEnd(t *testing.T) {
 		t.Errorf("searches = %q; want one for the answer", searches)
 	}
 	mu.Unlock()
-	cancel()
-	resp.Body.Close()
-	<-done
+	stopEvents()
 	if code := s.stop(t); code != exitOK {
 		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
 	}
@@ -125,6 +113,24 @@ func TestServeResearchEndToEnd(t *testing.T) {
 	if strings.Contains(s.out.String(), sealedTestKey) {
 		t.Error("serve log contains the model key")
 	}
+}
+
+// subscribe reads serve's chat API event stream (query "" or
+// "?channel=…") in the background until stop, which waits for the reader.
+func (s *server) subscribe(t *testing.T, query string) (ev *events, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/api/v1/events"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+serveGuestToken)
+	resp, err := s.client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		cancel()
+		t.Fatalf("GET events = %v %v", resp, err)
+	}
+	ev = &events{}
+	done := make(chan struct{})
+	go func() { defer close(done); ev.read(resp.Body) }()
+	return ev, func() { cancel(); resp.Body.Close(); <-done }
 }
 
 func appendConfig(t *testing.T, path, text string) {

@@ -56,7 +56,7 @@ type Options struct {
 // Call is one recorded REST request.
 type Call struct {
 	Seq    int    // order among all calls, from 1
-	Method string // GET, POST, PUT, PATCH
+	Method string // GET, POST, PUT, PATCH, DELETE
 	Path   string // without /api/v<n>, such as /channels/42/messages
 	Body   json.RawMessage
 	Status int // what the fake answered
@@ -469,6 +469,8 @@ func (s *Server) routes() http.Handler {
 	api("GET /api/{v}/gateway/bot", true, s.getGateway)
 	api("POST /api/{v}/channels/{channel}/messages", true, s.postMessage)
 	api("GET /api/{v}/channels/{channel}/messages/{message}", true, s.getMessage)
+	api("PATCH /api/{v}/channels/{channel}/messages/{message}", true, s.editMessage)
+	api("DELETE /api/{v}/channels/{channel}/messages/{message}", true, s.deleteMessage)
 	api("POST /api/{v}/channels/{channel}/typing", true, func(*http.Request, []byte) answer { return answer{http.StatusNoContent, nil} })
 	api("PUT /api/{v}/applications/{app}/commands", true, s.putCommands)
 	api("POST /api/{v}/interactions/{id}/{token}/callback", false, s.callback)
@@ -567,6 +569,58 @@ func (s *Server) getMessage(r *http.Request, _ []byte) answer {
 		return errorAnswer(http.StatusNotFound, 10008, "Unknown Message")
 	}
 	return answer{http.StatusOK, m}
+}
+
+// editMessage changes the content of one of the bot's messages, as
+// Discord does: an unknown message is 404 (10008), another author's 403
+// (50005), content over 2,000 units 400 (50035); the edit is dispatched
+// as MESSAGE_UPDATE and answered with the message.
+func (s *Server) editMessage(r *http.Request, body []byte) answer {
+	var in struct {
+		Content *string `json:"content"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return errorAnswer(http.StatusBadRequest, 50035, "Invalid Form Body")
+	}
+	if in.Content != nil && utf16Len(*in.Content) > maxContent {
+		return errorAnswer(http.StatusBadRequest, 50035, "Invalid Form Body")
+	}
+	s.mu.Lock()
+	m, ok := s.messages[r.PathValue("message")]
+	switch {
+	case !ok || m.ChannelID != r.PathValue("channel"):
+		s.mu.Unlock()
+		return errorAnswer(http.StatusNotFound, 10008, "Unknown Message")
+	case m.Author.ID != s.opts.BotID:
+		s.mu.Unlock()
+		return errorAnswer(http.StatusForbidden, 50005, "Cannot edit a message authored by another user")
+	}
+	if in.Content != nil {
+		m.Content = *in.Content
+	}
+	edited := time.Now().UTC().Format(time.RFC3339Nano)
+	m.EditedTimestamp = &edited
+	s.messages[m.ID] = m
+	s.mu.Unlock()
+	_ = s.Dispatch("MESSAGE_UPDATE", m)
+	return answer{http.StatusOK, m}
+}
+
+// deleteMessage removes a message (204), dispatched as MESSAGE_DELETE; an
+// unknown one is 404 (10008).
+func (s *Server) deleteMessage(r *http.Request, _ []byte) answer {
+	id, channel := r.PathValue("message"), r.PathValue("channel")
+	s.mu.Lock()
+	m, ok := s.messages[id]
+	if ok && m.ChannelID == channel {
+		delete(s.messages, id)
+	}
+	s.mu.Unlock()
+	if !ok || m.ChannelID != channel {
+		return errorAnswer(http.StatusNotFound, 10008, "Unknown Message")
+	}
+	_ = s.Dispatch("MESSAGE_DELETE", map[string]string{"id": id, "channel_id": channel})
+	return answer{http.StatusNoContent, nil}
 }
 
 func (s *Server) putCommands(r *http.Request, body []byte) answer {

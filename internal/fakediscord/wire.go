@@ -85,6 +85,7 @@ type Message struct {
 	ReferencedMessage *Message          `json:"referenced_message,omitempty"`
 	MessageSnapshots  []Snapshot        `json:"message_snapshots,omitempty"`
 	Timestamp         string            `json:"timestamp"`
+	EditedTimestamp   *string           `json:"edited_timestamp"`
 	Flags             int               `json:"flags"`
 }
 

@@ -17,6 +17,8 @@ type Call struct {
 	Channel rtsandbox.ChannelKey
 	Speaker rtsandbox.Speaker
 	Text    string
+	// OnText is the turn's text observer (RunTurnText), nil for RunTurn.
+	OnText func(answer int, delta string)
 }
 
 // Runtime implements router.Runtime. Run decides each turn's outcome
@@ -35,8 +37,14 @@ type Runtime struct {
 
 // RunTurn records the call and runs Run with a context Stop can cancel.
 func (f *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	return f.RunTurnText(ctx, b, text, nil)
+}
+
+// RunTurnText is RunTurn whose Call carries onText, so that Run may
+// report streamed text as the real runtime would.
+func (f *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(answer int, delta string)) (rtsandbox.Reply, error) {
 	ch := b.Channel
-	c := Call{Channel: ch, Speaker: b.Speaker, Text: text}
+	c := Call{Channel: ch, Speaker: b.Speaker, Text: text, OnText: onText}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f.mu.Lock()

@@ -109,6 +109,11 @@ type Options struct {
 	// Dialer opens the gateway websocket; nil means a dialer with a 10 s
 	// handshake timeout and the environment's proxy.
 	Dialer *websocket.Dialer
+	// Preview shows a streamed answer while its turn runs: one message,
+	// posted on the first preview and edited (preview.go). Off by default.
+	Preview bool
+	// Now is the clock of the preview cadence; nil means time.Now.
+	Now func() time.Time
 }
 
 // Surface is the Discord surface. It implements router.Surface.
@@ -120,6 +125,10 @@ type Surface struct {
 	client  *http.Client
 	dialer  *websocket.Dialer
 	ownHTTP bool // client created here: close its idle connections
+	preview bool
+	now     func() time.Time
+	pmu     sync.Mutex
+	shown   map[string]*shownPreview // by channel id: its turn's preview message
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -158,13 +167,19 @@ func New(opts Options) (*Surface, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Surface{
-		root:   root,
-		token:  opts.Token,
-		router: opts.Router,
-		log:    log.With("surface", Prefix),
-		client: opts.HTTPClient,
-		dialer: opts.Dialer,
-		inbox:  make(chan *discordgo.Message, inboxSize),
+		root:    root,
+		token:   opts.Token,
+		router:  opts.Router,
+		log:     log.With("surface", Prefix),
+		client:  opts.HTTPClient,
+		dialer:  opts.Dialer,
+		inbox:   make(chan *discordgo.Message, inboxSize),
+		preview: opts.Preview,
+		now:     opts.Now,
+		shown:   map[string]*shownPreview{},
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.client == nil {
 		s.client = &http.Client{Timeout: 20 * time.Second}
@@ -331,7 +346,8 @@ func usersOnly() *discordgo.MessageAllowedMentions {
 }
 
 // Deliver implements router.Surface: it posts the chunk as its own
-// message, whatever its kind.
+// message, whatever its kind, except a preview, which posts or edits the
+// message's preview (preview.go); a reply then removes the preview.
 func (s *Surface) Deliver(ctx context.Context, d router.Delivery) error {
 	channel, chunk := d.Channel, d.Chunk
 	id, err := channelID(channel)
@@ -342,9 +358,15 @@ func (s *Surface) Deliver(ctx context.Context, d router.Delivery) error {
 	if err != nil {
 		return err
 	}
+	if d.Kind == router.KindPreview {
+		return s.showPreview(ctx, sess, id, d)
+	}
 	msg := &discordgo.MessageSend{Content: chunk, AllowedMentions: usersOnly()}
 	if _, err := sess.ChannelMessageSendComplex(id, msg, discordgo.WithContext(ctx)); err != nil {
 		return fmt.Errorf("discord: send to %s: %s", channel, s.redact(err))
+	}
+	if d.Kind == router.KindReply {
+		s.removePreview(ctx, sess, id, d.InReplyTo)
 	}
 	return nil
 }

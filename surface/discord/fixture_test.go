@@ -76,6 +76,13 @@ func newHarness(t *testing.T) *harness {
 // passed through wrap (nil: none).
 func newWrappedHarness(t *testing.T, wrap func(discord.Router) discord.Router) *harness {
 	t.Helper()
+	return newHarnessWith(t, wrap, nil)
+}
+
+// newHarnessWith is newWrappedHarness with the surface's options passed
+// through edit (nil: none) before New.
+func newHarnessWith(t *testing.T, wrap func(discord.Router) discord.Router, edit func(*discord.Options)) *harness {
+	t.Helper()
 	h := &harness{rt: &fakeRuntime{}, logs: &syncbuf.Buffer{}}
 	// Cleanups run last-registered first: the surface closes, then the
 	// router, the store and the fake; the token check runs at the very end.
@@ -120,13 +127,17 @@ func newWrappedHarness(t *testing.T, wrap func(discord.Router) discord.Router) *
 	if wrap != nil {
 		dr = wrap(r)
 	}
-	s, err := discord.New(discord.Options{
+	opts := discord.Options{
 		Token:      func() rtsandbox.Secret { return token },
 		Router:     dr,
 		Logger:     log,
 		HTTPClient: h.fake.Client(),
 		Dialer:     h.fake.Dialer(),
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	s, err := discord.New(opts)
 	if err != nil {
 		t.Fatalf("discord.New: %v", err)
 	}

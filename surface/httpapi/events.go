@@ -20,6 +20,9 @@ const (
 	EventTyping = "typing"
 	// EventDone says a message is settled: answered, dropped or refused.
 	EventDone = "done"
+	// EventDelta carries text added to a message's preview while its
+	// answer streams (Options.Preview), in Chunk.
+	EventDelta = "delta"
 )
 
 // Event is one server-sent event; its JSON is the SSE "data:" field.

@@ -35,6 +35,13 @@
 //     reported to the router (router.ReportDrop), so all are counted once.
 //   - A message's events come in order: typing, replies, then done. Events
 //     of different messages, done events included, may interleave.
+//   - With Options.Preview, while a message's model answer streams, "delta"
+//     events carry the text added to its preview since the previous delta
+//     of that message, at most one per router.PreviewInterval; joined in
+//     order they are the preview so far (the turn's streamed answers, one
+//     blank line between two). They come before the message's replies and
+//     never replace them: the reply events are the worker's answer, which
+//     may differ. Without Preview (the default) no delta is sent.
 //   - Events fan out to subscribers through bounded buffers; a subscriber
 //     that falls behind is dropped, never waited for.
 //   - A panic fails one request (its response is aborted) or one message
@@ -128,6 +135,9 @@ type Options struct {
 	Usage func(ctx context.Context, channel rtsandbox.ChannelKey) (any, error)
 	// NewID returns a fresh message id; nil means random "m_" + 16 hex.
 	NewID func() string
+	// Preview emits delta events while a message's answer streams (see
+	// the package doc). Off by default.
+	Preview bool
 }
 
 // API is the HTTP chat surface. It implements router.Surface for Prefix.
@@ -144,7 +154,7 @@ type API struct {
 	wg       sync.WaitGroup // one goroutine per pending message
 }
 
-var _ router.Surface = (*API)(nil)
+var _ router.PreviewSurface = (*API)(nil)
 
 // New checks opts and returns the API; register it with the router for
 // Prefix before serving. Errors wrap rtsandbox.ErrInvalid.
@@ -182,12 +192,22 @@ func New(opts Options) (*API, error) {
 
 // Deliver implements router.Surface: the chunk becomes a reply event
 // naming the message it answers ("" for a report) and part of that
-// message's waiting answer. It never blocks.
+// message's waiting answer; a preview becomes a delta event of the text
+// it adds. It never blocks.
 func (a *API) Deliver(_ context.Context, d router.Delivery) error {
+	if d.Kind == router.KindPreview {
+		if text := a.delta(d); text != "" && a.opts.Preview {
+			a.hub.publish(Event{Type: EventDelta, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: text})
+		}
+		return nil
+	}
 	a.record(d)
 	a.hub.publish(Event{Type: EventReply, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: d.Chunk})
 	return nil
 }
+
+// Previews implements router.PreviewSurface: Options.Preview.
+func (a *API) Previews() bool { return a.opts.Preview }
 
 // Typing implements router.Surface: it becomes a typing event for the
 // message. It never blocks.

@@ -34,6 +34,9 @@ type pending struct {
 	// blocks the settling goroutine.
 	result chan outcome
 	chunks []string // guarded by API.mu
+	// previewed is the preview text already sent as delta events, in
+	// bytes; guarded by API.mu.
+	previewed int
 }
 
 // outcome is what became of a message.
@@ -139,6 +142,22 @@ func (a *API) record(d router.Delivery) {
 	if p := a.pending[d.InReplyTo]; p != nil && p.msg.Channel == d.Channel {
 		p.chunks = append(p.chunks, d.Chunk)
 	}
+}
+
+// delta returns the preview text of d not yet sent as a delta event for
+// its message, and records it as sent. A router preview only grows; one
+// for a message the API does not hold, or that does not extend what was
+// sent, yields "".
+func (a *API) delta(d router.Delivery) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.pending[d.InReplyTo]
+	if p == nil || p.msg.Channel != d.Channel || len(d.Chunk) <= p.previewed {
+		return ""
+	}
+	next := d.Chunk[p.previewed:]
+	p.previewed = len(d.Chunk)
+	return next
 }
 
 // heldIn returns the messages the API holds for channel.
