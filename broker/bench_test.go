@@ -27,7 +27,7 @@ import (
 // added latency is the difference of the p50-ns metrics of a corpus and
 // size's direct and broker sub-benchmarks.
 func BenchmarkModelCall(b *testing.B) {
-	for _, kind := range answercorpus.Kinds {
+	for _, kind := range answercorpus.Kinds() {
 		for _, size := range benchSizes(kind) {
 			answer := string(answercorpus.Answer(kind, size))
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,7 +19,7 @@ import (
 // handler with an in-memory upstream, no sockets, for each answer corpus
 // and size.
 func BenchmarkPipeline(b *testing.B) {
-	for _, kind := range answercorpus.Kinds {
+	for _, kind := range answercorpus.Kinds() {
 		for _, size := range benchSizes(kind) {
 			br := pipelineBroker(b, string(answercorpus.Answer(kind, size)), nil)
 			b.Run(string(kind)+"-"+sizeLabel(size), func(b *testing.B) { runPipeline(b, br) })

@@ -28,7 +28,7 @@ func BenchmarkCheckJSON(b *testing.B) {
 // BenchmarkCheckJSONCorpus checks each answer corpus (prose, markdown,
 // ASCII-only markdown, tool calls) at 16 KiB and 1 MiB.
 func BenchmarkCheckJSONCorpus(b *testing.B) {
-	for _, kind := range answercorpus.Kinds {
+	for _, kind := range answercorpus.Kinds() {
 		for _, size := range []int{16 << 10, 1 << 20} {
 			body := answercorpus.Answer(kind, size)
 			b.Run(string(kind)+"-"+sizeLabel(size), func(b *testing.B) {

@@ -259,7 +259,7 @@ func TestScanAgreesWithReferenceOnRandomJSON(t *testing.T) {
 // anywhere in a string they hold one: the scan agrees on both.
 func TestScanAgreesWithReferenceOnCorpora(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, kind := range answercorpus.Kinds {
+	for _, kind := range answercorpus.Kinds() {
 		body := answercorpus.Answer(kind, 64<<10)
 		agreeWithReference(t, body, formKey)
 		forms := Forms(formKey)

@@ -37,8 +37,8 @@ const (
 	ToolCalls Kind = "tool-calls"
 )
 
-// Kinds lists every corpus, the easy case first.
-var Kinds = []Kind{Prose, Markdown, ASCII, ToolCalls}
+// Kinds lists every corpus, the easy case first; a new slice each call.
+func Kinds() []Kind { return []Kind{Prose, Markdown, ASCII, ToolCalls} }
 
 // Answer returns a chat completion of exactly size bytes (at least 512)
 // of the given kind; the same arguments always give the same bytes.

@@ -22,7 +22,7 @@ func TestAnswer(t *testing.T) {
 		answercorpus.Prose: {`\`},
 		answercorpus.ASCII: {"世界", "😀"},
 	}
-	for _, kind := range answercorpus.Kinds {
+	for _, kind := range answercorpus.Kinds() {
 		for _, size := range []int{16 << 10, 1 << 20} {
 			t.Run(string(kind), func(t *testing.T) {
 				a := answercorpus.Answer(kind, size)

@@ -73,7 +73,10 @@ func TestDeltaOnlyExtends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.api.release(p)
+	defer func() {
+		f.api.release(p)
+		f.api.wg.Done() // hold counted it for Close
+	}()
 	steps := []struct {
 		d    router.Delivery
 		want string
