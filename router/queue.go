@@ -74,12 +74,13 @@ func (l *lane) size() int {
 	return n
 }
 
-// drain runs channel's tasks until none is left.
+// drain runs channel's tasks until none is left. A task's slot is free
+// before its caller learns the outcome, so a surface that submits the next
+// message as soon as the last one settled never finds the channel full.
 func (q *queue) drain(channel rtsandbox.ChannelKey, l *lane) {
 	defer q.wg.Done()
 	for {
 		q.mu.Lock()
-		l.running = false
 		if len(l.waiting) == 0 {
 			delete(q.lanes, channel)
 			q.mu.Unlock()
@@ -89,7 +90,11 @@ func (q *queue) drain(channel rtsandbox.ChannelKey, l *lane) {
 		l.waiting = l.waiting[1:]
 		l.running = true
 		q.mu.Unlock()
-		t.done <- q.safeRun(channel, t)
+		err := q.safeRun(channel, t)
+		q.mu.Lock()
+		l.running = false
+		q.mu.Unlock()
+		t.done <- err
 	}
 }
 
