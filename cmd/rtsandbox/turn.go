@@ -17,10 +17,10 @@ import (
 // reply is ok, 1 when the turn failed (the guest-facing text on stdout,
 // details on stderr), 2 for usage or config errors.
 func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	var f bindingFlags
+	var f cli.BindingFlags
 	var text string
 	st := newSetup("rtsandbox turn", stderr, cli.LogText)
-	f.register(st.FS, "channel key, such as http:lobby (required)", false)
+	f.Register(st.FS, "channel key, such as http:lobby (required)", false)
 	st.FS.StringVar(&text, "text", "", "the guest's message (required)")
 	cfg, log, code, ok := st.Load(args, getenv, stderr, stderr, slog.LevelWarn, func() error { return checkTurnFlags(st.FS, f, text) })
 	if !ok {
@@ -36,14 +36,14 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 	}
 	// The operator runs the turn as a member speaker; owner commands are
 	// not turns.
-	b := rtsandbox.Binding{Channel: rtsandbox.ChannelKey(f.channel), Speaker: f.speaker, Tier: rtsandbox.TierMember}
+	b := rtsandbox.Binding{Channel: rtsandbox.ChannelKey(f.Channel), Speaker: f.Speaker, Tier: rtsandbox.TierMember}
 	reply, err := s.Runtime.RunTurn(ctx, b, text)
 	return printReply(stdout, stderr, reply, err)
 }
 
 // checkTurnFlags names the first flag at fault, in flag order.
-func checkTurnFlags(fs *flag.FlagSet, f bindingFlags, text string) error {
-	if err := f.check(fs, "text"); err != nil {
+func checkTurnFlags(fs *flag.FlagSet, f cli.BindingFlags, text string) error {
+	if err := f.Check(fs, "text"); err != nil {
 		return err
 	}
 	if rtsandbox.UTF16Len(text) > rtsandbox.MaxTextLen {

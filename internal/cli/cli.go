@@ -30,6 +30,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // devel names a version or revision the build did not record.
@@ -473,4 +475,40 @@ func (s *Setup[T]) Load(args []string, getenv Env, stderr, logTo io.Writer, leve
 		return cfg, nil, Fail(stderr, s.name, ExitUsage, err), false
 	}
 	return cfg, log, ExitOK, true
+}
+
+// BindingFlags are the flags of the commands that run a turn by hand
+// (turn, broker): the config and what the host would have admitted, the
+// channel and the speaker.
+type BindingFlags struct {
+	Config, Channel string
+	Speaker         rtsandbox.Speaker
+}
+
+// Register adds the flags; --config only when withConfig (a setup has its
+// own).
+func (f *BindingFlags) Register(fs *flag.FlagSet, channelHelp string, withConfig bool) {
+	if withConfig {
+		fs.StringVar(&f.Config, "config", "", "config file (required)")
+	}
+	fs.StringVar(&f.Channel, "channel", "", channelHelp)
+	fs.StringVar(&f.Speaker.ID, "speaker-id", "", "speaker id (required)")
+	fs.StringVar(&f.Speaker.Name, "speaker-name", "", "speaker display name (required)")
+	fs.StringVar(&f.Speaker.PrincipalID, "principal", "", "speaker principal id (required)")
+}
+
+// Check names the first flag at fault, in flag order; more are further
+// required flags.
+func (f *BindingFlags) Check(fs *flag.FlagSet, more ...string) error {
+	required := append([]string{"config", "channel", "speaker-id", "speaker-name", "principal"}, more...)
+	if err := FirstError(NoArgs(fs), MissingFlag(fs, required...)); err != nil {
+		return err
+	}
+	if !rtsandbox.ChannelKey(f.Channel).Valid() {
+		return fmt.Errorf("--channel: %q is not a channel key (kind:id, such as http:lobby)", f.Channel)
+	}
+	if err := f.Speaker.Validate(); err != nil {
+		return fmt.Errorf("--speaker-id/--speaker-name/--principal: %w", err)
+	}
+	return nil
 }
