@@ -26,8 +26,14 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 
+## unit: every test with the race detector; then the tests that drive our
+## wire with the official Anthropic and OpenAI Go SDKs (build tag sdk), once
+## and without the race detector: the SDKs are test-only and large, and
+## race-instrumenting and vetting them tripled the test command's time on
+## an empty build cache.
 unit:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -tags sdk -timeout 10m ./modelapi ./broker ./internal/fakemodel
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz-smoke.sh

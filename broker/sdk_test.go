@@ -1,3 +1,5 @@
+//go:build sdk
+
 package broker_test
 
 // The official Anthropic and OpenAI Go SDKs (test-only dependencies) call

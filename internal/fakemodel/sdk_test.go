@@ -1,3 +1,5 @@
+//go:build sdk
+
 package fakemodel
 
 // These tests drive the stand-in with the official Anthropic and OpenAI Go
