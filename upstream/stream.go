@@ -86,9 +86,8 @@ type StreamScanner struct {
 	eof   bool
 	// matched is sticky: a scanner that found a form passes on nothing more.
 	matched bool
-	// key and events are the event mode (Events): whole events only, each
+	// events is the event mode (Events): whole events only, each
 	// event's JSON data checked as decoded too.
-	key     string
 	events  bool
 	longest int // the longest form's length
 }
@@ -118,7 +117,7 @@ func NewStreamScanner(r io.Reader, key string, limit int64) *StreamScanner {
 	for _, f := range forms {
 		longest = max(longest, len(f))
 	}
-	return &StreamScanner{r: r, m: newMatcher(forms), max: limit, key: key, longest: longest,
+	return &StreamScanner{r: r, m: newMatcher(forms), max: limit, longest: longest,
 		buf: make([]byte, 0, streamReadSize+longest)}
 }
 
@@ -239,7 +238,7 @@ func eventsEnd(w []byte) int {
 // CheckJSON checks a body; data that is not JSON (such as [DONE]) has had
 // its raw check. After a match every later call fails too.
 func (s *StreamScanner) checkEvents(out []byte) error {
-	if !s.events || s.key == "" || len(out) == 0 {
+	if !s.events || len(s.m.forms) == 0 || len(out) == 0 {
 		return nil
 	}
 	if bytes.IndexByte(out, '\r') >= 0 { // CR LF and lone CR end lines too
