@@ -53,9 +53,9 @@ type textTap struct {
 	fn        TextFunc
 	answer    int
 	anthropic bool
-	key       string
-	hold      int    // the longest form of key, less one byte
-	held      string // decoded text not yet reported: it may begin a form
+	key       rtsandbox.Secret // redacts itself if the tap is ever logged
+	hold      int              // the longest form of key, less one byte
+	held      string           // decoded text not yet reported: it may begin a form
 }
 
 // newTextTap returns the tap of the turn's next streamed answer, or nil
@@ -64,8 +64,8 @@ func (t *Turn) newTextTap(key rtsandbox.Secret) *textTap {
 	if t.onText == nil {
 		return nil
 	}
-	tap := &textTap{fn: t.onText, answer: int(t.answers.Add(1)), anthropic: t.b.anthropic(), key: key.Reveal()}
-	for _, f := range upstream.Forms(tap.key) {
+	tap := &textTap{fn: t.onText, answer: int(t.answers.Add(1)), anthropic: t.b.anthropic(), key: key}
+	for _, f := range upstream.Forms(tap.key.Reveal()) {
 		tap.hold = max(tap.hold, len(f)-1)
 	}
 	tap.parser = watchParser(tap.event)
@@ -103,7 +103,7 @@ func (tap *textTap) event(ev brokerclient.SSEEvent) error {
 // new tail, cut at a rune boundary. A match reports nothing more.
 func (tap *textTap) add(text string) {
 	s := tap.held + text
-	if upstream.CheckText(s, tap.key) != nil {
+	if upstream.CheckText(s, tap.key.Reveal()) != nil {
 		tap.matched, tap.held = true, ""
 		return
 	}
