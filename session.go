@@ -1,0 +1,456 @@
+package rtsandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The session-mode protocol (session spec §2.2–2.3, §4): the long-lived
+// worker of a channel and its broker share these declarations, as the
+// sealed worker and broker share protocol.go. The worker long-polls the
+// broker for a SessionTurn and posts a ResultPacket back; both sides
+// validate what they receive with the functions below, so a limit cannot
+// drift between them.
+
+// Where the session worker finds the broker and its workspace (§3.1, §4).
+// The run directory is mounted read-only, the workspace read-write.
+const (
+	SessionRunDir        = "/run/sandbox"
+	SessionSocketPath    = "/run/sandbox/broker.sock"
+	SessionSocketName    = "broker.sock"
+	SessionWorkspace     = "/workspace"
+	SessionsDir          = "/workspace/sessions"
+	SessionAttachments   = "/workspace/attachments"
+	SessionOutbox        = "/workspace/outbox"
+	SessionDummyOAuthKey = "sandbox-dummy-token"
+)
+
+// Session worker routes (§2.2). They carry no credential and spend no
+// budget; the credential routes are the sealed ones (ToolRoute, MCPRoute)
+// and the two Anthropic routes.
+const (
+	RouteWorkerReady  = "/worker/ready"
+	RouteWorkerConfig = "/worker/config"
+	RouteWorkerNext   = "/worker/next"
+	RouteWorkerResult = "/worker/result"
+	RouteMCPTools     = "/mcp-tools"
+)
+
+// Limits and defaults of session mode (§1, §2, §4). Lengths are UTF-16
+// code units like the reference's; sizes are bytes.
+const (
+	MaxSessionText     = 100000 // turn text (§4.1)
+	MaxSessionMemory   = 100000 // prompt memory block (§1.2 step 5)
+	MaxSessionField    = 256    // author id, name and principal id (§4.1)
+	MaxResultError     = 10000  // ok:false error text (§4.4)
+	MaxImages          = 8
+	MaxImageBytes      = 20 << 20
+	MaxImagesTotal     = 64 << 20
+	MaxReplyFiles      = 10
+	MaxReplyFileBytes  = 10 << 20
+	MaxReplyFilesTotal = 50 << 20
+	MaxSafeNameLen     = 255
+	MaxReadyBody       = 16384    // POST /worker/ready (§2.3)
+	MaxResultBody      = 72 << 20 // POST /worker/result (§2.3)
+	MaxSessionRequest  = 96 << 20 // credential routes (§2.4 step 9)
+
+	SessionMaxCalls      = 128 // per-turn call budget (§2.9), 1..MaxCallsLimit
+	SessionMaxInFlight   = 4   // credential calls at once (§2.4 step 6)
+	SessionMaxConns      = 16  // broker connections at once (§2.1)
+	SessionHeaderTimeout = 10 * time.Second
+	SessionNextWait      = 45 * time.Second // /worker/next long poll (§2.3)
+	SessionTurnTimeout   = 600 * time.Second
+	SessionStartTimeout  = 90 * time.Second
+	SessionWorkerRetry   = 250 * time.Millisecond // worker loop pause (§5.2)
+
+	// The metadata-only startup window (§2.7).
+	StartupWindowCalls = 32
+	StartupWindowTTL   = 90 * time.Second
+	StartupRearmGap    = 10 * time.Second
+)
+
+// Image MIME types a turn or a tool result may carry (§4.2).
+const (
+	MIMEPNG  = "image/png"
+	MIMEJPEG = "image/jpeg"
+	MIMEWebP = "image/webp"
+	MIMEGIF  = "image/gif"
+)
+
+// Memory visibilities (§4.1); "" reads as MemoryPrivate.
+const (
+	MemoryShared  = "shared"
+	MemoryPrivate = "private"
+)
+
+// Errors of the session protocol, with the reference's texts. All wrap
+// ErrInvalid.
+var (
+	ErrTurnInput      = fmt.Errorf("%w: Invalid turn input", ErrInvalid)
+	ErrTooManyImages  = fmt.Errorf("%w: Too many images", ErrInvalid)
+	ErrImage          = fmt.Errorf("%w: Invalid or oversized image", ErrInvalid)
+	ErrImageBudget    = fmt.Errorf("%w: Image budget exceeded", ErrInvalid)
+	ErrTooManyFiles   = fmt.Errorf("%w: Too many reply files", ErrInvalid)
+	ErrReplyFile      = fmt.Errorf("%w: Invalid reply file", ErrInvalid)
+	ErrReplyBudget    = fmt.Errorf("%w: Reply file budget exceeded", ErrInvalid)
+	ErrResult         = fmt.Errorf("%w: Invalid result", ErrInvalid)
+	ErrReadyHandshake = fmt.Errorf("%w: Invalid ready handshake", ErrInvalid)
+)
+
+// SessionAuthor is the speaker of a session turn as the worker sees it.
+// PrincipalID is the reader for private-history projection (§5.4); it is
+// never a credential scope.
+type SessionAuthor struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	PrincipalID string `json:"principalId,omitempty"`
+}
+
+// Image is one image of a turn or a tool result: standard padded base64
+// and one of the four MIME types (§4.2).
+type Image struct {
+	Data     string `json:"data"`
+	MIMEType string `json:"mimeType"`
+}
+
+// SessionTurn is the turn request the host queues and the worker receives
+// from GET /worker/next (§4.1). Field order is the wire order.
+type SessionTurn struct {
+	TurnID           string        `json:"turnId"`
+	Author           SessionAuthor `json:"author"`
+	Text             string        `json:"text"`
+	Memory           string        `json:"memory"`
+	MemoryVisibility string        `json:"memoryVisibility,omitempty"`
+	Images           []Image       `json:"images"`
+	Thinking         string        `json:"thinking"`
+}
+
+// PrivateMemory reports whether the turn carries prompt memory that must
+// not be shown to another reader: non-empty and not shared (§2.9).
+func (t SessionTurn) PrivateMemory() bool {
+	return t.Memory != "" && t.MemoryVisibility != MemoryShared
+}
+
+// Validate applies the rules of §4.1, which host and worker share.
+func (t SessionTurn) Validate() error {
+	a := t.Author
+	switch {
+	case !ValidSafeName(t.TurnID),
+		UTF16Len(a.ID) > MaxSessionField, UTF16Len(a.Name) > MaxSessionField,
+		a.PrincipalID != "" && UTF16Len(a.PrincipalID) > MaxSessionField,
+		UTF16Len(t.Text) > MaxSessionText, UTF16Len(t.Memory) > MaxSessionMemory,
+		t.MemoryVisibility != "" && t.MemoryVisibility != MemoryShared && t.MemoryVisibility != MemoryPrivate,
+		!ValidThinking(t.Thinking):
+		return ErrTurnInput
+	}
+	return ValidateImages(t.Images)
+}
+
+// ParseSessionTurn decodes and validates a turn request as the worker
+// receives it. A principalId that is present must be a string of 1–256
+// units; "" is refused, not read as absent.
+func ParseSessionTurn(data []byte) (SessionTurn, error) {
+	var probe struct {
+		Author struct {
+			PrincipalID *string `json:"principalId"`
+		} `json:"author"`
+	}
+	var t SessionTurn
+	if err := decodeObjectStrict(data, &t); err != nil {
+		return SessionTurn{}, ErrTurnInput
+	}
+	if json.Unmarshal(data, &probe) == nil && probe.Author.PrincipalID != nil && *probe.Author.PrincipalID == "" {
+		return SessionTurn{}, ErrTurnInput
+	}
+	if err := t.Validate(); err != nil {
+		return SessionTurn{}, err
+	}
+	return t, nil
+}
+
+// ValidThinking reports whether level is a host-judged thinking level.
+func ValidThinking(level string) bool {
+	_, ok := ThinkingBudget(level)
+	return ok
+}
+
+// ValidSafeName is the safe file-name rule of §4.4, used for turn ids,
+// reply files and attachment names: 1–255 UTF-16 units, no '/', no '\', no
+// control character (Unicode Cc), and neither "." nor "..".
+func ValidSafeName(name string) bool {
+	if name == "" || name == "." || name == ".." || UTF16Len(name) > MaxSafeNameLen {
+		return false
+	}
+	if !utf8.ValidString(name) {
+		return false // the reference's strings are UTF-16: no stray bytes
+	}
+	for _, r := range name {
+		if r == '/' || r == '\\' || unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+var base64RE = regexp.MustCompile(`^[A-Za-z0-9+/]*={0,2}$`)
+
+// base64Size returns the decoded size of standard padded base64 of at most
+// maxDecoded bytes, checked as §4.2 does: by pattern and length, without
+// decoding. ok is false for anything else.
+func base64Size(data string, maxDecoded int) (int, bool) {
+	maxLen := (maxDecoded + 2) / 3 * 4
+	if len(data) > maxLen || len(data)%4 != 0 || !base64RE.MatchString(data) {
+		return 0, false
+	}
+	pad := len(data) - len(bytes.TrimRight([]byte(data), "="))
+	n := len(data)/4*3 - pad
+	return n, n <= maxDecoded
+}
+
+// ValidImageType reports whether mime is one of the four image types.
+func ValidImageType(mime string) bool {
+	switch mime {
+	case MIMEPNG, MIMEJPEG, MIMEWebP, MIMEGIF:
+		return true
+	}
+	return false
+}
+
+// ValidateImages applies §4.2 to a turn's images.
+func ValidateImages(images []Image) error {
+	if len(images) > MaxImages {
+		return ErrTooManyImages
+	}
+	total := 0
+	for _, im := range images {
+		if err := ValidateImage(im); err != nil {
+			return err
+		}
+		n, _ := base64Size(im.Data, MaxImageBytes)
+		if total += n; total > MaxImagesTotal {
+			return ErrImageBudget
+		}
+	}
+	return nil
+}
+
+// ValidateImage applies §4.2 to one image.
+func ValidateImage(im Image) error {
+	n, ok := base64Size(im.Data, MaxImageBytes)
+	if !ok || n < 1 || !ValidImageType(im.MIMEType) {
+		return ErrImage
+	}
+	return nil
+}
+
+// ReplyFile is one file of a turn's reply (§4.3): a safe name and its
+// bytes in standard padded base64.
+type ReplyFile struct {
+	Name string `json:"name"`
+	Data string `json:"data"`
+}
+
+// ValidateReplyFiles applies §4.3.
+func ValidateReplyFiles(files []ReplyFile) error {
+	if len(files) > MaxReplyFiles {
+		return ErrTooManyFiles
+	}
+	total := 0
+	for _, f := range files {
+		n, ok := base64Size(f.Data, MaxReplyFileBytes)
+		if !ValidSafeName(f.Name) || f.Data == "" || !ok {
+			return ErrReplyFile
+		}
+		if total += n; total > MaxReplyFilesTotal {
+			return ErrReplyBudget
+		}
+	}
+	return nil
+}
+
+// SessionResult is a worker's outcome of a turn (§4.4): ok with the final
+// text and reply files, or not ok with an error text for the operator.
+type SessionResult struct {
+	OK    bool
+	Text  string
+	Files []ReplyFile
+	Error string
+}
+
+// MarshalJSON writes exactly one of the two shapes of §4.4.
+func (r SessionResult) MarshalJSON() ([]byte, error) {
+	if !r.OK {
+		return json.Marshal(struct {
+			OK    bool   `json:"ok"`
+			Error string `json:"error"`
+		}{false, r.Error})
+	}
+	files := r.Files
+	if files == nil {
+		files = []ReplyFile{}
+	}
+	return json.Marshal(struct {
+		OK    bool        `json:"ok"`
+		Text  string      `json:"text"`
+		Files []ReplyFile `json:"files"`
+	}{true, r.Text, files})
+}
+
+// UnmarshalJSON reads a result and checks its shape and bounds (§2.3
+// step 5–6): ok a boolean; for ok, text a string of at most 100,000 units
+// and files an array that passes ValidateReplyFiles; otherwise error a
+// string of at most 10,000 units. Anything else is ErrResult.
+func (r *SessionResult) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		OK    *bool           `json:"ok"`
+		Text  *string         `json:"text"`
+		Files json.RawMessage `json:"files"`
+		Error *string         `json:"error"`
+	}
+	if err := decodeObjectStrict(data, &raw); err != nil || raw.OK == nil {
+		return ErrResult
+	}
+	if !*raw.OK {
+		if raw.Error == nil || UTF16Len(*raw.Error) > MaxResultError {
+			return ErrResult
+		}
+		*r = SessionResult{Error: *raw.Error}
+		return nil
+	}
+	var files []ReplyFile
+	if raw.Text == nil || UTF16Len(*raw.Text) > MaxSessionText ||
+		len(raw.Files) == 0 || raw.Files[0] != '[' || json.Unmarshal(raw.Files, &files) != nil {
+		return ErrResult
+	}
+	if err := ValidateReplyFiles(files); err != nil {
+		return err
+	}
+	*r = SessionResult{OK: true, Text: *raw.Text, Files: files}
+	return nil
+}
+
+// ResultPacket is the body of POST /worker/result (§4.4).
+type ResultPacket struct {
+	TurnID string        `json:"turnId"`
+	Result SessionResult `json:"result"`
+}
+
+// WorkerCapabilities are what a worker declares it implements (§2.3,
+// §2.9). A worker declares only what it really does; the host's privacy
+// gate trusts the declaration.
+type WorkerCapabilities struct {
+	PrivateTo     bool `json:"privateTo"`
+	ReaderRecords bool `json:"readerRecords"`
+}
+
+// WorkerReady is the body of POST /worker/ready (§4.5). Capabilities nil
+// means an older worker that declares none.
+type WorkerReady struct {
+	Capabilities   *WorkerCapabilities `json:"capabilities,omitempty"`
+	PrivateHistory bool                `json:"privateHistory"`
+}
+
+// ParseWorkerReady reads a ready body as §2.3 checks it: empty or blank
+// means {}; otherwise a JSON object whose privateHistory, if present, is a
+// boolean and whose capabilities, if present, is an object whose privateTo
+// and readerRecords are each a boolean or absent.
+func ParseWorkerReady(data []byte) (WorkerReady, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return WorkerReady{}, nil
+	}
+	var raw struct {
+		Capabilities   json.RawMessage `json:"capabilities"`
+		PrivateHistory json.RawMessage `json:"privateHistory"`
+	}
+	if decodeObjectStrict(data, &raw) != nil {
+		return WorkerReady{}, ErrReadyHandshake
+	}
+	var w WorkerReady
+	var ok bool
+	if w.PrivateHistory, ok = optBool(raw.PrivateHistory); !ok {
+		return WorkerReady{}, ErrReadyHandshake
+	}
+	if raw.Capabilities == nil {
+		return w, nil
+	}
+	var caps struct {
+		PrivateTo     json.RawMessage `json:"privateTo"`
+		ReaderRecords json.RawMessage `json:"readerRecords"`
+	}
+	if decodeObjectStrict(raw.Capabilities, &caps) != nil {
+		return WorkerReady{}, ErrReadyHandshake
+	}
+	privateTo, ok1 := optBool(caps.PrivateTo)
+	readers, ok2 := optBool(caps.ReaderRecords)
+	if !ok1 || !ok2 {
+		return WorkerReady{}, ErrReadyHandshake
+	}
+	w.Capabilities = &WorkerCapabilities{PrivateTo: privateTo, ReaderRecords: readers}
+	return w, nil
+}
+
+// optBool reads a JSON value that must be a boolean when present; a
+// present null is not one.
+func optBool(raw json.RawMessage) (value, ok bool) {
+	switch string(raw) {
+	case "":
+		return false, true
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// SessionToolResponse is what POST /tools/<name> answers in session mode
+// (§4.5): ok with text, or not ok with an error; an optional image, and
+// privateTo naming the only reader who may see the result.
+type SessionToolResponse struct {
+	OK        bool   `json:"ok"`
+	Text      string `json:"text,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Image     *Image `json:"image,omitempty"`
+	PrivateTo string `json:"privateTo,omitempty"`
+}
+
+// MCPDiscovery is the answer of GET /mcp-tools (§2.6): each of the
+// profile's MCP servers with the names of its allowed tools. Endpoints
+// never appear.
+type MCPDiscovery struct {
+	Servers []MCPDiscoveryServer `json:"servers"`
+}
+
+// MCPDiscoveryServer is one server of MCPDiscovery.
+type MCPDiscoveryServer struct {
+	Name  string   `json:"name"`
+	Tools []string `json:"tools"`
+}
+
+// errNotObject marks JSON that is not an object.
+var errNotObject = errors.New("not a JSON object")
+
+// decodeObjectStrict decodes data, which must be one JSON object and
+// nothing after it, into v. Unknown fields are ignored (the reader
+// rebuilds, it never passes them on); wrong types are errors.
+func decodeObjectStrict(data []byte, v any) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return errNotObject
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errNotObject
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+package rtsandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func b64(n int) string {
+	// n decoded bytes of zeros in padded standard base64, by length only.
+	s := strings.Repeat("AAAA", n/3)
+	switch n % 3 {
+	case 1:
+		s += "AA=="
+	case 2:
+		s += "AAA="
+	}
+	return s
+}
+
+func TestValidSafeName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"art.png", true}, {".hidden", true}, {" spaced ", true}, {"日本語.txt", true},
+		{strings.Repeat("a", 255), true}, {strings.Repeat("😀", 127), true},
+		{"", false}, {".", false}, {"..", false}, {"a/b", false}, {"../owner", false},
+		{`a\b`, false}, {"a\x00b", false}, {"a\nb", false}, {"a\u0085b", false},
+		{strings.Repeat("a", 256), false}, {strings.Repeat("😀", 128), false}, {"a\xffb", false},
+	} {
+		if got := ValidSafeName(tc.name); got != tc.ok {
+			t.Errorf("ValidSafeName(%q) = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}
+
+// TestMediaBounds is §6.1 "Media bounds" plus the edges of §4.2–4.3.
+func TestMediaBounds(t *testing.T) {
+	img := func(data, mime string) Image { return Image{Data: data, MIMEType: mime} }
+	for _, tc := range []struct {
+		name   string
+		images []Image
+		want   error
+	}{
+		{"one png", []Image{img("AQID", MIMEPNG)}, nil},
+		{"nine images", func() []Image {
+			var s []Image
+			for range 9 {
+				s = append(s, img("AQID", MIMEPNG))
+			}
+			return s
+		}(), ErrTooManyImages},
+		{"bad base64", []Image{img("bad%", MIMEPNG)}, ErrImage},
+		{"text/plain", []Image{img("AQID", "text/plain")}, ErrImage},
+		{"empty data", []Image{img("", MIMEPNG)}, ErrImage},
+		{"unpadded", []Image{img("AQI", MIMEPNG)}, ErrImage},
+		{"20 MiB", []Image{img(b64(MaxImageBytes), MIMEJPEG)}, nil},
+		{"20 MiB + 1", []Image{img(b64(MaxImageBytes+1), MIMEJPEG)}, ErrImage},
+		{"over 64 MiB total", []Image{img(b64(MaxImageBytes), MIMEPNG), img(b64(MaxImageBytes), MIMEPNG),
+			img(b64(MaxImageBytes), MIMEPNG), img(b64(MaxImageBytes), MIMEPNG)}, ErrImageBudget},
+	} {
+		if err := ValidateImages(tc.images); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: ValidateImages = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	file := func(name, data string) ReplyFile { return ReplyFile{Name: name, Data: data} }
+	eleven := make([]ReplyFile, 11)
+	for i := range eleven {
+		eleven[i] = file("f", "AQID")
+	}
+	for _, tc := range []struct {
+		name  string
+		files []ReplyFile
+		want  error
+	}{
+		{"art.png", []ReplyFile{file("art.png", "AQID")}, nil},
+		{"../owner", []ReplyFile{file("../owner", "AQID")}, ErrReplyFile},
+		{"bad%", []ReplyFile{file("a", "bad%")}, ErrReplyFile},
+		{"empty", []ReplyFile{file("a", "")}, ErrReplyFile},
+		{"eleven files", eleven, ErrTooManyFiles},
+		{"10 MiB", []ReplyFile{file("a", b64(MaxReplyFileBytes))}, nil},
+		{"10 MiB + 1", []ReplyFile{file("a", b64(MaxReplyFileBytes+1))}, ErrReplyFile},
+	} {
+		if err := ValidateReplyFiles(tc.files); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: ValidateReplyFiles = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// Six files of 10 MiB are 60 MiB: over the 50 MiB total.
+	big := make([]ReplyFile, 6)
+	for i := range big {
+		big[i] = file("f", b64(MaxReplyFileBytes))
+	}
+	if err := ValidateReplyFiles(big); !errors.Is(err, ErrReplyBudget) {
+		t.Errorf("60 MiB of reply files: %v, want ErrReplyBudget", err)
+	}
+}
+
+func TestParseSessionTurn(t *testing.T) {
+	good := SessionTurn{TurnID: "m1", Author: SessionAuthor{ID: "u", Name: "U"}, Text: "hi",
+		Images: []Image{}, Thinking: "high"}
+	data, _ := json.Marshal(good)
+	got, err := ParseSessionTurn(data)
+	if err != nil || !cmp.Equal(got, good) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*SessionTurn)
+	}{
+		{"turnId ..", func(s *SessionTurn) { s.TurnID = ".." }},
+		{"turnId a/b", func(s *SessionTurn) { s.TurnID = "a/b" }},
+		{"turnId 256", func(s *SessionTurn) { s.TurnID = strings.Repeat("a", 256) }},
+		{"text over", func(s *SessionTurn) { s.Text = strings.Repeat("a", MaxSessionText+1) }},
+		{"memory over", func(s *SessionTurn) { s.Memory = strings.Repeat("a", MaxSessionMemory+1) }},
+		{"author id over", func(s *SessionTurn) { s.Author.ID = strings.Repeat("a", 257) }},
+		{"principal over", func(s *SessionTurn) { s.Author.PrincipalID = strings.Repeat("a", 257) }},
+		{"visibility", func(s *SessionTurn) { s.MemoryVisibility = "public" }},
+		{"thinking", func(s *SessionTurn) { s.Thinking = "max" }},
+		{"no thinking", func(s *SessionTurn) { s.Thinking = "" }},
+	} {
+		bad := good
+		tc.edit(&bad)
+		data, _ := json.Marshal(bad)
+		if _, err := ParseSessionTurn(data); !errors.Is(err, ErrTurnInput) {
+			t.Errorf("%s: %v, want ErrTurnInput", tc.name, err)
+		}
+	}
+	for _, raw := range []string{`[]`, `null`, `{"turnId":1}`, `{} {}`,
+		`{"turnId":"m","author":{"id":"u","name":"U","principalId":""},"text":"","memory":"","images":[],"thinking":"low"}`} {
+		if _, err := ParseSessionTurn([]byte(raw)); err == nil {
+			t.Errorf("ParseSessionTurn(%s) accepted", raw)
+		}
+	}
+}
+
+func TestSessionResultJSON(t *testing.T) {
+	for _, tc := range []struct {
+		r    SessionResult
+		want string
+	}{
+		{SessionResult{OK: true, Text: "done"}, `{"ok":true,"text":"done","files":[]}`},
+		{SessionResult{OK: true, Text: "done", Files: []ReplyFile{{"art.png", "AQID"}}},
+			`{"ok":true,"text":"done","files":[{"name":"art.png","data":"AQID"}]}`},
+		{SessionResult{Error: "prompt failed", Text: "ignored"}, `{"ok":false,"error":"prompt failed"}`},
+	} {
+		got, err := json.Marshal(tc.r)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", tc.r, got, err, tc.want)
+		}
+		var back SessionResult
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Errorf("Unmarshal(%s): %v", got, err)
+		}
+	}
+	for _, raw := range []string{
+		`{}`, `{"ok":"true"}`, `{"ok":true}`, `{"ok":true,"text":"a"}`, `{"ok":true,"text":"a","files":{}}`,
+		`{"ok":true,"text":1,"files":[]}`, `{"ok":false}`, `{"ok":false,"error":1}`,
+		`{"ok":true,"text":"a","files":[{"name":"../x","data":"AQID"}]}`,
+		`{"ok":false,"error":"` + strings.Repeat("e", MaxResultError+1) + `"}`,
+		`{"ok":true,"text":"` + strings.Repeat("t", MaxSessionText+1) + `","files":[]}`,
+	} {
+		var r SessionResult
+		if err := json.Unmarshal([]byte(raw), &r); err == nil {
+			t.Errorf("Unmarshal(%.60s) accepted", raw)
+		}
+	}
+}
+
+// TestParseWorkerReady covers §2.3 and the §6.2 string-capability case.
+func TestParseWorkerReady(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want WorkerReady
+	}{
+		{``, WorkerReady{}},
+		{"  \n", WorkerReady{}},
+		{`{}`, WorkerReady{}},
+		{`{"privateHistory":true}`, WorkerReady{PrivateHistory: true}},
+		{`{"capabilities":{}}`, WorkerReady{Capabilities: &WorkerCapabilities{}}},
+		{`{"capabilities":{"privateTo":true,"readerRecords":true},"privateHistory":false}`,
+			WorkerReady{Capabilities: &WorkerCapabilities{PrivateTo: true, ReaderRecords: true}}},
+		{`{"capabilities":{"privateTo":true},"other":1}`, WorkerReady{Capabilities: &WorkerCapabilities{PrivateTo: true}}},
+	} {
+		got, err := ParseWorkerReady([]byte(tc.body))
+		if err != nil || !cmp.Equal(got, tc.want) {
+			t.Errorf("ParseWorkerReady(%q) = %+v, %v; want %+v", tc.body, got, err, tc.want)
+		}
+	}
+	for _, body := range []string{`[]`, `null`, `true`, `{"privateHistory":"yes"}`,
+		`{"capabilities":{"privateTo":"true"}}`, `{"capabilities":[]}`, `{"capabilities":null}`, `{"privateHistory":null}`, `{"capabilities":{"privateTo":null}}`, `{} x`} {
+		if _, err := ParseWorkerReady([]byte(body)); !errors.Is(err, ErrReadyHandshake) {
+			t.Errorf("ParseWorkerReady(%q) = %v, want ErrReadyHandshake", body, err)
+		}
+	}
+}
+
+func FuzzParseSessionTurn(f *testing.F) {
+	f.Add([]byte(`{"turnId":"m1","author":{"id":"u","name":"U"},"text":"hi","memory":"","images":[{"data":"AQID","mimeType":"image/png"}],"thinking":"low"}`))
+	f.Add([]byte(`{"turnId":"..","author":{},"images":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		turn, err := ParseSessionTurn(data)
+		if err != nil {
+			return
+		}
+		if turn.Validate() != nil {
+			t.Fatalf("accepted an invalid turn: %+v", turn)
+		}
+	})
+}
+
+func FuzzSessionResult(f *testing.F) {
+	f.Add([]byte(`{"ok":true,"text":"done","files":[{"name":"art.png","data":"AQID"}]}`))
+	f.Add([]byte(`{"ok":false,"error":"x"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r SessionResult
+		if json.Unmarshal(data, &r) != nil {
+			return
+		}
+		if r.OK && ValidateReplyFiles(r.Files) != nil {
+			t.Fatalf("accepted invalid files: %+v", r.Files)
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
