@@ -454,3 +454,39 @@ func decodeObjectStrict(data []byte, v any) error {
 	}
 	return nil
 }
+
+// SessionBinding is what the host binds a session broker to for one turn
+// (§2.9): the admitted channel, speaker and tier, the channel's profile,
+// the host-judged thinking level that caps the turn's model calls, and
+// the turn's deadline, which bounds every call of the turn. Nothing the
+// worker sends can change it.
+type SessionBinding struct {
+	Binding
+	Profile  string
+	Thinking string
+	Deadline time.Time
+}
+
+// SessionWorkerConfig is the answer of GET /worker/config: what the
+// long-lived worker of a profile needs to run turns, and nothing secret.
+// The reference bakes the model and prompt into operator code inside its
+// image and answers only {compaction}; our image holds one static binary
+// for every profile, so the trusted host hands the worker its profile here
+// over the trusted socket (a Go-port decision, docs/session.md).
+// Compaction is the reference's field, absent when the host has no
+// compactor.
+type SessionWorkerConfig struct {
+	ModelAPI   string               `json:"modelApi"`
+	Model      string               `json:"model"`
+	Stream     bool                 `json:"stream"`
+	Prompt     string               `json:"prompt"`
+	TimeZone   string               `json:"timeZone"`
+	Tools      []ToolSpec           `json:"tools"`
+	MCP        []MCPServerTools     `json:"mcp"`
+	Compaction *SessionCompactionID `json:"compaction,omitempty"`
+}
+
+// SessionCompactionID names the host compactor's engine (§4.5).
+type SessionCompactionID struct {
+	Engine string `json:"engine"`
+}
