@@ -1,0 +1,248 @@
+package docker
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+	"github.com/rtsandbox/rtsandbox"
+	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+)
+
+// SessionDriver runs the long-lived session containers of session mode
+// (session spec §3.1) on a Docker daemon: one per channel, created with
+// exactly the rtcontainer.SessionSpec profile, never pulled, left running
+// between turns and removed only by its exact name. It is separate from
+// the sealed Driver: its containers carry the role label "session", which
+// the sealed reaper never removes. It is safe for concurrent use.
+type SessionDriver struct {
+	api     sessionEngine
+	timeout time.Duration
+}
+
+// sessionEngine is the part of the Engine API client SessionDriver uses.
+type sessionEngine interface {
+	ContainerCreate(ctx context.Context, options client.ContainerCreateOptions) (client.ContainerCreateResult, error)
+	ContainerStart(ctx context.Context, id string, options client.ContainerStartOptions) (client.ContainerStartResult, error)
+	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
+	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	ContainerLogs(ctx context.Context, id string, options client.ContainerLogsOptions) (client.ContainerLogsResult, error)
+}
+
+var _ sessionEngine = (*client.Client)(nil)
+
+// Limits of the session driver (§3.1).
+const (
+	// sessionCallTimeout bounds every engine call, as the reference's.
+	sessionCallTimeout = 15 * time.Second
+	// maxLogRead bounds the bytes read for a log tail: 200 lines of a
+	// hostile worker must not fill the host's memory.
+	maxLogRead = 1 << 20
+)
+
+// NewSession returns a SessionDriver on cli (see New for building cli).
+func NewSession(cli *client.Client) *SessionDriver { return newSessionDriver(cli) }
+
+func newSessionDriver(api sessionEngine) *SessionDriver {
+	return &SessionDriver{api: api, timeout: sessionCallTimeout}
+}
+
+// Status inspects the container name: missing when the engine does not
+// know it, running or stopped otherwise, with its image and its profile
+// and spec labels. Errors wrap container.ErrEngine.
+func (d *SessionDriver) Status(ctx context.Context, name string) (rtcontainer.SessionStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	res, err := d.api.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return rtcontainer.SessionStatus{State: rtcontainer.StateMissing}, nil
+	}
+	if err != nil {
+		return rtcontainer.SessionStatus{}, engineErr("inspect "+name, err)
+	}
+	c := res.Container
+	st := rtcontainer.SessionStatus{State: rtcontainer.StateStopped}
+	if c.State != nil && c.State.Running {
+		st.State = rtcontainer.StateRunning
+	}
+	if c.Config != nil {
+		st.Image = c.Config.Image
+		st.Profile = c.Config.Labels[rtcontainer.ProfileLabel]
+		st.Digest = c.Config.Labels[rtcontainer.SpecLabel]
+	}
+	return st, nil
+}
+
+// EnsureRunning leaves a running container whose image, profile label and
+// spec digest match spec exactly; anything else under spec.Name is
+// force-removed, and the container is created and started. Errors:
+// container.ErrInvalidSpec, ErrImageMissing, ErrEngine.
+func (d *SessionDriver) EnsureRunning(ctx context.Context, spec rtcontainer.SessionSpec) error {
+	spec = spec.WithDefaults()
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	st, err := d.Status(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	if st.Current(spec) {
+		return nil
+	}
+	if st.State != rtcontainer.StateMissing {
+		if err := d.Remove(ctx, spec.Name); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	created, err := d.api.ContainerCreate(cctx, sessionCreateOptions(spec))
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %s", rtcontainer.ErrImageMissing, spec.Image)
+	case err != nil:
+		return engineErr("create "+spec.Name, err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, d.timeout)
+	defer scancel()
+	if _, err := d.api.ContainerStart(sctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return engineErr("start "+spec.Name, err)
+	}
+	return nil
+}
+
+// Remove force-removes the container name; a missing one is fine.
+func (d *SessionDriver) Remove(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	_, err := d.api.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr("remove "+name, err)
+	}
+	return nil
+}
+
+// Logs returns the last n (at least 1) lines of the container's stdout
+// and stderr, demultiplexed, reading at most 1 MiB; "" when the container
+// is missing. The text is the worker's: untrusted, for a scrubbed
+// operator log only.
+func (d *SessionDriver) Logs(ctx context.Context, name string, n int) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	rc, err := d.api.ContainerLogs(ctx, name, client.ContainerLogsOptions{
+		ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(max(1, n)),
+	})
+	if cerrdefs.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", engineErr("logs "+name, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxLogRead))
+	if err != nil {
+		return "", engineErr("logs "+name, err)
+	}
+	return DemuxLog(data), nil
+}
+
+// DemuxLog turns a log payload into text (§3.1): Docker's non-TTY frames
+// (a stream id 0–2, three zero bytes, a big-endian uint32 length, the
+// payload) are concatenated in order; data that does not start with a
+// frame header is returned as it is. A truncated last frame keeps what
+// arrived.
+func DemuxLog(data []byte) string {
+	if !frameHeader(data) {
+		return string(data)
+	}
+	var b strings.Builder
+	for len(data) >= 8 && frameHeader(data) {
+		size := int(min(binary.BigEndian.Uint32(data[4:8]), uint32(len(data)-8)))
+		b.Write(data[8 : 8+size])
+		data = data[8+size:]
+	}
+	return b.String()
+}
+
+func frameHeader(p []byte) bool {
+	return len(p) >= 8 && p[0] <= 2 && p[1] == 0 && p[2] == 0 && p[3] == 0
+}
+
+// sessionCreateOptions builds the create request of a validated spec
+// (§3.1, adapted: see docs/session.md).
+func sessionCreateOptions(spec rtcontainer.SessionSpec) client.ContainerCreateOptions {
+	cfg, host := &container.Config{}, &container.HostConfig{}
+	for _, opt := range session(spec) {
+		opt(cfg, host)
+	}
+	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host}
+}
+
+// session is the whole hardening profile of a session container. It
+// reuses the sealed options where the rule is the same.
+func session(spec rtcontainer.SessionSpec) []option {
+	lim := spec.Limits
+	return []option{
+		withImage(spec.Image),
+		withCmd(rtcontainer.SessionCommand),
+		withLogConfig(spec.Log.ForChannel(spec.Channel)),
+		withNoNetwork(),
+		withPrivateCgroupns(),
+		withReadonlyRootfs(),
+		withCapDropAll(),
+		withNoNewPrivileges(),
+		withUser(spec.UID, spec.GID),
+		withLimits(rtcontainer.Limits{MemoryMB: lim.MemoryMB, CPUs: lim.CPUs, PIDs: lim.PIDs}),
+		withNofile(256),
+		withSessionTmpfs(),
+		withSessionMounts(spec.RunDir, spec.WorkspaceDir),
+		withEnv(spec.Env()...),
+		withLabels(spec.Labels()),
+		withRestartUnlessStopped(),
+	}
+}
+
+func withCmd(args ...string) option {
+	return func(c *container.Config, _ *container.HostConfig) { c.Cmd = args }
+}
+
+func withLogConfig(l rtcontainer.LogConfig) option {
+	return func(_ *container.Config, h *container.HostConfig) {
+		h.LogConfig = container.LogConfig{Type: l.Driver, Config: l.Options}
+	}
+}
+
+func withSessionTmpfs() option {
+	return func(_ *container.Config, h *container.HostConfig) {
+		h.Tmpfs = map[string]string{"/tmp": rtcontainer.SessionTmpfs}
+	}
+}
+
+// withSessionMounts binds exactly two directories: the run directory
+// read-only at /run/sandbox and the channel's workspace read-write at
+// /workspace. Mounts (not Binds) refuse a missing source instead of
+// creating it as root, and rprivate keeps mount events from propagating.
+func withSessionMounts(runDir, workspaceDir string) option {
+	return func(_ *container.Config, h *container.HostConfig) {
+		h.Mounts = []mount.Mount{
+			bindMount(runDir, rtsandbox.SessionRunDir, true),
+			bindMount(workspaceDir, rtsandbox.SessionWorkspace, false),
+		}
+	}
+}
+
+// withRestartUnlessStopped keeps the worker across daemon restarts and
+// worker crashes: it is long-lived by design.
+func withRestartUnlessStopped() option {
+	return func(_ *container.Config, h *container.HostConfig) {
+		h.RestartPolicy = container.RestartPolicy{Name: container.RestartPolicyUnlessStopped}
+	}
+}
