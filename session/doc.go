@@ -1,0 +1,37 @@
+// Package session is the runtime of session mode (session spec §1, §3):
+// one long-lived sealed worker container and one broker per channel,
+// chosen per channel profile.
+//
+// The contract:
+//
+//   - At most one turn per channel: a second gets ErrChannelBusy
+//     ("Channel is busy") at once.
+//   - A turn validates its input (rtsandbox.SessionTurn.Validate), judges
+//     its thinking level while the channel's worker is started (starts are
+//     deduplicated; a container is recreated, with a new broker, when it
+//     is not running or its image, profile or spec changed), binds the
+//     broker to the turn's Binding, profile, level and deadline, queues the
+//     turn and waits for the worker's result. Whatever happens, the
+//     binding is revoked and the channel freed when the turn ends.
+//   - A turn that is aborted (deadline, Stop, Remove, StartFresh, Close, the
+//     caller's context) waits for a pending start, saves the container's
+//     last 200 log lines to the operator log (scrubbed) and force-removes
+//     the channel's exact container, so a hung or hostile worker cannot go
+//     on using the broker. A worker that reported ok:false is kept.
+//   - Failed turns return an error whose text is "Sandbox turn timed out"
+//     or "Sandbox turn failed: <scrubbed message>"; it wraps the cause.
+//   - Containers run as a non-root user (never root, even when the host
+//     is), with the container.SessionSpec hardening; Close stops the
+//     brokers and leaves the containers running (they survive host
+//     restarts, and a new broker on the same socket path takes the
+//     worker's next ready call). Remove and StartFresh remove the
+//     container; StartFresh then archives the conversation.
+//   - The party directory is private to the service; each channel's
+//     directory carries a .channel-key record that refuses a second
+//     channel with the same segment; whatever a guest plants in its
+//     workspace is replaced, never followed (§3.3).
+//
+// The package depends on small interfaces (Broker, Driver) so that the
+// host wires the concrete broker (*broker.Session) and Docker driver
+// (*docker.SessionDriver) in.
+package session

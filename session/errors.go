@@ -1,0 +1,78 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Refusals and failures of the runtime. Test them with errors.Is; the
+// root kinds (rtsandbox.ErrBusy, ErrInvalid, ErrEndedEarly …) are wrapped
+// too. The texts after the kind are the reference's (session spec §1–3).
+var (
+	// ErrChannelBusy refuses a turn on a channel that already runs one.
+	ErrChannelBusy = fmt.Errorf("%w: Channel is busy", rtsandbox.ErrBusy)
+	// ErrClosed refuses work on a closed runtime and is the cause of the
+	// turns Close aborted.
+	ErrClosed = fmt.Errorf("%w: %w: session runtime is closed", rtsandbox.ErrStopping, rtsandbox.ErrEndedEarly)
+	// ErrChannel refuses a channel key that is invalid or longer than 256
+	// bytes.
+	ErrChannel = fmt.Errorf("%w: invalid session channel key", rtsandbox.ErrInvalid)
+	// ErrUnknownProfile refuses a channel whose profile is not configured.
+	ErrUnknownProfile = fmt.Errorf("%w: Unknown profile", rtsandbox.ErrInvalid)
+	// ErrMemoryTooLarge fails a turn whose memory block is over 100,000
+	// UTF-16 units.
+	ErrMemoryTooLarge = fmt.Errorf("%w: Memory context too large", rtsandbox.ErrInvalid)
+	// ErrSocketPath fails a start whose broker socket path is over 100
+	// bytes.
+	ErrSocketPath = fmt.Errorf("%w: Broker socket path too long", rtsandbox.ErrInvalid)
+	// ErrNotReady fails a start whose worker did not announce itself
+	// (POST /worker/ready) within the start timeout.
+	ErrNotReady = errors.New("Worker did not become ready")
+	// ErrWorkerFailed marks a worker that reported ok:false; its
+	// container is kept.
+	ErrWorkerFailed = errors.New("Worker turn failed")
+	// ErrSymlink refuses a channel directory that is, or lies under, a
+	// symbolic link.
+	ErrSymlink = fmt.Errorf("%w: Channel directory symlinks refused", rtsandbox.ErrRefused)
+	// ErrRootSymlink refuses a channel root that is a symbolic link.
+	ErrRootSymlink = fmt.Errorf("%w: Channel root symlink refused", rtsandbox.ErrRefused)
+	// ErrAlias refuses a channel whose directory segment belongs to
+	// another channel key (.channel-key).
+	ErrAlias = fmt.Errorf("%w: Channel workspace alias refused", rtsandbox.ErrRefused)
+)
+
+// Causes of an aborted turn (context.Cause of its context), wrapped in
+// the error Turn returns.
+var (
+	// ErrTimeout: the turn deadline passed.
+	ErrTimeout = errors.New("session turn deadline exceeded")
+	// ErrStopped: Stop, Remove or StartFresh ended the turn.
+	ErrStopped = fmt.Errorf("%w: session turn stopped", rtsandbox.ErrEndedEarly)
+	// errTurnEnded cancels every turn's context when it ends, success
+	// included, so that broker calls still in flight end.
+	errTurnEnded = errors.New("session turn ended")
+)
+
+// The texts of a failed turn (§1.2 step 16).
+const (
+	timedOutText   = "Sandbox turn timed out"
+	turnFailedText = "Sandbox turn failed: "
+)
+
+// turnError is what a failed turn returns: its text is exactly the
+// reference's, and it wraps the original error and, for an aborted turn,
+// the abort's cause.
+type turnError struct {
+	msg  string
+	errs []error
+}
+
+func (e *turnError) Error() string   { return e.msg }
+func (e *turnError) Unwrap() []error { return e.errs }
+
+// setupError wraps a refusal of New in rtsandbox.ErrInvalid.
+func setupError(format string, args ...any) error {
+	return fmt.Errorf("%w: session setup: "+format, append([]any{rtsandbox.ErrInvalid}, args...)...)
+}

@@ -1,0 +1,158 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"golang.org/x/sys/unix"
+)
+
+// freshTimeout bounds StartFresh, whose router shape has no context.
+const freshTimeout = 2 * time.Minute
+
+// StartFresh makes the channel's next turn begin a new conversation
+// (§1.3 startFresh): it stops a running turn and removes the container
+// and broker first, so nothing runs in the workspace any more; then it
+// moves the top-level *.jsonl regular files of workspace/sessions into
+// sessions/archive/<time>/, and repairs workspace/attachments. Links are
+// never followed or moved; a sessions/ that is not a real directory
+// archives nothing. Host memory is untouched.
+func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
+	ctx, cancel := context.WithTimeout(context.Background(), freshTimeout)
+	defer cancel()
+	release, err := r.hold(ctx, channel)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := r.teardown(ctx, channel); err != nil {
+		return err
+	}
+	root, err := r.s.channelRoot(channel)
+	if err != nil {
+		return err
+	}
+	ws := filepath.Join(root, workspaceName)
+	n, err := r.s.archive(ws, r.s.Now())
+	if err != nil {
+		return fmt.Errorf("archive sessions: %w", err)
+	}
+	if err := r.s.ownDirectory(ws, attachmentName); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	r.s.Logger.Info("Sandbox conversation archived", "channel", channel, "archived", n)
+	return nil
+}
+
+// archive moves the top-level *.jsonl regular files of ws/sessions into
+// ws/sessions/archive/<now, ISO 8601 with ':' → '-'>/ and returns how
+// many. Every step is relative to a no-follow descriptor: sessions/ is
+// opened without following a link (a link or a missing directory archives
+// nothing), entries are lstat-checked through it, archive/ and the
+// timestamp directory are owned (a planted link is replaced), and the
+// files move with renameat between descriptors, so no path is resolved
+// twice. The container must be gone.
+func (s *settings) archive(ws string, now time.Time) (int, error) {
+	wsfd, err := openDir(ws)
+	if errors.Is(err, unix.ENOENT) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrSymlink, err)
+	}
+	defer unix.Close(wsfd)
+	sfd, err := openAt(wsfd, sessionsName, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, nil // missing, a link or not a directory: nothing to archive
+	}
+	defer unix.Close(sfd)
+	names, err := jsonlFiles(sfd)
+	if err != nil || len(names) == 0 {
+		return 0, err
+	}
+	stamp := strings.ReplaceAll(now.UTC().Format("2006-01-02T15:04:05.000Z"), ":", "-")
+	dst, err := s.ownedChild(sfd, archiveName)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(dst)
+	tfd, err := s.ownedChild(dst, stamp)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(tfd)
+	moved := 0
+	for _, name := range names {
+		if err := unix.Renameat(sfd, name, tfd, name); err != nil {
+			return moved, fmt.Errorf("archive %s: %w", name, err)
+		}
+		moved++
+	}
+	return moved, nil
+}
+
+// ownedChild owns the directory fd/name and opens it without following.
+func (s *settings) ownedChild(fd int, name string) (int, error) {
+	if err := s.ownDirectoryAt(fd, name); err != nil {
+		return -1, err
+	}
+	child, err := openAt(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", name, err)
+	}
+	return child, nil
+}
+
+// jsonlFiles lists the entries of the directory fd whose names end in
+// .jsonl and that are regular files by lstat.
+func jsonlFiles(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	dir := os.NewFile(uintptr(dup), sessionsName)
+	defer dir.Close()
+	entries, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".jsonl") || !validEntry(name) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+// SessionsDir is the channel's workspace/sessions directory (§1.3); it
+// runs the .channel-key alias check, which creates the channel root and
+// the record when missing.
+func (r *Runtime) SessionsDir(channel rtsandbox.ChannelKey) (string, error) {
+	return r.workspaceDir(channel, sessionsName)
+}
+
+// AttachmentDir is the channel's workspace/attachments directory; it runs
+// the alias check as SessionsDir.
+func (r *Runtime) AttachmentDir(channel rtsandbox.ChannelKey) (string, error) {
+	return r.workspaceDir(channel, attachmentName)
+}
+
+func (r *Runtime) workspaceDir(channel rtsandbox.ChannelKey, name string) (string, error) {
+	root, err := r.s.channelRoot(channel)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, workspaceName, name), nil
+}

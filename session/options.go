@@ -1,0 +1,225 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/effort"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
+)
+
+// Bounds and defaults of the turn deadline and the start timeout (§1.2
+// step 2, §1.3 "Readiness").
+const (
+	DefaultTurnTimeout  = rtsandbox.SessionTurnTimeout // 600 s
+	MinTurnTimeout      = time.Second
+	MaxTurnTimeout      = time.Hour
+	DefaultStartTimeout = rtsandbox.SessionStartTimeout // 90 s
+	MinStartTimeout     = time.Second
+	MaxStartTimeout     = 10 * time.Minute
+	// ReadyPoll is how often a start asks the broker whether the worker
+	// announced itself.
+	ReadyPoll = 100 * time.Millisecond
+	// LogLines is how many container log lines an aborted turn saves.
+	LogLines = 200
+)
+
+// Options configure a Runtime; New checks every field.
+type Options struct {
+	// Driver runs the channels' containers (*docker.SessionDriver).
+	Driver Driver
+	// NewBroker makes a profile's broker listening on socketPath (the
+	// host wires *broker.Session: NewSession, then Listen). The runtime
+	// removes a stale socket file first and makes a new broker whenever
+	// the channel's profile changes or its container is recreated.
+	NewBroker func(profile, socketPath string) (Broker, error)
+	// Profiles are the session profiles by name (^[a-zA-Z0-9_-]{1,100}$).
+	Profiles map[string]Profile
+	// ProfileFor names a channel's profile; a name not in Profiles fails
+	// the channel's turns with ErrUnknownProfile.
+	ProfileFor func(rtsandbox.ChannelKey) string
+	// PartyDir holds one directory per channel (§3.2): absolute, private
+	// to this service (0700, owned by its uid, no group or other bits),
+	// created when missing. Its canonical path is used.
+	PartyDir string
+	// Image is the worker image of profiles without one of their own.
+	Image string
+	// Installation labels the containers as this installation's.
+	Installation string
+	// UID and GID run the workers. A service not running as root may
+	// leave both 0 (its own ids) or name its own ids; a service running
+	// as root must name a non-root user, to whom the run and workspace
+	// directories and the socket are handed.
+	UID, GID int
+	// TimeZone is the workers' IANA zone; "" means UTC.
+	TimeZone string
+	// Log is the containers' log driver; the zero value means
+	// container.DefaultLogConfig ("local", 3×10 MiB).
+	Log container.LogConfig
+	// TurnTimeout is the turn deadline, 1 s..1 h; 0 means 600 s.
+	TurnTimeout time.Duration
+	// StartTimeout bounds a worker's readiness after its container is
+	// running, 1 s..10 min; 0 means 90 s.
+	StartTimeout time.Duration
+	// Judge judges each turn's thinking level; nil means
+	// effort.Heuristic.
+	Judge effort.Judge
+	// Memory returns the prompt memory block of a turn's author (§1.2
+	// step 5); nil gives "".
+	Memory func(ctx context.Context, channel rtsandbox.ChannelKey, authorID, authorName string) (string, error)
+	// MemoryVisibility is "shared" or "private" ("" means private).
+	MemoryVisibility string
+	// Scrub masks credential forms in text bound for the operator log
+	// (failure messages, the worker's log lines); nil removes control
+	// characters only. The host wires its secret-aware scrubber.
+	Scrub func(string) string
+	// Logger receives operator records; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock of archive names; nil means time.Now.
+	Now func() time.Time
+}
+
+// Profile is what the runtime needs of a session profile; the host fills
+// it from config. The profile's model, tools and MCP servers are the
+// broker's business (NewBroker).
+type Profile struct {
+	// Image overrides Options.Image for this profile.
+	Image string
+	// Limits of the container; the zero value means
+	// container.DefaultSessionLimits (1.5 GiB, 1 CPU, 256 PIDs).
+	Limits container.SessionLimits
+}
+
+// settings are Options after defaults and checks.
+type settings struct {
+	Options
+	hostRoot bool // the service runs as root: hand dirs and socket to UID:GID
+}
+
+// check applies the defaults and every setup refusal (§3.2 "The
+// constructor also requires", §6.10).
+func check(o Options) (settings, error) {
+	if o.Driver == nil || o.NewBroker == nil || o.ProfileFor == nil || len(o.Profiles) == 0 {
+		return settings{}, setupError("a driver, a broker factory, profiles and a profile function are required")
+	}
+	if o.TurnTimeout == 0 {
+		o.TurnTimeout = DefaultTurnTimeout
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.TurnTimeout < MinTurnTimeout || o.TurnTimeout > MaxTurnTimeout {
+		return settings{}, setupError("turn timeout %v is outside 1s..1h", o.TurnTimeout)
+	}
+	if o.StartTimeout < MinStartTimeout || o.StartTimeout > MaxStartTimeout {
+		return settings{}, setupError("start timeout %v is outside 1s..10m", o.StartTimeout)
+	}
+	if v := o.MemoryVisibility; v != "" && v != rtsandbox.MemoryShared && v != rtsandbox.MemoryPrivate {
+		return settings{}, setupError("memory visibility %q is neither shared nor private", v)
+	}
+	s := settings{Options: o}
+	if err := s.checkUser(os.Geteuid(), os.Getegid()); err != nil {
+		return settings{}, err
+	}
+	if err := s.checkProfiles(); err != nil {
+		return settings{}, err
+	}
+	if err := s.preparePartyDir(); err != nil {
+		return settings{}, err
+	}
+	if s.Judge == nil {
+		s.Judge = effort.Heuristic{}
+	}
+	if s.Scrub == nil {
+		s.Scrub = stripControls
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	return s, nil
+}
+
+// checkUser refuses root workers (§3.1 "Worker must be non-root"). A
+// service running as root must name a non-root worker user; any other
+// service runs workers as itself, so the workspace stays its own.
+func (s *settings) checkUser(euid, egid int) error {
+	if s.UID < 0 || s.GID < 0 {
+		return setupError("Worker must be non-root")
+	}
+	if euid == 0 {
+		if s.UID == 0 || s.GID == 0 {
+			return setupError("Worker must be non-root: the host runs as root, so sandbox.user must name a non-root uid:gid")
+		}
+		s.hostRoot = true
+		return nil
+	}
+	if s.UID == 0 && s.GID == 0 {
+		s.UID, s.GID = euid, egid
+	}
+	if s.UID != euid || s.GID != egid {
+		return setupError("worker user %d:%d must be this service's own uid:gid", s.UID, s.GID)
+	}
+	return nil
+}
+
+// checkProfiles validates every profile's container spec on a sample
+// channel: names, images, limits, the user, the zone, the log driver and
+// the installation, so a bad config fails at startup, not at a turn.
+func (s *settings) checkProfiles() error {
+	for name, p := range s.Profiles {
+		spec := s.spec("check:profile", name, p, dirs{run: "/party/x/run", workspace: "/party/x/workspace"})
+		if err := spec.Validate(); err != nil {
+			return setupError("profile %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// preparePartyDir creates the party dir when missing and requires it
+// private to this service; its canonical path is kept.
+func (s *settings) preparePartyDir() error {
+	if !filepath.IsAbs(s.PartyDir) || filepath.Clean(s.PartyDir) == "/" {
+		return setupError("party dir must be an absolute dedicated directory")
+	}
+	canon, err := privdir.Make(s.PartyDir)
+	if err != nil {
+		return setupError("party dir: %w", err)
+	}
+	s.PartyDir = canon
+	return nil
+}
+
+// spec is the container spec of channel under profile.
+func (s *settings) spec(channel rtsandbox.ChannelKey, name string, p Profile, d dirs) container.SessionSpec {
+	image := p.Image
+	if image == "" {
+		image = s.Image
+	}
+	return container.SessionSpec{
+		Name: container.SessionName(s.Installation, string(channel)), Image: image,
+		Installation: s.Installation, Channel: string(channel), Profile: name,
+		UID: s.UID, GID: s.GID, RunDir: d.run, WorkspaceDir: d.workspace,
+		TimeZone: s.TimeZone, Limits: p.Limits, Log: s.Log,
+	}.WithDefaults()
+}
+
+// stripControls is the default Scrub: control characters other than tab
+// and newline become spaces.
+func stripControls(text string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, text)
+}

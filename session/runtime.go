@@ -1,0 +1,264 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// Runtime runs session turns: one worker container and one broker per
+// channel, at most one turn per channel, any number of channels at once.
+// It is safe for concurrent use.
+type Runtime struct {
+	s settings
+
+	mu     sync.Mutex
+	closed bool
+	chans  map[rtsandbox.ChannelKey]*channelState
+}
+
+// channelState is what the runtime holds per channel (§1.1). Guarded by
+// Runtime.mu.
+type channelState struct {
+	active *activity    // the running turn or lifecycle operation
+	start  *startCall   // the start in flight
+	entry  *brokerEntry // the channel's broker
+	level  string       // the last judged thinking level
+}
+
+// activity holds a channel: a turn (cancel set) or a lifecycle operation
+// (Remove, StartFresh). done is closed when it ends.
+type activity struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// brokerEntry is a channel's broker and what it was made for.
+type brokerEntry struct {
+	profile string
+	digest  string // the container spec it serves
+	broker  Broker
+}
+
+// Status is what Status reports of a channel.
+type Status struct {
+	// Mode is always "session".
+	Mode string
+	// Profile is the channel's configured profile.
+	Profile string
+	// Container is container.StateMissing, StateRunning or StateStopped;
+	// Image and ContainerProfile are what the engine reports ("" when
+	// unknown).
+	Container        string
+	Image            string
+	ContainerProfile string
+	// Busy reports a running turn; Ready a broker whose worker announced
+	// itself.
+	Busy, Ready bool
+}
+
+// Mode is Status.Mode.
+const Mode = "session"
+
+// New checks opts (every setup refusal: missing parts, profiles whose
+// container spec is invalid, a root worker, a party dir that is not
+// private, timeouts out of range), creates the party dir when missing and
+// returns a Runtime. Errors wrap rtsandbox.ErrInvalid.
+func New(opts Options) (*Runtime, error) {
+	s, err := check(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{s: s, chans: map[rtsandbox.ChannelKey]*channelState{}}, nil
+}
+
+// state returns channel's state, creating it. r.mu must be held.
+func (r *Runtime) state(channel rtsandbox.ChannelKey) *channelState {
+	cs := r.chans[channel]
+	if cs == nil {
+		cs = &channelState{}
+		r.chans[channel] = cs
+	}
+	return cs
+}
+
+// Stop aborts the channel's running turn, which then saves the worker's
+// log and removes its container, and reports whether there was one.
+func (r *Runtime) Stop(channel rtsandbox.ChannelKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cs := r.chans[channel]
+	if cs == nil || cs.active == nil || cs.active.cancel == nil {
+		return false
+	}
+	cs.active.cancel(ErrStopped)
+	return true
+}
+
+// hold takes channel for a lifecycle operation: a running turn is
+// stopped and waited for, and no turn is admitted until the returned
+// release is called. Errors: ErrClosed, ErrChannel, the cause of ctx.
+func (r *Runtime) hold(ctx context.Context, channel rtsandbox.ChannelKey) (release func(), err error) {
+	if err := checkChannel(channel); err != nil {
+		return nil, err
+	}
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, ErrClosed
+		}
+		cs := r.state(channel)
+		if a := cs.active; a != nil {
+			if a.cancel != nil {
+				a.cancel(ErrStopped)
+			}
+			r.mu.Unlock()
+			select {
+			case <-a.done:
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		a := &activity{done: make(chan struct{})}
+		cs.active = a
+		r.mu.Unlock()
+		return func() { r.end(channel, a) }, nil
+	}
+}
+
+// end frees channel from a.
+func (r *Runtime) end(channel rtsandbox.ChannelKey, a *activity) {
+	r.mu.Lock()
+	if cs := r.chans[channel]; cs != nil && cs.active == a {
+		cs.active = nil
+	}
+	r.mu.Unlock()
+	close(a.done)
+}
+
+// Remove is the reference's stop(channel) (§1.3), for the owner commands
+// `off` and `channels off`: it stops a running turn, waits for a pending
+// start, force-removes the channel's container, closes its broker and
+// forgets the broker and the judged level.
+func (r *Runtime) Remove(ctx context.Context, channel rtsandbox.ChannelKey) error {
+	release, err := r.hold(ctx, channel)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return r.teardown(ctx, channel)
+}
+
+// teardown removes the channel's container and broker; the caller holds
+// the channel.
+func (r *Runtime) teardown(ctx context.Context, channel rtsandbox.ChannelKey) error {
+	if err := r.waitStart(ctx, channel); err != nil {
+		return err
+	}
+	err := r.s.Driver.Remove(ctx, r.name(channel))
+	r.mu.Lock()
+	cs := r.state(channel)
+	entry := cs.entry
+	cs.entry, cs.level = nil, ""
+	r.mu.Unlock()
+	if entry != nil {
+		err = errors.Join(err, entry.broker.Close())
+	}
+	return err
+}
+
+// waitStart waits until no start of channel is in flight.
+func (r *Runtime) waitStart(ctx context.Context, channel rtsandbox.ChannelKey) error {
+	for {
+		r.mu.Lock()
+		call := r.state(channel).start
+		r.mu.Unlock()
+		if call == nil {
+			return nil
+		}
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// name is the channel's container name.
+func (r *Runtime) name(channel rtsandbox.ChannelKey) string {
+	return container.SessionName(r.s.Installation, string(channel))
+}
+
+// Status reports the channel's mode, profile and container state.
+func (r *Runtime) Status(ctx context.Context, channel rtsandbox.ChannelKey) (Status, error) {
+	if err := checkChannel(channel); err != nil {
+		return Status{}, err
+	}
+	st, err := r.s.Driver.Status(ctx, r.name(channel))
+	if err != nil {
+		return Status{}, err
+	}
+	out := Status{
+		Mode: Mode, Profile: r.s.ProfileFor(channel),
+		Container: st.State, Image: st.Image, ContainerProfile: st.Profile,
+	}
+	r.mu.Lock()
+	if cs := r.chans[channel]; cs != nil {
+		out.Busy = cs.active != nil && cs.active.cancel != nil
+		out.Ready = cs.entry != nil && cs.entry.broker.Ready()
+	}
+	r.mu.Unlock()
+	return out, nil
+}
+
+// Close is the reference's stopBrokers (§1.3), for host shutdown: it
+// refuses new work, aborts every running turn (cause ErrClosed), waits
+// for the turns, starts and lifecycle operations to end (at most until
+// ctx ends), then closes every broker. Containers keep running: they
+// survive the host's restart. It may be called more than once.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	var waits []chan struct{}
+	for _, cs := range r.chans {
+		if a := cs.active; a != nil {
+			if a.cancel != nil {
+				a.cancel(ErrClosed)
+			}
+			waits = append(waits, a.done)
+		}
+		if cs.start != nil {
+			waits = append(waits, cs.start.done)
+		}
+	}
+	r.mu.Unlock()
+	var err error
+	for _, done := range waits {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.mu.Lock()
+	var brokers []Broker
+	for _, cs := range r.chans {
+		if cs.entry != nil {
+			brokers = append(brokers, cs.entry.broker)
+			cs.entry = nil
+		}
+	}
+	r.mu.Unlock()
+	for _, b := range brokers {
+		err = errors.Join(err, b.Close())
+	}
+	return err
+}

@@ -1,0 +1,159 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// startCall is a start in flight; err is set before done is closed.
+type startCall struct {
+	profile string
+	done    chan struct{}
+	err     error
+}
+
+// start makes sure channel's worker runs under profile with a ready
+// broker (§1.3 start). Starts are deduplicated: when one is in flight,
+// start waits for it and returns if it succeeded with the same profile;
+// otherwise it starts again. ctx (the turn's signal) cancels the wait,
+// the engine calls and the readiness poll.
+func (r *Runtime) start(ctx context.Context, channel rtsandbox.ChannelKey, profile string) error {
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return ErrClosed
+		}
+		cs := r.state(channel)
+		if p := cs.start; p != nil {
+			r.mu.Unlock()
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			if p.err == nil && p.profile == profile {
+				return nil
+			}
+			continue
+		}
+		call := &startCall{profile: profile, done: make(chan struct{})}
+		cs.start = call
+		r.mu.Unlock()
+		call.err = r.startOnce(ctx, channel, profile)
+		r.mu.Lock()
+		cs.start = nil
+		r.mu.Unlock()
+		close(call.done)
+		return call.err
+	}
+}
+
+// startOnce is one start: directories, the recreate decision, a new
+// broker when needed, the container, the worker's readiness.
+func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, profile string) error {
+	p, ok := r.s.Profiles[profile]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownProfile, profile)
+	}
+	d, err := r.s.prepare(channel)
+	if err != nil {
+		return err
+	}
+	spec := r.s.spec(channel, profile, p, d)
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	st, err := r.s.Driver.Status(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	recreate := st.Stale(spec)
+	broker, err := r.broker(ctx, channel, profile, spec.Digest(), d, recreate)
+	if err != nil {
+		return err
+	}
+	if err := r.s.Driver.EnsureRunning(ctx, spec); err != nil {
+		return err
+	}
+	return r.awaitReady(ctx, broker)
+}
+
+// broker returns the channel's broker for profile, replacing the current
+// one when there is none, it serves another profile or container spec, or
+// the container must be recreated (§1.3 "New broker"): the old container
+// is removed first (when there was a broker and recreate holds), the old
+// broker is closed, a stale socket file removed and the new broker made.
+func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, profile, digest string, d dirs, recreate bool) (Broker, error) {
+	r.mu.Lock()
+	cs := r.state(channel)
+	old := cs.entry
+	r.mu.Unlock()
+	if old != nil && old.profile == profile && old.digest == digest && !recreate {
+		return old.broker, nil
+	}
+	sock := d.socket()
+	if len(sock) > maxSocketPath {
+		return nil, fmt.Errorf("%w: %s", ErrSocketPath, sock)
+	}
+	if old != nil {
+		if recreate {
+			if err := r.s.Driver.Remove(ctx, r.name(channel)); err != nil {
+				return nil, err
+			}
+		}
+		r.mu.Lock()
+		cs.entry = nil
+		r.mu.Unlock()
+		if err := old.broker.Close(); err != nil {
+			r.s.Logger.Warn("session broker close failed", "channel", channel, "error", err)
+		}
+	}
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale broker socket: %w", err)
+	}
+	b, err := r.s.NewBroker(profile, sock)
+	if err != nil {
+		return nil, fmt.Errorf("session broker: %w", err)
+	}
+	if err := r.s.handOver(sock); err != nil {
+		return nil, errors.Join(err, b.Close())
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errors.Join(ErrClosed, b.Close())
+	}
+	cs.entry = &brokerEntry{profile: profile, digest: digest, broker: b}
+	r.mu.Unlock()
+	return b, nil
+}
+
+// awaitReady polls the broker every ReadyPoll until the worker announced
+// itself, ctx ends or StartTimeout passes (ErrNotReady).
+func (r *Runtime) awaitReady(ctx context.Context, b Broker) error {
+	if b.Ready() {
+		return nil
+	}
+	timeout := time.NewTimer(r.s.StartTimeout)
+	defer timeout.Stop()
+	tick := time.NewTicker(ReadyPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-timeout.C:
+			return ErrNotReady
+		case <-tick.C:
+			if b.Ready() {
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// Bounds of what a failed turn writes to the operator log (§1.2 step 16).
+const (
+	maxLogMessage = 4000   // the failure message, UTF-16 units
+	maxLogLines   = 200000 // the worker's last log lines, UTF-16 units
+	// cleanupTimeout bounds the log read and the removal after an abort,
+	// which run after the turn's own context ended.
+	cleanupTimeout = 60 * time.Second
+)
+
+// TurnRequest is one session turn as the host asks for it.
+type TurnRequest struct {
+	// Binding is what the router admitted: channel, speaker and tier.
+	Binding rtsandbox.Binding
+	// Text is the guest's message, at most 100,000 UTF-16 units.
+	Text string
+	// Images go to the worker with the text (§4.2); nil for none.
+	Images []rtsandbox.Image
+	// TurnID names the turn (a safe file name: the worker's outbox
+	// directory); "" means a fresh random id.
+	TurnID string
+}
+
+// TurnResult is a successful turn: the worker's final text and its reply
+// files, decoded.
+type TurnResult struct {
+	TurnID string
+	Text   string
+	Files  []File
+}
+
+// File is one reply file.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// RunTurn runs one guest turn in b's channel (the router.Runtime shape)
+// and returns its text; reply files are dropped (the router delivers text
+// only; Turn returns them). Errors are Turn's.
+func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	res, err := r.Turn(ctx, TurnRequest{Binding: b, Text: text})
+	if err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	if len(res.Files) > 0 {
+		r.s.Logger.Info("session reply files not delivered", "channel", b.Channel, "turn_id", res.TurnID, "files", len(res.Files))
+	}
+	return rtsandbox.Reply{OK: true, Text: res.Text}, nil
+}
+
+// Turn runs one session turn (§1.2). Refusals, decided before anything
+// runs: ErrChannel, ErrClosed, ErrChannelBusy. Every other failure is
+// logged ("sandbox turn failed") and returned as an error whose text is
+// "Sandbox turn timed out" (the deadline passed) or "Sandbox turn failed:
+// <scrubbed message>", wrapping the original error (ErrWorkerFailed for a
+// worker's ok:false, ErrUnknownProfile, ErrNotReady, rtsandbox.ErrTurnInput
+// …) and, when the turn was aborted, its cause (ErrTimeout, ErrStopped,
+// ErrClosed or the caller's). An aborted turn's container is removed
+// before Turn returns.
+func (r *Runtime) Turn(ctx context.Context, req TurnRequest) (TurnResult, error) {
+	channel := req.Binding.Channel
+	if err := checkChannel(channel); err != nil {
+		return TurnResult{}, err
+	}
+	t, err := r.admit(ctx, channel)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	defer r.finish(t)
+	if t.id = req.TurnID; t.id == "" {
+		t.id = newTurnID()
+	}
+	res, err := r.run(t, req)
+	if err != nil {
+		return TurnResult{}, r.failed(t, err)
+	}
+	return res, nil
+}
+
+// turn is one admitted turn.
+type turn struct {
+	channel rtsandbox.ChannelKey
+	id      string
+	caller  context.Context // the caller's context
+	ctx     context.Context // the turn signal: caller, Stop/Close, deadline
+	cancel  context.CancelCauseFunc
+	stop    context.CancelFunc // the deadline timer
+	act     *activity
+}
+
+// admit makes t the channel's active turn (§1.2 step 2).
+func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (*turn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	cs := r.state(channel)
+	if cs.active != nil {
+		return nil, ErrChannelBusy
+	}
+	base, cancel := context.WithCancelCause(ctx)
+	tctx, stop := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)
+	t := &turn{channel: channel, caller: ctx, ctx: tctx, cancel: cancel, stop: stop,
+		act: &activity{cancel: cancel, done: make(chan struct{})}}
+	cs.active = t.act
+	return t, nil
+}
+
+// finish always runs (§1.2 step 15): the turn signal ends, so broker
+// calls still in flight end, and the channel is free.
+func (r *Runtime) finish(t *turn) {
+	t.cancel(errTurnEnded)
+	t.stop()
+	r.end(t.channel, t.act)
+}
+
+// run is §1.2 steps 3–14.
+func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
+	sp := req.Binding.Speaker
+	st := rtsandbox.SessionTurn{
+		TurnID: t.id, Author: rtsandbox.SessionAuthor{ID: sp.ID, Name: sp.Name},
+		Text: req.Text, Images: req.Images, Thinking: "low", // judged below
+		MemoryVisibility: r.visibility(),
+	}
+	if st.Images == nil {
+		st.Images = []rtsandbox.Image{}
+	}
+	if err := st.Validate(); err != nil {
+		return TurnResult{}, err
+	}
+	profile := r.s.ProfileFor(t.channel)
+	level, err := r.judgeAndStart(t, profile, req.Text)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	st.Thinking = level
+	if st.Memory, err = r.memory(t, sp); err != nil {
+		return TurnResult{}, err
+	}
+	if err := st.Validate(); err != nil {
+		return TurnResult{}, err
+	}
+	b, err := r.current(t.channel)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	deadline, _ := t.ctx.Deadline()
+	release, err := b.Bind(t.ctx, rtsandbox.SessionBinding{
+		Binding: req.Binding, Profile: profile, Thinking: level, Deadline: deadline,
+	})
+	if err != nil {
+		return TurnResult{}, fmt.Errorf("bind: %w", err)
+	}
+	defer release()
+	out, err := b.Execute(t.ctx, st)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	return decode(t.id, out)
+}
+
+// visibility is the turn's memory visibility; "" reads as private.
+func (r *Runtime) visibility() string {
+	if r.s.MemoryVisibility == "" {
+		return rtsandbox.MemoryPrivate
+	}
+	return r.s.MemoryVisibility
+}
+
+// judgeAndStart runs the effort judge and the channel's start at once
+// (§1.2 step 4) and stores the judged level once both succeeded.
+func (r *Runtime) judgeAndStart(t *turn, profile, text string) (string, error) {
+	r.mu.Lock()
+	previous := r.state(t.channel).level
+	r.mu.Unlock()
+	var level string
+	var judgeErr error
+	judged := make(chan struct{})
+	go func() {
+		defer close(judged)
+		level, judgeErr = r.s.Judge.Judge(t.ctx, text, previous)
+	}()
+	startErr := r.start(t.ctx, t.channel, profile)
+	<-judged
+	if err := errors.Join(startErr, judgeErr); err != nil {
+		return "", err
+	}
+	if !rtsandbox.ValidThinking(level) {
+		return "", fmt.Errorf("effort judge answered %q, not a thinking level", level)
+	}
+	r.mu.Lock()
+	r.state(t.channel).level = level
+	r.mu.Unlock()
+	return level, nil
+}
+
+// memory is the author's prompt memory block (§1.2 step 5).
+func (r *Runtime) memory(t *turn, sp rtsandbox.Speaker) (string, error) {
+	if r.s.Memory == nil {
+		return "", nil
+	}
+	mem, err := r.s.Memory(t.ctx, t.channel, sp.ID, sp.Name)
+	if err != nil {
+		return "", fmt.Errorf("memory: %w", err)
+	}
+	if rtsandbox.UTF16Len(mem) > rtsandbox.MaxSessionMemory {
+		return "", ErrMemoryTooLarge
+	}
+	return mem, nil
+}
+
+// current is the channel's broker after a start.
+func (r *Runtime) current(channel rtsandbox.ChannelKey) (Broker, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.state(channel).entry; e != nil {
+		return e.broker, nil
+	}
+	return nil, errors.New("session broker gone after start")
+}
+
+// decode finishes a worker's result (§1.2 step 14): ok:false fails with
+// ErrWorkerFailed (the container is kept); the reply files are validated
+// again and decoded.
+func decode(id string, out rtsandbox.SessionResult) (TurnResult, error) {
+	if !out.OK {
+		return TurnResult{}, fmt.Errorf("%w: %s", ErrWorkerFailed, out.Error)
+	}
+	if err := rtsandbox.ValidateReplyFiles(out.Files); err != nil {
+		return TurnResult{}, err
+	}
+	res := TurnResult{TurnID: id, Text: out.Text, Files: make([]File, 0, len(out.Files))}
+	for _, f := range out.Files {
+		data, err := base64.StdEncoding.DecodeString(f.Data)
+		if err != nil {
+			return TurnResult{}, fmt.Errorf("%w: %w", rtsandbox.ErrReplyFile, err)
+		}
+		res.Files = append(res.Files, File{Name: f.Name, Data: data})
+	}
+	return res, nil
+}
+
+// failed is §1.2 step 16: log the failure; when the turn signal ended,
+// save the worker's last log lines and force-remove the exact container;
+// return the reference's error text.
+func (r *Runtime) failed(t *turn, err error) error {
+	aborted := t.ctx.Err() != nil
+	cause := context.Cause(t.ctx)
+	timedOut := aborted && errors.Is(cause, ErrTimeout)
+	msg := r.scrub(err.Error(), maxLogMessage)
+	r.s.Logger.Warn("sandbox turn failed", "channel", t.channel, "turn_id", t.id,
+		"message", msg, "timedOut", timedOut, "cancelled", t.caller.Err() != nil)
+	errs := []error{err}
+	if aborted {
+		errs = append(errs, cause)
+		r.removeAborted(t)
+	}
+	if timedOut {
+		return &turnError{msg: timedOutText, errs: errs}
+	}
+	return &turnError{msg: turnFailedText + msg, errs: errs}
+}
+
+// removeAborted waits for a pending start, saves the container's last
+// LogLines lines to the operator log and force-removes it, within
+// cleanupTimeout and whatever the turn's context says.
+func (r *Runtime) removeAborted(t *turn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), cleanupTimeout)
+	defer cancel()
+	name := r.name(t.channel)
+	if err := r.waitStart(ctx, t.channel); err != nil {
+		r.s.Logger.Warn("session start still pending at removal", "channel", t.channel, "turn_id", t.id, "error", err)
+	}
+	lines, err := r.s.Driver.Logs(ctx, name, LogLines)
+	if err != nil {
+		r.s.Logger.Warn("sandbox worker log unavailable", "channel", t.channel, "turn_id", t.id, "error", r.scrub(err.Error(), maxLogMessage))
+	} else {
+		r.s.Logger.Warn("sandbox worker log before removal", "channel", t.channel, "turn_id", t.id,
+			"lines", r.scrub(strings.TrimSpace(lines), maxLogLines))
+	}
+	if err := r.s.Driver.Remove(ctx, name); err != nil {
+		r.s.Logger.Error("session container removal failed", "channel", t.channel, "turn_id", t.id, "container", name, "error", err)
+	}
+}
+
+// scrub masks text for the operator log and bounds it to limit UTF-16
+// units.
+func (r *Runtime) scrub(text string, limit int) string {
+	return rtsandbox.PrefixUTF16(r.s.Scrub(text), limit)
+}
+
+// newTurnID returns 16 random hex digits.
+func newTurnID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes instead)
+	return hex.EncodeToString(b[:])
+}
