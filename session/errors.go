@@ -29,10 +29,10 @@ var (
 	ErrSocketPath = fmt.Errorf("%w: Broker socket path too long", rtsandbox.ErrInvalid)
 	// ErrNotReady fails a start whose worker did not announce itself
 	// (POST /worker/ready) within the start timeout.
-	ErrNotReady = errors.New("Worker did not become ready")
+	ErrNotReady error = textError("Worker did not become ready")
 	// ErrWorkerFailed marks a worker that reported ok:false; its
 	// container is kept.
-	ErrWorkerFailed = errors.New("Worker turn failed")
+	ErrWorkerFailed error = textError("Worker turn failed")
 	// ErrSymlink refuses a channel directory that is, or lies under, a
 	// symbolic link.
 	ErrSymlink = fmt.Errorf("%w: Channel directory symlinks refused", rtsandbox.ErrRefused)
@@ -71,6 +71,12 @@ type turnError struct {
 
 func (e *turnError) Error() string   { return e.msg }
 func (e *turnError) Unwrap() []error { return e.errs }
+
+// textError is an error whose text is a reference text that starts with
+// a capital letter.
+type textError string
+
+func (e textError) Error() string { return string(e) }
 
 // setupError wraps a refusal of New in rtsandbox.ErrInvalid.
 func setupError(format string, args ...any) error {

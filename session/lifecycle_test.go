@@ -667,13 +667,14 @@ func TestCloseAbortsRunningTurn(t *testing.T) {
 	if err := f.rt.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("turn = %v; want ErrClosed", err)
-		}
-	default:
-		t.Fatal("Close returned before the turn ended")
+	f.rt.mu.Lock()
+	active := f.rt.chans["discord:c"].active
+	f.rt.mu.Unlock()
+	if active != nil {
+		t.Error("Close returned before the turn ended")
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("turn = %v; want ErrClosed", err)
 	}
 }
 

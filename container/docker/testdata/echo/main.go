@@ -20,6 +20,9 @@ type input struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "session" {
+		session()
+	}
 	raw, err := io.ReadAll(io.LimitReader(os.Stdin, 256<<10))
 	if err != nil {
 		os.Exit(3)
@@ -79,6 +82,32 @@ func probe() string {
 		"nofile=" + nofile(),
 	}
 	return strings.Join(lines, "\n")
+}
+
+// session stands in for the long-lived session worker (command
+// ["session"]): it logs what the sandbox allows, one "name=value" line
+// each, on stdout and a marker on stderr, then waits for SIGTERM or
+// SIGKILL.
+func session() {
+	lines := []string{
+		fmt.Sprintf("uid=%d", os.Getuid()),
+		fmt.Sprintf("gid=%d", os.Getgid()),
+		"env=" + strings.Join(os.Environ(), ";"),
+		"run-write=" + writable("/run/sandbox/x"),
+		"root-write=" + writable("/x"),
+		"tmp-write=" + writable("/tmp/x"),
+		"workspace-write=" + writable("/workspace/probe"),
+		"capeff=" + statusField("CapEff"),
+		"nonewprivs=" + statusField("NoNewPrivs"),
+		"net=" + netDevices(),
+		"nofile=" + nofile(),
+	}
+	fmt.Println(strings.Join(lines, "\n"))
+	fmt.Fprintln(os.Stderr, "session worker ready")
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+	os.Exit(0)
 }
 
 // statusField reads a field of /proc/self/status, such as CapEff.
