@@ -38,7 +38,7 @@ func TestWorkerOkFalseKeepsContainer(t *testing.T) {
 		t.Fatalf("failure records = %+v", rec)
 	}
 	a := rec[0].attrs
-	if a["channel"] != rtsandbox.ChannelKey("discord:party") || a["turn_id"] != "t1" || a["timedOut"] != false ||
+	if a["channel"] != "discord:party" || a["turn_id"] != "t1" || a["timed_out"] != false ||
 		!strings.Contains(a["message"].(string), "529 overloaded") {
 		t.Errorf("failure record = %+v", a)
 	}
@@ -74,14 +74,14 @@ func TestTimeoutSavesLogAndRemoves(t *testing.T) {
 			t.Errorf("driver calls (-want +got):\n%s", diff)
 		}
 		rec := f.log.find("sandbox turn failed")
-		if len(rec) != 1 || rec[0].attrs["timedOut"] != true || rec[0].attrs["cancelled"] != false {
+		if len(rec) != 1 || rec[0].attrs["timed_out"] != true || rec[0].attrs["cancelled"] != false {
 			t.Errorf("failure records = %+v", rec)
 		}
 		logs := f.log.find("sandbox worker log before removal")
 		if len(logs) != 1 {
 			t.Fatalf("worker log records = %+v", logs)
 		}
-		want := map[string]any{"channel": rtsandbox.ChannelKey("discord:party"), "turn_id": "t1", "lines": "worker line 1\nworker line 2"}
+		want := map[string]any{"channel": "discord:party", "turn_id": "t1", "lines": "worker line 1\nworker line 2"}
 		if diff := cmp.Diff(want, logs[0].attrs); diff != "" {
 			t.Errorf("worker log record (-want +got):\n%s", diff)
 		}

@@ -46,7 +46,7 @@ func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 	if err := r.s.ownDirectory(ws, attachmentName); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	r.s.Logger.Info("Sandbox conversation archived", "channel", channel, "archived", n)
+	r.s.Logger.Info("Sandbox conversation archived", "channel", string(channel), "archived", n)
 	return nil
 }
 

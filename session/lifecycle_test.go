@@ -278,7 +278,9 @@ func TestSetupRefusals(t *testing.T) {
 			o.Profiles = map[string]Profile{"p": {Limits: container.SessionLimits{MemoryMB: 1, CPUs: 1, PIDs: 8}}}
 		}},
 		{"log driver", func(o *Options) { o.Log = container.LogConfig{Driver: "-bad"} }},
-		{"log option", func(o *Options) { o.Log = container.LogConfig{Driver: "local", Options: map[string]string{"max-size": "1\n"}} }},
+		{"log option", func(o *Options) {
+			o.Log = container.LogConfig{Driver: "local", Options: map[string]string{"max-size": "1\n"}}
+		}},
 		{"time zone", func(o *Options) { o.TimeZone = "Mars/Olympus" }},
 	}
 	for _, tt := range tests {

@@ -111,7 +111,7 @@ func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, prof
 		cs.entry = nil
 		r.mu.Unlock()
 		if err := old.broker.Close(); err != nil {
-			r.s.Logger.Warn("session broker close failed", "channel", channel, "error", err)
+			r.s.Logger.Warn("session broker close failed", "channel", string(channel), "err", err)
 		}
 	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {

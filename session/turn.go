@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -58,7 +59,7 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 		return rtsandbox.Reply{}, err
 	}
 	if len(res.Files) > 0 {
-		r.s.Logger.Info("session reply files not delivered", "channel", b.Channel, "turn_id", res.TurnID, "files", len(res.Files))
+		r.s.Logger.Info("session reply files not delivered", "channel", string(b.Channel), "turn_id", res.TurnID, "files", len(res.Files))
 	}
 	return rtsandbox.Reply{OK: true, Text: res.Text}, nil
 }
@@ -264,8 +265,13 @@ func (r *Runtime) failed(t *turn, err error) error {
 	cause := context.Cause(t.ctx)
 	timedOut := aborted && errors.Is(cause, ErrTimeout)
 	msg := r.scrub(err.Error(), maxLogMessage)
-	r.s.Logger.Warn("sandbox turn failed", "channel", t.channel, "turn_id", t.id,
-		"message", msg, "timedOut", timedOut, "cancelled", t.caller.Err() != nil)
+	// A stop or a shutdown is no fault to investigate: Info, not Warn.
+	level := slog.LevelWarn
+	if aborted && errors.Is(cause, rtsandbox.ErrEndedEarly) {
+		level = slog.LevelInfo
+	}
+	r.s.Logger.Log(context.Background(), level, "sandbox turn failed", "channel", string(t.channel), "turn_id", t.id,
+		"message", msg, "timed_out", timedOut, "cancelled", t.caller.Err() != nil)
 	errs := []error{err}
 	if aborted {
 		errs = append(errs, cause)
@@ -285,17 +291,17 @@ func (r *Runtime) removeAborted(t *turn) {
 	defer cancel()
 	name := r.name(t.channel)
 	if err := r.waitStart(ctx, t.channel); err != nil {
-		r.s.Logger.Warn("session start still pending at removal", "channel", t.channel, "turn_id", t.id, "error", err)
+		r.s.Logger.Warn("session start still pending at removal", "channel", string(t.channel), "turn_id", t.id, "err", err)
 	}
 	lines, err := r.s.Driver.Logs(ctx, name, LogLines)
 	if err != nil {
-		r.s.Logger.Warn("sandbox worker log unavailable", "channel", t.channel, "turn_id", t.id, "error", r.scrub(err.Error(), maxLogMessage))
+		r.s.Logger.Warn("sandbox worker log unavailable", "channel", string(t.channel), "turn_id", t.id, "err", r.scrub(err.Error(), maxLogMessage))
 	} else {
-		r.s.Logger.Warn("sandbox worker log before removal", "channel", t.channel, "turn_id", t.id,
+		r.s.Logger.Warn("sandbox worker log before removal", "channel", string(t.channel), "turn_id", t.id,
 			"lines", r.scrub(strings.TrimSpace(lines), maxLogLines))
 	}
 	if err := r.s.Driver.Remove(ctx, name); err != nil {
-		r.s.Logger.Error("session container removal failed", "channel", t.channel, "turn_id", t.id, "container", name, "error", err)
+		r.s.Logger.Error("session container removal failed", "channel", string(t.channel), "turn_id", t.id, "container", name, "err", err)
 	}
 }
 
