@@ -57,11 +57,7 @@ func TestWorkerOkFalseKeepsContainer(t *testing.T) {
 func TestTimeoutSavesLogAndRemoves(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)
-		f.w.worker = func(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-			f.w.takeCalls() // keep only what follows the delivery
-			<-ctx.Done()
-			return rtsandbox.SessionResult{}, context.Cause(ctx)
-		}
+		f.w.worker = hangWorker(func() { f.w.takeCalls() }) // keep only what follows the delivery
 		_, err := f.rt.Turn(context.Background(), TurnRequest{Binding: binding("discord:party", "a"), Text: "hi", TurnID: "t1"})
 		if err == nil || err.Error() != "Sandbox turn timed out" {
 			t.Fatalf("error = %v; want exactly Sandbox turn timed out", err)

@@ -366,3 +366,24 @@ func removals(calls []string) []string {
 	}
 	return out
 }
+
+// hangWorker is a worker that calls onDelivery, then holds the turn
+// until its context ends.
+func hangWorker(onDelivery func()) func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	return func(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+		onDelivery()
+		<-ctx.Done()
+		return rtsandbox.SessionResult{}, context.Cause(ctx)
+	}
+}
+
+// hangingTurn starts a turn in channel whose worker never answers and
+// returns, once the worker has it, where the turn's error will arrive.
+func (f *fixture) hangingTurn(channel string) <-chan error {
+	delivered := make(chan struct{})
+	f.w.worker = hangWorker(func() { close(delivered) })
+	done := make(chan error, 1)
+	go func() { _, err := f.turnIn(context.Background(), channel, "a"); done <- err }()
+	<-delivered
+	return done
+}

@@ -602,15 +602,7 @@ func TestStopAbortsTurn(t *testing.T) {
 	if f.rt.Stop("discord:s") {
 		t.Error("Stop without a turn = true")
 	}
-	delivered := make(chan struct{})
-	f.w.worker = func(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-		close(delivered)
-		<-ctx.Done()
-		return rtsandbox.SessionResult{}, context.Cause(ctx)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := f.turnIn(context.Background(), "discord:s", "a"); done <- err }()
-	<-delivered
+	done := f.hangingTurn("discord:s")
 	if !f.rt.Stop("discord:s") {
 		t.Error("Stop with a turn = false")
 	}
@@ -657,15 +649,7 @@ func TestRemove(t *testing.T) {
 // removed, as every aborted turn's) and waits for them.
 func TestCloseAbortsRunningTurn(t *testing.T) {
 	f := newFixture(t)
-	delivered := make(chan struct{})
-	f.w.worker = func(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-		close(delivered)
-		<-ctx.Done()
-		return rtsandbox.SessionResult{}, context.Cause(ctx)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := f.turnIn(context.Background(), "discord:c", "a"); done <- err }()
-	<-delivered
+	done := f.hangingTurn("discord:c")
 	if err := f.rt.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -130,11 +130,7 @@ func TestSecPrivacyGateOldWorker(t *testing.T) {
 func TestSecCancelRemovesExactContainer(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.w.worker = func(wctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-		cancel() // the caller gives up once the worker has the turn
-		<-wctx.Done()
-		return rtsandbox.SessionResult{}, context.Cause(wctx)
-	}
+	f.w.worker = hangWorker(cancel) // the caller gives up once the worker has the turn
 	// Another channel's container must survive.
 	f.w.running["rtsandbox-session-other"] = container.SessionSpec{Name: "rtsandbox-session-other"}
 	_, err := f.turnIn(ctx, "discord:cancel", "a")

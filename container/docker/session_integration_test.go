@@ -80,24 +80,14 @@ func TestIntegrationSessionContainer(t *testing.T) {
 	ctx := context.Background()
 	d := newSessionDriver(integ.cli)
 	spec := sessionSpec(t)
-	if st, err := d.Status(ctx, spec.Name); err != nil || st.State != rtcontainer.StateMissing {
-		t.Fatalf("Status before = %+v, %v", st, err)
-	}
-	if err := d.EnsureRunning(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	st, err := d.Status(ctx, spec.Name)
-	want := rtcontainer.SessionStatus{State: rtcontainer.StateRunning, Image: spec.Image, Profile: "studio", Digest: spec.Digest()}
-	if err != nil || st != want {
-		t.Errorf("Status = %+v, %v; want %+v", st, err, want)
-	}
+	ensureFromMissing(ctx, t, d, spec)
 	assertSessionHardened(t, spec)
 
 	logs := waitLogs(t, d, spec.Name, "session worker ready")
 	for _, line := range []string{
 		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
 		"run-write=no", "root-write=no", "tmp-write=yes", "workspace-write=yes",
-		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "nofile=256:256",
+		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "nofile=256:256", "pids-max=256", "tmp-noexec=yes",
 	} {
 		if !strings.Contains(logs, line+"\n") {
 			t.Errorf("probe lacks %q:\n%s", line, logs)

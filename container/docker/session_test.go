@@ -194,17 +194,7 @@ func TestSessionDriverLifecycle(t *testing.T) {
 	f := newFakeSessionEngine()
 	d := newSessionDriver(f)
 	spec := sessionTestSpec()
-	if st, err := d.Status(ctx, spec.Name); err != nil || st.State != rtcontainer.StateMissing {
-		t.Errorf("Status of a missing container = %+v, %v", st, err)
-	}
-	if err := d.EnsureRunning(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	st, err := d.Status(ctx, spec.Name)
-	want := rtcontainer.SessionStatus{State: rtcontainer.StateRunning, Image: spec.Image, Profile: "studio", Digest: spec.Digest()}
-	if err != nil || st != want {
-		t.Errorf("Status = %+v, %v; want %+v", st, err, want)
-	}
+	ensureFromMissing(ctx, t, d, spec)
 	f.takeCalls()
 	if err := d.EnsureRunning(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -259,6 +249,23 @@ func TestSessionDriverLifecycle(t *testing.T) {
 	f.createNF = true
 	if err := d.EnsureRunning(ctx, spec); err == nil || !strings.Contains(err.Error(), "image is missing") {
 		t.Errorf("EnsureRunning without the image = %v", err)
+	}
+}
+
+// ensureFromMissing checks that spec's container is missing, runs
+// EnsureRunning and checks that Status then reads spec back.
+func ensureFromMissing(ctx context.Context, t *testing.T, d *SessionDriver, spec rtcontainer.SessionSpec) {
+	t.Helper()
+	if st, err := d.Status(ctx, spec.Name); err != nil || st.State != rtcontainer.StateMissing {
+		t.Fatalf("Status before EnsureRunning = %+v, %v", st, err)
+	}
+	if err := d.EnsureRunning(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Status(ctx, spec.Name)
+	want := rtcontainer.SessionStatus{State: rtcontainer.StateRunning, Image: spec.Image, Profile: spec.Profile, Digest: spec.Digest()}
+	if err != nil || st != want {
+		t.Errorf("Status = %+v, %v; want %+v", st, err, want)
 	}
 }
 

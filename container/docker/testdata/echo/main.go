@@ -85,24 +85,12 @@ func probe() string {
 }
 
 // session stands in for the long-lived session worker (command
-// ["session"]): it logs what the sandbox allows, one "name=value" line
-// each, on stdout and a marker on stderr, then waits for SIGTERM or
+// ["session"]): it logs the probe (one "name=value" line each) and
+// whether it can write its run directory on stdout and a marker on
+// stderr, then waits for SIGTERM or
 // SIGKILL.
 func session() {
-	lines := []string{
-		fmt.Sprintf("uid=%d", os.Getuid()),
-		fmt.Sprintf("gid=%d", os.Getgid()),
-		"env=" + strings.Join(os.Environ(), ";"),
-		"run-write=" + writable("/run/sandbox/x"),
-		"root-write=" + writable("/x"),
-		"tmp-write=" + writable("/tmp/x"),
-		"workspace-write=" + writable("/workspace/probe"),
-		"capeff=" + statusField("CapEff"),
-		"nonewprivs=" + statusField("NoNewPrivs"),
-		"net=" + netDevices(),
-		"nofile=" + nofile(),
-	}
-	fmt.Println(strings.Join(lines, "\n"))
+	fmt.Println(probe() + "\nrun-write=" + writable("/run/sandbox/x"))
 	fmt.Fprintln(os.Stderr, "session worker ready")
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
