@@ -48,6 +48,7 @@ type world struct {
 	logText    string                     // what Logs answers
 	brokerErr  error                      // NewBroker fails with it
 	onEnsure   func()                     // runs inside EnsureRunning
+	onRemove   func()                     // runs inside Remove
 	ensureGate chan struct{}              // EnsureRunning waits for it when set
 }
 
@@ -120,6 +121,9 @@ func (w *world) EnsureRunning(ctx context.Context, spec container.SessionSpec) e
 
 func (w *world) Remove(_ context.Context, name string) error {
 	w.record("remove:" + name)
+	if w.onRemove != nil {
+		w.onRemove()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.running, name)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -242,6 +243,12 @@ func TestSecStartFreshArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.w.takeCalls()
+	guest := filepath.Join(sessions, "guest.jsonl")
+	f.w.onRemove = func() {
+		if _, err := os.Lstat(guest); err != nil {
+			t.Error("sessions were archived before the container was removed")
+		}
+	}
 	if err := f.rt.StartFresh("discord:fresh"); err != nil {
 		t.Fatal(err)
 	}
@@ -358,4 +365,66 @@ func TestSecPerSpeakerBinding(t *testing.T) {
 			t.Errorf("worker saw principal %q", d.Author.PrincipalID)
 		}
 	}
+}
+
+// [SEC] §3.3 ownDirectory: whatever a guest planted in place of sessions/,
+// attachments/ or outbox/ (a file, a FIFO, a link to a host file) is
+// replaced by a real directory on the next start, and the link's target
+// is untouched. A FIFO planted as a *.jsonl is not archived and does not
+// block StartFresh.
+func TestSecPlantedEntriesReplaced(t *testing.T) {
+	plants := map[string]func(t *testing.T, path, outsideFile string){
+		"file": func(t *testing.T, path, _ string) {
+			if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"fifo": func(t *testing.T, path, _ string) {
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"link to a host file": func(t *testing.T, path, outsideFile string) {
+			if err := os.Symlink(outsideFile, path); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for kind, plant := range plants {
+		for _, dir := range []string{"sessions", "attachments", "outbox"} {
+			t.Run(kind+" as "+dir, func(t *testing.T) {
+				f := newFixture(t)
+				ws := f.workspace(t, "discord:plant")
+				outside, unchanged := outsideDir(t, "host.txt", "host")
+				target := filepath.Join(ws, dir)
+				if err := os.RemoveAll(target); err != nil {
+					t.Fatal(err)
+				}
+				plant(t, target, filepath.Join(outside, "host.txt"))
+				if _, err := f.turnIn(context.Background(), "discord:plant", "b"); err != nil {
+					t.Fatal(err)
+				}
+				if fi, err := os.Lstat(target); err != nil || !fi.IsDir() {
+					t.Errorf("%s = %v, %v; want a real directory", dir, fi, err)
+				}
+				if !unchanged() {
+					t.Error("the host file changed")
+				}
+			})
+		}
+	}
+	t.Run("fifo as a session file", func(t *testing.T) {
+		f := newFixture(t)
+		ws := f.workspace(t, "discord:fifo")
+		fifo := filepath.Join(ws, "sessions", "hang.jsonl")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.rt.StartFresh("discord:fifo"); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			t.Errorf("the FIFO moved: %v, %v", fi, err)
+		}
+	})
 }
