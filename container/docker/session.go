@@ -180,15 +180,15 @@ func frameHeader(p []byte) bool {
 // (§3.1, adapted: see docs/session.md).
 func sessionCreateOptions(spec rtcontainer.SessionSpec) client.ContainerCreateOptions {
 	cfg, host := &container.Config{}, &container.HostConfig{}
-	for _, opt := range session(spec) {
+	for _, opt := range sessionProfile(spec) {
 		opt(cfg, host)
 	}
 	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host}
 }
 
-// session is the whole hardening profile of a session container. It
+// sessionProfile is the whole hardening profile of a session container. It
 // reuses the sealed options where the rule is the same.
-func session(spec rtcontainer.SessionSpec) []option {
+func sessionProfile(spec rtcontainer.SessionSpec) []option {
 	lim := spec.Limits
 	return []option{
 		withImage(spec.Image),
