@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -35,6 +36,7 @@ type sessionEngine interface {
 	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
 	ContainerLogs(ctx context.Context, id string, options client.ContainerLogsOptions) (client.ContainerLogsResult, error)
+	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
 }
 
 var _ sessionEngine = (*client.Client)(nil)
@@ -128,6 +130,42 @@ func (d *SessionDriver) Remove(ctx context.Context, name string) error {
 		return engineErr("remove "+name, err)
 	}
 	return nil
+}
+
+// ReapSessions force-removes every session container of installation,
+// running or not (`rtsandbox reap`): the containers labelled with the
+// installation and the role "session", and nothing else. It returns how
+// many it removed. Errors: ErrInvalidSpec (bad installation id),
+// ErrEngine, ErrCleanup.
+func (d *SessionDriver) ReapSessions(ctx context.Context, installation string) (int, error) {
+	if !rtcontainer.ValidInstallation(installation) {
+		return 0, fmt.Errorf("%w: invalid installation id", rtcontainer.ErrInvalidSpec)
+	}
+	lctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	filters := client.Filters{}.Add("label", rtcontainer.InstallationLabel+"="+installation).
+		Add("label", rtcontainer.RoleLabel+"="+rtcontainer.RoleSession)
+	list, err := d.api.ContainerList(lctx, client.ContainerListOptions{All: true, Filters: filters})
+	if err != nil {
+		return 0, engineErr("list", err)
+	}
+	removed, errs := 0, []error(nil)
+	for _, c := range list.Items {
+		// The daemon filtered already; checking again keeps a filter bug
+		// from removing someone else's container.
+		if c.Labels[rtcontainer.InstallationLabel] != installation || c.Labels[rtcontainer.RoleLabel] != rtcontainer.RoleSession {
+			continue
+		}
+		if err := d.Remove(ctx, c.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("%w: %w", rtcontainer.ErrCleanup, errors.Join(errs...))
+	}
+	return removed, nil
 }
 
 // Logs returns the last n (at least 1) lines of the container's stdout

@@ -74,7 +74,7 @@ func waitLogs(t *testing.T, d *SessionDriver, name, want string) string {
 // TestIntegrationSessionContainer: EnsureRunning creates exactly the §3.1
 // profile, which the worker feels from inside (probe lines in its log);
 // Status reads it back; a matching container is kept; a profile or image
-// change recreates it; Remove removes it.
+// change recreates it; ReapSessions removes it.
 func TestIntegrationSessionContainer(t *testing.T) {
 	needDocker(t)
 	ctx := context.Background()
@@ -127,11 +127,14 @@ func TestIntegrationSessionContainer(t *testing.T) {
 	if got := containerID(t, spec.Name); got == id {
 		t.Error("an image change kept the container")
 	}
-	if err := d.Remove(ctx, spec.Name); err != nil {
-		t.Fatal(err)
+	if n, err := d.ReapSessions(ctx, integ.installation); err != nil || n != 1 {
+		t.Errorf("ReapSessions = %d, %v; want 1", n, err)
 	}
 	if st, err := d.Status(ctx, spec.Name); err != nil || st.State != rtcontainer.StateMissing {
-		t.Errorf("Status after Remove = %+v, %v", st, err)
+		t.Errorf("Status after ReapSessions = %+v, %v", st, err)
+	}
+	if err := d.Remove(ctx, spec.Name); err != nil {
+		t.Errorf("Remove of a missing container = %v", err)
 	}
 	if got, err := d.Logs(ctx, spec.Name, 200); err != nil || got != "" {
 		t.Errorf("Logs after Remove = %q, %v", got, err)

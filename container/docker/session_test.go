@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -94,6 +95,17 @@ func (f *fakeSessionEngine) ContainerLogs(_ context.Context, id string, o client
 		return nil, errNotFound
 	}
 	return io.NopCloser(bytes.NewReader(f.logs)), nil
+}
+
+func (f *fakeSessionEngine) ContainerList(_ context.Context, o client.ContainerListOptions) (client.ContainerListResult, error) {
+	f.record("list")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out client.ContainerListResult
+	for name, c := range f.created {
+		out.Items = append(out.Items, container.Summary{ID: name, Labels: c.Config.Labels})
+	}
+	return out, nil
 }
 
 func (f *fakeSessionEngine) takeCalls() []string {
@@ -308,4 +320,37 @@ func FuzzDemuxLog(f *testing.F) {
 			t.Fatalf("DemuxLog grew %d bytes to %d", len(data), len(got))
 		}
 	})
+}
+
+// ReapSessions removes exactly this installation's session containers,
+// even when the engine's filter lets others through.
+func TestReapSessions(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeSessionEngine()
+	d := newSessionDriver(f)
+	mine, other := sessionTestSpec(), sessionTestSpec()
+	other.Installation, other.Name = "prod", rtcontainer.SessionName("prod", "discord:party")
+	for _, s := range []rtcontainer.SessionSpec{mine, other} {
+		if err := d.EnsureRunning(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.created["turn"] = client.ContainerCreateOptions{Config: &container.Config{Labels: map[string]string{
+		rtcontainer.InstallationLabel: "test", rtcontainer.RoleLabel: rtcontainer.RoleTurn}}}
+	n, err := d.ReapSessions(ctx, "test")
+	if err != nil || n != 1 {
+		t.Errorf("ReapSessions = %d, %v; want 1", n, err)
+	}
+	if _, ok := f.created[mine.Name]; ok {
+		t.Error("this installation's session container survived")
+	}
+	if _, ok := f.created[other.Name]; !ok {
+		t.Error("another installation's container was removed")
+	}
+	if _, ok := f.created["turn"]; !ok {
+		t.Error("a turn container was removed")
+	}
+	if _, err := d.ReapSessions(ctx, "-bad"); !errors.Is(err, rtcontainer.ErrInvalidSpec) {
+		t.Errorf("ReapSessions(-bad) = %v", err)
+	}
 }
