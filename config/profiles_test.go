@@ -133,7 +133,8 @@ func TestParseSession(t *testing.T) {
 				MaxCalls: 128, MaxInFlight: 4, MaxRequestBytes: 96 << 20, MaxResponseBytes: 50 << 20, MaxConnections: 16,
 				TurnTimeout: 600 * time.Second, StartTimeout: 90 * time.Second,
 				Limits:   SessionLimits{MemoryMB: 1536, CPUs: 1, PIDs: 256},
-				PartyDir: "/var/lib/rtsandbox/party", ContainerPrefix: "rtsandbox-session", LogDriver: "journald",
+				PartyDir: "/var/lib/rtsandbox/party", ContainerPrefix: "rtsandbox-session",
+				LogDriver: "local", LogOptions: map[string]string{"max-size": "10m", "max-file": "3"},
 			},
 		},
 		{
@@ -155,6 +156,24 @@ func TestParseSession(t *testing.T) {
 			want: func() Session {
 				s := defaultSession("/var/lib/rtsandbox")
 				s.MaxConnections, s.MaxInFlight = 2, 1
+				return s
+			}(),
+		},
+		{
+			name: "other-log-driver-drops-the-default-options",
+			in:   minimal + "session: {log_driver: journald}\n",
+			want: func() Session {
+				s := defaultSession("/var/lib/rtsandbox")
+				s.LogDriver, s.LogOptions = "journald", nil
+				return s
+			}(),
+		},
+		{
+			name: "options-alone-replace-the-default-options",
+			in:   minimal + "session: {log_options: {max-size: 1m}}\n",
+			want: func() Session {
+				s := defaultSession("/var/lib/rtsandbox")
+				s.LogOptions = map[string]string{"max-size": "1m"}
 				return s
 			}(),
 		},

@@ -40,7 +40,12 @@ const (
 	// directory when session.party_dir is unset.
 	DefaultPartyDirName    = "party"
 	DefaultContainerPrefix = "rtsandbox-session"
-	DefaultLogDriver       = "journald"
+	// DefaultLogDriver is Docker's "local" driver, which every daemon
+	// since 18.09 has and `docker logs` reads (the runtime saves a
+	// removed worker's last lines from it). The reference's journald
+	// default fails on daemons not run under systemd; set log_driver:
+	// journald to get it.
+	DefaultLogDriver = "local"
 
 	// MaxPartyDirLen keeps <party_dir>/<segment>/run/broker.sock within
 	// the 100-byte socket path limit (§1.3) for a Discord channel, whose
@@ -71,7 +76,9 @@ type Session struct {
 	// (<prefix>-<channel segment>).
 	ContainerPrefix string
 	// LogDriver and LogOptions are the containers' Docker log
-	// configuration (default journald, no options).
+	// configuration: default local with 3 files of 10 MiB at most
+	// (defaultLogOptions); a file that names log_driver and no
+	// log_options gets no options.
 	LogDriver  string
 	LogOptions map[string]string
 }
@@ -88,6 +95,11 @@ var (
 	logNameRE         = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 )
 
+// defaultLogOptions bound the default driver's files per container.
+func defaultLogOptions() map[string]string {
+	return map[string]string{"max-size": "10m", "max-file": "3"}
+}
+
 // defaultSession is the session block of a file without one.
 func defaultSession(stateDir string) Session {
 	s := Session{
@@ -101,6 +113,7 @@ func defaultSession(stateDir string) Session {
 		Limits:           SessionLimits{MemoryMB: DefaultSessionMemoryMB, CPUs: DefaultCPUs, PIDs: DefaultSessionPIDs},
 		ContainerPrefix:  DefaultContainerPrefix,
 		LogDriver:        DefaultLogDriver,
+		LogOptions:       defaultLogOptions(),
 	}
 	if stateDir != "" {
 		s.PartyDir = filepath.Join(stateDir, DefaultPartyDirName)
@@ -152,9 +165,11 @@ func (p *parser) sessionFields(o object, s *Session) {
 		s.ContainerPrefix = v
 	}
 	if v, ok := p.text(o, "log_driver", false, patternRule(logNameRE)); ok {
-		s.LogDriver = v
+		s.LogDriver, s.LogOptions = v, nil // the default's options may not suit another driver
 	}
-	s.LogOptions = p.logOptions(o.get("log_options"), o.at("log_options"))
+	if n := o.get("log_options"); n != nil {
+		s.LogOptions = p.logOptions(n, o.at("log_options"))
+	}
 }
 
 func (p *parser) sessionLimits(n *yaml.Node, path string) SessionLimits {
