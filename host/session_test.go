@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/client"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
@@ -388,4 +389,58 @@ type closeRecorder struct {
 func (c closeRecorder) Close(ctx context.Context) error {
 	*c.order = append(*c.order, "session")
 	return c.fakeSession.Close(ctx)
+}
+
+// fakeContainers is an offline session remover.
+type fakeContainers struct {
+	err     error
+	removed []rtsandbox.ChannelKey
+}
+
+func (f *fakeContainers) Remove(_ context.Context, ch rtsandbox.ChannelKey) error {
+	f.removed = append(f.removed, ch)
+	return f.err
+}
+
+func (f *fakeContainers) RemoveAll(context.Context) (int, error) { return 0, f.err }
+
+// `rtsandbox channels off` removes the channel's session container through
+// Sessions.Containers; without one it looks at nothing.
+func TestRemoveSessionContainer(t *testing.T) {
+	cfg := muxConfig(t, "")
+	tests := []struct {
+		name       string
+		containers *fakeContainers // nil: no remover
+		wantLooked bool
+		wantErr    bool
+	}{
+		{"no-remover-looks-at-nothing", nil, false, false},
+		{"removed", &fakeContainers{}, true, false},
+		{"engine-error-named", &fakeContainers{err: errors.New("engine down")}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s Sessions
+			if tt.containers != nil {
+				s.Containers = func(c *config.Config, engine *client.Client) (SessionContainers, error) {
+					if c != cfg || engine == nil {
+						t.Errorf("Containers(%p, %v); want the config and an engine client", c, engine)
+					}
+					return tt.containers, nil
+				}
+			}
+			looked, err := RemoveSessionContainer(context.Background(), cfg, s, "discord:1")
+			if looked != tt.wantLooked || (err != nil) != tt.wantErr {
+				t.Errorf("RemoveSessionContainer = %v, %v; want %v, error %v", looked, err, tt.wantLooked, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "session container of discord:1") {
+				t.Errorf("error %q does not name the channel", err)
+			}
+			if tt.containers != nil {
+				if diff := cmp.Diff([]rtsandbox.ChannelKey{"discord:1"}, tt.containers.removed); diff != "" {
+					t.Errorf("removed (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
 }
