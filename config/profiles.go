@@ -88,10 +88,15 @@ func (c *Config) ProfileFor(channel rtsandbox.ChannelKey) (string, Profile) {
 	return DefaultProfile, builtinDefault
 }
 
-// UsesSessions reports whether any profile runs in session mode.
+// UsesSessions reports whether any channel gets a session-mode profile:
+// default_profile or a channels_profile entry names one. A session profile
+// no channel uses needs no session runtime.
 func (c *Config) UsesSessions() bool {
-	for _, p := range c.Profiles {
-		if p.Mode == ModeSession {
+	if _, p := c.ProfileFor(""); p.Mode == ModeSession { // "" is in no mapping
+		return true
+	}
+	for ch := range c.ChannelProfiles {
+		if _, p := c.ProfileFor(ch); p.Mode == ModeSession {
 			return true
 		}
 	}

@@ -248,9 +248,9 @@ var profileErrorTests = []errorTest{
 	{"session-party-dir-root", minimal + "session: {party_dir: /}\n", []string{"session.party_dir: must not be the root directory"}},
 	{"session-party-dir-colon", minimal + "session: {party_dir: '/srv/a:b'}\n", []string{"session.party_dir: must not contain ':' or ','"}},
 	{"session-party-dir-comma", minimal + "session: {party_dir: '/srv/a,ro'}\n", []string{"session.party_dir: must not contain ':' or ','"}},
-	{"session-party-dir-too-long", minimal + "profiles: {s: {mode: session}}\nsession: {party_dir: /" + strings.Repeat("p", MaxPartyDirLen) + "}\n", []string{
+	{"session-party-dir-too-long", minimal + "profiles: {s: {mode: session}}\ndefault_profile: s\nsession: {party_dir: /" + strings.Repeat("p", MaxPartyDirLen) + "}\n", []string{
 		"session.party_dir: must be at most 55 bytes"}},
-	{"session-default-party-dir-too-long", strings.Replace(minimal, "/var/lib/rtsandbox", "/"+strings.Repeat("d", 50), 1) + "profiles: {s: {mode: session}}\n", []string{
+	{"session-default-party-dir-too-long", strings.Replace(minimal, "/var/lib/rtsandbox", "/"+strings.Repeat("d", 50), 1) + "profiles: {s: {mode: session}}\nchannels_profile: {'http:a': s}\n", []string{
 		`session.party_dir: must be at most 55 bytes so that <party_dir>/<channel>/run/broker.sock fits the 100-byte socket path limit ("/ddddd`}},
 	{"session-prefix-upper", minimal + "session: {container_prefix: RT}\n", []string{"session.container_prefix: must match ^[a-z0-9][a-z0-9-]{0,40}$"}},
 	{"session-prefix-dot", minimal + "session: {container_prefix: rt.x}\n", []string{"session.container_prefix: must match"}},
@@ -260,17 +260,30 @@ var profileErrorTests = []errorTest{
 	{"session-log-option-newline", minimal + "session: {log_options: {tag: \"a\\nb\"}}\n", []string{"session.log_options.tag: must not contain line breaks"}},
 
 	// budgets leave room for the longest turn of the modes in use
-	{"budget-seconds-below-session-turn", withTools + "profiles: {s: {mode: session}}\nbudgets: {per_channel: {seconds: 599}}\n", []string{
+	{"budget-seconds-below-session-turn", withTools + "profiles: {s: {mode: session}}\ndefault_profile: s\nbudgets: {per_channel: {seconds: 599}}\n", []string{
 		"budgets.per_channel.seconds: must be 0 (unlimited) or at least session.turn_timeout (600s)"}},
 }
 
 func TestParseProfileErrors(t *testing.T) { checkParseErrors(t, profileErrorTests) }
 
-// A budget that fits the sealed turn is fine while no profile uses
-// session mode, whose longer turn it would not fit.
-func TestBudgetSecondsIgnoreUnusedSessionTimeout(t *testing.T) {
-	if _, err := Parse([]byte(minimal + "budgets: {per_channel: {seconds: 120}}\n")); err != nil {
-		t.Errorf("Parse error: %v", err)
+// A budget that fits the sealed turn, and a party dir too long for a
+// socket, are fine while no channel gets a session profile: a session
+// profile defined but named by no mapping is not in use.
+func TestUnusedSessionProfileChecksNothingOfSessions(t *testing.T) {
+	long := strings.Replace(minimal, "/var/lib/rtsandbox", "/"+strings.Repeat("d", 60), 1)
+	for _, in := range []string{
+		minimal + "budgets: {per_channel: {seconds: 120}}\n",
+		minimal + "profiles: {s: {mode: session}}\nbudgets: {per_channel: {seconds: 120}}\n",
+		long + "profiles: {s: {mode: session}}\n",
+	} {
+		c, err := Parse([]byte(in))
+		if err != nil {
+			t.Errorf("Parse(%q) error: %v", in, err)
+			continue
+		}
+		if c.UsesSessions() {
+			t.Errorf("Parse(%q).UsesSessions() = true; want false", in)
+		}
 	}
 }
 
@@ -305,6 +318,10 @@ func TestProfileFor(t *testing.T) {
 	}
 	if !c.UsesSessions() || hand.UsesSessions() {
 		t.Errorf("UsesSessions = %v (parsed), %v (hand-built); want true, false", c.UsesSessions(), hand.UsesSessions())
+	}
+	byDefault := &Config{Profiles: map[string]Profile{"s": {Mode: ModeSession}}, DefaultProfile: "s"}
+	if !byDefault.UsesSessions() {
+		t.Error("UsesSessions with a session default_profile = false; want true")
 	}
 }
 
