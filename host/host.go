@@ -195,12 +195,11 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	})
 	// Registered after the sealed runtime's closer, so it runs before it:
 	// brokers stop, session containers stay for the next start.
-	uid, gid, err := workerUser(cfg)
+	deps, err := sessionDeps(ctx, cfg, getenv, log.With("plugin", "session"), engine, s, m.observe())
 	if err != nil {
 		return err
 	}
-	sess, err := h.startSessions(ctx, sessions, SessionDeps{Config: cfg, Getenv: getenv, Logger: log.With("plugin", "session"),
-		Engine: engine, UID: uid, GID: gid, Installation: id, TimeZone: TimeZone(cfg, getenv), ProfileFor: sessionProfile(cfg)})
+	sess, err := h.startSessions(ctx, sessions, deps)
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/moby/moby/client"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // SessionRuntime is the session runtime (session spec §1) as the host
@@ -57,6 +60,13 @@ type SessionDeps struct {
 	TimeZone     string // TimeZone(cfg): the workers' zone
 	// ProfileFor names a channel's profile (config.ProfileFor).
 	ProfileFor func(rtsandbox.ChannelKey) string
+	// Brokers are the broker configurations of the session profiles in
+	// use, by profile name, built at start like the sealed broker's
+	// (MCP tools named bare are listed once, now): the profile's model,
+	// only its tools and MCP servers, the web tools it lists, and the
+	// sealed runtime's budget ledger and call observer, so budgets and
+	// metrics count both modes. broker.New checks one.
+	Brokers map[string]broker.Config
 }
 
 // Sessions is how the host and the offline commands build session mode;
@@ -178,6 +188,23 @@ func newRuntimeMux(cfg *config.Config, sealed router.TextRuntime, session Sessio
 	return &runtimeMux{sealed: sealed, session: session, profile: cfg.ProfileFor}
 }
 
+// sessionDeps gathers what the session runtime is built from; the
+// brokers only when a profile uses session mode.
+func sessionDeps(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, engine *client.Client, s *SealedRuntime, observe func(broker.CallRecord)) (SessionDeps, error) {
+	uid, gid, err := workerUser(cfg)
+	if err != nil {
+		return SessionDeps{}, err
+	}
+	d := SessionDeps{Config: cfg, Getenv: getenv, Logger: log, Engine: engine, UID: uid, GID: gid,
+		Installation: InstallationID(cfg), TimeZone: TimeZone(cfg, getenv), ProfileFor: sessionProfile(cfg)}
+	if cfg.UsesSessions() {
+		if d.Brokers, err = sessionBrokers(ctx, cfg, getenv, s, observe, log); err != nil {
+			return SessionDeps{}, err
+		}
+	}
+	return d, nil
+}
+
 // startSessions builds the session runtime when a profile uses session
 // mode; nil when none does. Its Close runs before the sealed runtime's
 // (the caller registers it after): brokers stop, containers stay.
@@ -202,6 +229,49 @@ func (h *Host) startSessions(ctx context.Context, s Sessions, d SessionDeps) (Se
 		return nil
 	})
 	return rt, nil
+}
+
+// sessionBrokers builds the broker configuration of every session
+// profile a channel can get (config.ForProfile), sharing the sealed
+// runtime's web tools, budget ledger and observer.
+func sessionBrokers(ctx context.Context, cfg *config.Config, getenv env, s *SealedRuntime, observe func(broker.CallRecord), log *slog.Logger) (map[string]broker.Config, error) {
+	out := map[string]broker.Config{}
+	client := upstream.New(nil)
+	for _, name := range sessionProfiles(cfg) {
+		p, _ := cfg.Profile(name)
+		pc, ok := cfg.ForProfile(name)
+		if !ok {
+			return nil, fmt.Errorf("profiles.%s: model %q: %w", name, p.Model, rtsandbox.ErrInvalid)
+		}
+		bc, err := BrokerConfig(ctx, pc, getenv, client, log)
+		if err != nil {
+			return nil, fmt.Errorf("profiles.%s: %w", name, err)
+		}
+		for _, t := range s.web.tools {
+			if slices.Contains(p.Tools, t.Spec.Name) {
+				bc.Tools = append(bc.Tools, t)
+			}
+		}
+		bc.Budget, bc.Observe = s.ledger, observe
+		out[name] = bc
+	}
+	return out, nil
+}
+
+// sessionProfiles names the session profiles a channel can get, sorted.
+func sessionProfiles(cfg *config.Config) []string {
+	var out []string
+	add := func(name string, p config.Profile) {
+		if p.Mode == config.ModeSession && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	add(cfg.ProfileFor(""))
+	for ch := range cfg.ChannelProfiles {
+		add(cfg.ProfileFor(ch))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sessionProfile adapts config.ProfileFor to the name-only function the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"github.com/rtsandbox/rtsandbox/router"
@@ -442,5 +443,54 @@ func TestRemoveSessionContainer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Each session profile in use gets its own broker configuration: its
+// model, only its tools (web tools included when listed) and MCP servers;
+// sealed and unused profiles get none.
+func TestSessionBrokers(t *testing.T) {
+	cfg, err := config.Parse([]byte("state_dir: /var/lib/rt\nmodel: {url: 'https://x/v1', name: m, api_key_env: K}\n" +
+		"models: {main: {url: 'https://api.anthropic.com', name: claude, api_key_env: AK, api: anthropic}}\n" +
+		"tools: [{name: clock, builtin: clock}, {name: lookup, description: d, parameters: {type: object}, url: 'https://t/'}]\n" +
+		"mcp: [{name: docs, url: 'https://mcp/', tools: [{name: search, description: d, parameters: {type: object}}]}, " +
+		"{name: wiki, url: 'https://wiki/', tools: [{name: read, description: d, parameters: {type: object}}]}]\n" +
+		"web: {fetch: {}}\n" +
+		"profiles: {studio: {mode: session, model: main, mcp: [docs], tools: [clock, web_fetch]}, " +
+		"plain: {mode: session, tools: [lookup]}, unused: {mode: session}, quiet: {mode: sealed}}\n" +
+		"channels_profile: {'discord:1': studio, 'discord:2': quiet}\ndefault_profile: plain\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	webFetch := broker.Tool{Spec: rtsandbox.ToolSpec{Name: config.WebFetchTool}}
+	s := &SealedRuntime{web: &webTools{tools: []broker.Tool{webFetch}}}
+	got, err := sessionBrokers(context.Background(), cfg, func(string) string { return "" }, s, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Model      string
+		Tools, MCP []string
+	}
+	views := map[string]view{}
+	for name, bc := range got {
+		v := view{Model: bc.Model}
+		for _, tool := range bc.Tools {
+			v.Tools = append(v.Tools, tool.Spec.Name)
+		}
+		for _, srv := range bc.MCP {
+			v.MCP = append(v.MCP, srv.Name)
+		}
+		views[name] = v
+	}
+	want := map[string]view{
+		"studio": {Model: "claude", Tools: []string{"clock", "web_fetch"}, MCP: []string{"docs"}},
+		"plain":  {Model: "m", Tools: []string{"lookup"}},
+	}
+	if diff := cmp.Diff(want, views); diff != "" {
+		t.Errorf("session brokers (-want +got):\n%s", diff)
+	}
+	if _, err := broker.New(got["plain"]); err != nil {
+		t.Errorf("broker.New(plain): %v", err)
 	}
 }
