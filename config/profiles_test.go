@@ -160,6 +160,24 @@ func TestParseSession(t *testing.T) {
 			}(),
 		},
 		{
+			name: "party-dir-beside-the-state-dir-or-deeper-in-its-own-entry",
+			in:   minimal + "session: {party_dir: /var/lib/rtsandbox/sessions/party}\n",
+			want: func() Session {
+				s := defaultSession("/var/lib/rtsandbox")
+				s.PartyDir = "/var/lib/rtsandbox/sessions/party"
+				return s
+			}(),
+		},
+		{
+			name: "party-dir-outside-the-state-dir",
+			in:   minimal + "session: {party_dir: /var/lib/rtsandbox-party}\n",
+			want: func() Session {
+				s := defaultSession("/var/lib/rtsandbox")
+				s.PartyDir = "/var/lib/rtsandbox-party"
+				return s
+			}(),
+		},
+		{
 			name: "other-log-driver-drops-the-default-options",
 			in:   minimal + "session: {log_driver: journald}\n",
 			want: func() Session {
@@ -252,6 +270,10 @@ var profileErrorTests = []errorTest{
 		"session.party_dir: must be at most 55 bytes"}},
 	{"session-default-party-dir-too-long", strings.Replace(minimal, "/var/lib/rtsandbox", "/"+strings.Repeat("d", 50), 1) + "profiles: {s: {mode: session}}\nchannels_profile: {'http:a': s}\n", []string{
 		`session.party_dir: must be at most 55 bytes so that <party_dir>/<channel>/run/broker.sock fits the 100-byte socket path limit ("/ddddd`}},
+	{"session-party-dir-is-state-dir", minimal + "session: {party_dir: /var/lib/rtsandbox/}\n", []string{"session.party_dir: must not be state_dir itself"}},
+	{"session-party-dir-in-run-root", minimal + "session: {party_dir: /var/lib/rtsandbox/run/party}\n", []string{"session.party_dir: must not lie in <state_dir>/run, which the host manages"}},
+	{"session-party-dir-is-channel-state", minimal + "session: {party_dir: /var/lib/rtsandbox/channel-state}\n", []string{"session.party_dir: must not lie in <state_dir>/channel-state"}},
+	{"session-party-dir-in-workspaces", minimal + "session: {party_dir: /var/lib/rtsandbox/workspaces/x}\n", []string{"session.party_dir: must not lie in <state_dir>/workspaces"}},
 	{"session-prefix-upper", minimal + "session: {container_prefix: RT}\n", []string{"session.container_prefix: must match ^[a-z0-9][a-z0-9-]{0,40}$"}},
 	{"session-prefix-dot", minimal + "session: {container_prefix: rt.x}\n", []string{"session.container_prefix: must match"}},
 	{"session-log-driver-option-like", minimal + "session: {log_driver: -bad}\n", []string{"session.log_driver: must match ^[a-z0-9][a-z0-9_.-]{0,63}$"}},

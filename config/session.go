@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,6 +137,9 @@ func (p *parser) session(n *yaml.Node, stateDir string, used bool) Session {
 		}
 		p.sessionFields(o, &s)
 	}
+	if msg := partyDirPlace(s.PartyDir, stateDir); msg != "" && n != nil {
+		p.fail(o.get("party_dir"), "session.party_dir", "%s", msg)
+	}
 	if used && len(s.PartyDir) > MaxPartyDirLen {
 		var at *yaml.Node
 		if n != nil {
@@ -215,6 +219,32 @@ func partyDirRule(s string) string {
 	}
 	if strings.ContainsAny(s, ":,") {
 		return "must not contain ':' or ',' (it becomes part of a Docker bind mount)"
+	}
+	return ""
+}
+
+// stateOwned are the state directory's entries the host manages itself
+// (host: the sealed run root, the channel state, the legacy workspaces).
+// The sealed runtime removes every directory of its run root it does not
+// know at start, so a party directory there would lose its workspaces.
+var stateOwned = []string{"run", "channel-state", "workspaces"}
+
+// partyDirPlace refuses a party directory that is the state directory or
+// lies in one of the entries the host manages there; "" when it is fine.
+func partyDirPlace(party, state string) string {
+	if state == "" || party == "" {
+		return ""
+	}
+	if party == state {
+		return "must not be state_dir itself; give it a directory of its own such as <state_dir>/party"
+	}
+	rel, err := filepath.Rel(state, party)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "" // outside the state directory
+	}
+	first, _, _ := strings.Cut(rel, "/")
+	if slices.Contains(stateOwned, first) {
+		return fmt.Sprintf("must not lie in <state_dir>/%s, which the host manages (the sealed runtime removes what it does not know there)", first)
 	}
 	return ""
 }
