@@ -25,7 +25,7 @@ const (
 	MaxSessionStartTimeout     = 10 * time.Minute
 
 	DefaultSessionMaxCalls = rtsandbox.SessionMaxCalls // 128
-	MaxSessionMaxCalls     = 1000                      // the reference's range (§2.9)
+	MaxSessionMaxCalls     = rtsandbox.MaxCallsLimit   // 1000, the reference's range (§2.9)
 	DefaultSessionInFlight = rtsandbox.SessionMaxInFlight
 	DefaultSessionConns    = rtsandbox.SessionMaxConns
 	MinSessionConns        = 2 // the long poll plus one call
