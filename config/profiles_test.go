@@ -153,47 +153,27 @@ func TestParseSession(t *testing.T) {
 		{
 			name: "few-connections-lower-the-default-in-flight",
 			in:   minimal + "session: {max_connections: 2}\n",
-			want: func() Session {
-				s := defaultSession("/var/lib/rtsandbox")
-				s.MaxConnections, s.MaxInFlight = 2, 1
-				return s
-			}(),
+			want: sessionWith(func(s *Session) { s.MaxConnections, s.MaxInFlight = 2, 1 }),
 		},
 		{
 			name: "party-dir-beside-the-state-dir-or-deeper-in-its-own-entry",
 			in:   minimal + "session: {party_dir: /var/lib/rtsandbox/sessions/party}\n",
-			want: func() Session {
-				s := defaultSession("/var/lib/rtsandbox")
-				s.PartyDir = "/var/lib/rtsandbox/sessions/party"
-				return s
-			}(),
+			want: sessionWith(func(s *Session) { s.PartyDir = "/var/lib/rtsandbox/sessions/party" }),
 		},
 		{
 			name: "party-dir-outside-the-state-dir",
 			in:   minimal + "session: {party_dir: /var/lib/rtsandbox-party}\n",
-			want: func() Session {
-				s := defaultSession("/var/lib/rtsandbox")
-				s.PartyDir = "/var/lib/rtsandbox-party"
-				return s
-			}(),
+			want: sessionWith(func(s *Session) { s.PartyDir = "/var/lib/rtsandbox-party" }),
 		},
 		{
 			name: "other-log-driver-drops-the-default-options",
 			in:   minimal + "session: {log_driver: journald}\n",
-			want: func() Session {
-				s := defaultSession("/var/lib/rtsandbox")
-				s.LogDriver, s.LogOptions = "journald", nil
-				return s
-			}(),
+			want: sessionWith(func(s *Session) { s.LogDriver, s.LogOptions = "journald", nil }),
 		},
 		{
 			name: "options-alone-replace-the-default-options",
 			in:   minimal + "session: {log_options: {max-size: 1m}}\n",
-			want: func() Session {
-				s := defaultSession("/var/lib/rtsandbox")
-				s.LogOptions = map[string]string{"max-size": "1m"}
-				return s
-			}(),
+			want: sessionWith(func(s *Session) { s.LogOptions = map[string]string{"max-size": "1m"} }),
 		},
 		{
 			name: "long-default-party-dir-is-fine-without-session-profiles",
@@ -212,6 +192,13 @@ func TestParseSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sessionWith is the default session block of minimal, changed by f.
+func sessionWith(f func(*Session)) Session {
+	s := defaultSession("/var/lib/rtsandbox")
+	f(&s)
+	return s
 }
 
 var profileErrorTests = []errorTest{
