@@ -107,8 +107,8 @@ var (
 // runtime (only a hand-built config can get there; New refuses it).
 var errNoSession = fmt.Errorf("%w: the channel's profile uses session mode, which this host does not run", rtsandbox.ErrInvalid)
 
-// sessionFor returns the session runtime when channel's profile uses
-// session mode, else nil.
+// sessionFor returns the session runtime (nil when the host has none) and
+// whether channel's profile uses session mode.
 func (m *runtimeMux) sessionFor(channel rtsandbox.ChannelKey) (SessionRuntime, bool) {
 	_, p := m.profile(channel)
 	return m.session, p.Mode == config.ModeSession
