@@ -44,6 +44,13 @@ const (
 	CommandFailedText = "That did not finish; try again later. The details are in the log."
 	QueuedText        = "Queued: this applies once the channel's running turns finish."
 	DiskFullText      = "The host's disk is full: the change was not saved. Free some space and try again."
+	// SealedStatusFormat and SessionStatusFormat are the status command's
+	// line about the channel's runtime, after EnabledText or DisabledText:
+	// the profile's name, and in session mode the container's state
+	// (missing, running, stopped, or unknown when the engine did not
+	// answer). Profile names are the operator's, checked by the config.
+	SealedStatusFormat  = "Mode: sealed (a fresh container every turn). Profile: %s."
+	SessionStatusFormat = "Mode: session (one long-lived container). Profile: %s. Container: %s."
 )
 
 // Texts of the terminal chat (rtsandbox chat).

@@ -29,9 +29,9 @@ func (b Budgets) Set() bool { return b != Budgets{} }
 
 // budgets parses "budgets". Absent, empty or a 0 means unlimited. A
 // seconds limit must leave room for one whole turn: each turn reserves its
-// turn timeout before it starts, so a smaller limit would refuse every
-// turn.
-func (p *parser) budgets(n *yaml.Node, turnTimeout time.Duration) Budgets {
+// turn timeout (the longest of the modes in use, at timeoutKey) before it
+// starts, so a smaller limit would refuse every turn.
+func (p *parser) budgets(n *yaml.Node, turnTimeout time.Duration, timeoutKey string) Budgets {
 	if n == nil {
 		return Budgets{}
 	}
@@ -40,13 +40,13 @@ func (p *parser) budgets(n *yaml.Node, turnTimeout time.Duration) Budgets {
 		return Budgets{}
 	}
 	return Budgets{
-		PerSpeaker:      p.budgetLimits(o.get("per_speaker"), o.at("per_speaker"), turnTimeout),
-		PerChannel:      p.budgetLimits(o.get("per_channel"), o.at("per_channel"), turnTimeout),
-		PerInstallation: p.budgetLimits(o.get("per_installation"), o.at("per_installation"), turnTimeout),
+		PerSpeaker:      p.budgetLimits(o.get("per_speaker"), o.at("per_speaker"), turnTimeout, timeoutKey),
+		PerChannel:      p.budgetLimits(o.get("per_channel"), o.at("per_channel"), turnTimeout, timeoutKey),
+		PerInstallation: p.budgetLimits(o.get("per_installation"), o.at("per_installation"), turnTimeout, timeoutKey),
 	}
 }
 
-func (p *parser) budgetLimits(n *yaml.Node, path string, turnTimeout time.Duration) BudgetLimits {
+func (p *parser) budgetLimits(n *yaml.Node, path string, turnTimeout time.Duration, timeoutKey string) BudgetLimits {
 	if n == nil {
 		return BudgetLimits{}
 	}
@@ -60,7 +60,7 @@ func (p *parser) budgetLimits(n *yaml.Node, path string, turnTimeout time.Durati
 		Seconds: int64(p.integer(o, "seconds", 0, 0, MaxBudget)),
 	}
 	if turn := int64(math.Ceil(turnTimeout.Seconds())); l.Seconds > 0 && l.Seconds < turn {
-		p.fail(o.get("seconds"), o.at("seconds"), "must be 0 (unlimited) or at least sandbox.turn_timeout (%ds): each turn reserves its whole timeout before it starts", turn)
+		p.fail(o.get("seconds"), o.at("seconds"), "must be 0 (unlimited) or at least %s (%ds): each turn reserves its whole timeout before it starts", timeoutKey, turn)
 	}
 	return l
 }

@@ -108,6 +108,21 @@ type Config struct {
 	Metrics *Metrics
 	// Budgets are the daily budgets; the zero value is unlimited.
 	Budgets Budgets
+
+	// Models are the named model blocks of models:, which session
+	// profiles may pick besides the model block (DefaultModel).
+	Models map[string]Model
+	// Profiles are the channel profiles by name; Parse adds the built-in
+	// DefaultProfile (mode sealed) unless the file defines it. Use
+	// Profile and ProfileFor, which also serve a hand-built Config.
+	Profiles map[string]Profile
+	// ChannelProfiles maps channels to their profile (channels_profile).
+	ChannelProfiles map[rtsandbox.ChannelKey]string
+	// DefaultProfile is the profile of every channel ChannelProfiles does
+	// not name (default_profile); "" reads as DefaultProfile.
+	DefaultProfile string
+	// Session tunes session mode; Parse fills in its defaults.
+	Session Session
 }
 
 // Host tunes the host process.

@@ -97,6 +97,7 @@ func TestParseFull(t *testing.T) {
 		},
 		Host: Host{MemoryLimitMB: DefaultHostMemoryLimitMB},
 	}
+	withProfileDefaults(want)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Parse(fullFile) mismatch (-want +got):\n%s", diff)
 	}
@@ -256,6 +257,7 @@ func TestParseDefaults(t *testing.T) {
 			if tt.want.Sandbox.ReapInterval == 0 {
 				tt.want.Sandbox.ReapInterval = DefaultReapInterval
 			}
+			withProfileDefaults(tt.want)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Parse(%q) mismatch (-want +got):\n%s", tt.in, diff)
 			}
@@ -266,11 +268,13 @@ func TestParseDefaults(t *testing.T) {
 // errorTests lists invalid files and the problems each must report, one
 // substring per problem. The count must match too, so a case that trips an
 // unintended rule fails.
-var errorTests = []struct {
+type errorTest struct {
 	name string
 	in   string
 	want []string
-}{
+}
+
+var errorTests = []errorTest{
 	// file shape
 	{"empty-file", "", []string{"config: the file is empty"}},
 	{"comments-only", "# nothing\n", []string{"config: the file is empty"}},
@@ -454,8 +458,13 @@ var errorTests = []struct {
 	},
 }
 
-func TestParseErrors(t *testing.T) {
-	for _, tt := range errorTests {
+func TestParseErrors(t *testing.T) { checkParseErrors(t, errorTests) }
+
+// checkParseErrors runs a table of invalid files: each must report
+// exactly the listed problems.
+func checkParseErrors(t *testing.T, tests []errorTest) {
+	t.Helper()
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse([]byte(tt.in))
 			if err == nil {
@@ -616,8 +625,13 @@ func TestLoadExactlyMaxSize(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(fullFile))
 	f.Add([]byte(minimal))
-	for _, tt := range errorTests {
-		f.Add([]byte(tt.in))
+	f.Add([]byte(withTools + "models: {main: {url: 'https://a/', name: c, api_key_env: A, api: anthropic}}\n" +
+		"profiles: {s: {mode: session, model: main, mcp: [docs], tools: [clock]}}\nchannels_profile: {'http:a': s}\n" +
+		"session: {max_calls: 9, limits: {pids: 9}, log_options: {max-size: 1m}}\n"))
+	for _, tests := range [][]errorTest{errorTests, profileErrorTests} {
+		for _, tt := range tests {
+			f.Add([]byte(tt.in))
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c1, err1 := Parse(data)
@@ -643,6 +657,21 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// withProfileDefaults fills in what Parse adds to a file without
+// profiles or a session block: the built-in sealed default profile and the
+// session defaults.
+func withProfileDefaults(c *Config) {
+	if c.Profiles == nil {
+		c.Profiles = map[string]Profile{DefaultProfile: {Mode: ModeSealed}}
+	}
+	if c.DefaultProfile == "" {
+		c.DefaultProfile = DefaultProfile
+	}
+	if c.Session.MaxCalls == 0 {
+		c.Session = defaultSession(c.StateDir)
+	}
 }
 
 // ep is a checked endpoint for expected configs.

@@ -56,28 +56,16 @@ func (p *parser) writeJSON(b *bytes.Buffer, n *yaml.Node, path string) {
 }
 
 // writeObject keeps the YAML key order. JSON object keys are strings, so
-// other key types are refused rather than converted.
+// other key types are refused rather than converted (entries).
 func (p *parser) writeObject(b *bytes.Buffer, n *yaml.Node, path string) {
-	seen := map[string]bool{}
 	b.WriteByte('{')
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if !isString(k) {
-			p.fail(k, path, "keys must be strings")
-			continue
-		}
-		kp := keyPath(path, k.Value)
-		if seen[k.Value] {
-			p.fail(k, kp, "duplicate key")
-			continue
-		}
-		seen[k.Value] = true
+	for i, e := range p.entries(n, path) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(marshal(k.Value))
+		b.Write(marshal(e.key.Value))
 		b.WriteByte(':')
-		p.writeJSON(b, v, kp)
+		p.writeJSON(b, e.val, e.path)
 	}
 	b.WriteByte('}')
 }

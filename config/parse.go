@@ -17,7 +17,8 @@ import (
 // URL rule depends on it wherever it appears in the file.
 func (p *parser) config(root *yaml.Node) *Config {
 	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox",
-		"access", "initial_channels", "http", "discord", "web", "host", "metrics", "budgets")
+		"access", "initial_channels", "http", "discord", "web", "host", "metrics", "budgets",
+		"models", "profiles", "channels_profile", "default_profile", "session")
 	c := &Config{}
 	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
 		c.StateDir = filepath.Clean(s)
@@ -25,7 +26,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.AllowHTTP = p.boolean(o, "allow_http")
 	p.allowHTTP = c.AllowHTTP
 	if p.required(o, "model") {
-		c.Model = p.model(o.get("model"))
+		c.Model = p.model(o.get("model"), "model")
 	}
 	c.Tools = p.tools(p.list(o, "tools"))
 	c.MCP = p.servers(p.list(o, "mcp"))
@@ -38,8 +39,35 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.webToolNames(c, root)
 	c.Host = p.host(o.get("host"))
 	c.Metrics = p.metrics(o.get("metrics"), c)
-	c.Budgets = p.budgets(o.get("budgets"), c.Sandbox.TurnTimeout)
+	p.profileKeys(o, c)
+	c.Session = p.session(o.get("session"), c.StateDir, c.UsesSessions())
+	reserve, reserveKey := c.turnReserve()
+	c.Budgets = p.budgets(o.get("budgets"), reserve, reserveKey)
 	return c
+}
+
+// profileKeys parses models, profiles, channels_profile and
+// default_profile; the profiles refer to the tools, MCP servers and web
+// tools parsed before.
+func (p *parser) profileKeys(o object, c *Config) {
+	c.Models = p.models(o.get("models"))
+	c.Profiles = p.profiles(o.get("profiles"), c)
+	c.ChannelProfiles = p.channelProfiles(o.get("channels_profile"), c.Profiles)
+	c.DefaultProfile = DefaultProfile
+	if n := o.get("default_profile"); n != nil {
+		if name, ok := p.profileRef(n, "default_profile", c.Profiles); ok {
+			c.DefaultProfile = name
+		}
+	}
+}
+
+// turnReserve is the longest turn timeout of the modes in use, and its
+// key: what a budgets.*.seconds limit must leave room for.
+func (c *Config) turnReserve() (time.Duration, string) {
+	if c.UsesSessions() && c.Session.TurnTimeout > c.Sandbox.TurnTimeout {
+		return c.Session.TurnTimeout, "session.turn_timeout"
+	}
+	return c.Sandbox.TurnTimeout, "sandbox.turn_timeout"
 }
 
 // host reads the host process's own settings.
@@ -56,8 +84,12 @@ func (p *parser) host(n *yaml.Node) Host {
 	return h
 }
 
-func (p *parser) model(n *yaml.Node) Model {
-	o, ok := p.object(n, "model", "url", "name", "api_key_env", "api", "max_output_tokens", "thinking", "stream")
+// model parses a model block: the top-level model or an entry of models.
+func (p *parser) model(n *yaml.Node, path string) Model {
+	if n == nil { // an alias, already refused
+		return Model{}
+	}
+	o, ok := p.object(n, path, "url", "name", "api_key_env", "api", "max_output_tokens", "thinking", "stream")
 	if !ok {
 		return Model{}
 	}

@@ -69,6 +69,9 @@ type Options struct {
 	// Discord is how the Discord surface reaches Discord; the zero value is
 	// the real service. Tests point it at an in-process fake.
 	Discord DiscordNet
+	// Sessions builds the session runtime when a profile uses session
+	// mode (session.go); the zero value serves sealed profiles only.
+	Sessions Sessions
 }
 
 // Host is a running chat host.
@@ -94,6 +97,9 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 	if cfg.HTTP == nil && cfg.Discord == nil {
 		return nil, ErrNoSurface
 	}
+	if cfg.UsesSessions() && opts.Sessions.Runtime == nil {
+		return nil, ErrNoSessionRuntime
+	}
 	h := &Host{log: log, cfg: cfg, failed: make(chan error, 1)}
 	defer func() {
 		if err != nil { // nothing runs yet: stop what started at once
@@ -115,7 +121,7 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 		return nil, err
 	}
 	h.closers = append(h.closers, func() error { m.stop(); return nil })
-	if err := h.startRuntime(ctx, opts.Getenv, m, store); err != nil {
+	if err := h.startRuntime(ctx, opts.Getenv, opts.Sessions, m, store); err != nil {
 		return nil, err
 	}
 	if cfg.HTTP != nil {
@@ -155,11 +161,12 @@ func (h *Host) openStore() (*channels.Store, error) {
 }
 
 // startRuntime connects the engine, builds the sealed runtime, reaps
-// orphans, starts the reaper and the router, and pipes research reports
-// to the router.
-func (h *Host) startRuntime(ctx context.Context, getenv env, m *hostMetrics, store *channels.Store) error {
+// orphans, starts the reaper, builds the session runtime when a profile
+// uses session mode, starts the router on both, and pipes research
+// reports to the router.
+func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, m *hostMetrics, store *channels.Store) error {
 	cfg, log := h.cfg, h.log
-	d, closeClient, err := DockerDriver(log)
+	d, engine, closeClient, err := dockerClient(log)
 	if err != nil {
 		return err
 	}
@@ -186,12 +193,22 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, m *hostMetrics, sto
 		// Whatever a crash of this process during the drain could leave.
 		return reap(context.Background(), d, id, StopTimeout, log, "containers removed at shutdown")
 	})
+	// Registered after the sealed runtime's closer, so it runs before it:
+	// brokers stop, session containers stay for the next start.
+	deps, err := sessionDeps(ctx, cfg, getenv, log.With("plugin", "session"), engine, s, m.observe())
+	if err != nil {
+		return err
+	}
+	sess, err := h.startSessions(ctx, sessions, deps)
+	if err != nil {
+		return err
+	}
 	h.web, h.ready, h.usage = s.web, engineReady(d), s.usageReport()
 	policy, err := access.New(cfg.Access)
 	if err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
-	h.router, err = router.New(router.Options{Channels: store, Runtime: s.Runtime, Access: policy, Logger: log,
+	h.router, err = router.New(router.Options{Channels: store, Runtime: newRuntimeMux(cfg, s.Runtime, sess), Access: policy, Logger: log,
 		OnDrop: m.onDrop(), Usage: s.usageLine(log)})
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/moby/moby/client"
+
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/sandbox"
@@ -61,15 +63,22 @@ func InstallationID(cfg *config.Config) string {
 // driver's background finish (within StopTimeout; the log names what is
 // left for the next reap), then closes the client.
 func DockerDriver(log *slog.Logger) (*docker.Driver, func(), error) {
+	d, _, closeClient, err := dockerClient(log)
+	return d, closeClient, err
+}
+
+// dockerClient is DockerDriver that also returns the client, for the
+// session runtime and its offline remover, which share it.
+func dockerClient(log *slog.Logger) (*docker.Driver, *client.Client, func(), error) {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
-		return nil, nil, fmt.Errorf("docker client: %w", err)
+		return nil, nil, nil, fmt.Errorf("docker client: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := docker.New(cli, docker.WithLogger(log.With("component", "docker")))
-	return d, func() {
+	return d, cli, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
 		if err := d.Close(ctx); err != nil {
@@ -81,24 +90,57 @@ func DockerDriver(log *slog.Logger) (*docker.Driver, func(), error) {
 
 // Reap force-removes the turn containers this installation left behind
 // (after a crash or a kill -9) and tells report how many, with the
-// installation's id, once the engine was asked (not when it refused
-// before). It
-// refuses while a serve, turn or chat runs on the state directory: that
-// process holds the run root's lock and owns the containers of its live
-// turns, and reaping them would kill those turns.
-func Reap(ctx context.Context, cfg *config.Config, report func(removed int, id string)) error {
+// installation id. When s can build a session remover, it then removes
+// every session container of the installation too (they outlive serve on
+// purpose) and tells reportSessions how many.
+func Reap(ctx context.Context, cfg *config.Config, s Sessions, report, reportSessions func(removed int, id string)) error {
 	id := InstallationID(cfg)
 	unlock, err := LockRunRoot(cfg)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	d, closeClient, err := DockerDriver(nil)
+	d, cli, closeClient, err := dockerClient(nil)
 	if err != nil {
 		return err
 	}
 	defer closeClient()
 	removed, err := d.Reap(ctx, id)
 	report(removed, id)
-	return err
+	if err != nil || s.Containers == nil {
+		return err
+	}
+	sc, err := s.Containers(cfg, cli)
+	if err != nil {
+		return fmt.Errorf("session containers: %w", err)
+	}
+	removed, err = sc.RemoveAll(ctx)
+	reportSessions(removed, id)
+	if err != nil {
+		return fmt.Errorf("session containers: %w", err)
+	}
+	return nil
+}
+
+// RemoveSessionContainer removes channel's session container while no
+// serve runs (`rtsandbox channels off`), and reports whether it could
+// look: false without a session remover in s. A missing container is
+// fine.
+func RemoveSessionContainer(ctx context.Context, cfg *config.Config, s Sessions, channel rtsandbox.ChannelKey) (bool, error) {
+	if s.Containers == nil {
+		return false, nil
+	}
+	_, cli, closeClient, err := dockerClient(nil)
+	if err != nil {
+		return false, err
+	}
+	defer closeClient()
+	sc, err := s.Containers(cfg, cli)
+	if err == nil {
+		err = sc.Remove(ctx, channel)
+	}
+	if err != nil {
+		return false, fmt.Errorf("session container of %s: %w", channel, err)
+	}
+	return true, nil
 }

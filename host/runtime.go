@@ -144,14 +144,20 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 // root, and guessing another user could hand a workspace to a stranger.
 var errRootUser = errors.New("sandbox.user: required when rtsandbox runs as root; name a non-root \"UID:GID\" for the worker")
 
+// workerUser is the worker user of both modes: sandbox.user when set,
+// else the host's own ids; a host running as root must set it.
 func workerUser(cfg *config.Config) (int, int, error) {
+	return workerUserOf(cfg, os.Geteuid(), os.Getegid())
+}
+
+func workerUserOf(cfg *config.Config, euid, egid int) (int, int, error) {
 	if cfg.Sandbox.UID > 0 {
 		return cfg.Sandbox.UID, cfg.Sandbox.GID, nil
 	}
-	if os.Geteuid() == 0 {
+	if euid == 0 {
 		return 0, 0, errRootUser
 	}
-	return os.Geteuid(), os.Getegid(), nil
+	return euid, egid, nil
 }
 
 // TimeZone is sandbox.time_zone, else the host's IANA zone (TZ, then the

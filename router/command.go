@@ -80,14 +80,23 @@ func (r *Router) Command(ctx context.Context, c Command) (string, error) {
 		}
 		return rtsandbox.FreshText, nil
 	}
-	var enabled bool
-	err := r.inQueue(ctx, c.Channel, func(context.Context) error {
+	var (
+		enabled bool
+		line    string // status: the runtime's line
+	)
+	err := r.inQueue(ctx, c.Channel, func(qctx context.Context) error {
 		var err error
 		switch c.Action {
 		case ActionOn:
 			err = r.channels.Enable(c.Channel)
 		case ActionOff:
-			err = r.channels.Disable(c.Channel)
+			// Off first, so no turn starts again; then what the runtime
+			// keeps between turns (a session container) goes.
+			if err = r.channels.Disable(c.Channel); err == nil {
+				err = r.removeState(qctx, c.Channel)
+			}
+		case ActionStatus:
+			line = r.statusLine(qctx, c.Channel)
 		}
 		enabled = r.channels.Enabled(c.Channel)
 		return err
@@ -98,6 +107,9 @@ func (r *Router) Command(ctx context.Context, c Command) (string, error) {
 	text := rtsandbox.DisabledText
 	if enabled {
 		text = rtsandbox.EnabledText
+	}
+	if line != "" {
+		text += "\n" + line
 	}
 	return r.withUsage(ctx, c, text), nil
 }

@@ -219,8 +219,8 @@ func newHarness(t *testing.T, chans ChannelSet, opts ...harnessOpt) *harness {
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.Runtime != Runtime(h.rt) {
-		h.rt = o.Runtime.(*fakeRuntime)
+	if rt, ok := o.Runtime.(*fakeRuntime); ok {
+		h.rt = rt
 	}
 	r, err := New(o)
 	if err != nil {

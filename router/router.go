@@ -19,7 +19,11 @@
 //     are not.
 //   - Owner commands on, off, status and fresh run on the channel's queue,
 //     behind every message accepted before them, whichever surface sent
-//     them; stop acts at once (it aborts the running turn).
+//     them; stop acts at once (it aborts the running turn). They work per
+//     mode through the runtime: fresh and stop are Runtime's; off also
+//     removes what a RemoverRuntime keeps between turns (a session
+//     container), and status adds a StatusRuntime's mode, profile and
+//     container state (status.go).
 //   - Everything the router posts is a Delivery that names the message it
 //     answers (InReplyTo, the surface's Message.ID): KindReply for a turn's
 //     answer or fixed failure text, KindNotice for the router's notice about
@@ -335,6 +339,7 @@ type Router struct {
 	access   Resolver
 	channels ChannelSet
 	claims   []Claim
+	runtime  Runtime // the sandbox claim's, for status and off
 	typing   time.Duration
 	sendTO   time.Duration // Options.SendTimeout
 	replyTO  time.Duration // Options.ReplyTimeout
@@ -379,6 +384,7 @@ func New(opts Options) (*Router, error) {
 		access:     opts.Access,
 		channels:   opts.Channels,
 		claims:     claims,
+		runtime:    opts.Runtime,
 		typing:     cmp.Or(opts.TypingInterval, DefaultTypingInterval),
 		sendTO:     cmp.Or(opts.SendTimeout, DefaultSendTimeout),
 		replyTO:    cmp.Or(opts.ReplyTimeout, DefaultReplyTimeout),

@@ -23,8 +23,9 @@ const channelsUsage = "usage: rtsandbox channels list|on|off|status [KEY] --conf
 // read the stored file and work beside a running server; on and off need
 // the store's lock, which a running server holds: they then refuse (exit
 // 1), because the server's owner commands are the way to change a live
-// host: they wait behind the channel's queued turns.
-func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+// host: they wait behind the channel's queued turns. off also removes the
+// channel's session container, which serve leaves running on purpose.
+func runChannels(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("rtsandbox channels", stderr)
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), channelsUsage+"\n\nflags:"); fs.PrintDefaults() }
 	configPath := fs.String("config", "", "config file; its state_dir holds the channel store (required)")
@@ -59,6 +60,22 @@ func runChannels(_ context.Context, args []string, _ env, _ io.Reader, stdout, s
 		return cli.Fail(stderr, "rtsandbox channels", exitFail, err)
 	}
 	printStatus(stdout, key, enabled)
+	if action == "off" {
+		return removeSession(ctx, cfg, key, stdout, stderr)
+	}
+	return exitOK
+}
+
+// removeSession removes the session container of a channel switched off:
+// it outlives serve on purpose, so off is where it goes.
+func removeSession(ctx context.Context, cfg *config.Config, key rtsandbox.ChannelKey, stdout, stderr io.Writer) int {
+	looked, err := host.RemoveSessionContainer(ctx, cfg, sessions(), key)
+	if err != nil {
+		return cli.Fail(stderr, "rtsandbox channels", exitFail, err)
+	}
+	if looked {
+		fmt.Fprintf(stdout, "%s: session container removed\n", key)
+	}
 	return exitOK
 }
 

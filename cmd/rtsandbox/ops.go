@@ -59,7 +59,8 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 }
 
 // runReap force-removes the turn containers this installation left behind
-// (after a crash or a kill -9) and reports how many it removed.
+// (after a crash or a kill -9) and its session containers (which outlive
+// serve on purpose), and reports how many it removed.
 func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("rtsandbox reap", stderr)
 	configPath := fs.String("config", "", "config file; its state_dir identifies the installation (required)")
@@ -77,8 +78,10 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 	if !ok {
 		return code
 	}
-	err := host.Reap(ctx, cfg, func(removed int, id string) {
+	err := host.Reap(ctx, cfg, sessions(), func(removed int, id string) {
 		fmt.Fprintf(stdout, "removed %d leftover container(s) of installation %s\n", removed, id)
+	}, func(removed int, id string) {
+		fmt.Fprintf(stdout, "removed %d session container(s) of installation %s\n", removed, id)
 	})
 	if err != nil {
 		return cli.Fail(stderr, "rtsandbox reap", exitFail, err)

@@ -55,7 +55,7 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 // finish for drain, or until force is closed (a second SIGINT or
 // SIGTERM), and are then cancelled.
 func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration, force <-chan struct{}) error {
-	h, err := host.New(ctx, host.Options{Config: cfg, Getenv: getenv, Logger: log})
+	h, err := host.New(ctx, host.Options{Config: cfg, Getenv: getenv, Logger: log, Sessions: sessions()})
 	if err != nil {
 		return err
 	}

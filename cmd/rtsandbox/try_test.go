@@ -92,6 +92,7 @@ func TestTryConfigs(t *testing.T) {
 	}
 	asRoot.Sandbox.User, asRoot.Sandbox.UID, asRoot.Sandbox.GID = "", 0, 0
 	asRoot.StateDir = user.StateDir
+	asRoot.Session.PartyDir = user.Session.PartyDir // <state_dir>/party by default
 	if diff := cmp.Diff(user, asRoot); diff != "" {
 		t.Errorf("try-root.yaml differs from try.yaml beyond user and state_dir (-user +root):\n%s", diff)
 	}

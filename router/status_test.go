@@ -1,0 +1,188 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
+)
+
+// modeRuntime is a fake runtime that also reports status and removes
+// channel state, as the host's per-profile runtime does.
+type modeRuntime struct {
+	*fakeruntime.Runtime
+	status    RuntimeStatus
+	statusErr error
+	removeErr error
+
+	chans ChannelSet // to see whether the channel was off at Remove
+
+	mu              sync.Mutex
+	removed         []rtsandbox.ChannelKey
+	enabledAtRemove []bool
+}
+
+func (m *modeRuntime) Status(context.Context, rtsandbox.ChannelKey) (RuntimeStatus, error) {
+	return m.status, m.statusErr
+}
+
+func (m *modeRuntime) Remove(_ context.Context, ch rtsandbox.ChannelKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removed = append(m.removed, ch)
+	m.enabledAtRemove = append(m.enabledAtRemove, m.chans.Enabled(ch))
+	return m.removeErr
+}
+
+func (m *modeRuntime) Removed() ([]rtsandbox.ChannelKey, []bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.removed, m.enabledAtRemove
+}
+
+var (
+	_ StatusRuntime  = (*modeRuntime)(nil)
+	_ RemoverRuntime = (*modeRuntime)(nil)
+)
+
+func TestStatusPerMode(t *testing.T) {
+	tests := []struct {
+		name   string
+		status RuntimeStatus
+		err    error
+		want   string
+	}{
+		{
+			name:   "sealed",
+			status: RuntimeStatus{Mode: ModeSealed, Profile: "default"},
+			want:   rtsandbox.EnabledText + "\nMode: sealed (a fresh container every turn). Profile: default.",
+		},
+		{
+			name:   "session-running",
+			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerRunning},
+			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: running.",
+		},
+		{
+			name:   "session-missing",
+			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerMissing},
+			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing.",
+		},
+		{
+			name:   "session-stopped",
+			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerStopped},
+			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: stopped.",
+		},
+		{
+			name:   "engine-unreachable-shows-unknown",
+			status: RuntimeStatus{Mode: ModeSession, Profile: "studio"},
+			err:    errors.New("docker: connection refused"),
+			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: unknown.",
+		},
+		{
+			name: "no-mode-adds-nothing",
+			err:  errors.New("broken"),
+			want: rtsandbox.EnabledText,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			chans := newMemChannels(guests)
+			rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, status: tt.status, statusErr: tt.err, chans: chans}
+			h := newHarness(t, chans, func(o *Options) { o.Runtime = rt })
+			text, err := h.r.Command(context.Background(), ownerCmd(guests, ActionStatus))
+			if err != nil || text != tt.want {
+				t.Errorf("status = %q, %v; want %q", text, err, tt.want)
+			}
+			if tt.err != nil && strings.Contains(text, tt.err.Error()) {
+				t.Errorf("status text leaks the error detail: %q", text)
+			}
+		})
+	}
+}
+
+// Status keeps the usage line last, after the runtime's line.
+func TestStatusLineThenUsage(t *testing.T) {
+	chans := newMemChannels(guests)
+	rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, status: RuntimeStatus{Mode: ModeSealed, Profile: "default"}, chans: chans}
+	h := newHarness(t, chans, func(o *Options) {
+		o.Runtime = rt
+		o.Usage = func(context.Context, rtsandbox.ChannelKey) string { return "usage" }
+	})
+	text, _ := h.r.Command(context.Background(), ownerCmd(guests, ActionStatus))
+	if want := rtsandbox.EnabledText + "\nMode: sealed (a fresh container every turn). Profile: default.\nusage"; text != want {
+		t.Errorf("status = %q; want %q", text, want)
+	}
+}
+
+func TestOffRemovesRuntimeState(t *testing.T) {
+	tests := []struct {
+		name      string
+		removeErr error
+		wantText  string
+		wantErr   bool
+	}{
+		{"removed", nil, rtsandbox.DisabledText, false},
+		{"remove-fails-says-so", errors.New("docker: timeout"), rtsandbox.CommandFailedText, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			chans := newMemChannels(guests)
+			rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, removeErr: tt.removeErr, chans: chans}
+			h := newHarness(t, chans, func(o *Options) { o.Runtime = rt })
+			text, err := h.r.Command(context.Background(), ownerCmd(guests, ActionOff))
+			if text != tt.wantText || (err != nil) != tt.wantErr {
+				t.Errorf("off = %q, %v; want %q (error %v)", text, err, tt.wantText, tt.wantErr)
+			}
+			removed, enabled := rt.Removed()
+			// Removed once, after the channel was switched off.
+			if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, removed); diff != "" {
+				t.Errorf("Remove calls (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]bool{false}, enabled); diff != "" {
+				t.Errorf("channel enabled at Remove (-want +got):\n%s", diff)
+			}
+			if chans.Enabled(guests) {
+				t.Error("channel still enabled after off")
+			}
+		})
+	}
+}
+
+// On, status and a failed off never remove anything; a store that cannot
+// switch the channel off leaves its container alone.
+func TestOnlyOffRemoves(t *testing.T) {
+	chans := newMemChannels(guests)
+	rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, status: RuntimeStatus{Mode: ModeSealed, Profile: "default"}, chans: chans}
+	h := newHarness(t, chans, func(o *Options) { o.Runtime = rt })
+	ctx := context.Background()
+	for _, a := range []string{ActionOn, ActionStatus, ActionFresh, ActionStop} {
+		if _, err := h.r.Command(ctx, ownerCmd(guests, a)); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+	chans.failing = true
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionOff)); text != rtsandbox.CommandFailedText {
+		t.Errorf("off with a failing store = %q", text)
+	}
+	if removed, _ := rt.Removed(); len(removed) != 0 {
+		t.Errorf("Remove called for %q; want never", removed)
+	}
+}
+
+// A runtime without the optional interfaces keeps the old answers.
+func TestPlainRuntimeKeepsOldAnswers(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	ctx := context.Background()
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionStatus)); text != rtsandbox.EnabledText {
+		t.Errorf("status = %q; want %q", text, rtsandbox.EnabledText)
+	}
+	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionOff)); text != rtsandbox.DisabledText {
+		t.Errorf("off = %q; want %q", text, rtsandbox.DisabledText)
+	}
+}
