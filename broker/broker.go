@@ -82,7 +82,8 @@ type Config struct {
 	Stream bool
 	// Thinking is the host-judged thinking level that caps an Anthropic
 	// call's thinking budget and effort (session spec §2.5); "" means
-	// modelapi.LevelHigh. Session mode will bind it per turn.
+	// modelapi.LevelHigh. Session mode binds a level per turn instead
+	// (Session.Bind).
 	Thinking modelapi.ThinkingLevel
 	// StreamSilence is the silence limit of a streamed answer; 0 means
 	// rtsandbox.StreamSilence.
@@ -280,7 +281,7 @@ func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
 // turn's context: when it ends, new calls get 410 and calls in flight are
 // cancelled. opts add per-turn behaviour (WithText).
 func (b *Broker) Turn(ctx context.Context, binding rtsandbox.Binding, opts ...TurnOption) *Turn {
-	t := &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls}
+	t := &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls, maxInFlight: 1}
 	for _, o := range opts {
 		o(t)
 	}
