@@ -229,8 +229,11 @@ func (s *Session) windowLive() bool {
 // turn signal: when it ends (or the deadline passes), the turn's calls get
 // 410 and those in flight are cancelled. Binding revokes the startup
 // window for good (ready and /mcp-tools re-arm it between turns). release
-// un-binds, only if this binding is still the current one; it is safe to
-// call more than once.
+// un-binds, only if this binding is still the current one, and is safe to
+// call more than once; it does not end ctx: a call that arrived under the
+// turn keeps its scope (§6.1) until ctx ends, which the runtime does as
+// it finishes the turn, just before release (§1.2 step 15). ctx must end
+// eventually.
 func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release func(), err error) {
 	level := modelapi.ThinkingLevel(b.Thinking)
 	if !level.Valid() {
@@ -256,16 +259,12 @@ func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release
 		s.startup.cancel()
 		s.startup = nil
 	}
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			if s.bound == sc {
-				s.bound = nil
-			}
-			s.mu.Unlock()
-			cancel()
-		})
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.bound == sc {
+			s.bound = nil
+		}
 	}, nil
 }
 

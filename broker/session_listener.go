@@ -79,20 +79,29 @@ func (s *Session) silenced(h http.Handler) http.Handler {
 		rc := http.NewResponseController(w)
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Body != nil && r.Body != http.NoBody {
 			conn, _ := r.Context().Value(connKey{}).(net.Conn)
-			_ = rc.SetReadDeadline(time.Now().Add(d))
-			r.Body = &silentBody{ReadCloser: r.Body, rc: rc, d: d, conn: conn}
+			b := &silentBody{ReadCloser: r.Body, rc: rc, d: d, conn: conn}
+			b.arm()
+			r.Body = b
 		}
 		h.ServeHTTP(&silentWriter{ResponseWriter: w, rc: rc, d: d}, r)
 	})
 }
 
 // silentBody re-arms the read deadline per chunk, clears it at the end of
-// the body and closes the connection when it passes.
+// the body and closes the connection when it passes. A deadline a handler
+// set itself (readResult cuts a result body off when its turn ends) is
+// not the silence limit: its error passes as it is.
 type silentBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
-	d    time.Duration
-	conn net.Conn
+	rc    *http.ResponseController
+	d     time.Duration
+	conn  net.Conn
+	until time.Time
+}
+
+func (b *silentBody) arm() {
+	b.until = time.Now().Add(b.d)
+	_ = b.rc.SetReadDeadline(b.until)
 }
 
 func (b *silentBody) Read(p []byte) (int, error) {
@@ -100,13 +109,13 @@ func (b *silentBody) Read(p []byte) (int, error) {
 	switch {
 	case errors.Is(err, io.EOF):
 		_ = b.rc.SetReadDeadline(time.Time{})
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(b.until):
 		if b.conn != nil {
 			b.conn.Close()
 		}
 		return n, errSilenceBody
-	case n > 0:
-		_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	case n > 0 && err == nil:
+		b.arm()
 	}
 	return n, err
 }
