@@ -170,6 +170,9 @@ func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path 
 		defer sc.turn.settle(res, 1)
 	}
 	ctx, cancel := context.WithCancel(r.Context())
+	if d, ok := sc.ctx.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(r.Context(), d) // so that a tool sees the turn's deadline
+	}
 	defer cancel()
 	stop := context.AfterFunc(sc.ctx, cancel)
 	defer stop()
