@@ -26,12 +26,13 @@ import (
 // MCP server "research" (at /mcp), since the broker has one upstream
 // client. Adaptation: our MCP servers declare their tools (search) in
 // the configuration, where the reference lists tool names.
+const sessChannel rtsandbox.ChannelKey = "discord:channel"
+
 const (
-	sessChannel rtsandbox.ChannelKey = "discord:channel"
-	hostModel                        = "host-model"
-	hostSecret                       = "host-secret"
-	mcpSecret                        = "mcp-secret"
-	sessTurnID                       = "m1"
+	hostModel  = "host-model"
+	hostSecret = "host-secret"
+	mcpSecret  = "mcp-secret"
+	sessTurnID = "m1"
 )
 
 var sessGuest = rtsandbox.Speaker{ID: "guest", Name: "Guest"}
@@ -367,4 +368,39 @@ func waitExec(t *testing.T, ch <-chan execResult) execResult {
 		t.Fatal("Execute did not return")
 		return execResult{}
 	}
+}
+
+// postReader posts a streamed body of size bytes (-1: unknown).
+func (f *sessFixture) postReader(target string, body io.Reader, size int64) resp {
+	f.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://broker"+target, body)
+	if size >= 0 {
+		req.ContentLength = size
+	}
+	res, err := f.client.Do(req)
+	if err != nil {
+		return resp{Err: err}
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	return resp{Status: res.StatusCode, Body: string(data), Err: err}
+}
+
+// postAsync posts a streamed body in the background.
+func (f *sessFixture) postAsync(target string, body io.Reader) <-chan resp {
+	ch := make(chan resp, 1)
+	go func() { ch <- f.postReader(target, body, -1) }()
+	return ch
+}
+
+// plainBroker is a broker with a model and nothing else, for tests that
+// need no upstream.
+func plainBroker(tb testing.TB) *broker.Broker {
+	tb.Helper()
+	b, err := broker.New(broker.Config{ModelURL: ep("https://model.example"), Model: "m",
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

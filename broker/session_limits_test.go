@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,12 +27,7 @@ import (
 // the synctest clock, straight through the handler.
 func TestSessionNextLongPollTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := broker.New(broker.Config{ModelURL: ep("https://model.example"), Model: "m",
-			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := broker.NewSession(broker.SessionConfig{Broker: b})
+		s, err := broker.NewSession(broker.SessionConfig{Broker: plainBroker(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,20 +105,6 @@ func (r *patternReader) Read(p []byte) (int, error) {
 	n := copy(p[:min(int64(len(p)), r.n)], r.chunk)
 	r.n -= int64(n)
 	return n, nil
-}
-
-// postReader posts a streamed body of known length.
-func (f *sessFixture) postReader(target string, body io.Reader, size int64) resp {
-	f.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://broker"+target, body)
-	req.ContentLength = size
-	res, err := f.client.Do(req)
-	if err != nil {
-		return resp{Err: err}
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	return resp{Status: res.StatusCode, Body: string(data), Err: err}
 }
 
 // §6.10 "Body limits: ready 16 KiB, result 72 MiB, credential routes 96
@@ -445,8 +425,7 @@ func TestSessionHostAPIRefusals(t *testing.T) {
 	if _, err := broker.NewSession(broker.SessionConfig{}); err == nil {
 		t.Error("NewSession without a broker succeeded")
 	}
-	b, _ := broker.New(broker.Config{ModelURL: ep("https://m.example"), Model: "m", Logger: slog.New(slog.DiscardHandler),
-		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }})
+	b := plainBroker(t)
 	for _, n := range []int{-1, rtsandbox.MaxCallsLimit + 1} {
 		if _, err := broker.NewSession(broker.SessionConfig{Broker: b, MaxCalls: n}); !errors.Is(err, broker.ErrBudget) {
 			t.Errorf("MaxCalls %d = %v; want ErrBudget", n, err)

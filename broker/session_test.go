@@ -426,18 +426,7 @@ func TestSessionResultOneReaderAndAbort(t *testing.T) {
 	wantResp(t, f.do(http.MethodGet, rtsandbox.RouteWorkerNext, ""), 200, "")
 
 	pr, pw := io.Pipe()
-	first := make(chan resp, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, "http://broker"+rtsandbox.RouteWorkerResult, pr)
-		res, err := f.client.Do(req)
-		if err != nil {
-			first <- resp{Err: err}
-			return
-		}
-		defer res.Body.Close()
-		data, _ := io.ReadAll(res.Body)
-		first <- resp{Status: res.StatusCode, Body: string(data)}
-	}()
+	first := f.postAsync(rtsandbox.RouteWorkerResult, pr)
 	if _, err := io.WriteString(pw, `{"turnId":"m1","result":`); err != nil {
 		t.Fatal(err)
 	}
@@ -724,18 +713,7 @@ func TestSessionScopeCapturedAtArrival(t *testing.T) {
 	beta := rtsandbox.Speaker{ID: "b", Name: "Beta"}
 	releaseA, _ := f.bindAs("discord:alpha", alpha, "")
 	pr, pw := io.Pipe()
-	done := make(chan resp, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, "http://broker"+rtsandbox.RouteAnthropicMessages, pr)
-		res, err := f.client.Do(req)
-		if err != nil {
-			done <- resp{Err: err}
-			return
-		}
-		defer res.Body.Close()
-		data, _ := io.ReadAll(res.Body)
-		done <- resp{Status: res.StatusCode, Body: string(data)}
-	}()
+	done := f.postAsync(rtsandbox.RouteAnthropicMessages, pr)
 	io.WriteString(pw, `{"messages":`)
 	time.Sleep(50 * time.Millisecond) // the request has arrived under A
 	releaseA()
