@@ -180,6 +180,12 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.HeaderTimeout == 0 {
 		cfg.HeaderTimeout = rtsandbox.SessionHeaderTimeout
 	}
+	if cfg.Worker.Tools == nil {
+		cfg.Worker.Tools = []rtsandbox.ToolSpec{} // [] on the wire, never null
+	}
+	if cfg.Worker.MCP == nil {
+		cfg.Worker.MCP = []rtsandbox.MCPServerTools{}
+	}
 	s := &Session{b: cfg.Broker, cfg: cfg, now: cfg.Now, closed: make(chan struct{})}
 	if s.now == nil {
 		s.now = time.Now
