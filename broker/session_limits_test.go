@@ -432,3 +432,24 @@ func TestSessionHostAPIRefusals(t *testing.T) {
 		}
 	}
 }
+
+// §6.10 "socket path > 100 → refused": the broker refuses it before
+// creating anything.
+func TestSessionSocketPathTooLong(t *testing.T) {
+	s, err := broker.NewSession(broker.SessionConfig{Broker: plainBroker(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dir := shortDir(t)
+	path := dir + "/" + strings.Repeat("s", broker.MaxSocketPath-len(dir))
+	if err := s.Listen(path); !errors.Is(err, broker.ErrSocketPath) || !strings.Contains(err.Error(), "Broker socket path too long") {
+		t.Fatalf("Listen(%d bytes) = %v; want ErrSocketPath", len(path), err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a file was created: %v", err)
+	}
+	if err := s.Listen(path[:broker.MaxSocketPath]); err != nil {
+		t.Errorf("Listen(%d bytes) = %v", broker.MaxSocketPath, err)
+	}
+}

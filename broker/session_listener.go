@@ -28,10 +28,21 @@ import (
 // upstream silence limit bound those. When the silence limit passes while
 // the body is read, the connection is closed in both directions.
 
+// MaxSocketPath bounds a session socket path in bytes (session spec §1.3
+// step 5; sun_path holds 108).
+const MaxSocketPath = 100
+
+// ErrSocketPath refuses a socket path over MaxSocketPath.
+var ErrSocketPath = fmt.Errorf("%w: Broker socket path too long", rtsandbox.ErrInvalid)
+
 // Listen serves s on a Unix socket at path (which must not exist; the
-// runtime removes a stale one) until Close. A failed chmod closes the
-// socket and fails: never best effort.
+// runtime removes a stale one) until Close. A path over MaxSocketPath
+// bytes is ErrSocketPath. A failed chmod closes the socket and fails:
+// never best effort.
 func (s *Session) Listen(path string) error {
+	if len(path) > MaxSocketPath {
+		return ErrSocketPath
+	}
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.isClosed || s.server != nil {

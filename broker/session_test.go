@@ -337,27 +337,34 @@ func TestSessionExecuteAbortCancelled(t *testing.T) {
 }
 
 // §6.1 "[SEC] Reflection split across chunks: an upstream that streams
-// host- then secret → reading the response text rejects". The answer
-// begins with an event first, so the head is out when the credential
-// arrives: the worker's read breaks and never holds the secret.
+// host- then secret → reading the response text rejects". Before the head
+// is out the call fails with the fixed 502; after it (an event passed on
+// first), the worker's read breaks. Either way it never holds the secret.
 func TestSessionReflectionSplitAcrossChunks(t *testing.T) {
-	f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"a":"ok"} `)
-		w.(http.Flusher).Flush()
-		time.Sleep(20 * time.Millisecond)
-		io.WriteString(w, "host-")
-		w.(http.Flusher).Flush()
-		time.Sleep(20 * time.Millisecond)
-		io.WriteString(w, "secret")
-	}})
-	f.bind("")
-	r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
-	if r.Err == nil {
-		t.Errorf("reading the answer succeeded: %d %q", r.Status, r.Body)
-	}
-	if strings.Contains(r.Body, "host-secret") {
-		t.Error("the worker received the secret")
+	for name, tc := range map[string]struct {
+		prefix string
+		status int
+	}{"before-head": {"", 502}, "after-head": {`{"a":"ok"} `, 0}} {
+		t.Run(name, func(t *testing.T) {
+			f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				for _, piece := range []string{tc.prefix, "host-", "secret"} {
+					io.WriteString(w, piece)
+					w.(http.Flusher).Flush()
+					time.Sleep(20 * time.Millisecond)
+				}
+			}})
+			f.bind("")
+			r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
+			switch {
+			case strings.Contains(r.Body, "host-secret"):
+				t.Error("the worker received the secret")
+			case tc.status != 0:
+				wantResp(t, r, tc.status, "Broker call failed")
+			case r.Err == nil:
+				t.Errorf("reading the answer succeeded: %d %q", r.Status, r.Body)
+			}
+		})
 	}
 }
 
@@ -552,7 +559,8 @@ func TestSessionListenerStreamingGapsBelowIdle(t *testing.T) {
 // retry-after and anthropic-ratelimit-unified-status and drops
 // x-internal; an MCP ping answered 404 "expired" passes through; "[SEC] a
 // 500 whose body is host-secret → reading the body rejects" (here: the
-// answer never carries it; it is refused with 502 before its head).
+// answer never carries it; it is refused with 502 before its head). And
+// §2.10: a status outside 200–599 is 502 "Upstream refused".
 func TestSessionUpstreamErrorPassthrough(t *testing.T) {
 	const tooLong = `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`
 	var mode string
@@ -579,6 +587,8 @@ func TestSessionUpstreamErrorPassthrough(t *testing.T) {
 		case "500":
 			w.WriteHeader(500)
 			io.WriteString(w, hostSecret)
+		case "600":
+			w.WriteHeader(600)
 		}
 	}})
 	set := func(m string) { mu.Lock(); mode = m; mu.Unlock() }
@@ -598,10 +608,9 @@ func TestSessionUpstreamErrorPassthrough(t *testing.T) {
 	set("mcp404")
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 404, "expired")
 	set("500")
-	r = f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`)
-	if r.Err == nil && r.Status != 502 || strings.Contains(r.Body, hostSecret) {
-		t.Errorf("reflected 500 = %d %q %v; want it refused", r.Status, r.Body, r.Err)
-	}
+	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Broker call failed")
+	set("600")
+	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Upstream refused")
 	lines := f.failureLines()
 	if len(lines) < 3 || lines[0]["body"] != tooLong || lines[0]["status"] != float64(400) {
 		t.Errorf("failure lines = %v; want the 400 logged with its body first", lines)
