@@ -6,6 +6,7 @@ package broker_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -452,4 +453,50 @@ func TestSessionSocketPathTooLong(t *testing.T) {
 	if err := s.Listen(path[:broker.MaxSocketPath]); err != nil {
 		t.Errorf("Listen(%d bytes) = %v", broker.MaxSocketPath, err)
 	}
+}
+
+// Close ends a waiting long poll (408) and a pending Execute
+// (ErrTurnCancelled), and refuses later turns.
+func TestSessionCloseEndsPollAndExecute(t *testing.T) {
+	f := newSession(t, sessOptions{})
+	next := make(chan resp, 1)
+	go func() { next <- f.deliver() }()
+	waitWaiting(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	exec := f.execute(ctx, sessTurn("a"))
+	wantResp(t, <-next, 200, "") // delivered
+	if err := f.sess.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitExec(t, exec); !errors.Is(got.Err, broker.ErrTurnCancelled) {
+		t.Errorf("Execute after Close = %v; want ErrTurnCancelled", got.Err)
+	}
+	if _, err := f.sess.Execute(ctx, sessTurn("b")); !errors.Is(err, broker.ErrSessionClosed) {
+		t.Errorf("Execute on a closed session = %v", err)
+	}
+}
+
+// A SessionHostTool that panics fails its call with the fixed 502; the
+// broker goes on.
+func TestSessionToolPanicContained(t *testing.T) {
+	f := newSession(t, sessOptions{broker: func(c *broker.Config) {
+		c.Tools = append(c.Tools, broker.Tool{Spec: rtsandbox.ToolSpec{Name: "boom", Parameters: []byte(`{"type":"object"}`)}, Impl: panicTool{}})
+	}})
+	f.bind("")
+	wantResp(t, f.post("/tools/boom", `{"input":{}}`), 502, "Broker call failed")
+	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 200, "")
+	if !strings.Contains(f.logs.String(), "host tool panicked") {
+		t.Error("the panic was not logged")
+	}
+}
+
+type panicTool struct{}
+
+func (panicTool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) {
+	panic("never")
+}
+
+func (panicTool) RunSession(context.Context, json.RawMessage, rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error) {
+	panic("boom")
 }

@@ -140,10 +140,14 @@ func (s *Session) serveCall(w http.ResponseWriter, r *http.Request, path string,
 		return
 	}
 	if problem, ok := s.privacyGate(); !ok { // step 2
-		s.finish(w, r, sc, path, sessRefuse(http.StatusGone, problem, "privacy"), start)
+		s.finish(w, r, sc, "", sessRefuse(http.StatusGone, problem, "privacy"), start)
 		return
 	}
 	route, isMCP := s.route(path, beta) // step 3
+	matched := ""                       // the audit names a matched route only, never a guest's path
+	if route != nil {
+		matched = path
+	}
 	var o outcome
 	switch {
 	case sc.startup && !isMCP: // step 4
@@ -156,7 +160,7 @@ func (s *Session) serveCall(w http.ResponseWriter, r *http.Request, path string,
 		o = s.spent(w, r, sc, path, beta, route)
 		sc.turn.release()
 	}
-	s.finish(w, r, sc, path, o, start)
+	s.finish(w, r, sc, matched, o, start)
 }
 
 // spent runs steps 7–9 of a call that holds a slot and spent its budget:
@@ -247,7 +251,8 @@ func (s *Session) route(path string, beta bool) (route sessionRoute, isMCP bool)
 
 // finish writes o in the session's words, logs a failed upstream call,
 // emits the audit record and tells the observer; an answer cut off after
-// its head aborts the connection.
+// its head aborts the connection. path is the matched route, "" when none
+// matched.
 func (s *Session) finish(w http.ResponseWriter, r *http.Request, sc *scope, path string, o outcome, start time.Time) {
 	o = sessionWords(o)
 	if !o.written {

@@ -123,20 +123,26 @@ func (s *Session) serveResult(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusBadRequest, sessInvalidResult)
 		return
 	}
+	status, text := s.accept(p, body)
+	writeText(w, status, text)
+}
+
+// accept applies steps 4–6 of /worker/result to a body read for p and
+// resolves p's Execute with a valid result. The answer is written by the
+// caller, outside the lock.
+func (s *Session) accept(p *pendingTurn, body []byte) (int, string) {
 	turnID, raw, ok := ParseResultPacket(body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ok || s.pending != p || !p.delivered || p.ctx.Err() != nil || turnID != p.turn.TurnID {
-		writeText(w, http.StatusConflict, sessNoMatchingTurn)
-		return
+		return http.StatusConflict, sessNoMatchingTurn
 	}
 	var result rtsandbox.SessionResult
 	if err := json.Unmarshal(raw, &result); err != nil {
-		writeText(w, http.StatusBadRequest, sessInvalidResult)
-		return
+		return http.StatusBadRequest, sessInvalidResult
 	}
 	s.settleLocked(p, pendingDone{result: result})
-	writeText(w, http.StatusOK, sessAccepted)
+	return http.StatusOK, sessAccepted
 }
 
 // readResult reads a result body, cut off when the pending turn ends: its
