@@ -414,7 +414,7 @@ func TestSessionHostAPIRefusals(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	exec := f.execute(ctx, sessTurn("a"))
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the turn pending", func() bool { return broker.SessionPending(f.sess) })
 	if _, err := f.sess.Execute(ctx, sessTurn("b")); !errors.Is(err, broker.ErrWorkerBusy) || !strings.Contains(err.Error(), "Worker is busy") {
 		t.Errorf("second Execute = %v", err)
 	}

@@ -309,13 +309,19 @@ func TestSessionWorkerTransport(t *testing.T) {
 // waitWaiting waits until a long poll waits.
 func waitWaiting(t *testing.T, f *sessFixture) {
 	t.Helper()
+	waitFor(t, "a long poll waiting", func() bool { return broker.SessionWaiting(f.sess) })
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
 	for range 500 {
-		if broker.SessionWaiting(f.sess) {
+		if cond() {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("the long poll never waited")
+	t.Fatalf("never: %s", what)
 }
 
 // §6.1 "execute of turn m2, then abort → rejects with a message containing
@@ -324,7 +330,7 @@ func TestSessionExecuteAbortCancelled(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	exec := f.execute(ctx, sessTurn("m2"))
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the turn pending", func() bool { return broker.SessionPending(f.sess) })
 	cancel()
 	got := waitExec(t, exec)
 	if got.Err == nil || !strings.Contains(got.Err.Error(), "cancelled") {
@@ -693,16 +699,23 @@ func TestSessionPerCallCredentialScope(t *testing.T) {
 	release()
 	f.bindAs("discord:beta", beta, "")
 	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
+	f.wantAlphaThenBeta(alpha, beta)
+}
+
+// wantAlphaThenBeta asserts that the model saw alpha's key and then
+// beta's, and that the key getter was asked for exactly those scopes.
+func (f *sessFixture) wantAlphaThenBeta(alpha, beta rtsandbox.Speaker) {
+	f.t.Helper()
 	var keys []string
 	for _, c := range f.upstreamCalls("/v1/messages") {
 		keys = append(keys, c.Header.Get("X-Api-Key"))
 	}
 	if diff := cmp.Diff([]string{"alpha-secret", "beta-secret"}, keys); diff != "" {
-		t.Errorf("keys (-want +got):\n%s", diff)
+		f.t.Errorf("keys (-want +got):\n%s", diff)
 	}
 	want := []rtsandbox.Binding{{Channel: "discord:alpha", Speaker: alpha}, {Channel: "discord:beta", Speaker: beta}}
 	if diff := cmp.Diff(want, f.scopes); diff != "" {
-		t.Errorf("scopes (-want +got):\n%s", diff)
+		f.t.Errorf("scopes (-want +got):\n%s", diff)
 	}
 }
 
@@ -724,7 +737,7 @@ func TestSessionScopeCapturedAtArrival(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := f.postAsync(rtsandbox.RouteAnthropicMessages, pr)
 	io.WriteString(pw, `{"messages":`)
-	time.Sleep(50 * time.Millisecond) // the request has arrived under A
+	waitFor(t, "the call in flight under A", func() bool { return broker.SessionInFlight(f.sess) > 0 })
 	releaseA()
 	f.bindAs("discord:beta", beta, "")
 	io.WriteString(pw, userHi+`}`)
@@ -732,16 +745,7 @@ func TestSessionScopeCapturedAtArrival(t *testing.T) {
 	r := <-done
 	wantResp(t, r, 200, "")
 	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
-	var keys []string
-	for _, c := range f.upstreamCalls("/v1/messages") {
-		keys = append(keys, c.Header.Get("X-Api-Key"))
-	}
-	if diff := cmp.Diff([]string{"alpha-secret", "beta-secret"}, keys); diff != "" {
-		t.Errorf("keys (-want +got):\n%s", diff)
-	}
-	if len(f.scopes) != 2 || f.scopes[0].Channel != "discord:alpha" || f.scopes[1].Channel != "discord:beta" {
-		t.Errorf("scopes = %v; want [alpha beta]", f.scopes)
-	}
+	f.wantAlphaThenBeta(alpha, beta)
 }
 
 // §6.1 "[SEC] oauthToken returning undefined or "" → 502, and upstream is
