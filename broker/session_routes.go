@@ -164,9 +164,11 @@ func (s *Session) serveCall(w http.ResponseWriter, r *http.Request, path string,
 }
 
 // spent runs steps 7–9 of a call that holds a slot and spent its budget:
-// the daily ledger, the effective context (turn and request), the body.
+// the daily ledger (a turn's calls only: the startup window's metadata
+// calls belong to no channel or speaker and have their own 32), the
+// effective context (turn and request), the body.
 func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path string, beta bool, route sessionRoute) outcome {
-	if s.b.cfg.Budget != nil {
+	if s.b.cfg.Budget != nil && !sc.startup {
 		res, o, ok := sc.turn.reserve(r.Context(), budget.Calls, 1)
 		if !ok {
 			return o
