@@ -22,6 +22,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/budget"
 )
 
 // §6.10 "/worker/next 45 s timeout → 408, and a second waiter → 429", on
@@ -499,4 +500,18 @@ func (panicTool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (strin
 
 func (panicTool) RunSession(context.Context, json.RawMessage, rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error) {
 	panic("boom")
+}
+
+// The daily ledger counts a bound turn's calls for its speaker, channel
+// and the installation, not the startup window's metadata calls.
+func TestSessionDailyLedger(t *testing.T) {
+	l := openLedger(t, budget.Config{PerChannel: budget.Limits{Calls: 1}})
+	f := newSession(t, sessOptions{broker: func(c *broker.Config) { c.Budget = l }})
+	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
+	f.bindAs(sessChannel, ann, "")
+	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 200, "")
+	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 429, "daily budget exhausted")
+	if u := usage(t, l, budget.Scopes(sessChannel, ann.PrincipalID)[1]); u[budget.Calls].Used != 1 {
+		t.Errorf("channel usage = %+v; want 1 call", u)
+	}
 }
