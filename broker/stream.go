@@ -32,8 +32,9 @@ import (
 // answer or the credential.
 //
 // A streamed call keeps every bound of a whole one: it spent the call
-// budget, holds the turn's one in-flight slot until the answer ends (the
-// reference frees its slot when streaming starts; holding it is stricter),
+// budget, holds its in-flight slot (the sealed turn's one, one of a session
+// turn's four) until the answer ends (the reference frees its slot when
+// streaming starts; holding it is stricter),
 // runs under rtsandbox.BrokerCallTimeout and the turn, reserves and settles
 // the daily token budget (from the answer's usage events, or the estimate),
 // and leaves one audit record when it ends.
