@@ -45,7 +45,7 @@ func serveMessages(ctx context.Context, t *Turn, req request) outcome {
 	count := req.path == rtsandbox.RouteAnthropicCountTokens
 	msg, err := modelapi.NormalizeMessages(req.obj, modelapi.MessagesParams{
 		Model: t.b.cfg.Model, MaxOutputTokens: int64(t.b.cfg.MaxOutputTokens),
-		Level: t.b.cfg.Thinking, CountTokens: count,
+		Level: t.thinking(), CountTokens: count,
 	})
 	var ref *modelapi.Refusal
 	switch {

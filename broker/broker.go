@@ -23,6 +23,16 @@
 // A Broker holds the checked configuration and can be shared; a Turn binds
 // it to one admitted channel and speaker, with its own budget, and is the
 // http.Handler. Server (listener.go) serves a Turn on a Unix socket.
+//
+// Session mode (session*.go, docs/session.md) serves a channel's
+// long-lived worker instead: a Session is bound to one turn at a time and
+// adds the worker routes (/worker/ready|config|next|result, /mcp-tools).
+// Its pipeline is the session spec's, not the one above: it applies no
+// header checks (no dummy bearer, any Host, no header allow-list; the
+// worker's headers are ignored and never forwarded but for the few the
+// spec names), answers the session texts of §2.10, allows four calls in
+// flight, each holding its slot until its answer ends, and bounds a call
+// by the bound turn's deadline instead of the per-call timeout.
 package broker
 
 import (
@@ -82,7 +92,8 @@ type Config struct {
 	Stream bool
 	// Thinking is the host-judged thinking level that caps an Anthropic
 	// call's thinking budget and effort (session spec §2.5); "" means
-	// modelapi.LevelHigh. Session mode will bind it per turn.
+	// modelapi.LevelHigh. Session mode binds a level per turn instead
+	// (Session.Bind).
 	Thinking modelapi.ThinkingLevel
 	// StreamSilence is the silence limit of a streamed answer; 0 means
 	// rtsandbox.StreamSilence.
@@ -280,7 +291,7 @@ func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
 // turn's context: when it ends, new calls get 410 and calls in flight are
 // cancelled. opts add per-turn behaviour (WithText).
 func (b *Broker) Turn(ctx context.Context, binding rtsandbox.Binding, opts ...TurnOption) *Turn {
-	t := &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls}
+	t := &Turn{b: b, ctx: ctx, binding: binding, budget: b.cfg.MaxCalls, maxInFlight: 1}
 	for _, o := range opts {
 		o(t)
 	}

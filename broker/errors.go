@@ -65,6 +65,11 @@ type outcome struct {
 	// counted.
 	tokens  int64
 	counted bool
+	// upstreamStatus is the status the upstream answered (0 when none
+	// came), and errBody the start of an error answer's body as passed
+	// on, for a session's failure log (Turn.errLog).
+	upstreamStatus int
+	errBody        []byte
 }
 
 func refuse(r refusal) outcome {

@@ -32,8 +32,9 @@ import (
 // answer or the credential.
 //
 // A streamed call keeps every bound of a whole one: it spent the call
-// budget, holds the turn's one in-flight slot until the answer ends (the
-// reference frees its slot when streaming starts; holding it is stricter),
+// budget, holds its in-flight slot (the sealed turn's one, one of a session
+// turn's four) until the answer ends (the reference frees its slot when
+// streaming starts; holding it is stricter),
 // runs under rtsandbox.BrokerCallTimeout and the turn, reserves and settles
 // the daily token budget (from the answer's usage events, or the estimate),
 // and leaves one audit record when it ends.
@@ -56,7 +57,18 @@ const (
 	ratelimitPrefix = "Anthropic-Ratelimit-"
 	// maxLoggedEvent bounds the data of a logged stream error event.
 	maxLoggedEvent = 2000
+	// maxErrLogBody bounds what a session keeps of an error answer's body
+	// for its failure log (session spec §2.4 step 17).
+	maxErrLogBody = 64 << 10
 )
+
+// appendBounded appends p to b up to limit bytes in all.
+func appendBounded(b, p []byte, limit int) []byte {
+	if room := limit - len(b); room > 0 {
+		b = append(b, p[:min(room, len(p))]...)
+	}
+	return b
+}
 
 // pass makes call with one attempt and answers with what the upstream
 // sent. A 2xx answer not asked to stream is read whole (up to
@@ -64,6 +76,12 @@ const (
 // answered as JSON; a streamed one and any error status are relayed
 // (relay). A status outside 200–599, or a 3xx, fails the call.
 func (t *Turn) pass(ctx context.Context, w http.ResponseWriter, call upstream.Call, streamed bool) outcome {
+	return t.passWith(ctx, w, call, streamed, nil)
+}
+
+// passWith is pass, passing on the upstream's headers named in extra too
+// (the session's MCP route passes Mcp-Session-Id), under the same rule.
+func (t *Turn) passWith(ctx context.Context, w http.ResponseWriter, call upstream.Call, streamed bool, extra []string) outcome {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	start := t.b.now()
@@ -81,9 +99,10 @@ func (t *Turn) pass(ctx context.Context, w http.ResponseWriter, call upstream.Ca
 	case s < 300 && !streamed:
 		o = t.whole(resp, call.Key)
 	default:
-		o = t.relay(ctx, cancel, w, resp, call.Key)
+		o = t.relay(ctx, cancel, w, resp, call.Key, extra)
 	}
 	o.upstream = t.b.now().Sub(start)
+	o.upstreamStatus = resp.Status
 	return o
 }
 
@@ -104,12 +123,12 @@ func (t *Turn) whole(resp *upstream.Response, key rtsandbox.Secret) outcome {
 	}
 	o := okJSON(body)
 	o.status = resp.Status
-	o.header = passHeaders(resp.Header, key)
+	o.header = passHeaders(resp.Header, key, nil)
 	return o
 }
 
 // relay passes resp on piece by piece; see the file comment.
-func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http.ResponseWriter, resp *upstream.Response, key rtsandbox.Secret) outcome {
+func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http.ResponseWriter, resp *upstream.Response, key rtsandbox.Secret, extra []string) outcome {
 	silence := t.b.cfg.StreamSilence
 	timer := time.AfterFunc(silence, func() { cancel(errSilence) })
 	defer timer.Stop()
@@ -127,7 +146,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	o := outcome{status: resp.Status, written: true}
 	head := func() {
 		h := w.Header()
-		for k, v := range passHeaders(resp.Header, key) {
+		for k, v := range passHeaders(resp.Header, key, extra) {
 			h[k] = v
 		}
 		h.Set("Connection", "close")
@@ -148,6 +167,9 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 		}
 		watch.write(piece)
 		tap.write(piece)
+		if t.errLog && resp.Status >= 400 {
+			o.errBody = appendBounded(o.errBody, piece, maxErrLogBody)
+		}
 		_ = rc.SetWriteDeadline(time.Now().Add(silence)) // a worker that stops reading is cut off too
 		n, werr := w.Write(piece)
 		o.sent += int64(n)
@@ -207,9 +229,9 @@ func streamDetail(ctx context.Context, err error) string {
 }
 
 // passHeaders returns the headers of h a relayed answer keeps: those of
-// passedHeaders and anthropic-ratelimit-*, each when at most 256 bytes
-// and free of the credential in any form.
-func passHeaders(h http.Header, key rtsandbox.Secret) http.Header {
+// passedHeaders and extra (canonical names) and anthropic-ratelimit-*,
+// each when at most 256 bytes and free of the credential in any form.
+func passHeaders(h http.Header, key rtsandbox.Secret, extra []string) http.Header {
 	out := make(http.Header, len(passedHeaders))
 	keep := func(name string, v []string) {
 		if len(v) != 1 || len(v[0]) > maxPassedHeader || upstream.CheckText(v[0], key.Reveal()) != nil {
@@ -217,7 +239,7 @@ func passHeaders(h http.Header, key rtsandbox.Secret) http.Header {
 		}
 		out[name] = []string{v[0]}
 	}
-	for _, name := range passedHeaders {
+	for _, name := range append(passedHeaders[:len(passedHeaders):len(passedHeaders)], extra...) {
 		if v, ok := h[name]; ok {
 			keep(name, v)
 		}

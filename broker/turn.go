@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
 // Turn is a Broker bound to one admitted turn: its channel and speaker, its
@@ -23,9 +24,18 @@ type Turn struct {
 	ctx     context.Context
 	binding rtsandbox.Binding
 
-	mu       sync.Mutex
-	budget   int
-	inFlight bool
+	mu     sync.Mutex
+	budget int
+	// inFlight counts the calls running; maxInFlight is 1 for a sealed
+	// turn and rtsandbox.SessionMaxInFlight for a session turn.
+	inFlight    int
+	maxInFlight int
+	// level is the thinking level of a session turn, bound per turn;
+	// "" takes Config.Thinking (session.go).
+	level modelapi.ThinkingLevel
+	// errLog asks a relayed error answer to keep the start of its body
+	// for the session's failure log (outcome.errBody).
+	errLog bool
 	// overBudget records that a call was refused for a daily budget.
 	overBudget atomic.Bool
 	// onText receives the text of streamed answers (preview.go); answers
@@ -173,15 +183,16 @@ func checkTarget(r *http.Request) (path string, beta bool, ref refusal, ok bool)
 // only, and forwards.
 const betaQuery = "beta=true"
 
-// acquire implements steps 8–9: one call in flight, and the budget is spent
-// before the body is read, so refused and failed calls count too.
+// acquire implements steps 8–9: at most maxInFlight calls in flight (one
+// for a sealed turn), and the budget is spent before the body is read, so
+// refused and failed calls count too.
 func (t *Turn) acquire() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.inFlight || t.budget <= 0 {
+	if t.inFlight >= t.maxInFlight || t.budget <= 0 {
 		return false
 	}
-	t.inFlight = true
+	t.inFlight++
 	t.budget--
 	return true
 }
@@ -189,7 +200,16 @@ func (t *Turn) acquire() bool {
 func (t *Turn) release() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.inFlight = false
+	t.inFlight--
+}
+
+// thinking is the level that caps the turn's Anthropic calls: the bound
+// session turn's, or the broker's.
+func (t *Turn) thinking() modelapi.ThinkingLevel {
+	if t.level != "" {
+		return t.level
+	}
+	return t.b.cfg.Thinking
 }
 
 // readBody reads at most rtsandbox.MaxBrokerRequest; more is an error.

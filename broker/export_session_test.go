@@ -1,0 +1,29 @@
+package broker
+
+// SessionWaiting reports whether a long poll waits on s (tests only).
+func SessionWaiting(s *Session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiter != nil
+}
+
+// SessionInFlight returns the calls in flight of the bound turn (tests
+// only).
+func SessionInFlight(s *Session) int {
+	s.mu.Lock()
+	sc := s.bound
+	s.mu.Unlock()
+	if sc == nil {
+		return 0
+	}
+	sc.turn.mu.Lock()
+	defer sc.turn.mu.Unlock()
+	return sc.turn.inFlight
+}
+
+// SessionPending reports whether a turn is pending (tests only).
+func SessionPending(s *Session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending != nil
+}

@@ -1,0 +1,487 @@
+package broker
+
+// Session mode (session spec §2): the broker of one channel's long-lived
+// worker. Where a sealed Turn serves one turn and dies with it, a Session
+// lives as long as the channel's container and its listener; the host binds
+// one turn at a time to it (Bind), queues the turn for the worker's long
+// poll (Execute) and revokes the binding when the turn ends (the release
+// func). Between turns only the metadata-only startup window (§2.7) lets
+// the worker reach its MCP servers, for initialize, ping and tools/list.
+//
+// Routes (session_routes.go), with the exact statuses and texts of §2.10:
+//
+//	POST /worker/ready      handshake: capabilities, privateHistory; sets ready
+//	GET  /worker/config     the profile's rtsandbox.SessionWorkerConfig
+//	GET  /worker/next       long poll (45 s) for the queued turn
+//	POST /worker/result     the turn's rtsandbox.ResultPacket
+//	GET  /mcp-tools         rtsandbox.MCPDiscovery of this broker's servers
+//	POST /anthropic/v1/messages[/count_tokens][?beta=true], or POST /model
+//	                        the model, rebuilt (anthropic.go) under the bound
+//	                        turn's thinking level
+//	POST /tools/<name>      a host tool with {input:{…}} → SessionToolResponse
+//	POST /mcp/<server>      MCP JSON-RPC, rebuilt and passed through
+//	/compaction/*           not served yet: 410 unbound, 404 bound (the seam
+//	                        for the host compactor of §2.11)
+//
+// Decisions of this Go port (docs/session.md, "Session broker"):
+//   - A credential call holds one of the turn's four slots until its answer
+//     has been passed on completely, not only until streaming starts as the
+//     reference does (§7.2: stricter).
+//   - The sealed header checks (the dummy bearer, Host: broker, the header
+//     allow-list) do not apply: the session worker need not send any of
+//     them. Like the reference (§7.4), the session broker ignores the
+//     worker's Authorization, cookies and every other header and forwards
+//     only the few named in §2.4 step 14. Any Host is accepted.
+//   - Each call's scope (budget, slots, credential scope, thinking level,
+//     log channel) is the bound turn captured when the request arrives,
+//     before its body is read (§7.2).
+//   - A call is bounded by the bound turn's context, which carries its
+//     deadline, not by the sealed 60 s per-call timeout; the listener adds
+//     the 120 s silence limit (session_listener.go).
+//   - The model credential is sent as the broker's Anthropic routes send
+//     it (x-api-key), and only anthropic-version and anthropic-beta of the
+//     worker's headers are forwarded on those routes.
+//   - An MCP server without a key getter is called without Authorization;
+//     a getter that fails or returns "" fails the call with 502 before any
+//     upstream contact.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/modelapi"
+)
+
+// SessionConfig configures a Session.
+type SessionConfig struct {
+	// Broker is the checked broker of the channel's profile: its model
+	// route, host tools, MCP servers, upstream client and logger.
+	Broker *Broker
+	// WorkerImage names the worker image in the privacy problem text; ""
+	// reads "(configured image)".
+	WorkerImage string
+	// MaxCalls is each bound turn's call budget: 0 means
+	// rtsandbox.SessionMaxCalls, otherwise 1..rtsandbox.MaxCallsLimit.
+	MaxCalls int
+	// Worker is the answer of GET /worker/config.
+	Worker rtsandbox.SessionWorkerConfig
+	// Now is the clock of the startup window (its 90 s and the 10 s
+	// re-arm gap); nil means time.Now.
+	Now func() time.Time
+	// Silence is the listener's per-request silence limit (§2.1) and
+	// HeaderTimeout its header deadline; 0 means
+	// rtsandbox.StreamSilence and rtsandbox.SessionHeaderTimeout. Tests
+	// shorten them.
+	Silence       time.Duration
+	HeaderTimeout time.Duration
+}
+
+// Session errors. Their texts are the reference's.
+var (
+	// ErrTurnActive: Bind while another turn is bound.
+	ErrTurnActive = fmt.Errorf("%w: Broker turn already active", rtsandbox.ErrBusy)
+	// ErrWorkerBusy: Execute while a turn is pending.
+	ErrWorkerBusy = fmt.Errorf("%w: Worker is busy", rtsandbox.ErrBusy)
+	// ErrTurnCancelled: Execute's context ended before the result came.
+	ErrTurnCancelled = fmt.Errorf("%w: Turn cancelled", rtsandbox.ErrEndedEarly)
+	// ErrWorkerCapability: the worker lacks a privacy capability the turn
+	// needs (§2.9); the error's text is the problem text.
+	ErrWorkerCapability = fmt.Errorf("%w: worker capability missing", rtsandbox.ErrRefused)
+	// ErrSessionClosed: the Session was closed.
+	ErrSessionClosed = fmt.Errorf("%w: session broker closed", rtsandbox.ErrEndedEarly)
+)
+
+// startupChannel is the startup window's scope (§2.7): no channel, no
+// speaker, no profile.
+const startupChannel rtsandbox.ChannelKey = "sandbox:startup"
+
+// Session is the broker of one channel's long-lived worker: an
+// http.Handler (session_routes.go) and, after Listen, its Unix-socket
+// server. It is safe for concurrent use.
+type Session struct {
+	b        *Broker
+	cfg      SessionConfig
+	now      func() time.Time
+	closed   chan struct{}
+	closeMu  sync.Mutex
+	server   *Server
+	isClosed bool
+
+	mu sync.Mutex
+	// bound is the bound turn, nil between turns; startup the metadata
+	// window, nil once revoked; armedAt when it was last armed.
+	bound   *scope
+	startup *scope
+	armedAt time.Time
+	// ready is set by the first valid /worker/ready; caps is the last
+	// one's capabilities (nil: an old worker declaring none).
+	ready bool
+	caps  *rtsandbox.WorkerCapabilities
+	// private is the sticky "privacy required" of §2.9.
+	private bool
+	// pending is the turn queued by Execute; waiter the one long poll
+	// waiting; receiving is set while a result body is read.
+	pending   *pendingTurn
+	waiter    chan *pendingTurn
+	receiving bool
+}
+
+// scope is what a credential call runs under: a bound turn or the startup
+// window. It is captured when a request arrives and kept to its end.
+type scope struct {
+	turn    *Turn
+	ctx     context.Context
+	cancel  context.CancelFunc
+	startup bool
+	expires time.Time // startup only: the window's end on the Session clock
+	profile string
+	failed  bool // guarded by Session.mu
+}
+
+// pendingTurn is a turn queued by Execute.
+type pendingTurn struct {
+	turn      rtsandbox.SessionTurn
+	ctx       context.Context
+	delivered bool
+	done      chan pendingDone // buffered: one send, under Session.mu
+	settled   bool
+}
+
+type pendingDone struct {
+	result rtsandbox.SessionResult
+	err    error
+}
+
+// NewSession checks cfg and returns a Session with a fresh startup
+// window. It does not listen yet (Listen).
+func NewSession(cfg SessionConfig) (*Session, error) {
+	if cfg.Broker == nil {
+		return nil, fmt.Errorf("%w: session broker needs a broker", rtsandbox.ErrInvalid)
+	}
+	if cfg.MaxCalls == 0 {
+		cfg.MaxCalls = rtsandbox.SessionMaxCalls
+	}
+	if cfg.MaxCalls < 1 || cfg.MaxCalls > rtsandbox.MaxCallsLimit {
+		return nil, ErrBudget
+	}
+	if cfg.Silence < 0 || cfg.HeaderTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative listener limit", rtsandbox.ErrInvalid)
+	}
+	if cfg.Silence == 0 {
+		cfg.Silence = rtsandbox.StreamSilence
+	}
+	if cfg.HeaderTimeout == 0 {
+		cfg.HeaderTimeout = rtsandbox.SessionHeaderTimeout
+	}
+	if cfg.Worker.Tools == nil {
+		cfg.Worker.Tools = []rtsandbox.ToolSpec{} // [] on the wire, never null
+	}
+	if cfg.Worker.MCP == nil {
+		cfg.Worker.MCP = []rtsandbox.MCPServerTools{}
+	}
+	s := &Session{b: cfg.Broker, cfg: cfg, now: cfg.Now, closed: make(chan struct{})}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.mu.Lock()
+	s.armLocked()
+	s.mu.Unlock()
+	return s, nil
+}
+
+// armLocked opens a fresh startup window (§2.7): 32 calls, 4 slots, 90 s,
+// thinking low (unused: the model is refused in it).
+func (s *Session) armLocked() {
+	if s.startup != nil {
+		s.startup.cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rtsandbox.StartupWindowTTL)
+	t := s.b.Turn(ctx, rtsandbox.Binding{Channel: startupChannel})
+	t.budget, t.maxInFlight, t.level, t.errLog = rtsandbox.StartupWindowCalls, rtsandbox.SessionMaxInFlight, modelapi.LevelLow, true
+	now := s.now()
+	s.startup = &scope{turn: t, ctx: ctx, cancel: cancel, startup: true, expires: now.Add(rtsandbox.StartupWindowTTL)}
+	s.armedAt = now
+}
+
+// rearm re-arms the startup window for /worker/ready and /mcp-tools: only
+// when no turn is bound, the window is missing, expired or spent, and more
+// than 10 s have passed since it was last armed (the rate limit against a
+// worker looping it).
+func (s *Session) rearm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound != nil || s.windowLive() || !s.now().After(s.armedAt.Add(rtsandbox.StartupRearmGap)) {
+		return
+	}
+	s.armLocked()
+}
+
+// windowLive reports whether the startup window exists, has time left and
+// calls left.
+func (s *Session) windowLive() bool {
+	w := s.startup
+	return w != nil && w.ctx.Err() == nil && s.now().Before(w.expires) && w.turn.Remaining() > 0
+}
+
+// Bind binds one admitted turn (§2.9): its channel, speaker and tier, its
+// profile, the host-judged thinking level and the deadline. ctx is the
+// turn signal: when it ends (or the deadline passes), the turn's calls get
+// 410 and those in flight are cancelled. Binding revokes the startup
+// window for good (ready and /mcp-tools re-arm it between turns). release
+// un-binds, only if this binding is still the current one, and is safe to
+// call more than once; it does not end ctx: a call that arrived under the
+// turn keeps its scope (§6.1) until ctx ends, which the runtime does as
+// it finishes the turn, just before release (§1.2 step 15). ctx must end
+// eventually.
+func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release func(), err error) {
+	level := modelapi.ThinkingLevel(b.Thinking)
+	if !level.Valid() {
+		return nil, fmt.Errorf("%w: thinking level %q", rtsandbox.ErrInvalid, b.Thinking)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound != nil {
+		return nil, ErrTurnActive
+	}
+	var tctx context.Context
+	var cancel context.CancelFunc
+	if b.Deadline.IsZero() {
+		tctx, cancel = context.WithCancel(ctx)
+	} else {
+		tctx, cancel = context.WithDeadline(ctx, b.Deadline)
+	}
+	t := s.b.Turn(tctx, b.Binding)
+	t.budget, t.maxInFlight, t.level, t.errLog = s.cfg.MaxCalls, rtsandbox.SessionMaxInFlight, level, true
+	sc := &scope{turn: t, ctx: tctx, cancel: cancel, profile: b.Profile}
+	s.bound = sc
+	if s.startup != nil {
+		s.startup.cancel()
+		s.startup = nil
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.bound == sc {
+			s.bound = nil
+		}
+	}, nil
+}
+
+// Execute queues turn for the worker (§2.3) and waits for its result: the
+// worker's long poll gets it at once if one waits, else the next one does.
+// It refuses a second pending turn (ErrWorkerBusy) and, before queueing, a
+// turn whose private memory the worker cannot keep private
+// (ErrWorkerCapability, §2.9). When ctx ends first, the turn is dropped
+// (a later result gets 409) and Execute returns ErrTurnCancelled. A
+// worker's ok:false result is a result, not an error.
+func (s *Session) Execute(ctx context.Context, turn rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	if err := turn.Validate(); err != nil {
+		return rtsandbox.SessionResult{}, err
+	}
+	if turn.Images == nil {
+		turn.Images = []rtsandbox.Image{}
+	}
+	p := &pendingTurn{turn: turn, ctx: ctx, done: make(chan pendingDone, 1)}
+	if err := s.queue(p); err != nil {
+		return rtsandbox.SessionResult{}, err
+	}
+	select {
+	case d := <-p.done:
+		return d.result, d.err
+	case <-ctx.Done():
+	case <-s.closed:
+	}
+	s.mu.Lock()
+	s.settleLocked(p, pendingDone{err: ErrTurnCancelled})
+	s.mu.Unlock()
+	d := <-p.done
+	return d.result, d.err
+}
+
+// queue makes p the pending turn and hands it to a waiting long poll.
+func (s *Session) queue(p *pendingTurn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.isClosedLocked():
+		return ErrSessionClosed
+	case s.pending != nil:
+		return ErrWorkerBusy
+	}
+	if p.turn.PrivateMemory() {
+		s.private = true
+	}
+	if problem, ok := s.privacyProblemLocked(); !ok {
+		return fmt.Errorf("%w: %s", ErrWorkerCapability, problem)
+	}
+	s.pending = p
+	if s.waiter != nil {
+		p.delivered = true
+		s.waiter <- p
+		s.waiter = nil
+	}
+	return nil
+}
+
+// settleLocked ends p with d, once, and clears it if it is pending.
+func (s *Session) settleLocked(p *pendingTurn, d pendingDone) {
+	if s.pending == p {
+		s.pending = nil
+	}
+	if !p.settled {
+		p.settled = true
+		p.done <- d
+	}
+}
+
+// Ready reports whether a worker has completed the ready handshake.
+func (s *Session) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready
+}
+
+// Close stops the listener (force-closing its connections, which ends a
+// long poll), cancels the startup window and fails a pending Execute with
+// ErrTurnCancelled. A bound turn stays bound until its release; its calls
+// end with their connections. Later calls return the first's result.
+func (s *Session) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.isClosed {
+		return nil
+	}
+	s.isClosed = true
+	close(s.closed)
+	s.mu.Lock()
+	if s.startup != nil {
+		s.startup.cancel()
+		s.startup = nil
+	}
+	s.mu.Unlock()
+	if s.server != nil {
+		return s.server.Close()
+	}
+	return nil
+}
+
+func (s *Session) isClosedLocked() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// capableLocked reports whether the worker declared both privacy
+// capabilities, and lists the missing ones.
+func (s *Session) capableLocked() (missing []string) {
+	if s.caps == nil || !s.caps.PrivateTo {
+		missing = append(missing, "privateTo")
+	}
+	if s.caps == nil || !s.caps.ReaderRecords {
+		missing = append(missing, "readerRecords")
+	}
+	return missing
+}
+
+// privacyProblemLocked returns the problem text of §2.9 when privacy is
+// required and the worker lacks a capability; ok when there is none.
+func (s *Session) privacyProblemLocked() (problem string, ok bool) {
+	if !s.private {
+		return "", true
+	}
+	missing := s.capableLocked()
+	if len(missing) == 0 {
+		return "", true
+	}
+	image := s.cfg.WorkerImage
+	if image == "" {
+		image = "(configured image)"
+	}
+	return "Sandbox worker image " + image + " lacks " + strings.Join(missing, ", ") +
+		"; rebuild this image with the installed core and sandbox packages", false
+}
+
+// failTurnLocked applies a privacy problem (§2.9): the bound turn is marked
+// failed, so its later calls get 410, and the pending Execute is rejected
+// with the problem.
+func (s *Session) failTurnLocked(problem string) {
+	if s.bound != nil {
+		s.bound.failed = true
+	}
+	if s.pending != nil {
+		s.settleLocked(s.pending, pendingDone{err: fmt.Errorf("%w: %s", ErrWorkerCapability, problem)})
+	}
+	s.b.log.Warn("sandbox worker lacks a privacy capability", "problem", problem)
+}
+
+// capture returns the scope a credential request runs under (§2.4 step
+// 1): the bound turn, else the live startup window; nil when neither or
+// when it ended or failed.
+func (s *Session) capture() *scope {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.bound
+	if sc == nil {
+		if s.startup == nil || s.startup.ctx.Err() != nil || !s.now().Before(s.startup.expires) {
+			return nil
+		}
+		sc = s.startup
+	}
+	if sc.ctx.Err() != nil || sc.failed {
+		return nil
+	}
+	return sc
+}
+
+// SessionHostTool is a host tool that answers session mode's richer
+// rtsandbox.SessionToolResponse: an error text, an image, and privateTo
+// naming the only reader who may see the result (the seam for the private
+// memory tools). A Tool.Impl that implements it is called through it in
+// session mode; one that does not answers {ok:true, text} with Run's text.
+// b is the host-bound turn; nothing of the request body can change it.
+type SessionHostTool interface {
+	RunSession(ctx context.Context, input json.RawMessage, b rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error)
+}
+
+// logFailure writes the failure log line of §2.8: channel, upstream,
+// status, latency and, for an upstream error answer, the start of its body
+// as passed on (already free of the credential), cut to 2,000 bytes with
+// control characters blanked.
+func (s *Session) logFailure(sc *scope, upstreamName string, o outcome, latency time.Duration) {
+	attrs := []any{"channel", string(sc.turn.binding.Channel), "upstream", upstreamName,
+		"status", o.status, "latencyMs", latency.Milliseconds()}
+	if len(o.errBody) > 0 {
+		attrs = append(attrs, "body", logText(string(o.errBody)))
+	}
+	if o.detail != "" {
+		attrs = append(attrs, "error", o.detail)
+	}
+	s.b.log.Warn("sandbox upstream call failed", attrs...)
+}
+
+// writeText answers status with a plain-text body and Connection: close.
+func writeText(w http.ResponseWriter, status int, text string) {
+	writeOutcome(w, outcome{status: status, body: []byte(text)})
+}
+
+// writeJSON answers 200 with v as JSON.
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := marshal(v)
+	if err != nil {
+		writeText(w, http.StatusBadGateway, sessBrokerFailed)
+		return
+	}
+	writeOutcome(w, okJSON(body))
+}
+
+var errSilenceBody = errors.New("request body silence limit passed")

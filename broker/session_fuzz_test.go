@@ -1,0 +1,156 @@
+package broker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// FuzzParseResultPacket checks the envelope parser of POST /worker/result.
+// Properties: no panic; an accepted packet has a string turnId (the one
+// returned) and a result object with a boolean ok.
+func FuzzParseResultPacket(f *testing.F) {
+	for _, s := range []string{
+		`{"turnId":"m1","result":{"ok":true,"text":"x","files":[]}}`,
+		`{"turnId":"m1","result":{"ok":false,"error":"e"}}`,
+		`{"turnId":null,"result":{"ok":true}}`, `{"turnId":"a","result":[]}`, `[]`, `{"turnId":"a","result":{"ok":"true"}}`,
+		` {"turnId" : "a" , "result" : { "ok" : false } } `, `{"turnId":"a","turnId":1,"result":{"ok":true}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		id, raw, ok := broker.ParseResultPacket(body)
+		if !ok {
+			return
+		}
+		var envelope struct {
+			TurnID *string `json:"turnId"`
+			Result struct {
+				OK *bool `json:"ok"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(body, &envelope); err != nil || envelope.TurnID == nil || *envelope.TurnID != id || envelope.Result.OK == nil {
+			t.Fatalf("accepted %q: turnId %q, err %v", body, id, err)
+		}
+		var r rtsandbox.SessionResult
+		if json.Unmarshal(raw, &r) == nil && r.OK && rtsandbox.ValidateReplyFiles(r.Files) != nil {
+			t.Fatalf("result %q accepted with invalid files", raw)
+		}
+	})
+}
+
+// sessionTexts are every plain-text body the session broker answers with
+// (session spec §2.10), plus the upstream stand-in's answer.
+var sessionTexts = map[string]bool{
+	"Not found": true, "Turn ended": true, "Broker budget exhausted": true, "Invalid input": true,
+	"Invalid tool input": true, "MCP method refused": true, "Broker call failed": true, "Upstream refused": true,
+	"Already waiting": true, "Retry": true, "No matching turn": true, "Already receiving": true,
+	"Invalid result": true, "Invalid ready handshake": true, "Ready": true, "Accepted": true,
+}
+
+// FuzzSessionRoutes drives arbitrary methods, targets and bodies through
+// a Session's handler (no socket; the MCP and model upstream answer in
+// memory), bound or not. Properties: no panic; every answer is a fixed
+// text, JSON, or the Anthropic refusal shape; the credentials never reach
+// the worker; the upstream only ever sees a rebuilt JSON-RPC message with
+// an allowed method.
+func FuzzSessionRoutes(f *testing.F) {
+	for _, seed := range []struct {
+		method int
+		target string
+		body   string
+		bound  bool
+	}{
+		{1, "/mcp/research", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, false},
+		{1, "/mcp/research", `{"method":"tools/call","params":{"name":"search","arguments":{}}}`, true},
+		{1, "/mcp/research", `{"method":"resources/read","params":{}}`, true},
+		{1, "/tools/lookup", `{"input":{"q":1}}`, true},
+		{1, "/worker/ready", `{"capabilities":{"privateTo":true}}`, false},
+		{1, "/worker/result", `{"turnId":"a","result":{"ok":true,"text":"","files":[]}}`, false},
+		{0, "/worker/config", ``, false},
+		{0, "/mcp-tools", ``, false},
+		{1, "/anthropic/v1/messages?beta=true", `{"messages":[{"role":"user","content":"hi"}]}`, true},
+		{1, "/compaction/compact", `{}`, true},
+	} {
+		f.Add(seed.method, seed.target, []byte(seed.body), seed.bound)
+	}
+	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete}
+	f.Fuzz(func(t *testing.T, method int, target string, body []byte, bound bool) {
+		if method < 0 || !strings.HasPrefix(target, "/") || strings.ContainsAny(target, " \r\n\t") || len(target) > 200 {
+			return
+		}
+		m := methods[method%len(methods)]
+		if path, _, _ := strings.Cut(target, "?"); path == rtsandbox.RouteWorkerNext {
+			return // the long poll waits 45 s; TestSessionNextLongPollTimeout covers it
+		}
+		var seen []string
+		up := upstream.New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			b, _ := io.ReadAll(r.Body)
+			seen = append(seen, string(b))
+			h := http.Header{"Content-Type": {"application/json"}, "Mcp-Session-Id": {"s1"}}
+			return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(`{"ok":1}`))}, nil
+		}))
+		key := func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return hostSecret, nil }
+		b, err := broker.New(broker.Config{
+			API: rtsandbox.ModelAPIAnthropic, Stream: true, ModelURL: ep("https://model.example"), Model: hostModel, APIKey: key,
+			Tools: []broker.Tool{{Spec: rtsandbox.ToolSpec{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)},
+				Impl: rtsandbox.HostToolFunc(func(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) { return "ok", nil })}},
+			MCP: []broker.MCPServer{{Name: "research", URL: ep("https://mcp.example/mcp"), APIKey: key,
+				Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: json.RawMessage(`{"type":"object"}`)}}}},
+			Client: up,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := broker.NewSession(broker.SessionConfig{Broker: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if bound {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			release, err := s.Bind(ctx, rtsandbox.SessionBinding{Thinking: "high"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+		}
+		r := httptest.NewRequest(m, "http://broker/", bytes.NewReader(body))
+		r.RequestURI = target
+		w := httptest.NewRecorder()
+		func() {
+			defer func() {
+				if v := recover(); v != nil && v != http.ErrAbortHandler {
+					panic(v)
+				}
+			}()
+			s.ServeHTTP(w, r)
+		}()
+		out := w.Body.String()
+		if strings.Contains(out, hostSecret) {
+			t.Fatalf("answer holds the credential: %q", out)
+		}
+		if !sessionTexts[out] && !json.Valid(w.Body.Bytes()) {
+			t.Fatalf("%s %s = %d %q: not a fixed text or JSON", m, target, w.Code, out)
+		}
+		for _, msg := range seen {
+			var rpc struct {
+				JSONRPC string `json:"jsonrpc"`
+				Method  string `json:"method"`
+			}
+			if strings.Contains(msg, `"jsonrpc"`) && (json.Unmarshal([]byte(msg), &rpc) != nil || rpc.JSONRPC != "2.0") {
+				t.Fatalf("upstream saw %q", msg)
+			}
+		}
+	})
+}

@@ -1,0 +1,327 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/budget"
+)
+
+// The fixed texts of the session error table (session spec §2.10). The
+// worker matches on some of them; they are exact.
+const (
+	sessNotFound         = "Not found"
+	sessTurnEnded        = "Turn ended"
+	sessBudget           = "Broker budget exhausted"
+	sessInvalidInput     = "Invalid input"
+	sessInvalidToolInput = "Invalid tool input"
+	sessMCPRefused       = "MCP method refused"
+	sessBrokerFailed     = "Broker call failed"
+	sessUpstreamRefused  = "Upstream refused"
+	sessAlreadyWaiting   = "Already waiting"
+	sessRetry            = "Retry"
+	sessNoMatchingTurn   = "No matching turn"
+	sessAlreadyReceiving = "Already receiving"
+	sessInvalidResult    = "Invalid result"
+	sessInvalidReady     = "Invalid ready handshake"
+	sessReady            = "Ready"
+	sessAccepted         = "Accepted"
+)
+
+// sessRefuse is a session refusal with its audit class.
+func sessRefuse(status int, text, class string) outcome {
+	return outcome{status: status, body: []byte(text), class: class}
+}
+
+func sessFail(detail string) outcome {
+	o := sessRefuse(http.StatusBadGateway, sessBrokerFailed, refFailed.class)
+	o.detail = detail
+	return o
+}
+
+// sessionRoute serves one matched credential route under its scope.
+type sessionRoute func(ctx context.Context, sc *scope, req request) outcome
+
+// ServeHTTP applies the URL hygiene of §2.2 and serves the worker routes,
+// /mcp-tools, the compaction seam and the credential pipeline.
+func (s *Session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	target := r.RequestURI
+	if target == "" || target[0] != '/' || strings.Contains(target, "#") {
+		writeText(w, http.StatusNotFound, sessNotFound)
+		return
+	}
+	path, query, hasQuery := strings.Cut(target, "?")
+	if hasQuery && query != betaQuery {
+		writeText(w, http.StatusNotFound, sessNotFound)
+		return
+	}
+	if !hasQuery && s.serveLocal(w, r, path) {
+		return
+	}
+	s.serveCall(w, r, path, hasQuery)
+}
+
+// serveLocal serves the routes that carry no credential (§2.2, §2.3),
+// reporting whether path was one of them.
+func (s *Session) serveLocal(w http.ResponseWriter, r *http.Request, path string) bool {
+	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
+	switch {
+	case path == rtsandbox.RouteWorkerReady && post:
+		s.serveReady(w, r)
+	case path == rtsandbox.RouteWorkerConfig && get:
+		writeJSON(w, s.cfg.Worker)
+	case path == rtsandbox.RouteWorkerNext && get:
+		s.serveNext(w, r)
+	case path == rtsandbox.RouteWorkerResult && post:
+		s.serveResult(w, r)
+	case strings.HasPrefix(path, "/worker/"):
+		writeText(w, http.StatusNotFound, sessNotFound)
+	case path == rtsandbox.RouteMCPTools && get:
+		s.rearm()
+		writeJSON(w, s.discovery())
+	case path == rtsandbox.RouteMCPTools:
+		writeText(w, http.StatusNotFound, sessNotFound)
+	case strings.HasPrefix(path, compactionPrefix):
+		s.serveCompaction(w, r)
+	default:
+		return false
+	}
+	return true
+}
+
+// compactionPrefix is the prefix of the host compaction routes of §2.11.
+const compactionPrefix = "/compaction/"
+
+// serveCompaction is the seam of the host compaction routes (§2.11, the
+// next issue): non-POST is 404 and an unbound broker 410, as the spec's
+// table says; while a turn is bound the routes do not exist yet (404).
+func (s *Session) serveCompaction(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeText(w, http.StatusNotFound, sessNotFound)
+		return
+	}
+	s.mu.Lock()
+	bound := s.bound != nil && s.bound.ctx.Err() == nil && !s.bound.failed
+	s.mu.Unlock()
+	if !bound {
+		writeText(w, http.StatusGone, sessTurnEnded)
+		return
+	}
+	writeText(w, http.StatusNotFound, sessNotFound)
+}
+
+// discovery is the answer of GET /mcp-tools: the profile's servers with
+// their allowed tool names, in configuration order; never an endpoint.
+func (s *Session) discovery() rtsandbox.MCPDiscovery {
+	d := rtsandbox.MCPDiscovery{Servers: make([]rtsandbox.MCPDiscoveryServer, 0, len(s.b.cfg.MCP))}
+	for _, m := range s.b.cfg.MCP {
+		names := make([]string, 0, len(m.Tools))
+		for _, t := range m.Tools {
+			names = append(names, t.Name)
+		}
+		d.Servers = append(d.Servers, rtsandbox.MCPDiscoveryServer{Name: m.Name, Tools: names})
+	}
+	return d
+}
+
+// serveCall is the credential pipeline of §2.4, steps 1–9, in its order;
+// the routes do the rest.
+func (s *Session) serveCall(w http.ResponseWriter, r *http.Request, path string, beta bool) {
+	start := s.b.now()
+	sc := s.capture() // step 1: the scope is fixed here, at arrival
+	if sc == nil {
+		writeText(w, http.StatusGone, sessTurnEnded)
+		return
+	}
+	if problem, ok := s.privacyGate(); !ok { // step 2
+		s.finish(w, r, sc, "", sessRefuse(http.StatusGone, problem, "privacy"), start)
+		return
+	}
+	route, isMCP := s.route(path, beta) // step 3
+	matched := ""                       // the audit names a matched route only, never a guest's path
+	if route != nil {
+		matched = path
+	}
+	var o outcome
+	switch {
+	case sc.startup && !isMCP: // step 4
+		o = sessRefuse(http.StatusGone, sessTurnEnded, refTurnEnded.class)
+	case r.Method != http.MethodPost || route == nil: // step 5
+		o = sessRefuse(http.StatusNotFound, sessNotFound, refNotFound.class)
+	case !sc.turn.acquire(): // step 6
+		o = sessRefuse(http.StatusTooManyRequests, sessBudget, refBusy.class)
+	default:
+		o = s.spent(w, r, sc, path, beta, route)
+		sc.turn.release()
+	}
+	s.finish(w, r, sc, matched, o, start)
+}
+
+// spent runs steps 7–9 of a call that holds a slot and spent its budget:
+// the daily ledger (a turn's calls only: the startup window's metadata
+// calls belong to no channel or speaker and have their own 32), the
+// effective context (turn and request), the body.
+func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path string, beta bool, route sessionRoute) outcome {
+	if s.b.cfg.Budget != nil && !sc.startup {
+		res, o, ok := sc.turn.reserve(r.Context(), budget.Calls, 1)
+		if !ok {
+			return o
+		}
+		defer sc.turn.settle(res, 1)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	if d, ok := sc.ctx.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(r.Context(), d) // so that a tool sees the turn's deadline
+	}
+	defer cancel()
+	stop := context.AfterFunc(sc.ctx, cancel)
+	defer stop()
+
+	body, err := readLimited(r.Body, rtsandbox.MaxSessionRequest)
+	switch {
+	case errors.Is(err, errSilenceBody):
+		o := sessFail(err.Error())
+		o.abort = true
+		return o
+	case err != nil:
+		return sessFail("request body too large or unreadable")
+	}
+	obj, ok := decodeObject(body)
+	if !ok {
+		if !json.Valid(body) {
+			return sessFail("request body is not JSON")
+		}
+		return sessRefuse(http.StatusBadRequest, sessInvalidInput, refInvalidInput.class)
+	}
+	if ctx.Err() != nil {
+		return sessFail("call canceled")
+	}
+	o := route(ctx, sc, request{raw: body, obj: obj, w: w, header: r.Header, path: path, beta: beta})
+	o.bytesIn = len(body)
+	return o
+}
+
+// privacyGate applies §2.4 step 2: with privacy required and a worker
+// lacking a capability, the bound turn fails and the call gets the problem.
+func (s *Session) privacyGate() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	problem, ok := s.privacyProblemLocked()
+	if !ok {
+		s.failTurnLocked(problem)
+	}
+	return problem, ok
+}
+
+// route classifies a credential path (§2.4 step 3): the model routes of
+// the broker's dialect (?beta=true on the Anthropic ones only), a declared
+// host tool, a declared MCP server of this profile. isMCP is true for a
+// declared server even with a query, so that the startup window's step 4
+// does not turn its 404 into a 410.
+func (s *Session) route(path string, beta bool) (route sessionRoute, isMCP bool) {
+	if name, ok := strings.CutPrefix(path, rtsandbox.RouteMCPPrefix); ok {
+		if srv := s.b.mcp[name]; srv != nil {
+			if beta {
+				return nil, true
+			}
+			return s.mcpRoute(srv), true
+		}
+		return nil, false
+	}
+	if s.b.anthropicRoute(path) {
+		return func(ctx context.Context, sc *scope, req request) outcome { return serveMessages(ctx, sc.turn, req) }, false
+	}
+	if beta {
+		return nil, false
+	}
+	if path == rtsandbox.RouteModel && !s.b.anthropic() {
+		return func(ctx context.Context, sc *scope, req request) outcome { return serveModel(ctx, sc.turn, req) }, false
+	}
+	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
+		if h := s.b.tools[name]; h != nil {
+			return s.toolRoute(h), false
+		}
+	}
+	return nil, false
+}
+
+// finish writes o in the session's words, logs a failed upstream call,
+// emits the audit record and tells the observer; an answer cut off after
+// its head aborts the connection. path is the matched route, "" when none
+// matched.
+func (s *Session) finish(w http.ResponseWriter, r *http.Request, sc *scope, path string, o outcome, start time.Time) {
+	o = sessionWords(o)
+	if !o.written {
+		writeOutcome(w, o)
+	}
+	d := s.b.now().Sub(start)
+	if failedUpstream(o) {
+		s.logFailure(sc, s.upstreamName(path), o, d)
+	}
+	sc.turn.audit(r.Context(), path, o, d)
+	if s.b.cfg.Observe != nil {
+		s.b.observe(r.RequestURI, path, o, d)
+	}
+	if o.abort {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// sessionWords puts a refusal of the shared routes (model) into the
+// session's texts (§2.10): a failed call is "Broker call failed", or
+// "Upstream refused" for an upstream status outside 200–599, and a body
+// that is not an object "Invalid input". JSON answers and relayed ones
+// stay as they are.
+func sessionWords(o outcome) outcome {
+	if o.json || o.written {
+		return o
+	}
+	switch o.class {
+	case refFailed.class:
+		o.body = []byte(sessBrokerFailed)
+		if o.upstreamStatus != 0 && (o.upstreamStatus < 200 || o.upstreamStatus > 599) {
+			o.body = []byte(sessUpstreamRefused)
+		}
+	case refInvalidInput.class:
+		o.body = []byte(sessInvalidInput)
+	}
+	return o
+}
+
+// failedUpstream reports whether o is a call the failure log of §2.8
+// records: a refused model request, a failed call, an upstream error
+// status, or an answer cut off mid-stream.
+func failedUpstream(o outcome) bool {
+	return o.class == refModelPayload.class || o.class == refFailed.class ||
+		o.upstreamStatus >= 400 || o.abort
+}
+
+// upstreamName names a call's upstream for the failure log: model,
+// tool:<name> or mcp:<server>, with declared names only.
+func (s *Session) upstreamName(path string) string {
+	switch route, name := s.b.classify(path, path); route {
+	case RouteTools:
+		return "tool:" + name
+	case RouteMCP:
+		return "mcp:" + name
+	}
+	return "model"
+}
+
+// readLimited reads at most limit bytes; more is errTooLarge.
+func readLimited(r io.Reader, limit int) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
