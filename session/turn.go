@@ -162,13 +162,18 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 		return TurnResult{}, err
 	}
 	deadline, _ := t.ctx.Deadline()
-	release, err := b.Bind(t.ctx, rtsandbox.SessionBinding{
+	// The binding's context ends before the binding is revoked (§1.2
+	// step 15), so calls still in flight under this turn's scope end with
+	// it rather than outlive it.
+	bctx, unbind := context.WithCancel(t.ctx)
+	release, err := b.Bind(bctx, rtsandbox.SessionBinding{
 		Binding: req.Binding, Profile: profile, Thinking: level, Deadline: deadline,
 	})
 	if err != nil {
+		unbind()
 		return TurnResult{}, fmt.Errorf("bind: %w", err)
 	}
-	defer release()
+	defer func() { unbind(); release() }()
 	out, err := b.Execute(t.ctx, st)
 	if err != nil {
 		return TurnResult{}, err
