@@ -110,9 +110,9 @@ type anthropicClient struct {
 	thinking   []any
 }
 
-func newAnthropicClient(turn rtsandbox.Turn, b *broker) *anthropicClient {
-	budget, _ := rtsandbox.ThinkingBudget(turn.Thinking)
-	return &anthropicClient{broker: b, stream: turn.Stream, budget: budget, retry: defaultRetry}
+func newAnthropicClient(s modelSettings, b *broker) *anthropicClient {
+	budget, _ := rtsandbox.ThinkingBudget(s.thinking)
+	return &anthropicClient{broker: b, stream: s.stream, budget: budget, retry: defaultRetry}
 }
 
 // request translates the conversation: the system message becomes

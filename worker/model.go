@@ -20,10 +20,21 @@ type modelClient interface {
 	complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error)
 }
 
-// newModelClient picks the client of the turn's model API.
-func newModelClient(turn rtsandbox.Turn, b *broker) modelClient {
-	if turn.ModelAPI == rtsandbox.ModelAPIAnthropic {
-		return newAnthropicClient(turn, b)
+// modelSettings are what picks and shapes a turn's model client: the API
+// (rtsandbox.ModelAPI*; "" is openai), whether to ask for a streamed
+// answer, and the host-judged thinking level ("" asks for no thinking).
+// The sealed worker reads them from its turn, the session worker from its
+// profile and each turn's level.
+type modelSettings struct {
+	api      string
+	stream   bool
+	thinking string
+}
+
+// newModelClient picks the client of the model API.
+func newModelClient(s modelSettings, b *broker) modelClient {
+	if s.api == rtsandbox.ModelAPIAnthropic {
+		return newAnthropicClient(s, b)
 	}
 	return openaiClient{broker: b}
 }
