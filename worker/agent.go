@@ -30,6 +30,10 @@ type modelPayload struct {
 	Model    string               `json:"model"`
 	Messages []message            `json:"messages"`
 	Tools    []rtsandbox.ChatTool `json:"tools"`
+	// images go with the last user message, the turn's own, to a model
+	// client that can send them (the Anthropic one; the session worker
+	// gives the OpenAI one none). They are never part of the chat shape.
+	images []rtsandbox.Image
 }
 
 // agent is the tool loop both modes share: it calls the model, runs the

@@ -61,6 +61,18 @@ type anthropicThinking struct {
 	BudgetTokens int    `json:"budget_tokens"`
 }
 
+// imageBlock is a base64 image, as §2.5 admits it.
+type imageBlock struct {
+	Type   string      `json:"type"`
+	Source imageSource `json:"source"`
+}
+
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
 type textBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
@@ -132,7 +144,15 @@ func (c *anthropicClient) request(p *modelPayload) any {
 	for _, t := range p.Tools {
 		req.Tools = append(req.Tools, anthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: t.Function.Parameters})
 	}
-	for _, m := range p.Messages {
+	withImages := -1
+	if len(p.images) > 0 {
+		for i, m := range p.Messages {
+			if m.Role == "user" {
+				withImages = i
+			}
+		}
+	}
+	for i, m := range p.Messages {
 		switch m.Role {
 		case "system":
 			req.System = m.Content
@@ -143,10 +163,26 @@ func (c *anthropicClient) request(p *modelPayload) any {
 				req.Messages = appendContent(req.Messages, "assistant", c.assistantContent(m))
 			}
 		default:
-			req.Messages = appendContent(req.Messages, "user", m.Content)
+			var content any = m.Content
+			if i == withImages {
+				content = imageContent(p.images, m.Content)
+			}
+			req.Messages = appendContent(req.Messages, "user", content)
 		}
 	}
 	return req
+}
+
+// imageContent is a user message of images, then its text.
+func imageContent(images []rtsandbox.Image, text string) []any {
+	blocks := make([]any, 0, len(images)+1)
+	for _, im := range images {
+		blocks = append(blocks, imageBlock{Type: "image", Source: imageSource{Type: "base64", MediaType: im.MIMEType, Data: im.Data}})
+	}
+	if text != "" {
+		blocks = append(blocks, textBlock{Type: "text", Text: text})
+	}
+	return blocks
 }
 
 // adopt files the pending thinking blocks under the last assistant

@@ -1,6 +1,11 @@
-// Command rtsandbox-worker is the sealed in-container agent: it reads one
-// turn as JSON on stdin, talks only to the broker socket, and prints one
-// reply as JSON on stdout. See package worker for the protocol.
+// Command rtsandbox-worker is the in-container agent. With no argument it
+// is the sealed worker: it reads one turn as JSON on stdin, talks only to
+// the broker socket, and prints one reply as JSON on stdout. With the
+// argument "session" it is the long-lived session worker of a channel
+// (`/rtsandbox-worker session`): it long-polls the broker socket at
+// /run/sandbox/broker.sock for turns and keeps its conversation under
+// /workspace/sessions, logging one JSON line per event on stdout. See
+// package worker for both protocols.
 //
 // Build it static: CGO_ENABLED=0 go build ./cmd/rtsandbox-worker
 package main
@@ -16,9 +21,16 @@ import (
 )
 
 func main() {
-	// The worker is sequential and runs under a 64-PID limit; one P keeps
+	// The worker is sequential and runs under a PID limit; one P keeps
 	// the runtime's thread count low.
 	runtime.GOMAXPROCS(1)
+	if len(os.Args) > 1 && os.Args[1] == "session" {
+		os.Exit(worker.RunSession(context.Background(), worker.SessionOptions{
+			Socket:    rtsandbox.SessionSocketPath,
+			Workspace: rtsandbox.SessionWorkspace,
+			Stdout:    os.Stdout,
+		}))
+	}
 	os.Exit(worker.Run(context.Background(), worker.Options{
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
