@@ -26,10 +26,16 @@ import (
 // reference. The worker has no file-writing tool yet, so tool images are
 // what fills it today; the next issue's tools write here too.
 
+// resultText is a turn failure whose text is the reference's result
+// text, sent as the ok:false error.
+type resultText string
+
+func (t resultText) Error() string { return string(t) }
+
 // Outbox errors, with the reference's result texts.
-var (
-	errOutputBounds = errors.New("Output file bounds exceeded")
-	errWorkerOutput = errors.New("Worker output failed")
+const (
+	errOutputBounds = resultText("Output file bounds exceeded")
+	errWorkerOutput = resultText("Worker output failed")
 )
 
 // outbox is one turn's outbox directory.

@@ -281,7 +281,7 @@ func TestSessionTurnEndToEnd(t *testing.T) {
 				Thinking struct {
 					BudgetTokens int `json:"budget_tokens"`
 				} `json:"thinking"`
-				Stream   bool                      `json:"stream"`
+				Stream bool `json:"stream"`
 			}
 			json.Unmarshal([]byte(raw), &body)
 			if budget, _ := rtsandbox.ThinkingBudget("medium"); body.Thinking.BudgetTokens != budget || body.Stream != stream {
@@ -472,5 +472,31 @@ func TestSessionMCPReinitialiseOn404(t *testing.T) {
 	}
 	if r := model.Requests()[2].Last().Text(); r != "hit" {
 		t.Errorf("second result %q; want hit", r)
+	}
+}
+
+// With the OpenAI API the turn goes to /model in the chat shape; images
+// are not sent (the broker's chat rebuild takes no content parts), the
+// prompt says so instead.
+func TestSessionOpenAITurn(t *testing.T) {
+	model := fakemodel.New(fakemodel.Reply("seen"))
+	defer model.Close()
+	b := startSessionBroker(t, model)
+	b.config = `{"model":"gpt-test","prompt":"Be kind."}`
+	startWorker(t, b, t.TempDir())
+	turn := sessionTurn("t1", "look")
+	turn.Images = []rtsandbox.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}}
+	if r := b.execute(turn); !r.OK || r.Text != "seen" {
+		t.Fatalf("result %+v", r)
+	}
+	req := model.Requests()[0]
+	if req.API != fakemodel.OpenAI || req.Body.Model != "gpt-test" {
+		t.Errorf("request API %v model %q; want chat completions of gpt-test", req.API, req.Body.Model)
+	}
+	if want := "[Ann (ann)] look\n[The message had 1 image(s); this model cannot see images.]"; req.UserText() != want {
+		t.Errorf("prompt %q; want %q", req.UserText(), want)
+	}
+	if slices.Contains(b.gotRoutes(), "POST "+rtsandbox.RouteAnthropicMessages) {
+		t.Errorf("an OpenAI profile called the Anthropic route")
 	}
 }

@@ -40,9 +40,12 @@ const (
 )
 
 // Turn failures, with the reference's result texts where it has them.
+const (
+	errFinalBounds = resultText("Final text bounds exceeded")
+	errStepLimit   = resultText("Model call limit reached")
+)
+
 var (
-	errFinalBounds = errors.New("Final text bounds exceeded")
-	errStepLimit   = errors.New("Model call limit reached")
 	errTurnTimeout = errors.New("turn timed out")
 	errPrivateTool = errors.New("private tool result refused: this worker cannot keep it from other readers")
 )
@@ -241,7 +244,7 @@ func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context,
 			return "", err
 		}
 		if ans.status != http.StatusOK {
-			return "", fmt.Errorf("Broker answered %d", ans.status)
+			return "", fmt.Errorf("broker answered %d", ans.status)
 		}
 		r, err := parseToolResponse(ans.body)
 		if err != nil {
