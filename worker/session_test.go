@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -16,28 +15,18 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 )
 
 // syncLog collects the worker's JSON log lines.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type syncLog struct{ syncbuf.Buffer }
 
 // lines parses every log line; each must be one JSON object with
 // app:"sandbox-worker", a time and a msg.
 func (l *syncLog) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(l.b.String()), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(l.String()), "\n") {
 		if line == "" {
 			continue
 		}
@@ -167,7 +156,7 @@ func TestSessionStartupFatal(t *testing.T) {
 			log := &syncLog{}
 			code := RunSession(context.Background(), SessionOptions{Socket: b.sock, Workspace: t.TempDir(), Stdout: log})
 			if code != 1 || log.count(t, logWorkerFailed) != 1 {
-				t.Errorf("exit %d, %d failure lines; want 1 and 1\n%s", code, log.count(t, logWorkerFailed), log.b.String())
+				t.Errorf("exit %d, %d failure lines; want 1 and 1\n%s", code, log.count(t, logWorkerFailed), log.String())
 			}
 			if slices.Contains(b.gotRoutes(), "POST /worker/ready") {
 				t.Errorf("the worker announced itself after a fatal startup error")
@@ -255,7 +244,7 @@ func TestSessionTurnEndToEnd(t *testing.T) {
 			turn.Images = []rtsandbox.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}}
 			got := b.execute(turn)
 			if diff := cmp.Diff(rtsandbox.SessionResult{OK: true, Text: "done", Files: []rtsandbox.ReplyFile{}}, got); diff != "" {
-				t.Fatalf("result (-want +got):\n%s\n%s", diff, w.log.b.String())
+				t.Fatalf("result (-want +got):\n%s\n%s", diff, w.log.String())
 			}
 			reqs := model.Requests()
 			if len(reqs) != 3 {

@@ -250,19 +250,11 @@ func (b *sessionBroker) messages(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.modelBodies = append(b.modelBodies, string(body))
 	b.mu.Unlock()
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		b.t.Errorf("worker body is not a JSON object: %v", err)
+	out, ok := rebuildMessages(b.t, body, b.level)
+	if !ok {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	rebuilt, err := modelapi.NormalizeMessages(fields, modelapi.MessagesParams{Model: "claude-test", Level: b.level})
-	if err != nil {
-		b.t.Errorf("the broker's §2.5 rebuild refuses the worker's body: %v", err)
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	out, _ := jsonjs.Marshal(rebuilt)
 	b.forward(w, r, b.model.URL()+"/v1/messages", out, nil)
 }
 
@@ -296,10 +288,8 @@ func (b *sessionBroker) tool(w http.ResponseWriter, r *http.Request, name string
 		text(w, http.StatusNotFound, "Not found")
 		return
 	}
-	body, _ := io.ReadAll(r.Body)
-	obj, ok := object(body)
+	obj, ok := readObject(w, r)
 	if !ok {
-		text(w, http.StatusBadRequest, "Invalid input")
 		return
 	}
 	if _, ok := object(obj["input"]); !ok {
@@ -319,10 +309,8 @@ func (b *sessionBroker) mcpCall(w http.ResponseWriter, r *http.Request, server s
 		text(w, http.StatusNotFound, "Not found")
 		return
 	}
-	body, _ := io.ReadAll(r.Body)
-	obj, ok := object(body)
+	obj, ok := readObject(w, r)
 	if !ok {
-		text(w, http.StatusBadRequest, "Invalid input")
 		return
 	}
 	method, _ := str(obj["method"])
@@ -356,6 +344,17 @@ func (b *sessionBroker) mcpCall(w http.ResponseWriter, r *http.Request, server s
 		}
 	}
 	b.forward(w, r, url, out, h)
+}
+
+// readObject reads a credential route's body, which must be a JSON
+// object, else 400 Invalid input (§2.4 step 9).
+func readObject(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, bool) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, rtsandbox.MaxSessionRequest))
+	obj, ok := object(body)
+	if !ok {
+		text(w, http.StatusBadRequest, "Invalid input")
+	}
+	return obj, ok
 }
 
 func (b *sessionBroker) gotRoutes() []string {
