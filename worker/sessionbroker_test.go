@@ -48,7 +48,6 @@ type sessionBroker struct {
 	routes      []string
 	readyBodies []string
 	modelBodies []string
-	toolInputs  []string
 	refuseReady int // answer this many readies 503
 	expireAt    int // answer the expireAt-th MCP tools/call 404 (an expired session)
 	mcpCalls    int
@@ -296,9 +295,6 @@ func (b *sessionBroker) tool(w http.ResponseWriter, r *http.Request, name string
 		text(w, http.StatusBadRequest, "Invalid tool input")
 		return
 	}
-	b.mu.Lock()
-	b.toolInputs = append(b.toolInputs, name+" "+string(obj["input"]))
-	b.mu.Unlock()
 	jsonAnswer(w, run(obj["input"]))
 }
 
