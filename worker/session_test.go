@@ -489,3 +489,38 @@ func TestSessionOpenAITurn(t *testing.T) {
 		t.Errorf("an OpenAI profile called the Anthropic route")
 	}
 }
+
+// A turn the host aborted meanwhile gets 409 for its result: the worker
+// logs it once, pauses, and serves the next turn.
+func TestSessionResultRefusedThenNextTurn(t *testing.T) {
+	aborted := make(chan struct{})
+	var b *sessionBroker
+	model := fakemodel.New(
+		fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+			b.mu.Lock()
+			p := b.pending
+			b.pending = nil // the host's abort: the result will find no turn
+			b.mu.Unlock()
+			p.done <- rtsandbox.SessionResult{Error: "Turn cancelled"}
+			close(aborted)
+			return fakemodel.Response{Content: "too late"}
+		}),
+		fakemodel.Reply("on time"),
+	)
+	defer model.Close()
+	b = startSessionBroker(t, model)
+	w := startWorker(t, b, t.TempDir())
+	if r := b.execute(sessionTurn("t1", "slow")); r.Error != "Turn cancelled" {
+		t.Fatalf("first turn %+v", r)
+	}
+	<-aborted
+	if r := b.execute(sessionTurn("t2", "next")); !r.OK || r.Text != "on time" {
+		t.Fatalf("next turn %+v", r)
+	}
+	if n := w.log.count(t, logResultFailed); n != 1 {
+		t.Errorf("%d %q lines; want 1", n, logResultFailed)
+	}
+	if !slices.Contains(b.gotRoutes(), "POST "+rtsandbox.RouteWorkerResult) {
+		t.Errorf("no result posted")
+	}
+}

@@ -13,7 +13,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 	_ "time/tzdata" // a minimal image has no zoneinfo; the system prompt needs the turn's zone
 
 	"github.com/rtsandbox/rtsandbox"
@@ -25,11 +27,17 @@ func main() {
 	// the runtime's thread count low.
 	runtime.GOMAXPROCS(1)
 	if len(os.Args) > 1 && os.Args[1] == "session" {
-		os.Exit(worker.RunSession(context.Background(), worker.SessionOptions{
+		// docker stop's SIGTERM ends the loop cleanly (exit 0); the
+		// worker is PID 1, so nothing would end it otherwise but the
+		// runtime's fallback exit.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		code := worker.RunSession(ctx, worker.SessionOptions{
 			Socket:    rtsandbox.SessionSocketPath,
 			Workspace: rtsandbox.SessionWorkspace,
 			Stdout:    os.Stdout,
-		}))
+		})
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(worker.Run(context.Background(), worker.Options{
 		Stdin:  os.Stdin,
