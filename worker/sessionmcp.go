@@ -1,16 +1,17 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
 // This file is the session worker's MCP client (session spec §7.1 item
@@ -68,15 +69,18 @@ func (c *mcpClient) callTool(ctx context.Context, server, tool string, args json
 		if err != nil {
 			return "", err
 		}
-		result, status, err := c.request(ctx, server, s, "tools/call", params)
-		if status == http.StatusNotFound && attempt == 0 && s.id != "" {
+		ans, err := c.post(ctx, server, s, c.newRequest("tools/call", params))
+		if err == nil && ans.status == http.StatusNotFound && attempt == 0 && s.id != "" {
 			delete(c.sessions, server) // expired: initialise again, once
 			continue
 		}
 		if err != nil {
 			return "", err
 		}
-		return mcpToolText(result)
+		if ans.err != nil {
+			return "", ans.err
+		}
+		return mcpToolText(ans.result)
 	}
 }
 
@@ -92,20 +96,19 @@ func (c *mcpClient) session(ctx context.Context, server string) (mcpSession, err
 	}
 	var s mcpSession
 	ans, err := c.post(ctx, server, s, c.newRequest("initialize", params))
-	if err != nil {
-		return s, err
+	if err == nil {
+		err = ans.err
 	}
-	result, err := mcpResult(ans, c.nextID)
 	if err != nil {
 		return s, err
 	}
 	var init struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
-	if json.Unmarshal(result, &init) != nil || init.ProtocolVersion == "" || len(init.ProtocolVersion) > 64 {
+	if json.Unmarshal(ans.result, &init) != nil || init.ProtocolVersion == "" || len(init.ProtocolVersion) > 64 {
 		return s, fmt.Errorf("%w: initialize answer", errMCP)
 	}
-	s = mcpSession{id: ans.header.Get("Mcp-Session-Id"), version: init.ProtocolVersion}
+	s = mcpSession{id: ans.sessionID, version: init.ProtocolVersion}
 	ans, err = c.post(ctx, server, s, mcpRequest{JSONRPC: rtsandbox.MCPJSONRPC, Method: "notifications/initialized"})
 	if err != nil {
 		return s, err
@@ -117,26 +120,26 @@ func (c *mcpClient) session(ctx context.Context, server string) (mcpSession, err
 	return s, nil
 }
 
-// request sends one request and returns its result; status is the HTTP
-// status, 0 when there was no answer.
-func (c *mcpClient) request(ctx context.Context, server string, s mcpSession, method string, params any) (json.RawMessage, int, error) {
-	ans, err := c.post(ctx, server, s, c.newRequest(method, params))
-	if err != nil {
-		return nil, 0, err
-	}
-	result, err := mcpResult(ans, c.nextID)
-	return result, ans.status, err
-}
-
 func (c *mcpClient) newRequest(method string, params any) mcpRequest {
 	c.nextID++
 	id := c.nextID
 	return mcpRequest{JSONRPC: rtsandbox.MCPJSONRPC, ID: &id, Method: method, Params: params}
 }
 
+// mcpAnswer is what the worker read of an MCP answer: its status and
+// session id, and for a request its result or why there is none.
+type mcpAnswer struct {
+	status    int
+	sessionID string
+	result    json.RawMessage
+	err       error
+}
+
 // post sends a JSON-RPC message to /mcp/<server> with the session's
-// headers.
-func (c *mcpClient) post(ctx context.Context, server string, s mcpSession, req mcpRequest) (*answer, error) {
+// headers. For a request it reads the answer until the response to it
+// (mcpResult), so a server that keeps its event stream open after the
+// response does not hold the turn; err is then only a failed exchange.
+func (c *mcpClient) post(ctx context.Context, server string, s mcpSession, req mcpRequest) (*mcpAnswer, error) {
 	h := http.Header{}
 	if s.id != "" {
 		h.Set("Mcp-Session-Id", s.id)
@@ -144,20 +147,40 @@ func (c *mcpClient) post(ctx context.Context, server string, s mcpSession, req m
 	if s.version != "" {
 		h.Set("Mcp-Protocol-Version", s.version)
 	}
-	return c.broker.call(ctx, http.MethodPost, rtsandbox.MCPRoute(server), req, h, 0, maxMCPAnswer)
+	body, err := jsonjs.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.broker.client.Do(ctx, brokerclient.Request{Route: rtsandbox.MCPRoute(server), Body: body, Header: h})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
+	}
+	defer resp.Close()
+	ans := &mcpAnswer{status: resp.Status, sessionID: resp.Header.Get("Mcp-Session-Id")}
+	switch {
+	case req.ID == nil: // a notification: the status is the answer
+	case resp.Status != http.StatusOK:
+		ans.err = fmt.Errorf("%w: status %d", errMCP, resp.Status)
+	default:
+		ans.result, ans.err = mcpResult(resp.Header, resp.Body, *req.ID)
+	}
+	return ans, nil
 }
 
-// mcpResult reads the result of request id from an answer: a 200 whose
-// body is the JSON-RPC response, or an event stream in which it is one
-// event's data. A JSON-RPC error is errMCP with its message.
-func mcpResult(ans *answer, id int) (json.RawMessage, error) {
-	if ans.status != http.StatusOK {
-		return nil, fmt.Errorf("%w: status %d", errMCP, ans.status)
+// mcpResult reads the result of request id from a 200 answer's body: the
+// JSON-RPC response itself, or, in an event stream, the first event whose
+// data is the response to id (server requests and notifications before
+// it are skipped). At most maxMCPAnswer bytes are read. A JSON-RPC error
+// is errMCP with its message.
+func mcpResult(h http.Header, body io.Reader, id int) (json.RawMessage, error) {
+	if !isEventStream(h) {
+		data, err := io.ReadAll(io.LimitReader(body, maxMCPAnswer+1))
+		if err != nil || len(data) > maxMCPAnswer {
+			return nil, fmt.Errorf("%w: answer unreadable or over %d bytes", errMCP, maxMCPAnswer)
+		}
+		return rpcResult(data, id)
 	}
-	if !isEventStream(ans.header) {
-		return rpcResult(ans.body, id)
-	}
-	events := brokerclient.NewSSEReader(bytes.NewReader(ans.body), brokerclient.SSELimits{MaxLine: maxMCPAnswer, MaxEvent: maxMCPAnswer, MaxTotal: maxMCPAnswer})
+	events := brokerclient.NewSSEReader(body, brokerclient.SSELimits{MaxLine: maxMCPAnswer, MaxEvent: maxMCPAnswer, MaxTotal: maxMCPAnswer})
 	for {
 		ev, err := events.Next()
 		if err != nil {

@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,23 +106,23 @@ func TestMCPResult(t *testing.T) {
 	js := http.Header{"Content-Type": {"application/json"}}
 	tests := []struct {
 		name    string
-		ans     answer
+		h       http.Header
+		body    string
 		want    string
 		wantErr bool
 	}{
-		{"json", answer{200, js, []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"}]}}`)}, "a\n[image content omitted]\nb", false},
-		{"sse after a notification", answer{200, sse, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\n" +
-			"data: \"result\":{\"content\":[],\"structuredContent\":{\"n\":1}}}\n\n")}, `{"n":1}`, false},
-		{"is error", answer{200, js, []byte(`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"bad"}],"isError":true}}`)}, "Tool error: bad", false},
-		{"rpc error", answer{200, js, []byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"nope"}}`)}, "", true},
-		{"other id", answer{200, js, []byte(`{"jsonrpc":"2.0","id":8,"result":{}}`)}, "", true},
-		{"sse without answer", answer{200, sse, []byte("data: {}\n\n")}, "", true},
-		{"status", answer{404, js, []byte(`{}`)}, "", true},
-		{"batch", answer{200, js, []byte(`[{"jsonrpc":"2.0","id":7,"result":{}}]`)}, "", true},
+		{"json", js, `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"}]}}`, "a\n[image content omitted]\nb", false},
+		{"sse after a notification", sse, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\n" +
+			"data: \"result\":{\"content\":[],\"structuredContent\":{\"n\":1}}}\n\n", `{"n":1}`, false},
+		{"is error", js, `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"bad"}],"isError":true}}`, "Tool error: bad", false},
+		{"rpc error", js, `{"jsonrpc":"2.0","id":7,"error":{"code":-1,"message":"nope"}}`, "", true},
+		{"other id", js, `{"jsonrpc":"2.0","id":8,"result":{}}`, "", true},
+		{"sse without answer", sse, "data: {}\n\n", "", true},
+		{"batch", js, `[{"jsonrpc":"2.0","id":7,"result":{}}]`, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			result, err := mcpResult(&tc.ans, 7)
+			result, err := mcpResult(tc.h, strings.NewReader(tc.body), 7)
 			var got string
 			if err == nil {
 				got, err = mcpToolText(result)
@@ -134,6 +137,18 @@ func TestMCPResult(t *testing.T) {
 	}
 }
 
+// A server that keeps its event stream open after the response does not
+// hold the call: the worker stops reading at the response.
+func TestMCPResultStreamLeftOpen(t *testing.T) {
+	r, w := io.Pipe()
+	defer r.Close()
+	go w.Write([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}}\n\n"))
+	result, err := mcpResult(http.Header{"Content-Type": {"text/event-stream"}}, r, 3)
+	if err != nil || string(result) != `{"content":[{"type":"text","text":"x"}]}` {
+		t.Errorf("= %s, %v", result, err)
+	}
+}
+
 func FuzzMCPAnswer(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a"}]}}`), false)
 	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"), true)
@@ -142,7 +157,7 @@ func FuzzMCPAnswer(f *testing.F) {
 		if stream {
 			h.Set("Content-Type", "text/event-stream")
 		}
-		result, err := mcpResult(&answer{status: 200, header: h, body: body}, 1)
+		result, err := mcpResult(h, bytes.NewReader(body), 1)
 		if err != nil {
 			return
 		}
