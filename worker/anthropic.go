@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
@@ -108,6 +109,8 @@ type anthropicClient struct {
 	stream bool // ask for a streamed answer (Turn.Stream)
 	budget int  // extended-thinking budget in tokens; 0 asks for none
 	retry  retryPolicy
+	// retried reports each retry (modelSettings.retried); nil reports none.
+	retried func(status int, wait time.Duration)
 
 	// The thinking blocks of the last answer that called tools: the API
 	// wants them back, unchanged, in front of that assistant message's
@@ -124,7 +127,7 @@ type anthropicClient struct {
 
 func newAnthropicClient(s modelSettings, b *broker) *anthropicClient {
 	budget, _ := rtsandbox.ThinkingBudget(s.thinking)
-	return &anthropicClient{broker: b, stream: s.stream, budget: budget, retry: defaultRetry}
+	return &anthropicClient{broker: b, stream: s.stream, budget: budget, retry: defaultRetry, retried: s.retried}
 }
 
 // request translates the conversation: the system message becomes
@@ -269,8 +272,12 @@ func (c *anthropicClient) complete(ctx context.Context, p *modelPayload) (map[st
 		if !errors.As(err, &retry) {
 			return c.message(ans, err)
 		}
+		before := waited.waited
 		if err := c.retry.wait(ctx, &waited, retry.after); err != nil {
 			return nil, errors.Join(err, retry.status)
+		}
+		if c.retried != nil {
+			c.retried(retry.status.Status, waited.waited-before)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/rtsandbox/rtsandbox"
 )
@@ -29,6 +30,9 @@ type modelSettings struct {
 	api      string
 	stream   bool
 	thinking string
+	// retried reports a model call retried after an upstream 429 or 529
+	// and the wait before it; nil reports nothing (the sealed worker).
+	retried func(status int, wait time.Duration)
 }
 
 // newModelClient picks the client of the model API.

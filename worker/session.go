@@ -38,6 +38,7 @@ const (
 	logTurnFinished = "turn finished"
 	logToolFailed   = "tool failed"
 	logModelFailed  = "model call failed"
+	logModelRetry   = "model retry"
 	logResultFailed = "result not accepted"
 	logSessionFile  = "session file ignored"
 )

@@ -524,3 +524,19 @@ func TestSessionResultRefusedThenNextTurn(t *testing.T) {
 		t.Errorf("no result posted")
 	}
 }
+
+// An upstream overload is retried after its retry-after and logged as a
+// model retry; the turn then succeeds.
+func TestSessionModelRetryLogged(t *testing.T) {
+	model := fakemodel.New(fakemodel.Status(statusOverloaded), fakemodel.Reply("back"))
+	defer model.Close()
+	b := startSessionBroker(t, model)
+	b.retryAfter = "0"
+	w := startWorker(t, b, t.TempDir())
+	if r := b.execute(sessionTurn("t1", "hi")); !r.OK || r.Text != "back" {
+		t.Fatalf("result %+v", r)
+	}
+	if n := w.log.count(t, logModelRetry); n != 1 {
+		t.Errorf("%d %q lines; want 1", n, logModelRetry)
+	}
+}

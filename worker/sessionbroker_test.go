@@ -42,7 +42,10 @@ type sessionBroker struct {
 	mcp       map[string]string
 	tools     map[string]func(input json.RawMessage) string // answer JSON
 	nextWait  time.Duration
-	level     modelapi.ThinkingLevel
+	// retryAfter is the retry-after sent with an upstream 429 or 529, so
+	// that the worker's retry does not wait for real.
+	retryAfter string
+	level      modelapi.ThinkingLevel
 
 	mu          sync.Mutex
 	routes      []string
@@ -276,6 +279,9 @@ func (b *sessionBroker) forward(w http.ResponseWriter, r *http.Request, url stri
 		if v := resp.Header.Get(k); v != "" {
 			w.Header().Set(k, v)
 		}
+	}
+	if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == statusOverloaded) && b.retryAfter != "" {
+		w.Header().Set("Retry-After", b.retryAfter)
 	}
 	w.WriteHeader(resp.StatusCode)
 	copyFlushing(w, resp.Body)

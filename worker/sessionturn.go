@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rtsandbox/rtsandbox"
 )
@@ -152,7 +153,10 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 	msgs = append(msgs, message{Role: "user", Content: userPrompt(turn, cfg.ModelAPI)})
 	tools := w.sessionTools(box)
 	a := &agent{
-		model:    newModelClient(modelSettings{api: cfg.ModelAPI, stream: cfg.Stream, thinking: turn.Thinking}, w.broker),
+		model: newModelClient(modelSettings{api: cfg.ModelAPI, stream: cfg.Stream, thinking: turn.Thinking,
+			retried: func(status int, wait time.Duration) {
+				w.log.Info(logModelRetry, "turnId", turn.TurnID, "status", status, "waitMs", wait.Milliseconds())
+			}}, w.broker),
 		tools:    tools,
 		payload:  modelPayload{Model: cfg.Model, Messages: msgs, Tools: tools.modelTools()},
 		histLeft: len(history), used: used,
