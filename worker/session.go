@@ -168,8 +168,15 @@ func (w *sessionWorker) workerConfig(ctx context.Context, d rtsandbox.MCPDiscove
 }
 
 // round is one pass of the forever loop: ready, next, and the turn when
-// one came. Failures are logged and followed by the retry pause.
+// one came. Failures, a panic included, are logged and followed by the
+// retry pause.
 func (w *sessionWorker) round(ctx context.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error(logLoopFailed, "error", "recovered panic")
+			_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
+		}
+	}()
 	turn, body, ok := w.poll(ctx)
 	if !ok {
 		_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)

@@ -266,6 +266,9 @@ func withinBudget(xs []sessionExchange, budget int) []sessionExchange {
 }
 
 // history is the kept conversation as one message list, oldest first.
+// It is the seam of the next issue's privacy projection, which will take
+// the turn's reader and hide the exchanges its reader records make
+// private to another.
 func (s *sessionStore) history() []message {
 	var out []message
 	for _, x := range s.exchanges {
