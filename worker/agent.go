@@ -39,8 +39,9 @@ type modelPayload struct {
 // agent is the tool loop both modes share: it calls the model, runs the
 // tools the model asks for and appends their results, until the model
 // answers without tool calls. The sealed worker (sealedTurn) and the
-// session worker (sessionTurn) each build its conversation, tools and
-// budgets, and read its final answer. Zero budgets are the sealed ones.
+// session worker (sessionWorker.newTurnAgent) each build its
+// conversation, tools and budgets, and read its final answer. Zero
+// budgets are the sealed ones.
 type agent struct {
 	model   modelClient
 	tools   *toolTable

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
 const testHeader = `{"type":"session","format":"rtsandbox-session","version":1,"id":"s","created":"2026-12-01T19:40:00Z"}`
@@ -205,4 +206,32 @@ func FuzzParseSession(f *testing.F) {
 			}
 		}
 	})
+}
+
+// In exchange mode fitContext drops history a whole exchange at a time,
+// so a tool reply never outlives its call, then the turn's own oldest
+// tool groups.
+func TestAgentFitContextExchanges(t *testing.T) {
+	big := strings.Repeat("z", 300)
+	call := []rtsandbox.ToolCall{{ID: "c1", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_x", Arguments: "{}"}}}
+	a := &agent{model: openaiClient{}, exchanges: true, histLeft: 6, payload: modelPayload{Model: "m", Messages: []message{
+		{Role: "system", Content: "s"},
+		{Role: "user", Content: "old"}, {Role: "assistant", ToolCalls: call}, {Role: "tool", ToolCallID: "c1", Content: big}, {Role: "assistant", Content: "a1"},
+		{Role: "user", Content: "mid"}, {Role: "assistant", Content: "a2"},
+		{Role: "user", Content: "now"},
+	}}}
+	a.maxPayload = jsonjs.Size(a.payload) - 1 // the first exchange must go, whole
+	if err := a.fitContext(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range a.payload.Messages {
+		got = append(got, m.Role+":"+m.Content)
+	}
+	if diff := cmp.Diff([]string{"system:s", "user:mid", "assistant:a2", "user:now"}, got); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	if a.histLeft != 2 {
+		t.Errorf("histLeft = %d; want 2", a.histLeft)
+	}
 }
