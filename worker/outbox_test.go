@@ -208,3 +208,23 @@ func FuzzParseToolResponse(f *testing.F) {
 		}
 	})
 }
+
+// A reply file the worker cannot read fails the turn with the
+// reference's exact text; the cause stays in the log.
+func TestSessionOutboxFailureResult(t *testing.T) {
+	model := fakemodel.New(fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+		return fakemodel.Response{Content: "made a file"}
+	}))
+	defer model.Close()
+	b := startSessionBroker(t, model)
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "outbox", "t1"), 0o700)
+	os.Symlink("/etc/hostname", filepath.Join(ws, "outbox", "t1", "link"))
+	w := startWorker(t, b, ws)
+	if got := b.execute(sessionTurn("t1", "hi")); !cmp.Equal(got, rtsandbox.SessionResult{Error: "Worker output failed"}) {
+		t.Errorf("result %+v; want ok:false Worker output failed", got)
+	}
+	if !strings.Contains(w.log.String(), "link") {
+		t.Errorf("the cause is not in the log:\n%s", w.log.String())
+	}
+}

@@ -51,10 +51,16 @@ var (
 	errPrivateTool = errors.New("private tool result refused: this worker cannot keep it from other readers")
 )
 
-// failedResult is the ok:false result of err, its text cut to the
-// protocol's bound.
+// failedResult is the ok:false result of err: the reference's result
+// text when err carries one (its causes stay in the log), else err's
+// text, cut to the protocol's bound.
 func failedResult(err error) rtsandbox.SessionResult {
-	return rtsandbox.SessionResult{Error: rtsandbox.PrefixUTF16(err.Error(), rtsandbox.MaxResultError)}
+	text := err.Error()
+	var rt resultText
+	if errors.As(err, &rt) {
+		text = string(rt)
+	}
+	return rtsandbox.SessionResult{Error: rtsandbox.PrefixUTF16(text, rtsandbox.MaxResultError)}
 }
 
 // runTurn runs a validated turn under ctx, which carries the turn timer.
