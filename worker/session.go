@@ -177,28 +177,28 @@ func (w *sessionWorker) round(ctx context.Context) {
 			_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
 		}
 	}()
-	turn, body, ok := w.poll(ctx)
+	turnID, body, ok := w.poll(ctx)
 	if !ok {
 		_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
 		return
 	}
-	result := w.runTurnSafe(ctx, turn, body)
-	if turn.TurnID == "" {
+	result := w.runTurnSafe(ctx, turnID, body)
+	if turnID == "" {
 		_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
 		return
 	}
-	if err := w.postResult(ctx, turn.TurnID, result); err != nil {
-		w.log.Warn(logResultFailed, "turnId", turn.TurnID, "error", err.Error())
+	if err := w.postResult(ctx, turnID, result); err != nil {
+		w.log.Warn(logResultFailed, "turnId", turnID, "error", err.Error())
 		_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
 	}
 }
 
 // poll announces the worker and long-polls for a turn. ok is false when
 // there is none to run: a failure (logged once per outage) or a non-OK
-// answer such as 408 Retry. A turn body that does not validate comes back
-// with ok and the turn's id, when it has a safe one, so that its failure
-// can be posted; turn.TurnID is "" when even that is missing.
-func (w *sessionWorker) poll(ctx context.Context) (turn rtsandbox.SessionTurn, body []byte, ok bool) {
+// answer such as 408 Retry. Otherwise body is the turn as delivered and
+// turnID its id when that is a safe name, so that even a turn that does
+// not validate can be answered; "" when there is none.
+func (w *sessionWorker) poll(ctx context.Context) (turnID string, body []byte, ok bool) {
 	ans, err := w.ready(ctx)
 	if err == nil {
 		ans, err = w.broker.get(ctx, rtsandbox.RouteWorkerNext, nextTimeout, rtsandbox.MaxSessionRequest)
@@ -208,13 +208,13 @@ func (w *sessionWorker) poll(ctx context.Context) (turn rtsandbox.SessionTurn, b
 			w.log.Warn(logPollFailed, "error", err.Error())
 		}
 		w.outage = true
-		return turn, nil, false
+		return "", nil, false
 	}
 	w.outage = false
 	if ans.status != http.StatusOK {
-		return turn, nil, false
+		return "", nil, false
 	}
-	return rtsandbox.SessionTurn{TurnID: turnIDOf(ans.body)}, ans.body, true
+	return turnIDOf(ans.body), ans.body, true
 }
 
 // errReadyRefused marks a ready handshake the broker did not accept.
@@ -246,16 +246,16 @@ func (w *sessionWorker) postResult(ctx context.Context, turnID string, r rtsandb
 
 // runTurnSafe validates and runs a turn; a panic becomes the reference's
 // "Worker output failed" result rather than the end of the process.
-func (w *sessionWorker) runTurnSafe(ctx context.Context, id rtsandbox.SessionTurn, body []byte) (result rtsandbox.SessionResult) {
+func (w *sessionWorker) runTurnSafe(ctx context.Context, turnID string, body []byte) (result rtsandbox.SessionResult) {
 	defer func() {
 		if p := recover(); p != nil {
-			w.log.Error(logLoopFailed, "turnId", id.TurnID, "error", "recovered panic")
+			w.log.Error(logLoopFailed, "turnId", turnID, "error", "recovered panic")
 			result = failedResult(errWorkerOutput)
 		}
 	}()
 	turn, err := rtsandbox.ParseSessionTurn(body)
 	if err != nil {
-		w.log.Warn(logLoopFailed, "turnId", id.TurnID, "error", err.Error())
+		w.log.Warn(logLoopFailed, "turnId", turnID, "error", err.Error())
 		return failedResult(err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, w.o.TurnTimeout, errTurnTimeout)
