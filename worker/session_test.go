@@ -230,6 +230,7 @@ func TestSessionTurnEndToEnd(t *testing.T) {
 				fakemodel.CallTools(fakemodel.Call("host_lookup", map[string]string{"q": "x"})),
 				fakemodel.CallTools(fakemodel.Call("mcp_0_search", map[string]string{"query": "y"})),
 				fakemodel.Reply("  done  "),
+				fakemodel.Reply("again"),
 			)
 			defer model.Close()
 			b := startSessionBroker(t, model)
@@ -295,6 +296,19 @@ func TestSessionTurnEndToEnd(t *testing.T) {
 			}
 			if c := xs[0].messages[0].Content; !strings.Contains(c, "1 image(s) were attached") {
 				t.Errorf("stored prompt %q lacks the image note", c)
+			}
+
+			// The next turn replays the tool exchange as history, which the
+			// broker's rebuild must accept (the stand-in fails the test if not).
+			if r := b.execute(sessionTurn("t2", "and now?")); !r.OK || r.Text != "again" {
+				t.Fatalf("second turn %+v", r)
+			}
+			var roles []string
+			for _, m := range model.Requests()[3].Body.Messages[1:] {
+				roles = append(roles, m.Role)
+			}
+			if diff := cmp.Diff([]string{"user", "assistant", "tool", "assistant", "tool", "assistant", "user"}, roles); diff != "" {
+				t.Errorf("second turn's history (-want +got):\n%s", diff)
 			}
 		})
 	}
