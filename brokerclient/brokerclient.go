@@ -67,7 +67,7 @@ func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	// A large reader: answers run to a megabyte and arrive in big writes.
-	resp, err := exchange(ctx, conn, route, payload, 64<<10)
+	resp, err := exchange(ctx, conn, Request{Route: route, Body: payload}, 64<<10)
 	if err != nil {
 		return nil, err
 	}
@@ -87,34 +87,49 @@ func (c *Client) timeout() time.Duration {
 
 // exchange writes the request on conn and reads the answer's head through
 // a reader of bufSize bytes.
-func exchange(ctx context.Context, conn net.Conn, route string, payload []byte, bufSize int) (*http.Response, error) {
-	req, err := newRequest(route, payload)
+func exchange(ctx context.Context, conn net.Conn, r Request, bufSize int) (*http.Response, error) {
+	req, err := newRequest(r)
 	if err != nil {
 		return nil, err
 	}
 	if err := req.Write(conn); err != nil {
-		return nil, fmt.Errorf("broker %s: %w", route, callErr(ctx, err))
+		return nil, fmt.Errorf("broker %s: %w", r.Route, callErr(ctx, err))
 	}
 	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, bufSize), req)
 	if err != nil {
-		return nil, fmt.Errorf("broker %s: %w", route, callErr(ctx, err))
+		return nil, fmt.Errorf("broker %s: %w", r.Route, callErr(ctx, err))
 	}
 	return resp, nil
 }
 
-// newRequest builds the request with exactly the allowed headers. An
-// explicit empty User-Agent stops Request.Write from adding Go's; the
-// bytes.Reader body gives a Content-Length, so no chunked encoding.
-func newRequest(route string, payload []byte) (*http.Request, error) {
-	req, err := http.NewRequest(http.MethodPost, "http://"+rtsandbox.BrokerHost+route, bytes.NewReader(payload))
+// newRequest builds the request with exactly the allowed headers, plus
+// r.Header's. An explicit empty User-Agent stops Request.Write from adding
+// Go's; the bytes.Reader body gives a Content-Length, so no chunked
+// encoding. A GET carries no body, so no Content-Type either.
+func newRequest(r Request) (*http.Request, error) {
+	method, body := r.Method, io.Reader(bytes.NewReader(r.Body))
+	if method == "" {
+		method = http.MethodPost
+	}
+	if method == http.MethodGet {
+		body = nil
+	}
+	req, err := http.NewRequest(method, "http://"+rtsandbox.BrokerHost+r.Route, body)
 	if err != nil {
 		return nil, err
 	}
 	req.Host = rtsandbox.BrokerHost
 	req.Header = http.Header{
-		"Content-Type":  {"application/json"},
 		"Authorization": {"Bearer " + rtsandbox.DummyKey},
 		"User-Agent":    {""},
+	}
+	if body != nil {
+		req.Header["Content-Type"] = []string{"application/json"}
+	}
+	for name, vals := range r.Header {
+		if _, fixed := req.Header[http.CanonicalHeaderKey(name)]; !fixed && name != "Host" {
+			req.Header[http.CanonicalHeaderKey(name)] = vals
+		}
 	}
 	return req, nil
 }

@@ -26,6 +26,17 @@ type Response struct {
 // Close ends the call and closes its connection.
 func (r *Response) Close() { r.close() }
 
+// Request is a call of any shape Do sends: Method "" is POST and GET
+// carries no body; Header adds headers to the fixed ones (Host,
+// Authorization, User-Agent, Content-Type), which it cannot replace. The
+// session worker uses it for its GET routes and for MCP's session headers.
+type Request struct {
+	Method string
+	Route  string
+	Body   []byte
+	Header http.Header
+}
+
 // Open sends payload to route like Post, with the same headers, but hands
 // back the answer of any status with its body unread. Timeout (0 means
 // rtsandbox.BrokerClientTimeout) bounds each wait for the broker rather
@@ -33,6 +44,12 @@ func (r *Response) Close() { r.close() }
 // long stream that keeps moving is not cut, and a stalled one is. ctx
 // bounds the whole call, body included, until Close.
 func (c *Client) Open(ctx context.Context, route string, payload []byte) (*Response, error) {
+	return c.Do(ctx, Request{Route: route, Body: payload})
+}
+
+// Do sends r and hands back its answer as Open does.
+func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
+	route := r.Route
 	idle := c.timeout()
 	dctx, cancel := context.WithTimeout(ctx, idle)
 	defer cancel()
@@ -43,7 +60,7 @@ func (c *Client) Open(ctx context.Context, route string, payload []byte) (*Respo
 	}
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	closeAll := func() { stop(); raw.Close() }
-	resp, err := exchange(ctx, &idleConn{Conn: raw, idle: idle}, route, payload, 32<<10)
+	resp, err := exchange(ctx, &idleConn{Conn: raw, idle: idle}, r, 32<<10)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -89,3 +89,45 @@ func TestOpenContextEndsBody(t *testing.T) {
 		t.Errorf("read error = %v; want the context's cause", err)
 	}
 }
+
+// Do sends a GET without a body or content type, and adds extra headers
+// to the fixed ones without letting them replace the host or the bearer.
+func TestDoGetAndExtraHeaders(t *testing.T) {
+	type seen struct {
+		method, host string
+		header       http.Header
+		body         string
+	}
+	got := make(chan seen, 2)
+	sock := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.Host, r.Header.Clone(), string(body)}
+		w.WriteHeader(http.StatusRequestTimeout)
+	})
+	c := &brokerclient.Client{Socket: sock}
+	resp, err := c.Do(context.Background(), brokerclient.Request{Method: http.MethodGet, Route: "/worker/next"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Close()
+	if resp.Status != http.StatusRequestTimeout {
+		t.Errorf("status %d; want 408 handed back", resp.Status)
+	}
+	want := seen{"GET", "broker", http.Header{"Authorization": {"Bearer sandbox-dummy-key"}}, ""}
+	if diff := cmp.Diff(want, <-got, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("GET (-want +got):\n%s", diff)
+	}
+	extra := http.Header{"Mcp-Session-Id": {"s1"}, "Authorization": {"Bearer other"}, "Host": {"evil"}}
+	resp, err = c.Do(context.Background(), brokerclient.Request{Route: "/mcp/docs", Body: []byte(`{}`), Header: extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Close()
+	want = seen{"POST", "broker", http.Header{
+		"Authorization": {"Bearer sandbox-dummy-key"}, "Content-Type": {"application/json"},
+		"Content-Length": {"2"}, "Mcp-Session-Id": {"s1"},
+	}, "{}"}
+	if diff := cmp.Diff(want, <-got, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("POST (-want +got):\n%s", diff)
+	}
+}

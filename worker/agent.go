@@ -1,10 +1,10 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -30,22 +30,51 @@ type modelPayload struct {
 	Model    string               `json:"model"`
 	Messages []message            `json:"messages"`
 	Tools    []rtsandbox.ChatTool `json:"tools"`
+	// images go with the last user message, the turn's own, to a model
+	// client that can send them (the Anthropic one; the session worker
+	// gives the OpenAI one none). They are never part of the chat shape.
+	images []rtsandbox.Image
 }
 
-// agent is one turn's tool loop.
+// agent is the tool loop both modes share: it calls the model, runs the
+// tools the model asks for and appends their results, until the model
+// answers without tool calls. The sealed worker (sealedTurn) and the
+// session worker (sessionWorker.newTurnAgent) each build its
+// conversation, tools and budgets, and read its final answer. Zero
+// budgets are the sealed ones.
 type agent struct {
+	model   modelClient
+	tools   *toolTable
+	payload modelPayload
+	// histLeft counts the history messages still at payload.Messages[1:],
+	// which fitContext drops first.
+	histLeft int
+	used     map[string]bool // tool-call ids handed out (repairToolCalls)
+	// maxPayload bounds the request as fitContext measures it; 0 means
+	// maxPayload (sealed).
+	maxPayload int
+	// resultBudget bounds, in JSON bytes, each tool result and each
+	// tool-calling assistant text kept in context; 0 means budgetPreview.
+	resultBudget int
+	// exchanges makes fitContext drop history a whole exchange at a time
+	// (up to the next user message), so a tool reply never outlives its
+	// call; the sealed history is plain user and assistant messages.
+	exchanges bool
+	// toolFailed reports a refused or failed tool call; nil discards it.
+	toolFailed func(name string, err error)
+	calls      int // tool calls run
+}
+
+// sealedTurn is one sealed turn: the loop with the channel's memory and
+// history as the host passed them.
+type sealedTurn struct {
+	*agent
 	turn   rtsandbox.Turn
 	broker *broker
-	model  modelClient
 	mem    *memory
-	tools  *toolTable
-	stderr io.Writer
 
 	history     []message // as loaded and truncated; saved in full
 	userContent string    // {"speaker":…,"message":…} before truncation
-	payload     modelPayload
-	histLeft    int // history messages still at messages[1:]
-	used        map[string]bool
 }
 
 // runTurn runs the agent loop of §4.3–4.4 for one validated turn.
@@ -55,19 +84,33 @@ func runTurn(ctx context.Context, turn rtsandbox.Turn, o Options) (rtsandbox.Rep
 		return rtsandbox.Reply{}, err
 	}
 	defer a.broker.close()
-	for step := range maxModelCalls {
-		reply, done, err := a.step(ctx, step)
-		if err != nil || done {
-			return reply, err
+	final, err := a.run(ctx, maxModelCalls)
+	switch {
+	case err != nil:
+		return rtsandbox.Reply{}, err
+	case final == nil:
+		// No final answer: the memory changes stand, the history does not
+		// grow (with reset it comes back empty, as the owner asked).
+		return a.reply(false, limitText, historyEntries(a.history)), nil
+	}
+	return a.finish(final)
+}
+
+// run calls the model at most maxSteps times and returns its final answer
+// (a chat-completions message without tool calls), or nil when the steps
+// ran out first.
+func (a *agent) run(ctx context.Context, maxSteps int) (map[string]json.RawMessage, error) {
+	for step := range maxSteps {
+		final, err := a.step(ctx, step)
+		if err != nil || final != nil {
+			return final, err
 		}
 	}
-	// No final answer: the memory changes stand, the history does not
-	// grow (with reset it comes back empty, as the owner asked).
-	return a.reply(false, limitText, historyEntries(a.history)), nil
+	return nil, nil
 }
 
 // reply carries the text and the channel's state back to the host.
-func (a *agent) reply(ok bool, text string, history []rtsandbox.HistoryEntry) rtsandbox.Reply {
+func (a *sealedTurn) reply(ok bool, text string, history []rtsandbox.HistoryEntry) rtsandbox.Reply {
 	memory := a.mem.entries
 	if memory == nil {
 		memory = []rtsandbox.MemoryEntry{}
@@ -75,15 +118,22 @@ func (a *agent) reply(ok bool, text string, history []rtsandbox.HistoryEntry) rt
 	return rtsandbox.Reply{OK: ok, Text: text, State: &rtsandbox.ChannelState{Memory: memory, History: history}}
 }
 
-func newAgent(turn rtsandbox.Turn, o Options) (*agent, error) {
+func newAgent(turn rtsandbox.Turn, o Options) (*sealedTurn, error) {
 	mem := &memory{entries: turn.Memory}
 	history := loadHistory(turn.History, turn.Reset)
-	a := &agent{
-		turn: turn, broker: newBroker(o.Socket), mem: mem, stderr: o.Stderr,
-		history: history, histLeft: len(history), used: map[string]bool{},
+	b := newBroker(o.Socket)
+	stderr := o.Stderr
+	a := &sealedTurn{
+		agent: &agent{
+			histLeft: len(history), used: map[string]bool{},
+			model: newModelClient(modelSettings{api: turn.ModelAPI, stream: turn.Stream, thinking: turn.Thinking}, b),
+			tools: newSealedTools(turn, mem, b),
+			toolFailed: func(name string, err error) {
+				fmt.Fprintf(stderr, "rtsandbox-worker: tool %s: %v\n", name, err)
+			},
+		},
+		turn: turn, broker: b, mem: mem, history: history,
 	}
-	a.model = newModelClient(turn, a.broker)
-	a.tools = newToolTable(turn, mem, a.broker)
 	system, err := a.system(mem, o.Now())
 	if err != nil {
 		return nil, err
@@ -106,7 +156,7 @@ func newAgent(turn rtsandbox.Turn, o Options) (*agent, error) {
 
 // system builds the system message with the memory previews of the
 // turn's speaker and of the channel.
-func (a *agent) system(mem *memory, now time.Time) (string, error) {
+func (a *sealedTurn) system(mem *memory, now time.Time) (string, error) {
 	when, err := localTime(now, a.turn.TimeZone)
 	if err != nil {
 		return "", err
@@ -132,38 +182,42 @@ func userContent(turn rtsandbox.Turn) (string, error) {
 	return string(b), err
 }
 
-// step makes one model call and either finishes the turn (done) or runs
-// the requested tools and appends their results.
-func (a *agent) step(ctx context.Context, step int) (reply rtsandbox.Reply, done bool, err error) {
+// step makes one model call and returns the final answer, or runs the
+// requested tools, appends their results and returns nil.
+func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMessage, err error) {
 	if err := a.fitContext(); err != nil {
-		return reply, false, err
+		return nil, err
 	}
 	msg, err := a.model.complete(ctx, &a.payload)
 	if err != nil {
-		return reply, false, err
+		return nil, err
 	}
 	calls, _ := array(msg["tool_calls"])
 	if len(calls) == 0 {
-		reply, err = a.finish(msg)
-		return reply, err == nil, err
+		return msg, nil
 	}
 	if len(calls) > rtsandbox.MaxToolCallsPerMessage {
-		return reply, false, errTooManyCalls
+		return nil, errTooManyCalls
 	}
 	a.runCalls(ctx, step, msg, calls)
-	return reply, false, nil
+	return nil, nil
 }
 
-// fitContext drops context until the request fits maxPayload: history
-// oldest first, then whole assistant+tool groups oldest first, so a tool
-// reply never loses its assistant message.
+// fitContext drops context until the request fits the payload budget:
+// history oldest first, then whole assistant+tool groups oldest first, so
+// a tool reply never loses its assistant message.
 func (a *agent) fitContext() error {
 	p := &a.payload
-	for jsonjs.Size(a.model.request(p)) > maxPayload {
+	budget := cmp.Or(a.maxPayload, maxPayload)
+	for jsonjs.Size(a.model.request(p)) > budget {
 		switch {
 		case a.histLeft > 0:
-			p.Messages = slices.Delete(p.Messages, 1, 2)
-			a.histLeft--
+			n := 1
+			for a.exchanges && n < a.histLeft && p.Messages[1+n].Role != "user" {
+				n++
+			}
+			p.Messages = slices.Delete(p.Messages, 1, 1+n)
+			a.histLeft -= n
 		case len(p.Messages) > 2:
 			end := 3
 			for end < len(p.Messages) && p.Messages[end].Role == "tool" {
@@ -200,7 +254,7 @@ func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
 }
 
 // finish validates the final answer and adds the exchange to the history.
-func (a *agent) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
+func (a *sealedTurn) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
 	content, ok := str(msg["content"])
 	text := rtsandbox.TrimJS(content)
 	switch {
@@ -232,28 +286,33 @@ func cutAnswer(text string) string {
 // message per call.
 func (a *agent) runCalls(ctx context.Context, step int, msg map[string]json.RawMessage, calls []json.RawMessage) {
 	normalized := repairToolCalls(calls, step, a.used, a.tools.has)
+	budget := cmp.Or(a.resultBudget, budgetPreview)
 	content := ""
 	if s, ok := str(msg["content"]); ok {
-		content = promptText(s, budgetPreview)
+		content = promptText(s, budget)
 	}
 	a.payload.Messages = append(a.payload.Messages, message{Role: "assistant", Content: content, ToolCalls: normalized})
 	for i, call := range normalized {
 		text := a.runCall(ctx, call.Function.Name, parseModelCall(calls[i]))
-		a.payload.Messages = append(a.payload.Messages, message{Role: "tool", ToolCallID: call.ID, Content: promptText(text, budgetPreview)})
+		a.payload.Messages = append(a.payload.Messages, message{Role: "tool", ToolCallID: call.ID, Content: promptText(text, budget)})
 	}
 }
 
 // runCall returns the tool's text, or refusedText when the call cannot run
-// or fails. Failure details go to stderr only.
+// or fails. Failure details go to toolFailed only (the sealed worker's
+// stderr, the session worker's log), never to the model.
 func (a *agent) runCall(ctx context.Context, name string, c modelCall) string {
 	f, ok := a.tools.index[name]
 	in, okInput := callInput(c)
 	if !ok || !okInput {
 		return refusedText
 	}
+	a.calls++
 	text, err := f.run(ctx, in)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "rtsandbox-worker: tool %s: %v\n", name, err)
+		if a.toolFailed != nil {
+			a.toolFailed(name, err)
+		}
 		return refusedText
 	}
 	return text

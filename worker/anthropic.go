@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
@@ -61,6 +62,18 @@ type anthropicThinking struct {
 	BudgetTokens int    `json:"budget_tokens"`
 }
 
+// imageBlock is a base64 image, as §2.5 admits it.
+type imageBlock struct {
+	Type   string      `json:"type"`
+	Source imageSource `json:"source"`
+}
+
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
 type textBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
@@ -96,6 +109,8 @@ type anthropicClient struct {
 	stream bool // ask for a streamed answer (Turn.Stream)
 	budget int  // extended-thinking budget in tokens; 0 asks for none
 	retry  retryPolicy
+	// retried reports each retry (modelSettings.retried); nil reports none.
+	retried func(status int, wait time.Duration)
 
 	// The thinking blocks of the last answer that called tools: the API
 	// wants them back, unchanged, in front of that assistant message's
@@ -110,9 +125,9 @@ type anthropicClient struct {
 	thinking   []any
 }
 
-func newAnthropicClient(turn rtsandbox.Turn, b *broker) *anthropicClient {
-	budget, _ := rtsandbox.ThinkingBudget(turn.Thinking)
-	return &anthropicClient{broker: b, stream: turn.Stream, budget: budget, retry: defaultRetry}
+func newAnthropicClient(s modelSettings, b *broker) *anthropicClient {
+	budget, _ := rtsandbox.ThinkingBudget(s.thinking)
+	return &anthropicClient{broker: b, stream: s.stream, budget: budget, retry: defaultRetry, retried: s.retried}
 }
 
 // request translates the conversation: the system message becomes
@@ -132,7 +147,15 @@ func (c *anthropicClient) request(p *modelPayload) any {
 	for _, t := range p.Tools {
 		req.Tools = append(req.Tools, anthropicTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: t.Function.Parameters})
 	}
-	for _, m := range p.Messages {
+	withImages := -1
+	if len(p.images) > 0 {
+		for i, m := range p.Messages {
+			if m.Role == "user" {
+				withImages = i
+			}
+		}
+	}
+	for i, m := range p.Messages {
 		switch m.Role {
 		case "system":
 			req.System = m.Content
@@ -143,10 +166,26 @@ func (c *anthropicClient) request(p *modelPayload) any {
 				req.Messages = appendContent(req.Messages, "assistant", c.assistantContent(m))
 			}
 		default:
-			req.Messages = appendContent(req.Messages, "user", m.Content)
+			var content any = m.Content
+			if i == withImages {
+				content = imageContent(p.images, m.Content)
+			}
+			req.Messages = appendContent(req.Messages, "user", content)
 		}
 	}
 	return req
+}
+
+// imageContent is a user message of images, then its text.
+func imageContent(images []rtsandbox.Image, text string) []any {
+	blocks := make([]any, 0, len(images)+1)
+	for _, im := range images {
+		blocks = append(blocks, imageBlock{Type: "image", Source: imageSource{Type: "base64", MediaType: im.MIMEType, Data: im.Data}})
+	}
+	if text != "" {
+		blocks = append(blocks, textBlock{Type: "text", Text: text})
+	}
+	return blocks
 }
 
 // adopt files the pending thinking blocks under the last assistant
@@ -233,8 +272,12 @@ func (c *anthropicClient) complete(ctx context.Context, p *modelPayload) (map[st
 		if !errors.As(err, &retry) {
 			return c.message(ans, err)
 		}
+		before := waited.waited
 		if err := c.retry.wait(ctx, &waited, retry.after); err != nil {
 			return nil, errors.Join(err, retry.status)
+		}
+		if c.retried != nil {
+			c.retried(retry.status.Status, waited.waited-before)
 		}
 	}
 }

@@ -72,19 +72,11 @@ func (b *anthropicBroker) messages(w http.ResponseWriter, r *http.Request, body 
 	b.mu.Lock()
 	b.bodies = append(b.bodies, string(body))
 	b.mu.Unlock()
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		b.t.Errorf("worker body is not a JSON object: %v", err)
+	out, ok := rebuildMessages(b.t, body, b.level)
+	if !ok {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	rebuilt, err := modelapi.NormalizeMessages(fields, modelapi.MessagesParams{Model: "claude-test", Level: b.level})
-	if err != nil {
-		b.t.Errorf("the broker's §2.5 rebuild refuses the worker's body: %v\n%s", err, body)
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	out, _ := jsonjs.Marshal(rebuilt)
 	req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, b.model.URL()+"/v1/messages", bytes.NewReader(out))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := b.client.Do(req)
@@ -101,6 +93,24 @@ func (b *anthropicBroker) messages(w http.ResponseWriter, r *http.Request, body 
 	}
 	w.WriteHeader(resp.StatusCode)
 	copyFlushing(w, resp.Body)
+}
+
+// rebuildMessages rebuilds the worker's Messages body with
+// modelapi.NormalizeMessages exactly as the broker must (§2.5), failing
+// the test on a refusal.
+func rebuildMessages(t *testing.T, body []byte, level modelapi.ThinkingLevel) ([]byte, bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		t.Errorf("worker body is not a JSON object: %v", err)
+		return nil, false
+	}
+	rebuilt, err := modelapi.NormalizeMessages(fields, modelapi.MessagesParams{Model: "claude-test", Level: level})
+	if err != nil {
+		t.Errorf("the broker's §2.5 rebuild refuses the worker's body: %v\n%.2000s", err, body)
+		return nil, false
+	}
+	out, err := jsonjs.Marshal(rebuilt)
+	return out, err == nil
 }
 
 func (b *anthropicBroker) nextRetryAfter() string {

@@ -117,7 +117,7 @@ func TestReadStreamEndlessIsBounded(t *testing.T) {
 // budget of the level, and the thinking blocks of the last answer
 // replayed in front of its calls. The broker's rebuild accepts it as it is.
 func TestAnthropicRequest(t *testing.T) {
-	c := newAnthropicClient(rtsandbox.Turn{ModelAPI: rtsandbox.ModelAPIAnthropic, Thinking: "medium", Stream: true}, nil)
+	c := newAnthropicClient(modelSettings{api: rtsandbox.ModelAPIAnthropic, thinking: "medium", stream: true}, nil)
 	c.pending, c.hasPending = []any{thinkingBlock{Type: "thinking", Thinking: "hm", Signature: "sig"}, redactedThinkingBlock{Type: "redacted_thinking", Data: "opaque"}}, true
 	p := &modelPayload{Model: "m", Tools: []rtsandbox.ChatTool{{Type: "function", Function: rtsandbox.ToolSpec{Name: "host_x", Description: "X", Parameters: json.RawMessage(`{"type":"object"}`)}}}, Messages: []message{
 		{Role: "system", Content: "sys"},
@@ -166,7 +166,7 @@ func TestAnthropicRequest(t *testing.T) {
 // The context budget holds for the Anthropic request as sent.
 func TestAnthropicFitContext(t *testing.T) {
 	big := strings.Repeat("z", 70*1024)
-	a := &agent{model: newAnthropicClient(rtsandbox.Turn{}, nil), histLeft: 2, payload: modelPayload{Model: "m", Messages: []message{
+	a := &agent{model: newAnthropicClient(modelSettings{}, nil), histLeft: 2, payload: modelPayload{Model: "m", Messages: []message{
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: big}, {Role: "assistant", Content: "old"},
 		{Role: "user", Content: "current"},

@@ -1,8 +1,19 @@
-// Package worker is the sealed agent that runs inside the turn container: it
-// reads one turn on stdin, talks to the host broker over a Unix socket, and
-// prints one reply on stdout. It opens no file: the host owns the channel's
-// memory and history, passes them in the turn and takes them back in the
-// reply.
+// Package worker is the agent that runs inside the container, in two
+// modes that share one agent loop (agent.go), its model clients and its
+// tool table.
+//
+// The sealed worker (Run) reads one turn on stdin, talks to the host
+// broker over a Unix socket, and prints one reply on stdout. It opens no
+// file: the host owns the channel's memory and history, passes them in the
+// turn and takes them back in the reply. The protocol below is its.
+//
+// The session worker (RunSession, `rtsandbox-worker session`) is the
+// long-lived agent of one channel (session spec §5.2): it long-polls the
+// broker at /run/sandbox/broker.sock for turns (rtsandbox.SessionTurn),
+// posts results (rtsandbox.ResultPacket), talks to MCP servers as a
+// Streamable-HTTP client through the broker, and keeps its conversation
+// as JSONL under /workspace/sessions. docs/session.md, "Session worker and
+// conversation format", is its reference.
 //
 // # Protocol
 //

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/rtsandbox/rtsandbox"
 )
@@ -20,10 +21,24 @@ type modelClient interface {
 	complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error)
 }
 
-// newModelClient picks the client of the turn's model API.
-func newModelClient(turn rtsandbox.Turn, b *broker) modelClient {
-	if turn.ModelAPI == rtsandbox.ModelAPIAnthropic {
-		return newAnthropicClient(turn, b)
+// modelSettings are what picks and shapes a turn's model client: the API
+// (rtsandbox.ModelAPI*; "" is openai), whether to ask for a streamed
+// answer, and the host-judged thinking level ("" asks for no thinking).
+// The sealed worker reads them from its turn, the session worker from its
+// profile and each turn's level.
+type modelSettings struct {
+	api      string
+	stream   bool
+	thinking string
+	// retried reports a model call retried after an upstream 429 or 529
+	// and the wait before it; nil reports nothing (the sealed worker).
+	retried func(status int, wait time.Duration)
+}
+
+// newModelClient picks the client of the model API.
+func newModelClient(s modelSettings, b *broker) modelClient {
+	if s.api == rtsandbox.ModelAPIAnthropic {
+		return newAnthropicClient(s, b)
 	}
 	return openaiClient{broker: b}
 }

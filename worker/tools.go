@@ -56,9 +56,8 @@ func (t *toolTable) modelTools() []rtsandbox.ChatTool {
 	return out
 }
 
-// newToolTable builds invalid_tool, the memory tools, host_<X> for each
-// host tool and mcp_<N>_<Y> for each tool Y of MCP server N.
-func newToolTable(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
+// newToolTable starts a table with invalid_tool, which both modes have.
+func newToolTable() *toolTable {
 	t := &toolTable{index: map[string]*function{}}
 	t.add(&function{
 		spec: rtsandbox.ToolSpec{
@@ -68,6 +67,14 @@ func newToolTable(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
 		},
 		run: func(context.Context, toolInput) (string, error) { return refusedText, nil },
 	})
+	return t
+}
+
+// newSealedTools builds the sealed turn's table: invalid_tool, the memory
+// tools, host_<X> for each host tool and mcp_<N>_<Y> for each tool Y of
+// MCP server N.
+func newSealedTools(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
+	t := newToolTable()
 	speakerID := turn.Speaker.ID
 	for _, spec := range memoryTools {
 		name := spec.Name
@@ -76,43 +83,45 @@ func newToolTable(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
 		}})
 	}
 	for _, spec := range turn.Tools {
-		t.add(hostFunction(spec, b))
+		route := rtsandbox.ToolRoute(spec.Name)
+		// The result is the broker's JSON answer ({"text":…}) as a string.
+		t.add(hostFunction(spec, func(ctx context.Context, in toolInput) (string, error) {
+			out, err := b.post(ctx, route, in.raw)
+			return string(out), err
+		}))
 	}
 	for n, server := range turn.MCP {
+		route := rtsandbox.MCPRoute(server.Server)
 		for _, spec := range server.Tools {
-			t.add(mcpFunction(n, server.Server, spec, b))
+			// A single tools/call; the result is the whole JSON-RPC
+			// response as a string.
+			t.add(mcpFunction(n, spec, func(ctx context.Context, in toolInput) (string, error) {
+				out, err := b.post(ctx, route, rtsandbox.NewMCPCall(spec.Name, in.raw))
+				return string(out), err
+			}))
 		}
 	}
 	return t
 }
 
-// hostFunction posts the arguments object to /tools/<name>; the result is
-// the broker's JSON answer ({"text":…}) as a string.
-func hostFunction(spec rtsandbox.ToolSpec, b *broker) *function {
-	route := rtsandbox.ToolRoute(spec.Name)
+// hostFunction is host tool spec as the model sees it, host_<name>, run by
+// run.
+func hostFunction(spec rtsandbox.ToolSpec, run func(context.Context, toolInput) (string, error)) *function {
 	return &function{
 		spec: rtsandbox.ToolSpec{Name: "host_" + spec.Name, Description: spec.Description, Parameters: spec.Parameters},
-		run: func(ctx context.Context, in toolInput) (string, error) {
-			out, err := b.post(ctx, route, in.raw)
-			return string(out), err
-		},
+		run:  run,
 	}
 }
 
-// mcpFunction posts a single tools/call to /mcp/<server>; the result is the
-// whole JSON-RPC response as a string.
-func mcpFunction(n int, server string, spec rtsandbox.ToolSpec, b *broker) *function {
-	route := rtsandbox.MCPRoute(server)
+// mcpFunction is tool spec of the n-th MCP server as the model sees it,
+// mcp_<n>_<name>, run by run.
+func mcpFunction(n int, spec rtsandbox.ToolSpec, run func(context.Context, toolInput) (string, error)) *function {
 	return &function{
 		spec: rtsandbox.ToolSpec{
 			Name:        "mcp_" + strconv.Itoa(n) + "_" + spec.Name,
 			Description: spec.Description,
 			Parameters:  spec.Parameters,
 		},
-		run: func(ctx context.Context, in toolInput) (string, error) {
-			body := rtsandbox.NewMCPCall(spec.Name, in.raw)
-			out, err := b.post(ctx, route, body)
-			return string(out), err
-		},
+		run: run,
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"time"
 
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -68,4 +71,49 @@ func compactJSON(data []byte) (json.RawMessage, error) {
 		return nil, errBrokerJSON
 	}
 	return buf.Bytes(), nil
+}
+
+// answer is a whole answer of any status, read within its bound.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// get sends a GET to route and reads the answer (call).
+func (b *broker) get(ctx context.Context, route string, timeout time.Duration, maxBody int) (*answer, error) {
+	return b.call(ctx, http.MethodGet, route, nil, nil, timeout, maxBody)
+}
+
+// call sends body (nil for none) as JSON to route with the extra header
+// and reads an answer of any status, at most maxBody bytes of it, within
+// timeout (0: ctx alone bounds it). The session worker's routes answer
+// statuses the loop acts on (404, 408, 409) and bodies over the sealed 1
+// MiB, hence its own bound.
+func (b *broker) call(ctx context.Context, method, route string, body any, header http.Header, timeout time.Duration, maxBody int) (*answer, error) {
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = jsonjs.Marshal(body); err != nil {
+			return nil, err
+		}
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	resp, err := b.client.Do(ctx, brokerclient.Request{Method: method, Route: route, Body: payload, Header: header})
+	if err != nil { // no answer at all
+		return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
+	}
+	defer resp.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxBody)+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
+	case len(data) > maxBody:
+		return nil, brokerclient.ErrTooLarge
+	}
+	return &answer{status: resp.Status, header: resp.Header, body: data}, nil
 }

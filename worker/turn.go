@@ -64,7 +64,7 @@ func decodeTurn(b []byte) (rtsandbox.Turn, error) {
 	if t.Tools, ok = toolSpecs(obj["tools"]); !ok {
 		return rtsandbox.Turn{}, fmt.Errorf("%w: tools", errInvalidTurn)
 	}
-	if t.MCP, ok = mcpServers(obj["mcp"]); !ok {
+	if t.MCP, ok = mcpServers(obj["mcp"], rtsandbox.ValidToolName); !ok {
 		return rtsandbox.Turn{}, fmt.Errorf("%w: mcp", errInvalidTurn)
 	}
 	if err := modelFields(obj, &t); err != nil {
@@ -187,7 +187,8 @@ func toolSpec(raw json.RawMessage) (rtsandbox.ToolSpec, bool) {
 	return rtsandbox.ToolSpec{Name: name, Description: desc, Parameters: compact(params)}, true
 }
 
-func mcpServers(raw json.RawMessage) ([]rtsandbox.MCPServerTools, bool) {
+// mcpServers reads [{server, tools}], each server name passing validName.
+func mcpServers(raw json.RawMessage, validName func(string) bool) ([]rtsandbox.MCPServerTools, bool) {
 	items, ok := array(raw)
 	if !ok {
 		return nil, false
@@ -200,7 +201,7 @@ func mcpServers(raw json.RawMessage) ([]rtsandbox.MCPServerTools, bool) {
 		}
 		name, okName := str(obj["server"])
 		tools, okTools := toolSpecs(obj["tools"])
-		if !okName || !rtsandbox.ValidToolName(name) || !okTools {
+		if !okName || !validName(name) || !okTools {
 			return nil, false
 		}
 		servers = append(servers, rtsandbox.MCPServerTools{Server: name, Tools: tools})

@@ -1,6 +1,11 @@
-// Command rtsandbox-worker is the sealed in-container agent: it reads one
-// turn as JSON on stdin, talks only to the broker socket, and prints one
-// reply as JSON on stdout. See package worker for the protocol.
+// Command rtsandbox-worker is the in-container agent. With no argument it
+// is the sealed worker: it reads one turn as JSON on stdin, talks only to
+// the broker socket, and prints one reply as JSON on stdout. With the
+// argument "session" it is the long-lived session worker of a channel
+// (`/rtsandbox-worker session`): it long-polls the broker socket at
+// /run/sandbox/broker.sock for turns and keeps its conversation under
+// /workspace/sessions, logging one JSON line per event on stdout. See
+// package worker for both protocols.
 //
 // Build it static: CGO_ENABLED=0 go build ./cmd/rtsandbox-worker
 package main
@@ -8,7 +13,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 	_ "time/tzdata" // a minimal image has no zoneinfo; the system prompt needs the turn's zone
 
 	"github.com/rtsandbox/rtsandbox"
@@ -16,9 +23,22 @@ import (
 )
 
 func main() {
-	// The worker is sequential and runs under a 64-PID limit; one P keeps
+	// The worker is sequential and runs under a PID limit; one P keeps
 	// the runtime's thread count low.
 	runtime.GOMAXPROCS(1)
+	if len(os.Args) > 1 && os.Args[1] == "session" {
+		// docker stop's SIGTERM ends the loop cleanly (exit 0); the
+		// worker is PID 1, so nothing would end it otherwise but the
+		// runtime's fallback exit.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		code := worker.RunSession(ctx, worker.SessionOptions{
+			Socket:    rtsandbox.SessionSocketPath,
+			Workspace: rtsandbox.SessionWorkspace,
+			Stdout:    os.Stdout,
+		})
+		stop()
+		os.Exit(code)
+	}
 	os.Exit(worker.Run(context.Background(), worker.Options{
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,

@@ -1,0 +1,168 @@
+package worker
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// This file is a turn's outbox, /workspace/outbox/<turnId>/ (session spec
+// §1.2 step 12, §5.2 runTurn steps 10–13, §5.3): the reply files of the
+// turn. The worker creates it when the turn starts, saves a host tool's
+// image there, and reads it when the turn ends: at most ten entries, each
+// a safe name and a regular file of 1 byte to 10 MiB, 50 MiB in all, read
+// through the directory's descriptor without following a link. An empty
+// outbox is removed. Files are not deleted after reading, as in the
+// reference. The worker has no file-writing tool yet, so tool images are
+// what fills it today; the next issue's tools write here too.
+
+// resultText is a turn failure whose text is the reference's result
+// text, sent as the ok:false error.
+type resultText string
+
+func (t resultText) Error() string { return string(t) }
+
+// Outbox errors, with the reference's result texts.
+const (
+	errOutputBounds = resultText("Output file bounds exceeded")
+	errWorkerOutput = resultText("Worker output failed")
+)
+
+// outbox is one turn's outbox directory.
+type outbox struct {
+	dir string
+}
+
+// createOutbox creates workspace/outbox/<turnID>/ (turnID is a validated
+// safe name); an existing one is reused.
+func createOutbox(workspace, turnID string) (*outbox, error) {
+	root := filepath.Join(workspace, "outbox")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(root, turnID)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	return &outbox{dir: dir}, nil
+}
+
+// openDir opens the outbox directory itself without following a link.
+func (b *outbox) openDir() (*os.File, error) {
+	fd, err := syscall.Open(b.dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: b.dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), b.dir), nil
+}
+
+// collect reads the reply files: errOutputBounds for more than ten
+// entries or an unsafe name, errWorkerOutput for an entry that is not a
+// regular file of 1 byte–10 MiB (a link included) or a total over 50 MiB.
+// An empty outbox is removed and gives no files.
+func (b *outbox) collect() ([]rtsandbox.ReplyFile, error) {
+	d, err := b.openDir()
+	if err != nil {
+		return nil, errors.Join(errWorkerOutput, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(rtsandbox.MaxReplyFiles + 1)
+	if err != nil && err != io.EOF {
+		return nil, errors.Join(errWorkerOutput, err)
+	}
+	if len(names) > rtsandbox.MaxReplyFiles || slices.ContainsFunc(names, func(n string) bool { return !rtsandbox.ValidSafeName(n) }) {
+		return nil, errOutputBounds
+	}
+	if len(names) == 0 {
+		_ = os.Remove(b.dir)
+		return []rtsandbox.ReplyFile{}, nil
+	}
+	slices.Sort(names)
+	files := make([]rtsandbox.ReplyFile, 0, len(names))
+	total := 0
+	for _, name := range names {
+		data, err := readAt(d, name, rtsandbox.MaxReplyFileBytes)
+		if err != nil {
+			return nil, errors.Join(errWorkerOutput, err)
+		}
+		if total += len(data); total > rtsandbox.MaxReplyFilesTotal {
+			return nil, errWorkerOutput
+		}
+		files = append(files, rtsandbox.ReplyFile{Name: name, Data: base64.StdEncoding.EncodeToString(data)})
+	}
+	return files, nil
+}
+
+// readAt reads the regular file name in directory d, opened without
+// following a link and without blocking on a fifo: 1 byte to limit bytes,
+// and exactly the size it had when opened ("File changed while reading").
+func readAt(d *os.File, name string, limit int) ([]byte, error) {
+	fd, err := syscall.Openat(int(d.Fd()), name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !info.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	case info.Size() < 1 || info.Size() > int64(limit):
+		return nil, fmt.Errorf("%s: size %d out of bounds", name, info.Size())
+	}
+	data := make([]byte, info.Size()+1)
+	n, err := io.ReadFull(f, data)
+	if err != io.ErrUnexpectedEOF || int64(n) != info.Size() {
+		return nil, fmt.Errorf("%s: file changed while reading", name)
+	}
+	return data[:n], nil
+}
+
+// outboxExt is the rule for a saved file's extension (§5.3).
+var outboxExt = regexp.MustCompile(`^[a-z0-9]{1,10}$`)
+
+// save writes data as stem.ext, or stem-2.ext, stem-3.ext … when taken,
+// created exclusively through the directory's descriptor so that a
+// planted link is never written through (§5.3 saveToOutbox).
+func (b *outbox) save(stem string, data []byte, ext string) (string, error) {
+	if !rtsandbox.ValidSafeName(stem) || !outboxExt.MatchString(ext) || len(data) < 1 || len(data) > rtsandbox.MaxReplyFileBytes {
+		return "", errOutputBounds
+	}
+	d, err := b.openDir()
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	for n := 1; n <= rtsandbox.MaxReplyFiles+1; n++ {
+		name := stem + "." + ext
+		if n > 1 {
+			name = stem + "-" + strconv.Itoa(n) + "." + ext
+		}
+		fd, err := syscall.Openat(int(d.Fd()), name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		if errors.Is(err, syscall.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", &fs.PathError{Op: "create", Path: name, Err: err}
+		}
+		f := os.NewFile(uintptr(fd), name)
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return name, err
+	}
+	return "", errOutputBounds
+}

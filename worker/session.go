@@ -1,0 +1,270 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// This file is the session worker's process (session spec §5.2): the
+// long-lived agent of one channel, started as `rtsandbox-worker session`.
+// It dials the broker socket directly (no loopback forwarder), learns its
+// MCP servers and its profile, then loops forever: announce itself, long-
+// poll for a turn, run it, post the result. See docs/session.md, "Session
+// worker and conversation format".
+
+// Client timeouts of the session worker's own routes (§5.2).
+const (
+	readyTimeout  = 5 * time.Second
+	nextTimeout   = 55 * time.Second // the broker answers 408 after 45 s
+	resultTimeout = 60 * time.Second
+	// sessionTurnTimeout aborts a turn that runs longer, as the
+	// reference's 10-minute timer does; the host's own deadline is the
+	// same 600 s.
+	sessionTurnTimeout = 10 * time.Minute
+)
+
+// Log messages of the session worker (one JSON line each, §5.2).
+const (
+	logWorkerFailed = "sandbox worker failed"
+	logPollFailed   = "broker poll failed"
+	logLoopFailed   = "sandbox worker loop failed"
+	logTurnFinished = "turn finished"
+	logToolFailed   = "tool failed"
+	logModelFailed  = "model call failed"
+	logModelRetry   = "model retry"
+	logResultFailed = "result not accepted"
+	logSessionFile  = "session file ignored"
+)
+
+// SessionOptions are the session worker's inputs. The binary passes the
+// fixed socket and workspace and its stdout; tests pass their own, with a
+// clock and a sleep they control.
+type SessionOptions struct {
+	Socket    string    // "" means rtsandbox.SessionSocketPath
+	Workspace string    // "" means rtsandbox.SessionWorkspace
+	Stdout    io.Writer // the JSON log lines; nil discards them
+	// Now is the clock of the system prompt and of session file names;
+	// nil means time.Now.
+	Now func() time.Time
+	// Sleep waits between loop rounds after a failure or a non-OK poll;
+	// nil means a timer that ends with ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// TurnTimeout aborts a turn that runs longer; 0 means 10 minutes.
+	TurnTimeout time.Duration
+}
+
+func (o SessionOptions) withDefaults() SessionOptions {
+	if o.Socket == "" {
+		o.Socket = rtsandbox.SessionSocketPath
+	}
+	if o.Workspace == "" {
+		o.Workspace = rtsandbox.SessionWorkspace
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	if o.TurnTimeout == 0 {
+		o.TurnTimeout = sessionTurnTimeout
+	}
+	return o
+}
+
+// sessionWorker is the running worker.
+type sessionWorker struct {
+	o      SessionOptions
+	log    *slog.Logger
+	broker *broker
+	config rtsandbox.SessionWorkerConfig
+	mcp    *mcpClient
+	store  *sessionStore
+	outage bool // a poll failed and none has succeeded since
+}
+
+// RunSession runs the session worker until ctx ends, and returns the
+// process exit code: 1 after a fatal startup error (logged as "sandbox
+// worker failed"; the container's restart policy starts it again), 0 when
+// ctx ended. The forever loop never ends on its own: every failure inside
+// it is logged and retried after rtsandbox.SessionWorkerRetry.
+func RunSession(ctx context.Context, o SessionOptions) int {
+	o = o.withDefaults()
+	w := &sessionWorker{o: o, log: newSessionLogger(o.Stdout), broker: newBroker(o.Socket)}
+	if err := w.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		w.log.Error(logWorkerFailed, "error", err.Error())
+		return 1
+	}
+	for ctx.Err() == nil {
+		w.round(ctx)
+	}
+	return 0
+}
+
+// start runs the startup order of §5.2: GET /mcp-tools (any failure is
+// fatal), GET /worker/config (404 reads as an empty profile, which has no
+// model and is fatal too), then the conversation to continue.
+func (w *sessionWorker) start(ctx context.Context) error {
+	discovery, err := w.discover(ctx)
+	if err != nil {
+		return err
+	}
+	if w.config, err = w.workerConfig(ctx, discovery); err != nil {
+		return err
+	}
+	w.mcp = newMCPClient(w.broker)
+	w.store = openSessionStore(sessionsDir(w.o.Workspace), w.o.Now, func(name string, err error) {
+		w.log.Warn(logSessionFile, "file", name, "error", err.Error())
+	})
+	return nil
+}
+
+// discover reads GET /mcp-tools.
+func (w *sessionWorker) discover(ctx context.Context) (rtsandbox.MCPDiscovery, error) {
+	ans, err := w.broker.get(ctx, rtsandbox.RouteMCPTools, readyTimeout, maxConfigBody)
+	if err != nil {
+		return rtsandbox.MCPDiscovery{}, err
+	}
+	if ans.status != http.StatusOK {
+		return rtsandbox.MCPDiscovery{}, fmt.Errorf("GET %s: status %d", rtsandbox.RouteMCPTools, ans.status)
+	}
+	return parseDiscovery(ans.body)
+}
+
+// workerConfig reads GET /worker/config and keeps of its MCP servers and
+// tools only those the discovery lists: the broker refuses the others.
+func (w *sessionWorker) workerConfig(ctx context.Context, d rtsandbox.MCPDiscovery) (rtsandbox.SessionWorkerConfig, error) {
+	ans, err := w.broker.get(ctx, rtsandbox.RouteWorkerConfig, readyTimeout, maxConfigBody)
+	if err != nil {
+		return rtsandbox.SessionWorkerConfig{}, err
+	}
+	body := ans.body
+	switch ans.status {
+	case http.StatusOK:
+	case http.StatusNotFound: // an older broker: no profile
+		body = []byte(`{}`)
+	default:
+		return rtsandbox.SessionWorkerConfig{}, fmt.Errorf("GET %s: status %d", rtsandbox.RouteWorkerConfig, ans.status)
+	}
+	cfg, err := parseWorkerConfig(body)
+	if err != nil {
+		return rtsandbox.SessionWorkerConfig{}, err
+	}
+	cfg.MCP = discoveredOnly(cfg.MCP, d)
+	return cfg, nil
+}
+
+// round is one pass of the forever loop: ready, next, and the turn when
+// one came. Failures, a panic included, are logged and followed by the
+// retry pause.
+func (w *sessionWorker) round(ctx context.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error(logLoopFailed, "error", "recovered panic")
+			_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
+		}
+	}()
+	turnID, body, ok := w.poll(ctx)
+	if !ok {
+		_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
+		return
+	}
+	result := w.runTurnSafe(ctx, turnID, body)
+	if turnID == "" {
+		_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
+		return
+	}
+	if err := w.postResult(ctx, turnID, result); err != nil {
+		w.log.Warn(logResultFailed, "turnId", turnID, "error", err.Error())
+		_ = w.o.Sleep(ctx, rtsandbox.SessionWorkerRetry)
+	}
+}
+
+// poll announces the worker and long-polls for a turn. ok is false when
+// there is none to run: a failure (logged once per outage) or a non-OK
+// answer such as 408 Retry. Otherwise body is the turn as delivered and
+// turnID its id when that is a safe name, so that even a turn that does
+// not validate can be answered; "" when there is none.
+func (w *sessionWorker) poll(ctx context.Context) (turnID string, body []byte, ok bool) {
+	ans, err := w.ready(ctx)
+	if err == nil {
+		ans, err = w.broker.get(ctx, rtsandbox.RouteWorkerNext, nextTimeout, rtsandbox.MaxSessionRequest)
+	}
+	if err != nil {
+		if ctx.Err() == nil && !w.outage {
+			w.log.Warn(logPollFailed, "error", err.Error())
+		}
+		w.outage = true
+		return "", nil, false
+	}
+	w.outage = false
+	if ans.status != http.StatusOK {
+		return "", nil, false
+	}
+	return turnIDOf(ans.body), ans.body, true
+}
+
+// errReadyRefused marks a ready handshake the broker did not accept.
+var errReadyRefused = errors.New("ready handshake refused")
+
+// ready posts the capability body: this worker implements neither privacy
+// projection nor reader-aware replay yet, so it declares both
+// capabilities false, and its retained history never holds another
+// reader's private memory (prompt memory is never persisted and private
+// tool results are refused), so privateHistory is false.
+func (w *sessionWorker) ready(ctx context.Context) (*answer, error) {
+	body := rtsandbox.WorkerReady{Capabilities: &rtsandbox.WorkerCapabilities{}, PrivateHistory: false}
+	ans, err := w.broker.call(ctx, http.MethodPost, rtsandbox.RouteWorkerReady, body, nil, readyTimeout, maxConfigBody)
+	if err == nil && ans.status != http.StatusOK {
+		err = fmt.Errorf("%w: status %d", errReadyRefused, ans.status)
+	}
+	return ans, err
+}
+
+// postResult posts the turn's result packet.
+func (w *sessionWorker) postResult(ctx context.Context, turnID string, r rtsandbox.SessionResult) error {
+	packet := rtsandbox.ResultPacket{TurnID: turnID, Result: r}
+	ans, err := w.broker.call(ctx, http.MethodPost, rtsandbox.RouteWorkerResult, packet, nil, resultTimeout, maxConfigBody)
+	if err == nil && ans.status != http.StatusOK {
+		err = fmt.Errorf("status %d", ans.status)
+	}
+	return err
+}
+
+// runTurnSafe validates and runs a turn; a panic becomes the reference's
+// "Worker output failed" result rather than the end of the process.
+func (w *sessionWorker) runTurnSafe(ctx context.Context, turnID string, body []byte) (result rtsandbox.SessionResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error(logLoopFailed, "turnId", turnID, "error", "recovered panic")
+			result = failedResult(errWorkerOutput)
+		}
+	}()
+	turn, err := rtsandbox.ParseSessionTurn(body)
+	if err != nil {
+		w.log.Warn(logLoopFailed, "turnId", turnID, "error", err.Error())
+		return failedResult(err)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, w.o.TurnTimeout, errTurnTimeout)
+	defer cancel()
+	return w.runTurn(ctx, turn)
+}
+
+// newSessionLogger writes one JSON object per line: {time, level, msg,
+// app:"sandbox-worker", …}.
+func newSessionLogger(out io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(out, nil)).With("app", "sandbox-worker")
+}

@@ -1,0 +1,130 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// maxConfigBody bounds the answers of the session worker's metadata
+// routes: /mcp-tools, /worker/config, /worker/ready and /worker/result.
+const maxConfigBody = 1 << 20
+
+// errConfig marks a profile or discovery answer the worker cannot run
+// with; at startup it is fatal.
+var errConfig = errors.New("invalid worker config")
+
+// mcpServerName is the session broker's rule for MCP server names (§2.6).
+var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,100}$`)
+
+// parseWorkerConfig reads the answer of GET /worker/config
+// (rtsandbox.SessionWorkerConfig) as strictly as the sealed worker reads
+// its turn: every field has its JSON type, modelApi is known ("" is
+// openai), model is not empty (the reference's "set the model from the
+// content; missing → fatal"), timeZone loads ("" is UTC), tools are valid
+// specs and MCP servers have valid names and tools. compaction is not
+// read: this worker has no host-compactor path yet.
+func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
+	obj, ok := object(data)
+	if !ok {
+		return rtsandbox.SessionWorkerConfig{}, errConfig
+	}
+	c := rtsandbox.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIOpenAI, TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}}
+	var bad []string
+	optString := func(key string, dst *string) {
+		if raw, present := obj[key]; present {
+			s, ok := str(raw)
+			if !ok {
+				bad = append(bad, key)
+			} else if s != "" {
+				*dst = s
+			}
+		}
+	}
+	optString("modelApi", &c.ModelAPI)
+	optString("model", &c.Model)
+	optString("prompt", &c.Prompt)
+	optString("timeZone", &c.TimeZone)
+	if raw, present := obj["stream"]; present {
+		if c.Stream, ok = boolean(raw); !ok {
+			bad = append(bad, "stream")
+		}
+	}
+	if raw, present := obj["tools"]; present {
+		if c.Tools, ok = toolSpecs(raw); !ok {
+			bad = append(bad, "tools")
+		}
+	}
+	if raw, present := obj["mcp"]; present {
+		if c.MCP, ok = mcpServers(raw, mcpServerName.MatchString); !ok {
+			bad = append(bad, "mcp")
+		}
+	}
+	if !rtsandbox.ValidModelAPI(c.ModelAPI) {
+		bad = append(bad, "modelApi")
+	}
+	if c.Model == "" {
+		bad = append(bad, "model")
+	}
+	if _, err := localTime(time.Time{}, c.TimeZone); err != nil {
+		bad = append(bad, "timeZone")
+	}
+	if len(bad) > 0 {
+		return rtsandbox.SessionWorkerConfig{}, fmt.Errorf("%w: %v", errConfig, bad)
+	}
+	return c, nil
+}
+
+// parseDiscovery reads the answer of GET /mcp-tools: {servers: [{name,
+// tools: [string]}]}.
+func parseDiscovery(data []byte) (rtsandbox.MCPDiscovery, error) {
+	var d rtsandbox.MCPDiscovery
+	obj, ok := object(data)
+	if !ok {
+		return d, fmt.Errorf("%w: mcp-tools", errConfig)
+	}
+	servers, ok := array(obj["servers"])
+	if !ok {
+		return d, fmt.Errorf("%w: mcp-tools servers", errConfig)
+	}
+	d.Servers = make([]rtsandbox.MCPDiscoveryServer, 0, len(servers))
+	for _, raw := range servers {
+		s, ok := object(raw)
+		name, okName := str(s["name"])
+		var tools []string
+		okTools := json.Unmarshal(s["tools"], &tools) == nil && firstByte(s["tools"]) == '['
+		if !ok || !okName || !okTools {
+			return rtsandbox.MCPDiscovery{}, fmt.Errorf("%w: mcp-tools server", errConfig)
+		}
+		d.Servers = append(d.Servers, rtsandbox.MCPDiscoveryServer{Name: name, Tools: tools})
+	}
+	return d, nil
+}
+
+// discoveredOnly keeps of the profile's MCP servers and tools those the
+// broker's discovery lists, in the profile's order: the broker refuses a
+// call of any other, so the model should not be offered it.
+func discoveredOnly(servers []rtsandbox.MCPServerTools, d rtsandbox.MCPDiscovery) []rtsandbox.MCPServerTools {
+	out := []rtsandbox.MCPServerTools{}
+	for _, s := range servers {
+		i := slices.IndexFunc(d.Servers, func(ds rtsandbox.MCPDiscoveryServer) bool { return ds.Name == s.Server })
+		if i < 0 {
+			continue
+		}
+		kept := rtsandbox.MCPServerTools{Server: s.Server}
+		for _, t := range s.Tools {
+			if slices.Contains(d.Servers[i].Tools, t.Name) {
+				kept.Tools = append(kept.Tools, t)
+			}
+		}
+		if len(kept.Tools) > 0 {
+			out = append(out, kept)
+		}
+	}
+	return out
+}

@@ -1,0 +1,354 @@
+package worker
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
+)
+
+// This file keeps the session worker's conversation in
+// /workspace/sessions as JSONL (session spec §7.1 item 3, option (b): our
+// own format). docs/session.md, "Session worker and conversation format",
+// is the reference; in short, one JSON object per line:
+//
+//	{"type":"session","format":"rtsandbox-session","version":1,"id":…,"created":…}   first line
+//	{"type":"reader","turnId":…,"reader":…,"privateMemory":false}                      turn start
+//	{"type":"message","turnId":…,"message":{role, content, tool_calls?, tool_call_id?}} one per message
+//	{"type":"end","turnId":…,"ok":true}                                                turn end
+//
+// Messages are in the chat-completions shape the agent loop keeps for
+// either model API. A turn counts only once its end record says ok and its
+// messages form a whole sessionExchange (a user message, tool calls each answered
+// in order, a final assistant text); anything else (a torn line, a turn cut
+// by a crash, a corrupt record) is skipped, never fatal.
+
+// Session file format and bounds.
+const (
+	sessionFormat  = "rtsandbox-session"
+	sessionVersion = 1
+	// maxSessionRead bounds what the worker reads of a session file: the
+	// header line, then at most this many bytes from the end. Exchanges
+	// before that are on disk only; the model would not see them anyway.
+	maxSessionRead = 32 << 20
+	maxHeaderLine  = 64 << 10
+	// sessionHistoryBudget bounds, in JSON bytes, the earlier exchanges
+	// the worker keeps in memory and puts in front of a turn: about
+	// 100,000 tokens at four bytes a token. Whole exchanges go, oldest
+	// first. Compaction (the next issue) replaces this cut.
+	sessionHistoryBudget = 400_000
+)
+
+// Record types of a session file.
+const (
+	recordSession = "session"
+	recordReader  = "reader"
+	recordMessage = "message"
+	recordEnd     = "end"
+)
+
+// sessionRecord is one line, read or written; Type says which fields it
+// uses. Field order is the wire order.
+type sessionRecord struct {
+	Type          string   `json:"type"`
+	Format        string   `json:"format,omitempty"`
+	Version       int      `json:"version,omitempty"`
+	ID            string   `json:"id,omitempty"`
+	Created       string   `json:"created,omitempty"`
+	TurnID        string   `json:"turnId,omitempty"`
+	Reader        string   `json:"reader,omitempty"`
+	PrivateMemory *bool    `json:"privateMemory,omitempty"`
+	Message       *message `json:"message,omitempty"`
+	OK            *bool    `json:"ok,omitempty"`
+}
+
+// sessionExchange is one finished turn of the conversation: its reader record
+// (for the privacy projection of the next issue) and its messages.
+type sessionExchange struct {
+	turnID        string
+	reader        string
+	privateMemory bool
+	messages      []message
+	size          int // JSON bytes of messages
+}
+
+// sessionStore is the conversation: the exchanges the worker keeps in
+// memory (the newest, within sessionHistoryBudget) and the file it
+// appends to, created at the first turn when there is none to continue.
+type sessionStore struct {
+	dir       string
+	now       func() time.Time
+	file      string // path of the session file; "" until one exists
+	exchanges []sessionExchange
+	pending   sessionExchange // the running turn's reader record
+}
+
+// sessionsDir is the session directory under workspace.
+func sessionsDir(workspace string) string { return filepath.Join(workspace, "sessions") }
+
+// openSessionStore continues the most recent session in dir: of the
+// top-level regular *.jsonl files (symlinks and directories are never
+// followed), the one modified last (then the greatest name) whose header
+// line is ours. A file that cannot be read or is not ours is reported to
+// ignored and skipped. With none, the next turn starts a new file.
+func openSessionStore(dir string, now func() time.Time, ignored func(name string, err error)) *sessionStore {
+	s := &sessionStore{dir: dir, now: now}
+	for _, name := range recentSessions(dir) {
+		path := filepath.Join(dir, name)
+		data, err := readSessionFile(path)
+		if err == nil {
+			s.exchanges, err = parseSession(data)
+		}
+		if err != nil {
+			ignored(name, err)
+			continue
+		}
+		s.file = path
+		s.exchanges = withinBudget(s.exchanges, sessionHistoryBudget)
+		return s
+	}
+	return s
+}
+
+// recentSessions lists the candidate files, most recent first.
+func recentSessions(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	type candidate struct {
+		name string
+		mod  time.Time
+	}
+	var list []candidate
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".jsonl") {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			list = append(list, candidate{e.Name(), info.ModTime()})
+		}
+	}
+	slices.SortFunc(list, func(a, b candidate) int {
+		if c := b.mod.Compare(a.mod); c != 0 {
+			return c
+		}
+		return strings.Compare(b.name, a.name)
+	})
+	names := make([]string, len(list))
+	for i, c := range list {
+		names[i] = c.name
+	}
+	return names
+}
+
+// errSessionFile marks a session file the worker does not continue.
+var errSessionFile = errors.New("not a readable session file")
+
+// readSessionFile reads a regular file without following a link: all of
+// it up to maxSessionRead bytes, else its first line and its last
+// maxSessionRead bytes from the next line start on.
+func readSessionFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSessionFile, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: not a regular file", errSessionFile)
+	}
+	if info.Size() <= maxSessionRead {
+		return io.ReadAll(io.LimitReader(f, maxSessionRead))
+	}
+	head := make([]byte, maxHeaderLine)
+	n, _ := io.ReadFull(f, head)
+	line, _, found := bytes.Cut(head[:n], []byte("\n"))
+	if !found {
+		return nil, fmt.Errorf("%w: header line too long", errSessionFile)
+	}
+	tail := make([]byte, maxSessionRead)
+	if _, err := f.ReadAt(tail, info.Size()-maxSessionRead); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("%w: %w", errSessionFile, err)
+	}
+	if _, rest, ok := bytes.Cut(tail, []byte("\n")); ok {
+		tail = rest
+	}
+	return append(append(line, '\n'), tail...), nil
+}
+
+// parseSession reads a session file's bytes: the header line must be ours
+// (format and version); then every whole, ok turn becomes an sessionExchange, in
+// file order. Lines that do not parse, records of unknown types and turns
+// that are not whole exchanges are skipped.
+func parseSession(data []byte) ([]sessionExchange, error) {
+	header, rest, _ := bytes.Cut(data, []byte("\n"))
+	var h sessionRecord
+	if json.Unmarshal(header, &h) != nil || h.Type != recordSession || h.Format != sessionFormat || h.Version != sessionVersion {
+		return nil, fmt.Errorf("%w: no %s v%d header", errSessionFile, sessionFormat, sessionVersion)
+	}
+	var out []sessionExchange
+	var cur sessionExchange
+	for line := range bytes.SplitSeq(rest, []byte("\n")) {
+		var r sessionRecord
+		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &r) != nil {
+			continue
+		}
+		switch {
+		case r.Type == recordReader:
+			cur = sessionExchange{turnID: r.TurnID, reader: r.Reader, privateMemory: r.PrivateMemory != nil && *r.PrivateMemory}
+		case r.TurnID != cur.turnID:
+			// a record of a turn whose reader record is lost: skipped
+		case r.Type == recordMessage && r.Message != nil:
+			cur.messages = append(cur.messages, *r.Message)
+		case r.Type == recordEnd:
+			if r.OK != nil && *r.OK && wholeExchange(cur.messages) {
+				cur.size = jsonjs.Size(cur.messages)
+				out = append(out, cur)
+			}
+			cur = sessionExchange{}
+		}
+	}
+	return out, nil
+}
+
+// wholeExchange reports whether msgs is one sessionExchange the model APIs
+// accept as history: a user message with text; then assistant messages,
+// each with tool calls (valid ids and function names, arguments a string)
+// answered by exactly one tool message per call in order, or with text;
+// ending in an assistant message without tool calls.
+func wholeExchange(msgs []message) bool {
+	if len(msgs) < 2 || msgs[0].Role != "user" || msgs[0].ToolCallID != "" || len(msgs[0].ToolCalls) > 0 {
+		return false
+	}
+	for i := 1; i < len(msgs); i++ {
+		m := msgs[i]
+		if m.Role != "assistant" || m.ToolCallID != "" || len(m.ToolCalls) > rtsandbox.MaxToolCallsPerMessage {
+			return false
+		}
+		if len(m.ToolCalls) == 0 {
+			return i == len(msgs)-1
+		}
+		for _, c := range m.ToolCalls {
+			i++
+			if !rtsandbox.ValidToolCallID(c.ID) || !rtsandbox.ValidFunctionName(c.Function.Name) || c.Type != rtsandbox.FunctionType ||
+				i >= len(msgs) || msgs[i].Role != "tool" || msgs[i].ToolCallID != c.ID || len(msgs[i].ToolCalls) > 0 {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// withinBudget keeps the newest exchanges whose sizes add up to at most
+// budget; the first that does not fit ends the window.
+func withinBudget(xs []sessionExchange, budget int) []sessionExchange {
+	total := 0
+	for i := len(xs) - 1; i >= 0; i-- {
+		if total += xs[i].size; total > budget {
+			return slices.Clone(xs[i+1:])
+		}
+	}
+	return xs
+}
+
+// history is the kept conversation as one message list, oldest first.
+// It is the seam of the next issue's privacy projection, which will take
+// the turn's reader and hide the exchanges its reader records make
+// private to another.
+func (s *sessionStore) history() []message {
+	var out []message
+	for _, x := range s.exchanges {
+		out = append(out, x.messages...)
+	}
+	return out
+}
+
+// begin records the turn's reader: its principal, else its author id,
+// and whether it carries private prompt memory (§5.4). It is written
+// before the model is called, as the reference does.
+func (s *sessionStore) begin(turn rtsandbox.SessionTurn) error {
+	reader := cmp.Or(turn.Author.PrincipalID, turn.Author.ID)
+	private := turn.PrivateMemory()
+	s.pending = sessionExchange{turnID: turn.TurnID, reader: reader, privateMemory: private}
+	return s.write(sessionRecord{Type: recordReader, TurnID: turn.TurnID, Reader: reader, PrivateMemory: &private})
+}
+
+// finish appends the turn's messages and its end record, and keeps the
+// sessionExchange in memory. ok false records a turn that failed: its messages
+// are not kept.
+func (s *sessionStore) finish(turnID string, ok bool, msgs []message) error {
+	var lines []sessionRecord
+	if ok {
+		for i := range msgs {
+			lines = append(lines, sessionRecord{Type: recordMessage, TurnID: turnID, Message: &msgs[i]})
+		}
+	}
+	lines = append(lines, sessionRecord{Type: recordEnd, TurnID: turnID, OK: &ok})
+	err := s.write(lines...)
+	if ok && s.pending.turnID == turnID && wholeExchange(msgs) {
+		x := s.pending
+		x.messages, x.size = msgs, jsonjs.Size(msgs)
+		s.exchanges = withinBudget(append(s.exchanges, x), sessionHistoryBudget)
+	}
+	s.pending = sessionExchange{}
+	return err
+}
+
+// write appends records, one line each, in one write; the first write of
+// a new conversation creates its file with the header line.
+func (s *sessionStore) write(records ...sessionRecord) error {
+	var buf bytes.Buffer
+	flags := os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW
+	path := s.file
+	if path == "" {
+		now := s.now().UTC()
+		id := now.Format("2006-01-02T15-04-05.000Z") + "-" + randomHex(4)
+		path = filepath.Join(s.dir, id+".jsonl")
+		flags |= os.O_CREATE | os.O_EXCL
+		records = append([]sessionRecord{{Type: recordSession, Format: sessionFormat, Version: sessionVersion, ID: id, Created: now.Format(time.RFC3339Nano)}}, records...)
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return err
+		}
+	}
+	for _, r := range records {
+		line, err := jsonjs.Marshal(r)
+		if err != nil {
+			return err
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(buf.Bytes())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		s.file = path
+	}
+	return err
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
