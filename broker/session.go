@@ -24,9 +24,10 @@ package broker
 //	                        for the host compactor of §2.11)
 //
 // Decisions of this Go port (docs/session.md, "Session broker"):
-//   - A credential call holds one of the turn's four slots until its answer
-//     has been passed on completely, not only until streaming starts as the
-//     reference does (§7.2: stricter).
+//   - A credential call holds one of the turn's slots (SessionConfig.
+//     MaxInFlight, four by default) until its answer has been passed on
+//     completely, not only until streaming starts as the reference does
+//     (§7.2: stricter).
 //   - The sealed header checks (the dummy bearer, Host: broker, the header
 //     allow-list) do not apply: the session worker need not send any of
 //     them. Like the reference (§7.4), the session broker ignores the
@@ -70,6 +71,26 @@ type SessionConfig struct {
 	// MaxCalls is each bound turn's call budget: 0 means
 	// rtsandbox.SessionMaxCalls, otherwise 1..rtsandbox.MaxCallsLimit.
 	MaxCalls int
+	// MaxInFlight bounds a bound turn's credential calls at once (§2.4
+	// step 6): 0 means rtsandbox.SessionMaxInFlight (at most
+	// MaxConnections−1), otherwise 1..MaxConnections−1, since one
+	// connection is the worker's long poll. The startup window's slots
+	// are the lower of it and rtsandbox.SessionMaxInFlight: a lowered
+	// bound applies there too, a raised one never widens the
+	// metadata-only window.
+	MaxInFlight int
+	// MaxConnections caps the listener's connections at once (§2.1): 0
+	// means rtsandbox.SessionMaxConns, otherwise
+	// MinSessionConns..MaxSessionConns.
+	MaxConnections int
+	// MaxRequestBytes bounds a credential call's request body (§2.4
+	// step 9; one byte more is 502 "Broker call failed"): 0 means
+	// rtsandbox.MaxSessionRequest, otherwise 1..that.
+	MaxRequestBytes int64
+	// MaxResponseBytes caps the upstream bytes of one call's answer
+	// (§2.4 step 18; more cuts the answer off): 0 means
+	// rtsandbox.MaxStreamedAnswer, otherwise 1..that.
+	MaxResponseBytes int64
 	// Worker is the answer of GET /worker/config.
 	Worker rtsandbox.SessionWorkerConfig
 	// Now is the clock of the startup window (its 90 s and the 10 s
@@ -171,6 +192,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.MaxCalls < 1 || cfg.MaxCalls > rtsandbox.MaxCallsLimit {
 		return nil, ErrBudget
 	}
+	if err := cfg.limits(); err != nil {
+		return nil, err
+	}
 	if cfg.Silence < 0 || cfg.HeaderTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative listener limit", rtsandbox.ErrInvalid)
 	}
@@ -196,7 +220,43 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	return s, nil
 }
 
-// armLocked opens a fresh startup window (§2.7): 32 calls, 4 slots, 90 s,
+// The range of SessionConfig.MaxConnections: the long poll plus one call,
+// and at most config's session.max_connections bound.
+const (
+	MinSessionConns = 2
+	MaxSessionConns = 64
+)
+
+// limits applies the defaults of the connection, slot and byte limits
+// and refuses values out of range.
+func (c *SessionConfig) limits() error {
+	if c.MaxConnections == 0 {
+		c.MaxConnections = rtsandbox.SessionMaxConns
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = min(rtsandbox.SessionMaxInFlight, c.MaxConnections-1)
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = rtsandbox.MaxSessionRequest
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = rtsandbox.MaxStreamedAnswer
+	}
+	switch {
+	case c.MaxConnections < MinSessionConns || c.MaxConnections > MaxSessionConns:
+		return fmt.Errorf("%w: session broker connections %d outside %d..%d", rtsandbox.ErrInvalid, c.MaxConnections, MinSessionConns, MaxSessionConns)
+	case c.MaxInFlight < 1 || c.MaxInFlight >= c.MaxConnections:
+		return fmt.Errorf("%w: session broker calls in flight %d outside 1..%d", rtsandbox.ErrInvalid, c.MaxInFlight, c.MaxConnections-1)
+	case c.MaxRequestBytes < 1 || c.MaxRequestBytes > rtsandbox.MaxSessionRequest:
+		return fmt.Errorf("%w: session broker request limit %d outside 1..%d bytes", rtsandbox.ErrInvalid, c.MaxRequestBytes, rtsandbox.MaxSessionRequest)
+	case c.MaxResponseBytes < 1 || c.MaxResponseBytes > rtsandbox.MaxStreamedAnswer:
+		return fmt.Errorf("%w: session broker answer cap %d outside 1..%d bytes", rtsandbox.ErrInvalid, c.MaxResponseBytes, rtsandbox.MaxStreamedAnswer)
+	}
+	return nil
+}
+
+// armLocked opens a fresh startup window (§2.7): 32 calls, 4 slots (fewer
+// when MaxInFlight is lower), 90 s,
 // thinking low (unused: the model is refused in it).
 func (s *Session) armLocked() {
 	if s.startup != nil {
@@ -204,7 +264,8 @@ func (s *Session) armLocked() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rtsandbox.StartupWindowTTL)
 	t := s.b.Turn(ctx, rtsandbox.Binding{Channel: startupChannel})
-	t.budget, t.maxInFlight, t.level, t.errLog = rtsandbox.StartupWindowCalls, rtsandbox.SessionMaxInFlight, modelapi.LevelLow, true
+	t.budget, t.maxInFlight, t.level, t.errLog = rtsandbox.StartupWindowCalls, min(s.cfg.MaxInFlight, rtsandbox.SessionMaxInFlight), modelapi.LevelLow, true
+	t.maxAnswer = s.cfg.MaxResponseBytes
 	now := s.now()
 	s.startup = &scope{turn: t, ctx: ctx, cancel: cancel, startup: true, expires: now.Add(rtsandbox.StartupWindowTTL)}
 	s.armedAt = now
@@ -258,7 +319,8 @@ func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release
 		tctx, cancel = context.WithDeadline(ctx, b.Deadline)
 	}
 	t := s.b.Turn(tctx, b.Binding)
-	t.budget, t.maxInFlight, t.level, t.errLog = s.cfg.MaxCalls, rtsandbox.SessionMaxInFlight, level, true
+	t.budget, t.maxInFlight, t.level, t.errLog = s.cfg.MaxCalls, s.cfg.MaxInFlight, level, true
+	t.maxAnswer = s.cfg.MaxResponseBytes
 	sc := &scope{turn: t, ctx: tctx, cancel: cancel, profile: b.Profile}
 	s.bound = sc
 	if s.startup != nil {

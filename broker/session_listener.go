@@ -14,8 +14,9 @@ import (
 )
 
 // The session listener (session spec §2.1, §7.2): HTTP/1.1 on a Unix
-// socket, 0600 right after listen, at most rtsandbox.SessionMaxConns
-// connections (more are closed on accept, never queued), a 10 s header
+// socket, 0600 right after listen, at most SessionConfig.MaxConnections
+// (rtsandbox.SessionMaxConns by default) connections (more are closed on
+// accept, never queued), a 10 s header
 // deadline, Connection: close on every answer, no total request timeout
 // and no server write timeout. What bounds a request instead is the
 // per-request silence limit (SessionConfig.Silence, 120 s): reading the
@@ -57,7 +58,7 @@ func (s *Session) Listen(path string) error {
 		os.Remove(path)
 		return fmt.Errorf("session broker socket chmod: %w", err)
 	}
-	srv := &Server{path: path, ln: newCapListener(raw, rtsandbox.SessionMaxConns), done: make(chan error, 1)}
+	srv := &Server{path: path, ln: newCapListener(raw, s.cfg.MaxConnections), done: make(chan error, 1)}
 	srv.srv = &http.Server{
 		Handler:                      s.silenced(recoverer(s)),
 		ReadHeaderTimeout:            s.cfg.HeaderTimeout,

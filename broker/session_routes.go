@@ -183,7 +183,7 @@ func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path 
 	stop := context.AfterFunc(sc.ctx, cancel)
 	defer stop()
 
-	body, err := readLimited(r.Body, rtsandbox.MaxSessionRequest)
+	body, err := readLimited(r.Body, int(s.cfg.MaxRequestBytes))
 	switch {
 	case errors.Is(err, errSilenceBody):
 		o := sessFail(err.Error())

@@ -25,7 +25,8 @@ import (
 // the scanner's held tail. The head is written with the first piece, so an
 // answer whose first read already reflects the credential is still
 // refused with the fixed 502. Once the head is out, a reflected
-// credential, more than rtsandbox.MaxStreamedAnswer upstream bytes, a
+// credential, more upstream bytes than the turn's cap
+// (rtsandbox.MaxStreamedAnswer, or a session's MaxResponseBytes), a
 // silence of Config.StreamSilence, the worker or the upstream going away,
 // or the call's deadline cut the answer off: ServeHTTP aborts the
 // connection, so the worker's read fails and it never holds a complete
@@ -33,7 +34,7 @@ import (
 //
 // A streamed call keeps every bound of a whole one: it spent the call
 // budget, holds its in-flight slot (the sealed turn's one, one of a session
-// turn's four) until the answer ends (the reference frees its slot when
+// turn's MaxInFlight) until the answer ends (the reference frees its slot when
 // streaming starts; holding it is stricter),
 // runs under rtsandbox.BrokerCallTimeout and the turn, reserves and settles
 // the daily token budget (from the answer's usage events, or the estimate),
@@ -71,8 +72,8 @@ func appendBounded(b, p []byte, limit int) []byte {
 }
 
 // pass makes call with one attempt and answers with what the upstream
-// sent. A 2xx answer not asked to stream is read whole (up to
-// rtsandbox.MaxStreamedAnswer), checked with the whole-body scan and
+// sent. A 2xx answer not asked to stream is read whole (up to the turn's
+// answer cap), checked with the whole-body scan and
 // answered as JSON; a streamed one and any error status are relayed
 // (relay). A status outside 200–599, or a 3xx, fails the call.
 func (t *Turn) pass(ctx context.Context, w http.ResponseWriter, call upstream.Call, streamed bool) outcome {
@@ -109,11 +110,12 @@ func (t *Turn) passWith(ctx context.Context, w http.ResponseWriter, call upstrea
 // whole reads a non-streamed 2xx answer and checks it as CheckJSON does
 // for every whole answer.
 func (t *Turn) whole(resp *upstream.Response, key rtsandbox.Secret) outcome {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, rtsandbox.MaxStreamedAnswer+1))
+	limit := t.answerCap()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	switch {
 	case err != nil:
 		return fail("upstream read failed")
-	case len(body) > rtsandbox.MaxStreamedAnswer:
+	case int64(len(body)) > limit:
 		return fail(upstream.ErrTooLarge.Error())
 	}
 	if err := upstream.CheckJSON(body, key.Reveal()); err != nil {
@@ -133,7 +135,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	timer := time.AfterFunc(silence, func() { cancel(errSilence) })
 	defer timer.Stop()
 	rc := http.NewResponseController(w)
-	sc := upstream.NewStreamScanner(resp.Body, key.Reveal(), rtsandbox.MaxStreamedAnswer)
+	sc := upstream.NewStreamScanner(resp.Body, key.Reveal(), t.answerCap())
 	sse := strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream")
 	if sse {
 		sc.Events() // whole events, their JSON checked decoded too

@@ -27,9 +27,13 @@ type Turn struct {
 	mu     sync.Mutex
 	budget int
 	// inFlight counts the calls running; maxInFlight is 1 for a sealed
-	// turn and rtsandbox.SessionMaxInFlight for a session turn.
+	// turn and the session's SessionConfig.MaxInFlight for a session turn.
 	inFlight    int
 	maxInFlight int
+	// maxAnswer caps the upstream bytes of one answer: 0 (a sealed turn)
+	// means rtsandbox.MaxStreamedAnswer; a session turn has its
+	// SessionConfig.MaxResponseBytes.
+	maxAnswer int64
 	// level is the thinking level of a session turn, bound per turn;
 	// "" takes Config.Thinking (session.go).
 	level modelapi.ThinkingLevel
@@ -195,6 +199,14 @@ func (t *Turn) acquire() bool {
 	t.inFlight++
 	t.budget--
 	return true
+}
+
+// answerCap is the turn's cap on the upstream bytes of one answer.
+func (t *Turn) answerCap() int64 {
+	if t.maxAnswer > 0 {
+		return t.maxAnswer
+	}
+	return rtsandbox.MaxStreamedAnswer
 }
 
 func (t *Turn) release() {
