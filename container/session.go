@@ -38,8 +38,13 @@ const (
 	SpecLabel    = "rtsandbox.session-spec"
 )
 
-// SessionNamePrefix starts every session container's name.
-const SessionNamePrefix = "rtsandbox-session-"
+// DefaultSessionPrefix starts every session container's name unless the
+// operator names another prefix (config session.container_prefix).
+const DefaultSessionPrefix = "rtsandbox-session"
+
+// SessionNamePrefix starts every session container's name under
+// DefaultSessionPrefix.
+const SessionNamePrefix = DefaultSessionPrefix + "-"
 
 // SessionCommand is the worker's command after the image's ENTRYPOINT.
 const SessionCommand = "session"
@@ -120,6 +125,7 @@ type SessionSpec struct {
 }
 
 var (
+	prefixRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,40}$`)
 	profileRE   = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,100}$`)
 	logDriverRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	tagCharRE   = regexp.MustCompile(`[^A-Za-z0-9_.:/-]`)
@@ -251,20 +257,42 @@ func (s SessionSpec) Digest() string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// ValidSessionPrefix reports whether prefix can start session container
+// names: ^[a-z0-9][a-z0-9-]{0,40}$, so that every name PrefixedSessionName
+// makes of it keeps the container name rule and its length bound.
+func ValidSessionPrefix(prefix string) bool { return prefixRE.MatchString(prefix) }
+
+// maxSegment bounds the channel segment of a session container name;
+// maxNameLen is the container name rule's length bound (nameRE).
+const (
+	maxSegment = 40
+	maxNameLen = 91
+)
+
 // SessionName returns the container name of channel's session worker in
-// installation: SessionNamePrefix, the channel's segment (lower-cased, at
-// most 40 characters, for the operator's eye), "-" and 16 hex digits of
-// sha256(installation, channel). The hash makes the name unique per
-// channel and installation: segments are lossy ("a:b" and "a_b") and
-// lower-casing merges keys that differ in case, and a name two channels
-// shared would let one channel's abort remove the other's container.
+// installation under DefaultSessionPrefix (PrefixedSessionName).
 func SessionName(installation, channel string) string {
+	return PrefixedSessionName(DefaultSessionPrefix, installation, channel)
+}
+
+// PrefixedSessionName returns the container name of channel's session
+// worker in installation: prefix (ValidSessionPrefix), "-", the channel's
+// segment (lower-cased, for the operator's eye; at most 40 characters,
+// fewer after a long prefix so the name stays within the 91 the name rule
+// allows), "-" and 16 hex digits of sha256(installation, channel). The
+// hash makes the name unique per channel and installation whatever the
+// prefix: segments are lossy ("a:b" and "a_b") and lower-casing merges
+// keys that differ in case, and a name two channels shared would let one
+// channel's abort remove the other's container. The prefix is not hashed,
+// so a channel's name under the default prefix is what it always was.
+func PrefixedSessionName(prefix, installation, channel string) string {
 	seg := strings.ToLower(segmentRE.ReplaceAllString(channel, "_"))
-	if len(seg) > 40 {
-		seg = seg[:40]
+	room := maxNameLen - len(prefix) - len("--") - 16
+	if n := min(maxSegment, max(room, 1)); len(seg) > n { // room < 1 only for an invalid prefix
+		seg = seg[:n]
 	}
 	sum := sha256.Sum256([]byte(installation + "\x00" + channel))
-	return SessionNamePrefix + seg + "-" + hex.EncodeToString(sum[:8])
+	return prefix + "-" + seg + "-" + hex.EncodeToString(sum[:8])
 }
 
 // SessionStatus is what the engine says about a channel's container.

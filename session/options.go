@@ -53,6 +53,10 @@ type Options struct {
 	Image string
 	// Installation labels the containers as this installation's.
 	Installation string
+	// ContainerPrefix starts the containers' names
+	// (container.PrefixedSessionName; config session.container_prefix):
+	// ^[a-z0-9][a-z0-9-]{0,40}$, "" means container.DefaultSessionPrefix.
+	ContainerPrefix string
 	// UID and GID run the workers. A service not running as root may
 	// leave both 0 (its own ids) or name its own ids; a service running
 	// as root must name a non-root user, to whom the run and workspace
@@ -120,6 +124,12 @@ func check(o Options) (settings, error) {
 	}
 	if o.StartTimeout < MinStartTimeout || o.StartTimeout > MaxStartTimeout {
 		return settings{}, setupError("start timeout %v is outside 1s..10m", o.StartTimeout)
+	}
+	if o.ContainerPrefix == "" {
+		o.ContainerPrefix = container.DefaultSessionPrefix
+	}
+	if !container.ValidSessionPrefix(o.ContainerPrefix) {
+		return settings{}, setupError("container prefix %q does not match ^[a-z0-9][a-z0-9-]{0,40}$", o.ContainerPrefix)
 	}
 	if v := o.MemoryVisibility; v != "" && v != rtsandbox.MemoryShared && v != rtsandbox.MemoryPrivate {
 		return settings{}, setupError("memory visibility %q is neither shared nor private", v)
@@ -206,11 +216,17 @@ func (s *settings) spec(channel rtsandbox.ChannelKey, name string, p Profile, d 
 		image = s.Image
 	}
 	return container.SessionSpec{
-		Name: container.SessionName(s.Installation, string(channel)), Image: image,
+		Name: s.name(channel), Image: image,
 		Installation: s.Installation, Channel: string(channel), Profile: name,
 		UID: s.UID, GID: s.GID, RunDir: d.run, WorkspaceDir: d.workspace,
 		TimeZone: s.TimeZone, Limits: p.Limits, Log: s.Log,
 	}.WithDefaults()
+}
+
+// name is channel's container name: the prefix, the channel's segment
+// and the installation+channel hash.
+func (s *settings) name(channel rtsandbox.ChannelKey) string {
+	return container.PrefixedSessionName(s.ContainerPrefix, s.Installation, string(channel))
 }
 
 // stripControls is the default Scrub: control characters other than tab

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/container"
 )
 
 // Runtime runs session turns: one worker container and one broker per
@@ -191,7 +190,7 @@ func (r *Runtime) waitStart(ctx context.Context, channel rtsandbox.ChannelKey) e
 
 // name is the channel's container name.
 func (r *Runtime) name(channel rtsandbox.ChannelKey) string {
-	return container.SessionName(r.s.Installation, string(channel))
+	return r.s.name(channel)
 }
 
 // Status reports the channel's mode, profile and container state.

@@ -29,37 +29,46 @@ func sessions() host.Sessions {
 
 // sessionRuntime builds serve's session runtime from what the host opened.
 func sessionRuntime(_ context.Context, d host.SessionDeps) (host.SessionRuntime, error) {
-	cfg := d.Config
-	image := host.ImageTag(cfg)
-	lim := container.SessionLimits{MemoryMB: cfg.Session.Limits.MemoryMB, CPUs: cfg.Session.Limits.CPUs, PIDs: cfg.Session.Limits.PIDs}
-	profiles := map[string]session.Profile{}
-	for name := range d.Brokers {
-		profiles[name] = session.Profile{Limits: lim}
+	image := host.ImageTag(d.Config)
+	opts := sessionOptions(d, image)
+	opts.Driver = docker.NewSession(d.Engine)
+	opts.NewBroker = func(profile, socket string) (session.Broker, error) {
+		return sessionBroker(d, d.Config, image, profile, socket)
 	}
-	newBroker := func(profile, socket string) (session.Broker, error) {
-		return sessionBroker(d, cfg, image, profile, socket)
-	}
-	rt, err := session.New(session.Options{
-		Driver:       docker.NewSession(d.Engine),
-		NewBroker:    newBroker,
-		Profiles:     profiles,
-		ProfileFor:   d.ProfileFor,
-		PartyDir:     cfg.Session.PartyDir,
-		Image:        image,
-		Installation: d.Installation,
-		UID:          d.UID,
-		GID:          d.GID,
-		TimeZone:     d.TimeZone,
-		Log:          container.LogConfig{Driver: cfg.Session.LogDriver, Options: cfg.Session.LogOptions},
-		TurnTimeout:  cfg.Session.TurnTimeout,
-		StartTimeout: cfg.Session.StartTimeout,
-		Scrub:        func(s string) string { return delegate.ScrubDiagnostic(s, delegate.NoLimit) },
-		Logger:       d.Logger,
-	})
+	opts.ProfileFor = d.ProfileFor
+	opts.Scrub = func(s string) string { return delegate.ScrubDiagnostic(s, delegate.NoLimit) }
+	opts.Logger = d.Logger
+	rt, err := session.New(opts)
 	if err != nil {
 		return nil, err
 	}
 	return sessionStatus{rt}, nil
+}
+
+// sessionOptions are the runtime's options as data, from the session
+// block (limits, party dir, container prefix, log driver and options,
+// turn and start timeouts), the worker user, zone and installation, and
+// one profile per session profile in use.
+func sessionOptions(d host.SessionDeps, image string) session.Options {
+	cs := d.Config.Session
+	lim := container.SessionLimits{MemoryMB: cs.Limits.MemoryMB, CPUs: cs.Limits.CPUs, PIDs: cs.Limits.PIDs}
+	profiles := map[string]session.Profile{}
+	for name := range d.Brokers {
+		profiles[name] = session.Profile{Limits: lim}
+	}
+	return session.Options{
+		Profiles:        profiles,
+		PartyDir:        cs.PartyDir,
+		Image:           image,
+		Installation:    d.Installation,
+		ContainerPrefix: cs.ContainerPrefix,
+		UID:             d.UID,
+		GID:             d.GID,
+		TimeZone:        d.TimeZone,
+		Log:             container.LogConfig{Driver: cs.LogDriver, Options: cs.LogOptions},
+		TurnTimeout:     cs.TurnTimeout,
+		StartTimeout:    cs.StartTimeout,
+	}
 }
 
 // sessionBroker makes the broker of one channel of profile, listening on
@@ -75,15 +84,13 @@ func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socke
 		return nil, fmt.Errorf("profiles.%s: %w", profile, err)
 	}
 	tools, mcp := b.Declarations()
-	s, err := broker.NewSession(broker.SessionConfig{
-		Broker:      b,
-		WorkerImage: image,
-		MaxCalls:    cfg.Session.MaxCalls,
-		Worker: rtsandbox.SessionWorkerConfig{
-			ModelAPI: bc.API, Model: bc.Model, Stream: bc.Stream,
-			Prompt: cfg.Sandbox.Prompt, TimeZone: d.TimeZone, Tools: tools, MCP: mcp,
-		},
-	})
+	sc := sessionLimits(cfg.Session)
+	sc.Broker, sc.WorkerImage = b, image
+	sc.Worker = rtsandbox.SessionWorkerConfig{
+		ModelAPI: bc.API, Model: bc.Model, Stream: bc.Stream,
+		Prompt: cfg.Sandbox.Prompt, TimeZone: d.TimeZone, Tools: tools, MCP: mcp,
+	}
+	s, err := broker.NewSession(sc)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +98,18 @@ func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socke
 		return nil, err
 	}
 	return s, nil
+}
+
+// sessionLimits is the session block's per-turn budget and listener
+// limits as a broker's configuration.
+func sessionLimits(s config.Session) broker.SessionConfig {
+	return broker.SessionConfig{
+		MaxCalls:         s.MaxCalls,
+		MaxInFlight:      s.MaxInFlight,
+		MaxConnections:   s.MaxConnections,
+		MaxRequestBytes:  s.MaxRequestBytes,
+		MaxResponseBytes: s.MaxResponseBytes,
+	}
 }
 
 // sessionStatus gives the session runtime the status shape the router
@@ -105,16 +124,30 @@ func (s sessionStatus) Status(ctx context.Context, ch rtsandbox.ChannelKey) (rou
 // sessionContainers removes this installation's session containers while
 // no serve runs.
 func sessionContainers(cfg *config.Config, engine *client.Client) (host.SessionContainers, error) {
-	return offlineSessions{d: docker.NewSession(engine), installation: host.InstallationID(cfg)}, nil
+	return newOfflineSessions(cfg, docker.NewSession(engine)), nil
 }
 
+// sessionRemover is what offlineSessions needs of *docker.SessionDriver.
+type sessionRemover interface {
+	Remove(ctx context.Context, name string) error
+	ReapSessions(ctx context.Context, installation string) (int, error)
+}
+
+func newOfflineSessions(cfg *config.Config, d sessionRemover) offlineSessions {
+	return offlineSessions{d: d, installation: host.InstallationID(cfg), prefix: cfg.Session.ContainerPrefix}
+}
+
+// offlineSessions removes one channel's container by the name serve gives
+// it (the configured prefix), or all of the installation's by label,
+// whatever their prefix.
 type offlineSessions struct {
-	d            *docker.SessionDriver
+	d            sessionRemover
 	installation string
+	prefix       string // session.container_prefix
 }
 
 func (o offlineSessions) Remove(ctx context.Context, ch rtsandbox.ChannelKey) error {
-	return o.d.Remove(ctx, container.SessionName(o.installation, string(ch)))
+	return o.d.Remove(ctx, container.PrefixedSessionName(o.prefix, o.installation, string(ch)))
 }
 
 func (o offlineSessions) RemoveAll(ctx context.Context) (int, error) {

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/session"
+)
+
+// sessionConfigYAML sets every key of the session block away from its
+// default.
+const sessionConfigYAML = `state_dir: /var/lib/rtsandbox
+model: {url: "https://api.example/v1/chat/completions", name: m, api_key_env: KEY}
+profiles: {studio: {mode: session}}
+default_profile: studio
+session:
+  max_calls: 9
+  max_in_flight: 2
+  max_connections: 5
+  max_request_mb: 1
+  max_response_mb: 3
+  turn_timeout: 70s
+  start_timeout: 7s
+  limits: {memory_mb: 640, cpus: 0.5, pids: 80}
+  party_dir: /srv/party
+  container_prefix: rt0-x
+  log_driver: journald
+  log_options: {tag: w}
+`
+
+func parseSessionConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(sessionConfigYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// Every value of the session block reaches the session runtime's options
+// and the per-channel broker's configuration: none is parsed and dropped.
+func TestSessionWiringAppliesConfig(t *testing.T) {
+	cfg := parseSessionConfig(t)
+	d := host.SessionDeps{Config: cfg, UID: 1000, GID: 1001, Installation: "iabc", TimeZone: "Europe/Berlin",
+		Brokers: map[string]broker.Config{"studio": {}}}
+	lim := container.SessionLimits{MemoryMB: 640, CPUs: 0.5, PIDs: 80}
+	wantOpts := session.Options{
+		Profiles: map[string]session.Profile{"studio": {Limits: lim}},
+		PartyDir: "/srv/party", Image: "img:1", Installation: "iabc", ContainerPrefix: "rt0-x",
+		UID: 1000, GID: 1001, TimeZone: "Europe/Berlin",
+		Log:         container.LogConfig{Driver: "journald", Options: map[string]string{"tag": "w"}},
+		TurnTimeout: 70 * time.Second, StartTimeout: 7 * time.Second,
+	}
+	if diff := cmp.Diff(wantOpts, sessionOptions(d, "img:1")); diff != "" {
+		t.Errorf("session options (-want +got):\n%s", diff)
+	}
+	wantBroker := broker.SessionConfig{MaxCalls: 9, MaxInFlight: 2, MaxConnections: 5,
+		MaxRequestBytes: 1 << 20, MaxResponseBytes: 3 << 20}
+	if diff := cmp.Diff(wantBroker, sessionLimits(cfg.Session)); diff != "" {
+		t.Errorf("broker limits (-want +got):\n%s", diff)
+	}
+}
+
+// The defaults of a file without a session block are the spec's: the
+// broker gets exactly what 0 would give it.
+func TestSessionWiringDefaults(t *testing.T) {
+	cfg, err := config.Parse([]byte("state_dir: /var/lib/rtsandbox\nmodel: {url: \"https://api.example/v1/chat/completions\", name: m, api_key_env: KEY}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := broker.SessionConfig{MaxCalls: rtsandbox.SessionMaxCalls, MaxInFlight: rtsandbox.SessionMaxInFlight,
+		MaxConnections: rtsandbox.SessionMaxConns, MaxRequestBytes: rtsandbox.MaxSessionRequest,
+		MaxResponseBytes: rtsandbox.MaxStreamedAnswer}
+	if diff := cmp.Diff(want, sessionLimits(cfg.Session)); diff != "" {
+		t.Errorf("broker limits (-want +got):\n%s", diff)
+	}
+	if got := sessionOptions(host.SessionDeps{Config: cfg}, "i").ContainerPrefix; got != container.DefaultSessionPrefix {
+		t.Errorf("container prefix = %q; want %q", got, container.DefaultSessionPrefix)
+	}
+}
+
+// recordingRemover records the names the offline remover removes.
+type recordingRemover struct {
+	removed []string
+	reaped  []string
+}
+
+func (r *recordingRemover) Remove(_ context.Context, name string) error {
+	r.removed = append(r.removed, name)
+	return nil
+}
+
+func (r *recordingRemover) ReapSessions(_ context.Context, installation string) (int, error) {
+	r.reaped = append(r.reaped, installation)
+	return 0, nil
+}
+
+// session.container_prefix: `channels off` removes the channel's container
+// by the name serve gives it, under the configured prefix, with the
+// installation+channel hash; `reap` removes by label, whatever the prefix.
+func TestOfflineSessionsUseContainerPrefix(t *testing.T) {
+	cfg := parseSessionConfig(t)
+	rec := &recordingRemover{}
+	o := newOfflineSessions(cfg, rec)
+	if err := o.Remove(context.Background(), "discord:123"); err != nil {
+		t.Fatal(err)
+	}
+	inst := host.InstallationID(cfg)
+	want := []string{container.PrefixedSessionName("rt0-x", inst, "discord:123")}
+	if diff := cmp.Diff(want, rec.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(rec.removed[0], "rt0-x-discord_123-") {
+		t.Errorf("name %q does not start with the configured prefix and the channel", rec.removed[0])
+	}
+	if _, err := o.RemoveAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{inst}, rec.reaped); diff != "" {
+		t.Errorf("reaped (-want +got):\n%s", diff)
+	}
+}
