@@ -28,10 +28,12 @@ func sessions() host.Sessions {
 }
 
 // sessionRuntime builds serve's session runtime from what the host opened.
-func sessionRuntime(_ context.Context, d host.SessionDeps) (host.SessionRuntime, error) {
+func sessionRuntime(ctx context.Context, d host.SessionDeps) (host.SessionRuntime, error) {
 	image := host.ImageTag(d.Config)
 	opts := sessionOptions(d, image)
-	opts.Driver = docker.NewSession(d.Engine)
+	drv := docker.NewSession(d.Engine)
+	reapStrays(ctx, drv, d, opts.ContainerPrefix)
+	opts.Driver = drv
 	opts.NewBroker = func(profile, socket string) (session.Broker, error) {
 		return sessionBroker(d, d.Config, image, profile, socket)
 	}
@@ -45,12 +47,32 @@ func sessionRuntime(_ context.Context, d host.SessionDeps) (host.SessionRuntime,
 	return sessionStatus{rt}, nil
 }
 
+// reapStrays removes the installation's session containers named under
+// an earlier container prefix (docker.SessionDriver.ReapStrays), before
+// any channel's broker listens, and only for a valid prefix (under an
+// invalid one no container's name would match). A failure is logged, not fatal: the
+// engine may be down now, and turns then fail on their own.
+func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDeps, prefix string) {
+	if !container.ValidSessionPrefix(prefix) {
+		return // no name matches it: session.New refuses it next
+	}
+	name := func(channel string) string { return container.PrefixedSessionName(prefix, d.Installation, channel) }
+	n, err := drv.ReapStrays(ctx, d.Installation, name)
+	switch {
+	case err != nil:
+		d.Logger.Warn("session containers of an earlier container prefix not removed", "removed", n, "err", err)
+	case n > 0:
+		d.Logger.Info("session containers of an earlier container prefix removed", "removed", n, "prefix", prefix)
+	}
+}
+
 // sessionOptions are the runtime's options as data, from the session
 // block (limits, party dir, container prefix, log driver and options,
 // turn and start timeouts), the worker user, zone and installation, and
 // one profile per session profile in use.
 func sessionOptions(d host.SessionDeps, image string) session.Options {
 	cs := d.Config.Session
+	cs.ContainerPrefix = containerPrefix(d.Config)
 	lim := container.SessionLimits{MemoryMB: cs.Limits.MemoryMB, CPUs: cs.Limits.CPUs, PIDs: cs.Limits.PIDs}
 	profiles := map[string]session.Profile{}
 	for name := range d.Brokers {
@@ -127,6 +149,15 @@ func sessionContainers(cfg *config.Config, engine *client.Client) (host.SessionC
 	return newOfflineSessions(cfg, docker.NewSession(engine)), nil
 }
 
+// containerPrefix is session.container_prefix; a hand-built config
+// without one gets the default, which Parse fills in.
+func containerPrefix(cfg *config.Config) string {
+	if cfg.Session.ContainerPrefix == "" {
+		return container.DefaultSessionPrefix
+	}
+	return cfg.Session.ContainerPrefix
+}
+
 // sessionRemover is what offlineSessions needs of *docker.SessionDriver.
 type sessionRemover interface {
 	Remove(ctx context.Context, name string) error
@@ -134,7 +165,7 @@ type sessionRemover interface {
 }
 
 func newOfflineSessions(cfg *config.Config, d sessionRemover) offlineSessions {
-	return offlineSessions{d: d, installation: host.InstallationID(cfg), prefix: cfg.Session.ContainerPrefix}
+	return offlineSessions{d: d, installation: host.InstallationID(cfg), prefix: containerPrefix(cfg)}
 }
 
 // offlineSessions removes one channel's container by the name serve gives

@@ -138,6 +138,26 @@ func (d *SessionDriver) Remove(ctx context.Context, name string) error {
 // many it removed. Errors: ErrInvalidSpec (bad installation id),
 // ErrEngine, ErrCleanup.
 func (d *SessionDriver) ReapSessions(ctx context.Context, installation string) (int, error) {
+	return d.reap(ctx, installation, func(container.Summary) bool { return true })
+}
+
+// ReapStrays force-removes the session containers of installation whose
+// name is not the one name gives their channel label: those left under
+// an earlier session.container_prefix. Such a container would otherwise
+// keep running (restart policy unless-stopped) on the channel's run and
+// workspace directories, and its worker would announce itself to the
+// channel's new broker next to the current one. A channel's current
+// container stays. Returns and errors as ReapSessions.
+func (d *SessionDriver) ReapStrays(ctx context.Context, installation string, name func(channel string) string) (int, error) {
+	return d.reap(ctx, installation, func(c container.Summary) bool {
+		want := "/" + name(c.Labels[rtcontainer.ChannelLabel])
+		return len(c.Names) != 1 || c.Names[0] != want
+	})
+}
+
+// reap force-removes the session containers of installation for which
+// remove holds.
+func (d *SessionDriver) reap(ctx context.Context, installation string, remove func(container.Summary) bool) (int, error) {
 	if !rtcontainer.ValidInstallation(installation) {
 		return 0, fmt.Errorf("%w: invalid installation id", rtcontainer.ErrInvalidSpec)
 	}
@@ -153,7 +173,7 @@ func (d *SessionDriver) ReapSessions(ctx context.Context, installation string) (
 	for _, c := range list.Items {
 		// The daemon filtered already; checking again keeps a filter bug
 		// from removing someone else's container.
-		if c.Labels[rtcontainer.InstallationLabel] != installation || c.Labels[rtcontainer.RoleLabel] != rtcontainer.RoleSession {
+		if c.Labels[rtcontainer.InstallationLabel] != installation || c.Labels[rtcontainer.RoleLabel] != rtcontainer.RoleSession || !remove(c) {
 			continue
 		}
 		if err := d.Remove(ctx, c.ID); err != nil {

@@ -103,7 +103,7 @@ func (f *fakeSessionEngine) ContainerList(_ context.Context, o client.ContainerL
 	defer f.mu.Unlock()
 	var out client.ContainerListResult
 	for name, c := range f.created {
-		out.Items = append(out.Items, container.Summary{ID: name, Labels: c.Config.Labels})
+		out.Items = append(out.Items, container.Summary{ID: name, Names: []string{"/" + name}, Labels: c.Config.Labels})
 	}
 	return out, nil
 }
