@@ -7,12 +7,9 @@ package broker_test
 import (
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -76,32 +73,10 @@ func TestSessionConfiguredMaxInFlight(t *testing.T) {
 	unblock := make(chan struct{})
 	f := newSession(t, sessOptions{
 		session: func(c *broker.SessionConfig) { c.MaxInFlight = slots },
-		reply: func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"a":`)
-			w.(http.Flusher).Flush()
-			arrived <- struct{}{}
-			<-unblock
-			io.WriteString(w, `1}`)
-		},
+		reply:   heldReply(arrived, unblock),
 	})
 	f.bind("")
-	var wg sync.WaitGroup
-	results := make(chan resp, slots)
-	for range slots {
-		wg.Go(func() { results <- f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`) })
-	}
-	for range slots {
-		<-arrived
-	}
-	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 429, "Broker budget exhausted")
-	close(unblock)
-	wg.Wait()
-	close(results)
-	for r := range results {
-		wantResp(t, r, 200, `{"a":1}`)
-	}
-	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 200, "")
+	assertSlots(t, f, slots, arrived, unblock)
 }
 
 // A max_in_flight below the spec's 4 narrows the startup window too: with
@@ -112,14 +87,7 @@ func TestSessionConfiguredMaxInFlightStartupWindow(t *testing.T) {
 	unblock := make(chan struct{})
 	f := newSession(t, sessOptions{
 		session: func(c *broker.SessionConfig) { c.MaxInFlight = 1 },
-		reply: func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"a":`)
-			w.(http.Flusher).Flush()
-			arrived <- struct{}{}
-			<-unblock
-			io.WriteString(w, `1}`)
-		},
+		reply:   heldReply(arrived, unblock),
 	})
 	first := make(chan resp, 1)
 	go func() { first <- f.post("/mcp/research", rpcBody("ping", "")) }()
@@ -134,25 +102,7 @@ func TestSessionConfiguredMaxInFlightStartupWindow(t *testing.T) {
 func TestSessionConfiguredMaxConnections(t *testing.T) {
 	const limit, dialled = 4, 10
 	f := newSession(t, sessOptions{session: func(c *broker.SessionConfig) { c.MaxConnections, c.MaxInFlight = limit, 2 }})
-	conns := make([]net.Conn, dialled)
-	for i := range conns {
-		conns[i] = dialRaw(t, f.path, "")
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	closed := 0
-	for _, c := range conns {
-		wg.Go(func() {
-			c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			if _, err := c.Read(make([]byte, 1)); err == io.EOF {
-				mu.Lock()
-				closed++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if closed != dialled-limit {
+	if closed := closedAtOnce(t, f.path, dialled); closed != dialled-limit {
 		t.Errorf("%d of %d connections closed; want %d", closed, dialled, dialled-limit)
 	}
 }

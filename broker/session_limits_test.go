@@ -148,24 +148,26 @@ func TestSessionStartupWindowRefusesModelAndTools(t *testing.T) {
 func TestSessionFourSlotsInFlight(t *testing.T) {
 	arrived := make(chan struct{}, 8)
 	unblock := make(chan struct{})
-	f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"a":`)
-		w.(http.Flusher).Flush()
-		arrived <- struct{}{}
-		<-unblock
-		io.WriteString(w, `1}`)
-	}})
+	f := newSession(t, sessOptions{reply: heldReply(arrived, unblock)})
 	f.bind("")
+	assertSlots(t, f, rtsandbox.SessionMaxInFlight, arrived, unblock)
+}
+
+// assertSlots holds slots calls whose answers stream until unblock is
+// closed: one call more gets 429 "Broker budget exhausted" while they
+// run, and fits once they ended. The stand-in is heldReply(arrived,
+// unblock).
+func assertSlots(t *testing.T, f *sessFixture, slots int, arrived <-chan struct{}, unblock chan struct{}) {
+	t.Helper()
 	var wg sync.WaitGroup
-	results := make(chan resp, 4)
-	for range rtsandbox.SessionMaxInFlight {
+	results := make(chan resp, slots)
+	for range slots {
 		wg.Go(func() { results <- f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`) })
 	}
-	for range rtsandbox.SessionMaxInFlight {
+	for range slots {
 		<-arrived
 	}
-	// The four answers have begun streaming: their slots are still held.
+	// The answers have begun streaming: their slots are still held.
 	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 429, "Broker budget exhausted")
 	close(unblock)
 	wg.Wait()
@@ -262,29 +264,50 @@ func dialRaw(t *testing.T, path, raw string) net.Conn {
 	return c
 }
 
-// §6.10 "Listener: 16-connection cap": of 24 connections, exactly 8 are
-// closed at once.
-func TestSessionConnectionCap(t *testing.T) {
-	f := newSession(t, sessOptions{})
-	conns := make([]net.Conn, 24)
+// closedAtOnce dials n connections to path and counts those the listener
+// closes within 100 ms.
+func closedAtOnce(t *testing.T, path string, n int) int {
+	t.Helper()
+	conns := make([]net.Conn, n)
 	for i := range conns {
-		conns[i] = dialRaw(t, f.path, "")
+		conns[i] = dialRaw(t, path, "")
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	n := 0
+	closed := 0
 	for _, c := range conns {
 		wg.Go(func() {
 			c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 			if _, err := c.Read(make([]byte, 1)); err == io.EOF {
 				mu.Lock()
-				n++
+				closed++
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	if n != 24-rtsandbox.SessionMaxConns {
+	return closed
+}
+
+// heldReply answers with the head and the first bytes of a JSON answer,
+// signals arrived and finishes it once unblock is closed: its call holds
+// its slot meanwhile.
+func heldReply(arrived chan<- struct{}, unblock <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"a":`)
+		w.(http.Flusher).Flush()
+		arrived <- struct{}{}
+		<-unblock
+		io.WriteString(w, `1}`)
+	}
+}
+
+// §6.10 "Listener: 16-connection cap": of 24 connections, exactly 8 are
+// closed at once.
+func TestSessionConnectionCap(t *testing.T) {
+	f := newSession(t, sessOptions{})
+	if n := closedAtOnce(t, f.path, 24); n != 24-rtsandbox.SessionMaxConns {
 		t.Errorf("%d of 24 connections closed; want %d", n, 24-rtsandbox.SessionMaxConns)
 	}
 }
