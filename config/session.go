@@ -74,7 +74,8 @@ type Session struct {
 	// workspace/); absolute and clean, default <state_dir>/party.
 	PartyDir string
 	// ContainerPrefix starts every session container's name
-	// (<prefix>-<channel segment>).
+	// (<prefix>-<channel segment>-<installation+channel hash>; see
+	// container.PrefixedSessionName).
 	ContainerPrefix string
 	// LogDriver and LogOptions are the containers' Docker log
 	// configuration: default local with 3 files of 10 MiB at most
