@@ -65,6 +65,9 @@ type outcome struct {
 	// counted.
 	tokens  int64
 	counted bool
+	// release, when set, hands body's buffer back once the answer is
+	// written (upstream.Client.PostJSON).
+	release func()
 }
 
 func refuse(r refusal) outcome {

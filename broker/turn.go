@@ -55,6 +55,9 @@ func (t *Turn) Remaining() int {
 func (t *Turn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := t.b.now()
 	route, o := t.handle(w, r)
+	if o.release != nil {
+		defer o.release()
+	}
 	if !o.written {
 		writeOutcome(w, o)
 	}

@@ -137,14 +137,33 @@ type Call struct {
 // retry.go describes. Errors wrap one of the failure classes and never
 // contain the URL, headers or body.
 func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
+	body, _, err := c.post(ctx, call, false)
+	return body, err
+}
+
+// PostJSON is Post for an answer that must be one JSON text that does not
+// reflect call.Key: the answer is checked as CheckJSON checks it, while it
+// is read, so the check ends soon after the answer's last byte instead of
+// starting there. It also fails with ErrNotJSON or ErrReflect; a failure
+// to read the whole answer takes precedence, as it would with Post then
+// CheckJSON.
+//
+// The body lives in a buffer the client reuses: release hands it back,
+// and the body must not be touched after. release is never nil, and
+// forgetting it only costs the reuse.
+func (c *Client) PostJSON(ctx context.Context, call Call) (body []byte, release func(), err error) {
+	return c.post(ctx, call, true)
+}
+
+func (c *Client) post(ctx context.Context, call Call, check bool) ([]byte, func(), error) {
 	for attempt := 1; ; attempt++ {
-		body, status, h, err := c.do(ctx, http.MethodPost, call)
+		body, release, status, h, err := c.do(ctx, http.MethodPost, call, check)
 		if err == nil || attempt == MaxAttempts || !retryable(call.Idempotent, status, err) {
-			return body, err
+			return body, release, err
 		}
 		wait, ok := c.retryWait(attempt, h)
 		if !ok || !sleep(ctx, wait) {
-			return body, err
+			return body, release, err
 		}
 	}
 }
@@ -154,16 +173,18 @@ func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 // classes as Post. It makes one attempt: its callers (search) have short
 // deadlines and a guest can simply ask again.
 func (c *Client) Get(ctx context.Context, call Call) ([]byte, error) {
-	body, _, _, err := c.do(ctx, http.MethodGet, call)
+	body, _, _, _, err := c.do(ctx, http.MethodGet, call, false)
 	return body, err
 }
 
 // do makes one attempt. status is the answer's status (0 without one) and
 // h its header, for the retry decision; a transport error keeps its cause
-// under the content-free class.
-func (c *Client) do(ctx context.Context, method string, call Call) (body []byte, status int, h http.Header, err error) {
+// under the content-free class. With check, the body is checked as it is
+// read (PostJSON).
+func (c *Client) do(ctx context.Context, method string, call Call, check bool) (body []byte, release func(), status int, h http.Header, err error) {
+	release = noRelease
 	if call.URL.IsZero() {
-		return nil, 0, nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
+		return nil, release, 0, nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
 	}
 	var rd io.Reader
 	if method == http.MethodPost {
@@ -171,19 +192,23 @@ func (c *Client) do(ctx context.Context, method string, call Call) (body []byte,
 	}
 	req, err := http.NewRequestWithContext(ctx, method, call.URL.String(), rd)
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
+		return nil, release, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
 	}
 	req.Header = header(method, call)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, 0, nil, classify(ctx, err)
+		return nil, release, 0, nil, classify(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || (call.Status != 0 && resp.StatusCode != call.Status) {
-		return nil, resp.StatusCode, resp.Header, statusError(resp.StatusCode)
+		return nil, release, resp.StatusCode, resp.Header, statusError(resp.StatusCode)
 	}
-	body, err = c.readBody(ctx, resp, call.MaxBytes)
-	return body, resp.StatusCode, resp.Header, err
+	if check {
+		body, release, err = c.readChecked(ctx, resp, call)
+	} else {
+		body, err = c.readBody(ctx, resp, call.MaxBytes)
+	}
+	return body, release, resp.StatusCode, resp.Header, err
 }
 
 // header builds a call's headers from scratch.

@@ -1,0 +1,187 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/rtsandbox/rtsandbox"
+)
+
+// readChecked is readBody with the body scanned as it arrives (scanFrom)
+// for one JSON text that does not reflect call.Key. The read goes on to
+// the end of the body or to its limit whatever the scan decided, so the
+// read's own failures are classified exactly as readBody does, and come
+// first.
+//
+// A large body is read by a goroutine of its own while the scan runs on
+// what has arrived, so the read's copying and the scan share the
+// machine's cores; a small one is read by the scan itself as it needs
+// more, which costs no goroutine.
+func (c *Client) readChecked(ctx context.Context, resp *http.Response, call Call) (body []byte, release func(), err error) {
+	limit := call.MaxBytes
+	if limit < 1 {
+		limit = MaxResponseBytes
+	}
+	if resp.ContentLength > int64(limit) {
+		return nil, noRelease, ErrTooLarge
+	}
+	var buf []byte
+	release = noRelease
+	if limit == MaxResponseBytes {
+		bufp := c.bufs.Get().(*[]byte)
+		buf = (*bufp)[:0]
+		release = func() { c.bufs.Put(bufp) }
+	} else {
+		buf = make([]byte, 0, limit+1)
+	}
+	body, err = readScanned(resp, buf, call.Key.Reveal(), limit)
+	if err != nil {
+		release()
+		return nil, noRelease, classifyRead(ctx, err)
+	}
+	return body, release, nil
+}
+
+func noRelease() {}
+
+// readScanned reads resp's body into buf's spare capacity while scanning
+// it, and returns the body or how reading or the scan failed.
+func readScanned(resp *http.Response, buf []byte, key string, limit int) ([]byte, error) {
+	size := limit
+	if resp.ContentLength >= 0 {
+		size = int(resp.ContentLength)
+	}
+	forms := searchForms(key)
+	var got []byte
+	var err error
+	var valid, reflected bool
+	if size >= asyncMin {
+		f := startFeed(resp.Body, buf)
+		valid, reflected = scanFrom(buf, f.next, forms, size)
+		got, err = f.wait()
+	} else {
+		f := feed{r: resp.Body, got: buf}
+		valid, reflected = scanFrom(buf, f.read, forms, size)
+		for f.err == nil {
+			f.read(f.got)
+		}
+		got, err = f.got, f.err
+	}
+	switch {
+	case errors.Is(err, errFull):
+		return nil, ErrTooLarge // the buffer holds limit+1
+	case !errors.Is(err, io.EOF):
+		return nil, err
+	case resp.ContentLength >= 0 && int64(len(got)) != resp.ContentLength:
+		return nil, ErrNetwork // the body ended before its declared length
+	case reflected:
+		return nil, ErrReflect
+	case !valid:
+		return nil, ErrNotJSON
+	}
+	return got, nil
+}
+
+// classifyRead is classify for the read's own errors; the failure classes
+// pass as they are.
+func classifyRead(ctx context.Context, err error) error {
+	if errors.Is(err, rtsandbox.ErrUpstream) {
+		return err
+	}
+	return classify(ctx, err)
+}
+
+// asyncMin is the body size from which readChecked reads in a goroutine of
+// its own (or a body of unknown length): below it, starting one costs more
+// than the overlap saves.
+const asyncMin = 128 << 10
+
+// feed reads a body into the spare capacity of a buffer, for scanFrom.
+// got is everything read so far; err the read's end: io.EOF, errFull
+// when the buffer is full, or the reader's error.
+type feed struct {
+	r   io.Reader
+	got []byte
+	err error
+}
+
+var errFull = errors.New("buffer full")
+
+// read appends at least one byte to b, read from f.r, and reports whether
+// more may follow (see scanner.src).
+func (f *feed) read(b []byte) ([]byte, bool) {
+	for f.err == nil {
+		if len(b) == cap(b) {
+			f.err = errFull
+			break
+		}
+		n, err := f.r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			f.err = err
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				f.err = io.EOF // readBody's io.ReadFull says the same
+			}
+		}
+		if n > 0 {
+			break
+		}
+	}
+	f.got = b
+	return b, f.err == nil
+}
+
+// asyncFeed is a feed read by its own goroutine. The goroutine alone
+// writes the buffer, beyond the length it last published (n); the scan
+// reads only below it, so the two never touch the same bytes.
+type asyncFeed struct {
+	buf  []byte
+	n    atomic.Int64
+	wake chan struct{} // a new length was published
+	done chan struct{} // closed when the read ended; f.f.err is then set
+	f    feed
+}
+
+func startFeed(r io.Reader, buf []byte) *asyncFeed {
+	a := &asyncFeed{buf: buf, wake: make(chan struct{}, 1), done: make(chan struct{}), f: feed{r: r, got: buf}}
+	go a.run()
+	return a
+}
+
+func (a *asyncFeed) run() {
+	defer close(a.done)
+	for a.f.err == nil {
+		a.f.read(a.f.got)
+		a.n.Store(int64(len(a.f.got)))
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// next is the scan's source: b with what has arrived since, waiting for
+// it, or false once the read ended and b holds all of it.
+func (a *asyncFeed) next(b []byte) ([]byte, bool) {
+	for {
+		if n := int(a.n.Load()); n > len(b) {
+			return a.buf[:n], true
+		}
+		select {
+		case <-a.wake:
+		case <-a.done:
+			n := int(a.n.Load())
+			return a.buf[:n], n > len(b)
+		}
+	}
+}
+
+// wait waits for the read to end and returns what it read and how it
+// ended.
+func (a *asyncFeed) wait() ([]byte, error) {
+	<-a.done
+	return a.f.got, a.f.err
+}

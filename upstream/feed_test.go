@@ -1,0 +1,195 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
+)
+
+// servePieces answers every request with body, in pieces of piece bytes
+// each flushed on its own (chunked), or whole with its length declared
+// when piece is 0.
+func servePieces(t *testing.T, body []byte, piece int) Endpoint {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if piece == 0 {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.Write(body)
+			return
+		}
+		for b := body; len(b) > 0; {
+			n := min(piece, len(b))
+			w.Write(b[:n])
+			w.(http.Flusher).Flush()
+			b = b[n:]
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return MustParseEndpoint(srv.URL, true)
+}
+
+// PostJSON decides every answer as Post followed by CheckJSON does: the
+// corpora, small and large (read in a goroutine of its own), whole or in
+// small flushed pieces, with and without a form of the key inside.
+func TestPostJSONAgreesWithPostThenCheckJSON(t *testing.T) {
+	const key = "sk-feed-0123456789abcdefghijklmnopqrstu"
+	c := New(nil)
+	for _, kind := range answercorpus.Kinds() {
+		for _, size := range []int{600, 16 << 10, asyncMin + 1, MaxResponseBytes} {
+			clean := answercorpus.Answer(kind, size)
+			at := bytes.LastIndex(clean[:len(clean)*3/4], []byte(" "))
+			reflected := append(append(bytes.Clone(clean[:at]), Forms(key)[2]...), clean[at:]...)
+			for _, tc := range []struct {
+				name string
+				body []byte
+			}{
+				{"clean", clean}, {"reflected", reflected}, {"cut", clean[:len(clean)-3]},
+			} {
+				for _, piece := range []int{0, 4093} {
+					name := string(kind) + "/" + strconv.Itoa(size) + "/" + tc.name + "/" + strconv.Itoa(piece)
+					t.Run(name, func(t *testing.T) {
+						call := Call{URL: servePieces(t, tc.body, piece), Body: []byte(`{}`), Key: key}
+						want, wantErr := c.Post(context.Background(), call)
+						if wantErr == nil {
+							wantErr = CheckJSON(want, key)
+						}
+						got, release, err := c.PostJSON(context.Background(), call)
+						defer release()
+						if !errors.Is(err, wantErr) || (err == nil && !bytes.Equal(got, want)) {
+							t.Errorf("PostJSON = %d bytes, %v; Post then CheckJSON = %d bytes, %v", len(got), err, len(want), wantErr)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// The read's own failures come first, as with Post then CheckJSON: an
+// answer over the limit is ErrTooLarge even when it reflects the key or
+// is no JSON, a body cut before its declared length is ErrNetwork, a
+// cancelled read ErrCanceled.
+func TestPostJSONReadFailuresComeFirst(t *testing.T) {
+	const key = "sk-feed-0123456789abcdefghijklmnopqrstu"
+	over := []byte(`{"a":"` + key + strings.Repeat("x", MaxResponseBytes) + `"}`)
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		max     int
+		want    error
+	}{
+		{"ReflectedOverLimitChunked", func(w http.ResponseWriter, r *http.Request) {
+			w.Write(over)
+		}, 0, ErrTooLarge},
+		{"ReflectedOverLimitDeclared", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(over)))
+			w.Write(over)
+		}, 0, ErrTooLarge},
+		{"OverMaxBytes", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `{"a":"`+strings.Repeat("x", 200)+`"}`)
+		}, 100, ErrTooLarge},
+		{"ExactlyMaxBytes", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `{"a":"`+strings.Repeat("x", 92)+`"}`)
+		}, 100, nil},
+		{"NotJSON", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `{"a":1} trailing`)
+		}, 0, ErrNotJSON},
+		{"ReflectedInvalid", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `{"a":"`+key+`"`)
+		}, 0, ErrReflect},
+		{"CutBeforeDeclaredLength", func(w http.ResponseWriter, r *http.Request) {
+			conn, rw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n{\"a\":\"" + strings.Repeat("x", 200000))
+			rw.Flush()
+		}, 0, ErrNetwork},
+	}
+	c := New(nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			body, release, err := c.PostJSON(context.Background(), Call{URL: MustParseEndpoint(srv.URL, true), Key: key, MaxBytes: tt.max})
+			defer release()
+			if !errors.Is(err, tt.want) || (err != nil && body != nil) {
+				t.Errorf("PostJSON = %d bytes, %v; want %v", len(body), err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPostJSONCanceledMidBody(t *testing.T) {
+	started := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(1<<20))
+		io.WriteString(w, `{"a":"`+strings.Repeat("x", 200<<10))
+		w.(http.Flusher).Flush()
+		close(started)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-started
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+	}()
+	_, release, err := New(nil).PostJSON(ctx, Call{URL: MustParseEndpoint(srv.URL, true), Key: "k"})
+	defer release()
+	if !errors.Is(err, ErrCanceled) {
+		t.Errorf("PostJSON cancelled mid-body = %v; want ErrCanceled", err)
+	}
+}
+
+// [SEC] A released buffer is reused: one answer's bytes never show in
+// another's, and an answer kept past its release is the caller's bug,
+// so the broker writes before it releases. Here each answer is compared
+// while held, one after the other, on the same client.
+func TestPostJSONBufferReuseKeepsAnswersApart(t *testing.T) {
+	bodies := [][]byte{answercorpus.Answer(answercorpus.Markdown, 300<<10), []byte(`{"short":true}`), answercorpus.Answer(answercorpus.ASCII, 200<<10)}
+	c := New(nil)
+	for range 2 {
+		for _, want := range bodies {
+			got, release, err := c.PostJSON(context.Background(), Call{URL: servePieces(t, want, 0), Key: "k-0123456789"})
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("PostJSON = %d bytes, %v; want the %d bytes served", len(got), err, len(want))
+			}
+			release()
+		}
+	}
+}
+
+// The feed's source never hands the scan a byte twice, nor one not yet
+// read, whatever the reader's pieces: scanFrom over it sees the body.
+func TestFeedReadsEveryPiece(t *testing.T) {
+	body := answercorpus.Answer(answercorpus.ToolCalls, 5000)
+	for _, size := range []int{1, 7, 4096} {
+		f := feed{r: bufio.NewReaderSize(iotestOneByte{bytes.NewReader(body), size}, 16), got: make([]byte, 0, len(body)+1)}
+		valid, _ := scanFrom(f.got, f.read, nil, len(body))
+		if !valid || !bytes.Equal(f.got, body) || f.err != io.EOF {
+			t.Errorf("pieces of %d: valid %v, read %d bytes, end %v", size, valid, len(f.got), f.err)
+		}
+	}
+}
+
+// iotestOneByte reads at most n bytes at a time.
+type iotestOneByte struct {
+	r io.Reader
+	n int
+}
+
+func (r iotestOneByte) Read(p []byte) (int, error) { return r.r.Read(p[:min(len(p), r.n)]) }

@@ -1,0 +1,106 @@
+package upstream
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
+)
+
+// scanInPieces is scanFrom on body arriving in pieces of the given sizes,
+// used in turn; a size of 0 is a read that returns nothing.
+func scanInPieces(body []byte, key string, sizes []int) (valid, reflected bool) {
+	k := 0
+	src := func(b []byte) ([]byte, bool) {
+		if len(b) == len(body) {
+			return b, false
+		}
+		n := min(sizes[k%len(sizes)], len(body)-len(b))
+		k++
+		return append(b, body[len(b):len(b)+n]...), true
+	}
+	return scanFrom(make([]byte, 0, len(body)), src, searchForms(key), len(body))
+}
+
+// agreeInPieces fails t when the scan of body arriving in pieces decides
+// otherwise than the scan of the whole body (which scan_ref_test.go holds
+// to the reference).
+func agreeInPieces(t *testing.T, body []byte, key string, sizes []int) {
+	t.Helper()
+	wantValid, wantHit := scan(body, searchForms(key))
+	gotValid, gotHit := scanInPieces(body, key, sizes)
+	if gotValid != wantValid || gotHit != wantHit {
+		t.Fatalf("scan of %.200q (key %q) in pieces of %v = valid %v, reflected %v; whole: %v, %v",
+			body, key, sizes, gotValid, gotHit, wantValid, wantHit)
+	}
+}
+
+// pieceSizes are the ways a body arrives: a byte at a time, sizes that
+// cut every escape and every 8-byte word somewhere, empty reads, network
+// reads, all at once.
+var pieceSizes = [][]int{{1}, {2}, {3}, {5, 0, 7}, {11}, {13, 1}, {64}, {1000, 3}, {4096}, {1 << 30}}
+
+// A text scanned while it arrives is decided as the whole text is, cut at
+// every byte: inside escapes, surrogate pairs, numbers, literals, key
+// forms and character references.
+func TestScanFromAgreesOnEveryCut(t *testing.T) {
+	dense := `x\\\"\n\u00e9\ud83d\ude00` + jsonContent(formKey) + `\/\u002d&#45;\t`
+	bodies := []string{
+		`{"a":["` + dense + `"],"n":-12.5e+3,"t":true,"f":false,"z":null}`,
+		`  [ 0 , 1.0 , "` + strings.Repeat("long run of prose ", 10) + dense + `" ]  `,
+		`{"` + jsonContent(formKey) + `":1}`,
+		`"` + strings.Repeat("&#x2d;", 30) + `"`,
+		`{"a":"unterminated`, `[1,2`, `{"a":1}x`, `nul`, ``, `"\u12"`, `"\ud83d\u"`,
+	}
+	for _, key := range []string{formKey, "", "k"} {
+		for _, body := range bodies {
+			for _, sizes := range pieceSizes {
+				agreeInPieces(t, []byte(body), key, sizes)
+			}
+			// Two pieces, cut at every byte.
+			for cut := range len(body) + 1 {
+				agreeInPieces(t, []byte(body), key, []int{cut, len(body)})
+			}
+		}
+	}
+}
+
+// Random JSON (forms, escapes, references, cut or corrupted) and the
+// corpora with forms inserted, in random pieces.
+func TestScanFromAgreesOnRandomJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 1000 {
+		key := refKeys[i%len(refKeys)]
+		body := randomJSON(r, key, 0)
+		if r.IntN(5) == 0 {
+			body = body[:r.IntN(len(body)+1)]
+		}
+		agreeInPieces(t, []byte(body), key, []int{1 + r.IntN(17), r.IntN(3), 1 + r.IntN(300)})
+	}
+	forms := Forms(formKey)
+	for _, kind := range answercorpus.Kinds() {
+		body := answercorpus.Answer(kind, 64<<10)
+		for _, sizes := range pieceSizes[2:] {
+			agreeInPieces(t, body, formKey, sizes)
+		}
+		at := len(body) / 2
+		for at < len(body) && !('a' <= body[at] && body[at] <= 'z') {
+			at++
+		}
+		with := string(body[:at]) + jsonContent(forms[r.IntN(len(forms))]) + string(body[at:])
+		agreeInPieces(t, []byte(with), formKey, []int{4093, 1, 17})
+	}
+}
+
+// FuzzScanFromAgreesWithScan: any body and key, cut into pieces of any
+// sizes, is decided as the whole.
+func FuzzScanFromAgreesWithScan(f *testing.F) {
+	f.Add(`{"a":"x\u002dy&#45;`+formKey+`"}`, formKey, uint64(1))
+	f.Add(`["\ud83d\ude00",1e5,true]`, "k", uint64(77))
+	f.Fuzz(func(t *testing.T, body, key string, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 9))
+		sizes := []int{r.IntN(20), 1 + r.IntN(20), r.IntN(200)}
+		agreeInPieces(t, []byte(body), key, sizes)
+	})
+}
