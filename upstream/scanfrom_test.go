@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -103,4 +104,26 @@ func FuzzScanFromAgreesWithScan(f *testing.F) {
 		sizes := []int{r.IntN(20), 1 + r.IntN(20), r.IntN(200)}
 		agreeInPieces(t, []byte(body), key, sizes)
 	})
+}
+
+// One TextChecker checking many texts in turn (short and long, with
+// forms, escapes and references, as the preview tap's deltas come)
+// decides each as CheckText does alone, and prints no form.
+func TestTextCheckerReusedAgreesWithCheckText(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, key := range refKeys {
+		c := NewTextChecker(key)
+		if s := fmt.Sprintf("%v %+v %#v %s", c, c, c, c); strings.Contains(s, key) || strings.Contains(s, Forms(key)[0]) {
+			t.Fatalf("a printed checker shows the key: %s", s)
+		}
+		for range 60 {
+			text := randomContent(r, key)
+			if r.IntN(6) == 0 {
+				text += strings.Repeat("long filler ", 200+r.IntN(6000))
+			}
+			if got, want := c.Check(text), CheckText(text, key); got != want {
+				t.Fatalf("checker of %q reused: Check(%.200q) = %v; CheckText says %v", key, text, got, want)
+			}
+		}
+	}
 }
