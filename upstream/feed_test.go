@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
+	"github.com/rtsandbox/rtsandbox/internal/chunkread"
 )
 
 // servePieces answers every request with body, in pieces of piece bytes
@@ -178,18 +178,10 @@ func TestPostJSONBufferReuseKeepsAnswersApart(t *testing.T) {
 func TestFeedReadsEveryPiece(t *testing.T) {
 	body := answercorpus.Answer(answercorpus.ToolCalls, 5000)
 	for _, size := range []int{1, 7, 4096} {
-		f := feed{r: bufio.NewReaderSize(iotestOneByte{bytes.NewReader(body), size}, 16), got: make([]byte, 0, len(body)+1)}
+		f := feed{r: chunkread.Split(body, size), got: make([]byte, 0, len(body)+1)}
 		valid, _ := scanFrom(f.got, f.read, nil, len(body))
 		if !valid || !bytes.Equal(f.got, body) || f.err != io.EOF {
 			t.Errorf("pieces of %d: valid %v, read %d bytes, end %v", size, valid, len(f.got), f.err)
 		}
 	}
 }
-
-// iotestOneByte reads at most n bytes at a time.
-type iotestOneByte struct {
-	r io.Reader
-	n int
-}
-
-func (r iotestOneByte) Read(p []byte) (int, error) { return r.r.Read(p[:min(len(p), r.n)]) }
