@@ -241,9 +241,29 @@ func header(method string, call Call) http.Header {
 // followed; anything else is ErrStatus.
 func statusError(status int) error {
 	if status >= 300 && status <= 399 {
-		return fmt.Errorf("%w (%d)", ErrRedirect, status)
+		return &refusedStatus{class: ErrRedirect, code: status}
 	}
-	return fmt.Errorf("%w (%d)", ErrStatus, status)
+	return &refusedStatus{class: ErrStatus, code: status}
+}
+
+// refusedStatus is a refused status, its number kept for Status; the text
+// is the class and the number, content-free.
+type refusedStatus struct {
+	class error
+	code  int
+}
+
+func (e *refusedStatus) Error() string { return fmt.Sprintf("%v (%d)", e.class, e.code) }
+func (e *refusedStatus) Unwrap() error { return e.class }
+
+// Status returns the HTTP status of an answer refused for it (ErrStatus,
+// or ErrRedirect for a 3xx), when err carries one, so that a caller can
+// say what the status means (doctor --online).
+func Status(err error) (int, bool) {
+	if e, ok := errors.AsType[*refusedStatus](err); ok {
+		return e.code, true
+	}
+	return 0, false
 }
 
 // readBody reads at most limit bytes (MaxResponseBytes when limit < 1). A
