@@ -46,7 +46,7 @@ func (t *Turn) route(path string, beta bool) (routeFunc, bool) {
 	if beta {
 		return nil, false
 	}
-	if path == rtsandbox.RouteModel && !t.b.anthropic() {
+	if (path == rtsandbox.RouteModel || path == rtsandbox.RouteOpenAIChat) && !t.b.anthropic() {
 		return serveModel, true
 	}
 	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {

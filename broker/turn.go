@@ -94,7 +94,7 @@ func (t *Turn) handle(w http.ResponseWriter, r *http.Request) (string, outcome) 
 	if !ok {
 		return "", refuse(ref)
 	}
-	if ref, ok := checkHeaders(r, t.b.anthropicRoute(path)); !ok {
+	if ref, ok := checkHeaders(r, t.b.sdkRoute(path)); !ok {
 		return "", refuse(ref)
 	}
 	dispatch, ok := t.route(path, beta)
