@@ -130,10 +130,11 @@ func (t *Turn) spend(ctx context.Context, call upstream.Call, maxOutput int, sen
 // is passed back before its end.
 func (b *Broker) forward(ctx context.Context, call upstream.Call) outcome {
 	start := b.now()
-	resp, release, err := b.client.PostJSON(ctx, call)
+	call.Member = usageMember
+	a, err := b.client.PostJSON(ctx, call)
 	took := b.now().Sub(start)
-	o := okJSON(resp)
-	o.release = release
+	o := okJSON(a.Body)
+	o.release, o.usage, o.usageKnown = a.Release, a.Member, a.MemberKnown
 	if err != nil {
 		o = fail(err.Error())
 		o.reflected = errors.Is(err, upstream.ErrReflect)

@@ -126,6 +126,9 @@ type Call struct {
 	// never a guest's), such as anthropic-version. They cannot replace
 	// the ones above.
 	Header http.Header
+	// Member names a top-level member of the answer that PostJSON finds
+	// while it scans (Answer.Member); other calls ignore it.
+	Member string
 	// Idempotent marks a call that may be repeated after the upstream
 	// failed in a way that may have come after it acted (a 500, a reset):
 	// a model completion, not a webhook with side effects (retry.go).
@@ -137,8 +140,8 @@ type Call struct {
 // retry.go describes. Errors wrap one of the failure classes and never
 // contain the URL, headers or body.
 func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
-	body, _, err := c.post(ctx, call, false)
-	return body, err
+	a, err := c.post(ctx, call, false)
+	return a.Body, err
 }
 
 // PostJSON is Post for an answer that must be one JSON text that does not
@@ -148,22 +151,22 @@ func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 // to read the whole answer takes precedence, as it would with Post then
 // CheckJSON.
 //
-// The body lives in a buffer the client reuses: release hands it back,
-// and the body must not be touched after. release is never nil, and
-// forgetting it only costs the reuse.
-func (c *Client) PostJSON(ctx context.Context, call Call) (body []byte, release func(), err error) {
+// The scan also finds the top-level member call.Member names, when set
+// (Answer.Member), so that a caller needing one field of the answer need
+// not decode all of it again.
+func (c *Client) PostJSON(ctx context.Context, call Call) (Answer, error) {
 	return c.post(ctx, call, true)
 }
 
-func (c *Client) post(ctx context.Context, call Call, check bool) ([]byte, func(), error) {
+func (c *Client) post(ctx context.Context, call Call, check bool) (Answer, error) {
 	for attempt := 1; ; attempt++ {
-		body, release, status, h, err := c.do(ctx, http.MethodPost, call, check)
+		a, status, h, err := c.do(ctx, http.MethodPost, call, check)
 		if err == nil || attempt == MaxAttempts || !retryable(call.Idempotent, status, err) {
-			return body, release, err
+			return a, err
 		}
 		wait, ok := c.retryWait(attempt, h)
 		if !ok || !sleep(ctx, wait) {
-			return body, release, err
+			return a, err
 		}
 	}
 }
@@ -173,18 +176,18 @@ func (c *Client) post(ctx context.Context, call Call, check bool) ([]byte, func(
 // classes as Post. It makes one attempt: its callers (search) have short
 // deadlines and a guest can simply ask again.
 func (c *Client) Get(ctx context.Context, call Call) ([]byte, error) {
-	body, _, _, _, err := c.do(ctx, http.MethodGet, call, false)
-	return body, err
+	a, _, _, err := c.do(ctx, http.MethodGet, call, false)
+	return a.Body, err
 }
 
 // do makes one attempt. status is the answer's status (0 without one) and
 // h its header, for the retry decision; a transport error keeps its cause
 // under the content-free class. With check, the body is checked as it is
 // read (PostJSON).
-func (c *Client) do(ctx context.Context, method string, call Call, check bool) (body []byte, release func(), status int, h http.Header, err error) {
-	release = noRelease
+func (c *Client) do(ctx context.Context, method string, call Call, check bool) (a Answer, status int, h http.Header, err error) {
+	a.Release = noRelease
 	if call.URL.IsZero() {
-		return nil, release, 0, nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
+		return a, 0, nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
 	}
 	var rd io.Reader
 	if method == http.MethodPost {
@@ -192,23 +195,23 @@ func (c *Client) do(ctx context.Context, method string, call Call, check bool) (
 	}
 	req, err := http.NewRequestWithContext(ctx, method, call.URL.String(), rd)
 	if err != nil {
-		return nil, release, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
+		return a, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
 	}
 	req.Header = header(method, call)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, release, 0, nil, classify(ctx, err)
+		return a, 0, nil, classify(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || (call.Status != 0 && resp.StatusCode != call.Status) {
-		return nil, release, resp.StatusCode, resp.Header, statusError(resp.StatusCode)
+		return a, resp.StatusCode, resp.Header, statusError(resp.StatusCode)
 	}
 	if check {
-		body, release, err = c.readChecked(ctx, resp, call)
+		a, err = c.readChecked(ctx, resp, call)
 	} else {
-		body, err = c.readBody(ctx, resp, call.MaxBytes)
+		a.Body, err = c.readBody(ctx, resp, call.MaxBytes)
 	}
-	return body, release, resp.StatusCode, resp.Header, err
+	return a, resp.StatusCode, resp.Header, err
 }
 
 // header builds a call's headers from scratch.

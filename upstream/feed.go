@@ -20,16 +20,16 @@ import (
 // what has arrived, so the read's copying and the scan share the
 // machine's cores; a small one is read by the scan itself as it needs
 // more, which costs no goroutine.
-func (c *Client) readChecked(ctx context.Context, resp *http.Response, call Call) (body []byte, release func(), err error) {
+func (c *Client) readChecked(ctx context.Context, resp *http.Response, call Call) (Answer, error) {
 	limit := call.MaxBytes
 	if limit < 1 {
 		limit = MaxResponseBytes
 	}
 	if resp.ContentLength > int64(limit) {
-		return nil, noRelease, ErrTooLarge
+		return Answer{Release: noRelease}, ErrTooLarge
 	}
 	var buf []byte
-	release = noRelease
+	release := noRelease
 	if limit == MaxResponseBytes {
 		bufp := c.bufs.Get().(*[]byte)
 		buf = (*bufp)[:0]
@@ -37,19 +37,47 @@ func (c *Client) readChecked(ctx context.Context, resp *http.Response, call Call
 	} else {
 		buf = make([]byte, 0, limit+1)
 	}
-	body, err = readScanned(resp, buf, call.Key.Reveal(), limit)
+	var m *member
+	if call.Member != "" {
+		m = &member{name: call.Member}
+	}
+	body, err := readScanned(resp, buf, call.Key.Reveal(), limit, m)
 	if err != nil {
 		release()
-		return nil, noRelease, classifyRead(ctx, err)
+		return Answer{Release: noRelease}, classifyRead(ctx, err)
 	}
-	return body, release, nil
+	a := Answer{Body: body, Release: release}
+	if m != nil && !m.unsure {
+		a.MemberKnown = true
+		if m.found == 1 {
+			a.Member = body[m.start:m.end]
+		}
+	}
+	return a, nil
 }
 
 func noRelease() {}
 
+// Answer is an answer PostJSON read and checked.
+type Answer struct {
+	// Body is the answer, in a buffer the client reuses: Release hands it
+	// back, and Body (and Member) must not be touched after. Release is
+	// never nil, and forgetting it only costs the reuse.
+	Body    []byte
+	Release func()
+	// Member is the raw value of the top-level member Call.Member names,
+	// found during the scan: the one member whose key matches the name
+	// as encoding/json matches a field name, or nil when there is none.
+	// MemberKnown is false when the scan could not be sure a decoder
+	// would agree (a top-level key with an escape or a byte outside
+	// ASCII, the name twice) or none was asked: decode Body then.
+	Member      []byte
+	MemberKnown bool
+}
+
 // readScanned reads resp's body into buf's spare capacity while scanning
 // it, and returns the body or how reading or the scan failed.
-func readScanned(resp *http.Response, buf []byte, key string, limit int) ([]byte, error) {
+func readScanned(resp *http.Response, buf []byte, key string, limit int, m *member) ([]byte, error) {
 	size := limit
 	if resp.ContentLength >= 0 {
 		size = int(resp.ContentLength)
@@ -60,11 +88,11 @@ func readScanned(resp *http.Response, buf []byte, key string, limit int) ([]byte
 	var valid, reflected bool
 	if size >= asyncMin {
 		f := startFeed(resp.Body, buf)
-		valid, reflected = scanFrom(buf, f.next, forms, size)
+		valid, reflected = scanFrom(buf, f.next, forms, size, m)
 		got, err = f.wait()
 	} else {
 		f := feed{r: resp.Body, got: buf}
-		valid, reflected = scanFrom(buf, f.read, forms, size)
+		valid, reflected = scanFrom(buf, f.read, forms, size, m)
 		for f.err == nil {
 			f.read(f.got)
 		}

@@ -64,8 +64,9 @@ func TestPostJSONAgreesWithPostThenCheckJSON(t *testing.T) {
 						if wantErr == nil {
 							wantErr = CheckJSON(want, key)
 						}
-						got, release, err := c.PostJSON(context.Background(), call)
-						defer release()
+						a, err := c.PostJSON(context.Background(), call)
+						defer a.Release()
+						got := a.Body
 						if !errors.Is(err, wantErr) || (err == nil && !bytes.Equal(got, want)) {
 							t.Errorf("PostJSON = %d bytes, %v; Post then CheckJSON = %d bytes, %v", len(got), err, len(want), wantErr)
 						}
@@ -123,8 +124,9 @@ func TestPostJSONReadFailuresComeFirst(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
-			body, release, err := c.PostJSON(context.Background(), Call{URL: MustParseEndpoint(srv.URL, true), Key: key, MaxBytes: tt.max})
-			defer release()
+			a, err := c.PostJSON(context.Background(), Call{URL: MustParseEndpoint(srv.URL, true), Key: key, MaxBytes: tt.max})
+			defer a.Release()
+			body := a.Body
 			if !errors.Is(err, tt.want) || (err != nil && body != nil) {
 				t.Errorf("PostJSON = %d bytes, %v; want %v", len(body), err, tt.want)
 			}
@@ -148,8 +150,8 @@ func TestPostJSONCanceledMidBody(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		cancel()
 	}()
-	_, release, err := New(nil).PostJSON(ctx, Call{URL: MustParseEndpoint(srv.URL, true), Key: "k"})
-	defer release()
+	a, err := New(nil).PostJSON(ctx, Call{URL: MustParseEndpoint(srv.URL, true), Key: "k"})
+	defer a.Release()
 	if !errors.Is(err, ErrCanceled) {
 		t.Errorf("PostJSON cancelled mid-body = %v; want ErrCanceled", err)
 	}
@@ -164,11 +166,11 @@ func TestPostJSONBufferReuseKeepsAnswersApart(t *testing.T) {
 	c := New(nil)
 	for range 2 {
 		for _, want := range bodies {
-			got, release, err := c.PostJSON(context.Background(), Call{URL: servePieces(t, want, 0), Key: "k-0123456789"})
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("PostJSON = %d bytes, %v; want the %d bytes served", len(got), err, len(want))
+			a, err := c.PostJSON(context.Background(), Call{URL: servePieces(t, want, 0), Key: "k-0123456789"})
+			if err != nil || !bytes.Equal(a.Body, want) {
+				t.Fatalf("PostJSON = %d bytes, %v; want the %d bytes served", len(a.Body), err, len(want))
 			}
-			release()
+			a.Release()
 		}
 	}
 }
@@ -179,7 +181,7 @@ func TestFeedReadsEveryPiece(t *testing.T) {
 	body := answercorpus.Answer(answercorpus.ToolCalls, 5000)
 	for _, size := range []int{1, 7, 4096} {
 		f := feed{r: chunkread.Split(body, size), got: make([]byte, 0, len(body)+1)}
-		valid, _ := scanFrom(f.got, f.read, nil, len(body))
+		valid, _ := scanFrom(f.got, f.read, nil, len(body), nil)
 		if !valid || !bytes.Equal(f.got, body) || f.err != io.EOF {
 			t.Errorf("pieces of %d: valid %v, read %d bytes, end %v", size, valid, len(f.got), f.err)
 		}

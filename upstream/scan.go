@@ -55,6 +55,8 @@ type scanner struct {
 	// place that would take its end for the end of the text asks src
 	// first (fill).
 	src func(b []byte) ([]byte, bool)
+	// member, when set, keeps the raw value of one top-level member.
+	member *member
 }
 
 // scan returns whether b is one valid JSON text and whether a string in it
@@ -74,8 +76,10 @@ func scanWith(b []byte, m *matcher) (valid, reflected bool) {
 // so the scan runs while the text is read and ends soon after its last
 // byte. size is the text's expected length (it sizes the matcher's
 // filter). It decides exactly as scan on the whole text would.
-func scanFrom(b []byte, src func([]byte) ([]byte, bool), forms [][]byte, size int) (valid, reflected bool) {
-	return newScanner(b, newMatcher(forms), size, src).run()
+func scanFrom(b []byte, src func([]byte) ([]byte, bool), forms [][]byte, size int, m *member) (valid, reflected bool) {
+	s := newScanner(b, newMatcher(forms), size, src)
+	s.member = m
+	return s.run()
 }
 
 func newScanner(b []byte, m *matcher, size int, src func([]byte) ([]byte, bool)) *scanner {
@@ -179,17 +183,23 @@ func (s *scanner) object(depth int) bool {
 		return true
 	}
 	for {
+		key := s.i
 		if !s.avail(s.i+1) || s.b[s.i] != '"' || !s.str() {
 			return false
 		}
+		keep := depth == 1 && s.member != nil && s.member.key(s.b[key+1:s.i-1])
 		s.ws()
 		if !s.avail(s.i+1) || s.b[s.i] != ':' {
 			return false
 		}
 		s.i++
 		s.ws()
+		start := s.i
 		if !s.value(depth) {
 			return false
+		}
+		if keep {
+			s.member.start, s.member.end = start, s.i
 		}
 		s.ws()
 		if !s.avail(s.i + 1) {
@@ -658,4 +668,33 @@ func (s *scanner) check(piece []byte, followed bool) {
 	if s.forms.contains(piece) || s.forms.containsDecoded(&s.ent, piece, followed) {
 		s.hit = true
 	}
+}
+
+// member finds one member of a top-level object while the scan runs, so
+// that a caller needing one field of a large answer (the broker's usage
+// count) need not decode the whole of it again. It matches a key as
+// encoding/json matches a struct field's name (case aside), and stays
+// unsure whenever a decoder could see it otherwise: a top-level key with
+// an escape or a byte outside ASCII, or the name twice.
+type member struct {
+	name       string
+	start, end int // the value's bytes, when found once
+	found      int
+	unsure     bool
+}
+
+// key reports whether the raw top-level key k is the member's name.
+func (m *member) key(k []byte) bool {
+	for _, c := range k {
+		if c == '\\' || c >= utf8.RuneSelf {
+			m.unsure = true
+			return false
+		}
+	}
+	if !bytes.EqualFold(k, []byte(m.name)) {
+		return false
+	}
+	m.found++
+	m.unsure = m.unsure || m.found > 1
+	return m.found == 1
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -21,7 +22,7 @@ func scanInPieces(body []byte, key string, sizes []int) (valid, reflected bool) 
 		k++
 		return append(b, body[len(b):len(b)+n]...), true
 	}
-	return scanFrom(make([]byte, 0, len(body)), src, searchForms(key), len(body))
+	return scanFrom(make([]byte, 0, len(body)), src, searchForms(key), len(body), nil)
 }
 
 // agreeInPieces fails t when the scan of body arriving in pieces decides
@@ -126,4 +127,79 @@ func TestTextCheckerReusedAgreesWithCheckText(t *testing.T) {
 			}
 		}
 	}
+}
+
+// memberOf is the scan's view of body's top-level member name.
+func memberOf(body []byte, name string) (raw []byte, known, valid bool) {
+	m := &member{name: name}
+	valid, _ = scanFrom(body, func(b []byte) ([]byte, bool) { return b, false }, nil, len(body), m)
+	if m.unsure {
+		return nil, false, valid
+	}
+	if m.found == 1 {
+		raw = body[m.start:m.end]
+	}
+	return raw, true, valid
+}
+
+// decodedMember is encoding/json's view of the same member.
+func decodedMember(body []byte) (json.RawMessage, error) {
+	var v struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	err := json.Unmarshal(body, &v)
+	return v.Usage, err
+}
+
+// The member the scan finds is the one encoding/json decodes into a field
+// of that name, or it says it is unsure.
+func TestScanMemberAgreesWithDecoder(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		known bool
+		want  string
+	}{
+		{"at-end", `{"choices":[],"usage":{"total_tokens":3}}`, true, `{"total_tokens":3}`},
+		{"at-start", `{"usage" : [1, 2] ,"x":1}`, true, `[1, 2]`},
+		{"absent", `{"choices":[{"usage":1}],"x":{"usage":2}}`, true, ``},
+		{"case-folded", `{"USAGE":null}`, true, `null`},
+		{"in-a-string", `{"content":"\"usage\":5"}`, true, ``},
+		{"twice", `{"usage":1,"Usage":2}`, false, ``},
+		{"escaped-key", `{"\u0075sage":1}`, false, ``},
+		{"non-ascii-key", `{"uſage":1}`, false, ``},
+		{"top-level-array", `[{"usage":1}]`, true, ``},
+		{"string", `"usage"`, true, ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, known, valid := memberOf([]byte(tt.body), "usage")
+			if !valid || known != tt.known || string(raw) != tt.want {
+				t.Fatalf("member = %q, known %v, valid %v; want %q, known %v", raw, known, valid, tt.want, tt.known)
+			}
+			if dec, err := decodedMember([]byte(tt.body)); known && err == nil && string(dec) != string(raw) {
+				t.Errorf("encoding/json decodes %q; the scan found %q", dec, raw)
+			}
+		})
+	}
+}
+
+// FuzzScanMemberAgreesWithDecoder: on any valid JSON object, a member the
+// scan is sure of is what encoding/json decodes.
+func FuzzScanMemberAgreesWithDecoder(f *testing.F) {
+	f.Add(`{"id":"x","usage":{"prompt_tokens":1}}`)
+	f.Add(`{"Usage":1,"usage":2}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		raw, known, valid := memberOf([]byte(body), "usage")
+		if !valid || !known {
+			return
+		}
+		dec, err := decodedMember([]byte(body))
+		if err != nil {
+			return // not an object: no field to decode
+		}
+		if string(dec) != string(raw) {
+			t.Fatalf("body %q: encoding/json decodes %q; the scan found %q", body, dec, raw)
+		}
+	})
 }
