@@ -88,21 +88,20 @@ func (t *Turn) pass(ctx context.Context, w http.ResponseWriter, call upstream.Ca
 }
 
 // whole reads a non-streamed 2xx answer and checks it as CheckJSON does
-// for every whole answer.
+// for every whole answer, while it arrives (upstream.ReadJSON), finding
+// its usage on the way.
 func (t *Turn) whole(resp *upstream.Response, key rtsandbox.Secret) outcome {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, rtsandbox.MaxStreamedAnswer+1))
+	a, err := upstream.ReadJSON(resp.Body, key.Reveal(), rtsandbox.MaxStreamedAnswer, usageMember)
 	switch {
-	case err != nil:
-		return fail("upstream read failed")
-	case len(body) > rtsandbox.MaxStreamedAnswer:
-		return fail(upstream.ErrTooLarge.Error())
-	}
-	if err := upstream.CheckJSON(body, key.Reveal()); err != nil {
+	case errors.Is(err, upstream.ErrTooLarge), errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrNotJSON):
 		o := fail(err.Error())
 		o.reflected = errors.Is(err, upstream.ErrReflect)
 		return o
+	case err != nil:
+		return fail("upstream read failed")
 	}
-	o := okJSON(body)
+	o := okJSON(a.Body)
+	o.usage, o.usageKnown = a.Member, a.MemberKnown
 	o.status = resp.Status
 	o.header = passHeaders(resp.Header, key)
 	return o

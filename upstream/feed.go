@@ -37,23 +37,13 @@ func (c *Client) readChecked(ctx context.Context, resp *http.Response, call Call
 	} else {
 		buf = make([]byte, 0, limit+1)
 	}
-	var m *member
-	if call.Member != "" {
-		m = &member{name: call.Member}
-	}
-	body, err := readScanned(resp, buf, call.Key.Reveal(), limit, m)
+	m := newMember(call.Member)
+	body, err := readScanned(resp, buf, 0, call.Key.Reveal(), limit, m)
 	if err != nil {
 		release()
 		return Answer{Release: noRelease}, classifyRead(ctx, err)
 	}
-	a := Answer{Body: body, Release: release}
-	if m != nil && !m.unsure {
-		a.MemberKnown = true
-		if m.found == 1 {
-			a.Member = body[m.start:m.end]
-		}
-	}
-	return a, nil
+	return m.answer(body, release), nil
 }
 
 func noRelease() {}
@@ -77,7 +67,10 @@ type Answer struct {
 
 // readScanned reads resp's body into buf's spare capacity while scanning
 // it, and returns the body or how reading or the scan failed.
-func readScanned(resp *http.Response, buf []byte, key string, limit int, m *member) ([]byte, error) {
+// The body is resp.Body, of resp.ContentLength bytes when that is not
+// negative; buf grows up to grow bytes when grow is set (and the read then
+// stays on the calling goroutine).
+func readScanned(resp *http.Response, buf []byte, grow int, key string, limit int, m *member) ([]byte, error) {
 	size := limit
 	if resp.ContentLength >= 0 {
 		size = int(resp.ContentLength)
@@ -86,12 +79,12 @@ func readScanned(resp *http.Response, buf []byte, key string, limit int, m *memb
 	var got []byte
 	var err error
 	var valid, reflected bool
-	if size >= asyncMin {
+	if size >= asyncMin && grow == 0 {
 		f := startFeed(resp.Body, buf)
 		valid, reflected = scanFrom(buf, f.next, forms, size, m)
 		got, err = f.wait()
 	} else {
-		f := feed{r: resp.Body, got: buf}
+		f := feed{r: resp.Body, got: buf, grow: grow}
 		valid, reflected = scanFrom(buf, f.read, forms, size, m)
 		for f.err == nil {
 			f.read(f.got)
@@ -122,6 +115,42 @@ func classifyRead(ctx context.Context, err error) error {
 	return classify(ctx, err)
 }
 
+// ReadJSON reads r to its end, at most limit bytes, and checks it as
+// CheckJSON does while it arrives, for an answer a caller opened itself
+// (a model call that may stream and came whole): ErrTooLarge over limit,
+// then ErrReflect or ErrNotJSON; a read that failed otherwise keeps its
+// error. member is Call.Member (Answer.Member); the buffer grows as the
+// answer arrives and is the caller's (Release does nothing).
+func ReadJSON(r io.Reader, key string, limit int, name string) (Answer, error) {
+	m := newMember(name)
+	resp := &http.Response{Body: io.NopCloser(r), ContentLength: -1}
+	body, err := readScanned(resp, make([]byte, 0, min(limit+1, 64<<10)), limit+1, key, limit, m)
+	if err != nil {
+		return Answer{Release: noRelease}, err
+	}
+	return m.answer(body, noRelease), nil
+}
+
+// newMember is the member named name, or nil for "".
+func newMember(name string) *member {
+	if name == "" {
+		return nil
+	}
+	return &member{name: name}
+}
+
+// answer is body as an Answer, with the member m found in it.
+func (m *member) answer(body []byte, release func()) Answer {
+	a := Answer{Body: body, Release: release}
+	if m != nil && !m.unsure {
+		a.MemberKnown = true
+		if m.found == 1 {
+			a.Member = body[m.start:m.end]
+		}
+	}
+	return a
+}
+
 // asyncMin is the body size from which readChecked reads in a goroutine of
 // its own (or a body of unknown length): below it, starting one costs more
 // than the overlap saves.
@@ -129,11 +158,13 @@ const asyncMin = 128 << 10
 
 // feed reads a body into the spare capacity of a buffer, for scanFrom.
 // got is everything read so far; err the read's end: io.EOF, errFull
-// when the buffer is full, or the reader's error.
+// when the buffer is full, or the reader's error. A full buffer is moved
+// to one twice its size while it is smaller than grow (ReadJSON).
 type feed struct {
-	r   io.Reader
-	got []byte
-	err error
+	r    io.Reader
+	got  []byte
+	err  error
+	grow int
 }
 
 var errFull = errors.New("buffer full")
@@ -142,6 +173,9 @@ var errFull = errors.New("buffer full")
 // more may follow (see scanner.src).
 func (f *feed) read(b []byte) ([]byte, bool) {
 	for f.err == nil {
+		if len(b) == cap(b) && cap(b) < f.grow {
+			b = append(make([]byte, 0, min(2*cap(b)+512, f.grow)), b...)
+		}
 		if len(b) == cap(b) {
 			f.err = errFull
 			break

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
@@ -185,5 +186,39 @@ func TestFeedReadsEveryPiece(t *testing.T) {
 		if !valid || !bytes.Equal(f.got, body) || f.err != io.EOF {
 			t.Errorf("pieces of %d: valid %v, read %d bytes, end %v", size, valid, len(f.got), f.err)
 		}
+	}
+}
+
+// ReadJSON decides as CheckJSON on the whole answer, its buffer growing
+// from 64 KiB as the answer arrives in pieces; over the limit it is
+// ErrTooLarge whatever the scan found, and a failed read keeps its error.
+func TestReadJSON(t *testing.T) {
+	const key = "sk-feed-0123456789abcdefghijklmnopqrstu"
+	for _, kind := range answercorpus.Kinds() {
+		body := answercorpus.Answer(kind, 700<<10)
+		reflected := append(bytes.Clone(body[:1000]), append([]byte(key), body[1000:]...)...)
+		for _, b := range [][]byte{body, reflected, body[:len(body)-1]} {
+			a, err := ReadJSON(chunkread.Split(b, 4093), key, 1<<20, "usage")
+			if want := CheckJSON(b, key); !errors.Is(err, want) || err == nil && !bytes.Equal(a.Body, b) {
+				t.Errorf("%s: ReadJSON = %d bytes, %v; CheckJSON says %v", kind, len(a.Body), err, want)
+			}
+			wantUsage := `{"prompt_tokens":12,"completion_tokens":345,"total_tokens":357}`
+			if kind == answercorpus.ToolCalls {
+				wantUsage = "" // its answer carries none
+			}
+			if err == nil && (!a.MemberKnown || string(a.Member) != wantUsage) {
+				t.Errorf("%s: usage = %q (known %v)", kind, a.Member, a.MemberKnown)
+			}
+		}
+		if _, err := ReadJSON(chunkread.Split(body, 4093), key, len(body)-1, ""); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("%s one byte over the limit: %v; want ErrTooLarge", kind, err)
+		}
+		if _, err := ReadJSON(chunkread.Split(body, 4093), key, len(body), ""); err != nil {
+			t.Errorf("%s at the limit: %v", kind, err)
+		}
+	}
+	broken := io.MultiReader(strings.NewReader(`{"a":"`), iotest.ErrReader(io.ErrClosedPipe))
+	if _, err := ReadJSON(broken, key, 1<<20, ""); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("broken read: %v; want its error", err)
 	}
 }
