@@ -132,7 +132,16 @@ func (s *scanner) fill(n int) bool {
 	return n <= len(s.b)
 }
 
+// ws skips whitespace. Compact JSON has none, so the common case (any
+// byte above ' ') costs no call.
 func (s *scanner) ws() {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return
+	}
+	s.skipWS()
+}
+
+func (s *scanner) skipWS() {
 	for s.avail(s.i + 1) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -306,16 +315,23 @@ func (s *scanner) str() bool {
 	i := s.i + 1 // past the opening quote
 	start := i   // the piece since the last barrier
 	for {
-		// The hot loop, without calls: short runs of plain bytes and
-		// the two-byte barrier escapes of code ("\\\"", "\n") while
-		// the piece is too short to check. Anything else is left to the
-		// rest of the loop.
+		// The hot loop: short runs of plain bytes, the two-byte barrier
+		// escapes of code ("\\\"", "\n") and the \u barriers of
+		// non-ASCII text ("\u4e16", uBarrier) while the piece is too
+		// short to check. Anything else is left to the rest of the loop.
 		for i+8 <= len(b) {
 			if b[i] == '\\' {
-				if escLen[b[i+1]] != 2 || i-start >= minLen {
+				n := int(escLen[b[i+1]])
+				if n == 6 {
+					if i+12 > len(b) {
+						break
+					}
+					n = s.uBarrier(i)
+				}
+				if n == 0 || i-start >= minLen {
 					break
 				}
-				i += 2
+				i += n
 				start = i
 				continue
 			}
