@@ -47,6 +47,12 @@ const (
 	RouteAnthropicMessages = "/anthropic/v1/messages"
 	// RouteAnthropicCountTokens is the count_tokens variant (§2.5).
 	RouteAnthropicCountTokens = "/anthropic/v1/messages/count_tokens"
+	// RouteOpenAIChat is RouteModel at the path the official OpenAI SDKs
+	// post to under the base URL http://broker/openai/v1, when the host's
+	// model speaks chat completions: the same request, rules and answer.
+	// Like the Anthropic routes it accepts headers outside the allow-list
+	// (an SDK's own) and never forwards them; the deny-list still holds.
+	RouteOpenAIChat = "/openai/v1/chat/completions"
 )
 
 // Model APIs a host's model may speak (config model.api); the turn JSON

@@ -34,15 +34,23 @@ import (
 
 var (
 	toolNameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+	mcpToolNameRE  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 	functionNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 	// JS "." excludes line terminators; (?s) is deliberately off and \r and
 	// the Unicode separators are excluded explicitly.
 	localIDRE = regexp.MustCompile("^[^\n\r\u2028\u2029]+$")
 )
 
-// ValidToolName reports whether s is a valid host tool, MCP server or MCP
-// tool name: ^[a-z][a-z0-9_]{0,47}$.
+// ValidToolName reports whether s is a valid host tool or MCP server name:
+// ^[a-z][a-z0-9_]{0,47}$.
 func ValidToolName(s string) bool { return toolNameRE.MatchString(s) }
+
+// ValidMCPToolName reports whether s is a valid MCP tool name:
+// ^[a-zA-Z0-9_-]{1,128}$, the function-name rule of the model APIs (the
+// longest, Anthropic's), so that a real server's tools ("get-sum",
+// "getWeather") can be allow-listed. The worker gives each a model-facing
+// function name that passes ValidFunctionName, whatever the dialect.
+func ValidMCPToolName(s string) bool { return mcpToolNameRE.MatchString(s) }
 
 // ValidFunctionName reports whether s is a valid model-facing function name:
 // ^[a-z][a-z0-9_]{0,63}$.

@@ -40,6 +40,13 @@ func (b *Broker) anthropicRoute(path string) bool {
 	return b.anthropic() && (path == rtsandbox.RouteAnthropicMessages || path == rtsandbox.RouteAnthropicCountTokens)
 }
 
+// sdkRoute reports whether path is a model route at an official SDK's own
+// path (an Anthropic route, or RouteOpenAIChat), served for the API the
+// model speaks: those accept the SDK's headers (checkHeaders).
+func (b *Broker) sdkRoute(path string) bool {
+	return b.anthropicRoute(path) || !b.anthropic() && path == rtsandbox.RouteOpenAIChat
+}
+
 // serveMessages serves both Anthropic routes.
 func serveMessages(ctx context.Context, t *Turn, req request) outcome {
 	count := req.path == rtsandbox.RouteAnthropicCountTokens

@@ -78,6 +78,24 @@ func TestAnthropicRouteRefusals(t *testing.T) {
 			headers: map[string]string{"Authorization": "Bearer sk-guest"}, status: 403, want: "forbidden credential"},
 		{name: "sdk-header-on-model", target: rtsandbox.RouteModel, body: `{"messages":[]}`,
 			headers: map[string]string{"X-Stainless-Lang": "go"}, status: 403, want: "forbidden header"},
+		// The OpenAI SDK's path: served for chat completions only, exactly,
+		// with the deny-list and the dummy credential as on every route.
+		{name: "openai-chat-off-when-anthropic", anthropic: true, target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "beta-on-openai-chat", target: rtsandbox.RouteOpenAIChat + "?beta=true", body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "openai-chat-subpath", target: rtsandbox.RouteOpenAIChat + "/x", body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "other-openai-path", target: "/openai/v1/embeddings", body: `{"input":"x"}`, status: 404, want: "not found"},
+		{name: "openai-chat-escaped", target: "/openai/v1/chat%2Fcompletions", body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "cookie-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+			headers: map[string]string{"Cookie": "guest=1"}, status: 403, want: "forbidden header"},
+		{name: "forwarded-for-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+			headers: map[string]string{"X-Forwarded-For": "10.0.0.1"}, status: 403, want: "forbidden header"},
+		{name: "proxy-authorization-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+			headers: map[string]string{"Proxy-Authorization": "Basic eDp5"}, status: 403, want: "forbidden header"},
+		{name: "bearer-real-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+			headers: map[string]string{"Authorization": "Bearer sk-guest"}, status: 403, want: "forbidden credential"},
+		{name: "x-api-key-real-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+			headers: map[string]string{"X-Api-Key": "sk-guest"}, status: 403, want: "forbidden credential"},
+		{name: "openai-chat-payload-refused", target: rtsandbox.RouteOpenAIChat, body: `{"messages":"hello"}`, status: 400, want: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,5 +249,36 @@ func TestAnthropicErrorStatusPassThrough(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenAIChatRoute: the OpenAI SDK's path takes the same request as
+// /model, with the SDK's own headers accepted and none of them forwarded:
+// upstream gets the rebuilt body with the host's model and the real key,
+// and the worker the upstream's answer.
+func TestOpenAIChatRoute(t *testing.T) {
+	f := newFixture(t, jsonReply(`{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`), nil)
+	headers := map[string]string{"X-Stainless-Lang": "go", "X-Stainless-Retry-Count": "0", "Openai-Organization": "org-guest",
+		"Idempotency-Key": "abc", "User-Agent": "OpenAI/Go 3.0"}
+	body := `{"model":"guest-choice","messages":[{"role":"user","content":"hello"}]}`
+	wantStatus(t, f.do(http.MethodPost, rtsandbox.RouteOpenAIChat, body, headers), 200,
+		`{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`)
+	reqs := f.model.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("upstream got %d requests; want 1", len(reqs))
+	}
+	for k := range headers {
+		if v := reqs[0].Header.Get(k); v != "" {
+			t.Errorf("upstream got the worker's %s: %q", k, v)
+		}
+	}
+	if a := reqs[0].Header.Get("Authorization"); a != "Bearer "+realKey {
+		t.Errorf("upstream Authorization = %q; want the real key", a)
+	}
+	var got struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(reqs[0].Body, &got); err != nil || got.Model != testModel {
+		t.Errorf("upstream model = %q, %v; want the host's %q", got.Model, err, testModel)
 	}
 }

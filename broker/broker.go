@@ -7,8 +7,10 @@
 //	POST /mcp/<server>   a single tools/call of a declared MCP tool, made by
 //	                     the broker's own MCP client (mcp.go)
 //
-// With Config.API anthropic, POST /anthropic/v1/messages and
-// /anthropic/v1/messages/count_tokens (anthropic.go) take /model's place.
+// POST /openai/v1/chat/completions is /model at the path the official
+// OpenAI SDKs post to, with their headers accepted and dropped. With
+// Config.API anthropic, POST /anthropic/v1/messages and
+// /anthropic/v1/messages/count_tokens (anthropic.go) take their place.
 // With Config.Stream, a model call that asks to stream is relayed as it
 // arrives through a reflection filter that works across reads (stream.go).
 //

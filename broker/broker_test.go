@@ -336,7 +336,13 @@ func TestConstructionChecks(t *testing.T) {
 			c.MCP = []broker.MCPServer{{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{tool, tool}}}
 		}, broker.ErrMCP},
 		{"mcp-bad-tool-name", func(c *broker.Config) {
-			c.MCP = []broker.MCPServer{{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{{Name: "-s", Parameters: json.RawMessage(`{}`)}}}}
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{{Name: "s.x", Parameters: json.RawMessage(`{}`)}}}}
+		}, broker.ErrMCP},
+		{"mcp-tool-name-too-long", func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{{Name: strings.Repeat("s", 129), Parameters: json.RawMessage(`{}`)}}}}
+		}, broker.ErrMCP},
+		{"mcp-server-name-keeps-sealed-rule", func(c *broker.Config) {
+			c.MCP = []broker.MCPServer{{Name: "Docs", URL: ep("https://mcp.example"), Tools: []rtsandbox.ToolSpec{{Name: "s", Parameters: json.RawMessage(`{}`)}}}}
 		}, broker.ErrMCP},
 		// Beyond the reference: operator schemas are checked now.
 		{"tool-schema-remote-ref", withTool("echo", `{"$schema":"http://json-schema.org/draft-07/schema#"}`, impl), broker.ErrToolSchema},

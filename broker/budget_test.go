@@ -9,6 +9,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 )
 
 // completionWithUsage is an OpenAI chat-completions answer with its usage
@@ -104,5 +105,43 @@ func TestDailyTokenBudgetRefuses(t *testing.T) {
 	u := usage(t, l, budget.ChannelScope(testChannel))
 	if u[budget.Tokens].Used != 0 || u[budget.Calls].Used != 1 {
 		t.Errorf("channel usage = %+v; want 0 tokens, 1 call", u)
+	}
+}
+
+// The usage the ledger is settled with is the one a decoder of the whole
+// answer reads, whether the reflection scan found it (a large answer, the
+// member anywhere at the top level, any case) or, unsure of it, left it
+// to a decode of the whole answer (an escaped or repeated key).
+func TestModelCallUsageFromTheScan(t *testing.T) {
+	big := string(answercorpus.Answer(answercorpus.Markdown, 300<<10)) // its usage: 357 tokens in all
+	repeated := big[:len(big)-1] + `,"usage":{"prompt_tokens":1000,"completion_tokens":234}}`
+	tests := []struct {
+		name   string
+		answer string
+		want   int64 // 0: the estimate
+	}{
+		{"large-answer", big, 357},
+		{"large-repeated", repeated, 357}, // decoded whole: the members merge, total_tokens stays
+		{"first-member", `{"usage":{"total_tokens":55},"choices":[]}`, 55},
+		{"case-folded", `{"choices":[],"Usage":{"total_tokens":56}}`, 56},
+		{"nested-only", `{"choices":[{"usage":{"total_tokens":57}}]}`, 0},
+		{"escaped-key", `{"choices":[],"\u0075sage":{"total_tokens":58}}`, 58},
+		{"repeated-key", `{"usage":{"prompt_tokens":5},"usage":{"completion_tokens":4}}`, 9},
+		{"null", `{"choices":[],"usage":null}`, 0},
+		{"wrong-type", `{"choices":[],"usage":{"total_tokens":"x"}}`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := openLedger(t, budget.Config{})
+			f := newFixture(t, jsonReply(tt.answer), func(c *broker.Config) {
+				c.Budget = l
+				c.MaxOutputTokens = 1000
+			})
+			wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 200, "")
+			got := usage(t, l, budget.Installation)[budget.Tokens].Used
+			if tt.want == 0 && (got <= 1000 || got > 1100) || tt.want != 0 && got != tt.want {
+				t.Errorf("tokens used = %d; want %d (0: the estimate)", got, tt.want)
+			}
+		})
 	}
 }

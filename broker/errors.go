@@ -70,6 +70,14 @@ type outcome struct {
 	// on, for a session's failure log (Turn.errLog).
 	upstreamStatus int
 	errBody        []byte
+	// release, when set, hands body's buffer back once the answer is
+	// written (upstream.Client.PostJSON).
+	release func()
+	// usage is the answer's top-level usage member as the reflection
+	// scan found it (nil when there is none), when usageKnown: then
+	// usedTokens need not decode body again.
+	usage      []byte
+	usageKnown bool
 }
 
 func refuse(r refusal) outcome {

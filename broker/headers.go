@@ -38,13 +38,14 @@ const dummyBearer = "Bearer " + rtsandbox.DummyKey
 // r.TransferEncoding and declared trailers into r.Trailer, so those are
 // checked there too.
 //
-// On the Anthropic routes (lenient) the session spec's rule holds instead
-// of the allow-list (§2.4 step 14): headers outside both lists are
-// accepted and never forwarded, since official clients send their own
-// (x-stainless-*, anthropic-version, anthropic-beta); the deny-list still
-// refuses, except an x-api-key holding exactly the dummy key, the way
-// those clients present a key. Forwarded are only anthropic-version and
-// anthropic-beta (anthropicHeaders).
+// On the Anthropic routes and rtsandbox.RouteOpenAIChat (lenient) the
+// session spec's rule holds instead of the allow-list (§2.4 step 14):
+// headers outside both lists are accepted and never forwarded, since
+// official clients send their own (x-stainless-*, openai-*,
+// anthropic-version, anthropic-beta); the deny-list still refuses, except
+// an x-api-key holding exactly the dummy key, the way the Anthropic
+// clients present a key. Forwarded are only anthropic-version and
+// anthropic-beta on the Anthropic routes (anthropicHeaders).
 func checkHeaders(r *http.Request, lenient bool) (refusal, bool) {
 	// HTTP/1.0 is refused outright: for it net/http silently deletes a
 	// Transfer-Encoding header instead of exposing it, so the deny-list

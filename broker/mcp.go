@@ -49,7 +49,7 @@ func buildMCP(servers []MCPServer, client *upstream.Client) (map[string]*mcpServ
 		}
 		srv := &mcpServer{MCPServer: s, tools: make(map[string]*argSchema, len(s.Tools)), conn: client.MCP(s.URL)}
 		for _, t := range s.Tools {
-			if !rtsandbox.ValidToolName(t.Name) || srv.tools[t.Name] != nil {
+			if !rtsandbox.ValidMCPToolName(t.Name) || srv.tools[t.Name] != nil {
 				return nil, fmt.Errorf("%w: %q/%q", ErrMCP, s.Name, t.Name)
 			}
 			args, err := compileArgs("mcp/"+s.Name+"/"+t.Name, t.Parameters)

@@ -23,7 +23,8 @@ import (
 // skipped, not held). The scanner looks for raw forms only, and a JSON
 // escape ("\u0073k-…") can hide one that decoding the delta reveals, so the
 // decoded text is checked too, as upstream.CheckText checks any answer
-// passed on as rewritten text: the tap holds back its last
+// passed on as rewritten text (one upstream.TextChecker per answer, made
+// once, not per delta): the tap holds back its last
 // longest-form-minus-one bytes until more text shows they begin no form
 // (or the answer ends cleanly), and a match ends the answer's text for
 // good. That tail is all the text it keeps: what the callback does with
@@ -53,9 +54,11 @@ type textTap struct {
 	fn        TextFunc
 	answer    int
 	anthropic bool
-	key       rtsandbox.Secret // redacts itself if the tap is ever logged
-	hold      int              // the longest form of key, less one byte
-	held      string           // decoded text not yet reported: it may begin a form
+	// check holds the key's forms for this answer only, made once
+	// rather than per delta; it prints as its type's name.
+	check *upstream.TextChecker
+	hold  int    // the longest form of the key, less one byte
+	held  string // decoded text not yet reported: it may begin a form
 }
 
 // newTextTap returns the tap of the turn's next streamed answer, or nil
@@ -64,8 +67,9 @@ func (t *Turn) newTextTap(key rtsandbox.Secret) *textTap {
 	if t.onText == nil {
 		return nil
 	}
-	tap := &textTap{fn: t.onText, answer: int(t.answers.Add(1)), anthropic: t.b.anthropic(), key: key}
-	for _, f := range upstream.Forms(tap.key.Reveal()) {
+	tap := &textTap{fn: t.onText, answer: int(t.answers.Add(1)), anthropic: t.b.anthropic(),
+		check: upstream.NewTextChecker(key.Reveal())}
+	for _, f := range upstream.Forms(key.Reveal()) {
 		tap.hold = max(tap.hold, len(f)-1)
 	}
 	tap.parser = watchParser(tap.event)
@@ -103,7 +107,7 @@ func (tap *textTap) event(ev brokerclient.SSEEvent) error {
 // new tail, cut at a rune boundary. A match reports nothing more.
 func (tap *textTap) add(text string) {
 	s := tap.held + text
-	if upstream.CheckText(s, tap.key.Reveal()) != nil {
+	if tap.check.Check(s) != nil {
 		tap.matched, tap.held = true, ""
 		return
 	}

@@ -46,7 +46,7 @@ func (t *Turn) route(path string, beta bool) (routeFunc, bool) {
 	if beta {
 		return nil, false
 	}
-	if path == rtsandbox.RouteModel && !t.b.anthropic() {
+	if (path == rtsandbox.RouteModel || path == rtsandbox.RouteOpenAIChat) && !t.b.anthropic() {
 		return serveModel, true
 	}
 	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
@@ -125,15 +125,16 @@ func (t *Turn) spend(ctx context.Context, call upstream.Call, maxOutput int, sen
 // bytes passed back are the bytes scanned, and the scan looks at each
 // string as the guest's JSON decoder will see it (and with its character
 // references decoded, as a renderer would show it), so the reflection
-// check runs on the final form (upstream.CheckJSON lists the forms).
+// check runs on the final form (upstream.CheckJSON lists the forms). The
+// scan runs while the answer arrives (upstream.Client.PostJSON); nothing
+// is passed back before its end.
 func (b *Broker) forward(ctx context.Context, call upstream.Call) outcome {
 	start := b.now()
-	resp, err := b.client.Post(ctx, call)
+	call.Member = usageMember
+	a, err := b.client.PostJSON(ctx, call)
 	took := b.now().Sub(start)
-	if err == nil {
-		err = upstream.CheckJSON(resp, call.Key.Reveal())
-	}
-	o := okJSON(resp)
+	o := okJSON(a.Body)
+	o.release, o.usage, o.usageKnown = a.Release, a.Member, a.MemberKnown
 	if err != nil {
 		o = fail(err.Error())
 		o.reflected = errors.Is(err, upstream.ErrReflect)

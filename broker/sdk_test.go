@@ -9,7 +9,6 @@ package broker_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -98,27 +97,12 @@ func TestAnthropicSDKThroughBroker(t *testing.T) {
 	}
 }
 
-// sealedModelRoute maps the OpenAI SDK onto the sealed /model route: the
-// route is the protocol's own fixed path, and its header allow-list
-// (unchanged) refuses the SDK's telemetry headers, so the middleware
-// rewrites the path and keeps only the headers the worker sends. The body
-// and the answer are the SDK's own, unchanged.
-func sealedModelRoute(req *http.Request, next ooption.MiddlewareNext) (*http.Response, error) {
-	req.URL.Path = rtsandbox.RouteModel
-	for name := range req.Header {
-		switch strings.ToLower(name) {
-		case "content-type", "accept", "user-agent", "authorization", "content-length":
-		default:
-			req.Header.Del(name)
-		}
-	}
-	return next(req)
-}
-
 func TestOpenAISDKThroughBroker(t *testing.T) {
 	hc, model := sdkBroker(t, rtsandbox.ModelAPIOpenAI)
-	c := openai.NewClient(ooption.WithBaseURL("http://"+rtsandbox.BrokerHost+"/"), ooption.WithAPIKey(rtsandbox.DummyKey),
-		ooption.WithHTTPClient(hc), ooption.WithMaxRetries(0), ooption.WithMiddleware(sealedModelRoute))
+	// The client as a worker would configure it: the broker's base URL
+	// and the dummy key; nothing else changed (no path or header shim).
+	c := openai.NewClient(ooption.WithBaseURL("http://"+rtsandbox.BrokerHost+"/openai/v1"), ooption.WithAPIKey(rtsandbox.DummyKey),
+		ooption.WithHTTPClient(hc), ooption.WithMaxRetries(0))
 	params := openai.ChatCompletionNewParams{
 		Model:    "guest-choice",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("be brief"), openai.UserMessage("what is tea?")},

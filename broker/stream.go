@@ -108,22 +108,20 @@ func (t *Turn) passWith(ctx context.Context, w http.ResponseWriter, call upstrea
 }
 
 // whole reads a non-streamed 2xx answer and checks it as CheckJSON does
-// for every whole answer.
+// for every whole answer, while it arrives (upstream.ReadJSON), finding
+// its usage on the way.
 func (t *Turn) whole(resp *upstream.Response, key rtsandbox.Secret) outcome {
-	limit := t.answerCap()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	a, err := upstream.ReadJSON(resp.Body, key.Reveal(), int(t.answerCap()), usageMember)
 	switch {
-	case err != nil:
-		return fail("upstream read failed")
-	case int64(len(body)) > limit:
-		return fail(upstream.ErrTooLarge.Error())
-	}
-	if err := upstream.CheckJSON(body, key.Reveal()); err != nil {
+	case errors.Is(err, upstream.ErrTooLarge), errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrNotJSON):
 		o := fail(err.Error())
 		o.reflected = errors.Is(err, upstream.ErrReflect)
 		return o
+	case err != nil:
+		return fail("upstream read failed")
 	}
-	o := okJSON(body)
+	o := okJSON(a.Body)
+	o.usage, o.usageKnown = a.Member, a.MemberKnown
 	o.status = resp.Status
 	o.header = passHeaders(resp.Header, key, nil)
 	return o

@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/internal/chunkread"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -89,23 +90,6 @@ func splitCases() (forms []string, cases [][][]byte, formOf []int) {
 	return forms, cases, formOf
 }
 
-// chunkBody returns its chunks one per Read, as a network might.
-type chunkBody [][]byte
-
-func (c *chunkBody) Read(p []byte) (int, error) {
-	for len(*c) > 0 && len((*c)[0]) == 0 {
-		*c = (*c)[1:]
-	}
-	if len(*c) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, (*c)[0])
-	(*c)[0] = (*c)[0][n:]
-	return n, nil
-}
-
-func (c *chunkBody) Close() error { return nil }
-
 // chunkTransport answers every upstream call with the next case's chunks,
 // one per read of the body: every cut falls between two reads.
 type chunkTransport struct {
@@ -116,7 +100,7 @@ type chunkTransport struct {
 func (c *chunkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	io.Copy(io.Discard, r.Body)
 	r.Body.Close()
-	body := chunkBody(slices.Clone(c.cases[c.next.Add(1)-1]))
+	body := chunkread.Reader(slices.Clone(c.cases[c.next.Add(1)-1]))
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
 		Body: &body, Request: r, ContentLength: -1}, nil
 }

@@ -69,6 +69,9 @@ func (t *Turn) Remaining() int {
 func (t *Turn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := t.b.now()
 	route, o := t.handle(w, r)
+	if o.release != nil {
+		defer o.release()
+	}
 	if !o.written {
 		writeOutcome(w, o)
 	}
@@ -105,7 +108,7 @@ func (t *Turn) handle(w http.ResponseWriter, r *http.Request) (string, outcome) 
 	if !ok {
 		return "", refuse(ref)
 	}
-	if ref, ok := checkHeaders(r, t.b.anthropicRoute(path)); !ok {
+	if ref, ok := checkHeaders(r, t.b.sdkRoute(path)); !ok {
 		return "", refuse(ref)
 	}
 	dispatch, ok := t.route(path, beta)

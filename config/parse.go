@@ -240,7 +240,7 @@ func (p *parser) mcpTool(n *yaml.Node, path string) rtsandbox.ToolSpec {
 		p.fail(n, path, "must be a tool name or a tool declaration {name, description, parameters}")
 		return rtsandbox.ToolSpec{}
 	}
-	if msg := toolNameRule(n.Value); msg != "" {
+	if msg := mcpToolNameRule(n.Value); msg != "" {
 		p.fail(n, path, "%s", msg)
 		return rtsandbox.ToolSpec{}
 	}
@@ -253,7 +253,7 @@ func (p *parser) toolSpec(n *yaml.Node, path string) rtsandbox.ToolSpec {
 		return rtsandbox.ToolSpec{}
 	}
 	var t rtsandbox.ToolSpec
-	t.Name, _ = p.text(o, "name", true, toolNameRule)
+	t.Name, _ = p.text(o, "name", true, mcpToolNameRule)
 	t.Description, _ = p.text(o, "description", true)
 	t.Parameters = p.params(o, "parameters", true)
 	return t

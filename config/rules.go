@@ -34,6 +34,16 @@ func toolNameRule(s string) string {
 	return ""
 }
 
+// mcpToolNameRule is the rule of an MCP tool's name: the model APIs'
+// function-name rule, so that a real server's tool names pass (the worker
+// maps each to a model-facing name).
+func mcpToolNameRule(s string) string {
+	if !rtsandbox.ValidMCPToolName(s) {
+		return "must match ^[a-zA-Z0-9_-]{1,128}$"
+	}
+	return ""
+}
+
 func builtinRule(s string) string {
 	if s != BuiltinClock {
 		return fmt.Sprintf("must be %q, the only built-in tool", BuiltinClock)

@@ -1,4 +1,5 @@
-// doctor --online: one request to the model and to each MCP server.
+// doctor --online: one request to the model, and an MCP session with each
+// MCP server.
 
 package host
 
@@ -47,21 +48,69 @@ func onlineChecks(ctx context.Context, cfg *config.Config, getenv env) []Check {
 		// The broker's Messages target, keyed as the broker sends it.
 		model.url, model.keyHeader = cfg.Model.URL.Join("/v1/messages", "").String(), "X-Api-Key"
 	}
-	targets := []endpoint{model}
-	for _, s := range cfg.MCP {
-		targets = append(targets, endpoint{name: "mcp " + s.Name + " online", url: s.URL.String(), key: s.APIKeyEnv,
-			accept: "application/json, text/event-stream"})
-	}
 	transport := upstream.NewTransport()
 	defer transport.CloseIdleConnections()
 	hc := &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // reported, never followed
 	}}
-	var out []Check
-	for _, t := range targets {
-		out = append(out, probe(ctx, hc, t, getenv))
+	out := []Check{probe(ctx, hc, model, getenv)}
+	client := upstream.New(transport)
+	for _, s := range cfg.MCP {
+		out = append(out, probeMCP(ctx, client, s, getenv))
 	}
 	return out
+}
+
+// probeMCP opens an MCP session with s as the broker does (initialize
+// with the configured key, the session id kept), lists its tools, closes
+// the session, and checks that every tool the config names is listed. No
+// tool is called.
+func probeMCP(ctx context.Context, client *upstream.Client, s config.MCPServer, getenv env) Check {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	t := endpoint{name: "mcp " + s.Name + " online", url: s.URL.String(), key: s.APIKeyEnv}
+	listed, err := client.MCP(s.URL).ListTools(ctx, rtsandbox.Secret(s.APIKeyEnv.Lookup(getenv)))
+	if err != nil {
+		return judgeMCP(t, err)
+	}
+	names := make(map[string]bool, len(listed))
+	for _, tool := range listed {
+		names[tool.Name] = true
+	}
+	var missing []string
+	for _, tool := range s.Tools {
+		if !names[tool.Name] {
+			missing = append(missing, tool.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return fail(t.name, "check mcp[].tools against the server's tools (names are case-sensitive)",
+			"%s lists %d tools but not %q", t.url, len(listed), missing)
+	}
+	return ok(t.name, "%s: MCP session opened, %d tools listed, the %d configured all there (no tool called)",
+		t.url, len(listed), len(s.Tools))
+}
+
+// judgeMCP turns a failed MCP session into a check: a refused status as a
+// plain probe's (judge), the rest by its failure class.
+func judgeMCP(t endpoint, err error) Check {
+	if code, ok := upstream.Status(err); ok {
+		if c := judge(t, code); c.status != statusOK {
+			return c
+		}
+		return fail(t.name, "check the URL's path: it must be the server's Streamable HTTP endpoint",
+			"%s answered %d to initialize", t.url, code)
+	}
+	switch {
+	case errors.Is(err, upstream.ErrRedirect):
+		return fail(t.name, "use the final URL: rtsandbox never follows redirects", "%s redirects", t.url)
+	case errors.Is(err, upstream.ErrNetwork), errors.Is(err, upstream.ErrCanceled):
+		return fail(t.name, "check the URL, DNS, firewall and TLS from this host (no proxy is used)", "%s: %v", t.url, err)
+	case errors.Is(err, upstream.ErrMCPSession):
+		return fail(t.name, "check the URL's path: it must be the server's Streamable HTTP endpoint",
+			"%s answered, but not as an MCP server: %v", t.url, err)
+	}
+	return fail(t.name, "check the server", "%s: %v", t.url, err)
 }
 
 // probe posts probeBody to t and judges the answer by its status alone;

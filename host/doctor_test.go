@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -252,3 +253,63 @@ func TestDoctorOnline(t *testing.T) {
 
 // ep is a checked endpoint; the test upstreams run on loopback http.
 func ep(raw string) upstream.Endpoint { return upstream.MustParseEndpoint(raw, true) }
+
+// doctor --online speaks MCP to an MCP server: initialize with the
+// configured key, tools/list, and the session closed; no tool is called.
+// A configured tool the server does not list fails the check, naming it;
+// an endpoint that answers but not as an MCP server fails too.
+func TestDoctorOnlineMCPSession(t *testing.T) {
+	srv := fakemcp.New(fakemcp.Tool{Name: "get-sum"}, fakemcp.Tool{Name: "echo"})
+	defer srv.Close()
+	notMCP := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer notMCP.Close()
+	badRequest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(400) }))
+	defer badRequest.Close()
+	tools := func(names ...string) []rtsandbox.ToolSpec {
+		var out []rtsandbox.ToolSpec
+		for _, n := range names {
+			out = append(out, rtsandbox.ToolSpec{Name: n})
+		}
+		return out
+	}
+	cfg := &config.Config{
+		Model: config.Model{URL: ep(notMCP.URL)},
+		MCP: []config.MCPServer{
+			{Name: "all-there", URL: ep(srv.URL), APIKeyEnv: "K", Tools: tools("get-sum", "echo")},
+			{Name: "one-missing", URL: ep(srv.URL), APIKeyEnv: "K", Tools: tools("echo", "Get-Sum")},
+			{Name: "not-mcp", URL: ep(notMCP.URL)},
+			{Name: "bad-request", URL: ep(badRequest.URL)},
+		},
+	}
+	checks := onlineChecks(context.Background(), cfg, mapEnv(map[string]string{"K": "k1"}))
+	var got []brief
+	for _, c := range checks {
+		got = append(got, briefOf(c))
+	}
+	want := []brief{
+		{"ok", "model online", false},
+		{"ok", "mcp all-there online", false},
+		{"fail", "mcp one-missing online", true},
+		{"fail", "mcp not-mcp online", true},
+		{"fail", "mcp bad-request online", true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("onlineChecks mismatch (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(checks[2].msg, `"Get-Sum"`) {
+		t.Errorf("missing-tool check %q does not name the tool", checks[2].msg)
+	}
+	var methods []string
+	for _, r := range srv.Requests() {
+		if r.Authorization != "Bearer k1" {
+			t.Errorf("MCP request %q carried %q; want the configured key", r.Method, r.Authorization)
+		}
+		methods = append(methods, r.Method)
+	}
+	if want := []string{"initialize", "notifications/initialized", "tools/list", ""}; !cmp.Equal(methods[:4], want) || srv.ToolCalls() != 0 {
+		t.Errorf("MCP requests %q; want %q twice (the empty one the closing DELETE) and no tools/call", methods, want)
+	}
+}

@@ -147,14 +147,15 @@ func (r *sessionRecorder) sessions() []string {
 }
 
 // The reference server, reached only through the broker: the startup
-// listing completes the tool named "echo" (dropping its draft-07 $schema),
-// the tool answers, while an unlisted tool, a resource read and a prompt
-// get are refused, and no session id it hands out reaches the guest.
+// listing completes the tools named "echo" and "get-sum" (a real tool name
+// with a dash, dropping their draft-07 $schema), the tools answer, while
+// an unlisted tool, a resource read and a prompt get are refused, and no
+// session id it hands out reaches the guest.
 func TestMCPThirdPartyServer(t *testing.T) {
 	const key = "real-everything-key"
 	url := startEverything(t)
 	rec := &sessionRecorder{base: upstream.NewTransport()}
-	cfg := mcpConfig(url, rtsandbox.ToolSpec{Name: "echo"})
+	cfg := mcpConfig(url, rtsandbox.ToolSpec{Name: "echo"}, rtsandbox.ToolSpec{Name: "get-sum"})
 	bc, err := BrokerConfig(t.Context(), cfg, mapEnv(map[string]string{"DOCS_KEY": key, "MODEL_KEY": "model-key"}), upstream.New(rec), nil)
 	if err != nil {
 		t.Fatalf("BrokerConfig: %v", err)
@@ -192,6 +193,9 @@ func TestMCPThirdPartyServer(t *testing.T) {
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil || answer.JSONRPC != "2.0" || answer.ID != 1 || answer.Result == nil {
 		t.Errorf("echo answer %s is not the JSON-RPC result for id 1", w.Body)
+	}
+	if w := post(`{"method":"tools/call","params":{"name":"get-sum","arguments":{"a":2,"b":40}}}`); w.Code != 200 || !strings.Contains(w.Body.String(), "42") {
+		t.Errorf("get-sum = %d %s; want 200 with the sum", w.Code, w.Body)
 	}
 	for name, body := range map[string]string{
 		"unlisted-tool": `{"method":"tools/call","params":{"name":"get-env","arguments":{}}}`,

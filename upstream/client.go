@@ -126,6 +126,9 @@ type Call struct {
 	// never a guest's), such as anthropic-version. They cannot replace
 	// the ones above.
 	Header http.Header
+	// Member names a top-level member of the answer that PostJSON finds
+	// while it scans (Answer.Member); other calls ignore it.
+	Member string
 	// Idempotent marks a call that may be repeated after the upstream
 	// failed in a way that may have come after it acted (a 500, a reset):
 	// a model completion, not a webhook with side effects (retry.go).
@@ -137,14 +140,33 @@ type Call struct {
 // retry.go describes. Errors wrap one of the failure classes and never
 // contain the URL, headers or body.
 func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
+	a, err := c.post(ctx, call, false)
+	return a.Body, err
+}
+
+// PostJSON is Post for an answer that must be one JSON text that does not
+// reflect call.Key: the answer is checked as CheckJSON checks it, while it
+// is read, so the check ends soon after the answer's last byte instead of
+// starting there. It also fails with ErrNotJSON or ErrReflect; a failure
+// to read the whole answer takes precedence, as it would with Post then
+// CheckJSON.
+//
+// The scan also finds the top-level member call.Member names, when set
+// (Answer.Member), so that a caller needing one field of the answer need
+// not decode all of it again.
+func (c *Client) PostJSON(ctx context.Context, call Call) (Answer, error) {
+	return c.post(ctx, call, true)
+}
+
+func (c *Client) post(ctx context.Context, call Call, check bool) (Answer, error) {
 	for attempt := 1; ; attempt++ {
-		body, status, h, err := c.do(ctx, http.MethodPost, call)
+		a, status, h, err := c.do(ctx, http.MethodPost, call, check)
 		if err == nil || attempt == MaxAttempts || !retryable(call.Idempotent, status, err) {
-			return body, err
+			return a, err
 		}
 		wait, ok := c.retryWait(attempt, h)
 		if !ok || !sleep(ctx, wait) {
-			return body, err
+			return a, err
 		}
 	}
 }
@@ -154,16 +176,18 @@ func (c *Client) Post(ctx context.Context, call Call) ([]byte, error) {
 // classes as Post. It makes one attempt: its callers (search) have short
 // deadlines and a guest can simply ask again.
 func (c *Client) Get(ctx context.Context, call Call) ([]byte, error) {
-	body, _, _, err := c.do(ctx, http.MethodGet, call)
-	return body, err
+	a, _, _, err := c.do(ctx, http.MethodGet, call, false)
+	return a.Body, err
 }
 
 // do makes one attempt. status is the answer's status (0 without one) and
 // h its header, for the retry decision; a transport error keeps its cause
-// under the content-free class.
-func (c *Client) do(ctx context.Context, method string, call Call) (body []byte, status int, h http.Header, err error) {
+// under the content-free class. With check, the body is checked as it is
+// read (PostJSON).
+func (c *Client) do(ctx context.Context, method string, call Call, check bool) (a Answer, status int, h http.Header, err error) {
+	a.Release = noRelease
 	if call.URL.IsZero() {
-		return nil, 0, nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
+		return a, 0, nil, fmt.Errorf("%w: no endpoint", ErrNetwork)
 	}
 	var rd io.Reader
 	if method == http.MethodPost {
@@ -171,19 +195,23 @@ func (c *Client) do(ctx context.Context, method string, call Call) (body []byte,
 	}
 	req, err := http.NewRequestWithContext(ctx, method, call.URL.String(), rd)
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
+		return a, 0, nil, fmt.Errorf("%w: cannot build request", ErrNetwork)
 	}
 	req.Header = header(method, call)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, 0, nil, classify(ctx, err)
+		return a, 0, nil, classify(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 || (call.Status != 0 && resp.StatusCode != call.Status) {
-		return nil, resp.StatusCode, resp.Header, statusError(resp.StatusCode)
+		return a, resp.StatusCode, resp.Header, statusError(resp.StatusCode)
 	}
-	body, err = c.readBody(ctx, resp, call.MaxBytes)
-	return body, resp.StatusCode, resp.Header, err
+	if check {
+		a, err = c.readChecked(ctx, resp, call)
+	} else {
+		a.Body, err = c.readBody(ctx, resp, call.MaxBytes)
+	}
+	return a, resp.StatusCode, resp.Header, err
 }
 
 // header builds a call's headers from scratch.
@@ -216,9 +244,29 @@ func header(method string, call Call) http.Header {
 // followed; anything else is ErrStatus.
 func statusError(status int) error {
 	if status >= 300 && status <= 399 {
-		return fmt.Errorf("%w (%d)", ErrRedirect, status)
+		return &refusedStatus{class: ErrRedirect, code: status}
 	}
-	return fmt.Errorf("%w (%d)", ErrStatus, status)
+	return &refusedStatus{class: ErrStatus, code: status}
+}
+
+// refusedStatus is a refused status, its number kept for Status; the text
+// is the class and the number, content-free.
+type refusedStatus struct {
+	class error
+	code  int
+}
+
+func (e *refusedStatus) Error() string { return fmt.Sprintf("%v (%d)", e.class, e.code) }
+func (e *refusedStatus) Unwrap() error { return e.class }
+
+// Status returns the HTTP status of an answer refused for it (ErrStatus,
+// or ErrRedirect for a 3xx), when err carries one, so that a caller can
+// say what the status means (doctor --online).
+func Status(err error) (int, bool) {
+	if e, ok := errors.AsType[*refusedStatus](err); ok {
+		return e.code, true
+	}
+	return 0, false
 }
 
 // readBody reads at most limit bytes (MaxResponseBytes when limit < 1). A

@@ -184,7 +184,7 @@ func (s *MCPSession) failure(ctx context.Context, err error) error {
 	case errors.Is(err, ErrRedirect):
 		return ErrRedirect
 	case !s.box.allOK():
-		return ErrStatus
+		return statusError(s.box.firstStatus())
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
@@ -282,8 +282,9 @@ type keyBox struct {
 	mu  sync.Mutex
 	key rtsandbox.Secret
 	// gone: a request with a session id got 404; notOK: some answer was
-	// not 2xx; over: some answer passed maxMCPWire.
+	// not 2xx, status the first such; over: some answer passed maxMCPWire.
 	gone, notOK, over bool
+	status            int
 }
 
 func (b *keyBox) set(key rtsandbox.Secret) {
@@ -301,15 +302,20 @@ func (b *keyBox) get() rtsandbox.Secret {
 func (b *keyBox) resetSeen() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.gone, b.notOK, b.over = false, false, false
+	b.gone, b.notOK, b.over, b.status = false, false, false, 0
 }
 
 func (b *keyBox) saw(withSession bool, status int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.gone = b.gone || (withSession && status == http.StatusNotFound)
-	b.notOK = b.notOK || status < 200 || status > 299
+	if !b.notOK && (status < 200 || status > 299) {
+		b.notOK, b.status = true, status
+	}
 }
+
+// firstStatus is the first status that was not 2xx.
+func (b *keyBox) firstStatus() int { b.mu.Lock(); defer b.mu.Unlock(); return b.status }
 
 func (b *keyBox) overflow() {
 	b.mu.Lock()

@@ -159,17 +159,41 @@ func CheckJSON(body []byte, key string) error {
 // after the caller decoded and rewrote them (search results, a webhook's
 // text), run on exactly what is passed on.
 func CheckText(text, key string) error {
-	forms := searchForms(key)
-	if len(forms) == 0 {
+	return NewTextChecker(key).Check(text)
+}
+
+// TextChecker is CheckText for one key, its forms and matcher made once,
+// for a caller that checks many texts against the same key (the broker's
+// preview tap checks the text of every delta of an answer). It holds the
+// key's forms: keep it no longer than the answer it checks. It prints as
+// its type's name only.
+type TextChecker struct {
+	m   *matcher
+	ent entityDecoder
+}
+
+// NewTextChecker returns the checker of key; an empty key finds nothing.
+func NewTextChecker(key string) *TextChecker {
+	return &TextChecker{m: newMatcher(searchForms(key))}
+}
+
+// Check is CheckText(text, key) for the checker's key.
+func (c *TextChecker) Check(text string) error {
+	if len(c.m.forms) == 0 {
 		return nil
 	}
-	m := newMatcher(forms)
 	b := []byte(text)
-	if m.contains(b) || m.containsDecoded(&entityDecoder{}, b, false) {
+	if c.m.contains(b) || c.m.containsDecoded(&c.ent, b, false) {
 		return ErrReflect
 	}
 	return nil
 }
+
+// String keeps the key's forms out of any print of the checker.
+func (c *TextChecker) String() string { return "upstream.TextChecker" }
+
+// GoString is String for %#v.
+func (c *TextChecker) GoString() string { return c.String() }
 
 func containsAny(s string, forms []string) bool {
 	for _, f := range forms {

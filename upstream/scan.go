@@ -44,9 +44,19 @@ type scanner struct {
 	// hold one. With no forms it is larger than any piece.
 	minLen int
 	buf    []byte // a piece of a string with escapes, decoded
-	quote  int    // the first '"' at or after the last longRun, or len(b)
-	ent    entityDecoder
-	hit    bool
+	// quote is the first '"' at or after the last longRun; when b held
+	// none, it is len(b) as it was, the point the next search resumes.
+	quote int
+	ent   entityDecoder
+	hit   bool
+	// src, when set, is where b comes from while it is still arriving
+	// (scanFrom): it returns b with more bytes appended, or false when
+	// none will follow. b is then what has arrived so far, and every
+	// place that would take its end for the end of the text asks src
+	// first (fill).
+	src func(b []byte) ([]byte, bool)
+	// member, when set, keeps the raw value of one top-level member.
+	member *member
 }
 
 // scan returns whether b is one valid JSON text and whether a string in it
@@ -58,7 +68,22 @@ func scan(b []byte, forms [][]byte) (valid, reflected bool) {
 // scanWith is scan with the forms' matcher built once by the caller (the
 // stream scanner checks every event with the same one).
 func scanWith(b []byte, m *matcher) (valid, reflected bool) {
-	s := &scanner{b: b, forms: m, minLen: math.MaxInt, quote: -1}
+	return newScanner(b, m, len(b), nil).run()
+}
+
+// scanFrom is scan on a text that is still arriving: b holds what has
+// arrived (it may be empty) and src appends the rest (see scanner.src),
+// so the scan runs while the text is read and ends soon after its last
+// byte. size is the text's expected length (it sizes the matcher's
+// filter). It decides exactly as scan on the whole text would.
+func scanFrom(b []byte, src func([]byte) ([]byte, bool), forms [][]byte, size int, m *member) (valid, reflected bool) {
+	s := newScanner(b, newMatcher(forms), size, src)
+	s.member = m
+	return s.run()
+}
+
+func newScanner(b []byte, m *matcher, size int, src func([]byte) ([]byte, bool)) *scanner {
+	s := &scanner{b: b, forms: m, minLen: math.MaxInt, quote: -1, src: src}
 	if len(m.forms) > 0 {
 		s.minLen = s.forms.minLen
 		s.keep = s.forms.bytes
@@ -68,8 +93,8 @@ func scanWith(b []byte, m *matcher) (valid, reflected bool) {
 		for c := utf8.RuneSelf; c < len(s.keep); c++ {
 			s.keepHigh = s.keepHigh || s.keep[c]
 		}
-		if len(b) >= sampleMin {
-			s.forms.build(len(b))
+		if size >= sampleMin {
+			s.forms.build(size)
 		}
 	}
 	for c, v := range simpleEscapes {
@@ -78,6 +103,10 @@ func scanWith(b []byte, m *matcher) (valid, reflected bool) {
 		}
 	}
 	s.escLen['u'] = 6
+	return s
+}
+
+func (s *scanner) run() (valid, reflected bool) {
 	s.ws()
 	if !s.value(0) {
 		return false, s.hit
@@ -86,8 +115,34 @@ func scanWith(b []byte, m *matcher) (valid, reflected bool) {
 	return s.i == len(s.b), s.hit
 }
 
+// avail reports whether b holds n bytes, waiting for them while the text
+// is still arriving.
+func (s *scanner) avail(n int) bool { return n <= len(s.b) || s.fill(n) }
+
+// fill grows b from src until it holds n bytes or nothing more will come,
+// and reports whether it holds n.
+func (s *scanner) fill(n int) bool {
+	for n > len(s.b) && s.src != nil {
+		b, ok := s.src(s.b)
+		s.b = b
+		if !ok {
+			s.src = nil
+		}
+	}
+	return n <= len(s.b)
+}
+
+// ws skips whitespace. Compact JSON has none, so the common case (any
+// byte above ' ') costs no call.
 func (s *scanner) ws() {
-	for s.i < len(s.b) {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return
+	}
+	s.skipWS()
+}
+
+func (s *scanner) skipWS() {
+	for s.avail(s.i + 1) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
@@ -98,7 +153,7 @@ func (s *scanner) ws() {
 }
 
 func (s *scanner) value(depth int) bool {
-	if s.i >= len(s.b) {
+	if !s.avail(s.i + 1) {
 		return false
 	}
 	switch c := s.b[s.i]; {
@@ -121,6 +176,7 @@ func (s *scanner) value(depth int) bool {
 }
 
 func (s *scanner) literal(word string) bool {
+	s.fill(s.i + len(word))
 	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
 		return false
 	}
@@ -131,25 +187,31 @@ func (s *scanner) literal(word string) bool {
 func (s *scanner) object(depth int) bool {
 	s.i++ // {
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
+	if s.avail(s.i+1) && s.b[s.i] == '}' {
 		s.i++
 		return true
 	}
 	for {
-		if s.i >= len(s.b) || s.b[s.i] != '"' || !s.str() {
+		key := s.i
+		if !s.avail(s.i+1) || s.b[s.i] != '"' || !s.str() {
 			return false
 		}
+		keep := depth == 1 && s.member != nil && s.member.key(s.b[key+1:s.i-1])
 		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
+		if !s.avail(s.i+1) || s.b[s.i] != ':' {
 			return false
 		}
 		s.i++
 		s.ws()
+		start := s.i
 		if !s.value(depth) {
 			return false
 		}
+		if keep {
+			s.member.start, s.member.end = start, s.i
+		}
 		s.ws()
-		if s.i >= len(s.b) {
+		if !s.avail(s.i + 1) {
 			return false
 		}
 		switch s.b[s.i] {
@@ -168,7 +230,7 @@ func (s *scanner) object(depth int) bool {
 func (s *scanner) array(depth int) bool {
 	s.i++ // [
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
+	if s.avail(s.i+1) && s.b[s.i] == ']' {
 		s.i++
 		return true
 	}
@@ -177,7 +239,7 @@ func (s *scanner) array(depth int) bool {
 			return false
 		}
 		s.ws()
-		if s.i >= len(s.b) {
+		if !s.avail(s.i + 1) {
 			return false
 		}
 		switch s.b[s.i] {
@@ -198,7 +260,7 @@ func (s *scanner) number() bool {
 	if s.b[s.i] == '-' {
 		s.i++
 	}
-	if s.i >= len(s.b) {
+	if !s.avail(s.i + 1) {
 		return false
 	}
 	if s.b[s.i] == '0' {
@@ -206,15 +268,15 @@ func (s *scanner) number() bool {
 	} else if !s.digits() {
 		return false
 	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
+	if s.avail(s.i+1) && s.b[s.i] == '.' {
 		s.i++
 		if !s.digits() {
 			return false
 		}
 	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+	if s.avail(s.i+1) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
 		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+		if s.avail(s.i+1) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
 			s.i++
 		}
 		if !s.digits() {
@@ -226,7 +288,7 @@ func (s *scanner) number() bool {
 
 func (s *scanner) digits() bool {
 	start := s.i
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+	for s.avail(s.i+1) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
 		s.i++
 	}
 	return s.i > start
@@ -253,21 +315,29 @@ func (s *scanner) str() bool {
 	i := s.i + 1 // past the opening quote
 	start := i   // the piece since the last barrier
 	for {
-		// The hot loop, without calls: short runs of plain bytes and
-		// the two-byte barrier escapes of code ("\\\"", "\n") while
-		// the piece is too short to check. Anything else is left to the
-		// rest of the loop.
+		// The hot loop: short runs of plain bytes, the two-byte barrier
+		// escapes of code ("\\\"", "\n") and the \u barriers of
+		// non-ASCII text ("\u4e16", uBarrier) while the piece is too
+		// short to check. Anything else is left to the rest of the loop.
 		for i+8 <= len(b) {
 			if b[i] == '\\' {
-				if escLen[b[i+1]] != 2 || i-start >= minLen {
+				n := int(escLen[b[i+1]])
+				if n == 6 {
+					if i+12 > len(b) {
+						break
+					}
+					n = s.uBarrier(i)
+				}
+				if n == 0 || i-start >= minLen {
 					break
 				}
-				i += 2
+				i += n
 				start = i
 				continue
 			}
 			m := special(binary.LittleEndian.Uint64(b[i:]))
 			if m == 0 {
+				i += 8 // plain: the rest of the run is plainRun's
 				break
 			}
 			i += bits.TrailingZeros64(m) / 8
@@ -279,6 +349,14 @@ func (s *scanner) str() bool {
 		// stopped before one.
 		if i >= len(b) || b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
 			i = s.plainRun(i)
+		}
+		if i >= len(b) && s.fill(i+1) {
+			b = s.b // more of a text still arriving
+			continue
+		}
+		if i+12 > len(b) && i < len(b) && b[i] == '\\' {
+			s.fill(i + 12) // the escape, and a surrogate pair's low half
+			b = s.b
 		}
 		n := 0 // the length of a barrier escape at i
 		if i < len(b) && b[i] == '"' {
@@ -307,7 +385,7 @@ func (s *scanner) str() bool {
 			case badString:
 				return false
 			}
-			i = s.i
+			b, i = s.b, s.i
 		}
 		start = i
 	}
@@ -330,6 +408,10 @@ func (s *scanner) decodePiece(start, i int) int {
 	decoded := false // s.buf holds the piece decoded up to start
 	for {
 		i = s.plainRun(i)
+		if i >= len(b) && s.fill(i+1) {
+			b = s.b
+			continue
+		}
 		if i >= len(b) || b[i] < 0x20 {
 			return badString
 		}
@@ -339,6 +421,8 @@ func (s *scanner) decodePiece(start, i int) int {
 			return stringEnded
 		}
 		s.i = i
+		s.fill(i + 12) // the escape, and a surrogate pair's low half
+		b = s.b
 		dec, ok := s.escape()
 		if !ok {
 			return badString
@@ -531,13 +615,18 @@ func (s *scanner) plainRun(i int) int {
 // found with bytes.IndexByte, many bytes an instruction, and only control
 // bytes need a word-at-a-time pass. The next quote is remembered (s.quote):
 // a string with many escapes would otherwise search for the same distant
-// quote after each one.
+// quote after each one. When none has arrived yet, the search resumes
+// where it stopped, so no byte is searched twice.
 func (s *scanner) longRun(i int) int {
 	b := s.b
 	if s.quote < i {
-		s.quote = len(b)
-		if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
-			s.quote = i + q
+		s.quote = i
+	}
+	if s.quote < len(b) && b[s.quote] != '"' {
+		if q := bytes.IndexByte(b[s.quote:], '"'); q >= 0 {
+			s.quote += q
+		} else {
+			s.quote = len(b)
 		}
 	}
 	end := s.quote
@@ -595,4 +684,33 @@ func (s *scanner) check(piece []byte, followed bool) {
 	if s.forms.contains(piece) || s.forms.containsDecoded(&s.ent, piece, followed) {
 		s.hit = true
 	}
+}
+
+// member finds one member of a top-level object while the scan runs, so
+// that a caller needing one field of a large answer (the broker's usage
+// count) need not decode the whole of it again. It matches a key as
+// encoding/json matches a struct field's name (case aside), and stays
+// unsure whenever a decoder could see it otherwise: a top-level key with
+// an escape or a byte outside ASCII, or the name twice.
+type member struct {
+	name       string
+	start, end int // the value's bytes, when found once
+	found      int
+	unsure     bool
+}
+
+// key reports whether the raw top-level key k is the member's name.
+func (m *member) key(k []byte) bool {
+	for _, c := range k {
+		if c == '\\' || c >= utf8.RuneSelf {
+			m.unsure = true
+			return false
+		}
+	}
+	if !bytes.EqualFold(k, []byte(m.name)) {
+		return false
+	}
+	m.found++
+	m.unsure = m.unsure || m.found > 1
+	return m.found == 1
 }

@@ -10,22 +10,8 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox/internal/chunkread"
 )
-
-// chunks is a reader that returns its pieces one read at a time.
-type chunks [][]byte
-
-func (c *chunks) Read(p []byte) (int, error) {
-	for len(*c) > 0 && len((*c)[0]) == 0 {
-		*c = (*c)[1:]
-	}
-	if len(*c) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, (*c)[0])
-	(*c)[0] = (*c)[0][n:]
-	return n, nil
-}
 
 // drain reads s to its end and returns what it passed on and the error
 // that ended it (nil for io.EOF).
@@ -60,7 +46,7 @@ func TestStreamScannerSplitForms(t *testing.T) {
 		at := func(i int) int { return len(prefix) + i }
 		check := func(t *testing.T, cuts ...int) {
 			t.Helper()
-			var c chunks
+			var c chunkread.Reader
 			last := 0
 			for _, cut := range cuts {
 				c = append(c, bytes.Clone(body[last:cut]))
@@ -107,7 +93,7 @@ func TestStreamScannerPassesCleanStreams(t *testing.T) {
 		})
 	}
 	t.Run("event-passed-on-whole", func(t *testing.T) {
-		c := chunks{[]byte(event[:30]), []byte(event[30:]), []byte(event)}
+		c := chunkread.Reader{[]byte(event[:30]), []byte(event[30:]), []byte(event)}
 		s := NewStreamScanner(&c, streamKey, 0)
 		var got []string
 		for {
@@ -127,7 +113,7 @@ func TestStreamScannerPassesCleanStreams(t *testing.T) {
 	t.Run("possible-start-held", func(t *testing.T) {
 		// A read ending in "sk-test-Str", a prefix of the key, is held
 		// until the next read shows it is not the key.
-		c := chunks{[]byte("text sk-test-Str"), []byte("ing more\n\n")}
+		c := chunkread.Reader{[]byte("text sk-test-Str"), []byte("ing more\n\n")}
 		s := NewStreamScanner(&c, streamKey, 0)
 		p1, err1 := s.Next()
 		p1 = bytes.Clone(p1) // valid only until the next call
@@ -180,7 +166,7 @@ func FuzzStreamScanner(f *testing.F) {
 	f.Add([]byte(hexOf(streamKey)), []byte{1, 1, 1, 1, 5})
 	forms := searchForms(streamKey)
 	f.Fuzz(func(t *testing.T, body, cuts []byte) {
-		var c chunks
+		var c chunkread.Reader
 		rest := body
 		for _, n := range cuts {
 			k := min(int(n), len(rest))
@@ -220,7 +206,7 @@ func TestStreamScannerEventsDecoded(t *testing.T) {
 	}
 	body := clean + bad + clean
 	for cut := 1; cut < len(body); cut++ {
-		sc := NewStreamScanner(&chunks{[]byte(body[:cut]), []byte(body[cut:])}, key, 0)
+		sc := NewStreamScanner(&chunkread.Reader{[]byte(body[:cut]), []byte(body[cut:])}, key, 0)
 		sc.Events()
 		var passed strings.Builder
 		var err error
@@ -240,7 +226,7 @@ func TestStreamScannerEventsDecoded(t *testing.T) {
 	}
 	// Without the key the same events pass whole, CR LF endings too.
 	crlf := strings.ReplaceAll(clean, "\n", "\r\n")
-	sc := NewStreamScanner(&chunks{[]byte(crlf[:10]), []byte(crlf[10:] + crlf)}, key, 0)
+	sc := NewStreamScanner(&chunkread.Reader{[]byte(crlf[:10]), []byte(crlf[10:] + crlf)}, key, 0)
 	sc.Events()
 	got, err := drain(sc)
 	if err != nil || string(got) != crlf+crlf {

@@ -33,8 +33,10 @@
 //	 "modelApi": "openai"|"anthropic" (optional; default openai),
 //	 "stream": boolean (optional), "thinking": "low"|"medium"|"high"|"xhigh" (optional)}
 //
-// Names of tools and MCP servers match ^[a-z][a-z0-9_]{0,47}$. The turn
-// never contains a credential or an upstream URL.
+// Names of host tools and MCP servers match ^[a-z][a-z0-9_]{0,47}$, MCP
+// tool names ^[a-zA-Z0-9_-]{1,128}$ (each declared to the model under the
+// name mcpFunctionName gives it). The turn never contains a credential or
+// an upstream URL.
 //
 // Stdout receives exactly one JSON object, with no trailing newline:
 // {"ok":true,"text":…,"state":{"memory":[…],"history":[…]}} or the same with

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -336,5 +337,51 @@ func TestAnthropicTurnRealBroker(t *testing.T) {
 				t.Errorf("broker calls (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// MCP tool names of real servers ("get-sum", "getWeather": the model APIs'
+// rule, not the sealed one) pass the turn JSON, the broker and the model
+// route: the model sees each under its mapped function name, within the
+// sealed function-name rule, and the tools/call names the tool as the
+// server spells it.
+func TestMCPToolNamesOfRealServersRealBroker(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	reply := func(name string) func(json.RawMessage) string {
+		return func(json.RawMessage) string { mu.Lock(); got = append(got, name); mu.Unlock(); return "ok " + name }
+	}
+	mcp := fakemcp.New(fakemcp.Tool{Name: "get-sum", Reply: reply("get-sum")}, fakemcp.Tool{Name: "getWeather", Reply: reply("getWeather")})
+	defer mcp.Close()
+	sum, weather := worker.MCPFunctionName(0, "get-sum"), worker.MCPFunctionName(0, "getWeather")
+	model := fakemodel.New(
+		fakemodel.CallTools(fakemodel.Call(sum, map[string]any{"a": 1}), fakemodel.Call(weather, map[string]any{})),
+		fakemodel.Reply("Done."),
+	)
+	defer model.Close()
+	tools := []rtsandbox.ToolSpec{
+		{Name: "get-sum", Description: "Add", Parameters: json.RawMessage(`{"type":"object"}`)},
+		{Name: "getWeather", Description: "Weather", Parameters: json.RawMessage(`{"type":"object"}`)},
+	}
+	rt := newRealTurn(t, model, func(c *broker.Config) {
+		c.MCP = []broker.MCPServer{{Name: "everything", URL: upstream.MustParseEndpoint(mcp.URL, true), Tools: tools}}
+	})
+	turn := baseTurn("add")
+	turn.MCP = []rtsandbox.MCPServerTools{{Server: "everything", Tools: tools}}
+	code, res := rt.run(t, turn)
+	wantReply(t, code, res, "Done.")
+	want := []string{"/model 200", "/mcp/everything 200", "/mcp/everything 200", "/model 200"}
+	if diff := cmp.Diff(want, rt.audit.calls(t)); diff != "" {
+		t.Errorf("broker calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"get-sum", "getWeather"}, got); diff != "" {
+		t.Errorf("tools called on the server (-want +got):\n%s", diff)
+	}
+	var names []string
+	for _, tool := range model.Requests()[0].Body.Tools {
+		names = append(names, tool.Function.Name)
+	}
+	if !slices.Contains(names, sum) || !slices.Contains(names, weather) {
+		t.Errorf("model tools = %v; want %q and %q", names, sum, weather)
 	}
 }

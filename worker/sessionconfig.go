@@ -56,7 +56,7 @@ func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
 		}
 	}
 	if raw, present := obj["tools"]; present {
-		if c.Tools, ok = toolSpecs(raw); !ok {
+		if c.Tools, ok = toolSpecs(raw, rtsandbox.ValidToolName); !ok {
 			bad = append(bad, "tools")
 		}
 	}

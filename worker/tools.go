@@ -2,8 +2,11 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
 )
@@ -113,12 +116,49 @@ func hostFunction(spec rtsandbox.ToolSpec, run func(context.Context, toolInput) 
 	}
 }
 
+// mcpFunctionName is the model-facing name of the MCP tool named tool of
+// the server at index n: mcp_<n>_<tool> when that is a valid function name
+// (rtsandbox.ValidFunctionName, which every model API accepts), as for
+// every name of the sealed rule. A name the rule refuses ("get-sum",
+// "getWeather", or one too long for 64 bytes with its prefix: MCP tool
+// names may have 128) is lowered, each '-' made '_', cut to fit, and
+// followed by '_' and 8 hex digits of the SHA-256 of the name as the
+// server spells it: names that lower or cut alike stay apart, and a tool
+// keeps its name from turn to turn. The tools/call names the tool as the
+// server spells it.
+func mcpFunctionName(n int, tool string) string {
+	prefix := "mcp_" + strconv.Itoa(n) + "_"
+	if name := prefix + tool; rtsandbox.ValidFunctionName(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(tool))
+	suffix := "_" + hex.EncodeToString(sum[:4])
+	folded := strings.Map(func(r rune) rune {
+		switch {
+		case 'A' <= r && r <= 'Z':
+			return r + ('a' - 'A')
+		case r == '-':
+			return '_'
+		}
+		return r
+	}, tool)
+	if room := maxFunctionName - len(prefix) - len(suffix); len(folded) > room {
+		folded = folded[:room]
+	}
+	return prefix + folded + suffix
+}
+
+// maxFunctionName is the longest model-facing function name
+// (rtsandbox.ValidFunctionName), within every model API's limit (64 for
+// OpenAI, 128 for Anthropic).
+const maxFunctionName = 64
+
 // mcpFunction is tool spec of the n-th MCP server as the model sees it,
-// mcp_<n>_<name>, run by run.
+// mcpFunctionName(n, name), run by run.
 func mcpFunction(n int, spec rtsandbox.ToolSpec, run func(context.Context, toolInput) (string, error)) *function {
 	return &function{
 		spec: rtsandbox.ToolSpec{
-			Name:        "mcp_" + strconv.Itoa(n) + "_" + spec.Name,
+			Name:        mcpFunctionName(n, spec.Name),
 			Description: spec.Description,
 			Parameters:  spec.Parameters,
 		},

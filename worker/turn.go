@@ -61,7 +61,7 @@ func decodeTurn(b []byte) (rtsandbox.Turn, error) {
 	if t.History, ok = historyList(obj["history"]); !ok {
 		return rtsandbox.Turn{}, fmt.Errorf("%w: history", errInvalidTurn)
 	}
-	if t.Tools, ok = toolSpecs(obj["tools"]); !ok {
+	if t.Tools, ok = toolSpecs(obj["tools"], rtsandbox.ValidToolName); !ok {
 		return rtsandbox.Turn{}, fmt.Errorf("%w: tools", errInvalidTurn)
 	}
 	if t.MCP, ok = mcpServers(obj["mcp"], rtsandbox.ValidToolName); !ok {
@@ -156,14 +156,16 @@ func historyList(raw json.RawMessage) ([]rtsandbox.HistoryEntry, bool) {
 	return out, true
 }
 
-func toolSpecs(raw json.RawMessage) ([]rtsandbox.ToolSpec, bool) {
+// toolSpecs parses a list of tool declarations whose names pass valid
+// (host tools and MCP tools have different name rules).
+func toolSpecs(raw json.RawMessage, valid func(string) bool) ([]rtsandbox.ToolSpec, bool) {
 	items, ok := array(raw)
 	if !ok {
 		return nil, false
 	}
 	specs := make([]rtsandbox.ToolSpec, 0, len(items))
 	for _, item := range items {
-		spec, ok := toolSpec(item)
+		spec, ok := toolSpec(item, valid)
 		if !ok {
 			return nil, false
 		}
@@ -172,7 +174,7 @@ func toolSpecs(raw json.RawMessage) ([]rtsandbox.ToolSpec, bool) {
 	return specs, true
 }
 
-func toolSpec(raw json.RawMessage) (rtsandbox.ToolSpec, bool) {
+func toolSpec(raw json.RawMessage, valid func(string) bool) (rtsandbox.ToolSpec, bool) {
 	obj, ok := object(raw)
 	if !ok {
 		return rtsandbox.ToolSpec{}, false
@@ -181,7 +183,7 @@ func toolSpec(raw json.RawMessage) (rtsandbox.ToolSpec, bool) {
 	desc, okDesc := str(obj["description"])
 	params := obj["parameters"]
 	_, okParams := object(params)
-	if !okName || !rtsandbox.ValidToolName(name) || !okDesc || !okParams {
+	if !okName || !valid(name) || !okDesc || !okParams {
 		return rtsandbox.ToolSpec{}, false
 	}
 	return rtsandbox.ToolSpec{Name: name, Description: desc, Parameters: compact(params)}, true
@@ -200,7 +202,7 @@ func mcpServers(raw json.RawMessage, validName func(string) bool) ([]rtsandbox.M
 			return nil, false
 		}
 		name, okName := str(obj["server"])
-		tools, okTools := toolSpecs(obj["tools"])
+		tools, okTools := toolSpecs(obj["tools"], rtsandbox.ValidMCPToolName)
 		if !okName || !validName(name) || !okTools {
 			return nil, false
 		}
