@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+)
+
+// echoModel answers every turn with a text naming the guest's last
+// message, so a reply shows which turn it answers.
+func echoModel() *fakemodel.Server {
+	return fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			return fakemodel.Response{Content: "Answer to " + lastWords(req.UserText())}
+		}))
+}
+
+// lastWords is the part of a session prompt after its "[name (id)] "
+// speaker prefix.
+func lastWords(text string) string {
+	if _, rest, ok := strings.Cut(text, "] "); ok {
+		return rest
+	}
+	return text
+}
+
+// sessionConfig writes serve's config with every channel on the session
+// profile "chat" and extra appended (top-level keys of the session block
+// and others).
+func sessionConfig(t *testing.T, modelURL, image, addr, session string) (path, state string) {
+	t.Helper()
+	path, state = serveConfig(t, modelURL, image, addr)
+	appendConfig(t, path, "profiles:\n  chat: {mode: session}\ndefault_profile: chat\nsession:\n"+session)
+	return path, state
+}
+
+// sessionDocker builds the worker image and removes, when the test ends
+// (failed or not), every container of that image the test started.
+func sessionDocker(t *testing.T) (string, *client.Client) {
+	t.Helper()
+	tag, cli := sealedImage(t)
+	t.Cleanup(func() { removeContainersOf(t, cli, tag) })
+	return tag, cli
+}
+
+func removeContainersOf(t *testing.T, cli *client.Client, image string) {
+	t.Helper()
+	for _, c := range containersOf(t, cli, image) {
+		if _, err := cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove %s: %v", c.ID, err)
+		}
+	}
+}
+
+// sessionContainer is one container of the test's image as the engine
+// lists it.
+type sessionContainer struct {
+	ID, Name, State string
+}
+
+func containersOf(t *testing.T, cli *client.Client, image string) []sessionContainer {
+	t.Helper()
+	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sessionContainer
+	for _, c := range res.Items {
+		if c.Image == image {
+			out = append(out, sessionContainer{ID: c.ID, Name: strings.Join(c.Names, ","), State: string(c.State)})
+		}
+	}
+	return out
+}
+
+// oneContainer returns the one running container of image.
+func oneContainer(t *testing.T, cli *client.Client, image string, s *server) sessionContainer {
+	t.Helper()
+	cs := containersOf(t, cli, image)
+	if len(cs) != 1 || cs[0].State != "running" {
+		t.Fatalf("containers of %s = %+v; want one running\nserve:\n%s", image, cs, s.out.String())
+	}
+	return cs[0]
+}
+
+// sayOne sends text and requires the one-chunk reply want.
+func (s *server) sayOne(t *testing.T, channel, text, want string) {
+	t.Helper()
+	got := chunksOf(s.say(t, channel, text))
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("reply to %q = %q; want %q\nserve:\n%s", text, got, want, s.out.String())
+	}
+}
+
+// TestSessionServeTenTurnsOneContainer: ten turns in one session channel
+// run in one container, and each model request holds the turns before.
+func TestSessionServeTenTurnsOneContainer(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+
+	var first sessionContainer
+	for i := 1; i <= 10; i++ {
+		text := fmt.Sprintf("turn %d", i)
+		s.sayOne(t, "http:lobby", text, "Answer to "+text)
+		c := oneContainer(t, cli, tag, s)
+		if i == 1 {
+			first = c
+		} else if c.ID != first.ID {
+			t.Fatalf("turn %d ran in container %s; turn 1 in %s", i, c.ID, first.ID)
+		}
+	}
+	reqs := model.Requests()
+	last := string(reqs[len(reqs)-1].Raw)
+	for i := 1; i < 10; i++ {
+		for _, want := range []string{fmt.Sprintf("turn %d", i), fmt.Sprintf("Answer to turn %d", i)} {
+			if !strings.Contains(last, want) {
+				t.Errorf("the tenth model request lacks %q:\n%s", want, last)
+			}
+		}
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// TestSessionServeRestartContinues: serve stops mid-conversation, the
+// container keeps running, and a new serve on the same state continues the
+// conversation in that container: the worker announces itself to the new
+// broker and the next model request holds the earlier turns.
+func TestSessionServeRestartContinues(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "before the restart", "Answer to before the restart")
+	before := oneContainer(t, cli, tag, s)
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+	if after := oneContainer(t, cli, tag, s); after.ID != before.ID {
+		t.Fatalf("container after serve stopped = %+v; want %s still running", after, before.ID)
+	}
+
+	s2 := startServe(t, addr, "--config", cfg)
+	s2.sayOne(t, "http:lobby", "after the restart", "Answer to after the restart")
+	if after := oneContainer(t, cli, tag, s2); after.ID != before.ID {
+		t.Errorf("turn after the restart ran in %s; want the first container %s", after.ID, before.ID)
+	}
+	reqs := model.Requests()
+	last := string(reqs[len(reqs)-1].Raw)
+	for _, want := range []string{"before the restart", "Answer to before the restart", "after the restart"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the model request after the restart lacks %q:\n%s", want, last)
+		}
+	}
+	if code := s2.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s2.out.String())
+	}
+}
+
+// TestSessionServeFreshArchives: the owner's fresh removes the channel's
+// container and archives its conversation under
+// sessions/archive/<stamp>/; the next turn runs in a new container and its
+// model request no longer holds the old turns.
+func TestSessionServeFreshArchives(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, state := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "old words", "Answer to old words")
+	old := oneContainer(t, cli, tag, s)
+
+	code, body := s.call(t, "POST", "/api/v1/channels/http:lobby/fresh", serveOwnerToken, "")
+	if code != 200 || !strings.Contains(body, rtsandbox.FreshText) {
+		t.Fatalf("fresh = %d %s; want 200 and the fresh text", code, body)
+	}
+	if cs := containersOf(t, cli, tag); len(cs) != 0 {
+		t.Errorf("containers after fresh = %+v; want none", cs)
+	}
+	archived, err := filepath.Glob(filepath.Join(state, "party", "*", "workspace", "sessions", "archive", "*", "*.jsonl"))
+	if err != nil || len(archived) != 1 {
+		t.Fatalf("archived conversations = %v (%v); want one .jsonl under sessions/archive/<stamp>/", archived, err)
+	}
+	if b, err := os.ReadFile(archived[0]); err != nil || !strings.Contains(string(b), "old words") {
+		t.Errorf("archive %s = %q, %v; want the old conversation", archived[0], b, err)
+	}
+
+	s.sayOne(t, "http:lobby", "new words", "Answer to new words")
+	if c := oneContainer(t, cli, tag, s); c.ID == old.ID {
+		t.Errorf("turn after fresh ran in the old container %s", c.ID)
+	}
+	reqs := model.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); strings.Contains(last, "old words") || !strings.Contains(last, "new words") {
+		t.Errorf("model request after fresh = %s; want the new turn without the old ones", last)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// TestSessionServeHungWorkerRemoved: a worker whose model never answers is
+// removed at the turn deadline; its last log lines reach the operator log
+// and the guest gets the fixed failure text.
+func TestSessionServeHungWorkerRemoved(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	release := make(chan struct{})
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+			<-release
+			return fakemodel.Response{Content: "too late"}
+		}))
+	defer model.Close()
+	defer close(release) // before Close, which waits for the handler
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 8s\n")
+	s := startServe(t, addr, "--config", cfg)
+
+	start := time.Now()
+	s.sayOne(t, "http:lobby", "Are you there?", rtsandbox.TurnFailedOrStoppedText)
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the hung turn took %v; want about the 8s deadline", took)
+	}
+	if cs := containersOf(t, cli, tag); len(cs) != 0 {
+		t.Errorf("containers after the deadline = %+v; want the hung one removed", cs)
+	}
+	out := s.out.String()
+	for _, want := range []string{`"msg":"sandbox turn failed"`, `"timed_out":true`, `"msg":"sandbox worker log before removal"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("operator log lacks %s:\n%s", want, out)
+		}
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, out)
+	}
+}
+
+// TestSessionServeFloodStopsAtBudget: a model that always asks for
+// another tool call is stopped at session.max_calls; the turn ends with a
+// fixed text, not a hang, and the model saw no more calls than the budget.
+func TestSessionServeFloodStopsAtBudget(t *testing.T) {
+	tag, _ := sessionDocker(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.CallTools(fakemodel.Call("no_such_tool", map[string]any{"again": true})))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n  max_calls: 5\n")
+	s := startServe(t, addr, "--config", cfg)
+
+	start := time.Now()
+	got := chunksOf(s.say(t, "http:lobby", "Loop forever"))
+	if len(got) != 1 || (got[0] != rtsandbox.TurnFailedText && got[0] != rtsandbox.TurnFailedOrStoppedText) {
+		t.Errorf("reply = %q; want a fixed failure text\nserve:\n%s", got, s.out.String())
+	}
+	if took := time.Since(start); took > 60*time.Second {
+		t.Errorf("the flooding turn took %v", took)
+	}
+	if n := len(model.Requests()); n > 5 {
+		t.Errorf("the model saw %d calls; want at most max_calls 5", n)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// inspected is what the engine says of a running container, and the
+// host's view of its first process (its /proc directory).
+type inspected struct {
+	res  client.ContainerInspectResult
+	proc string
+}
+
+func inspectContainer(t *testing.T, cli *client.Client, id string) inspected {
+	t.Helper()
+	res, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Container.State == nil || res.Container.State.Pid == 0 {
+		t.Fatalf("container %s has no process: %+v", id, res.Container.State)
+	}
+	proc := fmt.Sprintf("/proc/%d", res.Container.State.Pid)
+	if _, err := os.Stat(proc + "/root/workspace"); err != nil {
+		// The tests need the engine on this host, as serve does.
+		t.Fatalf("the worker's process is not visible from the test: %v", err)
+	}
+	return inspected{res: res, proc: proc}
+}
+
+// mountSources are the host directories bound into the container, by
+// destination.
+func (c inspected) mountSources() map[string]string {
+	m := map[string]string{}
+	for _, mp := range c.res.Container.Mounts {
+		m[mp.Destination] = mp.Source
+	}
+	return m
+}
+
+// TestSessionServeChannelsIsolated: two session channels run in two
+// containers; each sees only its own workspace and its own broker socket,
+// so a file of one workspace is absent from the other, and one channel's
+// conversation never reaches the other's model requests.
+func TestSessionServeChannelsIsolated(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	if code, body := s.call(t, "POST", "/api/v1/channels/http:other/sandbox", serveOwnerToken, `{"enabled":true}`); code != 200 {
+		t.Fatalf("owner on = %d %s", code, body)
+	}
+	s.sayOne(t, "http:lobby", "lobby secret plan", "Answer to lobby secret plan")
+	s.sayOne(t, "http:other", "other channel words", "Answer to other channel words")
+	if reqs := model.Requests(); strings.Contains(string(reqs[len(reqs)-1].Raw), "lobby secret plan") {
+		t.Errorf("the other channel's model request holds the lobby's turn:\n%s", reqs[len(reqs)-1].Raw)
+	}
+	cs := containersOf(t, cli, tag)
+	if len(cs) != 2 || cs[0].ID == cs[1].ID {
+		t.Fatalf("containers = %+v; want two", cs)
+	}
+	a, b := inspectContainer(t, cli, cs[0].ID), inspectContainer(t, cli, cs[1].ID)
+	ma, mb := a.mountSources(), b.mountSources()
+	if len(ma) != 2 || len(mb) != 2 || ma["/workspace"] == mb["/workspace"] || ma["/run/sandbox"] == mb["/run/sandbox"] {
+		t.Fatalf("mounts %v and %v; want two each, none shared", ma, mb)
+	}
+
+	// A file of one workspace is absent from the other, seen from inside
+	// each container's mount namespace.
+	if err := os.WriteFile(filepath.Join(ma["/workspace"], "only-here.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a.proc + "/root/workspace/only-here.txt"); err != nil {
+		t.Errorf("container A does not see its own workspace file: %v", err)
+	}
+	if _, err := os.Stat(b.proc + "/root/workspace/only-here.txt"); !os.IsNotExist(err) {
+		t.Errorf("container B sees A's workspace file: %v", err)
+	}
+	words := map[string][2]string{ // channel: its words, the other's
+		"http:lobby": {"lobby secret plan", "other channel words"},
+		"http:other": {"other channel words", "lobby secret plan"},
+	}
+	for _, c := range []inspected{a, b} {
+		other := a
+		if c.proc == a.proc {
+			other = b
+		}
+		w := words[c.res.Container.Config.Labels[container.ChannelLabel]]
+		text, _ := sessionText(t, c.proc+"/root/workspace/sessions")
+		if w[0] == "" || !strings.Contains(text, w[0]) || strings.Contains(text, w[1]) {
+			t.Errorf("conversation seen inside %s = %q; want %q and not %q", c.proc, text, w[0], w[1])
+		}
+		// The only broker socket a worker can reach is its own channel's.
+		own := inode(t, filepath.Join(c.mountSources()["/run/sandbox"], "broker.sock"))
+		if got := inode(t, c.proc+"/root/run/sandbox/broker.sock"); got != own {
+			t.Errorf("socket inside %s is inode %d; want its own channel's %d", c.proc, got, own)
+		}
+		theirs := filepath.Dir(other.mountSources()["/run/sandbox"])
+		for _, src := range c.mountSources() {
+			if strings.HasPrefix(src+"/", theirs+"/") {
+				t.Errorf("container %s mounts %s of the other channel", c.proc, src)
+			}
+		}
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// sessionText joins the conversation files (*.jsonl) of a sessions
+// directory.
+func sessionText(t *testing.T, dir string) (string, int) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String(), len(files)
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
