@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 )
 
@@ -38,7 +39,7 @@ func lastWords(text string) string {
 // sessionConfig writes serve's config with every channel on the session
 // profile "chat" and extra appended (top-level keys of the session block
 // and others).
-func sessionConfig(t *testing.T, modelURL, image, addr, session string) (path, state string) {
+func sessionConfig(t testing.TB, modelURL, image, addr, session string) (path, state string) {
 	t.Helper()
 	path, state = serveConfig(t, modelURL, image, addr)
 	appendConfig(t, path, "profiles:\n  chat: {mode: session}\ndefault_profile: chat\nsession:\n"+session)
@@ -47,14 +48,14 @@ func sessionConfig(t *testing.T, modelURL, image, addr, session string) (path, s
 
 // sessionDocker builds the worker image and removes, when the test ends
 // (failed or not), every container of that image the test started.
-func sessionDocker(t *testing.T) (string, *client.Client) {
+func sessionDocker(t testing.TB) (string, *client.Client) {
 	t.Helper()
 	tag, cli := sealedImage(t)
 	t.Cleanup(func() { removeContainersOf(t, cli, tag) })
 	return tag, cli
 }
 
-func removeContainersOf(t *testing.T, cli *client.Client, image string) {
+func removeContainersOf(t testing.TB, cli *client.Client, image string) {
 	t.Helper()
 	for _, c := range containersOf(t, cli, image) {
 		if _, err := cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
@@ -69,7 +70,7 @@ type sessionContainer struct {
 	ID, Name, State string
 }
 
-func containersOf(t *testing.T, cli *client.Client, image string) []sessionContainer {
+func containersOf(t testing.TB, cli *client.Client, image string) []sessionContainer {
 	t.Helper()
 	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true})
 	if err != nil {
@@ -412,4 +413,186 @@ func inode(t *testing.T, path string) uint64 {
 		t.Fatal(err)
 	}
 	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// sessionTestKey is the upstream key of the session profile's model in
+// TestSessionServeContainerSealed: distinctive, so finding it anywhere is
+// a leak.
+const sessionTestKey = "se2e-DISTINCTIVE-model-key-5b1f0c97e2"
+
+// TestSessionServeContainerSealed: the sealed mode's evidence holds for a
+// running session container, checked on the engine's record and on the
+// worker process itself: no network but lo, a read-only root, no
+// capabilities, a non-root user, the configured memory and PID limits in
+// force, and the profile model's key in no environment variable, mount,
+// label, command, file of the workspace, run dir or /tmp, or container log.
+func TestSessionServeContainerSealed(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sessionTestKey, Loop: true}, fakemodel.Reply("Sealed enough."))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
+	appendConfig(t, cfg, fmt.Sprintf("models:\n  sess:\n    url: %s\n    name: fake-session-model\n    api_key_env: RTS_SESSION_KEY\n"+
+		"profiles:\n  chat: {mode: session, model: sess}\ndefault_profile: chat\n"+
+		"session:\n  turn_timeout: 120s\n  limits: {memory_mb: 256, cpus: 0.5, pids: 64}\n", model.ChatURL()))
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "Show me your walls.", "Sealed enough.")
+	if reqs := model.Requests(); len(reqs) != 1 || reqs[0].Body.Model != "fake-session-model" {
+		t.Fatalf("model requests = %d; want one for the profile's model", len(reqs))
+	}
+	c := inspectContainer(t, cli, oneContainer(t, cli, tag, s).ID)
+	hc, cc := c.res.Container.HostConfig, c.res.Container.Config
+
+	status := readProc(t, c.proc+"/status")
+	for _, field := range []string{"CapEff", "CapPrm", "CapBnd"} {
+		if got := procField(status, field); got != "0000000000000000" {
+			t.Errorf("%s = %q; want no capabilities", field, got)
+		}
+	}
+	if got := procField(status, "NoNewPrivs"); got != "1" {
+		t.Errorf("NoNewPrivs = %q; want 1", got)
+	}
+	for _, id := range strings.Fields(procField(status, "Uid") + " " + procField(status, "Gid")) {
+		if id == "0" {
+			t.Errorf("worker Uid/Gid %q / %q; want non-root", procField(status, "Uid"), procField(status, "Gid"))
+		}
+	}
+	if want := workerUserFlag(); want != "" && cc.User != want {
+		t.Errorf("container user = %q; want sandbox.user %q", cc.User, want)
+	}
+	if devs := netDevices(readProc(t, c.proc+"/net/dev")); len(devs) != 1 || devs[0] != "lo" {
+		t.Errorf("network devices of the worker = %v; want only lo", devs)
+	}
+	if string(hc.NetworkMode) != "none" {
+		t.Errorf("network mode = %q; want none", hc.NetworkMode)
+	}
+	if opts := rootMountOptions(readProc(t, c.proc+"/mountinfo")); !hc.ReadonlyRootfs || !strings.Contains(","+opts+",", ",ro,") {
+		t.Errorf("root filesystem: ReadonlyRootfs %v, mount options %q; want read-only", hc.ReadonlyRootfs, opts)
+	}
+	if hc.Memory != 256<<20 || hc.MemorySwap != 256<<20 || hc.NanoCPUs != 5e8 || hc.PidsLimit == nil || *hc.PidsLimit != 64 {
+		t.Errorf("limits memory %d swap %d cpus %d pids %v; want 256 MiB, 256 MiB, 0.5, 64", hc.Memory, hc.MemorySwap, hc.NanoCPUs, hc.PidsLimit)
+	}
+	root := c.proc + "/root/sys/fs/cgroup/"
+	if got := firstOf(t, root+"memory/memory.limit_in_bytes", root+"memory.max"); got != fmt.Sprint(256<<20) {
+		t.Errorf("memory limit in force = %q; want %d", got, 256<<20)
+	}
+	if got := firstOf(t, root+"pids/pids.max", root+"pids.max"); got != "64" {
+		t.Errorf("PID limit in force = %q; want 64", got)
+	}
+
+	// The key: nowhere the worker or the engine could show it.
+	places := map[string]string{
+		"process environment": readProc(t, c.proc+"/environ"),
+		"process command":     readProc(t, c.proc+"/cmdline"),
+		"config env":          strings.Join(cc.Env, "\n"),
+		"config command":      strings.Join(append(append([]string{}, cc.Entrypoint...), cc.Cmd...), " "),
+		"labels":              fmt.Sprint(cc.Labels),
+		"mounts":              fmt.Sprint(c.res.Container.Mounts, hc.Binds, hc.Mounts, hc.Tmpfs),
+		"container log":       containerLog(t, cli, c.res.Container.ID),
+	}
+	for _, dir := range []string{c.mountSources()["/workspace"], c.mountSources()["/run/sandbox"], c.proc + "/root/tmp"} {
+		places["files under "+dir] = filesUnder(t, dir)
+	}
+	for where, text := range places {
+		if strings.Contains(text, sessionTestKey) {
+			t.Errorf("the model key is in the %s", where)
+		}
+	}
+	if !strings.Contains(places["files under "+c.mountSources()["/workspace"]], "Show me your walls.") {
+		t.Error("the workspace walk did not find the conversation; the key search proves nothing")
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+	if strings.Contains(s.out.String(), sessionTestKey) {
+		t.Error("the model key is in serve's log")
+	}
+}
+
+func readProc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// procField is the value of a "Name:\tvalue" line of /proc/<pid>/status.
+func procField(status, name string) string {
+	for line := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return ""
+}
+
+// netDevices lists the interfaces of /proc/<pid>/net/dev.
+func netDevices(dev string) []string {
+	var out []string
+	for line := range strings.SplitSeq(dev, "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok && !strings.Contains(name, "|") {
+			out = append(out, strings.TrimSpace(name))
+		}
+	}
+	return out
+}
+
+// rootMountOptions are the mount options of "/" in a mountinfo.
+func rootMountOptions(mountinfo string) string {
+	opts := ""
+	for line := range strings.SplitSeq(mountinfo, "\n") {
+		if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
+			opts = f[5] // the last mount on / is the one in force
+		}
+	}
+	return opts
+}
+
+// firstOf reads the first of paths that exists (cgroup v1 or v2 names).
+func firstOf(t *testing.T, paths ...string) string {
+	t.Helper()
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Errorf("none of %v readable", paths)
+	return ""
+}
+
+// containerLog is everything the container logged.
+func containerLog(t *testing.T, cli *client.Client, id string) string {
+	t.Helper()
+	text, err := docker.NewSession(cli).Logs(context.Background(), id, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// filesUnder joins the contents of every regular file under dir, and
+// every name.
+func filesUnder(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		b.WriteString(path + "\n")
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			b.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	return b.String()
 }
