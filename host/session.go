@@ -95,6 +95,7 @@ type runtimeMux struct {
 	sealed  router.TextRuntime
 	session SessionRuntime // nil: no profile uses session mode
 	profile func(rtsandbox.ChannelKey) (string, config.Profile)
+	budget  turnBudget // the daily budgets of session turns
 }
 
 var (
@@ -126,7 +127,7 @@ func (m *runtimeMux) RunTurnText(ctx context.Context, b rtsandbox.Binding, text 
 	case session && s == nil:
 		return rtsandbox.Reply{}, errNoSession
 	case session:
-		return s.RunTurn(ctx, b, text)
+		return m.budget.run(ctx, b, func() (rtsandbox.Reply, error) { return s.RunTurn(ctx, b, text) })
 	case onText == nil:
 		return m.sealed.RunTurn(ctx, b, text)
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -595,4 +597,220 @@ func filesUnder(t *testing.T, dir string) string {
 		t.Fatalf("walk %s: %v", dir, err)
 	}
 	return b.String()
+}
+
+// sayLater posts text without waiting here; the channel gets the reply's
+// chunks, or nil when the request failed.
+func (s *server) sayLater(channel, text string) <-chan []string {
+	out := make(chan []string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", s.base+"/api/v1/messages", strings.NewReader(
+			`{"channel":"`+channel+`","author":{"id":"alice","name":"Alice"},"text":"`+text+`","mentions_bot":true,"wait":true}`))
+		req.Header.Set("Authorization", "Bearer "+serveGuestToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := s.client.Do(req)
+		if err != nil {
+			out <- nil
+			return
+		}
+		defer resp.Body.Close()
+		var w waitReply
+		if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&w) != nil {
+			out <- nil
+			return
+		}
+		out <- chunksOf(w)
+	}()
+	return out
+}
+
+// statusText is the owner's status answer of channel.
+func (s *server) statusText(t testing.TB, channel string) string {
+	t.Helper()
+	code, body := s.call(t, "GET", "/api/v1/channels/"+channel+"/sandbox", serveOwnerToken, "")
+	if code != 200 {
+		t.Fatalf("status = %d %s", code, body)
+	}
+	var r struct {
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Message
+}
+
+// TestSessionServeOwnerCommands: status names the session mode and the
+// container's state; stop aborts a running session turn (the guest gets
+// the fixed text) and removes the container; the next turn starts a new
+// one and keeps the conversation; off removes the container.
+func TestSessionServeOwnerCommands(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	release := make(chan struct{})
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			if strings.Contains(req.UserText(), "hang") {
+				<-release
+			}
+			return fakemodel.Response{Content: "Answer to " + lastWords(req.UserText())}
+		}))
+	defer model.Close()
+	defer close(release)
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+
+	if got, want := s.statusText(t, "http:lobby"), fmt.Sprintf(rtsandbox.SessionStatusFormat, "chat", "missing"); !strings.Contains(got, want) {
+		t.Errorf("status before a turn = %q; want %q", got, want)
+	}
+	s.sayOne(t, "http:lobby", "remember me", "Answer to remember me")
+	first := oneContainer(t, cli, tag, s)
+	if got, want := s.statusText(t, "http:lobby"), fmt.Sprintf(rtsandbox.SessionStatusFormat, "chat", "running"); !strings.Contains(got, want) {
+		t.Errorf("status after a turn = %q; want %q", got, want)
+	}
+
+	reply := s.sayLater("http:lobby", "hang now")
+	waitFor(t, func() bool { return len(model.Requests()) == 2 })
+	code, body := s.call(t, "POST", "/api/v1/channels/http:lobby/stop", serveOwnerToken, "")
+	if code != 200 || !strings.Contains(body, rtsandbox.StoppedText) {
+		t.Errorf("stop = %d %s; want the stopped text", code, body)
+	}
+	select {
+	case got := <-reply:
+		if len(got) != 1 || got[0] != rtsandbox.TurnFailedOrStoppedText {
+			t.Errorf("reply to the stopped turn = %q; want the fixed text", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no reply to the stopped turn\n%s", s.out.String())
+	}
+	if cs := containersOf(t, cli, tag); len(cs) != 0 {
+		t.Errorf("containers after stop = %+v; want none", cs)
+	}
+
+	s.sayOne(t, "http:lobby", "still there?", "Answer to still there?")
+	if c := oneContainer(t, cli, tag, s); c.ID == first.ID {
+		t.Error("the turn after stop ran in the removed container")
+	}
+	reqs := model.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to remember me") {
+		t.Errorf("the turn after stop lost the conversation:\n%s", last)
+	}
+
+	s.off(t, "http:lobby")
+	if cs := containersOf(t, cli, tag); len(cs) != 0 {
+		t.Errorf("containers after off = %+v; want none", cs)
+	}
+	if got, want := s.statusText(t, "http:lobby"), fmt.Sprintf(rtsandbox.SessionStatusFormat, "chat", "missing"); !strings.Contains(got, want) {
+		t.Errorf("status after off = %q; want %q", got, want)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// TestSessionServeDeadContainerRecreated: a session container that died
+// between turns (killed outside rtsandbox) is recreated by the next turn,
+// which continues the conversation kept in the workspace.
+func TestSessionServeDeadContainerRecreated(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "first life", "Answer to first life")
+	first := oneContainer(t, cli, tag, s)
+	if _, err := cli.ContainerStop(context.Background(), first.ID, client.ContainerStopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.sayOne(t, "http:lobby", "second life", "Answer to second life")
+	if c := oneContainer(t, cli, tag, s); c.ID == first.ID {
+		t.Error("the turn ran in the stopped container")
+	}
+	reqs := model.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to first life") {
+		t.Errorf("the recreated worker lost the conversation:\n%s", last)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// TestSessionServeAnthropicStream: a session profile on a streamed
+// Anthropic Messages model keeps the conversation across turns (the
+// worker's Messages client through the session broker's x-api-key route).
+func TestSessionServeAnthropicStream(t *testing.T) {
+	tag, _ := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.URL(), tag, addr, "  turn_timeout: 120s\n")
+	streamed(t, cfg)
+	s := startServe(t, addr, "--config", cfg)
+	for i := 1; i <= 3; i++ {
+		text := fmt.Sprintf("streamed turn %d", i)
+		s.sayOne(t, "http:lobby", text, "Answer to "+text)
+	}
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1]
+	if !last.IsAnthropic() || !last.Body.Stream {
+		t.Errorf("last model request %s stream %v; want streamed Messages", last.Path, last.Body.Stream)
+	}
+	for _, want := range []string{"streamed turn 1", "Answer to streamed turn 2", "streamed turn 3"} {
+		if !strings.Contains(string(last.Raw), want) {
+			t.Errorf("the third request lacks %q:\n%s", want, last.Raw)
+		}
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// TestSessionServeDailyBudget: budgets count session turns' broker calls
+// and seconds; a session turn cut short by the speaker's daily budget ends
+// like a sealed one, with the budget text, and the next turn is refused
+// before it reaches the worker.
+func TestSessionServeDailyBudget(t *testing.T) {
+	tag, _ := sessionDocker(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			if req.Last().Role == "tool" {
+				return fakemodel.Response{Content: "Done."}
+			}
+			return fakemodel.Response{ToolCalls: []fakemodel.ToolCall{fakemodel.Call("no_such_tool", map[string]any{})}}
+		}))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	appendConfig(t, cfg, "budgets:\n  per_speaker: {calls: 3}\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "two calls", "Done.")              // calls 1 and 2
+	s.sayOne(t, "http:lobby", "cut short", rtsandbox.BudgetText) // call 3, then refused
+	n := len(model.Requests())
+	s.sayOne(t, "http:lobby", "refused", rtsandbox.BudgetText)
+	if got := len(model.Requests()); got != n {
+		t.Errorf("the model saw %d more calls after the budget was spent", got-n)
+	}
+	code, body := s.call(t, "GET", "/api/v1/channels/http:lobby/usage", serveOwnerToken, "")
+	var u struct {
+		Channel []struct {
+			Kind string `json:"kind"`
+			Used int64  `json:"used"`
+		} `json:"channel_usage"`
+	}
+	if err := json.Unmarshal([]byte(body), &u); code != 200 || err != nil {
+		t.Fatalf("usage = %d %s (%v)", code, body, err)
+	}
+	var secs int64
+	for _, e := range u.Channel {
+		if e.Kind == "seconds" {
+			secs = e.Used
+		}
+	}
+	if secs < 2 {
+		t.Errorf("seconds used = %d (%s); want the two turns that ran counted", secs, body)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
 }
