@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -812,5 +813,68 @@ func TestSessionServeDailyBudget(t *testing.T) {
 	}
 	if code := s.stop(t); code != exitOK {
 		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// TestSessionServeShutdownMidTurn: serve shutting down past its drain
+// while a session turn runs answers the guest with the fixed text; the
+// next serve runs the channel's turns again; with no serve running,
+// `rtsandbox channels off` removes the channel's session container and
+// `rtsandbox reap` every other one.
+func TestSessionServeShutdownMidTurn(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	var hang atomic.Bool
+	release := make(chan struct{})
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			if hang.Load() {
+				<-release
+			}
+			return fakemodel.Response{Content: "Answer to " + lastWords(req.UserText())}
+		}))
+	defer model.Close()
+	defer close(release)
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg, "--drain", "1s")
+	if code, body := s.call(t, "POST", "/api/v1/channels/http:other/sandbox", serveOwnerToken, `{"enabled":true}`); code != 200 {
+		t.Fatalf("owner on = %d %s", code, body)
+	}
+	s.sayOne(t, "http:other", "hello other", "Answer to hello other")
+	hang.Store(true)
+	reply := s.sayLater("http:lobby", "hold on")
+	waitFor(t, func() bool { return len(model.Requests()) == 2 })
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+	select {
+	case got := <-reply:
+		if len(got) != 1 || got[0] != rtsandbox.TurnFailedOrStoppedText {
+			t.Errorf("reply to the turn cut by shutdown = %q; want the fixed text", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reply to the turn cut by shutdown")
+	}
+
+	hang.Store(false)
+	s2 := startServe(t, addr, "--config", cfg)
+	s2.sayOne(t, "http:lobby", "again", "Answer to again")
+	if code := s2.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s2.out.String())
+	}
+	if cs := containersOf(t, cli, tag); len(cs) != 2 {
+		t.Fatalf("containers after serve stopped = %+v; want both channels' still there", cs)
+	}
+	if code, out, errOut := runOps(t, "channels", "off", "http:lobby", "--config", cfg); code != exitOK {
+		t.Fatalf("channels off = %d %q %q", code, out, errOut)
+	}
+	if cs := containersOf(t, cli, tag); len(cs) != 1 {
+		t.Errorf("containers after channels off = %+v; want the other channel's only", cs)
+	}
+	if code, out, errOut := runOps(t, "reap", "--config", cfg); code != exitOK {
+		t.Fatalf("reap = %d %q %q", code, out, errOut)
+	}
+	if cs := containersOf(t, cli, tag); len(cs) != 0 {
+		t.Errorf("containers after reap = %+v; want none", cs)
 	}
 }
