@@ -42,7 +42,8 @@ func TestChannelsCommand(t *testing.T) {
 		{"on-again-is-no-op", []string{"--config", cfg, "on", "http:lobby"}, 0, "http:lobby: sandbox routing enabled\n"},
 		{"status-on", []string{"status", "http:lobby", "--config", cfg}, 0, "http:lobby: sandbox routing enabled\n"},
 		{"list-both", []string{"list", "--config", cfg}, 0, "discord:1\nhttp:lobby\n"},
-		{"off", []string{"off", "discord:1", "--config", cfg}, 0, "discord:1: sandbox routing disabled\n"},
+		// off also removes the channel's session container (docs/host.md).
+		{"off", []string{"off", "discord:1", "--config", cfg}, 0, "discord:1: sandbox routing disabled\ndiscord:1: session container removed\n"},
 		{"status-off", []string{"status", "discord:1", "--config", cfg}, 0, "discord:1: sandbox routing disabled\n"},
 		{"list-after-off", []string{"list", "--config", cfg}, 0, "http:lobby\n"},
 	}
