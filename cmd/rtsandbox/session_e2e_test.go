@@ -878,3 +878,36 @@ func TestSessionServeShutdownMidTurn(t *testing.T) {
 		t.Errorf("containers after reap = %+v; want none", cs)
 	}
 }
+
+// TestSessionServeFrozenWorkerRemoved: a worker that stops answering
+// itself (its container paused, so no process of it runs) is removed at
+// the turn deadline like one whose model hangs, and the next turn runs in
+// a new container that continues the conversation.
+func TestSessionServeFrozenWorkerRemoved(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 5s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "before the freeze", "Answer to before the freeze")
+	frozen := oneContainer(t, cli, tag, s)
+	if _, err := cli.ContainerPause(context.Background(), frozen.ID, client.ContainerPauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.sayOne(t, "http:lobby", "anyone?", rtsandbox.TurnFailedOrStoppedText)
+	if cs := containersOf(t, cli, tag); len(cs) != 0 {
+		t.Errorf("containers after the deadline = %+v; want the frozen one removed\n%s", cs, s.out.String())
+	}
+	s.sayOne(t, "http:lobby", "after the freeze", "Answer to after the freeze")
+	if c := oneContainer(t, cli, tag, s); c.ID == frozen.ID {
+		t.Error("the turn after the freeze ran in the frozen container")
+	}
+	reqs := model.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to before the freeze") {
+		t.Errorf("the new worker lost the conversation:\n%s", last)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
