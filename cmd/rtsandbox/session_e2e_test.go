@@ -911,3 +911,34 @@ func TestSessionServeFrozenWorkerRemoved(t *testing.T) {
 		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
 	}
 }
+
+// TestSessionServeLongConversation: a session conversation longer than
+// the /model rule's 128 messages keeps working (it broke at turn 64 when
+// the worker sent its whole history): the worker drops the oldest
+// exchanges, so the model request stays within the bound and still holds
+// the recent turns.
+func TestSessionServeLongConversation(t *testing.T) {
+	tag, _ := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	const turns = 70
+	for i := 1; i <= turns; i++ {
+		text := fmt.Sprintf("long turn %d", i)
+		s.sayOne(t, "http:lobby", text, "Answer to "+text)
+	}
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1]
+	if n := len(last.Body.Messages); n > rtsandbox.MaxModelMessages {
+		t.Errorf("the last model request has %d messages; want at most %d", n, rtsandbox.MaxModelMessages)
+	}
+	raw := string(last.Raw)
+	if !strings.Contains(raw, fmt.Sprintf("Answer to long turn %d", turns-1)) || strings.Contains(raw, `long turn 1"`) {
+		t.Errorf("the last model request should hold the recent turns, not the first:\n%s", raw)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
