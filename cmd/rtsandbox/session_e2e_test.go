@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -937,6 +938,87 @@ func TestSessionServeLongConversation(t *testing.T) {
 	raw := string(last.Raw)
 	if !strings.Contains(raw, fmt.Sprintf("Answer to long turn %d", turns-1)) || strings.Contains(raw, `long turn 1"`) {
 		t.Errorf("the last model request should hold the recent turns, not the first:\n%s", raw)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// TestSessionServeImageChangeRecreates: serve restarted on a new worker
+// image recreates the channel's container from it, and the conversation
+// continues from the workspace.
+func TestSessionServeImageChangeRecreates(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	tag2, _ := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "on the old image", "Answer to on the old image")
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "image: "+tag, "image: "+tag2, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2 := startServe(t, addr, "--config", cfg)
+	s2.sayOne(t, "http:lobby", "on the new image", "Answer to on the new image")
+	if old := containersOf(t, cli, tag); len(old) != 0 {
+		t.Errorf("containers of the old image = %+v; want none", old)
+	}
+	oneContainer(t, cli, tag2, s2)
+	reqs := model.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to on the old image") {
+		t.Errorf("the new image's worker lost the conversation:\n%s", last)
+	}
+	if code := s2.stop(t); code != exitOK {
+		t.Fatalf("serve exit = %d\n%s", code, s2.out.String())
+	}
+}
+
+// TestSessionServeConcurrentChannels: messages posted at once to two
+// session channels are all answered, each by its own channel's worker in
+// its own container, and no model request mixes the two conversations.
+func TestSessionServeConcurrentChannels(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.on(t, "http:other")
+	var replies []<-chan []string
+	var want [][]string
+	for i := range 3 {
+		for _, ch := range []string{"http:lobby", "http:other"} {
+			text := fmt.Sprintf("%s message %d", ch, i)
+			replies = append(replies, s.sayLater(ch, text))
+			want = append(want, []string{"Answer to " + text})
+		}
+	}
+	for i, r := range replies {
+		select {
+		case got := <-r:
+			if !slices.Equal(got, want[i]) {
+				t.Errorf("reply %d = %q; want %q", i, got, want[i])
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("reply %d missing\n%s", i, s.out.String())
+		}
+	}
+	if cs := containersOf(t, cli, tag); len(cs) != 2 {
+		t.Errorf("containers = %+v; want one per channel", cs)
+	}
+	for _, r := range model.Requests() {
+		raw := string(r.Raw)
+		if strings.Contains(raw, "http:lobby message") && strings.Contains(raw, "http:other message") {
+			t.Errorf("a model request mixes both channels:\n%s", raw)
+		}
 	}
 	if code := s.stop(t); code != exitOK {
 		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
