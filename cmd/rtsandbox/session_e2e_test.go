@@ -40,6 +40,57 @@ func lastWords(text string) string {
 	return text
 }
 
+// echoEnv is a serve of session channels on echoModel, with the worker
+// image built for the test.
+type echoEnv struct {
+	tag        string
+	cli        *client.Client
+	model      *fakemodel.Server
+	addr       string
+	cfg, state string
+	s          *server
+}
+
+// echoSession starts serve with the session block session on echoModel.
+func echoSession(t *testing.T, session string) *echoEnv {
+	t.Helper()
+	e := &echoEnv{model: echoModel(), addr: freeAddr(t)}
+	t.Cleanup(e.model.Close)
+	e.tag, e.cli = sessionDocker(t)
+	e.cfg, e.state = sessionConfig(t, e.model.ChatURL(), e.tag, e.addr, session)
+	e.s = startServe(t, e.addr, "--config", e.cfg)
+	return e
+}
+
+// stopOK stops serve and requires exit code 0.
+func (s *server) stopOK(tb testing.TB) {
+	tb.Helper()
+	if code := s.stop(tb); code != exitOK {
+		tb.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// wantInLast requires every one of wants in the model's last request,
+// named what in the failure.
+func wantInLast(t *testing.T, model *fakemodel.Server, what string, wants ...string) {
+	t.Helper()
+	last := lastRaw(model)
+	for _, want := range wants {
+		if !strings.Contains(last, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, last)
+		}
+	}
+}
+
+// lastRaw is the body of the model's last request.
+func lastRaw(model *fakemodel.Server) string {
+	reqs := model.Requests()
+	if len(reqs) == 0 {
+		return ""
+	}
+	return string(reqs[len(reqs)-1].Raw)
+}
+
 // sessionConfig writes serve's config with every channel on the session
 // profile "chat" and extra appended (top-level keys of the session block
 // and others).
@@ -111,12 +162,8 @@ func (s *server) sayOne(t *testing.T, channel, text, want string) {
 // TestSessionServeTenTurnsOneContainer: ten turns in one session channel
 // run in one container, and each model request holds the turns before.
 func TestSessionServeTenTurnsOneContainer(t *testing.T) {
-	tag, cli := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 
 	var first sessionContainer
 	for i := 1; i <= 10; i++ {
@@ -129,18 +176,10 @@ func TestSessionServeTenTurnsOneContainer(t *testing.T) {
 			t.Fatalf("turn %d ran in container %s; turn 1 in %s", i, c.ID, first.ID)
 		}
 	}
-	reqs := model.Requests()
-	last := string(reqs[len(reqs)-1].Raw)
 	for i := 1; i < 10; i++ {
-		for _, want := range []string{fmt.Sprintf("turn %d", i), fmt.Sprintf("Answer to turn %d", i)} {
-			if !strings.Contains(last, want) {
-				t.Errorf("the tenth model request lacks %q:\n%s", want, last)
-			}
-		}
+		wantInLast(t, model, "the tenth model request", fmt.Sprintf("turn %d", i), fmt.Sprintf("Answer to turn %d", i))
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // TestSessionServeRestartContinues: serve stops mid-conversation, the
@@ -148,36 +187,22 @@ func TestSessionServeTenTurnsOneContainer(t *testing.T) {
 // conversation in that container: the worker announces itself to the new
 // broker and the next model request holds the earlier turns.
 func TestSessionServeRestartContinues(t *testing.T) {
-	tag, cli := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	s.sayOne(t, "http:lobby", "before the restart", "Answer to before the restart")
 	before := oneContainer(t, cli, tag, s)
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 	if after := oneContainer(t, cli, tag, s); after.ID != before.ID {
 		t.Fatalf("container after serve stopped = %+v; want %s still running", after, before.ID)
 	}
 
-	s2 := startServe(t, addr, "--config", cfg)
+	s2 := startServe(t, e.addr, "--config", e.cfg)
 	s2.sayOne(t, "http:lobby", "after the restart", "Answer to after the restart")
 	if after := oneContainer(t, cli, tag, s2); after.ID != before.ID {
 		t.Errorf("turn after the restart ran in %s; want the first container %s", after.ID, before.ID)
 	}
-	reqs := model.Requests()
-	last := string(reqs[len(reqs)-1].Raw)
-	for _, want := range []string{"before the restart", "Answer to before the restart", "after the restart"} {
-		if !strings.Contains(last, want) {
-			t.Errorf("the model request after the restart lacks %q:\n%s", want, last)
-		}
-	}
-	if code := s2.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s2.out.String())
-	}
+	wantInLast(t, model, "the model request after the restart", "before the restart", "Answer to before the restart", "after the restart")
+	s2.stopOK(t)
 }
 
 // TestSessionServeFreshArchives: the owner's fresh removes the channel's
@@ -185,12 +210,8 @@ func TestSessionServeRestartContinues(t *testing.T) {
 // sessions/archive/<stamp>/; the next turn runs in a new container and its
 // model request no longer holds the old turns.
 func TestSessionServeFreshArchives(t *testing.T) {
-	tag, cli := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, state := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	s.sayOne(t, "http:lobby", "old words", "Answer to old words")
 	old := oneContainer(t, cli, tag, s)
 
@@ -201,7 +222,7 @@ func TestSessionServeFreshArchives(t *testing.T) {
 	if cs := containersOf(t, cli, tag); len(cs) != 0 {
 		t.Errorf("containers after fresh = %+v; want none", cs)
 	}
-	archived, err := filepath.Glob(filepath.Join(state, "party", "*", "workspace", "sessions", "archive", "*", "*.jsonl"))
+	archived, err := filepath.Glob(filepath.Join(e.state, "party", "*", "workspace", "sessions", "archive", "*", "*.jsonl"))
 	if err != nil || len(archived) != 1 {
 		t.Fatalf("archived conversations = %v (%v); want one .jsonl under sessions/archive/<stamp>/", archived, err)
 	}
@@ -213,13 +234,10 @@ func TestSessionServeFreshArchives(t *testing.T) {
 	if c := oneContainer(t, cli, tag, s); c.ID == old.ID {
 		t.Errorf("turn after fresh ran in the old container %s", c.ID)
 	}
-	reqs := model.Requests()
-	if last := string(reqs[len(reqs)-1].Raw); strings.Contains(last, "old words") || !strings.Contains(last, "new words") {
+	if last := lastRaw(model); strings.Contains(last, "old words") || !strings.Contains(last, "new words") {
 		t.Errorf("model request after fresh = %s; want the new turn without the old ones", last)
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // TestSessionServeHungWorkerRemoved: a worker whose model never answers is
@@ -253,9 +271,7 @@ func TestSessionServeHungWorkerRemoved(t *testing.T) {
 			t.Errorf("operator log lacks %s:\n%s", want, out)
 		}
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, out)
-	}
+	s.stopOK(t)
 }
 
 // TestSessionServeFloodStopsAtBudget: a model that always asks for
@@ -281,9 +297,7 @@ func TestSessionServeFloodStopsAtBudget(t *testing.T) {
 	if n := len(model.Requests()); n > 5 {
 		t.Errorf("the model saw %d calls; want at most max_calls 5", n)
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // inspected is what the engine says of a running container, and the
@@ -325,12 +339,8 @@ func (c inspected) mountSources() map[string]string {
 // so a file of one workspace is absent from the other, and one channel's
 // conversation never reaches the other's model requests.
 func TestSessionServeChannelsIsolated(t *testing.T) {
-	tag, cli := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	if code, body := s.call(t, "POST", "/api/v1/channels/http:other/sandbox", serveOwnerToken, `{"enabled":true}`); code != 200 {
 		t.Fatalf("owner on = %d %s", code, body)
 	}
@@ -386,9 +396,7 @@ func TestSessionServeChannelsIsolated(t *testing.T) {
 			}
 		}
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // sessionText joins the conversation files (*.jsonl) of a sessions
@@ -505,9 +513,7 @@ func TestSessionServeContainerSealed(t *testing.T) {
 	if !strings.Contains(places["files under "+c.mountSources()["/workspace"]], "Show me your walls.") {
 		t.Error("the workspace walk did not find the conversation; the key search proves nothing")
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 	if strings.Contains(s.out.String(), sessionTestKey) {
 		t.Error("the model key is in serve's log")
 	}
@@ -693,10 +699,7 @@ func TestSessionServeOwnerCommands(t *testing.T) {
 	if c := oneContainer(t, cli, tag, s); c.ID == first.ID {
 		t.Error("the turn after stop ran in the removed container")
 	}
-	reqs := model.Requests()
-	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to remember me") {
-		t.Errorf("the turn after stop lost the conversation:\n%s", last)
-	}
+	wantInLast(t, model, "the turn after stop's model request", "Answer to remember me")
 
 	s.off(t, "http:lobby")
 	if cs := containersOf(t, cli, tag); len(cs) != 0 {
@@ -705,21 +708,15 @@ func TestSessionServeOwnerCommands(t *testing.T) {
 	if got, want := s.statusText(t, "http:lobby"), fmt.Sprintf(rtsandbox.SessionStatusFormat, "chat", "missing"); !strings.Contains(got, want) {
 		t.Errorf("status after off = %q; want %q", got, want)
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // TestSessionServeDeadContainerRecreated: a session container that died
 // between turns (killed outside rtsandbox) is recreated by the next turn,
 // which continues the conversation kept in the workspace.
 func TestSessionServeDeadContainerRecreated(t *testing.T) {
-	tag, cli := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	s.sayOne(t, "http:lobby", "first life", "Answer to first life")
 	first := oneContainer(t, cli, tag, s)
 	if _, err := cli.ContainerStop(context.Background(), first.ID, client.ContainerStopOptions{}); err != nil {
@@ -729,13 +726,8 @@ func TestSessionServeDeadContainerRecreated(t *testing.T) {
 	if c := oneContainer(t, cli, tag, s); c.ID == first.ID {
 		t.Error("the turn ran in the stopped container")
 	}
-	reqs := model.Requests()
-	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to first life") {
-		t.Errorf("the recreated worker lost the conversation:\n%s", last)
-	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	wantInLast(t, model, "the recreated worker's model request", "Answer to first life")
+	s.stopOK(t)
 }
 
 // TestSessionServeAnthropicStream: a session profile on a streamed
@@ -763,9 +755,7 @@ func TestSessionServeAnthropicStream(t *testing.T) {
 			t.Errorf("the third request lacks %q:\n%s", want, last.Raw)
 		}
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // TestSessionServeDailyBudget: budgets count session turns' broker calls
@@ -812,9 +802,7 @@ func TestSessionServeDailyBudget(t *testing.T) {
 	if secs < 2 {
 		t.Errorf("seconds used = %d (%s); want the two turns that ran counted", secs, body)
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // TestSessionServeShutdownMidTurn: serve shutting down past its drain
@@ -845,9 +833,7 @@ func TestSessionServeShutdownMidTurn(t *testing.T) {
 	hang.Store(true)
 	reply := s.sayLater("http:lobby", "hold on")
 	waitFor(t, func() bool { return len(model.Requests()) == 2 })
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 	select {
 	case got := <-reply:
 		if len(got) != 1 || got[0] != rtsandbox.TurnFailedOrStoppedText {
@@ -860,9 +846,7 @@ func TestSessionServeShutdownMidTurn(t *testing.T) {
 	hang.Store(false)
 	s2 := startServe(t, addr, "--config", cfg)
 	s2.sayOne(t, "http:lobby", "again", "Answer to again")
-	if code := s2.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s2.out.String())
-	}
+	s2.stopOK(t)
 	if cs := containersOf(t, cli, tag); len(cs) != 2 {
 		t.Fatalf("containers after serve stopped = %+v; want both channels' still there", cs)
 	}
@@ -885,12 +869,8 @@ func TestSessionServeShutdownMidTurn(t *testing.T) {
 // the turn deadline like one whose model hangs, and the next turn runs in
 // a new container that continues the conversation.
 func TestSessionServeFrozenWorkerRemoved(t *testing.T) {
-	tag, cli := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 5s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 5s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	s.sayOne(t, "http:lobby", "before the freeze", "Answer to before the freeze")
 	frozen := oneContainer(t, cli, tag, s)
 	if _, err := cli.ContainerPause(context.Background(), frozen.ID, client.ContainerPauseOptions{}); err != nil {
@@ -904,13 +884,8 @@ func TestSessionServeFrozenWorkerRemoved(t *testing.T) {
 	if c := oneContainer(t, cli, tag, s); c.ID == frozen.ID {
 		t.Error("the turn after the freeze ran in the frozen container")
 	}
-	reqs := model.Requests()
-	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to before the freeze") {
-		t.Errorf("the new worker lost the conversation:\n%s", last)
-	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	wantInLast(t, model, "the new worker's model request", "Answer to before the freeze")
+	s.stopOK(t)
 }
 
 // TestSessionServeLongConversation: a session conversation longer than
@@ -919,12 +894,8 @@ func TestSessionServeFrozenWorkerRemoved(t *testing.T) {
 // exchanges, so the model request stays within the bound and still holds
 // the recent turns.
 func TestSessionServeLongConversation(t *testing.T) {
-	tag, _ := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	model, s := e.model, e.s
 	const turns = 70
 	for i := 1; i <= turns; i++ {
 		text := fmt.Sprintf("long turn %d", i)
@@ -939,58 +910,41 @@ func TestSessionServeLongConversation(t *testing.T) {
 	if !strings.Contains(raw, fmt.Sprintf("Answer to long turn %d", turns-1)) || strings.Contains(raw, `long turn 1"`) {
 		t.Errorf("the last model request should hold the recent turns, not the first:\n%s", raw)
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
 
 // TestSessionServeImageChangeRecreates: serve restarted on a new worker
 // image recreates the channel's container from it, and the conversation
 // continues from the workspace.
 func TestSessionServeImageChangeRecreates(t *testing.T) {
-	tag, cli := sessionDocker(t)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	tag2, _ := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
 	s.sayOne(t, "http:lobby", "on the old image", "Answer to on the old image")
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
-	b, err := os.ReadFile(cfg)
+	s.stopOK(t)
+	b, err := os.ReadFile(e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "image: "+tag, "image: "+tag2, 1)), 0o600); err != nil {
+	if err := os.WriteFile(e.cfg, []byte(strings.Replace(string(b), "image: "+tag, "image: "+tag2, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s2 := startServe(t, addr, "--config", cfg)
+	s2 := startServe(t, e.addr, "--config", e.cfg)
 	s2.sayOne(t, "http:lobby", "on the new image", "Answer to on the new image")
 	if old := containersOf(t, cli, tag); len(old) != 0 {
 		t.Errorf("containers of the old image = %+v; want none", old)
 	}
 	oneContainer(t, cli, tag2, s2)
-	reqs := model.Requests()
-	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "Answer to on the old image") {
-		t.Errorf("the new image's worker lost the conversation:\n%s", last)
-	}
-	if code := s2.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s2.out.String())
-	}
+	wantInLast(t, model, "the new image's worker's model request", "Answer to on the old image")
+	s2.stopOK(t)
 }
 
 // TestSessionServeConcurrentChannels: messages posted at once to two
 // session channels are all answered, each by its own channel's worker in
 // its own container, and no model request mixes the two conversations.
 func TestSessionServeConcurrentChannels(t *testing.T) {
-	tag, cli := sessionDocker(t)
-	model := echoModel()
-	defer model.Close()
-	addr := freeAddr(t)
-	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
-	s := startServe(t, addr, "--config", cfg)
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	s.on(t, "http:other")
 	var replies []<-chan []string
 	var want [][]string
@@ -1020,7 +974,5 @@ func TestSessionServeConcurrentChannels(t *testing.T) {
 			t.Errorf("a model request mixes both channels:\n%s", raw)
 		}
 	}
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exit = %d\n%s", code, s.out.String())
-	}
+	s.stopOK(t)
 }
