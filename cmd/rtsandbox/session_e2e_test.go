@@ -266,7 +266,9 @@ func TestSessionServeHungWorkerRemoved(t *testing.T) {
 		t.Errorf("containers after the deadline = %+v; want the hung one removed", cs)
 	}
 	out := s.out.String()
-	for _, want := range []string{`"msg":"sandbox turn failed"`, `"timed_out":true`, `"msg":"sandbox worker log before removal"`} {
+	// The saved lines are the worker's own (its JSON log lines, quoted).
+	for _, want := range []string{`"msg":"sandbox turn failed"`, `"timed_out":true`, `"msg":"sandbox worker log before removal"`,
+		`\"app\":\"sandbox-worker\"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("operator log lacks %s:\n%s", want, out)
 		}
@@ -974,5 +976,25 @@ func TestSessionServeConcurrentChannels(t *testing.T) {
 			t.Errorf("a model request mixes both channels:\n%s", raw)
 		}
 	}
+	s.stopOK(t)
+}
+
+// TestSessionServeWorkerRestartedByEngine: a worker whose container the
+// engine restarts between turns (a crash under the restart policy)
+// announces itself again, and the next turn runs in the same container
+// and continues the conversation from the workspace.
+func TestSessionServeWorkerRestartedByEngine(t *testing.T) {
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, model, s := e.tag, e.cli, e.model, e.s
+	s.sayOne(t, "http:lobby", "before the crash", "Answer to before the crash")
+	c := oneContainer(t, cli, tag, s)
+	if _, err := cli.ContainerRestart(context.Background(), c.ID, client.ContainerRestartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.sayOne(t, "http:lobby", "after the crash", "Answer to after the crash")
+	if after := oneContainer(t, cli, tag, s); after.ID != c.ID {
+		t.Errorf("the turn after the restart ran in %s; want the restarted %s", after.ID, c.ID)
+	}
+	wantInLast(t, model, "the restarted worker's model request", "Answer to before the crash")
 	s.stopOK(t)
 }
