@@ -480,6 +480,9 @@ func TestSessionServeContainerSealed(t *testing.T) {
 	if string(hc.NetworkMode) != "none" {
 		t.Errorf("network mode = %q; want none", hc.NetworkMode)
 	}
+	if hc.Privileged || hc.PidMode.IsHost() || hc.IpcMode.IsHost() || hc.UTSMode.IsHost() || len(hc.Devices) != 0 {
+		t.Errorf("privileged %v, pid %q, ipc %q, uts %q, devices %v; want none of the host's", hc.Privileged, hc.PidMode, hc.IpcMode, hc.UTSMode, hc.Devices)
+	}
 	if opts := rootMountOptions(readProc(t, c.proc+"/mountinfo")); !hc.ReadonlyRootfs || !strings.Contains(","+opts+",", ",ro,") {
 		t.Errorf("root filesystem: ReadonlyRootfs %v, mount options %q; want read-only", hc.ReadonlyRootfs, opts)
 	}
