@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 )
 
@@ -1000,4 +1001,48 @@ func TestSessionServeWorkerRestartedByEngine(t *testing.T) {
 	}
 	wantInLast(t, model, "the restarted worker's model request", "Answer to before the crash")
 	s.stopOK(t)
+}
+
+// TestSessionServeMCPTool: a session profile's MCP server is the worker's
+// tool through the session broker: the model asks for the server's tool,
+// the worker calls it at /mcp/<server>, the host's MCP client runs it, and
+// the answer reaches the model and the guest, before and after a host
+// restart.
+func TestSessionServeMCPTool(t *testing.T) {
+	tag, _ := sessionDocker(t)
+	docs := fakemcp.New(fakemcp.Tool{Name: "search", Description: "Search the docs",
+		Reply: func(json.RawMessage) string { return "the manual says 42" }})
+	defer docs.Close()
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			if last := req.Last(); last.Role == "tool" {
+				return fakemodel.Response{Content: "Found: " + last.Text()}
+			}
+			for _, tool := range req.Body.Tools {
+				if strings.HasPrefix(tool.Function.Name, "mcp_") {
+					return fakemodel.Response{ToolCalls: []fakemodel.ToolCall{fakemodel.Call(tool.Function.Name, map[string]any{"query": "answer"})}}
+				}
+			}
+			return fakemodel.Response{Content: "no MCP tool offered"}
+		}))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
+	appendConfig(t, cfg, fmt.Sprintf("mcp:\n  - name: docs\n    url: %s\n    tools:\n      - {name: search, description: Search the docs, parameters: {type: object}}\n"+
+		"profiles:\n  chat: {mode: session, mcp: [docs]}\ndefault_profile: chat\nsession:\n  turn_timeout: 120s\n", docs.URL))
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "What does the manual say?", "Found: the manual says 42")
+	if n := docs.ToolCalls(); n != 1 {
+		t.Errorf("MCP tool calls = %d; want 1", n)
+	}
+	s.stopOK(t)
+
+	// After a host restart the running worker's MCP tool still works
+	// through the new broker.
+	s2 := startServe(t, addr, "--config", cfg)
+	s2.sayOne(t, "http:lobby", "And now?", "Found: the manual says 42")
+	if n := docs.ToolCalls(); n != 2 {
+		t.Errorf("MCP tool calls after the restart = %d; want 2", n)
+	}
+	s2.stopOK(t)
 }
