@@ -1046,3 +1046,34 @@ func TestSessionServeMCPTool(t *testing.T) {
 	}
 	s2.stopOK(t)
 }
+
+// TestSessionServeStopDuringStart: the owner's stop while a channel's
+// first turn is still starting its container aborts the turn (the guest
+// gets the fixed text), waits for the start and removes the container; the
+// next turn starts afresh.
+func TestSessionServeStopDuringStart(t *testing.T) {
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, s := e.tag, e.cli, e.s
+	reply := s.sayLater("http:lobby", "first words")
+	waitFor(t, func() bool { return len(containersOf(t, cli, tag)) > 0 })
+	code, body := s.call(t, "POST", "/api/v1/channels/http:lobby/stop", serveOwnerToken, "")
+	if code != 200 {
+		t.Fatalf("stop = %d %s", code, body)
+	}
+	select {
+	case got := <-reply:
+		t.Logf("reply %q, stop %s", got, body)
+		// The worker may have answered before the stop arrived.
+		if !slices.Equal(got, []string{rtsandbox.TurnFailedOrStoppedText}) && !slices.Equal(got, []string{"Answer to first words"}) {
+			t.Errorf("reply = %q; want the fixed text (or the answer, if the stop came late)", got)
+		}
+		if strings.Contains(body, rtsandbox.StoppedText) && len(containersOf(t, cli, tag)) != 0 {
+			t.Errorf("containers after a stop that stopped the turn = %+v; want none", containersOf(t, cli, tag))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no reply\n%s", s.out.String())
+	}
+	s.sayOne(t, "http:lobby", "second words", "Answer to second words")
+	oneContainer(t, cli, tag, s)
+	s.stopOK(t)
+}
