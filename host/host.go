@@ -210,6 +210,11 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	}
 	mux := newRuntimeMux(cfg, s.Runtime, sess)
 	mux.budget = turnBudget{ledger: s.ledger, timeout: cfg.Session.TurnTimeout, log: log}
+	if sess == nil && sessions.Containers != nil {
+		if mux.leftovers, err = sessions.Containers(cfg, engine); err != nil {
+			return err
+		}
+	}
 	h.router, err = router.New(router.Options{Channels: store, Runtime: mux, Access: policy, Logger: log,
 		OnDrop: m.onDrop(), Usage: s.usageLine(log)})
 	if err != nil {

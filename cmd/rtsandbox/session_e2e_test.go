@@ -1077,3 +1077,28 @@ func TestSessionServeStopDuringStart(t *testing.T) {
 	oneContainer(t, cli, tag, s)
 	s.stopOK(t)
 }
+
+// TestSessionServeOffRemovesLeftover: a channel moved from a session
+// profile to a sealed one leaves its session container running; with no
+// session profile in use the restarted serve builds no session runtime,
+// and the owner's off still removes that container.
+func TestSessionServeOffRemovesLeftover(t *testing.T) {
+	e := echoSession(t, "  turn_timeout: 120s\n")
+	tag, cli, s := e.tag, e.cli, e.s
+	s.sayOne(t, "http:lobby", "in session mode", "Answer to in session mode")
+	s.stopOK(t)
+	b, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.cfg, []byte(strings.Replace(string(b), "default_profile: chat", "default_profile: default", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2 := startServe(t, e.addr, "--config", e.cfg)
+	oneContainer(t, cli, tag, s2)
+	s2.off(t, "http:lobby")
+	if cs := containersOf(t, cli, tag); len(cs) != 0 {
+		t.Errorf("containers after off = %+v; want the leftover removed", cs)
+	}
+	s2.stopOK(t)
+}
