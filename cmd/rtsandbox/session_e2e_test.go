@@ -717,25 +717,6 @@ func TestSessionServeOwnerCommands(t *testing.T) {
 	s.stopOK(t)
 }
 
-// TestSessionServeDeadContainerRecreated: a session container that died
-// between turns (killed outside rtsandbox) is recreated by the next turn,
-// which continues the conversation kept in the workspace.
-func TestSessionServeDeadContainerRecreated(t *testing.T) {
-	e := echoSession(t, "  turn_timeout: 120s\n")
-	tag, cli, model, s := e.tag, e.cli, e.model, e.s
-	s.sayOne(t, "http:lobby", "first life", "Answer to first life")
-	first := oneContainer(t, cli, tag, s)
-	if _, err := cli.ContainerStop(context.Background(), first.ID, client.ContainerStopOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.sayOne(t, "http:lobby", "second life", "Answer to second life")
-	if c := oneContainer(t, cli, tag, s); c.ID == first.ID {
-		t.Error("the turn ran in the stopped container")
-	}
-	wantInLast(t, model, "the recreated worker's model request", "Answer to first life")
-	s.stopOK(t)
-}
-
 // TestSessionServeAnthropicStream: a session profile on a streamed
 // Anthropic Messages model keeps the conversation across turns (the
 // worker's Messages client through the session broker's x-api-key route).
@@ -983,26 +964,6 @@ func TestSessionServeConcurrentChannels(t *testing.T) {
 	s.stopOK(t)
 }
 
-// TestSessionServeWorkerRestartedByEngine: a worker whose container the
-// engine restarts between turns (a crash under the restart policy)
-// announces itself again, and the next turn runs in the same container
-// and continues the conversation from the workspace.
-func TestSessionServeWorkerRestartedByEngine(t *testing.T) {
-	e := echoSession(t, "  turn_timeout: 120s\n")
-	tag, cli, model, s := e.tag, e.cli, e.model, e.s
-	s.sayOne(t, "http:lobby", "before the crash", "Answer to before the crash")
-	c := oneContainer(t, cli, tag, s)
-	if _, err := cli.ContainerRestart(context.Background(), c.ID, client.ContainerRestartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.sayOne(t, "http:lobby", "after the crash", "Answer to after the crash")
-	if after := oneContainer(t, cli, tag, s); after.ID != c.ID {
-		t.Errorf("the turn after the restart ran in %s; want the restarted %s", after.ID, c.ID)
-	}
-	wantInLast(t, model, "the restarted worker's model request", "Answer to before the crash")
-	s.stopOK(t)
-}
-
 // TestSessionServeMCPTool: a session profile's MCP server is the worker's
 // tool through the session broker: the model asks for the server's tool,
 // the worker calls it at /mcp/<server>, the host's MCP client runs it, and
@@ -1101,4 +1062,43 @@ func TestSessionServeOffRemovesLeftover(t *testing.T) {
 		t.Errorf("containers after off = %+v; want the leftover removed", cs)
 	}
 	s2.stopOK(t)
+}
+
+// TestSessionServeContainerInterrupted: a session container stopped
+// outside rtsandbox between turns is recreated by the next turn; one the
+// engine restarts (a crash under the restart policy) keeps its id, and its
+// worker announces itself again. Either way the next turn continues the
+// conversation kept in the workspace.
+func TestSessionServeContainerInterrupted(t *testing.T) {
+	tests := []struct {
+		name      string
+		interrupt func(cli *client.Client, id string) error
+		sameID    bool
+	}{
+		{"stopped", func(cli *client.Client, id string) error {
+			_, err := cli.ContainerStop(context.Background(), id, client.ContainerStopOptions{})
+			return err
+		}, false},
+		{"restarted by the engine", func(cli *client.Client, id string) error {
+			_, err := cli.ContainerRestart(context.Background(), id, client.ContainerRestartOptions{})
+			return err
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := echoSession(t, "  turn_timeout: 120s\n")
+			tag, cli, model, s := e.tag, e.cli, e.model, e.s
+			s.sayOne(t, "http:lobby", "before", "Answer to before")
+			c := oneContainer(t, cli, tag, s)
+			if err := tt.interrupt(cli, c.ID); err != nil {
+				t.Fatal(err)
+			}
+			s.sayOne(t, "http:lobby", "after", "Answer to after")
+			if after := oneContainer(t, cli, tag, s); (after.ID == c.ID) != tt.sameID {
+				t.Errorf("the turn after ran in %s, the first in %s; same container wanted: %v", after.ID, c.ID, tt.sameID)
+			}
+			wantInLast(t, model, "the model request after", "Answer to before")
+			s.stopOK(t)
+		})
+	}
 }
