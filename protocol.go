@@ -165,6 +165,14 @@ const (
 	// message: the worker refuses more from the model (§4.4 step 6) and
 	// the broker refuses more in a /model request (§2.4).
 	MaxToolCallsPerMessage = 8
+	// MaxModelMessages bounds the messages of a chat-completions /model
+	// request: the broker refuses more (§2.4), so the worker drops its
+	// oldest context to stay within it, as it does for the body size.
+	MaxModelMessages = 128
+	// MaxAnthropicModelMessages bounds the messages of an Anthropic
+	// Messages request the same way (the worker counts its chat messages,
+	// never fewer than the Messages request it sends).
+	MaxAnthropicModelMessages = 2000
 
 	// DefaultMaxCalls is the per-turn broker call budget (model, host
 	// tools and MCP together), settable in 1..MaxCallsLimit (§2.10).

@@ -342,11 +342,17 @@ func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release
 // turn whose private memory the worker cannot keep private
 // (ErrWorkerCapability, §2.9). When ctx ends first, the turn is dropped
 // (a later result gets 409) and Execute returns ErrTurnCancelled. A
-// worker's ok:false result is a result, not an error.
+// worker's ok:false result is a result, not an error, except after the
+// bound turn had a call refused for a daily budget: then the result comes
+// with an error wrapping rtsandbox.ErrOverBudget, so the guest gets the
+// budget text as in sealed mode.
 func (s *Session) Execute(ctx context.Context, turn rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
 	if err := turn.Validate(); err != nil {
 		return rtsandbox.SessionResult{}, err
 	}
+	s.mu.Lock()
+	bound := s.bound
+	s.mu.Unlock()
 	if turn.Images == nil {
 		turn.Images = []rtsandbox.Image{}
 	}
@@ -356,7 +362,7 @@ func (s *Session) Execute(ctx context.Context, turn rtsandbox.SessionTurn) (rtsa
 	}
 	select {
 	case d := <-p.done:
-		return d.result, d.err
+		return d.result, overBudget(bound, d)
 	case <-ctx.Done():
 	case <-s.closed:
 	}

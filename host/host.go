@@ -208,7 +208,14 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	if err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
-	h.router, err = router.New(router.Options{Channels: store, Runtime: newRuntimeMux(cfg, s.Runtime, sess), Access: policy, Logger: log,
+	mux := newRuntimeMux(cfg, s.Runtime, sess)
+	mux.budget = turnBudget{ledger: s.ledger, timeout: cfg.Session.TurnTimeout, log: log}
+	if sess == nil && sessions.Containers != nil {
+		if mux.leftovers, err = sessions.Containers(cfg, engine); err != nil {
+			return err
+		}
+	}
+	h.router, err = router.New(router.Options{Channels: store, Runtime: mux, Access: policy, Logger: log,
 		OnDrop: m.onDrop(), Usage: s.usageLine(log)})
 	if err != nil {
 		return err

@@ -95,6 +95,11 @@ type runtimeMux struct {
 	sealed  router.TextRuntime
 	session SessionRuntime // nil: no profile uses session mode
 	profile func(rtsandbox.ChannelKey) (string, config.Profile)
+	budget  turnBudget // the daily budgets of session turns
+	// leftovers removes session containers when no profile uses session
+	// mode any more (nil: none to remove), so off still removes a
+	// container an earlier session profile left.
+	leftovers SessionContainers
 }
 
 var (
@@ -126,7 +131,7 @@ func (m *runtimeMux) RunTurnText(ctx context.Context, b rtsandbox.Binding, text 
 	case session && s == nil:
 		return rtsandbox.Reply{}, errNoSession
 	case session:
-		return s.RunTurn(ctx, b, text)
+		return m.budget.run(ctx, b, func() (rtsandbox.Reply, error) { return s.RunTurn(ctx, b, text) })
 	case onText == nil:
 		return m.sealed.RunTurn(ctx, b, text)
 	}
@@ -177,6 +182,9 @@ func (m *runtimeMux) Status(ctx context.Context, channel rtsandbox.ChannelKey) (
 // says now: one left by an earlier session profile goes too.
 func (m *runtimeMux) Remove(ctx context.Context, channel rtsandbox.ChannelKey) error {
 	if m.session == nil {
+		if m.leftovers != nil {
+			return m.leftovers.Remove(ctx, channel)
+		}
 		return nil
 	}
 	return m.session.Remove(ctx, channel)

@@ -494,3 +494,29 @@ func TestSessionBrokers(t *testing.T) {
 		t.Errorf("broker.New(plain): %v", err)
 	}
 }
+
+// leftoverRemover records the channels whose session container it was
+// asked to remove.
+type leftoverRemover struct{ removed []rtsandbox.ChannelKey }
+
+func (l *leftoverRemover) Remove(_ context.Context, ch rtsandbox.ChannelKey) error {
+	l.removed = append(l.removed, ch)
+	return nil
+}
+
+func (l *leftoverRemover) RemoveAll(context.Context) (int, error) { return 0, nil }
+
+// A serve whose profiles no longer use session mode builds no session
+// runtime, but off still removes the session container an earlier
+// session profile left for the channel.
+func TestMuxRemovesLeftoverWithoutSessionRuntime(t *testing.T) {
+	m := newRuntimeMux(muxConfig(t, ""), &fakeruntime.Runtime{}, nil)
+	l := &leftoverRemover{}
+	m.leftovers = l
+	if err := m.Remove(context.Background(), "discord:1"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]rtsandbox.ChannelKey{"discord:1"}, l.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+}

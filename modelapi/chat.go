@@ -13,7 +13,7 @@ import (
 
 // Limits of the /model rule (§2.4).
 const (
-	MaxMessages  = 128                              // entries in messages
+	MaxMessages  = rtsandbox.MaxModelMessages       // entries in messages
 	MaxToolCalls = rtsandbox.MaxToolCallsPerMessage // entries in one assistant message's tool_calls
 	MaxTools     = 128                              // entries in tools
 )

@@ -15,18 +15,18 @@ import (
 
 // Limits and defaults of the Anthropic Messages rule (session spec §2.5).
 const (
-	MaxAnthropicMessages = 2000   // entries in messages
-	MaxAnthropicBlocks   = 256    // blocks in one content array
-	MaxAnthropicTools    = 128    // entries in tools
-	MaxStopSequences     = 16     // entries in stop_sequences
-	MaxStopSequenceLen   = 1000   // UTF-16 units of one stop sequence
-	DefaultAnthropicMax  = 16384  // max_tokens when the guest names none
-	DefaultMaxOutput     = 128000 // MessagesParams.MaxOutputTokens when 0
-	MinMaxOutput         = 1025   // smallest configurable output ceiling
-	MaxMaxOutput         = 200000 // largest configurable output ceiling
-	MinThinkingBudget    = 1024   // smallest budget_tokens the guest may ask
-	RefusalStatus        = 400    // status of a refused request (not 502: clients retry 502 unchanged)
-	maxEchoedTag         = 128    // bytes of a guest's type or role echoed in a refusal
+	MaxAnthropicMessages = rtsandbox.MaxAnthropicModelMessages // entries in messages
+	MaxAnthropicBlocks   = 256                                 // blocks in one content array
+	MaxAnthropicTools    = 128                                 // entries in tools
+	MaxStopSequences     = 16                                  // entries in stop_sequences
+	MaxStopSequenceLen   = 1000                                // UTF-16 units of one stop sequence
+	DefaultAnthropicMax  = 16384                               // max_tokens when the guest names none
+	DefaultMaxOutput     = 128000                              // MessagesParams.MaxOutputTokens when 0
+	MinMaxOutput         = 1025                                // smallest configurable output ceiling
+	MaxMaxOutput         = 200000                              // largest configurable output ceiling
+	MinThinkingBudget    = 1024                                // smallest budget_tokens the guest may ask
+	RefusalStatus        = 400                                 // status of a refused request (not 502: clients retry 502 unchanged)
+	maxEchoedTag         = 128                                 // bytes of a guest's type or role echoed in a refusal
 	maxSafeInteger       = 1<<53 - 1
 )
 

@@ -203,13 +203,16 @@ func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMe
 	return nil, nil
 }
 
-// fitContext drops context until the request fits the payload budget:
-// history oldest first, then whole assistant+tool groups oldest first, so
-// a tool reply never loses its assistant message.
+// fitContext drops context until the request fits the payload budget
+// and the model API's message bound (a long session conversation outgrows
+// the /model rule's 128 messages long before its size budget): history
+// oldest first, then whole assistant+tool groups oldest first, so a tool
+// reply never loses its assistant message.
 func (a *agent) fitContext() error {
 	p := &a.payload
 	budget := cmp.Or(a.maxPayload, maxPayload)
-	for jsonjs.Size(a.model.request(p)) > budget {
+	tooMany := func() bool { return len(p.Messages) > a.model.maxMessages() }
+	for tooMany() || jsonjs.Size(a.model.request(p)) > budget {
 		switch {
 		case a.histLeft > 0:
 			n := 1

@@ -579,3 +579,45 @@ func TestAgentFitContext(t *testing.T) {
 		t.Errorf("fitContext() with an oversized system message = nil; want error")
 	}
 }
+
+// A session conversation outgrows the /model rule's message bound long
+// before its size budget: fitContext drops whole exchanges, oldest first,
+// until the request has at most rtsandbox.MaxModelMessages messages, and
+// keeps the system prompt, the newest exchanges and the current message.
+func TestAgentFitContextMessageBound(t *testing.T) {
+	tests := []struct {
+		name    string
+		history int // user+assistant exchanges before the current message
+		want    int // messages after fitContext
+	}{
+		{"within the bound", 63, 128},
+		{"one exchange over", 64, 128},
+		{"far over", 500, 128},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs := []message{{Role: "system", Content: "s"}}
+			for i := range tt.history {
+				msgs = append(msgs, message{Role: "user", Content: fmt.Sprint("q", i)}, message{Role: "assistant", Content: fmt.Sprint("a", i)})
+			}
+			msgs = append(msgs, message{Role: "user", Content: "current"})
+			if len(msgs) < tt.want {
+				tt.want = len(msgs)
+			}
+			a := &agent{model: openaiClient{}, histLeft: 2 * tt.history, exchanges: true, maxPayload: sessionRequestBudget,
+				payload: modelPayload{Model: "m", Messages: msgs}}
+			if err := a.fitContext(); err != nil {
+				t.Fatal(err)
+			}
+			got := a.payload.Messages
+			if len(got) > rtsandbox.MaxModelMessages || len(got) < tt.want-1 {
+				t.Fatalf("%d messages; want at most %d, dropping whole exchanges only", len(got), rtsandbox.MaxModelMessages)
+			}
+			last := fmt.Sprint("a", tt.history-1)
+			if got[0].Role != "system" || got[1].Role != "user" || got[len(got)-1].Content != "current" || got[len(got)-2].Content != last {
+				t.Errorf("kept %q … %q; want the system prompt, whole exchanges, the newest ones and the current message",
+					[]string{got[0].Content, got[1].Content}, []string{got[len(got)-2].Content, got[len(got)-1].Content})
+			}
+		})
+	}
+}

@@ -138,6 +138,8 @@ func newAnthropicClient(s modelSettings, b *broker) *anthropicClient {
 // not one). Empty messages are left out, and so is history before the
 // first user message, since the API wants a conversation to start with
 // the user.
+func (c *anthropicClient) maxMessages() int { return rtsandbox.MaxAnthropicModelMessages }
+
 func (c *anthropicClient) request(p *modelPayload) any {
 	c.adopt(p)
 	req := &messagesRequest{Model: p.Model, MaxTokens: rtsandbox.DefaultMaxTokens + c.budget, Stream: c.stream}

@@ -19,6 +19,9 @@ type modelClient interface {
 	request(p *modelPayload) any
 	// complete sends p and returns the assistant message.
 	complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error)
+	// maxMessages bounds len(p.Messages) as the broker's rule for the
+	// API does.
+	maxMessages() int
 }
 
 // modelSettings are what picks and shapes a turn's model client: the API
@@ -48,6 +51,8 @@ func newModelClient(s modelSettings, b *broker) modelClient {
 type openaiClient struct{ broker *broker }
 
 func (openaiClient) request(p *modelPayload) any { return p }
+
+func (openaiClient) maxMessages() int { return rtsandbox.MaxModelMessages }
 
 func (c openaiClient) complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error) {
 	raw, err := c.broker.post(ctx, rtsandbox.RouteModel, p)

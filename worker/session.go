@@ -35,6 +35,7 @@ const (
 	logWorkerFailed = "sandbox worker failed"
 	logPollFailed   = "broker poll failed"
 	logLoopFailed   = "sandbox worker loop failed"
+	logTurnStarted  = "turn started"
 	logTurnFinished = "turn finished"
 	logToolFailed   = "tool failed"
 	logModelFailed  = "model call failed"

@@ -284,8 +284,10 @@ func TestSessionTurnEndToEnd(t *testing.T) {
 			if diff := cmp.Diff([]string{"initialize", "notifications/initialized", "tools/call"}, methods); diff != "" {
 				t.Errorf("MCP requests (-want +got):\n%s", diff)
 			}
-			if n := w.log.count(t, logTurnFinished); n != 1 {
-				t.Errorf("%d %q lines; want 1", n, logTurnFinished)
+			for _, msg := range []string{logTurnStarted, logTurnFinished} {
+				if n := w.log.count(t, msg); n != 1 {
+					t.Errorf("%d %q lines; want 1", n, msg)
+				}
 			}
 			if _, err := os.Stat(filepath.Join(ws, "outbox", "t1")); !os.IsNotExist(err) {
 				t.Errorf("empty outbox not removed: %v", err)

@@ -65,6 +65,9 @@ func failedResult(err error) rtsandbox.SessionResult {
 
 // runTurn runs a validated turn under ctx, which carries the turn timer.
 func (w *sessionWorker) runTurn(ctx context.Context, turn rtsandbox.SessionTurn) rtsandbox.SessionResult {
+	// A worker that hangs in this turn leaves at least this line for the
+	// host to save before it removes the container.
+	w.log.Info(logTurnStarted, "turnId", turn.TurnID, "thinking", turn.Thinking)
 	box, err := createOutbox(w.o.Workspace, turn.TurnID)
 	if err != nil {
 		w.log.Error(logLoopFailed, "turnId", turn.TurnID, "error", err.Error())

@@ -37,7 +37,7 @@ func opsConfig(t *testing.T, stateDir, image string) string {
 
 // opsDocker returns a client on the local daemon (see dockertest for the
 // skip and CI rule).
-func opsDocker(t *testing.T) *client.Client {
+func opsDocker(t testing.TB) *client.Client {
 	t.Helper()
 	return dockertest.Require(t)
 }

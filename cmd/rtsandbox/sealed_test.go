@@ -21,7 +21,7 @@ const sealedTestKey = "cmd-sealed-test-key"
 
 // sealedImage builds a worker image with a unique tag for one test and
 // removes it afterwards.
-func sealedImage(t *testing.T) (string, *client.Client) {
+func sealedImage(t testing.TB) (string, *client.Client) {
 	t.Helper()
 	cli := opsDocker(t)
 	tag := "rtsandbox-test-cmd-sealed:" + opsRandom()
@@ -39,7 +39,7 @@ func sealedImage(t *testing.T) (string, *client.Client) {
 
 // sealedConfig writes a config for a sealed turn against model, with a
 // short private state dir.
-func sealedConfig(t *testing.T, modelURL, image, user string) (path, state string) {
+func sealedConfig(t testing.TB, modelURL, image, user string) (path, state string) {
 	t.Helper()
 	state, err := os.MkdirTemp("", "rtst")
 	if err != nil {

@@ -34,6 +34,8 @@ func serveEnv(k string) string {
 	switch k {
 	case "RTS_SEALED_KEY":
 		return sealedTestKey
+	case "RTS_SESSION_KEY":
+		return sessionTestKey
 	case "RTS_HTTP_TOKEN":
 		return serveGuestToken
 	case "RTS_OWNER_TOKEN":
@@ -44,7 +46,7 @@ func serveEnv(k string) string {
 
 // freeAddr returns a loopback address with a port that was free a moment
 // ago (config refuses port 0).
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,7 +58,7 @@ func freeAddr(t *testing.T) string {
 
 // serveConfig writes a config for serve: the http surface on addr, alice
 // a member, boss the owner, http:lobby sandboxed from the start.
-func serveConfig(t *testing.T, modelURL, image, addr string) (path, state string) {
+func serveConfig(t testing.TB, modelURL, image, addr string) (path, state string) {
 	t.Helper()
 	path, state = sealedConfig(t, modelURL, image, workerUserFlag())
 	extra := fmt.Sprintf("access:\n  owners: [\"http:boss\"]\n  members: [\"http:alice\"]\ninitial_channels: [\"http:lobby\"]\nhttp:\n  listen: %s\n  token_env: RTS_HTTP_TOKEN\n  owner_token_env: RTS_OWNER_TOKEN\n", addr)
@@ -82,7 +84,7 @@ type server struct {
 
 // startServe runs serve with args until the test stops it, and waits
 // until /healthz answers.
-func startServe(t *testing.T, addr string, args ...string) *server {
+func startServe(t testing.TB, addr string, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{base: "http://" + addr, cancel: cancel, done: make(chan int, 1), out: &syncbuf.Buffer{},
@@ -120,7 +122,7 @@ func startServe(t *testing.T, addr string, args ...string) *server {
 }
 
 // stop sends the shutdown signal and returns the exit code.
-func (s *server) stop(t *testing.T) int {
+func (s *server) stop(t testing.TB) int {
 	t.Helper()
 	s.cancel()
 	select {
@@ -133,7 +135,7 @@ func (s *server) stop(t *testing.T) int {
 	return -1
 }
 
-func (s *server) call(t *testing.T, method, path, token, body string) (int, string) {
+func (s *server) call(t testing.TB, method, path, token, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
 	if err != nil {
@@ -160,7 +162,7 @@ type waitReply struct {
 	} `json:"replies"`
 }
 
-func (s *server) say(t *testing.T, channel, text string) waitReply {
+func (s *server) say(t testing.TB, channel, text string) waitReply {
 	t.Helper()
 	code, body := s.call(t, "POST", "/api/v1/messages", serveGuestToken,
 		`{"channel":"`+channel+`","author":{"id":"alice","name":"Alice"},"text":"`+text+`","mentions_bot":true,"wait":true}`)

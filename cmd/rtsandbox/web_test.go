@@ -133,7 +133,7 @@ func (s *server) subscribe(t *testing.T, query string) (ev *events, stop func())
 	return ev, func() { cancel(); resp.Body.Close(); <-done }
 }
 
-func appendConfig(t *testing.T, path, text string) {
+func appendConfig(t testing.TB, path, text string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
