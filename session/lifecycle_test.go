@@ -251,9 +251,10 @@ func TestNonRootRefusal(t *testing.T) {
 	}
 }
 
-// §6.10 "containerPrefix and deadline validation", adapted: our prefix
-// is fixed, so the installation id (which names and labels containers)
-// is validated instead, with every other setup refusal.
+// §6.10 "containerPrefix and deadline validation": the installation id
+// (which names and labels containers), the deadlines and every other
+// setup refusal; the container prefix's own refusal is
+// TestContainerPrefixRefused.
 func TestSetupRefusals(t *testing.T) {
 	tests := []struct {
 		name string
