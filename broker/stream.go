@@ -233,8 +233,15 @@ func streamDetail(ctx context.Context, err error) string {
 // each when at most 256 bytes and free of the credential in any form.
 func passHeaders(h http.Header, key rtsandbox.Secret, extra []string) http.Header {
 	out := make(http.Header, len(passedHeaders))
+	var check *upstream.TextChecker // the key's forms, made once for all headers
 	keep := func(name string, v []string) {
-		if len(v) != 1 || len(v[0]) > maxPassedHeader || upstream.CheckText(v[0], key.Reveal()) != nil {
+		if len(v) != 1 || len(v[0]) > maxPassedHeader {
+			return
+		}
+		if check == nil {
+			check = upstream.NewTextChecker(key.Reveal())
+		}
+		if check.Check(v[0]) != nil {
 			return
 		}
 		out[name] = []string{v[0]}

@@ -666,10 +666,14 @@ func firstControl(b []byte) int {
 // memory) that is a control character (< 0x20), '"' or '\\', if any. Bytes
 // above that one may be marked when they are not: only the lowest mark is
 // exact.
+//
+// Flipping bit 1 of every byte maps '"' (0x22) to 0x20 and the control
+// characters onto themselves, and nothing else below 0x21, so one
+// comparison finds both.
 func special(w uint64) uint64 {
-	quote := w ^ (lo * '"')
+	low := w ^ (lo * 0x02) // below 0x21: a control character or '"'
 	back := w ^ (lo * '\\')
-	return ((w-lo*0x20)&^w | (quote-lo)&^quote | (back-lo)&^back) & hi
+	return ((low-lo*0x21)&^low | (back-lo)&^back) & hi
 }
 
 // check looks for the forms in a piece of a string (see str) as decoded
