@@ -3,6 +3,7 @@ package rtsandbox
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -225,6 +226,24 @@ func FuzzSessionResult(f *testing.F) {
 		}
 		if _, err := json.Marshal(r); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzBase64Size holds the table loop to the pattern of §4.2.
+func FuzzBase64Size(f *testing.F) {
+	for _, s := range []string{"AQID", "AQ==", "AQI=", "A===", "A=B=", "bad%", "", "////", "++=="} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(`^[A-Za-z0-9+/]*={0,2}$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := base64Size(s, 1<<20)
+		want := len(s)%4 == 0 && re.MatchString(s)
+		if ok != want {
+			t.Fatalf("base64Size(%q) ok = %v, want %v", s, ok, want)
+		}
+		if ok && n != len(s)/4*3-(len(s)-len(strings.TrimRight(s, "="))) {
+			t.Fatalf("base64Size(%q) = %d", s, n)
 		}
 	})
 }
