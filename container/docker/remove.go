@@ -98,9 +98,19 @@ func (d *Driver) Reap(ctx context.Context, installation string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	removed, errs := 0, []error(nil)
+	ids := make([]string, 0, len(list))
 	for _, c := range list {
-		if err := d.removeUntil(ctx, c.ID, reapAttempts); err != nil {
+		ids = append(ids, c.ID)
+	}
+	return removeEach(ids, func(id string) error { return d.removeUntil(ctx, id, reapAttempts) })
+}
+
+// removeEach removes every container of ids with remove and counts those
+// removed; the failures, all tried, come back joined under ErrCleanup.
+func removeEach(ids []string, remove func(id string) error) (int, error) {
+	removed, errs := 0, []error(nil)
+	for _, id := range ids {
+		if err := remove(id); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -169,23 +168,16 @@ func (d *SessionDriver) reap(ctx context.Context, installation string, remove fu
 	if err != nil {
 		return 0, engineErr("list", err)
 	}
-	removed, errs := 0, []error(nil)
+	var ids []string
 	for _, c := range list.Items {
 		// The daemon filtered already; checking again keeps a filter bug
 		// from removing someone else's container.
 		if c.Labels[rtcontainer.InstallationLabel] != installation || c.Labels[rtcontainer.RoleLabel] != rtcontainer.RoleSession || !remove(c) {
 			continue
 		}
-		if err := d.Remove(ctx, c.ID); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed++
+		ids = append(ids, c.ID)
 	}
-	if len(errs) > 0 {
-		return removed, fmt.Errorf("%w: %w", rtcontainer.ErrCleanup, errors.Join(errs...))
-	}
-	return removed, nil
+	return removeEach(ids, func(id string) error { return d.Remove(ctx, id) })
 }
 
 // Logs returns the last n (at least 1) lines of the container's stdout
