@@ -125,3 +125,6 @@ func tools(n *yaml.Node) ([]string, error) {
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{rtsandbox.ErrInvalid}, args...)...)
 }
+
+// trimLine drops a line's trailing "\r".
+func trimLine(b []byte) []byte { return bytes.TrimSuffix(b, []byte("\r")) }

@@ -1,7 +1,6 @@
 package skills
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -189,6 +188,3 @@ func (ix *Index) known(name string) bool {
 	_, ok := slices.BinarySearchFunc(ix.skills, name, func(s Skill, n string) int { return strings.Compare(s.Name, n) })
 	return ok
 }
-
-// trimLine drops a line's trailing "\r".
-func trimLine(b []byte) []byte { return bytes.TrimSuffix(b, []byte("\r")) }
