@@ -1,0 +1,32 @@
+// Package attach holds the host-side checks for the files of a session
+// turn: images a guest sends in (spec session.md §4.2, §5.1) and reply
+// files the worker sends out (§4.3). The functions are pure: they read
+// nothing from the disk or the network, so the surfaces and the runtime
+// can call them on bytes they already hold.
+//
+// The contract:
+//
+//   - Images: the type is sniffed from the magic bytes only (SniffImage):
+//     PNG, JPEG, GIF (87a/89a) or WebP (RIFF…WEBP). A file name or a
+//     declared type never decides it. CheckImage takes 1 byte to
+//     rtsandbox.MaxImageBytes (20 MiB), one of the four sniffed types, and,
+//     when a type is declared, the same type (a PNG declared image/jpeg or
+//     an HTML page named x.png is refused). CheckImages adds the count
+//     (rtsandbox.MaxImages, 8) and the running total
+//     (rtsandbox.MaxImagesTotal, 64 MiB). Errors are the root's
+//     rtsandbox.ErrTooManyImages, ErrImage and ErrImageBudget, wrapped
+//     with the reason.
+//   - Names (§5.1 step 8): SanitizeName NFC-normalises, replaces '/', '\'
+//     and control characters (Unicode Cc) with '_', replaces a leading run
+//     of dots with one '_', keeps the last 120 UTF-16 units without
+//     splitting a character, and turns an empty result into "file". Its
+//     result is always an rtsandbox.ValidSafeName. FileName builds
+//     "<prefix>-<index>-<name>" from a prefix matching
+//     ^[a-zA-Z0-9_-]{1,160}$ and keeps the whole within NAME_MAX (255
+//     bytes), cutting the name further from the front where needed.
+//   - Reply files: DecodeReplyFiles validates with
+//     rtsandbox.ValidateReplyFiles again (the host does not trust the
+//     broker's check alone), decodes with the non-strict standard base64
+//     decoder (§7.2, the reference's parity), and re-checks each decoded
+//     size and the total.
+package attach
