@@ -21,13 +21,14 @@ import (
 
 // Client timeouts of the session worker's own routes (§5.2).
 const (
-	readyTimeout  = 5 * time.Second
-	nextTimeout   = 55 * time.Second // the broker answers 408 after 45 s
+	readyTimeout = 5 * time.Second
+	// nextTimeout outlasts the broker's long poll, which answers 408
+	// after rtsandbox.SessionNextWait (45 s): 55 s, as the reference.
+	nextTimeout   = rtsandbox.SessionNextWait + 10*time.Second
 	resultTimeout = 60 * time.Second
 	// sessionTurnTimeout aborts a turn that runs longer, as the
-	// reference's 10-minute timer does; the host's own deadline is the
-	// same 600 s.
-	sessionTurnTimeout = 10 * time.Minute
+	// reference's 10-minute timer does: the host's default turn deadline.
+	sessionTurnTimeout = rtsandbox.SessionTurnTimeout
 )
 
 // Log messages of the session worker (one JSON line each, §5.2).
