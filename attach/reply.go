@@ -7,11 +7,8 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// File is a decoded reply file: a safe name and its bytes.
-type File struct {
-	Name string
-	Data []byte
-}
+// File is a decoded reply file (the root's noun).
+type File = rtsandbox.File
 
 // DecodeReplyFiles validates a worker's reply files again (§4.3) and
 // decodes them. The decoder is the non-strict standard one (§7.2: the

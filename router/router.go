@@ -139,6 +139,11 @@ type Message struct {
 	ReferenceText string
 	// Attachments counts the files attached; nothing is downloaded.
 	Attachments int
+	// Files describes the attached files the surface can hand over (a
+	// URL to fetch or inline bytes), the message's then the replied-to
+	// message's; the router never fetches or reads them. A runtime that
+	// takes attachments (InputRuntime) receives them in TurnInput.
+	Files []rtsandbox.Attachment
 	// ForwardedText is a forwarded message's text; it only keeps a message
 	// with no text of its own from being dropped as empty.
 	ForwardedText string
@@ -200,6 +205,10 @@ type Delivery struct {
 	InReplyTo string
 	Kind      DeliveryKind
 	Chunk     string
+	// Files are the reply files of a turn, decoded and validated by the
+	// runtime (rtsandbox.File, §4.3 bounds). Only a KindReply carries
+	// them, and only its last chunk; a surface posts them with that chunk.
+	Files []rtsandbox.File
 }
 
 // Runtime is what the sandbox claim needs of the sealed runtime
@@ -221,6 +230,23 @@ type Runtime interface {
 type TextRuntime interface {
 	Runtime
 	RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(answer int, delta string)) (rtsandbox.Reply, error)
+}
+
+// Answer is what an InputRuntime's turn gives back: the reply and its
+// files (nil for none).
+type Answer struct {
+	Reply rtsandbox.Reply
+	Files []rtsandbox.File
+}
+
+// InputRuntime is a Runtime that takes a message's attachments and may
+// answer with files (the host's runtime mux implements it: session
+// channels fetch the attachments, sealed channels append
+// AttachmentsNotice to the text). The sandbox claim prefers it over
+// RunTurn and RunTurnText; onText is nil when the turn shows no preview.
+type InputRuntime interface {
+	Runtime
+	RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(answer int, delta string)) (Answer, error)
 }
 
 // PreviewSurface is a Surface that may take KindPreview deliveries. A

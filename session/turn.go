@@ -44,11 +44,8 @@ type TurnResult struct {
 	Files  []File
 }
 
-// File is one reply file.
-type File struct {
-	Name string
-	Data []byte
-}
+// File is one reply file, decoded (the root's noun).
+type File = rtsandbox.File
 
 // RunTurn runs one guest turn in b's channel (the router.Runtime shape)
 // and returns its text; reply files are dropped (the router delivers text

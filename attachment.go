@@ -1,0 +1,52 @@
+package rtsandbox
+
+// Files that cross the host's surfaces (session spec §4.2–4.3, §5.1): what
+// a guest attached to a message on the way in, and the files a turn's
+// reply carries on the way out. The surfaces fill an Attachment and post a
+// File; the runtime fetches, checks and writes the one and validates the
+// other (package attach), so no surface decides what is safe.
+
+// Attachment is one file a guest attached to a message (or to the message
+// it replies to), as the surface received it. Every field is untrusted:
+// the name and the declared type and size are the guest's; the runtime
+// sniffs the real type and measures the real size before it uses any.
+type Attachment struct {
+	// Name is the guest's file name, unsanitised.
+	Name string
+	// ContentType is the declared MIME type; "" when none was declared.
+	ContentType string
+	// Size is the declared size in bytes; 0 when unknown.
+	Size int64
+	// URL is where the host fetches the bytes (Discord's CDN), always
+	// through package safefetch: public addresses only, bounded, no
+	// credentials. "" when Data holds the bytes.
+	URL string
+	// Data holds the bytes when the surface received them inline (the
+	// HTTP API's base64 attachments, decoded and bounded by the surface).
+	Data []byte
+	// FromReference marks an attachment of the replied-to message.
+	FromReference bool
+}
+
+// TurnInput is what one admitted guest message gives a turn.
+type TurnInput struct {
+	// MessageID is the surface's id of the message; attachment files are
+	// named after it (§5.1 step 7: ^[a-zA-Z0-9_-]{1,160}$, or the runtime
+	// uses a fresh id of its own).
+	MessageID string
+	// Text is the model input: the untrusted quote prefix and the
+	// message text. It never carries the sealed mode's attachments
+	// notice; a runtime that cannot take attachments adds it.
+	Text string
+	// Attachments are the message's files, then the replied-to
+	// message's; nil for none.
+	Attachments []Attachment
+}
+
+// File is one decoded reply file: a safe name (ValidSafeName) and its
+// bytes, within the bounds of §4.3 (MaxReplyFiles, MaxReplyFileBytes,
+// MaxReplyFilesTotal).
+type File struct {
+	Name string
+	Data []byte
+}
