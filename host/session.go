@@ -23,6 +23,9 @@ import (
 // restarted host continues every conversation.
 type SessionRuntime interface {
 	RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error)
+	// RunInput runs a turn with the message's attachments and answers
+	// with the reply files (router.InputRuntime without previews).
+	RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (router.Answer, error)
 	// StartFresh removes the channel's container, then archives its
 	// conversation (owner fresh).
 	StartFresh(channel rtsandbox.ChannelKey) error
@@ -104,6 +107,7 @@ type runtimeMux struct {
 
 var (
 	_ router.TextRuntime    = (*runtimeMux)(nil)
+	_ router.InputRuntime   = (*runtimeMux)(nil)
 	_ router.StatusRuntime  = (*runtimeMux)(nil)
 	_ router.RemoverRuntime = (*runtimeMux)(nil)
 )
@@ -136,6 +140,35 @@ func (m *runtimeMux) RunTurnText(ctx context.Context, b rtsandbox.Binding, text 
 		return m.sealed.RunTurn(ctx, b, text)
 	}
 	return m.sealed.RunTurnText(ctx, b, text, onText)
+}
+
+// RunInput runs the turn of a message with its attachments. A session
+// channel's runtime takes them and may answer with files; a sealed
+// channel's cannot, so its text ends with router.AttachmentsNotice when
+// the message had any, as before.
+func (m *runtimeMux) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (router.Answer, error) {
+	s, session := m.sessionFor(b.Channel)
+	switch {
+	case session && s == nil:
+		return router.Answer{}, errNoSession
+	case !session:
+		text := in.Text
+		if len(in.Attachments) > 0 {
+			text += "\n" + router.AttachmentsNotice
+		}
+		reply, err := m.RunTurnText(ctx, b, text, onText)
+		return router.Answer{Reply: reply}, err
+	}
+	var files []rtsandbox.File
+	reply, err := m.budget.run(ctx, b, func() (rtsandbox.Reply, error) {
+		a, err := s.RunInput(ctx, b, in)
+		files = a.Files
+		return a.Reply, err
+	})
+	if err != nil {
+		files = nil
+	}
+	return router.Answer{Reply: reply, Files: files}, err
 }
 
 func (m *runtimeMux) StartFresh(channel rtsandbox.ChannelKey) error {

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -47,6 +48,11 @@ func (f *fakeSession) RunTurn(_ context.Context, b rtsandbox.Binding, _ string) 
 	return rtsandbox.Reply{OK: true, Text: "Session."}, nil
 }
 
+func (f *fakeSession) RunInput(_ context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (router.Answer, error) {
+	f.record(fmt.Sprintf("input %d", len(in.Attachments)), b.Channel)
+	return router.Answer{Reply: rtsandbox.Reply{OK: true, Text: "Session."}, Files: []rtsandbox.File{{Name: "a.txt", Data: []byte("x")}}}, nil
+}
+
 func (f *fakeSession) StartFresh(ch rtsandbox.ChannelKey) error { f.record("fresh", ch); return nil }
 func (f *fakeSession) Stop(ch rtsandbox.ChannelKey) bool        { f.record("stop", ch); return true }
 func (f *fakeSession) Remove(_ context.Context, ch rtsandbox.ChannelKey) error {
@@ -73,6 +79,39 @@ func muxConfig(t *testing.T, extra string) *config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// TestMuxRunInputByMode: a session channel's runtime takes the
+// attachments and its files come back; a sealed channel's text ends with
+// the attachments notice, and no file comes back.
+func TestMuxRunInputByMode(t *testing.T) {
+	in := rtsandbox.TurnInput{MessageID: "m1", Text: "look", Attachments: []rtsandbox.Attachment{{Name: "a.png", Data: []byte{1}}}}
+	sealed, session := &fakeruntime.Runtime{}, &fakeSession{}
+	m := newRuntimeMux(muxConfig(t, ""), sealed, session)
+
+	a, err := m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:1"}, in, nil)
+	if err != nil || a.Reply.Text != "Session." || len(a.Files) != 1 {
+		t.Errorf("session answer = %+v, %v", a, err)
+	}
+	if diff := cmp.Diff([]string{"input 1 discord:1"}, session.Calls()); diff != "" {
+		t.Errorf("session calls (-want +got):\n%s", diff)
+	}
+
+	a, err = m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:2"}, in, nil)
+	if err != nil || a.Reply.Text != "Sealed." || a.Files != nil {
+		t.Errorf("sealed answer = %+v, %v", a, err)
+	}
+	calls := sealed.Calls()
+	if len(calls) != 1 || calls[0].Text != "look\n"+router.AttachmentsNotice {
+		t.Errorf("sealed calls = %+v; want the text with the attachments notice", calls)
+	}
+	in.Attachments = nil
+	if _, err := m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:2"}, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	if calls := sealed.Calls(); calls[1].Text != "look" {
+		t.Errorf("sealed text without attachments = %q; want %q", calls[1].Text, "look")
+	}
 }
 
 func TestMuxRoutesByProfile(t *testing.T) {

@@ -61,6 +61,13 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 	return rtsandbox.Reply{OK: true, Text: res.Text}, nil
 }
 
+// RunInput runs the turn of one guest message with its attachments and
+// returns the text and the reply files. Attachments are not collected
+// yet: the text goes alone.
+func (r *Runtime) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (TurnResult, error) {
+	return r.Turn(ctx, TurnRequest{Binding: b, Text: in.Text})
+}
+
 // Turn runs one session turn (§1.2). Refusals, decided before anything
 // runs: ErrChannel, ErrClosed, ErrChannelBusy. Every other failure is
 // logged ("sandbox turn failed") and returned as an error whose text is

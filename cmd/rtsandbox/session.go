@@ -143,6 +143,16 @@ func (s sessionStatus) Status(ctx context.Context, ch rtsandbox.ChannelKey) (rou
 	return router.RuntimeStatus{Mode: st.Mode, Profile: st.Profile, Container: st.Container}, err
 }
 
+// RunInput runs a turn with the message's attachments and hands its reply
+// files to the router.
+func (s sessionStatus) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (router.Answer, error) {
+	res, err := s.Runtime.RunInput(ctx, b, in)
+	if err != nil {
+		return router.Answer{}, err
+	}
+	return router.Answer{Reply: rtsandbox.Reply{OK: true, Text: res.Text}, Files: res.Files}, nil
+}
+
 // sessionContainers removes this installation's session containers while
 // no serve runs.
 func sessionContainers(cfg *config.Config, engine *client.Client) (host.SessionContainers, error) {
