@@ -50,3 +50,23 @@ type File struct {
 	Name string
 	Data []byte
 }
+
+// Bounds of a message's attachments (session spec §5.1): at most
+// MaxAttachments files (the message's and the replied-to message's
+// together), each at most MaxAttachmentBytes, MaxAttachmentsTotal in all.
+// A surface that receives the bytes inline (the HTTP API) refuses more
+// before decoding; the runtime checks them again on what it fetched.
+const (
+	MaxAttachments      = 20
+	MaxAttachmentBytes  = 25 << 20
+	MaxAttachmentsTotal = 50 << 20
+)
+
+// Base64Size returns the decoded size of data when data is standard
+// padded base64 (the form of §4.2: a multiple of 4 characters of the
+// standard alphabet, at most two '=' at the end) of at most maxDecoded
+// bytes; ok is false otherwise. It reads the text only, so a caller can
+// refuse oversized or malformed input before decoding any of it.
+func Base64Size(data string, maxDecoded int) (n int, ok bool) {
+	return base64Size(data, maxDecoded)
+}

@@ -27,6 +27,10 @@ const (
 	// ReplyCutNotice ends the last chunk of a reply that did not fit in
 	// the bounded number of messages, as a paragraph of its own.
 	ReplyCutNotice = "-# [reply cut: it was too long to post in full]"
+	// FileTooLargeFormat names (%s, the reply file's safe name, escaped
+	// by the surface for its markup) a reply file the surface could not
+	// post because it is larger than the channel's upload limit.
+	FileTooLargeFormat = "-# The file %s was not posted: it is larger than this server's upload limit."
 )
 
 // Owner command answers (host spec §1.12). Surfaces show them to the

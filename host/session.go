@@ -145,7 +145,8 @@ func (m *runtimeMux) RunTurnText(ctx context.Context, b rtsandbox.Binding, text 
 // RunInput runs the turn of a message with its attachments. A session
 // channel's runtime takes them and may answer with files; a sealed
 // channel's cannot, so its text ends with router.AttachmentsNotice when
-// the message had any, as before.
+// the message had files of its own (the replied-to message's never
+// counted), as before.
 func (m *runtimeMux) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (router.Answer, error) {
 	s, session := m.sessionFor(b.Channel)
 	switch {
@@ -153,7 +154,7 @@ func (m *runtimeMux) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsan
 		return router.Answer{}, errNoSession
 	case !session:
 		text := in.Text
-		if len(in.Attachments) > 0 {
+		if slices.ContainsFunc(in.Attachments, func(a rtsandbox.Attachment) bool { return !a.FromReference }) {
 			text += "\n" + router.AttachmentsNotice
 		}
 		reply, err := m.RunTurnText(ctx, b, text, onText)

@@ -114,6 +114,37 @@ func TestMuxRunInputByMode(t *testing.T) {
 	}
 }
 
+// TestMuxSealedNoticeOnlyForOwnFiles: a sealed channel's text gets the
+// attachments notice for the message's own files only, as before the
+// router handed files over; the replied-to message's never counted.
+func TestMuxSealedNoticeOnlyForOwnFiles(t *testing.T) {
+	own := rtsandbox.Attachment{Name: "a.png", URL: "https://cdn.example/a.png"}
+	ref := rtsandbox.Attachment{Name: "b.png", URL: "https://cdn.example/b.png", FromReference: true}
+	tests := []struct {
+		name  string
+		files []rtsandbox.Attachment
+		want  string
+	}{
+		{"own-file", []rtsandbox.Attachment{own}, "look\n" + router.AttachmentsNotice},
+		{"own-and-reference-files", []rtsandbox.Attachment{own, ref}, "look\n" + router.AttachmentsNotice},
+		{"reference-file-only", []rtsandbox.Attachment{ref}, "look"},
+		{"none", nil, "look"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sealed := &fakeruntime.Runtime{}
+			m := newRuntimeMux(muxConfig(t, ""), sealed, &fakeSession{})
+			in := rtsandbox.TurnInput{MessageID: "m1", Text: "look", Attachments: tt.files}
+			if _, err := m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:2"}, in, nil); err != nil {
+				t.Fatal(err)
+			}
+			if calls := sealed.Calls(); len(calls) != 1 || calls[0].Text != tt.want {
+				t.Errorf("sealed calls = %+v; want the text %q", calls, tt.want)
+			}
+		})
+	}
+}
+
 func TestMuxRoutesByProfile(t *testing.T) {
 	tests := []struct {
 		name        string

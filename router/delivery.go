@@ -20,7 +20,11 @@ type turnPort struct {
 }
 
 func (p turnPort) Reply(ctx context.Context, chunks []string) error {
-	return p.r.deliver(ctx, Delivery{Channel: p.channel, InReplyTo: p.id, Kind: KindReply}, chunks)
+	return p.ReplyFiles(ctx, chunks, nil)
+}
+
+func (p turnPort) ReplyFiles(ctx context.Context, chunks []string, files []rtsandbox.File) error {
+	return p.r.deliver(ctx, Delivery{Channel: p.channel, InReplyTo: p.id, Kind: KindReply, Files: files}, chunks)
 }
 
 func (p turnPort) StartTyping(ctx context.Context) (stop func()) {
@@ -73,8 +77,10 @@ func (r *Router) refused(m Message, err error) {
 // deliver posts chunks as deliveries like d, in order, within the
 // delivery bounds: at most chunk.MaxChunks chunks (a longer list loses its
 // tail to rtsandbox.ReplyCutNotice), each call within SendTimeout, all
-// within ReplyTimeout. It fails with ErrNoSurface when no surface serves
-// the channel.
+// within ReplyTimeout. d.Files go on the last chunk only (one empty chunk
+// when there is none), whose call and the whole reply may take
+// SendTimeout more per file. It fails with ErrNoSurface when no surface
+// serves the channel.
 func (r *Router) deliver(ctx context.Context, d Delivery, chunks []string) error {
 	s := r.surface(d.Channel)
 	if s == nil {
@@ -84,15 +90,24 @@ func (r *Router) deliver(ctx context.Context, d Delivery, chunks []string) error
 	if cut {
 		r.log.Warn("reply cut: more chunks than MaxChunks", "channel", d.Channel, "max", chunk.MaxChunks)
 	}
+	files := d.Files
+	if len(files) > 0 && len(chunks) == 0 {
+		chunks = []string{""} // the files still go out
+	}
 	what := "send"
 	if d.Kind == KindReport {
 		what = "report"
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.replyTO)
+	upload := time.Duration(len(files)) * r.sendTO
+	ctx, cancel := context.WithTimeout(ctx, r.replyTO+upload)
 	defer cancel()
 	for i, c := range chunks {
-		d.Chunk = c
-		err := r.call(ctx, d.Channel, what, func(ctx context.Context) error { return s.Deliver(ctx, d) })
+		d.Chunk, d.Files = c, nil
+		extra := time.Duration(0)
+		if i == len(chunks)-1 {
+			d.Files, extra = files, upload
+		}
+		err := r.call(ctx, d.Channel, what, extra, func(ctx context.Context) error { return s.Deliver(ctx, d) })
 		if err != nil {
 			return fmt.Errorf("%s chunk %d of %d to %s: %w", what, i+1, len(chunks), d.Channel, err)
 		}
@@ -100,10 +115,10 @@ func (r *Router) deliver(ctx context.Context, d Delivery, chunks []string) error
 	return nil
 }
 
-// call makes one surface call with SendTimeout; a panic in it is
-// recovered, logged and returned as an error wrapping ErrPanicked.
-func (r *Router) call(ctx context.Context, channel rtsandbox.ChannelKey, what string, f func(context.Context) error) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, r.sendTO)
+// call makes one surface call with SendTimeout plus extra; a panic in it
+// is recovered, logged and returned as an error wrapping ErrPanicked.
+func (r *Router) call(ctx context.Context, channel rtsandbox.ChannelKey, what string, extra time.Duration, f func(context.Context) error) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.sendTO+extra)
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
@@ -146,7 +161,7 @@ func (r *Router) startTyping(ctx context.Context, channel rtsandbox.ChannelKey, 
 		t := time.NewTicker(r.typing)
 		defer t.Stop()
 		for {
-			err := r.call(ctx, channel, "typing", func(ctx context.Context) error { return s.Typing(ctx, channel, id) })
+			err := r.call(ctx, channel, "typing", 0, func(ctx context.Context) error { return s.Typing(ctx, channel, id) })
 			if errors.Is(err, ErrPanicked) {
 				return // logged; a broken surface is not asked again
 			}

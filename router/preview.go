@@ -128,7 +128,7 @@ func (r *Router) previewLoop(ctx context.Context, quit <-chan struct{}, s Surfac
 			continue
 		}
 		d.Chunk = text
-		err := r.call(ctx, d.Channel, "preview", func(ctx context.Context) error { return s.Deliver(ctx, d) })
+		err := r.call(ctx, d.Channel, "preview", 0, func(ctx context.Context) error { return s.Deliver(ctx, d) })
 		last = time.Now()
 		if errors.Is(err, ErrPanicked) {
 			return

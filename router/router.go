@@ -29,6 +29,11 @@
 //     answer or fixed failure text, KindNotice for the router's notice about
 //     a message it will not run, KindReport for a background report
 //     (PostReport, "" InReplyTo). Typing names the message too.
+//   - Files: a message's attachments (Message.Files) go, untouched, to a
+//     runtime that takes them (InputRuntime), in rtsandbox.TurnInput; a
+//     runtime that does not gets the attachments notice in its text. The
+//     files of a successful answer (Answer.Files) go out on the last
+//     chunk of the reply (Delivery.Files); a failed turn posts none.
 //   - Previews (preview.go): a surface that opts in (PreviewSurface) gets
 //     KindPreview deliveries with the text so far of a sandbox turn's
 //     streamed answers, at most one per PreviewInterval per message, when
@@ -137,12 +142,16 @@ type Message struct {
 	IsDirect     bool // a DM-like conversation
 	// ReferenceText is the replied-to message's text, as far as readable.
 	ReferenceText string
-	// Attachments counts the files attached; nothing is downloaded.
+	// Attachments counts the message's own files (a forward's included,
+	// the replied-to message's not); nothing is downloaded. A surface
+	// that fills Files keeps it equal to the Files whose FromReference is
+	// false; the router counts at least those.
 	Attachments int
 	// Files describes the attached files the surface can hand over (a
 	// URL to fetch or inline bytes), the message's then the replied-to
-	// message's; the router never fetches or reads them. A runtime that
-	// takes attachments (InputRuntime) receives them in TurnInput.
+	// message's (FromReference); the router never fetches or reads them.
+	// A runtime that takes attachments (InputRuntime) receives them in
+	// TurnInput.
 	Files []rtsandbox.Attachment
 	// ForwardedText is a forwarded message's text; it only keeps a message
 	// with no text of its own from being dropped as empty.
@@ -208,6 +217,8 @@ type Delivery struct {
 	// Files are the reply files of a turn, decoded and validated by the
 	// runtime (rtsandbox.File, §4.3 bounds). Only a KindReply carries
 	// them, and only its last chunk; a surface posts them with that chunk.
+	// A successful reply with files but no text is one delivery whose
+	// Chunk is "". Failure texts never carry files.
 	Files []rtsandbox.File
 }
 
@@ -313,6 +324,11 @@ type Port interface {
 	// cut: the first MaxChunks − 1 and then rtsandbox.ReplyCutNotice are
 	// posted.
 	Reply(ctx context.Context, chunks []string) error
+	// ReplyFiles is Reply whose last delivery also carries files
+	// (Delivery.Files); with files and no chunk it posts one empty chunk
+	// with them. An earlier chunk that fails ends the reply, so the files
+	// are never posted after a failed delivery.
+	ReplyFiles(ctx context.Context, chunks []string, files []rtsandbox.File) error
 	// StartTyping shows typing for the message now and every
 	// TypingInterval until stop is called; stop waits for the refresher to
 	// end. Without a surface it does nothing.
@@ -341,7 +357,8 @@ type Options struct {
 	// DefaultTypingInterval.
 	TypingInterval time.Duration
 	// SendTimeout bounds each Send and Typing call to a surface; 0 means
-	// DefaultSendTimeout.
+	// DefaultSendTimeout. A delivery with files may take SendTimeout more
+	// per file (an upload), and its reply as much more.
 	SendTimeout time.Duration
 	// ReplyTimeout bounds posting one reply or report, all its chunks
 	// together; 0 means DefaultReplyTimeout. A turn whose reply fails so
@@ -565,6 +582,7 @@ func (r *Router) admit(m *Message) (adm Admission, reason string) {
 	if !m.Channel.Valid() {
 		return Admission{}, DropNotSandboxed // no claim can own an invalid key
 	}
+	m.Attachments = max(m.Attachments, ownFiles(m.Files))
 	if strings.TrimSpace(m.Text) == "" && m.Attachments == 0 && strings.TrimSpace(m.ForwardedText) == "" {
 		return Admission{}, DropEmpty
 	}
@@ -586,6 +604,18 @@ func (r *Router) admit(m *Message) (adm Admission, reason string) {
 		return Admission{}, DropNotAdmitted
 	}
 	return adm, ""
+}
+
+// ownFiles counts the files of the message itself, not of the one it
+// replies to.
+func ownFiles(files []rtsandbox.Attachment) int {
+	n := 0
+	for _, f := range files {
+		if !f.FromReference {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *Router) actor(channel rtsandbox.ChannelKey, a Author) access.Actor {

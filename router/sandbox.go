@@ -69,13 +69,24 @@ func (c *sandboxClaim) Admit(m Message) (Admission, string) {
 		Speaker: rtsandbox.Speaker{ID: m.Author.ID, Name: m.Author.Name, PrincipalID: m.Speaker.PrincipalID},
 		Tier:    m.Tier,
 	}
-	text := TurnText(m)
+	in := turnInput{
+		text: TurnText(m),
+		in:   rtsandbox.TurnInput{MessageID: m.ID, Text: modelText(m), Attachments: m.Files},
+	}
 	return Admission{
 		Failure: SandboxFailure,
 		Run: func(ctx context.Context, port Port) error {
-			return c.turn(ctx, port, b, text)
+			return c.turn(ctx, port, b, in)
 		},
 	}, ""
+}
+
+// turnInput is what a turn gives its runtime: text for a Runtime or
+// TextRuntime, which cannot take attachments (the notice included), and
+// the message's input for an InputRuntime (the notice left to it).
+type turnInput struct {
+	text string
+	in   rtsandbox.TurnInput
 }
 
 // sandboxDrop is the sandbox address rule (host spec §1.5): the reason m
@@ -96,25 +107,31 @@ func sandboxDrop(m Message, enabled bool) string {
 	return ""
 }
 
-// TurnText builds the model input of a sandbox turn: the untrusted quote
-// prefix when the message replies to one with text, the message text, and
-// the attachments notice when it had files. Forwarded text is not included.
+// TurnText builds the model input of a sandbox turn for a runtime that
+// takes no attachments: modelText, and the attachments notice when the
+// message had files of its own (Message.Attachments).
 func TurnText(m Message) string {
-	var b strings.Builder
-	if strings.TrimSpace(m.ReferenceText) != "" {
-		b.WriteString(QuotePrefix + m.ReferenceText + "\n\n")
-	}
-	b.WriteString(m.Text)
 	if m.Attachments > 0 {
-		b.WriteString("\n" + AttachmentsNotice)
+		return modelText(m) + "\n" + AttachmentsNotice
 	}
-	return b.String()
+	return modelText(m)
+}
+
+// modelText is the model input of a message without the attachments
+// notice (TurnInput.Text): the untrusted quote prefix when the message
+// replies to one with text, then the message text. Forwarded text is not
+// included.
+func modelText(m Message) string {
+	if strings.TrimSpace(m.ReferenceText) != "" {
+		return QuotePrefix + m.ReferenceText + "\n\n" + m.Text
+	}
+	return m.Text
 }
 
 // turn is one queued sandbox turn (host spec §2.3). A returned error means
 // even the failure notice could not be posted, or (a *DropError) that the
 // channel was switched off while the message waited.
-func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding, text string) error {
+func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding, in turnInput) error {
 	channel := b.Channel
 	if !c.channels.Enabled(channel) {
 		// Turned off while queued: no answer, no host agents.
@@ -122,7 +139,7 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 	}
 	stopTyping := port.StartTyping(ctx)
 	defer stopTyping() // after the reply is posted
-	err := c.answer(ctx, port, b, text)
+	err := c.answer(ctx, port, b, in)
 	if err == nil {
 		return nil
 	}
@@ -144,46 +161,59 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 	return port.Reply(nctx, []string{rtsandbox.GuestText(err)})
 }
 
-// answer runs the turn and posts its reply, in at most MaxChunks chunks.
-// A panic (in the runtime, say) becomes an error like any failure, so the
-// guest gets the fixed failure text.
-func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Binding, text string) (err error) {
+// answer runs the turn and posts its reply, in at most MaxChunks chunks,
+// the answer's files on the last. A failed answer (Reply.OK false) posts
+// the fixed failure text and no file. A panic (in the runtime, say)
+// becomes an error like any failure, so the guest gets the fixed failure
+// text.
+func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Binding, in turnInput) (err error) {
 	channel := b.Channel
 	defer func() {
 		if p := recover(); p != nil {
 			err = recovered(c.log, channel, "sandbox turn", p)
 		}
 	}()
-	reply, err := c.run(ctx, port, b, text)
+	a, err := c.run(ctx, port, b, in)
 	if err != nil {
 		return err
 	}
-	out := reply.Text
-	if !reply.OK {
-		out = rtsandbox.TurnFailedText
+	out, files := a.Reply.Text, a.Files
+	if !a.Reply.OK {
+		out, files = rtsandbox.TurnFailedText, nil
 	}
 	chunks, cut := chunk.Bounded(out, chunk.ChunkLimit, chunk.MaxChunks)
 	if cut {
 		c.log.Info("reply cut: too long to post in full", "channel", channel,
 			"units", rtsandbox.UTF16Len(out), "max_chunks", chunk.MaxChunks)
 	}
-	return port.Reply(ctx, chunks)
+	return port.ReplyFiles(ctx, chunks, files)
 }
 
-// run runs the turn, with previews when the runtime can report text and
-// the message's surface takes previews; they end before run returns, so
-// none follows the reply.
-func (c *sandboxClaim) run(ctx context.Context, port Port, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+// run runs the turn: through RunInput when the runtime takes a message's
+// input, else RunTurnText or RunTurn as before. Previews run when the
+// runtime can report text and the message's surface takes them; they end
+// before run returns, so none follows the reply.
+func (c *sandboxClaim) run(ctx context.Context, port Port, b rtsandbox.Binding, in turnInput) (Answer, error) {
+	if ir, ok := c.runtime.(InputRuntime); ok {
+		onText, stop := port.StartPreview(ctx)
+		defer stop()
+		return ir.RunInput(ctx, b, in.in, onText)
+	}
 	tr, ok := c.runtime.(TextRuntime)
 	if !ok {
-		return c.runtime.RunTurn(ctx, b, text)
+		reply, err := c.runtime.RunTurn(ctx, b, in.text)
+		return Answer{Reply: reply}, err
 	}
 	onText, stop := port.StartPreview(ctx)
 	defer stop()
+	var reply rtsandbox.Reply
+	var err error
 	if onText == nil {
-		return c.runtime.RunTurn(ctx, b, text)
+		reply, err = c.runtime.RunTurn(ctx, b, in.text)
+	} else {
+		reply, err = tr.RunTurnText(ctx, b, in.text, onText)
 	}
-	return tr.RunTurnText(ctx, b, text, onText)
+	return Answer{Reply: reply}, err
 }
 
 func (c *sandboxClaim) StartFresh(_ context.Context, channel rtsandbox.ChannelKey) (string, error) {

@@ -19,13 +19,21 @@ type Call struct {
 	Text    string
 	// OnText is the turn's text observer (RunTurnText), nil for RunTurn.
 	OnText func(answer int, delta string)
+	// Input marks a turn run by RunTurnInput; MessageID and Attachments
+	// are then the message's input, and Text its TurnInput.Text.
+	Input       bool
+	MessageID   string
+	Attachments []rtsandbox.Attachment
 }
 
 // Runtime implements router.Runtime. Run decides each turn's outcome
 // (nil: {OK: true, Text: "Sealed."}); set it before turns start, or use
-// SetRun while they run.
+// SetRun while they run. Files, when set, gives the files a RunTurnInput
+// turn answers with, whatever its outcome: deciding whether to post them
+// is the caller's business.
 type Runtime struct {
-	Run func(ctx context.Context, c Call) (rtsandbox.Reply, error)
+	Run   func(ctx context.Context, c Call) (rtsandbox.Reply, error)
+	Files func(c Call) []rtsandbox.File
 
 	mu    sync.Mutex
 	calls []Call
@@ -43,8 +51,29 @@ func (f *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 // RunTurnText is RunTurn whose Call carries onText, so that Run may
 // report streamed text as the real runtime would.
 func (f *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(answer int, delta string)) (rtsandbox.Reply, error) {
+	return f.run(ctx, b, Call{Channel: b.Channel, Speaker: b.Speaker, Text: text, OnText: onText})
+}
+
+// RunTurnInput is RunTurnText with a message's input (router.InputRuntime
+// without the router's Answer type, which this package cannot import: the
+// router's own tests use it): the Call records the message id and the
+// attachments, and the turn answers with Files' files.
+func (f *Runtime) RunTurnInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(answer int, delta string)) (rtsandbox.Reply, []rtsandbox.File, error) {
+	c := Call{Channel: b.Channel, Speaker: b.Speaker, Text: in.Text, OnText: onText,
+		Input: true, MessageID: in.MessageID, Attachments: in.Attachments}
+	reply, err := f.run(ctx, b, c)
+	f.mu.Lock()
+	files := f.Files
+	f.mu.Unlock()
+	if files == nil {
+		return reply, nil, err
+	}
+	return reply, files(c), err
+}
+
+// run records c and runs Run with a context Stop can cancel.
+func (f *Runtime) run(ctx context.Context, b rtsandbox.Binding, c Call) (rtsandbox.Reply, error) {
 	ch := b.Channel
-	c := Call{Channel: ch, Speaker: b.Speaker, Text: text, OnText: onText}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f.mu.Lock()
