@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -51,15 +50,38 @@ type Options struct {
 	// Token is the bot token the fake accepts (without "Bot "); required.
 	Token                 string
 	BotID, AppID, BotName string
+	// MaxUploadBytes is the file bytes one message may carry, as a
+	// server's upload limit; more is refused with 413 (code 40005).
+	// 0 means DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 }
+
+// DefaultMaxUploadBytes is the upload limit of a server without boosts.
+const DefaultMaxUploadBytes = 10 << 20
+
+// maxFiles is Discord's bound on the attachments of one message.
+const maxFiles = 10
 
 // Call is one recorded REST request.
 type Call struct {
 	Seq    int    // order among all calls, from 1
 	Method string // GET, POST, PUT, PATCH, DELETE
 	Path   string // without /api/v<n>, such as /channels/42/messages
-	Body   json.RawMessage
+	// Body is the JSON body: of a multipart/form-data request, its
+	// payload_json part.
+	Body json.RawMessage
+	// Files are the files[n] parts of a multipart/form-data request, in
+	// the order of their part names' n.
+	Files  []File
 	Status int // what the fake answered
+}
+
+// File is one uploaded file part.
+type File struct {
+	Field       string // the part's form name, such as files[0]
+	Name        string // its filename
+	ContentType string
+	Data        []byte
 }
 
 // Decode unmarshals the request body into v.
@@ -94,6 +116,9 @@ func New(opts Options) *Server {
 	}
 	if opts.BotName == "" {
 		opts.BotName = DefaultBotName
+	}
+	if opts.MaxUploadBytes == 0 {
+		opts.MaxUploadBytes = DefaultMaxUploadBytes
 	}
 	s := &Server{
 		opts:     opts,
@@ -453,7 +478,19 @@ type answer struct {
 	body   any
 }
 
-type route func(r *http.Request, body []byte) answer
+// request is what a route gets of a request: its JSON body (of a
+// multipart request, the payload_json part) and uploaded files.
+type request struct {
+	body  []byte
+	files []File
+}
+
+type route func(r *http.Request, in request) answer
+
+// jsonRoute is a route that reads the JSON body only.
+func jsonRoute(h func(r *http.Request, body []byte) answer) route {
+	return func(r *http.Request, in request) answer { return h(r, in.body) }
+}
 
 var apiPrefix = regexp.MustCompile(`^/api/v[0-9]+`)
 
@@ -462,12 +499,12 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /gateway/", s.handleGateway)
 	mux.HandleFunc("GET /gateway", s.handleGateway)
-	api := func(pattern string, auth bool, h route) {
-		mux.Handle(pattern, s.record(auth, h))
+	api := func(pattern string, auth bool, h func(r *http.Request, body []byte) answer) {
+		mux.Handle(pattern, s.record(auth, jsonRoute(h)))
 	}
 	api("GET /api/{v}/gateway", false, s.getGateway)
 	api("GET /api/{v}/gateway/bot", true, s.getGateway)
-	api("POST /api/{v}/channels/{channel}/messages", true, s.postMessage)
+	mux.Handle("POST /api/{v}/channels/{channel}/messages", s.record(true, s.postMessage))
 	api("GET /api/{v}/channels/{channel}/messages/{message}", true, s.getMessage)
 	api("PATCH /api/{v}/channels/{channel}/messages/{message}", true, s.editMessage)
 	api("DELETE /api/{v}/channels/{channel}/messages/{message}", true, s.deleteMessage)
@@ -483,28 +520,27 @@ func errorAnswer(status, code int, msg string) answer {
 	return answer{status, map[string]any{"code": code, "message": msg}}
 }
 
-// record wraps h: reads the body, checks the bot token when auth is set,
-// records the call and writes the answer.
+// record wraps h: reads the body (a JSON body, or a multipart/form-data
+// upload), checks the bot token when auth is set, records the call and
+// writes the answer.
 func (s *Server) record(auth bool, h route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		if err != nil {
-			http.Error(w, "read", http.StatusBadRequest)
-			return
-		}
-		var a answer
-		if auth && r.Header.Get("Authorization") != "Bot "+s.opts.Token {
+		in, a, ok := s.read(r)
+		switch {
+		case !ok: // a is the refusal
+		case auth && r.Header.Get("Authorization") != "Bot "+s.opts.Token:
 			a = errorAnswer(http.StatusUnauthorized, 0, "401: Unauthorized")
-		} else {
-			a = h(r, body)
+		default:
+			a = h(r, in)
 		}
+		body := in.body
 		if !json.Valid(body) {
 			body = nil
 		}
 		s.mu.Lock()
 		s.calls = append(s.calls, Call{
 			Seq: len(s.calls) + 1, Method: r.Method,
-			Path: apiPrefix.ReplaceAllString(r.URL.Path, ""), Body: body, Status: a.status,
+			Path: apiPrefix.ReplaceAllString(r.URL.Path, ""), Body: body, Files: in.files, Status: a.status,
 		})
 		s.notifyLocked()
 		s.mu.Unlock()
@@ -525,14 +561,17 @@ func (s *Server) getGateway(*http.Request, []byte) answer {
 // maxContent is Discord's message content limit.
 const maxContent = 2000
 
-func (s *Server) postMessage(r *http.Request, body []byte) answer {
+// postMessage creates a message as Discord does: content of at most
+// 2,000 units and at most ten files within the upload limit; a message
+// needs content or a file.
+func (s *Server) postMessage(r *http.Request, req request) answer {
 	var in struct {
 		Content string `json:"content"`
 	}
-	if err := json.Unmarshal(body, &in); err != nil || in.Content == "" {
+	if err := json.Unmarshal(req.body, &in); err != nil || (in.Content == "" && len(req.files) == 0) {
 		return errorAnswer(http.StatusBadRequest, 50006, "Cannot send an empty message")
 	}
-	if utf16Len(in.Content) > maxContent {
+	if utf16Len(in.Content) > maxContent || len(req.files) > maxFiles {
 		return errorAnswer(http.StatusBadRequest, 50035, "Invalid Form Body")
 	}
 	m := Message{
@@ -540,6 +579,13 @@ func (s *Server) postMessage(r *http.Request, body []byte) answer {
 		Author:    User{ID: s.opts.BotID, Username: s.opts.BotName, Bot: true},
 		Timestamp: time.Now().UTC().Format(time.RFC3339Nano),
 		Mentions:  []User{}, MentionRoles: []string{}, Attachments: []Attachment{}, Embeds: []json.RawMessage{},
+	}
+	for _, f := range req.files {
+		id := s.nextID()
+		m.Attachments = append(m.Attachments, Attachment{
+			ID: id, Filename: f.Name, Size: len(f.Data), ContentType: f.ContentType,
+			URL: "https://cdn.discordapp.com/attachments/" + m.ChannelID + "/" + id + "/" + url.PathEscape(f.Name),
+		})
 	}
 	s.mu.Lock()
 	s.messages[m.ID] = m

@@ -2,10 +2,14 @@ package fakediscord
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/bwmarrin/discordgo"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
 
@@ -39,4 +43,69 @@ func TestClientReachesOnlyTheFake(t *testing.T) {
 		t.Errorf("wrong token: status %d, calls %+v", resp.StatusCode, calls)
 	}
 	c.CloseIdleConnections()
+}
+
+// Uploads through the real discordgo client: multipart/form-data with
+// payload_json and files[n]; the fake records each file's name and bytes
+// in order, stores them as the message's attachments, and refuses what
+// Discord refuses (over the upload limit: 413 code 40005; more than ten
+// files or an empty message: 400).
+func TestUploadThroughDiscordgo(t *testing.T) {
+	files := func(n, size int) []*discordgo.File {
+		var out []*discordgo.File
+		for i := range n {
+			out = append(out, &discordgo.File{Name: fmt.Sprintf("f%d \"q\".txt", i), Reader: strings.NewReader(strings.Repeat("x", size))})
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		msg       *discordgo.MessageSend
+		wantCode  int // 0: accepted
+		wantFiles []string
+	}{
+		{"two-files-with-content", &discordgo.MessageSend{Content: "hi", Files: files(2, 3)}, 0, []string{`f0 "q".txt=xxx`, `f1 "q".txt=xxx`}},
+		{"file-without-content", &discordgo.MessageSend{Files: files(1, 1)}, 0, []string{`f0 "q".txt=x`}},
+		{"over-the-upload-limit", &discordgo.MessageSend{Content: "hi", Files: files(2, 60)}, http.StatusRequestEntityTooLarge, nil},
+		{"eleven-files", &discordgo.MessageSend{Content: "hi", Files: files(11, 1)}, http.StatusBadRequest, nil},
+		{"empty-message", &discordgo.MessageSend{}, http.StatusBadRequest, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(Options{Token: "tok", MaxUploadBytes: 100})
+			defer s.Close()
+			sess, err := discordgo.New("Bot tok")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sess.Client = s.Client()
+			defer sess.Client.CloseIdleConnections()
+			m, err := sess.ChannelMessageSendComplex("42", tt.msg)
+			calls := s.Calls()
+			if len(calls) != 1 {
+				t.Fatalf("calls = %+v; want one", calls)
+			}
+			var got []string
+			for _, f := range calls[0].Files {
+				got = append(got, f.Name+"="+string(f.Data))
+			}
+			if tt.wantCode != 0 {
+				re, ok := errors.AsType[*discordgo.RESTError](err)
+				if !ok || re.Response.StatusCode != tt.wantCode {
+					t.Errorf("send = %v; want HTTP %d", err, tt.wantCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantFiles, got); diff != "" {
+				t.Errorf("recorded files (-want +got):\n%s", diff)
+			}
+			stored, _ := s.Message(m.ID)
+			if len(stored.Attachments) != len(tt.wantFiles) || len(m.Attachments) != len(tt.wantFiles) {
+				t.Errorf("stored attachments %+v, answered %+v; want %d", stored.Attachments, m.Attachments, len(tt.wantFiles))
+			}
+		})
+	}
 }

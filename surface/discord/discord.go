@@ -11,8 +11,11 @@
 //   - Every message becomes a router.Message with channel key
 //     discord:<channel id>; the router and its claims decide what is
 //     answered. Webhook posts are integrations and bots are bots, so they
-//     never resolve to a speaker. Attachments are counted, never
-//     downloaded.
+//     never resolve to a speaker. Attachments are described to the router
+//     (URL, name, declared size and type), never downloaded here.
+//   - Reply files are posted as Discord attachments, split over
+//     follow-up messages within Discord's bounds (files.go); a file over
+//     the upload limit gets a fixed note naming it instead.
 //   - Replies allow user mentions only (never @everyone or roles).
 //   - Owner commands are acknowledged at once with a deferred ephemeral
 //     response, then edited with the router's fixed text. The router alone
@@ -27,6 +30,7 @@
 package discord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,6 +118,10 @@ type Options struct {
 	Preview bool
 	// Now is the clock of the preview cadence; nil means time.Now.
 	Now func() time.Time
+	// MaxUploadBytes is the file bytes one message may carry (files.go):
+	// the servers' upload limit; 0 means DefaultMaxUploadBytes (a server
+	// without boosts).
+	MaxUploadBytes int64
 }
 
 // Surface is the Discord surface. It implements router.Surface.
@@ -127,8 +135,10 @@ type Surface struct {
 	ownHTTP bool // client created here: close its idle connections
 	preview bool
 	now     func() time.Time
-	pmu     sync.Mutex
-	shown   map[string]*shownPreview // by channel id: its turn's preview message
+	// maxUpload is Options.MaxUploadBytes.
+	maxUpload int64
+	pmu       sync.Mutex
+	shown     map[string]*shownPreview // by channel id: its turn's preview message
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -162,6 +172,9 @@ func New(opts Options) (*Surface, error) {
 	if !rootRE.MatchString(root) {
 		return nil, fmt.Errorf("discord: root command %q: %w", root, rtsandbox.ErrInvalid)
 	}
+	if opts.MaxUploadBytes < 0 {
+		return nil, fmt.Errorf("discord: negative MaxUploadBytes: %w", rtsandbox.ErrInvalid)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -177,6 +190,8 @@ func New(opts Options) (*Surface, error) {
 		preview: opts.Preview,
 		now:     opts.Now,
 		shown:   map[string]*shownPreview{},
+
+		maxUpload: cmp.Or(opts.MaxUploadBytes, DefaultMaxUploadBytes),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -346,11 +361,11 @@ func usersOnly() *discordgo.MessageAllowedMentions {
 }
 
 // Deliver implements router.Surface: it posts the chunk as its own
-// message, whatever its kind, except a preview, which posts or edits the
-// message's preview (preview.go); a reply then removes the preview.
+// message, whatever its kind, with the delivery's files (files.go),
+// except a preview, which posts or edits the message's preview
+// (preview.go); a reply then removes the preview.
 func (s *Surface) Deliver(ctx context.Context, d router.Delivery) error {
-	channel, chunk := d.Channel, d.Chunk
-	id, err := channelID(channel)
+	id, err := channelID(d.Channel)
 	if err != nil {
 		return err
 	}
@@ -361,14 +376,7 @@ func (s *Surface) Deliver(ctx context.Context, d router.Delivery) error {
 	if d.Kind == router.KindPreview {
 		return s.showPreview(ctx, sess, id, d)
 	}
-	msg := &discordgo.MessageSend{Content: chunk, AllowedMentions: usersOnly()}
-	if _, err := sess.ChannelMessageSendComplex(id, msg, discordgo.WithContext(ctx)); err != nil {
-		return fmt.Errorf("discord: send to %s: %s", channel, s.redact(err))
-	}
-	if d.Kind == router.KindReply {
-		s.removePreview(ctx, sess, id, d.InReplyTo)
-	}
-	return nil
+	return s.send(ctx, sess, id, d)
 }
 
 // Typing implements router.Surface: it shows the typing indicator once,

@@ -83,6 +83,32 @@ func newWrappedHarness(t *testing.T, wrap func(discord.Router) discord.Router) *
 // through edit (nil: none) before New.
 func newHarnessWith(t *testing.T, wrap func(discord.Router) discord.Router, edit func(*discord.Options)) *harness {
 	t.Helper()
+	return buildHarness(t, harnessConfig{wrap: wrap, edit: edit})
+}
+
+// harnessConfig varies a harness: the surface's view of the router
+// (wrap), its options (edit), the fake Discord's options (fake), and a
+// runtime that takes a message's input (input: the fake runtime as a
+// router.InputRuntime, as the host's runtime mux is).
+type harnessConfig struct {
+	wrap  func(discord.Router) discord.Router
+	edit  func(*discord.Options)
+	fake  func(*fakediscord.Options)
+	input bool
+}
+
+// inputRuntime is the fake runtime as a router.InputRuntime: it records
+// each message's input and answers with the fake's Files.
+type inputRuntime struct{ *fakeRuntime }
+
+func (r inputRuntime) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (router.Answer, error) {
+	reply, files, err := r.RunTurnInput(ctx, b, in, onText)
+	return router.Answer{Reply: reply, Files: files}, err
+}
+
+func buildHarness(t *testing.T, hc harnessConfig) *harness {
+	t.Helper()
+	wrap, edit := hc.wrap, hc.edit
 	h := &harness{rt: &fakeRuntime{}, logs: &syncbuf.Buffer{}}
 	// Cleanups run last-registered first: the surface closes, then the
 	// router, the store and the fake; the token check runs at the very end.
@@ -91,7 +117,11 @@ func newHarnessWith(t *testing.T, wrap func(discord.Router) discord.Router, edit
 			t.Errorf("the bot token appears in the logs:\n%s", h.logs.String())
 		}
 	})
-	h.fake = fakediscord.New(fakediscord.Options{Token: token})
+	fo := fakediscord.Options{Token: token}
+	if hc.fake != nil {
+		hc.fake(&fo)
+	}
+	h.fake = fakediscord.New(fo)
 	t.Cleanup(h.fake.Close)
 
 	h.dir = filepath.Join(t.TempDir(), "state")
@@ -110,7 +140,11 @@ func newHarnessWith(t *testing.T, wrap func(discord.Router) discord.Router, edit
 		t.Fatalf("access.New: %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := router.New(router.Options{Channels: store, Runtime: h.rt, Access: policy, Logger: log, TypingInterval: time.Hour})
+	var rt router.Runtime = h.rt
+	if hc.input {
+		rt = inputRuntime{h.rt}
+	}
+	r, err := router.New(router.Options{Channels: store, Runtime: rt, Access: policy, Logger: log, TypingInterval: time.Hour})
 	if err != nil {
 		t.Fatalf("router.New: %v", err)
 	}

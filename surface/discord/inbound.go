@@ -6,6 +6,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
@@ -83,22 +84,26 @@ func (s *Surface) message(ctx context.Context, m *discordgo.Message) (router.Mes
 		},
 		MentionsBot: mentions(m.Mentions, botID),
 		Text:        stripMention(m.Content, botID),
-		Attachments: len(m.Attachments),
+		Files:       attachments(m.Attachments, false),
 	}
+	var quoted []rtsandbox.Attachment // the replied-to message's
 	ref := m.MessageReference
 	switch {
 	case ref != nil && ref.Type == discordgo.MessageReferenceTypeForward:
 		if len(m.MessageSnapshots) > 0 && m.MessageSnapshots[0].Message != nil {
 			f := m.MessageSnapshots[0].Message
 			out.ForwardedText = f.Content
-			out.Attachments += len(f.Attachments)
+			out.Files = append(out.Files, attachments(f.Attachments, false)...)
 		}
 	case ref != nil && ref.MessageID != "":
 		if r := s.referenced(ctx, m, out); r != nil {
 			out.RepliesToBot = r.Author != nil && r.Author.ID == botID
 			out.ReferenceText = stripMention(r.Content, botID)
+			quoted = attachments(r.Attachments, true)
 		}
 	}
+	out.Attachments = len(out.Files)
+	out.Files = append(out.Files, quoted...)
 	return out, true
 }
 
