@@ -13,29 +13,63 @@ import (
 // and duplicate keys are refused by name (encoding/json would keep the
 // last duplicate, and reports unknown keys only as error text).
 type decoder struct {
-	dec *json.Decoder
-	big bool // the body passed MaxBodyBytes
+	dec  *json.Decoder
+	big  bool  // the body passed its bound
+	busy bool  // no upload slot was free for a body past MaxBodyBytes
+	held bool  // the attachments budget had no room for the data
+	data int64 // bytes of attachment data values read (attachments.go)
 }
 
-// newDecoder checks the content type and bounds the body; on refusal it
-// returns nil with the status and text to answer.
+// newDecoder checks the content type and bounds the body to MaxBodyBytes;
+// on refusal it returns nil with the status and text to answer.
 func newDecoder(w http.ResponseWriter, r *http.Request) (*decoder, int, string) {
+	return newBoundedDecoder(w, r, MaxBodyBytes, nil)
+}
+
+// newBoundedDecoder is newDecoder with the body bounded to limit and read
+// through meter when not nil (attachments.go).
+func newBoundedDecoder(w http.ResponseWriter, r *http.Request, limit int64, meter *uploadMeter) (*decoder, int, string) {
 	if !checkJSON(r) {
 		return nil, http.StatusUnsupportedMediaType, textContentType
 	}
-	if r.ContentLength > MaxBodyBytes {
+	if r.ContentLength > limit {
 		return nil, http.StatusRequestEntityTooLarge, textBodyTooLarge
 	}
-	return &decoder{dec: json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))}, 0, ""
+	var body io.Reader = http.MaxBytesReader(w, r.Body, limit)
+	if meter != nil {
+		meter.r, body = body, meter
+	}
+	return &decoder{dec: json.NewDecoder(body)}, 0, ""
 }
 
 func (d *decoder) tooLarge() bool { return d.big }
+
+// outside is the bytes read so far outside attachment data.
+func (d *decoder) outside() int64 { return d.dec.InputOffset() - d.data }
+
+// refusal is the status and text of a body refused for what the API can
+// hold rather than for its content (413, 503), or 0.
+func (d *decoder) refusal() (int, string) {
+	switch {
+	case d.big:
+		return http.StatusRequestEntityTooLarge, textBodyTooLarge
+	case d.busy:
+		return http.StatusServiceUnavailable, textUploadsBusy
+	case d.held:
+		return http.StatusServiceUnavailable, textAttachmentsHeld
+	}
+	return 0, ""
+}
 
 // syntax is the text for a read or syntax error.
 func (d *decoder) syntax(err error) string {
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		d.big = true
 		return textBodyTooLarge
+	}
+	if errors.Is(err, errUploadsBusy) {
+		d.busy = true
+		return textUploadsBusy
 	}
 	return "body: invalid JSON at byte " + strconv.FormatInt(d.dec.InputOffset(), 10)
 }

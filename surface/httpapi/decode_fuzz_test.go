@@ -31,7 +31,9 @@ func FuzzDecodeMessage(f *testing.F) {
 		if d == nil {
 			t.Fatalf("newDecoder refused a small JSON body: %d %s", status, text)
 		}
-		req, msg := decodeMessage(d)
+		res := &reservation{b: &budget{max: DefaultMaxHeldAttachmentBytes}}
+		defer res.release()
+		req, msg := decodeMessage(d, res)
 		if msg == "" {
 			msg = d.end()
 		}
@@ -51,6 +53,70 @@ func FuzzDecodeMessage(f *testing.F) {
 		if _, bad := checkChannel(string(m.Channel)); bad != "" || strings.TrimSpace(m.Text) == "" ||
 			!utf8.ValidString(m.Text) || rtsandbox.UTF16Len(m.Text) > MaxTextUnits || m.Speaker != nil {
 			t.Fatalf("validated message breaks the limits: %+v", m)
+		}
+	})
+}
+
+// FuzzDecodeAttachments feeds message bodies with attachments to the
+// strict decoder. Nothing may panic; a refusal is a bounded text; what is
+// accepted keeps every bound of §5.1 (at most 20 entries, each 1 byte to
+// 25 MiB decoded, 50 MiB in all), its bytes are reserved exactly, and it
+// becomes the router message's Files with the declared sizes measured.
+func FuzzDecodeAttachments(f *testing.F) {
+	for _, tt := range attachmentValidationTests {
+		if len(tt.body) <= 4096 {
+			f.Add(tt.body)
+		}
+	}
+	f.Add(withAttachments("look", list(entry("shot.png", "image/png", "iVBORw0KGgo="), entry("../x", "text/plain; charset=utf-8", "aGk="))))
+	f.Add(withAttachments("", `[{"name":"a","mime_type":"a/b","data":"\/w=="}]`))
+	f.Add(withAttachments("x", `[{"name":"\u0000","mime_type":"a/b","data":"AAAA"},{"name":"b","mime_type":"a/b","data":"AA=="}]`))
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest(http.MethodPost, "/api/v1/messages", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		meter := &uploadMeter{slots: make(chan struct{}, 1)}
+		defer meter.release()
+		d, status, text := newBoundedDecoder(httptest.NewRecorder(), r, DefaultMaxRequestBytes, meter)
+		if d == nil {
+			t.Fatalf("newBoundedDecoder refused a small JSON body: %d %s", status, text)
+		}
+		b := &budget{max: DefaultMaxHeldAttachmentBytes}
+		res := &reservation{b: b}
+		req, msg := decodeMessage(d, res)
+		if msg == "" {
+			msg = d.end()
+		}
+		if msg != "" {
+			if len(msg) > 512 || !utf8.ValidString(msg) {
+				t.Fatalf("refusal text of %d bytes (valid UTF-8: %v): %q", len(msg), utf8.ValidString(msg), msg)
+			}
+			res.release()
+			if b.inUse() != 0 {
+				t.Fatalf("a refused body left %d bytes reserved", b.inUse())
+			}
+			return
+		}
+		if len(req.Attachments) > rtsandbox.MaxAttachments {
+			t.Fatalf("accepted %d attachments", len(req.Attachments))
+		}
+		total := 0
+		for _, a := range req.Attachments {
+			if len(a.Data) < 1 || len(a.Data) > rtsandbox.MaxAttachmentBytes || a.Size != int64(len(a.Data)) ||
+				a.URL != "" || a.FromReference || a.Name == "" || a.ContentType == "" {
+				t.Fatalf("accepted attachment breaks the rules: %q %q %d/%d bytes", a.Name, a.ContentType, a.Size, len(a.Data))
+			}
+			total += len(a.Data)
+		}
+		if total > rtsandbox.MaxAttachmentsTotal || res.n != int64(total) {
+			t.Fatalf("accepted %d bytes in all, reserved %d", total, res.n)
+		}
+		res.release()
+		m, msg := req.validate()
+		if msg != "" {
+			return
+		}
+		if m.Attachments != len(req.Attachments) || len(m.Files) != len(req.Attachments) {
+			t.Fatalf("message counts %d attachments and %d files; decoded %d", m.Attachments, len(m.Files), len(req.Attachments))
 		}
 	})
 }

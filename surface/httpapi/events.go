@@ -37,6 +37,22 @@ type Event struct {
 	Dropped bool   `json:"dropped,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Files are a reply event's files, on the last chunk of a reply
+	// that has them.
+	Files []File `json:"files,omitempty"`
+
+	// wire is the event's JSON, encoded once when it is published and
+	// shared by every stream; files counts an event with files against
+	// the hub's bound.
+	wire  []byte
+	files *payload
+}
+
+// payload is one published event with files: its encoded size and the
+// streams holding it (in their buffer or writing it), under hub.mu.
+type payload struct {
+	size int64
+	refs int
 }
 
 func doneEvent(channel rtsandbox.ChannelKey, id string, o outcome) Event {
@@ -49,24 +65,36 @@ func doneEvent(channel rtsandbox.ChannelKey, id string, o outcome) Event {
 
 // hub fans events out to subscribers. publish never blocks: a subscriber
 // whose buffer is full is dropped (its channel closed, overflow set).
+//
+// Memory: an event is encoded once, when it is published; every stream
+// writes that one encoding. The encodings of events with files that some
+// stream still holds (buffered, or being written) are counted once each
+// in live, bounded by maxFiles: before publishing one that would pass
+// it, the hub drops the streams holding such events in their buffers,
+// the one holding the most first, until it fits or none is left (the
+// events being written are freed when their write ends, within its
+// deadline).
 type hub struct {
 	buffer, max int
+	maxFiles    int64
 
 	mu     sync.Mutex
 	subs   map[*subscriber]bool
 	closed bool
+	live   int64 // encoded bytes of the payloads held
 }
 
 type subscriber struct {
 	channel  rtsandbox.ChannelKey // "" = every http: channel
 	events   chan Event
-	overflow bool // set before events is closed for falling behind
+	overflow bool  // set before events is closed for falling behind
+	queued   int64 // encoded bytes of payloads in events, under hub.mu
 }
 
 var errTooManySubscribers = errors.New("httpapi: too many event subscribers")
 
-func newHub(buffer, max int) *hub {
-	return &hub{buffer: buffer, max: max, subs: map[*subscriber]bool{}}
+func newHub(buffer, max int, maxFiles int64) *hub {
+	return &hub{buffer: buffer, max: max, maxFiles: maxFiles, subs: map[*subscriber]bool{}}
 }
 
 func (h *hub) subscribe(channel rtsandbox.ChannelKey) (*subscriber, error) {
@@ -83,6 +111,7 @@ func (h *hub) subscribe(channel rtsandbox.ChannelKey) (*subscriber, error) {
 	return s, nil
 }
 
+// unsubscribe ends s and lets go of what its buffer still holds.
 func (h *hub) unsubscribe(s *subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -90,26 +119,113 @@ func (h *hub) unsubscribe(s *subscriber) {
 		delete(h.subs, s)
 		close(s.events)
 	}
+	h.drainLocked(s)
 }
 
+// publish encodes e once and sends it to every matching subscriber.
 func (h *hub) publish(e Event) {
+	e.wire, _ = json.Marshal(e) // strings and bytes only: cannot fail
+	if len(e.Files) > 0 {
+		e.files = &payload{size: int64(len(e.wire))}
+	}
+	e.Files = nil // the wire has them; the buffers need not
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if e.files != nil {
+		h.roomLocked(e.files.size)
+	}
 	for s := range h.subs {
 		if s.channel != "" && s.channel != e.Channel {
 			continue
 		}
 		select {
 		case s.events <- e:
+			if e.files != nil {
+				e.files.refs++
+				s.queued += e.files.size
+			}
 		default: // slow: drop the subscriber, never wait for it
 			s.overflow = true
 			delete(h.subs, s)
 			close(s.events)
 		}
 	}
+	if e.files != nil && e.files.refs > 0 {
+		h.live += e.files.size
+	}
 }
 
-// close ends every stream; later subscriptions are refused.
+// roomLocked drops subscribers holding payloads in their buffers, the
+// one holding the most first, until size more fits under maxFiles or no
+// such subscriber is left.
+func (h *hub) roomLocked(size int64) {
+	for h.live+size > h.maxFiles {
+		var worst *subscriber
+		for s := range h.subs {
+			if s.queued > 0 && (worst == nil || s.queued > worst.queued) {
+				worst = s
+			}
+		}
+		if worst == nil {
+			return
+		}
+		worst.overflow = true
+		delete(h.subs, worst)
+		close(worst.events)
+		h.drainLocked(worst)
+	}
+}
+
+// drainLocked lets go of the events left in a closed subscriber's buffer;
+// its stream, if still reading, ends sooner.
+func (h *hub) drainLocked(s *subscriber) {
+	for e := range s.events {
+		h.releaseLocked(s, e)
+	}
+}
+
+// taken marks e as out of s's buffer (its stream writes it now).
+func (h *hub) taken(s *subscriber, e Event) {
+	if e.files == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s.queued -= e.files.size
+}
+
+// written lets go of e once s's stream wrote it (or gave up).
+func (h *hub) written(e Event) {
+	if e.files == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unrefLocked(e.files)
+}
+
+func (h *hub) releaseLocked(s *subscriber, e Event) {
+	if e.files != nil {
+		s.queued -= e.files.size
+		h.unrefLocked(e.files)
+	}
+}
+
+func (h *hub) unrefLocked(p *payload) {
+	if p.refs--; p.refs == 0 {
+		h.live -= p.size
+	}
+}
+
+// held returns the encoded bytes of the payloads held (tests).
+func (h *hub) held() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.live
+}
+
+// close ends every stream; later subscriptions are refused. The streams
+// still write what their buffers hold, then end.
 func (h *hub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -168,9 +284,11 @@ func handleEvents(a *API) http.Handler {
 					}
 					return
 				}
+				a.hub.taken(s, e)
 				seq++
-				data, _ := json.Marshal(e) // strings only: cannot fail
-				if !writeSSE(rc, w, "id: "+strconv.FormatUint(seq, 10)+"\nevent: "+e.Type+"\ndata: "+string(data)+"\n\n") {
+				ok = writeEvent(rc, w, seq, e)
+				a.hub.written(e)
+				if !ok {
 					return
 				}
 			}
@@ -184,6 +302,19 @@ func writeSSE(rc *http.ResponseController, w http.ResponseWriter, block string) 
 	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := w.Write([]byte(block)); err != nil {
 		return false
+	}
+	return rc.Flush() == nil
+}
+
+// writeEvent writes e as one SSE block: its shared encoding is written
+// as it is, never copied per stream; the deadline grows with its size.
+func writeEvent(rc *http.ResponseController, w http.ResponseWriter, seq uint64, e Event) bool {
+	_ = rc.SetWriteDeadline(time.Now().Add(writeDeadline(len(e.wire))))
+	head := "id: " + strconv.FormatUint(seq, 10) + "\nevent: " + e.Type + "\ndata: "
+	for _, b := range [][]byte{[]byte(head), e.wire, []byte("\n\n")} {
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
 	}
 	return rc.Flush() == nil
 }

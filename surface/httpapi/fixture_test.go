@@ -297,6 +297,7 @@ func (f *fixture) subscribe(t *testing.T, query string) *stream {
 
 func readSSE(r io.Reader, out chan<- sseEvent) {
 	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 128<<20) // events with reply files
 	var ev sseEvent
 	for sc.Scan() {
 		line := sc.Text()

@@ -78,9 +78,29 @@ const (
 	// DefaultWaitTimeout bounds a "wait": true request: the longest turn
 	// (10 minutes) plus time in the channel's queue.
 	DefaultWaitTimeout = 15 * time.Minute
-	// MaxBodyBytes bounds a request body: two 32,000-unit texts, fully
+	// MaxBodyBytes bounds a request body outside attachment data (all
+	// of a body without attachments): two 32,000-unit texts, fully
 	// escaped, fit.
 	MaxBodyBytes = 512 << 10
+	// DefaultMaxRequestBytes bounds a message body with attachments:
+	// MaxBodyBytes and the base64 of rtsandbox.MaxAttachmentsTotal
+	// (50 MiB decoded), 70,429,356 bytes.
+	DefaultMaxRequestBytes = MaxBodyBytes + (rtsandbox.MaxAttachmentsTotal+2)/3*4
+	// DefaultMaxUploads bounds the message bodies past MaxBodyBytes read
+	// at once (each may buffer about twice its largest attachment while
+	// it is decoded).
+	DefaultMaxUploads = 4
+	// DefaultMaxHeldAttachmentBytes bounds the decoded attachment bytes
+	// of the messages the API holds (decoding, queued or running): four
+	// messages at the 50 MiB bound.
+	DefaultMaxHeldAttachmentBytes = 4 * rtsandbox.MaxAttachmentsTotal
+	// DefaultMaxEventFileBytes bounds the reply events with files held
+	// for event streams (events.go), each counted once however many
+	// streams hold it: two replies at the 50 MiB bound, encoded.
+	DefaultMaxEventFileBytes = 2 * maxFilesEvent
+	// maxFilesEvent is about the largest reply event with files: the
+	// base64 of 50 MiB, ten names fully escaped, a chunk.
+	maxFilesEvent = (rtsandbox.MaxReplyFilesTotal+2)/3*4 + rtsandbox.MaxReplyFiles*2048 + 64<<10
 	// MaxHeaderBytes bounds request headers (see NewServer).
 	MaxHeaderBytes = 16 << 10
 	// MaxTextUnits bounds text and reference_text, in UTF-16 units: the
@@ -138,6 +158,24 @@ type Options struct {
 	// Preview emits delta events while a message's answer streams (see
 	// the package doc). Off by default.
 	Preview bool
+	// MaxRequestBytes bounds a message body with attachments, from
+	// MaxBodyBytes to DefaultMaxRequestBytes; 0 means
+	// DefaultMaxRequestBytes. A smaller bound refuses large attachments
+	// with 413 before they are read.
+	MaxRequestBytes int64
+	// MaxUploads bounds message bodies past MaxBodyBytes read at once; 0
+	// means DefaultMaxUploads. One more is refused with 503.
+	MaxUploads int
+	// MaxHeldAttachmentBytes bounds the decoded attachments of the
+	// messages the API holds; 0 means DefaultMaxHeldAttachmentBytes, and
+	// at least rtsandbox.MaxAttachmentsTotal. A message past it is
+	// refused with 503.
+	MaxHeldAttachmentBytes int64
+	// MaxEventFileBytes bounds the encoded reply events with files held
+	// for event streams, each counted once (events.go); 0 means
+	// DefaultMaxEventFileBytes. Streams that hold such events when a new
+	// one would pass it are dropped, the slowest first.
+	MaxEventFileBytes int64
 }
 
 // API is the HTTP chat surface. It implements router.Surface for Prefix.
@@ -147,6 +185,10 @@ type API struct {
 	log     *slog.Logger
 	origins map[string]bool
 	hub     *hub
+	// uploads holds a token per body past MaxBodyBytes being read;
+	// attached is the decoded attachment bytes held (attachments.go).
+	uploads  chan struct{}
+	attached *budget
 
 	mu       sync.Mutex
 	pending  map[string]*pending // by message id, until the router settles it
@@ -162,9 +204,20 @@ func New(opts Options) (*API, error) {
 	if opts.Router == nil || opts.Token == nil {
 		return nil, fmt.Errorf("httpapi: Router and Token are required: %w", rtsandbox.ErrInvalid)
 	}
-	if opts.MaxPending < 0 || opts.EventBuffer < 0 || opts.MaxSubscribers < 0 || opts.WaitTimeout < 0 {
+	if opts.MaxPending < 0 || opts.EventBuffer < 0 || opts.MaxSubscribers < 0 || opts.WaitTimeout < 0 ||
+		opts.MaxUploads < 0 || opts.MaxEventFileBytes < 0 {
 		return nil, fmt.Errorf("httpapi: negative limit: %w", rtsandbox.ErrInvalid)
 	}
+	opts.MaxRequestBytes = cmp.Or(opts.MaxRequestBytes, DefaultMaxRequestBytes)
+	if opts.MaxRequestBytes < MaxBodyBytes || opts.MaxRequestBytes > DefaultMaxRequestBytes {
+		return nil, fmt.Errorf("httpapi: MaxRequestBytes %d outside %d to %d: %w", opts.MaxRequestBytes, MaxBodyBytes, DefaultMaxRequestBytes, rtsandbox.ErrInvalid)
+	}
+	opts.MaxHeldAttachmentBytes = cmp.Or(opts.MaxHeldAttachmentBytes, DefaultMaxHeldAttachmentBytes)
+	if opts.MaxHeldAttachmentBytes < rtsandbox.MaxAttachmentsTotal {
+		return nil, fmt.Errorf("httpapi: MaxHeldAttachmentBytes below one message's %d: %w", rtsandbox.MaxAttachmentsTotal, rtsandbox.ErrInvalid)
+	}
+	opts.MaxUploads = cmp.Or(opts.MaxUploads, DefaultMaxUploads)
+	opts.MaxEventFileBytes = cmp.Or(opts.MaxEventFileBytes, DefaultMaxEventFileBytes)
 	opts.MaxPending = cmp.Or(opts.MaxPending, DefaultMaxPending)
 	opts.EventBuffer = cmp.Or(opts.EventBuffer, DefaultEventBuffer)
 	opts.MaxSubscribers = cmp.Or(opts.MaxSubscribers, DefaultMaxSubscribers)
@@ -181,8 +234,11 @@ func New(opts Options) (*API, error) {
 		opts:    opts,
 		log:     log.With("surface", Prefix),
 		origins: map[string]bool{},
-		hub:     newHub(opts.EventBuffer, opts.MaxSubscribers),
+		hub:     newHub(opts.EventBuffer, opts.MaxSubscribers, opts.MaxEventFileBytes),
 		pending: map[string]*pending{},
+
+		uploads:  make(chan struct{}, opts.MaxUploads),
+		attached: &budget{max: opts.MaxHeldAttachmentBytes},
 	}
 	for _, o := range opts.AllowedOrigins {
 		a.origins[o] = true
@@ -202,7 +258,7 @@ func (a *API) Deliver(_ context.Context, d router.Delivery) error {
 		return nil
 	}
 	a.record(d)
-	a.hub.publish(Event{Type: EventReply, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: d.Chunk})
+	a.hub.publish(Event{Type: EventReply, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: d.Chunk, Files: wireFiles(d.Files)})
 	return nil
 }
 

@@ -532,7 +532,7 @@ func TestOwnerCommandWaitsForQueuedTurns(t *testing.T) {
 }
 
 func TestHubDropsSlowSubscriber(t *testing.T) {
-	h := newHub(2, 4)
+	h := newHub(2, 4, DefaultMaxEventFileBytes)
 	slow, _ := h.subscribe("")
 	fast, _ := h.subscribe("")
 	for i := range 3 {

@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -24,6 +25,8 @@ type messageRequest struct {
 	IsDirect      bool
 	ReferenceText string
 	Wait          bool
+	// Attachments are the decoded "attachments" (attachments.go).
+	Attachments []rtsandbox.Attachment
 }
 
 type authorRequest struct {
@@ -56,15 +59,50 @@ type dropResponse struct {
 
 type reply struct {
 	Chunks []string `json:"chunks"`
+	// Files are the reply's files, on the reply that has them.
+	Files []File `json:"files,omitempty"`
+}
+
+// File is a reply file on the wire: its safe name and its bytes, which
+// encoding/json writes as standard padded base64.
+type File struct {
+	Name string `json:"name"`
+	Data []byte `json:"data"`
+}
+
+// filesSize is about the bytes files take on the wire (base64).
+func filesSize(files []rtsandbox.File) int {
+	n := 0
+	for _, f := range files {
+		n += len(f.Name) + (len(f.Data)+2)/3*4
+	}
+	return n
+}
+
+// wireFiles returns files as the wire's; nil for none.
+func wireFiles(files []rtsandbox.File) []File {
+	var out []File
+	for _, f := range files {
+		out = append(out, File{Name: f.Name, Data: f.Data})
+	}
+	return out
 }
 
 // decodeMessage reads a message strictly; the returned text names the key
-// at fault.
-func decodeMessage(d *decoder) (messageRequest, string) {
+// at fault. The decoded bytes of its attachments are reserved in res.
+// Everything outside attachment data is bounded by MaxBodyBytes, checked
+// before each key.
+func decodeMessage(d *decoder, res *reservation) (messageRequest, string) {
 	var m messageRequest
 	var sawAuthor bool
 	msg := d.object("", func(key string) string {
+		if d.outside() > MaxBodyBytes {
+			d.big = true
+			return textBodyTooLarge
+		}
 		switch key {
+		case "attachments":
+			return d.attachments(&m.Attachments, res)
 		case "channel":
 			return d.str(key, &m.Channel)
 		case "author":
@@ -98,6 +136,10 @@ func decodeMessage(d *decoder) (messageRequest, string) {
 	if msg != "" {
 		return m, msg
 	}
+	if d.outside() > MaxBodyBytes {
+		d.big = true
+		return m, textBodyTooLarge
+	}
 	if !sawAuthor {
 		return m, "author: required"
 	}
@@ -117,7 +159,7 @@ func (m messageRequest) validate() (router.Message, string) {
 		return router.Message{}, "author.id: must be printable without whitespace, not start with \"role:\", and make http:<id> at most 256 characters"
 	case !validName(m.Author.Name):
 		return router.Message{}, "author.name: at most 256 characters without control characters"
-	case strings.TrimSpace(m.Text) == "":
+	case strings.TrimSpace(m.Text) == "" && len(m.Attachments) == 0:
 		return router.Message{}, "text: required and not blank"
 	case !validText(m.Text):
 		return router.Message{}, "text: at most 32000 characters of valid UTF-8"
@@ -136,6 +178,8 @@ func (m messageRequest) validate() (router.Message, string) {
 		RepliesToBot:  m.RepliesToBot,
 		IsDirect:      m.IsDirect,
 		ReferenceText: m.ReferenceText,
+		Attachments:   len(m.Attachments),
+		Files:         slices.Clip(m.Attachments),
 	}, ""
 }
 
@@ -170,17 +214,26 @@ func validText(s string) bool {
 // modes.
 func handlePostMessage(a *API) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, status, text := newDecoder(w, r)
+		rc := http.NewResponseController(w)
+		meter := &uploadMeter{slots: a.uploads, extend: func() { _ = rc.SetReadDeadline(time.Now().Add(uploadTimeout)) }}
+		defer meter.release()
+		res := &reservation{b: a.attached}
+		defer res.release() // unless a pending message took the bytes
+		d, status, text := newBoundedDecoder(w, r, a.opts.MaxRequestBytes, meter)
 		if d == nil {
 			writeError(w, status, text)
 			return
 		}
-		req, msg := decodeMessage(d)
+		req, msg := decodeMessage(d, res)
 		if msg == "" {
 			msg = d.end()
 		}
-		if d.tooLarge() {
-			writeError(w, http.StatusRequestEntityTooLarge, textBodyTooLarge)
+		meter.release() // the body is read: a waiting request holds no slot
+		if status, text := d.refusal(); status != 0 {
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "30")
+			}
+			writeError(w, status, text)
 			return
 		}
 		var m router.Message
@@ -191,7 +244,7 @@ func handlePostMessage(a *API) http.Handler {
 			writeError(w, http.StatusBadRequest, msg)
 			return
 		}
-		p, o := a.submit(m)
+		p, o := a.submit(m, res)
 		switch {
 		case o != nil && o.err != nil: // refused: queue full, shutting down
 			a.failWith(w, r, o.err, o.reason)
@@ -223,10 +276,10 @@ func (a *API) await(w http.ResponseWriter, r *http.Request, p *pending) {
 		}
 		resp := waitResponse{ID: p.id, Channel: string(p.msg.Channel), Dropped: o.reason != "", Reason: o.reason, Replies: []reply{}}
 		if len(o.chunks) > 0 {
-			resp.Replies = append(resp.Replies, reply{Chunks: o.chunks})
+			resp.Replies = append(resp.Replies, reply{Chunks: o.chunks, Files: wireFiles(o.files)})
 		}
 		rc := http.NewResponseController(w)
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(writeDeadline(filesSize(o.files))))
 		writeJSON(w, http.StatusOK, resp)
 	case <-ctx.Done():
 		if r.Context().Err() != nil {

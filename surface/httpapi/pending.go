@@ -34,9 +34,14 @@ type pending struct {
 	// blocks the settling goroutine.
 	result chan outcome
 	chunks []string // guarded by API.mu
+	// files are the reply's files (its last chunk's); guarded by API.mu.
+	files []rtsandbox.File
 	// previewed is the preview text already sent as delta events, in
 	// bytes; guarded by API.mu.
 	previewed int
+	// held is the decoded attachment bytes of msg, given back to
+	// API.attached when the message is settled.
+	held int64
 }
 
 // outcome is what became of a message.
@@ -44,6 +49,7 @@ type outcome struct {
 	err    error  // a refusal with a status: router.ErrStopping, router.ErrQueueFull
 	reason string // a router.Drop* reason when the message was dropped
 	chunks []string
+	files  []rtsandbox.File
 }
 
 // settled is the outcome of a message the router settled with err.
@@ -59,7 +65,9 @@ func settled(err error, chunks []string) outcome {
 // submit hands m to the router. It returns the pending record of a
 // queued message, or the outcome of one the router did not take
 // (dropped at once, or refused: queue full, shutting down, errHostFull).
-func (a *API) submit(m router.Message) (*pending, *outcome) {
+// The pending record takes res's bytes, the message's attachments, until
+// it is settled; a message not taken leaves them to res.
+func (a *API) submit(m router.Message, res *reservation) (*pending, *outcome) {
 	p, err := a.hold(m)
 	if err != nil {
 		a.router.ReportDrop(m.Channel, dropReason(err)) // the API's own drop
@@ -73,6 +81,7 @@ func (a *API) submit(m router.Message) (*pending, *outcome) {
 		o := settled(err, nil)
 		return nil, &o
 	}
+	p.held = res.move() // before settle can run
 	go func() {
 		defer a.wg.Done() // added by hold
 		a.settle(p, done)
@@ -101,20 +110,22 @@ func (a *API) hold(m router.Message) (*pending, error) {
 	return p, nil
 }
 
-// release forgets p and returns its chunks.
-func (a *API) release(p *pending) []string {
+// release forgets p and returns its chunks and files.
+func (a *API) release(p *pending) ([]string, []rtsandbox.File) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.pending, p.id)
-	return p.chunks
+	return p.chunks, p.files
 }
 
-// settle settles p once the router has: its waiter gets the outcome and
-// subscribers the done event, after every event of the message itself
-// (done events of different messages may interleave).
+// settle settles p once the router has: its attachments' bytes are given
+// back, its waiter gets the outcome and subscribers the done event, after
+// every event of the message itself (done events of different messages
+// may interleave).
 func (a *API) settle(p *pending, done <-chan error) {
 	o := settled(<-done, nil)
-	o.chunks = a.release(p)
+	a.attached.give(p.held)
+	o.chunks, o.files = a.release(p)
 	p.result <- o
 	a.hub.publish(doneEvent(p.msg.Channel, p.id, o))
 }
@@ -141,6 +152,9 @@ func (a *API) record(d router.Delivery) {
 	defer a.mu.Unlock()
 	if p := a.pending[d.InReplyTo]; p != nil && p.msg.Channel == d.Channel {
 		p.chunks = append(p.chunks, d.Chunk)
+		if len(d.Files) > 0 {
+			p.files = d.Files
+		}
 	}
 }
 
