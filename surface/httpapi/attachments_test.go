@@ -320,14 +320,18 @@ func TestReplyFilesOnTheWire(t *testing.T) {
 		wantFiles  string // the files JSON of the reply; "" for none
 	}{
 		{
-			name:       "files-on-the-last-chunk",
-			run:        func(context.Context, turnCall) (rtsandbox.Reply, error) { return rtsandbox.Reply{OK: true, Text: para + "\n\n" + para}, nil },
+			name: "files-on-the-last-chunk",
+			run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{OK: true, Text: para + "\n\n" + para}, nil
+			},
 			wantChunks: []string{para, para},
 			wantFiles:  `[{"name":"report.csv","data":"YSxiCjEsMgo="},{"name":"shot.png","data":"iVBORw0KGgo="}]`,
 		},
 		{
-			name:       "files-without-text",
-			run:        func(context.Context, turnCall) (rtsandbox.Reply, error) { return rtsandbox.Reply{OK: true, Text: " "}, nil },
+			name: "files-without-text",
+			run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{OK: true, Text: " "}, nil
+			},
 			wantChunks: []string{""},
 			wantFiles:  `[{"name":"report.csv","data":"YSxiCjEsMgo="},{"name":"shot.png","data":"iVBORw0KGgo="}]`,
 		},
