@@ -35,7 +35,20 @@ type HTTP struct {
 	// Preview emits "delta" events with a streamed answer's text while
 	// its turn runs (http.preview, default false).
 	Preview bool
+	// MaxRequestMB bounds a message body with attachments, in MiB
+	// (http.max_request_mb, 1 to MaxHTTPRequestMB); 0 means the API's
+	// default, the largest message with 50 MiB of attachments (about
+	// 67.2 MiB).
+	MaxRequestMB int
 }
+
+// MaxHTTPRequestMB is the largest http.max_request_mb: whole MiB within
+// the API's default bound.
+const MaxHTTPRequestMB = 67
+
+// MaxDiscordUploadMB is the largest discord.max_upload_mb: a server with
+// every boost takes 100 MiB, and a reply's files are 50 MiB at most.
+const MaxDiscordUploadMB = 100
 
 // Discord is the Discord surface. A nil *Discord means the surface is off.
 type Discord struct {
@@ -44,6 +57,11 @@ type Discord struct {
 	// Preview shows a streamed answer in one message edited while its
 	// turn runs (discord.preview, default false).
 	Preview bool
+	// MaxUploadMB is the file bytes one message may carry, in MiB: the
+	// servers' upload limit (discord.max_upload_mb, 1 to
+	// MaxDiscordUploadMB); 0 means the surface's default, 10 MiB (a
+	// server without boosts).
+	MaxUploadMB int
 }
 
 var rootCommandRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -131,7 +149,7 @@ func (p *parser) httpSurface(n *yaml.Node) *HTTP {
 	if n == nil {
 		return nil
 	}
-	o, ok := p.object(n, "http", "listen", "token_env", "owner_token_env", "preview")
+	o, ok := p.object(n, "http", "listen", "token_env", "owner_token_env", "preview", "max_request_mb")
 	if !ok {
 		return nil
 	}
@@ -142,6 +160,7 @@ func (p *parser) httpSurface(n *yaml.Node) *HTTP {
 	h.TokenEnv = p.envVar(o, "token_env", true)
 	h.OwnerTokenEnv = p.envVar(o, "owner_token_env", false)
 	h.Preview = p.boolean(o, "preview")
+	h.MaxRequestMB = p.integer(o, "max_request_mb", 0, 1, MaxHTTPRequestMB)
 	if h.TokenEnv != "" && h.TokenEnv == h.OwnerTokenEnv {
 		p.fail(o.get("owner_token_env"), o.at("owner_token_env"), "must differ from token_env: a guest token must not run owner commands")
 	}
@@ -153,7 +172,7 @@ func (p *parser) discordSurface(n *yaml.Node) *Discord {
 	if n == nil {
 		return nil
 	}
-	o, ok := p.object(n, "discord", "token_env", "root_command", "preview")
+	o, ok := p.object(n, "discord", "token_env", "root_command", "preview", "max_upload_mb")
 	if !ok {
 		return nil
 	}
@@ -163,6 +182,7 @@ func (p *parser) discordSurface(n *yaml.Node) *Discord {
 		d.RootCommand = v
 	}
 	d.Preview = p.boolean(o, "preview")
+	d.MaxUploadMB = p.integer(o, "max_upload_mb", 0, 1, MaxDiscordUploadMB)
 	return d
 }
 

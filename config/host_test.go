@@ -90,6 +90,12 @@ discord:
 			discord: &Discord{TokenEnv: "D", RootCommand: DefaultRootCommand, Preview: true},
 		},
 		{
+			name:    "upload-bounds",
+			in:      minimal + "http: {token_env: T, max_request_mb: 20}\ndiscord: {token_env: D, max_upload_mb: 50}\n",
+			http:    &HTTP{Listen: DefaultHTTPListen, Loopback: true, TokenEnv: "T", MaxRequestMB: 20},
+			discord: &Discord{TokenEnv: "D", RootCommand: DefaultRootCommand, MaxUploadMB: 50},
+		},
+		{
 			name:    "previews-off-explicitly",
 			in:      minimal + "http: {token_env: T, preview: false}\ndiscord: {token_env: D, preview: false}\n",
 			http:    &HTTP{Listen: DefaultHTTPListen, Loopback: true, TokenEnv: "T"},
@@ -159,6 +165,10 @@ var hostErrorTests = []struct {
 	{"http-preview-number", "http: {token_env: T, preview: 1}\n", []string{"http.preview: must be true or false"}},
 	{"discord-preview-string", "discord: {token_env: D, preview: 'true'}\n", []string{"discord.preview: must be true or false"}},
 	{"discord-preview-list", "discord: {token_env: D, preview: [true]}\n", []string{"discord.preview: must be true or false"}},
+	{"http-max-request-too-large", "http: {token_env: T, max_request_mb: 68}\n", []string{"http.max_request_mb: must be an integer of at most 67"}},
+	{"http-max-request-zero", "http: {token_env: T, max_request_mb: 0}\n", []string{"http.max_request_mb: must be an integer of at least 1"}},
+	{"discord-max-upload-too-large", "discord: {token_env: D, max_upload_mb: 101}\n", []string{"discord.max_upload_mb: must be an integer of at most 100"}},
+	{"discord-max-upload-string", "discord: {token_env: D, max_upload_mb: '10'}\n", []string{"discord.max_upload_mb: must be an integer"}},
 	{"discord-token-env-missing", "discord: {root_command: rt}\n", []string{"discord.token_env: is required"}},
 	{"discord-unknown-key", "discord: {token_env: D, guild: 1}\n", []string{"discord.guild: unknown key"}},
 	{"root-command-upper", "discord: {token_env: D, root_command: Roundtable}\n", []string{"discord.root_command: must match ^[a-z][a-z0-9_-]{0,31}$"}},

@@ -30,6 +30,7 @@ func startDiscord(ctx context.Context, cfg *config.Config, r *router.Router, get
 		Token:       func() rtsandbox.Secret { return rtsandbox.Secret(d.TokenEnv.Lookup(getenv)) },
 		RootCommand: d.RootCommand, Router: r, Logger: log.With("surface", "discord"),
 		HTTPClient: dn.Client, Dialer: dn.Dialer, Preview: d.Preview,
+		MaxUploadBytes: int64(d.MaxUploadMB) << 20,
 	})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,10 @@
 // fixed failure text) back; the console only prints. /fresh is the owner
 // command fresh, run on the channel's queue.
 //
+// Reply files (a session runtime's) are listed after the reply's text, one
+// line each with the file's name and size; with Chat.FilesDir set they are
+// also written there (files.go).
+//
 // The wiring registers the Chat with the router (router.AddSurface under
 // the channel's kind) before Run.
 package console
@@ -44,6 +48,9 @@ type Chat struct {
 	// terminal.
 	Spinner bool
 	Logger  *slog.Logger
+	// FilesDir, when set, is an existing directory where reply files are
+	// written (files.go); "" only lists them.
+	FilesDir string
 
 	mu       sync.Mutex // Out and the spinner
 	spinStop func()     // set while the spinner runs
@@ -104,15 +111,21 @@ func (c *Chat) send(ctx context.Context, text string) {
 	}
 }
 
-// Deliver implements router.Surface: it prints the chunk. A report, which
-// may arrive while the user types, starts on a line of its own.
+// Deliver implements router.Surface: it prints the chunk, then the
+// delivery's files (files.go). A report, which may arrive while the user
+// types, starts on a line of its own.
 func (c *Chat) Deliver(_ context.Context, d router.Delivery) error {
 	c.stopSpinner()
 	prefix := "agent> "
 	if d.Kind == router.KindReport {
 		prefix = "\n" + prefix
 	}
-	c.print(prefix + Printable(d.Chunk) + "\n")
+	if d.Chunk != "" || len(d.Files) == 0 {
+		c.print(prefix + Printable(d.Chunk) + "\n")
+	}
+	for _, f := range d.Files {
+		c.print(c.file(f) + "\n")
+	}
 	return nil
 }
 
