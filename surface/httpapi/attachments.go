@@ -50,12 +50,9 @@ const (
 	uploadTimeout = 5 * time.Minute
 )
 
-// Refusals of attachments that are not the guest's input at fault: the
-// API holds too much already. Both answer 503.
-var (
-	errUploadsBusy     = errors.New("httpapi: every upload slot is taken")
-	errAttachmentsHeld = errors.New("httpapi: too many attachment bytes held")
-)
+// errUploadsBusy ends the read of a body past MaxBodyBytes when every
+// upload slot is taken: 503, not the guest's input at fault.
+var errUploadsBusy = errors.New("httpapi: every upload slot is taken")
 
 // attachmentRequest is one entry of "attachments".
 type attachmentRequest struct {

@@ -298,16 +298,6 @@ func TestAttachmentHoldingBounded(t *testing.T) {
 	}
 }
 
-// wireReply is a reply as a client reads it: chunks and files with the
-// data still base64.
-type wireReply struct {
-	Chunks []string `json:"chunks"`
-	Files  []struct {
-		Name string `json:"name"`
-		Data string `json:"data"`
-	} `json:"files"`
-}
-
 // A successful turn's files reach the client: on the reply of the wait
 // answer, and on the last reply event only, as {"name","data"} with
 // standard padded base64; a failed turn's never do.

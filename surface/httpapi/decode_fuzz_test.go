@@ -12,7 +12,7 @@ import (
 )
 
 // FuzzDecodeMessage feeds the strict decoder and the message validation
-// whatever a guest could post. Neither may panic; a refusal names the key
+// whatever a guest could post (bodies of up to MaxBodyBytes). Neither may panic; a refusal names the key
 // at fault in a bounded text; what is accepted is valid JSON and becomes a
 // router message within the API's limits.
 func FuzzDecodeMessage(f *testing.F) {
@@ -33,14 +33,8 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		res := &reservation{b: &budget{max: DefaultMaxHeldAttachmentBytes}}
 		defer res.release()
-		req, msg := decodeMessage(d, res)
-		if msg == "" {
-			msg = d.end()
-		}
-		if msg != "" {
-			if len(msg) > 512 || !utf8.ValidString(msg) {
-				t.Fatalf("refusal text of %d bytes (valid UTF-8: %v): %q", len(msg), utf8.ValidString(msg), msg)
-			}
+		req, ok := decodeFuzzed(t, d, res)
+		if !ok {
 			return
 		}
 		if !json.Valid([]byte(body)) {
@@ -50,7 +44,8 @@ func FuzzDecodeMessage(f *testing.F) {
 		if msg != "" {
 			return
 		}
-		if _, bad := checkChannel(string(m.Channel)); bad != "" || strings.TrimSpace(m.Text) == "" ||
+		// A blank text is valid only beside attachments.
+		if _, bad := checkChannel(string(m.Channel)); bad != "" || (strings.TrimSpace(m.Text) == "" && len(m.Files) == 0) ||
 			!utf8.ValidString(m.Text) || rtsandbox.UTF16Len(m.Text) > MaxTextUnits || m.Speaker != nil {
 			t.Fatalf("validated message breaks the limits: %+v", m)
 		}
@@ -82,14 +77,8 @@ func FuzzDecodeAttachments(f *testing.F) {
 		}
 		b := &budget{max: DefaultMaxHeldAttachmentBytes}
 		res := &reservation{b: b}
-		req, msg := decodeMessage(d, res)
-		if msg == "" {
-			msg = d.end()
-		}
-		if msg != "" {
-			if len(msg) > 512 || !utf8.ValidString(msg) {
-				t.Fatalf("refusal text of %d bytes (valid UTF-8: %v): %q", len(msg), utf8.ValidString(msg), msg)
-			}
+		req, ok := decodeFuzzed(t, d, res)
+		if !ok {
 			res.release()
 			if b.inUse() != 0 {
 				t.Fatalf("a refused body left %d bytes reserved", b.inUse())
@@ -119,4 +108,21 @@ func FuzzDecodeAttachments(f *testing.F) {
 			t.Fatalf("message counts %d attachments and %d files; decoded %d", m.Attachments, len(m.Files), len(req.Attachments))
 		}
 	})
+}
+
+// decodeFuzzed decodes a fuzzed body to its end; a refusal must be a
+// short valid text, and reports ok false.
+func decodeFuzzed(t *testing.T, d *decoder, res *reservation) (messageRequest, bool) {
+	t.Helper()
+	req, msg := decodeMessage(d, res)
+	if msg == "" {
+		msg = d.end()
+	}
+	if msg != "" {
+		if len(msg) > 512 || !utf8.ValidString(msg) {
+			t.Fatalf("refusal text of %d bytes (valid UTF-8: %v): %q", len(msg), utf8.ValidString(msg), msg)
+		}
+		return req, false
+	}
+	return req, true
 }

@@ -15,6 +15,12 @@
 //   - Bodies are bounded and decoded strictly: an unknown or duplicate key,
 //     a value of the wrong type or trailing data is a 400 naming the key.
 //     Every error body is {"error": fixed text}; details go to the log.
+//   - A message may carry attachments as base64 JSON, every bound checked
+//     before any is decoded, the memory they take bounded across requests
+//     (attachments.go). A reply's files go out as base64 on its last reply
+//     event and in the wait answer; an event is encoded once for every
+//     stream, and the events with files held for streams are bounded
+//     (events.go).
 //   - The author of a message is the identity "http:<author.id>", resolved
 //     by the router's access rules like any other surface's author.
 //   - A message is submitted to the router at once and admitted there,
@@ -87,9 +93,9 @@ const (
 	// (50 MiB decoded), 70,429,356 bytes.
 	DefaultMaxRequestBytes = MaxBodyBytes + (rtsandbox.MaxAttachmentsTotal+2)/3*4
 	// DefaultMaxUploads bounds the message bodies past MaxBodyBytes read
-	// at once (each may buffer about twice its largest attachment while
-	// it is decoded).
-	DefaultMaxUploads = 4
+	// at once: each buffers up to about four times its largest
+	// attachment's base64 while it is decoded (about 133 MiB).
+	DefaultMaxUploads = 2
 	// DefaultMaxHeldAttachmentBytes bounds the decoded attachment bytes
 	// of the messages the API holds (decoding, queued or running): four
 	// messages at the 50 MiB bound.

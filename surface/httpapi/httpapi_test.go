@@ -164,10 +164,7 @@ func TestRoutesAnswerJSON(t *testing.T) {
 
 // messageValidationTests are refused message bodies and their answers;
 // they also seed FuzzDecodeMessage.
-var messageValidationTests = []struct {
-	name, body, want string
-	code             int
-}{
+var messageValidationTests = []bodyRefusal{
 	{"unknown-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mention":true}`, `unknown key "mention"`, 400},
 	{"unknown-author-key", `{"channel":"http:lobby","author":{"id":"alice","role":"owner"},"text":"hi"}`, `unknown key "author.role"`, 400},
 	{"duplicate-key", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","text":"again"}`, `duplicate key "text"`, 400},
@@ -193,20 +190,7 @@ var messageValidationTests = []struct {
 }
 
 func TestMessageValidation(t *testing.T) {
-	tests := messageValidationTests
-	f := newFixture(t, nil, nil)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, body := f.do(t, "POST", "/api/v1/messages", guestToken, tt.body)
-			got := decode[errorBody](t, body)
-			if code != tt.code || got.Error != tt.want {
-				t.Errorf("POST = %d %q; want %d %q", code, got.Error, tt.code, tt.want)
-			}
-		})
-	}
-	if calls := f.rt.Calls(); len(calls) != 0 {
-		t.Errorf("refused messages reached the runtime: %v", calls)
-	}
+	testRefusals(t, messageValidationTests)
 }
 
 func TestMessageNeedsJSONContentType(t *testing.T) {
