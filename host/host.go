@@ -294,16 +294,17 @@ func (h *Host) startHTTP(getenv env) error {
 	}
 	warnPreview(h.log, "http.preview", c.Preview, h.cfg)
 	api, err := httpapi.New(httpapi.Options{
-		Preview:         c.Preview,
+		Preview:       c.Preview,
+		Router:        h.router,
+		Token:         func() string { return c.TokenEnv.Lookup(getenv) },
+		OwnerToken:    func() string { return c.OwnerTokenEnv.Lookup(getenv) },
+		OwnerID:       ownerID,
+		LoopbackHosts: c.Loopback,
+		Logger:        h.log,
+		Ready:         h.ready,
+		Usage:         h.usage,
+
 		MaxRequestBytes: int64(c.MaxRequestMB) << 20,
-		Router:          h.router,
-		Token:           func() string { return c.TokenEnv.Lookup(getenv) },
-		OwnerToken:      func() string { return c.OwnerTokenEnv.Lookup(getenv) },
-		OwnerID:         ownerID,
-		LoopbackHosts:   c.Loopback,
-		Logger:          h.log,
-		Ready:           h.ready,
-		Usage:           h.usage,
 	})
 	if err != nil {
 		return err

@@ -135,10 +135,10 @@ type Surface struct {
 	ownHTTP bool // client created here: close its idle connections
 	preview bool
 	now     func() time.Time
-	// maxUpload is Options.MaxUploadBytes.
-	maxUpload int64
-	pmu       sync.Mutex
-	shown     map[string]*shownPreview // by channel id: its turn's preview message
+	pmu     sync.Mutex
+	shown   map[string]*shownPreview // by channel id: its turn's preview message
+
+	maxUpload int64 // Options.MaxUploadBytes
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

@@ -14,26 +14,29 @@ import (
 
 // Fixed texts of error bodies. Validation errors name the key instead.
 const (
-	textUnauthorized = "missing or wrong bearer token"
-	textOrigin       = "browser requests are not accepted"
-	textHost         = "the Host header must name this machine"
-	textNotFound     = "no such endpoint"
-	textMethod       = "method not allowed"
-	textStopping     = "the host is shutting down"
-	textChannelFull  = "too many messages are waiting in this channel"
-	textHostFull     = "too many messages are waiting"
-	textSubscribers  = "too many event streams are open"
-	textWaitTimeout  = "the reply did not arrive in time; it will still be posted as an event"
-	textCancelled    = "the request was cancelled"
-	textInternal     = "something went wrong; the details are in the log"
-	textContentType  = "Content-Type must be application/json"
-	textBodyTooLarge = "request body too large"
-	// textUploadsBusy and textAttachmentsHeld refuse a message with
-	// attachments the API has no room for now (503, Retry-After).
+	textUnauthorized  = "missing or wrong bearer token"
+	textOrigin        = "browser requests are not accepted"
+	textHost          = "the Host header must name this machine"
+	textNotFound      = "no such endpoint"
+	textMethod        = "method not allowed"
+	textStopping      = "the host is shutting down"
+	textChannelFull   = "too many messages are waiting in this channel"
+	textHostFull      = "too many messages are waiting"
+	textSubscribers   = "too many event streams are open"
+	textWaitTimeout   = "the reply did not arrive in time; it will still be posted as an event"
+	textCancelled     = "the request was cancelled"
+	textInternal      = "something went wrong; the details are in the log"
+	textContentType   = "Content-Type must be application/json"
+	textBodyTooLarge  = "request body too large"
+	textOwnerCommands = "owner commands over HTTP are not configured"
+	textNoBudgets     = "no budgets are configured"
+)
+
+// Fixed texts refusing a message with attachments the API has no room
+// for now (503, Retry-After).
+const (
 	textUploadsBusy     = "too many uploads are in progress; try again later"
 	textAttachmentsHeld = "too many attachments are waiting; try again later"
-	textOwnerCommands   = "owner commands over HTTP are not configured"
-	textNoBudgets       = "no budgets are configured"
 )
 
 // failure maps an error class to a status and a fixed text. Unknown errors
