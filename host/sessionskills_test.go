@@ -92,13 +92,17 @@ func TestSessionSkillsRefusals(t *testing.T) {
 		want:    []string{"profiles.studio.skills: ", "/web/leak.md: ", "a symlink is not followed"},
 		wantErr: rtsandbox.ErrRefused,
 	}, {
-		name:    "gated-tool-not-in-the-profile",
-		setup:   func(t *testing.T, dir string) { writeSkill(t, dir, "web", "name: web\ndescription: d\ntools: [lookup, web_fetch]\n") },
+		name: "gated-tool-not-in-the-profile",
+		setup: func(t *testing.T, dir string) {
+			writeSkill(t, dir, "web", "name: web\ndescription: d\ntools: [lookup, web_fetch]\n")
+		},
 		want:    []string{"profiles.studio.skills: ", "/web/SKILL.md: ", `tools[1] "web_fetch" is not a tool of this profile (known: lookup, docs/search-v2)`},
 		wantErr: rtsandbox.ErrInvalid,
 	}, {
-		name:    "mcp-tool-named-without-its-server",
-		setup:   func(t *testing.T, dir string) { writeSkill(t, dir, "web", "name: web\ndescription: d\ntools: [search-v2]\n") },
+		name: "mcp-tool-named-without-its-server",
+		setup: func(t *testing.T, dir string) {
+			writeSkill(t, dir, "web", "name: web\ndescription: d\ntools: [search-v2]\n")
+		},
 		want:    []string{"profiles.studio.skills: ", "/web/SKILL.md: ", `tools[0] "search-v2" must name a host tool`},
 		wantErr: rtsandbox.ErrInvalid,
 	}, {
