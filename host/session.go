@@ -72,7 +72,8 @@ type SessionDeps struct {
 	// metrics count both modes. broker.New checks one.
 	Brokers map[string]broker.Config
 	// Skills are the validated copies of the skills directories of the
-	// session profiles in use that name one (sessionSkills), by profile.
+	// session profiles in use that name one holding skills
+	// (sessionSkills), by profile.
 	Skills map[string]*skilltree.Tree
 }
 

@@ -18,8 +18,9 @@ import (
 // tree is validated and copied into memory (skilltree.Load), and every
 // tool a skill gates must be one the profile's worker gets from brokers
 // (a host tool by its name, an MCP tool as <server>/<tool>). An error
-// names the key, the file and the rule. The copies stay as read until
-// serve restarts, like the rest of the config.
+// names the key, the file and the rule. A directory that holds no skill
+// gives no tree. The copies stay as read until serve restarts, like the
+// rest of the config.
 func sessionSkills(cfg *config.Config, brokers map[string]broker.Config) (map[string]*skilltree.Tree, error) {
 	out := map[string]*skilltree.Tree{}
 	for _, name := range sessionProfiles(cfg) {
@@ -34,7 +35,9 @@ func sessionSkills(cfg *config.Config, brokers map[string]broker.Config) (map[st
 		if err != nil {
 			return nil, fmt.Errorf("profiles.%s.skills: %w", name, err)
 		}
-		out[name] = tree
+		if len(tree.Skills()) > 0 { // a directory without skills is none
+			out[name] = tree
+		}
 	}
 	return out, nil
 }

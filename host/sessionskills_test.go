@@ -50,8 +50,8 @@ func studioBroker() map[string]broker.Config {
 }
 
 // Serve reads each profile's skills once at start: a valid tree is
-// indexed, an unused profile's directory is never read, and a profile
-// without skills gets no tree.
+// indexed, an unused profile's directory is never read, and a directory
+// without any skill gives no tree.
 func TestSessionSkills(t *testing.T) {
 	dir := t.TempDir()
 	writeSkill(t, dir, "web", "name: web\ndescription: Web research.\ntools: [lookup, docs/search-v2]\n")
@@ -65,6 +65,14 @@ func TestSessionSkills(t *testing.T) {
 	want := []skills.Skill{{Name: "web", Description: "Web research.", Tools: []string{"lookup", "docs/search-v2"}}}
 	if diff := cmp.Diff(want, got["studio"].Skills()); diff != "" {
 		t.Errorf("index (-want +got):\n%s", diff)
+	}
+	empty := t.TempDir()
+	writeSkill(t, empty, "notes", "not read: the folder has a SKILL.md of another name\n")
+	if err := os.Rename(filepath.Join(empty, "notes", skills.SkillFile), filepath.Join(empty, "notes", "README.md")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sessionSkills(skillsConfig(t, empty), studioBroker()); err != nil || len(got) != 0 {
+		t.Errorf("a directory without skills: %v, %v; want no tree", got, err)
 	}
 }
 
