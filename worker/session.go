@@ -92,8 +92,10 @@ type sessionWorker struct {
 	config rtsandbox.SessionWorkerConfig
 	mcp    *mcpClient
 	store  *sessionStore
-	skills *sessionSkills // nil: the profile has none
-	outage bool           // a poll failed and none has succeeded since
+	outage bool // a poll failed and none has succeeded since
+
+	// skills are the profile's skills (§5.5); nil when it has none.
+	skills *sessionSkills
 }
 
 // RunSession runs the session worker until ctx ends, and returns the
