@@ -342,3 +342,21 @@ func TestDigest(t *testing.T) {
 		seen[got] = c.name
 	}
 }
+
+// TestExampleSkills: the sample skill folder of examples/skills keeps
+// every rule, and docs/session-mode.md shows its SKILL.md as it is.
+func TestExampleSkills(t *testing.T) {
+	tree := mustLoad(t, "../../examples/skills")
+	skill, err := os.ReadFile("../../examples/skills/web-research/SKILL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc, err := os.ReadFile("../../docs/session-mode.md"); err != nil || !strings.Contains(string(doc), "```markdown\n"+string(skill)+"```") {
+		t.Errorf("docs/session-mode.md does not show examples/skills/web-research/SKILL.md as it is (%v)", err)
+	}
+	want := []skills.Skill{{Name: "web-research", Description: "Researching a question on the web and citing the pages read.",
+		Tools: []string{"web_fetch", "docs/search"}}}
+	if d := cmp.Diff(want, tree.Skills()); d != "" {
+		t.Errorf("example skills (-want +got):\n%s", d)
+	}
+}
