@@ -12,18 +12,14 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/internal/skilltest"
 	"github.com/rtsandbox/rtsandbox/skills"
 )
 
-// writeSkill writes dir/name/SKILL.md gating tools.
+// writeSkill writes dir/name/SKILL.md with frontMatter.
 func writeSkill(t *testing.T, dir, name, frontMatter string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, name), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name, skills.SkillFile), []byte("---\n"+frontMatter+"---\nbody\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	skilltest.WriteFile(t, dir, name+"/"+skills.SkillFile, "---\n"+frontMatter+"---\nbody\n")
 }
 
 // skillsConfig is a config whose session profile studio (the default)

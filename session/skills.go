@@ -112,18 +112,15 @@ func (s *settings) mkdirOwned(dirfd int, rel string) error {
 }
 
 // writeOwned creates the file dirfd/rel (0600, exclusive, no-follow)
-// with data, for the worker user.
+// with data, for the worker user. openAt refuses any link on the way
+// where the kernel has openat2; its fallback resolves rel's parents,
+// which are all folders this install created.
 func (s *settings) writeOwned(dirfd int, rel string, data []byte) error {
-	fd, err := unix.Openat(dirfd, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := openAt(dirfd, rel, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeClose(fd, rel, data); err != nil {
 		return err
 	}
 	return s.chownAt(dirfd, rel)

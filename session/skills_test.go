@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/skilltest"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 )
 
@@ -23,15 +24,7 @@ import (
 func loadTree(t *testing.T, files map[string]string) *skilltree.Tree {
 	t.Helper()
 	dir := t.TempDir()
-	for rel, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	skilltest.WriteFiles(t, dir, files)
 	tree, err := skilltree.Load(dir)
 	if err != nil {
 		t.Fatal(err)

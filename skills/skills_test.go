@@ -13,35 +13,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/skilltest"
 )
 
-// skillMD is a valid SKILL.md for name.
-func skillMD(name, desc string, tools ...string) string {
-	s := fmt.Sprintf("---\nname: %q\ndescription: %q\n", name, desc)
-	if len(tools) > 0 {
-		s += fmt.Sprintf("tools: [%s]\n", strings.Join(tools, ", "))
-	}
-	return s + "---\n# " + name + "\n"
-}
-
-// writeFile writes body at dir/rel, making the parents.
-func writeFile(t *testing.T, dir, rel, body string) {
-	t.Helper()
-	p := filepath.Join(dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
+// The helpers of package skilltest, by their short names.
+var (
+	skillMD   = skilltest.SkillMD
+	writeFile = skilltest.WriteFile
+	symlink   = skilltest.Symlink
+)
 
 // mustNew writes a SKILL.md for each skill under dir and indexes them.
 func mustNew(t *testing.T, dir string, list ...Skill) *Index {

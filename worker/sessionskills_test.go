@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/internal/skilltest"
 	"github.com/rtsandbox/rtsandbox/skills"
 )
 
@@ -100,23 +100,11 @@ func skillsDir(t *testing.T) (dir string, skillMD string) {
 	dir = t.TempDir()
 	outside := t.TempDir()
 	skillMD = "---\nname: web\ndescription: Web research.\ntools: [lookup, docs/search]\n---\nLook things up politely.\n"
-	for rel, body := range map[string]string{
+	skilltest.WriteFiles(t, dir, map[string]string{
 		"web/SKILL.md": skillMD, "web/notes.md": "more notes", "web/big.md": strings.Repeat("x", skills.MaxFileSize+1),
-	} {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("HOST_SECRET"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(dir, "web", "leak.md")); err != nil {
-		t.Fatal(err)
-	}
+	})
+	skilltest.WriteFile(t, outside, "secret.txt", "HOST_SECRET")
+	skilltest.Symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(dir, "web", "leak.md"))
 	return dir, skillMD
 }
 
