@@ -12,7 +12,8 @@
 //     description is a non-empty string of at most MaxFrontMatter bytes,
 //     and tools lists the tools the skill gates, each named once in the
 //     whole index, as the profile names it: a host tool by its name
-//     (web_fetch), an MCP tool as <server>/<tool>.
+//     (web_fetch), an MCP tool as <server>/<tool>. Names, descriptions
+//     and tool names hold at most MaxIndexBytes together.
 //   - New binds a checked index to the directory holding the skill
 //     folders (the worker's /run/sandbox/skills): each skill's folder must
 //     resolve strictly under the directory's realpath and hold a regular

@@ -24,6 +24,10 @@ const (
 	MaxFrontMatter = 64 << 10
 	// MaxSkills bounds the skills of one directory.
 	MaxSkills = 256
+	// MaxIndexBytes bounds the bytes of an index's names, descriptions
+	// and tool names together: the index rides in /worker/config (read
+	// up to 1 MiB) and its block in every request's system prompt.
+	MaxIndexBytes = 64 << 10
 	// MaxReadChars is where read_skill cuts a text, in UTF-16 units.
 	MaxReadChars = 40000
 	// TruncatedMarker ends a text read_skill cut.
@@ -51,9 +55,17 @@ func Check(list []Skill) (skill string, err error) {
 	}
 	names := map[string]bool{}
 	owner := map[string]string{}
+	size := 0
 	for _, s := range list {
 		if err := checkSkill(s, names, owner); err != nil {
 			return s.Name, err
+		}
+		size += len(s.Name) + len(s.Description)
+		for _, tool := range s.Tools {
+			size += len(tool)
+		}
+		if size > MaxIndexBytes {
+			return s.Name, fmt.Errorf("%w: the names, descriptions and tools of the skills hold more than %d bytes", rtsandbox.ErrInvalid, MaxIndexBytes)
 		}
 	}
 	return "", nil

@@ -79,9 +79,15 @@ func TestCheck(t *testing.T) {
 	for i := range many {
 		many[i] = Skill{Name: fmt.Sprintf("s%03d", i), Description: "d"}
 	}
+	big := func(n int) []Skill { // n bytes of names and descriptions in all
+		half := MaxFrontMatter / 2
+		return []Skill{{Name: "a", Description: strings.Repeat("x", half)}, {Name: "b", Description: strings.Repeat("y", n-2-half)}}
+	}
 	cases := append(slices.Clone(checkCases),
 		checkCase{name: "exactly-256-skills", list: many[:MaxSkills]},
-		checkCase{name: "more-than-256-skills", list: many, errText: "more than 256 skills"})
+		checkCase{name: "more-than-256-skills", list: many, errText: "more than 256 skills"},
+		checkCase{name: "index-of-exactly-64KiB", list: big(MaxIndexBytes)},
+		checkCase{name: "index-over-64KiB", list: big(MaxIndexBytes + 1), skill: "b", errText: "hold more than 65536 bytes"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			skill, err := Check(tc.list)
