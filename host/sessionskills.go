@@ -30,7 +30,7 @@ func sessionSkills(cfg *config.Config, brokers map[string]broker.Config) (map[st
 		}
 		tree, err := skilltree.Load(p.Skills)
 		if err == nil {
-			err = checkClaims(tree, brokers[name])
+			err = checkClaims(tree, brokerTools(brokers[name]))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("profiles.%s.skills: %w", name, err)
@@ -42,20 +42,41 @@ func sessionSkills(cfg *config.Config, brokers map[string]broker.Config) (map[st
 	return out, nil
 }
 
-// checkClaims requires every tool a skill of tree gates to be a tool of
-// bc, as the worker's startup check does (§5.2 "tools are not
-// registered"), so a misspelt name fails serve's start, not every start
-// of a worker.
-func checkClaims(tree *skilltree.Tree, bc broker.Config) error {
-	var known []string
+// brokerTools are the tools bc declares to the worker, as skills name
+// them: a host tool by its name, an MCP tool as <server>/<tool>.
+func brokerTools(bc broker.Config) []string {
+	var out []string
 	for _, t := range bc.Tools {
-		known = append(known, t.Spec.Name)
+		out = append(out, t.Spec.Name)
 	}
 	for _, m := range bc.MCP {
 		for _, t := range m.Tools {
-			known = append(known, skills.MCPToolClaim(m.Name, t.Name))
+			out = append(out, skills.MCPToolClaim(m.Name, t.Name))
 		}
 	}
+	return out
+}
+
+// profileTools are the tools of the session profile p as the config
+// lists them, named as brokerTools names them (the doctor's view: MCP
+// tools written bare are listed by name too).
+func profileTools(cfg *config.Config, p config.Profile) []string {
+	out := slices.Clone(p.Tools)
+	for _, m := range cfg.MCP {
+		if slices.Contains(p.MCP, m.Name) {
+			for _, t := range m.Tools {
+				out = append(out, skills.MCPToolClaim(m.Name, t.Name))
+			}
+		}
+	}
+	return out
+}
+
+// checkClaims requires every tool a skill of tree gates to be one of
+// known, as the worker's startup check does (§5.2 "tools are not
+// registered"), so a misspelt name fails serve's start, not every start
+// of a worker.
+func checkClaims(tree *skilltree.Tree, known []string) error {
 	for _, s := range tree.Skills() {
 		for i, tool := range s.Tools {
 			if !slices.Contains(known, tool) {
@@ -69,4 +90,28 @@ func checkClaims(tree *skilltree.Tree, bc broker.Config) error {
 		}
 	}
 	return nil
+}
+
+// skillsChecks are the doctor's checks of the skills directories of the
+// session profiles in use: the rules serve applies when it starts, with
+// the profile's tools as the config lists them.
+func skillsChecks(cfg *config.Config) []Check {
+	const name = "skills"
+	var out []Check
+	for _, profile := range sessionProfiles(cfg) {
+		p, _ := cfg.Profile(profile)
+		if p.Skills == "" {
+			continue
+		}
+		tree, err := skilltree.Load(p.Skills)
+		if err == nil {
+			err = checkClaims(tree, profileTools(cfg, p))
+		}
+		if err != nil {
+			out = append(out, fail(name, "fix the file and the rule named (docs/session-mode.md#skills)", "profiles.%s.skills: %v", profile, err))
+			continue
+		}
+		out = append(out, ok(name, "profiles.%s.skills: %d skill(s) in %s", profile, len(tree.Skills()), tree.Dir()))
+	}
+	return out
 }

@@ -141,3 +141,31 @@ func TestSessionSkillsRefusals(t *testing.T) {
 		})
 	}
 }
+
+// The doctor checks each skills directory of a session profile in use by
+// serve's rules, with the profile's tools as the config lists them.
+func TestSkillsChecks(t *testing.T) {
+	dir := t.TempDir()
+	writeSkill(t, dir, "web", "name: web\ndescription: d\ntools: [clock, docs/search]\n")
+	cfg, err := config.Parse([]byte("state_dir: /var/lib/rt\nmodel: {url: 'https://x/v1', name: m, api_key_env: K}\n" +
+		"tools: [{name: clock, builtin: clock}]\nmcp: [{name: docs, url: 'https://mcp/', tools: [search]}]\n" +
+		"profiles: {studio: {mode: session, tools: [clock], mcp: [docs], skills: " + dir + "}, " +
+		"bare: {mode: session, skills: " + dir + "}}\n" +
+		"default_profile: studio\nchannels_profile: {'http:b': bare}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range skillsChecks(cfg) {
+		got = append(got, c.String())
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	want := []string{
+		"fail  skills             profiles.bare.skills: " + real + `/web/SKILL.md: invalid: tools[0] "clock" is not a tool of this profile (known: none)` +
+			"\n      fix: fix the file and the rule named (docs/session-mode.md#skills)",
+		"ok    skills             profiles.studio.skills: 1 skill(s) in " + real,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+}
