@@ -126,7 +126,9 @@ func lastToolResult(r fakemodel.Request) string {
 	return ""
 }
 
-// §5.5 end to end in the worker: the skills block is in the system
+// §6.10 "Worker: … `read_skill` escape attempts (`..`, symlink out of the
+// tree, more than 256 KiB); skill gating", and §5.5 end to end in the
+// worker: the skills block is in the system
 // prompt the model receives; a claimed tool is refused with the exact
 // text until read_skill read its skill's SKILL.md (reading another file
 // does not open it); escape attempts through read_skill are refused and
