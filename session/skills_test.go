@@ -147,10 +147,10 @@ func TestInstallSkills(t *testing.T) {
 	}
 }
 
-// TestSecInstallSkillsAtomic: §5.5 via the copy; a worker reading run/skills while the host
-// replaces it sees one whole copy or the other, never a missing or half
-// written file (RENAME_EXCHANGE; on a file system without it the folder
-// may be missing for a moment, never half written).
+// TestSecInstallSkillsAtomic: a worker reading run/skills while the host
+// replaces it sees one whole copy or the other, never a half-written
+// file (RENAME_EXCHANGE; on a file system without it the folder may be
+// missing for a moment, never half written).
 func TestSecInstallSkillsAtomic(t *testing.T) {
 	s := testSettings()
 	run := t.TempDir()
