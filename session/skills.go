@@ -147,15 +147,20 @@ func swapSkills(runfd int, run string) error {
 	case errors.Is(err, unix.ENOENT): // no copy yet
 		return unix.Renameat(runfd, skillsStaging, runfd, name)
 	case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
-		// No RENAME_EXCHANGE here: two renames, between which run/skills
-		// is missing for a moment, never half written.
-		if err := unix.Renameat(runfd, name, runfd, skillsOld); err != nil {
-			return err
-		}
-		if err := unix.Renameat(runfd, skillsStaging, runfd, name); err != nil {
-			return err
-		}
-		return os.RemoveAll(filepath.Join(run, skillsOld))
+		return swapByRenames(runfd, run)
 	}
 	return err
+}
+
+// swapByRenames is swapSkills on a file system without RENAME_EXCHANGE:
+// two renames, between which run/skills is missing for a moment, never
+// half written.
+func swapByRenames(runfd int, run string) error {
+	if err := unix.Renameat(runfd, rtsandbox.SessionSkillsName, runfd, skillsOld); err != nil {
+		return err
+	}
+	if err := unix.Renameat(runfd, skillsStaging, runfd, rtsandbox.SessionSkillsName); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(run, skillsOld))
 }

@@ -147,6 +147,33 @@ func TestInstallSkills(t *testing.T) {
 	}
 }
 
+// The swap without RENAME_EXCHANGE (a file system that lacks it) leaves
+// the new copy in place and nothing else.
+func TestSwapSkillsByRenames(t *testing.T) {
+	s := testSettings()
+	run := t.TempDir()
+	if err := s.installSkills(run, loadTree(t, map[string]string{"pdf/SKILL.md": pdfSkill("A")})); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := openDir(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := s.stageSkills(fd, loadTree(t, map[string]string{"pdf/SKILL.md": pdfSkill("B")})); err != nil {
+		t.Fatal(err)
+	}
+	if err := swapByRenames(fd, run); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{rtsandbox.SessionSkillsName}, runEntries(t, run)); d != "" {
+		t.Errorf("run/ after the swap (-want +got):\n%s", d)
+	}
+	if data, _ := os.ReadFile(filepath.Join(run, rtsandbox.SessionSkillsName, "pdf", "SKILL.md")); string(data) != pdfSkill("B") {
+		t.Errorf("run/skills/pdf/SKILL.md = %q; want the new copy", data)
+	}
+}
+
 // TestSecInstallSkillsAtomic: a worker reading run/skills while the host
 // replaces it sees one whole copy or the other, never a half-written
 // file (RENAME_EXCHANGE; on a file system without it the folder may be
