@@ -102,8 +102,10 @@ func under(dir string, dirs ...string) bool {
 	return false
 }
 
-// The worker side: what runs inside the container.
-var workerSide = []string{".", "worker", "cmd/rtsandbox-worker", "brokerclient", "jsonjs"}
+// The worker side: what runs inside the container. skills holds the
+// rules of read_skill and tool gating the worker enforces (its YAML
+// loader, skills/skilltree, is the host's).
+var workerSide = []string{".", "worker", "cmd/rtsandbox-worker", "brokerclient", "jsonjs", "skills"}
 
 // wiring are the only packages that put the others together.
 var wiring = []string{"cmd", "host"}
@@ -125,7 +127,7 @@ func archRules() []importRule {
 		allowed: notModule,
 		why:     "the root package is the shared contract and imports nothing of this module",
 	}, {
-		name: "worker side: root, jsonjs, brokerclient and the standard library only",
+		name: "worker side: root, jsonjs, brokerclient, skills and the standard library only",
 		who:  func(dir string) bool { return slices.Contains(workerSide, dir) },
 		allowed: func(_, ip string) bool {
 			if l := local(ip); l != "" {
@@ -133,7 +135,7 @@ func archRules() []importRule {
 			}
 			return std(ip) && !slices.Contains([]string{"os/exec", "unsafe", "net/http/pprof"}, ip)
 		},
-		why: "the worker side imports only the root package, each other and the standard library, never os/exec, unsafe or net/http/pprof",
+		why: "the worker side imports only the root package, each other (jsonjs, brokerclient, skills) and the standard library, never os/exec, unsafe or net/http/pprof",
 	}, {
 		name: "broker knows no surface, router, container or runtime",
 		who:  func(dir string) bool { return dir == "broker" },
@@ -175,7 +177,7 @@ func archRules() []importRule {
 		who:  func(dir string) bool { return !under(dir, "internal", "cmd") },
 		allowed: func(_, ip string) bool {
 			l := local(ip)
-			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf", "internal/chunkread")
+			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf", "internal/chunkread", "internal/skilltest")
 		},
 		why: "fakes live under internal/ and are used by tests (and the operator's stand-in model command) only",
 	}}
@@ -206,14 +208,14 @@ func TestArchitectureImports(t *testing.T) {
 // rule that can never fail does not pass for one.
 func TestArchitectureRulesBite(t *testing.T) {
 	bad := map[string][2]string{
-		"root imports nothing of the module":                                    {".", modulePath + "/access"},
-		"worker side: root, jsonjs, brokerclient and the standard library only": {"worker", "os/exec"},
-		"broker knows no surface, router, container or runtime":                 {"broker", modulePath + "/router"},
-		"surfaces know the router and root only":                                {"surface/httpapi", modulePath + "/sandbox"},
-		"router knows runtimes through an interface":                            {"router", modulePath + "/sandbox"},
-		"only cmd and host wire":                                                {"sandbox", modulePath + "/config"},
-		"nothing imports cmd":                                                   {"host", modulePath + "/cmd/rtsandbox"},
-		"fakes stay out of production code":                                     {"broker", modulePath + "/internal/fakemodel"},
+		"root imports nothing of the module":                                            {".", modulePath + "/access"},
+		"worker side: root, jsonjs, brokerclient, skills and the standard library only": {"worker", "os/exec"},
+		"broker knows no surface, router, container or runtime":                         {"broker", modulePath + "/router"},
+		"surfaces know the router and root only":                                        {"surface/httpapi", modulePath + "/sandbox"},
+		"router knows runtimes through an interface":                                    {"router", modulePath + "/sandbox"},
+		"only cmd and host wire":                                                        {"sandbox", modulePath + "/config"},
+		"nothing imports cmd":                                                           {"host", modulePath + "/cmd/rtsandbox"},
+		"fakes stay out of production code":                                             {"broker", modulePath + "/internal/fakemodel"},
 	}
 	rules := archRules()
 	if len(bad) != len(rules) {

@@ -32,6 +32,13 @@ const (
 	SessionDummyOAuthKey = "sandbox-dummy-token"
 )
 
+// Where the host's copy of a profile's skills tree lies (§5.5): run/skills
+// in the channel's run directory, so mounted read-only with it.
+const (
+	SessionSkillsName = "skills"
+	SessionSkillsDir  = SessionRunDir + "/" + SessionSkillsName
+)
+
 // Session worker routes (§2.2). They carry no credential and spend no
 // budget; the credential routes are the sealed ones (ToolRoute, MCPRoute)
 // and the two Anthropic routes.
@@ -487,7 +494,9 @@ type SessionBinding struct {
 // for every profile, so the trusted host hands the worker its profile here
 // over the trusted socket (a Go-port decision, docs/session.md).
 // Compaction is the reference's field, absent when the host has no
-// compactor.
+// compactor. SkillsDir and Skills are the profile's skills (§5.5): the
+// index the host validated and where its copy of the tree is mounted;
+// both absent when the profile has none.
 type SessionWorkerConfig struct {
 	ModelAPI   string               `json:"modelApi"`
 	Model      string               `json:"model"`
@@ -497,6 +506,18 @@ type SessionWorkerConfig struct {
 	Tools      []ToolSpec           `json:"tools"`
 	MCP        []MCPServerTools     `json:"mcp"`
 	Compaction *SessionCompactionID `json:"compaction,omitempty"`
+	SkillsDir  string               `json:"skillsDir,omitempty"`
+	Skills     []SessionSkill       `json:"skills,omitempty"`
+}
+
+// SessionSkill is one skill of a profile's index (§5.5): its folder's
+// name, the description the system prompt lists, and the tools it gates
+// until its SKILL.md has been read. A host tool is named as the profile
+// names it (web_fetch), an MCP tool as <server>/<tool>.
+type SessionSkill struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Tools       []string `json:"tools,omitempty"`
 }
 
 // SessionCompactionID names the host compactor's engine (§4.5).

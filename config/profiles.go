@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -45,6 +46,11 @@ type Profile struct {
 	// Tools names host tools (tools[].name, or web_fetch and research
 	// when the web section turns them on); session mode only.
 	Tools []string
+	// Skills is the operator's skills directory (session spec §5.5):
+	// absolute and clean, "" for none; session mode only. Parse checks
+	// only the path; serve reads and validates the tree when it starts
+	// (package skilltree), as it does the party directory.
+	Skills string
 }
 
 // builtinDefault is DefaultProfile when the file does not define it.
@@ -225,7 +231,7 @@ func (p *parser) profiles(n *yaml.Node, c *Config) map[string]Profile {
 }
 
 func (p *parser) profile(n *yaml.Node, path string, c *Config) Profile {
-	o, ok := p.object(n, path, "mode", "model", "mcp", "tools")
+	o, ok := p.object(n, path, "mode", "model", "mcp", "tools", "skills")
 	if !ok {
 		return Profile{}
 	}
@@ -234,7 +240,7 @@ func (p *parser) profile(n *yaml.Node, path string, c *Config) Profile {
 		return Profile{}
 	}
 	if mode == ModeSealed {
-		for _, key := range []string{"model", "mcp", "tools"} {
+		for _, key := range []string{"model", "mcp", "tools", "skills"} {
 			if v := o.get(key); v != nil {
 				p.fail(v, o.at(key), "is only used with mode: session (a sealed turn has the model block and every tool)")
 			}
@@ -247,6 +253,9 @@ func (p *parser) profile(n *yaml.Node, path string, c *Config) Profile {
 	}
 	pr.MCP = p.names(o, "mcp", mcpNames(c), "a server of the mcp list")
 	pr.Tools = p.names(o, "tools", toolNames(c), "a host tool (tools[].name, or web_fetch or research while the web section turns it on)")
+	if v, ok := p.text(o, "skills", false, stateDirRule); ok {
+		pr.Skills = filepath.Clean(v)
+	}
 	return pr
 }
 

@@ -75,6 +75,12 @@ func TestParseProfiles(t *testing.T) {
 			defaultTo: DefaultProfile,
 		},
 		{
+			name:      "skills-dir-cleaned",
+			in:        withTools + "profiles: {s: {mode: session, tools: [lookup], skills: /srv/skills/./studio/}}\n",
+			profiles:  map[string]Profile{DefaultProfile: sealed, "s": {Mode: ModeSession, Model: DefaultModel, Tools: []string{"lookup"}, Skills: "/srv/skills/studio"}},
+			defaultTo: DefaultProfile,
+		},
+		{
 			name:      "channel-mapped-to-built-in-default",
 			in:        withTools + "profiles: {s: {mode: session}}\ndefault_profile: s\nchannels_profile: {'http:lobby': default}\n",
 			profiles:  map[string]Profile{DefaultProfile: sealed, "s": {Mode: ModeSession, Model: DefaultModel}},
@@ -213,6 +219,11 @@ var profileErrorTests = []errorTest{
 	{"profile-unknown-key", withTools + "profiles: {a: {mode: session, image: x}}\n", []string{"profiles.a.image: unknown key"}},
 	{"sealed-profile-with-tools", withTools + "profiles: {a: {mode: sealed, tools: [clock], mcp: [docs], model: default}}\n", []string{
 		"profiles.a.model: is only used with mode: session", "profiles.a.mcp: is only used with mode: session", "profiles.a.tools: is only used with mode: session"}},
+	{"sealed-profile-with-skills", withTools + "profiles: {a: {mode: sealed, skills: /srv/skills}}\n", []string{"profiles.a.skills: is only used with mode: session"}},
+	{"profile-skills-relative", withTools + "profiles: {a: {mode: session, skills: skills}}\n", []string{"profiles.a.skills: must be an absolute path"}},
+	{"profile-skills-root", withTools + "profiles: {a: {mode: session, skills: /}}\n", []string{"profiles.a.skills: must not be the root directory"}},
+	{"profile-skills-control", withTools + "profiles: {a: {mode: session, skills: \"/srv/a\\nb\"}}\n", []string{"profiles.a.skills: must not contain control characters"}},
+	{"profile-skills-not-string", withTools + "profiles: {a: {mode: session, skills: [/srv/skills]}}\n", []string{"profiles.a.skills: must be a string"}},
 	{"profile-unknown-model", withTools + "profiles: {a: {mode: session, model: main}}\n", []string{`profiles.a.model: must name "default" (the model block) or an entry of models (known: default)`}},
 	{"profile-unknown-mcp", withTools + "profiles: {a: {mode: session, mcp: [docs, search]}}\n", []string{`profiles.a.mcp[1]: must name a server of the mcp list; "search" is not one (known: docs, wiki)`}},
 	{"profile-unknown-tool", withTools + "profiles: {a: {mode: session, tools: [lookup, bash]}}\n", []string{`"bash" is not one (known: lookup, clock)`}},

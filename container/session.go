@@ -122,6 +122,11 @@ type SessionSpec struct {
 	Limits SessionLimits
 	// Log; a zero Driver means DefaultLogConfig.
 	Log LogConfig
+	// Skills is the digest of the skills tree the host copied into
+	// RunDir/skills for this container ("" when the profile has none).
+	// It is part of Digest, so a changed skill set recreates the
+	// container; "" leaves Digest as it was before skills existed.
+	Skills string `json:",omitempty"`
 }
 
 var (

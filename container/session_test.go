@@ -1,6 +1,7 @@
 package container_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -124,6 +125,7 @@ func TestSessionDigest(t *testing.T) {
 		"log":     func(s *container.SessionSpec) { s.Log = container.LogConfig{Driver: "json-file"} },
 		"profile": func(s *container.SessionSpec) { s.Profile = "other" },
 		"run dir": func(s *container.SessionSpec) { s.RunDir = "/srv/other/run" },
+		"skills":  func(s *container.SessionSpec) { s.Skills = "0123456789abcdef0123456789abcdef" },
 	}
 	for name, edit := range edits {
 		s := base
@@ -134,6 +136,12 @@ func TestSessionDigest(t *testing.T) {
 	}
 	if base.Digest() != base.WithDefaults().Digest() {
 		t.Error("defaults change the digest")
+	}
+	// A spec without skills hashes as it did before SessionSpec had a
+	// Skills field (it is left out of the hashed JSON), so an upgrade
+	// does not recreate every worker.
+	if data, _ := json.Marshal(base); strings.Contains(string(data), "Skills") {
+		t.Errorf("a spec without skills hashes a Skills field: %s", data)
 	}
 }
 

@@ -334,7 +334,7 @@ func tokenCheck(cfg *config.Config, getenv env) (Check, bool) {
 
 // Checks runs the offline checks, and with online the online ones too.
 func Checks(ctx context.Context, cfg *config.Config, getenv env, online bool) []Check {
-	checks := runChecks(ctx, cfg, getenv)
+	checks := append(runChecks(ctx, cfg, getenv), skillsChecks(cfg)...) // serve reads skills at start on its own
 	if online {
 		checks = append(checks, onlineChecks(ctx, cfg, getenv)...)
 	}
@@ -347,7 +347,8 @@ const DoctorHelp = `usage: rtsandbox doctor --config FILE [--online]
 Checks what serve needs: Docker and its version, the worker image built
 from this binary's worker, the state directory (0700, owned by you), the
 worker user, every credential variable the config names, distinct guest
-and owner tokens, the Discord token. --online also asks the model and MCP
+and owner tokens, the Discord token, the skills directories of session
+profiles. --online also asks the model and MCP
 endpoints one request each, without spending tokens. Exit 0 when no
 check fails, 1 otherwise. serve runs the same checks at start.
 

@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -70,6 +71,10 @@ type SessionDeps struct {
 	// sealed runtime's budget ledger and call observer, so budgets and
 	// metrics count both modes. broker.New checks one.
 	Brokers map[string]broker.Config
+	// Skills are the validated copies of the skills directories of the
+	// session profiles in use that name one holding skills
+	// (sessionSkills), by profile.
+	Skills map[string]*skilltree.Tree
 }
 
 // Sessions is how the host and the offline commands build session mode;
@@ -241,6 +246,9 @@ func sessionDeps(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 		Installation: InstallationID(cfg), TimeZone: TimeZone(cfg, getenv), ProfileFor: sessionProfile(cfg)}
 	if cfg.UsesSessions() {
 		if d.Brokers, err = sessionBrokers(ctx, cfg, getenv, s, observe, log); err != nil {
+			return SessionDeps{}, err
+		}
+		if d.Skills, err = sessionSkills(cfg, d.Brokers); err != nil {
 			return SessionDeps{}, err
 		}
 	}

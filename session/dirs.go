@@ -204,8 +204,14 @@ func writeNewFileAt(dirfd int, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	return writeClose(fd, name, data)
+}
+
+// writeClose writes data to the open file fd (called name in errors)
+// and closes it.
+func writeClose(fd int, name string, data []byte) error {
 	f := os.NewFile(uintptr(fd), name)
-	_, err = f.Write(data)
+	_, err := f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

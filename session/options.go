@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/effort"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
+	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 )
 
 // Bounds and defaults of the turn deadline and the start timeout (§1.2
@@ -99,6 +100,11 @@ type Profile struct {
 	// Limits of the container; the zero value means
 	// container.DefaultSessionLimits (1.5 GiB, 1 CPU, 256 PIDs).
 	Limits container.SessionLimits
+	// Skills is the profile's validated skills tree (§5.5), copied into
+	// each channel's run/skills before its container is created; nil for
+	// none. Its digest is part of the container spec, so a changed tree
+	// recreates the container.
+	Skills *skilltree.Tree
 }
 
 // settings are Options after defaults and checks.
@@ -219,7 +225,7 @@ func (s *settings) spec(channel rtsandbox.ChannelKey, name string, p Profile, d 
 		Name: s.name(channel), Image: image,
 		Installation: s.Installation, Channel: string(channel), Profile: name,
 		UID: s.UID, GID: s.GID, RunDir: d.run, WorkspaceDir: d.workspace,
-		TimeZone: s.TimeZone, Limits: p.Limits, Log: s.Log,
+		TimeZone: s.TimeZone, Limits: p.Limits, Log: s.Log, Skills: p.skillsDigest(),
 	}.WithDefaults()
 }
 

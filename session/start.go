@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
 )
 
 // startCall is a start in flight; err is set before done is closed.
@@ -74,9 +75,17 @@ func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, p
 		return err
 	}
 	recreate := st.Stale(spec)
-	broker, err := r.broker(ctx, channel, profile, spec.Digest(), d, recreate)
+	broker, removed, err := r.broker(ctx, channel, profile, spec.Digest(), d, recreate)
 	if err != nil {
 		return err
+	}
+	if !st.Current(spec) { // EnsureRunning creates the container
+		if removed {
+			st.State = container.StateMissing
+		}
+		if err := r.prepareSkills(ctx, spec.Name, st, p, d); err != nil {
+			return err
+		}
 	}
 	if err := r.s.Driver.EnsureRunning(ctx, spec); err != nil {
 		return err
@@ -87,25 +96,27 @@ func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, p
 // broker returns the channel's broker for profile, replacing the current
 // one when there is none, it serves another profile or container spec, or
 // the container must be recreated (§1.3 "New broker"): the old container
-// is removed first (when there was a broker and recreate holds), the old
-// broker is closed, a stale socket file removed and the new broker made.
-func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, profile, digest string, d dirs, recreate bool) (Broker, error) {
+// is removed first (when there was a broker and recreate holds; removed
+// reports it), the old broker is closed, a stale socket file removed and
+// the new broker made.
+func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, profile, digest string, d dirs, recreate bool) (b Broker, removed bool, err error) {
 	r.mu.Lock()
 	cs := r.state(channel)
 	old := cs.entry
 	r.mu.Unlock()
 	if old != nil && old.profile == profile && old.digest == digest && !recreate {
-		return old.broker, nil
+		return old.broker, false, nil
 	}
 	sock := d.socket()
 	if len(sock) > maxSocketPath {
-		return nil, fmt.Errorf("%w: %s", ErrSocketPath, sock)
+		return nil, false, fmt.Errorf("%w: %s", ErrSocketPath, sock)
 	}
 	if old != nil {
 		if recreate {
 			if err := r.s.Driver.Remove(ctx, r.name(channel)); err != nil {
-				return nil, err
+				return nil, false, err
 			}
+			removed = true
 		}
 		r.mu.Lock()
 		cs.entry = nil
@@ -115,23 +126,23 @@ func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, prof
 		}
 	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale broker socket: %w", err)
+		return nil, removed, fmt.Errorf("remove stale broker socket: %w", err)
 	}
-	b, err := r.s.NewBroker(profile, sock)
+	b, err = r.s.NewBroker(profile, sock)
 	if err != nil {
-		return nil, fmt.Errorf("session broker: %w", err)
+		return nil, removed, fmt.Errorf("session broker: %w", err)
 	}
 	if err := r.s.handOver(sock); err != nil {
-		return nil, errors.Join(err, b.Close())
+		return nil, removed, errors.Join(err, b.Close())
 	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil, errors.Join(ErrClosed, b.Close())
+		return nil, removed, errors.Join(ErrClosed, b.Close())
 	}
 	cs.entry = &brokerEntry{profile: profile, digest: digest, broker: b}
 	r.mu.Unlock()
-	return b, nil
+	return b, removed, nil
 }
 
 // awaitReady polls the broker every ReadyPoll until the worker announced

@@ -32,7 +32,7 @@ func (ix *Index) Read(skill, path string) (string, error) {
 	if !strictlyUnder(root, file) {
 		return "", fmt.Errorf("read_skill %s: %w: %s resolves outside the skill folder", skill, rtsandbox.ErrRefused, path)
 	}
-	data, err := readBounded(file)
+	data, err := ReadBounded(file)
 	if err != nil {
 		return "", fmt.Errorf("read_skill %s: %w", skill, err)
 	}

@@ -6,146 +6,192 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/skilltest"
 )
 
-// skillMD is a valid SKILL.md for name.
-func skillMD(name, desc string, tools ...string) string {
-	s := fmt.Sprintf("---\nname: %q\ndescription: %q\n", name, desc)
-	if len(tools) > 0 {
-		s += fmt.Sprintf("tools: [%s]\n", strings.Join(tools, ", "))
-	}
-	return s + "---\n# " + name + "\n"
-}
+// The helpers of package skilltest, by their short names.
+var (
+	skillMD   = skilltest.SkillMD
+	writeFile = skilltest.WriteFile
+	symlink   = skilltest.Symlink
+)
 
-// writeFile writes body at dir/rel, making the parents.
-func writeFile(t *testing.T, dir, rel, body string) {
+// mustNew writes a SKILL.md for each skill under dir and indexes them.
+func mustNew(t *testing.T, dir string, list ...Skill) *Index {
 	t.Helper()
-	p := filepath.Join(dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		t.Fatal(err)
+	for _, s := range list {
+		if _, err := os.Lstat(filepath.Join(dir, s.Name, SkillFile)); err != nil {
+			writeFile(t, dir, s.Name+"/"+SkillFile, skillMD(s.Name, s.Description, s.Tools...))
+		}
 	}
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func mustLoad(t *testing.T, dir string) *Index {
-	t.Helper()
-	ix, err := Load(dir)
+	ix, err := New(dir, list)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ix
 }
 
-func TestLoad(t *testing.T) {
+// checkCase is one index and what Check says of it.
+type checkCase struct {
+	name    string
+	list    []Skill
+	skill   string // the skill Check names
+	errText string // a piece of the error text; "" for success
+}
+
+// checkCases are the index rules of Check; they also seed FuzzCheck.
+var checkCases = []checkCase{
+	{name: "empty", list: nil},
+	{name: "two-skills-with-tools", list: []Skill{
+		{Name: "web", Description: "d", Tools: []string{"web_fetch", "docs/search-v2"}},
+		{Name: "a&b", Description: "First."},
+	}},
+	{name: "name-empty", list: []Skill{{Name: "", Description: "d"}}, errText: `name "" is not a safe folder name`},
+	{name: "SEC-name-dot-dot", list: []Skill{{Name: "..", Description: "d"}}, skill: "..", errText: "not a safe folder name"},
+	{name: "SEC-name-with-slash", list: []Skill{{Name: "a/b", Description: "d"}}, skill: "a/b", errText: "not a safe folder name"},
+	{name: "SEC-name-with-backslash", list: []Skill{{Name: `a\b`, Description: "d"}}, skill: `a\b`, errText: "not a safe folder name"},
+	{name: "name-with-control", list: []Skill{{Name: "a\nb", Description: "d"}}, skill: "a\nb", errText: "not a safe folder name"},
+	{name: "name-twice", list: []Skill{{Name: "a", Description: "d"}, {Name: "a", Description: "e"}}, skill: "a", errText: `name "a" is used twice`},
+	{name: "description-empty", list: []Skill{{Name: "a"}}, skill: "a", errText: "description must not be empty"},
+	{name: "description-over-64KiB", list: []Skill{{Name: "a", Description: strings.Repeat("x", MaxFrontMatter+1)}}, skill: "a",
+		errText: "description is larger than 65536 bytes"},
+	{name: "tool-empty", list: []Skill{{Name: "a", Description: "d", Tools: []string{""}}}, skill: "a", errText: `tools[0] "" must name a host tool`},
+	{name: "tool-not-a-tool-name", list: []Skill{{Name: "a", Description: "d", Tools: []string{"x", "Web Fetch"}}}, skill: "a",
+		errText: `tools[1] "Web Fetch" must name a host tool (web_fetch) or an MCP tool (<server>/<tool>)`},
+	{name: "mcp-tool-without-server", list: []Skill{{Name: "a", Description: "d", Tools: []string{"/search"}}}, skill: "a", errText: "must name a host tool"},
+	{name: "mcp-tool-two-slashes", list: []Skill{{Name: "a", Description: "d", Tools: []string{"docs/a/b"}}}, skill: "a", errText: "must name a host tool"},
+	{name: "tool-repeated", list: []Skill{{Name: "a", Description: "d", Tools: []string{"x", "x"}}}, skill: "a", errText: `tools[1] repeats "x"`},
+	{name: "tool-gated-by-two-skills", list: []Skill{
+		{Name: "a", Description: "d", Tools: []string{"web_fetch"}},
+		{Name: "b", Description: "d", Tools: []string{"web_fetch"}},
+	}, skill: "b", errText: `tool "web_fetch" is already gated by skill "a"`},
+}
+
+func TestCheck(t *testing.T) {
+	many := make([]Skill, MaxSkills+1)
+	for i := range many {
+		many[i] = Skill{Name: fmt.Sprintf("s%03d", i), Description: "d"}
+	}
+	big := func(n int) []Skill { // n bytes of names and descriptions in all
+		half := MaxFrontMatter / 2
+		return []Skill{{Name: "a", Description: strings.Repeat("x", half)}, {Name: "b", Description: strings.Repeat("y", n-2-half)}}
+	}
+	cases := append(slices.Clone(checkCases),
+		checkCase{name: "exactly-256-skills", list: many[:MaxSkills]},
+		checkCase{name: "more-than-256-skills", list: many, errText: "more than 256 skills"},
+		checkCase{name: "index-of-exactly-64KiB", list: big(MaxIndexBytes)},
+		checkCase{name: "index-over-64KiB", list: big(MaxIndexBytes + 1), skill: "b", errText: "hold more than 65536 bytes"})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			skill, err := Check(tc.list)
+			if tc.errText == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, rtsandbox.ErrInvalid) || !strings.Contains(err.Error(), tc.errText) || skill != tc.skill {
+				t.Fatalf("Check = %q, %v; want %q and ErrInvalid with %q", skill, err, tc.skill, tc.errText)
+			}
+		})
+	}
+}
+
+// FuzzCheck: Check never panics, classifies every error, and what it
+// accepts keeps the rules New and Gate rely on.
+func FuzzCheck(f *testing.F) {
+	for _, tc := range checkCases {
+		for _, s := range tc.list {
+			f.Add(s.Name, s.Description, strings.Join(s.Tools, ","))
+		}
+	}
+	f.Fuzz(func(t *testing.T, name, desc, tools string) {
+		s := Skill{Name: name, Description: desc}
+		if tools != "" {
+			s.Tools = strings.Split(tools, ",")
+		}
+		if _, err := Check([]Skill{s}); err != nil {
+			if !errors.Is(err, rtsandbox.ErrInvalid) {
+				t.Fatalf("unclassified error: %v", err)
+			}
+			return
+		}
+		if !rtsandbox.ValidSafeName(name) || desc == "" {
+			t.Fatalf("accepted %+v", s)
+		}
+		for _, tool := range s.Tools {
+			if !ValidToolClaim(tool) {
+				t.Fatalf("accepted tool %q", tool)
+			}
+		}
+	})
+}
+
+func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   func(t *testing.T, dir string)
-		want    []Skill
-		wantErr error  // the kind
-		errText string // a piece of the text
+		list    []Skill
+		wantErr error
+		errText string
 	}{{
-		name: "sorted-by-name-plain-files-and-empty-folders-skipped",
-		setup: func(t *testing.T, dir string) {
-			writeFile(t, dir, "web/SKILL.md", skillMD("web", "Fetch pages.", "web_fetch"))
-			writeFile(t, dir, "pdf/SKILL.md", skillMD("pdf", "Read PDFs."))
-			writeFile(t, dir, "README.md", "not a skill")
-			writeFile(t, dir, "notes/other.md", "no SKILL.md here")
-		},
-		want: []Skill{{Name: "pdf", Description: "Read PDFs."}, {Name: "web", Description: "Fetch pages.", Tools: []string{"web_fetch"}}},
-	}, {
-		name:  "empty-directory",
+		name:  "sorted-by-name",
 		setup: func(*testing.T, string) {},
-		want:  []Skill{},
+		list:  []Skill{{Name: "web", Description: "d"}, {Name: "pdf", Description: "d"}},
 	}, {
-		name:    "name-differs-from-directory",
-		setup:   func(t *testing.T, dir string) { writeFile(t, dir, "pdf/SKILL.md", skillMD("docs", "d")) },
-		wantErr: rtsandbox.ErrInvalid, errText: `pdf/SKILL.md: invalid: name "docs" must equal the directory name "pdf"`,
+		name:    "breaks-a-rule",
+		setup:   func(*testing.T, string) {},
+		list:    []Skill{{Name: "a", Description: ""}},
+		wantErr: rtsandbox.ErrInvalid, errText: `skill "a": invalid: description must not be empty`,
 	}, {
-		name:    "bad-front-matter-names-the-file",
-		setup:   func(t *testing.T, dir string) { writeFile(t, dir, "pdf/SKILL.md", "---\nname: pdf\n---\n") },
-		wantErr: rtsandbox.ErrInvalid, errText: "pdf/SKILL.md: invalid: description is missing",
+		name:    "folder-missing",
+		setup:   func(t *testing.T, dir string) { writeFile(t, dir, "pdf/SKILL.md", skillMD("pdf", "d")) },
+		list:    []Skill{{Name: "pdf", Description: "d"}, {Name: "web", Description: "d"}},
+		wantErr: fs.ErrNotExist,
 	}, {
-		name: "tool-gated-by-two-skills",
+		name: "SKILL.md-missing",
 		setup: func(t *testing.T, dir string) {
-			writeFile(t, dir, "a/SKILL.md", skillMD("a", "d", "web_fetch"))
-			writeFile(t, dir, "b/SKILL.md", skillMD("b", "d", "web_fetch"))
-		},
-		wantErr: rtsandbox.ErrInvalid, errText: `tool "web_fetch" is already gated by skill "a"`,
-	}, {
-		name: "SKILL.md-over-256KiB",
-		setup: func(t *testing.T, dir string) {
-			writeFile(t, dir, "big/SKILL.md", skillMD("big", "d")+strings.Repeat("x", MaxFileSize))
-		},
-		wantErr: rtsandbox.ErrRefused, errText: "larger than 262144 bytes",
-	}, {
-		name: "SKILL.md-exactly-256KiB",
-		setup: func(t *testing.T, dir string) {
-			s := skillMD("big", "d")
-			writeFile(t, dir, "big/SKILL.md", s+strings.Repeat("x", MaxFileSize-len(s)))
-		},
-		want: []Skill{{Name: "big", Description: "d"}},
-	}, {
-		name: "more-than-256-skills",
-		setup: func(t *testing.T, dir string) {
-			for i := range MaxSkills + 1 {
-				n := fmt.Sprintf("s%03d", i)
-				writeFile(t, dir, n+"/SKILL.md", skillMD(n, "d"))
-			}
-		},
-		wantErr: rtsandbox.ErrInvalid, errText: "more than 256 skills",
-	}, {
-		name: "SEC-skill-folder-symlink-refused",
-		setup: func(t *testing.T, dir string) {
-			out := t.TempDir()
-			writeFile(t, out, "SKILL.md", skillMD("evil", "d"))
-			symlink(t, out, filepath.Join(dir, "evil"))
-		},
-		wantErr: rtsandbox.ErrRefused, errText: "a skill folder must not be a symlink",
-	}, {
-		name: "SEC-symlink-to-a-sibling-folder-refused",
-		setup: func(t *testing.T, dir string) {
-			writeFile(t, dir, "pdf/SKILL.md", skillMD("pdf", "d"))
-			symlink(t, "pdf", filepath.Join(dir, "pdf2"))
-		},
-		wantErr: rtsandbox.ErrRefused, errText: "must not be a symlink",
-	}, {
-		name: "SEC-SKILL.md-symlink-refused",
-		setup: func(t *testing.T, dir string) {
-			out := t.TempDir()
-			writeFile(t, out, "x.md", skillMD("evil", "d"))
-			writeFile(t, dir, "evil/notes.md", "")
-			symlink(t, filepath.Join(out, "x.md"), filepath.Join(dir, "evil", SkillFile))
-		},
-		wantErr: rtsandbox.ErrRefused, errText: "a symlink is not followed",
-	}, {
-		name: "SKILL.md-a-directory",
-		setup: func(t *testing.T, dir string) {
-			if err := os.MkdirAll(filepath.Join(dir, "odd", SkillFile), 0o700); err != nil {
+			if err := os.Mkdir(filepath.Join(dir, "pdf"), 0o700); err != nil {
 				t.Fatal(err)
 			}
 		},
-		wantErr: rtsandbox.ErrInvalid, errText: "not a regular file",
+		list:    []Skill{{Name: "pdf", Description: "d"}},
+		wantErr: rtsandbox.ErrInvalid, errText: "no regular SKILL.md",
+	}, {
+		name: "SEC-SKILL.md-a-symlink",
+		setup: func(t *testing.T, dir string) {
+			writeFile(t, dir, "pdf/real.md", skillMD("pdf", "d"))
+			symlink(t, "real.md", filepath.Join(dir, "pdf", SkillFile))
+		},
+		list:    []Skill{{Name: "pdf", Description: "d"}},
+		wantErr: rtsandbox.ErrInvalid, errText: "no regular SKILL.md",
+	}, {
+		name: "SEC-skill-folder-resolves-outside",
+		setup: func(t *testing.T, dir string) {
+			out := t.TempDir()
+			writeFile(t, out, SkillFile, skillMD("pdf", "d"))
+			symlink(t, out, filepath.Join(dir, "pdf"))
+		},
+		list:    []Skill{{Name: "pdf", Description: "d"}},
+		wantErr: rtsandbox.ErrRefused, errText: "resolves outside the skills directory",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tc.setup(t, dir)
-			ix, err := Load(dir)
+			if tc.wantErr == nil {
+				for _, s := range tc.list {
+					writeFile(t, dir, s.Name+"/"+SkillFile, skillMD(s.Name, s.Description))
+				}
+			}
+			ix, err := New(dir, tc.list)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
 					t.Fatalf("err = %v, want %v with %q", err, tc.wantErr, tc.errText)
@@ -155,28 +201,29 @@ func TestLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff(tc.want, ix.Skills()); d != "" {
+			want := slices.SortedFunc(slices.Values(tc.list), func(a, b Skill) int { return strings.Compare(a.Name, b.Name) })
+			if d := cmp.Diff(want, ix.Skills()); d != "" {
 				t.Errorf("skills (-want +got):\n%s", d)
 			}
 		})
 	}
 }
 
-func TestLoadMissingDirectory(t *testing.T) {
-	_, err := Load(filepath.Join(t.TempDir(), "none"))
+func TestNewMissingDirectory(t *testing.T) {
+	_, err := New(filepath.Join(t.TempDir(), "none"), nil)
 	if !errors.Is(err, rtsandbox.ErrInvalid) || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("err = %v, want ErrInvalid and ErrNotExist", err)
 	}
 }
 
-// TestLoadThroughSymlinkedDir: the skills directory itself may be a
+// TestNewThroughSymlinkedDir: the skills directory itself may be a
 // symlink; the rules apply to its realpath.
-func TestLoadThroughSymlinkedDir(t *testing.T) {
+func TestNewThroughSymlinkedDir(t *testing.T) {
 	real := t.TempDir()
 	writeFile(t, real, "pdf/SKILL.md", skillMD("pdf", "d"))
 	link := filepath.Join(t.TempDir(), "skills")
 	symlink(t, real, link)
-	ix := mustLoad(t, link)
+	ix := mustNew(t, link, Skill{Name: "pdf", Description: "d"})
 	if got, err := ix.Read("pdf", ""); err != nil || !strings.Contains(got, "# pdf") {
 		t.Fatalf("Read = %q, %v", got, err)
 	}
@@ -197,8 +244,8 @@ func TestRead(t *testing.T) {
 	writeFile(t, dir, "pdf/long.md", strings.Repeat("é", MaxReadChars+5))
 	writeFile(t, dir, "pdf/exact.md", strings.Repeat("😀", MaxReadChars/2))
 	writeFile(t, dir, "stray.md", "a file of the skills dir, no skill's")
-	ix := mustLoad(t, dir)
-	// Planted after Load: what a guest-influenced tree could look like.
+	ix := mustNew(t, dir, Skill{Name: "pdf", Description: "Read PDFs."}, Skill{Name: "web", Description: "d"})
+	// Planted after New: what a guest-influenced tree could look like.
 	symlink(t, filepath.Join(outside, "secret.txt"), filepath.Join(dir, "pdf", "leak.md"))
 	symlink(t, outside, filepath.Join(dir, "pdf", "out"))
 	symlink(t, "../web/private.md", filepath.Join(dir, "pdf", "sibling.md"))
@@ -263,11 +310,11 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// TestReadSwappedForSymlinkAfterLoad: §6.10 "[SEC] read_skill escape
+// TestReadSwappedForSymlinkAfterNew: §6.10 "[SEC] read_skill escape
 // attempts (symlink out of the tree)": a skill folder or a SKILL.md
-// replaced by a symlink out of the tree after Load is refused, since the
+// replaced by a symlink out of the tree after New is refused, since the
 // realpaths are checked on every read.
-func TestReadSwappedForSymlinkAfterLoad(t *testing.T) {
+func TestReadSwappedForSymlinkAfterNew(t *testing.T) {
 	for _, tc := range []struct{ name, swap, target, errText string }{
 		{name: "SEC-skill-folder", swap: "pdf", target: "", errText: "resolves outside the skills directory"},
 		{name: "SEC-SKILL.md", swap: "pdf/SKILL.md", target: SkillFile, errText: "resolves outside the skill folder"},
@@ -276,8 +323,7 @@ func TestReadSwappedForSymlinkAfterLoad(t *testing.T) {
 			dir := t.TempDir()
 			outside := t.TempDir()
 			writeFile(t, outside, SkillFile, "the host's secret")
-			writeFile(t, dir, "pdf/SKILL.md", skillMD("pdf", "d"))
-			ix := mustLoad(t, dir)
+			ix := mustNew(t, dir, Skill{Name: "pdf", Description: "d"})
 			p := filepath.Join(dir, tc.swap)
 			if err := os.RemoveAll(p); err != nil {
 				t.Fatal(err)
@@ -293,9 +339,8 @@ func TestReadSwappedForSymlinkAfterLoad(t *testing.T) {
 
 func TestGate(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "web/SKILL.md", skillMD("web", "d", "web_fetch", "web_search"))
-	writeFile(t, dir, "pdf/SKILL.md", skillMD("pdf", "d", "pdf_render"))
-	ix := mustLoad(t, dir)
+	ix := mustNew(t, dir, Skill{Name: "web", Description: "d", Tools: []string{"web_fetch", "web_search"}},
+		Skill{Name: "pdf", Description: "d", Tools: []string{"pdf_render"}})
 	g := ix.Gate()
 	type verdict struct {
 		Reason  string
@@ -337,16 +382,16 @@ func TestGate(t *testing.T) {
 
 func TestPromptBlock(t *testing.T) {
 	dir := t.TempDir()
-	if got := mustLoad(t, dir).PromptBlock(); got != "" {
+	if got := mustNew(t, dir).PromptBlock(); got != "" {
 		t.Fatalf("no skills: PromptBlock = %q, want \"\"", got)
 	}
-	writeFile(t, dir, "web/SKILL.md", skillMD("web", "Fetch <pages> & \"quote\" 'them'", "web_fetch"))
-	writeFile(t, dir, "a&b/SKILL.md", skillMD("a&b", "First."))
+	ix := mustNew(t, dir, Skill{Name: "web", Description: "Fetch <pages> & \"quote\" 'them'", Tools: []string{"web_fetch"}},
+		Skill{Name: "a&b", Description: "First."})
 	want := promptIntro + "\n\n<available_skills>\n" +
 		"<skill><name>a&amp;b</name><description>First.</description></skill>\n" +
 		"<skill><name>web</name><description>Fetch &lt;pages&gt; &amp; &#34;quote&#34; &#39;them&#39;</description></skill>\n" +
 		"</available_skills>"
-	if d := cmp.Diff(want, mustLoad(t, dir).PromptBlock()); d != "" {
+	if d := cmp.Diff(want, ix.PromptBlock()); d != "" {
 		t.Errorf("PromptBlock (-want +got):\n%s", d)
 	}
 	for _, piece := range []string{"read_skill", "Before answering or calling any other tool"} {

@@ -9,8 +9,8 @@ import (
 )
 
 // The worker runs inside the sealed container, so its dependency set is
-// policy: only the standard library, the root domain package and the two
-// stdlib-only leaves jsonjs and brokerclient.
+// policy: only the standard library, the root domain package and the
+// stdlib-only leaves jsonjs, brokerclient and skills.
 // Anything else could bring network clients, cgo or host code in.
 func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker").Output()
@@ -21,6 +21,7 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 		"github.com/rtsandbox/rtsandbox":                      true,
 		"github.com/rtsandbox/rtsandbox/jsonjs":               true,
 		"github.com/rtsandbox/rtsandbox/brokerclient":         true,
+		"github.com/rtsandbox/rtsandbox/skills":               true,
 		"github.com/rtsandbox/rtsandbox/worker":               true,
 		"github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker": true,
 	}
@@ -29,7 +30,7 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 		if !strings.Contains(first, ".") || allowed[pkg] {
 			continue
 		}
-		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package, jsonjs and brokerclient", pkg)
+		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package, jsonjs, brokerclient and skills", pkg)
 	}
 }
 

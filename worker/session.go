@@ -93,6 +93,9 @@ type sessionWorker struct {
 	mcp    *mcpClient
 	store  *sessionStore
 	outage bool // a poll failed and none has succeeded since
+
+	// skills are the profile's skills (§5.5); nil when it has none.
+	skills *sessionSkills
 }
 
 // RunSession runs the session worker until ctx ends, and returns the
@@ -118,7 +121,8 @@ func RunSession(ctx context.Context, o SessionOptions) int {
 
 // start runs the startup order of §5.2: GET /mcp-tools (any failure is
 // fatal), GET /worker/config (404 reads as an empty profile, which has no
-// model and is fatal too), then the conversation to continue.
+// model and is fatal too), the skills (a tool claimed by a skill that is
+// not among the worker's is fatal), then the conversation to continue.
 func (w *sessionWorker) start(ctx context.Context) error {
 	discovery, err := w.discover(ctx)
 	if err != nil {
@@ -127,6 +131,10 @@ func (w *sessionWorker) start(ctx context.Context) error {
 	if w.config, err = w.workerConfig(ctx, discovery); err != nil {
 		return err
 	}
+	if w.skills, err = loadSkills(w.config); err != nil {
+		return err
+	}
+	w.config.Prompt = w.skills.prompt(w.config.Prompt) // the system prompt's skills block
 	w.mcp = newMCPClient(w.broker)
 	w.store = openSessionStore(sessionsDir(w.o.Workspace), w.o.Now, func(name string, err error) {
 		w.log.Warn(logSessionFile, "file", name, "error", err.Error())

@@ -27,8 +27,9 @@ var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,100}$`)
 // its turn: every field has its JSON type, modelApi is known ("" is
 // openai), model is not empty (the reference's "set the model from the
 // content; missing → fatal"), timeZone loads ("" is UTC), tools are valid
-// specs and MCP servers have valid names and tools. compaction is not
-// read: this worker has no host-compactor path yet.
+// specs and MCP servers have valid names and tools, and skills and
+// skillsDir pass parseSkillsConfig. compaction is not read: this worker
+// has no host-compactor path yet.
 func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
 	obj, ok := object(data)
 	if !ok {
@@ -64,6 +65,9 @@ func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
 		if c.MCP, ok = mcpServers(raw, mcpServerName.MatchString); !ok {
 			bad = append(bad, "mcp")
 		}
+	}
+	if c.SkillsDir, c.Skills, ok = parseSkillsConfig(obj); !ok {
+		bad = append(bad, "skills")
 	}
 	if !rtsandbox.ValidModelAPI(c.ModelAPI) {
 		bad = append(bad, "modelApi")

@@ -75,8 +75,9 @@ func TestDiscoveredOnly(t *testing.T) {
 func FuzzParseWorkerConfig(f *testing.F) {
 	f.Add([]byte(`{"modelApi":"anthropic","model":"m","tools":[{"name":"t","description":"","parameters":{}}],"mcp":[{"server":"s","tools":[]}]}`))
 	f.Add([]byte(`{"servers":[{"name":"a","tools":["b"]}]}`))
+	f.Add([]byte(`{"model":"m","skillsDir":"/run/sandbox/skills","skills":[{"name":"web","description":"d","tools":["t","s/x"]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if c, err := parseWorkerConfig(data); err == nil && (c.Model == "" || !rtsandbox.ValidModelAPI(c.ModelAPI)) {
+		if c, err := parseWorkerConfig(data); err == nil && (c.Model == "" || !rtsandbox.ValidModelAPI(c.ModelAPI) || (len(c.Skills) > 0) != (c.SkillsDir != "")) {
 			t.Fatalf("accepted %+v", c)
 		}
 		_, _ = parseDiscovery(data)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/skills"
 )
 
 // This file runs one session turn (session spec §5.2 runTurn): the outbox,
@@ -222,19 +223,21 @@ func storedPrompt(prompt string, images int, api string) string {
 
 // sessionTools builds the turn's table: invalid_tool, host_<X> for each
 // host tool of the profile and mcp_<N>_<Y> for each tool Y of its N-th
-// MCP server, the sealed worker's names.
+// MCP server, the sealed worker's names, each held back while a skill
+// that claims it is unread, and read_skill when the profile has skills.
 func (w *sessionWorker) sessionTools(box *outbox) *toolTable {
 	t := newToolTable()
 	for _, spec := range w.config.Tools {
-		t.add(hostFunction(spec, w.hostTool(spec.Name, box)))
+		t.add(w.skills.gated(spec.Name, hostFunction(spec, w.hostTool(spec.Name, box))))
 	}
 	for n, server := range w.config.MCP {
 		for _, spec := range server.Tools {
-			t.add(mcpFunction(n, spec, func(ctx context.Context, in toolInput) (string, error) {
+			t.add(w.skills.gated(skills.MCPToolClaim(server.Server, spec.Name), mcpFunction(n, spec, func(ctx context.Context, in toolInput) (string, error) {
 				return w.mcp.callTool(ctx, server.Server, spec.Name, in.raw)
-			}))
+			})))
 		}
 	}
+	w.skills.addReadSkill(t)
 	return t
 }
 

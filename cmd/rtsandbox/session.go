@@ -69,14 +69,14 @@ func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDe
 // sessionOptions are the runtime's options as data, from the session
 // block (limits, party dir, container prefix, log driver and options,
 // turn and start timeouts), the worker user, zone and installation, and
-// one profile per session profile in use.
+// one profile per session profile in use, with its skills tree.
 func sessionOptions(d host.SessionDeps, image string) session.Options {
 	cs := d.Config.Session
 	cs.ContainerPrefix = containerPrefix(d.Config)
 	lim := container.SessionLimits{MemoryMB: cs.Limits.MemoryMB, CPUs: cs.Limits.CPUs, PIDs: cs.Limits.PIDs}
 	profiles := map[string]session.Profile{}
 	for name := range d.Brokers {
-		profiles[name] = session.Profile{Limits: lim}
+		profiles[name] = session.Profile{Limits: lim, Skills: d.Skills[name]}
 	}
 	return session.Options{
 		Profiles:        profiles,
@@ -95,7 +95,9 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 
 // sessionBroker makes the broker of one channel of profile, listening on
 // socket: the profile's checked broker configuration, the session budget,
-// and the worker's profile as GET /worker/config answers it.
+// and the worker's profile as GET /worker/config answers it (with the
+// skills index and where the copy is mounted, when the profile has
+// skills).
 func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socket string) (session.Broker, error) {
 	bc, ok := d.Brokers[profile]
 	if !ok {
@@ -105,13 +107,9 @@ func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socke
 	if err != nil {
 		return nil, fmt.Errorf("profiles.%s: %w", profile, err)
 	}
-	tools, mcp := b.Declarations()
 	sc := sessionLimits(cfg.Session)
 	sc.Broker, sc.WorkerImage = b, image
-	sc.Worker = rtsandbox.SessionWorkerConfig{
-		ModelAPI: bc.API, Model: bc.Model, Stream: bc.Stream,
-		Prompt: cfg.Sandbox.Prompt, TimeZone: d.TimeZone, Tools: tools, MCP: mcp,
-	}
+	sc.Worker = workerConfig(d, cfg, b, bc, profile)
 	s, err := broker.NewSession(sc)
 	if err != nil {
 		return nil, err
@@ -120,6 +118,22 @@ func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socke
 		return nil, err
 	}
 	return s, nil
+}
+
+// workerConfig is the answer of GET /worker/config for profile: its
+// model, the operator's prompt, the zone, the tools and MCP servers its
+// broker declares, and its skills index with where the copy is mounted
+// (none when the profile has no skills).
+func workerConfig(d host.SessionDeps, cfg *config.Config, b *broker.Broker, bc broker.Config, profile string) rtsandbox.SessionWorkerConfig {
+	tools, mcp := b.Declarations()
+	wc := rtsandbox.SessionWorkerConfig{
+		ModelAPI: bc.API, Model: bc.Model, Stream: bc.Stream,
+		Prompt: cfg.Sandbox.Prompt, TimeZone: d.TimeZone, Tools: tools, MCP: mcp,
+	}
+	if tree := d.Skills[profile]; tree != nil {
+		wc.SkillsDir, wc.Skills = rtsandbox.SessionSkillsDir, tree.Skills()
+	}
+	return wc
 }
 
 // sessionLimits is the session block's per-turn budget and listener

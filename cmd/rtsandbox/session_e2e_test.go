@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -1101,4 +1102,93 @@ func TestSessionServeContainerInterrupted(t *testing.T) {
 			s.stopOK(t)
 		})
 	}
+}
+
+// clockResult is how the built-in clock's answer starts.
+var clockResult = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}`)
+
+// skillModel plays a model that follows the skills block: it calls the
+// gated tool host_clock, reads the skill read_skill names in the refusal,
+// calls host_clock again, and answers with what the clock said. A tool
+// result it does not expect ends the turn with that result, so a failure
+// shows in the reply.
+func skillModel() *fakemodel.Server {
+	return fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			last := req.Last()
+			switch {
+			case last.Role != "tool":
+				return fakemodel.Response{ToolCalls: []fakemodel.ToolCall{fakemodel.Call("host_clock", map[string]any{})}}
+			case strings.HasPrefix(last.Text(), "Read the clocks skill with read_skill first"):
+				return fakemodel.Response{ToolCalls: []fakemodel.ToolCall{fakemodel.Call("read_skill", map[string]any{"skill": "clocks"})}}
+			case strings.Contains(last.Text(), "SKILL-BODY"):
+				return fakemodel.Response{ToolCalls: []fakemodel.ToolCall{fakemodel.Call("host_clock", map[string]any{})}}
+			case clockResult.MatchString(last.Text()):
+				return fakemodel.Response{Content: "clock read"}
+			}
+			return fakemodel.Response{Content: "unexpected tool result: " + last.Text()}
+		}))
+}
+
+// writeSkillFile writes the clocks skill's SKILL.md with description desc.
+func writeSkillFile(t *testing.T, dir, desc string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "clocks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "---\nname: clocks\ndescription: " + desc + "\ntools: [clock]\n---\nSKILL-BODY: say the time in the channel's zone.\n"
+	if err := os.WriteFile(filepath.Join(dir, "clocks", "SKILL.md"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSessionServeSkills: a session profile with a skill (§5.5) end to
+// end in a real container. The skills block reaches the model's system
+// prompt; the tool the skill gates is refused with the exact text until
+// the worker's read_skill read the skill's SKILL.md from the read-only
+// copy in run/skills, then runs. A changed SKILL.md (serve restarted)
+// recreates the container, whose prompt carries the new description.
+func TestSessionServeSkills(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := skillModel()
+	defer model.Close()
+	skillsDir := t.TempDir()
+	writeSkillFile(t, skillsDir, "Telling the time.")
+	addr := freeAddr(t)
+	cfg, state := serveConfig(t, model.ChatURL(), tag, addr)
+	appendConfig(t, cfg, "tools:\n  - {name: clock, builtin: clock}\n"+
+		"profiles:\n  chat: {mode: session, tools: [clock], skills: "+skillsDir+"}\ndefault_profile: chat\nsession:\n  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "What time is it?", "clock read")
+
+	reqs := model.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d model requests; want 4 (gated call, read_skill, clock, answer)\nserve:\n%s", len(reqs), s.out.String())
+	}
+	if sys := reqs[0].System(); !strings.Contains(sys, "<available_skills>\n<skill><name>clocks</name><description>Telling the time.</description></skill>") {
+		t.Errorf("system prompt lacks the skills block:\n%s", sys)
+	}
+	if got, want := reqs[1].Last().Text(), "Read the clocks skill with read_skill first; it sets how clock is used here."; got != want {
+		t.Errorf("gated call's result %q; want %q", got, want)
+	}
+	if got := reqs[2].Last().Text(); !strings.Contains(got, "name: clocks") || !strings.Contains(got, "SKILL-BODY") {
+		t.Errorf("read_skill's result %q; want the SKILL.md", got)
+	}
+	copied := filepath.Join(state, "party", "http_lobby", "run", "skills", "clocks", "SKILL.md")
+	if data, err := os.ReadFile(copied); err != nil || !strings.Contains(string(data), "Telling the time.") {
+		t.Errorf("run/skills copy: %q, %v", data, err)
+	}
+	first := oneContainer(t, cli, tag, s)
+	s.stopOK(t)
+
+	writeSkillFile(t, skillsDir, "Telling the time, anew.")
+	s2 := startServe(t, addr, "--config", cfg)
+	s2.sayOne(t, "http:lobby", "And now?", "clock read")
+	if c := oneContainer(t, cli, tag, s2); c.ID == first.ID {
+		t.Errorf("a changed SKILL.md kept container %s; want a new one", c.ID)
+	}
+	if sys := model.Requests()[4].System(); !strings.Contains(sys, "<description>Telling the time, anew.</description>") {
+		t.Errorf("the new container's system prompt lacks the new description:\n%s", sys)
+	}
+	s2.stopOK(t)
 }

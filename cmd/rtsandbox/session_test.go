@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/session"
+	"github.com/rtsandbox/rtsandbox/skills/skilltree"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // sessionConfigYAML sets every key of the session block away from its
@@ -127,5 +131,42 @@ func TestOfflineSessionsUseContainerPrefix(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{inst}, rec.reaped); diff != "" {
 		t.Errorf("reaped (-want +got):\n%s", diff)
+	}
+}
+
+// profiles.<name>.skills: the profile's tree reaches the session runtime
+// (which copies it into run/skills) and its index and the mount point
+// reach GET /worker/config; a profile without skills sends neither.
+func TestSessionWiringSkills(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "pdf"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pdf", "SKILL.md"), []byte("---\nname: pdf\ndescription: Read PDFs.\ntools: [clock]\n---\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := skilltree.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseSessionConfig(t)
+	bc := broker.Config{ModelURL: upstream.MustParseEndpoint("https://api.example/v1", true), Model: "m",
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "", nil }}
+	b, err := broker.New(bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := host.SessionDeps{Config: cfg, Brokers: map[string]broker.Config{"studio": bc, "plain": bc},
+		Skills: map[string]*skilltree.Tree{"studio": tree}}
+	if got := sessionOptions(d, "img:1").Profiles; got["studio"].Skills != tree || got["plain"].Skills != nil {
+		t.Errorf("profiles %+v; want studio's tree and none for plain", got)
+	}
+	wc := workerConfig(d, cfg, b, bc, "studio")
+	want := []rtsandbox.SessionSkill{{Name: "pdf", Description: "Read PDFs.", Tools: []string{"clock"}}}
+	if diff := cmp.Diff(want, wc.Skills); diff != "" || wc.SkillsDir != rtsandbox.SessionSkillsDir {
+		t.Errorf("worker config skills %q (-want +got):\n%s", wc.SkillsDir, diff)
+	}
+	if wc := workerConfig(d, cfg, b, bc, "plain"); wc.Skills != nil || wc.SkillsDir != "" {
+		t.Errorf("plain's worker config has skills %q %v", wc.SkillsDir, wc.Skills)
 	}
 }

@@ -1,4 +1,4 @@
-package skills
+package skilltree
 
 import (
 	"bytes"
@@ -9,9 +9,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/skills"
 )
 
-// frontMatter is the decoded head of a SKILL.md. Its fields match Skill.
+// frontMatter is the decoded head of a SKILL.md. Its fields match
+// skills.Skill.
 type frontMatter struct {
 	Name        string
 	Description string
@@ -66,7 +68,7 @@ func cutFrontMatter(data []byte) ([]byte, error) {
 	if !ok || string(trimLine(first)) != "---" {
 		return nil, invalid(`the file must start with a front matter line "---"`)
 	}
-	tooLarge := invalid("the front matter is larger than %d bytes", MaxFrontMatter)
+	tooLarge := invalid("the front matter is larger than %d bytes", skills.MaxFrontMatter)
 	for off := 0; ; {
 		line, _, more := bytes.Cut(rest[off:], []byte("\n"))
 		if string(trimLine(line)) == "---" {
@@ -75,7 +77,7 @@ func cutFrontMatter(data []byte) ([]byte, error) {
 		if !more {
 			break
 		}
-		if off += len(line) + 1; off > MaxFrontMatter {
+		if off += len(line) + 1; off > skills.MaxFrontMatter {
 			return nil, tooLarge
 		}
 	}

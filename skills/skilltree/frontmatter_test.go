@@ -1,4 +1,4 @@
-package skills
+package skilltree
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/skills"
 )
 
 // frontMatterCases are the front-matter rules of §5.5; they also seed
@@ -51,7 +52,7 @@ var frontMatterCases = []struct {
 	{name: "tools-item-empty", in: "---\nname: a\ndescription: d\ntools: [x, \"\"]\n---\n", wantErr: "tools[1] must not be empty"},
 	{name: "tools-item-repeated", in: "---\nname: a\ndescription: d\ntools: [x, x]\n---\n", wantErr: `tools[1] repeats "x"`},
 	{name: "alias-for-name", in: "---\ndescription: &d d\nname: *d\n---\n", wantErr: "name must be a string"},
-	{name: "front-matter-over-64KiB", in: "---\nname: a\ndescription: d\n#" + strings.Repeat("x", MaxFrontMatter) + "\n---\n",
+	{name: "front-matter-over-64KiB", in: "---\nname: a\ndescription: d\n#" + strings.Repeat("x", skills.MaxFrontMatter) + "\n---\n",
 		wantErr: "larger than 65536 bytes"},
 }
 
@@ -77,12 +78,12 @@ func TestParseFrontMatter(t *testing.T) {
 
 func TestFrontMatterExactlyAtTheBound(t *testing.T) {
 	head := "name: a\ndescription: d\n#"
-	head += strings.Repeat("x", MaxFrontMatter-len(head)-1) + "\n"
-	if len(head) != MaxFrontMatter {
+	head += strings.Repeat("x", skills.MaxFrontMatter-len(head)-1) + "\n"
+	if len(head) != skills.MaxFrontMatter {
 		t.Fatalf("head is %d bytes", len(head))
 	}
 	if _, err := parseFrontMatter([]byte("---\n" + head + "---\n")); err != nil {
-		t.Fatalf("a front matter of exactly %d bytes: %v", MaxFrontMatter, err)
+		t.Fatalf("a front matter of exactly %d bytes: %v", skills.MaxFrontMatter, err)
 	}
 }
 
