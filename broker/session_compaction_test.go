@@ -117,7 +117,7 @@ func (f *compactFixture) bind(left time.Duration) (release func(), cancel contex
 	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	release, err := f.sess.Bind(ctx, rtsandbox.SessionBinding{
-		Binding: rtsandbox.Binding{Channel: partyChannel, Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}},
+		Binding:  rtsandbox.Binding{Channel: partyChannel, Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}},
 		Thinking: "high", Deadline: time.Now().Add(left),
 	})
 	if err != nil {
@@ -286,7 +286,9 @@ func TestCompactFallbacks(t *testing.T) {
 		calls    int
 	}{
 		{name: "declined", want: "the compactor declined", calls: 1,
-			fn: func(context.Context, rtsandbox.CompactRequest, <-chan struct{}) (*rtsandbox.Compaction, error) { return nil, nil }},
+			fn: func(context.Context, rtsandbox.CompactRequest, <-chan struct{}) (*rtsandbox.Compaction, error) {
+				return nil, nil
+			}},
 		{name: "never-settles", timeout: time.Second, want: "the compactor took over 1000 ms", calls: 1,
 			fn: func(_ context.Context, _ rtsandbox.CompactRequest, release <-chan struct{}) (*rtsandbox.Compaction, error) {
 				<-release // ignores its signal
