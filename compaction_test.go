@@ -258,6 +258,7 @@ func TestDefaultCompactorTimeoutFor(t *testing.T) {
 	}{
 		{600 * time.Second, 120 * time.Second, true},
 		{300 * time.Second, 100 * time.Second, true},
+		{70 * time.Second, 23333 * time.Millisecond, true}, // ⌊70000/3⌋ ms
 		{3 * time.Second, time.Second, true},
 		{2 * time.Second, time.Second, true},
 		{time.Second, time.Second, false}, // 1 s is more than half of 1 s
