@@ -76,7 +76,7 @@ var (
 // operator names none (§2.11 step 5): a third of the turn in whole
 // milliseconds, at least 1 s and at most 120 s.
 func DefaultCompactorTimeoutFor(turn time.Duration) time.Duration {
-	return max(MinCompactorTimeout, min(DefaultCompactorTimeout, (turn / 3).Truncate(time.Millisecond)))
+	return max(MinCompactorTimeout, min(DefaultCompactorTimeout, (turn/3).Truncate(time.Millisecond)))
 }
 
 // CompactorTimeoutFits is the runtime's rule "The compactor's timeout must
