@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -146,8 +147,8 @@ func (r CompactRequest) Validate() error {
 // Members are matched exactly (not case-folded) and unknown ones dropped.
 // Anything else is ErrCompactRequest.
 func ParseCompactRequest(data []byte) (CompactRequest, error) {
-	var obj map[string]json.RawMessage
-	if decodeObjectStrict(data, &obj) != nil {
+	obj, isObj := members(data)
+	if !isObj {
 		return CompactRequest{}, ErrCompactRequest
 	}
 	var r CompactRequest
@@ -163,10 +164,8 @@ func ParseCompactRequest(data []byte) (CompactRequest, error) {
 	r.CustomInstructions, ok[8] = optString(obj["customInstructions"])
 	r.ReadFiles, ok[9] = jsonStrings(obj["readFiles"])
 	r.ModifiedFiles, ok[10] = jsonStrings(obj["modifiedFiles"])
-	for _, v := range ok {
-		if !v {
-			return CompactRequest{}, ErrCompactRequest
-		}
+	if slices.Contains(ok[:], false) {
+		return CompactRequest{}, ErrCompactRequest
 	}
 	if !r.validScalars() { // the messages were checked as they were read
 		return CompactRequest{}, ErrCompactRequest
@@ -239,8 +238,8 @@ func (r CompactResponse) MarshalJSON() ([]byte, error) {
 // (its numbers kept as json.Number); otherwise fallback a string.
 // Anything else is ErrCompactResponse.
 func ParseCompactResponse(data []byte) (CompactResponse, error) {
-	var obj map[string]json.RawMessage
-	if decodeObjectStrict(data, &obj) != nil {
+	obj, isObj := members(data)
+	if !isObj {
 		return CompactResponse{}, ErrCompactResponse
 	}
 	ok, valid := jsonBool(obj["ok"])
@@ -263,8 +262,8 @@ func ParseCompactResponse(data []byte) (CompactResponse, error) {
 
 // parseCompaction reads a compaction object of a compact response.
 func parseCompaction(raw json.RawMessage) (Compaction, error) {
-	var obj map[string]json.RawMessage
-	if decodeObjectStrict(raw, &obj) != nil {
+	obj, isObj := members(raw)
+	if !isObj {
 		return Compaction{}, ErrCompaction
 	}
 	var c Compaction
@@ -279,10 +278,8 @@ func parseCompaction(raw json.RawMessage) (Compaction, error) {
 		dec.UseNumber()
 		ok[4] = isJSONObject(d) && dec.Decode(&c.Details) == nil
 	}
-	for _, v := range ok {
-		if !v {
-			return Compaction{}, ErrCompaction
-		}
+	if slices.Contains(ok[:], false) {
+		return Compaction{}, ErrCompaction
 	}
 	if !validEntryID(c.FirstKeptEntryID) || c.Validate(c.FirstKeptEntryID) != nil {
 		return Compaction{}, ErrCompaction
@@ -368,8 +365,8 @@ func (r CompactionReport) MarshalJSON() ([]byte, error) {
 // member of the wrong type (null included) refused. Anything else is
 // ErrCompactionReport.
 func ParseCompactionReport(data []byte) (CompactionReport, error) {
-	var obj map[string]json.RawMessage
-	if decodeObjectStrict(data, &obj) != nil {
+	obj, isObj := members(data)
+	if !isObj {
 		return CompactionReport{}, ErrCompactionReport
 	}
 	var r CompactionReport
@@ -403,15 +400,20 @@ func ParseCompactionReport(data []byte) (CompactionReport, error) {
 		r.Error, v = optString(obj["error"])
 		add(v)
 	}
-	for _, v := range ok {
-		if !v {
-			return CompactionReport{}, ErrCompactionReport
-		}
+	if slices.Contains(ok[:], false) {
+		return CompactionReport{}, ErrCompactionReport
 	}
 	if r.Validate() != nil {
 		return CompactionReport{}, ErrCompactionReport
 	}
 	return r, nil
+}
+
+// members decodes one JSON object (and nothing after it) into its
+// members, matched exactly by name.
+func members(data []byte) (map[string]json.RawMessage, bool) {
+	var obj map[string]json.RawMessage
+	return obj, decodeObjectStrict(data, &obj) == nil
 }
 
 // maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER.

@@ -184,17 +184,19 @@ func TestParseCompactResponse(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("ParseCompactResponse(%s) = %+v, %v; want ok %v", tc.body, r, err, tc.ok)
 			}
-			if !tc.ok {
-				return
-			}
-			data, err := json.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(data) != tc.body {
-				t.Errorf("round trip = %s; want %s", data, tc.body)
+			if tc.ok {
+				wantEncoding(t, r, tc.body)
 			}
 		})
+	}
+}
+
+// wantEncoding checks that v encodes as body.
+func wantEncoding(t *testing.T, v any, body string) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil || string(data) != body {
+		t.Errorf("round trip = %s (%v); want %s", data, err, body)
 	}
 }
 
@@ -234,18 +236,11 @@ func TestParseCompactionReport(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("ParseCompactionReport = %+v, %v; want ok %v", r, err, tc.ok)
 			}
-			if err != nil {
-				if !errors.Is(err, ErrCompactionReport) {
-					t.Errorf("error %v is not ErrCompactionReport", err)
-				}
-				return
+			if err != nil && !errors.Is(err, ErrCompactionReport) {
+				t.Errorf("error %v is not ErrCompactionReport", err)
 			}
-			data, err := json.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(data) != tc.body {
-				t.Errorf("round trip = %s; want %s", data, tc.body)
+			if err == nil {
+				wantEncoding(t, r, tc.body)
 			}
 		})
 	}
@@ -272,32 +267,40 @@ func TestDefaultCompactorTimeoutFor(t *testing.T) {
 	}
 }
 
-// FuzzParseCompactRequest: no panic; an accepted request passes Validate,
-// and its marshalled form parses to the same request.
+// roundTrip checks what a parser accepted: it passes validate (when
+// given), and its marshalled form parses again to the same encoding.
+func roundTrip[T any](t *testing.T, data []byte, parse func([]byte) (T, error), validate func(T) error) {
+	t.Helper()
+	v, err := parse(data)
+	if err != nil {
+		return
+	}
+	if validate != nil {
+		if err := validate(v); err != nil {
+			t.Fatalf("accepted %s fails Validate: %v", data, err)
+		}
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := parse(out)
+	if err != nil {
+		t.Fatalf("marshalled %s does not parse: %v", out, err)
+	}
+	if out2, _ := json.Marshal(again); string(out) != string(out2) {
+		t.Fatalf("round trip differs:\n%s\n%s", out, out2)
+	}
+}
+
+// FuzzParseCompactRequest: no panic; an accepted request passes Validate
+// and survives a round trip.
 func FuzzParseCompactRequest(f *testing.F) {
 	for _, tc := range compactRequestCases {
 		f.Add([]byte(withMember(f, compactBase, tc.key, tc.value)))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseCompactRequest(data)
-		if err != nil {
-			return
-		}
-		if err := r.Validate(); err != nil {
-			t.Fatalf("accepted request fails Validate: %v", err)
-		}
-		out, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := ParseCompactRequest(out)
-		if err != nil {
-			t.Fatalf("marshalled request %s does not parse: %v", out, err)
-		}
-		out2, _ := json.Marshal(again)
-		if string(out) != string(out2) {
-			t.Fatalf("round trip differs:\n%s\n%s", out, out2)
-		}
+		roundTrip(t, data, ParseCompactRequest, CompactRequest.Validate)
 	})
 }
 
@@ -308,24 +311,7 @@ func FuzzParseCompactionReport(f *testing.F) {
 		f.Add([]byte(tc.body))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseCompactionReport(data)
-		if err != nil {
-			return
-		}
-		if err := r.Validate(); err != nil {
-			t.Fatalf("accepted report fails Validate: %v", err)
-		}
-		out, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := ParseCompactionReport(out)
-		if err != nil {
-			t.Fatalf("marshalled report %s does not parse: %v", out, err)
-		}
-		if diff := cmp.Diff(r, again); diff != "" {
-			t.Fatalf("round trip (-first +second):\n%s", diff)
-		}
+		roundTrip(t, data, ParseCompactionReport, CompactionReport.Validate)
 	})
 }
 
@@ -336,21 +322,6 @@ func FuzzParseCompactResponse(f *testing.F) {
 		f.Add([]byte(tc.body))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseCompactResponse(data)
-		if err != nil {
-			return
-		}
-		out, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := ParseCompactResponse(out)
-		if err != nil {
-			t.Fatalf("marshalled answer %s does not parse: %v", out, err)
-		}
-		out2, _ := json.Marshal(again)
-		if string(out) != string(out2) {
-			t.Fatalf("round trip differs:\n%s\n%s", out, out2)
-		}
+		roundTrip(t, data, ParseCompactResponse, nil)
 	})
 }
