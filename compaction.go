@@ -472,13 +472,10 @@ func optString(raw json.RawMessage) (string, bool) {
 
 // jsonBool reads a required JSON boolean.
 func jsonBool(raw json.RawMessage) (value, ok bool) {
-	switch string(bytes.TrimSpace(raw)) {
-	case "true":
-		return true, true
-	case "false":
-		return false, true
+	if raw == nil {
+		return false, false
 	}
-	return false, false
+	return optBool(raw)
 }
 
 // jsonSafeInt is Number.isSafeInteger on a JSON value: a number whose
