@@ -530,6 +530,27 @@ func TestCompactTimeShare(t *testing.T) {
 	})
 }
 
+// §2.11 step 5 at its edge: half of 2000 ms left is the 1000 ms floor and
+// runs; half of 1999 ms is 999 ms and falls back.
+func TestCompactTimeoutFloor(t *testing.T) {
+	for _, tc := range []struct {
+		left  time.Duration
+		calls int
+	}{{2000 * time.Millisecond, 1}, {1999 * time.Millisecond, 0}} {
+		t.Run(tc.left.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				comp := newCompactor()
+				f := newCompactFixture(t, comp, nil)
+				f.bind(tc.left)
+				r := f.compact(body7)
+				if n := len(comp.called()); n != tc.calls || r.OK != (tc.calls == 1) {
+					t.Errorf("answer %+v after %d compactor calls; want %d", r, n, tc.calls)
+				}
+			})
+		})
+	}
+}
+
 // §6.7 "Aborting the compaction's signal while the host compactor hangs":
 // the turn ends while the compactor waits; the answer falls back at once
 // with "the compaction was aborted" and the compactor's signal is
