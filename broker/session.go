@@ -20,8 +20,8 @@ package broker
 //	                        turn's thinking level
 //	POST /tools/<name>      a host tool with {input:{…}} → SessionToolResponse
 //	POST /mcp/<server>      MCP JSON-RPC, rebuilt and passed through
-//	/compaction/*           not served yet: 410 unbound, 404 bound (the seam
-//	                        for the host compactor of §2.11)
+//	POST /compaction/compact the host compactor (session_compaction.go)
+//	POST /compaction/report the worker's compaction reports, logged
 //
 // Decisions of this Go port (docs/session.md, "Session broker"):
 //   - A credential call holds one of the turn's slots (SessionConfig.
@@ -91,8 +91,17 @@ type SessionConfig struct {
 	// (§2.4 step 18; more cuts the answer off): 0 means
 	// rtsandbox.MaxStreamedAnswer, otherwise 1..that.
 	MaxResponseBytes int64
-	// Worker is the answer of GET /worker/config.
+	// Worker is the answer of GET /worker/config. Its Compaction is set
+	// from Compactor: the engine's name with one, absent without.
 	Worker rtsandbox.SessionWorkerConfig
+	// Compactor is the host compactor of §2.11 (CheckCompactor); nil
+	// means none, and every compact request falls back.
+	Compactor Compactor
+	// Scrub cleans a failed compactor's error text before the worker
+	// and the log see it, after the broker masked every form of the
+	// model credential in it; nil blanks control characters only. The
+	// host wires its diagnostic scrubber.
+	Scrub func(string) string
 	// Now is the clock of the startup window (its 90 s and the 10 s
 	// re-arm gap); nil means time.Now.
 	Now func() time.Time
@@ -152,6 +161,9 @@ type Session struct {
 	pending   *pendingTurn
 	waiter    chan *pendingTurn
 	receiving bool
+	// compacting is the broker's one host compaction slot (§2.2), held
+	// until the compactor truly returns.
+	compacting bool
 }
 
 // scope is what a credential call runs under: a bound turn or the startup
@@ -164,6 +176,9 @@ type scope struct {
 	expires time.Time // startup only: the window's end on the Session clock
 	profile string
 	failed  bool // guarded by Session.mu
+	// compacts and reports count the turn's compact requests and
+	// reports (§2.11); guarded by Session.mu.
+	compacts, reports int
 }
 
 // pendingTurn is a turn queued by Execute.
@@ -209,6 +224,13 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	if cfg.Worker.MCP == nil {
 		cfg.Worker.MCP = []rtsandbox.MCPServerTools{}
+	}
+	cfg.Worker.Compaction = nil
+	if cfg.Compactor != nil {
+		if err := CheckCompactor(cfg.Compactor); err != nil {
+			return nil, err
+		}
+		cfg.Worker.Compaction = &rtsandbox.SessionCompactionID{Engine: cfg.Compactor.Engine()}
 	}
 	s := &Session{b: cfg.Broker, cfg: cfg, now: cfg.Now, closed: make(chan struct{})}
 	if s.now == nil {

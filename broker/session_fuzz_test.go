@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -55,6 +56,24 @@ var sessionTexts = map[string]bool{
 	"Invalid tool input": true, "MCP method refused": true, "Broker call failed": true, "Upstream refused": true,
 	"Already waiting": true, "Retry": true, "No matching turn": true, "Already receiving": true,
 	"Invalid result": true, "Invalid ready handshake": true, "Ready": true, "Accepted": true,
+	"Report budget exhausted": true, "Invalid report": true,
+}
+
+// fuzzCompactor summarises a manual request, declines a threshold one and
+// fails an overflow one with an error that holds the model credential.
+func fuzzCompactor() *fakeCompactor {
+	c := newCompactor()
+	inner := c.fn
+	c.fn = func(ctx context.Context, req rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+		switch req.Reason {
+		case rtsandbox.CompactThreshold:
+			return nil, nil
+		case rtsandbox.CompactOverflow:
+			return nil, errors.New("refused key " + hostSecret)
+		}
+		return inner(ctx, req)
+	}
+	return c
 }
 
 // FuzzSessionRoutes drives arbitrary methods, targets and bodies through
@@ -80,6 +99,10 @@ func FuzzSessionRoutes(f *testing.F) {
 		{0, "/mcp-tools", ``, false},
 		{1, "/anthropic/v1/messages?beta=true", `{"messages":[{"role":"user","content":"hi"}]}`, true},
 		{1, "/compaction/compact", `{}`, true},
+		{1, "/compaction/compact", body7, true},
+		{1, "/compaction/compact", strings.Replace(body7, "manual", "overflow", 1), true},
+		{1, "/compaction/report", bypassReport, true},
+		{1, "/compaction/report", endReport, false},
 	} {
 		f.Add(seed.method, seed.target, []byte(seed.body), seed.bound)
 	}
@@ -111,7 +134,7 @@ func FuzzSessionRoutes(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := broker.NewSession(broker.SessionConfig{Broker: b})
+		s, err := broker.NewSession(broker.SessionConfig{Broker: b, Compactor: fuzzCompactor()})
 		if err != nil {
 			t.Fatal(err)
 		}

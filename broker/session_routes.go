@@ -49,7 +49,7 @@ func sessFail(detail string) outcome {
 type sessionRoute func(ctx context.Context, sc *scope, req request) outcome
 
 // ServeHTTP applies the URL hygiene of §2.2 and serves the worker routes,
-// /mcp-tools, the compaction seam and the credential pipeline.
+// /mcp-tools, the compaction routes and the credential pipeline.
 func (s *Session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.RequestURI
 	if target == "" || target[0] != '/' || strings.Contains(target, "#") {
@@ -88,33 +88,16 @@ func (s *Session) serveLocal(w http.ResponseWriter, r *http.Request, path string
 	case path == rtsandbox.RouteMCPTools:
 		writeText(w, http.StatusNotFound, sessNotFound)
 	case strings.HasPrefix(path, compactionPrefix):
-		s.serveCompaction(w, r)
+		s.serveCompaction(w, r, path)
 	default:
 		return false
 	}
 	return true
 }
 
-// compactionPrefix is the prefix of the host compaction routes of §2.11.
+// compactionPrefix is the prefix of the host compaction routes of §2.11
+// (session_compaction.go).
 const compactionPrefix = "/compaction/"
-
-// serveCompaction is the seam of the host compaction routes (§2.11, the
-// next issue): non-POST is 404 and an unbound broker 410, as the spec's
-// table says; while a turn is bound the routes do not exist yet (404).
-func (s *Session) serveCompaction(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		writeText(w, http.StatusNotFound, sessNotFound)
-		return
-	}
-	s.mu.Lock()
-	bound := s.bound != nil && s.bound.ctx.Err() == nil && !s.bound.failed
-	s.mu.Unlock()
-	if !bound {
-		writeText(w, http.StatusGone, sessTurnEnded)
-		return
-	}
-	writeText(w, http.StatusNotFound, sessNotFound)
-}
 
 // discovery is the answer of GET /mcp-tools: the profile's servers with
 // their allowed tool names, in configuration order; never an endpoint.

@@ -652,15 +652,17 @@ func TestSessionStartupWindowExpires(t *testing.T) {
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
 }
 
-// §6.1 "Compactor time share" belongs to the host compaction routes of
-// §2.11 (the next issue). Until then the seam answers as §2.10 says:
-// 410 without a bound turn, 404 for non-POST, and 404 while bound.
+// §2.10 on the socket: a compaction route without a bound turn is 410,
+// a non-POST 404; bound, an invalid report is 400 "Invalid report" (the
+// routes' own tests are in session_compaction_test.go; §6.1 "Compactor
+// time share" is TestCompactTimeShare).
 func TestSessionCompactionSeam(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	wantResp(t, f.post("/compaction/compact", `{}`), 410, "Turn ended")
 	wantResp(t, f.do(http.MethodGet, "/compaction/report", ""), 404, "Not found")
 	f.bind("")
-	wantResp(t, f.post("/compaction/report", `{}`), 404, "Not found")
+	wantResp(t, f.post("/compaction/report", `{}`), 400, "Invalid report")
+	wantResp(t, f.post("/compaction/other", `{}`), 404, "Not found")
 }
 
 // §6.1 "An SSE error event inside a 200 stream, split mid-event across

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -149,14 +148,7 @@ func (s *Session) accept(p *pendingTurn, body []byte) (int, string) {
 // read deadline is moved to now, so a worker that streams a body forever
 // cannot hold the reader past its turn.
 func (s *Session) readResult(w http.ResponseWriter, r *http.Request, p *pendingTurn) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	stop := context.AfterFunc(p.ctx, func() { _ = rc.SetReadDeadline(time.Now()) })
-	defer stop()
-	body, err := readLimited(r.Body, rtsandbox.MaxResultBody)
-	if err == nil && p.ctx.Err() != nil {
-		err = context.Cause(p.ctx)
-	}
-	return body, err
+	return readUnder(p.ctx, w, r, rtsandbox.MaxResultBody)
 }
 
 // ParseResultPacket reads the envelope of a result packet (§2.3 step 4):

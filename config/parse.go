@@ -40,7 +40,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Host = p.host(o.get("host"))
 	c.Metrics = p.metrics(o.get("metrics"), c)
 	p.profileKeys(o, c)
-	c.Session = p.session(o.get("session"), c.StateDir, c.UsesSessions())
+	c.Session = p.session(o.get("session"), c)
 	reserve, reserveKey := c.turnReserve()
 	c.Budgets = p.budgets(o.get("budgets"), reserve, reserveKey)
 	return c

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/compactor"
 )
 
 // Defaults and ranges of the session block (session spec §1.2, §2, §3.1,
@@ -83,7 +84,35 @@ type Session struct {
 	// log_options gets no options.
 	LogDriver  string
 	LogOptions map[string]string
+	// Compactor is session.compactor, the host compactor (session spec
+	// §2.11); nil means none: the workers summarise on their own.
+	Compactor *Compactor
 }
+
+// Compactor is session.compactor: the built-in summary engine
+// (package compactor) on one of the configured models.
+type Compactor struct {
+	// Engine is CompactorSummary, the only built-in engine.
+	Engine string
+	// Model names the model the summaries are written by: DefaultModel
+	// (the model block) or an entry of models (Config.CompactorModel).
+	Model string
+	// Timeout bounds one compaction: 1 s..600 s and at most half of
+	// session.turn_timeout; default max(1 s, min(120 s, turn/3)).
+	Timeout time.Duration
+	// MaxRequestBytes bounds a worker's compact request (max_request_mb,
+	// 1..96, default 32).
+	MaxRequestBytes int64
+	// MaxSummaryTokens is the summary's max_tokens (256..32768, default
+	// 4096); MaxInputBytes bounds the transcript sent to the model
+	// (max_input_kb, 16..8192, default 512).
+	MaxSummaryTokens int
+	MaxInputBytes    int
+}
+
+// CompactorSummary is the built-in summary engine's name in
+// session.compactor.engine.
+const CompactorSummary = compactor.Engine
 
 // SessionLimits are a session container's resource limits.
 type SessionLimits struct {
@@ -126,17 +155,21 @@ func defaultSession(stateDir string) Session {
 // session parses "session". The party directory's length is checked only
 // when a profile uses session mode (used), since only then does a socket
 // live under it.
-func (p *parser) session(n *yaml.Node, stateDir string, used bool) Session {
+func (p *parser) session(n *yaml.Node, c *Config) Session {
+	stateDir, used := c.StateDir, c.UsesSessions()
 	s := defaultSession(stateDir)
 	var o object
 	if n != nil {
 		var ok bool
 		if o, ok = p.object(n, "session", "max_calls", "max_in_flight", "max_request_mb", "max_response_mb",
 			"max_connections", "turn_timeout", "start_timeout", "limits", "party_dir", "container_prefix",
-			"log_driver", "log_options"); !ok {
+			"log_driver", "log_options", "compactor"); !ok {
 			return s
 		}
 		p.sessionFields(o, &s)
+		if n := o.get("compactor"); n != nil {
+			s.Compactor = p.compactor(n, o.at("compactor"), s.TurnTimeout, c)
+		}
 	}
 	if msg := partyDirPlace(s.PartyDir, stateDir); msg != "" && n != nil {
 		p.fail(o.get("party_dir"), "session.party_dir", "%s", msg)
@@ -175,6 +208,51 @@ func (p *parser) sessionFields(o object, s *Session) {
 	if n := o.get("log_options"); n != nil {
 		s.LogOptions = p.logOptions(n, o.at("log_options"))
 	}
+}
+
+// compactor parses session.compactor against the models parsed before
+// and the session's turn timeout: its timeout must leave half the turn
+// (session spec §2.11, "The compactor's timeout must leave half the
+// turn").
+func (p *parser) compactor(n *yaml.Node, path string, turn time.Duration, c *Config) *Compactor {
+	o, ok := p.object(n, path, "engine", "model", "timeout", "max_request_mb", "max_summary_tokens", "max_input_kb")
+	if !ok {
+		return nil
+	}
+	k := &Compactor{Model: DefaultModel}
+	k.Engine, _ = p.text(o, "engine", true, func(s string) string {
+		if s != CompactorSummary {
+			return fmt.Sprintf("must be %q (the built-in summary engine)", CompactorSummary)
+		}
+		return ""
+	})
+	if m, ok := p.text(o, "model", false, func(s string) string { return modelRefRule(s, c) }); ok {
+		k.Model = m
+	}
+	def := rtsandbox.DefaultCompactorTimeoutFor(turn)
+	k.Timeout = p.duration(o, "timeout", def, rtsandbox.MinCompactorTimeout, rtsandbox.MaxCompactorTimeout)
+	if !rtsandbox.CompactorTimeoutFits(k.Timeout, turn) {
+		var at *yaml.Node
+		if at = o.get("timeout"); at == nil {
+			at = n
+		}
+		p.fail(at, o.at("timeout"), "must leave half the turn: at most %s, half of session.turn_timeout %s (the compactor's timeout is %s)",
+			secs(turn/2), secs(turn), secs(k.Timeout))
+	}
+	k.MaxRequestBytes = int64(p.integer(o, "max_request_mb", rtsandbox.DefaultCompactorRequest>>20, 1, rtsandbox.MaxCompactorRequest>>20)) << 20
+	k.MaxSummaryTokens = p.integer(o, "max_summary_tokens", compactor.DefaultMaxSummaryTokens, compactor.MinMaxSummaryTokens, compactor.MaxMaxSummaryTokens)
+	k.MaxInputBytes = p.integer(o, "max_input_kb", compactor.DefaultMaxInputBytes>>10, compactor.MinMaxInputBytes>>10, compactor.MaxMaxInputBytes>>10) << 10
+	return k
+}
+
+// CompactorModel returns the model session.compactor names; ok is false
+// without a compactor or for a name that is not a model (Parse refuses
+// it, so only a hand-built Config gets there).
+func (c *Config) CompactorModel() (Model, bool) {
+	if c.Session.Compactor == nil {
+		return Model{}, false
+	}
+	return c.ModelOf(Profile{Model: c.Session.Compactor.Model})
 }
 
 func (p *parser) sessionLimits(n *yaml.Node, path string) SessionLimits {

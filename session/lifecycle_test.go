@@ -270,6 +270,11 @@ func TestSetupRefusals(t *testing.T) {
 		{"negative turn timeout", func(o *Options) { o.TurnTimeout = -time.Second }},
 		{"start timeout too short", func(o *Options) { o.StartTimeout = time.Millisecond }},
 		{"start timeout too long", func(o *Options) { o.StartTimeout = time.Hour }},
+		// §2.11 "The compactor's timeout must leave half the turn".
+		{"compactor timeout over half the turn", func(o *Options) {
+			o.TurnTimeout, o.CompactorTimeout = 10*time.Second, 5*time.Second+time.Millisecond
+		}},
+		{"negative compactor timeout", func(o *Options) { o.CompactorTimeout = -time.Second }},
 		{"visibility", func(o *Options) { o.MemoryVisibility = "public" }},
 		{"profile name", func(o *Options) { o.Profiles = map[string]Profile{"bad name": {}} }},
 		{"image flag", func(o *Options) { o.Image = "-x" }},

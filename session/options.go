@@ -73,6 +73,10 @@ type Options struct {
 	// StartTimeout bounds a worker's readiness after its container is
 	// running, 1 s..10 min; 0 means 90 s.
 	StartTimeout time.Duration
+	// CompactorTimeout is the brokers' host compactor's timeout, 0 when
+	// they have none. It must leave half the turn (session spec §2.11):
+	// at most TurnTimeout/2.
+	CompactorTimeout time.Duration
 	// Judge judges each turn's thinking level; nil means
 	// effort.Heuristic.
 	Judge effort.Judge
@@ -130,6 +134,9 @@ func check(o Options) (settings, error) {
 	}
 	if o.StartTimeout < MinStartTimeout || o.StartTimeout > MaxStartTimeout {
 		return settings{}, setupError("start timeout %v is outside 1s..10m", o.StartTimeout)
+	}
+	if o.CompactorTimeout < 0 || !rtsandbox.CompactorTimeoutFits(o.CompactorTimeout, o.TurnTimeout) {
+		return settings{}, setupError("The compactor's timeout must leave half the turn: %v is more than half of the turn timeout %v", o.CompactorTimeout, o.TurnTimeout)
 	}
 	if o.ContainerPrefix == "" {
 		o.ContainerPrefix = container.DefaultSessionPrefix

@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/compactor"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
@@ -20,6 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/session"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // sessions builds session mode for the host.
@@ -30,21 +32,56 @@ func sessions() host.Sessions {
 // sessionRuntime builds serve's session runtime from what the host opened.
 func sessionRuntime(ctx context.Context, d host.SessionDeps) (host.SessionRuntime, error) {
 	image := host.ImageTag(d.Config)
+	comp, err := sessionCompactor(d.Config, d.Getenv, upstream.New(nil))
+	if err != nil {
+		return nil, err
+	}
 	opts := sessionOptions(d, image)
 	drv := docker.NewSession(d.Engine)
 	reapStrays(ctx, drv, d, opts.ContainerPrefix)
 	opts.Driver = drv
 	opts.NewBroker = func(profile, socket string) (session.Broker, error) {
-		return sessionBroker(d, d.Config, image, profile, socket)
+		return sessionBroker(d, d.Config, image, profile, socket, comp)
 	}
 	opts.ProfileFor = d.ProfileFor
-	opts.Scrub = func(s string) string { return delegate.ScrubDiagnostic(s, delegate.NoLimit) }
+	opts.Scrub = scrubDiagnostic
 	opts.Logger = d.Logger
 	rt, err := session.New(opts)
 	if err != nil {
 		return nil, err
 	}
 	return sessionStatus{rt}, nil
+}
+
+// scrubDiagnostic masks credential shapes in text bound for the operator
+// log or, from a failed host compactor, the worker.
+func scrubDiagnostic(s string) string { return delegate.ScrubDiagnostic(s, delegate.NoLimit) }
+
+// sessionCompactor builds the host compactor session.compactor names (the
+// built-in summary engine on the named model, its credential read per
+// call), checked by the broker's rules; nil without one.
+func sessionCompactor(cfg *config.Config, getenv func(string) string, client *upstream.Client) (broker.Compactor, error) {
+	k := cfg.Session.Compactor
+	if k == nil {
+		return nil, nil
+	}
+	m, ok := cfg.CompactorModel()
+	if !ok {
+		return nil, fmt.Errorf("session.compactor.model: %w: %q is not a model", rtsandbox.ErrInvalid, k.Model)
+	}
+	key := m.APIKeyEnv
+	c, err := compactor.New(compactor.Options{
+		API: m.API, URL: m.URL, Model: m.Name, Client: client,
+		APIKey:  func(context.Context) (rtsandbox.Secret, error) { return rtsandbox.Secret(key.Lookup(getenv)), nil },
+		Timeout: k.Timeout, MaxRequestBytes: k.MaxRequestBytes, MaxSummaryTokens: k.MaxSummaryTokens, MaxInputBytes: k.MaxInputBytes,
+	})
+	if err == nil {
+		err = broker.CheckCompactor(c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session.compactor: %w", err)
+	}
+	return c, nil
 }
 
 // reapStrays removes the installation's session containers named under
@@ -68,8 +105,9 @@ func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDe
 
 // sessionOptions are the runtime's options as data, from the session
 // block (limits, party dir, container prefix, log driver and options,
-// turn and start timeouts), the worker user, zone and installation, and
-// one profile per session profile in use, with its skills tree.
+// turn, start and compactor timeouts), the worker user, zone and
+// installation, and one profile per session profile in use, with its
+// skills tree.
 func sessionOptions(d host.SessionDeps, image string) session.Options {
 	cs := d.Config.Session
 	cs.ContainerPrefix = containerPrefix(d.Config)
@@ -78,7 +116,7 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 	for name := range d.Brokers {
 		profiles[name] = session.Profile{Limits: lim, Skills: d.Skills[name]}
 	}
-	return session.Options{
+	o := session.Options{
 		Profiles:        profiles,
 		PartyDir:        cs.PartyDir,
 		Image:           image,
@@ -91,14 +129,18 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 		TurnTimeout:     cs.TurnTimeout,
 		StartTimeout:    cs.StartTimeout,
 	}
+	if cs.Compactor != nil {
+		o.CompactorTimeout = cs.Compactor.Timeout
+	}
+	return o
 }
 
 // sessionBroker makes the broker of one channel of profile, listening on
 // socket: the profile's checked broker configuration, the session budget,
-// and the worker's profile as GET /worker/config answers it (with the
-// skills index and where the copy is mounted, when the profile has
-// skills).
-func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socket string) (session.Broker, error) {
+// the host compactor (nil: none), and the worker's profile as GET
+// /worker/config answers it (with the skills index and where the copy is
+// mounted, when the profile has skills).
+func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socket string, comp broker.Compactor) (session.Broker, error) {
 	bc, ok := d.Brokers[profile]
 	if !ok {
 		return nil, fmt.Errorf("profiles.%s: %w: not a session profile in use", profile, rtsandbox.ErrInvalid)
@@ -109,6 +151,7 @@ func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socke
 	}
 	sc := sessionLimits(cfg.Session)
 	sc.Broker, sc.WorkerImage = b, image
+	sc.Compactor, sc.Scrub = comp, scrubDiagnostic
 	sc.Worker = workerConfig(d, cfg, b, bc, profile)
 	s, err := broker.NewSession(sc)
 	if err != nil {

@@ -39,6 +39,7 @@ session:
   container_prefix: rt0-x
   log_driver: journald
   log_options: {tag: w}
+  compactor: {engine: summary, timeout: 30s, max_request_mb: 2, max_summary_tokens: 512, max_input_kb: 64}
 `
 
 func parseSessionConfig(t *testing.T) *config.Config {
@@ -62,7 +63,7 @@ func TestSessionWiringAppliesConfig(t *testing.T) {
 		PartyDir: "/srv/party", Image: "img:1", Installation: "iabc", ContainerPrefix: "rt0-x",
 		UID: 1000, GID: 1001, TimeZone: "Europe/Berlin",
 		Log:         container.LogConfig{Driver: "journald", Options: map[string]string{"tag": "w"}},
-		TurnTimeout: 70 * time.Second, StartTimeout: 7 * time.Second,
+		TurnTimeout: 70 * time.Second, StartTimeout: 7 * time.Second, CompactorTimeout: 30 * time.Second,
 	}
 	if diff := cmp.Diff(wantOpts, sessionOptions(d, "img:1")); diff != "" {
 		t.Errorf("session options (-want +got):\n%s", diff)

@@ -1,0 +1,544 @@
+package rtsandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// The host compaction protocol (session spec §2.11, §4.5): the session
+// worker asks the broker's optional host compactor for a summary of the
+// conversation it is about to cut (POST /compaction/compact) and reports
+// every compaction it ran (POST /compaction/report). Host and worker share
+// these shapes and their checks, so a bound cannot drift between them.
+// Lengths are UTF-16 code units like the reference's; numbers are
+// JavaScript safe integers, read through json.Number so that nothing is
+// rounded before it is checked.
+
+// Compaction routes (§2.2). Both need a bound turn and take no query.
+const (
+	RouteCompactionCompact = "/compaction/compact"
+	RouteCompactionReport  = "/compaction/report"
+)
+
+// Limits and defaults of host compaction (§2.2, §2.11, §4.5, §5.6).
+const (
+	MaxCompactsPerTurn      = 3        // compact requests per bound turn
+	MaxCompactionReports    = 16       // reports per bound turn (429 after)
+	MaxCompactionReportBody = 64 << 10 // POST /compaction/report
+	DefaultCompactorRequest = 32 << 20 // a compactor's default maxRequestBytes
+	MaxCompactorRequest     = 96 << 20 // the largest maxRequestBytes
+	DefaultCompactorTimeout = 120 * time.Second
+	MinCompactorTimeout     = time.Second
+	MaxCompactorTimeout     = 600 * time.Second
+	// MinCompactorWait is the least time a compaction may have (§2.11
+	// step 5): less, and the worker summarises on its own.
+	MinCompactorWait  = time.Second
+	MaxCompactEntryID = 256   // firstKeptEntryId
+	MaxReportReason   = 1000  // a bypass report's reason
+	MaxReportError    = 10000 // an end report's error
+	// CompactionCeiling is the hard tier of §5.6 in tokens: above it the
+	// worker bypasses the host compactor; the bypass log names it.
+	CompactionCeiling = 500000
+)
+
+// Why a compaction runs (§4.5): the guest or worker asked (manual, logged
+// as trigger "self"), the context passed its threshold, or the model
+// refused an overflowing request.
+const (
+	CompactManual    = "manual"
+	CompactThreshold = "threshold"
+	CompactOverflow  = "overflow"
+)
+
+// Report types and the engines an end report names (§4.5).
+const (
+	ReportBypass = "bypass"
+	ReportEnd    = "end"
+	// EngineExtension: the host compactor wrote the summary; EnginePi:
+	// the worker's own summary (the reference's Pi agent's, hence the
+	// name on the wire).
+	EngineExtension = "extension"
+	EnginePi        = "pi"
+)
+
+// Errors of the compaction protocol. All wrap ErrInvalid.
+var (
+	ErrCompactRequest   = fmt.Errorf("%w: Invalid compact request", ErrInvalid)
+	ErrCompaction       = fmt.Errorf("%w: Invalid compaction", ErrInvalid)
+	ErrCompactResponse  = fmt.Errorf("%w: Invalid compact response", ErrInvalid)
+	ErrCompactionReport = fmt.Errorf("%w: Invalid report", ErrInvalid)
+)
+
+// DefaultCompactorTimeoutFor is a host compactor's timeout when the
+// operator names none (§2.11 step 5): a third of the turn in whole
+// milliseconds, at least 1 s and at most 120 s.
+func DefaultCompactorTimeoutFor(turn time.Duration) time.Duration {
+	return max(MinCompactorTimeout, min(DefaultCompactorTimeout, (turn/3).Truncate(time.Millisecond)))
+}
+
+// CompactorTimeoutFits is the runtime's rule "The compactor's timeout must
+// leave half the turn" (§2.11): timeout is at most half of turn.
+func CompactorTimeoutFits(timeout, turn time.Duration) bool {
+	return timeout <= turn/2
+}
+
+// CompactRequest is the body of POST /compaction/compact (§4.5). The
+// messages are the worker's conversation entries as JSON objects with a
+// string role, passed on as received; the compactor reads them as data.
+// Field order is the wire order.
+type CompactRequest struct {
+	Reason              string            `json:"reason"`
+	TokensBefore        int64             `json:"tokensBefore"`
+	FirstKeptEntryID    string            `json:"firstKeptEntryId"`
+	IsSplitTurn         bool              `json:"isSplitTurn"`
+	MessagesToSummarize []json.RawMessage `json:"messagesToSummarize"`
+	TurnPrefixMessages  []json.RawMessage `json:"turnPrefixMessages"`
+	KeptMessages        []json.RawMessage `json:"keptMessages"`
+	PreviousSummary     string            `json:"previousSummary,omitempty"`
+	CustomInstructions  string            `json:"customInstructions,omitempty"`
+	ReadFiles           []string          `json:"readFiles"`
+	ModifiedFiles       []string          `json:"modifiedFiles"`
+}
+
+// MarshalJSON writes the request with [] for nil lists, as the wire wants.
+func (r CompactRequest) MarshalJSON() ([]byte, error) {
+	type plain CompactRequest
+	p := plain(r)
+	for _, l := range []*[]json.RawMessage{&p.MessagesToSummarize, &p.TurnPrefixMessages, &p.KeptMessages} {
+		if *l == nil {
+			*l = []json.RawMessage{}
+		}
+	}
+	for _, l := range []*[]string{&p.ReadFiles, &p.ModifiedFiles} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	return json.Marshal(p)
+}
+
+// Validate applies the rules of §4.5 to a request built in Go: a known
+// reason, tokensBefore a safe integer ≥ 0, firstKeptEntryId 1–256 units,
+// and every message a JSON object with a string role.
+func (r CompactRequest) Validate() error {
+	if !r.validScalars() {
+		return ErrCompactRequest
+	}
+	for _, l := range [][]json.RawMessage{r.MessagesToSummarize, r.TurnPrefixMessages, r.KeptMessages} {
+		for _, m := range l {
+			if !validMessage(m) {
+				return ErrCompactRequest
+			}
+		}
+	}
+	return nil
+}
+
+// ParseCompactRequest reads a compact request as the broker checks it
+// (§2.11 step 6): one JSON object whose reason is manual, threshold or
+// overflow, tokensBefore a safe integer ≥ 0, firstKeptEntryId a string of
+// 1–256 units, isSplitTurn a boolean, the three message lists arrays of
+// objects with a string role, previousSummary and customInstructions
+// absent or strings, and readFiles and modifiedFiles arrays of strings.
+// Members are matched exactly (not case-folded) and unknown ones dropped.
+// Anything else is ErrCompactRequest.
+func ParseCompactRequest(data []byte) (CompactRequest, error) {
+	obj, isObj := members(data)
+	if !isObj {
+		return CompactRequest{}, ErrCompactRequest
+	}
+	var r CompactRequest
+	var ok [11]bool
+	r.Reason, ok[0] = jsonString(obj["reason"])
+	r.TokensBefore, ok[1] = jsonSafeInt(obj["tokensBefore"])
+	r.FirstKeptEntryID, ok[2] = jsonString(obj["firstKeptEntryId"])
+	r.IsSplitTurn, ok[3] = jsonBool(obj["isSplitTurn"])
+	r.MessagesToSummarize, ok[4] = jsonMessages(obj["messagesToSummarize"])
+	r.TurnPrefixMessages, ok[5] = jsonMessages(obj["turnPrefixMessages"])
+	r.KeptMessages, ok[6] = jsonMessages(obj["keptMessages"])
+	r.PreviousSummary, ok[7] = optString(obj["previousSummary"])
+	r.CustomInstructions, ok[8] = optString(obj["customInstructions"])
+	r.ReadFiles, ok[9] = jsonStrings(obj["readFiles"])
+	r.ModifiedFiles, ok[10] = jsonStrings(obj["modifiedFiles"])
+	if slices.Contains(ok[:], false) {
+		return CompactRequest{}, ErrCompactRequest
+	}
+	if !r.validScalars() { // the messages were checked as they were read
+		return CompactRequest{}, ErrCompactRequest
+	}
+	return r, nil
+}
+
+// validScalars checks the reason, tokensBefore and firstKeptEntryId.
+func (r CompactRequest) validScalars() bool {
+	return validReason(r.Reason) && safeInt(r.TokensBefore) && r.TokensBefore >= 0 && validEntryID(r.FirstKeptEntryID)
+}
+
+// Compaction is a host compactor's summary (§4.5): the text that replaces
+// the conversation before FirstKeptEntryID, the token count before it and
+// an estimate after, and details the compactor may add (the broker sets
+// details.engine). Field order is the wire order.
+type Compaction struct {
+	Summary              string         `json:"summary"`
+	FirstKeptEntryID     string         `json:"firstKeptEntryId"`
+	TokensBefore         int64          `json:"tokensBefore"`
+	EstimatedTokensAfter *int64         `json:"estimatedTokensAfter,omitempty"`
+	Details              map[string]any `json:"details,omitempty"`
+}
+
+// Validate applies the result checks of §2.11 step 9: a non-empty
+// summary, the request's firstKeptEntryId, tokensBefore and (if present)
+// estimatedTokensAfter safe integers, and details absent or an object
+// that encodes as JSON. Anything else is ErrCompaction.
+func (c Compaction) Validate(firstKeptEntryID string) error {
+	switch {
+	case c.Summary == "", c.FirstKeptEntryID != firstKeptEntryID, !safeInt(c.TokensBefore),
+		c.EstimatedTokensAfter != nil && !safeInt(*c.EstimatedTokensAfter):
+		return ErrCompaction
+	}
+	if c.Details != nil {
+		if _, err := json.Marshal(c.Details); err != nil {
+			return ErrCompaction
+		}
+	}
+	return nil
+}
+
+// CompactResponse is the broker's answer to a compact request (§4.5):
+// ok with the compaction, or not ok with the fallback reason, upon which
+// the worker writes its own summary.
+type CompactResponse struct {
+	OK         bool
+	Compaction *Compaction
+	Fallback   string
+}
+
+// MarshalJSON writes exactly one of the two shapes.
+func (r CompactResponse) MarshalJSON() ([]byte, error) {
+	if !r.OK || r.Compaction == nil {
+		return json.Marshal(struct {
+			OK       bool   `json:"ok"`
+			Fallback string `json:"fallback"`
+		}{false, r.Fallback})
+	}
+	return json.Marshal(struct {
+		OK         bool        `json:"ok"`
+		Compaction *Compaction `json:"compaction"`
+	}{true, r.Compaction})
+}
+
+// ParseCompactResponse reads the broker's answer as the worker checks it:
+// ok a boolean; for ok, compaction an object with a non-empty summary, a
+// firstKeptEntryId of 1–256 units, tokensBefore and (if present)
+// estimatedTokensAfter safe integers and details absent or an object
+// (its numbers kept as json.Number); otherwise fallback a string.
+// Anything else is ErrCompactResponse.
+func ParseCompactResponse(data []byte) (CompactResponse, error) {
+	obj, isObj := members(data)
+	if !isObj {
+		return CompactResponse{}, ErrCompactResponse
+	}
+	ok, valid := jsonBool(obj["ok"])
+	if !valid {
+		return CompactResponse{}, ErrCompactResponse
+	}
+	if !ok {
+		fallback, valid := jsonString(obj["fallback"])
+		if !valid {
+			return CompactResponse{}, ErrCompactResponse
+		}
+		return CompactResponse{Fallback: fallback}, nil
+	}
+	c, err := parseCompaction(obj["compaction"])
+	if err != nil {
+		return CompactResponse{}, ErrCompactResponse
+	}
+	return CompactResponse{OK: true, Compaction: &c}, nil
+}
+
+// parseCompaction reads a compaction object of a compact response.
+func parseCompaction(raw json.RawMessage) (Compaction, error) {
+	obj, isObj := members(raw)
+	if !isObj {
+		return Compaction{}, ErrCompaction
+	}
+	var c Compaction
+	var ok [5]bool
+	c.Summary, ok[0] = jsonString(obj["summary"])
+	c.FirstKeptEntryID, ok[1] = jsonString(obj["firstKeptEntryId"])
+	c.TokensBefore, ok[2] = jsonSafeInt(obj["tokensBefore"])
+	c.EstimatedTokensAfter, ok[3] = optSafeInt(obj["estimatedTokensAfter"])
+	ok[4] = true
+	if d, present := obj["details"]; present {
+		dec := json.NewDecoder(bytes.NewReader(d))
+		dec.UseNumber()
+		ok[4] = isJSONObject(d) && dec.Decode(&c.Details) == nil
+	}
+	if slices.Contains(ok[:], false) {
+		return Compaction{}, ErrCompaction
+	}
+	if !validEntryID(c.FirstKeptEntryID) || c.Validate(c.FirstKeptEntryID) != nil {
+		return Compaction{}, ErrCompaction
+	}
+	return c, nil
+}
+
+// CompactionReport is the body of POST /compaction/report (§4.5), one of
+// two shapes by Type:
+//
+//   - ReportBypass: {type, reason (≤ 1000 units), tokensBefore (≥ 0)},
+//     sent when the worker skipped the host compactor;
+//   - ReportEnd: {type, reason (manual|threshold|overflow), aborted,
+//     willRetry, engine? (extension|pi), tokensBefore?, tokensAfter?,
+//     contextAfter?, nextCompactionAt? (safe integers ≥ 0), error?
+//     (≤ 10,000 units)}, sent after each compaction.
+//
+// The optional numbers are nil when absent; Engine and Error are "" when
+// absent.
+type CompactionReport struct {
+	Type             string
+	Reason           string
+	TokensBefore     *int64
+	Aborted          bool
+	WillRetry        bool
+	Engine           string
+	TokensAfter      *int64
+	ContextAfter     *int64
+	NextCompactionAt *int64
+	Error            string
+}
+
+// Validate applies the rules of §4.5 to a report built in Go.
+func (r CompactionReport) Validate() error {
+	nonNeg := func(p *int64) bool { return p == nil || (safeInt(*p) && *p >= 0) }
+	switch r.Type {
+	case ReportBypass:
+		if UTF16Len(r.Reason) > MaxReportReason || r.TokensBefore == nil || !nonNeg(r.TokensBefore) {
+			return ErrCompactionReport
+		}
+		return nil
+	case ReportEnd:
+		if !validReason(r.Reason) || (r.Engine != "" && r.Engine != EngineExtension && r.Engine != EnginePi) ||
+			!nonNeg(r.TokensBefore) || !nonNeg(r.TokensAfter) || !nonNeg(r.ContextAfter) || !nonNeg(r.NextCompactionAt) ||
+			UTF16Len(r.Error) > MaxReportError {
+			return ErrCompactionReport
+		}
+		return nil
+	}
+	return ErrCompactionReport
+}
+
+// MarshalJSON writes the report in its type's shape, optional members
+// only when present.
+func (r CompactionReport) MarshalJSON() ([]byte, error) {
+	if r.Type == ReportBypass {
+		var tokens int64
+		if r.TokensBefore != nil {
+			tokens = *r.TokensBefore
+		}
+		return json.Marshal(struct {
+			Type         string `json:"type"`
+			Reason       string `json:"reason"`
+			TokensBefore int64  `json:"tokensBefore"`
+		}{r.Type, r.Reason, tokens})
+	}
+	return json.Marshal(struct {
+		Type             string `json:"type"`
+		Reason           string `json:"reason"`
+		Aborted          bool   `json:"aborted"`
+		WillRetry        bool   `json:"willRetry"`
+		Engine           string `json:"engine,omitempty"`
+		TokensBefore     *int64 `json:"tokensBefore,omitempty"`
+		TokensAfter      *int64 `json:"tokensAfter,omitempty"`
+		ContextAfter     *int64 `json:"contextAfter,omitempty"`
+		NextCompactionAt *int64 `json:"nextCompactionAt,omitempty"`
+		Error            string `json:"error,omitempty"`
+	}{r.Type, r.Reason, r.Aborted, r.WillRetry, r.Engine, r.TokensBefore, r.TokensAfter, r.ContextAfter, r.NextCompactionAt, r.Error})
+}
+
+// ParseCompactionReport reads a report as the broker checks it (§2.11):
+// one JSON object of either shape, members matched exactly, a present
+// member of the wrong type (null included) refused. Anything else is
+// ErrCompactionReport.
+func ParseCompactionReport(data []byte) (CompactionReport, error) {
+	obj, isObj := members(data)
+	if !isObj {
+		return CompactionReport{}, ErrCompactionReport
+	}
+	var r CompactionReport
+	ok := make([]bool, 0, 10)
+	add := func(v bool) { ok = append(ok, v) }
+	var v bool
+	r.Type, v = jsonString(obj["type"])
+	add(v)
+	r.Reason, v = jsonString(obj["reason"])
+	add(v)
+	switch r.Type {
+	case ReportBypass:
+		var n int64
+		n, v = jsonSafeInt(obj["tokensBefore"])
+		r.TokensBefore = &n
+		add(v)
+	case ReportEnd:
+		r.Aborted, v = jsonBool(obj["aborted"])
+		add(v)
+		r.WillRetry, v = jsonBool(obj["willRetry"])
+		add(v)
+		r.Engine, v = optString(obj["engine"])
+		add(v && (!present(obj, "engine") || r.Engine != ""))
+		for _, f := range []struct {
+			key string
+			to  **int64
+		}{{"tokensBefore", &r.TokensBefore}, {"tokensAfter", &r.TokensAfter}, {"contextAfter", &r.ContextAfter}, {"nextCompactionAt", &r.NextCompactionAt}} {
+			*f.to, v = optSafeInt(obj[f.key])
+			add(v)
+		}
+		r.Error, v = optString(obj["error"])
+		add(v)
+	}
+	if slices.Contains(ok[:], false) {
+		return CompactionReport{}, ErrCompactionReport
+	}
+	if r.Validate() != nil {
+		return CompactionReport{}, ErrCompactionReport
+	}
+	return r, nil
+}
+
+// members decodes one JSON object (and nothing after it) into its
+// members, matched exactly by name.
+func members(data []byte) (map[string]json.RawMessage, bool) {
+	var obj map[string]json.RawMessage
+	return obj, decodeObjectStrict(data, &obj) == nil
+}
+
+// maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER.
+const maxSafeInteger = 1<<53 - 1
+
+func safeInt(n int64) bool { return n >= -maxSafeInteger && n <= maxSafeInteger }
+
+func validReason(r string) bool {
+	return r == CompactManual || r == CompactThreshold || r == CompactOverflow
+}
+
+func validEntryID(id string) bool {
+	n := UTF16Len(id)
+	return n >= 1 && n <= MaxCompactEntryID
+}
+
+func present(obj map[string]json.RawMessage, key string) bool {
+	_, ok := obj[key]
+	return ok
+}
+
+// isJSONObject reports whether raw is a JSON object (not null, not an
+// array).
+func isJSONObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// validMessage: a JSON object whose member "role" (exactly) is a string.
+func validMessage(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if !isJSONObject(raw) || json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	_, ok := jsonString(m["role"])
+	return ok
+}
+
+// jsonString reads a JSON string; absent, null and other types are not.
+func jsonString(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// optString reads a member that is absent or a string.
+func optString(raw json.RawMessage) (string, bool) {
+	if raw == nil {
+		return "", true
+	}
+	return jsonString(raw)
+}
+
+// jsonBool reads a required JSON boolean.
+func jsonBool(raw json.RawMessage) (value, ok bool) {
+	if raw == nil {
+		return false, false
+	}
+	return optBool(raw)
+}
+
+// jsonSafeInt is Number.isSafeInteger on a JSON value: a number whose
+// value, read as JavaScript reads it (the nearest double), is an integer
+// within ±(2^53−1). 1.0 and 1e3 are; 1.5, 2^53 and 1e400 are not.
+func jsonSafeInt(raw json.RawMessage) (int64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return 0, false
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(n.String(), 64)
+	if err != nil || f != float64(int64(f)) || f > maxSafeInteger || f < -maxSafeInteger {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// optSafeInt reads a member that is absent or a safe integer ≥ 0.
+func optSafeInt(raw json.RawMessage) (*int64, bool) {
+	if raw == nil {
+		return nil, true
+	}
+	n, ok := jsonSafeInt(raw)
+	if !ok {
+		return nil, false
+	}
+	return &n, true
+}
+
+// jsonMessages reads an array of conversation messages (validMessage),
+// each kept as received.
+func jsonMessages(raw json.RawMessage) ([]json.RawMessage, bool) {
+	raw = bytes.TrimSpace(raw)
+	var out []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &out) != nil {
+		return nil, false
+	}
+	for _, m := range out {
+		if !validMessage(m) {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// jsonStrings reads an array of strings.
+func jsonStrings(raw json.RawMessage) ([]string, bool) {
+	raw = bytes.TrimSpace(raw)
+	var items []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s, ok := jsonString(it)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
