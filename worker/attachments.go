@@ -210,7 +210,7 @@ func looksText(head []byte, whole bool) bool {
 // shows it when the turn's image budget allows.
 func showImage(f *os.File, name string, size int64, mimeType string, shown *shownImages) (string, error) {
 	if size > rtsandbox.MaxImageBytes {
-		return fmt.Sprintf("%s is a %s image of %d bytes, larger than 20 MB: it cannot be shown.", name, mimeType, size), nil
+		return fmt.Sprintf("%s is an image (%s, %d bytes) larger than 20 MB: it cannot be shown.", name, mimeType, size), nil
 	}
 	data := make([]byte, size+1)
 	n, err := f.ReadAt(data, 0)
@@ -218,9 +218,9 @@ func showImage(f *os.File, name string, size int64, mimeType string, shown *show
 		return "", fmt.Errorf("%s: file changed while reading", name)
 	}
 	if !shown.show(data[:n], mimeType) {
-		return fmt.Sprintf("%s is a %s image of %d bytes; it cannot be shown: this turn already shows %d images or %d MB.", name, mimeType, size, rtsandbox.MaxImages, rtsandbox.MaxImagesTotal>>20), nil
+		return fmt.Sprintf("%s is an image (%s, %d bytes); it cannot be shown: this turn already shows %d images or %d MB.", name, mimeType, size, rtsandbox.MaxImages, rtsandbox.MaxImagesTotal>>20), nil
 	}
-	return fmt.Sprintf("%s is a %s image of %d bytes; it is shown to you with this result.", name, mimeType, size), nil
+	return fmt.Sprintf("%s is an image (%s, %d bytes); it is shown to you with this result.", name, mimeType, size), nil
 }
 
 // referenceImages is image_generate's special case (§5.3 step 2): each
