@@ -73,8 +73,8 @@ func runRealSessionTurn(t *testing.T, s *broker.Session, turn rtsandbox.SessionT
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	release, err := s.Bind(ctx, rtsandbox.SessionBinding{
-		Binding:  rtsandbox.Binding{Channel: "fake:guests", Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}},
-		Profile:  "studio", Thinking: "low", Deadline: time.Now().Add(30 * time.Second),
+		Binding: rtsandbox.Binding{Channel: "fake:guests", Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}},
+		Profile: "studio", Thinking: "low", Deadline: time.Now().Add(30 * time.Second),
 	})
 	if err != nil {
 		t.Fatal(err)
