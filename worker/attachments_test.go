@@ -275,3 +275,49 @@ func TestImageGenerateReferences(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAttachmentInput checks read_attachment's and image_generate's
+// handling of any model-written input: a name that passes is a safe name
+// and its own basename; reference_images either come back as at most four
+// images the image rule accepts, read from the attachments directory, or
+// are refused with one of the fixed texts.
+func FuzzAttachmentInput(f *testing.F) {
+	for _, s := range []string{`{"name":"m1-0-cat.png"}`, `{"name":"../x"}`, `{"reference_images":["m1-0-cat.png"]}`,
+		`{"reference_images":["a","b","c","d","e"]}`, `{"reference_images":[1]}`, `{"reference_images":"x"}`, `{"reference_images":["m1-1-a.txt"]}`} {
+		f.Add(s)
+	}
+	ws := f.TempDir()
+	os.Mkdir(filepath.Join(ws, "attachments"), 0o700)
+	os.WriteFile(filepath.Join(ws, "attachments", "m1-0-cat.png"), pngBytes, 0o600)
+	os.WriteFile(filepath.Join(ws, "attachments", "m1-1-a.txt"), []byte("text"), 0o600)
+	f.Fuzz(func(t *testing.T, input string) {
+		fields, ok := object(json.RawMessage(input))
+		if !ok {
+			return
+		}
+		if name, err := attachmentName(fields["name"]); err == nil && (!rtsandbox.ValidSafeName(name) || filepath.Base(name) != name || strings.Contains(name, "/")) {
+			t.Fatalf("attachmentName accepted %q", name)
+		}
+		out, err := referenceImages(ws, toolInput{raw: json.RawMessage(input), fields: fields})
+		if err != nil {
+			if _, text := refusal(err); text != nil {
+				t.Fatalf("referenceImages failed without a fixed text: %v", err)
+			}
+			return
+		}
+		if _, present := fields["reference_images"]; !present {
+			return
+		}
+		var got struct {
+			Refs []rtsandbox.Image `json:"reference_images"`
+		}
+		if json.Unmarshal(out, &got) != nil || len(got.Refs) > maxReferences || rtsandbox.ValidateImages(got.Refs) != nil {
+			t.Fatalf("referenceImages(%s) = %.200s", input, out)
+		}
+		for _, im := range got.Refs {
+			if im.Data != base64.StdEncoding.EncodeToString(pngBytes) {
+				t.Fatalf("a reference that is not the one image of the directory: %.80s", im.Data)
+			}
+		}
+	})
+}
