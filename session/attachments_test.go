@@ -121,7 +121,7 @@ func reasons(c collected) []string {
 // §6.5 "[SEC] A symlink planted at m1-0-image.png → outside file, then two
 // PNG attachments": the outside file is still "host data"; 1 failure (the
 // planted name), 1 file, one image: the fetched bytes, as a PNG.
-func TestAttachmentSymlinkPlantedAtTarget(t *testing.T) {
+func TestSecAttachmentSymlinkPlantedAtTarget(t *testing.T) {
 	c := newCDN(t)
 	c.files["/1.png"], c.files["/2.png"] = realPNG, realPNG
 	f := newFixture(t, withCDN(c))
@@ -184,7 +184,7 @@ func TestAttachmentTwentyOneFirstOversize(t *testing.T) {
 // §6.5 "[SEC] The attachments dir itself symlinked to an outside dir, with
 // no attachments": no failures; the dir becomes a real directory; the
 // outside dir stays empty.
-func TestAttachmentDirSymlinkedOutside(t *testing.T) {
+func TestSecAttachmentDirSymlinkedOutside(t *testing.T) {
 	f := newFixture(t)
 	f.prepared(t, "discord:1")
 	dir := f.attachmentsPath("discord:1")
@@ -210,7 +210,7 @@ func TestAttachmentDirSymlinkedOutside(t *testing.T) {
 // [SEC] An attachment written into a directory a guest swapped for a link
 // after the last turn lands in the real directory, never through the
 // link: a second message with a file.
-func TestAttachmentDirSymlinkedOutsideWithFile(t *testing.T) {
+func TestSecAttachmentDirSymlinkedOutsideWithFile(t *testing.T) {
 	f := newFixture(t)
 	f.prepared(t, "discord:1")
 	dir := f.attachmentsPath("discord:1")
@@ -235,7 +235,7 @@ func TestAttachmentDirSymlinkedOutsideWithFile(t *testing.T) {
 // image/png) is refused before it is written: not saved, not an image,
 // and the guest's reply ends with the fixed notice, whatever the model
 // said.
-func TestAttachmentDisguisedImageRefused(t *testing.T) {
+func TestSecAttachmentDisguisedImageRefused(t *testing.T) {
 	f := newFixture(t)
 	html := []byte("<!doctype html><script>alert(1)</script>")
 	res, err := f.rt.RunInput(context.Background(), binding("discord:1", "a"), rtsandbox.TurnInput{
@@ -417,5 +417,30 @@ func TestRunInputTextBound(t *testing.T) {
 	}
 	if !strings.Contains(got, "x […]\n\n[Attachments of this message") || !strings.HasSuffix(got, `- "m1-0-a.txt": application/octet-stream, 1 bytes`) {
 		t.Errorf("prompt ends %q", got[len(got)-200:])
+	}
+}
+
+// [SEC] An attachment URL on a private, loopback or metadata address, or
+// with credentials or another scheme, is never fetched: safefetch's
+// production policy runs behind the test seams.
+func TestSecAttachmentPrivateURLNeverFetched(t *testing.T) {
+	c := newCDN(t)
+	f := newFixture(t, withCDN(c))
+	var list []rtsandbox.Attachment
+	for _, u := range []string{"http://internal.example.com/x", "http://127.0.0.1/x", "http://169.254.169.254/latest/meta-data",
+		"http://[::1]/x", "http://0x7f.1/x", "http://user:pw@cdn.example.com/x", "file:///etc/passwd", "gopher://cdn.example.com/x"} {
+		list = append(list, rtsandbox.Attachment{Name: "x.txt", URL: u})
+	}
+	got := f.collectIn(t, "discord:1", rtsandbox.TurnInput{MessageID: "m1", Attachments: list})
+	if len(got.saved) != 0 || len(got.failures) != len(list) {
+		t.Fatalf("collected %+v; want every one refused", got)
+	}
+	for _, fl := range got.failures {
+		if fl.Reason != attach.ReasonDownload {
+			t.Errorf("failure %+v; want a failed download", fl)
+		}
+	}
+	if n := c.fetches.Load(); n != 0 {
+		t.Errorf("the server was reached %d times", n)
 	}
 }

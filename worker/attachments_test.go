@@ -119,7 +119,7 @@ func TestReadAttachment(t *testing.T) {
 
 // [SEC] An attachments directory a guest replaced with a link to a host
 // directory is not read through.
-func TestReadAttachmentDirSymlink(t *testing.T) {
+func TestSecReadAttachmentDirSymlink(t *testing.T) {
 	ws := t.TempDir()
 	host := attachmentsWorkspace(t, map[string][]byte{"a.txt": []byte("host file")})
 	if err := os.Symlink(filepath.Join(host, "attachments"), filepath.Join(ws, "attachments")); err != nil {
