@@ -118,24 +118,7 @@ func openAttachment(dir, name string, limit int64) (*os.File, int64, error) {
 		return nil, 0, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer syscall.Close(dfd)
-	fd, err := syscall.Openat(dfd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), name)
-	info, err := f.Stat()
-	switch {
-	case err != nil:
-	case !info.Mode().IsRegular():
-		err = fmt.Errorf("%s: not a regular file", name)
-	case info.Size() < 1 || info.Size() > limit:
-		err = fmt.Errorf("%s: size %d out of bounds", name, info.Size())
-	}
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, info.Size(), nil
+	return openRegularAt(dfd, name, limit)
 }
 
 // readAttachment is the read_attachment tool of one turn.
@@ -212,12 +195,11 @@ func showImage(f *os.File, name string, size int64, mimeType string, shown *show
 	if size > rtsandbox.MaxImageBytes {
 		return fmt.Sprintf("%s is an image (%s, %d bytes) larger than 20 MB: it cannot be shown.", name, mimeType, size), nil
 	}
-	data := make([]byte, size+1)
-	n, err := f.ReadAt(data, 0)
-	if err != io.EOF || int64(n) != size {
-		return "", fmt.Errorf("%s: file changed while reading", name)
+	data, err := readWhole(f, size)
+	if err != nil {
+		return "", err
 	}
-	if !shown.show(data[:n], mimeType) {
+	if !shown.show(data, mimeType) {
 		return fmt.Sprintf("%s is an image (%s, %d bytes); it cannot be shown: this turn already shows %d images or %d MB.", name, mimeType, size, rtsandbox.MaxImages, rtsandbox.MaxImagesTotal>>20), nil
 	}
 	return fmt.Sprintf("%s is an image (%s, %d bytes); it is shown to you with this result.", name, mimeType, size), nil
@@ -278,12 +260,11 @@ func readReference(workspace, name string) ([]byte, error) {
 		return nil, errors.Join(errInvalidAttachment, err)
 	}
 	defer f.Close()
-	data := make([]byte, size+1)
-	n, err := f.ReadAt(data, 0)
-	if err != io.EOF || int64(n) != size {
-		return nil, errors.Join(errInvalidAttachment, fmt.Errorf("%s: file changed while reading", name))
+	data, err := readWhole(f, size)
+	if err != nil {
+		return nil, errors.Join(errInvalidAttachment, err)
 	}
-	return data[:n], nil
+	return data, nil
 }
 
 // imageGenerate is the broker tool whose reference_images are attachments.
