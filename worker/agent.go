@@ -213,12 +213,19 @@ func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMe
 // and the model API's message bound (a long session conversation outgrows
 // the /model rule's 128 messages long before its size budget): history
 // oldest first, then whole assistant+tool groups oldest first, so a tool
-// reply never loses its assistant message.
+// reply never loses its assistant message. Images are measured aside:
+// the turn's image budget bounds them (§4.2), and a request of 64 MiB of
+// images is not encoded again for every message dropped.
 func (a *agent) fitContext() error {
 	p := &a.payload
 	budget := cmp.Or(a.maxPayload, maxPayload)
 	tooMany := func() bool { return len(p.Messages) > a.model.maxMessages() }
-	for tooMany() || jsonjs.Size(a.model.request(p)) > budget {
+	size := func() int {
+		text := *p
+		text.images, text.toolImages = nil, nil
+		return jsonjs.Size(a.model.request(&text))
+	}
+	for tooMany() || size() > budget {
 		switch {
 		case a.histLeft > 0:
 			n := 1
@@ -308,8 +315,7 @@ func (a *agent) runCalls(ctx context.Context, step int, msg map[string]json.RawM
 	}
 }
 
-// fileImages keeps the images the call id's tool showed with its result,
-// and widens the request budget by their size, as for the turn's images.
+// fileImages keeps the images the call id's tool showed with its result.
 func (a *agent) fileImages(id string) {
 	if a.shown == nil {
 		return
@@ -322,17 +328,6 @@ func (a *agent) fileImages(id string) {
 		a.payload.toolImages = map[string][]rtsandbox.Image{}
 	}
 	a.payload.toolImages[id] = images
-	a.maxPayload += imagesSize(images)
-}
-
-// imagesSize is what images add to a request, in JSON bytes, with room
-// for the block or part around each.
-func imagesSize(images []rtsandbox.Image) int {
-	n := 0
-	for _, im := range images {
-		n += len(im.Data) + 128
-	}
-	return n
 }
 
 // runCall returns the tool's text, or refusedText when the call cannot run

@@ -321,3 +321,20 @@ func FuzzAttachmentInput(f *testing.F) {
 		}
 	})
 }
+
+// The request budget measures the conversation with the images aside
+// (§4.2 bounds those): 8 MiB of images drop no history, in either API.
+func TestFitContextMeasuresImagesAside(t *testing.T) {
+	big := rtsandbox.Image{Data: strings.Repeat("A", 4<<20), MIMEType: rtsandbox.MIMEPNG}
+	for _, api := range []string{rtsandbox.ModelAPIAnthropic, ""} {
+		a := &agent{
+			model: newModelClient(modelSettings{api: api}, nil), maxPayload: sessionRequestBudget, histLeft: 2, exchanges: true,
+			payload: modelPayload{Model: "m", Messages: []message{
+				{Role: "system", Content: "s"}, {Role: "user", Content: "before"}, {Role: "assistant", Content: "then"}, {Role: "user", Content: "now"},
+			}, images: []rtsandbox.Image{big}, toolImages: map[string][]rtsandbox.Image{"c": {big}}},
+		}
+		if err := a.fitContext(); err != nil || len(a.payload.Messages) != 4 || len(a.payload.images) != 1 {
+			t.Errorf("api %q: fitContext = %v, %d messages; want the history kept", api, err, len(a.payload.Messages))
+		}
+	}
+}

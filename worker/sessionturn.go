@@ -28,7 +28,7 @@ const (
 	// turn sooner.
 	maxSessionSteps = rtsandbox.SessionMaxCalls
 	// sessionRequestBudget bounds a model request in JSON bytes, the
-	// turn's images aside (about 180,000 tokens at four bytes a token):
+	// images aside (about 180,000 tokens at four bytes a token):
 	// fitContext drops history exchanges, then the turn's oldest tool
 	// groups, to stay under it.
 	sessionRequestBudget = 720_000
@@ -177,7 +177,6 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 		shown: shown,
 	}
 	a.payload.images = turn.Images
-	a.maxPayload += imagesSize(turn.Images)
 	return a, nil
 }
 
