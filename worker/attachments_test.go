@@ -225,6 +225,7 @@ func TestTurnImagesReachModel(t *testing.T) {
 	}
 }
 
+// §6.10 "Worker: … image_generate reference validation".
 // image_generate's reference_images (§5.3 step 2): attachment names are
 // replaced by their images before the call; the tool's image lands in
 // the outbox as image.png and comes back as a reply file. Each refusal
