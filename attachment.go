@@ -1,5 +1,7 @@
 package rtsandbox
 
+import "bytes"
+
 // Files that cross the host's surfaces (session spec §4.2–4.3, §5.1): what
 // a guest attached to a message on the way in, and the files a turn's
 // reply carries on the way out. The surfaces fill an Attachment and post a
@@ -69,4 +71,23 @@ const (
 // refuse oversized or malformed input before decoding any of it.
 func Base64Size(data string, maxDecoded int) (n int, ok bool) {
 	return base64Size(data, maxDecoded)
+}
+
+// SniffImage returns the image type of data from its magic bytes alone,
+// and ok false when data starts like none of the four types of §4.2
+// (PNG, JPEG, GIF 87a/89a, WebP RIFF…WEBP). A file name or a declared
+// type never decides it. The host's checks (package attach) and the
+// worker's read_attachment share it.
+func SniffImage(data []byte) (mimeType string, ok bool) {
+	switch {
+	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
+		return MIMEPNG, true
+	case bytes.HasPrefix(data, []byte{0xFF, 0xD8, 0xFF}):
+		return MIMEJPEG, true
+	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
+		return MIMEGIF, true
+	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		return MIMEWebP, true
+	}
+	return "", false
 }

@@ -61,3 +61,31 @@ const (
 const (
 	ConsoleHelpText = "Type a message and press Enter. /fresh forgets the history, /quit leaves."
 )
+
+// Texts of a session turn's attachments (session spec §5.1). When the host
+// refused a file of a message, or kept an image from the model, the reply
+// ends with AttachmentsNoticeText and one line per file, whatever the
+// model answered: the guest learns it from the host, not from a model that
+// may leave it out. A line names the file by its position (1-based, the
+// replied-to message's counted apart), never by its guest-chosen name.
+const (
+	AttachmentsNoticeText = "-# Some attachments were not used:"
+	// AttachmentLineFormat is one line: the position, AttachmentOfReference
+	// or "", and the reason.
+	AttachmentLineFormat = "-# attachment %d%s: %s"
+	// AttachmentRangeFormat collapses the attachments past the limit: the
+	// first and last position, AttachmentOfReference or "", the reason.
+	AttachmentRangeFormat = "-# attachments %d to %d%s: %s"
+	AttachmentOfReference = " of the replied-to message"
+
+	AttachTooManyReason  = "more than 20 attachments on one message"
+	AttachTooLargeReason = "larger than 25 MB"
+	AttachTotalReason    = "the attachments exceed 50 MB in total"
+	AttachNotImageReason = "not a real PNG, JPEG, GIF or WebP image, whatever its name or type says"
+	AttachEmptyReason    = "empty"
+	AttachDownloadReason = "could not be downloaded"
+	AttachStoreReason    = "could not be stored"
+	// The file was saved but is not shown to the model as an image.
+	AttachImageLimitReason = "saved, but not shown as an image: at most 8 images (64 MB) per message"
+	AttachImageSizeReason  = "saved, but not shown as an image: larger than 20 MB"
+)

@@ -24,6 +24,18 @@
 //     "<prefix>-<index>-<name>" from a prefix matching
 //     ^[a-zA-Z0-9_-]{1,160}$ and keeps the whole within NAME_MAX (255
 //     bytes), cutting the name further from the front where needed.
+//   - A message's files (§5.1, input.go): ContentType keeps a declared (or
+//     fetched) type only as a well-formed lowercase type/subtype, else
+//     application/octet-stream. Classify sniffs the bytes: a real image of
+//     the four types is taken with its sniffed type whatever it was
+//     labelled; a file that claims to be an image (ClaimsImage: a declared
+//     image/png|jpeg|gif|webp or a .png/.jpg/.jpeg/.gif/.webp name) and is
+//     none is refused (ReasonNotImage). ImageBudget picks the images the
+//     model sees (≤ 8, each ≤ 20 MiB, ≤ 64 MiB in all). Block words the
+//     prompt's attachments block (names as the worker finds them, types,
+//     sizes, each failure with its reason; ≤ MaxBlock units); Notice words
+//     the fixed notice that ends the guest's reply (positions and the
+//     root's fixed reasons, never a guest-chosen name).
 //   - Reply files: DecodeReplyFiles validates with
 //     rtsandbox.ValidateReplyFiles again (the host does not trust the
 //     broker's check alone), decodes with the non-strict standard base64

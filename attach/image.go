@@ -1,7 +1,6 @@
 package attach
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -10,19 +9,10 @@ import (
 )
 
 // SniffImage returns the image type of data from its magic bytes alone,
-// and ok false when data starts like none of the four types of §4.2.
+// and ok false when data starts like none of the four types of §4.2
+// (rtsandbox.SniffImage, which the worker shares).
 func SniffImage(data []byte) (mimeType string, ok bool) {
-	switch {
-	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
-		return rtsandbox.MIMEPNG, true
-	case bytes.HasPrefix(data, []byte{0xFF, 0xD8, 0xFF}):
-		return rtsandbox.MIMEJPEG, true
-	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
-		return rtsandbox.MIMEGIF, true
-	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
-		return rtsandbox.MIMEWebP, true
-	}
-	return "", false
+	return rtsandbox.SniffImage(data)
 }
 
 // RawImage is an image as it arrives: its bytes and the type its sender

@@ -117,3 +117,7 @@ func validPrefix(prefix string) bool {
 	}
 	return true
 }
+
+// ValidPrefix reports whether prefix may start an attachment's file name
+// (FileName): 1–160 of [a-zA-Z0-9_-].
+func ValidPrefix(prefix string) bool { return validPrefix(prefix) }

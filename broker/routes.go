@@ -63,13 +63,21 @@ func (t *Turn) route(path string, beta bool) (routeFunc, bool) {
 	return nil, false
 }
 
-// serveModel normalises the guest's chat request, fetches the turn-scoped
-// key and forwards the rebuilt body. A refused payload never fetches the
-// key or reaches upstream. With Config.Stream, "stream": true is forwarded
-// (with the usage chunk asked for, to settle the budget) and the answer
-// passed on as it arrives; otherwise stream stays pinned to false.
+// serveModel normalises the guest's chat request under the sealed rule
+// (serveChat).
 func serveModel(ctx context.Context, t *Turn, req request) outcome {
-	in, err := modelapi.NormalizeChat(req.obj)
+	return serveChat(ctx, t, req, modelapi.ChatOptions{})
+}
+
+// serveChat normalises the guest's chat request under opts (the session
+// broker admits data-URL image parts in user messages), fetches the
+// turn-scoped key and forwards the rebuilt body. A refused payload never
+// fetches the key or reaches upstream. With Config.Stream, "stream": true
+// is forwarded (with the usage chunk asked for, to settle the budget) and
+// the answer passed on as it arrives; otherwise stream stays pinned to
+// false.
+func serveChat(ctx context.Context, t *Turn, req request, opts modelapi.ChatOptions) outcome {
+	in, err := modelapi.NormalizeChatWith(req.obj, opts)
 	if err != nil {
 		// The rule's text may quote guest key names: keep the record
 		// content-free.

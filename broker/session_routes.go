@@ -11,6 +11,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
 // The fixed texts of the session error table (session spec §2.10). The
@@ -224,7 +225,9 @@ func (s *Session) route(path string, beta bool) (route sessionRoute, isMCP bool)
 		return nil, false
 	}
 	if path == rtsandbox.RouteModel && !s.b.anthropic() {
-		return func(ctx context.Context, sc *scope, req request) outcome { return serveModel(ctx, sc.turn, req) }, false
+		return func(ctx context.Context, sc *scope, req request) outcome {
+			return serveChat(ctx, sc.turn, req, modelapi.ChatOptions{ImageParts: true}) // the turn's images (§4.2)
+		}, false
 	}
 	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
 		if h := s.b.tools[name]; h != nil {

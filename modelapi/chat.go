@@ -32,11 +32,16 @@ type ChatInput struct {
 // no calls or an empty tool_calls array: an empty list is dropped rather
 // than forwarded, because it means the same as no list and OpenAI refuses
 // tool_calls arrays with fewer than one entry.
+//
+// Parts, set only under ChatOptions.ImageParts and only on a user message,
+// is the content when the guest sent an array of parts (Content is then
+// ""); MarshalJSON writes it in content's place.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Role       string        `json:"role"`
+	Content    string        `json:"content"`
+	Parts      []ContentPart `json:"-"`
+	ToolCalls  []ToolCall    `json:"tool_calls,omitempty"`
+	ToolCallID string        `json:"tool_call_id,omitempty"`
 }
 
 // ToolCall is one rebuilt assistant tool call; Type is always "function".
@@ -70,7 +75,13 @@ var (
 // request with an error wrapping rtsandbox.ErrRefused (the message may say
 // which rule, for the operator log only).
 func NormalizeChat(body map[string]json.RawMessage) (*ChatInput, error) {
-	msgs, err := normalizeMessages(body["messages"])
+	return NormalizeChatWith(body, ChatOptions{})
+}
+
+// NormalizeChatWith is NormalizeChat under opts: the session broker admits
+// image parts in user messages (ChatOptions.ImageParts).
+func NormalizeChatWith(body map[string]json.RawMessage, opts ChatOptions) (*ChatInput, error) {
+	msgs, err := normalizeMessages(body["messages"], opts)
 	if err != nil {
 		return nil, refused(err)
 	}
@@ -85,7 +96,7 @@ func NormalizeChat(body map[string]json.RawMessage) (*ChatInput, error) {
 	return in, nil
 }
 
-func normalizeMessages(raw json.RawMessage) ([]Message, error) {
+func normalizeMessages(raw json.RawMessage, opts ChatOptions) ([]Message, error) {
 	items, ok := asArray(raw)
 	if !ok {
 		return nil, errors.New("messages is not an array")
@@ -94,8 +105,12 @@ func normalizeMessages(raw json.RawMessage) ([]Message, error) {
 		return nil, fmt.Errorf("%d messages, more than %d", len(items), MaxMessages)
 	}
 	msgs := make([]Message, 0, len(items)) // never nil: [] stays [] upstream
+	var tally *imageTally
+	if opts.ImageParts {
+		tally = &imageTally{}
+	}
 	for i, item := range items {
-		m, err := normalizeMessage(item)
+		m, err := normalizeMessage(item, tally)
 		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
@@ -104,7 +119,9 @@ func normalizeMessages(raw json.RawMessage) ([]Message, error) {
 	return msgs, nil
 }
 
-func normalizeMessage(raw json.RawMessage) (Message, error) {
+// normalizeMessage rebuilds one message; tally is nil unless image parts
+// are admitted, and then counts the request's images.
+func normalizeMessage(raw json.RawMessage, tally *imageTally) (Message, error) {
 	obj, ok := asObject(raw)
 	if !ok {
 		return Message{}, errors.New("not an object")
@@ -116,14 +133,22 @@ func normalizeMessage(raw json.RawMessage) (Message, error) {
 	if !ok || !roles[role] {
 		return Message{}, errors.New("role is not system, user, assistant or tool")
 	}
+	m := Message{Role: role}
+	var err error
 	content, ok := asString(obj["content"])
-	if !ok {
-		// Refuses null and content-part arrays, and with them image_url,
-		// file, input_audio and every other multimodal part.
+	switch {
+	case ok:
+		m.Content = content
+	case tally != nil && role == "user" && kind(obj["content"]) == '[':
+		if m.Parts, err = contentParts(obj["content"], tally); err != nil {
+			return Message{}, err
+		}
+	default:
+		// Refuses null and content-part arrays (but a session user
+		// message's text and data-URL images), and with them remote
+		// image_url, file, input_audio and every other multimodal part.
 		return Message{}, errors.New("content is not a string")
 	}
-	m := Message{Role: role, Content: content}
-	var err error
 	if raw, ok := obj["tool_calls"]; ok {
 		if m.ToolCalls, err = normalizeToolCalls(role, raw); err != nil {
 			return Message{}, err

@@ -49,7 +49,12 @@ func FuzzNormalizeChat(f *testing.F) {
 // wraps ErrRefused; an accepted body builds a request with only allowed keys
 // that normalises again to the same bytes.
 func checkNormalizeChat(t *testing.T, body string, m map[string]json.RawMessage) {
-	in, err := NormalizeChat(m)
+	checkNormalizeChatWith(t, body, m, ChatOptions{})
+}
+
+// checkNormalizeChatWith is checkNormalizeChat under opts.
+func checkNormalizeChatWith(t *testing.T, body string, m map[string]json.RawMessage, opts ChatOptions) {
+	in, err := NormalizeChatWith(m, opts)
 	if err != nil {
 		if in != nil || !errors.Is(err, rtsandbox.ErrRefused) {
 			t.Fatalf("NormalizeChat(%s) = %+v, %v; want nil and an error wrapping ErrRefused", body, in, err)
@@ -62,7 +67,7 @@ func checkNormalizeChat(t *testing.T, body string, m map[string]json.RawMessage)
 	if err := json.Unmarshal(out, &again); err != nil {
 		t.Fatalf("BuildChatRequest output %s does not decode: %v", out, err)
 	}
-	in2, err := NormalizeChat(again)
+	in2, err := NormalizeChatWith(again, opts)
 	if err != nil {
 		t.Fatalf("NormalizeChat(%s) = %v; want the rebuilt body accepted again", out, err)
 	}
@@ -104,6 +109,14 @@ func checkAllowedKeys(t *testing.T, out []byte) {
 func checkMessageKeys(t *testing.T, msg json.RawMessage) {
 	t.Helper()
 	got := wantKeys(t, "message", mustMembers(t, msg), "role", "content", "tool_calls", "tool_call_id")
+	if kind(got["content"]) == '[' {
+		for _, part := range mustArray(t, got["content"]) {
+			p := wantKeys(t, "content part", mustMembers(t, part), "type", "text", "image_url")
+			if p["image_url"] != nil {
+				wantKeys(t, "image_url", mustMembers(t, p["image_url"]), "url")
+			}
+		}
+	}
 	for _, call := range mustArray(t, got["tool_calls"]) {
 		c := wantKeys(t, "tool call", mustMembers(t, call), "id", "type", "function")
 		wantKeys(t, "tool call function", mustMembers(t, c["function"]), "name", "arguments")

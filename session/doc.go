@@ -26,6 +26,14 @@
 //     restarts, and a new broker on the same socket path takes the
 //     worker's next ready call). Remove and StartFresh remove the
 //     container; StartFresh then archives the conversation.
+//   - RunInput collects a message's attachments (§5.1) once the channel
+//     is taken: fetched through safefetch or taken from the surface's
+//     bytes, bounded (20 files, 25 MiB each, 50 MiB in all), written
+//     exclusively and no-follow into the owned workspace/attachments,
+//     real images (sniffed, at most 8 within §4.2) as the turn's images,
+//     a bounded block naming the files after the text; the reply ends
+//     with attach.Notice's fixed text when a file was refused. Reply files
+//     are validated again and decoded (attach.DecodeReplyFiles).
 //   - The party directory is private to the service; each channel's
 //     directory carries a .channel-key record that refuses a second
 //     channel with the same segment; whatever a guest plants in its

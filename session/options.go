@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/effort"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
+	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 )
 
@@ -89,6 +90,13 @@ type Options struct {
 	// (failure messages, the worker's log lines); nil removes control
 	// characters only. The host wires its secret-aware scrubber.
 	Scrub func(string) string
+	// Fetcher downloads the attachments that surfaces hand over by URL
+	// (Discord's CDN, §5.1 step 4): public addresses only, bounded, no
+	// credentials. nil means the production one (&safefetch.Fetcher{}:
+	// the system resolver and the pinned transport). Tests pass one whose
+	// trusted seams reach a loopback server (safefetchtest.Loopback); the
+	// address policy still runs.
+	Fetcher *safefetch.Fetcher
 	// Logger receives operator records; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock of archive names; nil means time.Now.
@@ -165,6 +173,9 @@ func check(o Options) (settings, error) {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.Fetcher == nil {
+		s.Fetcher = &safefetch.Fetcher{}
 	}
 	if s.Now == nil {
 		s.Now = time.Now

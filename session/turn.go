@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/attach"
 )
 
 // Bounds of what a failed turn writes to the operator log (§1.2 step 16).
@@ -61,13 +61,6 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 	return rtsandbox.Reply{OK: true, Text: res.Text}, nil
 }
 
-// RunInput runs the turn of one guest message with its attachments and
-// returns the text and the reply files. Attachments are not collected
-// yet: the text goes alone.
-func (r *Runtime) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (TurnResult, error) {
-	return r.Turn(ctx, TurnRequest{Binding: b, Text: in.Text})
-}
-
 // Turn runs one session turn (§1.2). Refusals, decided before anything
 // runs: ErrChannel, ErrClosed, ErrChannelBusy. Every other failure is
 // logged ("sandbox turn failed") and returned as an error whose text is
@@ -78,6 +71,13 @@ func (r *Runtime) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbo
 // ErrClosed or the caller's). An aborted turn's container is removed
 // before Turn returns.
 func (r *Runtime) Turn(ctx context.Context, req TurnRequest) (TurnResult, error) {
+	return r.turnWith(ctx, req, nil)
+}
+
+// turnWith is Turn with a step that runs once the channel is taken and
+// before anything starts (RunInput collects the attachments there): it
+// may change the request, end the turn with no result (false) or fail it.
+func (r *Runtime) turnWith(ctx context.Context, req TurnRequest, before func(t *turn, req *TurnRequest) (bool, error)) (TurnResult, error) {
 	channel := req.Binding.Channel
 	if err := checkChannel(channel); err != nil {
 		return TurnResult{}, err
@@ -89,6 +89,15 @@ func (r *Runtime) Turn(ctx context.Context, req TurnRequest) (TurnResult, error)
 	defer r.finish(t)
 	if t.id = req.TurnID; t.id == "" {
 		t.id = newTurnID()
+	}
+	if before != nil {
+		run, err := before(t, &req)
+		if err != nil {
+			return TurnResult{}, r.failed(t, err)
+		}
+		if !run {
+			return TurnResult{TurnID: t.id}, nil
+		}
 	}
 	res, err := r.run(t, req)
 	if err != nil {
@@ -247,23 +256,16 @@ func (r *Runtime) current(channel rtsandbox.ChannelKey) (Broker, error) {
 
 // decode finishes a worker's result (§1.2 step 14): ok:false fails with
 // ErrWorkerFailed (the container is kept); the reply files are validated
-// again and decoded.
+// again and decoded (attach.DecodeReplyFiles).
 func decode(id string, out rtsandbox.SessionResult) (TurnResult, error) {
 	if !out.OK {
 		return TurnResult{}, fmt.Errorf("%w: %s", ErrWorkerFailed, out.Error)
 	}
-	if err := rtsandbox.ValidateReplyFiles(out.Files); err != nil {
+	files, err := attach.DecodeReplyFiles(out.Files)
+	if err != nil {
 		return TurnResult{}, err
 	}
-	res := TurnResult{TurnID: id, Text: out.Text, Files: make([]File, 0, len(out.Files))}
-	for _, f := range out.Files {
-		data, err := base64.StdEncoding.DecodeString(f.Data)
-		if err != nil {
-			return TurnResult{}, fmt.Errorf("%w: %w", rtsandbox.ErrReplyFile, err)
-		}
-		res.Files = append(res.Files, File{Name: f.Name, Data: data})
-	}
-	return res, nil
+	return TurnResult{TurnID: id, Text: out.Text, Files: files}, nil
 }
 
 // failed is §1.2 step 16: log the failure; when the turn signal ended,

@@ -30,10 +30,13 @@ type modelPayload struct {
 	Model    string               `json:"model"`
 	Messages []message            `json:"messages"`
 	Tools    []rtsandbox.ChatTool `json:"tools"`
-	// images go with the last user message, the turn's own, to a model
-	// client that can send them (the Anthropic one; the session worker
-	// gives the OpenAI one none). They are never part of the chat shape.
-	images []rtsandbox.Image
+	// images go with the last user message, the turn's own; toolImages
+	// with the result of the tool call whose id keys them (read_attachment
+	// in session mode). Each model client puts them where its API takes
+	// images; they are never part of the chat shape, nor of the stored
+	// conversation. The sealed worker has none.
+	images     []rtsandbox.Image
+	toolImages map[string][]rtsandbox.Image
 }
 
 // agent is the tool loop both modes share: it calls the model, runs the
@@ -63,6 +66,9 @@ type agent struct {
 	// toolFailed reports a refused or failed tool call; nil discards it.
 	toolFailed func(name string, err error)
 	calls      int // tool calls run
+	// shown is the session turn's image budget, through which a tool
+	// shows the model an image; nil for the sealed worker.
+	shown *shownImages
 }
 
 // sealedTurn is one sealed turn: the loop with the channel's memory and
@@ -207,12 +213,19 @@ func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMe
 // and the model API's message bound (a long session conversation outgrows
 // the /model rule's 128 messages long before its size budget): history
 // oldest first, then whole assistant+tool groups oldest first, so a tool
-// reply never loses its assistant message.
+// reply never loses its assistant message. Images are measured aside:
+// the turn's image budget bounds them (§4.2), and a request of 64 MiB of
+// images is not encoded again for every message dropped.
 func (a *agent) fitContext() error {
 	p := &a.payload
 	budget := cmp.Or(a.maxPayload, maxPayload)
 	tooMany := func() bool { return len(p.Messages) > a.model.maxMessages() }
-	for tooMany() || jsonjs.Size(a.model.request(p)) > budget {
+	size := func() int {
+		text := *p
+		text.images, text.toolImages = nil, nil
+		return jsonjs.Size(a.model.request(&text))
+	}
+	for tooMany() || size() > budget {
 		switch {
 		case a.histLeft > 0:
 			n := 1
@@ -298,7 +311,23 @@ func (a *agent) runCalls(ctx context.Context, step int, msg map[string]json.RawM
 	for i, call := range normalized {
 		text := a.runCall(ctx, call.Function.Name, parseModelCall(calls[i]))
 		a.payload.Messages = append(a.payload.Messages, message{Role: "tool", ToolCallID: call.ID, Content: promptText(text, budget)})
+		a.fileImages(call.ID)
 	}
+}
+
+// fileImages keeps the images the call id's tool showed with its result.
+func (a *agent) fileImages(id string) {
+	if a.shown == nil {
+		return
+	}
+	images := a.shown.take()
+	if len(images) == 0 {
+		return
+	}
+	if a.payload.toolImages == nil {
+		a.payload.toolImages = map[string][]rtsandbox.Image{}
+	}
+	a.payload.toolImages[id] = images
 }
 
 // runCall returns the tool's text, or refusedText when the call cannot run

@@ -20,9 +20,11 @@ import (
 // is, posts it to RouteAnthropicMessages, and reads the answer, streamed
 // (anthropicstream.go) or not, back into the chat shape. It emits only
 // what §2.5 accepts: a string system, user and assistant messages whose
-// blocks are text, tool_use, tool_result (string content) and the thinking
+// blocks are text, base64 images (the turn's, and in a tool_result those
+// read_attachment showed), tool_use, tool_result and the thinking
 // blocks the model itself returned; custom tools with an input_schema; no
-// server tools, media, URLs, tool_choice or sampling fields.
+// server tools, documents, URL or file sources, tool_choice or sampling
+// fields.
 
 // maxAnswerBlocks bounds the content blocks of one answer, as the broker
 // bounds a request's (§2.5).
@@ -89,7 +91,7 @@ type toolUseBlock struct {
 type toolResultBlock struct {
 	Type      string `json:"type"`
 	ToolUseID string `json:"tool_use_id"`
-	Content   string `json:"content"`
+	Content   any    `json:"content"` // a string, or text and image blocks
 }
 
 type thinkingBlock struct {
@@ -162,7 +164,11 @@ func (c *anthropicClient) request(p *modelPayload) any {
 		case "system":
 			req.System = m.Content
 		case "tool":
-			req.Messages = appendToolResult(req.Messages, toolResultBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content})
+			var content any = m.Content
+			if images := p.toolImages[m.ToolCallID]; len(images) > 0 {
+				content = append([]any{textBlock{Type: "text", Text: m.Content}}, imageContent(images, "")...)
+			}
+			req.Messages = appendToolResult(req.Messages, toolResultBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: content})
 		case "assistant":
 			if len(req.Messages) > 0 {
 				req.Messages = appendContent(req.Messages, "assistant", c.assistantContent(m))

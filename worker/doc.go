@@ -12,8 +12,12 @@
 // broker at /run/sandbox/broker.sock for turns (rtsandbox.SessionTurn),
 // posts results (rtsandbox.ResultPacket), talks to MCP servers as a
 // Streamable-HTTP client through the broker, and keeps its conversation
-// as JSONL under /workspace/sessions. docs/session.md, "Session worker and
-// conversation format", is its reference.
+// as JSONL under /workspace/sessions. A session turn's images, and those
+// its read_attachment tool shows from /workspace/attachments, reach the
+// model as image parts (one §4.2 budget per turn); host tool images and
+// other reply files come back from /workspace/outbox/<turn>.
+// docs/session.md, "Session worker and conversation format", is its
+// reference.
 //
 // # Protocol
 //
@@ -72,12 +76,15 @@
 // reads every answer as a chat-completions message; a modelClient per API
 // translates (model.go), so tools, MCP, memory, history, the repair of tool
 // calls and the context budget are one code path. The OpenAI client posts
-// the conversation to /model, whole, as the sealed spec says.
+// the conversation to /model, whole, as the sealed spec says; in session
+// mode images go as image_url parts of base64 data URLs in user messages,
+// the only place the session /model rule admits them.
 //
 // The Anthropic client (anthropic.go) builds a Messages request that the
 // broker's §2.5 rebuild (session spec) accepts as it is: a string system;
-// user and assistant messages of text, tool_use (the arguments object) and
-// tool_result blocks, one user message per run of results; the thinking
+// user and assistant messages of text, base64 image, tool_use (the
+// arguments object) and tool_result blocks (text, and images a tool
+// showed), one user message per run of results; the thinking
 // blocks of the model's last tool-calling answer, replayed unchanged; custom
 // tools with input_schema; max_tokens of 4,096 plus the thinking budget of
 // the turn's level (rtsandbox.ThinkingBudget), and stream when the turn

@@ -107,25 +107,46 @@ func (b *outbox) collect() ([]rtsandbox.ReplyFile, error) {
 // following a link and without blocking on a fifo: 1 byte to limit bytes,
 // and exactly the size it had when opened ("File changed while reading").
 func readAt(d *os.File, name string, limit int) ([]byte, error) {
-	fd, err := syscall.Openat(int(d.Fd()), name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, size, err := openRegularAt(int(d.Fd()), name, int64(limit))
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, err
+	}
+	defer f.Close()
+	return readWhole(f, size)
+}
+
+// openRegularAt opens name in the directory dirfd without following a
+// link and without blocking on a fifo, and requires a regular file of 1
+// byte to limit (the reference's boundedFile, §5.3). It returns the file
+// and its size.
+func openRegularAt(dirfd int, name string, limit int64) (*os.File, int64, error) {
+	fd, err := syscall.Openat(dirfd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
 	info, err := f.Stat()
 	switch {
 	case err != nil:
-		return nil, err
 	case !info.Mode().IsRegular():
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	case info.Size() < 1 || info.Size() > int64(limit):
-		return nil, fmt.Errorf("%s: size %d out of bounds", name, info.Size())
+		err = fmt.Errorf("%s: not a regular file", name)
+	case info.Size() < 1 || info.Size() > limit:
+		err = fmt.Errorf("%s: size %d out of bounds", name, info.Size())
 	}
-	data := make([]byte, info.Size()+1)
-	n, err := io.ReadFull(f, data)
-	if err != io.ErrUnexpectedEOF || int64(n) != info.Size() {
-		return nil, fmt.Errorf("%s: file changed while reading", name)
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, info.Size(), nil
+}
+
+// readWhole reads an opened file from its start: exactly the size it had
+// when opened, else "file changed while reading".
+func readWhole(f *os.File, size int64) ([]byte, error) {
+	data := make([]byte, size+1)
+	n, err := f.ReadAt(data, 0)
+	if err != io.EOF || int64(n) != size {
+		return nil, fmt.Errorf("%s: file changed while reading", f.Name())
 	}
 	return data[:n], nil
 }

@@ -480,9 +480,10 @@ func TestSessionMCPReinitialiseOn404(t *testing.T) {
 	}
 }
 
-// With the OpenAI API the turn goes to /model in the chat shape; images
-// are not sent (the broker's chat rebuild takes no content parts), the
-// prompt says so instead.
+// With the OpenAI API the turn goes to /model in the chat shape; the
+// turn's images reach the model as image_url parts of the turn's user
+// message, which the session /model rule admits (the stand-in rebuilds
+// the body with it).
 func TestSessionOpenAITurn(t *testing.T) {
 	model := fakemodel.New(fakemodel.Reply("seen"))
 	defer model.Close()
@@ -498,8 +499,14 @@ func TestSessionOpenAITurn(t *testing.T) {
 	if req.API != fakemodel.OpenAI || req.Body.Model != "gpt-test" {
 		t.Errorf("request API %v model %q; want chat completions of gpt-test", req.API, req.Body.Model)
 	}
-	if want := "[Ann (ann)] look\n[The message had 1 image(s); this model cannot see images.]"; req.UserText() != want {
+	if want := "[Ann (ann)] look"; req.UserText() != want {
 		t.Errorf("prompt %q; want %q", req.UserText(), want)
+	}
+	if diff := cmp.Diff([]fakemodel.Image{{MIMEType: rtsandbox.MIMEPNG, Data: "AQID"}}, req.Images()); diff != "" {
+		t.Errorf("the image did not reach the model as an image part (-want +got):\n%s", diff)
+	}
+	if last := req.Body.Messages[len(req.Body.Messages)-1]; last.Role != "user" || len(last.Images) != 1 {
+		t.Errorf("the image is not on the turn's user message: %+v", last)
 	}
 	if slices.Contains(b.gotRoutes(), "POST "+rtsandbox.RouteAnthropicMessages) {
 		t.Errorf("an OpenAI profile called the Anthropic route")

@@ -114,7 +114,15 @@ func (b *sessionBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.messages(w, r)
 	case route == "POST "+rtsandbox.RouteModel:
 		body, _ := io.ReadAll(r.Body)
-		b.forward(w, r, b.model.ChatURL(), body, nil)
+		b.mu.Lock()
+		b.modelBodies = append(b.modelBodies, string(body))
+		b.mu.Unlock()
+		out, ok := rebuildChat(b.t, body)
+		if !ok {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		b.forward(w, r, b.model.ChatURL(), out, nil)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, rtsandbox.RouteToolPrefix):
 		b.tool(w, r, strings.TrimPrefix(r.URL.Path, rtsandbox.RouteToolPrefix))
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, rtsandbox.RouteMCPPrefix):
@@ -258,6 +266,24 @@ func (b *sessionBroker) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.forward(w, r, b.model.URL()+"/v1/messages", out, nil)
+}
+
+// rebuildChat rebuilds the worker's chat body with the session broker's
+// /model rule (modelapi.NormalizeChatWith, image parts admitted), failing
+// the test on a refusal.
+func rebuildChat(t *testing.T, body []byte) ([]byte, bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		t.Errorf("worker body is not a JSON object: %v", err)
+		return nil, false
+	}
+	in, err := modelapi.NormalizeChatWith(fields, modelapi.ChatOptions{ImageParts: true})
+	if err != nil {
+		t.Errorf("the session /model rule refuses the worker's body: %v\n%.2000s", err, body)
+		return nil, false
+	}
+	out, err := jsonjs.Marshal(modelapi.BuildChatRequest("gpt-test", in, 4096))
+	return out, err == nil
 }
 
 // forward posts body upstream and copies the answer back as it arrives,

@@ -29,7 +29,7 @@ const (
 	// turn sooner.
 	maxSessionSteps = rtsandbox.SessionMaxCalls
 	// sessionRequestBudget bounds a model request in JSON bytes, the
-	// turn's images aside (about 180,000 tokens at four bytes a token):
+	// images aside (about 180,000 tokens at four bytes a token):
 	// fitContext drops history exchanges, then the turn's oldest tool
 	// groups, to stay under it.
 	sessionRequestBudget = 720_000
@@ -97,7 +97,7 @@ func (w *sessionWorker) runTurn(ctx context.Context, turn rtsandbox.SessionTurn)
 	}
 	msgs := a.payload.Messages[1+a.histLeft:]
 	msgs = append(msgs, message{Role: "assistant", Content: text})
-	msgs[0].Content = storedPrompt(msgs[0].Content, len(turn.Images), w.config.ModelAPI)
+	msgs[0].Content = storedPrompt(msgs[0].Content, len(turn.Images))
 	r := w.endTurn(turn, msgs, a.calls, nil)
 	r.Text, r.Files = text, files
 	return r
@@ -160,8 +160,9 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 	msgs := make([]message, 0, len(history)+2)
 	msgs = append(msgs, message{Role: "system", Content: sessionSystemPrompt(cfg.Prompt, when, turn.Memory)})
 	msgs = append(msgs, history...)
-	msgs = append(msgs, message{Role: "user", Content: userPrompt(turn, cfg.ModelAPI)})
-	tools := w.sessionTools(box)
+	msgs = append(msgs, message{Role: "user", Content: userPrompt(turn)})
+	shown := newShownImages(turn.Images)
+	tools := w.sessionTools(box, shown)
 	a := &agent{
 		model: newModelClient(modelSettings{api: cfg.ModelAPI, stream: cfg.Stream, thinking: turn.Thinking,
 			retried: func(status int, wait time.Duration) {
@@ -174,13 +175,9 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 		toolFailed: func(name string, err error) {
 			w.log.Warn(logToolFailed, "turnId", turn.TurnID, "tool", name, "error", rtsandbox.PrefixUTF16(err.Error(), 2000))
 		},
+		shown: shown,
 	}
-	if cfg.ModelAPI == rtsandbox.ModelAPIAnthropic {
-		a.payload.images = turn.Images
-		for _, im := range turn.Images {
-			a.maxPayload += len(im.Data) + 128 // the block around the data
-		}
-	}
+	a.payload.images = turn.Images
 	return a, nil
 }
 
@@ -200,33 +197,30 @@ func sessionSystemPrompt(prompt, now, memory string) string {
 	return strings.Join(parts, "\n")
 }
 
-// userPrompt is "[<name> (<id>)] <text>". The OpenAI route takes no
-// images (the broker's chat rebuild refuses content parts), so there the
-// prompt says how many the message had instead.
-func userPrompt(turn rtsandbox.SessionTurn, api string) string {
-	text := "[" + turn.Author.Name + " (" + turn.Author.ID + ")] " + turn.Text
-	if n := len(turn.Images); n > 0 && api != rtsandbox.ModelAPIAnthropic {
-		text += "\n[The message had " + strconv.Itoa(n) + " image(s); this model cannot see images.]"
-	}
-	return text
+// userPrompt is "[<name> (<id>)] <text>"; the turn's images go with it
+// as image parts (both model APIs).
+func userPrompt(turn rtsandbox.SessionTurn) string {
+	return "[" + turn.Author.Name + " (" + turn.Author.ID + ")] " + turn.Text
 }
 
 // storedPrompt is the turn's prompt as the conversation keeps it: images
 // are not kept (they would swell every later request and the file), so a
 // note stands in for those the model saw.
-func storedPrompt(prompt string, images int, api string) string {
-	if images == 0 || api != rtsandbox.ModelAPIAnthropic {
+func storedPrompt(prompt string, images int) string {
+	if images == 0 {
 		return prompt
 	}
 	return prompt + "\n[" + strconv.Itoa(images) + " image(s) were attached here; they are not kept in the conversation.]"
 }
 
-// sessionTools builds the turn's table: invalid_tool, host_<X> for each
-// host tool of the profile and mcp_<N>_<Y> for each tool Y of its N-th
-// MCP server, the sealed worker's names, each held back while a skill
-// that claims it is unread, and read_skill when the profile has skills.
-func (w *sessionWorker) sessionTools(box *outbox) *toolTable {
+// sessionTools builds the turn's table: invalid_tool, read_attachment,
+// host_<X> for each host tool of the profile and mcp_<N>_<Y> for each tool
+// Y of its N-th MCP server, the sealed worker's names, each held back while
+// a skill that claims it is unread, and read_skill when the profile has
+// skills.
+func (w *sessionWorker) sessionTools(box *outbox, shown *shownImages) *toolTable {
 	t := newToolTable()
+	t.add(w.readAttachment(shown))
 	for _, spec := range w.config.Tools {
 		t.add(w.skills.gated(spec.Name, hostFunction(spec, w.hostTool(spec.Name, box))))
 	}
@@ -252,10 +246,20 @@ type toolCall struct {
 // image.png (image-2.png, …), as the reference does whatever its type. A
 // result for one reader only (privateTo) is refused: this worker has no
 // privacy projection to keep it from the others, and does not claim one.
+// A tool named image_generate gets its reference_images read from the
+// attachments first (referenceImages); a refused reference is the
+// model's answer and nothing is posted.
 func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context, toolInput) (string, error) {
 	route := rtsandbox.ToolRoute(name)
 	return func(ctx context.Context, in toolInput) (string, error) {
-		ans, err := w.broker.call(ctx, http.MethodPost, route, toolCall{Input: in.raw}, nil, 0, maxToolAnswer)
+		input := in.raw
+		if name == imageGenerate {
+			var err error
+			if input, err = referenceImages(w.o.Workspace, in); err != nil {
+				return refusal(err)
+			}
+		}
+		ans, err := w.broker.call(ctx, http.MethodPost, route, toolCall{Input: input}, nil, 0, maxToolAnswer)
 		if err != nil {
 			return "", err
 		}

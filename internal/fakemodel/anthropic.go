@@ -59,12 +59,32 @@ type messagesTool struct {
 // fields are ignored.
 type messagesBlock struct {
 	Type      string          `json:"type"`
+	Source    *imageSource    `json:"source"`
 	Text      string          `json:"text"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
+}
+
+// imageSource is an image block's source.
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+	URL       string `json:"url"`
+}
+
+// blockImages are the image blocks among blocks.
+func blockImages(blocks []messagesBlock) []Image {
+	var out []Image
+	for _, b := range blocks {
+		if b.Type == "image" && b.Source != nil {
+			out = append(out, Image{MIMEType: b.Source.MediaType, Data: b.Source.Data, URL: b.Source.URL})
+		}
+	}
+	return out
 }
 
 // decodeMessages reads a Messages body into the chat view that steps and
@@ -123,16 +143,18 @@ func chatMessages(m messagesMessage) ([]Message, error) {
 			}
 			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: b.ID, Type: "function", Function: FunctionCall{Name: b.Name, Arguments: args.String()}})
 		case "tool_result":
-			result, _, err := blockText(b.Content)
+			result, inner, err := blockText(b.Content)
 			if err != nil {
 				return nil, fmt.Errorf("tool_result content: %w", err)
 			}
 			tm := textMessage("tool", result)
 			tm.ToolCallID = b.ToolUseID
+			tm.Images = blockImages(inner)
 			out = append(out, tm)
 		}
 	}
-	if text != "" || len(msg.ToolCalls) > 0 || len(out) == 0 {
+	msg.Images = blockImages(blocks)
+	if text != "" || len(msg.ToolCalls) > 0 || len(msg.Images) > 0 || len(out) == 0 {
 		if text != "" || len(msg.ToolCalls) == 0 {
 			msg.Content = textMessage("", text).Content
 		}

@@ -44,6 +44,13 @@
 //     event; error statuses and Raw bodies are never streamed.
 //     Response.Chunks sends a hand-made body in flushed pieces instead,
 //     with Options.StreamDelay after each, at any status.
+//   - Image parts are recorded in either dialect (Message.Images,
+//     Request.Images): a chat message's image_url parts (data URLs read
+//     into type and data), a Messages user message's image blocks and a
+//     tool_result's image blocks (on its tool message), so tests can
+//     assert that an image reached the model as an image part. Text reads
+//     a chat message's text parts too. A body may be as large as a
+//     session request (rtsandbox.MaxSessionRequest).
 //   - Errors use the dialect's error shape.
 package fakemodel
 
@@ -59,11 +66,13 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
-// maxBody bounds a request body; the broker never sends more than a few
-// hundred KiB.
-const maxBody = 8 << 20
+// maxBody bounds a request body: a session turn's request carries up to
+// 64 MiB of images as base64 (rtsandbox.MaxSessionRequest).
+const maxBody = rtsandbox.MaxSessionRequest
 
 // Options configure a Server beyond its script.
 type Options struct {
@@ -234,6 +243,9 @@ func (s *Server) decode(r *http.Request) (Request, int) {
 	}
 	if req.API == OpenAI {
 		err = json.Unmarshal(raw, &req.Body)
+		for i, m := range req.Body.Messages {
+			req.Body.Messages[i].Images = chatImages(m.Content)
+		}
 	} else {
 		req.Body, err = decodeMessages(raw)
 	}

@@ -52,20 +52,86 @@ type StreamOptions struct {
 
 // Message is one chat message. Content is kept raw because it may be a
 // string, null, or (in session mode) an array of parts; Text reads it.
+// Images are the image parts it carried, in either dialect: a chat
+// message's image_url parts with data URLs, a Messages user message's
+// image blocks, and the image blocks of a tool_result (on its tool
+// message).
 type Message struct {
 	Role       string          `json:"role"`
 	Content    json.RawMessage `json:"content,omitempty"`
 	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Images     []Image         `json:"-"`
 }
 
-// Text is the content when it is a JSON string, else "".
+// Image is one image part as the model received it: its media type and
+// base64 data (a data URL's type and data in chat completions; a base64
+// source's media_type and data in Messages). URL is set instead for a
+// chat image part whose url is not a base64 data URL.
+type Image struct {
+	MIMEType string
+	Data     string
+	URL      string
+}
+
+// Text is the content when it is a JSON string, else the joined text of
+// its text parts, else "".
 func (m Message) Text() string {
 	var s string
-	if json.Unmarshal(m.Content, &s) != nil {
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []chatPart
+	if json.Unmarshal(m.Content, &parts) != nil {
 		return ""
 	}
-	return s
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// chatPart is one content part of a chat message, read leniently.
+type chatPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// chatImages reads the image_url parts of a chat message's content.
+func chatImages(content json.RawMessage) []Image {
+	var parts []chatPart
+	if len(content) == 0 || content[0] != '[' || json.Unmarshal(content, &parts) != nil {
+		return nil
+	}
+	var out []Image
+	for _, p := range parts {
+		if p.Type != "image_url" {
+			continue
+		}
+		head, data, ok := strings.Cut(p.ImageURL.URL, ",")
+		mime, isB64 := strings.CutSuffix(strings.TrimPrefix(head, "data:"), ";base64")
+		if !ok || !strings.HasPrefix(head, "data:") || !isB64 {
+			out = append(out, Image{URL: p.ImageURL.URL})
+			continue
+		}
+		out = append(out, Image{MIMEType: mime, Data: data})
+	}
+	return out
+}
+
+// Images returns every image part of the request, in message order.
+func (r Request) Images() []Image {
+	var out []Image
+	for _, m := range r.Body.Messages {
+		out = append(out, m.Images...)
+	}
+	return out
 }
 
 // Tool is one entry of the request's tools list (the protocol's type).
