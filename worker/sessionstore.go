@@ -25,10 +25,17 @@ import (
 // own format). docs/session.md, "Session worker and conversation format",
 // is the reference; in short, one JSON object per line:
 //
-//	{"type":"session","format":"rtsandbox-session","version":1,"id":…,"created":…}   first line
+//	{"type":"session","format":"rtsandbox-session","version":2,"id":…,"created":…}   first line
 //	{"type":"reader","turnId":…,"reader":…,"privateMemory":false}                      turn start
-//	{"type":"message","turnId":…,"message":{role, content, tool_calls?, tool_call_id?}} one per message
+//	{"type":"message","turnId":…,"message":{role, content, tool_calls?, tool_call_id?},"privateTo"?:…}
+//	                                                                                   one per message
 //	{"type":"end","turnId":…,"ok":true}                                                turn end
+//
+// Version 2 adds privateTo (a tool result's only reader, §5.4) beside
+// the message. Version-1 files still load; the worker does not append to
+// one but copies its kept exchanges into a new version-2 file at its first
+// write, so a worker that predates the privacy projection (and reads only
+// version 1) never continues a conversation holding private results.
 //
 // Messages are in the chat-completions shape the agent loop keeps for
 // either model API. A turn counts only once its end record says ok and its
@@ -39,7 +46,9 @@ import (
 // Session file format and bounds.
 const (
 	sessionFormat  = "rtsandbox-session"
-	sessionVersion = 1
+	sessionVersion = 2
+	// sessionVersion1 is the format before privateTo: read, never written.
+	sessionVersion1 = 1
 	// maxSessionRead bounds what the worker reads of a session file: the
 	// header line, then at most this many bytes from the end. Exchanges
 	// before that are on disk only; the model would not see them anyway.
@@ -72,11 +81,13 @@ type sessionRecord struct {
 	Reader        string   `json:"reader,omitempty"`
 	PrivateMemory *bool    `json:"privateMemory,omitempty"`
 	Message       *message `json:"message,omitempty"`
+	PrivateTo     string   `json:"privateTo,omitempty"`
 	OK            *bool    `json:"ok,omitempty"`
 }
 
-// sessionExchange is one finished turn of the conversation: its reader record
-// (for the privacy projection of the next issue) and its messages.
+// sessionExchange is one finished turn of the conversation: its reader
+// record (for the privacy projection, sessionprivacy.go) and its messages,
+// each tool result with its PrivateTo.
 type sessionExchange struct {
 	turnID        string
 	reader        string
@@ -94,6 +105,9 @@ type sessionStore struct {
 	file      string // path of the session file; "" until one exists
 	exchanges []sessionExchange
 	pending   sessionExchange // the running turn's reader record
+	// carry: the exchanges came from a version-1 file, which is not
+	// appended to; the first write copies them into a new file.
+	carry bool
 }
 
 // sessionsDir is the session directory under workspace.
@@ -109,14 +123,17 @@ func openSessionStore(dir string, now func() time.Time, ignored func(name string
 	for _, name := range recentSessions(dir) {
 		path := filepath.Join(dir, name)
 		data, err := readSessionFile(path)
+		var version int
 		if err == nil {
-			s.exchanges, err = parseSession(data)
+			s.exchanges, version, err = parseSession(data)
 		}
 		if err != nil {
 			ignored(name, err)
 			continue
 		}
-		s.file = path
+		if s.carry = version != sessionVersion; !s.carry {
+			s.file = path
+		}
 		s.exchanges = withinBudget(s.exchanges, sessionHistoryBudget)
 		return s
 	}
@@ -191,14 +208,16 @@ func readSessionFile(path string) ([]byte, error) {
 }
 
 // parseSession reads a session file's bytes: the header line must be ours
-// (format and version); then every whole, ok turn becomes an sessionExchange, in
-// file order. Lines that do not parse, records of unknown types and turns
-// that are not whole exchanges are skipped.
-func parseSession(data []byte) ([]sessionExchange, error) {
+// (format, version 1 or 2); then every whole, ok turn becomes a
+// sessionExchange, in file order. Lines that do not parse, records of
+// unknown types and turns that are not whole exchanges are skipped. A
+// version-1 file has no privateTo: the field is not read there.
+func parseSession(data []byte) ([]sessionExchange, int, error) {
 	header, rest, _ := bytes.Cut(data, []byte("\n"))
 	var h sessionRecord
-	if json.Unmarshal(header, &h) != nil || h.Type != recordSession || h.Format != sessionFormat || h.Version != sessionVersion {
-		return nil, fmt.Errorf("%w: no %s v%d header", errSessionFile, sessionFormat, sessionVersion)
+	if json.Unmarshal(header, &h) != nil || h.Type != recordSession || h.Format != sessionFormat ||
+		(h.Version != sessionVersion && h.Version != sessionVersion1) {
+		return nil, 0, fmt.Errorf("%w: no %s v%d header", errSessionFile, sessionFormat, sessionVersion)
 	}
 	var out []sessionExchange
 	var cur sessionExchange
@@ -213,7 +232,11 @@ func parseSession(data []byte) ([]sessionExchange, error) {
 		case r.TurnID != cur.turnID:
 			// a record of a turn whose reader record is lost: skipped
 		case r.Type == recordMessage && r.Message != nil:
-			cur.messages = append(cur.messages, *r.Message)
+			m := *r.Message
+			if h.Version != sessionVersion1 && m.Role == "tool" {
+				m.PrivateTo = r.PrivateTo
+			}
+			cur.messages = append(cur.messages, m)
 		case r.Type == recordEnd:
 			if r.OK != nil && *r.OK && wholeExchange(cur.messages) {
 				cur.size = jsonjs.Size(cur.messages)
@@ -222,7 +245,7 @@ func parseSession(data []byte) ([]sessionExchange, error) {
 			cur = sessionExchange{}
 		}
 	}
-	return out, nil
+	return out, h.Version, nil
 }
 
 // wholeExchange reports whether msgs is one sessionExchange the model APIs
@@ -265,17 +288,15 @@ func withinBudget(xs []sessionExchange, budget int) []sessionExchange {
 	return xs
 }
 
-// history is the kept conversation as one message list, oldest first.
-// It is the seam of the next issue's privacy projection, which will take
-// the turn's reader and hide the exchanges its reader records make
-// private to another.
-func (s *sessionStore) history() []message {
-	var out []message
-	for _, x := range s.exchanges {
-		out = append(out, x.messages...)
-	}
-	return out
+// history is the kept conversation as v may see it (projectExchanges),
+// oldest first.
+func (s *sessionStore) history(v viewer) []message {
+	return projectExchanges(s.exchanges, v)
 }
+
+// privateHistory reports whether the kept conversation hides anything
+// from a reader-less view (the ready body's privateHistory, §5.4).
+func (s *sessionStore) privateHistory() bool { return privateHistory(s.exchanges) }
 
 // begin records the turn's reader: its principal, else its author id,
 // and whether it carries private prompt memory (§5.4). It is written
@@ -293,9 +314,7 @@ func (s *sessionStore) begin(turn rtsandbox.SessionTurn) error {
 func (s *sessionStore) finish(turnID string, ok bool, msgs []message) error {
 	var lines []sessionRecord
 	if ok {
-		for i := range msgs {
-			lines = append(lines, sessionRecord{Type: recordMessage, TurnID: turnID, Message: &msgs[i]})
-		}
+		lines = messageRecords(turnID, msgs)
 	}
 	lines = append(lines, sessionRecord{Type: recordEnd, TurnID: turnID, OK: &ok})
 	err := s.write(lines...)
@@ -308,8 +327,33 @@ func (s *sessionStore) finish(turnID string, ok bool, msgs []message) error {
 	return err
 }
 
+// messageRecords are the message records of a turn's messages, each
+// tool result with its privateTo.
+func messageRecords(turnID string, msgs []message) []sessionRecord {
+	out := make([]sessionRecord, len(msgs))
+	for i := range msgs {
+		out[i] = sessionRecord{Type: recordMessage, TurnID: turnID, Message: &msgs[i], PrivateTo: msgs[i].PrivateTo}
+	}
+	return out
+}
+
+// carried are the records of the exchanges a version-1 file held, for a
+// new file to begin with.
+func (s *sessionStore) carried() []sessionRecord {
+	var out []sessionRecord
+	ok := true
+	for _, x := range s.exchanges {
+		private := x.privateMemory
+		out = append(out, sessionRecord{Type: recordReader, TurnID: x.turnID, Reader: x.reader, PrivateMemory: &private})
+		out = append(out, messageRecords(x.turnID, x.messages)...)
+		out = append(out, sessionRecord{Type: recordEnd, TurnID: x.turnID, OK: &ok})
+	}
+	return out
+}
+
 // write appends records, one line each, in one write; the first write of
-// a new conversation creates its file with the header line.
+// a new conversation creates its file with the header line (and, after a
+// version-1 file, the exchanges it carries).
 func (s *sessionStore) write(records ...sessionRecord) error {
 	var buf bytes.Buffer
 	flags := os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW
@@ -319,7 +363,11 @@ func (s *sessionStore) write(records ...sessionRecord) error {
 		id := now.Format("2006-01-02T15-04-05.000Z") + "-" + randomHex(4)
 		path = filepath.Join(s.dir, id+".jsonl")
 		flags |= os.O_CREATE | os.O_EXCL
-		records = append([]sessionRecord{{Type: recordSession, Format: sessionFormat, Version: sessionVersion, ID: id, Created: now.Format(time.RFC3339Nano)}}, records...)
+		head := []sessionRecord{{Type: recordSession, Format: sessionFormat, Version: sessionVersion, ID: id, Created: now.Format(time.RFC3339Nano)}}
+		if s.carry {
+			head = append(head, s.carried()...)
+		}
+		records = append(head, records...)
 		if err := os.MkdirAll(s.dir, 0o700); err != nil {
 			return err
 		}
@@ -341,7 +389,7 @@ func (s *sessionStore) write(records ...sessionRecord) error {
 		err = cerr
 	}
 	if err == nil {
-		s.file = path
+		s.file, s.carry = path, false
 	}
 	return err
 }

@@ -12,7 +12,10 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-const testHeader = `{"type":"session","format":"rtsandbox-session","version":1,"id":"s","created":"2026-12-01T19:40:00Z"}`
+const testHeader = `{"type":"session","format":"rtsandbox-session","version":2,"id":"s","created":"2026-12-01T19:40:00Z"}`
+
+// testHeaderV1 is the header of a file written before privateTo.
+const testHeaderV1 = `{"type":"session","format":"rtsandbox-session","version":1,"id":"s","created":"2026-12-01T19:40:00Z"}`
 
 // turnLines is the records of one whole exchange: user text, answer.
 func turnLines(id, user, answer string) string {
@@ -62,13 +65,14 @@ func TestParseSession(t *testing.T) {
 {"type":"end","turnId":"a","ok":true}
 `, []string{"1"}, false},
 		{"no header", turnLines("a", "1", "x"), nil, true},
-		{"other version", strings.Replace(testHeader, `"version":1`, `"version":2`, 1) + "\n" + turnLines("a", "1", "x"), nil, true},
+		{"version 1", testHeaderV1 + "\n" + turnLines("a", "1", "x"), []string{"1"}, false},
+		{"other version", strings.Replace(testHeader, `"version":2`, `"version":3`, 1) + "\n" + turnLines("a", "1", "x"), nil, true},
 		{"pi session file", `{"type":"session","version":3,"id":"x","cwd":"/workspace"}` + "\n", nil, true},
 		{"empty", "", nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			xs, err := parseSession([]byte(tc.data))
+			xs, _, err := parseSession([]byte(tc.data))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v; want error %v", err, tc.wantErr)
 			}
@@ -169,7 +173,7 @@ func TestSessionHistoryBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := parseSession(data)
+	all, _, err := parseSession(data)
 	if err != nil || len(all) != 4 {
 		t.Errorf("file holds %d exchanges (%v); want all 4", len(all), err)
 	}
@@ -196,7 +200,7 @@ func FuzzParseSession(f *testing.F) {
 	f.Add([]byte(testHeader + "\n" + `{"type":"message","turnId":"","message":{"role":"user","content":"x"}}` + "\n"))
 	f.Add([]byte(`{"type":"session"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		xs, err := parseSession(data)
+		xs, _, err := parseSession(data)
 		if err != nil && len(xs) > 0 {
 			t.Fatal("exchanges with an error")
 		}

@@ -46,10 +46,7 @@ const (
 	errStepLimit   = resultText("Model call limit reached")
 )
 
-var (
-	errTurnTimeout = errors.New("turn timed out")
-	errPrivateTool = errors.New("private tool result refused: this worker cannot keep it from other readers")
-)
+var errTurnTimeout = errors.New("turn timed out")
 
 // failedResult is the ok:false result of err: the reference's result
 // text when err carries one (its causes stay in the log), else err's
@@ -149,7 +146,8 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 	if err != nil {
 		return nil, err
 	}
-	history := w.store.history()
+	reader := readerOf(turn)
+	history := w.store.history(reader)
 	used := map[string]bool{}
 	for _, m := range history {
 		for _, c := range m.ToolCalls {
@@ -173,6 +171,9 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 		toolFailed: func(name string, err error) {
 			w.log.Warn(logToolFailed, "turnId", turn.TurnID, "tool", name, "error", rtsandbox.PrefixUTF16(err.Error(), 2000))
 		},
+		// The history is projected above; the running turn's own results
+		// may still be private to another reader.
+		project: func(msgs []message) []message { return hidePrivate(msgs, reader) },
 	}
 	if cfg.ModelAPI == rtsandbox.ModelAPIAnthropic {
 		a.payload.images = turn.Images
@@ -226,7 +227,9 @@ func storedPrompt(prompt string, images int, api string) string {
 func (w *sessionWorker) sessionTools(box *outbox) *toolTable {
 	t := newToolTable()
 	for _, spec := range w.config.Tools {
-		t.add(hostFunction(spec, w.hostTool(spec.Name, box)))
+		f := hostFunction(spec, nil)
+		f.owned = w.hostTool(spec.Name, box)
+		t.add(f)
 	}
 	for n, server := range w.config.MCP {
 		for _, spec := range server.Tools {
@@ -245,34 +248,34 @@ type toolCall struct {
 
 // hostTool posts {"input": arguments} to /tools/<name> and reads the
 // rtsandbox.SessionToolResponse: the text when ok, else the host's error
-// text (or "Host tool failed"). An image is saved to the outbox as
-// image.png (image-2.png, …), as the reference does whatever its type. A
-// result for one reader only (privateTo) is refused: this worker has no
-// privacy projection to keep it from the others, and does not claim one.
-func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context, toolInput) (string, error) {
+// text (or "Host tool failed"), and its privateTo, the only reader the
+// result (text or error) is for (§5.4; the privacy projection hides it
+// from the others). An image is saved to the outbox as image.png
+// (image-2.png, …), as the reference does whatever its type.
+func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context, toolInput) (string, string, error) {
 	route := rtsandbox.ToolRoute(name)
-	return func(ctx context.Context, in toolInput) (string, error) {
+	return func(ctx context.Context, in toolInput) (string, string, error) {
 		ans, err := w.broker.call(ctx, http.MethodPost, route, toolCall{Input: in.raw}, nil, 0, maxToolAnswer)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if ans.status != http.StatusOK {
-			return "", fmt.Errorf("broker answered %d", ans.status)
+			return "", "", fmt.Errorf("broker answered %d", ans.status)
 		}
 		r, err := parseToolResponse(ans.body)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if r.Image != nil {
 			data, _ := base64.StdEncoding.DecodeString(r.Image.Data) // validated
 			if _, err := box.save("image", data, "png"); err != nil {
-				return "", err
+				return "", "", err
 			}
 		}
 		if !r.OK {
-			return cmp.Or(r.Error, "Host tool failed"), nil
+			return cmp.Or(r.Error, "Host tool failed"), r.PrivateTo, nil
 		}
-		return r.Text, nil
+		return r.Text, r.PrivateTo, nil
 	}
 }
 
@@ -281,8 +284,9 @@ func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context,
 var errToolResponse = errors.New("invalid host tool response")
 
 // parseToolResponse reads a host tool's answer: ok a boolean, text and
-// error strings when present, an image that passes §4.2, and no privateTo
-// (errPrivateTool; a malformed one is errToolResponse).
+// error strings when present, an image that passes §4.2, and privateTo,
+// when present, a string of 1–256 units (the reference's "Invalid private
+// tool owner"; here errToolResponse).
 func parseToolResponse(data []byte) (rtsandbox.SessionToolResponse, error) {
 	var r rtsandbox.SessionToolResponse
 	obj, ok := object(data)
@@ -300,10 +304,11 @@ func parseToolResponse(data []byte) (rtsandbox.SessionToolResponse, error) {
 		}
 	}
 	if raw, present := obj["privateTo"]; present {
-		if owner, ok := str(raw); !ok || owner == "" || rtsandbox.UTF16Len(owner) > rtsandbox.MaxSessionField {
+		owner, ok := str(raw)
+		if !ok || owner == "" || rtsandbox.UTF16Len(owner) > rtsandbox.MaxSessionField {
 			return r, errToolResponse
 		}
-		return r, errPrivateTool
+		r.PrivateTo = owner
 	}
 	if raw, present := obj["image"]; present {
 		var im rtsandbox.Image
