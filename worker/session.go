@@ -90,6 +90,7 @@ type sessionWorker struct {
 	log    *slog.Logger
 	broker *broker
 	config rtsandbox.SessionWorkerConfig
+	tiers  tiers // the compaction tiers of the profile's window
 	mcp    *mcpClient
 	store  *sessionStore
 	outage bool // a poll failed and none has succeeded since
@@ -128,7 +129,8 @@ func (w *sessionWorker) start(ctx context.Context) error {
 		return err
 	}
 	w.mcp = newMCPClient(w.broker)
-	w.store = openSessionStore(sessionsDir(w.o.Workspace), w.o.Now, func(name string, err error) {
+	w.tiers = newTiers(w.config.ContextWindow, w.config.ReserveTokens)
+	w.store = openSessionStore(sessionsDir(w.o.Workspace), historyBudget(w.tiers.window), w.o.Now, func(name string, err error) {
 		w.log.Warn(logSessionFile, "file", name, "error", err.Error())
 	})
 	return nil

@@ -333,7 +333,8 @@ func loadSessions(t *testing.T, ws string) []sessionExchange {
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, _, err := parseSession(data)
+	log, err := parseSession(data)
+	xs := log.exchanges
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,11 @@ import (
 //	{"type":"message","turnId":…,"message":{role, content, tool_calls?, tool_call_id?},"privateTo"?:…}
 //	                                                                                   one per message
 //	{"type":"end","turnId":…,"ok":true}                                                turn end
+//	{"type":"compaction","turnId":…,"summary":…,"firstKeptEntryId":…,"keep":n,…}     a compaction
 //
-// Version 2 adds privateTo (a tool result's only reader, §5.4) beside
+// A compaction record replaces every exchange before it but its last keep
+// with its summary (sessioncompact.go), so a restart continues from the
+// summary. Version 2 adds privateTo (a tool result's only reader, §5.4) beside
 // the message. Version-1 files still load; the worker does not append to
 // one but copies its kept exchanges into a new version-2 file at its first
 // write, so a worker that predates the privacy projection (and reads only
@@ -54,12 +57,16 @@ const (
 	// before that are on disk only; the model would not see them anyway.
 	maxSessionRead = 32 << 20
 	maxHeaderLine  = 64 << 10
-	// sessionHistoryBudget bounds, in JSON bytes, the earlier exchanges
-	// the worker keeps in memory and puts in front of a turn: about
-	// 100,000 tokens at four bytes a token. Whole exchanges go, oldest
-	// first. Compaction (the next issue) replaces this cut.
-	sessionHistoryBudget = 400_000
+	// defaultHistoryBudget bounds, in JSON bytes, the exchanges since
+	// the last compaction that the worker keeps in memory, for the
+	// default window: the store's budget is the window's bytes
+	// (historyBudget). Compaction keeps the conversation well under it;
+	// when compactions fail, whole exchanges go, oldest first.
+	defaultHistoryBudget = bytesPerToken * defaultContextWindow
 )
+
+// historyBudget is the store's budget for a window of that many tokens.
+func historyBudget(window int) int { return bytesPerToken * window }
 
 // Record types of a session file.
 const (
@@ -67,6 +74,7 @@ const (
 	recordReader  = "reader"
 	recordMessage = "message"
 	recordEnd     = "end"
+	recordCompact = "compaction"
 )
 
 // sessionRecord is one line, read or written; Type says which fields it
@@ -83,6 +91,43 @@ type sessionRecord struct {
 	Message       *message `json:"message,omitempty"`
 	PrivateTo     string   `json:"privateTo,omitempty"`
 	OK            *bool    `json:"ok,omitempty"`
+	// A compaction record's fields (sessioncompact.go).
+	Summary      string          `json:"summary,omitempty"`
+	FirstKept    string          `json:"firstKeptEntryId,omitempty"`
+	Keep         *int            `json:"keep,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Engine       string          `json:"engine,omitempty"`
+	TokensBefore int             `json:"tokensBefore,omitempty"`
+	TokensAfter  int             `json:"tokensAfter,omitempty"`
+	ContextAfter int             `json:"contextAfter,omitempty"`
+	Details      json.RawMessage `json:"details,omitempty"`
+}
+
+// compaction is the latest compaction of the conversation: its summary,
+// which stands in for every exchange before the kept ones, and what the
+// tiers need of it.
+type compaction struct {
+	summary      string
+	firstKept    string
+	engine       string // engineHost or engineWorker
+	contextAfter int
+	details      json.RawMessage // the host compactor's, as it answered
+}
+
+// last is what the tiers need of c; nil without a compaction.
+func (c *compaction) last() *lastCompaction {
+	if c == nil {
+		return nil
+	}
+	return &lastCompaction{engine: c.engine, contextAfter: c.contextAfter}
+}
+
+// sessionLog is what a session file holds: its version, its whole
+// exchanges since its latest compaction and that compaction.
+type sessionLog struct {
+	version   int
+	exchanges []sessionExchange
+	compacted *compaction
 }
 
 // sessionExchange is one finished turn of the conversation: its reader
@@ -96,13 +141,16 @@ type sessionExchange struct {
 	size          int // JSON bytes of messages
 }
 
-// sessionStore is the conversation: the exchanges the worker keeps in
-// memory (the newest, within sessionHistoryBudget) and the file it
-// appends to, created at the first turn when there is none to continue.
+// sessionStore is the conversation: the latest compaction's summary, the
+// exchanges since it that the worker keeps in memory (the newest, within
+// budget) and the file it appends to, created at the first turn when
+// there is none to continue.
 type sessionStore struct {
 	dir       string
 	now       func() time.Time
+	budget    int    // JSON bytes of exchanges kept in memory
 	file      string // path of the session file; "" until one exists
+	compacted *compaction
 	exchanges []sessionExchange
 	pending   sessionExchange // the running turn's reader record
 	// carry: the exchanges came from a version-1 file, which is not
@@ -118,23 +166,24 @@ func sessionsDir(workspace string) string { return filepath.Join(workspace, "ses
 // followed), the one modified last (then the greatest name) whose header
 // line is ours. A file that cannot be read or is not ours is reported to
 // ignored and skipped. With none, the next turn starts a new file.
-func openSessionStore(dir string, now func() time.Time, ignored func(name string, err error)) *sessionStore {
-	s := &sessionStore{dir: dir, now: now}
+func openSessionStore(dir string, budget int, now func() time.Time, ignored func(name string, err error)) *sessionStore {
+	s := &sessionStore{dir: dir, now: now, budget: budget}
 	for _, name := range recentSessions(dir) {
 		path := filepath.Join(dir, name)
 		data, err := readSessionFile(path)
-		var version int
+		var log sessionLog
 		if err == nil {
-			s.exchanges, version, err = parseSession(data)
+			log, err = parseSession(data)
 		}
 		if err != nil {
 			ignored(name, err)
 			continue
 		}
-		if s.carry = version != sessionVersion; !s.carry {
+		if s.carry = log.version != sessionVersion; !s.carry {
 			s.file = path
 		}
-		s.exchanges = withinBudget(s.exchanges, sessionHistoryBudget)
+		s.compacted = log.compacted
+		s.exchanges = withinBudget(log.exchanges, s.budget)
 		return s
 	}
 	return s
@@ -209,16 +258,19 @@ func readSessionFile(path string) ([]byte, error) {
 
 // parseSession reads a session file's bytes: the header line must be ours
 // (format, version 1 or 2); then every whole, ok turn becomes a
-// sessionExchange, in file order. Lines that do not parse, records of
-// unknown types and turns that are not whole exchanges are skipped. A
-// version-1 file has no privateTo: the field is not read there.
-func parseSession(data []byte) ([]sessionExchange, int, error) {
+// sessionExchange, in file order, and a valid compaction record (a
+// summary and keep ≥ 0) drops all but the last keep exchanges before it.
+// Lines that do not parse, records of unknown types, invalid compaction
+// records and turns that are not whole exchanges are skipped. A version-1
+// file has no privateTo and no compaction: neither is read there.
+func parseSession(data []byte) (sessionLog, error) {
 	header, rest, _ := bytes.Cut(data, []byte("\n"))
 	var h sessionRecord
 	if json.Unmarshal(header, &h) != nil || h.Type != recordSession || h.Format != sessionFormat ||
 		(h.Version != sessionVersion && h.Version != sessionVersion1) {
-		return nil, 0, fmt.Errorf("%w: no %s v%d header", errSessionFile, sessionFormat, sessionVersion)
+		return sessionLog{}, fmt.Errorf("%w: no %s v%d header", errSessionFile, sessionFormat, sessionVersion)
 	}
+	log := sessionLog{version: h.Version}
 	var out []sessionExchange
 	var cur sessionExchange
 	for line := range bytes.SplitSeq(rest, []byte("\n")) {
@@ -227,6 +279,11 @@ func parseSession(data []byte) ([]sessionExchange, int, error) {
 			continue
 		}
 		switch {
+		case r.Type == recordCompact:
+			if c, keep, ok := compactionOf(r); ok && h.Version != sessionVersion1 {
+				out = slices.Clone(out[len(out)-min(keep, len(out)):])
+				log.compacted = c
+			}
 		case r.Type == recordReader:
 			cur = sessionExchange{turnID: r.TurnID, reader: r.Reader, privateMemory: r.PrivateMemory != nil && *r.PrivateMemory}
 		case r.TurnID != cur.turnID:
@@ -245,7 +302,18 @@ func parseSession(data []byte) ([]sessionExchange, int, error) {
 			cur = sessionExchange{}
 		}
 	}
-	return out, h.Version, nil
+	log.exchanges = out
+	return log, nil
+}
+
+// compactionOf reads a compaction record: a summary of at most
+// maxSummary units, keep ≥ 0, an engine of the two, a context after ≥ 0.
+func compactionOf(r sessionRecord) (*compaction, int, bool) {
+	if r.Summary == "" || rtsandbox.UTF16Len(r.Summary) > maxSummary || r.Keep == nil || *r.Keep < 0 ||
+		(r.Engine != engineHost && r.Engine != engineWorker) || r.ContextAfter < 0 {
+		return nil, 0, false
+	}
+	return &compaction{summary: r.Summary, firstKept: r.FirstKept, engine: r.Engine, contextAfter: r.ContextAfter, details: r.Details}, *r.Keep, true
 }
 
 // wholeExchange reports whether msgs is one sessionExchange the model APIs
@@ -288,10 +356,31 @@ func withinBudget(xs []sessionExchange, budget int) []sessionExchange {
 	return xs
 }
 
-// history is the kept conversation as v may see it (projectExchanges),
-// oldest first.
+// history is the kept conversation as v may see it: the latest summary
+// (summaryMessage), then the exchanges since (projectExchanges), oldest
+// first.
 func (s *sessionStore) history(v viewer) []message {
-	return projectExchanges(s.exchanges, v)
+	return withSummary(s.compacted, projectExchanges(s.exchanges, v))
+}
+
+// withSummary puts the summary of c, if any, in front of msgs.
+func withSummary(c *compaction, msgs []message) []message {
+	if c == nil {
+		return msgs
+	}
+	return append([]message{summaryMessage(c.summary)}, msgs...)
+}
+
+// compact records a compaction of the running turn: c's summary stands in
+// for every exchange but the last keep. It is written before it is
+// applied; a failed write is returned, and the compaction still holds in
+// memory for the worker's life (as a turn's messages do).
+func (s *sessionStore) compact(turnID string, c *compaction, keep int, reason string, tokensBefore, tokensAfter int) error {
+	err := s.write(sessionRecord{Type: recordCompact, TurnID: turnID, Summary: c.summary, FirstKept: c.firstKept, Keep: &keep,
+		Reason: reason, Engine: c.engine, TokensBefore: tokensBefore, TokensAfter: tokensAfter, ContextAfter: c.contextAfter, Details: c.details})
+	s.exchanges = slices.Clone(s.exchanges[len(s.exchanges)-keep:])
+	s.compacted = c
+	return err
 }
 
 // privateHistory reports whether the kept conversation hides anything
@@ -321,7 +410,7 @@ func (s *sessionStore) finish(turnID string, ok bool, msgs []message) error {
 	if ok && s.pending.turnID == turnID && wholeExchange(msgs) {
 		x := s.pending
 		x.messages, x.size = msgs, jsonjs.Size(msgs)
-		s.exchanges = withinBudget(append(s.exchanges, x), sessionHistoryBudget)
+		s.exchanges = withinBudget(append(s.exchanges, x), s.budget)
 	}
 	s.pending = sessionExchange{}
 	return err

@@ -72,7 +72,8 @@ func TestParseSession(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			xs, _, err := parseSession([]byte(tc.data))
+			log, err := parseSession([]byte(tc.data))
+			xs := log.exchanges
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v; want error %v", err, tc.wantErr)
 			}
@@ -115,7 +116,7 @@ func TestOpenSessionStorePicksRecent(t *testing.T) {
 	write(filepath.Join("archive", "t", "archived.jsonl"), testHeader+"\n"+turnLines("a", "archived", "x"), 0)
 
 	var ignored []string
-	s := openSessionStore(dir, time.Now, func(name string, err error) { ignored = append(ignored, name) })
+	s := openSessionStore(dir, defaultHistoryBudget, time.Now, func(name string, err error) { ignored = append(ignored, name) })
 	if s.file != filepath.Join(dir, "mid.jsonl") {
 		t.Errorf("continued %q; want mid.jsonl", s.file)
 	}
@@ -141,17 +142,17 @@ func TestOpenSessionStoreOversized(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big.jsonl"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := openSessionStore(dir, time.Now, func(name string, err error) { t.Errorf("ignored %s: %v", name, err) })
+	s := openSessionStore(dir, defaultHistoryBudget, time.Now, func(name string, err error) { t.Errorf("ignored %s: %v", name, err) })
 	if diff := cmp.Diff([]string{"kept"}, userTexts(s.exchanges)); diff != "" {
 		t.Errorf("exchanges (-want +got):\n%s", diff)
 	}
 }
 
-// The history kept in memory and sent is bounded by whole exchanges,
-// oldest dropped first.
+// The history kept in memory (since the last compaction) is bounded by
+// whole exchanges, oldest dropped first.
 func TestSessionHistoryBudget(t *testing.T) {
-	big := strings.Repeat("b", sessionHistoryBudget/4) // four do not fit with their JSON around them
-	s := &sessionStore{dir: t.TempDir(), now: time.Now}
+	big := strings.Repeat("b", defaultHistoryBudget/4) // four do not fit with their JSON around them
+	s := &sessionStore{dir: t.TempDir(), now: time.Now, budget: defaultHistoryBudget}
 	for i, id := range []string{"t1", "t2", "t3", "t4"} {
 		turn := rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "ann"}}
 		if err := s.begin(turn); err != nil {
@@ -173,7 +174,8 @@ func TestSessionHistoryBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, _, err := parseSession(data)
+	log, err := parseSession(data)
+	all := log.exchanges
 	if err != nil || len(all) != 4 {
 		t.Errorf("file holds %d exchanges (%v); want all 4", len(all), err)
 	}
@@ -200,7 +202,8 @@ func FuzzParseSession(f *testing.F) {
 	f.Add([]byte(testHeader + "\n" + `{"type":"message","turnId":"","message":{"role":"user","content":"x"}}` + "\n"))
 	f.Add([]byte(`{"type":"session"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		xs, _, err := parseSession(data)
+		log, err := parseSession(data)
+	xs := log.exchanges
 		if err != nil && len(xs) > 0 {
 			t.Fatal("exchanges with an error")
 		}

@@ -27,11 +27,6 @@ const (
 	// budget (rtsandbox.SessionMaxCalls, tools and MCP included) ends a
 	// turn sooner.
 	maxSessionSteps = rtsandbox.SessionMaxCalls
-	// sessionRequestBudget bounds a model request in JSON bytes, the
-	// turn's images aside (about 180,000 tokens at four bytes a token):
-	// fitContext drops history exchanges, then the turn's oldest tool
-	// groups, to stay under it.
-	sessionRequestBudget = 720_000
 	// sessionResultBudget bounds each tool result and each tool-calling
 	// assistant text kept in context, in JSON bytes.
 	sessionResultBudget = 64 << 10
@@ -160,6 +155,10 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 	msgs = append(msgs, message{Role: "user", Content: userPrompt(turn, cfg.ModelAPI)})
 	tools := w.sessionTools(box)
 	a := &agent{
+		// The safety net under compaction: a request over the native
+		// threshold by the estimate (sessiontiers.go), images aside, loses
+		// history exchanges, then the turn's oldest tool groups.
+		maxPayload: bytesPerToken * w.tiers.native(),
 		model: newModelClient(modelSettings{api: cfg.ModelAPI, stream: cfg.Stream, thinking: turn.Thinking,
 			retried: func(status int, wait time.Duration) {
 				w.log.Info(logModelRetry, "turnId", turn.TurnID, "status", status, "waitMs", wait.Milliseconds())
@@ -167,7 +166,7 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 		tools:    tools,
 		payload:  modelPayload{Model: cfg.Model, Messages: msgs, Tools: tools.modelTools()},
 		histLeft: len(history), used: used,
-		maxPayload: sessionRequestBudget, resultBudget: sessionResultBudget, exchanges: true,
+		resultBudget: sessionResultBudget, exchanges: true,
 		toolFailed: func(name string, err error) {
 			w.log.Warn(logToolFailed, "turnId", turn.TurnID, "tool", name, "error", rtsandbox.PrefixUTF16(err.Error(), 2000))
 		},
@@ -175,6 +174,7 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 		// may still be private to another reader.
 		project: func(msgs []message) []message { return hidePrivate(msgs, reader) },
 	}
+	a.prepare = (&compactTurn{w: w, a: a, turn: turn, reader: reader}).prepare
 	if cfg.ModelAPI == rtsandbox.ModelAPIAnthropic {
 		a.payload.images = turn.Images
 		for _, im := range turn.Images {
