@@ -130,7 +130,7 @@ func (w *sessionWorker) start(ctx context.Context) error {
 	}
 	w.mcp = newMCPClient(w.broker)
 	w.tiers = newTiers(w.config.ContextWindow, w.config.ReserveTokens)
-	w.store = openSessionStore(sessionsDir(w.o.Workspace), historyBudget(w.tiers.window), w.o.Now, func(name string, err error) {
+	w.store = openSessionStore(sessionsDir(w.o.Workspace), sessionHistoryBudget, w.o.Now, func(name string, err error) {
 		w.log.Warn(logSessionFile, "file", name, "error", err.Error())
 	})
 	return nil

@@ -124,13 +124,15 @@ func (c *compactTurn) contextTokens() int {
 func (c *compactTurn) running() []message { return c.a.payload.Messages[1+c.a.histLeft:] }
 
 // keepCount is how many of the newest exchanges a compaction keeps: until
-// they and the running turn reach keepRecentTokens, or half the messages
-// the model route takes.
+// they and the running turn reach keepRecentTokens (a quarter of the
+// trigger, for a small window), or half the messages the model route
+// takes.
 func (c *compactTurn) keepCount() int {
 	xs := c.w.store.exchanges
 	running := c.running()
+	keepTokens := min(keepRecentTokens, c.w.tiers.trigger(c.w.store.compacted.last())/4)
 	acc, msgs, n := messageTokens(running), len(running), 0
-	for i := len(xs) - 1; i >= 0 && acc < keepRecentTokens; i-- {
+	for i := len(xs) - 1; i >= 0 && acc < keepTokens; i-- {
 		if msgs += len(xs[i].messages); msgs > c.a.model.maxMessages()/2 {
 			break
 		}
@@ -217,7 +219,8 @@ func (c *compactTurn) hostCompact(ctx context.Context, req compactRequest, engin
 // previous summary), the newest part when it is too long.
 func (c *compactTurn) ownSummary(ctx context.Context, req compactRequest) (string, error) {
 	cfg := c.w.config
-	budget := bytesPerToken * max(c.w.tiers.native()-summaryReserve-tokens(len(req.PreviousSummary)), 4096)
+	native := c.w.tiers.native()
+	budget := bytesPerToken * max(native-min(summaryReserve, native/4)-tokens(len(req.PreviousSummary)), native/4)
 	var user strings.Builder
 	if req.PreviousSummary != "" {
 		user.WriteString("The summary so far:\n" + req.PreviousSummary + "\n\nThe conversation since, to fold into it:\n")
@@ -294,7 +297,8 @@ func (c *compactTurn) apply(result *compaction, keep int, reason string, before 
 		c.w.log.Warn(logLoopFailed, "turnId", c.turn.TurnID, "error", "session write: "+err.Error())
 	}
 	c.w.log.Info(logCompacted, "turnId", c.turn.TurnID, "reason", reason, "engine", result.engine, "tokensBefore", before,
-		"tokensAfter", after, "contextAfter", result.contextAfter, "nextCompactionAt", next)
+		"tokensAfter", after, "contextAfter", result.contextAfter, "nextCompactionAt", next,
+		"reserveTokens", c.w.tiers.reserveTokens(result.last()))
 	c.report(context.Background(), endReport{Type: "end", Reason: reason, Engine: result.engine,
 		TokensBefore: &before, TokensAfter: &after, ContextAfter: &result.contextAfter, NextCompactionAt: &next})
 }

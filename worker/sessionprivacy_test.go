@@ -400,7 +400,7 @@ func cloneExchanges(xs []sessionExchange) []sessionExchange {
 // file and read back.
 func TestSessionStorePrivateTo(t *testing.T) {
 	dir := t.TempDir()
-	s := openSessionStore(dir, defaultHistoryBudget, time.Now, nil)
+	s := openSessionStore(dir, sessionHistoryBudget, time.Now, nil)
 	turn := annTurn("t1", "recall", "")
 	msgs := []message{
 		{Role: "user", Content: "u"},
@@ -419,7 +419,7 @@ func TestSessionStorePrivateTo(t *testing.T) {
 	if !bytes.Contains(data, []byte(line)) {
 		t.Errorf("file lacks %s:\n%s", line, data)
 	}
-	again := openSessionStore(dir, defaultHistoryBudget, time.Now, func(string, error) { t.Error("file ignored") })
+	again := openSessionStore(dir, sessionHistoryBudget, time.Now, func(string, error) { t.Error("file ignored") })
 	if len(again.exchanges) != 1 || again.exchanges[0].messages[2].PrivateTo != "ann" || !again.exchanges[0].privateMemory {
 		t.Errorf("reloaded %+v; want the private result and the private turn", again.exchanges)
 	}
@@ -436,7 +436,7 @@ func TestSessionStoreCarriesVersion1(t *testing.T) {
 	v1 := testHeaderV1 + "\n" + turnLines("a", "1", "x") +
 		strings.Replace(turnLines("b", "2", "y"), `"message":{"role":"user","content":"2"}}`, `"message":{"role":"user","content":"2"},"privateTo":"x"}`, 1)
 	os.WriteFile(old, []byte(v1), 0o600)
-	s := openSessionStore(dir, defaultHistoryBudget, time.Now, func(string, error) { t.Error("file ignored") })
+	s := openSessionStore(dir, sessionHistoryBudget, time.Now, func(string, error) { t.Error("file ignored") })
 	if s.file != "" || len(s.exchanges) != 2 || s.exchanges[1].messages[0].PrivateTo != "" {
 		t.Fatalf("store %q %+v; want two exchanges and no file to append to", s.file, s.exchanges)
 	}

@@ -57,16 +57,13 @@ const (
 	// before that are on disk only; the model would not see them anyway.
 	maxSessionRead = 32 << 20
 	maxHeaderLine  = 64 << 10
-	// defaultHistoryBudget bounds, in JSON bytes, the exchanges since
-	// the last compaction that the worker keeps in memory, for the
-	// default window: the store's budget is the window's bytes
-	// (historyBudget). Compaction keeps the conversation well under it;
-	// when compactions fail, whole exchanges go, oldest first.
-	defaultHistoryBudget = bytesPerToken * defaultContextWindow
+	// sessionHistoryBudget bounds, in JSON bytes, the exchanges since the
+	// last compaction that the worker keeps in memory: what a read of a
+	// session file holds. Compaction keeps the conversation far under
+	// it; past it (compactions failing turn after turn), whole exchanges
+	// go, oldest first, unsummarised.
+	sessionHistoryBudget = maxSessionRead
 )
-
-// historyBudget is the store's budget for a window of that many tokens.
-func historyBudget(window int) int { return bytesPerToken * window }
 
 // Record types of a session file.
 const (

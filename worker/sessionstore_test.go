@@ -116,7 +116,7 @@ func TestOpenSessionStorePicksRecent(t *testing.T) {
 	write(filepath.Join("archive", "t", "archived.jsonl"), testHeader+"\n"+turnLines("a", "archived", "x"), 0)
 
 	var ignored []string
-	s := openSessionStore(dir, defaultHistoryBudget, time.Now, func(name string, err error) { ignored = append(ignored, name) })
+	s := openSessionStore(dir, sessionHistoryBudget, time.Now, func(name string, err error) { ignored = append(ignored, name) })
 	if s.file != filepath.Join(dir, "mid.jsonl") {
 		t.Errorf("continued %q; want mid.jsonl", s.file)
 	}
@@ -142,7 +142,7 @@ func TestOpenSessionStoreOversized(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big.jsonl"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := openSessionStore(dir, defaultHistoryBudget, time.Now, func(name string, err error) { t.Errorf("ignored %s: %v", name, err) })
+	s := openSessionStore(dir, sessionHistoryBudget, time.Now, func(name string, err error) { t.Errorf("ignored %s: %v", name, err) })
 	if diff := cmp.Diff([]string{"kept"}, userTexts(s.exchanges)); diff != "" {
 		t.Errorf("exchanges (-want +got):\n%s", diff)
 	}
@@ -151,8 +151,9 @@ func TestOpenSessionStoreOversized(t *testing.T) {
 // The history kept in memory (since the last compaction) is bounded by
 // whole exchanges, oldest dropped first.
 func TestSessionHistoryBudget(t *testing.T) {
-	big := strings.Repeat("b", defaultHistoryBudget/4) // four do not fit with their JSON around them
-	s := &sessionStore{dir: t.TempDir(), now: time.Now, budget: defaultHistoryBudget}
+	const budget = 400_000
+	big := strings.Repeat("b", budget/4) // four do not fit with their JSON around them
+	s := &sessionStore{dir: t.TempDir(), now: time.Now, budget: budget}
 	for i, id := range []string{"t1", "t2", "t3", "t4"} {
 		turn := rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "ann"}}
 		if err := s.begin(turn); err != nil {

@@ -43,8 +43,8 @@ const (
 	// exchanges, newest first, until they reach it.
 	keepRecentTokens = 20_000
 	// summaryReserve is what a summary request keeps free for the
-	// summary; the transcript it summarises gets the rest of the
-	// native threshold.
+	// summary (at most a quarter of the native threshold); the
+	// transcript it summarises gets the rest of the threshold.
 	summaryReserve = 16_384
 )
 
