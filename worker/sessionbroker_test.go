@@ -56,8 +56,8 @@ type sessionBroker struct {
 	modelBodies []string
 	compacts    []string // bodies of /compaction/compact
 	reports     []string // bodies of /compaction/report
-	refuseReady int // answer this many readies 503
-	expireAt    int // answer the expireAt-th MCP tools/call 404 (an expired session)
+	refuseReady int      // answer this many readies 503
+	expireAt    int      // answer the expireAt-th MCP tools/call 404 (an expired session)
 	mcpCalls    int
 	waiting     bool
 	pending     *pendingTurn

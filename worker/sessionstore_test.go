@@ -204,7 +204,7 @@ func FuzzParseSession(f *testing.F) {
 	f.Add([]byte(`{"type":"session"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		log, err := parseSession(data)
-	xs := log.exchanges
+		xs := log.exchanges
 		if err != nil && len(xs) > 0 {
 			t.Fatal("exchanges with an error")
 		}
