@@ -202,11 +202,17 @@ func FuzzParseSession(f *testing.F) {
 	f.Add([]byte(testHeader + "\n" + turnLines("a", "1", "x")))
 	f.Add([]byte(testHeader + "\n" + `{"type":"message","turnId":"","message":{"role":"user","content":"x"}}` + "\n"))
 	f.Add([]byte(`{"type":"session"}`))
+	f.Add([]byte(testHeader + "\n" + turnLines("a", "1", "x") + `{"type":"compaction","turnId":"b","summary":"S","keep":0,"engine":"pi"}` + "\n"))
+	f.Add([]byte(testHeader + "\n" + turnLines("a", "1", "x") + `{"type":"message","turnId":"a","message":{"role":"tool","tool_call_id":"c","content":"r"},"privateTo":"ann"}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		log, err := parseSession(data)
 		xs := log.exchanges
 		if err != nil && len(xs) > 0 {
 			t.Fatal("exchanges with an error")
+		}
+		if c := log.compacted; c != nil && (c.summary == "" || rtsandbox.UTF16Len(c.summary) > maxSummary ||
+			(c.engine != engineHost && c.engine != engineWorker) || log.version != sessionVersion) {
+			t.Fatalf("kept a compaction %+v", c)
 		}
 		for _, x := range xs {
 			if !wholeExchange(x.messages) {
