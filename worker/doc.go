@@ -12,8 +12,11 @@
 // broker at /run/sandbox/broker.sock for turns (rtsandbox.SessionTurn),
 // posts results (rtsandbox.ResultPacket), talks to MCP servers as a
 // Streamable-HTTP client through the broker, and keeps its conversation
-// as JSONL under /workspace/sessions. docs/session.md, "Session worker and
-// conversation format", is its reference.
+// as JSONL under /workspace/sessions. It projects every model request for
+// the turn's reader (sessionprivacy.go, §5.4) and compacts the
+// conversation into a summary as it outgrows its tiers (sessioncompact.go,
+// §5.6). docs/session.md, "Session worker and conversation format", is its
+// reference.
 //
 // # Protocol
 //

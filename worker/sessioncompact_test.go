@@ -152,6 +152,39 @@ func latestCompaction(t *testing.T, ws string) *compaction {
 	return log.compacted
 }
 
+// compacting is a worker on a stand-in broker over a seeded workspace,
+// with a model that writes PI SUMMARY when asked for a summary.
+type compacting struct {
+	t     *testing.T
+	ws    string
+	model *fakemodel.Server
+	b     *sessionBroker
+	w     *runningWorker
+}
+
+// startCompacting seeds a workspace with xs and starts the worker with
+// the profile config and the host compactor (nil: none).
+func startCompacting(t *testing.T, xs []sessionExchange, config string, compactor func(*http.Request, []byte) (int, string), opts ...func(*SessionOptions)) *compacting {
+	t.Helper()
+	c := &compacting{t: t, ws: t.TempDir(), model: compactingModel("compacted", "again")}
+	t.Cleanup(c.model.Close)
+	seedSession(t, c.ws, xs...)
+	c.b = startSessionBroker(t, c.model)
+	c.b.config, c.b.compactor = config, compactor
+	c.w = startWorker(t, c.b, c.ws, opts...)
+	return c
+}
+
+// mustTurn runs ann's turn and fails the test unless it answers ok.
+func (c *compacting) mustTurn(id, text string) rtsandbox.SessionResult {
+	c.t.Helper()
+	r := c.b.execute(sessionTurn(id, text))
+	if !r.OK {
+		c.t.Fatalf("turn %s: %+v\n%s", id, r, c.w.log.String())
+	}
+	return r
+}
+
 // The tiers of §5.6, and the bypass rules.
 func TestCompactionTiers(t *testing.T) {
 	worker, host := engineWorker, engineHost
@@ -212,17 +245,10 @@ func TestCompactionTiers(t *testing.T) {
 // extension and the next trigger 300,000, and arrives before the result;
 // a restarted worker continues from the summary.
 func TestCompactionHostRoundTrip(t *testing.T) {
-	ws := t.TempDir()
-	seedSession(t, ws, bigExchanges(4, 320_000)...) // 4 × 80k tokens: over 300k
-	model := compactingModel("after compaction", "after restart")
-	defer model.Close()
-	b := startSessionBroker(t, model)
-	b.config = compactConfig(1_000_000, hostEngine, "Be brief.")
-	b.compactor = hostCompactor("HOST SUMMARY")
-	w := startWorker(t, b, ws)
-	if r := b.execute(sessionTurn("t5", "what now?")); !r.OK || r.Text != "after compaction" {
-		t.Fatalf("turn %+v\n%s", r, w.log.String())
-	}
+	// 4 × 80k tokens: over 300k
+	c := startCompacting(t, bigExchanges(4, 320_000), compactConfig(1_000_000, hostEngine, "Be brief."), hostCompactor("HOST SUMMARY"))
+	b, w, ws, model := c.b, c.w, c.ws, c.model
+	c.mustTurn("t5", "what now?")
 
 	reqs := compactRequests(t, b)
 	if len(reqs) != 1 {
@@ -258,9 +284,9 @@ func TestCompactionHostRoundTrip(t *testing.T) {
 	if !bytes.Contains(last, []byte("HOST SUMMARY")) || !bytes.Contains(last, []byte("OLD-4")) || bytes.Contains(last, []byte("OLD-3")) {
 		t.Errorf("the request after compaction does not hold the summary and the kept exchange only")
 	}
-	c := latestCompaction(t, ws)
-	if c.summary != "HOST SUMMARY" || c.engine != engineHost || c.firstKept != "s4" || string(c.details) != `{"decisions":3,"engine":"host-compactor"}` {
-		t.Errorf("session compaction %+v details %s", c, c.details)
+	lc := latestCompaction(t, ws)
+	if lc.summary != "HOST SUMMARY" || lc.engine != engineHost || lc.firstKept != "s4" || string(lc.details) != `{"decisions":3,"engine":"host-compactor"}` {
+		t.Errorf("session compaction %+v details %s", lc, lc.details)
 	}
 	if n := w.log.count(t, logCompacted); n != 1 {
 		t.Errorf("%d %q lines; want 1", n, logCompacted)
@@ -284,7 +310,7 @@ func TestCompactionHostRoundTrip(t *testing.T) {
 	want := []string{
 		"user: " + prefix(summaryHeader+"HOST SUMMARY", 28),
 		"user: [ann (ann)] OLD-4 xxxxxxxxxx", "assistant: answer 4",
-		"user: [Ann (ann)] what now?", "assistant: after compaction",
+		"user: [Ann (ann)] what now?", "assistant: compacted",
 		"user: [Ann (ann)] still there?",
 	}
 	if diff := cmp.Diff(want, roles); diff != "" {
@@ -313,16 +339,10 @@ func indexOf(list []string, s string) int {
 // compactor": the tiers still put the 1M window at 300k, and the
 // worker's own summary runs).
 func TestCompactionNextTriggerAfterLargeFixedPrompt(t *testing.T) {
-	ws := t.TempDir()
-	seedSession(t, ws, bigExchanges(4, 120_000)...) // 4 × 30k tokens
-	model := compactingModel("compacted")
-	defer model.Close()
-	b := startSessionBroker(t, model)
-	b.config = compactConfig(1_000_000, "", strings.Repeat("p", 960_000)) // 240k tokens
-	w := startWorker(t, b, ws)
-	if r := b.execute(sessionTurn("t5", "go on")); !r.OK {
-		t.Fatalf("turn %+v\n%s", r, w.log.String())
-	}
+	// 4 × 30k tokens of history, 240k of prompt
+	c := startCompacting(t, bigExchanges(4, 120_000), compactConfig(1_000_000, "", strings.Repeat("p", 960_000)), nil)
+	b, ws := c.b, c.ws
+	c.mustTurn("t5", "go on")
 	if n := len(compactRequests(t, b)); n != 0 {
 		t.Errorf("%d compact requests without a compactor", n)
 	}
@@ -334,8 +354,8 @@ func TestCompactionNextTriggerAfterLargeFixedPrompt(t *testing.T) {
 	if after, _ := r["contextAfter"].(float64); r["engine"] != engineWorker || after <= 250_000 || r["nextCompactionAt"] != float64(500_000) {
 		t.Errorf("end report %v; want engine pi, contextAfter over 250,000, nextCompactionAt 500,000", r)
 	}
-	if c := latestCompaction(t, ws); c.summary != "PI SUMMARY" || c.engine != engineWorker {
-		t.Errorf("compaction %+v", c)
+	if lc := latestCompaction(t, ws); lc.summary != "PI SUMMARY" || lc.engine != engineWorker {
+		t.Errorf("compaction %+v", lc)
 	}
 }
 
@@ -373,19 +393,12 @@ func TestCompactionFallbacks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ws := t.TempDir()
-			seedSession(t, ws, bigExchanges(4, 20_000)...) // 20k tokens over the 15,000 of a 20k window
-			model := compactingModel("compacted")
-			defer model.Close()
-			b := startSessionBroker(t, model)
-			b.config = compactConfig(20_000, hostEngine, "Be brief.")
-			b.compactor = tc.compactor
-			w := startWorker(t, b, ws)
-			if r := b.execute(sessionTurn("t5", "go on")); !r.OK {
-				t.Fatalf("turn %+v\n%s", r, w.log.String())
-			}
-			if c := latestCompaction(t, ws); c.summary != "PI SUMMARY" || c.engine != engineWorker {
-				t.Errorf("compaction %+v; want the worker's", c)
+			// 20k tokens over the 15,000 of a 20k window
+			c := startCompacting(t, bigExchanges(4, 20_000), compactConfig(20_000, hostEngine, "Be brief."), tc.compactor)
+			b, w, ws := c.b, c.w, c.ws
+			c.mustTurn("t5", "go on")
+			if lc := latestCompaction(t, ws); lc.summary != "PI SUMMARY" || lc.engine != engineWorker {
+				t.Errorf("compaction %+v; want the worker's", lc)
 			}
 			var fallbacks []string
 			for _, l := range w.log.lines(t) {
@@ -407,17 +420,10 @@ func TestCompactionFallbacks(t *testing.T) {
 // compaction skips the extension for Pi's summary {reason: above the hard
 // ceiling, tokensBefore}".
 func TestCompactionBypassAboveHardTier(t *testing.T) {
-	ws := t.TempDir()
-	seedSession(t, ws, bigExchanges(4, 520_000)...) // 4 × 130k tokens
-	model := compactingModel("compacted")
-	defer model.Close()
-	b := startSessionBroker(t, model)
-	b.config = compactConfig(1_000_000, hostEngine, "Be brief.")
-	b.compactor = hostCompactor("HOST SUMMARY")
-	w := startWorker(t, b, ws)
-	if r := b.execute(sessionTurn("t5", "go on")); !r.OK {
-		t.Fatalf("turn %+v\n%s", r, w.log.String())
-	}
+	// 4 × 130k tokens
+	c := startCompacting(t, bigExchanges(4, 520_000), compactConfig(1_000_000, hostEngine, "Be brief."), hostCompactor("HOST SUMMARY"))
+	b, w, ws := c.b, c.w, c.ws
+	c.mustTurn("t5", "go on")
 	if n := len(compactRequests(t, b)); n != 0 {
 		t.Errorf("the host compactor was asked %d times", n)
 	}
@@ -429,8 +435,8 @@ func TestCompactionBypassAboveHardTier(t *testing.T) {
 	if n := w.log.count(t, logCompactBypass); n != 1 {
 		t.Errorf("%d bypass lines", n)
 	}
-	if c := latestCompaction(t, ws); c.summary != "PI SUMMARY" {
-		t.Errorf("compaction %+v", c)
+	if lc := latestCompaction(t, ws); lc.summary != "PI SUMMARY" {
+		t.Errorf("compaction %+v", lc)
 	}
 }
 
@@ -439,19 +445,15 @@ func TestCompactionBypassAboveHardTier(t *testing.T) {
 // cancelled at once, the turn fails as timed out, an aborted end is
 // reported and no compaction is recorded.
 func TestCompactionAbort(t *testing.T) {
-	ws := t.TempDir()
-	seedSession(t, ws, bigExchanges(4, 20_000)...)
-	model := compactingModel("unreachable")
-	defer model.Close()
-	b := startSessionBroker(t, model)
-	b.config = compactConfig(20_000, hostEngine, "Be brief.")
 	cancelled := make(chan time.Time, 1)
-	b.compactor = func(r *http.Request, _ []byte) (int, string) {
+	hang := func(r *http.Request, _ []byte) (int, string) {
 		<-r.Context().Done()
 		cancelled <- time.Now()
 		return 200, `{"ok":false,"fallback":"the compaction was aborted"}`
 	}
-	w := startWorker(t, b, ws, func(o *SessionOptions) { o.TurnTimeout = 300 * time.Millisecond })
+	c := startCompacting(t, bigExchanges(4, 20_000), compactConfig(20_000, hostEngine, "Be brief."), hang,
+		func(o *SessionOptions) { o.TurnTimeout = 300 * time.Millisecond })
+	b, w, ws, model := c.b, c.w, c.ws, c.model
 	start := time.Now()
 	if r := b.execute(sessionTurn("t5", "go on")); r.OK || r.Error != "prompt failed: turn timed out" {
 		t.Errorf("turn %+v; want prompt failed: turn timed out", r)
@@ -570,8 +572,8 @@ func TestSecCompactionInputHoldsNoSecrets(t *testing.T) {
 		if summaries != 1 {
 			t.Errorf("%d summary requests; want 1", summaries)
 		}
-		if c := latestCompaction(t, ws); c.summary != "PI SUMMARY" {
-			t.Errorf("compaction %+v", c)
+		if lc := latestCompaction(t, ws); lc.summary != "PI SUMMARY" {
+			t.Errorf("compaction %+v", lc)
 		}
 	})
 }
@@ -705,20 +707,13 @@ func TestSummaryProjection(t *testing.T) {
 // compacted too (the chat-completions route takes 128), instead of
 // losing its oldest exchanges to the safety net unsummarised.
 func TestCompactionOverMessageBound(t *testing.T) {
-	ws := t.TempDir()
 	var xs []sessionExchange
 	for i := range 70 {
 		xs = append(xs, chatExchange(fmt.Sprintf("s%d", i), "ann", fmt.Sprintf("question %d", i), "answer"))
 	}
-	seedSession(t, ws, xs...)
-	model := compactingModel("compacted")
-	defer model.Close()
-	b := startSessionBroker(t, model)
-	b.config = `{"modelApi":"openai","model":"gpt-test","prompt":"Be brief.","timeZone":"UTC"}`
-	w := startWorker(t, b, ws)
-	if r := b.execute(sessionTurn("t1", "go on")); !r.OK {
-		t.Fatalf("turn %+v\n%s", r, w.log.String())
-	}
+	c := startCompacting(t, xs, `{"modelApi":"openai","model":"gpt-test","prompt":"Be brief.","timeZone":"UTC"}`, nil)
+	ws, model := c.ws, c.model
+	c.mustTurn("t1", "go on")
 	last := model.Requests()[len(model.Requests())-1].Body.Messages
 	if n := len(last); n > rtsandbox.MaxModelMessages || n < rtsandbox.MaxModelMessages/2 {
 		t.Errorf("request of %d messages; want the summary and about half the route's bound", n)
@@ -726,7 +721,7 @@ func TestCompactionOverMessageBound(t *testing.T) {
 	if !strings.Contains(last[1].Text(), "PI SUMMARY") || !strings.Contains(last[len(last)-2].Text(), "answer") {
 		t.Errorf("request starts %q; want the summary, then the kept exchanges", last[1].Text())
 	}
-	if c := latestCompaction(t, ws); c.engine != engineWorker {
-		t.Errorf("compaction %+v", c)
+	if lc := latestCompaction(t, ws); lc.engine != engineWorker {
+		t.Errorf("compaction %+v", lc)
 	}
 }
