@@ -114,11 +114,16 @@ func NewMCPCall(tool string, args json.RawMessage) MCPCall {
 // ChatMessage is a chat-completions message as the worker writes it.
 // Field order gives the reference's key order for every role: {role,
 // content}, {role, content, tool_calls} and {role, tool_call_id, content}.
+// PrivateTo is never on the wire: the session worker marks a tool result
+// with the only reader who may see it (a host tool's privateTo, session
+// spec §5.4), keeps the mark beside the message in its conversation file
+// and hides the result from every other reader's requests.
 type ChatMessage struct {
 	Role       string     `json:"role"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	PrivateTo  string     `json:"-"`
 }
 
 // ToolCall is one assistant tool call; Type is always "function".

@@ -498,6 +498,12 @@ type SessionBinding struct {
 // index the host validated and where its copy of the tree is mounted;
 // both absent when the profile has none.
 type SessionWorkerConfig struct {
+	// ContextWindow and ReserveTokens size the worker's compaction
+	// (§5.6): the model's context window in tokens and the tokens kept
+	// free below it; 0 (absent) means the worker's defaults.
+	ContextWindow int `json:"contextWindow,omitempty"`
+	ReserveTokens int `json:"reserveTokens,omitempty"`
+
 	ModelAPI   string               `json:"modelApi"`
 	Model      string               `json:"model"`
 	Stream     bool                 `json:"stream"`

@@ -69,6 +69,15 @@ type agent struct {
 	// shown is the session turn's image budget, through which a tool
 	// shows the model an image; nil for the sealed worker.
 	shown *shownImages
+	// project, when set, is the view of the conversation every request
+	// sends and fitContext measures (the session worker's privacy
+	// projection for the turn's reader); payload keeps the messages as
+	// they are, for the session file.
+	project func([]message) []message
+	// prepare, when set, runs before every model call (the session
+	// worker's compaction); it may replace the history at
+	// payload.Messages[1:1+histLeft].
+	prepare func(ctx context.Context) error
 }
 
 // sealedTurn is one sealed turn: the loop with the channel's memory and
@@ -191,10 +200,15 @@ func userContent(turn rtsandbox.Turn) (string, error) {
 // step makes one model call and returns the final answer, or runs the
 // requested tools, appends their results and returns nil.
 func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMessage, err error) {
+	if a.prepare != nil {
+		if err := a.prepare(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := a.fitContext(); err != nil {
 		return nil, err
 	}
-	msg, err := a.model.complete(ctx, &a.payload)
+	msg, err := a.model.complete(ctx, a.view())
 	if err != nil {
 		return nil, err
 	}
@@ -221,9 +235,9 @@ func (a *agent) fitContext() error {
 	budget := cmp.Or(a.maxPayload, maxPayload)
 	tooMany := func() bool { return len(p.Messages) > a.model.maxMessages() }
 	size := func() int {
-		text := *p
-		text.images, text.toolImages = nil, nil
-		return jsonjs.Size(a.model.request(&text))
+		v := *a.view()
+		v.images, v.toolImages = nil, nil
+		return jsonjs.Size(a.model.request(&v))
 	}
 	for tooMany() || size() > budget {
 		switch {
@@ -245,6 +259,16 @@ func (a *agent) fitContext() error {
 		}
 	}
 	return nil
+}
+
+// view is the payload a request sends: the conversation through project.
+func (a *agent) view() *modelPayload {
+	if a.project == nil {
+		return &a.payload
+	}
+	v := a.payload
+	v.Messages = a.project(v.Messages)
+	return &v
 }
 
 // modelMessage extracts choices[0].message from a chat-completions answer.
@@ -309,8 +333,8 @@ func (a *agent) runCalls(ctx context.Context, step int, msg map[string]json.RawM
 	}
 	a.payload.Messages = append(a.payload.Messages, message{Role: "assistant", Content: content, ToolCalls: normalized})
 	for i, call := range normalized {
-		text := a.runCall(ctx, call.Function.Name, parseModelCall(calls[i]))
-		a.payload.Messages = append(a.payload.Messages, message{Role: "tool", ToolCallID: call.ID, Content: promptText(text, budget)})
+		text, privateTo := a.runCall(ctx, call.Function.Name, parseModelCall(calls[i]))
+		a.payload.Messages = append(a.payload.Messages, message{Role: "tool", ToolCallID: call.ID, Content: promptText(text, budget), PrivateTo: privateTo})
 		a.fileImages(call.ID)
 	}
 }
@@ -330,22 +354,28 @@ func (a *agent) fileImages(id string) {
 	a.payload.toolImages[id] = images
 }
 
-// runCall returns the tool's text, or refusedText when the call cannot run
-// or fails. Failure details go to toolFailed only (the sealed worker's
-// stderr, the session worker's log), never to the model.
-func (a *agent) runCall(ctx context.Context, name string, c modelCall) string {
+// runCall returns the tool's text and the only reader it is for ("" for
+// everyone), or refusedText when the call cannot run or fails. Failure
+// details go to toolFailed only (the sealed worker's stderr, the session
+// worker's log), never to the model.
+func (a *agent) runCall(ctx context.Context, name string, c modelCall) (text, privateTo string) {
 	f, ok := a.tools.index[name]
 	in, okInput := callInput(c)
 	if !ok || !okInput {
-		return refusedText
+		return refusedText, ""
 	}
 	a.calls++
-	text, err := f.run(ctx, in)
+	var err error
+	if f.owned != nil {
+		text, privateTo, err = f.owned(ctx, in)
+	} else {
+		text, err = f.run(ctx, in)
+	}
 	if err != nil {
 		if a.toolFailed != nil {
 			a.toolFailed(name, err)
 		}
-		return refusedText
+		return refusedText, ""
 	}
-	return text
+	return text, privateTo
 }

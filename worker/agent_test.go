@@ -604,7 +604,7 @@ func TestAgentFitContextMessageBound(t *testing.T) {
 			if len(msgs) < tt.want {
 				tt.want = len(msgs)
 			}
-			a := &agent{model: openaiClient{}, histLeft: 2 * tt.history, exchanges: true, maxPayload: sessionRequestBudget,
+			a := &agent{model: openaiClient{}, histLeft: 2 * tt.history, exchanges: true, maxPayload: bytesPerToken * newTiers(0, 0).native(),
 				payload: modelPayload{Model: "m", Messages: msgs}}
 			if err := a.fitContext(); err != nil {
 				t.Fatal(err)

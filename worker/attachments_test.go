@@ -329,7 +329,7 @@ func TestFitContextMeasuresImagesAside(t *testing.T) {
 	big := rtsandbox.Image{Data: strings.Repeat("A", 4<<20), MIMEType: rtsandbox.MIMEPNG}
 	for _, api := range []string{rtsandbox.ModelAPIAnthropic, ""} {
 		a := &agent{
-			model: newModelClient(modelSettings{api: api}, nil), maxPayload: sessionRequestBudget, histLeft: 2, exchanges: true,
+			model: newModelClient(modelSettings{api: api}, nil), maxPayload: 720_000, histLeft: 2, exchanges: true,
 			payload: modelPayload{Model: "m", Messages: []message{
 				{Role: "system", Content: "s"}, {Role: "user", Content: "before"}, {Role: "assistant", Content: "then"}, {Role: "user", Content: "now"},
 			}, images: []rtsandbox.Image{big}, toolImages: map[string][]rtsandbox.Image{"c": {big}}},

@@ -120,7 +120,8 @@ func TestOutboxSave(t *testing.T) {
 }
 
 // A host tool's image goes to the outbox and comes back as a reply file;
-// a private result is refused and its text never reaches the model.
+// a result private to another reader (bob; the turn's reader is ann)
+// never reaches this reader's model: it is the placeholder.
 func TestSessionHostToolImageAndPrivate(t *testing.T) {
 	model := fakemodel.New(
 		fakemodel.CallTools(fakemodel.Call("host_lookup", map[string]string{"q": "img"})),
@@ -148,7 +149,7 @@ func TestSessionHostToolImageAndPrivate(t *testing.T) {
 	}
 	reqs := model.Requests()
 	results := []string{reqs[1].Last().Text(), reqs[2].Last().Text(), reqs[3].Last().Text()}
-	if diff := cmp.Diff([]string{"drawn", refusedText, "no such thing"}, results); diff != "" {
+	if diff := cmp.Diff([]string{"drawn", hiddenPrivate, "no such thing"}, results); diff != "" {
 		t.Errorf("tool results (-want +got):\n%s", diff)
 	}
 	for _, r := range reqs {
@@ -156,8 +157,8 @@ func TestSessionHostToolImageAndPrivate(t *testing.T) {
 			t.Errorf("[SEC] the private tool result reached the model")
 		}
 	}
-	if n := w.log.count(t, logToolFailed); n != 1 {
-		t.Errorf("%d %q lines; want 1", n, logToolFailed)
+	if n := w.log.count(t, logToolFailed); n != 0 {
+		t.Errorf("%d %q lines; want 0 (a private result is no failure)", n, logToolFailed)
 	}
 }
 
@@ -176,8 +177,11 @@ func TestParseToolResponse(t *testing.T) {
 		{"text not a string", `{"ok":true,"text":1}`, rtsandbox.SessionToolResponse{}, errToolResponse},
 		{"bad image", `{"ok":true,"image":{"data":"bad%","mimeType":"image/png"}}`, rtsandbox.SessionToolResponse{}, errToolResponse},
 		{"image not an object", `{"ok":true,"image":[]}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"[SEC] privateTo", `{"ok":true,"text":"s","privateTo":"ann"}`, rtsandbox.SessionToolResponse{}, errPrivateTool},
+		{"privateTo", `{"ok":true,"text":"s","privateTo":"ann"}`, rtsandbox.SessionToolResponse{OK: true, Text: "s", PrivateTo: "ann"}, nil},
+		{"privateTo on an error", `{"ok":false,"error":"e","privateTo":"ann"}`, rtsandbox.SessionToolResponse{Error: "e", PrivateTo: "ann"}, nil},
 		{"privateTo empty", `{"ok":true,"privateTo":""}`, rtsandbox.SessionToolResponse{}, errToolResponse},
+		{"privateTo not a string", `{"ok":true,"privateTo":1}`, rtsandbox.SessionToolResponse{}, errToolResponse},
+		{"privateTo too long", `{"ok":true,"privateTo":"` + strings.Repeat("a", 257) + `"}`, rtsandbox.SessionToolResponse{}, errToolResponse},
 		{"not an object", `[]`, rtsandbox.SessionToolResponse{}, errToolResponse},
 	}
 	for _, tc := range tests {
@@ -203,8 +207,8 @@ func FuzzParseToolResponse(f *testing.F) {
 		if err == nil && r.Image != nil && rtsandbox.ValidateImage(*r.Image) != nil {
 			t.Fatal("an invalid image passed")
 		}
-		if err == nil && r.PrivateTo != "" {
-			t.Fatal("a private result passed")
+		if n := rtsandbox.UTF16Len(r.PrivateTo); err == nil && n > rtsandbox.MaxSessionField {
+			t.Fatalf("a private owner of %d units passed", n)
 		}
 	})
 }

@@ -90,6 +90,7 @@ type sessionWorker struct {
 	log    *slog.Logger
 	broker *broker
 	config rtsandbox.SessionWorkerConfig
+	tiers  tiers // the compaction tiers of the profile's window
 	mcp    *mcpClient
 	store  *sessionStore
 	outage bool // a poll failed and none has succeeded since
@@ -136,7 +137,8 @@ func (w *sessionWorker) start(ctx context.Context) error {
 	}
 	w.config.Prompt = w.skills.prompt(w.config.Prompt) // the system prompt's skills block
 	w.mcp = newMCPClient(w.broker)
-	w.store = openSessionStore(sessionsDir(w.o.Workspace), w.o.Now, func(name string, err error) {
+	w.tiers = newTiers(w.config.ContextWindow, w.config.ReserveTokens)
+	w.store = openSessionStore(sessionsDir(w.o.Workspace), sessionHistoryBudget, w.o.Now, func(name string, err error) {
 		w.log.Warn(logSessionFile, "file", name, "error", err.Error())
 	})
 	return nil
@@ -230,13 +232,14 @@ func (w *sessionWorker) poll(ctx context.Context) (turnID string, body []byte, o
 // errReadyRefused marks a ready handshake the broker did not accept.
 var errReadyRefused = errors.New("ready handshake refused")
 
-// ready posts the capability body: this worker implements neither privacy
-// projection nor reader-aware replay yet, so it declares both
-// capabilities false, and its retained history never holds another
-// reader's private memory (prompt memory is never persisted and private
-// tool results are refused), so privateHistory is false.
+// ready posts the capability body. The worker declares both capabilities
+// because it implements them: it keeps each tool result's privateTo and
+// writes a reader record per turn (sessionstore.go), and projects every
+// model request for the turn's reader (sessionprivacy.go). privateHistory
+// is whether the kept conversation hides anything from a reader-less view.
 func (w *sessionWorker) ready(ctx context.Context) (*answer, error) {
-	body := rtsandbox.WorkerReady{Capabilities: &rtsandbox.WorkerCapabilities{}, PrivateHistory: false}
+	caps := &rtsandbox.WorkerCapabilities{PrivateTo: true, ReaderRecords: true}
+	body := rtsandbox.WorkerReady{Capabilities: caps, PrivateHistory: w.store.privateHistory()}
 	ans, err := w.broker.call(ctx, http.MethodPost, rtsandbox.RouteWorkerReady, body, nil, readyTimeout, maxConfigBody)
 	if err == nil && ans.status != http.StatusOK {
 		err = fmt.Errorf("%w: status %d", errReadyRefused, ans.status)

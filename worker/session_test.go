@@ -64,10 +64,16 @@ type runningWorker struct {
 // 1 ms instead of 250 ms between rounds; it is stopped when t ends.
 func startWorker(t *testing.T, b *sessionBroker, workspace string, opts ...func(*SessionOptions)) *runningWorker {
 	t.Helper()
+	return startWorkerOn(t, b.sock, workspace, opts...)
+}
+
+// startWorkerOn is startWorker against the broker listening on sock.
+func startWorkerOn(t *testing.T, sock, workspace string, opts ...func(*SessionOptions)) *runningWorker {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &runningWorker{cancel: cancel, done: make(chan int, 1), log: &syncLog{}}
 	o := SessionOptions{
-		Socket: b.sock, Workspace: workspace, Stdout: w.log,
+		Socket: sock, Workspace: workspace, Stdout: w.log,
 		Now:   func() time.Time { return time.Date(2026, 12, 1, 19, 40, 0, 0, time.UTC) },
 		Sleep: func(ctx context.Context, d time.Duration) error { return sleep(ctx, time.Millisecond) },
 	}
@@ -101,9 +107,9 @@ func sessionTurn(id, text string) rtsandbox.SessionTurn {
 }
 
 // §5.2 startup order: GET /mcp-tools → GET /worker/config → POST
-// /worker/ready → GET /worker/next, the ready body declaring no
-// capability it lacks, every request with Host: broker and the dummy
-// bearer (checked by the stand-in).
+// /worker/ready → GET /worker/next, the ready body declaring the privacy
+// capabilities it implements (sessionprivacy.go), every request with
+// Host: broker and the dummy bearer (checked by the stand-in).
 func TestSessionStartupOrder(t *testing.T) {
 	b := startSessionBroker(t, nil)
 	polled := make(chan struct{})
@@ -131,7 +137,7 @@ func TestSessionStartupOrder(t *testing.T) {
 	b.mu.Lock()
 	ready := b.readyBodies[0]
 	b.mu.Unlock()
-	if want := `{"capabilities":{"privateTo":false,"readerRecords":false},"privateHistory":false}`; ready != want {
+	if want := `{"capabilities":{"privateTo":true,"readerRecords":true},"privateHistory":false}`; ready != want {
 		t.Errorf("ready body %s; want %s", ready, want)
 	}
 }
@@ -327,7 +333,8 @@ func loadSessions(t *testing.T, ws string) []sessionExchange {
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, err := parseSession(data)
+	log, err := parseSession(data)
+	xs := log.exchanges
 	if err != nil {
 		t.Fatal(err)
 	}

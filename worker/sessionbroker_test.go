@@ -46,13 +46,18 @@ type sessionBroker struct {
 	// that the worker's retry does not wait for real.
 	retryAfter string
 	level      modelapi.ThinkingLevel
+	// compactor answers POST /compaction/compact (§2.11): a status and a
+	// body; nil answers 404, as a broker without the routes does.
+	compactor func(r *http.Request, body []byte) (int, string)
 
 	mu          sync.Mutex
 	routes      []string
 	readyBodies []string
 	modelBodies []string
-	refuseReady int // answer this many readies 503
-	expireAt    int // answer the expireAt-th MCP tools/call 404 (an expired session)
+	compacts    []string // bodies of /compaction/compact
+	reports     []string // bodies of /compaction/report
+	refuseReady int      // answer this many readies 503
+	expireAt    int      // answer the expireAt-th MCP tools/call 404 (an expired session)
 	mcpCalls    int
 	waiting     bool
 	pending     *pendingTurn
@@ -123,6 +128,14 @@ func (b *sessionBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b.forward(w, r, b.model.ChatURL(), out, nil)
+	case route == "POST "+routeCompactionCompact:
+		b.compact(w, r)
+	case route == "POST "+routeCompactionReport:
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		b.mu.Lock()
+		b.reports = append(b.reports, string(body))
+		b.mu.Unlock()
+		text(w, http.StatusOK, "Accepted")
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, rtsandbox.RouteToolPrefix):
 		b.tool(w, r, strings.TrimPrefix(r.URL.Path, rtsandbox.RouteToolPrefix))
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, rtsandbox.RouteMCPPrefix):
@@ -130,6 +143,24 @@ func (b *sessionBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		text(w, http.StatusNotFound, "Not found")
 	}
+}
+
+// compact records a /compaction/compact body and answers with the
+// compactor.
+func (b *sessionBroker) compact(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	b.mu.Lock()
+	b.compacts = append(b.compacts, string(body))
+	compactor := b.compactor
+	b.mu.Unlock()
+	if compactor == nil {
+		text(w, http.StatusNotFound, "Not found")
+		return
+	}
+	status, answer := compactor(r, body)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, answer)
 }
 
 func text(w http.ResponseWriter, status int, body string) {

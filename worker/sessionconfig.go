@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,14 +23,19 @@ var errConfig = errors.New("invalid worker config")
 // mcpServerName is the session broker's rule for MCP server names (§2.6).
 var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,100}$`)
 
+// compactorEngine is the rule for a host compactor's engine name (§2.11).
+var compactorEngine = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
+
 // parseWorkerConfig reads the answer of GET /worker/config
 // (rtsandbox.SessionWorkerConfig) as strictly as the sealed worker reads
 // its turn: every field has its JSON type, modelApi is known ("" is
 // openai), model is not empty (the reference's "set the model from the
 // content; missing → fatal"), timeZone loads ("" is UTC), tools are valid
-// specs and MCP servers have valid names and tools, and skills and
-// skillsDir pass parseSkillsConfig. compaction is not read: this worker
-// has no host-compactor path yet.
+// specs and MCP servers have valid names and tools, skills and skillsDir
+// pass parseSkillsConfig, contextWindow is an integer of
+// 4,096–10,000,000 and reserveTokens one of 0 to half the window (absent
+// or 0: the defaults, newTiers); compaction, when present, is {engine}
+// with an engine name of §2.11's rule.
 func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
 	obj, ok := object(data)
 	if !ok {
@@ -69,6 +75,9 @@ func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
 	if c.SkillsDir, c.Skills, ok = parseSkillsConfig(obj); !ok {
 		bad = append(bad, "skills")
 	}
+	if !compactionFields(obj, &c) {
+		bad = append(bad, "compaction")
+	}
 	if !rtsandbox.ValidModelAPI(c.ModelAPI) {
 		bad = append(bad, "modelApi")
 	}
@@ -82,6 +91,28 @@ func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
 		return rtsandbox.SessionWorkerConfig{}, fmt.Errorf("%w: %v", errConfig, bad)
 	}
 	return c, nil
+}
+
+// compactionFields reads contextWindow, reserveTokens and compaction.
+func compactionFields(obj map[string]json.RawMessage, c *rtsandbox.SessionWorkerConfig) bool {
+	ok := true
+	if raw, present := obj["contextWindow"]; present {
+		n, okN := safeInt(raw)
+		ok = okN && n >= minContextWindow && n <= maxContextWindow
+		c.ContextWindow = n
+	}
+	if raw, present := obj["reserveTokens"]; present {
+		n, okN := safeInt(raw)
+		ok = ok && okN && n <= cmp.Or(c.ContextWindow, defaultContextWindow)/2
+		c.ReserveTokens = n
+	}
+	if raw, present := obj["compaction"]; present {
+		cfg, okObj := object(raw)
+		engine, okEngine := str(cfg["engine"])
+		ok = ok && okObj && okEngine && compactorEngine.MatchString(engine)
+		c.Compaction = &rtsandbox.SessionCompactionID{Engine: engine}
+	}
+	return ok
 }
 
 // parseDiscovery reads the answer of GET /mcp-tools: {servers: [{name,

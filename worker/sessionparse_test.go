@@ -21,9 +21,11 @@ func TestParseWorkerConfig(t *testing.T) {
 	}{
 		{"defaults", `{"model":"m"}`, rtsandbox.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}}, false},
 		{"full", `{"modelApi":"anthropic","model":"m","stream":true,"prompt":"p","timeZone":"Asia/Tokyo","compaction":{"engine":"x"},
+			"contextWindow":1000000,"reserveTokens":20000,
 			"tools":[{"name":"clock","description":"d","parameters":{"type":"object"}}],
 			"mcp":[{"server":"Docs-1","tools":[{"name":"search","description":"","parameters":{}}]}]}`,
 			rtsandbox.SessionWorkerConfig{ModelAPI: "anthropic", Model: "m", Stream: true, Prompt: "p", TimeZone: "Asia/Tokyo",
+				ContextWindow: 1000000, ReserveTokens: 20000, Compaction: &rtsandbox.SessionCompactionID{Engine: "x"},
 				Tools: []rtsandbox.ToolSpec{{Name: "clock", Description: "d", Parameters: []byte(`{"type":"object"}`)}},
 				MCP:   []rtsandbox.MCPServerTools{{Server: "Docs-1", Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: []byte(`{}`)}}}}}, false},
 		{"empty", `{}`, rtsandbox.SessionWorkerConfig{}, true},
@@ -33,6 +35,21 @@ func TestParseWorkerConfig(t *testing.T) {
 		{"tool name", `{"model":"m","tools":[{"name":"Bad Name","description":"","parameters":{}}]}`, rtsandbox.SessionWorkerConfig{}, true},
 		{"mcp server name", `{"model":"m","mcp":[{"server":"a/b","tools":[]}]}`, rtsandbox.SessionWorkerConfig{}, true},
 		{"not an object", `["m"]`, rtsandbox.SessionWorkerConfig{}, true},
+		{"engine with scope", `{"model":"m","compaction":{"engine":"@jev/pi-compaction.v2"}}`, rtsandbox.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC",
+			Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}, Compaction: &rtsandbox.SessionCompactionID{Engine: "@jev/pi-compaction.v2"}}, false},
+		{"engine empty", `{"model":"m","compaction":{"engine":""}}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"engine with a space", `{"model":"m","compaction":{"engine":"a b"}}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"engine too long", `{"model":"m","compaction":{"engine":"` + strings.Repeat("e", 101) + `"}}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"compaction not an object", `{"model":"m","compaction":"x"}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"window too small", `{"model":"m","contextWindow":4095}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"window too large", `{"model":"m","contextWindow":10000001}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"window fractional", `{"model":"m","contextWindow":200000.5}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"window a string", `{"model":"m","contextWindow":"200000"}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"reserve negative", `{"model":"m","reserveTokens":-1}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"reserve over half the default window", `{"model":"m","reserveTokens":100001}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"reserve over half the window", `{"model":"m","contextWindow":10000,"reserveTokens":5001}`, rtsandbox.SessionWorkerConfig{}, true},
+		{"window and reserve", `{"model":"m","contextWindow":1e6,"reserveTokens":0}`, rtsandbox.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC",
+			Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}, ContextWindow: 1000000}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,9 +93,21 @@ func FuzzParseWorkerConfig(f *testing.F) {
 	f.Add([]byte(`{"modelApi":"anthropic","model":"m","tools":[{"name":"t","description":"","parameters":{}}],"mcp":[{"server":"s","tools":[]}]}`))
 	f.Add([]byte(`{"servers":[{"name":"a","tools":["b"]}]}`))
 	f.Add([]byte(`{"model":"m","skillsDir":"/run/sandbox/skills","skills":[{"name":"web","description":"d","tools":["t","s/x"]}]}`))
+	f.Add([]byte(`{"model":"m","contextWindow":1000000,"reserveTokens":16384,"compaction":{"engine":"host-compactor"}}`))
+	f.Add([]byte(`{"model":"m","contextWindow":1e308,"reserveTokens":-0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if c, err := parseWorkerConfig(data); err == nil && (c.Model == "" || !rtsandbox.ValidModelAPI(c.ModelAPI) || (len(c.Skills) > 0) != (c.SkillsDir != "")) {
+		c, err := parseWorkerConfig(data)
+		if err == nil && (c.Model == "" || !rtsandbox.ValidModelAPI(c.ModelAPI) || (len(c.Skills) > 0) != (c.SkillsDir != "")) {
 			t.Fatalf("accepted %+v", c)
+		}
+		if err == nil && c.ContextWindow != 0 && (c.ContextWindow < minContextWindow || c.ContextWindow > maxContextWindow) {
+			t.Fatalf("accepted window %d", c.ContextWindow)
+		}
+		if tr := newTiers(c.ContextWindow, c.ReserveTokens); err == nil && (tr.native() < tr.window/2 || tr.reserve < 0) {
+			t.Fatalf("accepted tiers %+v", tr)
+		}
+		if err == nil && c.Compaction != nil && !compactorEngine.MatchString(c.Compaction.Engine) {
+			t.Fatalf("accepted engine %q", c.Compaction.Engine)
 		}
 		_, _ = parseDiscovery(data)
 	})

@@ -148,12 +148,21 @@ func (s *sessionSkills) gated(claim string, f *function) *function {
 	if s == nil {
 		return f
 	}
-	run := f.run
-	f.run = func(ctx context.Context, in toolInput) (string, error) {
-		if reason, blocked := s.gate.Blocked(claim); blocked {
-			return reason, nil
+	if run := f.run; run != nil {
+		f.run = func(ctx context.Context, in toolInput) (string, error) {
+			if reason, blocked := s.gate.Blocked(claim); blocked {
+				return reason, nil
+			}
+			return run(ctx, in)
 		}
-		return run(ctx, in)
+	}
+	if owned := f.owned; owned != nil {
+		f.owned = func(ctx context.Context, in toolInput) (string, string, error) {
+			if reason, blocked := s.gate.Blocked(claim); blocked {
+				return reason, "", nil
+			}
+			return owned(ctx, in)
+		}
 	}
 	return f
 }

@@ -12,7 +12,10 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-const testHeader = `{"type":"session","format":"rtsandbox-session","version":1,"id":"s","created":"2026-12-01T19:40:00Z"}`
+const testHeader = `{"type":"session","format":"rtsandbox-session","version":2,"id":"s","created":"2026-12-01T19:40:00Z"}`
+
+// testHeaderV1 is the header of a file written before privateTo.
+const testHeaderV1 = `{"type":"session","format":"rtsandbox-session","version":1,"id":"s","created":"2026-12-01T19:40:00Z"}`
 
 // turnLines is the records of one whole exchange: user text, answer.
 func turnLines(id, user, answer string) string {
@@ -62,13 +65,15 @@ func TestParseSession(t *testing.T) {
 {"type":"end","turnId":"a","ok":true}
 `, []string{"1"}, false},
 		{"no header", turnLines("a", "1", "x"), nil, true},
-		{"other version", strings.Replace(testHeader, `"version":1`, `"version":2`, 1) + "\n" + turnLines("a", "1", "x"), nil, true},
+		{"version 1", testHeaderV1 + "\n" + turnLines("a", "1", "x"), []string{"1"}, false},
+		{"other version", strings.Replace(testHeader, `"version":2`, `"version":3`, 1) + "\n" + turnLines("a", "1", "x"), nil, true},
 		{"pi session file", `{"type":"session","version":3,"id":"x","cwd":"/workspace"}` + "\n", nil, true},
 		{"empty", "", nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			xs, err := parseSession([]byte(tc.data))
+			log, err := parseSession([]byte(tc.data))
+			xs := log.exchanges
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v; want error %v", err, tc.wantErr)
 			}
@@ -111,7 +116,7 @@ func TestOpenSessionStorePicksRecent(t *testing.T) {
 	write(filepath.Join("archive", "t", "archived.jsonl"), testHeader+"\n"+turnLines("a", "archived", "x"), 0)
 
 	var ignored []string
-	s := openSessionStore(dir, time.Now, func(name string, err error) { ignored = append(ignored, name) })
+	s := openSessionStore(dir, sessionHistoryBudget, time.Now, func(name string, err error) { ignored = append(ignored, name) })
 	if s.file != filepath.Join(dir, "mid.jsonl") {
 		t.Errorf("continued %q; want mid.jsonl", s.file)
 	}
@@ -137,17 +142,18 @@ func TestOpenSessionStoreOversized(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big.jsonl"), []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := openSessionStore(dir, time.Now, func(name string, err error) { t.Errorf("ignored %s: %v", name, err) })
+	s := openSessionStore(dir, sessionHistoryBudget, time.Now, func(name string, err error) { t.Errorf("ignored %s: %v", name, err) })
 	if diff := cmp.Diff([]string{"kept"}, userTexts(s.exchanges)); diff != "" {
 		t.Errorf("exchanges (-want +got):\n%s", diff)
 	}
 }
 
-// The history kept in memory and sent is bounded by whole exchanges,
-// oldest dropped first.
+// The history kept in memory (since the last compaction) is bounded by
+// whole exchanges, oldest dropped first.
 func TestSessionHistoryBudget(t *testing.T) {
-	big := strings.Repeat("b", sessionHistoryBudget/4) // four do not fit with their JSON around them
-	s := &sessionStore{dir: t.TempDir(), now: time.Now}
+	const budget = 400_000
+	big := strings.Repeat("b", budget/4) // four do not fit with their JSON around them
+	s := &sessionStore{dir: t.TempDir(), now: time.Now, budget: budget}
 	for i, id := range []string{"t1", "t2", "t3", "t4"} {
 		turn := rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "ann"}}
 		if err := s.begin(turn); err != nil {
@@ -169,7 +175,8 @@ func TestSessionHistoryBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := parseSession(data)
+	log, err := parseSession(data)
+	all := log.exchanges
 	if err != nil || len(all) != 4 {
 		t.Errorf("file holds %d exchanges (%v); want all 4", len(all), err)
 	}
@@ -195,10 +202,17 @@ func FuzzParseSession(f *testing.F) {
 	f.Add([]byte(testHeader + "\n" + turnLines("a", "1", "x")))
 	f.Add([]byte(testHeader + "\n" + `{"type":"message","turnId":"","message":{"role":"user","content":"x"}}` + "\n"))
 	f.Add([]byte(`{"type":"session"}`))
+	f.Add([]byte(testHeader + "\n" + turnLines("a", "1", "x") + `{"type":"compaction","turnId":"b","summary":"S","keep":0,"engine":"pi"}` + "\n"))
+	f.Add([]byte(testHeader + "\n" + turnLines("a", "1", "x") + `{"type":"message","turnId":"a","message":{"role":"tool","tool_call_id":"c","content":"r"},"privateTo":"ann"}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		xs, err := parseSession(data)
+		log, err := parseSession(data)
+		xs := log.exchanges
 		if err != nil && len(xs) > 0 {
 			t.Fatal("exchanges with an error")
+		}
+		if c := log.compacted; c != nil && (c.summary == "" || rtsandbox.UTF16Len(c.summary) > maxSummary ||
+			(c.engine != engineHost && c.engine != engineWorker) || log.version != sessionVersion) {
+			t.Fatalf("kept a compaction %+v", c)
 		}
 		for _, x := range xs {
 			if !wholeExchange(x.messages) {

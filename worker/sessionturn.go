@@ -28,11 +28,6 @@ const (
 	// budget (rtsandbox.SessionMaxCalls, tools and MCP included) ends a
 	// turn sooner.
 	maxSessionSteps = rtsandbox.SessionMaxCalls
-	// sessionRequestBudget bounds a model request in JSON bytes, the
-	// images aside (about 180,000 tokens at four bytes a token):
-	// fitContext drops history exchanges, then the turn's oldest tool
-	// groups, to stay under it.
-	sessionRequestBudget = 720_000
 	// sessionResultBudget bounds each tool result and each tool-calling
 	// assistant text kept in context, in JSON bytes.
 	sessionResultBudget = 64 << 10
@@ -47,10 +42,7 @@ const (
 	errStepLimit   = resultText("Model call limit reached")
 )
 
-var (
-	errTurnTimeout = errors.New("turn timed out")
-	errPrivateTool = errors.New("private tool result refused: this worker cannot keep it from other readers")
-)
+var errTurnTimeout = errors.New("turn timed out")
 
 // failedResult is the ok:false result of err: the reference's result
 // text when err carries one (its causes stay in the log), else err's
@@ -150,7 +142,8 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 	if err != nil {
 		return nil, err
 	}
-	history := w.store.history()
+	reader := readerOf(turn)
+	history := w.store.history(reader)
 	used := map[string]bool{}
 	for _, m := range history {
 		for _, c := range m.ToolCalls {
@@ -164,6 +157,10 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 	shown := newShownImages(turn.Images)
 	tools := w.sessionTools(box, shown)
 	a := &agent{
+		// The safety net under compaction: a request over the native
+		// threshold by the estimate (sessiontiers.go), images aside, loses
+		// history exchanges, then the turn's oldest tool groups.
+		maxPayload: bytesPerToken * w.tiers.native(),
 		model: newModelClient(modelSettings{api: cfg.ModelAPI, stream: cfg.Stream, thinking: turn.Thinking,
 			retried: func(status int, wait time.Duration) {
 				w.log.Info(logModelRetry, "turnId", turn.TurnID, "status", status, "waitMs", wait.Milliseconds())
@@ -171,12 +168,16 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 		tools:    tools,
 		payload:  modelPayload{Model: cfg.Model, Messages: msgs, Tools: tools.modelTools()},
 		histLeft: len(history), used: used,
-		maxPayload: sessionRequestBudget, resultBudget: sessionResultBudget, exchanges: true,
+		resultBudget: sessionResultBudget, exchanges: true,
 		toolFailed: func(name string, err error) {
 			w.log.Warn(logToolFailed, "turnId", turn.TurnID, "tool", name, "error", rtsandbox.PrefixUTF16(err.Error(), 2000))
 		},
 		shown: shown,
+		// The history is projected above; the running turn's own results
+		// may still be private to another reader.
+		project: func(msgs []message) []message { return hidePrivate(msgs, reader) },
 	}
+	a.prepare = (&compactTurn{w: w, a: a, turn: turn, reader: reader}).prepare
 	a.payload.images = turn.Images
 	return a, nil
 }
@@ -222,7 +223,9 @@ func (w *sessionWorker) sessionTools(box *outbox, shown *shownImages) *toolTable
 	t := newToolTable()
 	t.add(w.readAttachment(shown))
 	for _, spec := range w.config.Tools {
-		t.add(w.skills.gated(spec.Name, hostFunction(spec, w.hostTool(spec.Name, box))))
+		f := hostFunction(spec, nil)
+		f.owned = w.hostTool(spec.Name, box)
+		t.add(w.skills.gated(spec.Name, f))
 	}
 	for n, server := range w.config.MCP {
 		for _, spec := range server.Tools {
@@ -242,44 +245,45 @@ type toolCall struct {
 
 // hostTool posts {"input": arguments} to /tools/<name> and reads the
 // rtsandbox.SessionToolResponse: the text when ok, else the host's error
-// text (or "Host tool failed"). An image is saved to the outbox as
-// image.png (image-2.png, …), as the reference does whatever its type. A
-// result for one reader only (privateTo) is refused: this worker has no
-// privacy projection to keep it from the others, and does not claim one.
-// A tool named image_generate gets its reference_images read from the
-// attachments first (referenceImages); a refused reference is the
-// model's answer and nothing is posted.
-func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context, toolInput) (string, error) {
+// text (or "Host tool failed"), and its privateTo, the only reader the
+// result (text or error) is for (§5.4; the privacy projection hides it
+// from the others). An image is saved to the outbox as image.png
+// (image-2.png, …), as the reference does whatever its type. A tool named
+// image_generate gets its reference_images read from the attachments
+// first (referenceImages); a refused reference is the model's answer and
+// nothing is posted.
+func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context, toolInput) (string, string, error) {
 	route := rtsandbox.ToolRoute(name)
-	return func(ctx context.Context, in toolInput) (string, error) {
+	return func(ctx context.Context, in toolInput) (string, string, error) {
 		input := in.raw
 		if name == imageGenerate {
 			var err error
 			if input, err = referenceImages(w.o.Workspace, in); err != nil {
-				return refusal(err)
+				text, err := refusal(err)
+				return text, "", err
 			}
 		}
 		ans, err := w.broker.call(ctx, http.MethodPost, route, toolCall{Input: input}, nil, 0, maxToolAnswer)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if ans.status != http.StatusOK {
-			return "", fmt.Errorf("broker answered %d", ans.status)
+			return "", "", fmt.Errorf("broker answered %d", ans.status)
 		}
 		r, err := parseToolResponse(ans.body)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		if r.Image != nil {
 			data, _ := base64.StdEncoding.DecodeString(r.Image.Data) // validated
 			if _, err := box.save("image", data, "png"); err != nil {
-				return "", err
+				return "", "", err
 			}
 		}
 		if !r.OK {
-			return cmp.Or(r.Error, "Host tool failed"), nil
+			return cmp.Or(r.Error, "Host tool failed"), r.PrivateTo, nil
 		}
-		return r.Text, nil
+		return r.Text, r.PrivateTo, nil
 	}
 }
 
@@ -288,8 +292,9 @@ func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context,
 var errToolResponse = errors.New("invalid host tool response")
 
 // parseToolResponse reads a host tool's answer: ok a boolean, text and
-// error strings when present, an image that passes §4.2, and no privateTo
-// (errPrivateTool; a malformed one is errToolResponse).
+// error strings when present, an image that passes §4.2, and privateTo,
+// when present, a string of 1–256 units (the reference's "Invalid private
+// tool owner"; here errToolResponse).
 func parseToolResponse(data []byte) (rtsandbox.SessionToolResponse, error) {
 	var r rtsandbox.SessionToolResponse
 	obj, ok := object(data)
@@ -307,10 +312,11 @@ func parseToolResponse(data []byte) (rtsandbox.SessionToolResponse, error) {
 		}
 	}
 	if raw, present := obj["privateTo"]; present {
-		if owner, ok := str(raw); !ok || owner == "" || rtsandbox.UTF16Len(owner) > rtsandbox.MaxSessionField {
+		owner, ok := str(raw)
+		if !ok || owner == "" || rtsandbox.UTF16Len(owner) > rtsandbox.MaxSessionField {
 			return r, errToolResponse
 		}
-		return r, errPrivateTool
+		r.PrivateTo = owner
 	}
 	if raw, present := obj["image"]; present {
 		var im rtsandbox.Image

@@ -29,6 +29,10 @@ type toolInput struct {
 type function struct {
 	spec rtsandbox.ToolSpec
 	run  func(ctx context.Context, in toolInput) (string, error)
+	// owned, when set, runs the tool instead of run and also names the
+	// only reader its result is for ("" for everyone): the session
+	// worker's host tools, whose answer may carry privateTo (§5.4).
+	owned func(ctx context.Context, in toolInput) (text, privateTo string, err error)
 }
 
 // toolTable holds the model-facing functions in declaration order, which

@@ -898,6 +898,11 @@ func TestSessionServeLongConversation(t *testing.T) {
 	if !strings.Contains(raw, fmt.Sprintf("Answer to long turn %d", turns-1)) || strings.Contains(raw, `long turn 1"`) {
 		t.Errorf("the last model request should hold the recent turns, not the first:\n%s", raw)
 	}
+	// Past the route's 128 messages the worker compacts: the earlier turns
+	// live on in its summary (docs/session.md, "Compaction").
+	if !strings.Contains(raw, "[Summary of the earlier conversation") {
+		t.Errorf("the last model request holds no summary of the earlier turns:\n%.2000s", raw)
+	}
 	s.stopOK(t)
 }
 
