@@ -83,6 +83,8 @@ type Session struct {
 	// log_options gets no options.
 	LogDriver  string
 	LogOptions map[string]string
+	// Disk bounds each channel's workspace (session.disk).
+	Disk SessionDisk
 }
 
 // SessionLimits are a session container's resource limits.
@@ -116,6 +118,7 @@ func defaultSession(stateDir string) Session {
 		ContainerPrefix:  DefaultContainerPrefix,
 		LogDriver:        DefaultLogDriver,
 		LogOptions:       defaultLogOptions(),
+		Disk:             defaultSessionDisk(),
 	}
 	if stateDir != "" {
 		s.PartyDir = filepath.Join(stateDir, DefaultPartyDirName)
@@ -133,7 +136,7 @@ func (p *parser) session(n *yaml.Node, stateDir string, used bool) Session {
 		var ok bool
 		if o, ok = p.object(n, "session", "max_calls", "max_in_flight", "max_request_mb", "max_response_mb",
 			"max_connections", "turn_timeout", "start_timeout", "limits", "party_dir", "container_prefix",
-			"log_driver", "log_options"); !ok {
+			"log_driver", "log_options", "disk"); !ok {
 			return s
 		}
 		p.sessionFields(o, &s)
@@ -174,6 +177,9 @@ func (p *parser) sessionFields(o object, s *Session) {
 	}
 	if n := o.get("log_options"); n != nil {
 		s.LogOptions = p.logOptions(n, o.at("log_options"))
+	}
+	if n := o.get("disk"); n != nil {
+		s.Disk = p.sessionDisk(n, o.at("disk"))
 	}
 }
 
