@@ -122,6 +122,12 @@ type SessionSpec struct {
 	Limits SessionLimits
 	// Log; a zero Driver means DefaultLogConfig.
 	Log LogConfig
+	// Disk names how the workspace is bounded ("hard": its own
+	// filesystem mounted at WorkspaceDir; "soft"; "" for none). It is
+	// part of the digest only: a container made before the workspace's
+	// filesystem was mounted binds the directory beneath it, so a change
+	// of the bound's mode recreates it.
+	Disk string `json:",omitempty"`
 }
 
 var (

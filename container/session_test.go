@@ -124,6 +124,7 @@ func TestSessionDigest(t *testing.T) {
 		"log":     func(s *container.SessionSpec) { s.Log = container.LogConfig{Driver: "json-file"} },
 		"profile": func(s *container.SessionSpec) { s.Profile = "other" },
 		"run dir": func(s *container.SessionSpec) { s.RunDir = "/srv/other/run" },
+		"disk":    func(s *container.SessionSpec) { s.Disk = "hard" },
 	}
 	for name, edit := range edits {
 		s := base
