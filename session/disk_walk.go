@@ -61,6 +61,11 @@ func eachEntry(fd int, fn func(name string, st *unix.Stat_t) (bool, error)) erro
 	}
 	dir := os.NewFile(uintptr(dup), "dir")
 	defer dir.Close()
+	// A duplicate shares the directory's offset: a second read of fd
+	// starts from the beginning, not where the first one ended.
+	if _, err := unix.Seek(dup, 0, io.SeekStart); err != nil {
+		return err
+	}
 	for {
 		names, err := dir.Readdirnames(256)
 		for _, name := range names {
