@@ -135,7 +135,7 @@ func TestParseSession(t *testing.T) {
 				Limits:   SessionLimits{MemoryMB: 1536, CPUs: 1, PIDs: 256},
 				PartyDir: "/var/lib/rtsandbox/party", ContainerPrefix: "rtsandbox-session",
 				LogDriver: "local", LogOptions: map[string]string{"max-size": "10m", "max-file": "3"},
-				Disk:      SessionDisk{Mode: "auto", SizeMB: 1024, MaxFiles: 20000, PruneAfter: 168 * time.Hour},
+				Disk: SessionDisk{Mode: "auto", SizeMB: 1024, MaxFiles: 20000, PruneAfter: 168 * time.Hour},
 			},
 		},
 		{
