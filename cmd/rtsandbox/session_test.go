@@ -35,6 +35,7 @@ session:
   container_prefix: rt0-x
   log_driver: journald
   log_options: {tag: w}
+  disk: {mode: soft, size_mb: 128, max_files: 900, prune_after_hours: 12}
 `
 
 func parseSessionConfig(t *testing.T) *config.Config {
@@ -59,6 +60,7 @@ func TestSessionWiringAppliesConfig(t *testing.T) {
 		UID: 1000, GID: 1001, TimeZone: "Europe/Berlin",
 		Log:         container.LogConfig{Driver: "journald", Options: map[string]string{"tag": "w"}},
 		TurnTimeout: 70 * time.Second, StartTimeout: 7 * time.Second,
+		Disk:        session.DiskOptions{Mode: session.DiskSoft, SizeMB: 128, MaxFiles: 900, PruneAfter: 12 * time.Hour},
 	}
 	if diff := cmp.Diff(wantOpts, sessionOptions(d, "img:1")); diff != "" {
 		t.Errorf("session options (-want +got):\n%s", diff)
