@@ -419,6 +419,9 @@ func TestDiskSoftNextTurnRefused(t *testing.T) {
 	if len(f.w.deliveredTurns()) != delivered {
 		t.Error("the refused turn reached the worker")
 	}
+	if calls := f.w.takeCalls(); !strings.Contains(strings.Join(calls, " "), "remove:"+name) {
+		t.Errorf("the refused turn left the container of a soft workspace over its bound: %v", calls)
+	}
 	recs := f.log.find("session workspace over its disk bound: turn refused")
 	if len(recs) != 1 || recs[0].attrs["bound"] != "files" || recs[0].attrs["max_files"] != int64(256) {
 		t.Errorf("refusal records = %+v; want one naming the files bound", recs)

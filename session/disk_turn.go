@@ -55,8 +55,8 @@ func (r *Runtime) workspace(channel rtsandbox.ChannelKey) (string, error) {
 // diskGate runs at a turn's start, once the channel's worker runs (so a
 // hard workspace is mounted): old outbox and attachment files are pruned,
 // then a workspace over its bound refuses the turn (ErrWorkspaceFull,
-// whose guest text is rtsandbox.WorkspaceFullText) and the operator log
-// names the bound.
+// whose guest text is rtsandbox.WorkspaceFullText), the operator log
+// names the bound, and a soft workspace's container is removed.
 func (r *Runtime) diskGate(t *turn) error {
 	d := r.s.disk
 	if d.Mode == DiskOff {
@@ -81,6 +81,9 @@ func (r *Runtime) diskGate(t *turn) error {
 	}
 	if bound := d.full(u); bound != "" {
 		r.logOver(t, "session workspace over its disk bound: turn refused", bound, u)
+		if d.Mode == DiskSoft {
+			r.removeWriter(t) // it may have written since its last turn
+		}
 		return fmt.Errorf("%w: the %s bound", rtsandbox.ErrWorkspaceFull, bound)
 	}
 	return nil
@@ -108,6 +111,12 @@ func (r *Runtime) diskAfter(t *turn) {
 		return
 	}
 	r.logOver(t, "session workspace over its disk bound after the turn: container removed", bound, u)
+	r.removeWriter(t)
+}
+
+// removeWriter removes the container of a soft workspace over its bound,
+// so a worker that keeps writing stops.
+func (r *Runtime) removeWriter(t *turn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), cleanupTimeout)
 	defer cancel()
 	if err := r.s.Driver.Remove(ctx, r.name(t.channel)); err != nil {
