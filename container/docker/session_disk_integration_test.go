@@ -110,10 +110,17 @@ func fillerRuntime(t *testing.T, image, party string, channel rtsandbox.ChannelK
 	return rt, d, name
 }
 
-// fillerResult waits for the filler's report in the container's log.
-func fillerResult(t *testing.T, d *SessionDriver, name string) (bytes int, bytesErr string, files int, filesErr string) {
+// fillerResult starts the filler in channel's workspace under party (it
+// waits for the file "go") and waits for its report in the container's
+// log.
+func fillerResult(t *testing.T, d *SessionDriver, name, party string, channel rtsandbox.ChannelKey) (bytes int, bytesErr string, files int, filesErr string) {
 	t.Helper()
-	re := regexp.MustCompile(`fill bytes=(\d+) err=(\S+)\nfiles n=(\d+) err=(\S+)`)
+	signal := filepath.Join(party, session.Segment(channel), "workspace", "go")
+	if err := os.WriteFile(signal, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fillRE := regexp.MustCompile(`fill bytes=(\d+) err=(\S+)`)
+	filesRE := regexp.MustCompile(`files n=(\d+) err=(\S+)`)
 	deadline := time.Now().Add(2 * time.Minute)
 	var got string
 	for time.Now().Before(deadline) {
@@ -121,10 +128,12 @@ func fillerResult(t *testing.T, d *SessionDriver, name string) (bytes int, bytes
 		if got, err = d.Logs(context.Background(), name, 50); err != nil {
 			t.Fatal(err)
 		}
-		if m := re.FindStringSubmatch(got); m != nil && strings.Contains(got, "filler done") {
-			bytes, _ = strconv.Atoi(m[1])
-			files, _ = strconv.Atoi(m[3])
-			return bytes, m[2], files, m[4]
+		// stdout and stderr interleave in the log: match each line alone.
+		a, b := fillRE.FindStringSubmatch(got), filesRE.FindStringSubmatch(got)
+		if a != nil && b != nil {
+			bytes, _ = strconv.Atoi(a[1])
+			files, _ = strconv.Atoi(b[1])
+			return bytes, a[2], files, b[2]
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -214,7 +223,7 @@ func TestIntegrationDiskBoundHoldsAgainstFiller(t *testing.T) {
 	if reply, err := rt.RunTurn(ctx, b, "fill"); err != nil || reply.Text != "done" {
 		t.Fatalf("first turn = %+v, %v\n%s", reply, err, logs.String())
 	}
-	n, nErr, m, mErr := fillerResult(t, d, name)
+	n, nErr, m, mErr := fillerResult(t, d, name, party, channel)
 	drop := before - freeBytes(t, party)
 	t.Logf("filler wrote %d bytes (%s) and %d files (%s); the host's free space dropped by %d bytes", n, nErr, m, mErr, drop)
 	if nErr != "ENOSPC" || n > sizeMB<<20 {
@@ -259,7 +268,7 @@ func TestIntegrationDiskSoftOvershootsThenRefuses(t *testing.T) {
 	if reply, err := rt.RunTurn(ctx, b, "fill"); err != nil || reply.Text != "done" {
 		t.Fatalf("first turn = %+v, %v\n%s", reply, err, logs.String())
 	}
-	n, nErr, _, _ := fillerResult(t, d, name)
+	n, nErr, _, _ := fillerResult(t, d, name, party, channel)
 	if n != 512<<20 || nErr != "none" {
 		t.Errorf("filler wrote %d bytes (%s); soft mode does not stop a turn's writes, so want all 512 MiB", n, nErr)
 	}

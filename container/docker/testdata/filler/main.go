@@ -1,5 +1,6 @@
 // Command filler stands in for a session worker that writes without
-// stopping, for the disk bound's end-to-end test: it writes /workspace/fill
+// stopping, for the disk bound's end-to-end test: once /workspace/go
+// exists (the test's signal that the turn began), it writes /workspace/fill
 // in 1 MiB pieces until a write fails (or 512 MiB are written, so that a
 // missing bound cannot fill the host's disk), removes it, then makes empty
 // files until that fails (or 10,000 are made), prints what it found and
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 const (
@@ -23,6 +25,12 @@ const (
 )
 
 func main() {
+	for {
+		if _, err := os.Stat("/workspace/go"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	n, err := fill("/workspace/fill")
 	fmt.Printf("fill bytes=%d err=%s\n", n, name(err))
 	os.Remove("/workspace/fill")
