@@ -60,7 +60,7 @@ func TestSessionWiringAppliesConfig(t *testing.T) {
 		UID: 1000, GID: 1001, TimeZone: "Europe/Berlin",
 		Log:         container.LogConfig{Driver: "journald", Options: map[string]string{"tag": "w"}},
 		TurnTimeout: 70 * time.Second, StartTimeout: 7 * time.Second,
-		Disk:        session.DiskOptions{Mode: session.DiskSoft, SizeMB: 128, MaxFiles: 900, PruneAfter: 12 * time.Hour},
+		Disk: session.DiskOptions{Mode: session.DiskSoft, SizeMB: 128, MaxFiles: 900, PruneAfter: 12 * time.Hour},
 	}
 	if diff := cmp.Diff(wantOpts, sessionOptions(d, "img:1")); diff != "" {
 		t.Errorf("session options (-want +got):\n%s", diff)
