@@ -559,3 +559,42 @@ func TestDiskDetachOffline(t *testing.T) {
 		t.Errorf("DetachAll = %d, %v; want the other two", n, err)
 	}
 }
+
+// BenchmarkHardImage is what a channel's first turn pays in hard mode
+// for its workspace (a new sparse image, mke2fs, a loop device, the
+// mount) and what a later mount of it costs, each with its unmount
+// (docs/benchmarks.md). Root only.
+func BenchmarkHardImage(b *testing.B) {
+	if sup := ProbeDisk(); !sup.Hard {
+		b.Skip("the hard disk bound is unavailable:", sup.Reason)
+	}
+	for _, size := range []int{64, 1024} {
+		d := &disk{DiskOptions: DiskOptions{Mode: DiskHard, SizeMB: size, MaxFiles: min(20000, size*DiskFilesPerMB)}, uid: 1000, gid: 1000}
+		root := b.TempDir()
+		ws := filepath.Join(root, workspaceName)
+		if err := os.Mkdir(ws, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		cycle := func(b *testing.B, fresh bool) {
+			if fresh {
+				os.Remove(filepath.Join(root, imageName))
+			}
+			if _, err := d.mountImage(context.Background(), root, ws); err != nil {
+				b.Fatal(err)
+			}
+			if ok, err := detachImage(root); err != nil || !ok {
+				b.Fatalf("detach = %v, %v", ok, err)
+			}
+		}
+		b.Run(fmt.Sprintf("new-%dMiB", size), func(b *testing.B) {
+			for b.Loop() {
+				cycle(b, true)
+			}
+		})
+		b.Run(fmt.Sprintf("again-%dMiB", size), func(b *testing.B) {
+			for b.Loop() {
+				cycle(b, false)
+			}
+		})
+	}
+}

@@ -557,3 +557,28 @@ func BenchmarkMeasure20000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrune20000 is a turn start's pruning of 20,000 outbox files of
+// which none is old yet: the walk a turn pays when there is nothing to
+// remove (docs/benchmarks.md).
+func BenchmarkPrune20000(b *testing.B) {
+	ws := b.TempDir()
+	for d := range 100 {
+		dir := filepath.Join(ws, outboxName, fmt.Sprint(d))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		for i := range 199 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), []byte("x"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cutoff := time.Now().Add(-7 * 24 * time.Hour)
+	b.ResetTimer()
+	for b.Loop() {
+		if n, err := prune(ws, cutoff, maxPruneEntries); err != nil || n != 0 {
+			b.Fatalf("prune = %d, %v", n, err)
+		}
+	}
+}
