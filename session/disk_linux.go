@@ -530,15 +530,11 @@ func (d *disk) mountImage(ctx context.Context, root, ws string) (string, error) 
 // failing, with this reason, until the bound is raised or the directory
 // emptied.
 func (d *disk) newImage(ctx context.Context, rootfd int, ws string, under int) (string, error) {
-	img, err := d.createImage(ctx, rootfd, imageName)
+	img, err := d.mountNew(ctx, rootfd, imageName, ws)
 	if err != nil {
 		return "", err
 	}
 	defer img.Close()
-	if err := attachMount(img, ws); err != nil {
-		_ = unix.Unlinkat(rootfd, imageName, 0)
-		return "", err
-	}
 	n, err := moveInto(under, ws)
 	if err != nil {
 		_ = unmount(ws)
@@ -547,6 +543,21 @@ func (d *disk) newImage(ctx context.Context, rootfd int, ws string, under int) (
 			ErrDiskMount, d.SizeMB, d.MaxFiles, ws, err)
 	}
 	return fmt.Sprintf("made the channel's image (%s); moved %d entries of the workspace into it", d.imageLabel(), n), nil
+}
+
+// mountNew makes the image name in rootfd and mounts it at ws; an image
+// that does not mount is removed.
+func (d *disk) mountNew(ctx context.Context, rootfd int, name, ws string) (*os.File, error) {
+	img, err := d.createImage(ctx, rootfd, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := attachMount(img, ws); err != nil {
+		img.Close()
+		_ = unix.Unlinkat(rootfd, name, 0)
+		return nil, err
+	}
+	return img, nil
 }
 
 // moveInto copies the entries of the directory under into the filesystem
@@ -582,15 +593,11 @@ func moveInto(under int, ws string) (int, error) {
 // When the workspace does not fit the new bound, the earlier image stays
 // (and is mounted at ws) and the note says so.
 func (d *disk) remake(ctx context.Context, rootfd int, root, ws string, old *os.File, have string) (string, error) {
-	nimg, err := d.createImage(ctx, rootfd, newImageName)
+	nimg, err := d.mountNew(ctx, rootfd, newImageName, ws)
 	if err != nil {
 		return "", err
 	}
 	defer nimg.Close()
-	if err := attachMount(nimg, ws); err != nil {
-		_ = unix.Unlinkat(rootfd, newImageName, 0)
-		return "", err
-	}
 	if cerr := copyImage(rootfd, filepath.Join(root, oldMountName), old, ws); cerr != nil {
 		_ = unmount(ws)
 		_ = unix.Unlinkat(rootfd, newImageName, 0)

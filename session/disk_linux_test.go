@@ -115,7 +115,20 @@ func mounted(t *testing.T, path string) bool {
 	return ok
 }
 
-// imageOf returns the label of the channel's image.
+// firstTurn runs channel's first turn and returns its root and workspace.
+func (f *fixture) firstTurn(t *testing.T, channel string) (root, ws string) {
+	t.Helper()
+	if _, err := f.turnIn(context.Background(), channel, "a"); err != nil {
+		t.Fatalf("first turn = %v", err)
+	}
+	root, err := f.rt.s.channelRoot(rtsandbox.ChannelKey(channel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, filepath.Join(root, workspaceName)
+}
+
+// imageLabelOf returns the label of the channel's image.
 func imageLabelOf(t *testing.T, root string) string {
 	t.Helper()
 	img, err := os.Open(filepath.Join(root, imageName))
@@ -150,11 +163,7 @@ func TestDiskHardMountLifecycle(t *testing.T) {
 	f := hardFixture(t)
 	ctx := context.Background()
 	const ch = "discord:hard"
-	if _, err := f.turnIn(ctx, ch, "a"); err != nil {
-		t.Fatalf("first turn = %v", err)
-	}
-	root, _ := f.rt.s.channelRoot(ch)
-	ws := filepath.Join(root, workspaceName)
+	root, ws := f.firstTurn(t, ch)
 	m := mountAt(t, ws)
 	if m.fsType != "ext4" || !hasOptions(m.options, "nosuid", "nodev", "noexec") {
 		t.Errorf("workspace mount = %+v; want ext4 nosuid,nodev,noexec", m)
@@ -234,11 +243,7 @@ func TestDiskHardRemountRecreatesContainer(t *testing.T) {
 	f := hardFixture(t)
 	ctx := context.Background()
 	const ch = "discord:reboot"
-	if _, err := f.turnIn(ctx, ch, "a"); err != nil {
-		t.Fatal(err)
-	}
-	root, _ := f.rt.s.channelRoot(ch)
-	ws := filepath.Join(root, workspaceName)
+	root, ws := f.firstTurn(t, ch)
 	if ok, err := detachImage(root); err != nil || !ok {
 		t.Fatalf("detachImage = %v, %v", ok, err)
 	}
@@ -352,11 +357,7 @@ func TestDiskHardMigratesWorkspace(t *testing.T) {
 	t.Cleanup(func() { noMountsLeft(t, f.party) })
 	ctx := context.Background()
 	const ch = "discord:migrate"
-	if _, err := f.turnIn(ctx, ch, "a"); err != nil {
-		t.Fatal(err)
-	}
-	root, _ := f.rt.s.channelRoot(ch)
-	ws := filepath.Join(root, workspaceName)
+	_, ws := f.firstTurn(t, ch)
 	writeFile(t, filepath.Join(ws, sessionsName, "s.jsonl"), 5000)
 	writeFile(t, filepath.Join(ws, "work", "deep", "x.txt"), 10)
 	if err := os.Symlink("/etc/passwd", filepath.Join(ws, "work", "link")); err != nil {
@@ -398,11 +399,7 @@ func TestDiskHardBoundChange(t *testing.T) {
 	f := hardFixture(t)
 	ctx := context.Background()
 	const ch = "discord:change"
-	if _, err := f.turnIn(ctx, ch, "a"); err != nil {
-		t.Fatal(err)
-	}
-	root, _ := f.rt.s.channelRoot(ch)
-	ws := filepath.Join(root, workspaceName)
+	root, ws := f.firstTurn(t, ch)
 	writeFile(t, filepath.Join(ws, "work", "kept.txt"), 10)
 	f.rt.Close(ctx)
 
@@ -483,11 +480,7 @@ func TestDiskHardFullRefusedAndFreed(t *testing.T) {
 	f := hardFixture(t)
 	ctx := context.Background()
 	const ch = "discord:full"
-	if _, err := f.turnIn(ctx, ch, "a"); err != nil {
-		t.Fatal(err)
-	}
-	root, _ := f.rt.s.channelRoot(ch)
-	ws := filepath.Join(root, workspaceName)
+	root, ws := f.firstTurn(t, ch)
 	big, err := os.Create(filepath.Join(ws, outboxName, "fill"))
 	if err != nil {
 		t.Fatal(err)

@@ -538,17 +538,7 @@ func FuzzParseMountInfo(f *testing.F) {
 // twice (docs/benchmarks.md).
 func BenchmarkMeasure20000(b *testing.B) {
 	ws := b.TempDir()
-	for d := range 100 {
-		dir := filepath.Join(ws, fmt.Sprint(d))
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		for i := range 199 {
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), []byte("x"), 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	manyFiles(b, ws)
 	b.ResetTimer()
 	for b.Loop() {
 		u, err := measure(ws, 1<<30, 20000)
@@ -563,22 +553,29 @@ func BenchmarkMeasure20000(b *testing.B) {
 // remove (docs/benchmarks.md).
 func BenchmarkPrune20000(b *testing.B) {
 	ws := b.TempDir()
-	for d := range 100 {
-		dir := filepath.Join(ws, outboxName, fmt.Sprint(d))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		for i := range 199 {
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), []byte("x"), 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	manyFiles(b, filepath.Join(ws, outboxName))
 	cutoff := time.Now().Add(-7 * 24 * time.Hour)
 	b.ResetTimer()
 	for b.Loop() {
 		if n, err := prune(ws, cutoff, maxPruneEntries); err != nil || n != 0 {
 			b.Fatalf("prune = %d, %v", n, err)
+		}
+	}
+}
+
+// manyFiles makes 100 directories of 199 one-byte files under dir:
+// 20,000 entries.
+func manyFiles(b *testing.B, dir string) {
+	b.Helper()
+	for d := range 100 {
+		sub := filepath.Join(dir, fmt.Sprint(d))
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		for i := range 199 {
+			if err := os.WriteFile(filepath.Join(sub, fmt.Sprint(i)), []byte("x"), 0o600); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

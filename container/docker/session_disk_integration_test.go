@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,15 +78,9 @@ func fillerRuntime(t *testing.T, image, party string, channel rtsandbox.ChannelK
 	}
 	opts := session.Options{
 		Driver: d,
-		NewBroker: func(_, socketPath string) (session.Broker, error) {
-			ln, err := net.Listen("unix", socketPath)
-			if err != nil {
-				return nil, err
-			}
-			return &standInBroker{ln: ln, ready: running, answer: func(context.Context) (rtsandbox.SessionResult, error) {
-				return rtsandbox.SessionResult{OK: true, Text: "done"}, nil
-			}}, nil
-		},
+		NewBroker: standInBrokers(running, func(context.Context) (rtsandbox.SessionResult, error) {
+			return rtsandbox.SessionResult{OK: true, Text: "done"}, nil
+		}),
 		Profiles:     map[string]session.Profile{"studio": {}},
 		ProfileFor:   func(rtsandbox.ChannelKey) string { return "studio" },
 		PartyDir:     party,
