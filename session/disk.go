@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -203,11 +204,12 @@ func (d *disk) label() string {
 // beneath, never the bounded filesystem, so it is removed first; the next
 // start makes it anew.
 func (s *settings) attachWorkspace(ctx context.Context, channel rtsandbox.ChannelKey, root string) error {
-	if s.disk.Mode != DiskHard {
-		return nil
-	}
 	s.disk.mu.Lock()
 	defer s.disk.mu.Unlock()
+	if s.disk.Mode != DiskHard {
+		s.disk.noteUnused(s, channel, root)
+		return nil
+	}
 	ws := filepath.Join(root, workspaceName)
 	img, ok, err := currentImage(root, ws)
 	if err != nil {
@@ -241,6 +243,22 @@ func (d *disk) noteChange(s *settings, channel rtsandbox.ChannelKey, have string
 	d.warned[channel] = true
 	s.Logger.Warn("session workspace keeps its earlier disk bound until it is unmounted (owner off, rtsandbox channels off, rtsandbox reap)",
 		"channel", string(channel), "image_bound", have, "configured", d.imageLabel())
+}
+
+// noteUnused warns once per channel and process when the channel has an
+// image from an earlier hard mode that this mode does not mount: once it
+// is unmounted, the workspace is the directory beneath it, and the
+// image's files are no longer the worker's.
+func (d *disk) noteUnused(s *settings, channel rtsandbox.ChannelKey, root string) {
+	if d.warned[channel] {
+		return
+	}
+	if _, err := os.Lstat(filepath.Join(root, imageName)); err != nil {
+		return
+	}
+	d.warned[channel] = true
+	s.Logger.Warn("session workspace image of an earlier hard disk bound is not mounted in this mode; once unmounted, the channel's workspace is the directory beneath it",
+		"channel", string(channel), "mode", string(d.Mode), "image", filepath.Join(root, imageName))
 }
 
 // imageLabel names the bound an image is made for (its ext4 label, at

@@ -579,3 +579,23 @@ func manyFiles(b *testing.B, dir string) {
 		}
 	}
 }
+
+// A channel whose image an earlier hard bound made is told about once in
+// soft mode: the image is not mounted, so its files are not the worker's.
+func TestDiskSoftWarnsOfUnusedImage(t *testing.T) {
+	f := softFixture(t)
+	root, err := f.rt.s.channelRoot("discord:was-hard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, imageName), 1)
+	for _, id := range []string{"a", "b"} {
+		if _, err := f.turnIn(context.Background(), "discord:was-hard", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := f.log.find("session workspace image of an earlier hard disk bound is not mounted in this mode; once unmounted, the channel's workspace is the directory beneath it")
+	if len(recs) != 1 || recs[0].attrs["mode"] != "soft" {
+		t.Errorf("records = %+v; want one", recs)
+	}
+}
