@@ -229,8 +229,22 @@ func (s *settings) attachWorkspace(ctx context.Context, channel rtsandbox.Channe
 	if !canonical(ws) {
 		return ErrSymlink
 	}
+	if err := privateRoot(ws); err != nil {
+		return err
+	}
 	s.Logger.Info("session workspace mounted", "channel", string(channel), "image", filepath.Join(root, imageName), "detail", note)
 	return nil
+}
+
+// privateRoot makes the mounted filesystem's root 0700, as the
+// workspace directory always was (mke2fs makes it 0755).
+func privateRoot(ws string) error {
+	fd, err := openDir(ws)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSymlink, err)
+	}
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, 0o700)
 }
 
 // noteChange warns once per channel and process when the mounted image

@@ -176,8 +176,8 @@ func TestDiskHardMountLifecycle(t *testing.T) {
 		t.Errorf("image owner %d, %d bytes allocated; want ours, sparse", st.Uid, st.Blocks*512)
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(ws, &st); err != nil || int(st.Uid) != f.opts.UID || int(st.Gid) != f.opts.GID {
-		t.Errorf("the filesystem's root = %+v, %v; want the worker's", st, err)
+	if err := unix.Stat(ws, &st); err != nil || int(st.Uid) != f.opts.UID || int(st.Gid) != f.opts.GID || st.Mode&0o777 != 0o700 {
+		t.Errorf("the filesystem's root = %+v, %v; want the worker's, 0700", st, err)
 	}
 	for _, name := range []string{sessionsName, attachmentName, outboxName} {
 		if fi, err := os.Lstat(filepath.Join(ws, name)); err != nil || !fi.IsDir() {
