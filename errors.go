@@ -39,6 +39,9 @@ const (
 	KindQueueFull
 	// KindDiskFull: a write failed for lack of space (ENOSPC).
 	KindDiskFull
+	// KindWorkspaceFull: a session channel's workspace is over its disk
+	// bound (session.disk), so its turn was refused before it ran.
+	KindWorkspaceFull
 )
 
 // String is the kind's short text, which is also the text of its sentinel.
@@ -62,6 +65,8 @@ func (k Kind) String() string {
 		return "channel queue is full"
 	case KindDiskFull:
 		return "disk full"
+	case KindWorkspaceFull:
+		return "workspace over its disk bound"
 	}
 	return "failed"
 }
@@ -117,17 +122,23 @@ var (
 	ErrStopping error = &Error{Kind: KindStopping}
 	// ErrQueueFull marks a message beyond its channel's queue bound.
 	ErrQueueFull error = &Error{Kind: KindQueueFull}
+	// ErrWorkspaceFull marks a session turn refused because the channel's
+	// workspace is over its disk bound. Guests get WorkspaceFullText;
+	// which bound is for the operator log only.
+	ErrWorkspaceFull error = &Error{Kind: KindWorkspaceFull}
 )
 
 // KindOf returns err's kind. Where err carries several (a stop during
 // shutdown is refused and ended early), the one a guest is told about wins,
-// in this order: disk full, stopping, queue full, over budget, busy, ended
+// in this order: workspace full, disk full, stopping, queue full, over budget, busy, ended
 // early (or a cancelled context), upstream, refused, invalid. nil and
 // unclassified errors are KindFailed.
 func KindOf(err error) Kind {
 	switch {
 	case err == nil:
 		return KindFailed
+	case errors.Is(err, ErrWorkspaceFull):
+		return KindWorkspaceFull
 	case errors.Is(err, syscall.ENOSPC):
 		return KindDiskFull
 	case errors.Is(err, ErrStopping):
@@ -164,6 +175,8 @@ func GuestText(err error) string {
 		return RestartingText
 	case KindQueueFull:
 		return QueueFullText
+	case KindWorkspaceFull:
+		return WorkspaceFullText
 	}
 	return TurnFailedOrStoppedText
 }

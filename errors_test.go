@@ -29,6 +29,8 @@ func TestGuestText(t *testing.T) {
 		{"cancelled", context.Canceled, rtsandbox.KindEndedEarly, rtsandbox.TurnFailedOrStoppedText},
 		{"refused-and-ended-early", fmt.Errorf("%w: %w: disposed", rtsandbox.ErrRefused, rtsandbox.ErrEndedEarly), rtsandbox.KindEndedEarly, rtsandbox.TurnFailedOrStoppedText},
 		{"disk-full", fmt.Errorf("write: %w", syscall.ENOSPC), rtsandbox.KindDiskFull, rtsandbox.TurnFailedOrStoppedText},
+		{"workspace-full", fmt.Errorf("session: %w: files", rtsandbox.ErrWorkspaceFull), rtsandbox.KindWorkspaceFull, rtsandbox.WorkspaceFullText},
+		{"workspace-full-wins-over-enospc", fmt.Errorf("%w: %w", rtsandbox.ErrWorkspaceFull, syscall.ENOSPC), rtsandbox.KindWorkspaceFull, rtsandbox.WorkspaceFullText},
 		{"upstream", fmt.Errorf("%w: 502", rtsandbox.ErrUpstream), rtsandbox.KindUpstream, rtsandbox.TurnFailedOrStoppedText},
 		{"invalid", fmt.Errorf("%w: key", rtsandbox.ErrInvalid), rtsandbox.KindInvalid, rtsandbox.TurnFailedOrStoppedText},
 		{"unclassified", errors.New("docker exploded"), rtsandbox.KindFailed, rtsandbox.TurnFailedOrStoppedText},

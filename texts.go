@@ -24,6 +24,10 @@ const (
 	RestartingText = "-# This assistant is restarting and takes no new messages right now; please send this again in a few minutes."
 	// QueueFullText answers a message beyond the channel's queue bound.
 	QueueFullText = "-# Too many messages are waiting in this channel; please send this again when the current ones are answered."
+	// WorkspaceFullText answers a session turn refused because the
+	// channel's workspace is over its disk bound; the owner's fresh
+	// frees it.
+	WorkspaceFullText = "-# This channel's sandbox workspace is full, so the turn did not run. The owner can free it with fresh."
 	// ReplyCutNotice ends the last chunk of a reply that did not fit in
 	// the bounded number of messages, as a paragraph of its own.
 	ReplyCutNotice = "-# [reply cut: it was too long to post in full]"

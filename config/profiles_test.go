@@ -141,19 +141,22 @@ func TestParseSession(t *testing.T) {
 				Limits:   SessionLimits{MemoryMB: 1536, CPUs: 1, PIDs: 256},
 				PartyDir: "/var/lib/rtsandbox/party", ContainerPrefix: "rtsandbox-session",
 				LogDriver: "local", LogOptions: map[string]string{"max-size": "10m", "max-file": "3"},
+				Disk: SessionDisk{Mode: "auto", SizeMB: 1024, MaxFiles: 20000, PruneAfter: 168 * time.Hour},
 			},
 		},
 		{
 			name: "every-key",
 			in: minimal + "session:\n  max_calls: 1000\n  max_in_flight: 7\n  max_connections: 8\n  max_request_mb: 1\n  max_response_mb: 50\n" +
 				"  turn_timeout: 1h\n  start_timeout: 1s\n  limits: {memory_mb: 64, cpus: 0.5, pids: 8}\n  party_dir: /srv/party/\n" +
-				"  container_prefix: rt0-x\n  log_driver: local\n  log_options: {max-size: 10m, max-file: '3'}\n",
+				"  container_prefix: rt0-x\n  log_driver: local\n  log_options: {max-size: 10m, max-file: '3'}\n" +
+				"  disk: {mode: soft, size_mb: 2048, max_files: 500, prune_after_hours: 24}\n",
 			want: Session{
 				MaxCalls: 1000, MaxInFlight: 7, MaxRequestBytes: 1 << 20, MaxResponseBytes: 50 << 20, MaxConnections: 8,
 				TurnTimeout: time.Hour, StartTimeout: time.Second,
 				Limits:   SessionLimits{MemoryMB: 64, CPUs: 0.5, PIDs: 8},
 				PartyDir: "/srv/party", ContainerPrefix: "rt0-x", LogDriver: "local",
 				LogOptions: map[string]string{"max-size": "10m", "max-file": "3"},
+				Disk:       SessionDisk{Mode: "soft", SizeMB: 2048, MaxFiles: 500, PruneAfter: 24 * time.Hour},
 			},
 		},
 		{

@@ -87,6 +87,8 @@ type Session struct {
 	// Compactor is session.compactor, the host compactor (session spec
 	// §2.11); nil means none: the workers summarise on their own.
 	Compactor *Compactor
+	// Disk bounds each channel's workspace (session.disk).
+	Disk SessionDisk
 }
 
 // Compactor is session.compactor: the built-in summary engine
@@ -145,6 +147,7 @@ func defaultSession(stateDir string) Session {
 		ContainerPrefix:  DefaultContainerPrefix,
 		LogDriver:        DefaultLogDriver,
 		LogOptions:       defaultLogOptions(),
+		Disk:             defaultSessionDisk(),
 	}
 	if stateDir != "" {
 		s.PartyDir = filepath.Join(stateDir, DefaultPartyDirName)
@@ -163,7 +166,7 @@ func (p *parser) session(n *yaml.Node, c *Config) Session {
 		var ok bool
 		if o, ok = p.object(n, "session", "max_calls", "max_in_flight", "max_request_mb", "max_response_mb",
 			"max_connections", "turn_timeout", "start_timeout", "limits", "party_dir", "container_prefix",
-			"log_driver", "log_options", "compactor"); !ok {
+			"log_driver", "log_options", "compactor", "disk"); !ok {
 			return s
 		}
 		p.sessionFields(o, &s)
@@ -207,6 +210,9 @@ func (p *parser) sessionFields(o object, s *Session) {
 	}
 	if n := o.get("log_options"); n != nil {
 		s.LogOptions = p.logOptions(n, o.at("log_options"))
+	}
+	if n := o.get("disk"); n != nil {
+		s.Disk = p.sessionDisk(n, o.at("disk"))
 	}
 }
 

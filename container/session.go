@@ -127,6 +127,12 @@ type SessionSpec struct {
 	// It is part of Digest, so a changed skill set recreates the
 	// container; "" leaves Digest as it was before skills existed.
 	Skills string `json:",omitempty"`
+	// Disk names how the workspace is bounded ("hard": its own
+	// filesystem mounted at WorkspaceDir; "soft"; "" for none). It is
+	// part of the digest only: a container made before the workspace's
+	// filesystem was mounted binds the directory beneath it, so a change
+	// of the bound's mode recreates it.
+	Disk string `json:",omitempty"`
 }
 
 var (

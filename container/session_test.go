@@ -126,6 +126,7 @@ func TestSessionDigest(t *testing.T) {
 		"profile": func(s *container.SessionSpec) { s.Profile = "other" },
 		"run dir": func(s *container.SessionSpec) { s.RunDir = "/srv/other/run" },
 		"skills":  func(s *container.SessionSpec) { s.Skills = "0123456789abcdef0123456789abcdef" },
+		"disk":    func(s *container.SessionSpec) { s.Disk = "hard" },
 	}
 	for name, edit := range edits {
 		s := base

@@ -26,6 +26,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
+	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
@@ -87,6 +88,9 @@ func runChecks(ctx context.Context, cfg *config.Config, getenv env) []Check {
 	checks = append(checks, userCheck(cfg, os.Geteuid()), stateDirCheck(cfg.StateDir, os.Geteuid()))
 	checks = append(checks, credentialChecks(cfg, getenv)...)
 	if c, ok := tokenCheck(cfg, getenv); ok {
+		checks = append(checks, c)
+	}
+	if c, ok := diskCheck(cfg, session.ProbeDisk()); ok {
 		checks = append(checks, c)
 	}
 	return checks
@@ -348,7 +352,8 @@ Checks what serve needs: Docker and its version, the worker image built
 from this binary's worker, the state directory (0700, owned by you), the
 worker user, every credential variable the config names, distinct guest
 and owner tokens, the Discord token, the skills directories of session
-profiles. --online also asks the model and MCP
+profiles, and with session profiles in use the disk bound (session.disk)
+each channel's workspace gets on this host. --online also asks the model and MCP
 endpoints one request each, without spending tokens. Exit 0 when no
 check fails, 1 otherwise. serve runs the same checks at start.
 

@@ -105,7 +105,7 @@ func withBlock(text, block string) string {
 // taken in order. Only the turn ending and the directory failing are
 // errors; each file's problem is a failure of its own.
 func (r *Runtime) collect(t *turn, in rtsandbox.TurnInput) (collected, error) {
-	dirfd, err := r.attachmentsDir(t.channel)
+	dirfd, err := r.attachmentsDir(t.ctx, t.channel)
 	if err != nil {
 		return collected{}, fmt.Errorf("attachments directory: %w", err)
 	}
@@ -167,8 +167,8 @@ func (r *Runtime) attachmentPrefix(t *turn, messageID string) string {
 // worker's (§3.3 ownDirectory: a planted link or file is replaced, never
 // followed) and opens it through the workspace's descriptor, without
 // following a link at either step.
-func (r *Runtime) attachmentsDir(channel rtsandbox.ChannelKey) (int, error) {
-	d, err := r.s.prepare(channel)
+func (r *Runtime) attachmentsDir(ctx context.Context, channel rtsandbox.ChannelKey) (int, error) {
+	d, err := r.s.prepare(ctx, channel)
 	if err != nil {
 		return -1, err
 	}

@@ -98,7 +98,7 @@ func (f *fixture) attachmentsPath(channel string) string {
 // prepared makes the channel's directories, as a first turn would.
 func (f *fixture) prepared(t *testing.T, channel string) dirs {
 	t.Helper()
-	d, err := f.rt.s.prepare(rtsandbox.ChannelKey(channel))
+	d, err := f.rt.s.prepare(context.Background(), rtsandbox.ChannelKey(channel))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -94,12 +95,13 @@ func (s *settings) channelRoot(channel rtsandbox.ChannelKey) (string, error) {
 }
 
 // prepare makes a channel's directories (§1.3 "Directories"): the root
-// through the alias check, run/ and workspace/ (0700, not links), then
+// through the alias check, run/ and workspace/ (0700, not links), the
+// workspace's bounded filesystem in hard mode (attachWorkspace), then
 // the guest-owned sessions/, attachments/ and outbox/ through
 // ownDirectory; every one must be its own realpath. When the service runs
 // as root, run/, workspace/ and the owned directories are handed to the
 // worker user.
-func (s *settings) prepare(channel rtsandbox.ChannelKey) (dirs, error) {
+func (s *settings) prepare(ctx context.Context, channel rtsandbox.ChannelKey) (dirs, error) {
 	root, err := s.channelRoot(channel)
 	if err != nil {
 		return dirs{}, err
@@ -112,6 +114,11 @@ func (s *settings) prepare(channel rtsandbox.ChannelKey) (dirs, error) {
 		if !canonical(dir) {
 			return dirs{}, ErrSymlink
 		}
+	}
+	if err := s.attachWorkspace(ctx, channel, root); err != nil {
+		return dirs{}, err
+	}
+	for _, dir := range []string{d.run, d.workspace} {
 		if err := s.handOver(dir); err != nil {
 			return dirs{}, err
 		}

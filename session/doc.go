@@ -38,6 +38,11 @@
 //     directory carries a .channel-key record that refuses a second
 //     channel with the same segment; whatever a guest plants in its
 //     workspace is replaced, never followed (§3.3).
+//   - Each workspace is bounded in bytes and files (Options.Disk,
+//     disk.go): its own loop-mounted ext4 image where the host can, else
+//     measured at each turn's start and end; a turn that finds it over
+//     its bound is refused with rtsandbox.ErrWorkspaceFull. Remove
+//     unmounts the image; Close leaves it mounted with the container.
 //
 // The package depends on small interfaces (Broker, Driver) so that the
 // host wires the concrete broker (*broker.Session) and Docker driver

@@ -38,15 +38,22 @@ func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 	if err != nil {
 		return err
 	}
+	if err := r.s.attachWorkspace(ctx, channel, root); err != nil {
+		return err
+	}
 	ws := filepath.Join(root, workspaceName)
 	n, err := r.s.archive(ws, r.s.Now())
 	if err != nil {
 		return fmt.Errorf("archive sessions: %w", err)
 	}
+	freed, err := r.s.freeFull(ws)
+	if err != nil {
+		return fmt.Errorf("free the full workspace: %w", err)
+	}
 	if err := r.s.ownDirectory(ws, attachmentName); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	r.s.Logger.Info("Sandbox conversation archived", "channel", string(channel), "archived", n)
+	r.s.Logger.Info("Sandbox conversation archived", "channel", string(channel), "archived", n, "freed", freed)
 	return nil
 }
 
@@ -149,9 +156,17 @@ func (r *Runtime) AttachmentDir(channel rtsandbox.ChannelKey) (string, error) {
 	return r.workspaceDir(channel, attachmentName)
 }
 
+// workspaceDir is the path of name in the channel's workspace; in hard
+// mode the workspace's filesystem is mounted first, so that what the host
+// writes there lands in it.
 func (r *Runtime) workspaceDir(channel rtsandbox.ChannelKey, name string) (string, error) {
 	root, err := r.s.channelRoot(channel)
 	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), freshTimeout)
+	defer cancel()
+	if err := r.s.attachWorkspace(ctx, channel, root); err != nil {
 		return "", err
 	}
 	return filepath.Join(root, workspaceName, name), nil

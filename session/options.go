@@ -99,8 +99,14 @@ type Options struct {
 	Fetcher *safefetch.Fetcher
 	// Logger receives operator records; nil discards them.
 	Logger *slog.Logger
-	// Now is the clock of archive names; nil means time.Now.
+	// Now is the clock of archive names and of pruning; nil means
+	// time.Now.
 	Now func() time.Time
+	// Disk bounds each channel's workspace (disk.go); the zero value
+	// bounds nothing. Mode hard on a host that cannot mount an image is
+	// refused (ErrDiskUnavailable); auto is logged once with the mode it
+	// resolved to.
+	Disk DiskOptions
 }
 
 // Profile is what the runtime needs of a session profile; the host fills
@@ -122,7 +128,8 @@ type Profile struct {
 // settings are Options after defaults and checks.
 type settings struct {
 	Options
-	hostRoot bool // the service runs as root: hand dirs and socket to UID:GID
+	hostRoot bool  // the service runs as root: hand dirs and socket to UID:GID
+	disk     *disk // the workspace bound, its mode resolved
 }
 
 // check applies the defaults and every setup refusal (§3.2 "The
@@ -179,6 +186,9 @@ func check(o Options) (settings, error) {
 	}
 	if s.Now == nil {
 		s.Now = time.Now
+	}
+	if err := s.checkDisk(); err != nil {
+		return settings{}, err
 	}
 	return s, nil
 }
@@ -243,7 +253,7 @@ func (s *settings) spec(channel rtsandbox.ChannelKey, name string, p Profile, d 
 		Name: s.name(channel), Image: image,
 		Installation: s.Installation, Channel: string(channel), Profile: name,
 		UID: s.UID, GID: s.GID, RunDir: d.run, WorkspaceDir: d.workspace,
-		TimeZone: s.TimeZone, Limits: p.Limits, Log: s.Log, Skills: p.skillsDigest(),
+		TimeZone: s.TimeZone, Limits: p.Limits, Log: s.Log, Skills: p.skillsDigest(), Disk: s.disk.label(),
 	}.WithDefaults()
 }
 

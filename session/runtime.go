@@ -142,15 +142,23 @@ func (r *Runtime) end(channel rtsandbox.ChannelKey, a *activity) {
 
 // Remove is the reference's stop(channel) (§1.3), for the owner commands
 // `off` and `channels off`: it stops a running turn, waits for a pending
-// start, force-removes the channel's container, closes its broker and
-// forgets the broker and the judged level.
+// start, force-removes the channel's container, closes its broker,
+// forgets the broker and the judged level, and unmounts the workspace's
+// image (hard disk bound) once nothing runs on it.
 func (r *Runtime) Remove(ctx context.Context, channel rtsandbox.ChannelKey) error {
 	release, err := r.hold(ctx, channel)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return r.teardown(ctx, channel)
+	if err := r.teardown(ctx, channel); err != nil {
+		return err
+	}
+	root, err := r.s.channelRoot(channel)
+	if err != nil {
+		return err
+	}
+	return r.s.detachWorkspace(root)
 }
 
 // teardown removes the channel's container and broker; the caller holds

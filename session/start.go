@@ -62,7 +62,7 @@ func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, p
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownProfile, profile)
 	}
-	d, err := r.s.prepare(channel)
+	d, err := r.s.prepare(ctx, channel)
 	if err != nil {
 		return err
 	}

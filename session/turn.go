@@ -163,6 +163,10 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	if err != nil {
 		return TurnResult{}, err
 	}
+	if err := r.diskGate(t); err != nil {
+		return TurnResult{}, err
+	}
+	defer r.diskAfter(t)
 	st.Thinking = level
 	if st.Memory, err = r.memory(t, sp); err != nil {
 		return TurnResult{}, err

@@ -12,8 +12,10 @@ import (
 
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
@@ -46,6 +48,15 @@ func sealedConfig(t testing.TB, modelURL, image, user string) (path, state strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(state) })
+	// A session channel's workspace is its own filesystem where the host
+	// can mount one (session.disk auto, as root): serve leaves it mounted
+	// at shutdown, as the containers keep running; unmount it before the
+	// state dir goes.
+	t.Cleanup(func() {
+		if _, err := session.DetachAll(filepath.Join(state, config.DefaultPartyDirName)); err != nil {
+			t.Errorf("unmount the workspaces: %v", err)
+		}
+	})
 	body := fmt.Sprintf("state_dir: %s\nallow_http: true\nmodel:\n  url: %s\n  name: fake-model\n  api_key_env: RTS_SEALED_KEY\nsandbox:\n  image: %s\n  time_zone: Asia/Taipei\n", state, modelURL, image)
 	if user != "" {
 		body += "  user: \"" + user + "\"\n"

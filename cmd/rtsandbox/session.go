@@ -105,9 +105,9 @@ func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDe
 
 // sessionOptions are the runtime's options as data, from the session
 // block (limits, party dir, container prefix, log driver and options,
-// turn, start and compactor timeouts), the worker user, zone and
-// installation, and one profile per session profile in use, with its
-// skills tree.
+// turn, start and compactor timeouts, the disk bound), the worker user,
+// zone and installation, and one profile per session profile in use,
+// with its skills tree.
 func sessionOptions(d host.SessionDeps, image string) session.Options {
 	cs := d.Config.Session
 	cs.ContainerPrefix = containerPrefix(d.Config)
@@ -128,6 +128,8 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 		Log:             container.LogConfig{Driver: cs.LogDriver, Options: cs.LogOptions},
 		TurnTimeout:     cs.TurnTimeout,
 		StartTimeout:    cs.StartTimeout,
+		Disk: session.DiskOptions{Mode: session.DiskMode(cs.Disk.Mode), SizeMB: cs.Disk.SizeMB,
+			MaxFiles: cs.Disk.MaxFiles, PruneAfter: cs.Disk.PruneAfter},
 	}
 	if cs.Compactor != nil {
 		o.CompactorTimeout = cs.Compactor.Timeout
@@ -232,22 +234,33 @@ type sessionRemover interface {
 }
 
 func newOfflineSessions(cfg *config.Config, d sessionRemover) offlineSessions {
-	return offlineSessions{d: d, installation: host.InstallationID(cfg), prefix: containerPrefix(cfg)}
+	return offlineSessions{d: d, installation: host.InstallationID(cfg), prefix: containerPrefix(cfg), party: cfg.Session.PartyDir}
 }
 
 // offlineSessions removes one channel's container by the name serve gives
 // it (the configured prefix), or all of the installation's by label,
-// whatever their prefix.
+// whatever their prefix; then it unmounts the workspace images (hard
+// disk bound) that nothing runs on any more.
 type offlineSessions struct {
 	d            sessionRemover
 	installation string
 	prefix       string // session.container_prefix
+	party        string // session.party_dir
 }
 
 func (o offlineSessions) Remove(ctx context.Context, ch rtsandbox.ChannelKey) error {
-	return o.d.Remove(ctx, container.PrefixedSessionName(o.prefix, o.installation, string(ch)))
+	if err := o.d.Remove(ctx, container.PrefixedSessionName(o.prefix, o.installation, string(ch))); err != nil {
+		return err
+	}
+	_, err := session.DetachWorkspace(o.party, ch)
+	return err
 }
 
 func (o offlineSessions) RemoveAll(ctx context.Context) (int, error) {
-	return o.d.ReapSessions(ctx, o.installation)
+	n, err := o.d.ReapSessions(ctx, o.installation)
+	if err != nil {
+		return n, err
+	}
+	_, err = session.DetachAll(o.party)
+	return n, err
 }

@@ -40,6 +40,7 @@ session:
   log_driver: journald
   log_options: {tag: w}
   compactor: {engine: summary, timeout: 30s, max_request_mb: 2, max_summary_tokens: 512, max_input_kb: 64}
+  disk: {mode: soft, size_mb: 128, max_files: 900, prune_after_hours: 12}
 `
 
 func parseSessionConfig(t *testing.T) *config.Config {
@@ -64,6 +65,7 @@ func TestSessionWiringAppliesConfig(t *testing.T) {
 		UID: 1000, GID: 1001, TimeZone: "Europe/Berlin",
 		Log:         container.LogConfig{Driver: "journald", Options: map[string]string{"tag": "w"}},
 		TurnTimeout: 70 * time.Second, StartTimeout: 7 * time.Second, CompactorTimeout: 30 * time.Second,
+		Disk: session.DiskOptions{Mode: session.DiskSoft, SizeMB: 128, MaxFiles: 900, PruneAfter: 12 * time.Hour},
 	}
 	if diff := cmp.Diff(wantOpts, sessionOptions(d, "img:1")); diff != "" {
 		t.Errorf("session options (-want +got):\n%s", diff)

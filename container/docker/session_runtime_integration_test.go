@@ -46,6 +46,17 @@ func (b *standInBroker) Execute(ctx context.Context, _ rtsandbox.SessionTurn) (r
 func (b *standInBroker) Ready() bool  { return b.ready() }
 func (b *standInBroker) Close() error { return b.ln.Close() }
 
+// standInBrokers is the runtime's NewBroker of stand-in brokers.
+func standInBrokers(ready func() bool, answer func(ctx context.Context) (rtsandbox.SessionResult, error)) func(profile, socketPath string) (session.Broker, error) {
+	return func(_, socketPath string) (session.Broker, error) {
+		ln, err := net.Listen("unix", socketPath)
+		if err != nil {
+			return nil, err
+		}
+		return &standInBroker{ln: ln, ready: ready, answer: answer}, nil
+	}
+}
+
 // TestIntegrationSessionRuntime runs the session runtime on the real
 // driver: the runtime's directories mount into a real container (handed
 // to the worker user when the host is root), a warm second turn keeps the
@@ -85,14 +96,8 @@ func TestIntegrationSessionRuntime(t *testing.T) {
 		uid, gid = 1000, 1000
 	}
 	opts := session.Options{
-		Driver: d,
-		NewBroker: func(_, socketPath string) (session.Broker, error) {
-			ln, err := net.Listen("unix", socketPath)
-			if err != nil {
-				return nil, err
-			}
-			return &standInBroker{ln: ln, ready: running, answer: answer}, nil
-		},
+		Driver:       d,
+		NewBroker:    standInBrokers(running, answer),
 		Profiles:     map[string]session.Profile{"studio": {}},
 		ProfileFor:   func(rtsandbox.ChannelKey) string { return "studio" },
 		PartyDir:     filepath.Join(party, "p"),
