@@ -38,6 +38,11 @@ func sessionRuntime(ctx context.Context, d host.SessionDeps) (host.SessionRuntim
 		return sessionBroker(d, d.Config, image, profile, socket)
 	}
 	opts.ProfileFor = d.ProfileFor
+	if d.Memory != nil {
+		// Each turn's prompt memory block: the speaker's own entries and
+		// the channel notes from the memory database, with its visibility.
+		opts.Memory = d.Memory.Block
+	}
 	opts.Scrub = func(s string) string { return delegate.ScrubDiagnostic(s, delegate.NoLimit) }
 	opts.Logger = d.Logger
 	rt, err := session.New(opts)
