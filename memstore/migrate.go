@@ -184,6 +184,11 @@ func readStateFile(path string) (rtsandbox.ChannelState, error) {
 	if err != nil {
 		return rtsandbox.ChannelState{}, err
 	}
+	return decodeStateFile(data)
+}
+
+// decodeStateFile parses a state file strictly and checks it.
+func decodeStateFile(data []byte) (rtsandbox.ChannelState, error) {
 	var st rtsandbox.ChannelState
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
