@@ -128,3 +128,5 @@ func mustParse(t *testing.T, tool, input string) rtsandbox.MemoryCall {
 	}
 	return c
 }
+
+func slogTo(l *logBuf) *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }

@@ -58,7 +58,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Fatalf("Load(new channel) = %+v; want empty non-nil lists", got)
 	}
 	want := rtsandbox.ChannelState{
-		Memory: append(entries(3, "note \u2028 <b> \x00"), rtsandbox.MemoryEntry{Scope: "speaker:alice", Key: "drink", Text: "tea"}),
+		Memory:  append(entries(3, "note \u2028 <b> \x00"), rtsandbox.MemoryEntry{Scope: "speaker:alice", Key: "drink", Text: "tea"}),
 		History: messages(2, "hi"),
 	}
 	if err := s.Save(context.Background(), bind(chanA, alice), want); err != nil {
