@@ -315,8 +315,11 @@ var errMemoryToolName = fmt.Errorf("%w: the tool name is reserved for the memory
 
 // withMemoryTools adds the memory tools of m to tools (a new slice),
 // refusing a tool of the same name at startup rather than at a channel's
-// first turn.
+// first turn. Without a database (a hand-built runtime) there are none.
 func withMemoryTools(tools []broker.Tool, m *memstore.Store, log *slog.Logger) ([]broker.Tool, error) {
+	if m == nil {
+		return tools, nil
+	}
 	out := slices.Clip(tools)
 	for _, t := range m.Tools(log) {
 		spec := t.Spec()
