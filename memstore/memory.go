@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -32,7 +33,7 @@ func (s *Store) Call(ctx context.Context, b rtsandbox.Binding, c rtsandbox.Memor
 
 func (s *Store) get(ctx context.Context, b rtsandbox.Binding, c rtsandbox.MemoryCall, scope string) (string, error) {
 	var items []rtsandbox.MemoryItem
-	err := s.tx(ctx, c.Tool, func(tx *sql.Tx) error {
+	err := s.view(ctx, c.Tool, func(tx *sql.Tx) error {
 		rows, err := scopeRows(ctx, tx, b, scope)
 		items = c.Select(entriesOf(rows), scope)
 		return err
@@ -45,25 +46,26 @@ func (s *Store) get(ctx context.Context, b rtsandbox.Binding, c rtsandbox.Memory
 }
 
 // change runs a memory_set or memory_remove in one transaction: the
-// speaker's unclaimed entries become b's, the channel's memory is read
-// and checked, the call is applied to it (rtsandbox.MemoryCall.Apply, the
-// worker's own rule) and the result must keep the channel's limits before
-// the one changed row is written.
+// channel's memory is read and checked, the speaker's namespace must be
+// unowned or the speaker's (its unclaimed entries become the speaker's),
+// the call is applied (rtsandbox.MemoryCall.Apply, the worker's own rule)
+// and the result must keep the channel's limits before the one changed row
+// is written.
 func (s *Store) change(ctx context.Context, b rtsandbox.Binding, c rtsandbox.MemoryCall, scope string) (string, error) {
 	var result string
 	err := s.tx(ctx, c.Tool, func(tx *sql.Tx) error {
-		principal := ""
-		if c.Scope == rtsandbox.ScopeSpeaker {
-			principal = b.Speaker.PrincipalID
-			if err := claim(ctx, tx, b.Channel, scope, principal); err != nil {
-				return err
-			}
-		}
-		stored, err := channelEntries(ctx, tx, b.Channel)
+		stored, err := storedRows(ctx, tx, b.Channel)
 		if err != nil {
 			return err
 		}
-		next, res := c.Apply(stored, scope)
+		principal := ""
+		if c.Scope == rtsandbox.ScopeSpeaker {
+			principal = b.Speaker.PrincipalID
+			if err := claim(ctx, tx, b.Channel, stored, scope, principal); err != nil {
+				return err
+			}
+		}
+		next, res := c.Apply(entriesOf(stored), scope)
 		if len(next) > rtsandbox.MaxMemoryEntries || memorySize(next) > rtsandbox.MaxMemoryBytes {
 			return rtsandbox.ErrMemoryCapacity
 		}
@@ -99,38 +101,37 @@ func writeEntry(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, c
 	return err
 }
 
-// scopeRows reads one scope of the channel for b, in stored order: the
-// channel notes, or b's speaker entries after checkOwner.
+// scopeRows reads one scope of the channel for b in stored order: the
+// channel notes, or b's speaker entries, which must be unowned or b's
+// (checkOwner).
 func scopeRows(ctx context.Context, tx *sql.Tx, b rtsandbox.Binding, scope string) ([]row, error) {
-	if scope != rtsandbox.ScopeChannel {
-		if err := checkOwner(ctx, tx, b.Channel, scope, b.Speaker.PrincipalID); err != nil {
-			return nil, err
-		}
-	}
-	return queryRows(ctx, tx, b.Channel, `SELECT scope, key, text, principal FROM memory
+	rows, err := queryRows(ctx, tx, b.Channel, `SELECT scope, key, text, principal FROM memory
 		WHERE channel = ? AND scope = ? ORDER BY seq LIMIT ?`, ChannelID(b.Channel), scope, rtsandbox.MaxMemoryEntries+1)
+	if err != nil || scope == rtsandbox.ScopeChannel {
+		return rows, err
+	}
+	return rows, checkOwner(b.Channel, rows, scope, b.Speaker.PrincipalID)
 }
 
 // checkOwner refuses principal the speaker namespace scope of channel when
-// an entry there belongs to another principal (ErrOwner).
-func checkOwner(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, scope, principal string) error {
-	var n int
-	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM memory WHERE channel = ? AND scope = ? AND principal NOT IN ('', ?)`,
-		ChannelID(channel), scope, principal).Scan(&n)
-	switch {
-	case err != nil:
-		return err
-	case n > 0:
-		return fmt.Errorf("%w: channel %q, %s", ErrOwner, string(channel), scope)
+// one of its rows belongs to another principal (ErrOwner).
+func checkOwner(channel rtsandbox.ChannelKey, rows []row, scope, principal string) error {
+	for _, r := range rows {
+		if r.Scope == scope && r.principal != "" && r.principal != principal {
+			return fmt.Errorf("%w: channel %q, %s", ErrOwner, string(channel), scope)
+		}
 	}
 	return nil
 }
 
 // claim makes principal the owner of its speaker namespace's unclaimed
-// entries (imported ones) after checkOwner.
-func claim(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, scope, principal string) error {
-	if err := checkOwner(ctx, tx, channel, scope, principal); err != nil {
+// entries (imported ones), after checkOwner on the channel's rows.
+func claim(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, rows []row, scope, principal string) error {
+	if err := checkOwner(channel, rows, scope, principal); err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(rows, func(r row) bool { return r.Scope == scope && r.principal == "" }) {
+		return nil
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE memory SET principal = ? WHERE channel = ? AND scope = ? AND principal = ''`,
 		principal, ChannelID(channel), scope)

@@ -143,19 +143,14 @@ func importState(ctx context.Context, tx *sql.Tx, id, source string, st rtsandbo
 	if _, err := tx.ExecContext(ctx, `INSERT INTO channels (id, source) VALUES (?, ?)`, id, source); err != nil {
 		return err
 	}
+	rows := make([]row, len(st.Memory))
 	for i, e := range st.Memory {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO memory (channel, scope, key, text, principal, seq)
-			VALUES (?, ?, ?, ?, '', ?)`, id, e.Scope, e.Key, e.Text, i+1); err != nil {
-			return err
-		}
+		rows[i] = row{MemoryEntry: e}
 	}
-	for i, h := range st.History {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO history (channel, pos, role, content) VALUES (?, ?, ?, ?)`,
-			id, i, h.Role, h.Content); err != nil {
-			return err
-		}
+	if err := replaceMemory(ctx, tx, id, rows); err != nil {
+		return err
 	}
-	return nil
+	return replaceHistory(ctx, tx, id, st.History)
 }
 
 // setAside renames path so that nothing reads it again, and warns the

@@ -37,7 +37,7 @@ const (
 // the notes need less.
 func (s *Store) Block(ctx context.Context, b rtsandbox.Binding) (string, string, error) {
 	var mine, notes []row
-	err := s.tx(ctx, "prompt block", func(tx *sql.Tx) error {
+	err := s.view(ctx, "prompt block", func(tx *sql.Tx) error {
 		var err error
 		if b.Speaker.ID != "" && b.Speaker.PrincipalID != "" {
 			if mine, err = scopeRows(ctx, tx, b, speakerScope(b.Speaker.ID)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -22,7 +23,7 @@ import (
 // data that breaks the limits is ErrCorrupt naming the channel.
 func (s *Store) Load(ctx context.Context, channel rtsandbox.ChannelKey) (rtsandbox.ChannelState, error) {
 	var st rtsandbox.ChannelState
-	err := s.tx(ctx, "load", func(tx *sql.Tx) error {
+	err := s.view(ctx, "load", func(tx *sql.Tx) error {
 		var err error
 		if st.Memory, err = channelEntries(ctx, tx, channel); err != nil {
 			return err
@@ -49,21 +50,24 @@ func (s *Store) Save(ctx context.Context, b rtsandbox.Binding, st rtsandbox.Chan
 	}
 	channel, own := b.Channel, speakerScope(b.Speaker.ID)
 	return s.tx(ctx, "save", func(tx *sql.Tx) error {
-		if err := checkOwner(ctx, tx, channel, own, b.Speaker.PrincipalID); err != nil {
-			return err
-		}
 		stored, err := storedRows(ctx, tx, channel)
 		if err != nil {
+			return err
+		}
+		if err := checkOwner(channel, stored, own, b.Speaker.PrincipalID); err != nil {
 			return err
 		}
 		rows := merge(stored, st.Memory, own, b.Speaker.PrincipalID)
 		if err := Check(rtsandbox.ChannelState{Memory: entriesOf(rows)}); err != nil {
 			return err
 		}
-		if err := replaceMemory(ctx, tx, channel, rows); err != nil {
-			return err
+		// Most turns change no memory: then only the history is written.
+		if !slices.Equal(rows, stored) {
+			if err := replaceMemory(ctx, tx, ChannelID(channel), rows); err != nil {
+				return err
+			}
 		}
-		if err := replaceHistory(ctx, tx, channel, st.History); err != nil {
+		if err := replaceHistory(ctx, tx, ChannelID(channel), st.History); err != nil {
 			return err
 		}
 		return touch(ctx, tx, channel)
@@ -194,30 +198,38 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// replaceMemory writes rows as the channel's whole memory, in order.
-func replaceMemory(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, rows []row) error {
-	id := ChannelID(channel)
+// replaceMemory writes rows as the whole memory of the channel id, in
+// order.
+func replaceMemory(ctx context.Context, tx *sql.Tx, id string, rows []row) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM memory WHERE channel = ?`, id); err != nil {
 		return err
 	}
-	for i, r := range rows {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO memory (channel, scope, key, text, principal, seq)
-			VALUES (?, ?, ?, ?, ?, ?)`, id, r.Scope, r.Key, r.Text, r.principal, i+1); err != nil {
-			return err
-		}
-	}
-	return nil
+	return insertAll(ctx, tx, `INSERT INTO memory (channel, scope, key, text, principal, seq) VALUES (?, ?, ?, ?, ?, ?)`,
+		len(rows), func(i int) []any { return []any{id, rows[i].Scope, rows[i].Key, rows[i].Text, rows[i].principal, i + 1} })
 }
 
-// replaceHistory writes hist as the channel's whole history.
-func replaceHistory(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, hist []rtsandbox.HistoryEntry) error {
-	id := ChannelID(channel)
+// replaceHistory writes hist as the whole history of the channel id.
+func replaceHistory(ctx context.Context, tx *sql.Tx, id string, hist []rtsandbox.HistoryEntry) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM history WHERE channel = ?`, id); err != nil {
 		return err
 	}
-	for i, h := range hist {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO history (channel, pos, role, content) VALUES (?, ?, ?, ?)`,
-			id, i, h.Role, h.Content); err != nil {
+	return insertAll(ctx, tx, `INSERT INTO history (channel, pos, role, content) VALUES (?, ?, ?, ?)`,
+		len(hist), func(i int) []any { return []any{id, i, hist[i].Role, hist[i].Content} })
+}
+
+// insertAll runs the statement insert n times, once prepared, with the
+// arguments args(i).
+func insertAll(ctx context.Context, tx *sql.Tx, insert string, n int, args func(i int) []any) error {
+	if n == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, insert)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i := range n {
+		if _, err := stmt.ExecContext(ctx, args(i)...); err != nil {
 			return err
 		}
 	}

@@ -275,10 +275,21 @@ func (s *Store) Channels(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// tx runs f in one transaction and commits when f succeeds. Errors are
-// wrapped with the file and op (wrap).
+// tx runs f in one write transaction (immediate: it takes the write lock
+// at its start) and commits when f succeeds. Errors are wrapped with the
+// file and op (wrap).
 func (s *Store) tx(ctx context.Context, op string, f func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	return s.run(ctx, op, nil, f)
+}
+
+// view runs f in one read transaction: a consistent snapshot that takes
+// no write lock.
+func (s *Store) view(ctx context.Context, op string, f func(*sql.Tx) error) error {
+	return s.run(ctx, op, &sql.TxOptions{ReadOnly: true}, f)
+}
+
+func (s *Store) run(ctx context.Context, op string, opts *sql.TxOptions, f func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, opts)
 	if err != nil {
 		return s.wrap(op, err)
 	}
