@@ -42,7 +42,9 @@ type MemoryRefusal string
 func (r MemoryRefusal) Error() string { return "memory tool refused: " + string(r) }
 
 // Is matches ErrMemoryRefused and ErrInvalid.
-func (r MemoryRefusal) Is(target error) bool { return target == ErrMemoryRefused || target == ErrInvalid }
+func (r MemoryRefusal) Is(target error) bool {
+	return target == ErrMemoryRefused || target == ErrInvalid
+}
 
 // Text is the refusal's fixed text.
 func (r MemoryRefusal) Text() string { return string(r) }

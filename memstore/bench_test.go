@@ -172,26 +172,28 @@ func BenchmarkSealedSave(b *testing.B) {
 // BenchmarkMemorySet: one memory_set in session mode (no file store did
 // this on the host before; for scale).
 func BenchmarkMemorySet(b *testing.B) {
-	for _, size := range benchSizes {
-		s, _ := benchStores(b, size.state)
-		c := rtsandbox.MemoryCall{Tool: rtsandbox.MemorySet, Scope: rtsandbox.ScopeSpeaker, Key: "key-0", HasKey: true, Text: "updated"}
-		b.Run(size.name+"/db", func(b *testing.B) {
-			for b.Loop() {
-				if _, err := s.Call(context.Background(), bind(chanA, alice), c); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	c := rtsandbox.MemoryCall{Tool: rtsandbox.MemorySet, Scope: rtsandbox.ScopeSpeaker, Key: "key-0", HasKey: true, Text: "updated"}
+	benchDB(b, func(s *Store) error {
+		_, err := s.Call(context.Background(), bind(chanA, alice), c)
+		return err
+	})
 }
 
 // BenchmarkBlock: the prompt memory block of a session turn.
 func BenchmarkBlock(b *testing.B) {
+	benchDB(b, func(s *Store) error {
+		_, _, err := s.Block(context.Background(), bind(chanA, alice))
+		return err
+	})
+}
+
+// benchDB runs op on the database of each size.
+func benchDB(b *testing.B, op func(*Store) error) {
 	for _, size := range benchSizes {
 		s, _ := benchStores(b, size.state)
 		b.Run(size.name+"/db", func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := s.Block(context.Background(), bind(chanA, alice)); err != nil {
+				if err := op(s); err != nil {
 					b.Fatal(err)
 				}
 			}

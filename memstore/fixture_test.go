@@ -1,16 +1,15 @@
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 )
 
 // Speakers as the router admits them: the principal is <channel kind>:<id>.
@@ -28,23 +27,8 @@ func bind(ch rtsandbox.ChannelKey, sp rtsandbox.Speaker) rtsandbox.Binding {
 	return rtsandbox.Binding{Channel: ch, Speaker: sp, Tier: rtsandbox.TierMember}
 }
 
-// logBuf is a concurrency-safe log sink.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// logBuf is the operator log of a test store.
+type logBuf = syncbuf.Buffer
 
 // testStore opens a store on a real database file under t.TempDir(); edit
 // may set the migration sources before it opens.

@@ -205,7 +205,9 @@ func replaceMemory(ctx context.Context, tx *sql.Tx, id string, rows []row) error
 		return err
 	}
 	return insertAll(ctx, tx, `INSERT INTO memory (channel, scope, key, text, principal, seq) VALUES (?, ?, ?, ?, ?, ?)`,
-		len(rows), func(i int) []any { return []any{id, rows[i].Scope, rows[i].Key, rows[i].Text, rows[i].principal, i + 1} })
+		len(rows), func(i int) []any {
+			return []any{id, rows[i].Scope, rows[i].Key, rows[i].Text, rows[i].principal, i + 1}
+		})
 }
 
 // replaceHistory writes hist as the whole history of the channel id.
