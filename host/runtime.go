@@ -78,7 +78,7 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	if _, err := privdir.Make(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("state_dir: %w (it must be owned by uid %d with mode 0700)", err, os.Geteuid())
 	}
-	memory, err := OpenMemory(cfg, o.Logger)
+	memory, err := openMemory(cfg, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -90,10 +90,10 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	return s, nil
 }
 
-// OpenMemory opens the memory database in the state dir, importing the
+// openMemory opens the memory database in the state dir, importing the
 // older layouts beside it. Startup has no caller context; an import is
 // bounded by the files it reads.
-func OpenMemory(cfg *config.Config, log *slog.Logger) (*memstore.Store, error) {
+func openMemory(cfg *config.Config, log *slog.Logger) (*memstore.Store, error) {
 	return memstore.Open(context.Background(), memstore.Options{
 		Path:            filepath.Join(cfg.StateDir, memstore.FileName),
 		ChannelStateDir: filepath.Join(cfg.StateDir, ChannelStateDirName),

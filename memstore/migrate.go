@@ -72,11 +72,21 @@ func (s *Store) migrate(ctx context.Context, stateDir, legacyRoot string) error 
 }
 
 // importDir imports every <id><suffix> in dir with read. A missing dir is
-// fine; an emptied one is removed.
+// fine; an emptied one is removed. A dir that is a link (or no directory)
+// is never entered: its entries would be read and removed wherever it
+// points.
 func (s *Store) importDir(ctx context.Context, dir, source, suffix string, read func(string) (rtsandbox.ChannelState, error)) error {
-	names, err := os.ReadDir(dir)
+	fi, err := os.Lstat(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if err == nil && !fi.IsDir() {
+		s.log.Warn("migration: not a directory; left alone", "path", dir, "mode", fi.Mode().String())
+		return nil
+	}
+	var names []os.DirEntry
+	if err == nil {
+		names, err = os.ReadDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("memory database %s: migration from %s: %w", s.path, dir, err)

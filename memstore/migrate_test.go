@@ -268,3 +268,23 @@ func FuzzDecodeStateFile(f *testing.F) {
 		}
 	})
 }
+
+// TestMigrationRootIsLink: an older layout's directory that is a link is
+// never entered, so nothing where it points is read or removed.
+func TestMigrationRootIsLink(t *testing.T) {
+	roots := newRoots(t)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	ws := filepath.Join(target, ChannelID(chanA))
+	plantFile(t, filepath.Join(ws, "memory.json"), `[{"scope":"channel","key":"k","text":"elsewhere"}]`)
+	symlink(t, target, roots.workspaces)
+	s, log := testStore(t, roots.options)
+	if got := load(t, s, chanA); len(got.Memory) != 0 {
+		t.Errorf("Load = %+v; want nothing read through the link", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "memory.json")); err != nil {
+		t.Errorf("link target touched: %v", err)
+	}
+	if !strings.Contains(log.String(), "not a directory; left alone") {
+		t.Errorf("no warning; log:\n%s", log.String())
+	}
+}

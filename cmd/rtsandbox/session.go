@@ -38,11 +38,6 @@ func sessionRuntime(ctx context.Context, d host.SessionDeps) (host.SessionRuntim
 		return sessionBroker(d, d.Config, image, profile, socket)
 	}
 	opts.ProfileFor = d.ProfileFor
-	if d.Memory != nil {
-		// Each turn's prompt memory block: the speaker's own entries and
-		// the channel notes from the memory database, with its visibility.
-		opts.Memory = d.Memory.Block
-	}
 	opts.Scrub = func(s string) string { return delegate.ScrubDiagnostic(s, delegate.NoLimit) }
 	opts.Logger = d.Logger
 	rt, err := session.New(opts)
@@ -73,8 +68,9 @@ func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDe
 
 // sessionOptions are the runtime's options as data, from the session
 // block (limits, party dir, container prefix, log driver and options,
-// turn and start timeouts), the worker user, zone and installation, and
-// one profile per session profile in use.
+// turn and start timeouts), the worker user, zone and installation, one
+// profile per session profile in use, and the prompt memory block from
+// the memory database.
 func sessionOptions(d host.SessionDeps, image string) session.Options {
 	cs := d.Config.Session
 	cs.ContainerPrefix = containerPrefix(d.Config)
@@ -83,7 +79,7 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 	for name := range d.Brokers {
 		profiles[name] = session.Profile{Limits: lim}
 	}
-	return session.Options{
+	o := session.Options{
 		Profiles:        profiles,
 		PartyDir:        cs.PartyDir,
 		Image:           image,
@@ -96,6 +92,12 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 		TurnTimeout:     cs.TurnTimeout,
 		StartTimeout:    cs.StartTimeout,
 	}
+	if d.Memory != nil {
+		// Each turn's prompt memory block: the speaker's own entries and
+		// the channel notes from the memory database, with its visibility.
+		o.Memory = d.Memory.Block
+	}
+	return o
 }
 
 // sessionBroker makes the broker of one channel of profile, listening on
