@@ -57,12 +57,12 @@ func (s *Store) Save(ctx context.Context, b rtsandbox.Binding, st rtsandbox.Chan
 		if err := checkOwner(channel, stored, own, b.Speaker.PrincipalID); err != nil {
 			return err
 		}
-		rows := merge(stored, st.Memory, own, b.Speaker.PrincipalID)
-		if err := Check(rtsandbox.ChannelState{Memory: entriesOf(rows)}); err != nil {
-			return err
-		}
-		// Most turns change no memory: then only the history is written.
-		if !slices.Equal(rows, stored) {
+		// Most turns change no memory: then only the history is written
+		// (the stored rows were checked as they were read).
+		if rows := merge(stored, st.Memory, own, b.Speaker.PrincipalID); !slices.Equal(rows, stored) {
+			if err := Check(rtsandbox.ChannelState{Memory: entriesOf(rows)}); err != nil {
+				return err
+			}
 			if err := replaceMemory(ctx, tx, ChannelID(channel), rows); err != nil {
 				return err
 			}
