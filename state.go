@@ -4,7 +4,7 @@ package rtsandbox
 // host directory outlives a turn): it passes them to the worker in the turn
 // JSON and takes the updated state back in the reply. These are the nouns
 // and limits both sides share; the host checks an update against them
-// before it writes anything (package chanstate), the worker before it
+// before it writes anything (package memstore), the worker before it
 // acts on a turn.
 
 // State limits. Lengths are UTF-16 code units, sizes bytes of JS-style JSON

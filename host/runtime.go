@@ -13,11 +13,11 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
-	"github.com/rtsandbox/rtsandbox/chanstate"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/delegate"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
+	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/sandbox"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -30,6 +30,8 @@ type SealedRuntime struct {
 	web     *webTools
 	// ledger keeps the daily budgets; nil when the config sets none.
 	ledger *budget.Ledger
+	// memory is the memory database, which session mode shares.
+	memory *memstore.Store
 	close  func()
 }
 
@@ -54,10 +56,17 @@ type SealedOptions struct {
 	Reports delegate.Poster
 }
 
+// Names in the state directory of the older channel-state layouts that
+// the memory database imports once (package memstore).
+const (
+	ChannelStateDirName = "channel-state" // the previous version's JSON files
+	WorkspacesDirName   = "workspaces"    // the per-channel workspaces before them
+)
+
 // NewSealedRuntime builds the broker and the sealed runtime of cfg. The
-// state directory holds the run root and the channel state (and, from
-// older versions, the workspaces that the state store migrates once); it
-// is created 0700 when missing and must otherwise be private to this user.
+// state directory holds the run root and the memory database (which
+// imports, once, the channel state of older versions); it is created 0700
+// when missing and must otherwise be private to this user.
 func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedRuntime, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -69,14 +78,33 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	if _, err := privdir.Make(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("state_dir: %w (it must be owned by uid %d with mode 0700)", err, os.Geteuid())
 	}
-	state, err := chanstate.Open(chanstate.Options{
-		Dir:        filepath.Join(cfg.StateDir, "channel-state"),
-		LegacyRoot: filepath.Join(cfg.StateDir, "workspaces"),
-		Logger:     o.Logger,
-	})
+	memory, err := openMemory(cfg, o.Logger)
 	if err != nil {
 		return nil, err
 	}
+	s, err := newSealedRuntime(cfg, getenv, o, uid, gid, memory)
+	if err != nil {
+		memory.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openMemory opens the memory database in the state dir, importing the
+// older layouts beside it. Startup has no caller context; an import is
+// bounded by the files it reads.
+func openMemory(cfg *config.Config, log *slog.Logger) (*memstore.Store, error) {
+	return memstore.Open(context.Background(), memstore.Options{
+		Path:            filepath.Join(cfg.StateDir, memstore.FileName),
+		ChannelStateDir: filepath.Join(cfg.StateDir, ChannelStateDirName),
+		LegacyRoot:      filepath.Join(cfg.StateDir, WorkspacesDirName),
+		Logger:          log,
+	})
+}
+
+// newSealedRuntime is NewSealedRuntime on an open memory database, which
+// the runtime closes last.
+func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid int, memory *memstore.Store) (*SealedRuntime, error) {
 	if o.Client == nil {
 		o.Client = upstream.New(nil)
 	}
@@ -113,7 +141,7 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	}
 	rt, err := sandbox.New(sandbox.Options{
 		Broker: b, Driver: o.Driver, Image: ImageTag(cfg), UID: uid, GID: gid,
-		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: state,
+		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: memory,
 		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: TimeZone(cfg, getenv),
 		TurnTimeout: cfg.Sandbox.TurnTimeout,
 		ModelAPI:    cfg.Model.API, ModelStream: cfg.Model.Stream, Thinking: string(cfg.Model.Thinking),
@@ -129,7 +157,7 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 		closeFn()
 		return nil, err // sandbox errors name the sandbox already
 	}
-	return &SealedRuntime{Runtime: rt, driver: o.Driver, web: web, ledger: ledger, close: func() {
+	return &SealedRuntime{Runtime: rt, driver: o.Driver, web: web, ledger: ledger, memory: memory, close: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
 		if err := web.dispose(ctx); err != nil {
@@ -137,6 +165,9 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 		}
 		rt.Dispose()
 		closeFn()
+		if err := memory.Close(); err != nil {
+			o.Logger.Warn("memory database not closed cleanly", "err", err)
+		}
 	}}, nil
 }
 

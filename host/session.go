@@ -12,6 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -67,14 +68,19 @@ type SessionDeps struct {
 	// Brokers are the broker configurations of the session profiles in
 	// use, by profile name, built at start like the sealed broker's
 	// (MCP tools named bare are listed once, now): the profile's model,
-	// only its tools and MCP servers, the web tools it lists, and the
-	// sealed runtime's budget ledger and call observer, so budgets and
-	// metrics count both modes. broker.New checks one.
+	// only its tools and MCP servers, the web tools it lists, the memory
+	// tools (every session profile has them, as every sealed worker does),
+	// and the sealed runtime's budget ledger and call observer, so budgets
+	// and metrics count both modes. broker.New checks one.
 	Brokers map[string]broker.Config
 	// Skills are the validated copies of the skills directories of the
 	// session profiles in use that name one holding skills
 	// (sessionSkills), by profile.
 	Skills map[string]*skilltree.Tree
+	// Memory is the memory database both modes share (the sealed
+	// runtime's): the session runtime builds each turn's prompt memory
+	// block from it (memstore.Store.Block), and the memory tools run on it.
+	Memory *memstore.Store
 }
 
 // Sessions is how the host and the offline commands build session mode;
@@ -243,7 +249,8 @@ func sessionDeps(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 		return SessionDeps{}, err
 	}
 	d := SessionDeps{Config: cfg, Getenv: getenv, Logger: log, Engine: engine, UID: uid, GID: gid,
-		Installation: InstallationID(cfg), TimeZone: TimeZone(cfg, getenv), ProfileFor: sessionProfile(cfg)}
+		Installation: InstallationID(cfg), TimeZone: TimeZone(cfg, getenv), ProfileFor: sessionProfile(cfg),
+		Memory: s.memory}
 	if cfg.UsesSessions() {
 		if d.Brokers, err = sessionBrokers(ctx, cfg, getenv, s, observe, log); err != nil {
 			return SessionDeps{}, err
@@ -283,7 +290,7 @@ func (h *Host) startSessions(ctx context.Context, s Sessions, d SessionDeps) (Se
 
 // sessionBrokers builds the broker configuration of every session
 // profile a channel can get (config.ForProfile), sharing the sealed
-// runtime's web tools, budget ledger and observer.
+// runtime's web tools, memory database, budget ledger and observer.
 func sessionBrokers(ctx context.Context, cfg *config.Config, getenv env, s *SealedRuntime, observe func(broker.CallRecord), log *slog.Logger) (map[string]broker.Config, error) {
 	out := map[string]broker.Config{}
 	client := upstream.New(nil)
@@ -302,8 +309,33 @@ func sessionBrokers(ctx context.Context, cfg *config.Config, getenv env, s *Seal
 				bc.Tools = append(bc.Tools, t)
 			}
 		}
+		if bc.Tools, err = withMemoryTools(bc.Tools, s.memory, log); err != nil {
+			return nil, fmt.Errorf("profiles.%s: %w", name, err)
+		}
 		bc.Budget, bc.Observe = s.ledger, observe
 		out[name] = bc
+	}
+	return out, nil
+}
+
+// errMemoryToolName refuses an operator's tool that takes the name of a
+// memory tool in a session profile.
+var errMemoryToolName = fmt.Errorf("%w: the tool name is reserved for the memory tools of session mode", rtsandbox.ErrInvalid)
+
+// withMemoryTools adds the memory tools of m to tools (a new slice),
+// refusing a tool of the same name at startup rather than at a channel's
+// first turn. Without a database (a hand-built runtime) there are none.
+func withMemoryTools(tools []broker.Tool, m *memstore.Store, log *slog.Logger) ([]broker.Tool, error) {
+	if m == nil {
+		return tools, nil
+	}
+	out := slices.Clip(tools)
+	for _, t := range m.Tools(log) {
+		spec := t.Spec()
+		if slices.ContainsFunc(tools, func(o broker.Tool) bool { return o.Spec.Name == spec.Name }) {
+			return nil, fmt.Errorf("tools: %q: %w", spec.Name, errMemoryToolName)
+		}
+		out = append(out, broker.Tool{Spec: spec, Impl: t})
 	}
 	return out, nil
 }

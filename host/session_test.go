@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
+	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
@@ -533,7 +535,7 @@ func TestSessionBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	webFetch := broker.Tool{Spec: rtsandbox.ToolSpec{Name: config.WebFetchTool}}
-	s := &SealedRuntime{web: &webTools{tools: []broker.Tool{webFetch}}}
+	s := &SealedRuntime{web: &webTools{tools: []broker.Tool{webFetch}}, memory: testMemory(t)}
 	got, err := sessionBrokers(context.Background(), cfg, func(string) string { return "" }, s, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -553,9 +555,12 @@ func TestSessionBrokers(t *testing.T) {
 		}
 		views[name] = v
 	}
+	// Every session profile has the memory tools, as every sealed worker
+	// has them.
+	memory := []string{rtsandbox.MemorySet, rtsandbox.MemoryGet, rtsandbox.MemoryRemove}
 	want := map[string]view{
-		"studio": {Model: "claude", Tools: []string{"clock", "web_fetch"}, MCP: []string{"docs"}},
-		"plain":  {Model: "m", Tools: []string{"lookup"}},
+		"studio": {Model: "claude", Tools: append([]string{"clock", "web_fetch"}, memory...), MCP: []string{"docs"}},
+		"plain":  {Model: "m", Tools: append([]string{"lookup"}, memory...)},
 	}
 	if diff := cmp.Diff(want, views); diff != "" {
 		t.Errorf("session brokers (-want +got):\n%s", diff)
@@ -563,6 +568,33 @@ func TestSessionBrokers(t *testing.T) {
 	if _, err := broker.New(got["plain"]); err != nil {
 		t.Errorf("broker.New(plain): %v", err)
 	}
+}
+
+// An operator's tool named like a memory tool in a session profile is
+// refused at startup, not at a channel's first turn.
+func TestSessionBrokersMemoryToolNameReserved(t *testing.T) {
+	cfg, err := config.Parse([]byte("state_dir: /var/lib/rt\nmodel: {url: 'https://x/v1', name: m, api_key_env: K}\n" +
+		"tools: [{name: memory_get, description: d, parameters: {type: object}, url: 'https://t/'}]\n" +
+		"profiles: {plain: {mode: session, tools: [memory_get]}}\ndefault_profile: plain\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &SealedRuntime{web: &webTools{}, memory: testMemory(t)}
+	_, err = sessionBrokers(context.Background(), cfg, func(string) string { return "" }, s, nil, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, errMemoryToolName) || !strings.Contains(err.Error(), "profiles.plain") {
+		t.Errorf("sessionBrokers = %v; want the reserved-name refusal naming the profile", err)
+	}
+}
+
+// testMemory is a memory database under t.TempDir().
+func testMemory(t *testing.T) *memstore.Store {
+	t.Helper()
+	m, err := memstore.Open(context.Background(), memstore.Options{Path: filepath.Join(t.TempDir(), "state", memstore.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
 
 // leftoverRemover records the channels whose session container it was

@@ -18,7 +18,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
-	"github.com/rtsandbox/rtsandbox/chanstate"
+	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -52,10 +52,11 @@ func BenchmarkSealedTurn(b *testing.B) {
 	var mu sync.Mutex
 	var stats []TurnStats
 	uid, gid := workerIDs()
-	state, err := chanstate.Open(chanstate.Options{Dir: filepath.Join(base, "state")})
+	state, err := memstore.Open(context.Background(), memstore.Options{Path: filepath.Join(base, "state", memstore.FileName)})
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer state.Close()
 	rt, err := New(Options{Broker: bk, Driver: integ.driver, Image: integ.workerImage, UID: uid, GID: gid,
 		RunRoot: filepath.Join(base, "run"), State: state, Model: "bench",
 		Installation: integ.installation,

@@ -37,8 +37,8 @@ const (
 	// ClassInvalidReply: the worker's stdout was not a valid reply, or its
 	// output overflowed a limit.
 	ClassInvalidReply = "invalid_reply"
-	// ClassState: the channel's stored state could not be read (a corrupt
-	// file: chanstate.ErrCorrupt) or the returned one could not be kept.
+	// ClassState: the channel's stored state could not be read (corrupt
+	// data: memstore.ErrCorrupt) or the returned one could not be kept.
 	ClassState = "state"
 	// ClassDiskFull: a write failed for lack of space (ENOSPC).
 	ClassDiskFull = "disk_full"

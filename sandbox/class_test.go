@@ -2,12 +2,9 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,11 +74,11 @@ type stateStore struct {
 	saveErr error
 }
 
-func (s stateStore) Save(channel rtsandbox.ChannelKey, st rtsandbox.ChannelState) error {
+func (s stateStore) Save(ctx context.Context, b rtsandbox.Binding, st rtsandbox.ChannelState) error {
 	if s.saveErr != nil {
 		return s.saveErr
 	}
-	return s.StateStore.Save(channel, st)
+	return s.StateStore.Save(ctx, b, st)
 }
 
 // blockUntilEnd is a driver run that holds the turn until its context ends,
@@ -164,14 +161,12 @@ func TestTurnClasses(t *testing.T) {
 			}
 		}, class: ClassInvalidReply, level: slog.LevelWarn},
 		{name: "state-corrupt", edit: func(f *fixture, _ *setup) {
-			sum := sha256.Sum256([]byte(ch))
-			path := filepath.Join(f.stateDir, hex.EncodeToString(sum[:])+".json")
-			if err := os.WriteFile(path, []byte(`{"memory":[`+guestMarker), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			// A row the host could not have written: a key of 200
+			// characters, holding guest text.
+			plantRow(t, f, ch, "channel", strings.Repeat("k", 200)+guestMarker, "note")
 		}, class: ClassState, level: slog.LevelWarn},
 		{name: "disk-full", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
-			f.opts.State = stateStore{StateStore: f.state, saveErr: &fs.PathError{Op: "write", Path: filepath.Join(f.stateDir, "x.json"), Err: syscall.ENOSPC}}
+			f.opts.State = stateStore{StateStore: f.state, saveErr: &fs.PathError{Op: "write", Path: filepath.Join(f.stateDir, "memory.db-wal"), Err: syscall.ENOSPC}}
 		}, class: ClassDiskFull, level: slog.LevelWarn},
 	}
 	for _, tc := range tests {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +23,8 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
-	"github.com/rtsandbox/rtsandbox/chanstate"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
@@ -129,8 +130,8 @@ type fixture struct {
 	t               *testing.T
 	base            string
 	runRoot, wsRoot string // wsRoot: the legacy workspace root the store migrates from
-	stateDir        string
-	state           *chanstate.Store
+	stateDir        string // holds the memory database
+	state           *memstore.Store
 	driver          *fakeDriver
 	cfg             broker.Config
 	opts            Options
@@ -145,6 +146,13 @@ type fixture struct {
 // newFixture builds the fixture; edit may change the broker config and
 // options before the runtime is built.
 func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
+	t.Helper()
+	return newPlantedFixture(t, nil, edit)
+}
+
+// newPlantedFixture is newFixture with plant run before the memory
+// database opens, which imports what plant left in the older layouts.
+func newPlantedFixture(t *testing.T, plant, edit func(f *fixture)) *fixture {
 	t.Helper()
 	base := shortTempDir(t)
 	f := &fixture{
@@ -164,10 +172,15 @@ func newFixture(t *testing.T, edit func(f *fixture)) *fixture {
 		Client: upstream.New(f.transport),
 		Logger: slog.New(f.audit),
 	}
-	state, err := chanstate.Open(chanstate.Options{Dir: f.stateDir, LegacyRoot: f.wsRoot, Logger: slog.New(f.audit)})
-	if err != nil {
-		t.Fatalf("chanstate.Open: %v", err)
+	if plant != nil {
+		plant(f)
 	}
+	state, err := memstore.Open(context.Background(), memstore.Options{Path: filepath.Join(f.stateDir, memstore.FileName),
+		LegacyRoot: f.wsRoot, Logger: slog.New(f.audit)})
+	if err != nil {
+		t.Fatalf("memstore.Open: %v", err)
+	}
+	t.Cleanup(func() { state.Close() })
 	f.state = state
 	f.opts = Options{
 		Driver: f.driver, Image: "rtsandbox-test:latest", UID: f.uid, GID: f.gid,
@@ -211,6 +224,39 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// channels counts the channels whose state the memory database holds.
+func (f *fixture) channels(t *testing.T) int {
+	t.Helper()
+	n, err := f.state.Channels(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// plantRow writes a memory row straight into the fixture's database, as
+// a damaged file or another program could leave it.
+func plantRow(t *testing.T, f *fixture, channel rtsandbox.ChannelKey, scope, key, text string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(f.stateDir, memstore.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO memory (channel, scope, key, text, principal, seq) VALUES (?, ?, ?, ?, '', 1)`,
+		memstore.ChannelID(channel), scope, key, text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertNoState checks that the memory database holds no channel.
+func (f *fixture) assertNoState(t *testing.T) {
+	t.Helper()
+	if n := f.channels(t); n != 0 {
+		t.Errorf("the memory database holds %d channels; want none", n)
+	}
 }
 
 func (f *fixture) gotScopes() []rtsandbox.Binding {

@@ -32,6 +32,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
+	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -336,7 +337,7 @@ func TestIntegrationToolsTurn(t *testing.T) {
 			t.Errorf("MCP %q Authorization %q; want the MCP key", r.Method, r.Authorization)
 		}
 	}
-	st, err := f.state.Load("fake:guests")
+	st, err := f.state.Load(context.Background(), "fake:guests")
 	if err != nil || len(st.Memory) != 1 || !strings.Contains(st.Memory[0].Text, "sealed turns") {
 		t.Errorf("channel state = %+v, %v; want the channel note", st, err)
 	}
@@ -471,7 +472,7 @@ func TestIntegrationCompromisedWorkspaceDies(t *testing.T) {
 		Memory:  []rtsandbox.MemoryEntry{{Scope: "channel", Key: "topic", Text: "Tea"}},
 		History: []rtsandbox.HistoryEntry{},
 	}
-	if err := f.state.Save("fake:guests", kept); err != nil {
+	if err := f.state.Save(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, kept); err != nil {
 		t.Fatal(err)
 	}
 	reply, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "squat")
@@ -519,12 +520,13 @@ func TestIntegrationCompromisedWorkspaceDies(t *testing.T) {
 }
 
 // assertOnlyStateFiles checks that the host holds nothing a guest wrote:
-// the run root is empty and the state dir holds state files only.
+// the run root is empty and the state dir holds the memory database only.
 func assertOnlyStateFiles(t *testing.T, f *fixture) {
 	t.Helper()
 	assertEmpty(t, f.runRoot)
+	db := memstore.FileName
 	for _, name := range entries(t, f.stateDir) {
-		if !strings.HasSuffix(name, ".json") || len(name) != 64+len(".json") {
+		if name != db && name != db+"-wal" && name != db+"-shm" {
 			t.Errorf("state dir holds %q", name)
 		}
 	}

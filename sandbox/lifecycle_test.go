@@ -30,7 +30,7 @@ func TestDriverFailure(t *testing.T) {
 				Memory:  []rtsandbox.MemoryEntry{{Scope: "channel", Key: "note", Text: "keep me"}},
 				History: []rtsandbox.HistoryEntry{},
 			}
-			if err := f.state.Save("fake:a", kept); err != nil {
+			if err := f.state.Save(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, kept); err != nil {
 				t.Fatal(err)
 			}
 			var resets []bool
@@ -55,7 +55,7 @@ func TestDriverFailure(t *testing.T) {
 				t.Errorf("Busy() = %v; want []", busy)
 			}
 			assertEmpty(t, f.runRoot)
-			if got, err := f.state.Load("fake:a"); err != nil || !cmp.Equal(kept, got) {
+			if got, err := f.state.Load(context.Background(), "fake:a"); err != nil || !cmp.Equal(kept, got) {
 				t.Errorf("state after the failure = %+v, %v; want it kept", got, err)
 			}
 			for _, text := range []string{"retry", "next"} {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"strings"
@@ -44,7 +45,7 @@ type Options struct {
 	// within 100.
 	RunRoot string
 	// State keeps each channel's memory and history on the host
-	// (*chanstate.Store). The turn JSON carries them in and the reply
+	// (*memstore.Store). The turn JSON carries them in and the reply
 	// carries them back; nothing a guest writes outlives the container,
 	// whose /workspace is a tmpfs (Limits.WorkspaceMB).
 	State StateStore
@@ -96,11 +97,12 @@ type Options struct {
 	OnTurn func(TurnStats)
 }
 
-// StateStore is where the host keeps channel state (*chanstate.Store).
-// Save must check the state against the shared limits before it writes.
+// StateStore is where the host keeps channel state (*memstore.Store).
+// Save stores what a cleanly ended turn of b returned; it must check the
+// state against the shared limits before it writes.
 type StateStore interface {
-	Load(channel rtsandbox.ChannelKey) (rtsandbox.ChannelState, error)
-	Save(channel rtsandbox.ChannelKey, st rtsandbox.ChannelState) error
+	Load(ctx context.Context, channel rtsandbox.ChannelKey) (rtsandbox.ChannelState, error)
+	Save(ctx context.Context, b rtsandbox.Binding, st rtsandbox.ChannelState) error
 }
 
 // settings are Options after defaults and checks, with canonical roots.

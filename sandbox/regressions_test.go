@@ -18,9 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
-	"github.com/rtsandbox/rtsandbox/chanstate"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
+	"github.com/rtsandbox/rtsandbox/memstore"
 )
 
 func TestPermissionsFailClosed(t *testing.T) {
@@ -281,7 +281,7 @@ func TestInputLimitsBeforeAnyDirectory(t *testing.T) {
 				t.Errorf("RunTurn = %v; want %v", err, tc.want)
 			}
 			assertEmpty(t, f.runRoot)
-			assertEmpty(t, f.stateDir)
+			f.assertNoState(t)
 		})
 	}
 }
@@ -347,7 +347,7 @@ func TestTurnDirsOwnership(t *testing.T) {
 // fixture's legacy root, as a version before host-owned state left it.
 func (f *fixture) legacyWorkspace(t *testing.T, channel rtsandbox.ChannelKey) string {
 	t.Helper()
-	ws := filepath.Join(f.wsRoot, chanstate.FileName(channel))
+	ws := filepath.Join(f.wsRoot, memstore.ChannelID(channel))
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -357,12 +357,16 @@ func (f *fixture) legacyWorkspace(t *testing.T, channel rtsandbox.ChannelKey) st
 // TestLegacyWorkspaceMigrated: the one migration path. The first turn of a
 // channel with an old workspace gets its memory and history in the turn
 // JSON; the host keeps them from then on and the old directory is gone.
+// (The memory database imports old workspaces when it opens, so the test
+// plants the workspace before the fixture's store opens.)
 func TestLegacyWorkspaceMigrated(t *testing.T) {
-	f := newFixture(t, nil)
-	ws := f.legacyWorkspace(t, "fake:a")
-	mustWrite(t, filepath.Join(ws, "memory.json"), `[{"scope":"channel","key":"topic","text":"Tea"}]`)
-	mustWrite(t, filepath.Join(ws, "history.json"), `[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]`)
-	mustWrite(t, filepath.Join(ws, "junk.bin"), "guest scratch")
+	var ws string
+	f := newPlantedFixture(t, func(f *fixture) {
+		ws = f.legacyWorkspace(t, "fake:a")
+		mustWrite(t, filepath.Join(ws, "memory.json"), `[{"scope":"channel","key":"topic","text":"Tea"}]`)
+		mustWrite(t, filepath.Join(ws, "history.json"), `[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]`)
+		mustWrite(t, filepath.Join(ws, "junk.bin"), "guest scratch")
+	}, nil)
 	var seen []rtsandbox.Turn
 	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 		seen = append(seen, turn)
@@ -392,11 +396,13 @@ func TestLegacyWorkspaceMigrated(t *testing.T) {
 // deadline. Now the host reads legacy files non-blocking: the turn runs at
 // once with empty state and the workspace is set aside for the operator.
 func TestLegacyWorkspaceFIFODoesNotWedge(t *testing.T) {
-	f := newFixture(t, func(f *fixture) { f.opts.TurnTimeout = 30 * time.Second })
-	ws := f.legacyWorkspace(t, "fake:a")
-	if err := syscall.Mkfifo(filepath.Join(ws, "memory.json"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	var ws string
+	f := newPlantedFixture(t, func(f *fixture) {
+		ws = f.legacyWorkspace(t, "fake:a")
+		if err := syscall.Mkfifo(filepath.Join(ws, "memory.json"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, func(f *fixture) { f.opts.TurnTimeout = 30 * time.Second })
 	var got rtsandbox.Turn
 	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 		got = turn
@@ -428,7 +434,7 @@ func TestLegacyWorkspaceSymlinksNotFollowed(t *testing.T) {
 			mustMkdir(t, target)
 			mustWrite(t, filepath.Join(target, "memory.json"), secret)
 			mustMkdir(t, f.wsRoot)
-			ws := filepath.Join(f.wsRoot, chanstate.FileName("fake:a"))
+			ws := filepath.Join(f.wsRoot, memstore.ChannelID("fake:a"))
 			if err := os.Symlink(target, ws); err != nil {
 				t.Fatal(err)
 			}
@@ -445,8 +451,8 @@ func TestLegacyWorkspaceSymlinksNotFollowed(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, nil)
-			ws := tc.plant(t, f)
+			var ws string
+			f := newPlantedFixture(t, func(f *fixture) { ws = tc.plant(t, f) }, nil)
 			var got rtsandbox.Turn
 			f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
 				got = turn
@@ -475,7 +481,7 @@ func assertSetAside(t *testing.T, f *fixture, ws string) {
 	if len(aside) != 1 {
 		t.Errorf("set-aside copies = %v; want one", aside)
 	}
-	if !f.audit.has("legacy workspace not imported") {
+	if !f.audit.has("migration: channel state not imported") {
 		t.Error("no operator warning names the set-aside workspace")
 	}
 }

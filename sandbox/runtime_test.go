@@ -51,8 +51,8 @@ func TestIdentityAndMounts(t *testing.T) {
 		t.Errorf("specs %v; want two turns on their own tmpfs workspace", specs)
 	}
 	assertEmpty(t, f.runRoot)
-	if got := entries(t, f.stateDir); len(got) != 2 {
-		t.Errorf("state dir holds %v; want one state file per channel", got)
+	if n := f.channels(t); n != 2 {
+		t.Errorf("the memory database holds %d channels; want the state of each", n)
 	}
 }
 
@@ -343,7 +343,7 @@ func TestMissingPrincipal(t *testing.T) {
 				t.Errorf("RunTurn(principal %q) = %v; want %v", tc.principal, err, tc.want)
 			}
 			assertEmpty(t, f.runRoot)
-			assertEmpty(t, f.stateDir)
+			f.assertNoState(t)
 		})
 	}
 }

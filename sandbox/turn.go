@@ -58,7 +58,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	if err := t.s.checkRoots(); err != nil {
 		return rtsandbox.Reply{}, err
 	}
-	state, err := t.s.State.Load(t.binding.Channel)
+	state, err := t.s.State.Load(t.ctx, t.binding.Channel)
 	if err != nil {
 		return rtsandbox.Reply{}, fmt.Errorf("%w: %w", errState, err)
 	}
@@ -148,6 +148,11 @@ func emptyIfNil[T any](s []T) []T {
 	return s
 }
 
+// stateTimeout bounds a clean turn's commit of its state, which runs after
+// the turn context ended (the store's writers wait at most 5 s for each
+// other).
+const stateTimeout = 30 * time.Second
+
 // commit stores the state a cleanly ended turn returned and takes it off
 // the reply, which leaves the runtime without it. A worker that exits 0
 // must return state; an update the store refuses fails the turn and
@@ -158,7 +163,11 @@ func (t *turn) commit(reply *rtsandbox.Reply) error {
 	if st == nil {
 		return fmt.Errorf("sandbox turn: %w: the reply carries no state", container.ErrInvalidReply)
 	}
-	if err := t.s.State.Save(t.binding.Channel, *st); err != nil {
+	// The turn context has ended (its calls are cut off first); the
+	// commit of a clean turn still runs, within its own bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), stateTimeout)
+	defer cancel()
+	if err := t.s.State.Save(ctx, t.binding, *st); err != nil {
 		return fmt.Errorf("%w: %w", errState, err)
 	}
 	return nil

@@ -312,8 +312,8 @@ func testOptions(party string, w *world, log *logSink) Options {
 			}
 			return previous, nil
 		}),
-		Memory: func(_ context.Context, ch rtsandbox.ChannelKey, id, _ string) (string, error) {
-			return string(ch) + ":" + id, nil
+		Memory: func(_ context.Context, b rtsandbox.Binding) (string, string, error) {
+			return string(b.Channel) + ":" + b.Speaker.ID, "", nil
 		},
 		Logger: slog.New(log),
 	}

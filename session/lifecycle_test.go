@@ -275,7 +275,6 @@ func TestSetupRefusals(t *testing.T) {
 			o.TurnTimeout, o.CompactorTimeout = 10*time.Second, 5*time.Second+time.Millisecond
 		}},
 		{"negative compactor timeout", func(o *Options) { o.CompactorTimeout = -time.Second }},
-		{"visibility", func(o *Options) { o.MemoryVisibility = "public" }},
 		{"profile name", func(o *Options) { o.Profiles = map[string]Profile{"bad name": {}} }},
 		{"image flag", func(o *Options) { o.Image = "-x" }},
 		{"no image", func(o *Options) { o.Image = "" }},
@@ -518,8 +517,8 @@ func TestMemoryTooLarge(t *testing.T) {
 		want error
 	}{{100000, nil}, {100001, ErrMemoryTooLarge}} {
 		f := newFixture(t, func(o *Options) {
-			o.Memory = func(context.Context, rtsandbox.ChannelKey, string, string) (string, error) {
-				return strings.Repeat("m", tt.n), nil
+			o.Memory = func(context.Context, rtsandbox.Binding) (string, string, error) {
+				return strings.Repeat("m", tt.n), "", nil
 			}
 		})
 		_, err := f.turnIn(context.Background(), "discord:mem", "a")

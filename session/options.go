@@ -81,11 +81,14 @@ type Options struct {
 	// Judge judges each turn's thinking level; nil means
 	// effort.Heuristic.
 	Judge effort.Judge
-	// Memory returns the prompt memory block of a turn's author (§1.2
-	// step 5); nil gives "".
-	Memory func(ctx context.Context, channel rtsandbox.ChannelKey, authorID, authorName string) (string, error)
-	// MemoryVisibility is "shared" or "private" ("" means private).
-	MemoryVisibility string
+	// Memory returns the prompt memory block of a turn (§1.2 step 5),
+	// built by the host for the turn's binding (memstore.Store.Block), and
+	// its visibility: "private" when it holds the speaker's own memory,
+	// "shared" when it holds only what everyone in the channel may read,
+	// "" with an empty block. A non-empty block with visibility "" is sent
+	// as private; any other visibility fails the turn. nil gives no
+	// memory.
+	Memory func(ctx context.Context, b rtsandbox.Binding) (block, visibility string, err error)
 	// Scrub masks credential forms in text bound for the operator log
 	// (failure messages, the worker's log lines); nil removes control
 	// characters only. The host wires its secret-aware scrubber.
@@ -158,9 +161,6 @@ func check(o Options) (settings, error) {
 	}
 	if !container.ValidSessionPrefix(o.ContainerPrefix) {
 		return settings{}, setupError("container prefix %q does not match ^[a-z0-9][a-z0-9-]{0,40}$", o.ContainerPrefix)
-	}
-	if v := o.MemoryVisibility; v != "" && v != rtsandbox.MemoryShared && v != rtsandbox.MemoryPrivate {
-		return settings{}, setupError("memory visibility %q is neither shared nor private", v)
 	}
 	s := settings{Options: o}
 	if err := s.checkUser(os.Geteuid(), os.Getegid()); err != nil {

@@ -72,22 +72,41 @@ func TestTwoTurns(t *testing.T) {
 }
 
 // §6.3 "Memory visibility": unset → the worker sees private; shared →
-// shared.
+// shared. The host now says the visibility with each block (Options.Memory):
+// a block without one is private, an empty block has none, and a
+// visibility that is neither fails the turn before it is delivered (it was
+// a setup refusal while the visibility was an option).
 func TestMemoryVisibility(t *testing.T) {
-	for _, tt := range []struct{ set, want string }{{"", "private"}, {"shared", "shared"}} {
-		t.Run("visibility="+tt.set, func(t *testing.T) {
+	for _, tt := range []struct {
+		name, block, set string
+		want             string
+		refused          bool
+	}{
+		{"unset", "party-wide facts", "", "private", false},
+		{"shared", "party-wide facts", "shared", "shared", false},
+		{"private", "party-wide facts", "private", "private", false},
+		{"empty-block", "", "private", "", false},
+		{"public", "party-wide facts", "public", "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, func(o *Options) {
-				o.MemoryVisibility = tt.set
-				o.Memory = func(context.Context, rtsandbox.ChannelKey, string, string) (string, error) {
-					return "party-wide facts", nil
+				o.Memory = func(context.Context, rtsandbox.Binding) (string, string, error) {
+					return tt.block, tt.set, nil
 				}
 			})
-			if _, err := f.turnIn(context.Background(), "discord:123", "a"); err != nil {
+			_, err := f.turnIn(context.Background(), "discord:123", "a")
+			d := f.w.deliveredTurns()
+			if tt.refused {
+				if !errors.Is(err, rtsandbox.ErrTurnInput) || len(d) != 0 {
+					t.Errorf("turn = %v, delivered %d; want ErrTurnInput and nothing delivered", err, len(d))
+				}
+				return
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
-			d := f.w.deliveredTurns()
-			if len(d) != 1 || d[0].MemoryVisibility != tt.want || d[0].Memory != "party-wide facts" {
-				t.Errorf("delivered = %+v; want visibility %q", d, tt.want)
+			if len(d) != 1 || d[0].MemoryVisibility != tt.want || d[0].Memory != tt.block {
+				t.Errorf("delivered = %+v; want memory %q with visibility %q", d, tt.block, tt.want)
 			}
 		})
 	}
@@ -106,7 +125,11 @@ func TestSecPrivacyGateOldWorker(t *testing.T) {
 		delivered  int
 	}{{"private", false, 0}, {"shared", true, 1}} {
 		t.Run(tt.visibility, func(t *testing.T) {
-			f := newFixture(t, func(o *Options) { o.MemoryVisibility = tt.visibility })
+			f := newFixture(t, func(o *Options) {
+				o.Memory = func(_ context.Context, b rtsandbox.Binding) (string, string, error) {
+					return string(b.Channel) + ":" + b.Speaker.ID, tt.visibility, nil
+				}
+			})
 			f.w.caps = rtsandbox.WorkerCapabilities{}
 			_, err := f.turnIn(context.Background(), "discord:123", "a")
 			if tt.wantOK != (err == nil) {

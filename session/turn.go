@@ -150,7 +150,6 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	st := rtsandbox.SessionTurn{
 		TurnID: t.id, Author: rtsandbox.SessionAuthor{ID: sp.ID, Name: sp.Name},
 		Text: req.Text, Images: req.Images, Thinking: "low", // judged below
-		MemoryVisibility: r.visibility(),
 	}
 	if st.Images == nil {
 		st.Images = []rtsandbox.Image{}
@@ -168,7 +167,7 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	}
 	defer r.diskAfter(t)
 	st.Thinking = level
-	if st.Memory, err = r.memory(t, sp); err != nil {
+	if st.Memory, st.MemoryVisibility, err = r.memory(t, req.Binding); err != nil {
 		return TurnResult{}, err
 	}
 	if err := st.Validate(); err != nil {
@@ -198,14 +197,6 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	return decode(t.id, out)
 }
 
-// visibility is the turn's memory visibility; "" reads as private.
-func (r *Runtime) visibility() string {
-	if r.s.MemoryVisibility == "" {
-		return rtsandbox.MemoryPrivate
-	}
-	return r.s.MemoryVisibility
-}
-
 // judgeAndStart runs the effort judge and the channel's start at once
 // (§1.2 step 4) and stores the judged level once both succeeded.
 func (r *Runtime) judgeAndStart(t *turn, profile, text string) (string, error) {
@@ -233,19 +224,27 @@ func (r *Runtime) judgeAndStart(t *turn, profile, text string) (string, error) {
 	return level, nil
 }
 
-// memory is the author's prompt memory block (§1.2 step 5).
-func (r *Runtime) memory(t *turn, sp rtsandbox.Speaker) (string, error) {
+// memory is the turn's prompt memory block and its visibility (§1.2 step
+// 5). A block without a visibility is private, so a host that forgot to
+// say is never less careful than one that said.
+func (r *Runtime) memory(t *turn, b rtsandbox.Binding) (string, string, error) {
 	if r.s.Memory == nil {
-		return "", nil
+		return "", "", nil
 	}
-	mem, err := r.s.Memory(t.ctx, t.channel, sp.ID, sp.Name)
-	if err != nil {
-		return "", fmt.Errorf("memory: %w", err)
+	mem, visibility, err := r.s.Memory(t.ctx, b)
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("memory: %w", err)
+	case rtsandbox.UTF16Len(mem) > rtsandbox.MaxSessionMemory:
+		return "", "", ErrMemoryTooLarge
+	case mem == "":
+		return "", "", nil
+	case visibility == "":
+		return mem, rtsandbox.MemoryPrivate, nil
+	case visibility != rtsandbox.MemoryShared && visibility != rtsandbox.MemoryPrivate:
+		return "", "", fmt.Errorf("memory visibility %q is neither shared nor private: %w", visibility, rtsandbox.ErrTurnInput)
 	}
-	if rtsandbox.UTF16Len(mem) > rtsandbox.MaxSessionMemory {
-		return "", ErrMemoryTooLarge
-	}
-	return mem, nil
+	return mem, visibility, nil
 }
 
 // current is the channel's broker after a start.

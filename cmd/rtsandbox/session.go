@@ -106,8 +106,8 @@ func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDe
 // sessionOptions are the runtime's options as data, from the session
 // block (limits, party dir, container prefix, log driver and options,
 // turn, start and compactor timeouts, the disk bound), the worker user,
-// zone and installation, and one profile per session profile in use,
-// with its skills tree.
+// zone and installation, one profile per session profile in use with its
+// skills tree, and the prompt memory block from the memory database.
 func sessionOptions(d host.SessionDeps, image string) session.Options {
 	cs := d.Config.Session
 	cs.ContainerPrefix = containerPrefix(d.Config)
@@ -133,6 +133,11 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 	}
 	if cs.Compactor != nil {
 		o.CompactorTimeout = cs.Compactor.Timeout
+	}
+	if d.Memory != nil {
+		// Each turn's prompt memory block: the speaker's own entries and
+		// the channel notes from the memory database, with its visibility.
+		o.Memory = d.Memory.Block
 	}
 	return o
 }

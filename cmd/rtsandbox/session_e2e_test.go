@@ -1195,5 +1195,50 @@ func TestSessionServeSkills(t *testing.T) {
 	if sys := model.Requests()[4].System(); !strings.Contains(sys, "<description>Telling the time, anew.</description>") {
 		t.Errorf("the new container's system prompt lacks the new description:\n%s", sys)
 	}
+}
+
+// TestSessionServeMemory: memory in session mode end to end, through
+// serve, the real broker and the real worker. A turn saves a channel note
+// with the host's memory tool (the model sees it as host_memory_set); the
+// next turn's prompt memory block carries it (shared, so any worker may
+// run the turn), also after a restart: the note lives in the host's
+// <state_dir>/memory.db (0600), not in the container.
+func TestSessionServeMemory(t *testing.T) {
+	tag, _ := sessionDocker(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			if last := req.Last(); last.Role == "tool" {
+				return fakemodel.Response{Content: "Tool said: " + last.Text()}
+			}
+			if lastWords(req.UserText()) == "Note: tea on Friday" {
+				return fakemodel.Response{ToolCalls: []fakemodel.ToolCall{fakemodel.Call("host_memory_set",
+					map[string]any{"scope": "channel", "key": "friday", "text": "Tea on Friday"})}}
+			}
+			return fakemodel.Response{Content: "Plain answer"}
+		}))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, state := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(t, addr, "--config", cfg)
+	s.sayOne(t, "http:lobby", "Note: tea on Friday", "Tool said: Saved.")
+	s.sayOne(t, "http:lobby", "What is on?", "Plain answer")
+	const note = `Channel notes (shared with everyone in this channel, JSON data): [{\"key\":\"friday\",\"text\":\"Tea on Friday\"}]`
+	wantInLast(t, model, "the turn after the note", note)
+	s.stopOK(t)
+
+	fi, err := os.Stat(filepath.Join(state, "memory.db"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("memory database: %v, %v; want a 0600 file", fi, err)
+	}
+	s2 := startServe(t, addr, "--config", cfg)
+	if code, body := s2.call(t, "POST", "/api/v1/channels/http:other/sandbox", serveOwnerToken, `{"enabled":true}`); code != 200 {
+		t.Fatalf("owner on = %d %s", code, body)
+	}
+	s2.sayOne(t, "http:other", "Anything?", "Plain answer")
+	if strings.Contains(lastRaw(model), "Tea on Friday") {
+		t.Error("another channel's turn carries the note")
+	}
+	s2.sayOne(t, "http:lobby", "And after the restart?", "Plain answer")
+	wantInLast(t, model, "the turn after the restart", note)
 	s2.stopOK(t)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -92,6 +93,35 @@ func TestSessionWiringDefaults(t *testing.T) {
 	}
 	if got := sessionOptions(host.SessionDeps{Config: cfg}, "i").ContainerPrefix; got != container.DefaultSessionPrefix {
 		t.Errorf("container prefix = %q; want %q", got, container.DefaultSessionPrefix)
+	}
+}
+
+// The session runtime's prompt memory block comes from the memory
+// database the host opened: the speaker's own entries, private.
+func TestSessionWiringMemoryBlock(t *testing.T) {
+	m, err := memstore.Open(context.Background(), memstore.Options{Path: filepath.Join(t.TempDir(), "state", memstore.FileName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	b := rtsandbox.Binding{Channel: "discord:1", Speaker: rtsandbox.Speaker{ID: "1", Name: "Ada", PrincipalID: "discord:1"}}
+	c, err := rtsandbox.DecodeMemoryCall(rtsandbox.MemorySet, []byte(`{"scope":"speaker","key":"drink","text":"tea"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Call(context.Background(), b, c); err != nil {
+		t.Fatal(err)
+	}
+	opts := sessionOptions(host.SessionDeps{Config: parseSessionConfig(t), Memory: m}, "i")
+	if opts.Memory == nil {
+		t.Fatal("no memory block function")
+	}
+	block, vis, err := opts.Memory(context.Background(), b)
+	if err != nil || !strings.Contains(block, `"text":"tea"`) || vis != rtsandbox.MemoryPrivate {
+		t.Errorf("block = %q, %q, %v; want ada's entry, private", block, vis, err)
+	}
+	if sessionOptions(host.SessionDeps{Config: parseSessionConfig(t)}, "i").Memory != nil {
+		t.Error("a block function without a database")
 	}
 }
 
