@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/cli"
+	"github.com/rtsandbox/rtsandbox/safefetch"
 )
 
 // defaultDrain is how long running turns may finish at shutdown before
@@ -44,18 +45,25 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 	}
 	force, stopListening := cli.SecondSignal(ctx)
 	defer stopListening()
-	if err := serve(ctx, cfg, getenv, log, *drain, force); err != nil {
+	if err := serve(ctx, cfg, getenv, log, *drain, force, serveNet{}); err != nil {
 		log.Error("serve failed", "err", err)
 		return cli.Fail(stderr, "rtsandbox serve", exitFail, err)
 	}
 	return exitOK
 }
 
+// serveNet is how serve reaches what its config does not name; the zero
+// value is production's. Tests point it at in-process fakes.
+type serveNet struct {
+	discord host.DiscordNet    // how the Discord surface reaches Discord
+	fetcher *safefetch.Fetcher // how session mode downloads attachments by URL; nil: safefetch's own
+}
+
 // serve runs the host until ctx ends, then drains: running turns may
 // finish for drain, or until force is closed (a second SIGINT or
 // SIGTERM), and are then cancelled.
-func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration, force <-chan struct{}) error {
-	h, err := host.New(ctx, host.Options{Config: cfg, Getenv: getenv, Logger: log, Sessions: sessions()})
+func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration, force <-chan struct{}, n serveNet) error {
+	h, err := host.New(ctx, host.Options{Config: cfg, Getenv: getenv, Logger: log, Sessions: sessions(n.fetcher), Discord: n.discord})
 	if err != nil {
 		return err
 	}

@@ -399,7 +399,7 @@ func TestServeSecondSignalCutsDrain(t *testing.T) {
 	out := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	log := slog.New(slog.NewJSONHandler(out, nil))
-	go func() { done <- serve(ctx, cfg, serveEnv, log, time.Minute, force) }()
+	go func() { done <- serve(ctx, cfg, serveEnv, log, time.Minute, force, serveNet{}) }()
 	s := &server{base: "http://" + addr, out: out, client: &http.Client{Transport: &http.Transport{}}}
 	defer s.client.CloseIdleConnections()
 	waitReady(t, s)

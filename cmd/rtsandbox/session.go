@@ -20,17 +20,21 @@ import (
 	"github.com/rtsandbox/rtsandbox/delegate"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// sessions builds session mode for the host.
-func sessions() host.Sessions {
-	return host.Sessions{Runtime: sessionRuntime, Containers: sessionContainers}
+// sessions builds session mode for the host; its runtime downloads
+// attachments by URL through fetcher (nil: safefetch's own).
+func sessions(fetcher *safefetch.Fetcher) host.Sessions {
+	return host.Sessions{Runtime: func(ctx context.Context, d host.SessionDeps) (host.SessionRuntime, error) {
+		return sessionRuntime(ctx, d, fetcher)
+	}, Containers: sessionContainers}
 }
 
 // sessionRuntime builds serve's session runtime from what the host opened.
-func sessionRuntime(ctx context.Context, d host.SessionDeps) (host.SessionRuntime, error) {
+func sessionRuntime(ctx context.Context, d host.SessionDeps, fetcher *safefetch.Fetcher) (host.SessionRuntime, error) {
 	image := host.ImageTag(d.Config)
 	comp, err := sessionCompactor(d.Config, d.Getenv, upstream.New(nil))
 	if err != nil {
@@ -39,7 +43,7 @@ func sessionRuntime(ctx context.Context, d host.SessionDeps) (host.SessionRuntim
 	opts := sessionOptions(d, image)
 	drv := docker.NewSession(d.Engine)
 	reapStrays(ctx, drv, d, opts.ContainerPrefix)
-	opts.Driver = drv
+	opts.Driver, opts.Fetcher = drv, fetcher
 	opts.NewBroker = func(profile, socket string) (session.Broker, error) {
 		return sessionBroker(d, d.Config, image, profile, socket, comp)
 	}

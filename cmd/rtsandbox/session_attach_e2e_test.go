@@ -96,7 +96,7 @@ func attachRuntime(t *testing.T, model *fakemodel.Server, tool *drawTool) host.S
 		Installation: host.InstallationID(cfg), TimeZone: "UTC",
 		ProfileFor: func(rtsandbox.ChannelKey) string { return "chat" },
 		Brokers:    map[string]broker.Config{"chat": bc},
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
