@@ -135,9 +135,10 @@ func wantSecret(t *testing.T, reader string, reqs []fakemodel.Request) {
 // exchange is there only as the worker's hidden placeholder and her
 // posted reply), and bob's own memory_get lists bob's memory, not alice's;
 // alice's next turn still carries her pin. The same holds after serve
-// restarts on the kept container (the worker's session file kept
-// privateTo), and no privacy gate refused anything (the worker declares
-// its capabilities).
+// restarts on the kept container, restarted by the engine meanwhile so
+// the worker reads the conversation back from its session file (which
+// must have kept privateTo). No privacy gate refused anything (the worker
+// declares its capabilities).
 func TestSessionServePrivateMemory(t *testing.T) {
 	tag, cli := sessionDocker(t)
 	model := privateMemoryModel()
