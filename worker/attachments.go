@@ -102,8 +102,8 @@ func attachmentsDir(workspace string) string { return filepath.Join(workspace, "
 // gives it: a safe name that is its own basename, else
 // errInvalidAttachment.
 func attachmentName(raw json.RawMessage) (string, error) {
-	name, ok := str(raw)
-	if !ok || !rtsandbox.ValidSafeName(name) || path.Base(name) != name {
+	name, ok := baseName(raw)
+	if !ok {
 		return "", errInvalidAttachment
 	}
 	return name, nil

@@ -15,7 +15,8 @@
 // as JSONL under /workspace/sessions. A session turn's images, and those
 // its read_attachment tool shows from /workspace/attachments, reach the
 // model as image parts (one §4.2 budget per turn); host tool images and
-// other reply files come back from /workspace/outbox/<turn>. It projects
+// the files its write_file tool saves come back as reply files from
+// /workspace/outbox/<turn>. It projects
 // every model request for the turn's reader (sessionprivacy.go, §5.4) and
 // compacts the conversation into a summary as it outgrows its tiers
 // (sessioncompact.go, §5.6). docs/session.md, "Session worker and

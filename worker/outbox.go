@@ -23,8 +23,8 @@ import (
 // a safe name and a regular file of 1 byte to 10 MiB, 50 MiB in all, read
 // through the directory's descriptor without following a link. An empty
 // outbox is removed. Files are not deleted after reading, as in the
-// reference. The worker has no file-writing tool yet, so tool images are
-// what fills it today; the next issue's tools write here too.
+// reference. A host tool's image and the write_file tool (writefile.go)
+// fill it.
 
 // resultText is a turn failure whose text is the reference's result
 // text, sent as the ok:false error.
@@ -154,11 +154,21 @@ func readWhole(f *os.File, size int64) ([]byte, error) {
 // outboxExt is the rule for a saved file's extension (§5.3).
 var outboxExt = regexp.MustCompile(`^[a-z0-9]{1,10}$`)
 
-// save writes data as stem.ext, or stem-2.ext, stem-3.ext … when taken,
-// created exclusively through the directory's descriptor so that a
-// planted link is never written through (§5.3 saveToOutbox).
+// save writes data as stem.ext, or stem-2.ext, stem-3.ext … when taken
+// (§5.3 saveToOutbox): a host tool's image. ext follows outboxExt.
 func (b *outbox) save(stem string, data []byte, ext string) (string, error) {
-	if !rtsandbox.ValidSafeName(stem) || !outboxExt.MatchString(ext) || len(data) < 1 || len(data) > rtsandbox.MaxReplyFileBytes {
+	if !outboxExt.MatchString(ext) {
+		return "", errOutputBounds
+	}
+	return b.create(stem, ext, data)
+}
+
+// create writes data as stem.ext (stem alone when ext is ""), or
+// stem-2.ext, stem-3.ext … when taken, created exclusively through the
+// directory's descriptor so that a planted link is never written
+// through. Every name tried must be a safe name.
+func (b *outbox) create(stem, ext string, data []byte) (string, error) {
+	if len(data) < 1 || len(data) > rtsandbox.MaxReplyFileBytes {
 		return "", errOutputBounds
 	}
 	d, err := b.openDir()
@@ -167,9 +177,9 @@ func (b *outbox) save(stem string, data []byte, ext string) (string, error) {
 	}
 	defer d.Close()
 	for n := 1; n <= rtsandbox.MaxReplyFiles+1; n++ {
-		name := stem + "." + ext
-		if n > 1 {
-			name = stem + "-" + strconv.Itoa(n) + "." + ext
+		name := outboxName(stem, n, ext)
+		if !rtsandbox.ValidSafeName(name) {
+			return "", errOutputBounds
 		}
 		fd, err := syscall.Openat(int(d.Fd()), name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 		if errors.Is(err, syscall.EEXIST) {
@@ -186,4 +196,62 @@ func (b *outbox) save(stem string, data []byte, ext string) (string, error) {
 		return name, err
 	}
 	return "", errOutputBounds
+}
+
+// outboxName is the n-th name create tries: stem[.ext], then
+// stem-n[.ext].
+func outboxName(stem string, n int, ext string) string {
+	name := stem
+	if n > 1 {
+		name += "-" + strconv.Itoa(n)
+	}
+	if ext != "" {
+		name += "." + ext
+	}
+	return name
+}
+
+// usage counts the outbox's entries (up to one past the file bound) and
+// the bytes of its regular files, without following a link: what a new
+// file must still fit beside (§4.3).
+func (b *outbox) usage() (files int, size int64, err error) {
+	d, err := b.openDir()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(rtsandbox.MaxReplyFiles + 1)
+	if err != nil && err != io.EOF {
+		return 0, 0, err
+	}
+	for _, name := range names {
+		n, err := regularSizeAt(int(d.Fd()), name)
+		if err != nil {
+			return 0, 0, err
+		}
+		size += n
+	}
+	return len(names), size, nil
+}
+
+// regularSizeAt is the size of name in the directory dirfd when it is a
+// regular file, else 0: opened without following a link (a link is not
+// regular) and without blocking on a fifo.
+func regularSizeAt(dirfd int, name string) (int64, error) {
+	fd, err := syscall.Openat(dirfd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0, nil
+	}
+	return st.Size, nil
 }

@@ -206,7 +206,7 @@ func TestSessionSkillsGateAndRead(t *testing.T) {
 	for _, tool := range reqs[0].Body.Tools {
 		names = append(names, tool.Function.Name)
 	}
-	if diff := cmp.Diff([]string{"invalid_tool", "read_attachment", "host_lookup", "mcp_0_search", "read_skill"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"invalid_tool", "read_attachment", "write_file", "host_lookup", "mcp_0_search", "read_skill"}, names); diff != "" {
 		t.Errorf("tools offered (-want +got):\n%s", diff)
 	}
 }

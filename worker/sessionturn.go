@@ -215,13 +215,14 @@ func storedPrompt(prompt string, images int) string {
 }
 
 // sessionTools builds the turn's table: invalid_tool, read_attachment,
-// host_<X> for each host tool of the profile and mcp_<N>_<Y> for each tool
+// write_file, host_<X> for each host tool of the profile and mcp_<N>_<Y> for each tool
 // Y of its N-th MCP server, the sealed worker's names, each held back while
 // a skill that claims it is unread, and read_skill when the profile has
 // skills.
 func (w *sessionWorker) sessionTools(box *outbox, shown *shownImages) *toolTable {
 	t := newToolTable()
 	t.add(w.readAttachment(shown))
+	t.add(writeFile(box))
 	for _, spec := range w.config.Tools {
 		f := hostFunction(spec, nil)
 		f.owned = w.hostTool(spec.Name, box)

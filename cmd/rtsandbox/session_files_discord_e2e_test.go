@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,13 +41,12 @@ func discordEnv(k string) string {
 
 // TestSessionServeDiscordFiles: a Discord message's attachment, served by
 // a CDN at a public name, is downloaded by the host through safefetch and
-// reaches the stand-in model as an image part; the file the turn leaves in
-// the outbox is posted back as a multipart attachment of the reply.
+// reaches the stand-in model as an image part; the file the model writes
+// with write_file is posted back as a multipart attachment of the reply.
 func TestSessionServeDiscordFiles(t *testing.T) {
 	tag, _ := sessionDocker(t)
 	shot, report := pngOf(t, 2, 2), []byte("a,b\n1,2\n")
-	var state atomic.Pointer[string]
-	model := filesModel(t, &state, report)
+	model := filesModel(t, report)
 	defer model.Close()
 	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/attachments/1/2/shot.png" {
@@ -63,8 +61,7 @@ func TestSessionServeDiscordFiles(t *testing.T) {
 	defer fake.Close()
 
 	addr := freeAddr(t)
-	path, dir := sealedConfig(t, model.ChatURL(), tag, workerUserFlag())
-	state.Store(&dir)
+	path, _ := sealedConfig(t, model.ChatURL(), tag, workerUserFlag())
 	appendConfig(t, path, "access:\n  members: [\"discord:"+discordAlice+"\"]\ninitial_channels: [\"discord:"+discordChannel+"\"]\n"+
 		"discord: {token_env: RTS_DISCORD_TOKEN}\nhttp: {listen: \""+addr+"\", token_env: RTS_HTTP_TOKEN}\n"+
 		"profiles:\n  chat: {mode: session}\ndefault_profile: chat\nsession:\n  turn_timeout: 120s\n")

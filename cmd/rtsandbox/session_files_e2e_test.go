@@ -4,17 +4,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/router"
 )
@@ -25,12 +21,9 @@ import (
 // back as a reply file, an oversize file is refused by the API and a
 // disguised one by the runtime, and a sealed channel keeps its notice.
 //
-// The worker has no file-writing tool of its own yet (worker/outbox.go):
-// a host tool's image is the only writer, and no tool serve builds from a
-// config returns one. So the stand-in model, while the turn runs, puts the
-// file in the turn's outbox through the channel's workspace on the host;
-// from there the worker collects it (no-follow, bounds) and the host
-// checks it again, as for any file the worker wrote.
+// The file out is one the model writes: the stand-in model calls the
+// worker's write_file tool, the worker saves it in the turn's outbox and
+// collects it (no-follow, bounds), and the host checks it again.
 
 // apiFile is one entry of a message's attachments in the chat API.
 type apiFile struct {
@@ -77,42 +70,25 @@ func (s *server) sayFilesOK(t *testing.T, channel, text string, files []apiFile)
 	return strings.Join(chunks, "\n"), out
 }
 
-// putInOutbox writes name into the running turn's outbox, found through
-// the workspaces under state (the one outbox directory there is), owned
-// by the worker user as a file the worker wrote would be.
-func putInOutbox(state, name string, data []byte) error {
-	dirs, err := filepath.Glob(filepath.Join(state, config.DefaultPartyDirName, "*", "workspace", "outbox", "*"))
-	if err != nil || len(dirs) != 1 {
-		return fmt.Errorf("outbox directories = %q (%v); want the running turn's one", dirs, err)
-	}
-	path := filepath.Join(dirs[0], name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return err
-	}
-	if u := workerUserFlag(); u != "" {
-		uid, gid, err := config.ParseUser(u)
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, uid, gid)
-	}
-	return nil
-}
-
-// filesModel answers "make a report" after putting report into the
-// turn's outbox under the state dir *state, and any other turn with
-// "Noted.".
-func filesModel(t *testing.T, state *atomic.Pointer[string], report []byte) *fakemodel.Server {
+// filesModel answers "make a report" by having the worker call
+// write_file with report as report.csv and, once the tool says it saved
+// it, with "Here is the table."; any other turn gets "Noted.".
+func filesModel(t *testing.T, report []byte) *fakemodel.Server {
+	saved := fmt.Sprintf("Saved report.csv (%d bytes); it will be attached to your reply.", len(report))
 	return fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true},
 		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			if last := req.Last(); last.Role == "tool" {
+				if last.Text() != saved {
+					t.Errorf("write_file answered %q; want %q", last.Text(), saved)
+					return fakemodel.Response{Content: "no report"}
+				}
+				return fakemodel.Response{Content: "Here is the table."}
+			}
 			if !strings.Contains(req.UserText(), "make a report") {
 				return fakemodel.Response{Content: "Noted."}
 			}
-			if err := putInOutbox(*state.Load(), "report.csv", report); err != nil {
-				t.Errorf("put the report in the outbox: %v", err)
-				return fakemodel.Response{Content: "no report"}
-			}
-			return fakemodel.Response{Content: "Here is the table."}
+			return fakemodel.Response{ToolCalls: []fakemodel.ToolCall{
+				fakemodel.Call("write_file", map[string]string{"name": "report.csv", "content": string(report)})}}
 		}))
 }
 
@@ -125,8 +101,8 @@ func oversizeData() string {
 // TestSessionServeHTTPFiles, through one serve with a session channel
 // (http:lobby) and a sealed one (http:plain):
 //   - a real PNG posted as base64 reaches the stand-in model as an image
-//     part with its bytes, and the file the turn leaves in the outbox comes
-//     back in the wait answer's files and on the reply event;
+//     part with its bytes, and the file the model writes with write_file
+//     comes back in the wait answer's files and on the reply event;
 //   - an attachment over 25 MiB decoded is refused with 400 naming the
 //     rule, and no turn runs;
 //   - HTML named x.png declared image/png reaches the runtime, which
@@ -137,12 +113,10 @@ func oversizeData() string {
 func TestSessionServeHTTPFiles(t *testing.T) {
 	tag, _ := sessionDocker(t)
 	shot, report := pngOf(t, 2, 2), []byte("a,b\n1,2\n")
-	var state atomic.Pointer[string]
-	model := filesModel(t, &state, report)
+	model := filesModel(t, report)
 	defer model.Close()
 	addr := freeAddr(t)
-	cfg, dir := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\nchannels_profile: {'http:plain': default}\n")
-	state.Store(&dir)
+	cfg, _ := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\nchannels_profile: {'http:plain': default}\n")
 	s := startServe(t, addr, "--config", cfg)
 	ev, stopEvents := s.subscribe(t, "?channel=http:lobby")
 	defer stopEvents()
@@ -169,12 +143,13 @@ func TestSessionServeHTTPFiles(t *testing.T) {
 	}
 
 	// Oversize: the API refuses it before any turn.
+	asked := len(model.Requests()) // the write_file call and the answer after it
 	code, body := s.sayFiles(t, "http:lobby", "too big", []apiFile{{Name: "big.png", MIMEType: "image/png", Data: oversizeData()}})
 	if code != 400 || !strings.Contains(body, "attachments[0].data: at most 25 MiB decoded") {
 		t.Errorf("oversize attachment = %d %s; want 400 naming the 25 MiB rule", code, body)
 	}
-	if n := len(model.Requests()); n != 1 {
-		t.Errorf("model requests after the oversize post = %d; want still 1", n)
+	if n := len(model.Requests()); n != asked {
+		t.Errorf("model requests after the oversize post = %d; want still %d", n, asked)
 	}
 
 	// Disguised: the runtime refuses it with the fixed notice.
