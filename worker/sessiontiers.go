@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
@@ -19,10 +20,11 @@ import (
 // up, plus a fixed imageTokens per image. It reads no usage the model
 // reports, so it is the same before the first call and after a restart.
 
-// The tiers of §5.6, in tokens.
+// The tiers of §5.6, in tokens. The hard tier is the ceiling above which
+// the host compactor is bypassed.
 const (
 	softTier     = 300_000
-	hardTier     = 500_000
+	hardTier     = rtsandbox.CompactionCeiling
 	tierHeadroom = 50_000
 )
 
@@ -55,11 +57,11 @@ const (
 )
 
 // Engines of a compaction, in the report's words (§4.5): the host
-// compactor's summary ("extension") or the worker's own ("pi", the
-// reference's name for its agent's summary).
+// compactor's summary or the worker's own (the reference's name for its
+// agent's summary).
 const (
-	engineHost   = "extension"
-	engineWorker = "pi"
+	engineHost   = rtsandbox.EngineExtension
+	engineWorker = rtsandbox.EnginePi
 )
 
 // tokens is the estimate of n bytes of JSON.
