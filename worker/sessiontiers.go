@@ -35,11 +35,10 @@ const (
 	// base64 bytes say little about what the model makes of it.
 	imageTokens = 1_200
 	// defaultContextWindow and defaultReserveTokens apply when
-	// /worker/config names no window or reserve: the window of the
-	// Claude models, and the reserve the reference's agent keeps by
-	// default (at most a quarter of a small configured window).
-	defaultContextWindow = 200_000
-	defaultReserveTokens = 16_384
+	// /worker/config names no window or reserve (the reserve at most a
+	// quarter of a small configured window).
+	defaultContextWindow = rtsandbox.DefaultContextWindow
+	defaultReserveTokens = rtsandbox.DefaultReserveTokens
 	// keepRecentTokens is how much of the newest conversation a
 	// compaction keeps as it is (the reference's default): whole
 	// exchanges, newest first, until they reach it.
@@ -52,8 +51,8 @@ const (
 
 // Bounds of the window and reserve /worker/config may name.
 const (
-	minContextWindow = 4_096
-	maxContextWindow = 10_000_000
+	minContextWindow = rtsandbox.MinContextWindow
+	maxContextWindow = rtsandbox.MaxContextWindow
 )
 
 // Engines of a compaction, in the report's words (§4.5): the host
