@@ -48,7 +48,9 @@ func TestParseModelWindow(t *testing.T) {
 		doc          func(keys string) string
 	}{
 		{"model", "model.", func(c *Config) Model { return c.Model },
-			func(keys string) string { return "state_dir: /s\nmodel: {url: 'https://x/', name: m, api_key_env: K" + keys + "}\n" }},
+			func(keys string) string {
+				return "state_dir: /s\nmodel: {url: 'https://x/', name: m, api_key_env: K" + keys + "}\n"
+			}},
 		{"models", "models.main.", func(c *Config) Model { return c.Models["main"] },
 			func(keys string) string {
 				return minimal + "models: {main: {url: 'https://api.anthropic.com', name: c, api_key_env: AK, api: anthropic" + keys + "}}\n"
