@@ -104,7 +104,8 @@ type CompactRequest struct {
 	ModifiedFiles       []string          `json:"modifiedFiles"`
 }
 
-// MarshalJSON writes the request with [] for nil lists, as the wire wants.
+// MarshalJSON writes the request with [] for nil lists, as the wire wants,
+// and <, > and & as they are (marshalWire).
 func (r CompactRequest) MarshalJSON() ([]byte, error) {
 	type plain CompactRequest
 	p := plain(r)
@@ -118,7 +119,7 @@ func (r CompactRequest) MarshalJSON() ([]byte, error) {
 			*l = []string{}
 		}
 	}
-	return json.Marshal(p)
+	return marshalWire(p)
 }
 
 // Validate applies the rules of §4.5 to a request built in Go: a known
@@ -333,20 +334,20 @@ func (r CompactionReport) Validate() error {
 }
 
 // MarshalJSON writes the report in its type's shape, optional members
-// only when present.
+// only when present, and <, > and & as they are (marshalWire).
 func (r CompactionReport) MarshalJSON() ([]byte, error) {
 	if r.Type == ReportBypass {
 		var tokens int64
 		if r.TokensBefore != nil {
 			tokens = *r.TokensBefore
 		}
-		return json.Marshal(struct {
+		return marshalWire(struct {
 			Type         string `json:"type"`
 			Reason       string `json:"reason"`
 			TokensBefore int64  `json:"tokensBefore"`
 		}{r.Type, r.Reason, tokens})
 	}
-	return json.Marshal(struct {
+	return marshalWire(struct {
 		Type             string `json:"type"`
 		Reason           string `json:"reason"`
 		Aborted          bool   `json:"aborted"`
@@ -407,6 +408,20 @@ func ParseCompactionReport(data []byte) (CompactionReport, error) {
 		return CompactionReport{}, ErrCompactionReport
 	}
 	return r, nil
+}
+
+// marshalWire is json.Marshal without HTML escaping: the worker sends
+// the request and its reports as JSON.stringify writes them (package
+// jsonjs), which an encoder calling these methods cannot undo, so a
+// body's size is the reference's.
+func marshalWire(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // members decodes one JSON object (and nothing after it) into its

@@ -487,6 +487,16 @@ type SessionBinding struct {
 	Deadline time.Time
 }
 
+// The model's window as the session worker sizes its compaction by it
+// (SessionWorkerConfig), in tokens. The defaults are the window of the
+// Claude models and the reserve the reference's agent keeps.
+const (
+	DefaultContextWindow = 200_000
+	DefaultReserveTokens = 16_384
+	MinContextWindow     = 4_096
+	MaxContextWindow     = 10_000_000
+)
+
 // SessionWorkerConfig is the answer of GET /worker/config: what the
 // long-lived worker of a profile needs to run turns, and nothing secret.
 // The reference bakes the model and prompt into operator code inside its
@@ -499,8 +509,11 @@ type SessionBinding struct {
 // both absent when the profile has none.
 type SessionWorkerConfig struct {
 	// ContextWindow and ReserveTokens size the worker's compaction
-	// (§5.6): the model's context window in tokens and the tokens kept
-	// free below it; 0 (absent) means the worker's defaults.
+	// (§5.6): the model's context window in tokens
+	// (MinContextWindow–MaxContextWindow) and the tokens kept free below
+	// it (at most half the window); 0 (absent) means the defaults,
+	// DefaultContextWindow and DefaultReserveTokens (at most a quarter of
+	// the window).
 	ContextWindow int `json:"contextWindow,omitempty"`
 	ReserveTokens int `json:"reserveTokens,omitempty"`
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -89,7 +90,7 @@ func (p *parser) model(n *yaml.Node, path string) Model {
 	if n == nil { // an alias, already refused
 		return Model{}
 	}
-	o, ok := p.object(n, path, "url", "name", "api_key_env", "api", "max_output_tokens", "thinking", "stream")
+	o, ok := p.object(n, path, "url", "name", "api_key_env", "api", "max_output_tokens", "thinking", "stream", "context_window", "reserve_tokens")
 	if !ok {
 		return Model{}
 	}
@@ -99,6 +100,7 @@ func (p *parser) model(n *yaml.Node, path string) Model {
 	m.APIKeyEnv = p.envVar(o, "api_key_env", true)
 	m.API, _ = p.text(o, "api", false, modelAPIRule)
 	m.Stream = p.boolean(o, "stream")
+	m.ContextWindow, m.ReserveTokens = p.window(o)
 	if m.API == rtsandbox.ModelAPIAnthropic {
 		m.MaxOutputTokens = p.integer(o, "max_output_tokens", 0, modelapi.MinMaxOutput, modelapi.MaxMaxOutput)
 		level, _ := p.text(o, "thinking", false, thinkingRule)
@@ -113,6 +115,22 @@ func (p *parser) model(n *yaml.Node, path string) Model {
 		p.fail(t, o.at("thinking"), "is only used with api: anthropic")
 	}
 	return m
+}
+
+// window parses context_window and reserve_tokens with the ranges the
+// session worker accepts (rtsandbox.SessionWorkerConfig): a reserve of
+// at most half the window, the default window's when none is given. A
+// reserve of 0 would be the worker's default, so the file says so by
+// leaving it out.
+func (p *parser) window(o object) (window, reserve int) {
+	window = p.integer(o, "context_window", 0, rtsandbox.MinContextWindow, rtsandbox.MaxContextWindow)
+	half := cmp.Or(window, rtsandbox.DefaultContextWindow) / 2
+	reserve = p.integer(o, "reserve_tokens", 0, 1, math.MaxInt)
+	if reserve > half {
+		p.fail(o.get("reserve_tokens"), o.at("reserve_tokens"), "must be at most half of context_window (%d)", half)
+		return window, 0
+	}
+	return window, reserve
 }
 
 func (p *parser) envVar(o object, key string, req bool) EnvVar {

@@ -128,9 +128,9 @@ func (b *sessionBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b.forward(w, r, b.model.ChatURL(), out, nil)
-	case route == "POST "+routeCompactionCompact:
+	case route == "POST "+rtsandbox.RouteCompactionCompact:
 		b.compact(w, r)
-	case route == "POST "+routeCompactionReport:
+	case route == "POST "+rtsandbox.RouteCompactionReport:
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 		b.mu.Lock()
 		b.reports = append(b.reports, string(body))

@@ -39,13 +39,12 @@ import (
 // Reports are posted from the turn, so all of them arrive before its
 // result, while the turn is still bound.
 
-// Compaction reasons (§4.5). The worker compacts on its own threshold; it
-// has no manual trigger and does not retry an overflowing call.
-const reasonThreshold = "threshold"
+// The worker compacts on its own threshold (rtsandbox.CompactThreshold);
+// it has no manual trigger and does not retry an overflowing call.
 
-// maxCompactionsPerTurn bounds the compactions a turn tries (the broker
-// serves at most 3 host compactions a turn).
-const maxCompactionsPerTurn = 3
+// maxCompactionsPerTurn bounds the compactions a turn tries: as many as
+// the broker serves host compactions a turn.
+const maxCompactionsPerTurn = rtsandbox.MaxCompactsPerTurn
 
 // Log messages of compaction.
 const (
@@ -101,7 +100,7 @@ func (c *compactTurn) prepare(ctx context.Context) error {
 	if before <= c.w.tiers.trigger(c.w.store.compacted.last()) && !over {
 		return nil
 	}
-	switch err := c.compact(ctx, reasonThreshold, before); {
+	switch err := c.compact(ctx, rtsandbox.CompactThreshold, before); {
 	case errors.Is(err, errNothingToCompact):
 	case err != nil:
 		c.tries, c.failed = c.tries+1, true
@@ -156,16 +155,16 @@ func (c *compactTurn) compact(ctx context.Context, reason string, before int) er
 		firstKept = kept[0].turnID
 	}
 	running := sessionExchange{turnID: c.turn.TurnID, reader: c.reader.id, privateMemory: c.turn.PrivateMemory(), messages: c.running()}
-	req := compactRequest{
-		Reason: reason, TokensBefore: before, FirstKeptEntryID: firstKept,
-		MessagesToSummarize: privateCompaction(s.exchanges[:cut]), TurnPrefixMessages: []message{},
-		KeptMessages: privateCompaction(append(slices.Clone(kept), running)),
-		ReadFiles:    []string{}, ModifiedFiles: []string{},
-	}
+	previous := ""
 	if s.compacted != nil {
-		req.PreviousSummary = s.compacted.summary
+		previous = s.compacted.summary
 	}
-	result, err := c.summarize(ctx, req)
+	toSummarize := privateCompaction(s.exchanges[:cut])
+	req, err := compactRequest(reason, before, firstKept, toSummarize, privateCompaction(append(slices.Clone(kept), running)), previous)
+	var result *compaction
+	if err == nil {
+		result, err = c.summarize(ctx, req, toSummarize)
+	}
 	if err != nil {
 		c.reportFailure(ctx, reason, before, err)
 		return err
@@ -176,13 +175,14 @@ func (c *compactTurn) compact(ctx context.Context, reason string, before int) er
 }
 
 // summarize asks the host compactor, unless bypassed or absent, and falls
-// back to the worker's own summary.
-func (c *compactTurn) summarize(ctx context.Context, req compactRequest) (*compaction, error) {
+// back to the worker's own summary of toSummarize (req's messages before
+// they were written).
+func (c *compactTurn) summarize(ctx context.Context, req rtsandbox.CompactRequest, toSummarize []message) (*compaction, error) {
 	last := c.w.store.compacted.last()
 	cfg := c.w.config.Compaction
-	if why, skip := bypass(req.TokensBefore, last); skip {
+	if why, skip := bypass(int(req.TokensBefore), last); skip {
 		c.w.log.Info(logCompactBypass, "turnId", c.turn.TurnID, "reason", why, "tokensBefore", req.TokensBefore)
-		c.report(ctx, bypassReport{Type: "bypass", Reason: why, TokensBefore: req.TokensBefore})
+		c.report(ctx, rtsandbox.CompactionReport{Type: rtsandbox.ReportBypass, Reason: why, TokensBefore: &req.TokensBefore})
 	} else if cfg != nil {
 		host, err := c.hostCompact(ctx, req, cfg.Engine)
 		if err == nil {
@@ -193,7 +193,7 @@ func (c *compactTurn) summarize(ctx context.Context, req compactRequest) (*compa
 		}
 		c.w.log.Warn(logCompactFallback, "turnId", c.turn.TurnID, "engine", cfg.Engine, "fallback", err.Error())
 	}
-	summary, err := c.ownSummary(ctx, req)
+	summary, err := c.ownSummary(ctx, req.PreviousSummary, toSummarize)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +202,8 @@ func (c *compactTurn) summarize(ctx context.Context, req compactRequest) (*compa
 
 // hostCompact posts the request to /compaction/compact and reads the
 // answer; every problem is an error whose text is the fallback reason.
-func (c *compactTurn) hostCompact(ctx context.Context, req compactRequest, engine string) (hostSummary, error) {
-	ans, err := c.w.broker.call(ctx, http.MethodPost, routeCompactionCompact, req, nil, 0, maxCompactAnswer)
+func (c *compactTurn) hostCompact(ctx context.Context, req rtsandbox.CompactRequest, engine string) (hostSummary, error) {
+	ans, err := c.w.broker.call(ctx, http.MethodPost, rtsandbox.RouteCompactionCompact, req, nil, 0, maxCompactAnswer)
 	switch {
 	case err != nil:
 		_, detail := classify(err)
@@ -217,17 +217,17 @@ func (c *compactTurn) hostCompact(ctx context.Context, req compactRequest, engin
 // ownSummary is the worker's own summary: one model call with the fixed
 // prompt and the transcript of the messages to summarise (after the
 // previous summary), the newest part when it is too long.
-func (c *compactTurn) ownSummary(ctx context.Context, req compactRequest) (string, error) {
+func (c *compactTurn) ownSummary(ctx context.Context, previous string, toSummarize []message) (string, error) {
 	cfg := c.w.config
 	native := c.w.tiers.native()
-	budget := bytesPerToken * max(native-min(summaryReserve, native/4)-tokens(len(req.PreviousSummary)), native/4)
+	budget := bytesPerToken * max(native-min(summaryReserve, native/4)-tokens(len(previous)), native/4)
 	var user strings.Builder
-	if req.PreviousSummary != "" {
-		user.WriteString("The summary so far:\n" + req.PreviousSummary + "\n\nThe conversation since, to fold into it:\n")
+	if previous != "" {
+		user.WriteString("The summary so far:\n" + previous + "\n\nThe conversation since, to fold into it:\n")
 	} else {
 		user.WriteString("The conversation:\n")
 	}
-	user.WriteString(summaryProjection(req.MessagesToSummarize, budget))
+	user.WriteString(summaryProjection(toSummarize, budget))
 	model := newModelClient(modelSettings{api: cfg.ModelAPI, stream: cfg.Stream}, c.w.broker)
 	p := modelPayload{Model: cfg.Model, Tools: []rtsandbox.ChatTool{}, Messages: []message{
 		{Role: "system", Content: summaryPrompt}, {Role: "user", Content: user.String()},
@@ -299,8 +299,8 @@ func (c *compactTurn) apply(result *compaction, keep int, reason string, before 
 	c.w.log.Info(logCompacted, "turnId", c.turn.TurnID, "reason", reason, "engine", result.engine, "tokensBefore", before,
 		"tokensAfter", after, "contextAfter", result.contextAfter, "nextCompactionAt", next,
 		"reserveTokens", c.w.tiers.reserveTokens(result.last()))
-	c.report(context.Background(), endReport{Type: "end", Reason: reason, Engine: result.engine,
-		TokensBefore: &before, TokensAfter: &after, ContextAfter: &result.contextAfter, NextCompactionAt: &next})
+	c.report(context.Background(), rtsandbox.CompactionReport{Type: rtsandbox.ReportEnd, Reason: reason, Engine: result.engine,
+		TokensBefore: int64p(before), TokensAfter: int64p(after), ContextAfter: int64p(result.contextAfter), NextCompactionAt: int64p(next)})
 }
 
 // reportFailure logs and reports a compaction that did not happen.
@@ -311,14 +311,15 @@ func (c *compactTurn) reportFailure(ctx context.Context, reason string, before i
 		text = "the compaction was aborted"
 	}
 	c.w.log.Warn(logCompactionFailed, "turnId", c.turn.TurnID, "reason", reason, "aborted", aborted, "error", rtsandbox.PrefixUTF16(text, maxFallbackLog))
-	c.report(ctx, endReport{Type: "end", Reason: reason, Aborted: aborted, TokensBefore: &before, Error: rtsandbox.PrefixUTF16(text, maxReportError)})
+	c.report(ctx, rtsandbox.CompactionReport{Type: rtsandbox.ReportEnd, Reason: reason, Aborted: aborted, TokensBefore: int64p(before),
+		Error: rtsandbox.PrefixUTF16(text, rtsandbox.MaxReportError)})
 }
 
 // report posts one report to /compaction/report within reportTimeout,
 // even after the turn's context ended (an aborted compaction is reported
 // too); a refusal is logged.
-func (c *compactTurn) report(ctx context.Context, body any) {
-	ans, err := c.w.broker.call(context.WithoutCancel(ctx), http.MethodPost, routeCompactionReport, body, nil, reportTimeout, maxConfigBody)
+func (c *compactTurn) report(ctx context.Context, body rtsandbox.CompactionReport) {
+	ans, err := c.w.broker.call(context.WithoutCancel(ctx), http.MethodPost, rtsandbox.RouteCompactionReport, body, nil, reportTimeout, maxConfigBody)
 	switch {
 	case err != nil:
 		c.w.log.Info(logReportRefused, "turnId", c.turn.TurnID, "error", err.Error())

@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	hostbroker "github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
 // The tests of session spec §6.7 as they apply to this worker. Where the
@@ -95,7 +96,7 @@ func compactingModel(replies ...string) *fakemodel.Server {
 // firstKeptEntryId, its details {decisions:3, engine}.
 func hostCompactor(summary string) func(*http.Request, []byte) (int, string) {
 	return func(_ *http.Request, body []byte) (int, string) {
-		var req compactRequest
+		var req rtsandbox.CompactRequest
 		json.Unmarshal(body, &req)
 		ans, _ := json.Marshal(map[string]any{"ok": true, "compaction": map[string]any{
 			"summary": summary, "firstKeptEntryId": req.FirstKeptEntryID, "tokensBefore": req.TokensBefore,
@@ -121,20 +122,31 @@ func reportsOf(t *testing.T, b *sessionBroker) []map[string]any {
 	return out
 }
 
-// compactRequests parses the broker's /compaction/compact bodies.
-func compactRequests(t *testing.T, b *sessionBroker) []compactRequest {
+// compactRequests parses the broker's /compaction/compact bodies as the
+// broker does.
+func compactRequests(t *testing.T, b *sessionBroker) []rtsandbox.CompactRequest {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []compactRequest
+	var out []rtsandbox.CompactRequest
 	for _, body := range b.compacts {
-		var req compactRequest
-		if err := json.Unmarshal([]byte(body), &req); err != nil {
+		req, err := rtsandbox.ParseCompactRequest([]byte(body))
+		if err != nil {
 			t.Fatalf("compact request: %v", err)
 		}
 		out = append(out, req)
 	}
 	return out
+}
+
+// roleOf is the role of a compact request's message.
+func roleOf(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var m message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("message %s: %v", raw, err)
+	}
+	return m.Role
 }
 
 // latestCompaction is the session file's latest compaction.
@@ -255,15 +267,15 @@ func TestCompactionHostRoundTrip(t *testing.T) {
 		t.Fatalf("%d compact requests; want 1", len(reqs))
 	}
 	req := reqs[0]
-	if req.Reason != reasonThreshold || req.TokensBefore <= softTier || req.FirstKeptEntryID != "s4" || req.IsSplitTurn ||
+	if req.Reason != rtsandbox.CompactThreshold || req.TokensBefore <= softTier || req.FirstKeptEntryID != "s4" || req.IsSplitTurn ||
 		len(req.MessagesToSummarize) != 6 || len(req.KeptMessages) != 3 || len(req.TurnPrefixMessages) != 0 ||
 		req.ReadFiles == nil || req.ModifiedFiles == nil || req.PreviousSummary != "" {
 		t.Errorf("compact request reason %q tokensBefore %d firstKept %q split %v summarize %d kept %d prefix %d",
 			req.Reason, req.TokensBefore, req.FirstKeptEntryID, req.IsSplitTurn, len(req.MessagesToSummarize), len(req.KeptMessages), len(req.TurnPrefixMessages))
 	}
 	for _, m := range append(req.MessagesToSummarize, req.KeptMessages...) {
-		if m.Role == "" {
-			t.Errorf("message without a role: %+v", m)
+		if roleOf(t, m) == "" {
+			t.Errorf("message without a role: %s", m)
 		}
 	}
 	reports := reportsOf(t, b)
@@ -271,12 +283,12 @@ func TestCompactionHostRoundTrip(t *testing.T) {
 		t.Fatalf("reports %v; want one", reports)
 	}
 	r := reports[0]
-	if r["type"] != "end" || r["reason"] != reasonThreshold || r["engine"] != engineHost || r["aborted"] != false || r["willRetry"] != false ||
+	if r["type"] != "end" || r["reason"] != rtsandbox.CompactThreshold || r["engine"] != engineHost || r["aborted"] != false || r["willRetry"] != false ||
 		r["nextCompactionAt"] != float64(300_000) || r["tokensAfter"] == nil || r["contextAfter"] == nil || r["tokensBefore"] != float64(req.TokensBefore) {
 		t.Errorf("end report %v", r)
 	}
 	routes := b.gotRoutes()
-	report, result := indexOf(routes, "POST "+routeCompactionReport), indexOf(routes, "POST "+rtsandbox.RouteWorkerResult)
+	report, result := indexOf(routes, "POST "+rtsandbox.RouteCompactionReport), indexOf(routes, "POST "+rtsandbox.RouteWorkerResult)
 	if report < 0 || result < 0 || report > result {
 		t.Errorf("the report does not come before the result: %v", routes)
 	}
@@ -723,5 +735,41 @@ func TestCompactionOverMessageBound(t *testing.T) {
 	}
 	if lc := latestCompaction(t, ws); lc.engine != engineWorker {
 		t.Errorf("compaction %+v", lc)
+	}
+}
+
+// The request and reports go out as JSON.stringify writes them (package
+// jsonjs), with the root package's shapes: <, > and & and the line
+// separators as they are, so a body's size is what the reference
+// measures, and [] for the lists the worker leaves empty.
+func TestCompactionWireIsJSONStringify(t *testing.T) {
+	text := "a <b> & c\u2028"
+	req, err := compactRequest(rtsandbox.CompactThreshold, 7, "k", []message{{Role: "user", Content: text}}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		body any
+		want string
+	}{
+		{"request", req, `{"reason":"threshold","tokensBefore":7,"firstKeptEntryId":"k","isSplitTurn":false,` +
+			`"messagesToSummarize":[{"role":"user","content":"a <b> & c` + "\u2028" + `"}],"turnPrefixMessages":[],"keptMessages":[],"readFiles":[],"modifiedFiles":[]}`},
+		{"bypass report", rtsandbox.CompactionReport{Type: rtsandbox.ReportBypass, Reason: "<why>", TokensBefore: int64p(9)},
+			`{"type":"bypass","reason":"<why>","tokensBefore":9}`},
+		{"end report", rtsandbox.CompactionReport{Type: rtsandbox.ReportEnd, Reason: rtsandbox.CompactThreshold, Engine: engineWorker,
+			TokensBefore: int64p(9), TokensAfter: int64p(0), Error: text},
+			`{"type":"end","reason":"threshold","aborted":false,"willRetry":false,"engine":"pi","tokensBefore":9,"tokensAfter":0,"error":"a <b> & c` + "\u2028" + `"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := jsonjs.Marshal(tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+				t.Errorf("wire (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

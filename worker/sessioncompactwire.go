@@ -7,18 +7,15 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
 // This file is the worker's side of the host compaction routes (session
-// spec §2.11, §4.5): the request it posts to /compaction/compact, the
-// answer it reads back (untrusted: parseCompactAnswer checks it all), and
-// the reports it posts to /compaction/report.
-
-// The host compaction routes (§2.11).
-const (
-	routeCompactionCompact = "/compaction/compact"
-	routeCompactionReport  = "/compaction/report"
-)
+// spec §2.11, §4.5). The wire shapes, their checks and the routes are the
+// root package's (compaction.go), shared with the broker; here are the
+// worker's own rules on top of them: the request built from the session
+// file's messages, and the stricter acceptance of the answer (untrusted:
+// parseCompactAnswer checks it all).
 
 // Bounds of the compaction exchange with the broker.
 const (
@@ -34,31 +31,42 @@ const (
 	maxCompactDetails = 64 << 10
 	// maxFallbackLog bounds the fallback reason the worker logs.
 	maxFallbackLog = 2000
-	// maxReportError bounds a report's error text (§4.5).
-	maxReportError = 10_000
 )
 
 // reportTimeout bounds each report (§5.6).
 const reportTimeout = 5 * time.Second
 
 // compactRequest is the body of POST /compaction/compact (§4.5
-// PiCompactRequest). The messages are the session file's message
-// objects ({role, content, tool_calls?, tool_call_id?}, the chat shape),
-// projected for no reader (privateCompaction). This worker never cuts
-// inside a turn (isSplitTurn false, no turn prefix) and has no file
-// tools (no read or modified files).
-type compactRequest struct {
-	Reason              string    `json:"reason"`
-	TokensBefore        int       `json:"tokensBefore"`
-	FirstKeptEntryID    string    `json:"firstKeptEntryId"`
-	IsSplitTurn         bool      `json:"isSplitTurn"`
-	MessagesToSummarize []message `json:"messagesToSummarize"`
-	TurnPrefixMessages  []message `json:"turnPrefixMessages"`
-	KeptMessages        []message `json:"keptMessages"`
-	PreviousSummary     string    `json:"previousSummary,omitempty"`
-	CustomInstructions  string    `json:"customInstructions,omitempty"`
-	ReadFiles           []string  `json:"readFiles"`
-	ModifiedFiles       []string  `json:"modifiedFiles"`
+// PiCompactRequest) for a cut before firstKept. The messages are the
+// session file's message objects ({role, content, tool_calls?,
+// tool_call_id?}, the chat shape), already projected for no reader
+// (privateCompaction), written as JSON.stringify writes them. This worker
+// never cuts inside a turn (isSplitTurn false, no turn prefix) and has no
+// file tools (no read or modified files).
+func compactRequest(reason string, before int, firstKept string, summarize, kept []message, previous string) (rtsandbox.CompactRequest, error) {
+	req := rtsandbox.CompactRequest{
+		Reason: reason, TokensBefore: int64(before), FirstKeptEntryID: firstKept, PreviousSummary: previous,
+		TurnPrefixMessages: []json.RawMessage{}, ReadFiles: []string{}, ModifiedFiles: []string{},
+	}
+	var err error
+	if req.MessagesToSummarize, err = rawMessages(summarize); err != nil {
+		return req, err
+	}
+	req.KeptMessages, err = rawMessages(kept)
+	return req, err
+}
+
+// rawMessages is msgs, each as JSON.stringify writes it.
+func rawMessages(msgs []message) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(msgs))
+	for i, m := range msgs {
+		b, err := jsonjs.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
 }
 
 // hostSummary is a host compactor's summary as the worker accepts it.
@@ -71,47 +79,50 @@ type hostSummary struct {
 // §4.5 shape; its text is the fallback the worker logs.
 var errCompactAnswer = errors.New("the compactor's result is invalid")
 
-// parseCompactAnswer reads the answer of /compaction/compact (§4.5):
-// {ok:true, compaction:{summary, firstKeptEntryId, tokensBefore,
-// estimatedTokensAfter?, details?}} or {ok:false, fallback}. A fallback
-// is returned as an error carrying its text (cut for the log). An ok
-// answer is accepted when its summary is a string of 1–maxSummary units,
-// its firstKeptEntryId is firstKept, tokensBefore (and
-// estimatedTokensAfter, when present) a safe integer, and details an
-// object of at most maxCompactDetails bytes whose engine is engine (the
-// broker sets it to the configured compactor's); anything else is
-// errCompactAnswer.
+// parseCompactAnswer reads the answer of /compaction/compact: the shape of
+// §4.5 as rtsandbox.ParseCompactResponse checks it, and then the worker's
+// own rules. A fallback is returned as an error carrying its text (cut
+// for the log; an ok:false answer without a string reason is a fallback
+// without one). An ok answer is accepted when its summary is at most
+// maxSummary units, its firstKeptEntryId is firstKept, tokensBefore (and
+// estimatedTokensAfter, when present) not negative, and details present,
+// at most maxCompactDetails bytes as received, with engine (the broker
+// sets it to the configured compactor's) equal to engine; anything else
+// is errCompactAnswer.
 func parseCompactAnswer(data []byte, firstKept, engine string) (hostSummary, error) {
-	obj, ok := object(data)
-	if !ok {
-		return hostSummary{}, errCompactAnswer
-	}
-	okAnswer, isBool := boolean(obj["ok"])
+	ans, err := rtsandbox.ParseCompactResponse(data)
 	switch {
-	case !isBool:
+	case err != nil && declined(data):
+		return hostSummary{}, compactFallback("")
+	case err != nil:
 		return hostSummary{}, errCompactAnswer
-	case !okAnswer:
-		text, _ := str(obj["fallback"])
-		return hostSummary{}, compactFallback(text)
+	case !ans.OK:
+		return hostSummary{}, compactFallback(ans.Fallback)
 	}
-	c, ok := object(obj["compaction"])
-	if !ok {
-		return hostSummary{}, errCompactAnswer
-	}
-	summary, okSummary := str(c["summary"])
-	kept, okKept := str(c["firstKeptEntryId"])
-	_, okBefore := safeInt(c["tokensBefore"])
-	okAfter := true
-	if raw, present := c["estimatedTokensAfter"]; present {
-		_, okAfter = safeInt(raw)
-	}
-	details, okDetails := object(c["details"])
-	detailsEngine, _ := str(details["engine"])
-	if !okSummary || summary == "" || rtsandbox.UTF16Len(summary) > maxSummary || !okKept || kept != firstKept ||
-		!okBefore || !okAfter || !okDetails || len(c["details"]) > maxCompactDetails || detailsEngine != engine {
+	c := ans.Compaction
+	details := rawDetails(data)
+	detailsEngine, _ := c.Details["engine"].(string)
+	if rtsandbox.UTF16Len(c.Summary) > maxSummary || c.FirstKeptEntryID != firstKept || c.TokensBefore < 0 ||
+		(c.EstimatedTokensAfter != nil && *c.EstimatedTokensAfter < 0) ||
+		c.Details == nil || len(details) > maxCompactDetails || detailsEngine != engine {
 		return hostSummary{}, errCompactAnswer
 	}
-	return hostSummary{summary: summary, details: compact(c["details"])}, nil
+	return hostSummary{summary: c.Summary, details: compact(details)}, nil
+}
+
+// declined reports whether data is an object whose ok is false.
+func declined(data []byte) bool {
+	obj, _ := object(data)
+	ok, isBool := boolean(obj["ok"])
+	return isBool && !ok
+}
+
+// rawDetails is compaction.details of an answer as received, so that the
+// worker keeps its members in their order.
+func rawDetails(data []byte) json.RawMessage {
+	obj, _ := object(data)
+	c, _ := object(obj["compaction"])
+	return c["details"]
 }
 
 // compactFallback is a broker's fallback reason as an error.
@@ -129,24 +140,8 @@ func statusFallback(status int) error {
 	return compactFallback("the broker answered " + strconv.Itoa(status))
 }
 
-// bypassReport is a report of §4.5: the host compactor skipped.
-type bypassReport struct {
-	Type         string `json:"type"` // "bypass"
-	Reason       string `json:"reason"`
-	TokensBefore int    `json:"tokensBefore"`
-}
-
-// endReport is a report of §4.5: a compaction ended. The sizes are there
-// when it succeeded, error when it did not.
-type endReport struct {
-	Type             string `json:"type"` // "end"
-	Reason           string `json:"reason"`
-	Aborted          bool   `json:"aborted"`
-	WillRetry        bool   `json:"willRetry"`
-	Engine           string `json:"engine,omitempty"`
-	TokensBefore     *int   `json:"tokensBefore,omitempty"`
-	TokensAfter      *int   `json:"tokensAfter,omitempty"`
-	ContextAfter     *int   `json:"contextAfter,omitempty"`
-	NextCompactionAt *int   `json:"nextCompactionAt,omitempty"`
-	Error            string `json:"error,omitempty"`
+// int64p is n as an optional member of a report.
+func int64p(n int) *int64 {
+	v := int64(n)
+	return &v
 }

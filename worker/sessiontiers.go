@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
@@ -19,10 +20,11 @@ import (
 // up, plus a fixed imageTokens per image. It reads no usage the model
 // reports, so it is the same before the first call and after a restart.
 
-// The tiers of §5.6, in tokens.
+// The tiers of §5.6, in tokens. The hard tier is the ceiling above which
+// the host compactor is bypassed.
 const (
 	softTier     = 300_000
-	hardTier     = 500_000
+	hardTier     = rtsandbox.CompactionCeiling
 	tierHeadroom = 50_000
 )
 
@@ -33,11 +35,10 @@ const (
 	// base64 bytes say little about what the model makes of it.
 	imageTokens = 1_200
 	// defaultContextWindow and defaultReserveTokens apply when
-	// /worker/config names no window or reserve: the window of the
-	// Claude models, and the reserve the reference's agent keeps by
-	// default (at most a quarter of a small configured window).
-	defaultContextWindow = 200_000
-	defaultReserveTokens = 16_384
+	// /worker/config names no window or reserve (the reserve at most a
+	// quarter of a small configured window).
+	defaultContextWindow = rtsandbox.DefaultContextWindow
+	defaultReserveTokens = rtsandbox.DefaultReserveTokens
 	// keepRecentTokens is how much of the newest conversation a
 	// compaction keeps as it is (the reference's default): whole
 	// exchanges, newest first, until they reach it.
@@ -50,16 +51,16 @@ const (
 
 // Bounds of the window and reserve /worker/config may name.
 const (
-	minContextWindow = 4_096
-	maxContextWindow = 10_000_000
+	minContextWindow = rtsandbox.MinContextWindow
+	maxContextWindow = rtsandbox.MaxContextWindow
 )
 
 // Engines of a compaction, in the report's words (§4.5): the host
-// compactor's summary ("extension") or the worker's own ("pi", the
-// reference's name for its agent's summary).
+// compactor's summary or the worker's own (the reference's name for its
+// agent's summary).
 const (
-	engineHost   = "extension"
-	engineWorker = "pi"
+	engineHost   = rtsandbox.EngineExtension
+	engineWorker = rtsandbox.EnginePi
 )
 
 // tokens is the estimate of n bytes of JSON.

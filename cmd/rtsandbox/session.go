@@ -184,6 +184,11 @@ func workerConfig(d host.SessionDeps, cfg *config.Config, b *broker.Broker, bc b
 		ModelAPI: bc.API, Model: bc.Model, Stream: bc.Stream,
 		Prompt: cfg.Sandbox.Prompt, TimeZone: d.TimeZone, Tools: tools, MCP: mcp,
 	}
+	if p, ok := cfg.Profile(profile); ok {
+		if m, ok := cfg.ModelOf(p); ok {
+			wc.ContextWindow, wc.ReserveTokens = m.ContextWindow, m.ReserveTokens
+		}
+	}
 	if tree := d.Skills[profile]; tree != nil {
 		wc.SkillsDir, wc.Skills = rtsandbox.SessionSkillsDir, tree.Skills()
 	}

@@ -203,3 +203,42 @@ func TestSessionWiringSkills(t *testing.T) {
 		t.Errorf("plain's worker config has skills %q %v", wc.SkillsDir, wc.Skills)
 	}
 }
+
+// model.context_window and reserve_tokens (and a models: entry's) reach
+// GET /worker/config of the profiles on that model; a model without them
+// sends neither, and the worker keeps its defaults.
+func TestSessionWiringModelWindow(t *testing.T) {
+	cfg, err := config.Parse([]byte(`state_dir: /var/lib/rtsandbox
+model: {url: "https://api.example/v1/chat/completions", name: m, api_key_env: KEY, context_window: 8192, reserve_tokens: 1000}
+models: {big: {url: "https://api.example/v1/chat/completions", name: b, api_key_env: KEY, context_window: 1000000}, plain: {url: "https://api.example/v1/chat/completions", name: p, api_key_env: KEY}}
+profiles: {small: {mode: session}, large: {mode: session, model: big}, bare: {mode: session, model: plain}}
+default_profile: small
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := broker.Config{ModelURL: upstream.MustParseEndpoint("https://api.example/v1", true), Model: "m",
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "", nil }}
+	b, err := broker.New(bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := host.SessionDeps{Config: cfg}
+	type window struct{ Window, Reserve int }
+	tests := []struct {
+		profile string
+		want    window
+	}{
+		{"small", window{8192, 1000}},
+		{"large", window{1000000, 0}},
+		{"bare", window{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.profile, func(t *testing.T) {
+			wc := workerConfig(d, cfg, b, bc, tt.profile)
+			if diff := cmp.Diff(tt.want, window{wc.ContextWindow, wc.ReserveTokens}); diff != "" {
+				t.Errorf("worker config window (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
