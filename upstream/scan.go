@@ -430,7 +430,7 @@ func (s *scanner) block(wb, pos, start int, bs, qs, cs uint64) (next, from int, 
 	}
 	b := s.b
 	next = wb + 64
-	var digits uint64 // the hex digits of the word's \u escapes
+	var digits uint64                               // the hex digits of the word's \u escapes
 	for o := esc &^ (qs | bs); o != 0; o &= o - 1 { // escapes other than \" and \\
 		j := bits.TrailingZeros64(o)
 		if s.escLen[b[wb+j]] == 2 {
