@@ -51,8 +51,8 @@ type scanner struct {
 	// short pieces at once (see block): '"' and '\\' are barriers.
 	fast bool
 	// runShifts are the shifts after which a word holds a bit only
-	// where a run of minLen set bits starts (see long); nil when minLen
-	// is larger than a word, empty for a one-byte form.
+	// where a run of minLen set bits starts (see checkPieces); nil when
+	// minLen is larger than a word, empty for a one-byte form.
 	runShifts []uint
 	ent       entityDecoder
 	hit       bool
@@ -351,10 +351,21 @@ func (s *scanner) str() bool {
 			pos = lim // a plain run
 			continue
 		}
+		first := m & -m
+		if first&qs != 0 { // the string ends at its next stop, as most do
+			i := wb + bits.TrailingZeros64(m)
+			if i-start >= s.minLen {
+				s.check(s.b[start:i], false)
+			}
+			s.i = i + 1
+			return true
+		}
 		// A word of several stops whose first is an escape may be taken
-		// whole; a string that ends at its first stop may not.
-		if m&(m-1) != 0 && m&-m&bs != 0 && s.fast && lim == wb+64 {
-			if next, from, ok := s.block(wb, pos, start, bs, qs, cs); ok {
+		// whole.
+		if m&(m-1) != 0 && first&bs != 0 && s.fast && lim == wb+64 {
+			if next, from, ended, ok := s.block(wb, pos, start, bs, qs, cs); ended {
+				return true
+			} else if ok {
 				pos, start = next, from
 				continue
 			}
@@ -410,60 +421,75 @@ func (s *scanner) str() bool {
 }
 
 // block takes the 64-byte word of a string at wb from pos on at once when
-// the string goes on past it and the word holds only plain bytes and
-// barrier escapes, and no piece that could hold a form (or a piece that
-// ends in the next word): it returns where str goes on and the piece in
-// progress there. bs, qs and cs are the word's backslashes, quotes and
-// control bytes from pos on; pos is no escape's second byte, and start is
-// the first byte of the piece in progress at pos. It reports false, and
-// leaves the word to str's stop-by-stop loop, when it cannot decide
-// without looking at each stop.
+// it holds only plain bytes, barrier escapes and perhaps the closing quote:
+// it checks the pieces that end in it and are long enough to hold a form,
+// and returns where str goes on and the piece in progress there, or
+// ended when the string ended in the word (s.i is then past its closing
+// quote). bs, qs and cs are the word's backslashes, quotes and control
+// bytes from pos on; pos is no escape's second byte, and start is the
+// first byte of the piece in progress at pos. It reports !ok, and leaves
+// the word to str's stop-by-stop loop, when it cannot decide without
+// looking at each stop: another escape, a bad one or a control byte.
 //
 // The escaped bytes are found for all the word's backslashes at once
 // (each run of backslashes escapes every other byte from its start, and
-// the byte after an odd run), so the quotes that do not end the string
-// are known without walking the escapes.
-func (s *scanner) block(wb, pos, start int, bs, qs, cs uint64) (next, from int, ok bool) {
+// the byte after an odd run), so the quote that ends the string is known
+// without walking the escapes.
+func (s *scanner) block(wb, pos, start int, bs, qs, cs uint64) (next, from int, ended, ok bool) {
 	esc, carry := escapedBy(bs)
-	if qs&^esc|cs != 0 {
-		return 0, 0, false // the string ends in this word, or a control byte
+	in := ^uint64(0) // the bytes of the word in the string
+	if q := qs &^ esc; q != 0 {
+		in, carry = q&-q-1, false
+		ended = true
 	}
+	if cs&in != 0 {
+		return 0, 0, false, false // a control byte
+	}
+	bs, esc = bs&in, esc&in
 	b := s.b
 	next = wb + 64
-	var digits uint64                               // the hex digits of the word's \u escapes
-	for o := esc &^ (qs | bs); o != 0; o &= o - 1 { // escapes other than \" and \\
-		j := bits.TrailingZeros64(o)
-		if s.escLen[b[wb+j]] == 2 {
-			continue
+	// The escapes other than \" and \\: the two-byte barriers here, \u
+	// escapes in uEscapes.
+	o := esc &^ (qs | bs)
+	for ; o != 0; o &= o - 1 {
+		if s.escLen[b[wb+bits.TrailingZeros64(o)]] != 2 {
+			break
 		}
-		if b[wb+j] != 'u' || !s.uBarrierAt(wb+j+1) {
-			return 0, 0, false
+	}
+	var digits uint64 // the hex digits of the word's \u escapes
+	if o != 0 {
+		if digits, next, ok = s.uEscapes(wb, o); !ok {
+			return 0, 0, false, false
 		}
-		digits |= 0x1e << j
-		next = max(next, wb+j+5) // its digits may end in the next word
 	}
 	if carry { // the word's last backslash escapes the next word's first byte
 		switch {
 		case next >= len(b):
-			return 0, 0, false
+			return 0, 0, false, false
 		case s.escLen[b[next]] == 2:
 			next++
 		case b[next] == 'u' && s.uBarrierAt(next+1):
 			next += 5
 		default:
-			return 0, 0, false
+			return 0, 0, false, false
 		}
 	}
-	// The pieces: the bytes that are neither a backslash nor escaped nor
-	// a \u escape's digit.
+	// The pieces: the bytes of the string that are neither a backslash
+	// nor escaped nor a \u escape's digit.
 	sh := uint(pos-wb) & 63
 	e := bs | esc | digits
-	piece := ^e >> sh << sh
+	piece := ^e & in >> sh << sh
+	quote := bits.TrailingZeros64(^in) // 64 when the string goes on
 	if bits.OnesCount64(piece)+pos-start >= s.minLen {
-		lead := bits.TrailingZeros64(^(piece >> sh)) // the piece in progress, in this word
-		if pos-start+lead >= s.minLen || s.long(piece) {
-			return 0, 0, false
+		// The piece in progress, or the pieces after it, may be long.
+		lead := uint(bits.TrailingZeros64(^(piece >> sh))) + sh
+		if wb+int(lead)-start >= s.minLen && lead < 64 || bits.OnesCount64(piece>>(lead&63)) >= s.minLen && lead < 64 {
+			s.checkPieces(wb, pos, start, piece, quote)
 		}
+	}
+	if ended {
+		s.i = wb + quote + 1
+		return 0, 0, true, true
 	}
 	from = start
 	if e != 0 {
@@ -472,7 +498,65 @@ func (s *scanner) block(wb, pos, start int, bs, qs, cs uint64) (next, from int, 
 	if next > wb+64 {
 		from = next // the word ends inside an escape
 	}
-	return next, from, true
+	return next, from, false, true
+}
+
+// checkPieces checks the pieces of block's word (its bits piece, from pos
+// on) that end in it and may hold a form: the one in progress since start,
+// and the runs of piece bits that an escape or the closing quote (at bit
+// quote, 64 when the string goes on) ends. A piece that reaches the
+// word's end goes on in the next.
+func (s *scanner) checkPieces(wb, pos, start int, piece uint64, quote int) {
+	followed := func(end uint) bool { return int(end) != quote }
+	sh := uint(pos-wb) & 63
+	lead := uint(bits.TrailingZeros64(^(piece >> sh))) + sh // past the piece in progress
+	if lead < 64 && wb+int(lead)-start >= s.minLen {
+		s.check(s.b[start:wb+int(lead)], followed(lead))
+	}
+	if lead >= 64 {
+		return
+	}
+	if s.runShifts == nil {
+		return // a run inside the word is shorter than every form
+	}
+	// The first bit of each run of minLen piece bits or more: where the
+	// bits from it on stay set after each shift and AND.
+	x := piece >> lead << lead
+	long := x
+	for _, t := range s.runShifts {
+		long &= long >> (t & 63)
+	}
+	for long != 0 {
+		r0 := uint(bits.TrailingZeros64(long))
+		r1 := uint(bits.TrailingZeros64(^(x >> r0))) + r0
+		if r1 >= 64 {
+			return // it goes on in the next word
+		}
+		s.check(s.b[wb+int(r0):wb+int(r1)], followed(r1))
+		long = long >> r1 << r1
+	}
+}
+
+// uEscapes is block's test of the escapes o of the word at wb from the
+// first that is no two-byte barrier: each must be one, or a \u barrier
+// (uBarrierAt). It returns the hex digits of the \u escapes in the word
+// and where the word's last escape ends (past the word when its digits
+// end in the next).
+func (s *scanner) uEscapes(wb int, o uint64) (digits uint64, end int, ok bool) {
+	b := s.b
+	end = wb + 64
+	for ; o != 0; o &= o - 1 {
+		j := bits.TrailingZeros64(o)
+		if s.escLen[b[wb+j]] == 2 {
+			continue
+		}
+		if b[wb+j] != 'u' || !s.uBarrierAt(wb+j+1) {
+			return 0, 0, false
+		}
+		digits |= 0x1e << j
+		end = max(end, wb+j+5)
+	}
+	return digits, end, true
 }
 
 // uBarrierAt reports whether the \u escape whose four digits start at p
@@ -507,17 +591,6 @@ func escapedBy(bs uint64) (esc uint64, carry bool) {
 	odd := bs &^ even &^ follows // runs of backslashes that start on an odd bit
 	seq, c := bits.Add64(odd, bs, 0)
 	return (even ^ seq<<1) & follows, c != 0
-}
-
-// long reports whether x holds a run of minLen set bits.
-func (s *scanner) long(x uint64) bool {
-	if s.runShifts == nil {
-		return false // a run within a word is shorter than minLen
-	}
-	for _, t := range s.runShifts {
-		x &= x >> t
-	}
-	return x != 0
 }
 
 // mark records the stops of b (see markBlocks) from the 64-byte block
