@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"math"
 	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -30,32 +29,16 @@ type scanner struct {
 	b     []byte
 	i     int
 	forms *matcher
-	// keep marks the bytes a form or a character reference can hold; an
-	// escape that decodes to none of them is a barrier (see str). With no
-	// forms to look for, no byte is kept.
-	keep     [256]bool
-	keepHigh bool // keep marks a byte of 0x80 or more
-	// escLen maps the byte after a backslash to 2 when that is a
-	// barrier escape of two bytes, to 6 for 'u' (see uBarrier) and to 0
-	// otherwise.
-	escLen [256]uint8
-	// minLen is the length of the shortest form: a shorter piece cannot
-	// hold one. With no forms it is larger than any piece.
+	t     *scanTables // the forms' tables (keep, escLen, …)
+	// minLen is t.minLen: a piece shorter than every form is skipped.
 	minLen int
 	buf    []byte // a piece of a string with escapes, decoded
 	// marks holds the stops of b[mbase:mend] (see mark), a window of
 	// the text, marked again further on as the scan moves.
 	marks       *marks
 	mbase, mend int
-	// fast is set when str may take a whole word of barrier escapes and
-	// short pieces at once (see block): '"' and '\\' are barriers.
-	fast bool
-	// runShifts are the shifts after which a word holds a bit only
-	// where a run of minLen set bits starts (see checkPieces); nil when
-	// minLen is larger than a word, empty for a one-byte form.
-	runShifts []uint
-	ent       entityDecoder
-	hit       bool
+	ent         entityDecoder
+	hit         bool
 	// src, when set, is where b comes from while it is still arriving
 	// (scanFrom): it returns b with more bytes appended, or false when
 	// none will follow. b is then what has arrived so far, and every
@@ -83,41 +66,16 @@ func scanWith(b []byte, m *matcher) (valid, reflected bool) {
 // so the scan runs while the text is read and ends soon after its last
 // byte. size is the text's expected length (it sizes the matcher's
 // filter). It decides exactly as scan on the whole text would.
-func scanFrom(b []byte, src func([]byte) ([]byte, bool), forms [][]byte, size int, m *member) (valid, reflected bool) {
-	s := newScanner(b, newMatcher(forms), size, src)
+func scanFrom(b []byte, src func([]byte) ([]byte, bool), fm *matcher, size int, m *member) (valid, reflected bool) {
+	s := newScanner(b, fm, size, src)
 	s.member = m
 	return s.run()
 }
 
 func newScanner(b []byte, m *matcher, size int, src func([]byte) ([]byte, bool)) *scanner {
-	s := &scanner{b: b, forms: m, minLen: math.MaxInt, src: src}
-	if len(m.forms) > 0 {
-		s.minLen = s.forms.minLen
-		s.keep = s.forms.bytes
-		for _, c := range []byte("&#;0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") {
-			s.keep[c] = true
-		}
-		for c := utf8.RuneSelf; c < len(s.keep); c++ {
-			s.keepHigh = s.keepHigh || s.keep[c]
-		}
-		if size >= sampleMin {
-			s.forms.build(size)
-		}
-	}
-	for c, v := range simpleEscapes {
-		if v != 0 && !s.keep[v] {
-			s.escLen[c] = 2
-		}
-	}
-	s.escLen['u'] = 6
-	s.fast = s.escLen['"'] == 2 && s.escLen['\\'] == 2
-	if s.minLen <= 64 {
-		s.runShifts = []uint{}
-		for n := 1; n < s.minLen; {
-			t := min(n, s.minLen-n)
-			s.runShifts = append(s.runShifts, uint(t))
-			n += t
-		}
+	s := &scanner{b: b, forms: m, t: &m.kf.tab, minLen: m.kf.tab.minLen, src: src}
+	if len(m.forms) > 0 && size >= sampleMin {
+		m.build(size)
 	}
 	return s
 }
@@ -362,7 +320,7 @@ func (s *scanner) str() bool {
 		}
 		// A word of several stops whose first is an escape may be taken
 		// whole.
-		if m&(m-1) != 0 && first&bs != 0 && s.fast && lim == wb+64 {
+		if m&(m-1) != 0 && first&bs != 0 && s.t.fast && lim == wb+64 {
 			if next, from, ended, ok := s.block(wb, pos, start, bs, qs, cs); ended {
 				return true
 			} else if ok {
@@ -388,7 +346,7 @@ func (s *scanner) str() bool {
 					b = s.b
 				}
 				if i+1 < len(b) {
-					n = int(s.escLen[b[i+1]])
+					n = int(s.t.escLen[b[i+1]])
 					if n == 6 {
 						n = s.uBarrier(i)
 					}
@@ -452,7 +410,7 @@ func (s *scanner) block(wb, pos, start int, bs, qs, cs uint64) (next, from int, 
 	// escapes in uEscapes.
 	o := esc &^ (qs | bs)
 	for ; o != 0; o &= o - 1 {
-		if s.escLen[b[wb+bits.TrailingZeros64(o)]] != 2 {
+		if s.t.escLen[b[wb+bits.TrailingZeros64(o)]] != 2 {
 			break
 		}
 	}
@@ -466,7 +424,7 @@ func (s *scanner) block(wb, pos, start int, bs, qs, cs uint64) (next, from int, 
 		switch {
 		case next >= len(b):
 			return 0, 0, false, false
-		case s.escLen[b[next]] == 2:
+		case s.t.escLen[b[next]] == 2:
 			next++
 		case b[next] == 'u' && s.uBarrierAt(next+1):
 			next += 5
@@ -516,14 +474,14 @@ func (s *scanner) checkPieces(wb, pos, start int, piece uint64, quote int) {
 	if lead >= 64 {
 		return
 	}
-	if s.runShifts == nil {
+	if s.t.runShifts == nil {
 		return // a run inside the word is shorter than every form
 	}
 	// The first bit of each run of minLen piece bits or more: where the
 	// bits from it on stay set after each shift and AND.
 	x := piece >> lead << lead
 	long := x
-	for _, t := range s.runShifts {
+	for _, t := range s.t.runShifts {
 		long &= long >> (t & 63)
 	}
 	for long != 0 {
@@ -547,7 +505,7 @@ func (s *scanner) uEscapes(wb int, o uint64) (digits uint64, end int, ok bool) {
 	end = wb + 64
 	for ; o != 0; o &= o - 1 {
 		j := bits.TrailingZeros64(o)
-		if s.escLen[b[wb+j]] == 2 {
+		if s.t.escLen[b[wb+j]] == 2 {
 			continue
 		}
 		if b[wb+j] != 'u' || !s.uBarrierAt(wb+j+1) {
@@ -574,9 +532,9 @@ func (s *scanner) uBarrierAt(p int) bool {
 	case r < 0:
 		return false
 	case r < utf8.RuneSelf:
-		return !s.keep[r]
+		return !s.t.keep[r]
 	}
-	return !s.keepHigh
+	return !s.t.keepHigh
 }
 
 // escapedBy returns the bytes of a word that its backslashes bs escape,
@@ -703,7 +661,7 @@ func (s *scanner) endPiece(start, end int, decoded, followed bool) {
 // on its own, as in unicodeEscape.
 func (s *scanner) uBarrier(i int) int {
 	b := s.b
-	if s.keepHigh || i+6 > len(b) {
+	if s.t.keepHigh || i+6 > len(b) {
 		return 0
 	}
 	r := hexRune(b[i+2 : i+6])
@@ -711,7 +669,7 @@ func (s *scanner) uBarrier(i int) int {
 	case r < 0:
 		return 0
 	case r < utf8.RuneSelf:
-		if s.keep[r] {
+		if s.t.keep[r] {
 			return 0
 		}
 		return 6
@@ -762,7 +720,7 @@ func (d *decoded) bytes() []byte { return d.b[:d.n] }
 // bytes that neither a form nor a character reference holds.
 func (s *scanner) barrier(d decoded) bool {
 	for _, c := range d.bytes() {
-		if s.keep[c] {
+		if s.t.keep[c] {
 			return false
 		}
 	}

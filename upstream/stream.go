@@ -109,16 +109,17 @@ func (s *StreamScanner) Events() { s.events = true }
 // yields more than limit bytes (MaxStreamBytes when limit < 1). An empty
 // key finds nothing; the cap still holds.
 func NewStreamScanner(r io.Reader, key string, limit int64) *StreamScanner {
+	return NewStreamScannerFor(r, NewKeyForms(key), limit)
+}
+
+// NewStreamScannerFor is NewStreamScanner for a key whose forms the caller
+// made ready.
+func NewStreamScannerFor(r io.Reader, k *KeyForms, limit int64) *StreamScanner {
 	if limit < 1 {
 		limit = MaxStreamBytes
 	}
-	forms := searchForms(key)
-	longest := 0
-	for _, f := range forms {
-		longest = max(longest, len(f))
-	}
-	return &StreamScanner{r: r, m: newMatcher(forms), max: limit, longest: longest,
-		buf: make([]byte, 0, streamReadSize+longest)}
+	return &StreamScanner{r: r, m: k.matcher(), max: limit, longest: k.longest,
+		buf: make([]byte, 0, streamReadSize+k.longest)}
 }
 
 // Total is the number of body bytes read so far.
