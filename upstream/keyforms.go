@@ -22,8 +22,11 @@ type KeyForms struct {
 	key     string
 	base    matcher // the forms, without a filter
 	longest int     // the longest form searched for
-	hold    int     // the longest form of Forms, less one byte
 	tab     scanTables
+	hold    struct {
+		once sync.Once
+		n    int // the longest form of Forms, less one byte
+	}
 	filters [2]struct {
 		once sync.Once
 		bits []uint64
@@ -34,11 +37,6 @@ type KeyForms struct {
 func NewKeyForms(key string) *KeyForms {
 	k := keyFormsOf(searchForms(key))
 	k.key = key
-	if key != "" {
-		for _, f := range keyForms([]byte(key), true) {
-			k.hold = max(k.hold, len(f)-1)
-		}
-	}
 	return k
 }
 
@@ -73,7 +71,16 @@ func (k *KeyForms) For(key string) bool {
 // Hold is the length of the longest form of Forms less one byte: a text
 // checked piece by piece can release all but that many bytes of its end
 // (a form that the next piece completes begins in them).
-func (k *KeyForms) Hold() int { return k.hold }
+func (k *KeyForms) Hold() int {
+	k.hold.once.Do(func() {
+		if k.key != "" {
+			for _, f := range keyForms([]byte(k.key), true) {
+				k.hold.n = max(k.hold.n, len(f)-1)
+			}
+		}
+	})
+	return k.hold.n
+}
 
 // String keeps the key's forms out of any print.
 func (k *KeyForms) String() string { return "upstream.KeyForms" }
