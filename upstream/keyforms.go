@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"math"
 	"sync"
@@ -163,4 +164,56 @@ func (t *scanTables) fill(m *matcher) {
 			n += s
 		}
 	}
+}
+
+// revealing reports whether decoding the JSON strings of data, and their
+// character references, could reveal a form that data's raw bytes do not
+// hold: data holds a '&', or an escape that decodes to a byte a form holds,
+// or a bad one. Where it does not, every decoded string is its raw pieces
+// joined by bytes no form holds, so a form in it is in data itself, which
+// the stream's raw search has checked; event mode then skips the decoded
+// check (StreamScanner.checkEvents), which costs several times more.
+func (t *scanTables) revealing(data []byte) bool {
+	if bytes.IndexByte(data, '&') >= 0 {
+		return true
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(data[i:], '\\')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i+1 >= len(data) {
+			return true
+		}
+		switch t.escLen[data[i+1]] {
+		case 2:
+			i += 2
+		case 6:
+			if !t.uBarrierAt(data, i+2) {
+				return true
+			}
+			i += 6
+		default:
+			return true
+		}
+	}
+}
+
+// uBarrierAt reports whether the \u escape whose four digits start at
+// b[p] is a valid barrier, taken alone: a code point outside ASCII when no
+// form holds such bytes (a surrogate too, paired or not: it decodes to
+// bytes outside ASCII either way), or an ASCII byte no form holds.
+func (t *scanTables) uBarrierAt(b []byte, p int) bool {
+	if p+4 > len(b) {
+		return false
+	}
+	r := hexRune(b[p : p+4])
+	switch {
+	case r < 0:
+		return false
+	case r < utf8.RuneSelf:
+		return !t.keep[r]
+	}
+	return !t.keepHigh
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -72,4 +73,60 @@ func TestKeyFormsSharedByConcurrentChecks(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Event mode skips the decoded check of an event's data when revealing
+// says decoding cannot reveal a form (StreamScanner.checkEvents): every
+// data whose decoded check finds a form its raw bytes do not hold is
+// revealing, for random JSON and escape-dense strings built from pieces of
+// the forms, with every kind of key.
+func TestRevealingCoversEveryDecodedMatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	n := 4000
+	if testing.Short() {
+		n = 600
+	}
+	revealed := 0
+	for i := range n {
+		key := blockKeys[i%len(blockKeys)]
+		k := NewKeyForms(key)
+		var data string
+		switch i % 3 {
+		case 0:
+			data = randomJSON(r, key, 0)
+		case 1:
+			data = `{"a":"` + escapeDense(r, key, 50+r.IntN(300)) + `"}`
+		default:
+			forms := Forms(key)
+			data = `{"a":["` + escapeDense(r, key, r.IntN(100)) + hideForm(r, forms[r.IntN(len(forms))]) +
+				escapeDense(r, key, r.IntN(100)) + `"]}`
+		}
+		m := k.matcher()
+		if reflectedIn([]byte(data), m) && !m.contains([]byte(data)) {
+			revealed++
+			if !k.tab.revealing([]byte(data)) {
+				t.Fatalf("key %q: the decoded check of %.300q finds a form its raw bytes do not hold, but revealing says no", key, data)
+			}
+		}
+	}
+	if revealed < n/50 {
+		t.Errorf("only %d of %d texts had a form that decoding revealed: the test proves little", revealed, n)
+	}
+}
+
+// hideForm writes form as JSON string content with some of its characters
+// as escapes (short or \u) or HTML character references.
+func hideForm(r *rand.Rand, form string) string {
+	var b strings.Builder
+	for _, c := range form {
+		switch r.IntN(6) {
+		case 0:
+			b.WriteString(escapeRune(c, r.IntN(2) == 0))
+		case 1:
+			fmt.Fprintf(&b, "&#%d;", c)
+		default:
+			b.WriteString(jsonContent(string(c)))
+		}
+	}
+	return b.String()
 }

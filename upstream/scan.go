@@ -517,25 +517,8 @@ func (s *scanner) uEscapes(wb int, o uint64) (digits uint64, end int, ok bool) {
 	return digits, end, true
 }
 
-// uBarrierAt reports whether the \u escape whose four digits start at p
-// is a valid barrier, taken alone: a code point outside ASCII when no
-// form holds such bytes (a surrogate too, paired or not: it decodes to
-// bytes outside ASCII either way), or an ASCII byte no form holds. It
-// holds a surrogate pair's two escapes each to be one, so with uBarrier
-// it agrees on every pair.
-func (s *scanner) uBarrierAt(p int) bool {
-	if p+4 > len(s.b) {
-		return false
-	}
-	r := hexRune(s.b[p : p+4])
-	switch {
-	case r < 0:
-		return false
-	case r < utf8.RuneSelf:
-		return !s.t.keep[r]
-	}
-	return !s.t.keepHigh
-}
+// uBarrierAt is scanTables.uBarrierAt for the scanned text.
+func (s *scanner) uBarrierAt(p int) bool { return s.t.uBarrierAt(s.b, p) }
 
 // escapedBy returns the bytes of a word that its backslashes bs escape,
 // bs holding no escaped byte before its first backslash, and whether the

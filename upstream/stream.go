@@ -254,9 +254,9 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 			data = joined
 		}
 		// Decoding can only reveal a form the raw search missed where a
-		// string holds an escape or a character reference.
-		decodable := bytes.IndexByte(data, '\\') >= 0 || bytes.IndexByte(data, '&') >= 0
-		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && decodable && reflectedIn(data, s.m) {
+		// string holds a character reference or an escape that is no
+		// barrier (revealing).
+		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.tab.revealing(data) && reflectedIn(data, s.m) {
 			s.matched, s.held = true, 0
 			return ErrReflect
 		}
