@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"math"
+	"math/bits"
 	"sync"
 	"unicode/utf8"
 )
@@ -174,30 +175,59 @@ func (t *scanTables) fill(m *matcher) {
 // the stream's raw search has checked; event mode then skips the decoded
 // check (StreamScanner.checkEvents), which costs several times more.
 func (t *scanTables) revealing(data []byte) bool {
-	if bytes.IndexByte(data, '&') >= 0 {
-		return true
-	}
-	for i := 0; ; {
-		j := bytes.IndexByte(data[i:], '\\')
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(data[i:], '&')
 		if j < 0 {
-			return false
+			break
 		}
-		i += j
-		if i+1 >= len(data) {
-			return true
-		}
-		switch t.escLen[data[i+1]] {
-		case 2:
-			i += 2
-		case 6:
-			if !t.uBarrierAt(data, i+2) {
-				return true
-			}
-			i += 6
-		default:
+		// A reference starts with "&#" or '&' and a letter.
+		if i += j; i+1 < len(data) && (data[i+1] == '#' || 'a' <= data[i+1]|0x20 && data[i+1]|0x20 <= 'z') {
 			return true
 		}
 	}
+	mk := markPool.Get().(*marks)
+	defer markPool.Put(mk)
+	escaped := false // the next word's first byte is an escape's letter
+	for base := 0; base < len(data); base += 64 * markWords {
+		end := min(len(data), base+64*markWords)
+		n := (end - base) / 64
+		markBlocks(data[base:base+64*n], mk.back[:n], mk.quote[:n], mk.ctl[:n])
+		if base+64*n < end {
+			var last [64]byte
+			copy(last[:], data[base+64*n:end])
+			markBlocks(last[:], mk.back[n:n+1], mk.quote[n:n+1], mk.ctl[n:n+1])
+		}
+		for w := range (end - base + 63) / 64 {
+			bs := mk.back[w]
+			if escaped {
+				bs &^= 1 // an escaped backslash starts nothing
+			}
+			esc, carry := escapedBy(bs)
+			wb := base + 64*w
+			for starts := bs &^ esc; starts != 0; starts &= starts - 1 {
+				if !t.barrierEscape(data, wb+bits.TrailingZeros64(starts)) {
+					return true
+				}
+			}
+			escaped = carry
+		}
+	}
+	return false
+}
+
+// barrierEscape reports whether the escape at b[i] (a backslash) is a
+// valid barrier (see scanner.str).
+func (t *scanTables) barrierEscape(b []byte, i int) bool {
+	if i+1 >= len(b) {
+		return false
+	}
+	switch t.escLen[b[i+1]] {
+	case 2:
+		return true
+	case 6:
+		return t.uBarrierAt(b, i+2)
+	}
+	return false
 }
 
 // uBarrierAt reports whether the \u escape whose four digits start at
