@@ -169,22 +169,35 @@ func (t *scanTables) fill(m *matcher) {
 
 // revealing reports whether decoding the JSON strings of data, and their
 // character references, could reveal a form that data's raw bytes do not
-// hold: data holds a '&', or an escape that decodes to a byte a form holds,
-// or a bad one. Where it does not, every decoded string is its raw pieces
-// joined by bytes no form holds, so a form in it is in data itself, which
-// the stream's raw search has checked; event mode then skips the decoded
-// check (StreamScanner.checkEvents), which costs several times more.
-func (t *scanTables) revealing(data []byte) bool {
-	for i := 0; ; i++ {
+// hold: data holds an escape that decodes to a byte a form or a reference
+// holds (or a bad one), or a reference that decodes to a byte a form holds.
+// Where it does not, every decoded string is raw pieces joined by bytes no
+// form or reference holds, and every reference in them decodes to itself
+// or to bytes no form holds, so a form in the decoded text is in data
+// itself, which the stream's raw search has checked: event mode then
+// skips the decoded check (StreamScanner.checkEvents), which costs several
+// times more.
+func (k *KeyForms) revealing(data []byte) bool {
+	for i := 0; ; {
 		j := bytes.IndexByte(data[i:], '&')
 		if j < 0 {
 			break
 		}
-		// A reference starts with "&#" or '&' and a letter.
-		if i += j; i+1 < len(data) && (data[i+1] == '#' || 'a' <= data[i+1]|0x20 && data[i+1]|0x20 <= 'z') {
-			return true
+		i += j
+		n := entitySpan(data[i:])
+		for _, followed := range []bool{true, false} {
+			if dec := decodeSpan(data[i:i+n], followed); dec != string(data[i:i+n]) && !barrier(dec, k.base.bytes) {
+				return true
+			}
 		}
+		i += n
 	}
+	return k.tab.revealingEscape(data)
+}
+
+// revealingEscape reports whether data holds an escape that is no barrier
+// (see scanner.str), or a bad one.
+func (t *scanTables) revealingEscape(data []byte) bool {
 	mk := markPool.Get().(*marks)
 	defer markPool.Put(mk)
 	escaped := false // the next word's first byte is an escape's letter

@@ -256,7 +256,7 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 		// Decoding can only reveal a form the raw search missed where a
 		// string holds a character reference or an escape that is no
 		// barrier (revealing).
-		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.tab.revealing(data) && reflectedIn(data, s.m) {
+		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data) && reflectedIn(data, s.m) {
 			s.matched, s.held = true, 0
 			return ErrReflect
 		}
