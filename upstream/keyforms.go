@@ -203,13 +203,7 @@ func (t *scanTables) revealingEscape(data []byte) bool {
 	escaped := false // the next word's first byte is an escape's letter
 	for base := 0; base < len(data); base += 64 * markWords {
 		end := min(len(data), base+64*markWords)
-		n := (end - base) / 64
-		markBlocks(data[base:base+64*n], mk.back[:n], mk.quote[:n], mk.ctl[:n])
-		if base+64*n < end {
-			var last [64]byte
-			copy(last[:], data[base+64*n:end])
-			markBlocks(last[:], mk.back[n:n+1], mk.quote[n:n+1], mk.ctl[n:n+1])
-		}
+		mk.mark(data[base:end])
 		for w := range (end - base + 63) / 64 {
 			bs := mk.back[w]
 			if escaped {

@@ -26,6 +26,20 @@ type marks struct {
 
 var markPool = sync.Pool{New: func() any { return new(marks) }}
 
+// mark records the stops of b, at most markWords blocks, the last block
+// padded with bytes that are none.
+func (mk *marks) mark(b []byte) {
+	n := len(b) / 64
+	markBlocks(b[:64*n], mk.back[:n], mk.quote[:n], mk.ctl[:n])
+	if 64*n < len(b) {
+		var last [64]byte
+		for k := copy(last[:], b[64*n:]); k < len(last); k++ {
+			last[k] = 'a'
+		}
+		markBlocks(last[:], mk.back[n:n+1], mk.quote[n:n+1], mk.ctl[n:n+1])
+	}
+}
+
 // Word-at-a-time constants: lo has 0x01 in every byte, hi has 0x80.
 const (
 	lo = 0x0101010101010101

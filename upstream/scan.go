@@ -542,15 +542,7 @@ func (s *scanner) mark(i int) {
 	}
 	base := i &^ 63
 	end := min(len(s.b), base+64*markWords)
-	n := (end - base) / 64
-	markBlocks(s.b[base:base+64*n], s.marks.back[:n], s.marks.quote[:n], s.marks.ctl[:n])
-	if base+64*n < end {
-		var last [64]byte
-		for k := copy(last[:], s.b[base+64*n:end]); k < len(last); k++ {
-			last[k] = 'a' // no stop
-		}
-		markBlocks(last[:], s.marks.back[n:n+1], s.marks.quote[n:n+1], s.marks.ctl[n:n+1])
-	}
+	s.marks.mark(s.b[base:end])
 	s.mbase, s.mend = base, end
 }
 
