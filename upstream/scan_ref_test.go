@@ -348,6 +348,9 @@ func FuzzScanAgreesWithReference(f *testing.F) {
 	for _, tt := range reflectionCases {
 		f.Add(tt.body, tt.key)
 	}
+	for _, key := range blockKeys { // strings long and dense enough for scanner.block
+		f.Add(`{"a":"`+escapeDense(r, key, 300)+`"}`, key)
+	}
 	f.Fuzz(func(t *testing.T, body, key string) {
 		if !comparable([]byte(body), key) {
 			return
