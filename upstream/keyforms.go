@@ -178,6 +178,10 @@ func (t *scanTables) fill(m *matcher) {
 // skips the decoded check (StreamScanner.checkEvents), which costs several
 // times more.
 func (k *KeyForms) revealing(data []byte) bool {
+	back := bytes.IndexByte(data, '\\') >= 0
+	if !back && bytes.IndexByte(data, '&') < 0 {
+		return false // prose, as most text deltas are
+	}
 	for i := 0; ; {
 		j := bytes.IndexByte(data[i:], '&')
 		if j < 0 {
@@ -192,7 +196,7 @@ func (k *KeyForms) revealing(data []byte) bool {
 		}
 		i += n
 	}
-	return k.tab.revealingEscape(data)
+	return back && k.tab.revealingEscape(data)
 }
 
 // revealingEscape reports whether data holds an escape that is no barrier

@@ -501,18 +501,29 @@ func (s *scanner) checkPieces(wb, pos, start int, piece uint64, quote int) {
 // and where the word's last escape ends (past the word when its digits
 // end in the next).
 func (s *scanner) uEscapes(wb int, o uint64) (digits uint64, end int, ok bool) {
-	b := s.b
+	b, t := s.b, s.t
 	end = wb + 64
 	for ; o != 0; o &= o - 1 {
 		j := bits.TrailingZeros64(o)
-		if s.t.escLen[b[wb+j]] == 2 {
+		c := b[wb+j]
+		if t.escLen[c] == 2 {
 			continue
 		}
-		if b[wb+j] != 'u' || !s.uBarrierAt(wb+j+1) {
+		p := wb + j + 1
+		if c != 'u' || p+4 > len(b) {
+			return 0, 0, false
+		}
+		// uBarrierAt, without a call per escape.
+		h := b[p : p+4 : p+4]
+		d0, d1, d2, d3 := hexDigits[h[0]], hexDigits[h[1]], hexDigits[h[2]], hexDigits[h[3]]
+		if d0|d1|d2|d3 < 0 {
+			return 0, 0, false
+		}
+		if r := int(d0)<<12 | int(d1)<<8 | int(d2)<<4 | int(d3); r < utf8.RuneSelf && t.keep[r] || r >= utf8.RuneSelf && t.keepHigh {
 			return 0, 0, false
 		}
 		digits |= 0x1e << j
-		end = max(end, wb+j+5)
+		end = max(end, p+4)
 	}
 	return digits, end, true
 }
