@@ -182,79 +182,115 @@ func (k *KeyForms) revealing(data []byte) bool {
 	if !back && bytes.IndexByte(data, '&') < 0 {
 		return false // prose, as most text deltas are
 	}
+	var d entityDecoder
 	for i := 0; ; {
 		j := bytes.IndexByte(data[i:], '&')
 		if j < 0 {
 			break
 		}
 		i += j
-		n := entitySpan(data[i:])
-		for _, followed := range []bool{true, false} {
-			if dec := decodeSpan(data[i:i+n], followed); dec != string(data[i:i+n]) && !barrier(dec, k.base.bytes) {
-				return true
+		span := data[i : i+entitySpan(data[i:])]
+		if !tooShort(span) {
+			for _, followed := range []bool{true, false} {
+				if dec := d.span(span, followed); dec != string(span) && !barrier(dec, k.base.bytes) {
+					return true
+				}
 			}
 		}
-		i += n
+		i += len(span)
 	}
-	return back && k.tab.revealingEscape(data)
+	return back && k.revealingEscape(data, &d)
+}
+
+// revealingAmp reports whether the '&' that the escape at data[i] (\u0026,
+// which Go's encoder writes for every '&') decodes to starts a reference
+// that decodes to a byte a form holds. The reference is '&' and the raw
+// reference bytes after the escape: an escape after them decodes to a byte
+// no reference holds, or is no barrier and revealing for itself.
+func (k *KeyForms) revealingAmp(data []byte, i int, d *entityDecoder) bool {
+	rest := data[i+6:]
+	n := entitySpan(append([]byte{'&'}, rest[:min(len(rest), 40)]...))
+	span := append([]byte{'&'}, rest[:n-1]...)
+	if tooShort(span) {
+		return false
+	}
+	for _, followed := range []bool{true, false} {
+		if dec := d.span(span, followed); dec != string(span) && !barrier(dec, k.base.bytes) {
+			return true
+		}
+	}
+	return false
 }
 
 // revealingEscape reports whether data holds an escape that is no barrier
-// (see scanner.str), or a bad one.
-func (t *scanTables) revealingEscape(data []byte) bool {
+// (see scanner.str), or a bad one; a \u0026 only when its '&' starts a
+// revealing reference (revealingAmp). As in scanner.block, the escaped
+// bytes of each word are found at once, and an escaped '"' or '\\' needs
+// no look when both are barriers.
+func (k *KeyForms) revealingEscape(data []byte, d *entityDecoder) bool {
+	t := &k.tab
 	mk := markPool.Get().(*marks)
 	defer markPool.Put(mk)
-	escaped := false // the next word's first byte is an escape's letter
+	escaped := false // the next word's first byte is an escaped byte
 	for base := 0; base < len(data); base += 64 * markWords {
 		end := min(len(data), base+64*markWords)
 		mk.mark(data[base:end])
 		for w := range (end - base + 63) / 64 {
-			bs := mk.back[w]
+			bs, qs := mk.back[w], mk.quote[w]
+			starts := bs
 			if escaped {
-				bs &^= 1 // an escaped backslash starts nothing
+				starts &^= 1 // an escaped backslash starts nothing
 			}
-			esc, carry := escapedBy(bs)
+			esc, carry := escapedBy(starts)
+			if escaped {
+				esc |= 1
+			}
+			if t.fast {
+				esc &^= qs | bs
+			}
 			wb := base + 64*w
-			for starts := bs &^ esc; starts != 0; starts &= starts - 1 {
-				if !t.barrierEscape(data, wb+bits.TrailingZeros64(starts)) {
-					return true
+			for ; esc != 0; esc &= esc - 1 {
+				j := wb + bits.TrailingZeros64(esc) // the escaped byte
+				if j >= len(data) {
+					return true // data ends in a backslash
 				}
+				switch t.escLen[data[j]] {
+				case 2:
+					continue
+				case 6:
+					if r := t.uBarrierRune(data, j+1); r == -1 || r == '&' && !k.revealingAmp(data, j-1, d) {
+						continue
+					}
+				}
+				return true
 			}
 			escaped = carry
 		}
 	}
-	return false
+	return escaped // data ends in a backslash
 }
 
-// barrierEscape reports whether the escape at b[i] (a backslash) is a
-// valid barrier (see scanner.str).
-func (t *scanTables) barrierEscape(b []byte, i int) bool {
-	if i+1 >= len(b) {
-		return false
+// uBarrierRune returns -1 when the \u escape whose four digits start at
+// b[p] is a valid barrier (uBarrierAt), and otherwise the code point it
+// decodes to, or -2 for a bad escape.
+func (t *scanTables) uBarrierRune(b []byte, p int) rune {
+	if p+4 > len(b) {
+		return -2
 	}
-	switch t.escLen[b[i+1]] {
-	case 2:
-		return true
-	case 6:
-		return t.uBarrierAt(b, i+2)
+	h := b[p : p+4 : p+4]
+	d0, d1, d2, d3 := hexDigits[h[0]], hexDigits[h[1]], hexDigits[h[2]], hexDigits[h[3]]
+	if d0|d1|d2|d3 < 0 {
+		return -2
 	}
-	return false
+	r := rune(d0)<<12 | rune(d1)<<8 | rune(d2)<<4 | rune(d3)
+	if r < utf8.RuneSelf && !t.keep[r] || r >= utf8.RuneSelf && !t.keepHigh {
+		return -1
+	}
+	return r
 }
 
 // uBarrierAt reports whether the \u escape whose four digits start at
 // b[p] is a valid barrier, taken alone: a code point outside ASCII when no
 // form holds such bytes (a surrogate too, paired or not: it decodes to
 // bytes outside ASCII either way), or an ASCII byte no form holds.
-func (t *scanTables) uBarrierAt(b []byte, p int) bool {
-	if p+4 > len(b) {
-		return false
-	}
-	r := hexRune(b[p : p+4])
-	switch {
-	case r < 0:
-		return false
-	case r < utf8.RuneSelf:
-		return !t.keep[r]
-	}
-	return !t.keepHigh
-}
+func (t *scanTables) uBarrierAt(b []byte, p int) bool { return t.uBarrierRune(b, p) == -1 }

@@ -115,15 +115,18 @@ func TestRevealingCoversEveryDecodedMatch(t *testing.T) {
 }
 
 // hideForm writes form as JSON string content with some of its characters
-// as escapes (short or \u) or HTML character references.
+// as escapes (short or \u) or HTML character references (their '&' raw
+// or escaped).
 func hideForm(r *rand.Rand, form string) string {
 	var b strings.Builder
 	for _, c := range form {
-		switch r.IntN(6) {
+		switch r.IntN(7) {
 		case 0:
 			b.WriteString(escapeRune(c, r.IntN(2) == 0))
 		case 1:
 			fmt.Fprintf(&b, "&#%d;", c)
+		case 2: // a reference whose '&' is escaped, as Go's encoder writes it
+			fmt.Fprintf(&b, `\u0026#%d;`, c)
 		default:
 			b.WriteString(jsonContent(string(c)))
 		}

@@ -510,16 +510,10 @@ func (s *scanner) uEscapes(wb int, o uint64) (digits uint64, end int, ok bool) {
 			continue
 		}
 		p := wb + j + 1
-		if c != 'u' || p+4 > len(b) {
+		if c != 'u' {
 			return 0, 0, false
 		}
-		// uBarrierAt, without a call per escape.
-		h := b[p : p+4 : p+4]
-		d0, d1, d2, d3 := hexDigits[h[0]], hexDigits[h[1]], hexDigits[h[2]], hexDigits[h[3]]
-		if d0|d1|d2|d3 < 0 {
-			return 0, 0, false
-		}
-		if r := int(d0)<<12 | int(d1)<<8 | int(d2)<<4 | int(d3); r < utf8.RuneSelf && t.keep[r] || r >= utf8.RuneSelf && t.keepHigh {
+		if t.uBarrierRune(b, p) != -1 {
 			return 0, 0, false
 		}
 		digits |= 0x1e << j
