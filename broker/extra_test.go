@@ -384,3 +384,52 @@ func TestModelCallRetriedAfter429(t *testing.T) {
 		t.Errorf("broker calls spent = %d; want 1", spent)
 	}
 }
+
+// The turn keeps the model key's forms between its calls (Turn.keyForms):
+// when the key changes within a turn (a rotation), an answer reflecting
+// the new key is refused and one reflecting only the old key passes, on
+// /model (PostJSON) and on the Messages route (the turn's whole-answer
+// path).
+func TestKeyRotationWithinTurnChecksTheNewKey(t *testing.T) {
+	const old = "old-model-key-0123456789-abcdef"
+	tests := []struct {
+		name, route, body string
+		edit              func(*broker.Config)
+	}{
+		{"chat-completions", rtsandbox.RouteModel, `{"messages":[]}`, nil},
+		{"messages", rtsandbox.RouteAnthropicMessages, messagesBody, anthropicAPI(false)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			var answer atomic.Value
+			f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, answer.Load().(string))
+			}, func(c *broker.Config) {
+				if tt.edit != nil {
+					tt.edit(c)
+				}
+				c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+					if calls.Add(1) == 1 {
+						return old, nil
+					}
+					return rtsandbox.Secret(realKey), nil
+				}
+			})
+			answer.Store(messageAnswer)
+			if w := f.post(tt.route, tt.body); w.Code != 200 {
+				t.Fatalf("first call: status %d; want 200", w.Code)
+			}
+			answer.Store(`{"token":"` + realKey + `"}`)
+			if w := f.post(tt.route, tt.body); w.Code != 502 {
+				t.Errorf("an answer reflecting the new key: status %d; want 502", w.Code)
+			}
+			answer.Store(`{"token":"` + old + `"}`)
+			if w := f.post(tt.route, tt.body); w.Code != 200 {
+				t.Errorf("an answer holding the old key only: status %d; want 200", w.Code)
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -24,10 +23,10 @@ import (
 // escape ("\u0073k-…") can hide one that decoding the delta reveals, so the
 // decoded text is checked too, as upstream.CheckText checks any answer
 // passed on as rewritten text (one upstream.TextChecker per answer, made
-// once, not per delta): the tap holds back its last
-// longest-form-minus-one bytes until more text shows they begin no form
-// (or the answer ends cleanly), and a match ends the answer's text for
-// good. That tail is all the text it keeps: what the callback does with
+// once, not per delta, from the forms the turn made ready): the tap holds
+// back its last longest-form-minus-one bytes until more text shows they
+// begin no form (or the answer ends cleanly), and a match ends the
+// answer's text for good. That tail is all the text it keeps: what the callback does with
 // the rest is the caller's bound. Without WithText nothing is parsed and
 // nothing costs.
 
@@ -63,15 +62,12 @@ type textTap struct {
 
 // newTextTap returns the tap of the turn's next streamed answer, or nil
 // when the turn reports no text.
-func (t *Turn) newTextTap(key rtsandbox.Secret) *textTap {
+func (t *Turn) newTextTap(forms *upstream.KeyForms) *textTap {
 	if t.onText == nil {
 		return nil
 	}
 	tap := &textTap{fn: t.onText, answer: int(t.answers.Add(1)), anthropic: t.b.anthropic(),
-		check: upstream.NewTextChecker(key.Reveal())}
-	for _, f := range upstream.Forms(key.Reveal()) {
-		tap.hold = max(tap.hold, len(f)-1)
-	}
+		check: forms.TextChecker(), hold: forms.Hold()}
 	tap.parser = watchParser(tap.event)
 	return tap
 }

@@ -102,7 +102,7 @@ func serveChat(ctx context.Context, t *Turn, req request, opts modelapi.ChatOpti
 	// A completion may be repeated after a 5xx or a reset: a repeat costs
 	// tokens, never a second side effect. (A streamed one is never
 	// repeated: upstream.Client.Open makes one attempt.)
-	call := upstream.Call{URL: t.b.cfg.ModelURL, Body: payload, Key: key, Idempotent: true}
+	call := upstream.Call{URL: t.b.cfg.ModelURL, Body: payload, Key: key, Idempotent: true, Forms: t.keyForms(key)}
 	send := t.b.forward
 	if streamed {
 		call.Accept = acceptStream

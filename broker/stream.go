@@ -111,7 +111,8 @@ func (t *Turn) passWith(ctx context.Context, w http.ResponseWriter, call upstrea
 // for every whole answer, while it arrives (upstream.ReadJSON), finding
 // its usage on the way.
 func (t *Turn) whole(resp *upstream.Response, key rtsandbox.Secret) outcome {
-	a, err := upstream.ReadJSON(resp.Body, key.Reveal(), int(t.answerCap()), usageMember)
+	forms := t.keyForms(key)
+	a, err := upstream.ReadJSONFor(resp.Body, forms, int(t.answerCap()), usageMember)
 	switch {
 	case errors.Is(err, upstream.ErrTooLarge), errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrNotJSON):
 		o := fail(err.Error())
@@ -123,7 +124,7 @@ func (t *Turn) whole(resp *upstream.Response, key rtsandbox.Secret) outcome {
 	o := okJSON(a.Body)
 	o.usage, o.usageKnown = a.Member, a.MemberKnown
 	o.status = resp.Status
-	o.header = passHeaders(resp.Header, key, nil)
+	o.header = passHeaders(resp.Header, forms, nil)
 	return o
 }
 
@@ -133,7 +134,8 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	timer := time.AfterFunc(silence, func() { cancel(errSilence) })
 	defer timer.Stop()
 	rc := http.NewResponseController(w)
-	sc := upstream.NewStreamScanner(resp.Body, key.Reveal(), t.answerCap())
+	forms := t.keyForms(key) // one set for the body, the headers and the preview
+	sc := upstream.NewStreamScannerFor(resp.Body, forms, t.answerCap())
 	sse := strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream")
 	if sse {
 		sc.Events() // whole events, their JSON checked decoded too
@@ -141,12 +143,12 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	var watch *streamWatch
 	var tap *textTap
 	if resp.Status < 300 && sse {
-		watch, tap = t.newStreamWatch(), t.newTextTap(key)
+		watch, tap = t.newStreamWatch(), t.newTextTap(forms)
 	}
 	o := outcome{status: resp.Status, written: true}
 	head := func() {
 		h := w.Header()
-		for k, v := range passHeaders(resp.Header, key, extra) {
+		for k, v := range passHeaders(resp.Header, forms, extra) {
 			h[k] = v
 		}
 		h.Set("Connection", "close")
@@ -230,16 +232,17 @@ func streamDetail(ctx context.Context, err error) string {
 
 // passHeaders returns the headers of h a relayed answer keeps: those of
 // passedHeaders and extra (canonical names) and anthropic-ratelimit-*,
-// each when at most 256 bytes and free of the credential in any form.
-func passHeaders(h http.Header, key rtsandbox.Secret, extra []string) http.Header {
+// each when at most 256 bytes and free of the credential (whose forms are
+// forms) in any form.
+func passHeaders(h http.Header, forms *upstream.KeyForms, extra []string) http.Header {
 	out := make(http.Header, len(passedHeaders))
-	var check *upstream.TextChecker // the key's forms, made once for all headers
+	var check *upstream.TextChecker // made once for all headers
 	keep := func(name string, v []string) {
 		if len(v) != 1 || len(v[0]) > maxPassedHeader {
 			return
 		}
 		if check == nil {
-			check = upstream.NewTextChecker(key.Reveal())
+			check = forms.TextChecker()
 		}
 		if check.Check(v[0]) != nil {
 			return

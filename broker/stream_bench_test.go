@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -31,8 +32,21 @@ import (
 // events of evSize bytes back to back, flushing each.
 func BenchmarkStreamedAnswer(b *testing.B) {
 	const firstGap = 2 * time.Millisecond
+	type streamCase struct {
+		name   string
+		answer []string
+	}
+	var cases []streamCase
 	for _, evSize := range []int{256, 4 << 10} {
-		answer := benchStream(1<<20, evSize)
+		cases = append(cases, streamCase{"1MiB-events-" + sizeName(evSize), benchStream(1<<20, evSize)})
+	}
+	// The escape-dense corpora, whose events the scanner also checks
+	// decoded (event mode).
+	for _, kind := range answercorpus.Kinds()[1:] {
+		cases = append(cases, streamCase{string(kind) + "-1MiB-events-4KiB", corpusStream(kind, 1<<20, 4<<10)})
+	}
+	for _, c := range cases {
+		answer := c.answer
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -47,7 +61,7 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 			}
 		}))
 		want := len(strings.Join(answer, ""))
-		b.Run("1MiB-events-"+sizeName(evSize), func(b *testing.B) {
+		b.Run(c.name, func(b *testing.B) {
 			direct := &http.Client{Transport: upstream.NewTransport()}
 			defer direct.CloseIdleConnections()
 			via := socketClient(streamBenchBroker(b, srv.URL))
@@ -93,18 +107,51 @@ func sizeName(n int) string {
 	return strconv.Itoa(n) + "B"
 }
 
+// benchMessageStart opens the benchmarks' event streams.
+const benchMessageStart = `event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}` + "\n\n"
+
 // benchStream is an Anthropic event stream of about size bytes: a
 // message_start, text deltas of ordinary prose of about evSize bytes each,
 // and the closing events.
 func benchStream(size, evSize int) []string {
 	prose := "The sealed worker answered the guest's question with care. "
-	evs := []string{`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}` + "\n\n"}
+	evs := []string{benchMessageStart}
 	head := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`
 	tail := "\"}}\n\n"
 	text := strings.Repeat(prose, evSize/len(prose)+1)[:max(evSize-len(head)-len(tail), 1)]
 	ev := head + text + tail
 	for total := len(evs[0]); total+len(ev) < size; total += len(ev) {
 		evs = append(evs, ev)
+	}
+	return append(evs, `event: message_delta`+"\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1000}}`+"\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+}
+
+// corpusStream is an Anthropic event stream of about size bytes whose
+// deltas carry an answer corpus (answercorpus.Stream), about evSize
+// bytes an event: text deltas, or input_json_delta for tool calls.
+func corpusStream(kind answercorpus.Kind, size, evSize int) []string {
+	typ, field := "text_delta", "text"
+	if kind == answercorpus.ToolCalls {
+		typ, field = "input_json_delta", "partial_json"
+	}
+	evs := []string{benchMessageStart}
+	head := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"` + typ + `","` + field + `":"`
+	tail := "\"}}\n\n"
+	total := len(evs[0])
+	var text strings.Builder
+	for _, p := range answercorpus.Stream(kind, size) {
+		text.WriteString(p)
+		if len(head)+text.Len()+len(tail) < evSize {
+			continue
+		}
+		ev := head + text.String() + tail
+		if total+len(ev) > size {
+			break
+		}
+		evs = append(evs, ev)
+		total += len(ev)
+		text.Reset()
 	}
 	return append(evs, `event: message_delta`+"\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1000}}`+"\n\n",
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")

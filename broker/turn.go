@@ -15,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // Turn is a Broker bound to one admitted turn: its channel and speaker, its
@@ -46,6 +47,23 @@ type Turn struct {
 	// numbers them.
 	onText  TextFunc
 	answers atomic.Int64
+	// forms are the model key's forms made ready for the checks of the
+	// turn's answers (keyForms), kept for the turn only.
+	forms atomic.Pointer[upstream.KeyForms]
+}
+
+// keyForms returns key's forms made ready for the checks of an answer:
+// those the turn made for an earlier call when the key is the same (a
+// turn's calls use one key, and making them costs about what scanning a
+// 16 KiB answer does), else new ones, kept for the next call. They go
+// with the turn.
+func (t *Turn) keyForms(key rtsandbox.Secret) *upstream.KeyForms {
+	if k := t.forms.Load(); k != nil && k.For(key.Reveal()) {
+		return k
+	}
+	k := upstream.NewKeyForms(key.Reveal())
+	t.forms.Store(k)
+	return k
 }
 
 // OverBudget reports whether any call of the turn was refused because a

@@ -133,6 +133,19 @@ type Call struct {
 	// failed in a way that may have come after it acted (a 500, a reset):
 	// a model completion, not a webhook with side effects (retry.go).
 	Idempotent bool
+	// Forms, when made for Key (NewKeyForms), are the forms PostJSON
+	// checks the answer for, made once by a caller that checks many
+	// answers against the same key; otherwise they are made from Key.
+	Forms *KeyForms
+}
+
+// keyForms returns call.Forms when they were made for call.Key, and the
+// forms of call.Key otherwise.
+func (call *Call) keyForms() *KeyForms {
+	if call.Forms != nil && call.Forms.For(call.Key.Reveal()) {
+		return call.Forms
+	}
+	return NewKeyForms(call.Key.Reveal())
 }
 
 // Post makes call and returns the response body of an accepted answer (any

@@ -64,9 +64,7 @@ func (d *entityDecoder) segments(s []byte, followed bool, relevant *[256]bool, c
 		}
 		i += j
 		n := entitySpan(s[i:])
-		if n == 1 || n == 2 || n == 3 && s[i+1] != '#' && s[i+2] == ';' {
-			// A lone '&', or one letter or digit after it ("R&D", "Q&A",
-			// "&b;"): no reference is that short (TestShortSpansNeverDecode).
+		if tooShort(s[i : i+n]) {
 			i += n
 			continue
 		}
@@ -146,6 +144,14 @@ func (d *entityDecoder) span(span []byte, followed bool) string {
 		d.cache[string(span)] = dec
 	}
 	return dec
+}
+
+// tooShort reports whether span (as entitySpan cuts it) is a lone '&', or
+// '&' and one letter or digit ("R&D", "Q&A", "&b;"): no reference is that
+// short (TestShortSpansNeverDecode).
+func tooShort(span []byte) bool {
+	n := len(span)
+	return n == 1 || n == 2 || n == 3 && span[1] != '#' && span[2] == ';'
 }
 
 // entitySpan returns the length of the run at s[0] == '&' that a character

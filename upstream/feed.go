@@ -38,7 +38,7 @@ func (c *Client) readChecked(ctx context.Context, resp *http.Response, call Call
 		buf = make([]byte, 0, limit+1)
 	}
 	m := newMember(call.Member)
-	body, err := readScanned(resp, buf, 0, call.Key.Reveal(), limit, m)
+	body, err := readScanned(resp, buf, 0, call.keyForms(), limit, m)
 	if err != nil {
 		release()
 		return Answer{Release: noRelease}, classifyRead(ctx, err)
@@ -69,13 +69,13 @@ type Answer struct {
 // it, and returns the body or how reading or the scan failed.
 // The body is resp.Body, of resp.ContentLength bytes when that is not
 // negative; buf grows up to grow bytes when grow is set (and the read then
-// stays on the calling goroutine).
-func readScanned(resp *http.Response, buf []byte, grow int, key string, limit int, m *member) ([]byte, error) {
+// stays on the calling goroutine). The key's forms are k.
+func readScanned(resp *http.Response, buf []byte, grow int, k *KeyForms, limit int, m *member) ([]byte, error) {
 	size := limit
 	if resp.ContentLength >= 0 {
 		size = int(resp.ContentLength)
 	}
-	forms := searchForms(key)
+	forms := k.matcher()
 	var got []byte
 	var err error
 	var valid, reflected bool
@@ -126,9 +126,14 @@ func classifyRead(ctx context.Context, err error) error {
 // error. member is Call.Member (Answer.Member); the buffer grows as the
 // answer arrives and is the caller's (Release does nothing).
 func ReadJSON(r io.Reader, key string, limit int, name string) (Answer, error) {
+	return ReadJSONFor(r, NewKeyForms(key), limit, name)
+}
+
+// ReadJSONFor is ReadJSON for a key whose forms the caller made ready.
+func ReadJSONFor(r io.Reader, k *KeyForms, limit int, name string) (Answer, error) {
 	m := newMember(name)
 	resp := &http.Response{Body: io.NopCloser(r), ContentLength: -1}
-	body, err := readScanned(resp, make([]byte, 0, min(limit+1, 64<<10)), limit+1, key, limit, m)
+	body, err := readScanned(resp, make([]byte, 0, min(limit+1, 64<<10)), limit+1, k, limit, m)
 	if err != nil {
 		return Answer{Release: noRelease}, err
 	}

@@ -182,7 +182,7 @@ func TestFeedReadsEveryPiece(t *testing.T) {
 	body := answercorpus.Answer(answercorpus.ToolCalls, 5000)
 	for _, size := range []int{1, 7, 4096} {
 		f := feed{r: chunkread.Split(body, size), got: make([]byte, 0, len(body)+1)}
-		valid, _ := scanFrom(f.got, f.read, nil, len(body), nil)
+		valid, _ := scanFrom(f.got, f.read, newMatcher(nil), len(body), nil)
 		if !valid || !bytes.Equal(f.got, body) || f.err != io.EOF {
 			t.Errorf("pieces of %d: valid %v, read %d bytes, end %v", size, valid, len(f.got), f.err)
 		}

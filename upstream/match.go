@@ -25,18 +25,22 @@ import (
 // cost less than building it): the JSON scan builds it at once for a body
 // of sampleMin bytes or more, whose strings it then checks piece by piece,
 // each piece sampled on its own (an occurrence inside a piece still holds
-// a sampled window). The filter lives only as long as one CheckJSON or
-// CheckText call: nothing derived from the credential outlives it.
+// a sampled window). The filters live as long as the KeyForms they were
+// built for (one CheckJSON or CheckText call, or what a caller that made
+// them keeps): nothing derived from the credential outlives it.
 type matcher struct {
 	forms  [][]byte
 	minLen int
 	step   int
-	built  bool
-	filter []uint64 // allocated by build
-	shift  uint     // 64 minus the log2 of the filter's bits
 	// bytes marks every byte some form holds: a text decoded into other
 	// bytes only (see entityDecoder) cannot take part in a match.
-	bytes [256]bool
+	bytes *[256]bool
+	kf    *KeyForms // where the filters are built, once
+	built bool
+	// filter is the forms' filter chosen for the first text long enough
+	// (build), shared with every matcher of the same KeyForms.
+	filter []uint64
+	shift  uint // 64 minus the log2 of the filter's bits
 }
 
 const (
@@ -46,26 +50,11 @@ const (
 	largeText  = 64 << 10 // texts of this size or more get the large filter
 )
 
-func newMatcher(forms [][]byte) *matcher {
-	m := &matcher{forms: forms}
-	if len(forms) == 0 {
-		return m
-	}
-	m.minLen = len(forms[0])
-	for _, f := range forms {
-		m.minLen = min(m.minLen, len(f))
-		for _, c := range f {
-			m.bytes[c] = true
-		}
-	}
-	if m.minLen >= minGramLen {
-		m.step = m.minLen - gram + 1
-	}
-	return m
-}
+// newMatcher is the matcher of forms (as searchForms returns them) for one
+// text.
+func newMatcher(forms [][]byte) *matcher { return keyFormsOf(forms).matcher() }
 
-// build fills the filter, sized for a text of n bytes, with every 8-byte
-// window of every form.
+// build chooses the filter for a text of n bytes.
 func (m *matcher) build(n int) {
 	if m.built || m.step == 0 {
 		return
@@ -74,17 +63,17 @@ func (m *matcher) build(n int) {
 	if n >= largeText {
 		log = 16
 	}
-	m.filter, m.shift = make([]uint64, 1<<log/64), 64-log
-	for _, f := range m.forms {
-		for i := 0; i+gram <= len(f); i++ {
-			h := m.slot(binary.LittleEndian.Uint64(f[i:]))
-			m.filter[h/64] |= 1 << (h % 64)
-		}
-	}
+	m.filter, m.shift = m.kf.filter(log), 64-log
 	m.built = true
 }
 
-func (m *matcher) slot(w uint64) uint64 { return (w * 0x9E3779B97F4A7C15) >> m.shift }
+func (m *matcher) slot(w uint64) uint64 { return slot(w, m.shift) }
+
+// slot is the filter bit of an 8-byte window, for a filter of 2^(64-shift)
+// bits.
+func slot(w uint64, shift uint) uint64 { return (w * 0x9E3779B97F4A7C15) >> shift }
+
+func load64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 // contains reports whether s holds any form.
 func (m *matcher) contains(s []byte) bool {
@@ -117,7 +106,7 @@ func (m *matcher) containsDecoded(d *entityDecoder, s []byte, followed bool) boo
 	if len(m.forms) == 0 || bytes.IndexByte(s, '&') < 0 {
 		return false
 	}
-	return d.segments(s, followed, &m.bytes, m.contains)
+	return d.segments(s, followed, m.bytes, m.contains)
 }
 
 // verify looks for a form overlapping the 8-byte window at j.

@@ -143,7 +143,7 @@ next:
 // character writes) cannot. Splitting a key across strings, markup or
 // other encodings are not detected: this is defence in depth.
 func CheckJSON(body []byte, key string) error {
-	valid, reflected := scan(body, searchForms(key))
+	valid, reflected := scanWith(body, NewKeyForms(key).matcher())
 	switch {
 	case reflected:
 		return ErrReflect
@@ -173,9 +173,10 @@ type TextChecker struct {
 }
 
 // NewTextChecker returns the checker of key; an empty key finds nothing.
-func NewTextChecker(key string) *TextChecker {
-	return &TextChecker{m: newMatcher(searchForms(key))}
-}
+func NewTextChecker(key string) *TextChecker { return NewKeyForms(key).TextChecker() }
+
+// TextChecker returns a checker of the key's forms.
+func (k *KeyForms) TextChecker() *TextChecker { return &TextChecker{m: k.matcher()} }
 
 // Check is CheckText(text, key) for the checker's key.
 func (c *TextChecker) Check(text string) error {

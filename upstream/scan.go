@@ -2,8 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math"
 	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -31,24 +29,16 @@ type scanner struct {
 	b     []byte
 	i     int
 	forms *matcher
-	// keep marks the bytes a form or a character reference can hold; an
-	// escape that decodes to none of them is a barrier (see str). With no
-	// forms to look for, no byte is kept.
-	keep     [256]bool
-	keepHigh bool // keep marks a byte of 0x80 or more
-	// escLen maps the byte after a backslash to 2 when that is a
-	// barrier escape of two bytes, to 6 for 'u' (see uBarrier) and to 0
-	// otherwise.
-	escLen [256]uint8
-	// minLen is the length of the shortest form: a shorter piece cannot
-	// hold one. With no forms it is larger than any piece.
+	t     *scanTables // the forms' tables (keep, escLen, …)
+	// minLen is t.minLen: a piece shorter than every form is skipped.
 	minLen int
 	buf    []byte // a piece of a string with escapes, decoded
-	// quote is the first '"' at or after the last longRun; when b held
-	// none, it is len(b) as it was, the point the next search resumes.
-	quote int
-	ent   entityDecoder
-	hit   bool
+	// marks holds the stops of b[mbase:mend] (see mark), a window of
+	// the text, marked again further on as the scan moves.
+	marks       *marks
+	mbase, mend int
+	ent         entityDecoder
+	hit         bool
 	// src, when set, is where b comes from while it is still arriving
 	// (scanFrom): it returns b with more bytes appended, or false when
 	// none will follow. b is then what has arrived so far, and every
@@ -76,37 +66,22 @@ func scanWith(b []byte, m *matcher) (valid, reflected bool) {
 // so the scan runs while the text is read and ends soon after its last
 // byte. size is the text's expected length (it sizes the matcher's
 // filter). It decides exactly as scan on the whole text would.
-func scanFrom(b []byte, src func([]byte) ([]byte, bool), forms [][]byte, size int, m *member) (valid, reflected bool) {
-	s := newScanner(b, newMatcher(forms), size, src)
+func scanFrom(b []byte, src func([]byte) ([]byte, bool), fm *matcher, size int, m *member) (valid, reflected bool) {
+	s := newScanner(b, fm, size, src)
 	s.member = m
 	return s.run()
 }
 
 func newScanner(b []byte, m *matcher, size int, src func([]byte) ([]byte, bool)) *scanner {
-	s := &scanner{b: b, forms: m, minLen: math.MaxInt, quote: -1, src: src}
-	if len(m.forms) > 0 {
-		s.minLen = s.forms.minLen
-		s.keep = s.forms.bytes
-		for _, c := range []byte("&#;0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") {
-			s.keep[c] = true
-		}
-		for c := utf8.RuneSelf; c < len(s.keep); c++ {
-			s.keepHigh = s.keepHigh || s.keep[c]
-		}
-		if size >= sampleMin {
-			s.forms.build(size)
-		}
+	s := &scanner{b: b, forms: m, t: &m.kf.tab, minLen: m.kf.tab.minLen, src: src}
+	if len(m.forms) > 0 && size >= sampleMin {
+		m.build(size)
 	}
-	for c, v := range simpleEscapes {
-		if v != 0 && !s.keep[v] {
-			s.escLen[c] = 2
-		}
-	}
-	s.escLen['u'] = 6
 	return s
 }
 
 func (s *scanner) run() (valid, reflected bool) {
+	defer s.releaseMarks()
 	s.ws()
 	if !s.value(0) {
 		return false, s.hit
@@ -307,88 +282,303 @@ func (s *scanner) digits() bool {
 // '#', ';', letters and digits) are kept as well, so a reference never
 // spans a barrier either and each piece's references decode on their own.
 //
-// This loop handles plain bytes, barrier escapes and the closing quote,
-// which is all of nearly every string; a piece with any other escape (or a
-// bad escape or a control byte) is left to decodePiece.
+// The loop goes from stop to stop (the quotes, backslashes and control
+// bytes that the marks record, see nextStop) and handles plain runs,
+// barrier escapes and the closing quote, which is all of nearly every
+// string; a piece with any other escape (or a bad escape or a control
+// byte) is left to decodePiece.
 func (s *scanner) str() bool {
-	b, minLen, escLen := s.b, s.minLen, &s.escLen
-	i := s.i + 1 // past the opening quote
-	start := i   // the piece since the last barrier
+	start := s.i + 1 // the piece since the last barrier
+	pos := start     // where the next stop is looked for
 	for {
-		// The hot loop: short runs of plain bytes, the two-byte barrier
-		// escapes of code ("\\\"", "\n") and the \u barriers of
-		// non-ASCII text ("\u4e16", uBarrier) while the piece is too
-		// short to check. Anything else is left to the rest of the loop.
-		for i+8 <= len(b) {
-			if b[i] == '\\' {
-				n := int(escLen[b[i+1]])
-				if n == 6 {
-					if i+12 > len(b) {
-						break
-					}
-					n = s.uBarrier(i)
-				}
-				if n == 0 || i-start >= minLen {
-					break
-				}
-				i += n
-				start = i
-				continue
+		if pos >= s.mend || pos < s.mbase {
+			if !s.avail(pos + 1) {
+				return false // no closing quote
 			}
-			m := special(binary.LittleEndian.Uint64(b[i:]))
-			if m == 0 {
-				i += 8 // plain: the rest of the run is plainRun's
-				break
-			}
-			i += bits.TrailingZeros64(m) / 8
-			if b[i] != '\\' {
-				break
-			}
+			s.mark(pos)
 		}
-		// The next quote, backslash or control byte, when the hot loop
-		// stopped before one.
-		if i >= len(b) || b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
-			i = s.plainRun(i)
-		}
-		if i >= len(b) && s.fill(i+1) {
-			b = s.b // more of a text still arriving
+		// The stops of the 64-byte word that holds pos, from pos on;
+		// the marks hold them below lim.
+		wb := pos &^ 63
+		k := (wb - s.mbase) >> 6 & (markWords - 1)
+		lim := min(wb+64, s.mend)
+		sh := uint(pos-wb) & 63
+		bs, qs, cs := s.marks.back[k]>>sh<<sh, s.marks.quote[k]>>sh<<sh, s.marks.ctl[k]>>sh<<sh
+		m := bs | qs | cs
+		if m == 0 {
+			pos = lim // a plain run
 			continue
 		}
-		if i+12 > len(b) && i < len(b) && b[i] == '\\' {
-			s.fill(i + 12) // the escape, and a surrogate pair's low half
-			b = s.b
-		}
-		n := 0 // the length of a barrier escape at i
-		if i < len(b) && b[i] == '"' {
-			if i-start >= minLen {
-				s.check(b[start:i], false)
+		first := m & -m
+		if first&qs != 0 { // the string ends at its next stop, as most do
+			i := wb + bits.TrailingZeros64(m)
+			if i-start >= s.minLen {
+				s.check(s.b[start:i], false)
 			}
 			s.i = i + 1
 			return true
 		}
-		if i+1 < len(b) && b[i] == '\\' {
-			n = int(escLen[b[i+1]])
-			if n == 6 {
-				n = s.uBarrier(i)
+		// A word of several stops whose first is an escape may be taken
+		// whole.
+		if m&(m-1) != 0 && first&bs != 0 && s.t.fast && lim == wb+64 {
+			if next, from, ended, ok := s.block(wb, pos, start, bs, qs, cs); ended {
+				return true
+			} else if ok {
+				pos, start = next, from
+				continue
 			}
 		}
-		if n > 0 {
-			if i-start >= minLen {
+		// Stop by stop.
+		b := s.b
+		for {
+			i := wb + bits.TrailingZeros64(m)
+			n := 0 // the length of a barrier escape at i
+			switch b[i] {
+			case '"':
+				if i-start >= s.minLen {
+					s.check(b[start:i], false)
+				}
+				s.i = i + 1
+				return true
+			case '\\':
+				if i+12 > len(b) {
+					s.fill(i + 12) // the escape, and a surrogate pair's low half
+					b = s.b
+				}
+				if i+1 < len(b) {
+					n = int(s.t.escLen[b[i+1]])
+					if n == 6 {
+						n = s.uBarrier(i)
+					}
+				}
+			}
+			if n == 0 {
+				// Another escape, a bad one or a control byte.
+				switch s.decodePiece(start, i) {
+				case stringEnded:
+					return true
+				case badString:
+					return false
+				}
+				start, pos = s.i, s.i
+				break
+			}
+			if i-start >= s.minLen {
 				s.check(b[start:i], true)
 			}
-			i += n
-		} else {
-			// Another escape, a bad one, a control byte or the end.
-			switch s.decodePiece(start, i) {
-			case stringEnded:
-				return true
-			case badString:
-				return false
+			start, pos = i+n, i+n
+			if d := pos - wb; d < 64 && pos < lim {
+				if m &= ^uint64(0) << uint(d); m != 0 {
+					continue
+				}
+				pos = lim
 			}
-			b, i = s.b, s.i
+			break
 		}
-		start = i
 	}
+}
+
+// block takes the 64-byte word of a string at wb from pos on at once when
+// it holds only plain bytes, barrier escapes and perhaps the closing quote:
+// it checks the pieces that end in it and are long enough to hold a form,
+// and returns where str goes on and the piece in progress there, or
+// ended when the string ended in the word (s.i is then past its closing
+// quote). bs, qs and cs are the word's backslashes, quotes and control
+// bytes from pos on; pos is no escape's second byte, and start is the
+// first byte of the piece in progress at pos. It reports !ok, and leaves
+// the word to str's stop-by-stop loop, when it cannot decide without
+// looking at each stop: another escape, a bad one or a control byte.
+//
+// The escaped bytes are found for all the word's backslashes at once
+// (each run of backslashes escapes every other byte from its start, and
+// the byte after an odd run), so the quote that ends the string is known
+// without walking the escapes.
+func (s *scanner) block(wb, pos, start int, bs, qs, cs uint64) (next, from int, ended, ok bool) {
+	esc, carry := escapedBy(bs)
+	in := ^uint64(0) // the bytes of the word in the string
+	if q := qs &^ esc; q != 0 {
+		in, carry = q&-q-1, false
+		ended = true
+	}
+	if cs&in != 0 {
+		return 0, 0, false, false // a control byte
+	}
+	bs, esc = bs&in, esc&in
+	b := s.b
+	next = wb + 64
+	// The escapes other than \" and \\: the two-byte barriers here, \u
+	// escapes in uEscapes.
+	o := esc &^ (qs | bs)
+	for ; o != 0; o &= o - 1 {
+		if s.t.escLen[b[wb+bits.TrailingZeros64(o)]] != 2 {
+			break
+		}
+	}
+	var digits uint64 // the hex digits of the word's \u escapes
+	if o != 0 {
+		if digits, next, ok = s.uEscapes(wb, o); !ok {
+			return 0, 0, false, false
+		}
+	}
+	if carry { // the word's last backslash escapes the next word's first byte
+		switch {
+		case next >= len(b):
+			return 0, 0, false, false
+		case s.t.escLen[b[next]] == 2:
+			next++
+		case b[next] == 'u' && s.uBarrierAt(next+1):
+			next += 5
+		default:
+			return 0, 0, false, false
+		}
+	}
+	// The pieces: the bytes of the string that are neither a backslash
+	// nor escaped nor a \u escape's digit.
+	sh := uint(pos-wb) & 63
+	e := bs | esc | digits
+	piece := ^e & in >> sh << sh
+	quote := bits.TrailingZeros64(^in) // 64 when the string goes on
+	if bits.OnesCount64(piece)+pos-start >= s.minLen {
+		// The piece in progress, or the pieces after it, may be long.
+		lead := uint(bits.TrailingZeros64(^(piece >> sh))) + sh
+		if wb+int(lead)-start >= s.minLen && lead < 64 || bits.OnesCount64(piece>>(lead&63)) >= s.minLen && lead < 64 {
+			s.checkPieces(wb, pos, start, piece, quote)
+		}
+	}
+	if ended {
+		s.i = wb + quote + 1
+		return 0, 0, true, true
+	}
+	from = start
+	if e != 0 {
+		from = wb + 64 - bits.LeadingZeros64(e)
+	}
+	if next > wb+64 {
+		from = next // the word ends inside an escape
+	}
+	return next, from, false, true
+}
+
+// checkPieces checks the pieces of block's word (its bits piece, from pos
+// on) that end in it and may hold a form: the one in progress since start,
+// and the runs of piece bits that an escape or the closing quote (at bit
+// quote, 64 when the string goes on) ends. A piece that reaches the
+// word's end goes on in the next.
+func (s *scanner) checkPieces(wb, pos, start int, piece uint64, quote int) {
+	followed := func(end uint) bool { return int(end) != quote }
+	sh := uint(pos-wb) & 63
+	lead := uint(bits.TrailingZeros64(^(piece >> sh))) + sh // past the piece in progress
+	if lead < 64 && wb+int(lead)-start >= s.minLen {
+		s.check(s.b[start:wb+int(lead)], followed(lead))
+	}
+	if lead >= 64 {
+		return
+	}
+	if s.t.runShifts == nil {
+		return // a run inside the word is shorter than every form
+	}
+	// The first bit of each run of minLen piece bits or more: where the
+	// bits from it on stay set after each shift and AND.
+	x := piece >> lead << lead
+	long := x
+	for _, t := range s.t.runShifts {
+		long &= long >> (t & 63)
+	}
+	for long != 0 {
+		r0 := uint(bits.TrailingZeros64(long))
+		r1 := uint(bits.TrailingZeros64(^(x >> r0))) + r0
+		if r1 >= 64 {
+			return // it goes on in the next word
+		}
+		s.check(s.b[wb+int(r0):wb+int(r1)], followed(r1))
+		long = long >> r1 << r1
+	}
+}
+
+// uEscapes is block's test of the escapes o of the word at wb from the
+// first that is no two-byte barrier: each must be one, or a \u barrier
+// (uBarrierAt). It returns the hex digits of the \u escapes in the word
+// and where the word's last escape ends (past the word when its digits
+// end in the next).
+func (s *scanner) uEscapes(wb int, o uint64) (digits uint64, end int, ok bool) {
+	b, t := s.b, s.t
+	end = wb + 64
+	for ; o != 0; o &= o - 1 {
+		j := bits.TrailingZeros64(o)
+		c := b[wb+j]
+		if t.escLen[c] == 2 {
+			continue
+		}
+		p := wb + j + 1
+		if c != 'u' || p+4 > len(b) {
+			return 0, 0, false
+		}
+		// uBarrierRune without a call, which costs 7 % of the scan of
+		// an answer whose non-ASCII text is all \u escapes.
+		h := b[p : p+4 : p+4]
+		d0, d1, d2, d3 := hexDigits[h[0]], hexDigits[h[1]], hexDigits[h[2]], hexDigits[h[3]]
+		r := rune(d0)<<12 | rune(d1)<<8 | rune(d2)<<4 | rune(d3)
+		if d0|d1|d2|d3 < 0 || r < utf8.RuneSelf && t.keep[r] || r >= utf8.RuneSelf && t.keepHigh {
+			return 0, 0, false
+		}
+		digits |= 0x1e << j
+		end = max(end, p+4)
+	}
+	return digits, end, true
+}
+
+// uBarrierAt is scanTables.uBarrierAt for the scanned text.
+func (s *scanner) uBarrierAt(p int) bool { return s.t.uBarrierAt(s.b, p) }
+
+// escapedBy returns the bytes of a word that its backslashes bs escape,
+// bs holding no escaped byte before its first backslash, and whether the
+// last escapes the next word's first byte. A run of backslashes escapes
+// every other byte from its start, and the byte after it when it is odd:
+// adding the runs that start on an odd bit to bs carries each past its
+// end, which tells the runs of each parity apart without a loop.
+func escapedBy(bs uint64) (esc uint64, carry bool) {
+	const even = 0x5555555555555555
+	follows := bs << 1
+	odd := bs &^ even &^ follows // runs of backslashes that start on an odd bit
+	seq, c := bits.Add64(odd, bs, 0)
+	return (even ^ seq<<1) & follows, c != 0
+}
+
+// mark records the stops of b (see markBlocks) from the 64-byte block
+// that holds i, up to markWords blocks or the end of b.
+func (s *scanner) mark(i int) {
+	if s.marks == nil {
+		s.marks = markPool.Get().(*marks)
+	}
+	base := i &^ 63
+	end := min(len(s.b), base+64*markWords)
+	s.marks.mark(s.b[base:end])
+	s.mbase, s.mend = base, end
+}
+
+// releaseMarks hands the marks back for another scan.
+func (s *scanner) releaseMarks() {
+	if s.marks != nil {
+		markPool.Put(s.marks)
+		s.marks = nil
+	}
+}
+
+// nextStop returns the index of the first byte at or after i that ends a
+// plain run of string bytes: '"', '\\' or a control character, or len(b).
+func (s *scanner) nextStop(i int) int {
+	for i < len(s.b) {
+		if i >= s.mend || i < s.mbase {
+			s.mark(i)
+		}
+		off := i - s.mbase
+		k := off >> 6 & (markWords - 1)
+		if m := (s.marks.back[k] | s.marks.quote[k] | s.marks.ctl[k]) >> (off & 63); m != 0 {
+			return i + bits.TrailingZeros64(m)
+		}
+		i = min(s.mbase+(off|63)+1, s.mend)
+	}
+	return len(s.b)
 }
 
 // Outcomes of decodePiece.
@@ -407,7 +597,7 @@ func (s *scanner) decodePiece(start, i int) int {
 	s.buf = s.buf[:0]
 	decoded := false // s.buf holds the piece decoded up to start
 	for {
-		i = s.plainRun(i)
+		i = s.nextStop(i)
 		if i >= len(b) && s.fill(i+1) {
 			b = s.b
 			continue
@@ -456,7 +646,7 @@ func (s *scanner) endPiece(start, end int, decoded, followed bool) {
 // on its own, as in unicodeEscape.
 func (s *scanner) uBarrier(i int) int {
 	b := s.b
-	if s.keepHigh || i+6 > len(b) {
+	if s.t.keepHigh || i+6 > len(b) {
 		return 0
 	}
 	r := hexRune(b[i+2 : i+6])
@@ -464,7 +654,7 @@ func (s *scanner) uBarrier(i int) int {
 	case r < 0:
 		return 0
 	case r < utf8.RuneSelf:
-		if s.keep[r] {
+		if s.t.keep[r] {
 			return 0
 		}
 		return 6
@@ -515,7 +705,7 @@ func (d *decoded) bytes() []byte { return d.b[:d.n] }
 // bytes that neither a form nor a character reference holds.
 func (s *scanner) barrier(d decoded) bool {
 	for _, c := range d.bytes() {
-		if s.keep[c] {
+		if s.t.keep[c] {
 			return false
 		}
 	}
@@ -580,100 +770,6 @@ func (s *scanner) hex4() (rune, bool) {
 	r := hexRune(s.b[s.i : s.i+4])
 	s.i += 4
 	return r, r >= 0
-}
-
-// Word-at-a-time constants: lo has 0x01 in every byte, hi has 0x80.
-const (
-	lo = 0x0101010101010101
-	hi = 0x8080808080808080
-)
-
-// plainRun returns the index of the first byte at or after i that ends a
-// plain run of string bytes: '"', '\\' or a control character, or len(b).
-// It looks at eight bytes at a time for short runs (code, between
-// escapes) and leaves long ones (prose) to longRun.
-func (s *scanner) plainRun(i int) int {
-	b := s.b
-	for k := 0; k < 3 && i+8 <= len(b); k++ {
-		if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)/8
-		}
-		i += 8
-	}
-	if i+8 <= len(b) {
-		return s.longRun(i)
-	}
-	for ; i < len(b); i++ {
-		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
-			return i
-		}
-	}
-	return i
-}
-
-// longRun is plainRun for long runs: the next quote and backslash are
-// found with bytes.IndexByte, many bytes an instruction, and only control
-// bytes need a word-at-a-time pass. The next quote is remembered (s.quote):
-// a string with many escapes would otherwise search for the same distant
-// quote after each one. When none has arrived yet, the search resumes
-// where it stopped, so no byte is searched twice.
-func (s *scanner) longRun(i int) int {
-	b := s.b
-	if s.quote < i {
-		s.quote = i
-	}
-	if s.quote < len(b) && b[s.quote] != '"' {
-		if q := bytes.IndexByte(b[s.quote:], '"'); q >= 0 {
-			s.quote += q
-		} else {
-			s.quote = len(b)
-		}
-	}
-	end := s.quote
-	if k := bytes.IndexByte(b[i:end], '\\'); k >= 0 {
-		end = i + k
-	}
-	return i + firstControl(b[i:end])
-}
-
-// firstControl returns the index of the first byte of b below 0x20, or
-// len(b).
-func firstControl(b []byte) int {
-	i := 0
-	for ; i+32 <= len(b); i += 32 {
-		c := b[i : i+32 : i+32]
-		w0, w1 := binary.LittleEndian.Uint64(c[0:8]), binary.LittleEndian.Uint64(c[8:16])
-		w2, w3 := binary.LittleEndian.Uint64(c[16:24]), binary.LittleEndian.Uint64(c[24:32])
-		if ((w0-lo*0x20)&^w0|(w1-lo*0x20)&^w1|(w2-lo*0x20)&^w2|(w3-lo*0x20)&^w3)&hi != 0 {
-			break
-		}
-	}
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		if m := (w - lo*0x20) &^ w & hi; m != 0 {
-			return i + bits.TrailingZeros64(m)/8
-		}
-	}
-	for ; i < len(b); i++ {
-		if b[i] < 0x20 {
-			return i
-		}
-	}
-	return i
-}
-
-// special has the high bit set in the lowest byte of w (the first in
-// memory) that is a control character (< 0x20), '"' or '\\', if any. Bytes
-// above that one may be marked when they are not: only the lowest mark is
-// exact.
-//
-// Flipping bit 1 of every byte maps '"' (0x22) to 0x20 and the control
-// characters onto themselves, and nothing else below 0x21, so one
-// comparison finds both.
-func special(w uint64) uint64 {
-	low := w ^ (lo * 0x02) // below 0x21: a control character or '"'
-	back := w ^ (lo * '\\')
-	return ((low-lo*0x21)&^low | (back-lo)&^back) & hi
 }
 
 // check looks for the forms in a piece of a string (see str) as decoded

@@ -242,14 +242,7 @@ func TestScanAgreesWithReferenceOnRandomJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
 		key := refKeys[i%len(refKeys)]
-		body := randomJSON(r, key, 0)
-		switch r.IntN(10) {
-		case 0:
-			body = body[:r.IntN(len(body)+1)]
-		case 1:
-			at := r.IntN(len(body) + 1)
-			body = body[:at] + string(rune(r.IntN(0x20))) + body[at:]
-		}
+		body := damage(r, randomJSON(r, key, 0), 10)
 		agreeWithReference(t, []byte(body), key)
 		textAgreesWithReference(t, body, key)
 	}
@@ -274,6 +267,19 @@ func TestScanAgreesWithReferenceOnCorpora(t *testing.T) {
 			agreeWithReference(t, []byte(with), formKey)
 		}
 	}
+}
+
+// damage returns body cut short one time in n, with a control byte slipped
+// in one time in n, and as it is otherwise.
+func damage(r *rand.Rand, body string, n int) string {
+	switch r.IntN(n) {
+	case 0:
+		return body[:r.IntN(len(body)+1)]
+	case 1:
+		at := r.IntN(len(body) + 1)
+		return body[:at] + string(rune(r.IntN(0x20))) + body[at:]
+	}
+	return body
 }
 
 // randomJSON is a random value whose strings mix pieces of key's forms
@@ -341,6 +347,9 @@ func FuzzScanAgreesWithReference(f *testing.F) {
 	}
 	for _, tt := range reflectionCases {
 		f.Add(tt.body, tt.key)
+	}
+	for _, key := range blockKeys { // strings long and dense enough for scanner.block
+		f.Add(`{"a":"`+escapeDense(r, key, 300)+`"}`, key)
 	}
 	f.Fuzz(func(t *testing.T, body, key string) {
 		if !comparable([]byte(body), key) {

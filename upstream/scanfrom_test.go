@@ -22,7 +22,7 @@ func scanInPieces(body []byte, key string, sizes []int) (valid, reflected bool) 
 		k++
 		return append(b, body[len(b):len(b)+n]...), true
 	}
-	return scanFrom(make([]byte, 0, len(body)), src, searchForms(key), len(body), nil)
+	return scanFrom(make([]byte, 0, len(body)), src, newMatcher(searchForms(key)), len(body), nil)
 }
 
 // agreeInPieces fails t when the scan of body arriving in pieces decides
@@ -132,7 +132,7 @@ func TestTextCheckerReusedAgreesWithCheckText(t *testing.T) {
 // memberOf is the scan's view of body's top-level member name.
 func memberOf(body []byte, name string) (raw []byte, known, valid bool) {
 	m := &member{name: name}
-	valid, _ = scanFrom(body, func(b []byte) ([]byte, bool) { return b, false }, nil, len(body), m)
+	valid, _ = scanFrom(body, func(b []byte) ([]byte, bool) { return b, false }, newMatcher(nil), len(body), m)
 	if m.unsure {
 		return nil, false, valid
 	}

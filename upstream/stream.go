@@ -109,16 +109,17 @@ func (s *StreamScanner) Events() { s.events = true }
 // yields more than limit bytes (MaxStreamBytes when limit < 1). An empty
 // key finds nothing; the cap still holds.
 func NewStreamScanner(r io.Reader, key string, limit int64) *StreamScanner {
+	return NewStreamScannerFor(r, NewKeyForms(key), limit)
+}
+
+// NewStreamScannerFor is NewStreamScanner for a key whose forms the caller
+// made ready.
+func NewStreamScannerFor(r io.Reader, k *KeyForms, limit int64) *StreamScanner {
 	if limit < 1 {
 		limit = MaxStreamBytes
 	}
-	forms := searchForms(key)
-	longest := 0
-	for _, f := range forms {
-		longest = max(longest, len(f))
-	}
-	return &StreamScanner{r: r, m: newMatcher(forms), max: limit, longest: longest,
-		buf: make([]byte, 0, streamReadSize+longest)}
+	return &StreamScanner{r: r, m: k.matcher(), max: limit, longest: k.longest,
+		buf: make([]byte, 0, streamReadSize+k.longest)}
 }
 
 // Total is the number of body bytes read so far.
@@ -253,9 +254,9 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 			data = joined
 		}
 		// Decoding can only reveal a form the raw search missed where a
-		// string holds an escape or a character reference.
-		decodable := bytes.IndexByte(data, '\\') >= 0 || bytes.IndexByte(data, '&') >= 0
-		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && decodable && reflectedIn(data, s.m) {
+		// string holds a character reference or an escape that is no
+		// barrier (revealing).
+		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data) && reflectedIn(data, s.m) {
 			s.matched, s.held = true, 0
 			return ErrReflect
 		}

@@ -62,6 +62,35 @@ func Answer(kind Kind, size int) []byte {
 	return []byte(head + body.String() + tail)
 }
 
+// Stream returns the content of a streamed answer of the given kind, at
+// least size bytes in all, as pieces of JSON string content that each
+// hold whole escapes, for the deltas of a streamed answer: the text of a
+// Messages text_delta (Prose, Markdown, ASCII: the same text as Answer's
+// content) or, for ToolCalls, the partial_json of an input_json_delta
+// (tool arguments, JSON encoded as a string, so escapes of escapes). The
+// same arguments always give the same pieces.
+func Stream(kind Kind, size int) []string {
+	g := &gen{r: rand.New(rand.NewPCG(uint64(size), 12)), ascii: kind == ASCII}
+	var next func() string
+	switch kind {
+	case Prose:
+		next = g.prose
+	case Markdown, ASCII:
+		next = g.block
+	case ToolCalls:
+		next = func() string { return jsonString(g.toolArgs(), false) }
+	default:
+		panic(fmt.Sprintf("answercorpus: unknown kind %q", kind))
+	}
+	var out []string
+	for n := 0; n < size; {
+		p := next()
+		out = append(out, p)
+		n += len(p)
+	}
+	return out
+}
+
 const (
 	chatHead = `{"id":"chatcmpl-bench","object":"chat.completion","created":1764547200,"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant","content":"`
 	chatTail = `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":345,"total_tokens":357}}`
@@ -182,14 +211,19 @@ func (g *gen) toolCall() string {
 }
 
 func (g *gen) toolCallJSON() string {
+	args := g.toolArgs()
+	return fmt.Sprintf(`{"id":"call_%d","type":"function","function":{"name":"write_file","arguments":"%s"}}`,
+		g.r.IntN(1e6), jsonString(args, false))
+}
+
+// toolArgs is the JSON text of one tool call's arguments.
+func (g *gen) toolArgs() string {
 	var file strings.Builder
 	for range 3 + g.r.IntN(8) {
 		file.WriteString(strings.Repeat("\t", g.r.IntN(3)) + g.pick(codeLines["go"]) + "\n")
 	}
-	args := `{"path":"src/` + g.pick(identifiers) + `.go","content":"` + jsonString(file.String(), false) +
+	return `{"path":"src/` + g.pick(identifiers) + `.go","content":"` + jsonString(file.String(), false) +
 		`","note":"` + jsonString(g.pick(cjkSentences)+g.pick(emoji), g.r.IntN(2) == 0) + `"}`
-	return fmt.Sprintf(`{"id":"call_%d","type":"function","function":{"name":"write_file","arguments":"%s"}}`,
-		g.r.IntN(1e6), jsonString(args, false))
 }
 
 // encode writes text as JSON string content: the escapes every encoder

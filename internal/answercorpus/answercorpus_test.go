@@ -62,3 +62,41 @@ func TestAnswer(t *testing.T) {
 		}
 	}
 }
+
+// Every piece of a streamed corpus is JSON string content on its own (an
+// escape never split between two deltas), the pieces are at least the size
+// asked, the same on every call, and hold the kind's features; tool-call
+// pieces decode to JSON arguments.
+func TestStream(t *testing.T) {
+	has := map[answercorpus.Kind][]string{
+		answercorpus.Markdown:  {`\n\n`, `\"`, `\\`, `\u`, "世界"},
+		answercorpus.ASCII:     {`\n\n`, `\u4e16`, `\ud83d`},
+		answercorpus.ToolCalls: {`\\n`, `\\\"`, `{\"path\":`},
+	}
+	for _, kind := range answercorpus.Kinds() {
+		t.Run(string(kind), func(t *testing.T) {
+			pieces := answercorpus.Stream(kind, 64<<10)
+			all := strings.Join(pieces, "")
+			if len(all) < 64<<10 {
+				t.Errorf("%d bytes; want at least %d", len(all), 64<<10)
+			}
+			if all != strings.Join(answercorpus.Stream(kind, 64<<10), "") {
+				t.Error("two calls differ")
+			}
+			for _, p := range pieces {
+				var s string
+				if err := json.Unmarshal([]byte(`"`+p+`"`), &s); err != nil {
+					t.Fatalf("piece %.80q is no JSON string content: %v", p, err)
+				}
+				if kind == answercorpus.ToolCalls && !json.Valid([]byte(s)) {
+					t.Fatalf("tool arguments %.80q are not JSON", s)
+				}
+			}
+			for _, s := range has[kind] {
+				if !strings.Contains(all, s) {
+					t.Errorf("holds no %q", s)
+				}
+			}
+		})
+	}
+}
