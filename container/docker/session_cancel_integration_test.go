@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 )
 
 // holdingProxy forwards Engine API requests to the daemon and holds the
@@ -38,11 +38,7 @@ type holdingProxy struct {
 // the held answer and closes the proxy.
 func startHoldingProxy(t *testing.T, suffix string) *holdingProxy {
 	t.Helper()
-	host := os.Getenv("DOCKER_HOST")
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
-	u, err := client.ParseHostURL(host)
+	network, address, err := dockertest.Daemon()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +51,7 @@ func startHoldingProxy(t *testing.T, suffix string) *holdingProxy {
 		held: make(chan struct{}), release: make(chan struct{}),
 		tr: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, u.Scheme, u.Host)
+			return d.DialContext(ctx, network, address)
 		}},
 	}
 	ln, err := net.Listen("unix", p.path)
@@ -97,18 +93,6 @@ func (p *holdingProxy) RoundTrip(r *http.Request) (*http.Response, error) {
 // free lets the held answer through.
 func (p *holdingProxy) free() { p.freed.Do(func() { close(p.release) }) }
 
-// client returns a Docker client through the proxy, closed at the test's
-// end.
-func (p *holdingProxy) client(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.New(client.FromEnv, client.WithHost("unix://"+p.path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
-
 // TestIntegrationSessionEnsureRunningCancelled: on a real daemon, a ctx
 // that ends while the engine creates or starts the session container
 // leaves no container behind. The proxy holds the daemon's answer, so the
@@ -125,7 +109,7 @@ func TestIntegrationSessionEnsureRunningCancelled(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := startHoldingProxy(t, tt.suffix)
-			d := newSessionDriver(p.client(t))
+			d := newSessionDriver(dockertest.ClientVia(t, p.path))
 			spec := sessionSpec(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
