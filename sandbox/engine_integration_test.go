@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 )
 
 // proxyMode is what the engine proxy does with connections.
@@ -59,15 +59,11 @@ type proxyPair struct {
 // closes it and every connection.
 func startEngineProxy(t *testing.T) *engineProxy {
 	t.Helper()
-	host := os.Getenv("DOCKER_HOST")
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
-	u, err := client.ParseHostURL(host)
+	network, address, err := dockertest.Daemon()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &engineProxy{path: filepath.Join(shortTempDir(t), "engine.sock"), network: u.Scheme, address: u.Host, pairs: map[*proxyPair]bool{}}
+	p := &engineProxy{path: filepath.Join(shortTempDir(t), "engine.sock"), network: network, address: address, pairs: map[*proxyPair]bool{}}
 	if p.ln, err = net.Listen("unix", p.path); err != nil {
 		t.Fatal(err)
 	}
@@ -78,15 +74,7 @@ func startEngineProxy(t *testing.T) *engineProxy {
 
 // client returns a Docker client through the proxy, closed at the test's
 // end.
-func (p *engineProxy) client(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.New(client.FromEnv, client.WithHost("unix://"+p.path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func (p *engineProxy) client(t *testing.T) *client.Client { return dockertest.ClientVia(t, p.path) }
 
 func (p *engineProxy) accept() {
 	for {

@@ -17,7 +17,9 @@
 //     caller's context) waits for a pending start, saves the container's
 //     last 200 log lines to the operator log (scrubbed) and force-removes
 //     the channel's exact container, so a hung or hostile worker cannot go
-//     on using the broker. A worker that reported ok:false is kept.
+//     on using the broker. A create or start under way runs to the
+//     engine's answer first (bounded), so the removal never comes before
+//     the container exists. A worker that reported ok:false is kept.
 //   - Failed turns return an error whose text is "Sandbox turn timed out"
 //     or "Sandbox turn failed: <scrubbed message>"; it wraps the cause.
 //   - Containers run as a non-root user (never root, even when the host

@@ -49,7 +49,8 @@ type world struct {
 	brokerErr  error                      // NewBroker fails with it
 	onEnsure   func()                     // runs inside EnsureRunning
 	onRemove   func()                     // runs inside Remove
-	ensureGate chan struct{}              // EnsureRunning waits for it when set
+	ensureGate chan struct{}              // EnsureRunning's create waits for it when set
+	late       sync.WaitGroup             // the creates waiting for ensureGate
 }
 
 func newWorld() *world {
@@ -92,18 +93,33 @@ func (w *world) Status(_ context.Context, name string) (container.SessionStatus,
 	return container.SessionStatus{State: container.StateMissing}, nil
 }
 
+// EnsureRunning plays the engine: with ensureGate set, the create waits
+// for the gate; a caller whose ctx ends first gets ctx's error at once, as
+// from the Docker client, while the engine still makes the container when
+// the gate opens (late counts such creates).
 func (w *world) EnsureRunning(ctx context.Context, spec container.SessionSpec) error {
 	w.record("ensure")
 	if w.onEnsure != nil {
 		w.onEnsure()
 	}
-	if w.ensureGate != nil {
-		select {
-		case <-w.ensureGate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if w.ensureGate == nil {
+		return w.create(spec)
 	}
+	done := make(chan error, 1)
+	w.late.Go(func() {
+		<-w.ensureGate
+		done <- w.create(spec)
+	})
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// create makes spec's container unless a matching one runs.
+func (w *world) create(spec container.SessionSpec) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}

@@ -33,7 +33,10 @@ type Driver interface {
 	Status(ctx context.Context, name string) (container.SessionStatus, error)
 	// EnsureRunning keeps a running container that matches spec exactly
 	// and otherwise force-removes what is there and creates and starts
-	// spec.
+	// spec. The runtime calls it on a context detached from the turn's
+	// signal and removes the container after it returned when the turn
+	// was aborted meanwhile; it must return only once the engine answered
+	// the requests it made, and leave no container it made when ctx ends.
 	EnsureRunning(ctx context.Context, spec container.SessionSpec) error
 	// Remove force-removes the container name; a missing one is fine.
 	Remove(ctx context.Context, name string) error

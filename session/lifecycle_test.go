@@ -620,6 +620,60 @@ func TestStopAbortsTurn(t *testing.T) {
 	}
 }
 
+// A turn aborted while the engine creates its container (the owner's
+// stop, the deadline, the caller gone) removes the container exactly once,
+// after the create returned: the engine finishes a create whose caller
+// went away, so a removal run before it finished found nothing and left
+// the container behind (TestSessionServeStopDuringStart, under load).
+// synctest.Wait makes the order certain: the create is released only once
+// every goroutine of the turn is blocked.
+func TestAbortDuringCreateRemovesAfterCreate(t *testing.T) {
+	tests := []struct {
+		name  string
+		abort func(t *testing.T, f *fixture, cancelCaller context.CancelFunc)
+		want  error
+	}{
+		{"stop", func(t *testing.T, f *fixture, _ context.CancelFunc) {
+			if !f.rt.Stop("discord:cr") {
+				t.Error("Stop with a turn = false")
+			}
+		}, ErrStopped},
+		{"deadline", func(*testing.T, *fixture, context.CancelFunc) { time.Sleep(10 * time.Second) }, ErrTimeout},
+		{"caller cancelled", func(_ *testing.T, _ *fixture, cancel context.CancelFunc) { cancel() }, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFixture(t, func(o *Options) { o.TurnTimeout = 10 * time.Second })
+				gate, entered := make(chan struct{}), make(chan struct{})
+				f.w.ensureGate = gate
+				f.w.onEnsure = func() { close(entered) }
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { _, err := f.turnIn(ctx, "discord:cr", "a"); done <- err }()
+				<-entered
+				tt.abort(t, f, cancel)
+				synctest.Wait() // the turn waits for the create, or (the bug) has removed and ended
+				close(gate)
+				err := <-done
+				f.w.late.Wait()
+				if !errors.Is(err, tt.want) {
+					t.Errorf("turn = %v; want %v", err, tt.want)
+				}
+				name := f.rt.name("discord:cr")
+				want := []string{"status", "ensure", "create", "logs:200", "remove:" + name}
+				if diff := cmp.Diff(want, f.w.takeCalls()); diff != "" {
+					t.Errorf("driver calls (-want +got):\n%s", diff)
+				}
+				if st, _ := f.w.Status(context.Background(), name); st.State != container.StateMissing {
+					t.Errorf("container after the aborted turn: %+v; want none", st)
+				}
+			})
+		})
+	}
+}
+
 // Remove (the reference's stop: owner off, channels off) stops a running
 // turn, removes the container and closes the broker; the next turn
 // starts a new container and broker.

@@ -87,10 +87,27 @@ func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, p
 			return err
 		}
 	}
-	if err := r.s.Driver.EnsureRunning(ctx, spec); err != nil {
+	if err := r.ensureRunning(ctx, spec); err != nil {
 		return err
 	}
 	return r.awaitReady(ctx, broker)
+}
+
+// ensureRunning runs the driver's EnsureRunning to its end whatever the
+// turn's signal says, within cleanupTimeout: the engine finishes a create
+// whose caller went away, so an aborted turn whose removal ran while the
+// create was still under way would find nothing to remove and leave the
+// container behind. When the signal ended meanwhile, the start fails with
+// its cause and the aborted turn removes the container (§1.2 step 16),
+// which the create has then made if it was going to.
+func (r *Runtime) ensureRunning(ctx context.Context, spec container.SessionSpec) error {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	err := r.s.Driver.EnsureRunning(ectx, spec)
+	if ctx.Err() != nil {
+		return errors.Join(context.Cause(ctx), err)
+	}
+	return err
 }
 
 // broker returns the channel's broker for profile, replacing the current

@@ -19,7 +19,8 @@ const (
 	maxLogMessage = 4000   // the failure message, UTF-16 units
 	maxLogLines   = 200000 // the worker's last log lines, UTF-16 units
 	// cleanupTimeout bounds the log read and the removal after an abort,
-	// which run after the turn's own context ended.
+	// which run after the turn's own context ended, and the driver's
+	// EnsureRunning, which runs to its end whatever that context says.
 	cleanupTimeout = 60 * time.Second
 )
 

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -85,7 +86,14 @@ func (d *SessionDriver) Status(ctx context.Context, name string) (rtcontainer.Se
 // EnsureRunning leaves a running container whose image, profile label and
 // spec digest match spec exactly; anything else under spec.Name is
 // force-removed, and the container is created and started. Errors:
-// container.ErrInvalidSpec, ErrImageMissing, ErrEngine.
+// container.ErrInvalidSpec, ErrImageMissing, ErrEngine, and ErrAborted
+// (wrapping ctx's cause) when ctx ended before the container ran.
+//
+// A cancelled EnsureRunning leaves no container behind: the engine
+// finishes a create or start whose client went away, so these two
+// requests ignore ctx's end (each within its own call timeout), and once
+// they have returned, whatever their outcome, a ctx that ended meanwhile
+// has the container force-removed by its exact name at once.
 func (d *SessionDriver) EnsureRunning(ctx context.Context, spec rtcontainer.SessionSpec) error {
 	spec = spec.WithDefaults()
 	if err := spec.Validate(); err != nil {
@@ -103,7 +111,22 @@ func (d *SessionDriver) EnsureRunning(ctx context.Context, spec rtcontainer.Sess
 			return err
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, d.timeout)
+	if ctx.Err() != nil {
+		return aborted(ctx)
+	}
+	err = d.createAndStart(ctx, spec)
+	if ctx.Err() == nil {
+		return err
+	}
+	return errors.Join(aborted(ctx), err, d.Remove(context.WithoutCancel(ctx), spec.Name))
+}
+
+// createAndStart creates and starts spec's container, each request on a
+// context detached from ctx's end and within the call timeout; a create
+// that returns after ctx ended is not started.
+func (d *SessionDriver) createAndStart(ctx context.Context, spec rtcontainer.SessionSpec) error {
+	engine := context.WithoutCancel(ctx)
+	cctx, cancel := context.WithTimeout(engine, d.timeout)
 	defer cancel()
 	created, err := d.api.ContainerCreate(cctx, sessionCreateOptions(spec))
 	switch {
@@ -111,8 +134,10 @@ func (d *SessionDriver) EnsureRunning(ctx context.Context, spec rtcontainer.Sess
 		return fmt.Errorf("%w: %s", rtcontainer.ErrImageMissing, spec.Image)
 	case err != nil:
 		return engineErr("create "+spec.Name, err)
+	case ctx.Err() != nil:
+		return nil
 	}
-	sctx, scancel := context.WithTimeout(ctx, d.timeout)
+	sctx, scancel := context.WithTimeout(engine, d.timeout)
 	defer scancel()
 	if _, err := d.api.ContainerStart(sctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return engineErr("start "+spec.Name, err)

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/go-cmp/cmp"
@@ -28,6 +31,39 @@ type fakeSessionEngine struct {
 	running  map[string]bool
 	logs     []byte
 	createNF bool // create answers "no such image"
+	// gates hold "create" or "start" (see held); late counts the held
+	// requests still to be done.
+	gates map[string]engineGate
+	late  sync.WaitGroup
+}
+
+// engineGate holds one request: entered is closed when it arrives, and
+// the engine does it once release is closed.
+type engineGate struct{ entered, release chan struct{} }
+
+// held does op's work, after its gate's release when op is gated. A
+// caller whose ctx ends first gets ctx's error at once, as from the
+// Docker client, while the engine still does the work when the gate
+// opens: the daemon finishes a request whose client went away.
+func (f *fakeSessionEngine) held(ctx context.Context, op string, work func()) error {
+	g, ok := f.gates[op]
+	if !ok {
+		work()
+		return nil
+	}
+	close(g.entered)
+	done := make(chan struct{})
+	f.late.Go(func() {
+		<-g.release
+		work()
+		close(done)
+	})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func newFakeSessionEngine() *fakeSessionEngine {
@@ -42,23 +78,30 @@ func (f *fakeSessionEngine) record(call string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeSessionEngine) ContainerCreate(_ context.Context, o client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
+func (f *fakeSessionEngine) ContainerCreate(ctx context.Context, o client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
 	f.record("create")
 	if f.createNF {
 		return client.ContainerCreateResult{}, errNotFound
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.created[o.Name] = o
+	err := f.held(ctx, "create", func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.created[o.Name] = o
+	})
+	if err != nil {
+		return client.ContainerCreateResult{}, err
+	}
 	return client.ContainerCreateResult{ID: o.Name}, nil
 }
 
-func (f *fakeSessionEngine) ContainerStart(_ context.Context, id string, _ client.ContainerStartOptions) (client.ContainerStartResult, error) {
+func (f *fakeSessionEngine) ContainerStart(ctx context.Context, id string, _ client.ContainerStartOptions) (client.ContainerStartResult, error) {
 	f.record("start")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.running[id] = true
-	return client.ContainerStartResult{}, nil
+	err := f.held(ctx, "start", func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.running[id] = true
+	})
+	return client.ContainerStartResult{}, err
 }
 
 func (f *fakeSessionEngine) ContainerInspect(_ context.Context, id string, _ client.ContainerInspectOptions) (client.ContainerInspectResult, error) {
@@ -261,6 +304,60 @@ func TestSessionDriverLifecycle(t *testing.T) {
 	f.createNF = true
 	if err := d.EnsureRunning(ctx, spec); err == nil || !strings.Contains(err.Error(), "image is missing") {
 		t.Errorf("EnsureRunning without the image = %v", err)
+	}
+}
+
+// A cancelled EnsureRunning leaves no container behind: a ctx that ends
+// while the engine creates or starts the container has EnsureRunning wait
+// for the engine's answer, then remove the container by its exact name
+// and report ErrAborted; one that ended before the create creates
+// nothing. synctest.Wait releases the engine only once EnsureRunning
+// waits or (the bug) has returned.
+func TestSessionEnsureRunningCancelled(t *testing.T) {
+	tests := []struct {
+		name      string
+		gate      string // the request the engine holds; "" for none
+		wantCalls []string
+	}{
+		{"during create", "create", []string{"inspect", "create", "remove"}},
+		{"during start", "start", []string{"inspect", "create", "start", "remove"}},
+		{"before create", "", []string{"inspect"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeSessionEngine()
+				g := engineGate{entered: make(chan struct{}), release: make(chan struct{})}
+				if tt.gate != "" {
+					f.gates = map[string]engineGate{tt.gate: g}
+				} else {
+					close(g.entered)
+				}
+				d := newSessionDriver(f)
+				spec := sessionTestSpec()
+				ctx, cancel := context.WithCancel(context.Background())
+				if tt.gate == "" {
+					cancel()
+				}
+				errc := make(chan error, 1)
+				go func() { errc <- d.EnsureRunning(ctx, spec) }()
+				<-g.entered
+				cancel()
+				synctest.Wait()
+				close(g.release)
+				err := <-errc
+				f.late.Wait()
+				if !errors.Is(err, rtcontainer.ErrAborted) || !errors.Is(err, context.Canceled) {
+					t.Errorf("EnsureRunning = %v; want ErrAborted with the cause", err)
+				}
+				if diff := cmp.Diff(tt.wantCalls, f.takeCalls()); diff != "" {
+					t.Errorf("calls (-want +got):\n%s", diff)
+				}
+				if len(f.created) != 0 {
+					t.Errorf("containers left: %v", slices.Collect(maps.Keys(f.created)))
+				}
+			})
+		})
 	}
 }
 

@@ -50,6 +50,32 @@ func Require(tb testing.TB) *client.Client {
 	return cli
 }
 
+// Daemon returns the network and address of the daemon DOCKER_HOST names
+// (the local socket by default), for a test's engine proxy to dial.
+func Daemon() (network, address string, err error) {
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	u, err := client.ParseHostURL(host)
+	if err != nil {
+		return "", "", err
+	}
+	return u.Scheme, u.Host, nil
+}
+
+// ClientVia returns a client on the engine socket at path (a test's
+// proxy), closed when tb ends.
+func ClientVia(tb testing.TB, path string) *client.Client {
+	tb.Helper()
+	cli, err := client.New(client.FromEnv, client.WithHost("unix://"+path))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 // Main runs a package's tests around a shared Docker setup. A setup error
 // sets *skip (the integration tests then skip with it), except under CI,
 // where the run fails without testing. teardown runs after the tests and
