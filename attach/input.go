@@ -118,7 +118,15 @@ func cleanMediaType(t string) string {
 	if err != nil || len(mt) > maxContentType || strings.Count(mt, "/") != 1 {
 		return ""
 	}
-	return mt // ParseMediaType lowercases and checks the token characters
+	// ParseMediaType lowercases, but its token rule lets separators such
+	// as '{' through ("0/{"); a media type's names take only RFC 6838's
+	// restricted-name characters.
+	for _, r := range mt {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("/!#$&^_.+-", r)) {
+			return ""
+		}
+	}
+	return mt
 }
 
 // imageExts are the file-name extensions that claim one of the four types.

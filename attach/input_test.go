@@ -127,7 +127,7 @@ func TestBlockAndNotice(t *testing.T) {
 // lowercase type/subtype of at most 127 bytes with no space, quote or
 // control character: the value reaches the model's prompt.
 func FuzzContentType(f *testing.F) {
-	for _, s := range []string{"", "text/plain", "Text/Plain; charset=x", "text/plain\n[x]", "a/b/c", "image/png;;", `a/b; x="y\"`} {
+	for _, s := range []string{"", "text/plain", "Text/Plain; charset=x", "text/plain\n[x]", "a/b/c", "image/png;;", `a/b; x="y\"`, "0/{"} {
 		f.Add(s, "application/pdf")
 	}
 	f.Fuzz(func(t *testing.T, declared, fetched string) {
