@@ -155,7 +155,7 @@ func ParseCompactRequest(data []byte) (CompactRequest, error) {
 	var r CompactRequest
 	var ok [11]bool
 	r.Reason, ok[0] = jsonString(obj["reason"])
-	r.TokensBefore, ok[1] = jsonSafeInt(obj["tokensBefore"])
+	r.TokensBefore, ok[1] = SafeInteger(obj["tokensBefore"])
 	r.FirstKeptEntryID, ok[2] = jsonString(obj["firstKeptEntryId"])
 	r.IsSplitTurn, ok[3] = jsonBool(obj["isSplitTurn"])
 	r.MessagesToSummarize, ok[4] = jsonMessages(obj["messagesToSummarize"])
@@ -271,7 +271,7 @@ func parseCompaction(raw json.RawMessage) (Compaction, error) {
 	var ok [5]bool
 	c.Summary, ok[0] = jsonString(obj["summary"])
 	c.FirstKeptEntryID, ok[1] = jsonString(obj["firstKeptEntryId"])
-	c.TokensBefore, ok[2] = jsonSafeInt(obj["tokensBefore"])
+	c.TokensBefore, ok[2] = SafeInteger(obj["tokensBefore"])
 	c.EstimatedTokensAfter, ok[3] = optSafeInt(obj["estimatedTokensAfter"])
 	ok[4] = true
 	if d, present := obj["details"]; present {
@@ -381,7 +381,7 @@ func ParseCompactionReport(data []byte) (CompactionReport, error) {
 	switch r.Type {
 	case ReportBypass:
 		var n int64
-		n, v = jsonSafeInt(obj["tokensBefore"])
+		n, v = SafeInteger(obj["tokensBefore"])
 		r.TokensBefore = &n
 		add(v)
 	case ReportEnd:
@@ -493,10 +493,11 @@ func jsonBool(raw json.RawMessage) (value, ok bool) {
 	return optBool(raw)
 }
 
-// jsonSafeInt is Number.isSafeInteger on a JSON value: a number whose
+// SafeInteger is Number.isSafeInteger on a JSON value: a number whose
 // value, read as JavaScript reads it (the nearest double), is an integer
-// within ±(2^53−1). 1.0 and 1e3 are; 1.5, 2^53 and 1e400 are not.
-func jsonSafeInt(raw json.RawMessage) (int64, bool) {
+// within ±(2^53−1). 1.0 and 1e3 are; 1.5, 2^53, 1e400 and "1" are not.
+// Host and worker read the protocol's integers with it.
+func SafeInteger(raw json.RawMessage) (int64, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
 		return 0, false
@@ -517,7 +518,7 @@ func optSafeInt(raw json.RawMessage) (*int64, bool) {
 	if raw == nil {
 		return nil, true
 	}
-	n, ok := jsonSafeInt(raw)
+	n, ok := SafeInteger(raw)
 	if !ok {
 		return nil, false
 	}

@@ -3,8 +3,6 @@ package worker
 import (
 	"cmp"
 	"encoding/json"
-	"math"
-	"strconv"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
@@ -137,13 +135,6 @@ func bypass(tokensBefore int, last *lastCompaction) (reason string, ok bool) {
 // safeInt reads a JSON number that is an integer from 0 to 2^53−1 (the
 // reference's Number.isSafeInteger, and not negative).
 func safeInt(raw json.RawMessage) (int, bool) {
-	var n json.Number
-	if firstByte(raw) == '"' || json.Unmarshal(raw, &n) != nil {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(n.String(), 64)
-	if err != nil || f < 0 || f > 1<<53-1 || f != math.Trunc(f) {
-		return 0, false
-	}
-	return int(f), true
+	n, ok := rtsandbox.SafeInteger(raw)
+	return int(n), ok && n >= 0
 }
