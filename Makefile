@@ -41,7 +41,8 @@ fuzz:
 ## bench: the benchmarks recorded in docs/benchmarks.md (needs Docker).
 bench:
 	$(GO) test -run '^$$' -bench 'ModelCall|Pipeline' -benchtime 3s -count 3 ./broker/
-	$(GO) test -run '^$$' -bench 'CheckJSON|ScanOnly' ./upstream/
+	$(GO) test -run '^$$' -bench 'StreamedAnswer|StreamedRelayFloor' -benchtime 100x -count 3 ./broker/
+	$(GO) test -run '^$$' -bench 'CheckJSON|ScanOnly|StreamScannerCorpus' ./upstream/
 	$(GO) test -run '^$$' -bench ExtractPathological -benchtime 10x -count 3 ./webpage/
 	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sandbox/
 

@@ -32,8 +32,9 @@ import (
 
 // TextFunc receives the text of a turn's streamed answers: answer numbers
 // the streamed model calls of the turn from 1, and delta is the next text
-// of that answer, in order. It runs on the call's goroutine, between two
-// relayed pieces, so it must not block: the worker's read waits for it.
+// of that answer, in order. It runs on the call's goroutine, after the
+// piece that holds delta was flushed to the worker and before the next is
+// read, so it must not block: the rest of the answer waits for it.
 type TextFunc func(answer int, delta string)
 
 // TurnOption configures one Turn.

@@ -167,21 +167,24 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 			head()
 			headOut = true
 		}
-		watch.write(piece)
-		tap.write(piece)
-		if t.errLog && resp.Status >= 400 {
-			o.errBody = appendBounded(o.errBody, piece, maxErrLogBody)
-		}
 		_ = rc.SetWriteDeadline(time.Now().Add(silence)) // a worker that stops reading is cut off too
 		n, werr := w.Write(piece)
 		o.sent += int64(n)
 		if werr == nil {
 			werr = rc.Flush()
 		}
+		// The readers of the piece come after the flush, so the worker
+		// has it without waiting for them. The watcher and the failure
+		// log read what the upstream sent, the preview what the worker got.
+		watch.write(piece)
+		if t.errLog && resp.Status >= 400 {
+			o.errBody = appendBounded(o.errBody, piece, maxErrLogBody)
+		}
 		if werr != nil {
 			o.abort, o.detail = true, "stream cut: worker write failed"
 			return watch.settle(o)
 		}
+		tap.write(piece)
 		timer.Reset(silence)
 	}
 }

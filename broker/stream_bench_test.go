@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -41,25 +42,15 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 		cases = append(cases, streamCase{"1MiB-events-" + sizeName(evSize), benchStream(1<<20, evSize)})
 	}
 	// The escape-dense corpora, whose events the scanner also checks
-	// decoded (event mode).
+	// decoded (event mode); markdown also in events of the size a model
+	// sends (a few tokens each).
 	for _, kind := range answercorpus.Kinds()[1:] {
-		cases = append(cases, streamCase{string(kind) + "-1MiB-events-4KiB", corpusStream(kind, 1<<20, 4<<10)})
+		cases = append(cases, streamCase{string(kind) + "-1MiB-events-4KiB", answercorpus.Events(kind, 1<<20, 4<<10)})
 	}
+	cases = append(cases, streamCase{"markdown-1MiB-events-256B", answercorpus.Events(answercorpus.Markdown, 1<<20, 256)})
 	for _, c := range cases {
 		answer := c.answer
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(200)
-			rc := http.NewResponseController(w)
-			for i, ev := range answer {
-				io.WriteString(w, ev)
-				rc.Flush()
-				if i == 0 {
-					time.Sleep(firstGap)
-				}
-			}
-		}))
+		srv := eventServer(answer, firstGap)
 		want := len(strings.Join(answer, ""))
 		b.Run(c.name, func(b *testing.B) {
 			direct := &http.Client{Transport: upstream.NewTransport()}
@@ -80,6 +71,95 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 		})
 		srv.Close()
 	}
+}
+
+// eventServer is a loopback upstream that answers every call with the
+// events of answer, flushing each, after a pause of firstGap behind the
+// first (a model's time to its first token).
+func eventServer(answer []string, firstGap time.Duration) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		rc := http.NewResponseController(w)
+		for i, ev := range answer {
+			io.WriteString(w, ev)
+			rc.Flush()
+			if i == 0 {
+				time.Sleep(firstGap)
+			}
+		}
+	}))
+}
+
+// BenchmarkStreamedRelayFloor measures what relaying a streamed answer
+// costs at all, against what the broker's checks add to it: a bare relay
+// on a Unix socket (it forwards the request and copies the answer with a
+// flush per read and Connection: close, as the broker must, and checks
+// nothing) beside the broker, each alternated with the direct call. It
+// reports the p50 of what each adds (bare-added-…, broker-added-…) for
+// the 1 MiB markdown stream in 4 KiB events.
+func BenchmarkStreamedRelayFloor(b *testing.B) {
+	answer := answercorpus.Events(answercorpus.Markdown, 1<<20, 4<<10)
+	srv := eventServer(answer, 2*time.Millisecond)
+	defer srv.Close()
+	want := len(strings.Join(answer, ""))
+	direct := &http.Client{Transport: upstream.NewTransport()}
+	defer direct.CloseIdleConnections()
+	bare := socketClient(bareRelay(b, srv.URL+"/v1/messages"))
+	via := socketClient(streamBenchBroker(b, srv.URL))
+	brokerURL := "http://" + rtsandbox.BrokerHost + rtsandbox.RouteAnthropicMessages
+	var bareAdded, brokerAdded streamTimes
+	for b.Loop() {
+		dt, dd := streamCall(b, direct, srv.URL+"/v1/messages", want)
+		bt, bd := streamCall(b, bare, brokerURL, want)
+		vt, vd := streamCall(b, via, brokerURL, want)
+		bareAdded.add(bt-dt, bd-dd)
+		brokerAdded.add(vt-dt, vd-dd)
+	}
+	bareAdded.report(b, "bare-added-")
+	brokerAdded.report(b, "broker-added-")
+}
+
+// bareRelay serves, on a Unix socket it returns the path of, a relay of
+// every request to target that checks nothing.
+func bareRelay(b *testing.B, target string) string {
+	b.Helper()
+	up := &http.Client{Transport: upstream.NewTransport()}
+	b.Cleanup(up.CloseIdleConnections)
+	path := filepath.Join(b.TempDir(), "bare.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, target, r.Body)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := up.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(resp.StatusCode)
+		rc := http.NewResponseController(w)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	})}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return path
 }
 
 // streamTimes collects the time to first byte and the total of calls.
@@ -107,15 +187,12 @@ func sizeName(n int) string {
 	return strconv.Itoa(n) + "B"
 }
 
-// benchMessageStart opens the benchmarks' event streams.
-const benchMessageStart = `event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}` + "\n\n"
-
 // benchStream is an Anthropic event stream of about size bytes: a
 // message_start, text deltas of ordinary prose of about evSize bytes each,
 // and the closing events.
 func benchStream(size, evSize int) []string {
 	prose := "The sealed worker answered the guest's question with care. "
-	evs := []string{benchMessageStart}
+	evs := []string{answercorpus.MessageStart}
 	head := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`
 	tail := "\"}}\n\n"
 	text := strings.Repeat(prose, evSize/len(prose)+1)[:max(evSize-len(head)-len(tail), 1)]
@@ -123,38 +200,7 @@ func benchStream(size, evSize int) []string {
 	for total := len(evs[0]); total+len(ev) < size; total += len(ev) {
 		evs = append(evs, ev)
 	}
-	return append(evs, `event: message_delta`+"\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1000}}`+"\n\n",
-		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
-}
-
-// corpusStream is an Anthropic event stream of about size bytes whose
-// deltas carry an answer corpus (answercorpus.Stream), about evSize
-// bytes an event: text deltas, or input_json_delta for tool calls.
-func corpusStream(kind answercorpus.Kind, size, evSize int) []string {
-	typ, field := "text_delta", "text"
-	if kind == answercorpus.ToolCalls {
-		typ, field = "input_json_delta", "partial_json"
-	}
-	evs := []string{benchMessageStart}
-	head := `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"` + typ + `","` + field + `":"`
-	tail := "\"}}\n\n"
-	total := len(evs[0])
-	var text strings.Builder
-	for _, p := range answercorpus.Stream(kind, size) {
-		text.WriteString(p)
-		if len(head)+text.Len()+len(tail) < evSize {
-			continue
-		}
-		ev := head + text.String() + tail
-		if total+len(ev) > size {
-			break
-		}
-		evs = append(evs, ev)
-		total += len(ev)
-		text.Reset()
-	}
-	return append(evs, `event: message_delta`+"\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1000}}`+"\n\n",
-		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	return append(evs, answercorpus.EndEvents()...)
 }
 
 func streamBenchBroker(b *testing.B, base string) string {

@@ -132,6 +132,9 @@ type scanTables struct {
 	// fast is set when str may take a whole word of barrier escapes and
 	// short pieces at once (see block): '"' and '\\' are barriers.
 	fast bool
+	// uOnly is set when every two-byte escape is a barrier: only a \u
+	// escape can decode to a byte a form or a reference holds.
+	uOnly bool
 	// runShifts are the shifts after which a word holds a bit only
 	// where a run of minLen set bits starts (see checkPieces); nil when
 	// minLen is larger than a word, empty for a one-byte form.
@@ -157,6 +160,10 @@ func (t *scanTables) fill(m *matcher) {
 	}
 	t.escLen['u'] = 6
 	t.fast = t.escLen['"'] == 2 && t.escLen['\\'] == 2
+	t.uOnly = t.fast
+	for _, c := range []byte("/bfnrt") {
+		t.uOnly = t.uOnly && t.escLen[c] == 2
+	}
 	if t.minLen <= 64 {
 		t.runShifts = []uint{}
 		for n := 1; n < t.minLen; {
@@ -170,19 +177,20 @@ func (t *scanTables) fill(m *matcher) {
 // revealing reports whether decoding the JSON strings of data, and their
 // character references, could reveal a form that data's raw bytes do not
 // hold: data holds an escape that decodes to a byte a form or a reference
-// holds (or a bad one), or a reference that decodes to a byte a form holds.
-// Where it does not, every decoded string is raw pieces joined by bytes no
-// form or reference holds, and every reference in them decodes to itself
-// or to bytes no form holds, so a form in the decoded text is in data
-// itself, which the stream's raw search has checked: event mode then
-// skips the decoded check (StreamScanner.checkEvents), which costs several
-// times more.
-func (k *KeyForms) revealing(data []byte) bool {
+// holds, or a reference that decodes to a byte a form holds. Where it
+// does not, every decoded string is raw pieces joined by bytes no form or
+// reference holds, and every reference in them decodes to itself or to
+// bytes no form holds, so a form in the decoded text is in data itself,
+// which the stream's raw search has checked: event mode then skips the
+// decoded check (StreamScanner.checkEvents), which costs several times
+// more. A bad escape reveals nothing, since the decoded check stops at it;
+// revealing may still count one, which only costs that check. r keeps the
+// verdicts on references across the calls of one stream.
+func (k *KeyForms) revealing(data []byte, r *revealer) bool {
 	back := bytes.IndexByte(data, '\\') >= 0
 	if !back && bytes.IndexByte(data, '&') < 0 {
 		return false // prose, as most text deltas are
 	}
-	var d entityDecoder
 	for i := 0; ; {
 		j := bytes.IndexByte(data[i:], '&')
 		if j < 0 {
@@ -190,16 +198,46 @@ func (k *KeyForms) revealing(data []byte) bool {
 		}
 		i += j
 		span := data[i : i+entitySpan(data[i:])]
-		if !tooShort(span) {
-			for _, followed := range []bool{true, false} {
-				if dec := d.span(span, followed); dec != string(span) && !barrier(dec, k.base.bytes) {
-					return true
-				}
-			}
+		if k.revealingSpan(span, r) {
+			return true
 		}
 		i += len(span)
 	}
-	return back && k.revealingEscape(data, &d)
+	return back && k.revealingEscape(data, r)
+}
+
+// revealer is the state of KeyForms.revealing across the events of one
+// stream: its reference decoder and the verdict on each reference span
+// seen, so that a stream which repeats "&nbsp;" decodes it once.
+type revealer struct {
+	d     entityDecoder
+	spans map[string]bool // span → revealingSpan, at most maxCachedSpans
+}
+
+// revealingSpan reports whether the reference span (as entitySpan cuts
+// it) decodes, with more text after it or not, to bytes other than itself
+// that a form holds.
+func (k *KeyForms) revealingSpan(span []byte, r *revealer) bool {
+	if tooShort(span) {
+		return false
+	}
+	if v, ok := r.spans[string(span)]; ok {
+		return v
+	}
+	v := false
+	for _, followed := range []bool{true, false} {
+		if dec := r.d.span(span, followed); dec != string(span) && !barrier(dec, k.base.bytes) {
+			v = true
+			break
+		}
+	}
+	if len(r.spans) < maxCachedSpans {
+		if r.spans == nil {
+			r.spans = make(map[string]bool)
+		}
+		r.spans[string(span)] = v
+	}
+	return v
 }
 
 // revealingAmp reports whether the '&' that the escape at data[i] (\u0026,
@@ -207,27 +245,22 @@ func (k *KeyForms) revealing(data []byte) bool {
 // that decodes to a byte a form holds. The reference is '&' and the raw
 // reference bytes after the escape: an escape after them decodes to a byte
 // no reference holds, or is no barrier and revealing for itself.
-func (k *KeyForms) revealingAmp(data []byte, i int, d *entityDecoder) bool {
+func (k *KeyForms) revealingAmp(data []byte, i int, r *revealer) bool {
 	rest := data[i+6:]
-	n := entitySpan(append([]byte{'&'}, rest[:min(len(rest), 40)]...))
-	span := append([]byte{'&'}, rest[:n-1]...)
-	if tooShort(span) {
-		return false
-	}
-	for _, followed := range []bool{true, false} {
-		if dec := d.span(span, followed); dec != string(span) && !barrier(dec, k.base.bytes) {
-			return true
-		}
-	}
-	return false
+	var buf [48]byte // '&' and the longest span html.UnescapeString reads
+	ref := append(append(buf[:0], '&'), rest[:min(len(rest), len(buf)-8)]...)
+	return k.revealingSpan(ref[:entitySpan(ref)], r)
 }
 
 // revealingEscape reports whether data holds an escape that is no barrier
-// (see scanner.str), or a bad one; a \u0026 only when its '&' starts a
-// revealing reference (revealingAmp). As in scanner.block, the escaped
-// bytes of each word are found at once, and an escaped '"' or '\\' needs
-// no look when both are barriers.
-func (k *KeyForms) revealingEscape(data []byte, d *entityDecoder) bool {
+// (see scanner.str), or, unless revealingU decides, a bad one; a \u0026
+// only when its '&' starts a revealing reference (revealingAmp). As in
+// scanner.block, the escaped bytes of each word are found at once, and an
+// escaped '"' or '\\' needs no look when both are barriers.
+func (k *KeyForms) revealingEscape(data []byte, rv *revealer) bool {
+	if k.tab.uOnly {
+		return k.revealingU(data, rv)
+	}
 	t := &k.tab
 	mk := markPool.Get().(*marks)
 	defer markPool.Put(mk)
@@ -258,7 +291,7 @@ func (k *KeyForms) revealingEscape(data []byte, d *entityDecoder) bool {
 				case 2:
 					continue
 				case 6:
-					if r := t.uBarrierRune(data, j+1); r == -1 || r == '&' && !k.revealingAmp(data, j-1, d) {
+					if r := t.uBarrierRune(data, j+1); r == -1 || r == '&' && !k.revealingAmp(data, j-1, rv) {
 						continue
 					}
 				}
@@ -268,6 +301,52 @@ func (k *KeyForms) revealingEscape(data []byte, d *entityDecoder) bool {
 		}
 	}
 	return escaped // data ends in a backslash
+}
+
+// revealingU is revealingEscape for forms whose tables are uOnly: only a
+// \u escape can reveal anything, so it looks at those alone, found from
+// the marks of the backslashes and of the 'u' bytes (markEscapes) without
+// a look at any other escape. A bad escape, or data that ends in a
+// backslash, reveals nothing: the decoded check stops there
+// (decodePiece's badString) and has then checked only what the raw
+// search saw.
+func (k *KeyForms) revealingU(data []byte, rv *revealer) bool {
+	t := &k.tab
+	mk := markPool.Get().(*marks)
+	defer markPool.Put(mk)
+	escaped := false // the next word's first byte is an escaped byte
+	for base := 0; base < len(data); base += 64 * markWords {
+		end := min(len(data), base+64*markWords)
+		mk.markEscapes(data[base:end])
+		for w := range (end - base + 63) / 64 {
+			starts, us := mk.back[w], mk.u[w]
+			if escaped {
+				starts &^= 1 // an escaped backslash starts nothing
+			}
+			if us == 0 && starts>>63 == 0 { // no 'u', no escape of the next word
+				escaped = false
+				continue
+			}
+			esc, carry := escapedBy(starts)
+			if escaped {
+				esc |= 1
+			}
+			escaped = carry
+			wb := base + 64*w
+			for ue := esc & us; ue != 0; ue &= ue - 1 {
+				p := wb + bits.TrailingZeros64(ue) + 1 // the escape's digits
+				// Past U+00FF an escape decodes to bytes of 0x80 or more,
+				// which no form holds unless keepHigh, or it is bad.
+				if p+4 > len(data) || !t.keepHigh && (data[p] != '0' || data[p+1] != '0') {
+					continue
+				}
+				if r := t.uBarrierRune(data, p); r >= 0 && (r != '&' || k.revealingAmp(data, p-2, rv)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // uBarrierRune returns -1 when the \u escape whose four digits start at

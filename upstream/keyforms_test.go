@@ -79,7 +79,9 @@ func TestKeyFormsSharedByConcurrentChecks(t *testing.T) {
 // says decoding cannot reveal a form (StreamScanner.checkEvents): every
 // data whose decoded check finds a form its raw bytes do not hold is
 // revealing, for random JSON and escape-dense strings built from pieces of
-// the forms, with every kind of key.
+// the forms, with every kind of key. Each key's revealer is kept across
+// its texts, as a stream keeps it across events, so its verdicts on
+// references are reused.
 func TestRevealingCoversEveryDecodedMatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	n := 4000
@@ -87,9 +89,14 @@ func TestRevealingCoversEveryDecodedMatch(t *testing.T) {
 		n = 600
 	}
 	revealed := 0
+	kfs := make(map[string]*KeyForms)
+	rvs := make(map[string]*revealer)
 	for i := range n {
 		key := blockKeys[i%len(blockKeys)]
-		k := NewKeyForms(key)
+		if kfs[key] == nil {
+			kfs[key], rvs[key] = NewKeyForms(key), &revealer{}
+		}
+		k := kfs[key]
 		var data string
 		switch i % 3 {
 		case 0:
@@ -104,7 +111,7 @@ func TestRevealingCoversEveryDecodedMatch(t *testing.T) {
 		m := k.matcher()
 		if reflectedIn([]byte(data), m) && !m.contains([]byte(data)) {
 			revealed++
-			if !k.revealing([]byte(data)) {
+			if !k.revealing([]byte(data), rvs[key]) {
 				t.Fatalf("key %q: the decoded check of %.300q finds a form its raw bytes do not hold, but revealing says no", key, data)
 			}
 		}
@@ -112,6 +119,60 @@ func TestRevealingCoversEveryDecodedMatch(t *testing.T) {
 	if revealed < n/50 {
 		t.Errorf("only %d of %d texts had a form that decoding revealed: the test proves little", revealed, n)
 	}
+}
+
+// A bad escape reveals nothing: the decoded check stops at it, so a form
+// whose pieces a bad escape (or a cut \u escape, or a final backslash)
+// joins is found by neither check, and revealing, which lets such escapes
+// pass for keys whose two-byte escapes are all barriers, stays false. A
+// \u escape of a form byte after the bad one still counts.
+func TestRevealingPassesBadEscapes(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	k := NewKeyForms(key)
+	if !k.tab.uOnly {
+		t.Fatal("the key's two-byte escapes are not all barriers: the test would not test revealingU")
+	}
+	for _, bad := range []string{`\q`, `\x41`, `\u00zz`, `\u1g`, `\'`} {
+		data := `{"a":"` + key[:8] + bad + key[8:] + `"}`
+		m := k.matcher()
+		if reflectedIn([]byte(data), m) || m.contains([]byte(data)) {
+			t.Fatalf("%s: a check found the key in %q", bad, data)
+		}
+		if k.revealing([]byte(data), &revealer{}) {
+			t.Errorf("%s: revealing(%q) = true; a bad escape reveals nothing", bad, data)
+		}
+		after := data[:len(data)-2] + `\u0073"}` // an 's', which the key holds
+		if !k.revealing([]byte(after), &revealer{}) {
+			t.Errorf("%s: revealing(%q) = false; the \\u0073 after the bad escape counts", bad, after)
+		}
+	}
+	if k.revealing([]byte(`{"a":"x\`), &revealer{}) {
+		t.Error("revealing of data that ends in a backslash = true")
+	}
+}
+
+// FuzzRevealingCoversDecodedMatch: for any data and any key of blockKeys,
+// when the decoded check finds a form the raw bytes do not hold, revealing
+// says so; the skip of the decoded check in event mode rests on it.
+func FuzzRevealingCoversDecodedMatch(f *testing.F) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for i := range 40 {
+		key := blockKeys[i%len(blockKeys)]
+		forms := Forms(key)
+		f.Add(uint8(i), []byte(`{"a":"`+escapeDense(r, key, 40)+hideForm(r, forms[r.IntN(len(forms))])+`"}`))
+	}
+	f.Add(uint8(3), []byte(`{"a":"x\q\u0073k-"}`))
+	kfs := make([]*KeyForms, len(blockKeys))
+	for i, key := range blockKeys {
+		kfs[i] = NewKeyForms(key)
+	}
+	f.Fuzz(func(t *testing.T, ki uint8, data []byte) {
+		k := kfs[int(ki)%len(kfs)]
+		m := k.matcher()
+		if reflectedIn(data, m) && !m.contains(data) && !k.revealing(data, &revealer{}) {
+			t.Fatalf("key %q: the decoded check of %q finds a form its raw bytes do not hold, but revealing says no", blockKeys[int(ki)%len(kfs)], data)
+		}
+	})
 }
 
 // hideForm writes form as JSON string content with some of its characters

@@ -19,9 +19,10 @@ import (
 // scan marks the text a window of 4 KiB at a time as it moves.
 const markWords = 64
 
-// marks are the stops of a window of the text, a word per block.
+// marks are the stops of a window of the text, a word per block; u is
+// filled by markEscapes only.
 type marks struct {
-	back, quote, ctl [markWords]uint64
+	back, quote, ctl, u [markWords]uint64
 }
 
 var markPool = sync.Pool{New: func() any { return new(marks) }}
@@ -37,6 +38,21 @@ func (mk *marks) mark(b []byte) {
 			last[k] = 'a'
 		}
 		markBlocks(last[:], mk.back[n:n+1], mk.quote[n:n+1], mk.ctl[n:n+1])
+	}
+}
+
+// markEscapes records the backslashes of b (in back) and its 'u' bytes
+// (in u), at most markWords blocks, the last block padded with bytes that
+// are neither: what KeyForms.revealing needs to find the \u escapes.
+func (mk *marks) markEscapes(b []byte) {
+	n := len(b) / 64
+	markPair(b[:64*n], '\\', 'u', mk.back[:n], mk.u[:n])
+	if 64*n < len(b) {
+		var last [64]byte
+		for k := copy(last[:], b[64*n:]); k < len(last); k++ {
+			last[k] = 'a'
+		}
+		markPair(last[:], '\\', 'u', mk.back[n:n+1], mk.u[n:n+1])
 	}
 }
 
@@ -69,3 +85,17 @@ func zeroBytes(w uint64) uint64 { return hi &^ (w&^hi + lo*0x7f | w) }
 // first in memory the lowest): the product puts byte k's bit at bit 56+k,
 // with no two partial products colliding.
 func gather(m uint64) uint64 { return (m >> 7) * 0x0102040810204080 >> 56 }
+
+// markPairGo is markPair eight bytes at a time, in Go.
+func markPairGo(b []byte, x, y byte, xs, ys []uint64) {
+	for j := range len(b) / 64 {
+		blk := (*[64]byte)(b[64*j:])
+		var mx, my uint64
+		for k := range 8 {
+			w := binary.LittleEndian.Uint64(blk[8*k:])
+			mx |= gather(zeroBytes(w^lo*uint64(x))) << (8 * k)
+			my |= gather(zeroBytes(w^lo*uint64(y))) << (8 * k)
+		}
+		xs[j], ys[j] = mx, my
+	}
+}

@@ -29,3 +29,25 @@ func markBlocks(b []byte, bs, qs, cs []uint64) {
 	_, _, _ = bs[n-1], qs[n-1], cs[n-1]
 	markBlocksAVX2(&b[0], n, &bs[0], &qs[0], &cs[0])
 }
+
+// markPairAVX2 is markPair for n whole blocks at p, the bytes x and y
+// packed in c (x | y<<8) (mark_amd64.s).
+//
+//go:noescape
+func markPairAVX2(p *byte, n int, c uint64, xs, ys *uint64)
+
+// markPair sets, for each whole 64-byte block j of b, bit k of xs[j] when
+// byte k of the block is x and bit k of ys[j] when it is y, and clears
+// the others. xs and ys must hold a word for each block.
+func markPair(b []byte, x, y byte, xs, ys []uint64) {
+	n := len(b) / 64
+	if n == 0 {
+		return
+	}
+	if !hasAVX2 {
+		markPairGo(b, x, y, xs, ys)
+		return
+	}
+	_, _ = xs[n-1], ys[n-1]
+	markPairAVX2(&b[0], n, uint64(x)|uint64(y)<<8, &xs[0], &ys[0])
+}

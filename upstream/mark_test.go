@@ -46,6 +46,43 @@ func agreeMarks(t *testing.T, b []byte) {
 			t.Fatalf("%s(%q) wrote past its blocks", impl.name, b)
 		}
 	}
+	agreePair(t, b, '\\', 'u')
+	if len(b) > 0 { // bytes of every value, as the input holds them
+		agreePair(t, b, b[0], b[len(b)/2])
+	}
+}
+
+// agreePair fails t unless markPair and markPairGo mark the bytes x and y
+// of b as a byte loop does, and leave the words past the blocks alone.
+func agreePair(t *testing.T, b []byte, x, y byte) {
+	t.Helper()
+	n := len(b) / 64
+	wx, wy := make([]uint64, n), make([]uint64, n)
+	for i, c := range b[:64*n] {
+		if c == x {
+			wx[i/64] |= 1 << (i % 64)
+		}
+		if c == y {
+			wy[i/64] |= 1 << (i % 64)
+		}
+	}
+	for _, impl := range []struct {
+		name string
+		fn   func(b []byte, x, y byte, xs, ys []uint64)
+	}{{"markPair", markPair}, {"markPairGo", markPairGo}} {
+		xs, ys := make([]uint64, n+1), make([]uint64, n+1)
+		xs[n], ys[n] = 7, 7
+		impl.fn(b, x, y, xs, ys)
+		for j := range n {
+			if xs[j] != wx[j] || ys[j] != wy[j] {
+				t.Fatalf("%s(%q, %q, %q) block %d = %064b %064b, want %064b %064b",
+					impl.name, b, x, y, j, xs[j], ys[j], wx[j], wy[j])
+			}
+		}
+		if xs[n] != 7 || ys[n] != 7 {
+			t.Fatalf("%s(%q) wrote past its blocks", impl.name, b)
+		}
+	}
 }
 
 // Every byte value at every position of a block, among every kind of
@@ -87,8 +124,8 @@ func TestMarkBlocksAgreesWithLoop(t *testing.T) {
 }
 
 // FuzzMarkBlocksAgreesWithLoop is the differential fuzz target of the
-// marking pass: markBlocks (assembly on amd64) and markBlocksGo record
-// exactly the stops a byte loop finds.
+// marking passes: markBlocks and markPair (assembly on amd64) and their Go
+// versions record exactly the bytes a byte loop finds.
 func FuzzMarkBlocksAgreesWithLoop(f *testing.F) {
 	f.Add([]byte(`{"a":"b\\n\"c\u00e9"}` + "\x00\x1f\x20\"\\"))
 	f.Add(make([]byte, 130))

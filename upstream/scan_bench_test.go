@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -107,4 +108,51 @@ func BenchmarkCheckJSONFormEntities(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkStreamScannerCorpus passes each corpus's 1 MiB Messages event
+// stream (answercorpus.Events, 4 KiB events) through a StreamScanner in
+// event mode, one event a read, as the broker's relay reads an upstream
+// that flushes each event: the relay's scanning CPU without its sockets.
+// The key's forms are made once, as a broker turn makes them.
+func BenchmarkStreamScannerCorpus(b *testing.B) {
+	forms := NewKeyForms(benchKey)
+	for _, kind := range answercorpus.Kinds() {
+		events := answercorpus.Events(kind, 1<<20, 4<<10)
+		b.Run(string(kind)+"-1MiB-events-4KiB", func(b *testing.B) {
+			b.SetBytes(int64(len(strings.Join(events, ""))))
+			r := &eventReader{}
+			for b.Loop() {
+				r.events = events
+				sc := NewStreamScannerFor(r, forms, 0)
+				sc.Events()
+				for {
+					if _, err := sc.Next(); err != nil {
+						if err != io.EOF {
+							b.Fatal(err)
+						}
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+// eventReader yields one event a Read, as a socket does from an upstream
+// that flushes each.
+type eventReader struct {
+	events []string
+	off    int // into events[0]
+}
+
+func (r *eventReader) Read(p []byte) (int, error) {
+	if len(r.events) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.events[0][r.off:])
+	if r.off += n; r.off == len(r.events[0]) {
+		r.events, r.off = r.events[1:], 0
+	}
+	return n, nil
 }

@@ -89,7 +89,8 @@ type StreamScanner struct {
 	// events is the event mode (Events): whole events only, each
 	// event's JSON data checked as decoded too.
 	events  bool
-	longest int // the longest form's length
+	reveal  revealer // event mode's verdicts on references, kept across events
+	longest int      // the longest form's length
 }
 
 // MaxStreamEvent bounds one server-sent event in event mode (4 MiB): the
@@ -118,7 +119,11 @@ func NewStreamScannerFor(r io.Reader, k *KeyForms, limit int64) *StreamScanner {
 	if limit < 1 {
 		limit = MaxStreamBytes
 	}
-	return &StreamScanner{r: r, m: k.matcher(), max: limit, longest: k.longest,
+	m := k.matcher()
+	// The pieces are small but the stream is long: the large filter, whose
+	// false hits are rarer, pays for itself (see matcher).
+	m.build(largeText)
+	return &StreamScanner{r: r, m: m, max: limit, longest: k.longest,
 		buf: make([]byte, 0, streamReadSize+k.longest)}
 }
 
@@ -256,7 +261,7 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 		// Decoding can only reveal a form the raw search missed where a
 		// string holds a character reference or an escape that is no
 		// barrier (revealing).
-		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data) && reflectedIn(data, s.m) {
+		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data, &s.reveal) && reflectedIn(data, s.m) {
 			s.matched, s.held = true, 0
 			return ErrReflect
 		}

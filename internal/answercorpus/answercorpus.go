@@ -330,3 +330,45 @@ var cjkSentences = []string{
 }
 
 var emoji = []string{"😀", "🚀", "✅", "🎉", "👍🏽", "🇫🇷", "⚠️"}
+
+// Events returns a streamed Anthropic Messages answer of about size
+// bytes (its deltas add up to at most size) as its server-sent events: message_start, content_block_delta
+// events of about evSize bytes each carrying Stream's pieces (text_delta,
+// or input_json_delta for ToolCalls), message_delta with the usage, and
+// message_stop. The same arguments always give the same events.
+func Events(kind Kind, size, evSize int) []string {
+	typ, field := "text_delta", "text"
+	if kind == ToolCalls {
+		typ, field = "input_json_delta", "partial_json"
+	}
+	evs := []string{MessageStart}
+	head := "event: content_block_delta\ndata: " + `{"type":"content_block_delta","index":0,"delta":{"type":"` + typ + `","` + field + `":"`
+	const tail = "\"}}\n\n"
+	total := len(MessageStart)
+	var text strings.Builder
+	for _, p := range Stream(kind, size) {
+		text.WriteString(p)
+		if len(head)+text.Len()+len(tail) < evSize {
+			continue
+		}
+		ev := head + text.String() + tail
+		if total+len(ev) > size {
+			break
+		}
+		evs = append(evs, ev)
+		total += len(ev)
+		text.Reset()
+	}
+	return append(evs, messageDelta, messageStop)
+}
+
+// MessageStart is the first event of Events' streams.
+const MessageStart = "event: message_start\ndata: " + `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}` + "\n\n"
+
+const (
+	messageDelta = "event: message_delta\ndata: " + `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1000}}` + "\n\n"
+	messageStop  = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+)
+
+// EndEvents are the last two events of Events' streams.
+func EndEvents() []string { return []string{messageDelta, messageStop} }
