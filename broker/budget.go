@@ -8,6 +8,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
 // settleTimeout bounds a settlement, which runs detached from the call so
@@ -43,10 +44,12 @@ func (t *Turn) settle(r budget.Reservation, actual int64) {
 	}
 }
 
-// tokenEstimate is what a /model call reserves: about four bytes of the
-// request per prompt token, plus every output token it may ask for.
-func tokenEstimate(payload []byte, maxOutput int) int64 {
-	return int64(len(payload)/4 + maxOutput)
+// tokenEstimate is what a model call reserves: about four bytes of the
+// request per prompt token, each of its images (images of them, whose data
+// takes imageBytes of the payload) at modelapi.ImageTokens instead of its
+// bytes, plus every output token it may ask for.
+func tokenEstimate(payload []byte, images, imageBytes, maxOutput int) int64 {
+	return int64(max(0, len(payload)-imageBytes)/4 + images*modelapi.ImageTokens + maxOutput)
 }
 
 // usedTokens is what a model call cost: the upstream's usage, as counted

@@ -108,17 +108,16 @@ func serveChat(ctx context.Context, t *Turn, req request, opts modelapi.ChatOpti
 		call.Accept = acceptStream
 		send = func(ctx context.Context, call upstream.Call) outcome { return t.pass(ctx, req.w, call, true) }
 	}
-	return t.spend(ctx, call, t.b.cfg.MaxOutputTokens, send)
+	images, imageBytes := in.Images()
+	return t.spend(ctx, call, tokenEstimate(payload, images, imageBytes, t.b.cfg.MaxOutputTokens), send)
 }
 
-// spend reserves a model call's token estimate (payload and the output it
-// may ask for), makes the call with send and settles what it cost. Without
-// a ledger it just calls.
-func (t *Turn) spend(ctx context.Context, call upstream.Call, maxOutput int, send func(context.Context, upstream.Call) outcome) outcome {
+// spend reserves a model call's token estimate (tokenEstimate), makes the
+// call with send and settles what it cost. Without a ledger it just calls.
+func (t *Turn) spend(ctx context.Context, call upstream.Call, estimate int64, send func(context.Context, upstream.Call) outcome) outcome {
 	if t.b.cfg.Budget == nil {
 		return send(ctx, call)
 	}
-	estimate := tokenEstimate(call.Body, maxOutput)
 	r, o, ok := t.reserve(ctx, budget.Tokens, estimate)
 	if !ok {
 		return o

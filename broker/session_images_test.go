@@ -8,6 +8,8 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
 // chatAnswer is a chat-completions answer of the stand-in.
@@ -58,5 +60,60 @@ func TestSessionModelImageParts(t *testing.T) {
 	}
 	if n := len(f.upstreamCalls("/v1/chat/completions")); n != 1 {
 		t.Errorf("%d upstream calls; the refused ones must not reach it", n)
+	}
+}
+
+// A daily token budget reserves an image at modelapi.ImageTokens, not at
+// four bytes of its base64 a token: a 2 MB image (half a million tokens by
+// its bytes) passes a budget of 100,000 tokens, in both dialects. A chat
+// answer without usage is settled with the estimate that counted the image
+// so; the Messages stand-in reports its usage, which is settled instead.
+func TestSessionImageReservesImageTokensNotBytes(t *testing.T) {
+	data := strings.Repeat("AAAA", 500_000) // 2,000,000 base64 characters
+	for _, tc := range []struct {
+		name, route, body string
+		reply             http.HandlerFunc
+		estimated         bool // settled with the estimate
+		profile           func(*broker.Config)
+		session           func(*broker.SessionConfig)
+	}{
+		{
+			name: "chat", route: rtsandbox.RouteModel, estimated: true,
+			body: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + data + `"}}]}]}`,
+			reply: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, chatAnswer)
+			},
+			profile: func(c *broker.Config) {
+				c.API, c.Stream, c.ModelURL = "", false, ep(c.ModelURL.String()+"/v1/chat/completions")
+			},
+			session: func(c *broker.SessionConfig) { c.Worker.ModelAPI, c.Worker.Stream = "", false },
+		},
+		{
+			name: "messages", route: rtsandbox.RouteAnthropicMessages,
+			body: `{"max_tokens":1000,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data + `"}}]}]}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l *budget.Ledger
+			f := newSession(t, sessOptions{reply: tc.reply, session: tc.session, broker: func(c *broker.Config) {
+				l = openLedger(t, budget.Config{PerSpeaker: budget.Limits{Tokens: 100_000}})
+				c.Budget = l
+				if tc.profile != nil {
+					tc.profile(c)
+				}
+			}})
+			f.bind("low")
+			if r := f.post(tc.route, tc.body); r.Status != http.StatusOK {
+				t.Fatalf("answer %d %.200q; want 200 within the token budget", r.Status, r.Body)
+			}
+			used := usage(t, l, budget.Installation)[budget.Tokens].Used
+			switch {
+			case tc.estimated && (used < modelapi.ImageTokens || used > 100_000):
+				t.Errorf("tokens used = %d; want the estimate, with the image at %d", used, modelapi.ImageTokens)
+			case !tc.estimated && (used < 1 || used > 100_000):
+				t.Errorf("tokens used = %d; want the stand-in's usage", used)
+			}
+		})
 	}
 }

@@ -113,7 +113,7 @@ func TestDropShuttingDown(t *testing.T) {
 	waitFor(t, func() bool { return len(rt.Calls()) == 1 })
 	held := make(chan string, 1)
 	go func() { _, body := f.post(t, "held", `,"wait":true`); held <- body }()
-	waitFor(t, func() bool { return f.api.held(lobby) == 2 })
+	waitFor(t, func() bool { return f.api.held(lobby) == 2 && f.router.QueueSize(lobby) == 2 }) // held, then queued
 	f.api.Stop()
 	f.router.Drain()
 	want := errorBody{Error: textStopping, Reason: router.DropShuttingDown}
@@ -153,7 +153,7 @@ func TestDropLaterNotSandboxed(t *testing.T) {
 	waitFor(t, func() bool { return len(rt.Calls()) == 1 })
 	held := make(chan waitResponse, 1)
 	go func() { _, body := f.post(t, "held", `,"wait":true`); held <- decode[waitResponse](t, body) }()
-	waitFor(t, func() bool { return f.api.held(lobby) == 2 })
+	waitFor(t, func() bool { return f.api.held(lobby) == 2 && f.router.QueueSize(lobby) == 2 }) // held, then queued
 	if err := f.channels.Disable(lobby); err != nil {
 		t.Fatal(err)
 	}

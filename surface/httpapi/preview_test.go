@@ -15,18 +15,11 @@ import (
 // TestDeltaEvents: with Options.Preview, a message whose answer streams
 // gets delta events (each the text its preview gained, the turn's answers
 // joined by a blank line) before its reply, which is the worker's; without
-// it, none. Through the real handler and the real router.
+// it, none. Through the real handler and the real router. The runtime
+// waits for each delta event before it goes on, so the previews do not
+// depend on timing: the second and third pieces come within the interval
+// after the first preview, and go out as one.
 func TestDeltaEvents(t *testing.T) {
-	run := func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
-		if c.OnText != nil {
-			c.OnText(1, "Hel")
-			time.Sleep(router.PreviewInterval + 100*time.Millisecond)
-			c.OnText(1, "lo")
-			c.OnText(2, "Next")
-			time.Sleep(router.PreviewInterval + 100*time.Millisecond)
-		}
-		return rtsandbox.Reply{OK: true, Text: "The worker's answer."}, nil
-	}
 	tests := []struct {
 		name    string
 		preview bool
@@ -38,6 +31,23 @@ func TestDeltaEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			seen := make(chan struct{}, 2) // a delta event reached the subscriber
+			await := func() {
+				select {
+				case <-seen:
+				case <-time.After(10 * time.Second):
+				}
+			}
+			run := func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+				if c.OnText != nil {
+					c.OnText(1, "Hel")
+					await()
+					c.OnText(1, "lo")
+					c.OnText(2, "Next")
+					await()
+				}
+				return rtsandbox.Reply{OK: true, Text: "The worker's answer."}, nil
+			}
 			f := newFixture(t, &fakeRuntime{Run: run}, func(o *Options) { o.Preview = tt.preview })
 			if f.api.Previews() != tt.preview {
 				t.Fatalf("Previews() = %v, want %v", f.api.Previews(), tt.preview)
@@ -49,7 +59,8 @@ func TestDeltaEvents(t *testing.T) {
 			}
 			id := decode[acceptedResponse](t, body).ID
 			var got []string
-			for _, e := range events.until(t, id) {
+			for {
+				e := events.next(t)
 				if e.Type == EventTyping {
 					continue
 				}
@@ -57,6 +68,12 @@ func TestDeltaEvents(t *testing.T) {
 					t.Errorf("event %+v not attributed to %s in %s", e, id, lobby)
 				}
 				got = append(got, e.Type+" "+e.Data.Chunk)
+				if e.Type == EventDelta {
+					seen <- struct{}{}
+				}
+				if e.Type == EventDone {
+					break
+				}
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
