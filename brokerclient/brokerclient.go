@@ -38,8 +38,28 @@ var ErrRefused = errors.New("broker refused")
 // ErrTooLarge marks an answer over rtsandbox.MaxBrokerResponse.
 var ErrTooLarge = errors.New("broker answer exceeds 1 MiB")
 
-// StatusError is a refusal with its status. Its body is not read.
-type StatusError struct{ Status int }
+// MaxErrorBody bounds what a StatusError keeps of a 400 answer's body.
+const MaxErrorBody = 64 << 10
+
+// StatusError is a refusal with its status and, for a 400 only, the start
+// of its body, which says why the request was refused (a model's "prompt
+// is too long"); other bodies are not read. Body is untrusted text, the
+// upstream's or the broker's, and never part of Error.
+type StatusError struct {
+	Status int
+	Body   []byte
+}
+
+// NewStatusError is the refusal of an answer with status whose body is
+// body: for a 400, at most MaxErrorBody bytes of the body are kept (a
+// read that fails keeps what it read; the refusal stands either way).
+func NewStatusError(status int, body io.Reader) *StatusError {
+	e := &StatusError{Status: status}
+	if status == http.StatusBadRequest {
+		e.Body, _ = io.ReadAll(io.LimitReader(body, MaxErrorBody))
+	}
+	return e
+}
 
 func (e *StatusError) Error() string { return fmt.Sprintf("broker refused: status %d", e.Status) }
 
@@ -52,7 +72,8 @@ type Client struct {
 	Timeout time.Duration // 0 means rtsandbox.BrokerClientTimeout
 }
 
-// Post sends payload (JSON) to route and returns the body of a 200 answer.
+// Post sends payload (JSON) to route and returns the body of a 200 answer;
+// any other answer is a *StatusError (NewStatusError).
 func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
@@ -73,7 +94,7 @@ func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("broker %s: %w", route, &StatusError{Status: resp.StatusCode})
+		return nil, fmt.Errorf("broker %s: %w", route, NewStatusError(resp.StatusCode, resp.Body))
 	}
 	return readBody(ctx, resp)
 }

@@ -109,3 +109,38 @@ func TestPostNoSocket(t *testing.T) {
 		t.Error("Post to a missing socket = nil; want an error")
 	}
 }
+
+// A refusal keeps the start of a 400's body (at most MaxErrorBody bytes),
+// so that the worker can tell "prompt is too long"; no other status's
+// body is read, and the body never reaches Error.
+func TestPostKeepsOnlyA400Body(t *testing.T) {
+	const tooLong = `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`
+	long := strings.Repeat("b", brokerclient.MaxErrorBody+10)
+	tests := []struct {
+		name     string
+		status   int
+		body     string
+		wantBody string
+	}{
+		{"400 kept", 400, tooLong, tooLong},
+		{"400 cut at the bound", 400, long, long[:brokerclient.MaxErrorBody]},
+		{"429 not read", 429, tooLong, ""},
+		{"502 not read", 502, tooLong, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sock := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			})
+			_, err := (&brokerclient.Client{Socket: sock}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`))
+			var se *brokerclient.StatusError
+			if !errors.As(err, &se) || se.Status != tt.status || string(se.Body) != tt.wantBody {
+				t.Fatalf("Post = %v; want StatusError %d with body %.40q", err, tt.status, tt.wantBody)
+			}
+			if strings.Contains(err.Error(), "prompt") || strings.Contains(err.Error(), "bbb") {
+				t.Errorf("the body reached Error: %q", err)
+			}
+		})
+	}
+}

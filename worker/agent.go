@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -78,6 +79,11 @@ type agent struct {
 	// worker's compaction); it may replace the history at
 	// payload.Messages[1:1+histLeft].
 	prepare func(ctx context.Context) error
+	// overflow, when set, runs after a model call refused as over the
+	// model's context (errContextOverflow) and reports whether it
+	// compacted, upon which the call is retried once (the session
+	// worker's compaction); nil fails the turn with the refusal (sealed).
+	overflow func(ctx context.Context) bool
 }
 
 // sealedTurn is one sealed turn: the loop with the channel's memory and
@@ -205,10 +211,7 @@ func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMe
 			return nil, err
 		}
 	}
-	if err := a.fitContext(); err != nil {
-		return nil, err
-	}
-	msg, err := a.model.complete(ctx, a.view())
+	msg, err := a.call(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +224,24 @@ func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMe
 	}
 	a.runCalls(ctx, step, msg, calls)
 	return nil, nil
+}
+
+// call fits the context and makes the model call. A call refused as over
+// the model's context is made once more after the overflow hook
+// compacted; the retry's failure, another overflow included, is the
+// call's.
+func (a *agent) call(ctx context.Context) (map[string]json.RawMessage, error) {
+	if err := a.fitContext(); err != nil {
+		return nil, err
+	}
+	msg, err := a.model.complete(ctx, a.view())
+	if !errors.Is(err, errContextOverflow) || a.overflow == nil || !a.overflow(ctx) {
+		return msg, err
+	}
+	if err := a.fitContext(); err != nil {
+		return nil, err
+	}
+	return a.model.complete(ctx, a.view())
 }
 
 // fitContext drops context until the request fits the payload budget

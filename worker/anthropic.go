@@ -291,7 +291,8 @@ func (c *anthropicClient) complete(ctx context.Context, p *modelPayload) (map[st
 }
 
 // read reads one answer and closes it: the blocks of a 200 answer, a
-// *retryable for a 429 or 529 worth retrying, or the refusal.
+// *retryable for a 429 or 529 worth retrying, or the refusal (marked
+// errContextOverflow when it is one).
 func (c *anthropicClient) read(resp *brokerclient.Response) ([]answerBlock, error) {
 	defer resp.Close()
 	switch {
@@ -302,7 +303,7 @@ func (c *anthropicClient) read(resp *brokerclient.Response) ([]answerBlock, erro
 	case resp.Status == http.StatusTooManyRequests || resp.Status == statusOverloaded:
 		return nil, retryableAnswer(resp)
 	}
-	return nil, &brokerclient.StatusError{Status: resp.Status}
+	return nil, overflowed(brokerclient.NewStatusError(resp.Status, resp.Body))
 }
 
 // message turns the blocks into the loop's chat message and keeps the

@@ -129,10 +129,12 @@ func imageParts(images []rtsandbox.Image) []any {
 
 func (openaiClient) maxMessages() int { return rtsandbox.MaxModelMessages }
 
+// complete posts the conversation and reads the answer; a refusal over
+// the model's context is errContextOverflow (overflowed).
 func (c openaiClient) complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error) {
 	raw, err := c.broker.post(ctx, rtsandbox.RouteModel, c.request(p))
 	if err != nil {
-		return nil, err
+		return nil, overflowed(err)
 	}
 	return modelMessage(raw)
 }

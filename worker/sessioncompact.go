@@ -38,9 +38,17 @@ import (
 //
 // Reports are posted from the turn, so all of them arrive before its
 // result, while the turn is still bound.
-
-// The worker compacts on its own threshold (rtsandbox.CompactThreshold);
-// it has no manual trigger and does not retry an overflowing call.
+//
+// The worker compacts on its own threshold (rtsandbox.CompactThreshold,
+// prepare) and when the model refuses a call as over its context window
+// (rtsandbox.CompactOverflow, overflow; the rule is contextOverflow in
+// overflow.go): the same compaction, whose request and end report say
+// overflow and whose end report says willRetry, after which the agent
+// fits the context and retries the call once. A compaction that fails,
+// or finds nothing to summarise, leaves the refusal the turn's failure,
+// as does a second overflow. Both triggers share the turn's
+// maxCompactionsPerTurn and its stop after a failure. There is no manual
+// trigger.
 
 // maxCompactionsPerTurn bounds the compactions a turn tries: as many as
 // the broker serves host compactions a turn.
@@ -92,7 +100,7 @@ type compactTurn struct {
 // the request is over the trigger. A failure is logged and reported,
 // never the turn's: the safety net follows.
 func (c *compactTurn) prepare(ctx context.Context) error {
-	if c.failed || c.tries >= maxCompactionsPerTurn || len(c.w.store.exchanges) == 0 {
+	if !c.allowed() {
 		return nil
 	}
 	before := c.contextTokens()
@@ -100,13 +108,33 @@ func (c *compactTurn) prepare(ctx context.Context) error {
 	if before <= c.w.tiers.trigger(c.w.store.compacted.last()) && !over {
 		return nil
 	}
-	switch err := c.compact(ctx, rtsandbox.CompactThreshold, before); {
+	_ = c.try(ctx, rtsandbox.CompactThreshold, before)
+	return nil
+}
+
+// overflow is the agent's hook after a model call refused as over the
+// model's context: it compacts with reason overflow and reports whether
+// it did, so that the agent retries the call.
+func (c *compactTurn) overflow(ctx context.Context) bool {
+	return c.allowed() && c.try(ctx, rtsandbox.CompactOverflow, c.contextTokens()) == nil
+}
+
+// allowed is whether the turn may compact: none failed, fewer than
+// maxCompactionsPerTurn so far, and an earlier exchange to summarise.
+func (c *compactTurn) allowed() bool {
+	return !c.failed && c.tries < maxCompactionsPerTurn && len(c.w.store.exchanges) > 0
+}
+
+// try compacts and counts the try; nothing to compact is no try.
+func (c *compactTurn) try(ctx context.Context, reason string, before int) error {
+	switch err := c.compact(ctx, reason, before); {
 	case errors.Is(err, errNothingToCompact):
+		return err
 	case err != nil:
 		c.tries, c.failed = c.tries+1, true
-	default:
-		c.tries++
+		return err
 	}
+	c.tries++
 	return nil
 }
 
@@ -284,7 +312,8 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // apply puts the compaction in force: the agent's history becomes the
 // summary and the kept exchanges, the record is written, the end is
-// reported and logged.
+// reported and logged. An overflow compaction's report says willRetry:
+// the agent retries the refused call next.
 func (c *compactTurn) apply(result *compaction, keep int, reason string, before int) {
 	s := c.w.store
 	kept := s.exchanges[len(s.exchanges)-keep:]
@@ -300,6 +329,7 @@ func (c *compactTurn) apply(result *compaction, keep int, reason string, before 
 		"tokensAfter", after, "contextAfter", result.contextAfter, "nextCompactionAt", next,
 		"reserveTokens", c.w.tiers.reserveTokens(result.last()))
 	c.report(context.Background(), rtsandbox.CompactionReport{Type: rtsandbox.ReportEnd, Reason: reason, Engine: result.engine,
+		WillRetry:    reason == rtsandbox.CompactOverflow,
 		TokensBefore: int64p(before), TokensAfter: int64p(after), ContextAfter: int64p(result.contextAfter), NextCompactionAt: int64p(next)})
 }
 

@@ -78,17 +78,28 @@ func seedSession(t *testing.T, ws string, xs ...sessionExchange) {
 // prompt summaryPrompt) with PI SUMMARY, and the others with replies in
 // order, the last repeated.
 func compactingModel(replies ...string) *fakemodel.Server {
+	answers := make([]fakemodel.Response, len(replies))
+	for i, r := range replies {
+		answers[i] = fakemodel.Response{Content: r}
+	}
+	return scriptedModel(fakemodel.Response{Content: "PI SUMMARY"}, answers...)
+}
+
+// scriptedModel answers the worker's own summary requests (system prompt
+// summaryPrompt) with summary, and the others with answers in order, the
+// last repeated.
+func scriptedModel(summary fakemodel.Response, answers ...fakemodel.Response) *fakemodel.Server {
 	var mu sync.Mutex
 	n := 0
 	return fakemodel.NewWithOptions(fakemodel.Options{Loop: true}, fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
 		if req.System() == summaryPrompt {
-			return fakemodel.Response{Content: "PI SUMMARY"}
+			return summary
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		r := replies[min(n, len(replies)-1)]
+		r := answers[min(n, len(answers)-1)]
 		n++
-		return fakemodel.Response{Content: r}
+		return r
 	}))
 }
 
@@ -178,7 +189,13 @@ type compacting struct {
 // the profile config and the host compactor (nil: none).
 func startCompacting(t *testing.T, xs []sessionExchange, config string, compactor func(*http.Request, []byte) (int, string), opts ...func(*SessionOptions)) *compacting {
 	t.Helper()
-	c := &compacting{t: t, ws: t.TempDir(), model: compactingModel("compacted", "again")}
+	return startCompactingWith(t, compactingModel("compacted", "again"), xs, config, compactor, opts...)
+}
+
+// startCompactingWith is startCompacting with model, which it closes.
+func startCompactingWith(t *testing.T, model *fakemodel.Server, xs []sessionExchange, config string, compactor func(*http.Request, []byte) (int, string), opts ...func(*SessionOptions)) *compacting {
+	t.Helper()
+	c := &compacting{t: t, ws: t.TempDir(), model: model}
 	t.Cleanup(c.model.Close)
 	seedSession(t, c.ws, xs...)
 	c.b = startSessionBroker(t, c.model)

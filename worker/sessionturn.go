@@ -177,7 +177,8 @@ func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*
 		// may still be private to another reader.
 		project: func(msgs []message) []message { return hidePrivate(msgs, reader) },
 	}
-	a.prepare = (&compactTurn{w: w, a: a, turn: turn, reader: reader}).prepare
+	ct := &compactTurn{w: w, a: a, turn: turn, reader: reader}
+	a.prepare, a.overflow = ct.prepare, ct.overflow
 	a.payload.images = turn.Images
 	return a, nil
 }

@@ -33,7 +33,8 @@ func newBroker(socket string) *broker {
 func (b *broker) close() {}
 
 // post sends body as JSON to route and returns the compacted JSON answer.
-// Any status other than 200 is errBrokerRefused; the body is then not read.
+// Any status other than 200 is errBrokerRefused, a
+// *brokerclient.StatusError that keeps the start of a 400's body only.
 func (b *broker) post(ctx context.Context, route string, body any) (json.RawMessage, error) {
 	payload, err := jsonjs.Marshal(body)
 	if err != nil {
