@@ -32,7 +32,7 @@ const maxAnswerBlocks = 256
 
 // maxErrorBody bounds what the client reads of an error answer to learn
 // its error type.
-const maxErrorBody = 64 << 10
+const maxErrorBody = brokerclient.MaxErrorBody
 
 // messagesRequest is the Messages body the worker sends; key order is
 // the wire order.
