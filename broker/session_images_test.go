@@ -18,17 +18,21 @@ const chatAnswer = `{"choices":[{"message":{"role":"assistant","content":"seen"}
 // openaiSession is the session fixture on an OpenAI chat-completions
 // profile.
 func openaiSession(t *testing.T) *sessFixture {
-	return newSession(t, sessOptions{
-		reply: func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, chatAnswer)
-		},
-		broker: func(c *broker.Config) {
-			c.API, c.Stream, c.ModelURL = "", false, ep(c.ModelURL.String()+"/v1/chat/completions")
-		},
-		session: func(c *broker.SessionConfig) { c.Worker.ModelAPI, c.Worker.Stream = "", false },
-	})
+	return newSession(t, sessOptions{reply: chatReply, broker: chatProfile, session: chatWorker})
 }
+
+// chatReply, chatProfile and chatWorker make a session fixture's profile
+// OpenAI chat completions, not streamed.
+func chatReply(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, chatAnswer)
+}
+
+func chatProfile(c *broker.Config) {
+	c.API, c.Stream, c.ModelURL = "", false, ep(c.ModelURL.String()+"/v1/chat/completions")
+}
+
+func chatWorker(c *broker.SessionConfig) { c.Worker.ModelAPI, c.Worker.Stream = "", false }
 
 // The session broker's /model admits a user message's data-URL image
 // parts (the turn's images, §4.2) and forwards them rebuilt; a remote
@@ -79,15 +83,8 @@ func TestSessionImageReservesImageTokensNotBytes(t *testing.T) {
 	}{
 		{
 			name: "chat", route: rtsandbox.RouteModel, estimated: true,
-			body: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + data + `"}}]}]}`,
-			reply: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				io.WriteString(w, chatAnswer)
-			},
-			profile: func(c *broker.Config) {
-				c.API, c.Stream, c.ModelURL = "", false, ep(c.ModelURL.String()+"/v1/chat/completions")
-			},
-			session: func(c *broker.SessionConfig) { c.Worker.ModelAPI, c.Worker.Stream = "", false },
+			body:  `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + data + `"}}]}]}`,
+			reply: chatReply, profile: chatProfile, session: chatWorker,
 		},
 		{
 			name: "messages", route: rtsandbox.RouteAnthropicMessages,
