@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net"
@@ -34,24 +35,29 @@ import (
 func BenchmarkStreamedAnswer(b *testing.B) {
 	const firstGap = 2 * time.Millisecond
 	type streamCase struct {
-		name   string
-		answer []string
+		name    string
+		answer  []string
+		request string // streamBody when empty
 	}
 	var cases []streamCase
 	for _, evSize := range []int{256, 4 << 10} {
-		cases = append(cases, streamCase{"1MiB-events-" + sizeName(evSize), benchStream(1<<20, evSize)})
+		cases = append(cases, streamCase{"1MiB-events-" + sizeName(evSize), benchStream(1<<20, evSize), ""})
 	}
 	// The escape-dense corpora, whose events the scanner also checks
 	// decoded (event mode); markdown also in events of the size a model
 	// sends (a few tokens each).
 	for _, kind := range answercorpus.Kinds()[1:] {
-		cases = append(cases, streamCase{string(kind) + "-1MiB-events-4KiB", answercorpus.Events(kind, 1<<20, 4<<10)})
+		cases = append(cases, streamCase{string(kind) + "-1MiB-events-4KiB", answercorpus.Events(kind, 1<<20, 4<<10), ""})
 	}
-	cases = append(cases, streamCase{"markdown-1MiB-events-256B", answercorpus.Events(answercorpus.Markdown, 1<<20, 256)})
+	cases = append(cases, streamCase{"markdown-1MiB-events-256B", answercorpus.Events(answercorpus.Markdown, 1<<20, 256), ""})
+	// A session's request carries the conversation: the broker rebuilds
+	// it before the upstream call, on the first byte's path.
+	cases = append(cases, streamCase{"markdown-1MiB-events-4KiB-request-200KiB", answercorpus.Events(answercorpus.Markdown, 1<<20, 4<<10), conversationRequest(200 << 10)})
 	for _, c := range cases {
 		answer := c.answer
 		srv := eventServer(answer, firstGap)
 		want := len(strings.Join(answer, ""))
+		request := cmp.Or(c.request, streamBody)
 		b.Run(c.name, func(b *testing.B) {
 			direct := &http.Client{Transport: upstream.NewTransport()}
 			defer direct.CloseIdleConnections()
@@ -59,8 +65,8 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 			brokerURL := "http://" + rtsandbox.BrokerHost + rtsandbox.RouteAnthropicMessages
 			var d, v, added streamTimes
 			for b.Loop() {
-				dt, dd := streamCall(b, direct, srv.URL+"/v1/messages", want)
-				vt, vd := streamCall(b, via, brokerURL, want)
+				dt, dd := streamCall(b, direct, srv.URL+"/v1/messages", request, want)
+				vt, vd := streamCall(b, via, brokerURL, request, want)
 				d.add(dt, dd)
 				v.add(vt, vd)
 				added.add(vt-dt, vd-dd)
@@ -111,9 +117,9 @@ func BenchmarkStreamedRelayFloor(b *testing.B) {
 	brokerURL := "http://" + rtsandbox.BrokerHost + rtsandbox.RouteAnthropicMessages
 	var bareAdded, brokerAdded streamTimes
 	for b.Loop() {
-		dt, dd := streamCall(b, direct, srv.URL+"/v1/messages", want)
-		bt, bd := streamCall(b, bare, brokerURL, want)
-		vt, vd := streamCall(b, via, brokerURL, want)
+		dt, dd := streamCall(b, direct, srv.URL+"/v1/messages", streamBody, want)
+		bt, bd := streamCall(b, bare, brokerURL, streamBody, want)
+		vt, vd := streamCall(b, via, brokerURL, streamBody, want)
 		bareAdded.add(bt-dt, bd-dd)
 		brokerAdded.add(vt-dt, vd-dd)
 	}
@@ -223,12 +229,12 @@ func streamBenchBroker(b *testing.B, base string) string {
 	return srv.Path()
 }
 
-// streamCall posts a streamed request and returns the time to the first
-// body byte and to the end of the answer.
-func streamCall(b *testing.B, c *http.Client, url string, want int) (first, total time.Duration) {
+// streamCall posts the streamed request body and returns the time to the
+// first body byte and to the end of the answer.
+func streamCall(b *testing.B, c *http.Client, url, body string, want int) (first, total time.Duration) {
 	buf := make([]byte, 64<<10)
 	start := time.Now()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(streamBody))
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
 	resp, err := c.Do(req)
@@ -248,4 +254,26 @@ func streamCall(b *testing.B, c *http.Client, url string, want int) (first, tota
 		b.Fatalf("status %d, %d bytes, %v; want 200, %d", resp.StatusCode, n, err, want)
 	}
 	return first, total
+}
+
+// conversationRequest is a streamed Messages request of about size bytes
+// whose messages alternate user and assistant text blocks of markdown
+// (answercorpus), about 4 KiB each, the last from the user: what a
+// session worker sends once its conversation has grown.
+func conversationRequest(size int) string {
+	var msgs []string
+	var text strings.Builder
+	role := "user"
+	for _, p := range answercorpus.Stream(answercorpus.Markdown, size) {
+		if text.WriteString(p); text.Len() < 4<<10 {
+			continue
+		}
+		msgs = append(msgs, `{"role":"`+role+`","content":[{"type":"text","text":"`+text.String()+`"}]}`)
+		text.Reset()
+		role = map[string]string{"user": "assistant", "assistant": "user"}[role]
+	}
+	if role == "user" { // the last one came from the assistant: end with a user's
+		msgs = append(msgs, `{"role":"user","content":"Go on."}`)
+	}
+	return `{"stream":true,"max_tokens":100,"messages":[` + strings.Join(msgs, ",") + `]}`
 }
