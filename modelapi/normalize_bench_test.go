@@ -1,12 +1,12 @@
 package modelapi
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // BenchmarkNormalizeConversation measures the broker's work on a session
@@ -25,8 +25,8 @@ func BenchmarkNormalizeConversation(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				var raw map[string]json.RawMessage
-				if err := json.Unmarshal(body, &raw); err != nil {
+				raw, err := jsontree.Split(body) // as the broker's decodeObject
+				if err != nil {
 					b.Fatal(err)
 				}
 				r, err := NormalizeMessages(raw, p)
