@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -259,17 +259,11 @@ func readBody(r io.Reader) ([]byte, error) {
 
 // decodeObject decodes a JSON object into its members, keeping each value
 // raw so that absent and null stay different and numbers are not
-// rewritten.
+// rewritten. jsontree.Split reads the body once, where json.Unmarshal read
+// it twice.
 func decodeObject(body []byte) (map[string]json.RawMessage, bool) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, false
-	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil {
-		return nil, false
-	}
-	return obj, true
+	obj, err := jsontree.Split(body)
+	return obj, err == nil
 }
 
 // marshal encodes v the way the reference's JSON.stringify does.

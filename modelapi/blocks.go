@@ -1,13 +1,13 @@
 package modelapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // Image limits of session spec §4.2, applied to each image block.
@@ -19,20 +19,17 @@ const (
 var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/webp": true, "image/gif": true}
 
 // tree decodes one raw JSON value in a single pass into maps, slices,
-// strings, json.Number, bools and nil. Content is decoded this way, once,
-// rather than level by level as raw JSON: a message holding a 20 MiB image
-// is then scanned twice, not twice per nesting level. ok is false for an
-// absent (empty) value.
+// strings, json.Number, bools and nil (jsontree: the tree encoding/json
+// builds with UseNumber). Content is decoded this way, once, rather than
+// level by level as raw JSON: a message holding a 20 MiB image is then
+// scanned once, not once per nesting level. ok is false for an absent
+// (empty) or invalid value.
 func tree(raw json.RawMessage) (v any, ok bool) {
 	if len(raw) == 0 {
 		return nil, false
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return nil, false
-	}
-	return v, true
+	v, err := jsontree.Decode(raw)
+	return v, err == nil
 }
 
 func anthropicMessages(raw json.RawMessage, level ThinkingLevel) ([]AnthropicMessage, error) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // kind returns the first significant byte of a raw JSON value ('{', '[',
@@ -27,16 +28,11 @@ func kind(raw json.RawMessage) byte {
 // asObject decodes raw when it is a JSON object. Nested values stay raw so
 // that the caller can still tell absent keys from null ones. A repeated key
 // keeps its last value, as JavaScript's JSON.parse does; callers rebuild the
-// object, so nothing from the dropped value is forwarded.
+// object, so nothing from the dropped value is forwarded. jsontree.Split
+// decodes as json.Unmarshal does, in one pass instead of two.
 func asObject(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	if kind(raw) != '{' {
-		return nil, false
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return nil, false
-	}
-	return m, true
+	m, err := jsontree.Split(raw)
+	return m, err == nil
 }
 
 // asArray decodes raw when it is a JSON array, keeping the elements raw.
