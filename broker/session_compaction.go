@@ -357,8 +357,11 @@ type compactResult struct {
 func (s *Session) callCompactor(ctx context.Context, c Compactor, req rtsandbox.CompactRequest, ch rtsandbox.ChannelKey) (*rtsandbox.Compaction, error) {
 	done := make(chan compactResult, 1)
 	go func() {
-		defer s.endCompaction()
+		// The slot is freed before the answer is handed over (runCompactor
+		// contains a panic), so the worker's next compaction, which may
+		// follow the answer at once, finds it free.
 		res, err := s.runCompactor(ctx, c, req, ch)
+		s.endCompaction()
 		done <- compactResult{res, err}
 	}()
 	select {

@@ -137,6 +137,16 @@ func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (*tur
 	return t, nil
 }
 
+// pastDeadline reports whether the turn's own deadline (TurnTimeout from
+// its admission, not an earlier one of its caller's) has passed.
+func (t *turn) pastDeadline() bool {
+	d, ok := t.ctx.Deadline()
+	if cd, mine := t.caller.Deadline(); mine && !cd.After(d) {
+		return false
+	}
+	return ok && !time.Now().Before(d)
+}
+
 // finish always runs (§1.2 step 15): the turn signal ends, so broker
 // calls still in flight end, and the channel is free.
 func (r *Runtime) finish(t *turn) {
@@ -278,6 +288,13 @@ func decode(id string, out rtsandbox.SessionResult) (TurnResult, error) {
 func (r *Runtime) failed(t *turn, err error) error {
 	aborted := t.ctx.Err() != nil
 	cause := context.Cause(t.ctx)
+	if !aborted && t.pastDeadline() {
+		// The deadline passed but its timer has not fired yet: the broker,
+		// which ends the turn's calls at the same deadline on its own
+		// timer, can make the worker fail first. That is still the
+		// deadline's doing.
+		aborted, cause = true, ErrTimeout
+	}
 	timedOut := aborted && errors.Is(cause, ErrTimeout)
 	msg := r.scrub(err.Error(), maxLogMessage)
 	// A stop or a shutdown is no fault to investigate: Info, not Warn.
