@@ -88,8 +88,7 @@ func serveMessages(ctx context.Context, t *Turn, req request) outcome {
 	if count {
 		return send(ctx, call) // counting costs the call, no tokens
 	}
-	images, imageBytes := msg.Images()
-	return t.spend(ctx, call, tokenEstimate(payload, images, imageBytes, int(msg.MaxTokens)), send)
+	return t.spend(ctx, call, msg, int(msg.MaxTokens), send)
 }
 
 // messagesRefusal is the 400 answer of a refused Anthropic request.

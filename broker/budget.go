@@ -45,12 +45,17 @@ func (t *Turn) settle(r budget.Reservation, actual int64) {
 }
 
 // tokenEstimate is what a model call reserves: about four bytes of the
-// request per prompt token, each of its images (images of them, whose data
-// takes imageBytes of the payload) at modelapi.ImageTokens instead of its
-// bytes, plus every output token it may ask for.
-func tokenEstimate(payload []byte, images, imageBytes, maxOutput int) int64 {
+// request per prompt token, each of its images (as in counts them) at
+// modelapi.ImageTokens instead of its bytes, plus every output token it
+// may ask for.
+func tokenEstimate(payload []byte, in imageCounter, maxOutput int) int64 {
+	images, imageBytes := in.Images()
 	return int64(max(0, len(payload)-imageBytes)/4 + images*modelapi.ImageTokens + maxOutput)
 }
+
+// imageCounter is a rebuilt model request that counts its images
+// (modelapi.ChatInput, modelapi.MessagesRequest).
+type imageCounter interface{ Images() (n, size int) }
 
 // usedTokens is what a model call cost: the upstream's usage, as counted
 // from a streamed answer's events or read from a whole answer already

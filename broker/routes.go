@@ -108,16 +108,17 @@ func serveChat(ctx context.Context, t *Turn, req request, opts modelapi.ChatOpti
 		call.Accept = acceptStream
 		send = func(ctx context.Context, call upstream.Call) outcome { return t.pass(ctx, req.w, call, true) }
 	}
-	images, imageBytes := in.Images()
-	return t.spend(ctx, call, tokenEstimate(payload, images, imageBytes, t.b.cfg.MaxOutputTokens), send)
+	return t.spend(ctx, call, in, t.b.cfg.MaxOutputTokens, send)
 }
 
-// spend reserves a model call's token estimate (tokenEstimate), makes the
-// call with send and settles what it cost. Without a ledger it just calls.
-func (t *Turn) spend(ctx context.Context, call upstream.Call, estimate int64, send func(context.Context, upstream.Call) outcome) outcome {
+// spend reserves a model call's token estimate (tokenEstimate of its body,
+// whose rebuilt request is in), makes the call with send and settles what
+// it cost. Without a ledger it just calls.
+func (t *Turn) spend(ctx context.Context, call upstream.Call, in imageCounter, maxOutput int, send func(context.Context, upstream.Call) outcome) outcome {
 	if t.b.cfg.Budget == nil {
 		return send(ctx, call)
 	}
+	estimate := tokenEstimate(call.Body, in, maxOutput)
 	r, o, ok := t.reserve(ctx, budget.Tokens, estimate)
 	if !ok {
 		return o
