@@ -144,6 +144,9 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	var tap *textTap
 	if resp.Status < 300 && sse {
 		watch, tap = t.newStreamWatch(), t.newTextTap(forms)
+		if tap != nil {
+			sc.CollectText()
+		}
 	}
 	o := outcome{status: resp.Status, written: true}
 	head := func() {
@@ -184,7 +187,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 			o.abort, o.detail = true, "stream cut: worker write failed"
 			return watch.settle(o)
 		}
-		tap.write(piece)
+		tap.add(sc.Text())
 		timer.Reset(silence)
 	}
 }
@@ -223,7 +226,7 @@ func cleanEnd(ctx context.Context, err error) bool {
 // streamDetail names why a relayed answer ended early, content-free.
 func streamDetail(ctx context.Context, err error) string {
 	switch {
-	case errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrTooLarge):
+	case errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrTooLarge), errors.Is(err, upstream.ErrUncheckable):
 		return err.Error()
 	case errors.Is(context.Cause(ctx), errSilence):
 		return errSilence.Error()
