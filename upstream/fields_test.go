@@ -455,15 +455,17 @@ func FuzzFieldReaderAgreesWithJSON(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"\ud800x\u0041","role":"a"}},3,[]],"x":[1e5,-0.5,true,null]}`))
-	f.Add([]byte(`{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"\xff\xfe ok"}}`))
+	f.Add([]byte("{\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"text_delta\",\"text\":\"\xff\xfe ok\\n\xc3\"}}"))
 	f.Add([]byte(` [1, {"a" : "b"} ] `))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"` + strings.Repeat(`q\"\\`, 60) + `\\\"end"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var r fieldReader
-		ev, ok, err := r.read(data, nil)
-		if valid := json.Valid(data); ok != valid {
-			t.Fatalf("read %q: ok %v; json.Valid %v", data, ok, valid)
+		ev, ok, err := r.read(data)
+		valid := json.Valid(data)
+		if valid && !ok {
+			t.Fatalf("read %q: not read; json.Valid accepts it", data)
 		}
-		if !ok || err != nil {
+		if !valid || err != nil {
 			return
 		}
 		var v any
@@ -473,7 +475,7 @@ func FuzzFieldReaderAgreesWithJSON(f *testing.F) {
 			t.Fatalf("decode %q: %v", data, err)
 		}
 		root, _ := v.(map[string]any)
-		if got, want := ev.typ, str(root["type"]); got != want {
+		if got, want := string(appendValidUTF8(nil, ev.typ)), str(root["type"]); got != want {
 			t.Errorf("type %q; encoding/json %q", got, want)
 		}
 		checkIndex(t, ev.index, root, "index")
@@ -540,9 +542,61 @@ func checkStrings(t *testing.T, what string, got objectStrings, v any) {
 	}
 	have := map[string]string{}
 	for _, s := range got.strs {
-		have[s.name] = string(s.text)
+		have[string(s.name)] = string(appendValidUTF8(nil, appendDecoded(nil, s.raw)))
+		if s.esc != bytes.Contains(s.raw, []byte{'\\'}) {
+			t.Fatalf("%s %q: esc %v", what, s.raw, s.esc)
+		}
 	}
 	if fmt.Sprint(have) != fmt.Sprint(want) {
 		t.Fatalf("%s strings %q; encoding/json %q", what, have, want)
 	}
+}
+
+// quoteEndLoop is quoteEnd a byte at a time: the reference it is held to.
+func quoteEndLoop(b []byte, start int) int {
+	for i := start; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
+
+// TestQuoteEnd holds the 64-byte-block search for a string's closing
+// quote to a byte loop, with runs of backslashes of every length before
+// quotes placed across block and window boundaries.
+func TestQuoteEnd(t *testing.T) {
+	for _, size := range []int{1, 63, 64, 65, 127, 128, 64*markWords - 1, 64 * markWords, 64*markWords + 3} {
+		for run := 0; run <= 5; run++ {
+			for _, shift := range []int{0, 1, 2, 61, 62, 63} {
+				b := bytes.Repeat([]byte("a\\\"b"), size/4+1)
+				b = append(b[:size], make([]byte, shift)...)
+				for i := size; i < len(b); i++ {
+					b[i] = 'x'
+				}
+				b = append(b, bytes.Repeat([]byte{'\\'}, run)...)
+				b = append(b, `"tail"`...)
+				for start := range min(3, len(b)) {
+					if got, want := quoteEnd(b, start), quoteEndLoop(b, start); got != want {
+						t.Fatalf("size %d run %d shift %d start %d: quoteEnd %d; the byte loop %d", size, run, shift, start, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzQuoteEnd holds quoteEnd to the byte loop on any text.
+func FuzzQuoteEnd(f *testing.F) {
+	f.Add([]byte(strings.Repeat(`x\"y\\`, 40)+`"`), uint8(0))
+	f.Add([]byte(strings.Repeat(`\\\"`, 50)+`\\"`), uint8(3))
+	f.Fuzz(func(t *testing.T, b []byte, start uint8) {
+		s := min(int(start), len(b))
+		if got, want := quoteEnd(b, s), quoteEndLoop(b, s); got != want {
+			t.Fatalf("quoteEnd(%q, %d) = %d; the byte loop %d", b, s, got, want)
+		}
+	})
 }

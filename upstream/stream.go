@@ -300,12 +300,13 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 		// Decoding can only reveal a form the raw search missed where a
 		// string holds a character reference or an escape that is no
 		// barrier (revealing).
-		if len(s.m.forms) > 0 && len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data, &s.reveal) && reflectedIn(data, s.m) {
+		rev := len(s.m.forms) > 0 && len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data, &s.reveal)
+		if rev && reflectedIn(data, s.m) {
 			s.stopped, s.held = ErrReflect, 0
 			return ErrReflect
 		}
 		if s.fields != nil && len(data) > 0 {
-			if err := s.fields.event(data); err != nil {
+			if err := s.fields.event(data, rev); err != nil {
 				s.stopped, s.held = err, 0
 				return err
 			}

@@ -122,6 +122,11 @@ func (w *textWindow) add(p []byte, checked bool) ([]byte, error) {
 	return s[:c], nil
 }
 
+// reset forgets the held tail: the text goes on after a barrier, a byte
+// no form and no character reference holds, so nothing before it can be
+// part of a form with what follows.
+func (w *textWindow) reset() { w.held = w.held[:0] }
+
 // flush returns the held tail of a text that ended and forgets it: no
 // later piece can complete a form in it, and it was checked when it came.
 func (w *textWindow) flush() []byte {
