@@ -148,7 +148,7 @@ func assembledText(t *testing.T, body string) string {
 			Choices []struct {
 				Delta struct {
 					Content   string
-					Reasoning string `json:"reasoning_content"`
+					Reasoning string                                          `json:"reasoning_content"`
 					ToolCalls []struct{ Function struct{ Arguments string } } `json:"tool_calls"`
 				}
 			}

@@ -25,7 +25,7 @@ import (
 type fieldReader struct {
 	b     []byte
 	i     int
-	arena []byte // decoded names and types; only appended to during a read
+	arena []byte   // decoded names and types; only appended to during a read
 	names [][]byte // the member names of the string objects being read
 	ev    eventFields
 	bad   bool // the event is JSON the check cannot read as every client does
@@ -679,4 +679,3 @@ func appendValidUTF8(dst, s []byte) []byte {
 	}
 	return dst
 }
-
