@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -297,4 +298,37 @@ func TestPreviewNeverShowsKeyPrefix(t *testing.T) {
 	if len(cases) < 100 {
 		t.Errorf("%d cases", len(cases))
 	}
+}
+
+// TestStreamedEchoWithoutEventStreamType: the echo is refused whatever
+// Content-Type the upstream gives a streamed answer (none, text/plain,
+// application/json), since the worker's SDK reads it as events anyway.
+func TestStreamedEchoWithoutEventStreamType(t *testing.T) {
+	c := echoCases(rtsandbox.ModelAPIAnthropic, realKey, false)[0]
+	for _, ct := range []string{"", "text/plain", "application/json"} {
+		t.Run("type-"+ct, func(t *testing.T) {
+			f := newFixture(t, nil, func(cfg *broker.Config) {
+				anthropicAPI(true)(cfg)
+				cfg.Client = upstream.New(typedTransport{ct: ct, body: c.body()})
+			})
+			w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+			wantEchoRefused(t, c.name, w.Code, w.Body.String(), aborted, realKey)
+		})
+	}
+}
+
+// typedTransport answers every call with body under Content-Type ct.
+type typedTransport struct {
+	ct   string
+	body []byte
+}
+
+func (tr typedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	h := http.Header{}
+	if tr.ct != "" {
+		h.Set("Content-Type", tr.ct)
+	}
+	return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(tr.body)), Request: r, ContentLength: -1}, nil
 }

@@ -136,13 +136,18 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	rc := http.NewResponseController(w)
 	forms := t.keyForms(key) // one set for the body, the headers and the preview
 	sc := upstream.NewStreamScannerFor(resp.Body, forms, t.answerCap())
-	sse := strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream")
+	// A 2xx answer here is one the worker asked to stream, and its SDK
+	// reads it as events whatever its Content-Type says (the official
+	// SDKs' decoders fall back to server-sent events): it is checked as
+	// events, so a missing or false type hides nothing. An error answer
+	// is read as events when it says it is some.
+	sse := resp.Status < 300 || strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream")
 	if sse {
 		sc.Events() // whole events, their JSON checked decoded too
 	}
 	var watch *streamWatch
 	var tap *textTap
-	if resp.Status < 300 && sse {
+	if resp.Status < 300 {
 		watch, tap = t.newStreamWatch(), t.newTextTap(forms)
 		if tap != nil {
 			sc.CollectText()
