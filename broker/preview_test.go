@@ -126,9 +126,10 @@ func TestPreviewTextEverySplit(t *testing.T) {
 	}
 }
 
-// TestPreviewOversizeEventSkipped: a text delta over the watch bound is
-// skipped and the deltas after it still arrive.
-func TestPreviewOversizeEventSkipped(t *testing.T) {
+// TestPreviewLargeEventShown: the preview reads the events the relay's
+// scanner read whole (up to upstream.MaxStreamEvent), so a text delta over
+// the SSE watch bound is shown whole, and the deltas after it too.
+func TestPreviewLargeEventShown(t *testing.T) {
 	big := strings.Repeat("x", brokerclient.SSEWatchMaxEvent+1)
 	streams := map[string]string{
 		"anthropic": "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + big + "\"}}\n\n" +
@@ -139,8 +140,8 @@ func TestPreviewOversizeEventSkipped(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
 			logs := streamTurn(t, d.route, d.edit, [][][]byte{{[]byte(streams[d.name])}})
-			if got := logs[0].text(); got != "after" {
-				t.Errorf("text = %.40q (%d bytes), want %q", got, len(got), "after")
+			if got, want := logs[0].text(), big+"after"; got != want {
+				t.Errorf("text = %.40q (%d bytes), want %d x and %q", got, len(got), len(big), "after")
 			}
 		})
 	}

@@ -147,11 +147,17 @@ func TestSessionConfiguredMaxResponse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			answer := `{"a":"` + strings.Repeat("a", tt.size-8) + `"}`
+			// A streamed answer is events: two of them, the second
+			// passing the cap, so the head is out when it comes.
+			answer, ct := `{"a":"`+strings.Repeat("a", tt.size-8)+`"}`, "application/json"
+			if tt.stream {
+				first := "data: {}\n\n"
+				answer, ct = first+"data: "+strings.Repeat("a", tt.size-len(first)-8)+"\n\n", "text/event-stream"
+			}
 			f := newSession(t, sessOptions{
 				session: func(c *broker.SessionConfig) { c.MaxResponseBytes = limit },
 				reply: func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("Content-Type", ct)
 					io.WriteString(w, answer)
 				},
 			})

@@ -23,6 +23,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // §6.10 "/worker/next 45 s timeout → 408, and a second waiter → 429", on
@@ -205,15 +206,33 @@ func TestSessionStartupWindowBudget(t *testing.T) {
 // §6.10 "Response cap of 50 MiB": an answer past it is cut off after its
 // head.
 func TestSessionResponseCap50MiB(t *testing.T) {
+	event := "data: " + strings.Repeat("a", 64<<10) + "\n\n"
 	f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.Copy(w, &patternReader{n: rtsandbox.MaxStreamedAnswer + 1, b: 'a'})
+		w.Header().Set("Content-Type", "text/event-stream")
+		for n := 0; n <= rtsandbox.MaxStreamedAnswer; n += len(event) {
+			if _, err := io.WriteString(w, event); err != nil {
+				return
+			}
+		}
 	}})
 	f.bind("")
 	r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
 	if r.Err == nil || len(r.Body) > rtsandbox.MaxStreamedAnswer {
 		t.Errorf("answer read %d bytes, err %v; want a cut body", len(r.Body), r.Err)
 	}
+}
+
+// A streamed answer is read as events whatever its Content-Type (the
+// worker's SDK does): one that never ends an event is held, and refused
+// before its head once it passes the event bound.
+func TestSessionStreamedJSONHeldAsOneEvent(t *testing.T) {
+	f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.Copy(w, &patternReader{n: upstream.MaxStreamEvent + 1, b: 'a'})
+	}})
+	f.bind("")
+	r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
+	wantResp(t, r, http.StatusBadGateway, "Broker call failed")
 }
 
 // §6.10 "header value filtering (a header longer than 256 chars, or one

@@ -350,11 +350,11 @@ func TestSessionReflectionSplitAcrossChunks(t *testing.T) {
 	for name, tc := range map[string]struct {
 		prefix string
 		status int
-	}{"before-head": {"", 502}, "after-head": {`{"a":"ok"} `, 0}} {
+	}{"before-head": {"", 502}, "after-head": {"data: {\"a\":\"ok\"}\n\n", 0}} {
 		t.Run(name, func(t *testing.T) {
 			f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				for _, piece := range []string{tc.prefix, "host-", "secret"} {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, piece := range []string{tc.prefix, "data: host-", "secret\n\n"} {
 					io.WriteString(w, piece)
 					w.(http.Flusher).Flush()
 					time.Sleep(20 * time.Millisecond)

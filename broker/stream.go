@@ -136,14 +136,22 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	rc := http.NewResponseController(w)
 	forms := t.keyForms(key) // one set for the body, the headers and the preview
 	sc := upstream.NewStreamScannerFor(resp.Body, forms, t.answerCap())
-	sse := strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream")
+	// A 2xx answer here is one the worker asked to stream, and its SDK
+	// reads it as events whatever its Content-Type says (the official
+	// SDKs' decoders fall back to server-sent events): it is checked as
+	// events, so a missing or false type hides nothing. An error answer
+	// is read as events when it says it is some.
+	sse := resp.Status < 300 || strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream")
 	if sse {
 		sc.Events() // whole events, their JSON checked decoded too
 	}
 	var watch *streamWatch
 	var tap *textTap
-	if resp.Status < 300 && sse {
+	if resp.Status < 300 {
 		watch, tap = t.newStreamWatch(), t.newTextTap(forms)
+		if tap != nil {
+			sc.CollectText()
+		}
 	}
 	o := outcome{status: resp.Status, written: true}
 	head := func() {
@@ -184,7 +192,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 			o.abort, o.detail = true, "stream cut: worker write failed"
 			return watch.settle(o)
 		}
-		tap.write(piece)
+		tap.add(sc.Text())
 		timer.Reset(silence)
 	}
 }
@@ -223,7 +231,7 @@ func cleanEnd(ctx context.Context, err error) bool {
 // streamDetail names why a relayed answer ended early, content-free.
 func streamDetail(ctx context.Context, err error) string {
 	switch {
-	case errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrTooLarge):
+	case errors.Is(err, upstream.ErrReflect), errors.Is(err, upstream.ErrTooLarge), errors.Is(err, upstream.ErrUncheckable):
 		return err.Error()
 	case errors.Is(context.Cause(ctx), errSilence):
 		return errSilence.Error()

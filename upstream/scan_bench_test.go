@@ -139,6 +139,87 @@ func BenchmarkStreamScannerCorpus(b *testing.B) {
 	}
 }
 
+// BenchmarkStreamScannerTokens is BenchmarkStreamScannerCorpus with the
+// events a model actually streams: a token or two of text each (deltas of
+// about 4 bytes of JSON string content, never cutting an escape), so a
+// 1 MiB stream is about 9,000 events and the per-event work shows.
+func BenchmarkStreamScannerTokens(b *testing.B) {
+	forms := NewKeyForms(benchKey)
+	for _, kind := range answercorpus.Kinds() {
+		events := tokenEvents(kind, 1<<20)
+		b.Run(string(kind)+"-1MiB-token-events", func(b *testing.B) {
+			b.SetBytes(int64(len(strings.Join(events, ""))))
+			r := &eventReader{}
+			for b.Loop() {
+				r.events = events
+				sc := NewStreamScannerFor(r, forms, 0)
+				sc.Events()
+				for {
+					if _, err := sc.Next(); err != nil {
+						if err != io.EOF {
+							b.Fatal(err)
+						}
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+// tokenEvents is a Messages stream of about size bytes whose deltas carry
+// about 4 bytes of the corpus's JSON string content each, cut between
+// escapes and runes.
+func tokenEvents(kind answercorpus.Kind, size int) []string {
+	typ, field := "text_delta", "text"
+	if kind == answercorpus.ToolCalls {
+		typ, field = "input_json_delta", "partial_json"
+	}
+	head := "event: content_block_delta\ndata: " + `{"type":"content_block_delta","index":0,"delta":{"type":"` + typ + `","` + field + `":"`
+	const tail = "\"}}\n\n"
+	evs := []string{answercorpus.MessageStart}
+	total := len(answercorpus.MessageStart)
+	for _, p := range answercorpus.Stream(kind, size) {
+		for p != "" {
+			n := min(4, len(p))
+			for n < len(p) && (p[n]&0xC0 == 0x80 || escapeAt(p, n)) {
+				n++
+			}
+			ev := head + p[:n] + tail
+			if total+len(ev) > size {
+				return append(evs, answercorpus.EndEvents()...)
+			}
+			evs, total, p = append(evs, ev), total+len(ev), p[n:]
+		}
+	}
+	return append(evs, answercorpus.EndEvents()...)
+}
+
+// escapeAt reports whether a cut of the JSON string content s at n would
+// fall inside an escape (\x or \uXXXX).
+func escapeAt(s string, n int) bool {
+	for i := max(0, n-6); i < n; i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		k := i // count the backslashes before i: an escaped one starts nothing
+		for k > 0 && s[k-1] == '\\' {
+			k--
+		}
+		if (i-k)%2 == 1 {
+			continue
+		}
+		end := i + 2
+		if i+1 < len(s) && s[i+1] == 'u' {
+			end = i + 6
+		}
+		if n < end {
+			return true
+		}
+	}
+	return false
+}
+
 // eventReader yields one event a Read, as a socket does from an upstream
 // that flushes each.
 type eventReader struct {

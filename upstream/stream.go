@@ -84,13 +84,18 @@ type StreamScanner struct {
 	held  int // bytes at the start of buf held from the last read
 	off   int // start of the held bytes in buf before they are moved
 	eof   bool
-	// matched is sticky: a scanner that found a form passes on nothing more.
-	matched bool
+	// stopped is sticky: a scanner that found a form (or could not
+	// check) passes on nothing more.
+	stopped error
 	// events is the event mode (Events): whole events only, each
 	// event's JSON data checked as decoded too.
 	events  bool
 	reveal  revealer // event mode's verdicts on references, kept across events
 	longest int      // the longest form's length
+	// fields are event mode's assembled fields (fields.go): the text a
+	// client builds from the events, checked as it grows, and the
+	// preview text of the events of each piece (CollectText).
+	fields *streamFields
 }
 
 // MaxStreamEvent bounds one server-sent event in event mode (4 MiB): the
@@ -101,10 +106,41 @@ const MaxStreamEvent = 4 << 20
 // ends only where an event ends (a blank line), and each event's data,
 // when it is JSON, is also checked as CheckJSON checks a whole body, with
 // every string decoded, so a form hidden by a JSON escape (\u0041 for A)
-// inside an event is found as it is in a non-streamed answer. An event is
-// held until its end (or the body's), at most MaxStreamEvent bytes: a
-// longer one fails with ErrTooLarge. Call it before the first Next.
-func (s *StreamScanner) Events() { s.events = true }
+// inside an event is found as it is in a non-streamed answer. The text a
+// client assembles from the events (each choice's content, thinking and
+// tool-call arguments, each content block's text, thinking, partial JSON
+// and signature: see fields.go) is checked too, as it grows, so a key cut
+// into deltas of any size is found where the client would hold it whole;
+// an answer that text cannot be read from as every client reads it fails
+// with ErrUncheckable. An event is held until its end (or the body's), at
+// most MaxStreamEvent bytes: a longer one fails with ErrTooLarge. Call it
+// before the first Next.
+func (s *StreamScanner) Events() {
+	s.events = true
+	if len(s.m.forms) > 0 {
+		s.fields = newStreamFields(s.m.kf, s.m)
+	}
+}
+
+// CollectText makes Text report the preview text of each piece, in event
+// mode: the text a guest may watch grow. Call it after Events, before the
+// first Next.
+func (s *StreamScanner) CollectText() {
+	if s.fields == nil {
+		s.fields = newStreamFields(s.m.kf, s.m)
+	}
+	s.fields.collect = true
+}
+
+// Text returns the preview text of the events in the piece the last Next
+// returned (a chat completion's choice 0 content, a Messages answer's text
+// blocks), valid until the next call, when CollectText was called.
+func (s *StreamScanner) Text() []byte {
+	if s.fields == nil {
+		return nil
+	}
+	return s.fields.visible
+}
 
 // NewStreamScanner returns a scanner of r for key's forms that fails once r
 // yields more than limit bytes (MaxStreamBytes when limit < 1). An empty
@@ -135,6 +171,9 @@ func (s *StreamScanner) Total() int64 { return s.total }
 // returned, ErrReflect, ErrTooLarge, or the read's error as it is. It
 // returns a non-empty piece or an error, never both.
 func (s *StreamScanner) Next() ([]byte, error) {
+	if s.fields != nil {
+		s.fields.visible = s.fields.visible[:0]
+	}
 	for {
 		if s.total > s.max {
 			return nil, ErrTooLarge
@@ -183,8 +222,8 @@ func (s *StreamScanner) Next() ([]byte, error) {
 // part that can be passed on; the rest stays held. After a match every
 // later call fails too.
 func (s *StreamScanner) scan(n int) ([]byte, error) {
-	if s.matched {
-		return nil, ErrReflect
+	if s.stopped != nil {
+		return nil, s.stopped
 	}
 	if n == 0 {
 		return nil, nil
@@ -193,7 +232,7 @@ func (s *StreamScanner) scan(n int) ([]byte, error) {
 	// The held bytes were searched already: a new match ends in the bytes
 	// just read, so it starts at most longest−1 bytes before them.
 	if s.m.contains(w[max(0, s.held-s.longest+1):]) {
-		s.matched, s.held = true, 0
+		s.stopped, s.held = ErrReflect, 0
 		return nil, ErrReflect
 	}
 	keep := s.partial(w)
@@ -244,7 +283,7 @@ func eventsEnd(w []byte) int {
 // CheckJSON checks a body; data that is not JSON (such as [DONE]) has had
 // its raw check. After a match every later call fails too.
 func (s *StreamScanner) checkEvents(out []byte) error {
-	if !s.events || len(s.m.forms) == 0 || len(out) == 0 {
+	if !s.events || len(s.m.forms) == 0 && s.fields == nil || len(out) == 0 {
 		return nil
 	}
 	if bytes.IndexByte(out, '\r') >= 0 { // CR LF and lone CR end lines too
@@ -261,9 +300,16 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 		// Decoding can only reveal a form the raw search missed where a
 		// string holds a character reference or an escape that is no
 		// barrier (revealing).
-		if len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data, &s.reveal) && reflectedIn(data, s.m) {
-			s.matched, s.held = true, 0
+		rev := len(s.m.forms) > 0 && len(data) > 0 && (data[0] == '{' || data[0] == '[') && s.m.kf.revealing(data, &s.reveal)
+		if rev && reflectedIn(data, s.m) {
+			s.stopped, s.held = ErrReflect, 0
 			return ErrReflect
+		}
+		if s.fields != nil && len(data) > 0 {
+			if err := s.fields.event(data, rev); err != nil {
+				s.stopped, s.held = err, 0
+				return err
+			}
 		}
 		data, joined, lines = nil, joined[:0], 0
 		return nil
