@@ -45,6 +45,10 @@ package broker
 //   - An MCP server without a key getter is called without Authorization;
 //     a getter that fails or returns "" fails the call with 502 before any
 //     upstream contact.
+//   - The startup window's calls are charged to the daily call budgets
+//     of SessionConfig.Channel and the installation, and the windows the
+//     worker re-arms are capped per channel per UTC day (WindowQuota);
+//     the reference counts neither (session_window.go, issue 21).
 
 import (
 	"context"
