@@ -81,6 +81,13 @@ const (
 	StartupWindowCalls = 32
 	StartupWindowTTL   = 90 * time.Second
 	StartupRearmGap    = 10 * time.Second
+	// StartupWindowsPerDay caps the re-armed windows a channel's workers
+	// use per UTC day (a window counts at its first call; the one a new
+	// broker opens does not). A healthy worker needs one per process
+	// start, and its process starts again only when the worker or its
+	// container restarts: 24 allows a restart every hour all day, where a
+	// worker looping /worker/ready would take one every 10 s (8,640).
+	StartupWindowsPerDay = 24
 )
 
 // Image MIME types a turn or a tool result may carry (§4.2).

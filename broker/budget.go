@@ -15,12 +15,16 @@ import (
 // that a call cut short is still counted.
 const settleTimeout = 5 * time.Second
 
-// reserve reserves amount of kind for the turn's speaker, channel and the
-// installation. A spent budget answers 429 daily_budget and marks the
-// turn; a ledger that fails fails the call (closed).
+// reserve reserves amount of kind in the turn's scopes: its speaker,
+// channel and the installation, or the ones it was given (Turn.scopes).
+// A spent budget answers 429 daily_budget and marks the turn; a ledger
+// that fails fails the call (closed).
 func (t *Turn) reserve(ctx context.Context, k budget.Kind, amount int64) (budget.Reservation, outcome, bool) {
 	l := t.b.cfg.Budget
-	scopes := budget.Scopes(t.binding.Channel, t.binding.Speaker.PrincipalID)
+	scopes := t.scopes
+	if scopes == nil {
+		scopes = budget.Scopes(t.binding.Channel, t.binding.Speaker.PrincipalID)
+	}
 	r, err := l.Reserve(ctx, l.Today(), scopes, k, amount)
 	switch {
 	case errors.Is(err, rtsandbox.ErrOverBudget):

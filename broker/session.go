@@ -45,6 +45,10 @@ package broker
 //   - An MCP server without a key getter is called without Authorization;
 //     a getter that fails or returns "" fails the call with 502 before any
 //     upstream contact.
+//   - The startup window's calls are charged to the daily call budgets
+//     of SessionConfig.Channel and the installation, and the windows the
+//     worker re-arms are capped per channel per UTC day (WindowQuota);
+//     the reference counts neither (session_window.go, issue 21).
 
 import (
 	"context"
@@ -57,6 +61,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
@@ -65,6 +70,16 @@ type SessionConfig struct {
 	// Broker is the checked broker of the channel's profile: its model
 	// route, host tools, MCP servers, upstream client and logger.
 	Broker *Broker
+	// Channel is the channel whose worker this broker serves. The
+	// startup window's calls are charged to its daily call budgets (and
+	// the installation's), and its re-armed windows count against
+	// Windows. Required with a budget ledger (Broker's Config.Budget).
+	Channel rtsandbox.ChannelKey
+	// Windows caps the re-armed startup windows of Channel per day; the
+	// host shares one among all its session brokers. nil means a quota
+	// of this Session's own (rtsandbox.StartupWindowsPerDay, on Now),
+	// which a new broker would start afresh.
+	Windows *WindowQuota
 	// WorkerImage names the worker image in the privacy problem text; ""
 	// reads "(configured image)".
 	WorkerImage string
@@ -143,6 +158,7 @@ type Session struct {
 	closeMu  sync.Mutex
 	server   *Server
 	isClosed bool
+	windows  *WindowQuota
 
 	mu sync.Mutex
 	// bound is the bound turn, nil between turns; startup the metadata
@@ -176,6 +192,11 @@ type scope struct {
 	expires time.Time // startup only: the window's end on the Session clock
 	profile string
 	failed  bool // guarded by Session.mu
+	// rearmed marks a startup window re-armed by the worker, which
+	// counts against the window quota; opened is set at its first call
+	// and capped when the quota refused it (session_window.go). Guarded
+	// by Session.mu.
+	rearmed, opened, capped bool
 	// compacts and reports count the turn's compact requests and
 	// reports (§2.11); guarded by Session.mu.
 	compacts, reports int
@@ -207,6 +228,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.MaxCalls < 1 || cfg.MaxCalls > rtsandbox.MaxCallsLimit {
 		return nil, ErrBudget
 	}
+	if err := cfg.checkChannel(); err != nil {
+		return nil, err
+	}
 	if err := cfg.limits(); err != nil {
 		return nil, err
 	}
@@ -232,14 +256,30 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		}
 		cfg.Worker.Compaction = &rtsandbox.SessionCompactionID{Engine: cfg.Compactor.Engine()}
 	}
-	s := &Session{b: cfg.Broker, cfg: cfg, now: cfg.Now, closed: make(chan struct{})}
+	s := &Session{b: cfg.Broker, cfg: cfg, now: cfg.Now, closed: make(chan struct{}), windows: cfg.Windows}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.windows == nil {
+		s.windows = NewWindowQuota(rtsandbox.StartupWindowsPerDay, s.now)
+	}
 	s.mu.Lock()
-	s.armLocked()
+	s.armLocked(false)
 	s.mu.Unlock()
 	return s, nil
+}
+
+// checkChannel refuses an invalid channel, and a missing one when the
+// broker keeps daily budgets: the startup window's calls would be
+// charged to no channel.
+func (c *SessionConfig) checkChannel() error {
+	switch {
+	case c.Channel != "" && !c.Channel.Valid():
+		return fmt.Errorf("%w: session broker channel %q", rtsandbox.ErrInvalid, c.Channel)
+	case c.Channel == "" && c.Broker.cfg.Budget != nil:
+		return fmt.Errorf("%w: a session broker with daily budgets needs its channel", rtsandbox.ErrInvalid)
+	}
+	return nil
 }
 
 // The range of SessionConfig.MaxConnections: the long poll plus one call,
@@ -278,9 +318,11 @@ func (c *SessionConfig) limits() error {
 }
 
 // armLocked opens a fresh startup window (§2.7): 32 calls, 4 slots (fewer
-// when MaxInFlight is lower), 90 s,
-// thinking low (unused: the model is refused in it).
-func (s *Session) armLocked() {
+// when MaxInFlight is lower), 90 s, thinking low (unused: the model is
+// refused in it), its calls charged to the channel's and the
+// installation's daily budgets. rearmed marks one the worker re-armed,
+// which counts against the window quota.
+func (s *Session) armLocked(rearmed bool) {
 	if s.startup != nil {
 		s.startup.cancel()
 	}
@@ -288,22 +330,24 @@ func (s *Session) armLocked() {
 	t := s.b.Turn(ctx, rtsandbox.Binding{Channel: startupChannel})
 	t.budget, t.maxInFlight, t.level, t.errLog = rtsandbox.StartupWindowCalls, min(s.cfg.MaxInFlight, rtsandbox.SessionMaxInFlight), modelapi.LevelLow, true
 	t.maxAnswer = s.cfg.MaxResponseBytes
+	t.scopes = budget.ChannelScopes(s.cfg.Channel)
 	now := s.now()
-	s.startup = &scope{turn: t, ctx: ctx, cancel: cancel, startup: true, expires: now.Add(rtsandbox.StartupWindowTTL)}
+	s.startup = &scope{turn: t, ctx: ctx, cancel: cancel, startup: true, expires: now.Add(rtsandbox.StartupWindowTTL), rearmed: rearmed}
 	s.armedAt = now
 }
 
 // rearm re-arms the startup window for /worker/ready and /mcp-tools: only
 // when no turn is bound, the window is missing, expired or spent, and more
 // than 10 s have passed since it was last armed (the rate limit against a
-// worker looping it).
+// worker looping it). The window counts against the channel's quota of
+// the day once it is used (openWindow).
 func (s *Session) rearm() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bound != nil || s.windowLive() || !s.now().After(s.armedAt.Add(rtsandbox.StartupRearmGap)) {
 		return
 	}
-	s.armLocked()
+	s.armLocked(true)
 }
 
 // windowLive reports whether the startup window exists, has time left and

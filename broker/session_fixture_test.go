@@ -127,7 +127,7 @@ func newSession(t *testing.T, o sessOptions) *sessFixture {
 	if err != nil {
 		t.Fatalf("broker.New: %v", err)
 	}
-	scfg := broker.SessionConfig{Broker: b, WorkerImage: "sandbox:old", Now: f.clock.Now,
+	scfg := broker.SessionConfig{Broker: b, Channel: sessChannel, WorkerImage: "sandbox:old", Now: f.clock.Now,
 		Worker: rtsandbox.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIAnthropic, Model: hostModel, Stream: true}}
 	if o.session != nil {
 		o.session(&scfg)

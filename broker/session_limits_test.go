@@ -545,15 +545,20 @@ func (panicTool) RunSession(context.Context, json.RawMessage, rtsandbox.SessionB
 }
 
 // The daily ledger counts a bound turn's calls for its speaker, channel
-// and the installation, not the startup window's metadata calls.
+// and the installation, and the startup window's metadata calls for the
+// channel and the installation only (issue 21): both spend the channel's
+// budget.
 func TestSessionDailyLedger(t *testing.T) {
-	l := openLedger(t, budget.Config{PerChannel: budget.Limits{Calls: 1}})
+	l := openLedger(t, budget.Config{PerChannel: budget.Limits{Calls: 2}})
 	f := newSession(t, sessOptions{broker: func(c *broker.Config) { c.Budget = l }})
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
 	f.bindAs(sessChannel, ann, "")
 	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 200, "")
 	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 429, "daily budget exhausted")
-	if u := usage(t, l, budget.Scopes(sessChannel, ann.PrincipalID)[1]); u[budget.Calls].Used != 1 {
-		t.Errorf("channel usage = %+v; want 1 call", u)
+	scopes := budget.Scopes(sessChannel, ann.PrincipalID)
+	for scope, want := range map[string]int64{scopes[0]: 1, scopes[1]: 2, scopes[2]: 2} {
+		if u := usage(t, l, scope); u[budget.Calls].Used != want {
+			t.Errorf("%s usage = %+v; want %d calls", scope, u, want)
+		}
 	}
 }

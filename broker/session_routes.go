@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
@@ -148,16 +147,22 @@ func (s *Session) serveCall(w http.ResponseWriter, r *http.Request, path string,
 }
 
 // spent runs steps 7–9 of a call that holds a slot and spent its budget:
-// the daily ledger (a turn's calls only: the startup window's metadata
-// calls belong to no channel or speaker and have their own 32), the
-// effective context (turn and request), the body.
+// the startup window's daily quota, the daily ledger (a turn's calls are
+// charged to its speaker, channel and installation, the window's to its
+// channel and installation), the effective context (turn and request),
+// the body.
 func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path string, beta bool, route sessionRoute) outcome {
-	if s.b.cfg.Budget != nil && !sc.startup {
-		res, o, ok := sc.turn.reserve(r.Context(), budget.Calls, 1)
-		if !ok {
+	if sc.startup {
+		if o, ok := s.openWindow(sc); !ok {
 			return o
 		}
-		defer sc.turn.settle(res, 1)
+	}
+	settle, o, ok := s.chargeCall(r, sc)
+	if !ok {
+		return o
+	}
+	if settle != nil {
+		defer settle()
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	if d, ok := sc.ctx.Deadline(); ok {
@@ -186,7 +191,7 @@ func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path 
 	if ctx.Err() != nil {
 		return sessFail("call canceled")
 	}
-	o := route(ctx, sc, request{raw: body, obj: obj, w: w, header: r.Header, path: path, beta: beta})
+	o = route(ctx, sc, request{raw: body, obj: obj, w: w, header: r.Header, path: path, beta: beta})
 	o.bytesIn = len(body)
 	return o
 }

@@ -41,6 +41,10 @@ type Turn struct {
 	// errLog asks a relayed error answer to keep the start of its body
 	// for the session's failure log (outcome.errBody).
 	errLog bool
+	// scopes are the daily budget scopes the turn's calls are charged
+	// to; nil means its binding's (budget.Scopes: speaker, channel,
+	// installation).
+	scopes []string
 	// overBudget records that a call was refused for a daily budget.
 	overBudget atomic.Bool
 	// onText receives the text of streamed answers (preview.go); answers

@@ -76,6 +76,13 @@ func Scopes(ch rtsandbox.ChannelKey, principal string) []string {
 	return []string{SpeakerScope(principal), ChannelScope(ch), Installation}
 }
 
+// ChannelScopes returns the scopes of work a channel's worker does on its
+// own, which no speaker asked for (a session worker's startup window):
+// channel, installation.
+func ChannelScopes(ch rtsandbox.ChannelKey) []string {
+	return []string{ChannelScope(ch), Installation}
+}
+
 // Limits are one scope class's daily limits; 0 is unlimited.
 type Limits struct {
 	Calls, Tokens, Seconds int64

@@ -73,14 +73,14 @@ func Demo(ctx context.Context, out io.Writer, log *slog.Logger, o DemoOptions) e
 // demoImage builds the image when it is missing and rebuilds it when it
 // holds another worker than this binary's, saying which.
 func demoImage(ctx context.Context, out io.Writer, tag string) error {
-	r, err := EnsureImage(ctx, tag)
+	r, err := EnsureImage(ctx, tag, "--image")
 	if err != nil {
 		return err
 	}
 	switch r.State {
 	case workerimage.Missing:
 		fmt.Fprintf(out, "image: built %s in %s\n", tag, r.Took.Round(time.Millisecond))
-	case workerimage.Stale:
+	case workerimage.Stale, workerimage.Foreign:
 		fmt.Fprintf(out, "image: %s\n", r)
 	default:
 		fmt.Fprintf(out, "image: %s (already built)\n", tag)

@@ -194,7 +194,9 @@ func imageNotChecked(tag string) Check {
 const imageFix = "rtsandbox image build --config FILE (serve, turn, chat and demo also rebuild it at start)"
 
 // imageCheck compares the image's worker label with this binary's worker.
-// A missing or stale image fails, repairable.
+// A missing or stale image fails, repairable; a foreign one (no label of
+// this project, under a tag other than the default) fails for good, so
+// serve refuses to start before anything is built.
 func imageCheck(ctx context.Context, e *engine, tag string) Check {
 	worker, source, err := workerimage.WorkerBinary(ctx)
 	if err != nil {
@@ -211,6 +213,15 @@ func imageCheck(ctx context.Context, e *engine, tag string) Check {
 	case c.State == workerimage.Stale:
 		return repairable(fail(imageCheckName, imageFix, "%s holds another worker (%s), not this binary's (sha256 %s, %s)",
 			tag, shortDigest(c.Have), short(c.Want), source))
+	case c.State == workerimage.Foreign && ownTag(tag):
+		return repairable(fail(imageCheckName, imageFix, "%s holds an image without rtsandbox's labels, not this binary's worker (sha256 %s, %s)",
+			tag, short(c.Want), source))
+	case c.State == workerimage.Foreign:
+		// Not repairable: serve refuses to start rather than replace an
+		// image of the operator's that sandbox.image names by mistake.
+		return fail(imageCheckName, fmt.Sprintf("name a tag of the worker's own in %s, or replace the image on purpose with `rtsandbox image build --tag %s`", ImageKey, tag),
+			"%s: %s is not an image rtsandbox built (no %s label); rtsandbox rebuilds only its own images or the default tag %s, so it leaves this one alone",
+			ImageKey, tag, workerimage.LabelWorkerSHA256, config.DefaultImage)
 	}
 	return ok(imageCheckName, "%s holds this binary's worker (sha256 %s, %s)", tag, short(c.Want), source)
 }

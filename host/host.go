@@ -199,6 +199,7 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	if err != nil {
 		return err
 	}
+	deps.OnTurn, deps.WatchActive = m.onSessionTurn(), m.watchSessions()
 	sess, err := h.startSessions(ctx, sessions, deps)
 	if err != nil {
 		return err

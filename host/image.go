@@ -1,20 +1,42 @@
 // The worker image must hold this binary's worker: turn, chat, demo and
 // serve rebuild a missing or stale image at start and say so, instead of
-// running a stale worker silently.
+// running a stale worker silently. They rebuild only an image this project
+// built (its labels) or the default tag: any other image under the
+// configured tag is refused before anything is built (issue 21), so a
+// typo in sandbox.image never replaces an image of the operator's.
 
 package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
+
+// ImageKey is the config key that names the worker image, for errors.
+const ImageKey = "sandbox.image"
+
+// ownTag reports whether tag is this project's by name, so that an image
+// under it that carries none of our labels is a worker built by hand (or
+// by an old version) and is rebuilt: the default tag only.
+func ownTag(tag string) bool { return tag == config.DefaultImage }
+
+// foreignImage is the refusal of a foreign image under tag, which key
+// (sandbox.image, or demo's --image) named: the key, the rule and the two
+// ways out. It wraps workerimage.ErrForeign.
+func foreignImage(key, tag string) error {
+	return fmt.Errorf("%s: %w: %s carries no %s label; rtsandbox rebuilds only an image it built or the default tag %s, so it leaves this one alone. "+
+		"Name a tag of the worker's own in %s, or replace the image on purpose with `rtsandbox image build --tag %s`",
+		key, workerimage.ErrForeign, tag, workerimage.LabelWorkerSHA256, config.DefaultImage, key, tag)
+}
 
 // engine is the local Docker daemon as the image checks need it: the
 // driver builds, the client reads versions and labels (container/docker
@@ -65,6 +87,9 @@ func (r ImageRefresh) String() string {
 	case workerimage.Stale:
 		return fmt.Sprintf("worker image %s held another worker (%s), not this binary's (sha256 %s): rebuilt it from %s in %s",
 			r.Tag, shortDigest(r.Have), short(r.Want), r.Source, r.Took.Round(time.Millisecond))
+	case workerimage.Foreign:
+		return fmt.Sprintf("worker image %s held an image without rtsandbox's labels: replaced it with this binary's worker (sha256 %s, %s) in %s",
+			r.Tag, short(r.Want), r.Source, r.Took.Round(time.Millisecond))
 	}
 	return ""
 }
@@ -80,8 +105,9 @@ func shortDigest(have string) string {
 func short(digest string) string { return digest[:min(len(digest), 12)] }
 
 // ensureImage rebuilds tag from this binary's worker when it is missing
-// or stale.
-func ensureImage(ctx context.Context, e *engine, tag string) (ImageRefresh, error) {
+// or stale, and refuses (foreignImage, naming key) an image under it that
+// this project did not build, unless tag is the default one.
+func ensureImage(ctx context.Context, e *engine, tag, key string) (ImageRefresh, error) {
 	worker, source, err := workerimage.WorkerBinary(ctx)
 	if err != nil {
 		return ImageRefresh{}, err
@@ -89,24 +115,28 @@ func ensureImage(ctx context.Context, e *engine, tag string) (ImageRefresh, erro
 	ctx, cancel := context.WithTimeout(ctx, ImageBuildTimeout)
 	defer cancel()
 	began := time.Now()
-	c, err := workerimage.EnsureCurrent(ctx, e, tag, worker)
+	c, err := workerimage.EnsureCurrent(ctx, e, tag, worker, ownTag(tag))
+	if errors.Is(err, workerimage.ErrForeign) {
+		err = foreignImage(key, tag)
+	}
 	return ImageRefresh{Comparison: c, Source: source, Took: time.Since(began)}, err
 }
 
-// EnsureImage is ensureImage on its own connection to the engine.
-func EnsureImage(ctx context.Context, tag string) (ImageRefresh, error) {
+// EnsureImage is ensureImage on its own connection to the engine; key
+// names where tag came from (ImageKey, or a command's flag).
+func EnsureImage(ctx context.Context, tag, key string) (ImageRefresh, error) {
 	e, closeClient, err := dockerEngine()
 	if err != nil {
 		return ImageRefresh{}, err
 	}
 	defer closeClient()
-	return ensureImage(ctx, e, tag)
+	return ensureImage(ctx, e, tag, key)
 }
 
-// RefreshImage is EnsureImage for turn and chat: what it rebuilt is said
-// through say.
+// RefreshImage is EnsureImage for turn, chat and serve, whose tag is
+// sandbox.image: what it rebuilt is said through say.
 func RefreshImage(ctx context.Context, tag string, say func(string)) error {
-	r, err := EnsureImage(ctx, tag)
+	r, err := EnsureImage(ctx, tag, ImageKey)
 	if err != nil {
 		return fmt.Errorf("worker image %s: %w", tag, err)
 	}
@@ -121,17 +151,33 @@ func RefreshImage(ctx context.Context, tag string, say func(string)) error {
 const ImageBuildTimeout = 10 * time.Minute
 
 // BuildImage builds (or rebuilds) the worker image tag from this binary's
-// worker, within ImageBuildTimeout: where the worker came from and how
-// long it took.
-func BuildImage(ctx context.Context, tag string) (source string, took time.Duration, err error) {
-	d, closeClient, err := DockerDriver(nil)
+// worker, within ImageBuildTimeout: the comparison made before the build
+// (a Foreign state says it replaced an image rtsandbox had not built),
+// where the worker came from and how long it took. key names the config
+// key tag came from: then a foreign image under it is refused as at
+// serve's start (foreignImage), before anything is built. "" is a tag the
+// operator named on the command line (image build --tag), which may
+// replace any image: that is the command's explicit purpose.
+func BuildImage(ctx context.Context, tag, key string) (ImageRefresh, error) {
+	e, closeClient, err := dockerEngine()
 	if err != nil {
-		return "", 0, err
+		return ImageRefresh{}, err
 	}
 	defer closeClient()
+	worker, source, err := workerimage.WorkerBinary(ctx)
+	if err != nil {
+		return ImageRefresh{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, ImageBuildTimeout)
 	defer cancel()
 	began := time.Now()
-	source, err = workerimage.Build(ctx, d, tag)
-	return source, time.Since(began), err
+	c, err := workerimage.Compare(ctx, e, tag, worker)
+	switch {
+	case err != nil:
+		return ImageRefresh{}, err
+	case c.State == workerimage.Foreign && key != "" && !ownTag(tag):
+		return ImageRefresh{Comparison: c}, foreignImage(key, tag)
+	}
+	err = workerimage.BuildFrom(ctx, e, tag, worker)
+	return ImageRefresh{Comparison: c, Source: source, Took: time.Since(began)}, err
 }

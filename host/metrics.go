@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/metrics"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/session"
 )
 
 // hostMetrics is serve's metrics: a Recorder and the listener that serves
@@ -62,6 +63,24 @@ func (h *hostMetrics) onTurn() func(sandbox.TurnStats) {
 		return nil
 	}
 	return h.rec.Turn
+}
+
+// onSessionTurn is the session runtime's OnTurn with metrics on; nil
+// when off.
+func (h *hostMetrics) onSessionTurn() func(session.TurnStats) {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.SessionTurn
+}
+
+// watchSessions binds the session runtime's active turns; nil when
+// metrics are off.
+func (h *hostMetrics) watchSessions() func(func() int) {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.ActiveSessionTurns
 }
 
 // observe is the broker's Observe with metrics on; nil when off, so the

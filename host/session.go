@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -81,6 +82,14 @@ type SessionDeps struct {
 	// runtime's): the session runtime builds each turn's prompt memory
 	// block from it (memstore.Store.Block), and the memory tools run on it.
 	Memory *memstore.Store
+	// OnTurn receives every admitted session turn's stats (the turn
+	// metrics with mode="session"): session.Options.OnTurn. nil when
+	// metrics are off.
+	OnTurn func(session.TurnStats)
+	// WatchActive binds the active-turns gauge (mode="session") to the
+	// runtime's count (session.Runtime.Active) once the runtime exists;
+	// nil when metrics are off.
+	WatchActive func(active func() int)
 }
 
 // Sessions is how the host and the offline commands build session mode;

@@ -7,15 +7,17 @@
 //     and Handler serves it on GET /metrics only. Besides the rtsandbox_*
 //     metrics below it holds the Go runtime and process collectors.
 //   - Every label value is from a fixed set or an operator-declared name:
-//     outcome classes, phases, route classes, statuses, refusal and drop
-//     reasons, declared tool and MCP server names. Never a channel, a
+//     outcome classes, phases, modes, route classes, statuses, refusal and
+//     drop reasons, declared tool and MCP server names. Never a channel, a
 //     speaker, a raw path, a guest-chosen name or any content.
-//   - The observers (Turn, BrokerCall, Drop) only update counters and
-//     histograms: they never block and are safe for concurrent use, so
-//     they may run inside sandbox.Options.OnTurn and broker.Config.Observe.
+//   - The observers (Turn, SessionTurn, BrokerCall, Drop) only update
+//     counters and histograms: they never block and are safe for
+//     concurrent use, so they may run inside sandbox.Options.OnTurn,
+//     session.Options.OnTurn and broker.Config.Observe.
 //   - The gauges read their sources at scrape time. A source is bound
-//     with ActiveTurns, PendingRemovals or QueueDepth, once the component
-//     that answers it exists; until then the gauge reads 0.
+//     with ActiveTurns, ActiveSessionTurns, PendingRemovals or
+//     QueueDepth, once the component that answers it exists; until then
+//     the gauge reads 0.
 //
 // docs/operations.md lists every metric.
 package metrics
@@ -45,15 +47,15 @@ const (
 type Recorder struct {
 	reg *prometheus.Registry
 
-	turns       *prometheus.CounterVec   // class
-	phases      *prometheus.HistogramVec // phase
+	turns       *prometheus.CounterVec   // class, mode
+	phases      *prometheus.HistogramVec // phase, mode
 	calls       *prometheus.CounterVec   // route, tool, status, refusal
 	upstream    *prometheus.HistogramVec // route, tool
 	reflections *prometheus.CounterVec   // route, tool
 	drops       *prometheus.CounterVec   // reason
 	budget      *prometheus.CounterVec   // kind
 
-	active, pending, queue source
+	active, sessionActive, pending, queue source
 }
 
 // New returns a Recorder with every metric registered: the counters of
@@ -88,6 +90,14 @@ func (r *Recorder) Gatherer() prometheus.Gatherer { return r.reg }
 func (r *Recorder) gauge(s *source, name, help string) {
 	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: name, Help: help,
+	}, s.read))
+}
+
+// gaugeMode registers the series of a gauge whose mode label is mode,
+// reading s at scrape time.
+func (r *Recorder) gaugeMode(s *source, name, help, mode string) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: name, Help: help, ConstLabels: prometheus.Labels{"mode": mode},
 	}, s.read))
 }
 

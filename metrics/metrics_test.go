@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/metrics"
 	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/session"
 )
 
 // fullTurn is a turn that reached every phase: 40 ms admission, 60 ms
@@ -79,21 +81,53 @@ func TestTurnCountsClassAndPhases(t *testing.T) {
 	r.Turn(failed)
 	r.Turn(fullTurn("Not A Class"))
 
-	if got, want := counter(t, r, "rtsandbox_turns_total", "class", "ok"), 2.0; got != want {
-		t.Errorf("turns_total{class=ok} = %v; want %v", got, want)
+	if got, want := counter(t, r, "rtsandbox_turns_total", "class", "ok", "mode", "sealed"), 2.0; got != want {
+		t.Errorf("turns_total{class=ok,mode=sealed} = %v; want %v", got, want)
 	}
 	for class, want := range map[string]float64{"upstream": 1, "other": 1, "timeout": 0, "disk_full": 0} {
-		if got := counter(t, r, "rtsandbox_turns_total", "class", class); got != want {
-			t.Errorf("turns_total{class=%s} = %v; want %v", class, got, want)
+		if got := counter(t, r, "rtsandbox_turns_total", "class", class, "mode", "sealed"); got != want {
+			t.Errorf("turns_total{class=%s,mode=sealed} = %v; want %v", class, got, want)
 		}
 	}
+	if got := counter(t, r, "rtsandbox_turns_total", "class", "ok", "mode", "session"); got != 0 {
+		t.Errorf("turns_total{class=ok,mode=session} = %v; want 0 (no session turn ran)", got)
+	}
 	for phase, want := range map[string]uint64{"admission": 4, "total": 4, "removal": 3} {
-		if got := histCount(t, r, "rtsandbox_turn_phase_seconds", "phase", phase); got != want {
+		if got := histCount(t, r, "rtsandbox_turn_phase_seconds", "phase", phase, "mode", "sealed"); got != want {
 			t.Errorf("turn_phase_seconds{phase=%s} count = %d; want %d", phase, got, want)
 		}
 	}
-	if got := histSum(t, r, "rtsandbox_turn_phase_seconds", "phase", "reply"); got != 4 {
+	if got := histSum(t, r, "rtsandbox_turn_phase_seconds", "phase", "reply", "mode", "sealed"); got != 4 {
 		t.Errorf("turn_phase_seconds{phase=reply} sum = %v; want 4 (4 turns of 1 s)", got)
+	}
+}
+
+// Issue 21: session turns count in rtsandbox_turns_total with
+// mode="session", each of the session runtime's classes starting at 0,
+// and their total time in rtsandbox_turn_phase_seconds{phase="total",
+// mode="session"}; sealed series are untouched.
+func TestSessionTurnCountsWithMode(t *testing.T) {
+	r := metrics.New()
+	at := time.Unix(1_700_000_000, 0)
+	r.SessionTurn(session.TurnStats{Channel: "http:lobby", Admitted: at, Ended: at.Add(2 * time.Second), Class: session.ClassOK})
+	r.SessionTurn(session.TurnStats{Channel: "http:lobby", Admitted: at, Ended: at.Add(time.Second), Class: session.ClassTimeout})
+	r.SessionTurn(session.TurnStats{Class: "Not A Class"}) // no times: counted, not timed
+	for class, want := range map[string]float64{"ok": 1, "timeout": 1, "other": 1, "worker": 0, "stopped": 0} {
+		if got := counter(t, r, "rtsandbox_turns_total", "class", class, "mode", "session"); got != want {
+			t.Errorf("turns_total{class=%s,mode=session} = %v; want %v", class, got, want)
+		}
+	}
+	for _, class := range session.Classes() {
+		if metric(t, r, "rtsandbox_turns_total", "class", class, "mode", "session") == nil {
+			t.Errorf("turns_total{class=%s,mode=session} does not start at 0", class)
+		}
+	}
+	if got := counter(t, r, "rtsandbox_turns_total", "class", "ok", "mode", "sealed"); got != 0 {
+		t.Errorf("turns_total{class=ok,mode=sealed} = %v; want 0", got)
+	}
+	if got, sum := histCount(t, r, "rtsandbox_turn_phase_seconds", "phase", "total", "mode", "session"),
+		histSum(t, r, "rtsandbox_turn_phase_seconds", "phase", "total", "mode", "session"); got != 2 || sum != 3 {
+		t.Errorf("turn_phase_seconds{phase=total,mode=session} = %d samples, %v s; want 2, 3", got, sum)
 	}
 }
 
@@ -147,9 +181,10 @@ rtsandbox_messages_dropped_total{reason="queue_full"} 2
 # HELP rtsandbox_queue_depth Work in the router's per-channel queues, running tasks included.
 # TYPE rtsandbox_queue_depth gauge
 rtsandbox_queue_depth 0
-# HELP rtsandbox_turns_active Sealed turns admitted and not yet ended, those waiting for a host slot included.
+# HELP rtsandbox_turns_active Turns admitted and not yet ended, by mode; sealed ones waiting for a host slot included.
 # TYPE rtsandbox_turns_active gauge
-rtsandbox_turns_active 0
+rtsandbox_turns_active{mode="sealed"} 0
+rtsandbox_turns_active{mode="session"} 0
 `
 	names := []string{"rtsandbox_container_removals_pending", "rtsandbox_messages_dropped_total", "rtsandbox_queue_depth", "rtsandbox_turns_active"}
 	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(unbound), names...); err != nil {
@@ -158,14 +193,17 @@ rtsandbox_turns_active 0
 	depth := 0
 	r.QueueDepth(func() int { depth++; return depth }) // read at every scrape
 	r.ActiveTurns(func() int { return 3 })
+	r.ActiveSessionTurns(func() int { return 5 })
 	r.PendingRemovals(func() int { return 2 })
 	for scrape, want := range []float64{1, 2} {
 		if got := gauge(t, r, "rtsandbox_queue_depth"); got != want {
 			t.Errorf("scrape %d: queue_depth = %v; want %v", scrape, got, want)
 		}
 	}
-	if got := gauge(t, r, "rtsandbox_turns_active"); got != 3 {
-		t.Errorf("turns_active = %v; want 3", got)
+	for mode, want := range map[string]float64{"sealed": 3, "session": 5} {
+		if got := metric(t, r, "rtsandbox_turns_active", "mode", mode).GetGauge().GetValue(); got != want {
+			t.Errorf("turns_active{mode=%s} = %v; want %v", mode, got, want)
+		}
 	}
 	if got := gauge(t, r, "rtsandbox_container_removals_pending"); got != 2 {
 		t.Errorf("container_removals_pending = %v; want 2", got)
@@ -195,7 +233,7 @@ func TestHandlerServesOnlyMetrics(t *testing.T) {
 		status       int
 		contains     string
 	}{
-		{"GET", "/metrics", 200, `rtsandbox_turns_total{class="ok"} 1`},
+		{"GET", "/metrics", 200, `rtsandbox_turns_total{class="ok",mode="sealed"} 1`},
 		{"GET", "/metrics", 200, "go_goroutines"},
 		{"HEAD", "/metrics", 200, ""},
 		{"POST", "/metrics", 405, ""},
@@ -239,7 +277,7 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	if got := counter(t, r, "rtsandbox_turns_total", "class", "ok"); got != 800 {
+	if got := counter(t, r, "rtsandbox_turns_total", "class", "ok", "mode", "sealed"); got != 800 {
 		t.Errorf("turns_total{class=ok} = %v; want 800", got)
 	}
 }
@@ -260,8 +298,9 @@ func BenchmarkTurn(b *testing.B) {
 	}
 }
 
-// metric returns the series of family name whose label key is value.
-func metric(t *testing.T, r *metrics.Recorder, name, key, value string) *dto.Metric {
+// metric returns the first series of family name that has every label
+// of kv (key, value, key, value …); with none, its first series.
+func metric(t *testing.T, r *metrics.Recorder, name string, kv ...string) *dto.Metric {
 	t.Helper()
 	fams, err := r.Gatherer().Gather()
 	if err != nil {
@@ -272,37 +311,41 @@ func metric(t *testing.T, r *metrics.Recorder, name, key, value string) *dto.Met
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if key == "" {
+			if hasLabels(m, kv) {
 				return m
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == key && l.GetValue() == value {
-					return m
-				}
 			}
 		}
 	}
 	return nil
 }
 
-func counter(t *testing.T, r *metrics.Recorder, name, key, value string) float64 {
+func hasLabels(m *dto.Metric, kv []string) bool {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == kv[i] && l.GetValue() == kv[i+1] }) {
+			return false
+		}
+	}
+	return true
+}
+
+func counter(t *testing.T, r *metrics.Recorder, name string, kv ...string) float64 {
 	t.Helper()
-	return metric(t, r, name, key, value).GetCounter().GetValue()
+	return metric(t, r, name, kv...).GetCounter().GetValue()
 }
 
 func gauge(t *testing.T, r *metrics.Recorder, name string) float64 {
 	t.Helper()
-	return metric(t, r, name, "", "").GetGauge().GetValue()
+	return metric(t, r, name).GetGauge().GetValue()
 }
 
-func histCount(t *testing.T, r *metrics.Recorder, name, key, value string) uint64 {
+func histCount(t *testing.T, r *metrics.Recorder, name string, kv ...string) uint64 {
 	t.Helper()
-	return metric(t, r, name, key, value).GetHistogram().GetSampleCount()
+	return metric(t, r, name, kv...).GetHistogram().GetSampleCount()
 }
 
-func histSum(t *testing.T, r *metrics.Recorder, name, key, value string) float64 {
+func histSum(t *testing.T, r *metrics.Recorder, name string, kv ...string) float64 {
 	t.Helper()
-	return metric(t, r, name, key, value).GetHistogram().GetSampleSum()
+	return metric(t, r, name, kv...).GetHistogram().GetSampleSum()
 }
 
 func TestBudgetSpent(t *testing.T) {

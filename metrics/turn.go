@@ -6,6 +6,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/session"
+)
+
+// The mode label of the turn metrics: which runtime ran the turn.
+const (
+	ModeSealed  = "sealed"  // a fresh container per turn (package sandbox)
+	ModeSession = "session" // the channel's long-lived worker (package session)
 )
 
 // Phases of a sealed turn, in lifecycle order: the phase label of
@@ -86,35 +93,53 @@ var phaseBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 3
 func (r *Recorder) registerTurns() {
 	r.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "turns_total",
-		Help: "Admitted sealed turns by outcome class.",
-	}, []string{"class"})
+		Help: "Admitted turns by outcome class and mode (sealed, session).",
+	}, []string{"class", "mode"})
 	r.phases = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "turn_phase_seconds",
-		Help:    "Time sealed turns spent in each phase; a turn is counted in the phases it reached both ends of.",
+		Help:    "Time turns spent in each phase, by mode; a turn is counted in the phases it reached both ends of (a session turn in total only).",
 		Buckets: phaseBuckets,
-	}, []string{"phase"})
+	}, []string{"phase", "mode"})
 	for _, c := range turnClasses {
-		r.turns.WithLabelValues(c)
+		r.turns.WithLabelValues(c, ModeSealed)
+	}
+	for _, c := range session.Classes() {
+		r.turns.WithLabelValues(c, ModeSession)
 	}
 	r.reg.MustRegister(r.turns, r.phases)
-	r.gauge(&r.active, "turns_active",
-		"Sealed turns admitted and not yet ended, those waiting for a host slot included.")
+	const activeHelp = "Turns admitted and not yet ended, by mode; sealed ones waiting for a host slot included."
+	r.gaugeMode(&r.active, "turns_active", activeHelp, ModeSealed)
+	r.gaugeMode(&r.sessionActive, "turns_active", activeHelp, ModeSession)
 	r.gauge(&r.pending, "container_removals_pending",
 		"Turn containers whose removal the driver still retries in the background.")
 }
 
-// Turn records one admitted turn: its outcome class and its phases. It is
-// the sandbox.Options.OnTurn of a host with metrics on.
+// Turn records one admitted sealed turn: its outcome class and its
+// phases. It is the sandbox.Options.OnTurn of a host with metrics on.
 func (r *Recorder) Turn(s sandbox.TurnStats) {
-	r.turns.WithLabelValues(label(s.Class)).Inc()
+	r.turns.WithLabelValues(label(s.Class), ModeSealed).Inc()
 	for _, p := range Phases(s) {
-		r.phases.WithLabelValues(p.Name).Observe(p.Duration.Seconds())
+		r.phases.WithLabelValues(p.Name, ModeSealed).Observe(p.Duration.Seconds())
 	}
 }
 
-// ActiveTurns binds rtsandbox_turns_active, typically to the length of
-// (*sandbox.Runtime).Busy.
+// SessionTurn records one admitted session turn: its outcome class and
+// its total time (the session runtime reports no finer phases). It is the
+// session.Options.OnTurn of a host with metrics on.
+func (r *Recorder) SessionTurn(s session.TurnStats) {
+	r.turns.WithLabelValues(label(s.Class), ModeSession).Inc()
+	if !s.Admitted.IsZero() && !s.Ended.Before(s.Admitted) {
+		r.phases.WithLabelValues(PhaseTotal, ModeSession).Observe(s.Ended.Sub(s.Admitted).Seconds())
+	}
+}
+
+// ActiveTurns binds rtsandbox_turns_active{mode="sealed"}, typically to
+// the length of (*sandbox.Runtime).Busy.
 func (r *Recorder) ActiveTurns(f func() int) { r.active.bind(f) }
+
+// ActiveSessionTurns binds rtsandbox_turns_active{mode="session"},
+// typically to (*session.Runtime).Active.
+func (r *Recorder) ActiveSessionTurns(f func() int) { r.sessionActive.bind(f) }
 
 // PendingRemovals binds rtsandbox_container_removals_pending, typically to
 // (*docker.Driver).Pending.

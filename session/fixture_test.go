@@ -164,7 +164,7 @@ func (w *world) runningOn(runDir string) bool {
 	return false
 }
 
-func (w *world) newBroker(profile, socketPath string) (Broker, error) {
+func (w *world) newBroker(channel rtsandbox.ChannelKey, profile, socketPath string) (Broker, error) {
 	if w.brokerErr != nil {
 		return nil, w.brokerErr
 	}
@@ -172,7 +172,7 @@ func (w *world) newBroker(profile, socketPath string) (Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &fakeBroker{w: w, profile: profile, socket: socketPath, ln: ln}
+	b := &fakeBroker{w: w, channel: channel, profile: profile, socket: socketPath, ln: ln}
 	w.mu.Lock()
 	w.brokers = append(w.brokers, b)
 	w.mu.Unlock()
@@ -183,6 +183,7 @@ func (w *world) newBroker(profile, socketPath string) (Broker, error) {
 // the privacy capability gate of §2.9 in Execute, Close.
 type fakeBroker struct {
 	w               *world
+	channel         rtsandbox.ChannelKey // what the runtime made it for
 	profile, socket string
 	ln              net.Listener
 	mu              sync.Mutex

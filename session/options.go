@@ -37,11 +37,13 @@ const (
 type Options struct {
 	// Driver runs the channels' containers (*docker.SessionDriver).
 	Driver Driver
-	// NewBroker makes a profile's broker listening on socketPath (the
-	// host wires *broker.Session: NewSession, then Listen). The runtime
-	// removes a stale socket file first and makes a new broker whenever
-	// the channel's profile changes or its container is recreated.
-	NewBroker func(profile, socketPath string) (Broker, error)
+	// NewBroker makes the broker of channel's worker on profile,
+	// listening on socketPath (the host wires *broker.Session:
+	// NewSession, then Listen; the channel is what its startup window is
+	// charged to). The runtime removes a stale socket file first and
+	// makes a new broker whenever the channel's profile changes or its
+	// container is recreated.
+	NewBroker func(channel rtsandbox.ChannelKey, profile, socketPath string) (Broker, error)
 	// Profiles are the session profiles by name (^[a-zA-Z0-9_-]{1,100}$).
 	Profiles map[string]Profile
 	// ProfileFor names a channel's profile; a name not in Profiles fails
@@ -102,6 +104,10 @@ type Options struct {
 	Fetcher *safefetch.Fetcher
 	// Logger receives operator records; nil discards them.
 	Logger *slog.Logger
+	// OnTurn, when set, receives every admitted turn's TurnStats once it
+	// ended (the turn metrics). It runs on the turn's goroutine and must
+	// not block.
+	OnTurn func(TurnStats)
 	// Now is the clock of archive names and of pruning; nil means
 	// time.Now.
 	Now func() time.Time

@@ -145,7 +145,7 @@ func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, prof
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, removed, fmt.Errorf("remove stale broker socket: %w", err)
 	}
-	b, err = r.s.NewBroker(profile, sock)
+	b, err = r.s.NewBroker(channel, profile, sock)
 	if err != nil {
 		return nil, removed, fmt.Errorf("session broker: %w", err)
 	}

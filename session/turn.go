@@ -78,15 +78,18 @@ func (r *Runtime) Turn(ctx context.Context, req TurnRequest) (TurnResult, error)
 // turnWith is Turn with a step that runs once the channel is taken and
 // before anything starts (RunInput collects the attachments there): it
 // may change the request, end the turn with no result (false) or fail it.
-func (r *Runtime) turnWith(ctx context.Context, req TurnRequest, before func(t *turn, req *TurnRequest) (bool, error)) (TurnResult, error) {
+// An admitted turn is reported (Options.OnTurn) once its channel is free.
+func (r *Runtime) turnWith(ctx context.Context, req TurnRequest, before func(t *turn, req *TurnRequest) (bool, error)) (_ TurnResult, err error) {
 	channel := req.Binding.Channel
 	if err := checkChannel(channel); err != nil {
 		return TurnResult{}, err
 	}
+	admitted := time.Now()
 	t, err := r.admit(ctx, channel)
 	if err != nil {
 		return TurnResult{}, err
 	}
+	defer func() { r.report(t, admitted, err) }()
 	defer r.finish(t)
 	if t.id = req.TurnID; t.id == "" {
 		t.id = newTurnID()

@@ -2,6 +2,7 @@ package workerimage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -20,10 +21,19 @@ const (
 	Current State = iota
 	// Missing: there is no image under the tag.
 	Missing
-	// Stale: the image exists but holds another worker, or carries no
-	// worker label at all (built by hand or by an old version).
+	// Stale: the image is this project's (Ours) but holds another
+	// worker, or, built by a version before the worker label, names none.
 	Stale
+	// Foreign: the image carries no label of this project: something
+	// other than a worker lives under the tag (a typo in sandbox.image
+	// naming the operator's ubuntu:22.04), which EnsureCurrent never
+	// replaces unless the tag is this project's by name.
+	Foreign
 )
+
+// ErrForeign refuses to replace an image this project did not build
+// (State Foreign).
+var ErrForeign = errors.New("the image under the tag is not one rtsandbox built")
 
 func (s State) String() string {
 	switch s {
@@ -33,6 +43,8 @@ func (s State) String() string {
 		return "missing"
 	case Stale:
 		return "stale"
+	case Foreign:
+		return "foreign"
 	}
 	return fmt.Sprintf("State(%d)", int(s))
 }
@@ -48,8 +60,8 @@ type Comparison struct {
 
 // Compare reports whether tag holds worker, by the image's
 // LabelWorkerSHA256 label. Only the label is compared: Build sets it from
-// the very bytes it packages, and nothing else writes it. Errors come from
-// r.
+// the very bytes it packages, and nothing else writes it. An image without
+// any label of this project (Ours) is Foreign. Errors come from r.
 func Compare(ctx context.Context, r LabelReader, tag string, worker []byte) (Comparison, error) {
 	c := Comparison{Tag: tag, Want: Digest(worker)}
 	labels, ok, err := r.ImageLabels(ctx, tag)
@@ -60,10 +72,20 @@ func Compare(ctx context.Context, r LabelReader, tag string, worker []byte) (Com
 	switch {
 	case !ok:
 		c.State = Missing
+	case !Ours(labels):
+		c.State = Foreign
 	case c.Have != c.Want:
 		c.State = Stale
 	}
 	return c, nil
+}
+
+// Ours reports whether an image's labels are those of an image this
+// project built: LabelWorkerSHA256, or LabelTitle with this project's
+// value, which images of versions before the worker label carry.
+func Ours(labels map[string]string) bool {
+	_, worker := labels[LabelWorkerSHA256]
+	return worker || labels[LabelTitle] == title
 }
 
 // Rebuilder can compare an image's labels and build it; the wiring's
@@ -75,12 +97,18 @@ type Rebuilder interface {
 
 // EnsureCurrent builds tag from worker when it is missing or stale, and
 // returns the comparison made before any build, so the caller can say
-// why it built. A current image is left alone. Errors wrap ErrWorker or
-// come from s.
-func EnsureCurrent(ctx context.Context, s Rebuilder, tag string, worker []byte) (Comparison, error) {
+// why it built. A current image is left alone. A Foreign one is refused
+// with ErrForeign before anything is built, unless ownTag says the tag is
+// this project's by name (the default tag), where an image without
+// labels can only be a worker built by hand: it is rebuilt like a stale
+// one. Errors wrap ErrWorker or ErrForeign or come from s.
+func EnsureCurrent(ctx context.Context, s Rebuilder, tag string, worker []byte, ownTag bool) (Comparison, error) {
 	c, err := Compare(ctx, s, tag, worker)
-	if err != nil || c.State == Current {
+	switch {
+	case err != nil || c.State == Current:
 		return c, err
+	case c.State == Foreign && !ownTag:
+		return c, fmt.Errorf("%s: %w", tag, ErrForeign)
 	}
 	return c, BuildFrom(ctx, s, tag, worker)
 }

@@ -20,7 +20,12 @@
 //     (Builder, Store) that container/docker.Driver satisfies.
 //   - Every image carries LabelWorkerSHA256, the Digest of the worker it
 //     holds. Compare reads it (through LabelReader) and tells a Current
-//     image from a Missing or Stale one; EnsureCurrent rebuilds a missing
-//     or stale image from the given worker, so a host never runs a worker
-//     other than its own without saying so.
+//     image from a Missing or Stale one, or a Foreign one that carries no
+//     label of this project; EnsureCurrent rebuilds a missing or stale
+//     image from the given worker, so a host never runs a worker other
+//     than its own without saying so, and refuses a foreign one
+//     (ErrForeign) before building anything, so an image of the
+//     operator's that a tag names by mistake is never replaced; only
+//     under a tag that is this project's by name (the caller says so) is
+//     a foreign image rebuilt.
 package workerimage

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 
@@ -313,4 +314,94 @@ func (l labelReader) ImageLabels(ctx context.Context, ref string) (map[string]st
 		return nil, err == nil, err
 	}
 	return res.Config.Labels, true, nil
+}
+
+// foreignImage builds a tiny image under a fresh tag that carries no
+// label of rtsandbox's (an image of the operator's that sandbox.image
+// names by mistake) and removes it when the test ends, together with
+// what a build put under the tag. It returns the tag and the image's ID.
+func foreignImage(t *testing.T) (tag, id string) {
+	t.Helper()
+	cli := opsDocker(t)
+	d := docker.New(cli)
+	nonce := opsRandom()
+	tag = "rtsandbox-test-foreign:" + nonce
+	// A label unique to the test keeps the image's ID its own.
+	if err := d.BuildImage(context.Background(), tag, map[string][]byte{"Dockerfile": []byte("FROM scratch\nLABEL maintainer=someone-else rtsandbox.test=" + nonce + "\n")}); err != nil {
+		t.Fatalf("build %s: %v", tag, err)
+	}
+	res, err := cli.ImageInspect(context.Background(), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, ref := range []string{tag, res.ID} {
+			if err := d.RemoveImage(context.Background(), ref); err != nil {
+				t.Errorf("RemoveImage(%s) = %v", ref, err)
+			}
+		}
+	})
+	return tag, res.ID
+}
+
+// TestForeignImageNeverReplaced (issue 21): a sandbox.image (or demo's
+// --image) that names an image rtsandbox did not build never gets it
+// replaced: serve refuses to start, doctor fails the check for good, and
+// turn, chat, demo and image build --config refuse with an error naming
+// the key and the rule; the image's ID is the same after each. Only
+// image build --tag, which names the tag on purpose, replaces it, and
+// says so.
+func TestForeignImageNeverReplaced(t *testing.T) {
+	tag, id := foreignImage(t)
+	cfg, _ := doctorConfig(t, tag, "")
+	rule := "is not an image rtsandbox built (no " + workerimage.LabelWorkerSHA256 + " label)"
+	refusal := "sandbox.image: the image under the tag is not one rtsandbox built: " + tag + " carries no " + workerimage.LabelWorkerSHA256 + " label"
+	tests := []struct {
+		name  string
+		args  []string
+		wants []string // in stdout and stderr
+	}{
+		{"serve", []string{"serve", "--config", cfg}, []string{"refusing to start", "fail  worker image", "sandbox.image: " + tag + " " + rule,
+			"fix: name a tag of the worker's own in sandbox.image, or replace the image on purpose with `rtsandbox image build --tag " + tag + "`"}},
+		{"doctor", []string{"doctor", "--config", cfg}, []string{"fail  worker image", "sandbox.image: " + tag + " " + rule}},
+		{"turn", []string{"turn", "--config", cfg, "--channel", "http:lobby", "--speaker-id", "alice", "--speaker-name", "Alice",
+			"--principal", "p_alice", "--text", "Hello"}, []string{refusal, "rtsandbox image build --tag " + tag}},
+		{"chat", []string{"chat", "--config", cfg}, []string{refusal}},
+		{"demo", []string{"demo", "--image", tag}, []string{"--image: the image under the tag is not one rtsandbox built: " + tag}},
+		{"image-build-from-config", []string{"image", "build", "--config", cfg}, []string{refusal}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Bounded: without the refusal, serve would start and run on.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			code := run(ctx, tt.args, mapEnv(goodEnv()), strings.NewReader(""), &out, &errOut)
+			all := out.String() + errOut.String()
+			if code == exitOK {
+				t.Errorf("%q = 0; want a refusal\n%s", tt.args, all)
+			}
+			for _, want := range tt.wants {
+				if !strings.Contains(all, want) {
+					t.Errorf("%q output lacks %q:\n%s", tt.args, want, all)
+				}
+			}
+			assertImageID(t, tag, id)
+		})
+	}
+
+	code, stdout, stderr := runOps(t, "image", "build", "--tag", tag)
+	if code != exitOK || !strings.Contains(stdout, "replaced: "+tag+" held an image rtsandbox had not built") {
+		t.Fatalf("image build --tag %s = %d %q; want 0 and the replacement said\n%s", tag, code, stdout, stderr)
+	}
+	assertImageCurrent(t, docker.New(opsDocker(t)), tag)
+}
+
+// assertImageID requires the image under tag to be id.
+func assertImageID(t *testing.T, tag, id string) {
+	t.Helper()
+	res, err := opsDocker(t).ImageInspect(context.Background(), tag)
+	if err != nil || res.ID != id {
+		t.Errorf("image under %s = %s (%v); want %s, untouched", tag, res.ID, err, id)
+	}
 }

@@ -73,15 +73,16 @@ tools:
 		labels map[string]string
 		want   float64
 	}{
-		{"rtsandbox_turns_total", map[string]string{"class": "ok"}, 2},
-		{"rtsandbox_turns_total", map[string]string{"class": "upstream"}, 2},
-		{"rtsandbox_turns_total", map[string]string{"class": "timeout"}, 0},
+		{"rtsandbox_turns_total", map[string]string{"class": "ok", "mode": "sealed"}, 2},
+		{"rtsandbox_turns_total", map[string]string{"class": "upstream", "mode": "sealed"}, 2},
+		{"rtsandbox_turns_total", map[string]string{"class": "timeout", "mode": "sealed"}, 0},
+		{"rtsandbox_turns_total", map[string]string{"mode": "session"}, 0},
 		// hello 1, lookup 2, broken 1, leak 1.
 		{"rtsandbox_broker_calls_total", map[string]string{"route": "model", "status": "200", "refusal": ""}, 3},
 		{"rtsandbox_broker_calls_total", map[string]string{"route": "model", "status": "502", "refusal": "call_failed"}, 2},
 		{"rtsandbox_broker_calls_total", map[string]string{"route": "tools", "tool": "lookup", "status": "400", "refusal": "invalid_arguments"}, 1},
 		{"rtsandbox_broker_reflection_refusals_total", map[string]string{"route": "model"}, 1},
-		{"rtsandbox_turns_active", nil, 0},
+		{"rtsandbox_turns_active", map[string]string{"mode": "sealed"}, 0},
 		{"rtsandbox_queue_depth", nil, 0},
 		{"rtsandbox_messages_dropped_total", map[string]string{"reason": "not_sandboxed"}, 1},
 		{"rtsandbox_messages_dropped_total", map[string]string{"reason": "queue_full"}, 0},
@@ -91,7 +92,7 @@ tools:
 		}
 	}
 	for phase, want := range map[string]uint64{"admission": 4, "setup": 4, "create": 4, "start": 4, "first_call": 4, "reply": 4, "total": 4} {
-		if got := sampleCount(fams, "rtsandbox_turn_phase_seconds", map[string]string{"phase": phase}); got != want {
+		if got := sampleCount(fams, "rtsandbox_turn_phase_seconds", map[string]string{"phase": phase, "mode": "sealed"}); got != want {
 			t.Errorf("rtsandbox_turn_phase_seconds{phase=%q} count = %d; want %d", phase, got, want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/cli"
+	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
 // imageUsage is `rtsandbox image -h`.
@@ -38,7 +39,7 @@ func runImage(ctx context.Context, args []string, getenv env, stdin io.Reader, s
 func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("rtsandbox image build", stderr)
 	configPath := fs.String("config", "", "config file; its sandbox.image is the default tag")
-	tag := fs.String("tag", "", "image tag (default: sandbox.image of --config, else "+config.DefaultImage+")")
+	tag := fs.String("tag", "", "image tag; replaces any image under it (default: sandbox.image of --config, which must name an image rtsandbox built or none, else "+config.DefaultImage+")")
 	code, ok := cli.ParseFlags(fs, args, stderr)
 	if !ok {
 		return code
@@ -47,14 +48,22 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 	if !ok {
 		return code
 	}
+	// A tag named here may replace any image: that is what the operator
+	// asked for. One taken from sandbox.image is held to serve's rule: an
+	// image rtsandbox did not build is refused, so a typo in the config
+	// never replaces the operator's image.
+	key := ""
 	if *tag == "" {
-		*tag = host.ImageTag(cfg)
+		*tag, key = host.ImageTag(cfg), host.ImageKey
 	}
-	source, took, err := host.BuildImage(ctx, *tag)
+	r, err := host.BuildImage(ctx, *tag, key)
 	if err != nil {
 		return cli.Fail(stderr, "rtsandbox image build", exitFail, err)
 	}
-	fmt.Fprintf(stdout, "built %s\nworker: %s\nelapsed: %s\n", *tag, source, took.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "built %s\nworker: %s\nelapsed: %s\n", *tag, r.Source, r.Took.Round(time.Millisecond))
+	if r.State == workerimage.Foreign {
+		fmt.Fprintf(stdout, "replaced: %s held an image rtsandbox had not built (no %s label)\n", *tag, workerimage.LabelWorkerSHA256)
+	}
 	return exitOK
 }
 

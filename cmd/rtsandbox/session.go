@@ -44,17 +44,32 @@ func sessionRuntime(ctx context.Context, d host.SessionDeps, fetcher *safefetch.
 	drv := docker.NewSession(d.Engine)
 	reapStrays(ctx, drv, d, opts.ContainerPrefix)
 	opts.Driver, opts.Fetcher = drv, fetcher
-	opts.NewBroker = func(profile, socket string) (session.Broker, error) {
-		return sessionBroker(d, d.Config, image, profile, socket, comp)
+	// One quota for every broker serve makes, so that a channel's count
+	// of re-armed startup windows outlives its brokers.
+	windows := broker.NewWindowQuota(rtsandbox.StartupWindowsPerDay, nil)
+	opts.NewBroker = func(channel rtsandbox.ChannelKey, profile, socket string) (session.Broker, error) {
+		return sessionBroker(d, d.Config, sessionBrokerFor{channel: channel, profile: profile, image: image, socket: socket}, comp, windows)
 	}
 	opts.ProfileFor = d.ProfileFor
 	opts.Scrub = scrubDiagnostic
 	opts.Logger = d.Logger
+	opts.OnTurn = d.OnTurn
 	rt, err := session.New(opts)
 	if err != nil {
 		return nil, err
 	}
+	if d.WatchActive != nil {
+		d.WatchActive(rt.Active)
+	}
 	return sessionStatus{rt}, nil
+}
+
+// sessionBrokerFor is what one broker is made for: the channel whose
+// worker it serves, on profile, with the worker image, listening on
+// socket.
+type sessionBrokerFor struct {
+	channel                rtsandbox.ChannelKey
+	profile, image, socket string
 }
 
 // scrubDiagnostic masks credential shapes in text bound for the operator
@@ -146,12 +161,14 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 	return o
 }
 
-// sessionBroker makes the broker of one channel of profile, listening on
-// socket: the profile's checked broker configuration, the session budget,
-// the host compactor (nil: none), and the worker's profile as GET
+// sessionBroker makes the broker of one channel's worker (for): the
+// profile's checked broker configuration, the session budget, the host
+// compactor (nil: none), the channel its startup window is charged to
+// with the host's window quota, and the worker's profile as GET
 // /worker/config answers it (with the skills index and where the copy is
 // mounted, when the profile has skills).
-func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socket string, comp broker.Compactor) (session.Broker, error) {
+func sessionBroker(d host.SessionDeps, cfg *config.Config, f sessionBrokerFor, comp broker.Compactor, windows *broker.WindowQuota) (session.Broker, error) {
+	profile := f.profile
 	bc, ok := d.Brokers[profile]
 	if !ok {
 		return nil, fmt.Errorf("profiles.%s: %w: not a session profile in use", profile, rtsandbox.ErrInvalid)
@@ -161,14 +178,15 @@ func sessionBroker(d host.SessionDeps, cfg *config.Config, image, profile, socke
 		return nil, fmt.Errorf("profiles.%s: %w", profile, err)
 	}
 	sc := sessionLimits(cfg.Session)
-	sc.Broker, sc.WorkerImage = b, image
+	sc.Broker, sc.WorkerImage = b, f.image
+	sc.Channel, sc.Windows = f.channel, windows
 	sc.Compactor, sc.Scrub = comp, scrubDiagnostic
 	sc.Worker = workerConfig(d, cfg, b, bc, profile)
 	s, err := broker.NewSession(sc)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Listen(socket); err != nil {
+	if err := s.Listen(f.socket); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -117,7 +117,7 @@ func TestSessionBrokerNamesCompactor(t *testing.T) {
 	bc := broker.Config{ModelURL: upstream.MustParseEndpoint("https://api.example/v1/chat/completions", false), Model: "m",
 		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }}
 	d := host.SessionDeps{Config: cfg, Brokers: map[string]broker.Config{"studio": bc}}
-	b, err := sessionBroker(d, cfg, "img:1", "studio", socket, comp)
+	b, err := sessionBroker(d, cfg, sessionBrokerFor{channel: "http:lobby", profile: "studio", image: "img:1", socket: socket}, comp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

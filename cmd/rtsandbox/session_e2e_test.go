@@ -974,7 +974,9 @@ func TestSessionServeConcurrentChannels(t *testing.T) {
 // tool through the session broker: the model asks for the server's tool,
 // the worker calls it at /mcp/<server>, the host's MCP client runs it, and
 // the answer reaches the model and the guest, before and after a host
-// restart.
+// restart. The owner's /usage and the budget metric count every call the
+// MCP server and the model saw, and the turn counts in
+// rtsandbox_turns_total{mode="session"} (issue 21).
 func TestSessionServeMCPTool(t *testing.T) {
 	tag, _ := sessionDocker(t)
 	docs := fakemcp.New(fakemcp.Tool{Name: "search", Description: "Search the docs",
@@ -993,15 +995,17 @@ func TestSessionServeMCPTool(t *testing.T) {
 			return fakemodel.Response{Content: "no MCP tool offered"}
 		}))
 	defer model.Close()
-	addr := freeAddr(t)
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
 	appendConfig(t, cfg, fmt.Sprintf("mcp:\n  - name: docs\n    url: %s\n    tools:\n      - {name: search, description: Search the docs, parameters: {type: object}}\n"+
-		"profiles:\n  chat: {mode: session, mcp: [docs]}\ndefault_profile: chat\nsession:\n  turn_timeout: 120s\n", docs.URL))
+		"profiles:\n  chat: {mode: session, mcp: [docs]}\ndefault_profile: chat\nsession:\n  turn_timeout: 120s\n"+
+		"budgets:\n  per_channel: {calls: 1000}\nmetrics:\n  listen: %s\n", docs.URL, metricsAddr))
 	s := startServe(t, addr, "--config", cfg)
 	s.sayOne(t, "http:lobby", "What does the manual say?", "Found: the manual says 42")
 	if n := docs.ToolCalls(); n != 1 {
 		t.Errorf("MCP tool calls = %d; want 1", n)
 	}
+	checkSessionCounted(t, s, metricsAddr, len(model.Requests())+len(docs.Requests()))
 	s.stopOK(t)
 
 	// After a host restart the running worker's MCP tool still works
@@ -1012,6 +1016,55 @@ func TestSessionServeMCPTool(t *testing.T) {
 		t.Errorf("MCP tool calls after the restart = %d; want 2", n)
 	}
 	s2.stopOK(t)
+}
+
+// checkSessionCounted checks, after one session turn in http:lobby whose
+// worker made upstream calls in all (the model's and the MCP server's
+// requests), that each was charged to the channel (the owner's /usage)
+// and counted in the budget metric, and that the turn counts under
+// mode="session" in the turn metrics. (The worker opens its MCP sessions
+// in the turn, not in the startup window; broker's
+// TestSessionStartupWindowCharged charges the window's calls.)
+func checkSessionCounted(t *testing.T, s *server, metricsAddr string, upstreamCalls int) {
+	t.Helper()
+	want := int64(upstreamCalls)
+	code, body := s.call(t, "GET", "/api/v1/channels/http:lobby/usage", serveOwnerToken, "")
+	var rep struct {
+		Channel []struct {
+			Kind string `json:"kind"`
+			Used int64  `json:"used"`
+		} `json:"channel_usage"`
+	}
+	if err := json.Unmarshal([]byte(body), &rep); code != 200 || err != nil {
+		t.Fatalf("usage = %d %s (%v)", code, body, err)
+	}
+	var calls int64
+	for _, e := range rep.Channel {
+		if e.Kind == "calls" {
+			calls = e.Used
+		}
+	}
+	if calls != want {
+		t.Errorf("/usage channel calls = %d; want %d, one per upstream call", calls, want)
+	}
+	fams := scrape(t, "http://"+metricsAddr+"/metrics")
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"rtsandbox_budget_spent_total", map[string]string{"kind": "calls"}, float64(want)},
+		{"rtsandbox_turns_total", map[string]string{"class": "ok", "mode": "session"}, 1},
+		{"rtsandbox_turns_total", map[string]string{"mode": "sealed"}, 0},
+		{"rtsandbox_turns_active", map[string]string{"mode": "session"}, 0},
+	} {
+		if got, ok := value(fams, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("%s%v = %v (series found: %v); want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if got := sampleCount(fams, "rtsandbox_turn_phase_seconds", map[string]string{"phase": "total", "mode": "session"}); got != 1 {
+		t.Errorf(`rtsandbox_turn_phase_seconds{phase="total",mode="session"} count = %d; want 1`, got)
+	}
 }
 
 // TestSessionServeStopDuringStart: the owner's stop while a channel's

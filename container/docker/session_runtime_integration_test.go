@@ -47,8 +47,8 @@ func (b *standInBroker) Ready() bool  { return b.ready() }
 func (b *standInBroker) Close() error { return b.ln.Close() }
 
 // standInBrokers is the runtime's NewBroker of stand-in brokers.
-func standInBrokers(ready func() bool, answer func(ctx context.Context) (rtsandbox.SessionResult, error)) func(profile, socketPath string) (session.Broker, error) {
-	return func(_, socketPath string) (session.Broker, error) {
+func standInBrokers(ready func() bool, answer func(ctx context.Context) (rtsandbox.SessionResult, error)) func(channel rtsandbox.ChannelKey, profile, socketPath string) (session.Broker, error) {
+	return func(_ rtsandbox.ChannelKey, _, socketPath string) (session.Broker, error) {
 		ln, err := net.Listen("unix", socketPath)
 		if err != nil {
 			return nil, err

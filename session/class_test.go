@@ -1,0 +1,128 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// Every way a session turn ends has its class, with the sealed
+// runtime's precedence: an abort is its cause's, whatever it cut short.
+func TestClassify(t *testing.T) {
+	aborted := func(err, cause error) error { return &turnError{msg: "x", errs: []error{err, cause}} }
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"ok", nil, ClassOK},
+		{"cleanup-wins", errors.Join(container.ErrCleanup, ErrStopped), ClassEngine},
+		{"host-disk-full", fmt.Errorf("write: %w", syscall.ENOSPC), ClassDiskFull},
+		{"workspace-full", fmt.Errorf("gate: %w", rtsandbox.ErrWorkspaceFull), ClassDiskFull},
+		{"shutdown", aborted(ErrWorkerFailed, ErrClosed), ClassShutdown},
+		{"stopped", aborted(context.Canceled, ErrStopped), ClassStopped},
+		{"timeout", aborted(ErrWorkerFailed, ErrTimeout), ClassTimeout},
+		{"caller-gone", aborted(errors.New("x"), context.Canceled), ClassCancelled},
+		{"daily-budget", fmt.Errorf("%w: refused", rtsandbox.ErrOverBudget), ClassBudget},
+		{"worker-ok-false", fmt.Errorf("%w: boom", ErrWorkerFailed), ClassWorker},
+		{"worker-not-ready", ErrNotReady, ClassWorker},
+		{"worker-capability", fmt.Errorf("%w: worker capability missing", rtsandbox.ErrRefused), ClassWorker},
+		{"workspace-alias", ErrAlias, ClassInternal},
+		{"engine", fmt.Errorf("create: %w", container.ErrEngine), ClassEngine},
+		{"image-missing", container.ErrImageMissing, ClassEngine},
+		{"invalid-reply", fmt.Errorf("files: %w", rtsandbox.ErrInvalidReply), ClassInvalidReply},
+		{"other", errors.New("socket"), ClassInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classify(tt.err); got != tt.want {
+				t.Errorf("classify(%v) = %q; want %q", tt.err, got, tt.want)
+			}
+			if !slices.Contains(Classes(), tt.want) {
+				t.Errorf("%q is not in Classes()", tt.want)
+			}
+		})
+	}
+}
+
+// Issue 21: every admitted session turn is reported once it ended, with
+// its channel and class (the turn metrics count session turns from
+// this); a turn refused at admission (the channel busy) is not; Active
+// counts the turns running.
+func TestOnTurnReportsAdmittedTurns(t *testing.T) {
+	var mu sync.Mutex
+	var got []TurnStats
+	f := newFixture(t, func(o *Options) {
+		o.OnTurn = func(s TurnStats) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, s)
+		}
+	})
+	ctx := context.Background()
+	if _, err := f.turnIn(ctx, "discord:ok", "a"); err != nil {
+		t.Fatal(err)
+	}
+	f.w.worker = func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+		return rtsandbox.SessionResult{Error: "boom"}, nil
+	}
+	if _, err := f.turnIn(ctx, "discord:bad", "a"); !errors.Is(err, ErrWorkerFailed) {
+		t.Fatalf("failing turn = %v", err)
+	}
+	done := f.hangingTurn("discord:hang")
+	if n := f.rt.Active(); n != 1 {
+		t.Errorf("Active() with one turn running = %d; want 1", n)
+	}
+	if _, err := f.turnIn(ctx, "discord:hang", "b"); !errors.Is(err, ErrChannelBusy) {
+		t.Fatalf("second turn in a busy channel = %v", err)
+	}
+	f.rt.Stop("discord:hang")
+	<-done
+	if n := f.rt.Active(); n != 0 {
+		t.Errorf("Active() after the turns = %d; want 0", n)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	type brief struct{ Channel, Class string }
+	var briefs []brief
+	for _, s := range got {
+		briefs = append(briefs, brief{string(s.Channel), s.Class})
+		if s.Admitted.IsZero() || s.Ended.Before(s.Admitted) || (s.Err == nil) != (s.Class == ClassOK) {
+			t.Errorf("stats %+v: want admitted ≤ ended and an error exactly when not ok", s)
+		}
+	}
+	want := []brief{{"discord:ok", ClassOK}, {"discord:bad", ClassWorker}, {"discord:hang", ClassStopped}}
+	if diff := cmp.Diff(want, briefs); diff != "" {
+		t.Errorf("reported turns (-want +got):\n%s", diff)
+	}
+}
+
+// The runtime makes each channel's broker for that channel: its startup
+// window is charged to it.
+func TestNewBrokerGetsChannel(t *testing.T) {
+	f := newFixture(t)
+	for _, ch := range []string{"discord:one", "http:two"} {
+		if _, err := f.turnIn(context.Background(), ch, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []rtsandbox.ChannelKey
+	f.w.mu.Lock()
+	for _, b := range f.w.brokers {
+		got = append(got, b.channel)
+	}
+	f.w.mu.Unlock()
+	if diff := cmp.Diff([]rtsandbox.ChannelKey{"discord:one", "http:two"}, got); diff != "" {
+		t.Errorf("brokers made for (-want +got):\n%s", diff)
+	}
+}
