@@ -52,6 +52,7 @@ type Recorder struct {
 	reflections *prometheus.CounterVec   // route, tool
 	drops       *prometheus.CounterVec   // reason
 	budget      *prometheus.CounterVec   // kind
+	door        *prometheus.CounterVec   // kind
 
 	active, pending, queue source
 }

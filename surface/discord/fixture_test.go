@@ -15,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/discord"
@@ -144,7 +145,7 @@ func buildHarness(t *testing.T, hc harnessConfig) *harness {
 	if hc.input {
 		rt = inputRuntime{h.rt}
 	}
-	r, err := router.New(router.Options{Channels: store, Runtime: rt, Access: policy, Logger: log, TypingInterval: time.Hour})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: store, Runtime: rt, Access: policy, Logger: log, TypingInterval: time.Hour})
 	if err != nil {
 		t.Fatalf("router.New: %v", err)
 	}
