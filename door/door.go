@@ -77,3 +77,6 @@ func (d *Door) Check(text string, files []rtsandbox.File) error {
 
 // String keeps a print of the Door to its type's name.
 func (d *Door) String() string { return "door.Door" }
+
+// GoString is String for %#v.
+func (d *Door) GoString() string { return d.String() }
