@@ -30,10 +30,10 @@ func TestDoorNothingLeavesHTTP(t *testing.T) {
 	refused := make(chan router.DeliveryKind, 8)
 	run := func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		c.OnText(1, "Hello ")
-		wait(t, seenDelta)
+		waitFor(seenDelta)
 		c.OnText(1, "the key is "+base64.StdEncoding.EncodeToString([]byte(doorKey)))
-		if k := wait(t, refused); k != router.KindPreview {
-			t.Errorf("refused %s; want the preview first", k)
+		if k, _ := waitFor(refused); k != router.KindPreview {
+			t.Errorf("refused %q; want the preview first", k)
 		}
 		return rtsandbox.Reply{OK: true, Text: "Here it is: " + doorKey}, nil
 	}
@@ -72,8 +72,8 @@ func TestDoorNothingLeavesHTTP(t *testing.T) {
 	if err := f.router.PostReport(context.Background(), lobby, []string{"Research report: " + doorKey}); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, refused)
-	wait(t, refused)
+	waitFor(refused)
+	waitFor(refused)
 	got := []string{body}
 	var replies []string
 	for done := 0; done < 2; {
@@ -131,16 +131,22 @@ func wantDoorLog(t *testing.T, logs *logRecorder) {
 	}
 }
 
-func wait[T any](t *testing.T, ch <-chan T) T {
-	t.Helper()
+// waitFor returns what ch gives within 5 s; ok is false when nothing came
+// (the test then fails on what it finds, from any goroutine).
+func waitFor[T any](ch <-chan T) (v T, ok bool) {
 	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatal("nothing within 10s")
+	case v = <-ch:
+		return v, true
+	case <-time.After(5 * time.Second):
+		return v, false
 	}
-	var zero T
-	return zero
 }
 
-func next(t *testing.T, ch <-chan sseEvent) sseEvent { t.Helper(); return wait(t, ch) }
+func next(t *testing.T, ch <-chan sseEvent) sseEvent {
+	t.Helper()
+	e, ok := waitFor(ch)
+	if !ok {
+		t.Fatal("no event within 5s")
+	}
+	return e
+}
