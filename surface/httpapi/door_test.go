@@ -30,9 +30,9 @@ func TestDoorNothingLeavesHTTP(t *testing.T) {
 	refused := make(chan router.DeliveryKind, 8)
 	run := func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		c.OnText(1, "Hello ")
-		waitFor(seenDelta)
+		awaitDoor(seenDelta)
 		c.OnText(1, "the key is "+base64.StdEncoding.EncodeToString([]byte(doorKey)))
-		if k, _ := waitFor(refused); k != router.KindPreview {
+		if k, _ := awaitDoor(refused); k != router.KindPreview {
 			t.Errorf("refused %q; want the preview first", k)
 		}
 		return rtsandbox.Reply{OK: true, Text: "Here it is: " + doorKey}, nil
@@ -72,8 +72,8 @@ func TestDoorNothingLeavesHTTP(t *testing.T) {
 	if err := f.router.PostReport(context.Background(), lobby, []string{"Research report: " + doorKey}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(refused)
-	waitFor(refused)
+	awaitDoor(refused)
+	awaitDoor(refused)
 	got := []string{body}
 	var replies []string
 	for done := 0; done < 2; {
@@ -131,9 +131,9 @@ func wantDoorLog(t *testing.T, logs *logRecorder) {
 	}
 }
 
-// waitFor returns what ch gives within 5 s; ok is false when nothing came
+// awaitDoor returns what ch gives within 5 s; ok is false when nothing came
 // (the test then fails on what it finds, from any goroutine).
-func waitFor[T any](ch <-chan T) (v T, ok bool) {
+func awaitDoor[T any](ch <-chan T) (v T, ok bool) {
 	select {
 	case v = <-ch:
 		return v, true
@@ -144,7 +144,7 @@ func waitFor[T any](ch <-chan T) (v T, ok bool) {
 
 func next(t *testing.T, ch <-chan sseEvent) sseEvent {
 	t.Helper()
-	e, ok := waitFor(ch)
+	e, ok := awaitDoor(ch)
 	if !ok {
 		t.Fatal("no event within 5s")
 	}
