@@ -42,6 +42,10 @@ const (
 	// KindWorkspaceFull: a session channel's workspace is over its disk
 	// bound (session.disk), so its turn was refused before it ran.
 	KindWorkspaceFull
+	// KindCredential: something about to leave for a guest held a
+	// credential of the host in some form, and was replaced or withheld
+	// at the door (the last check before any surface).
+	KindCredential
 )
 
 // String is the kind's short text, which is also the text of its sentinel.
@@ -67,6 +71,8 @@ func (k Kind) String() string {
 		return "disk full"
 	case KindWorkspaceFull:
 		return "workspace over its disk bound"
+	case KindCredential:
+		return "credential at the door"
 	}
 	return "failed"
 }
@@ -126,17 +132,24 @@ var (
 	// workspace is over its disk bound. Guests get WorkspaceFullText;
 	// which bound is for the operator log only.
 	ErrWorkspaceFull error = &Error{Kind: KindWorkspaceFull}
+	// ErrCredential marks what the door withheld because it held a
+	// credential of the host in some form. Guests get the fixed failure
+	// text; which credential is for the operator log only (by its config
+	// key, never its value).
+	ErrCredential error = &Error{Kind: KindCredential}
 )
 
 // KindOf returns err's kind. Where err carries several (a stop during
 // shutdown is refused and ended early), the one a guest is told about wins,
-// in this order: workspace full, disk full, stopping, queue full, over budget, busy, ended
+// in this order: credential, workspace full, disk full, stopping, queue full, over budget, busy, ended
 // early (or a cancelled context), upstream, refused, invalid. nil and
 // unclassified errors are KindFailed.
 func KindOf(err error) Kind {
 	switch {
 	case err == nil:
 		return KindFailed
+	case errors.Is(err, ErrCredential):
+		return KindCredential
 	case errors.Is(err, ErrWorkspaceFull):
 		return KindWorkspaceFull
 	case errors.Is(err, syscall.ENOSPC):

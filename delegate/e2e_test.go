@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/research"
 	"github.com/rtsandbox/rtsandbox/router"
@@ -131,7 +132,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err := router.New(router.Options{Channels: fakeChannels{}, Runtime: fakeRuntime{}, Access: fakeAccess{}})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: fakeChannels{}, Runtime: fakeRuntime{}, Access: fakeAccess{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 
 // Jobs cancelled on shutdown report "ran out of time" to the channel.
 func TestDisposeReportsToChannel(t *testing.T) {
-	r, err := router.New(router.Options{Channels: fakeChannels{}, Runtime: fakeRuntime{}, Access: fakeAccess{}})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: fakeChannels{}, Runtime: fakeRuntime{}, Access: fakeAccess{}})
 	if err != nil {
 		t.Fatal(err)
 	}

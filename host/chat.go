@@ -44,7 +44,7 @@ func Chat(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger,
 	if err := RefreshImage(ctx, ImageTag(cfg), o.Say); err != nil {
 		return err
 	}
-	c, r, err := consoleChat(s.Runtime, log, o.In, o.Out)
+	c, r, err := consoleChat(s.Runtime, newDoor(cfg, getenv), log, o.In, o.Out)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func Chat(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger,
 }
 
 // consoleChat wires the terminal chat as a router surface.
-func consoleChat(rt router.Runtime, log *slog.Logger, in io.Reader, out io.Writer) (*console.Chat, *router.Router, error) {
+func consoleChat(rt router.Runtime, door router.Door, log *slog.Logger, in io.Reader, out io.Writer) (*console.Chat, *router.Router, error) {
 	me := localSpeaker()
 	owner, err := access.User(ConsoleKind, me.ID)
 	if err != nil {
@@ -69,7 +69,7 @@ func consoleChat(rt router.Runtime, log *slog.Logger, in io.Reader, out io.Write
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := router.New(router.Options{Channels: consoleChannels{}, Runtime: rt, Access: policy, Logger: log})
+	r, err := router.New(router.Options{Channels: consoleChannels{}, Runtime: rt, Access: policy, Logger: log, Door: door})
 	if err != nil {
 		return nil, nil, err
 	}

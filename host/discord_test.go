@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
@@ -154,7 +155,7 @@ func discordWorld(t *testing.T, rt *fakeruntime.Runtime, log *slog.Logger) (*fak
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := router.New(router.Options{Channels: store, Runtime: rt, Access: policy, Logger: log})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: store, Runtime: rt, Access: policy, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -283,25 +283,16 @@ type credential struct {
 	fix  string // "" for the generic fix
 }
 
-// credentials lists every credential variable cfg names, in file order.
+// credentials lists every credential variable cfg names, in file order
+// (config.Credentials), with the Discord token's own fix.
 func credentials(cfg *config.Config) []credential {
-	out := []credential{{key: "model.api_key_env", name: cfg.Model.APIKeyEnv}}
-	for _, t := range cfg.Tools {
-		out = append(out, credential{key: "tools." + t.Name + ".api_key_env", name: t.APIKeyEnv})
-	}
-	for _, s := range cfg.MCP {
-		out = append(out, credential{key: "mcp." + s.Name + ".api_key_env", name: s.APIKeyEnv})
-	}
-	if h := cfg.HTTP; h != nil {
-		out = append(out, credential{key: "http.token_env", name: h.TokenEnv},
-			credential{key: "http.owner_token_env", name: h.OwnerTokenEnv})
-	}
-	if d := cfg.Discord; d != nil {
-		out = append(out, credential{key: "discord.token_env", name: d.TokenEnv,
-			fix: fmt.Sprintf("set %s to the bot token from the Discord developer portal, or remove the discord: section", d.TokenEnv)})
-	}
-	if s := cfg.Web.Search; s != nil {
-		out = append(out, credential{key: "web.search.api_key_env", name: s.APIKeyEnv})
+	var out []credential
+	for _, c := range cfg.Credentials() {
+		cr := credential{key: c.Key, name: c.Var}
+		if c.Key == "discord.token_env" {
+			cr.fix = fmt.Sprintf("set %s to the bot token from the Discord developer portal, or remove the discord: section", c.Var)
+		}
+		out = append(out, cr)
 	}
 	return out
 }

@@ -217,7 +217,7 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 		}
 	}
 	h.router, err = router.New(router.Options{Channels: store, Runtime: mux, Access: policy, Logger: log,
-		OnDrop: m.onDrop(), Usage: s.usageLine(log)})
+		OnDrop: m.onDrop(), Usage: s.usageLine(log), Door: newDoor(cfg, getenv), OnDoor: m.onDoor()})
 	if err != nil {
 		return err
 	}

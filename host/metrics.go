@@ -118,6 +118,15 @@ func (h *hostMetrics) onDrop() func(rtsandbox.ChannelKey, string) {
 	return func(_ rtsandbox.ChannelKey, reason string) { h.rec.Drop(reason) }
 }
 
+// onDoor is the router's OnDoor with metrics on; nil when off. The
+// channel is not recorded.
+func (h *hostMetrics) onDoor() func(rtsandbox.ChannelKey, router.DeliveryKind) {
+	if h.rec == nil {
+		return nil
+	}
+	return func(_ rtsandbox.ChannelKey, kind router.DeliveryKind) { h.rec.DoorRefusal(string(kind)) }
+}
+
 // watchRouter binds the queue gauge and starts every drop reason at zero.
 // The gauge counts the router's queues, which hold every surface's
 // messages (the HTTP API hands each to the router at once).

@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/router"
@@ -299,7 +300,7 @@ func TestMuxWithoutSessionRuntime(t *testing.T) {
 func TestRouterOwnerCommandsThroughMux(t *testing.T) {
 	sealed, session := &fakeruntime.Runtime{}, &fakeSession{status: router.RuntimeStatus{Container: router.ContainerStopped}}
 	chans := &memChannels{on: map[rtsandbox.ChannelKey]bool{"discord:1": true, "discord:2": true}}
-	r, err := router.New(router.Options{Channels: chans, Runtime: newRuntimeMux(muxConfig(t, ""), sealed, session),
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: chans, Runtime: newRuntimeMux(muxConfig(t, ""), sealed, session),
 		Access: ownerOnly{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

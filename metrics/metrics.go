@@ -54,6 +54,7 @@ type Recorder struct {
 	reflections *prometheus.CounterVec   // route, tool
 	drops       *prometheus.CounterVec   // reason
 	budget      *prometheus.CounterVec   // kind
+	door        *prometheus.CounterVec   // kind
 
 	active, sessionActive, pending, queue source
 }

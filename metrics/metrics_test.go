@@ -364,3 +364,26 @@ rtsandbox_budget_spent_total{kind="tokens"} 140
 		t.Error(err)
 	}
 }
+
+// What the door withheld is counted by kind, every kind at zero from the
+// start; a kind from outside the fixed set counts as "other".
+func TestDoorRefusals(t *testing.T) {
+	r := metrics.New()
+	r.DoorRefusal("reply")
+	r.DoorRefusal("preview")
+	r.DoorRefusal("reply")
+	r.DoorRefusal("sk-not a kind")
+	want := `
+# HELP rtsandbox_door_refusals_total What the door withheld from a guest because it held a credential of the host in some form, by kind (reply, notice, report, preview, command).
+# TYPE rtsandbox_door_refusals_total counter
+rtsandbox_door_refusals_total{kind="command"} 0
+rtsandbox_door_refusals_total{kind="notice"} 0
+rtsandbox_door_refusals_total{kind="other"} 1
+rtsandbox_door_refusals_total{kind="preview"} 1
+rtsandbox_door_refusals_total{kind="reply"} 2
+rtsandbox_door_refusals_total{kind="report"} 0
+`
+	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(want), "rtsandbox_door_refusals_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -13,6 +13,14 @@ func (r *Recorder) registerQueue() {
 		Help: "Daily-budget amounts settled, by kind (calls, tokens, seconds).",
 	}, []string{"kind"})
 	r.reg.MustRegister(r.budget)
+	r.door = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "door_refusals_total",
+		Help: "What the door withheld from a guest because it held a credential of the host in some form, by kind (reply, notice, report, preview, command).",
+	}, []string{"kind"})
+	r.reg.MustRegister(r.door)
+	for _, k := range []string{"reply", "notice", "report", "preview", "command"} {
+		r.door.WithLabelValues(k) // every kind at zero before its first refusal
+	}
 	r.gauge(&r.queue, "queue_depth",
 		"Work in the router's per-channel queues, running tasks included.")
 }
@@ -41,3 +49,8 @@ func (r *Recorder) BudgetSpent(kind string, amount int64) {
 		r.budget.WithLabelValues(label(kind)).Add(float64(amount))
 	}
 }
+
+// DoorRefusal counts what the door withheld of kind (router.DeliveryKind,
+// or "command"; another value counts as "other"). It fits
+// router.Options.OnDoor, whose channel argument is not recorded.
+func (r *Recorder) DoorRefusal(kind string) { r.door.WithLabelValues(label(kind)).Inc() }

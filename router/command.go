@@ -50,6 +50,16 @@ type Command struct {
 // the turns already queued there; stop does not wait. ctx bounds only the
 // wait: a queued command still runs after ctx ends.
 func (r *Router) Command(ctx context.Context, c Command) (string, error) {
+	text, err := r.command(ctx, c)
+	if derr := r.door.Check(text, nil); derr != nil {
+		r.refusedAtDoor(c.Channel, kindCommand, derr)
+		return rtsandbox.CommandFailedText, derr
+	}
+	return text, err
+}
+
+// command is Command before the door.
+func (r *Router) command(ctx context.Context, c Command) (string, error) {
 	switch c.Action {
 	case ActionOn, ActionOff, ActionStatus, ActionFresh, ActionStop:
 	default:

@@ -74,8 +74,8 @@ func (r *Router) refused(m Message, err error) {
 	}
 }
 
-// deliver posts chunks as deliveries like d, in order, within the
-// delivery bounds: at most chunk.MaxChunks chunks (a longer list loses its
+// deliver posts chunks as deliveries like d, in order, once the door let
+// them and d.Files pass (door.go), within the delivery bounds: at most chunk.MaxChunks chunks (a longer list loses its
 // tail to rtsandbox.ReplyCutNotice), each call within SendTimeout, all
 // within ReplyTimeout. d.Files go on the last chunk only (one empty chunk
 // when there is none), whose call and the whole reply may take
@@ -90,7 +90,7 @@ func (r *Router) deliver(ctx context.Context, d Delivery, chunks []string) error
 	if cut {
 		r.log.Warn("reply cut: more chunks than MaxChunks", "channel", d.Channel, "max", chunk.MaxChunks)
 	}
-	files := d.Files
+	chunks, files := r.guard(d, chunks, d.Files)
 	if len(files) > 0 && len(chunks) == 0 {
 		chunks = []string{""} // the files still go out
 	}

@@ -215,7 +215,7 @@ type harnessOpt func(*Options)
 func newHarness(t *testing.T, chans ChannelSet, opts ...harnessOpt) *harness {
 	t.Helper()
 	h := &harness{rt: &fakeRuntime{}, surface: &fakeSurface{}, chans: chans, log: newRecorder()}
-	o := Options{Channels: chans, Runtime: h.rt, Access: fixtureAccess{}, Logger: slog.New(h.log), TypingInterval: time.Hour}
+	o := Options{Channels: chans, Runtime: h.rt, Access: fixtureAccess{}, Logger: slog.New(h.log), TypingInterval: time.Hour, Door: openDoor{}}
 	for _, f := range opts {
 		f(&o)
 	}

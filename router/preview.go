@@ -127,6 +127,9 @@ func (r *Router) previewLoop(ctx context.Context, quit <-chan struct{}, s Surfac
 		if !ok {
 			continue
 		}
+		if !r.passes(d.Channel, KindPreview, text) {
+			return // the reply, checked at the door too, still follows
+		}
 		d.Chunk = text
 		err := r.call(ctx, d.Channel, "preview", 0, func(ctx context.Context) error { return s.Deliver(ctx, d) })
 		last = time.Now()

@@ -373,6 +373,13 @@ type Options struct {
 	// its owner: the status command appends it. It must not block long;
 	// "" adds nothing.
 	Usage func(ctx context.Context, channel rtsandbox.ChannelKey) string
+	// Door is the last check of everything the router hands a surface
+	// (door.go); required: a router without one does not start.
+	Door Door
+	// OnDoor, when set, is called for every delivery the door refused,
+	// with its channel and kind (KindPreview for a preview, "command"
+	// for an owner command's answer): it must not block. Metrics hook.
+	OnDoor func(channel rtsandbox.ChannelKey, kind DeliveryKind)
 }
 
 // Router routes messages from surfaces to claims. It is safe for
@@ -388,6 +395,8 @@ type Router struct {
 	replyTO  time.Duration // Options.ReplyTimeout
 	onDrop   func(rtsandbox.ChannelKey, string)
 	usage    func(context.Context, rtsandbox.ChannelKey) string
+	door     Door
+	onDoor   func(rtsandbox.ChannelKey, DeliveryKind)
 	q        *queue
 	abort    context.CancelFunc
 	bg       sync.WaitGroup // notice senders; Add only under mu while !bgClosed
@@ -402,8 +411,8 @@ type Router struct {
 // New checks opts and returns a Router with the sandbox claim and opts'
 // claims ranked. Errors wrap rtsandbox.ErrInvalid.
 func New(opts Options) (*Router, error) {
-	if opts.Channels == nil || opts.Runtime == nil || opts.Access == nil {
-		return nil, fmt.Errorf("router: Channels, Runtime and Access are required: %w", rtsandbox.ErrInvalid)
+	if opts.Channels == nil || opts.Runtime == nil || opts.Access == nil || opts.Door == nil {
+		return nil, fmt.Errorf("router: Channels, Runtime, Access and Door are required: %w", rtsandbox.ErrInvalid)
 	}
 	if opts.QueueLimit < 0 || opts.TypingInterval < 0 || opts.SendTimeout < 0 || opts.ReplyTimeout < 0 {
 		return nil, fmt.Errorf("router: negative QueueLimit, TypingInterval, SendTimeout or ReplyTimeout: %w", rtsandbox.ErrInvalid)
@@ -433,6 +442,8 @@ func New(opts Options) (*Router, error) {
 		replyTO:    cmp.Or(opts.ReplyTimeout, DefaultReplyTimeout),
 		onDrop:     opts.OnDrop,
 		usage:      opts.Usage,
+		door:       opts.Door,
+		onDoor:     opts.OnDoor,
 		q:          newQueue(ctx, cmp.Or(opts.QueueLimit, DefaultQueueLimit), log),
 		abort:      cancel,
 		surfaces:   map[string]Surface{},

@@ -109,14 +109,18 @@ func TestSurfaceCannotSetSpeaker(t *testing.T) {
 
 func TestNewRefusesDuplicateClaimAndBadOptions(t *testing.T) {
 	dup := &fallbackClaim{}
-	opts := Options{Channels: newMemChannels(), Runtime: &fakeRuntime{}, Access: fixtureAccess{}, Claims: []Claim{dup, dup}}
+	opts := Options{Channels: newMemChannels(), Runtime: &fakeRuntime{}, Access: fixtureAccess{}, Claims: []Claim{dup, dup}, Door: openDoor{}}
 	if _, err := New(opts); !errors.Is(err, rtsandbox.ErrInvalid) {
 		t.Errorf("New with a duplicate claim = %v; want ErrInvalid", err)
 	}
 	if _, err := New(Options{}); !errors.Is(err, rtsandbox.ErrInvalid) {
 		t.Errorf("New(Options{}) = %v; want ErrInvalid", err)
 	}
-	r, err := New(Options{Channels: newMemChannels(), Runtime: &fakeRuntime{}, Access: fixtureAccess{}})
+	// Fail closed: no router without a door.
+	if _, err := New(Options{Channels: newMemChannels(), Runtime: &fakeRuntime{}, Access: fixtureAccess{}}); !errors.Is(err, rtsandbox.ErrInvalid) {
+		t.Errorf("New without a Door = %v; want ErrInvalid", err)
+	}
+	r, err := New(Options{Channels: newMemChannels(), Runtime: &fakeRuntime{}, Access: fixtureAccess{}, Door: openDoor{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -183,7 +183,15 @@ func (c *TextChecker) Check(text string) error {
 	if len(c.m.forms) == 0 {
 		return nil
 	}
-	b := []byte(text)
+	return c.CheckBytes([]byte(text))
+}
+
+// CheckBytes is Check for a text held as bytes, such as a file's: its
+// bytes as they are, and with their HTML character references decoded.
+func (c *TextChecker) CheckBytes(b []byte) error {
+	if len(c.m.forms) == 0 {
+		return nil
+	}
 	if c.m.contains(b) || c.m.containsDecoded(&c.ent, b, false) {
 		return ErrReflect
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/console"
@@ -63,7 +64,7 @@ func newChat(t *testing.T, rt *fakeRuntime, in string, out io.Writer, log *slog.
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := router.New(router.Options{Channels: consoleOnly{}, Runtime: rt, Access: pol, Logger: log})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: consoleOnly{}, Runtime: rt, Access: pol, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

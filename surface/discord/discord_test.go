@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/chunk"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/discord"
@@ -393,7 +394,7 @@ func TestStartFailuresNeverShowTheToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	newRouter := func() *router.Router {
-		r, err := router.New(router.Options{Channels: memSet{}, Runtime: &fakeRuntime{}, Access: policy, Logger: log})
+		r, err := router.New(router.Options{Door: door.New(nil), Channels: memSet{}, Runtime: &fakeRuntime{}, Access: policy, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}

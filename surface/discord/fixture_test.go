@@ -15,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/fakediscord"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/discord"
@@ -95,6 +96,10 @@ type harnessConfig struct {
 	edit  func(*discord.Options)
 	fake  func(*fakediscord.Options)
 	input bool
+	// door is the router's door (nil: one with no credential), and
+	// onDoor its OnDoor.
+	door   router.Door
+	onDoor func(rtsandbox.ChannelKey, router.DeliveryKind)
 }
 
 // inputRuntime is the fake runtime as a router.InputRuntime: it records
@@ -144,7 +149,11 @@ func buildHarness(t *testing.T, hc harnessConfig) *harness {
 	if hc.input {
 		rt = inputRuntime{h.rt}
 	}
-	r, err := router.New(router.Options{Channels: store, Runtime: rt, Access: policy, Logger: log, TypingInterval: time.Hour})
+	var d router.Door = door.New(nil)
+	if hc.door != nil {
+		d = hc.door
+	}
+	r, err := router.New(router.Options{Door: d, OnDoor: hc.onDoor, Channels: store, Runtime: rt, Access: policy, Logger: log, TypingInterval: time.Hour})
 	if err != nil {
 		t.Fatalf("router.New: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
@@ -137,7 +138,7 @@ func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options), routerEdits 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ropts := router.Options{
+	ropts := router.Options{Door: door.New(nil),
 		Channels: f.channels, Runtime: rt, Access: pol, Logger: slog.New(f.logs),
 		OnDrop: func(ch rtsandbox.ChannelKey, reason string) {
 			f.mu.Lock()

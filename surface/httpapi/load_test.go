@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
@@ -40,7 +41,7 @@ func TestLoadHostPath(t *testing.T) {
 	defer store.Close()
 	rt := &fakeRuntime{Run: echo} // answers "echo: <text>" at once
 	pol, _ := access.New(access.Rules{Everyone: true})
-	r, err := router.New(router.Options{Channels: store, Runtime: rt, Access: pol})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: store, Runtime: rt, Access: pol})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,82 @@
+// Package door is the last check on the host before anything leaves for a
+// guest (issue 21 item 2): whatever path a secret took through a turn
+// (a reply a worker wrote, a preview, a reply file, a notice, a research
+// report, an owner command's answer), the router hands nothing to a
+// surface that holds, in any form, a credential the host holds.
+//
+// A Door is given the host's credentials as names and readers, never as
+// values: each value is read on every check (so a rotated key is checked
+// at once and none is kept in the Door), its forms made for that check
+// (upstream.KeyForms: raw, URL-encoded, base64 at every alignment in both
+// alphabets and their cores, hex in both cases, and the text with its HTML
+// character references decoded), and dropped with it. A hit is an error
+// wrapping rtsandbox.ErrCredential that names the credential by its
+// config key, never its value: the router replaces what it was about to
+// post with the fixed failure text and logs the error under its own class.
+//
+// It is one rule in one place for every surface and both modes: the
+// router calls it for every chunk it delivers (the whole text before it
+// is cut into chunks, so a key split across two chunks is found), every
+// preview (the whole text so far) and every file (its name and bytes).
+package door
+
+import (
+	"fmt"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/upstream"
+)
+
+// Secret is one credential the host holds: the config key that names it
+// (what the operator log says) and its reader, called on every check.
+type Secret struct {
+	Name string
+	Read func() rtsandbox.Secret
+}
+
+// Door checks what is about to leave for a guest. It is safe for
+// concurrent use and keeps no secret value.
+type Door struct {
+	secrets []Secret
+}
+
+// New returns the Door of secrets; a reader that returns "" (an unset
+// variable) checks nothing that time.
+func New(secrets []Secret) *Door {
+	return &Door{secrets: append([]Secret(nil), secrets...)}
+}
+
+// Check reports, as an error wrapping rtsandbox.ErrCredential that names
+// the credential and where it was found (never its value), whether text
+// or any of files (their names and bytes) holds a credential of the host
+// in any form; nil when none does.
+func (d *Door) Check(text string, files []rtsandbox.File) error {
+	var b []byte // text as bytes, made once for every credential
+	for _, s := range d.secrets {
+		v := s.Read()
+		if v == "" {
+			continue
+		}
+		c := upstream.NewTextChecker(string(v))
+		if text != "" {
+			if b == nil {
+				b = []byte(text)
+			}
+			if c.CheckBytes(b) != nil {
+				return fmt.Errorf("%w: %s in the text", rtsandbox.ErrCredential, s.Name)
+			}
+		}
+		for i, f := range files {
+			if c.Check(f.Name) != nil || c.CheckBytes(f.Data) != nil {
+				return fmt.Errorf("%w: %s in file %d", rtsandbox.ErrCredential, s.Name, i+1)
+			}
+		}
+	}
+	return nil
+}
+
+// String keeps a print of the Door to its type's name.
+func (d *Door) String() string { return "door.Door" }
+
+// GoString is String for %#v.
+func (d *Door) GoString() string { return d.String() }
