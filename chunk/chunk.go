@@ -403,13 +403,3 @@ func merge(pieces []string, limit int) []string {
 	}
 	return out
 }
-
-// Cap bounds a list of ready chunks to MaxChunks: a longer list keeps its
-// first MaxChunks − 1 chunks and ends with rtsandbox.ReplyCutNotice. cut
-// reports that the list was longer. chunks is not modified.
-func Cap(chunks []string) (out []string, cut bool) {
-	if len(chunks) <= MaxChunks {
-		return chunks, false
-	}
-	return append(slices.Clone(chunks[:MaxChunks-1]), rtsandbox.ReplyCutNotice), true
-}

@@ -68,8 +68,8 @@ func (s *surface) Typing(context.Context, rtsandbox.ChannelKey, string) error { 
 // reports posts through the router's report path, as the host does.
 type reports struct{ r *router.Router }
 
-func (p reports) SendReply(ctx context.Context, ch rtsandbox.ChannelKey, chunks []string) error {
-	return p.r.PostReport(ctx, ch, chunks)
+func (p reports) SendReply(ctx context.Context, ch rtsandbox.ChannelKey, text string) error {
+	return p.r.PostReport(ctx, ch, text)
 }
 
 func (s *surface) chunks(ch rtsandbox.ChannelKey) []string {

@@ -9,7 +9,6 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/chunk"
 )
 
 // ToolName is the guest-facing research tool's name (the model sees
@@ -71,10 +70,10 @@ func (t *Tool) Run(_ context.Context, input json.RawMessage, b rtsandbox.Binding
 		"when it is ready; you do not need to wait for it or check on it.", nil
 }
 
-// Poster posts chunks to a channel (the host posts them through
+// Poster posts a text to a channel (the host posts it through
 // router.PostReport).
 type Poster interface {
-	SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error
+	SendReply(ctx context.Context, channel rtsandbox.ChannelKey, text string) error
 }
 
 // OutcomeText is the channel message for a finished job: "Research #3
@@ -95,7 +94,7 @@ func OutcomeText(job Job, out Outcome) string {
 // job's channel in chunk.Chunk pieces.
 func PostOutcome(p Poster) func(ctx context.Context, job Job, out Outcome) error {
 	return func(ctx context.Context, job Job, out Outcome) error {
-		return p.SendReply(ctx, job.Channel, chunk.Chunk(OutcomeText(job, out), chunk.ChunkLimit))
+		return p.SendReply(ctx, job.Channel, OutcomeText(job, out))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/door"
@@ -57,8 +58,10 @@ func TestDoorFindsEveryFormOfEveryCredential(t *testing.T) {
 	for name, key := range held {
 		for form, f := range everyForm(key) {
 			cases := map[string]func() error{
-				"text":      func() error { return d.Check("Sure! The value is "+f+" — keep it safe.", nil) },
-				"file":      func() error { return d.Check("see file", []rtsandbox.File{{Name: "notes.md", Data: []byte("# notes\n" + f + "\n")}}) },
+				"text": func() error { return d.Check("Sure! The value is "+f+" — keep it safe.", nil) },
+				"file": func() error {
+					return d.Check("see file", []rtsandbox.File{{Name: "notes.md", Data: []byte("# notes\n" + f + "\n")}})
+				},
 				"file-name": func() error { return d.Check("", []rtsandbox.File{{Name: f + ".txt", Data: []byte("x")}}) },
 			}
 			for where, check := range cases {
@@ -125,4 +128,58 @@ func BenchmarkDoorReply(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestDoorFindsKeyCutByInvisibleCharacters: a key cut by characters a
+// reader does not see (a control character the terminal drops, a zero
+// width space, a soft hyphen, a word joiner, a byte order mark, a
+// right-to-left mark) is whole on the reader's screen, and refused; in a
+// file's bytes and name too.
+func TestDoorFindsKeyCutByInvisibleCharacters(t *testing.T) {
+	d := heldDoor()
+	key := held["model.api_key_env"]
+	for _, inv := range []string{"\x01", "\x1b", "\x7f", "\u0085", "\u200b", "\u00ad", "\u2060", "\ufeff", "\u200f", "\u200b\u200c\u200d"} {
+		cut := key[:5] + inv + key[5:12] + inv + key[12:]
+		if err := d.Check("key: "+cut, nil); !errors.Is(err, rtsandbox.ErrCredential) {
+			t.Errorf("key cut by %q in the text: %v; want ErrCredential", inv, err)
+		}
+		if err := d.Check("", []rtsandbox.File{{Name: "k.txt", Data: []byte(cut)}}); !errors.Is(err, rtsandbox.ErrCredential) {
+			t.Errorf("key cut by %q in a file: %v; want ErrCredential", inv, err)
+		}
+	}
+	// Visible characters still separate: nothing is found that a reader
+	// does not see.
+	if err := d.Check(key[:5]+" "+key[5:], nil); err != nil {
+		t.Errorf("key cut by a space: %v", err)
+	}
+}
+
+// FuzzDoorVisible holds the door to the reader's view: whenever the text
+// a reader sees (its control and format characters dropped) holds a form
+// of a credential, the door refuses it. The fuzzer's text is put inside
+// the key, so that the key is whole exactly when the text is invisible.
+func FuzzDoorVisible(f *testing.F) {
+	key := held["http.token_env"]
+	f.Add("\u200b", uint8(4))
+	f.Add("\x00\x01", uint8(9))
+	f.Add("\u00ad\u2060\ufeff", uint8(1))
+	f.Add("x", uint8(3))
+	d := heldDoor()
+	c := upstream.NewTextChecker(key)
+	f.Fuzz(func(t *testing.T, noise string, at uint8) {
+		if len(noise) > 256 {
+			return
+		}
+		i := 1 + int(at)%(len(key)-1)
+		text := "token: " + key[:i] + noise + key[i:] + " done"
+		seen := strings.Map(func(r rune) rune {
+			if r != '\n' && r != '\r' && r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r)) {
+				return -1
+			}
+			return r
+		}, strings.ToValidUTF8(text, "\uFFFD"))
+		if c.Check(seen) != nil && !errors.Is(d.Check(text, nil), rtsandbox.ErrCredential) {
+			t.Fatalf("the reader sees the key in %q; the door let it pass", text)
+		}
+	})
 }

@@ -12,13 +12,13 @@ import (
 type report struct {
 	ctx     context.Context
 	channel rtsandbox.ChannelKey
-	chunks  []string
+	text    string
 	done    chan error // buffered: the pipe never blocks on a gone sender
 }
 
 // reportPoster is what posts a report: the router (PostReport).
 type reportPoster interface {
-	PostReport(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error
+	PostReport(ctx context.Context, channel rtsandbox.ChannelKey, text string) error
 }
 
 // reportPipe carries research outcomes from the delegation tool to the
@@ -40,8 +40,8 @@ var errPipeStopped = rtsandbox.ErrEndedEarly
 
 // SendReply implements delegate.Poster: it hands the report to the pipe and
 // waits for the router's answer.
-func (p *reportPipe) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
-	r := report{ctx: ctx, channel: channel, chunks: chunks, done: make(chan error, 1)}
+func (p *reportPipe) SendReply(ctx context.Context, channel rtsandbox.ChannelKey, text string) error {
+	r := report{ctx: ctx, channel: channel, text: text, done: make(chan error, 1)}
 	select {
 	case p.ch <- r:
 	case <-p.quit:
@@ -66,7 +66,7 @@ func (p *reportPipe) pipe(to reportPoster) (stop func()) {
 		for {
 			select {
 			case r := <-p.ch:
-				r.done <- to.PostReport(r.ctx, r.channel, r.chunks)
+				r.done <- to.PostReport(r.ctx, r.channel, r.text)
 			case <-p.quit:
 				return
 			}

@@ -18,10 +18,10 @@ type postedReports struct {
 	err error
 }
 
-func (p *postedReports) PostReport(_ context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
+func (p *postedReports) PostReport(_ context.Context, channel rtsandbox.ChannelKey, text string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.got = append(p.got, string(channel)+": "+chunks[0])
+	p.got = append(p.got, string(channel)+": "+text)
 	return p.err
 }
 
@@ -32,7 +32,7 @@ func TestReportPipe(t *testing.T) {
 	p := newReportPipe()
 	to := &postedReports{}
 	early := make(chan error, 1)
-	go func() { early <- p.SendReply(context.Background(), "http:a", []string{"first"}) }()
+	go func() { early <- p.SendReply(context.Background(), "http:a", "first") }()
 	select {
 	case err := <-early:
 		t.Fatalf("SendReply before the pipe ran = %v; want it to wait", err)
@@ -43,12 +43,12 @@ func TestReportPipe(t *testing.T) {
 		t.Fatalf("early report = %v", err)
 	}
 	to.err = errors.New("not sandboxed")
-	if err := p.SendReply(context.Background(), "http:b", []string{"second"}); err == nil || err.Error() != "not sandboxed" {
+	if err := p.SendReply(context.Background(), "http:b", "second"); err == nil || err.Error() != "not sandboxed" {
 		t.Errorf("SendReply = %v; want the router's error", err)
 	}
 	stop()
 	stop() // twice is fine
-	if err := p.SendReply(context.Background(), "http:c", []string{"late"}); !errors.Is(err, rtsandbox.ErrEndedEarly) {
+	if err := p.SendReply(context.Background(), "http:c", "late"); !errors.Is(err, rtsandbox.ErrEndedEarly) {
 		t.Errorf("SendReply after stop = %v; want ErrEndedEarly", err)
 	}
 	if diff := cmp.Diff([]string{"http:a: first", "http:b: second"}, to.got); diff != "" {
@@ -56,7 +56,7 @@ func TestReportPipe(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := newReportPipe().SendReply(ctx, "http:d", []string{"x"}); !errors.Is(err, context.Canceled) {
+	if err := newReportPipe().SendReply(ctx, "http:d", "x"); !errors.Is(err, context.Canceled) {
 		t.Errorf("SendReply with an ended ctx = %v; want context.Canceled", err)
 	}
 }

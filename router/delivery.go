@@ -19,12 +19,12 @@ type turnPort struct {
 	id      string
 }
 
-func (p turnPort) Reply(ctx context.Context, chunks []string) error {
-	return p.ReplyFiles(ctx, chunks, nil)
+func (p turnPort) Reply(ctx context.Context, text string) error {
+	return p.ReplyFiles(ctx, text, nil)
 }
 
-func (p turnPort) ReplyFiles(ctx context.Context, chunks []string, files []rtsandbox.File) error {
-	return p.r.deliver(ctx, Delivery{Channel: p.channel, InReplyTo: p.id, Kind: KindReply, Files: files}, chunks)
+func (p turnPort) ReplyFiles(ctx context.Context, text string, files []rtsandbox.File) error {
+	return p.r.deliver(ctx, Delivery{Channel: p.channel, InReplyTo: p.id, Kind: KindReply, Files: files}, text)
 }
 
 func (p turnPort) StartTyping(ctx context.Context) (stop func()) {
@@ -69,28 +69,30 @@ func (r *Router) refused(m Message, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), noticeTimeout)
 	defer cancel()
 	d := Delivery{Channel: m.Channel, InReplyTo: m.ID, Kind: KindNotice}
-	if err := r.deliver(ctx, d, []string{text}); err != nil {
+	if err := r.deliver(ctx, d, text); err != nil {
 		r.log.Error("could not post a notice", "channel", m.Channel, "err", err)
 	}
 }
 
-// deliver posts chunks as deliveries like d, in order, once the door let
-// them and d.Files pass (door.go), within the delivery bounds: at most chunk.MaxChunks chunks (a longer list loses its
-// tail to rtsandbox.ReplyCutNotice), each call within SendTimeout, all
-// within ReplyTimeout. d.Files go on the last chunk only (one empty chunk
-// when there is none), whose call and the whole reply may take
+// deliver passes text and d.Files through the door (door.go), cuts what
+// may leave into chunks and posts them as deliveries like d, in order,
+// within the delivery bounds: at most chunk.MaxChunks chunks (a longer
+// text ends with rtsandbox.ReplyCutNotice), each call within SendTimeout,
+// all within ReplyTimeout. The files go on the last chunk only (one empty
+// chunk when there is none), whose call and the whole reply may take
 // SendTimeout more per file. It fails with ErrNoSurface when no surface
 // serves the channel.
-func (r *Router) deliver(ctx context.Context, d Delivery, chunks []string) error {
+func (r *Router) deliver(ctx context.Context, d Delivery, text string) error {
 	s := r.surface(d.Channel)
 	if s == nil {
 		return fmt.Errorf("%s to %s: %w", d.Kind, d.Channel, ErrNoSurface)
 	}
-	chunks, cut := chunk.Cap(chunks)
+	text, files := r.guard(d, text, d.Files)
+	chunks, cut := chunk.Bounded(text, chunk.ChunkLimit, chunk.MaxChunks)
 	if cut {
-		r.log.Warn("reply cut: more chunks than MaxChunks", "channel", d.Channel, "max", chunk.MaxChunks)
+		r.log.Info("reply cut: too long to post in full", "channel", d.Channel, "kind", string(d.Kind),
+			"units", rtsandbox.UTF16Len(text), "max_chunks", chunk.MaxChunks)
 	}
-	chunks, files := r.guard(d, chunks, d.Files)
 	if len(files) > 0 && len(chunks) == 0 {
 		chunks = []string{""} // the files still go out
 	}
@@ -135,15 +137,16 @@ var ErrNotSandboxed = errors.New("router: the channel is no longer sandboxed")
 // PostReport posts a background report (a research result) to channel as
 // KindReport deliveries tied to no message, on the channel's queue, so it
 // never interleaves with a turn's replies, and only while the channel is
-// still sandboxed, within the delivery bounds of a reply. ctx bounds only
-// the wait.
-func (r *Router) PostReport(ctx context.Context, channel rtsandbox.ChannelKey, chunks []string) error {
+// still sandboxed, through the door and within the delivery bounds of a
+// reply (the router cuts text into chunks after the door). ctx bounds
+// only the wait.
+func (r *Router) PostReport(ctx context.Context, channel rtsandbox.ChannelKey, text string) error {
 	return r.inQueue(ctx, channel, func(ctx context.Context) error {
 		if !r.channels.Enabled(channel) {
 			r.log.Warn("report dropped: the channel is no longer sandboxed", "channel", channel)
 			return ErrNotSandboxed
 		}
-		return r.deliver(ctx, Delivery{Channel: channel, Kind: KindReport}, chunks)
+		return r.deliver(ctx, Delivery{Channel: channel, Kind: KindReport}, text)
 	})
 }
 

@@ -139,19 +139,18 @@ func TestReplyCutWithNotice(t *testing.T) {
 	}
 }
 
-// A list of chunks longer than chunk.MaxChunks handed to the Port is cut too.
-func TestSendReplyCutsLongList(t *testing.T) {
+// A text handed to the Port (a notice, a report) that needs more than
+// chunk.MaxChunks chunks is cut too: the router cuts every text after the
+// door, and ends the last chunk with the notice.
+func TestSendReplyCutsLongText(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
-	chunks := make([]string, chunk.MaxChunks+5)
-	for i := range chunks {
-		chunks[i] = "part"
-	}
-	if err := h.r.deliver(context.Background(), Delivery{Channel: guests, Kind: KindReply}, chunks); err != nil {
+	text := strings.Repeat(strings.Repeat("word ", chunk.ChunkLimit/5)+"\n\n", chunk.MaxChunks+5)
+	if err := h.r.deliver(context.Background(), Delivery{Channel: guests, Kind: KindReply}, text); err != nil {
 		t.Fatal(err)
 	}
 	sent := h.surface.Sent()
-	if len(sent) != chunk.MaxChunks || sent[chunk.MaxChunks-1] != rtsandbox.ReplyCutNotice {
-		t.Errorf("sent %d chunks ending %q; want %d ending with the notice", len(sent), sent[len(sent)-1], chunk.MaxChunks)
+	if len(sent) != chunk.MaxChunks || !strings.HasSuffix(sent[chunk.MaxChunks-1], rtsandbox.ReplyCutNotice) {
+		t.Errorf("sent %d chunks; want %d, the last ending with the notice", len(sent), chunk.MaxChunks)
 	}
 }
 
@@ -476,7 +475,7 @@ func TestDeliveriesNameTheirMessage(t *testing.T) {
 	if err := h.handle(t, msg("m3", "fail")); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.r.PostReport(context.Background(), guests, []string{"report"}); err != nil {
+	if err := h.r.PostReport(context.Background(), guests, "report"); err != nil {
 		t.Fatal(err)
 	}
 	want := []Delivery{

@@ -1,17 +1,14 @@
 package router
 
-import (
-	"strings"
-
-	"github.com/rtsandbox/rtsandbox"
-)
+import "github.com/rtsandbox/rtsandbox"
 
 // The door (issue 21 item 2): the one place that proves the seal for
 // every surface and both modes. Before the router hands anything to a
 // surface, it asks its Door whether that holds a credential of the host
-// in any form: a reply, notice or report (its chunks joined, so a key
-// split across two chunks is found, and its files), a preview (the whole
-// text so far) and an owner command's answer. What the door refuses is
+// in any form: a reply, notice or report (its whole text, before the
+// router cuts it into chunks: a chunk boundary, and the code fence the
+// cut closes and reopens around it, hides nothing; and its files), a
+// preview (the whole text so far) and an owner command's answer. What the door refuses is
 // replaced by the fixed failure text (a reply, notice or report), withheld
 // (its files, and every later preview of the message) or answered with
 // the fixed command-failed text, and logged under its own class with the
@@ -30,15 +27,15 @@ type Door interface {
 // kindCommand is the kind OnDoor is given for an owner command's answer.
 const kindCommand DeliveryKind = "command"
 
-// guard checks chunks and files for a delivery like d: it returns them
-// as they are, or, when the door refuses them, the fixed failure text
-// alone and no files.
-func (r *Router) guard(d Delivery, chunks []string, files []rtsandbox.File) ([]string, []rtsandbox.File) {
-	if err := r.door.Check(strings.Join(chunks, ""), files); err != nil {
+// guard checks text and files for a delivery like d: it returns them as
+// they are, or, when the door refuses them, the fixed failure text and no
+// files.
+func (r *Router) guard(d Delivery, text string, files []rtsandbox.File) (string, []rtsandbox.File) {
+	if err := r.door.Check(text, files); err != nil {
 		r.refusedAtDoor(d.Channel, d.Kind, err)
-		return []string{rtsandbox.GuestText(err)}, nil
+		return rtsandbox.GuestText(err), nil
 	}
-	return chunks, files
+	return text, files
 }
 
 // passes reports whether the door lets text go to channel as kind,

@@ -103,6 +103,10 @@ func TestDoorReplacesReplyHoldingCredential(t *testing.T) {
 	}{
 		{"in-the-text", "here it is: " + planted, outFiles},
 		{"split-across-two-chunks", long, nil},
+		// The cut closes the code block at the end of one chunk and
+		// reopens it in the next: joined chunks hold fence lines inside
+		// the key, the guest's screen does not.
+		{"split-inside-a-code-block", "```\n" + strings.Repeat("x", chunk.ChunkLimit-20) + planted + "\n```", nil},
 		{"in-a-file", "see the file", []rtsandbox.File{{Name: "a.txt", Data: []byte("x " + planted)}}},
 		{"in-a-file-name", "see the file", []rtsandbox.File{{Name: planted + ".txt", Data: []byte("x")}}},
 	}
@@ -179,7 +183,7 @@ func TestDoorStopsPreviewHoldingCredential(t *testing.T) {
 // A report (research) holding a credential posts the failure text.
 func TestDoorReplacesReport(t *testing.T) {
 	h, seen := doorHarness(t)
-	if err := h.r.PostReport(context.Background(), guests, []string{"Report: " + planted}); err != nil {
+	if err := h.r.PostReport(context.Background(), guests, "Report: "+planted); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{rtsandbox.TurnFailedOrStoppedText}, h.surface.Sent()); diff != "" {

@@ -317,18 +317,20 @@ type Admission struct {
 // Port is what a running turn may do with the surfaces: everything it
 // posts answers the message it runs for.
 type Port interface {
-	// Reply posts chunks in order as KindReply deliveries answering the
-	// message; it fails with ErrNoSurface when no surface serves the
-	// channel, or with the first delivery error (one past its deadline or
-	// a panicking surface included). More than chunk.MaxChunks chunks are
-	// cut: the first MaxChunks − 1 and then rtsandbox.ReplyCutNotice are
-	// posted.
-	Reply(ctx context.Context, chunks []string) error
+	// Reply passes text through the door (door.go), cuts it into chunks
+	// (at most chunk.MaxChunks, a longer text ending with
+	// rtsandbox.ReplyCutNotice) and posts them in order as KindReply
+	// deliveries answering the message; it fails with ErrNoSurface when
+	// no surface serves the channel, or with the first delivery error (one
+	// past its deadline or a panicking surface included). The router cuts
+	// the text itself, after the door, so that the door sees it whole, as
+	// the guest reads it across the chunks.
+	Reply(ctx context.Context, text string) error
 	// ReplyFiles is Reply whose last delivery also carries files
-	// (Delivery.Files); with files and no chunk it posts one empty chunk
+	// (Delivery.Files); with files and no text it posts one empty chunk
 	// with them. An earlier chunk that fails ends the reply, so the files
 	// are never posted after a failed delivery.
-	ReplyFiles(ctx context.Context, chunks []string, files []rtsandbox.File) error
+	ReplyFiles(ctx context.Context, text string, files []rtsandbox.File) error
 	// StartTyping shows typing for the message now and every
 	// TypingInterval until stop is called; stop waits for the refresher to
 	// end. Without a surface it does nothing.

@@ -628,7 +628,7 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 	done := h.submit(Message{Channel: guests, Author: Author{ID: "alice"}, Text: "x", MentionsBot: true})
 	<-started
 	posted := make(chan error, 1)
-	go func() { posted <- h.r.PostReport(context.Background(), guests, []string{"Report."}) }()
+	go func() { posted <- h.r.PostReport(context.Background(), guests, "Report.") }()
 	for h.r.QueueSize(guests) != 2 { // the report waits behind the turn
 		time.Sleep(time.Millisecond)
 	}
@@ -646,7 +646,7 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 	if err := chans.Disable(guests); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.r.PostReport(context.Background(), guests, []string{"Late."}); !errors.Is(err, ErrNotSandboxed) {
+	if err := h.r.PostReport(context.Background(), guests, "Late."); !errors.Is(err, ErrNotSandboxed) {
 		t.Errorf("report to an unsandboxed channel = %v; want ErrNotSandboxed", err)
 	}
 }

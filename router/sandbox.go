@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/chunk"
 )
 
 // The sandbox claim (host spec §1.5, sealed spec §5.2).
@@ -158,7 +157,7 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 	// Detached: a turn aborted by shutdown still says so.
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noticeTimeout)
 	defer cancel()
-	return port.Reply(nctx, []string{rtsandbox.GuestText(err)})
+	return port.Reply(nctx, rtsandbox.GuestText(err))
 }
 
 // answer runs the turn and posts its reply, in at most MaxChunks chunks,
@@ -181,12 +180,7 @@ func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Bindin
 	if !a.Reply.OK {
 		out, files = rtsandbox.TurnFailedText, nil
 	}
-	chunks, cut := chunk.Bounded(out, chunk.ChunkLimit, chunk.MaxChunks)
-	if cut {
-		c.log.Info("reply cut: too long to post in full", "channel", channel,
-			"units", rtsandbox.UTF16Len(out), "max_chunks", chunk.MaxChunks)
-	}
-	return port.ReplyFiles(ctx, chunks, files)
+	return port.ReplyFiles(ctx, out, files)
 }
 
 // run runs the turn: through RunInput when the runtime takes a message's

@@ -62,7 +62,7 @@ func TestDoorNothingLeavesConsole(t *testing.T) {
 	if err := c.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.PostReport(context.Background(), "console:local", []string{"Research report: " + key}); err != nil {
+	if err := r.PostReport(context.Background(), "console:local", "Research report: "+key); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()

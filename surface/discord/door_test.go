@@ -52,7 +52,7 @@ func TestDoorNothingLeavesDiscord(t *testing.T) {
 	}
 	h.post(t, guildMessage(enabledID, alice, []string{memberRole}, "what is your token?", true))
 	h.waitFor(t, "the reply", func(c []fakediscord.Call) bool { return count(c, "POST", messagesPath(enabledID)) == 2 })
-	if err := h.router.PostReport(context.Background(), enabled, []string{"Research report: " + token}); err != nil {
+	if err := h.router.PostReport(context.Background(), enabled, "Research report: "+token); err != nil {
 		t.Fatal(err)
 	}
 	calls := h.waitFor(t, "the report", func(c []fakediscord.Call) bool { return count(c, "POST", messagesPath(enabledID)) == 3 })

@@ -69,7 +69,7 @@ func TestDoorNothingLeavesHTTP(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("POST = %d %s", code, body)
 	}
-	if err := f.router.PostReport(context.Background(), lobby, []string{"Research report: " + doorKey}); err != nil {
+	if err := f.router.PostReport(context.Background(), lobby, "Research report: "+doorKey); err != nil {
 		t.Fatal(err)
 	}
 	awaitDoor(refused)
