@@ -89,6 +89,9 @@ const (
 	AttachEmptyReason    = "empty"
 	AttachDownloadReason = "could not be downloaded"
 	AttachStoreReason    = "could not be stored"
+	// AttachNoRoomReason: the channel's workspace keeps room for its
+	// turns, and the file would take it (session/disk_room.go).
+	AttachNoRoomReason = "the channel's workspace is full; the owner can free it with fresh"
 	// The file was saved but is not shown to the model as an image.
 	AttachImageLimitReason = "saved, but not shown as an image: at most 8 images (64 MB) per message"
 	AttachImageSizeReason  = "saved, but not shown as an image: larger than 20 MB"

@@ -125,7 +125,7 @@ func (s *settings) prepare(ctx context.Context, channel rtsandbox.ChannelKey) (d
 	}
 	for _, name := range []string{attachmentName, outboxName, sessionsName} {
 		if err := s.ownDirectory(d.workspace, name); err != nil {
-			return dirs{}, err
+			return dirs{}, s.disk.classify(err)
 		}
 	}
 	return d, nil
