@@ -170,10 +170,9 @@ func (s *settings) overBound(ws string) (bool, error) {
 // The two halves of what fresh frees in a workspace over its bound
 // (freeFull), in order.
 const (
-	// inputSteps, before the conversation is archived: files of past
-	// turns and guests (outbox/, attachments/), the archived
-	// conversations (sessions/archive/), then whatever else the worker
-	// left.
+	// inputSteps, before the conversation is archived and after
+	// freeInputs: the archived conversations (sessions/archive/), then
+	// whatever else the worker left.
 	inputSteps = iota
 	// conversationSteps, after it was archived: the archive (with the
 	// conversation just moved there), then sessions/ (what the archive
@@ -197,9 +196,6 @@ func (s *settings) freeFull(ws string, half int) (int, error) {
 	}
 	defer unix.Close(wsfd)
 	var steps []freeStep
-	if half == inputSteps {
-		steps = []freeStep{{wsfd, outboxName}, {wsfd, attachmentName}}
-	}
 	if sfd, err := openSub(wsfd, sessionsName); err == nil {
 		defer unix.Close(sfd)
 		steps = append(steps, freeStep{sfd, archiveName})
@@ -225,6 +221,29 @@ func (s *settings) freeFull(ws string, half int) (int, error) {
 		n, err := removeEntry(step.fd, step.name)
 		removed += n
 		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// freeInputs removes, with a disk bound, the workspace's outbox/ and
+// attachments/ at fresh (the container gone): the files of the old
+// conversation, replies already delivered and the guests' inputs. It
+// returns how many entries went.
+func (s *settings) freeInputs(ws string) (int, error) {
+	if s.disk.Mode == DiskOff {
+		return 0, nil
+	}
+	wsfd, err := openDir(ws)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrSymlink, err)
+	}
+	defer unix.Close(wsfd)
+	removed := 0
+	for _, name := range []string{outboxName, attachmentName} {
+		n, err := removeEntry(wsfd, name)
+		if removed += n; err != nil {
 			return removed, err
 		}
 	}

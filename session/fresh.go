@@ -24,12 +24,15 @@ const freshTimeout = 2 * time.Minute
 // never followed or moved; a sessions/ that is not a real directory
 // archives nothing. Host memory is untouched.
 //
-// A workspace over its disk bound is freed around the archive
-// (freeFull): archiving makes two directories, which a full hard
-// workspace has no room for (ENOSPC), so the guests' inputs and the
-// worker's other files go first; the conversations go last, and only when
-// the rest was not enough. An ENOSPC inside a hard workspace is the
-// workspace's (rtsandbox.ErrWorkspaceFull), never the host's disk.
+// With a disk bound, the old conversation's files go first: outbox/
+// (replies already delivered) and attachments/ (the guests' inputs), so
+// a channel whose input room one guest filled takes files again, and so
+// the archive finds room: it makes two directories, which a full hard
+// workspace has none for (ENOSPC). A workspace still over its bound is
+// then freed around the archive (freeFull): the worker's other files
+// before it, the conversations after it and only when the rest was not
+// enough. An ENOSPC inside a hard workspace is the workspace's
+// (rtsandbox.ErrWorkspaceFull), never the host's disk.
 func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), freshTimeout)
 	defer cancel()
@@ -60,12 +63,16 @@ func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 // and after when it is over its bound, and repairs its attachments/. It
 // returns how many files were archived and how many entries were freed.
 func (s *settings) fresh(channel rtsandbox.ChannelKey, ws string) (archived, freed int, err error) {
+	if freed, err = s.freeInputs(ws); err != nil {
+		return 0, freed, fmt.Errorf("free the old conversation's files: %w", err)
+	}
 	full, err := s.overBound(ws)
 	if err != nil {
-		return 0, 0, fmt.Errorf("measure the workspace: %w", err)
+		return 0, freed, fmt.Errorf("measure the workspace: %w", err)
 	}
 	if full {
-		if freed, err = s.freeFull(ws, inputSteps); err != nil {
+		n, err := s.freeFull(ws, inputSteps)
+		if freed += n; err != nil {
 			return 0, freed, fmt.Errorf("free the full workspace: %w", err)
 		}
 	}
