@@ -20,21 +20,25 @@ import (
 //     and hands it to the worker in the turn (rtsandbox.SessionRoom),
 //     which refuses a file that would pass it.
 //
-// The reserve is sized from what one turn writes besides those files:
-// its prompt (at most rtsandbox.MaxSessionText, 100,000 UTF-16 units,
-// 600 KB as JSON when every unit is escaped), a compaction record whose
-// summary has the same bound, and the tool results the conversation keeps
-// (each at most rtsandbox.MaxToolResult, 1 MiB). A heavy turn with a
-// compaction and four full tool results writes about 5.2 MiB; 8 MiB
-// covers it with ext4's metadata and leaves, in hard mode, 7 MiB above
-// the 1 MiB at which turns are refused (hardReserveBytes): hundreds of
-// ordinary turns (a few KiB to tens of KiB each). A turn makes at most
-// two entries of its own (its outbox directory, a new session file), so
-// 64 entries stay far above the 16 at which turns are refused. The
-// conversation itself can still grow the workspace full over many turns:
-// that is the channel's own history, which fresh archives and frees.
+// The reserve is sized from what one turn writes besides those files,
+// at the default call budget (rtsandbox.SessionMaxCalls, 128 calls, tool
+// calls included): its prompt (at most rtsandbox.MaxSessionText, 100,000
+// UTF-16 units: 600 KB as JSON when every unit is escaped), a compaction
+// record whose summary has the same bound, its final text (the same),
+// and at most 64 tool steps, each a tool-calling assistant message and a
+// tool result kept at up to 64 KiB of JSON apiece (the worker's
+// sessionResultBudget): 8 MiB. The heaviest turn the bounds allow writes
+// about 9.8 MiB; 12 MiB covers it with ext4's metadata and still leaves
+// more than the 1 MiB at which a hard workspace refuses turns
+// (hardReserveBytes), so a workspace whose files stopped at the reserve
+// runs its next turn whatever the turn before wrote. An ordinary turn
+// writes a few KiB to tens of KiB. A turn makes at most two entries of
+// its own (its outbox directory, a new session file), so 64 entries stay
+// far above the 16 at which turns are refused. The conversation itself
+// can still grow the workspace full over many turns: that is the
+// channel's own history, which fresh archives and frees.
 const (
-	turnReserveBytes = 8 << 20
+	turnReserveBytes = 12 << 20
 	turnReserveFiles = 64
 )
 

@@ -368,9 +368,9 @@ func TestTurnReserveArithmetic(t *testing.T) {
 		u    diskUse
 		want rtsandbox.SessionRoom
 	}{
-		{"empty", diskUse{maxBytes: 64 * mib, maxFiles: 512}, rtsandbox.SessionRoom{Bytes: 56 * mib, Files: 448}},
-		{"half", diskUse{bytes: 32 * mib, maxBytes: 64 * mib, files: 100, maxFiles: 512}, rtsandbox.SessionRoom{Bytes: 24 * mib, Files: 348}},
-		{"at the reserve", diskUse{bytes: 56 * mib, maxBytes: 64 * mib, files: 448, maxFiles: 512}, rtsandbox.SessionRoom{}},
+		{"empty", diskUse{maxBytes: 64 * mib, maxFiles: 512}, rtsandbox.SessionRoom{Bytes: 52 * mib, Files: 448}},
+		{"half", diskUse{bytes: 32 * mib, maxBytes: 64 * mib, files: 100, maxFiles: 512}, rtsandbox.SessionRoom{Bytes: 20 * mib, Files: 348}},
+		{"at the reserve", diskUse{bytes: 52 * mib, maxBytes: 64 * mib, files: 448, maxFiles: 512}, rtsandbox.SessionRoom{}},
 		{"into the reserve", diskUse{bytes: 60 * mib, maxBytes: 64 * mib, files: 500, maxFiles: 512}, rtsandbox.SessionRoom{}},
 		{"over the bound", diskUse{bytes: 70 * mib, maxBytes: 64 * mib, files: 600, maxFiles: 512}, rtsandbox.SessionRoom{}},
 		{"too deep", diskUse{maxBytes: 64 * mib, maxFiles: 512, deep: true}, rtsandbox.SessionRoom{}},
