@@ -144,6 +144,28 @@ type SessionTurn struct {
 	MemoryVisibility string        `json:"memoryVisibility,omitempty"`
 	Images           []Image       `json:"images"`
 	Thinking         string        `json:"thinking"`
+	// Room bounds the turn's own files (our extension of §4.1, absent
+	// without a disk bound).
+	Room *SessionRoom `json:"room,omitempty"`
+}
+
+// SessionRoom is what a session turn's own files (write_file, a host
+// tool's image in the outbox) may take of the channel's workspace: its
+// disk bound, less what is used, less the reserve the turn's
+// conversation needs. The host measures it at the turn's start; the
+// worker refuses a file that would pass it, so a turn's outputs never
+// fill the workspace that later turns need.
+type SessionRoom struct {
+	Bytes int64 `json:"bytes"`
+	Files int   `json:"files"`
+}
+
+// FileCost is what a file of n bytes counts against a SessionRoom: its
+// bytes in whole 4 KiB blocks (what ext4 and most host filesystems
+// allocate), and one block more for its metadata.
+func FileCost(n int64) int64 {
+	const block = 4096
+	return (n+block-1)/block*block + block
 }
 
 // PrivateMemory reports whether the turn carries prompt memory that must
@@ -161,7 +183,8 @@ func (t SessionTurn) Validate() error {
 		a.PrincipalID != "" && UTF16Len(a.PrincipalID) > MaxSessionField,
 		UTF16Len(t.Text) > MaxSessionText, UTF16Len(t.Memory) > MaxSessionMemory,
 		t.MemoryVisibility != "" && t.MemoryVisibility != MemoryShared && t.MemoryVisibility != MemoryPrivate,
-		!ValidThinking(t.Thinking):
+		!ValidThinking(t.Thinking),
+		t.Room != nil && (t.Room.Bytes < 0 || t.Room.Files < 0):
 		return ErrTurnInput
 	}
 	return ValidateImages(t.Images)

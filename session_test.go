@@ -122,6 +122,8 @@ func TestParseSessionTurn(t *testing.T) {
 		{"visibility", func(s *SessionTurn) { s.MemoryVisibility = "public" }},
 		{"thinking", func(s *SessionTurn) { s.Thinking = "max" }},
 		{"no thinking", func(s *SessionTurn) { s.Thinking = "" }},
+		{"room bytes negative", func(s *SessionTurn) { s.Room = &SessionRoom{Bytes: -1, Files: 1} }},
+		{"room files negative", func(s *SessionTurn) { s.Room = &SessionRoom{Bytes: 1, Files: -1} }},
 	} {
 		bad := good
 		tc.edit(&bad)
@@ -130,7 +132,16 @@ func TestParseSessionTurn(t *testing.T) {
 			t.Errorf("%s: %v, want ErrTurnInput", tc.name, err)
 		}
 	}
-	for _, raw := range []string{`[]`, `null`, `{"turnId":1}`, `{} {}`,
+	roomy := good
+	roomy.Room = &SessionRoom{Bytes: 8 << 20, Files: 3}
+	data, _ = json.Marshal(roomy)
+	if got, err := ParseSessionTurn(data); err != nil || !cmp.Equal(got, roomy) || !strings.HasSuffix(string(data), `"room":{"bytes":8388608,"files":3}}`) {
+		t.Errorf("a turn with its room: %s → %+v, %v", data, got, err)
+	}
+	if data, _ := json.Marshal(good); strings.Contains(string(data), "room") {
+		t.Errorf("a turn without a disk bound names a room: %s", data)
+	}
+	for _, raw := range []string{`[]`, `null`, `{"turnId":1}`, `{} {}`, `{"turnId":"m","author":{"id":"u","name":"U"},"text":"","memory":"","images":[],"thinking":"low","room":{"bytes":"1"}}`,
 		`{"turnId":"m","author":{"id":"u","name":"U","principalId":""},"text":"","memory":"","images":[],"thinking":"low"}`} {
 		if _, err := ParseSessionTurn([]byte(raw)); err == nil {
 			t.Errorf("ParseSessionTurn(%s) accepted", raw)
@@ -202,6 +213,7 @@ func TestParseWorkerReady(t *testing.T) {
 func FuzzParseSessionTurn(f *testing.F) {
 	f.Add([]byte(`{"turnId":"m1","author":{"id":"u","name":"U"},"text":"hi","memory":"","images":[{"data":"AQID","mimeType":"image/png"}],"thinking":"low"}`))
 	f.Add([]byte(`{"turnId":"..","author":{},"images":null}`))
+	f.Add([]byte(`{"turnId":"m1","author":{"id":"u","name":"U"},"text":"hi","memory":"","images":[],"thinking":"low","room":{"bytes":-1,"files":2}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		turn, err := ParseSessionTurn(data)
 		if err != nil {

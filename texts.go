@@ -59,6 +59,14 @@ const (
 	// answer). Profile names are the operator's, checked by the config.
 	SealedStatusFormat  = "Mode: sealed (a fresh container every turn). Profile: %s."
 	SessionStatusFormat = "Mode: session (one long-lived container). Profile: %s. Container: %s."
+	// WorkspaceStatusFormat is a session channel's workspace against its
+	// disk bound: the bound's mode, bytes used and bound (MiB), entries
+	// used and bound; WorkspaceFullStatus follows it when turns are
+	// refused, WorkspaceUnmountedStatus replaces it for a hard workspace
+	// not mounted now.
+	WorkspaceStatusFormat    = "Workspace (%s bound): %.1f of %.0f MiB, %d of %d files used."
+	WorkspaceFullStatus      = " Full: turns are refused until the owner runs fresh."
+	WorkspaceUnmountedStatus = "Workspace (hard bound): not mounted; measured at the channel's next turn."
 )
 
 // Texts of the terminal chat (rtsandbox chat).
@@ -89,6 +97,9 @@ const (
 	AttachEmptyReason    = "empty"
 	AttachDownloadReason = "could not be downloaded"
 	AttachStoreReason    = "could not be stored"
+	// AttachNoRoomReason: the channel's workspace keeps room for its
+	// turns, and the file would take it (session/disk_room.go).
+	AttachNoRoomReason = "the channel's workspace is full; the owner can free it with fresh"
 	// The file was saved but is not shown to the model as an image.
 	AttachImageLimitReason = "saved, but not shown as an image: at most 8 images (64 MB) per message"
 	AttachImageSizeReason  = "saved, but not shown as an image: larger than 20 MB"

@@ -32,6 +32,9 @@ const (
 	ReasonStore             // the file could not be created (a planted name)
 	ReasonImageLimit        // saved; the message's image budget was spent
 	ReasonImageSize         // saved; over rtsandbox.MaxImageBytes
+	// ReasonNoRoom: the file would pass what the channel's workspace
+	// leaves its inputs (the reserve its turns need stays free).
+	ReasonNoRoom
 )
 
 // GuestText is the reason's fixed text.
@@ -55,6 +58,8 @@ func (r Reason) GuestText() string {
 		return rtsandbox.AttachImageLimitReason
 	case ReasonImageSize:
 		return rtsandbox.AttachImageSizeReason
+	case ReasonNoRoom:
+		return rtsandbox.AttachNoRoomReason
 	}
 	return ""
 }

@@ -50,8 +50,9 @@ const (
 	DefaultLogDriver = "local"
 
 	// MaxPartyDirLen keeps <party_dir>/<segment>/run/broker.sock within
-	// the 100-byte socket path limit (§1.3) for a Discord channel, whose
-	// segment ("discord_" and up to 20 digits) takes up to 28 bytes:
+	// the 100-byte socket path limit (§1.3) for every channel: a segment
+	// takes at most 28 bytes (session.Segment; a Discord channel's,
+	// "discord_" and up to 20 digits, exactly that):
 	// 100 − 28 − len("/" + "/run/broker.sock").
 	MaxPartyDirLen = 100 - 28 - 17
 )

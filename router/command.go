@@ -145,6 +145,11 @@ func (r *Router) commandFailed(c Command, err error) (string, error) {
 		return rtsandbox.QueuedText, err
 	}
 	r.log.Error("owner command failed", "channel", c.Channel, "action", c.Action, "err", err)
+	// A session channel's own bounded workspace filled is not the host's
+	// disk: the runtime marks it (rtsandbox.ErrWorkspaceFull).
+	if errors.Is(err, rtsandbox.ErrWorkspaceFull) {
+		return rtsandbox.WorkspaceFullText, err
+	}
 	if errors.Is(err, syscall.ENOSPC) {
 		return rtsandbox.DiskFullText, err
 	}

@@ -3,8 +3,11 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +95,30 @@ func TestCommandsQueue(t *testing.T) {
 	}
 	if chans.Enabled(guests) {
 		t.Errorf("still enabled after the command finished")
+	}
+}
+
+// A fresh that found a session channel's own bounded workspace full is
+// answered with the workspace's text, never the host's disk-full text
+// (issue 21: "The host's disk is full" with 72 GB free); an ENOSPC of the
+// host's own is still the disk's.
+func TestFreshWorkspaceFullIsNotTheHostDisk(t *testing.T) {
+	enospc := &os.PathError{Op: "mkdir", Path: "sessions/archive", Err: syscall.ENOSPC}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"workspace", fmt.Errorf("%w: archive sessions: %w", rtsandbox.ErrWorkspaceFull, enospc), rtsandbox.WorkspaceFullText},
+		{"host", fmt.Errorf("archive sessions: %w", enospc), rtsandbox.DiskFullText},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, newMemChannels(guests))
+			h.rt.FreshErr = tc.err
+			if text, err := h.r.Command(context.Background(), ownerCmd(guests, ActionFresh)); text != tc.want || !errors.Is(err, syscall.ENOSPC) {
+				t.Errorf("fresh = %q, %v; want %q", text, err, tc.want)
+			}
+		})
 	}
 }
 

@@ -31,6 +31,19 @@ type RuntimeStatus struct {
 	// ContainerRunning or ContainerStopped); "" in sealed mode, where
 	// every turn has its own container.
 	Container string
+	// Workspace is a session channel's workspace against its disk bound;
+	// nil when it has none or is not known.
+	Workspace *WorkspaceUsage
+}
+
+// WorkspaceUsage is a session channel's workspace against its disk bound
+// (session.WorkspaceUsage).
+type WorkspaceUsage struct {
+	Mode            string // "hard" or "soft"
+	Mounted         bool   // false: a hard workspace not mounted now, figures unknown
+	Bytes, MaxBytes int64
+	Files, MaxFiles int
+	Full            bool // turns are refused until fresh
 }
 
 // StatusRuntime is a Runtime that can describe a channel's runtime (the
@@ -75,9 +88,30 @@ func formatStatus(st RuntimeStatus) string {
 	case ModeSealed:
 		return fmt.Sprintf(rtsandbox.SealedStatusFormat, st.Profile)
 	case ModeSession:
-		return fmt.Sprintf(rtsandbox.SessionStatusFormat, st.Profile, st.Container)
+		line := fmt.Sprintf(rtsandbox.SessionStatusFormat, st.Profile, st.Container)
+		if w := formatWorkspace(st.Workspace); w != "" {
+			line += "\n" + w
+		}
+		return line
 	}
 	return ""
+}
+
+// formatWorkspace is the status line of a session channel's workspace,
+// "" when it has no disk bound.
+func formatWorkspace(w *WorkspaceUsage) string {
+	const mib = 1 << 20
+	switch {
+	case w == nil:
+		return ""
+	case !w.Mounted:
+		return rtsandbox.WorkspaceUnmountedStatus
+	}
+	line := fmt.Sprintf(rtsandbox.WorkspaceStatusFormat, w.Mode, float64(w.Bytes)/mib, float64(w.MaxBytes)/mib, w.Files, w.MaxFiles)
+	if w.Full {
+		line += rtsandbox.WorkspaceFullStatus
+	}
+	return line
 }
 
 // removeState removes what the runtime keeps of a channel switched off;

@@ -85,6 +85,27 @@ func TestStatusPerMode(t *testing.T) {
 			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: unknown.",
 		},
 		{
+			name: "session-workspace",
+			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerRunning,
+				Workspace: &WorkspaceUsage{Mode: "hard", Mounted: true, Bytes: 3 << 19, MaxBytes: 64 << 20, Files: 12, MaxFiles: 512}},
+			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: running." +
+				"\nWorkspace (hard bound): 1.5 of 64 MiB, 12 of 512 files used.",
+		},
+		{
+			name: "session-workspace-full",
+			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerMissing,
+				Workspace: &WorkspaceUsage{Mode: "soft", Mounted: true, Bytes: 64 << 20, MaxBytes: 64 << 20, Files: 40, MaxFiles: 512, Full: true}},
+			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
+				"\nWorkspace (soft bound): 64.0 of 64 MiB, 40 of 512 files used. Full: turns are refused until the owner runs fresh.",
+		},
+		{
+			name: "session-workspace-unmounted",
+			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerMissing,
+				Workspace: &WorkspaceUsage{Mode: "hard"}},
+			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
+				"\nWorkspace (hard bound): not mounted; measured at the channel's next turn.",
+		},
+		{
 			name: "no-mode-adds-nothing",
 			err:  errors.New("broken"),
 			want: rtsandbox.EnabledText,

@@ -110,8 +110,12 @@ func (r *Runtime) collect(t *turn, in rtsandbox.TurnInput) (collected, error) {
 		return collected{}, fmt.Errorf("attachments directory: %w", err)
 	}
 	defer unix.Close(dirfd)
+	room, err := r.inputRoom(t.channel)
+	if err != nil {
+		return collected{}, fmt.Errorf("attachments directory: %w", err)
+	}
 	prefix := r.attachmentPrefix(t, in.MessageID)
-	c := &collection{r: r, t: t, dirfd: dirfd}
+	c := &collection{r: r, t: t, dirfd: dirfd, room: inputBudget{room}}
 	refs := referenceList(in.Attachments)
 	for pos, ref := range refs {
 		if t.ctx.Err() != nil {
@@ -178,7 +182,7 @@ func (r *Runtime) attachmentsDir(ctx context.Context, channel rtsandbox.ChannelK
 	}
 	defer unix.Close(wsfd)
 	if err := r.s.ownDirectoryAt(wsfd, attachmentName); err != nil {
-		return -1, err
+		return -1, r.s.disk.classify(err)
 	}
 	fd, err := openAt(wsfd, attachmentName, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -193,6 +197,7 @@ type collection struct {
 	t      *turn
 	dirfd  int
 	total  int // bytes downloaded, refused ones included (§5.1 step 6)
+	room   inputBudget
 	budget attach.ImageBudget
 	out    collected
 }
@@ -239,6 +244,12 @@ func (c *collection) take(pos int, prefix string, ref reference) error {
 		fail(refused, "")
 		return nil
 	}
+	if !c.room.take(len(data)) {
+		c.r.s.Logger.Warn("attachment refused: the workspace keeps its reserve for the channel's turns", "channel", string(c.t.channel),
+			"turn_id", c.t.id, "position", pos, "size", len(data), "room_bytes", c.room.room.Bytes, "room_files", c.room.room.Files)
+		fail(attach.ReasonNoRoom, "")
+		return nil
+	}
 	file, err := attach.FileName(prefix, ref.at.Index, ref.Name)
 	if err == nil {
 		err = c.r.s.writeAttachment(c.dirfd, file, data)
@@ -246,7 +257,11 @@ func (c *collection) take(pos int, prefix string, ref reference) error {
 	if err != nil {
 		c.r.s.Logger.Warn("attachment not stored", "channel", string(c.t.channel), "turn_id", c.t.id,
 			"position", pos, "file", c.r.scrub(file, 300), "err", err)
-		fail(attach.ReasonStore, "")
+		if c.r.s.disk.workspaceFull(err) {
+			fail(attach.ReasonNoRoom, "")
+		} else {
+			fail(attach.ReasonStore, "")
+		}
 		return nil
 	}
 	c.keep(ref.at, file, attach.ContentType(ref.ContentType, fetchedType), mimeType, data)

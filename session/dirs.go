@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"github.com/rtsandbox/rtsandbox"
 	"golang.org/x/sys/unix"
@@ -40,15 +39,6 @@ const (
 	maxSocketPath  = 100
 )
 
-var segmentRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
-// Segment is the directory name of channel: every character outside
-// [A-Za-z0-9_-] becomes "_". It is lossy ("a:b" and "a_b" share one); the
-// .channel-key record refuses the second channel.
-func Segment(channel rtsandbox.ChannelKey) string {
-	return segmentRE.ReplaceAllString(string(channel), "_")
-}
-
 // checkChannel refuses keys that are invalid or longer than 256 bytes.
 func checkChannel(channel rtsandbox.ChannelKey) error {
 	if !channel.Valid() || len(channel) > maxChannelKey {
@@ -65,11 +55,15 @@ type dirs struct {
 func (d dirs) socket() string { return filepath.Join(d.run, rtsandbox.SessionSocketName) }
 
 // channelRoot runs the alias check (§3.2) and returns the channel's root:
-// it creates the root 0700, refuses a root that is a link, creates
+// it moves a directory of the channel's under its earlier lossy name to
+// its segment (migrate), creates the root 0700, refuses a root that is a link, creates
 // .channel-key exclusively without following a link and requires its
 // content to be exactly the channel key.
 func (s *settings) channelRoot(channel rtsandbox.ChannelKey) (string, error) {
 	if err := checkChannel(channel); err != nil {
+		return "", err
+	}
+	if err := s.migrate(channel); err != nil {
 		return "", err
 	}
 	root := filepath.Join(s.PartyDir, Segment(channel))
@@ -125,7 +119,7 @@ func (s *settings) prepare(ctx context.Context, channel rtsandbox.ChannelKey) (d
 	}
 	for _, name := range []string{attachmentName, outboxName, sessionsName} {
 		if err := s.ownDirectory(d.workspace, name); err != nil {
-			return dirs{}, err
+			return dirs{}, s.disk.classify(err)
 		}
 	}
 	return d, nil

@@ -330,7 +330,8 @@ func DetachAll(partyDir string) (int, error) {
 }
 
 // existingRoot is channel's directory under partyDir when it exists and
-// its .channel-key record names channel; "" otherwise.
+// its .channel-key record names channel: under its segment, else under
+// the earlier lossy name a runtime has not migrated yet; "" otherwise.
 func existingRoot(partyDir string, channel rtsandbox.ChannelKey) (string, error) {
 	if err := checkChannel(channel); err != nil {
 		return "", err
@@ -342,7 +343,16 @@ func existingRoot(partyDir string, channel rtsandbox.ChannelKey) (string, error)
 	if err != nil {
 		return "", err
 	}
-	root := filepath.Join(party, Segment(channel))
+	root, err := keyedRoot(filepath.Join(party, Segment(channel)), channel)
+	if root != "" || err != nil || legacySegment(channel) == Segment(channel) {
+		return root, err
+	}
+	return keyedRoot(filepath.Join(party, legacySegment(channel)), channel)
+}
+
+// keyedRoot is root when it is a directory whose .channel-key record
+// names channel; "" otherwise.
+func keyedRoot(root string, channel rtsandbox.ChannelKey) (string, error) {
 	fd, err := openDir(root)
 	if errors.Is(err, unix.ENOENT) {
 		return "", nil

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -52,19 +53,41 @@ func (r *Runtime) workspace(channel rtsandbox.ChannelKey) (string, error) {
 	return filepath.Join(root, workspaceName), nil
 }
 
+// inputRoom is what a message's attachments may take of the channel's
+// workspace (disk_room.go); nil without a disk bound. The workspace is
+// prepared (and, in hard mode, mounted) already.
+func (r *Runtime) inputRoom(channel rtsandbox.ChannelKey) (*rtsandbox.SessionRoom, error) {
+	d := r.s.disk
+	if d.Mode == DiskOff {
+		return nil, nil
+	}
+	ws, err := r.workspace(channel)
+	if err != nil {
+		return nil, err
+	}
+	u, err := d.use(ws)
+	if err != nil {
+		return nil, fmt.Errorf("measure the workspace: %w", err)
+	}
+	room := u.room()
+	return &room, nil
+}
+
 // diskGate runs at a turn's start, once the channel's worker runs (so a
 // hard workspace is mounted): old outbox and attachment files are pruned,
 // then a workspace over its bound refuses the turn (ErrWorkspaceFull,
 // whose guest text is rtsandbox.WorkspaceFullText), the operator log
-// names the bound, and a soft workspace's container is removed.
-func (r *Runtime) diskGate(t *turn) error {
+// names the bound, and a soft workspace's container is removed. A turn
+// that may run gets the room its own files may take (disk_room.go); nil
+// without a disk bound.
+func (r *Runtime) diskGate(t *turn) (*rtsandbox.SessionRoom, error) {
 	d := r.s.disk
 	if d.Mode == DiskOff {
-		return nil
+		return nil, nil
 	}
 	ws, err := r.workspace(t.channel)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if d.PruneAfter > 0 {
 		n, err := prune(ws, r.s.Now().Add(-d.PruneAfter), min(d.MaxFiles+16, maxPruneEntries))
@@ -77,16 +100,17 @@ func (r *Runtime) diskGate(t *turn) error {
 	}
 	u, err := d.use(ws)
 	if err != nil {
-		return fmt.Errorf("measure the workspace: %w", err)
+		return nil, fmt.Errorf("measure the workspace: %w", err)
 	}
 	if bound := d.full(u); bound != "" {
 		r.logOver(t, "session workspace over its disk bound: turn refused", bound, u)
 		if d.Mode == DiskSoft {
 			r.removeWriter(t) // it may have written since its last turn
 		}
-		return fmt.Errorf("%w: the %s bound", rtsandbox.ErrWorkspaceFull, bound)
+		return nil, fmt.Errorf("%w: the %s bound", rtsandbox.ErrWorkspaceFull, bound)
 	}
-	return nil
+	room := u.room()
+	return &room, nil
 }
 
 // diskAfter runs at the end of a turn that ran, in soft mode: a
@@ -129,50 +153,97 @@ func (r *Runtime) logOver(t *turn, msg, bound string, u diskUse) {
 		"used_bytes", u.bytes, "max_bytes", u.maxBytes, "files", u.files, "max_files", u.maxFiles)
 }
 
-// freeFull runs at fresh, after the conversation was archived, with the
-// container gone: a workspace over its bound (its turns would be refused)
-// is emptied step by step until a tenth of each bound is free again:
-// files of past turns and guests first (outbox/, attachments/), then the
-// archived conversations (sessions/archive/), then whatever else the
-// worker left, sessions/ last (it holds only what the archive did not
-// move). It returns how many entries went.
-func (s *settings) freeFull(ws string) (int, error) {
+// overBound reports whether the workspace ws is over its bound: its
+// turns would be refused (full).
+func (s *settings) overBound(ws string) (bool, error) {
+	d := s.disk
+	if d.Mode == DiskOff {
+		return false, nil
+	}
+	u, err := d.use(ws)
+	if err != nil {
+		return false, err
+	}
+	return d.full(u) != "", nil
+}
+
+// The two halves of what fresh frees in a workspace over its bound
+// (freeFull), in order.
+const (
+	// inputSteps, before the conversation is archived and after
+	// freeInputs: the archived conversations (sessions/archive/), then
+	// whatever else the worker left.
+	inputSteps = iota
+	// conversationSteps, after it was archived: the archive (with the
+	// conversation just moved there), then sessions/ (what the archive
+	// did not move).
+	conversationSteps
+)
+
+// freeFull runs at fresh, with the container gone, for a workspace over
+// its bound (its turns would be refused): it removes the entries of one
+// half of the order (inputSteps, conversationSteps) one by one, each
+// only while less than a tenth of each bound is free. It returns how
+// many entries went.
+func (s *settings) freeFull(ws string, half int) (int, error) {
 	d := s.disk
 	if d.Mode == DiskOff {
 		return 0, nil
-	}
-	u, err := d.use(ws)
-	if err != nil || d.full(u) == "" {
-		return 0, err
 	}
 	wsfd, err := openDir(ws)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrSymlink, err)
 	}
 	defer unix.Close(wsfd)
-	steps := []freeStep{{wsfd, outboxName}, {wsfd, attachmentName}}
+	var steps []freeStep
 	if sfd, err := openSub(wsfd, sessionsName); err == nil {
 		defer unix.Close(sfd)
 		steps = append(steps, freeStep{sfd, archiveName})
 	}
-	err = eachEntry(wsfd, func(name string, _ *unix.Stat_t) (bool, error) {
-		if name != outboxName && name != attachmentName && name != sessionsName {
-			steps = append(steps, freeStep{wsfd, name})
+	if half == inputSteps {
+		err = eachEntry(wsfd, func(name string, _ *unix.Stat_t) (bool, error) {
+			if name != outboxName && name != attachmentName && name != sessionsName {
+				steps = append(steps, freeStep{wsfd, name})
+			}
+			return true, nil
+		})
+		if err != nil {
+			return 0, err
 		}
-		return true, nil
-	})
-	if err != nil {
-		return 0, err
+	} else {
+		steps = append(steps, freeStep{wsfd, sessionsName})
 	}
-	steps = append(steps, freeStep{wsfd, sessionsName})
 	removed := 0
 	for _, step := range steps {
+		if u, err := d.use(ws); err != nil || u.roomy() {
+			return removed, err
+		}
 		n, err := removeEntry(step.fd, step.name)
 		removed += n
 		if err != nil {
 			return removed, err
 		}
-		if u, err := d.use(ws); err != nil || u.roomy() {
+	}
+	return removed, nil
+}
+
+// freeInputs removes, with a disk bound, the workspace's outbox/ and
+// attachments/ at fresh (the container gone): the files of the old
+// conversation, replies already delivered and the guests' inputs. It
+// returns how many entries went.
+func (s *settings) freeInputs(ws string) (int, error) {
+	if s.disk.Mode == DiskOff {
+		return 0, nil
+	}
+	wsfd, err := openDir(ws)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrSymlink, err)
+	}
+	defer unix.Close(wsfd)
+	removed := 0
+	for _, name := range []string{outboxName, attachmentName} {
+		n, err := removeEntry(wsfd, name)
+		if removed += n; err != nil {
 			return removed, err
 		}
 	}
@@ -183,4 +254,22 @@ func (s *settings) freeFull(ws string) (int, error) {
 type freeStep struct {
 	fd   int
 	name string
+}
+
+// workspaceFull reports whether err is a write that found the channel's
+// own bounded filesystem full: ENOSPC in hard mode. In soft mode the
+// workspace lies on the host's filesystem, whose ENOSPC is the host's.
+func (d *disk) workspaceFull(err error) bool {
+	return d.Mode == DiskHard && errors.Is(err, unix.ENOSPC)
+}
+
+// classify marks an error of work inside the channel's workspace that
+// found its bounded filesystem full as rtsandbox.ErrWorkspaceFull, so
+// guests and the owner are told the channel's workspace is full
+// (rtsandbox.WorkspaceFullText), never the host's disk.
+func (d *disk) classify(err error) error {
+	if d.workspaceFull(err) && !errors.Is(err, rtsandbox.ErrWorkspaceFull) {
+		return fmt.Errorf("%w: %w", rtsandbox.ErrWorkspaceFull, err)
+	}
+	return err
 }

@@ -37,13 +37,19 @@
 //     with attach.Notice's fixed text when a file was refused. Reply files
 //     are validated again and decoded (attach.DecodeReplyFiles).
 //   - The party directory is private to the service; each channel's
-//     directory carries a .channel-key record that refuses a second
-//     channel with the same segment; whatever a guest plants in its
+//     directory is named by Segment, injective over keys (segment.go;
+//     a directory under the earlier lossy name is moved once), and
+//     carries a .channel-key record that refuses a channel whose
+//     directory holds another key's; whatever a guest plants in its
 //     workspace is replaced, never followed (§3.3).
 //   - Each workspace is bounded in bytes and files (Options.Disk,
 //     disk.go): its own loop-mounted ext4 image where the host can, else
 //     measured at each turn's start and end; a turn that finds it over
-//     its bound is refused with rtsandbox.ErrWorkspaceFull. Remove
+//     its bound is refused with rtsandbox.ErrWorkspaceFull, as is the
+//     host's own work that finds a hard workspace full (ENOSPC). A
+//     message's attachments and a turn's own files stop short of the
+//     reserve its turns need (disk_room.go), so no guest locks a
+//     channel; fresh frees a full workspace before archiving. Remove
 //     unmounts the image; Close leaves it mounted with the container.
 //
 // The package depends on small interfaces (Broker, Driver) so that the

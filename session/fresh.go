@@ -23,6 +23,16 @@ const freshTimeout = 2 * time.Minute
 // sessions/archive/<time>/, and repairs workspace/attachments. Links are
 // never followed or moved; a sessions/ that is not a real directory
 // archives nothing. Host memory is untouched.
+//
+// With a disk bound, the old conversation's files go first: outbox/
+// (replies already delivered) and attachments/ (the guests' inputs), so
+// a channel whose input room one guest filled takes files again, and so
+// the archive finds room: it makes two directories, which a full hard
+// workspace has none for (ENOSPC). A workspace still over its bound is
+// then freed around the archive (freeFull): the worker's other files
+// before it, the conversations after it and only when the rest was not
+// enough. An ENOSPC inside a hard workspace is the workspace's
+// (rtsandbox.ErrWorkspaceFull), never the host's disk.
 func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), freshTimeout)
 	defer cancel()
@@ -41,20 +51,52 @@ func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 	if err := r.s.attachWorkspace(ctx, channel, root); err != nil {
 		return err
 	}
-	ws := filepath.Join(root, workspaceName)
-	n, err := r.s.archive(ws, r.s.Now())
+	n, freed, err := r.s.fresh(channel, filepath.Join(root, workspaceName))
 	if err != nil {
-		return fmt.Errorf("archive sessions: %w", err)
-	}
-	freed, err := r.s.freeFull(ws)
-	if err != nil {
-		return fmt.Errorf("free the full workspace: %w", err)
-	}
-	if err := r.s.ownDirectory(ws, attachmentName); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+		return r.s.disk.classify(err)
 	}
 	r.s.Logger.Info("Sandbox conversation archived", "channel", string(channel), "archived", n, "freed", freed)
 	return nil
+}
+
+// fresh archives the conversation of the workspace ws, freeing it first
+// and after when it is over its bound, and repairs its attachments/. It
+// returns how many files were archived and how many entries were freed.
+func (s *settings) fresh(channel rtsandbox.ChannelKey, ws string) (archived, freed int, err error) {
+	if freed, err = s.freeInputs(ws); err != nil {
+		return 0, freed, fmt.Errorf("free the old conversation's files: %w", err)
+	}
+	full, err := s.overBound(ws)
+	if err != nil {
+		return 0, freed, fmt.Errorf("measure the workspace: %w", err)
+	}
+	if full {
+		n, err := s.freeFull(ws, inputSteps)
+		if freed += n; err != nil {
+			return 0, freed, fmt.Errorf("free the full workspace: %w", err)
+		}
+	}
+	archived, err = s.archive(ws, s.Now())
+	if full && s.disk.workspaceFull(err) {
+		// The conversation alone fills the workspace: it goes with the
+		// conversation steps below, unarchived.
+		s.Logger.Warn("session conversation not archived: it fills the channel's workspace by itself and is removed",
+			"channel", string(channel), "err", err)
+		archived, err = 0, nil
+	}
+	if err != nil {
+		return 0, freed, fmt.Errorf("archive sessions: %w", err)
+	}
+	if full {
+		n, err := s.freeFull(ws, conversationSteps)
+		if freed += n; err != nil {
+			return archived, freed, fmt.Errorf("free the full workspace: %w", err)
+		}
+	}
+	if err := s.ownDirectory(ws, attachmentName); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return archived, freed, err
+	}
+	return archived, freed, nil
 }
 
 // archive moves the top-level *.jsonl regular files of ws/sessions into

@@ -78,7 +78,7 @@ func TestSecChannelKeyRecord(t *testing.T) {
 		if _, err := f.rt.SessionsDir("discord:k/x y"); err != nil {
 			t.Fatal(err)
 		}
-		record := filepath.Join(f.party, "discord_k_x_y", keyFile)
+		record := filepath.Join(f.party, Segment("discord:k/x y"), keyFile)
 		fi, err := os.Lstat(record)
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("record = %v, %v; want a 0600 file", fi, err)
@@ -127,9 +127,14 @@ func TestSecRunDirSymlinkRefused(t *testing.T) {
 	}
 }
 
-// §6.10 "socket path > 100 → refused".
+// §6.10 "socket path > 100 → refused". Segments are at most 28 bytes
+// (Segment), so only a party directory longer than config allows
+// (config.MaxPartyDirLen) can pass the bound; every key fits under one
+// that config accepts (TestSocketPathLongKeyFits).
 func TestSocketPathTooLong(t *testing.T) {
-	f := newFixture(t)
+	base := shortDir(t)
+	party := filepath.Join(base, strings.Repeat("p", 70-len(base)-1)) // 70 bytes
+	f := newFixture(t, func(o *Options) { o.PartyDir = party })
 	channel := "discord:" + strings.Repeat("9", 100-len(f.party)-len("/discord_/run/broker.sock")+1)
 	_, err := f.turnIn(context.Background(), channel, "a")
 	if !errors.Is(err, ErrSocketPath) || !strings.Contains(err.Error(), "Broker socket path too long") {
@@ -142,6 +147,20 @@ func TestSocketPathTooLong(t *testing.T) {
 	channel = channel[:len(channel)-1]
 	if _, err := f.turnIn(context.Background(), channel, "a"); err != nil {
 		t.Errorf("turn with a 100-byte socket path = %v", err)
+	}
+}
+
+// Every valid key, up to the 256 bytes a key may have, fits the socket
+// path bound under a party directory of config's longest
+// (config.MaxPartyDirLen, 55 bytes): before issue 21 a long HTTP key's
+// lossy segment passed it and the channel never started.
+func TestSocketPathLongKeyFits(t *testing.T) {
+	base := shortDir(t)
+	party := filepath.Join(base, strings.Repeat("p", 55-len(base)-1))
+	f := newFixture(t, func(o *Options) { o.PartyDir = party })
+	channel := "http:" + strings.Repeat("x", maxChannelKey-len("http:"))
+	if _, err := f.turnIn(context.Background(), channel, "a"); err != nil {
+		t.Errorf("turn of a 256-byte key = %v", err)
 	}
 }
 

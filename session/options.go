@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -137,8 +138,16 @@ type Profile struct {
 // settings are Options after defaults and checks.
 type settings struct {
 	Options
-	hostRoot bool  // the service runs as root: hand dirs and socket to UID:GID
-	disk     *disk // the workspace bound, its mode resolved
+	hostRoot  bool  // the service runs as root: hand dirs and socket to UID:GID
+	disk      *disk // the workspace bound, its mode resolved
+	migration *migration
+}
+
+// migration remembers the channels whose directory migrate has settled
+// in this process.
+type migration struct {
+	sync.Mutex
+	done map[rtsandbox.ChannelKey]bool
 }
 
 // check applies the defaults and every setup refusal (§3.2 "The
@@ -168,7 +177,7 @@ func check(o Options) (settings, error) {
 	if !container.ValidSessionPrefix(o.ContainerPrefix) {
 		return settings{}, setupError("container prefix %q does not match ^[a-z0-9][a-z0-9-]{0,40}$", o.ContainerPrefix)
 	}
-	s := settings{Options: o}
+	s := settings{Options: o, migration: &migration{done: map[rtsandbox.ChannelKey]bool{}}}
 	if err := s.checkUser(os.Geteuid(), os.Getegid()); err != nil {
 		return settings{}, err
 	}

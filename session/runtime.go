@@ -57,6 +57,9 @@ type Status struct {
 	// Busy reports a running turn; Ready a broker whose worker announced
 	// itself.
 	Busy, Ready bool
+	// Workspace is the workspace's use against its disk bound; nil
+	// without a bound or before the channel's first turn.
+	Workspace *WorkspaceUsage
 }
 
 // Mode is Status.Mode.
@@ -213,6 +216,10 @@ func (r *Runtime) Status(ctx context.Context, channel rtsandbox.ChannelKey) (Sta
 	out := Status{
 		Mode: Mode, Profile: r.s.ProfileFor(channel),
 		Container: st.State, Image: st.Image, ContainerProfile: st.Profile,
+	}
+	// The container's state stands without the workspace's figures.
+	if out.Workspace, err = r.s.workspaceUsage(channel); err != nil {
+		r.s.Logger.Warn("session workspace not measured for status", "channel", string(channel), "err", err)
 	}
 	r.mu.Lock()
 	if cs := r.chans[channel]; cs != nil {

@@ -176,19 +176,31 @@ func TestSecCancelRemovesExactContainer(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] Alias collision: attachmentDir("discord:a:b") succeeds,
-// then attachmentDir("discord:a_b") throws with "alias"".
+// §6.3 "[SEC] Alias collision", after issue 21 item 6a: "discord:a:b"
+// and "discord:a_b" no longer share a directory (Segment is injective),
+// so both run; the .channel-key record still refuses a channel whose
+// directory holds another key's record (a hash collision of two long
+// keys, a directory planted or left there), and the refused channel
+// cannot run a turn in the other's workspace.
 func TestSecAliasCollision(t *testing.T) {
 	f := newFixture(t)
-	if _, err := f.rt.AttachmentDir("discord:a:b"); err != nil {
+	for _, ch := range []rtsandbox.ChannelKey{"discord:a:b", "discord:a_b"} {
+		if _, err := f.rt.AttachmentDir(ch); err != nil {
+			t.Fatalf("AttachmentDir(%s) = %v", ch, err)
+		}
+	}
+	root := filepath.Join(f.party, Segment("discord:c"))
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.rt.AttachmentDir("discord:a_b")
-	if !errors.Is(err, ErrAlias) || !strings.Contains(err.Error(), "alias") {
-		t.Errorf("AttachmentDir(discord:a_b) = %v; want the alias refusal", err)
+	if err := os.WriteFile(filepath.Join(root, keyFile), []byte("discord:other"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	// The refused channel cannot run a turn in the other's workspace.
-	if _, err := f.turnIn(context.Background(), "discord:a_b", "x"); !errors.Is(err, ErrAlias) {
+	_, err := f.rt.AttachmentDir("discord:c")
+	if !errors.Is(err, ErrAlias) || !strings.Contains(err.Error(), "alias") {
+		t.Errorf("AttachmentDir(discord:c) = %v; want the alias refusal", err)
+	}
+	if _, err := f.turnIn(context.Background(), "discord:c", "x"); !errors.Is(err, ErrAlias) {
 		t.Errorf("turn in the aliased channel = %v; want ErrAlias", err)
 	}
 }

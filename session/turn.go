@@ -176,7 +176,7 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	if err != nil {
 		return TurnResult{}, err
 	}
-	if err := r.diskGate(t); err != nil {
+	if st.Room, err = r.diskGate(t); err != nil {
 		return TurnResult{}, err
 	}
 	defer r.diskAfter(t)

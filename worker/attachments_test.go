@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 )
@@ -274,6 +275,32 @@ func TestImageGenerateReferences(t *testing.T) {
 		if last.Role != "tool" || last.Text() != want {
 			t.Errorf("call %d answered %q; want %q", i+1, last.Text(), want)
 		}
+	}
+}
+
+// A host tool's image that the turn's room cannot take is not saved: the
+// tool's answer says so, the turn goes on and ends with no reply file.
+func TestHostToolImageKeepsTheTurnRoom(t *testing.T) {
+	model := fakemodel.New(
+		fakemodel.CallTools(fakemodel.Call("host_image_generate", `{"prompt":"x"}`)),
+		fakemodel.Reply("made"),
+	)
+	defer model.Close()
+	b := startSessionBroker(t, model)
+	b.setConfig(`{"modelApi":"anthropic","model":"m","stream":false,"prompt":"p","timeZone":"UTC","mcp":[],
+ "tools":[{"name":"image_generate","description":"Draw.","parameters":{"type":"object","properties":{"prompt":{"type":"string"}}}}]}`)
+	b.tools["image_generate"] = func(json.RawMessage) string {
+		return `{"ok":true,"text":"drawn","image":{"data":"AQID","mimeType":"image/png"}}`
+	}
+	startWorker(t, b, attachmentsWorkspace(t, nil))
+	turn := sessionTurn("t1", "draw")
+	turn.Room = &rtsandbox.SessionRoom{Bytes: 4096, Files: 5} // less than one file's cost
+	got := b.execute(turn)
+	if want := (rtsandbox.SessionResult{OK: true, Text: "made", Files: []rtsandbox.ReplyFile{}}); !cmp.Equal(want, got, cmpopts.EquateEmpty()) {
+		t.Fatalf("result = %+v; want %+v", got, want)
+	}
+	if last := model.Requests()[1].Last(); last.Text() != "drawn\n"+imageNoRoomText {
+		t.Errorf("tool answer = %q", last.Text())
 	}
 }
 

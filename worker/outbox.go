@@ -38,9 +38,41 @@ const (
 	errWorkerOutput = resultText("Worker output failed")
 )
 
+// errNoRoom refuses a file the channel's workspace has no room for: it
+// would pass the turn's rtsandbox.SessionRoom, which keeps the reserve
+// the channel's later turns need. The model is told; the turn goes on.
+var errNoRoom = errors.New("the channel's workspace has no room for the file")
+
 // outbox is one turn's outbox directory.
 type outbox struct {
 	dir string
+	// room is what the turn's files may still take (the turn's
+	// SessionRoom less what create wrote); nil bounds nothing.
+	room *rtsandbox.SessionRoom
+}
+
+// bound makes the outbox keep within room (nil: no bound).
+func (b *outbox) bound(room *rtsandbox.SessionRoom) {
+	if room != nil {
+		left := *room
+		b.room = &left
+	}
+}
+
+// fits reports errNoRoom when a file of n bytes would pass the room.
+func (b *outbox) fits(n int) error {
+	if b.room != nil && (rtsandbox.FileCost(int64(n)) > b.room.Bytes || b.room.Files < 1) {
+		return errNoRoom
+	}
+	return nil
+}
+
+// took counts a file of n bytes that was created against the room.
+func (b *outbox) took(n int) {
+	if b.room != nil {
+		b.room.Bytes -= rtsandbox.FileCost(int64(n))
+		b.room.Files--
+	}
 }
 
 // createOutbox creates workspace/outbox/<turnID>/ (turnID is a validated
@@ -166,10 +198,14 @@ func (b *outbox) save(stem string, data []byte, ext string) (string, error) {
 // create writes data as stem.ext (stem alone when ext is ""), or
 // stem-2.ext, stem-3.ext … when taken, created exclusively through the
 // directory's descriptor so that a planted link is never written
-// through. Every name tried must be a safe name.
+// through. Every name tried must be a safe name. A file the turn's room
+// cannot take is errNoRoom, before anything is written.
 func (b *outbox) create(stem, ext string, data []byte) (string, error) {
 	if len(data) < 1 || len(data) > rtsandbox.MaxReplyFileBytes {
 		return "", errOutputBounds
+	}
+	if err := b.fits(len(data)); err != nil {
+		return "", err
 	}
 	d, err := b.openDir()
 	if err != nil {
@@ -188,6 +224,7 @@ func (b *outbox) create(stem, ext string, data []byte) (string, error) {
 		if err != nil {
 			return "", &fs.PathError{Op: "create", Path: name, Err: err}
 		}
+		b.took(len(data)) // created: it takes room even if the write fails
 		f := os.NewFile(uintptr(fd), name)
 		_, err = f.Write(data)
 		if cerr := f.Close(); err == nil {

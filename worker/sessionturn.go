@@ -67,6 +67,7 @@ func (w *sessionWorker) runTurn(ctx context.Context, turn rtsandbox.SessionTurn)
 		return failedResult(errWorkerOutput)
 	}
 	defer os.Remove(box.dir) // only when empty: a failed turn's, or one whose files stay
+	box.bound(turn.Room)
 	if err := w.store.begin(turn); err != nil {
 		w.log.Warn(logLoopFailed, "turnId", turn.TurnID, "error", "session write: "+err.Error())
 	}
@@ -276,18 +277,27 @@ func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context,
 		if err != nil {
 			return "", "", err
 		}
+		note := ""
 		if r.Image != nil {
 			data, _ := base64.StdEncoding.DecodeString(r.Image.Data) // validated
-			if _, err := box.save("image", data, "png"); err != nil {
+			_, err := box.save("image", data, "png")
+			switch {
+			case errors.Is(err, errNoRoom):
+				note = "\n" + imageNoRoomText
+			case err != nil:
 				return "", "", err
 			}
 		}
 		if !r.OK {
-			return cmp.Or(r.Error, "Host tool failed"), r.PrivateTo, nil
+			return cmp.Or(r.Error, "Host tool failed") + note, r.PrivateTo, nil
 		}
-		return r.Text, r.PrivateTo, nil
+		return r.Text + note, r.PrivateTo, nil
 	}
 }
+
+// imageNoRoomText ends a host tool's answer whose image the channel's
+// workspace had no room for.
+const imageNoRoomText = "[The image was not attached to your reply: the channel's workspace is full.]"
 
 // errToolResponse marks a host tool answer that is not a valid
 // rtsandbox.SessionToolResponse.

@@ -70,12 +70,18 @@ func writeFile(box *outbox) *function {
 		if errors.Is(err, errOutputBounds) {
 			return "Not saved: no free name is left for " + name + "; choose another name.", nil
 		}
+		if errors.Is(err, errNoRoom) {
+			return noRoomText, nil
+		}
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("Saved %s (%d bytes); it will be attached to your reply.", saved, len(content)), nil
 	}}
 }
+
+// noRoomText answers a file the channel's workspace has no room for.
+const noRoomText = "Not saved: the channel's workspace is full; the owner can free it with fresh. Give the content in your reply instead."
 
 // baseName is a file name as the model gives it: a safe name that is its
 // own basename.

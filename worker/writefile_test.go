@@ -212,3 +212,51 @@ func TestWriteFileOnlyInSession(t *testing.T) {
 		t.Error("the sealed worker has write_file")
 	}
 }
+
+// Issue 21 item 3: a turn's own files keep within the room the host
+// measured for it (rtsandbox.SessionRoom), so they never take the reserve
+// the channel's later turns need. A file past the room is the model's
+// answer (noRoomText), nothing is written, and a refused file counts
+// nothing; without a room nothing is bounded.
+func TestWriteFileKeepsTheTurnRoom(t *testing.T) {
+	tests := []struct {
+		name  string
+		room  *rtsandbox.SessionRoom
+		sizes []int
+		want  []string
+	}{
+		{"no room given: unbounded", nil, []int{mib, mib}, []string{"saved", "saved"}},
+		{"bytes", &rtsandbox.SessionRoom{Bytes: 4 * 4096, Files: 10}, []int{4096, 4097, 1}, []string{"saved", noRoomText, "saved"}},
+		{"entries", &rtsandbox.SessionRoom{Bytes: mib, Files: 1}, []int{1, 1}, []string{"saved", noRoomText}},
+		{"none", &rtsandbox.SessionRoom{}, []int{1}, []string{noRoomText}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			box := newTestOutbox(t, nil)
+			box.bound(tt.room)
+			var got []string
+			for i, n := range tt.sizes {
+				text, err := runWriteFile(t, box, map[string]any{"name": "f" + strconv.Itoa(i), "content": strings.Repeat("x", n)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasPrefix(text, "Saved ") {
+					text = "saved"
+				}
+				got = append(got, text)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("answers (-want +got):\n%s", diff)
+			}
+			saved := 0
+			for _, g := range got {
+				if g == "saved" {
+					saved++
+				}
+			}
+			if n := len(outboxEntries(t, box.dir)); n != saved {
+				t.Errorf("%d files in the outbox; want %d", n, saved)
+			}
+		})
+	}
+}

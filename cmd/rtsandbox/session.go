@@ -231,7 +231,14 @@ type sessionStatus struct{ *session.Runtime }
 
 func (s sessionStatus) Status(ctx context.Context, ch rtsandbox.ChannelKey) (router.RuntimeStatus, error) {
 	st, err := s.Runtime.Status(ctx, ch)
-	return router.RuntimeStatus{Mode: st.Mode, Profile: st.Profile, Container: st.Container}, err
+	out := router.RuntimeStatus{Mode: st.Mode, Profile: st.Profile, Container: st.Container}
+	if w := st.Workspace; w != nil {
+		out.Workspace = &router.WorkspaceUsage{
+			Mode: string(w.Mode), Mounted: w.Mounted, Bytes: w.Bytes, MaxBytes: w.MaxBytes,
+			Files: w.Files, MaxFiles: w.MaxFiles, Full: w.Full,
+		}
+	}
+	return out, err
 }
 
 // RunInput runs a turn with the message's attachments and hands its reply

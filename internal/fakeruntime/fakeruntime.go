@@ -34,6 +34,8 @@ type Call struct {
 type Runtime struct {
 	Run   func(ctx context.Context, c Call) (rtsandbox.Reply, error)
 	Files func(c Call) []rtsandbox.File
+	// FreshErr is what StartFresh returns (set before commands run).
+	FreshErr error
 
 	mu    sync.Mutex
 	calls []Call
@@ -104,7 +106,7 @@ func (f *Runtime) StartFresh(ch rtsandbox.ChannelKey) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fresh = append(f.fresh, ch)
-	return nil
+	return f.FreshErr
 }
 
 // Stop cancels the channel's running turn, if any.

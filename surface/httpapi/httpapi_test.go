@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -576,6 +577,18 @@ func TestOwnerTokenEqualToGuestTokenRefused(t *testing.T) {
 	f := newFixture(t, nil, func(o *Options) { o.OwnerToken = func() string { return guestToken } })
 	if code, _ := f.do(t, "GET", "/api/v1/channels/http:lobby/sandbox", guestToken, ""); code != 401 {
 		t.Errorf("owner action with the shared token = %d; want 401", code)
+	}
+}
+
+// A fresh that found a session channel's own bounded workspace full is
+// answered 507 with the workspace's text, not the host's disk-full text
+// (issue 21: the owner was told the host's disk was full with 72 GB free).
+func TestOwnerFreshWorkspaceFullNamed(t *testing.T) {
+	enospc := &os.PathError{Op: "mkdir", Path: "sessions/archive", Err: syscall.ENOSPC}
+	f := newFixture(t, &fakeRuntime{Run: echo, FreshErr: fmt.Errorf("%w: %w", rtsandbox.ErrWorkspaceFull, enospc)}, nil)
+	code, body := f.do(t, http.MethodPost, "/api/v1/channels/http:lobby/fresh", ownerToken, "")
+	if code != http.StatusInsufficientStorage || !strings.Contains(body, rtsandbox.WorkspaceFullText) || strings.Contains(body, "host") {
+		t.Errorf("fresh on a full workspace = %d %q; want 507 and the workspace-full text", code, body)
 	}
 }
 

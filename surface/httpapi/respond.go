@@ -53,6 +53,8 @@ func failure(err error) (int, string, bool) {
 		return http.StatusServiceUnavailable, textSubscribers, true
 	case errors.Is(err, router.ErrNotOwner):
 		return http.StatusForbidden, rtsandbox.NotOwnerText, true
+	case errors.Is(err, rtsandbox.ErrWorkspaceFull): // a session channel's own bound; logged by the router
+		return http.StatusInsufficientStorage, rtsandbox.WorkspaceFullText, true
 	case errors.Is(err, syscall.ENOSPC): // logged by the router
 		return http.StatusInsufficientStorage, rtsandbox.DiskFullText, true
 	case errors.Is(err, context.Canceled): // the client went; nobody reads this
