@@ -12,8 +12,8 @@ import (
 // fieldReader reads one event's data, keeping the parts streamFields
 // assembles: the raw strings of a few objects, a few indexes and types.
 // Nothing is built for the rest, names are compared in place, and its
-// buffers are reused from event to event, so a token-sized event costs a
-// few hundred instructions.
+// buffers are reused from event to event (a token-sized event costs about
+// a microsecond with its window: docs/benchmarks.md).
 //
 // It reads every value that json.Valid accepts as encoding/json does
 // (nesting at most 10000 deep), and refuses what breaks the grammar of
@@ -599,7 +599,7 @@ func (r *fieldReader) decodedStr() ([]byte, bool) {
 // appendDecoded appends the raw content of a JSON string, decoded as
 // encoding/json decodes a valid one: escapes, a surrogate pair combined
 // and a lone surrogate as U+FFFD. A bad escape (an invalid string) is
-// appended as it is. Invalid UTF-8 is left to the caller (validUTF8).
+// appended as it is. Invalid UTF-8 is left to the caller (appendValidUTF8).
 func appendDecoded(dst, raw []byte) []byte {
 	for {
 		e := bytes.IndexByte(raw, '\\')

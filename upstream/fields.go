@@ -56,7 +56,7 @@ const (
 	// assembled (a delta, a function, a content block): a real one has
 	// a handful, and each is compared with the others.
 	maxMembers = 64
-	// maxIndex bounds an index: six digits.
+	// maxIndexDigits bounds an index: six digits.
 	maxIndexDigits = 6
 	// maxEventDepth is encoding/json's nesting limit.
 	maxEventDepth = 10000
