@@ -1,0 +1,138 @@
+package jsontree
+
+import "encoding/json"
+
+// Views: reading a rule's few members and counted arrays straight from the
+// bytes, keeping nothing else. A value is its exact bytes within the
+// caller's data (no copy), so absent and null stay different. Each read
+// checks what it scans, so a value that is not valid JSON is not ok.
+
+// Array reads data, one JSON array, up to its element max+1: n is the
+// elements counted, at most max+1, and items the first min(n, max) of
+// them. Elements past max+1 are never read, so that a rule that refuses
+// more than max elements refuses on n alone, before the rest is scanned,
+// whatever it holds. ok is false when data is not an array (absent,
+// invalid, another kind) or the budget refuses.
+func (b *Budget) Array(data []byte, max int) (items []json.RawMessage, n int, ok bool) {
+	d := newDecoder(data, b)
+	d.space()
+	if d.stopped() || d.peek() != '[' || !d.enter() {
+		return nil, 0, false
+	}
+	items = make([]json.RawMessage, 0, min(max, 16))
+	if d.closes(']') {
+		if !d.atEnd() {
+			return nil, 0, false
+		}
+		return items, 0, true
+	}
+	for {
+		start := d.pos
+		if _, ok := d.value(false); !ok {
+			return nil, 0, false
+		}
+		if n++; n > max {
+			return items, n, true
+		}
+		items = append(items, d.data[start:d.pos:d.pos])
+		done, ok := d.next(']')
+		if !ok {
+			return nil, 0, false
+		}
+		if done {
+			if !d.atEnd() {
+				return nil, 0, false
+			}
+			return items, n, true
+		}
+	}
+}
+
+// Fields reads the object data in one pass: vals[i] becomes the value of
+// the member named names[i] (the last one when the name repeats, as
+// JSON.parse keeps it; nil when absent). other is the least key, in byte
+// order, that names does not list, when hasOther: a rule that allows only
+// names can name it in its log. ok is false when data is not an object
+// or the budget refuses. The members are not kept: an object of a million
+// members costs a scan, not a map.
+func (b *Budget) Fields(data []byte, names []string, vals []json.RawMessage) (other string, hasOther, ok bool) {
+	clear(vals)
+	d := newDecoder(data, b)
+	d.space()
+	if d.stopped() || d.peek() != '{' || !d.enter() {
+		return "", false, false
+	}
+	if d.closes('}') {
+		return "", false, d.atEnd()
+	}
+	for {
+		key, ok := d.key()
+		if !ok {
+			return "", false, false
+		}
+		start := d.pos
+		if _, ok := d.value(false); !ok {
+			return "", false, false
+		}
+		if i := index(names, key); i >= 0 {
+			vals[i] = d.data[start:d.pos:d.pos]
+		} else if !hasOther || string(key) < other {
+			other, hasOther = string(key), true
+		}
+		done, ok := d.next('}')
+		if !ok {
+			return "", false, false
+		}
+		if done {
+			return other, hasOther, d.atEnd()
+		}
+	}
+}
+
+// index is the position of key in names, or -1.
+func index(names []string, key []byte) int {
+	for i, n := range names {
+		if n == string(key) {
+			return i
+		}
+	}
+	return -1
+}
+
+// key reads a member's key and the colon after it, leaving pos at the
+// value. The key is its bytes within data when they need no decoding (no
+// escape, only ASCII), else its decoded form.
+func (d *decoder) key() ([]byte, bool) {
+	if d.peek() != '"' {
+		return nil, false
+	}
+	start := d.pos + 1
+	var key []byte
+	if i := d.scan(start, true); i < len(d.data) && d.data[i] == '"' {
+		key, d.pos = d.data[start:i], i+1
+	} else {
+		s, ok := d.strSlow(start, i)
+		if !ok {
+			return nil, false
+		}
+		key = []byte(s)
+	}
+	d.space()
+	if d.peek() != ':' {
+		return nil, false
+	}
+	d.pos++
+	d.space()
+	return key, true
+}
+
+// String decodes data when it is one JSON string, as Decode would.
+func (b *Budget) String(data []byte) (string, bool) {
+	d := newDecoder(data, b)
+	d.space()
+	if d.stopped() || d.peek() != '"' {
+		return "", false
+	}
+	s, ok := d.str()
+	return s, ok && d.atEnd()
+}
