@@ -49,14 +49,17 @@ type Budget struct {
 	ctx   context.Context
 	nodes int
 	err   error
+	// since counts the bytes read since the last look at ctx, over all
+	// the reads: many small reads look as seldom as one large one.
+	since int
 	// unique refuses a key repeated within one object (DecodeUnique).
 	unique bool
 }
 
 // NewBudget returns a Budget of nodes values that stops when ctx ends:
-// the call's context.
+// the call's context. Its first read looks at ctx first.
 func NewBudget(ctx context.Context, nodes int) *Budget {
-	return &Budget{ctx: ctx, nodes: nodes}
+	return &Budget{ctx: ctx, nodes: nodes, since: CheckBytes}
 }
 
 // NodesFor is the node budget of a body of size bytes: NodeFloor plus one
@@ -74,9 +77,9 @@ func (b *Budget) Err() error {
 	return b.err
 }
 
-// Check looks at the stop signal between two reads: nil while the Budget
+// Check looks at the context between two reads: nil while the Budget
 // holds. Callers that work long on what they read (a 20 MiB image's
-// alphabet) call it between steps.
+// alphabet, a schema's tokens) call it between steps.
 func (b *Budget) Check() error {
 	if b == nil {
 		return nil
@@ -84,8 +87,18 @@ func (b *Budget) Check() error {
 	return b.check()
 }
 
+// Take counts n values a caller keeps in structures of its own (a
+// schema check's key sets) against the budget.
+func (b *Budget) Take(n int) error {
+	if b == nil {
+		return nil
+	}
+	return b.spend(n)
+}
+
 // check returns the sticky refusal, first noting the end of the context.
 func (b *Budget) check() error {
+	b.since = 0
 	if b.err == nil && b.ctx.Err() != nil {
 		b.err = ErrStopped
 	}

@@ -203,6 +203,10 @@ func TestBudgetStopsWithinCheckBytes(t *testing.T) {
 			b.String(data)
 			return b.Err()
 		},
+		"Compact": func(b *Budget, data []byte) error {
+			b.Compact(nil, data)
+			return b.Err()
+		},
 	}
 	for shape, data := range shapes(size) {
 		for read, fn := range reads {
@@ -528,4 +532,35 @@ func repeatsKey(data []byte) bool {
 			stack[top].key = true
 		}
 	}
+}
+
+func TestCompactAgreesWithEncodingJSON(t *testing.T) {
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			checkCompact(t, []byte(tt.in))
+		})
+	}
+}
+
+// checkCompact holds Compact and Valid to json.Compact and json.Valid.
+func checkCompact(t *testing.T, data []byte) {
+	t.Helper()
+	var want bytes.Buffer
+	wantErr := json.Compact(&want, data)
+	got, ok := unbounded().Compact([]byte("x"), data)
+	if ok != (wantErr == nil) || ok && string(got) != "x"+want.String() {
+		t.Fatalf("Compact(%q) = %q, %v; encoding/json: %q, %v", short(string(data)), got, ok, want.String(), wantErr)
+	}
+	if v := unbounded().Valid(data); v != json.Valid(data) {
+		t.Fatalf("Valid(%q) = %v; json.Valid says %v", short(string(data)), v, !v)
+	}
+}
+
+func FuzzCompact(f *testing.F) {
+	for _, tt := range cases {
+		f.Add([]byte(tt.in))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkCompact(t, data)
+	})
 }

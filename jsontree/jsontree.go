@@ -68,6 +68,7 @@ func Split(data []byte) (map[string]json.RawMessage, error) {
 // decode is Decode under b.
 func (b *Budget) decode(data []byte) (any, error) {
 	d := newDecoder(data, b)
+	defer d.done()
 	if d.stopped() {
 		return nil, d.err()
 	}
@@ -82,6 +83,7 @@ func (b *Budget) decode(data []byte) (any, error) {
 // split is Split under b, on data itself (no copy).
 func (b *Budget) split(data []byte) (map[string]json.RawMessage, error) {
 	d := newDecoder(data, b)
+	defer d.done()
 	if d.stopped() {
 		return nil, d.err()
 	}
@@ -117,18 +119,33 @@ type decoder struct {
 	depth   int
 	b       *Budget
 	checkAt int
+	looked  int // where the decoder last looked at the budget's context
 	stop    error
 }
 
-// newDecoder reads data under b (nil: unbounded). The budget is looked at
-// first, so that a spent or stopped one refuses at once (stopped).
+// newDecoder reads data under b (nil: unbounded). A refused budget stops
+// it at once (stopped); the context is looked at when the budget's reads
+// pass CheckBytes since the last look, this one's and the earlier ones'.
+// Its caller hands the bytes read back with done.
 func newDecoder(data []byte, b *Budget) *decoder {
 	d := &decoder{data: data, b: b, checkAt: math.MaxInt}
 	if b != nil {
-		d.checkAt = 0
-		d.due(0)
+		if b.err != nil {
+			d.halt(b.err)
+		} else {
+			d.checkAt = max(0, CheckBytes-b.since)
+			d.due(0)
+		}
 	}
 	return d
+}
+
+// done counts the bytes the decoder read since its last look into the
+// budget's.
+func (d *decoder) done() {
+	if d.b != nil && d.stop == nil {
+		d.b.since += max(0, d.pos-d.looked)
+	}
 }
 
 // stopped reports whether the budget stopped the decoder.
@@ -157,7 +174,7 @@ func (d *decoder) due(i int) bool {
 		d.halt(err)
 		return false
 	}
-	d.checkAt = i + CheckBytes
+	d.looked, d.checkAt = i, i+CheckBytes
 	return true
 }
 

@@ -15,6 +15,7 @@ import "encoding/json"
 // invalid, another kind) or the budget refuses.
 func (b *Budget) Array(data []byte, max int) (items []json.RawMessage, n int, ok bool) {
 	d := newDecoder(data, b)
+	defer d.done()
 	d.space()
 	if d.stopped() || d.peek() != '[' || !d.enter() {
 		return nil, 0, false
@@ -58,6 +59,7 @@ func (b *Budget) Array(data []byte, max int) (items []json.RawMessage, n int, ok
 func (b *Budget) Fields(data []byte, names []string, vals []json.RawMessage) (other string, hasOther, ok bool) {
 	clear(vals)
 	d := newDecoder(data, b)
+	defer d.done()
 	d.space()
 	if d.stopped() || d.peek() != '{' || !d.enter() {
 		return "", false, false
@@ -129,6 +131,7 @@ func (d *decoder) key() ([]byte, bool) {
 // String decodes data when it is one JSON string, as Decode would.
 func (b *Budget) String(data []byte) (string, bool) {
 	d := newDecoder(data, b)
+	defer d.done()
 	d.space()
 	if d.stopped() || d.peek() != '"' {
 		return "", false
@@ -136,3 +139,51 @@ func (b *Budget) String(data []byte) (string, bool) {
 	s, ok := d.str()
 	return s, ok && d.atEnd()
 }
+
+// Valid reports whether data is one JSON value with only whitespace
+// around it, as json.Valid does.
+func (b *Budget) Valid(data []byte) bool {
+	d := newDecoder(data, b)
+	defer d.done()
+	d.space()
+	if d.stopped() {
+		return false
+	}
+	_, ok := d.value(false)
+	return ok && d.atEnd()
+}
+
+// Compact appends data, one JSON value, to dst without its insignificant
+// whitespace, as json.Compact does: strings and numbers stay byte for
+// byte. ok is false when data is not valid JSON.
+func (b *Budget) Compact(dst, data []byte) ([]byte, bool) {
+	if !b.Valid(data) {
+		return dst, false
+	}
+	d := newDecoder(data, b)
+	defer d.done()
+	for d.pos < len(d.data) {
+		if !d.due(d.pos) {
+			return dst, false
+		}
+		switch c := d.data[d.pos]; c {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		case '"':
+			start := d.pos
+			if !d.skipString() {
+				return dst, false
+			}
+			dst = append(dst, d.data[start:d.pos]...)
+		default:
+			start := d.pos
+			for d.pos < len(d.data) && !isSpace(d.data[d.pos]) && d.data[d.pos] != '"' && d.pos-start < CheckBytes {
+				d.pos++
+			}
+			dst = append(dst, d.data[start:d.pos]...)
+		}
+	}
+	return dst, true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
