@@ -95,7 +95,7 @@ func (b *Budget) split(data []byte) (map[string]json.RawMessage, error) {
 		return nil, ErrNotObject
 	}
 	m := map[string]json.RawMessage{}
-	ok := d.members(func(key string) bool {
+	ok := d.members(true, func(key string) bool {
 		start := d.pos
 		if _, ok := d.value(false); !ok || !d.take() {
 			return false
@@ -328,7 +328,7 @@ func (d *decoder) object(keep bool) (any, bool) {
 	if keep {
 		m = map[string]any{}
 	}
-	ok := d.members(func(key string) bool {
+	ok := d.members(keep, func(key string) bool {
 		if keep && d.b != nil && d.b.unique {
 			if _, dup := m[key]; dup {
 				d.halt(ErrDuplicateKey)
@@ -344,9 +344,10 @@ func (d *decoder) object(keep bool) (any, bool) {
 	return m, ok
 }
 
-// members reads the object at pos, calling member with each key (decoded)
-// when pos is at the member's value; member reads the value.
-func (d *decoder) members(member func(key string) bool) bool {
+// members reads the object at pos, calling member with each key (decoded
+// when keys is set, else only checked and "") when pos is at the
+// member's value; member reads the value.
+func (d *decoder) members(keys bool, member func(key string) bool) bool {
 	if !d.enter() {
 		return false
 	}
@@ -357,7 +358,13 @@ func (d *decoder) members(member func(key string) bool) bool {
 		if d.peek() != '"' {
 			return false
 		}
-		key, ok := d.str()
+		var key string
+		ok := true
+		if keys {
+			key, ok = d.str()
+		} else {
+			ok = d.skipString()
+		}
 		if !ok {
 			return false
 		}

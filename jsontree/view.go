@@ -1,11 +1,21 @@
 package jsontree
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Views: reading a rule's few members and counted arrays straight from the
 // bytes, keeping nothing else. A value is its exact bytes within the
-// caller's data (no copy), so absent and null stay different. Each read
-// checks what it scans, so a value that is not valid JSON is not ok.
+// caller's data (no copy), so absent and null stay different.
+//
+// Array and Fields read data that a validating read has passed (a value
+// of Split, or of an Array or Fields of one): they skip a value by its
+// brackets and its strings by their closing quote (bytes.IndexByte), so
+// that a rule's reading of nested levels costs a fast scan per level, not
+// a validation. On data that is not valid JSON their answer is not
+// specified, but their cost is bounded all the same. String, Valid and
+// Compact check what they read.
 
 // Array reads data, one JSON array, up to its element max+1: n is the
 // elements counted, at most max+1, and items the first min(n, max) of
@@ -29,7 +39,7 @@ func (b *Budget) Array(data []byte, max int) (items []json.RawMessage, n int, ok
 	}
 	for {
 		start := d.pos
-		if _, ok := d.value(false); !ok {
+		if !d.skipValid() {
 			return nil, 0, false
 		}
 		if n++; n > max {
@@ -73,7 +83,7 @@ func (b *Budget) Fields(data []byte, names []string, vals []json.RawMessage) (ot
 			return "", false, false
 		}
 		start := d.pos
-		if _, ok := d.value(false); !ok {
+		if !d.skipValid() {
 			return "", false, false
 		}
 		if i := index(names, key); i >= 0 {
@@ -88,6 +98,74 @@ func (b *Budget) Fields(data []byte, names []string, vals []json.RawMessage) (ot
 		if done {
 			return other, hasOther, d.atEnd()
 		}
+	}
+}
+
+// skipValid moves pos past the value at pos, in data that is valid JSON:
+// a string to its closing quote, a container to its closing bracket
+// (counting brackets outside strings), a number or literal to the byte
+// that ends it.
+func (d *decoder) skipValid() bool {
+	depth := 0
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case '"':
+			if !d.skipValidString() {
+				return false
+			}
+			if depth == 0 {
+				return true
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 { // a number or literal ended
+				return true
+			}
+			if depth--; depth == 0 {
+				d.pos++
+				return true
+			}
+		case ',', ':', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return true
+			}
+		}
+		d.pos++
+		if d.pos >= d.checkAt && !d.due(d.pos) {
+			return false
+		}
+	}
+	return depth == 0
+}
+
+// skipValidString moves pos past the valid string at pos: to the first
+// quote after it that an even run of backslashes precedes.
+func (d *decoder) skipValidString() bool {
+	i := d.pos + 1
+	for {
+		end := len(d.data)
+		if d.b != nil {
+			end = min(end, i+CheckBytes)
+		}
+		j := bytes.IndexByte(d.data[i:end], '"')
+		if j < 0 {
+			if end == len(d.data) || !d.due(end) {
+				return false
+			}
+			i = end
+			continue
+		}
+		q, n := i+j, 0
+		for k := q - 1; k > d.pos && d.data[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			d.pos = q + 1
+			return true
+		}
+		i = q + 1
 	}
 }
 
