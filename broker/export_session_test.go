@@ -27,3 +27,18 @@ func SessionPending(s *Session) bool {
 	defer s.mu.Unlock()
 	return s.pending != nil
 }
+
+// IntakeWaiting returns the calls waiting for in's share (tests only).
+func IntakeWaiting(in *Intake) int { return int(in.p.waiting.Load()) }
+
+// SessionIntakeWaiting returns the calls waiting for s's own share of
+// the decoding budget (tests only); 0 without an Intake.
+func SessionIntakeWaiting(s *Session) int {
+	if s.intake == nil {
+		return 0
+	}
+	return int(s.intake.waiting.Load())
+}
+
+// IntakeHeld returns the bytes in's holds have (tests only).
+func IntakeHeld(in *Intake) int64 { return in.p.held.Load() }
