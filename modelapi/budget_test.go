@@ -1,15 +1,18 @@
 package modelapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
@@ -308,4 +311,67 @@ func (c *endsAfter) Err() error {
 		return context.Canceled
 	}
 	return nil
+}
+
+// FuzzNormalizeUnderBudget holds both rules under a small node budget to
+// the same rules without one: the budget only ever refuses (RefuseBudget,
+// or the /model rule's refusal for it), never changes what is rebuilt.
+func FuzzNormalizeUnderBudget(f *testing.F) {
+	for i, tt := range slices.Concat(acceptedMessagesCases, refusedMessagesCases) {
+		if len(tt.body) <= maxSeed {
+			f.Add(tt.body, uint8(i), true)
+		}
+	}
+	for i, tt := range slices.Concat(refusedChatCases, acceptedChatCases) {
+		if len(tt.body) <= maxSeed {
+			f.Add(tt.body, uint8(i), false)
+		}
+	}
+	f.Fuzz(func(t *testing.T, body string, nodes uint8, messages bool) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(body), &m) != nil {
+			return
+		}
+		b := jsontree.NewBudget(context.Background(), int(nodes))
+		if messages {
+			p := MessagesParams{Model: "m", Level: LevelHigh}
+			want, wantErr := NormalizeMessages(m, p)
+			p.Budget = b
+			got, err := NormalizeMessages(m, p)
+			if errors.Is(b.Err(), jsontree.ErrBudget) {
+				if refusalText(err) != RefuseBudget {
+					t.Fatalf("NormalizeMessages(%s) over the budget = %v; want %q", body, err, RefuseBudget)
+				}
+				return
+			}
+			checkSameOutcome(t, body, got, err, want, wantErr)
+			return
+		}
+		want, wantErr := NormalizeChatWith(m, ChatOptions{ImageParts: true})
+		got, err := NormalizeChatWith(m, ChatOptions{ImageParts: true, Budget: b})
+		if errors.Is(b.Err(), jsontree.ErrBudget) {
+			if !errors.Is(err, jsontree.ErrBudget) || !errors.Is(err, rtsandbox.ErrRefused) {
+				t.Fatalf("NormalizeChatWith(%s) over the budget = %v; want a refusal for the budget", body, err)
+			}
+			return
+		}
+		checkSameOutcome(t, body, got, err, want, wantErr)
+	})
+}
+
+// checkSameOutcome requires the same decision and the same rebuilt
+// request of two normalisations.
+func checkSameOutcome(t *testing.T, body string, got any, err error, want any, wantErr error) {
+	t.Helper()
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("normalising %s under a budget = %v; without one %v", body, err, wantErr)
+	}
+	if err != nil {
+		return
+	}
+	a, _ := jsonjs.Marshal(got)
+	b, _ := jsonjs.Marshal(want)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("normalising %s under a budget = %s; without one %s", body, a, b)
+	}
 }
