@@ -215,12 +215,15 @@ const (
 
 // Request decoding on the host (issue 21: four 96 MiB bodies of empty
 // arrays took a host to 7 GB). A request body being read and decoded
-// holds up to DecodeFactor times its size: the body, the values its
-// decoding budget lets trees and key sets keep (jsontree.NodesFor), the
-// rebuilt request and its encoding. All the bodies being decoded at once,
-// whatever their channels, hold at most DecodeBudget of the host's memory
-// limit: a body waits for its share (broker.Intake).
-const DecodeFactor = 4
+// holds up to DecodeFactor times its size. Measured at the peak: a
+// rebuilt 64 MiB text held 5 times it (the body, the decoded text, and
+// encoding/json's buffer doubling as it encodes the request, then its
+// copy), a tool_use input 4, a refused flood about 1 (the body: the rules
+// count before they keep, and what they keep is bounded by
+// jsontree.NodesFor). All the bodies being decoded at once, whatever
+// their channels, hold at most DecodeBudget of the host's memory limit: a
+// body waits for its share (broker.Intake).
+const DecodeFactor = 5
 
 // DecodeBudget is the share of a host's memory limit (bytes) that request
 // decoding may hold at once: half of it. The other half is for the rest

@@ -97,10 +97,10 @@ func TestBodyLimitsFollowTheMemoryLimit(t *testing.T) {
 		request, compact int64 // MiB
 	}{
 		{1024, 96, 32},
-		{512, 64, 32},
-		{256, 32, 32},
-		{128, 16, 16},
-		{64, 8, 8},
+		{512, 51, 32},
+		{256, 25, 25},
+		{128, 12, 12},
+		{64, 6, 6},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.memoryMB), func(t *testing.T) {

@@ -219,9 +219,9 @@ func (p *parser) sessionFields(o object, s *Session, memoryLimitMB int) {
 }
 
 // decodeMaxMB is the largest body, in MiB, that a host of memoryLimitMB
-// decodes (rtsandbox.MaxDecodedBody): a quarter of the memory limit's
-// half that all the bodies being decoded share, since a body being
-// decoded holds up to rtsandbox.DecodeFactor times its size.
+// decodes (rtsandbox.MaxDecodedBody): the memory limit's half that all
+// the bodies being decoded share, over rtsandbox.DecodeFactor, since a
+// body being decoded holds up to that many times its size.
 func decodeMaxMB(memoryLimitMB int) int {
 	return int(rtsandbox.MaxDecodedBody(int64(memoryLimitMB)<<20) >> 20)
 }

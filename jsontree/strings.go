@@ -1,6 +1,7 @@
 package jsontree
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"strings"
@@ -79,15 +80,32 @@ func writeInvalid(b *strings.Builder, seg []byte) {
 	}
 }
 
-// stringEnd is the position of the closing quote of the string that holds
-// i, or the end of data: a size for the decoded string's buffer.
+// stringEnd is the position of the first quote from i that an even run
+// of backslashes precedes, or the end of data: a size for the decoded
+// string's buffer, found with bytes.IndexByte (the decode checks the
+// string; a wrong size only costs the buffer's growth).
 func (d *decoder) stringEnd(i int) int {
 	for {
-		i = d.scan(i, false)
-		if i >= len(d.data) || d.data[i] != '\\' || !d.due(i) {
-			return i
+		end := len(d.data)
+		if d.b != nil {
+			end = min(end, i+CheckBytes)
 		}
-		i += 2
+		j := bytes.IndexByte(d.data[i:end], '"')
+		if j < 0 {
+			if end == len(d.data) || !d.due(end) {
+				return len(d.data)
+			}
+			i = end
+			continue
+		}
+		q, n := i+j, 0
+		for k := q - 1; k >= i && d.data[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
 	}
 }
 
