@@ -117,7 +117,7 @@ var chatPositions = []position{
 }
 
 // decodeSize is the size of the shapes in the tests.
-var decodeSize = map[bool]int{false: 1 << 20, true: 256 << 10}[raceEnabled]
+var decodeSize = map[bool]int{false: 1 << 20, true: 128 << 10}[raceEnabled]
 
 // shapeBudget is the budget of a body of size bytes without the floor
 // (NodesFor less NodeFloor), so that the bound shows per byte.
@@ -131,7 +131,7 @@ func shapeBudget(size int) *jsontree.Budget {
 // request, slices' growth): 7.2 bytes per byte; and, once, the schema
 // check's stack of open containers at the 10000 of the nesting bound.
 func decodeLimit(size int) uint64 {
-	return uint64(size/jsontree.NodeBytes*400 + 4*size + 2<<20)
+	return uint64(size/jsontree.NodeBytes*400 + 4*size + 4<<20)
 }
 
 // allocated is the bytes fn allocates.
