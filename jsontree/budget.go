@@ -54,6 +54,35 @@ type Budget struct {
 	since int
 	// unique refuses a key repeated within one object (DecodeUnique).
 	unique bool
+	// strings holds the lengths of the long strings the views skipped,
+	// by the address of their opening quote (view.go): at most one per
+	// longString bytes of the body.
+	strings map[*byte]int
+}
+
+// longString is the length from which a skipped string's end is
+// remembered.
+const longString = 1 << 10
+
+// known is the remembered length of the string whose opening quote is at
+// q.
+func (b *Budget) known(q *byte) (int, bool) {
+	if b == nil || b.strings == nil {
+		return 0, false
+	}
+	n, ok := b.strings[q]
+	return n, ok
+}
+
+// remember keeps the length n of the string whose opening quote is at q.
+func (b *Budget) remember(q *byte, n int) {
+	if b == nil {
+		return
+	}
+	if b.strings == nil {
+		b.strings = map[*byte]int{}
+	}
+	b.strings[q] = n
 }
 
 // NewBudget returns a Budget of nodes values that stops when ctx ends:

@@ -665,3 +665,34 @@ func FuzzScanAgreesWithEncodingJSON(f *testing.F) {
 		checkScan(t, data)
 	})
 }
+
+// The views remember a long string's end by its opening quote: reading
+// the levels above it again (an element, then its members) finds the same
+// values, escapes and runs of backslashes at its end included.
+func TestViewsRememberLongStrings(t *testing.T) {
+	long := strings.Repeat(`a\"b\\`, longString) + `\\\\` // ends in an even run
+	doc := []byte(`[{"x":"` + long + `","y":[1,"` + long + `"],"z":2},"` + long + `"]`)
+	b := unbounded()
+	for round := range 2 { // the second round reads the remembered ends
+		items, n, ok := b.Array(doc, 5)
+		if !ok || n != 2 || string(items[1]) != `"`+long+`"` {
+			t.Fatalf("round %d: Array = %d items, %v", round, n, ok)
+		}
+		vals := make([]json.RawMessage, 3)
+		if _, _, ok := b.Fields(items[0], []string{"x", "y", "z"}, vals); !ok {
+			t.Fatalf("round %d: Fields not ok", round)
+		}
+		if string(vals[0]) != `"`+long+`"` || string(vals[2]) != "2" || !bytes.HasSuffix(vals[1], []byte(`"]`)) {
+			t.Fatalf("round %d: Fields = %.40q…", round, vals)
+		}
+		got, ok := b.String(vals[0])
+		var s string
+		json.Unmarshal(vals[0], &s)
+		if !ok || got != s {
+			t.Fatalf("round %d: String differs from encoding/json", round)
+		}
+	}
+	if len(b.strings) == 0 {
+		t.Error("no long string remembered")
+	}
+}

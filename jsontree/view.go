@@ -141,8 +141,21 @@ func (d *decoder) skipValid() bool {
 }
 
 // skipValidString moves pos past the valid string at pos: to the first
-// quote after it that an even run of backslashes precedes.
+// quote after it that an even run of backslashes precedes. Under a
+// budget, the length of a long string is remembered by the address of its
+// opening quote, so that the views of the levels above it, which all scan
+// it, find its end once.
 func (d *decoder) skipValidString() bool {
+	if n, ok := d.b.known(&d.data[d.pos]); ok && d.pos+n <= len(d.data) {
+		d.pos += n
+		return true
+	}
+	start := d.pos
+	defer func() {
+		if n := d.pos - start; n >= longString {
+			d.b.remember(&d.data[start], n)
+		}
+	}()
 	i := d.pos + 1
 	for {
 		end := len(d.data)
