@@ -164,9 +164,11 @@ func (d *decoder) err() error {
 // it looks at the budget, and the next look comes CheckBytes later. Once
 // stopped, it never goes on.
 func (d *decoder) due(i int) bool {
-	if i < d.checkAt {
-		return true
-	}
+	return i < d.checkAt || d.look(i)
+}
+
+// look is due past checkAt: it looks at the budget.
+func (d *decoder) look(i int) bool {
 	if d.stop != nil {
 		return false
 	}

@@ -144,19 +144,19 @@ func (d *decoder) skipValid() bool {
 // quote after it that an even run of backslashes precedes. Under a
 // budget, the length of a long string is remembered by the address of its
 // opening quote, so that the views of the levels above it, which all scan
-// it, find its end once.
+// it, find its end once; a short one ends within its first longString
+// bytes and is never looked up.
 func (d *decoder) skipValidString() bool {
-	if n, ok := d.b.known(&d.data[d.pos]); ok && d.pos+n <= len(d.data) {
-		d.pos += n
+	start := d.pos
+	i := start + 1
+	if j := bytes.IndexByte(d.data[i:min(len(d.data), i+longString)], '"'); j >= 0 && (j == 0 || d.data[i+j-1] != '\\') {
+		d.pos = i + j + 1
 		return true
 	}
-	start := d.pos
-	defer func() {
-		if n := d.pos - start; n >= longString {
-			d.b.remember(&d.data[start], n)
-		}
-	}()
-	i := d.pos + 1
+	if n, ok := d.b.known(&d.data[start]); ok && start+n <= len(d.data) {
+		d.pos = start + n
+		return true
+	}
 	for {
 		end := len(d.data)
 		if d.b != nil {
@@ -171,11 +171,14 @@ func (d *decoder) skipValidString() bool {
 			continue
 		}
 		q, n := i+j, 0
-		for k := q - 1; k > d.pos && d.data[k] == '\\'; k-- {
+		for k := q - 1; k > start && d.data[k] == '\\'; k-- {
 			n++
 		}
 		if n%2 == 0 {
 			d.pos = q + 1
+			if d.pos-start >= longString {
+				d.b.remember(&d.data[start], d.pos-start)
+			}
 			return true
 		}
 		i = q + 1
