@@ -1,12 +1,19 @@
 package broker_test
 
 import (
+	"bytes"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
 )
 
 // BenchmarkDecodeShapes sends one body of every adversarial shape to
@@ -54,4 +61,68 @@ func benchCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDecodePeak measures what one call holds at its peak, per byte
+// of its body (peak/byte): the Go heap sampled every millisecond while
+// the call runs, with the collector run at 5 % growth so that the heap
+// is about what is live. The bodies are 64 MiB of one string, the shape
+// that is kept and rebuilt (accepted, sent to an upstream that is down),
+// and one flood the rules refuse. It is the measure behind
+// rtsandbox.DecodeFactor.
+func BenchmarkDecodePeak(b *testing.B) {
+	big := `"` + strings.Repeat("a", 64<<20) + `"`
+	cases := []struct{ name, route, body string }{
+		{"MessagesText", rtsandbox.RouteAnthropicMessages, `{"messages":[{"role":"user","content":` + big + `}]}`},
+		{"ToolUseInput", rtsandbox.RouteAnthropicMessages, messagesRoutes[2].body(`[` + big + `]`)},
+		{"ToolInput", "/tools/recall", `{"input":{"x":` + big + `}}`},
+		{"MCPArguments", "/mcp/research", rpcBody(rtsandbox.MCPMethodCall, `{"name":"search","arguments":{"x":`+big+`}}`)},
+		{"RefusedFlood", rtsandbox.RouteAnthropicMessages, `{"messages":` + flood("EmptyArrays", 64<<20) + `}`},
+	}
+	f := newSession(b, sessOptions{broker: func(c *broker.Config) {
+		c.ModelURL = ep("https://127.0.0.1:9") // down: the rebuilt request is made, never answered
+		c.MCP[0].URL = ep("https://127.0.0.1:9/mcp")
+	}})
+	f.bind("")
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			body := []byte(c.body)
+			var worst float64
+			for b.Loop() {
+				worst = max(worst, peakOf(func() { f.postReader(c.route, bytes.NewReader(body), int64(len(body))) })/float64(len(body)))
+			}
+			b.ReportMetric(worst, "peak/byte")
+		})
+	}
+}
+
+// peakOf is the most the Go heap grew while fn ran, sampled every
+// millisecond with the collector at 5 % growth.
+func peakOf(fn func()) float64 {
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	defer debug.SetGCPercent(debug.SetGCPercent(5))
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	fn()
+	close(done)
+	<-sampled
+	return float64(peak.Load()) - float64(base.HeapAlloc)
 }
