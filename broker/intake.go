@@ -150,7 +150,9 @@ func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit
 		}
 	case r.ContentLength >= 0:
 		body = make([]byte, r.ContentLength)
-		_, err = io.ReadFull(r.Body, body)
+		var n int
+		n, err = io.ReadFull(r.Body, body)
+		body = body[:n]
 	default:
 		body, err = readLimited(r.Body, limit)
 	}

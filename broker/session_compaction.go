@@ -456,14 +456,15 @@ var compactFields = []string{"reason", "tokensBefore", "firstKeptEntryId", "isSp
 	"customInstructions", "readFiles", "modifiedFiles"}
 
 // parseCompactRequest reads a compact request under b as
-// rtsandbox.ParseCompactRequest does (members matched exactly, unknown
-// ones dropped, each message an object with a string role kept as
-// received), but through views: nothing is decoded but the scalars, the
-// roles and the file names, each kept message and file name counts one of
-// the budget's values, and the read stops with the call.
+// rtsandbox.ParseCompactRequest does (one JSON object, members matched
+// exactly, unknown ones dropped, each message an object with a string
+// role kept as received), but through views once the body is checked:
+// nothing is decoded but the scalars, the roles and the file names, each
+// kept message and file name counts one of the budget's values, and the
+// read stops with the call.
 func parseCompactRequest(b *jsontree.Budget, body []byte) (rtsandbox.CompactRequest, error) {
 	var m [11]json.RawMessage
-	if !isObject(body) {
+	if !isObject(body) || !b.Valid(body) {
 		return rtsandbox.CompactRequest{}, rtsandbox.ErrCompactRequest
 	}
 	if _, _, ok := b.Fields(body, compactFields, m[:]); !ok {
