@@ -199,12 +199,17 @@ func TestSessionResultFilesFlood(t *testing.T) {
 }
 
 // TestSealedDecodeAdversarialShapes is the same for a sealed turn, whose
-// bodies are at most 256 KiB: /model, a host tool and an MCP call.
+// bodies are at most 256 KiB: /model, the Anthropic route (model.api
+// anthropic), a host tool and an MCP call.
 func TestSealedDecodeAdversarialShapes(t *testing.T) {
 	size := rtsandbox.MaxBrokerRequest - 1<<10
 	mcp := newMCPStub(t, nil, textResult("found"))
+	anthropic := func(c routeCase) routeCase { c.name = "Anthropic" + c.name; return c }
 	cases := []routeCase{
 		{"Messages", rtsandbox.RouteModel, counted, func(f string) string { return `{"messages":` + f + `}` }, "text/function model payload required"},
+		anthropic(messagesRoutes[0]),
+		anthropic(messagesRoutes[2]),
+		anthropic(messagesRoutes[3]),
 		{"ToolArguments", rtsandbox.ToolRoute("echo"), kept, func(f string) string { return `{"x":` + f + `}` }, "invalid tool arguments"},
 		{"MCPArguments", rtsandbox.MCPRoute("public"), kept, func(f string) string {
 			return `{"method":"tools/call","params":{"name":"search","arguments":{"x":` + f + `}}}`
@@ -213,10 +218,17 @@ func TestSealedDecodeAdversarialShapes(t *testing.T) {
 	for _, c := range cases {
 		for _, s := range shapes {
 			t.Run(c.name+"/"+s.name, func(t *testing.T) {
-				f := newFixture(t, jsonReply(`{"choices":[]}`), func(cfg *broker.Config) {
+				reply := jsonReply(`{"choices":[]}`)
+				if strings.HasPrefix(c.name, "Anthropic") {
+					reply = jsonReply(messageAnswer)
+				}
+				f := newFixture(t, reply, func(cfg *broker.Config) {
 					withTool("echo", `{"type":"object"}`, &echoTool{})(cfg)
 					withMCP(mcp.fakeUpstream, "")(cfg)
 					cfg.Client = mcp.client()
+					if strings.HasPrefix(c.name, "Anthropic") {
+						anthropicAPI(false)(cfg)
+					}
 				})
 				body := c.body(flood(s.name, size-200))
 				var status int
