@@ -22,7 +22,7 @@ const (
 	// NodeFloor: at most about 3.4 bytes of trees per body byte.
 	NodeBytes = 128
 	// CheckBytes is how many bytes a scan reads between two looks at its
-	// stop signal: some tens of microseconds.
+	// budget's context: some tens of microseconds.
 	CheckBytes = 64 << 10
 )
 
@@ -38,9 +38,9 @@ var (
 )
 
 // A Budget bounds the decoding of one request body, over every read of it
-// (Decode, Split, Array, Fields, String): the values they keep together
-// may not exceed its node count, and each stops within CheckBytes of
-// reading once its context ends. The first refusal sticks:
+// (Decode, Split, Array, Fields, String, Valid, Compact, Scan): the values
+// they keep together may not exceed its node count, and each stops within
+// CheckBytes of reading once its context ends. The first refusal sticks:
 // every later read under the Budget fails with the same error, which Err
 // returns.
 //
