@@ -52,6 +52,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'StreamedAnswer|StreamedRelayFloor' -benchtime 100x -count 3 ./broker/
 	$(GO) test -run '^$$' -bench 'CheckJSON|ScanOnly|StreamScannerCorpus' ./upstream/
 	$(GO) test -run '^$$' -bench ExtractPathological -benchtime 10x -count 3 ./webpage/
+	RTSANDBOX_BENCH_MB=16 $(GO) test -run '^$$' -bench 'DecodeShapes|DecodePeak' -benchtime 1x ./broker/
+	$(GO) test -run '^$$' -bench 'NormalizeConversation|NormalizeMessagesImage|NormalizeChatImage' ./modelapi/
 	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sandbox/
 
 ## bench-compare: the model-call and scan benchmarks (every answer corpus) of

@@ -168,10 +168,22 @@ func ParseCompactRequest(data []byte) (CompactRequest, error) {
 	if slices.Contains(ok[:], false) {
 		return CompactRequest{}, ErrCompactRequest
 	}
-	if !r.validScalars() { // the messages were checked as they were read
+	if r.ValidateScalars() != nil { // the messages were checked as they were read
 		return CompactRequest{}, ErrCompactRequest
 	}
 	return r, nil
+}
+
+// ValidateScalars applies the rules of §4.5 to the request's scalar
+// members, for a reader that checked the rest as it read them (the
+// broker's, under its decoding budget): a known reason, tokensBefore a
+// safe integer ≥ 0, firstKeptEntryId 1–256 units. Anything else is
+// ErrCompactRequest.
+func (r CompactRequest) ValidateScalars() error {
+	if !r.validScalars() {
+		return ErrCompactRequest
+	}
+	return nil
 }
 
 // validScalars checks the reason, tokensBefore and firstKeptEntryId.

@@ -213,6 +213,28 @@ const (
 	BrokerClientTimeout = 65 * time.Second
 )
 
+// Request decoding on the host (issue 21: four 96 MiB bodies of empty
+// arrays took a host to 7 GB). A request body being read and decoded
+// holds up to DecodeFactor times its size. Measured at the peak: a
+// rebuilt 64 MiB text held 5 times it (the body, the decoded text, and
+// encoding/json's buffer doubling as it encodes the request, then its
+// copy), a tool_use input 4, a refused flood about 1 (the body: the rules
+// count before they keep, and what they keep is bounded by
+// jsontree.NodesFor). All the bodies being decoded at once, whatever
+// their channels, hold at most DecodeBudget of the host's memory limit: a
+// body waits for its share (broker.Intake).
+const DecodeFactor = 5
+
+// DecodeBudget is the share of a host's memory limit (bytes) that request
+// decoding may hold at once: half of it. The other half is for the rest
+// of the host: answers being relayed and scanned, surfaces, the database.
+func DecodeBudget(memoryLimit int64) int64 { return memoryLimit / 2 }
+
+// MaxDecodedBody is the largest request body a host of memoryLimit bytes
+// can decode within DecodeBudget: the bound of every configurable body
+// limit of session mode.
+func MaxDecodedBody(memoryLimit int64) int64 { return DecodeBudget(memoryLimit) / DecodeFactor }
+
 // ErrInvalidReply marks worker stdout that is not {ok: boolean, text:
 // string} with text of at most MaxReplyText UTF-16 units and an optional
 // well-typed state.

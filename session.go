@@ -367,23 +367,36 @@ func (r *SessionResult) UnmarshalJSON(data []byte) error {
 	if err := decodeObjectStrict(data, &raw); err != nil || raw.OK == nil {
 		return ErrResult
 	}
-	if !*raw.OK {
-		if raw.Error == nil || UTF16Len(*raw.Error) > MaxResultError {
-			return ErrResult
-		}
-		*r = SessionResult{Error: *raw.Error}
-		return nil
-	}
 	var files []ReplyFile
-	if raw.Text == nil || UTF16Len(*raw.Text) > MaxSessionText ||
-		len(raw.Files) == 0 || raw.Files[0] != '[' || json.Unmarshal(raw.Files, &files) != nil {
-		return ErrResult
-	}
-	if err := ValidateReplyFiles(files); err != nil {
+	filesOK := *raw.OK && len(raw.Files) > 0 && raw.Files[0] == '[' && json.Unmarshal(raw.Files, &files) == nil
+	res, err := NewSessionResult(*raw.OK, raw.Text, raw.Error, files, filesOK)
+	if err != nil {
 		return err
 	}
-	*r = SessionResult{OK: true, Text: *raw.Text, Files: files}
+	*r = res
 	return nil
+}
+
+// NewSessionResult builds a result from its decoded members and checks
+// their bounds (§2.3 step 5–6), whichever decoder read them: for ok, text
+// (nil when absent or not a string) of at most 100,000 units and files
+// (filesOK false when the member is not an array of file objects) that
+// pass ValidateReplyFiles; otherwise errText of at most 10,000 units.
+// Anything else is ErrResult, or the files' error.
+func NewSessionResult(ok bool, text, errText *string, files []ReplyFile, filesOK bool) (SessionResult, error) {
+	if !ok {
+		if errText == nil || UTF16Len(*errText) > MaxResultError {
+			return SessionResult{}, ErrResult
+		}
+		return SessionResult{Error: *errText}, nil
+	}
+	if text == nil || UTF16Len(*text) > MaxSessionText || !filesOK {
+		return SessionResult{}, ErrResult
+	}
+	if err := ValidateReplyFiles(files); err != nil {
+		return SessionResult{}, err
+	}
+	return SessionResult{OK: true, Text: *text, Files: files}, nil
 }
 
 // ResultPacket is the body of POST /worker/result (§4.4).

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -52,10 +53,12 @@ func serveMessages(ctx context.Context, t *Turn, req request) outcome {
 	count := req.path == rtsandbox.RouteAnthropicCountTokens
 	msg, err := modelapi.NormalizeMessages(req.obj, modelapi.MessagesParams{
 		Model: t.b.cfg.Model, MaxOutputTokens: int64(t.b.cfg.MaxOutputTokens),
-		Level: t.thinking(), CountTokens: count,
+		Level: t.thinking(), CountTokens: count, Budget: req.budget,
 	})
 	var ref *modelapi.Refusal
 	switch {
+	case errors.Is(err, jsontree.ErrStopped):
+		return fail("call canceled")
 	case errors.As(err, &ref):
 		// The message may quote a guest's block type: keep the record
 		// content-free.
@@ -75,6 +78,7 @@ func serveMessages(ctx context.Context, t *Turn, req request) outcome {
 	if err != nil {
 		return fail("cannot encode model request")
 	}
+	req.sent()
 	query := ""
 	if req.beta {
 		query = betaQuery

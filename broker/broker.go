@@ -122,6 +122,10 @@ type Config struct {
 	// response is written and the audit record emitted. It runs on the
 	// call's goroutine and must not block; nil costs nothing.
 	Observe func(CallRecord)
+	// Intake is the host's budget of request bodies being read and
+	// decoded (intake.go), one for every broker of the host; nil bounds
+	// nothing beyond each body's own limit.
+	Intake *Intake
 	// Budget is the daily budget ledger: every call reserves one call, and
 	// a /model call an estimate of its tokens, for the turn's speaker,
 	// channel and the installation before it is dispatched, settled after

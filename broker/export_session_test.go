@@ -1,5 +1,12 @@
 package broker
 
+import (
+	"context"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
+)
+
 // SessionWaiting reports whether a long poll waits on s (tests only).
 func SessionWaiting(s *Session) bool {
 	s.mu.Lock()
@@ -26,4 +33,31 @@ func SessionPending(s *Session) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending != nil
+}
+
+// IntakeWaiting returns the calls waiting for in's share (tests only).
+func IntakeWaiting(in *Intake) int { return int(in.p.waiting.Load()) }
+
+// SessionIntakeWaiting returns the calls waiting for s's own share of
+// the decoding budget (tests only); 0 without an Intake.
+func SessionIntakeWaiting(s *Session) int {
+	if s.intake == nil {
+		return 0
+	}
+	return int(s.intake.waiting.Load())
+}
+
+// IntakeHeld returns the bytes in's holds have (tests only).
+func IntakeHeld(in *Intake) int64 { return in.p.held.Load() }
+
+// ParseResult reads a result object as POST /worker/result does (tests
+// only).
+func ParseResult(raw []byte) (rtsandbox.SessionResult, error) {
+	return parseResult(jsontree.NewBudget(context.Background(), jsontree.NodesFor(len(raw))), raw)
+}
+
+// ParseCompactRequest reads a compact request as POST
+// /compaction/compact does (tests only).
+func ParseCompactRequest(body []byte) (rtsandbox.CompactRequest, error) {
+	return parseCompactRequest(jsontree.NewBudget(context.Background(), jsontree.NodesFor(len(body))), body)
 }

@@ -51,7 +51,7 @@ type fakeUpstream struct {
 	reply http.HandlerFunc
 }
 
-func newUpstream(t *testing.T, reply http.HandlerFunc) *fakeUpstream {
+func newUpstream(t testing.TB, reply http.HandlerFunc) *fakeUpstream {
 	t.Helper()
 	u := &fakeUpstream{reply: reply}
 	u.srv = httptest.NewTLSServer(http.HandlerFunc(u.serve))
@@ -187,7 +187,7 @@ func wantStatus(t *testing.T, w *httptest.ResponseRecorder, status int, body str
 
 // shortDir returns a private directory with a short path, for Unix
 // sockets (sun_path is 108 bytes).
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "bk")
 	if err != nil {

@@ -15,6 +15,7 @@ package broker
 // window and turns here, in session().
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -67,20 +69,17 @@ func buildMCP(servers []MCPServer, client *upstream.Client) (map[string]*mcpServ
 // Everything else in the body (ids, URLs, other methods) is dropped or
 // refused, before any upstream contact.
 func (s *mcpServer) serve(ctx context.Context, t *Turn, req request) outcome {
-	name, args, ok := s.parseCall(req.obj)
+	name, args, ok := s.parseCall(req.budget, req.obj)
 	if !ok {
+		if req.budget.Err() != nil {
+			return fail("call canceled")
+		}
 		return refuse(refMCP)
 	}
-	if duplicateKeys(args) {
-		o := refuse(refArguments)
-		o.detail = "arguments repeat an object key"
-		return o
+	if err := s.tools[name].check(req.budget, args); err != nil {
+		return argsRefusal(err)
 	}
-	if err := s.tools[name].validate(args); err != nil {
-		o := refuse(refArguments)
-		o.detail = schemaDetail(err)
-		return o
-	}
+	req.sent()
 	key, err := s.key(ctx, t.binding)
 	if err != nil {
 		return fail("MCP credential getter failed")
@@ -131,22 +130,38 @@ func (s *mcpServer) session(t *Turn) *upstream.MCPSession {
 
 // parseCall accepts exactly method "tools/call" with params an object whose
 // name is a declared tool and whose arguments is an object.
-func (s *mcpServer) parseCall(body map[string]json.RawMessage) (string, json.RawMessage, bool) {
-	var method string
-	if json.Unmarshal(body["method"], &method) != nil || method != rtsandbox.MCPMethodCall {
+func (s *mcpServer) parseCall(b *jsontree.Budget, body map[string]json.RawMessage) (string, json.RawMessage, bool) {
+	if method, _ := jsonString(b, body["method"]); method != rtsandbox.MCPMethodCall {
 		return "", nil, false
 	}
-	params, ok := decodeObject(body["params"])
-	if !ok {
+	var params [2]json.RawMessage // name, arguments
+	if !isObject(body["params"]) {
 		return "", nil, false
 	}
-	var name string
-	if json.Unmarshal(params["name"], &name) != nil || s.tools[name] == nil {
+	if _, _, ok := b.Fields(body["params"], callParamFields, params[:]); !ok {
 		return "", nil, false
 	}
-	args := params["arguments"]
-	if _, ok := decodeObject(args); !ok {
+	name, ok := jsonString(b, params[0])
+	if !ok || s.tools[name] == nil || !isObject(params[1]) {
 		return "", nil, false
 	}
-	return name, args, true
+	return name, params[1], true
+}
+
+// callParamFields are the members of a tools/call's params the broker
+// reads.
+var callParamFields = []string{"name", "arguments"}
+
+// jsonString decodes raw under b when it is a JSON string.
+func jsonString(b *jsontree.Budget, raw json.RawMessage) (string, bool) {
+	if !isJSONString(raw) {
+		return "", false
+	}
+	return b.String(raw)
+}
+
+// isObject reports whether raw, a JSON value, is an object.
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
 }

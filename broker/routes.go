@@ -12,6 +12,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -28,7 +29,16 @@ type request struct {
 	header http.Header // the worker's, for anthropic-version and anthropic-beta only
 	path   string      // the matched route
 	beta   bool        // the target's query was ?beta=true
+	// budget bounds the decoding of raw (every read of it, by the route
+	// too) and stops it with the call; hold is what the call holds of
+	// the host's decoding budget (nil without an Intake).
+	budget *jsontree.Budget
+	hold   *hold
 }
+
+// sent is called by a route once its rebuilt request is made: the call
+// then holds only what stays until its answer ends.
+func (req request) sent() { req.hold.shrink(sentBytes(len(req.raw))) }
 
 // routeFunc serves one matched route.
 type routeFunc func(ctx context.Context, t *Turn, req request) outcome
@@ -77,12 +87,19 @@ func serveModel(ctx context.Context, t *Turn, req request) outcome {
 // the answer passed on as it arrives; otherwise stream stays pinned to
 // false.
 func serveChat(ctx context.Context, t *Turn, req request, opts modelapi.ChatOptions) outcome {
+	opts.Budget = req.budget
 	in, err := modelapi.NormalizeChatWith(req.obj, opts)
-	if err != nil {
+	switch {
+	case errors.Is(err, jsontree.ErrStopped):
+		return fail("call canceled")
+	case err != nil:
 		// The rule's text may quote guest key names: keep the record
 		// content-free.
 		o := refuse(refModelPayload)
 		o.detail = "model payload refused by the /model rule"
+		if errors.Is(err, jsontree.ErrBudget) {
+			o.detail = "model payload holds more values than its size pays for"
+		}
 		return o
 	}
 	key, err := t.b.cfg.APIKey(ctx, t.binding)
@@ -99,6 +116,7 @@ func serveChat(ctx context.Context, t *Turn, req request, opts modelapi.ChatOpti
 	if err != nil {
 		return fail("cannot encode model request")
 	}
+	req.sent()
 	// A completion may be repeated after a 5xx or a reset: a repeat costs
 	// tokens, never a second side effect. (A streamed one is never
 	// repeated: upstream.Client.Open makes one attempt.)
@@ -154,16 +172,10 @@ func (b *Broker) forward(ctx context.Context, call upstream.Call) outcome {
 // serve runs a host tool with the host-bound context. The body is passed as
 // the guest sent it; its "channel" or "speaker" fields are just data.
 func (h *hostTool) serve(ctx context.Context, t *Turn, req request) outcome {
-	if duplicateKeys(req.raw) {
-		o := refuse(refArguments)
-		o.detail = "arguments repeat an object key"
-		return o
+	if err := h.args.check(req.budget, req.raw); err != nil {
+		return argsRefusal(err)
 	}
-	if err := h.args.validate(req.raw); err != nil {
-		o := refuse(refArguments)
-		o.detail = schemaDetail(err)
-		return o
-	}
+	req.sent()
 	start := t.b.now()
 	text, err := h.run(ctx, t, req.raw, t.binding)
 	o := toolOutcome(text, err)

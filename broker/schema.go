@@ -2,11 +2,12 @@ package broker
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // argSchema validates tool arguments host-side against the operator's
@@ -44,14 +45,47 @@ func compileSchema(name string, params []byte) (*argSchema, error) {
 	return &argSchema{schema: s}, nil
 }
 
-// validate checks raw JSON arguments against the schema. The error text
-// names the failing keyword and location for the operator log.
-func (a *argSchema) validate(raw []byte) error {
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Errorf("arguments are not JSON: %w", err)
+// Why arguments are refused before any callback or upstream call, for
+// the operator log (the guest gets the fixed text).
+var (
+	errRepeatedKey = errors.New("arguments repeat an object key")
+	errArgsBudget  = errors.New("arguments hold more values than the body's size pays for")
+	errArgsJSON    = errors.New("arguments are not JSON")
+)
+
+// check decodes raw arguments under the call's budget, refusing an object
+// that repeats a key (errRepeatedKey), and validates them against the
+// schema: nil when they pass, an error wrapping jsontree.ErrStopped once
+// the call ended, else the refusal (a *jsonschema.ValidationError, or
+// errRepeatedKey, errArgsBudget, errArgsJSON). Arguments are validated on
+// their decoded value but forwarded as sent, and decoders disagree on
+// which duplicate wins: a schema check of the last value would not cover
+// an upstream that reads the first.
+func (a *argSchema) check(b *jsontree.Budget, raw []byte) error {
+	inst, err := b.DecodeUnique(raw)
+	switch {
+	case err == nil:
+		return a.schema.Validate(inst)
+	case errors.Is(err, jsontree.ErrStopped):
+		return err
+	case errors.Is(err, jsontree.ErrDuplicateKey):
+		return errRepeatedKey
+	case errors.Is(err, jsontree.ErrBudget):
+		return errArgsBudget
 	}
-	return a.schema.Validate(inst)
+	return fmt.Errorf("%w: %w", errArgsJSON, err)
+}
+
+// argsRefusal answers arguments that check refused, in the sealed words:
+// a call that ended fails, anything else is refArguments with the reason
+// in the detail.
+func argsRefusal(err error) outcome {
+	if errors.Is(err, jsontree.ErrStopped) {
+		return fail("call canceled")
+	}
+	o := refuse(refArguments)
+	o.detail = schemaDetail(err)
+	return o
 }
 
 // schemaDetail names the schema keyword that refused the arguments, for the
@@ -60,6 +94,11 @@ func (a *argSchema) validate(raw []byte) error {
 func schemaDetail(err error) string {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
+		for _, e := range []error{errRepeatedKey, errArgsBudget, errArgsJSON} {
+			if errors.Is(err, e) {
+				return e.Error()
+			}
+		}
 		return "arguments refused by schema"
 	}
 	for len(ve.Causes) > 0 {
@@ -72,52 +111,4 @@ func schemaDetail(err error) string {
 		}
 	}
 	return "arguments refused by schema keyword " + path
-}
-
-// duplicateKeys reports whether any object in raw repeats a key (after
-// decoding escapes). Arguments are validated on their decoded value but
-// forwarded as sent, and decoders disagree on which duplicate wins: a
-// schema check of the last value would not cover an upstream that reads
-// the first. raw is already known to be valid JSON.
-func duplicateKeys(raw []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	type frame struct {
-		keys   map[string]bool
-		object bool
-		key    bool // the next string token is a key
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false // io.EOF; raw was valid
-		}
-		top := len(stack) - 1
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '{', '[':
-				if top >= 0 && stack[top].object {
-					stack[top].key = true
-				}
-				stack = append(stack, frame{keys: map[string]bool{}, object: v == '{', key: v == '{'})
-			default:
-				stack = stack[:top]
-			}
-			continue
-		case string:
-			if top >= 0 && stack[top].object && stack[top].key {
-				if stack[top].keys[v] {
-					return true
-				}
-				stack[top].keys[v] = true
-				stack[top].key = false
-				continue
-			}
-		}
-		if top >= 0 && stack[top].object {
-			stack[top].key = true
-		}
-	}
 }

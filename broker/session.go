@@ -151,9 +151,12 @@ const startupChannel rtsandbox.ChannelKey = "sandbox:startup"
 // http.Handler (session_routes.go) and, after Listen, its Unix-socket
 // server. It is safe for concurrent use.
 type Session struct {
-	b        *Broker
-	cfg      SessionConfig
-	now      func() time.Time
+	b   *Broker
+	cfg SessionConfig
+	now func() time.Time
+	// intake is the channel's decoding budget (one largest body's worth,
+	// intake.go), taken before the host's; nil without a host Intake.
+	intake   *pool
 	closed   chan struct{}
 	closeMu  sync.Mutex
 	server   *Server
@@ -263,6 +266,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if s.windows == nil {
 		s.windows = NewWindowQuota(rtsandbox.StartupWindowsPerDay, s.now)
 	}
+	if cfg.Broker.cfg.Intake != nil {
+		s.intake = newPool(weight(s.largestBody()))
+	}
 	s.mu.Lock()
 	s.armLocked(false)
 	s.mu.Unlock()
@@ -280,6 +286,22 @@ func (c *SessionConfig) checkChannel() error {
 		return fmt.Errorf("%w: a session broker with daily budgets needs its channel", rtsandbox.ErrInvalid)
 	}
 	return nil
+}
+
+// largestBody is the largest body the channel's worker may send: a
+// credential call's, a result's or a compact request's.
+func (s *Session) largestBody() int64 {
+	n := max(s.cfg.MaxRequestBytes, rtsandbox.MaxResultBody)
+	if s.cfg.Compactor != nil {
+		n = max(n, s.cfg.Compactor.MaxRequestBytes())
+	}
+	return n
+}
+
+// hold waits for a body of bytes's share of the channel's and the host's
+// decoding budgets (intake.go).
+func (s *Session) hold(ctx context.Context, bytes int64) (*hold, error) {
+	return newHold(ctx, bytes, s.intake, s.b.cfg.Intake.pool())
 }
 
 // The range of SessionConfig.MaxConnections: the long poll plus one call,

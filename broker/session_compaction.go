@@ -3,6 +3,7 @@ package broker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -175,7 +177,7 @@ func (s *Session) serveReport(w http.ResponseWriter, r *http.Request, sc *scope)
 		writeText(w, http.StatusTooManyRequests, sessReportBudget)
 		return
 	}
-	body, err := readUnder(sc.ctx, w, r, rtsandbox.MaxCompactionReportBody)
+	body, err := readBody(sc.ctx, w, r, rtsandbox.MaxCompactionReportBody)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, sessInvalidReport)
 		return
@@ -250,7 +252,12 @@ func (s *Session) compact(w http.ResponseWriter, r *http.Request, sc *scope) rts
 	}
 	ctx, cancel := compactContext(r.Context(), sc.ctx, timeout)
 	defer cancel()
-	body, err := readUnder(ctx, w, r, int(limit)) // step 6
+	h, err := s.hold(ctx, declared(r, int(limit)))
+	if err != nil {
+		return s.fallback(sc, engine, abortText(ctx, timeout))
+	}
+	defer h.release()
+	body, err := readBody(ctx, w, r, int(limit)) // step 6
 	switch {
 	case ctx.Err() != nil:
 		return s.fallback(sc, engine, abortText(ctx, timeout))
@@ -259,10 +266,15 @@ func (s *Session) compact(w http.ResponseWriter, r *http.Request, sc *scope) rts
 	case err != nil:
 		return s.fallback(sc, engine, fallbackInvalid)
 	}
-	req, err := rtsandbox.ParseCompactRequest(body)
-	if err != nil {
+	h.shrink(int64(len(body)))
+	req, err := parseCompactRequest(jsontree.NewBudget(ctx, jsontree.NodesFor(len(body))), body)
+	switch {
+	case ctx.Err() != nil:
+		return s.fallback(sc, engine, abortText(ctx, timeout))
+	case err != nil:
 		return s.fallback(sc, engine, fallbackInvalid)
 	}
+	h.shrink(sentBytes(len(body)))
 	held = false
 	start := time.Now()
 	res, err := s.callCompactor(ctx, c, req, sc.turn.binding.Channel) // step 7
@@ -437,17 +449,121 @@ func maskForms(text, key string) string {
 	return text
 }
 
-// readUnder reads at most limit bytes of r's body while ctx lasts: when
-// ctx ends the connection's read deadline moves to now, so a worker that
-// trickles a body cannot hold the handler past it. A body read whole
-// after ctx ended is an error too.
-func readUnder(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	stop := context.AfterFunc(ctx, func() { _ = rc.SetReadDeadline(time.Now()) })
-	defer stop()
-	body, err := readLimited(r.Body, limit)
-	if err == nil && ctx.Err() != nil {
-		err = context.Cause(ctx)
+// compactFields are the members of a compact request (§4.5), in the
+// order parseCompactRequest reads them.
+var compactFields = []string{"reason", "tokensBefore", "firstKeptEntryId", "isSplitTurn",
+	"messagesToSummarize", "turnPrefixMessages", "keptMessages", "previousSummary",
+	"customInstructions", "readFiles", "modifiedFiles"}
+
+// parseCompactRequest reads a compact request under b as
+// rtsandbox.ParseCompactRequest does (one JSON object, members matched
+// exactly, unknown ones dropped, each message an object with a string
+// role kept as received), but through views once the body is checked:
+// nothing is decoded but the scalars, the roles and the file names, each
+// kept message and file name counts one of the budget's values, and the
+// read stops with the call.
+func parseCompactRequest(b *jsontree.Budget, body []byte) (rtsandbox.CompactRequest, error) {
+	var m [11]json.RawMessage
+	if !isObject(body) || !b.Valid(body) {
+		return rtsandbox.CompactRequest{}, rtsandbox.ErrCompactRequest
 	}
-	return body, err
+	if _, _, ok := b.Fields(body, compactFields, m[:]); !ok {
+		return rtsandbox.CompactRequest{}, rtsandbox.ErrCompactRequest
+	}
+	var r rtsandbox.CompactRequest
+	var ok [11]bool
+	r.Reason, ok[0] = jsonString(b, m[0])
+	r.TokensBefore, ok[1] = rtsandbox.SafeInteger(m[1])
+	r.FirstKeptEntryID, ok[2] = jsonString(b, m[2])
+	r.IsSplitTurn, ok[3] = jsonBoolean(m[3])
+	r.MessagesToSummarize, ok[4] = compactMessages(b, m[4])
+	r.TurnPrefixMessages, ok[5] = compactMessages(b, m[5])
+	r.KeptMessages, ok[6] = compactMessages(b, m[6])
+	r.PreviousSummary, ok[7] = optString(b, m[7])
+	r.CustomInstructions, ok[8] = optString(b, m[8])
+	r.ReadFiles, ok[9] = compactStrings(b, m[9])
+	r.ModifiedFiles, ok[10] = compactStrings(b, m[10])
+	if slices.Contains(ok[:], false) || b.Err() != nil {
+		return rtsandbox.CompactRequest{}, rtsandbox.ErrCompactRequest
+	}
+	return r, r.ValidateScalars()
+}
+
+// jsonBoolean reads a required JSON boolean.
+func jsonBoolean(raw json.RawMessage) (value, ok bool) {
+	switch string(raw) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// optString reads a member that is absent or a string.
+func optString(b *jsontree.Budget, raw json.RawMessage) (string, bool) {
+	if raw == nil {
+		return "", true
+	}
+	return jsonString(b, raw)
+}
+
+// roleField is the one member of a message the request's rule reads.
+var roleField = []string{"role"}
+
+// compactMessages reads an array of messages, each an object whose role
+// is a string, kept as received.
+func compactMessages(b *jsontree.Budget, raw json.RawMessage) ([]json.RawMessage, bool) {
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, false
+	}
+	items, ok := counted(b, raw)
+	if !ok {
+		return nil, false
+	}
+	for _, m := range items {
+		var role [1]json.RawMessage
+		if !isObject(m) {
+			return nil, false
+		}
+		if _, _, ok := b.Fields(m, roleField, role[:]); !ok {
+			return nil, false
+		}
+		if _, ok := jsonString(b, role[0]); !ok {
+			return nil, false
+		}
+	}
+	return items, true
+}
+
+// counted reads the elements of an array that has no count rule, each a
+// value it keeps: no more than its bytes pay for (jsontree.NodesFor), and
+// no more than b has left.
+func counted(b *jsontree.Budget, raw json.RawMessage) ([]json.RawMessage, bool) {
+	limit := jsontree.NodesFor(len(raw))
+	items, n, ok := b.Array(raw, limit)
+	if !ok || n > limit || b.Take(n) != nil {
+		return nil, false
+	}
+	return items, true
+}
+
+// compactStrings reads an array of strings.
+func compactStrings(b *jsontree.Budget, raw json.RawMessage) ([]string, bool) {
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, false
+	}
+	items, ok := counted(b, raw)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s, ok := jsonString(b, it)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }

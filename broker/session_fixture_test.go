@@ -39,7 +39,7 @@ var sessGuest = rtsandbox.Speaker{ID: "guest", Name: "Guest"}
 
 // sessFixture is a listening Session with its stand-in, clock and logs.
 type sessFixture struct {
-	t      *testing.T
+	t      testing.TB
 	up     *fakeUpstream
 	sess   *broker.Session
 	path   string
@@ -86,7 +86,7 @@ type sessOptions struct {
 	session func(*broker.SessionConfig)
 }
 
-func newSession(t *testing.T, o sessOptions) *sessFixture {
+func newSession(t testing.TB, o sessOptions) *sessFixture {
 	t.Helper()
 	f := &sessFixture{t: t, logs: &syncbuf.Buffer{}, clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}}
 	f.modelKey = func(rtsandbox.Binding) rtsandbox.Secret { return hostSecret }
@@ -157,7 +157,7 @@ func newSession(t *testing.T, o sessOptions) *sessFixture {
 	return f
 }
 
-func assertNoSessionSecrets(t *testing.T, where, s string) {
+func assertNoSessionSecrets(t testing.TB, where, s string) {
 	t.Helper()
 	for _, k := range []string{hostSecret, mcpSecret} {
 		if strings.Contains(s, k) {

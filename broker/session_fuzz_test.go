@@ -177,3 +177,99 @@ func FuzzSessionRoutes(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseResultAgreesWithRoot holds the broker's reading of a result
+// (through views, its files counted before any is decoded) to the root's
+// rtsandbox.SessionResult decoding, which encoding/json does: whatever the
+// broker accepts the root accepts the same, and on members spelled as the
+// protocol spells them (the broker matches them exactly, as JSON.parse
+// does, where encoding/json folds their case) the two agree.
+func FuzzParseResultAgreesWithRoot(f *testing.F) {
+	for _, s := range []string{
+		`{"ok":true,"text":"x","files":[]}`, `{"ok":false,"error":"e"}`, `{"ok":true,"text":"x","files":[{"name":"a.txt","data":"AQID"}]}`,
+		`{"ok":true,"text":"x","files":[{"name":null,"data":"AQID"}]}`, `{"ok":true,"text":"x","files":[1]}`,
+		`{"ok":true,"text":"x","files":[{},{},{},{},{},{},{},{},{},{},{}]}`, `{"ok":true,"text":1,"files":[]}`,
+		`{"ok":false,"error":"e","error":"f"}`, `{"ok":true,"Text":"x","files":[]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var top map[string]json.RawMessage
+		if json.Unmarshal(raw, &top) != nil || top == nil || (string(top["ok"]) != "true" && string(top["ok"]) != "false") {
+			return // ParseResultPacket refuses it first
+		}
+		got, err := broker.ParseResult(raw)
+		var want rtsandbox.SessionResult
+		wantErr := json.Unmarshal(raw, &want)
+		if err == nil && (wantErr != nil || !equalResults(got, want)) {
+			t.Fatalf("broker accepts %q as %+v; root: %+v, %v", raw, got, want, wantErr)
+		}
+		if err != nil && wantErr == nil && !foldedKeys(raw) {
+			t.Fatalf("broker refuses %q (%v); root accepts %+v", raw, err, want)
+		}
+	})
+}
+
+func equalResults(a, b rtsandbox.SessionResult) bool {
+	if a.OK != b.OK || a.Text != b.Text || a.Error != b.Error || len(a.Files) != len(b.Files) {
+		return false
+	}
+	for i := range a.Files {
+		if a.Files[i] != b.Files[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// foldedKeys reports whether raw has a key that encoding/json folds into
+// a protocol member (ok, text, files, error, name, data) but that is not
+// spelled as it is, or a key matched once exactly and once folded: then
+// the two readers may differ.
+func foldedKeys(raw []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if s, ok := tok.(string); ok {
+			for _, k := range []string{"ok", "text", "files", "error", "name", "data"} {
+				if s != k && strings.EqualFold(s, k) {
+					return true
+				}
+			}
+		}
+	}
+}
+
+// FuzzParseCompactRequestAgreesWithRoot holds the broker's reading of a
+// compact request (through views, under a budget) to
+// rtsandbox.ParseCompactRequest: the same decision and the same request.
+func FuzzParseCompactRequestAgreesWithRoot(f *testing.F) {
+	for _, s := range []string{
+		`{"reason":"manual","tokensBefore":10,"firstKeptEntryId":"e1","isSplitTurn":false,"messagesToSummarize":[{"role":"user","content":"hi"}],"turnPrefixMessages":[],"keptMessages":[],"readFiles":["a"],"modifiedFiles":[]}`,
+		`{"reason":"threshold","tokensBefore":1e3,"firstKeptEntryId":"e","isSplitTurn":true,"messagesToSummarize":[],"turnPrefixMessages":[{"role":1}],"keptMessages":[],"readFiles":[],"modifiedFiles":[]}`,
+		`{"reason":"overflow","tokensBefore":-1,"firstKeptEntryId":"","isSplitTurn":null,"messagesToSummarize":[[]],"turnPrefixMessages":[],"keptMessages":[],"readFiles":[1],"modifiedFiles":[],"previousSummary":"s","customInstructions":null}`,
+		`[]`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"reason":"manual","tokensBefore":1,"firstKeptEntryId":"e","isSplitTurn":false,"messagesToSummarize":[],"turnPrefixMessages":[],"keptMessages":[],"readFiles":[],"modifiedFiles":[]} x`))
+	f.Add([]byte(`{"reason":"manual","tokensBefore":1,"firstKeptEntryId":"e","isSplitTurn":false,"messagesToSummarize":[{"role":"u",}],"turnPrefixMessages":[],"keptMessages":[],"readFiles":[],"modifiedFiles":[]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := broker.ParseCompactRequest(body)
+		want, wantErr := rtsandbox.ParseCompactRequest(body)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("ParseCompactRequest(%q): broker %v, root %v", body, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("ParseCompactRequest(%q): broker %s, root %s", body, a, b)
+		}
+	})
+}

@@ -17,7 +17,7 @@ const chatAnswer = `{"choices":[{"message":{"role":"assistant","content":"seen"}
 
 // openaiSession is the session fixture on an OpenAI chat-completions
 // profile.
-func openaiSession(t *testing.T) *sessFixture {
+func openaiSession(t testing.TB) *sessFixture {
 	return newSession(t, sessOptions{reply: chatReply, broker: chatProfile, session: chatWorker})
 }
 

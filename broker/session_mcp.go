@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -47,7 +49,7 @@ type rpcMessage struct {
 // mcpRoute forwards one rebuilt message to srv.
 func (s *Session) mcpRoute(srv *mcpServer) sessionRoute {
 	return func(ctx context.Context, sc *scope, req request) outcome {
-		msg, o, ok := srv.rebuild(req.obj, sc.startup)
+		msg, o, ok := srv.rebuild(req.budget, req.obj, sc.startup)
 		if !ok {
 			return o
 		}
@@ -55,6 +57,7 @@ func (s *Session) mcpRoute(srv *mcpServer) sessionRoute {
 		if err != nil {
 			return sessFail("cannot encode MCP message")
 		}
+		req.sent()
 		var key rtsandbox.Secret
 		if srv.APIKey != nil {
 			if key, err = srv.APIKey(ctx, sc.turn.binding); err != nil || key == "" {
@@ -67,16 +70,16 @@ func (s *Session) mcpRoute(srv *mcpServer) sessionRoute {
 }
 
 // rebuild checks a worker's JSON-RPC message against the allow-list and
-// rebuilds it from its known members: jsonrpc "2.0", the id if one was
-// sent (a string, number or null), the method, and the params if present.
-// tools/call needs params an object naming a declared tool whose arguments
-// are an object that passes the declared schema (else 400 "Invalid tool
-// input", our sealed-mode rule).
-func (s *mcpServer) rebuild(obj map[string]json.RawMessage, startup bool) (rpcMessage, outcome, bool) {
+// rebuilds it from its known members, read under b: jsonrpc "2.0", the id
+// if one was sent (a string, number or null), the method, and the params
+// if present. tools/call needs params an object naming a declared tool
+// whose arguments are an object that passes the declared schema (else 400
+// "Invalid tool input", our sealed-mode rule).
+func (s *mcpServer) rebuild(b *jsontree.Budget, obj map[string]json.RawMessage, startup bool) (rpcMessage, outcome, bool) {
 	refused := sessRefuse(http.StatusForbidden, sessMCPRefused, refMCP.class)
-	var method string
-	if !isJSONString(obj["method"]) || json.Unmarshal(obj["method"], &method) != nil || !sessionMCPMethods[method] {
-		return rpcMessage{}, refused, false
+	method, ok := jsonString(b, obj["method"])
+	if !ok || !sessionMCPMethods[method] {
+		return rpcMessage{}, stoppedOr(b, refused), false
 	}
 	msg := rpcMessage{JSONRPC: "2.0", Method: method}
 	if id, ok := obj["id"]; ok {
@@ -94,19 +97,41 @@ func (s *mcpServer) rebuild(obj map[string]json.RawMessage, startup bool) (rpcMe
 	if startup {
 		return rpcMessage{}, refused, false
 	}
-	params, ok := decodeObject(msg.Params)
-	var name string
-	if !ok || !isJSONString(params["name"]) || json.Unmarshal(params["name"], &name) != nil || s.tools[name] == nil {
+	var params [2]json.RawMessage // name, arguments
+	if !isObject(msg.Params) {
 		return rpcMessage{}, refused, false
 	}
-	args := params["arguments"]
-	if _, ok := decodeObject(args); !ok {
-		return rpcMessage{}, refused, false
+	if _, _, ok := b.Fields(msg.Params, callParamFields, params[:]); !ok {
+		return rpcMessage{}, stoppedOr(b, refused), false
 	}
-	if duplicateKeys(args) || s.tools[name].validate(args) != nil {
-		return rpcMessage{}, sessRefuse(http.StatusBadRequest, sessInvalidToolInput, refArguments.class), false
+	name, ok := jsonString(b, params[0])
+	if !ok || s.tools[name] == nil || !isObject(params[1]) {
+		return rpcMessage{}, stoppedOr(b, refused), false
+	}
+	if err := s.tools[name].check(b, params[1]); err != nil {
+		return rpcMessage{}, sessArgsRefusal(err), false
 	}
 	return msg, outcome{}, true
+}
+
+// stoppedOr is o, or the failure of a call that ended when b stopped.
+func stoppedOr(b *jsontree.Budget, o outcome) outcome {
+	if errors.Is(b.Err(), jsontree.ErrStopped) {
+		return sessFail("call canceled")
+	}
+	return o
+}
+
+// sessArgsRefusal answers arguments that check refused, in the session's
+// words (§2.4 step 10): 400 "Invalid tool input", or a failure once the
+// call ended.
+func sessArgsRefusal(err error) outcome {
+	if errors.Is(err, jsontree.ErrStopped) {
+		return sessFail("call canceled")
+	}
+	o := sessRefuse(http.StatusBadRequest, sessInvalidToolInput, refArguments.class)
+	o.detail = schemaDetail(err)
+	return o
 }
 
 // isJSONString reports whether raw is a JSON string.

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
@@ -172,7 +172,13 @@ func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path 
 	stop := context.AfterFunc(sc.ctx, cancel)
 	defer stop()
 
-	body, err := readLimited(r.Body, int(s.cfg.MaxRequestBytes))
+	limit := int(s.cfg.MaxRequestBytes)
+	h, err := s.hold(ctx, declared(r, limit))
+	if err != nil {
+		return sessFail("call canceled while waiting to read its body")
+	}
+	defer h.release()
+	body, err := readBody(ctx, w, r, limit)
 	switch {
 	case errors.Is(err, errSilenceBody):
 		o := sessFail(err.Error())
@@ -181,17 +187,16 @@ func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path 
 	case err != nil:
 		return sessFail("request body too large or unreadable")
 	}
-	obj, ok := decodeObject(body)
+	h.shrink(int64(len(body)))
+	budget := jsontree.NewBudget(ctx, jsontree.NodesFor(len(body)))
+	obj, o, ok := decodeBody(budget, body) // sessionWords puts its answer in the session's texts
 	if !ok {
-		if !json.Valid(body) {
-			return sessFail("request body is not JSON")
-		}
-		return sessRefuse(http.StatusBadRequest, sessInvalidInput, refInvalidInput.class)
+		return o
 	}
 	if ctx.Err() != nil {
 		return sessFail("call canceled")
 	}
-	o = route(ctx, sc, request{raw: body, obj: obj, w: w, header: r.Header, path: path, beta: beta})
+	o = route(ctx, sc, request{raw: body, obj: obj, w: w, header: r.Header, path: path, beta: beta, budget: budget, hold: h})
 	o.bytesIn = len(body)
 	return o
 }

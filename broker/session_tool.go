@@ -26,9 +26,13 @@ const (
 func (s *Session) toolRoute(h *hostTool) sessionRoute {
 	return func(ctx context.Context, sc *scope, req request) outcome {
 		input := req.obj["input"]
-		if _, ok := decodeObject(input); !ok || duplicateKeys(input) || h.args.validate(input) != nil {
+		if !isObject(input) {
 			return sessRefuse(http.StatusBadRequest, sessInvalidToolInput, refArguments.class)
 		}
+		if err := h.args.check(req.budget, input); err != nil {
+			return sessArgsRefusal(err)
+		}
+		req.sent()
 		start := s.b.now()
 		resp, err := s.runTool(ctx, h, input, sc)
 		if err != nil {

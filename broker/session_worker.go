@@ -1,12 +1,13 @@
 package broker
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // The worker transport routes (session spec §2.3). They carry no
@@ -117,7 +118,8 @@ func (s *Session) serveResult(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 
-	body, err := s.readResult(w, r, p)
+	body, h, err := s.readResult(w, r, p)
+	defer h.release()
 	if err != nil {
 		writeText(w, http.StatusBadRequest, sessInvalidResult)
 		return
@@ -128,27 +130,40 @@ func (s *Session) serveResult(w http.ResponseWriter, r *http.Request) {
 
 // accept applies steps 4–6 of /worker/result to a body read for p and
 // resolves p's Execute with a valid result. The answer is written by the
-// caller, outside the lock.
+// caller, outside the lock. The body is read under a jsontree.Budget of
+// its size that stops when p's turn ends.
 func (s *Session) accept(p *pendingTurn, body []byte) (int, string) {
-	turnID, raw, ok := ParseResultPacket(body)
+	b := jsontree.NewBudget(p.ctx, jsontree.NodesFor(len(body)))
+	turnID, raw, ok := parseResultPacket(b, body)
+	var result rtsandbox.SessionResult
+	var err error
+	if ok {
+		result, err = parseResult(b, raw)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ok || s.pending != p || !p.delivered || p.ctx.Err() != nil || turnID != p.turn.TurnID {
 		return http.StatusConflict, sessNoMatchingTurn
 	}
-	var result rtsandbox.SessionResult
-	if err := json.Unmarshal(raw, &result); err != nil {
+	if err != nil {
 		return http.StatusBadRequest, sessInvalidResult
 	}
 	s.settleLocked(p, pendingDone{result: result})
 	return http.StatusOK, sessAccepted
 }
 
-// readResult reads a result body, cut off when the pending turn ends: its
-// read deadline is moved to now, so a worker that streams a body forever
-// cannot hold the reader past its turn.
-func (s *Session) readResult(w http.ResponseWriter, r *http.Request, p *pendingTurn) ([]byte, error) {
-	return readUnder(p.ctx, w, r, rtsandbox.MaxResultBody)
+// readResult reads a result body under its share of the decoding budgets,
+// cut off when the pending turn ends: a worker that streams a body
+// forever cannot hold the reader past its turn. The hold (nil on error)
+// lasts until the result is accepted.
+func (s *Session) readResult(w http.ResponseWriter, r *http.Request, p *pendingTurn) ([]byte, *hold, error) {
+	h, err := s.hold(p.ctx, declared(r, rtsandbox.MaxResultBody))
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := readBody(p.ctx, w, r, rtsandbox.MaxResultBody)
+	h.shrink(int64(len(body)))
+	return body, h, err
 }
 
 // ParseResultPacket reads the envelope of a result packet (§2.3 step 4):
@@ -157,20 +172,94 @@ func (s *Session) readResult(w http.ResponseWriter, r *http.Request, p *pendingT
 // rtsandbox.SessionResult then checks for its bounds (step 5–6). ok is
 // false for anything else, answered 409 "No matching turn".
 func ParseResultPacket(body []byte) (turnID string, result json.RawMessage, ok bool) {
-	obj, isObj := decodeObject(body)
+	return parseResultPacket(jsontree.NewBudget(context.Background(), jsontree.NodesFor(len(body))), body)
+}
+
+// parseResultPacket is ParseResultPacket under b.
+func parseResultPacket(b *jsontree.Budget, body []byte) (turnID string, result json.RawMessage, ok bool) {
+	obj, isObj := decodeObject(b, body)
 	if !isObj {
 		return "", nil, false
 	}
-	if json.Unmarshal(obj["turnId"], &turnID) != nil || len(bytes.TrimSpace(obj["turnId"])) == 0 || obj["turnId"][0] != '"' {
+	if turnID, ok = jsonString(b, obj["turnId"]); !ok {
 		return "", nil, false
 	}
-	res, isObj := decodeObject(obj["result"])
-	if !isObj {
+	var res [1]json.RawMessage
+	if !isObject(obj["result"]) {
 		return "", nil, false
 	}
-	switch string(bytes.TrimSpace(res["ok"])) {
+	if _, _, ok := b.Fields(obj["result"], resultOKField, res[:]); !ok {
+		return "", nil, false
+	}
+	switch string(res[0]) {
 	case "true", "false":
 		return turnID, obj["result"], true
 	}
 	return "", nil, false
+}
+
+// The members of a result the broker reads; others are ignored.
+var (
+	resultOKField = []string{"ok"}
+	resultFields  = []string{"ok", "text", "files", "error"}
+	fileFields    = []string{"name", "data"}
+)
+
+// parseResult reads a result object under b (§2.3 step 5–6): its members
+// matched exactly, as JSON.parse's reader does, and the reply files
+// counted before any is decoded, so that a files array of millions of
+// entries is refused at its eleventh. rtsandbox.NewSessionResult applies
+// the bounds.
+func parseResult(b *jsontree.Budget, raw json.RawMessage) (rtsandbox.SessionResult, error) {
+	var m [4]json.RawMessage
+	if _, _, ok := b.Fields(raw, resultFields, m[:]); !ok {
+		return rtsandbox.SessionResult{}, rtsandbox.ErrResult
+	}
+	text, hasText := jsonString(b, m[1])
+	errText, hasErr := jsonString(b, m[3])
+	files, filesOK := replyFiles(b, m[2])
+	if err := b.Err(); err != nil {
+		return rtsandbox.SessionResult{}, err
+	}
+	return rtsandbox.NewSessionResult(string(m[0]) == "true", ptrIf(text, hasText), ptrIf(errText, hasErr), files, filesOK)
+}
+
+// replyFiles reads a result's files: an array of {name, data} objects.
+// More than rtsandbox.MaxReplyFiles are refused unread (filesOK with too
+// many files, which the bounds refuse).
+func replyFiles(b *jsontree.Budget, raw json.RawMessage) (files []rtsandbox.ReplyFile, ok bool) {
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil, false
+	}
+	items, n, ok := b.Array(raw, rtsandbox.MaxReplyFiles)
+	if !ok {
+		return nil, false
+	}
+	if n > rtsandbox.MaxReplyFiles {
+		return make([]rtsandbox.ReplyFile, n), true
+	}
+	for _, item := range items {
+		var f [2]json.RawMessage
+		if !isObject(item) {
+			return nil, false
+		}
+		if _, _, ok := b.Fields(item, fileFields, f[:]); !ok {
+			return nil, false
+		}
+		name, okName := jsonString(b, f[0])
+		data, okData := jsonString(b, f[1])
+		if !okName && f[0] != nil && string(f[0]) != "null" || !okData && f[1] != nil && string(f[1]) != "null" {
+			return nil, false // a member of another type; null reads as "" (a refused file)
+		}
+		files = append(files, rtsandbox.ReplyFile{Name: name, Data: data})
+	}
+	return files, true
+}
+
+// ptrIf is &s when ok, else nil.
+func ptrIf(s string, ok bool) *string {
+	if !ok {
+		return nil
+	}
+	return &s
 }

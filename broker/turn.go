@@ -3,7 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"io"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -157,34 +157,71 @@ func (t *Turn) handle(w http.ResponseWriter, r *http.Request) (string, outcome) 
 	stop := context.AfterFunc(t.ctx, cancel)
 	defer stop()
 
-	body, err := readBody(r.Body)
+	h, err := newHold(ctx, declared(r, rtsandbox.MaxBrokerRequest), t.b.cfg.Intake.pool())
+	if err != nil {
+		return path, fail("call canceled while waiting to read its body")
+	}
+	defer h.release()
+	body, err := readBody(ctx, w, r, rtsandbox.MaxBrokerRequest)
 	if err != nil {
 		o := fail("request body too large or unreadable")
 		o.bytesIn = len(body)
 		return path, o
 	}
-	o := t.call(ctx, request{raw: body, w: w, header: r.Header, path: path, beta: beta}, dispatch)
+	h.shrink(int64(len(body)))
+	o := t.call(ctx, request{raw: body, w: w, header: r.Header, path: path, beta: beta, hold: h}, dispatch)
 	o.bytesIn = len(body)
 	return path, o
 }
 
 // call runs steps 11–14 once the budget is spent: parse, shape, liveness,
-// dispatch.
+// dispatch. The body is decoded under a jsontree.Budget of its size that
+// stops with ctx, which every route reads it under.
 func (t *Turn) call(ctx context.Context, req request, dispatch routeFunc) outcome {
-	// One decode in the common case; json.Valid only tells a broken body
-	// (502) from a JSON value that is not an object (400).
-	obj, ok := decodeObject(req.raw)
+	req.budget = jsontree.NewBudget(ctx, jsontree.NodesFor(len(req.raw)))
+	obj, o, ok := decodeBody(req.budget, req.raw)
 	if !ok {
-		if !json.Valid(req.raw) {
-			return fail("request body is not JSON")
-		}
-		return refuse(refInvalidInput)
+		return o
 	}
 	if ctx.Err() != nil {
 		return fail("call canceled")
 	}
 	req.obj = obj
 	return dispatch(ctx, t, req)
+}
+
+// decodeBody splits a body into its members under b, or answers: a body
+// that is not JSON fails (502), a JSON value that is not an object or
+// has more members than its size pays for is refused (400), and a call
+// that ended meanwhile fails.
+func decodeBody(b *jsontree.Budget, body []byte) (map[string]json.RawMessage, outcome, bool) {
+	obj, err := b.Split(body)
+	switch {
+	case err == nil:
+		return obj, outcome{}, true
+	case errors.Is(err, jsontree.ErrStopped):
+		return nil, fail("call canceled"), false
+	case errors.Is(err, jsontree.ErrSyntax):
+		return nil, fail("request body is not JSON"), false
+	}
+	o := refuse(refInvalidInput)
+	if errors.Is(err, jsontree.ErrBudget) {
+		o.detail = "request body has more members than its size pays for"
+	}
+	return nil, o, false
+}
+
+// declared is the body size a call waits for: its Content-Length, limit
+// when it has none (a chunked body), nothing when it declares more
+// (readBody drops it unkept).
+func declared(r *http.Request, limit int) int64 {
+	switch {
+	case r.ContentLength > int64(limit):
+		return 0
+	case r.ContentLength >= 0:
+		return r.ContentLength
+	}
+	return int64(limit)
 }
 
 // checkTarget applies steps 1–2: an origin-form target (absolute-form and
@@ -249,24 +286,11 @@ func (t *Turn) thinking() modelapi.ThinkingLevel {
 	return t.b.cfg.Thinking
 }
 
-// readBody reads at most rtsandbox.MaxBrokerRequest; more is an error.
-func readBody(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, rtsandbox.MaxBrokerRequest+1))
-	if err != nil {
-		return data, err
-	}
-	if len(data) > rtsandbox.MaxBrokerRequest {
-		return data, errTooLarge
-	}
-	return data, nil
-}
-
-// decodeObject decodes a JSON object into its members, keeping each value
-// raw so that absent and null stay different and numbers are not
-// rewritten. jsontree.Split reads the body once, where json.Unmarshal read
-// it twice.
-func decodeObject(body []byte) (map[string]json.RawMessage, bool) {
-	obj, err := jsontree.Split(body)
+// decodeObject decodes a JSON object under b into its members, keeping
+// each value raw (aliasing raw) so that absent and null stay different and
+// numbers are not rewritten.
+func decodeObject(b *jsontree.Budget, raw []byte) (map[string]json.RawMessage, bool) {
+	obj, err := b.Split(raw)
 	return obj, err == nil
 }
 

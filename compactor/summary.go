@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -148,9 +149,12 @@ func (s *Summary) MaxRequestBytes() int64 { return s.o.MaxRequestBytes }
 // Compact summarises req with one model call; channel is not sent
 // upstream. A request with nothing to summarise is declined.
 func (s *Summary) Compact(ctx context.Context, req rtsandbox.CompactRequest, _ rtsandbox.ChannelKey) (*rtsandbox.Compaction, error) {
-	input, n, err := transcript(req, s.o.MaxInputBytes)
-	if errors.Is(err, errNoMessages) {
+	input, n, err := transcript(jsontree.NewBudget(ctx, jsontree.NodesFor(0)), req, s.o.MaxInputBytes)
+	switch {
+	case errors.Is(err, errNoMessages):
 		return nil, nil
+	case err != nil:
+		return nil, err // the call ended while the messages were read
 	}
 	text, err := s.complete(ctx, input)
 	if err != nil {

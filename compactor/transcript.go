@@ -1,12 +1,12 @@
 package compactor
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // Prompt is the summary model's system prompt.
@@ -29,7 +29,20 @@ const maxMessageBytes = 16 << 10
 // when they do not fit, with a note of how many), a split turn's prefix
 // and the worker's instructions. n is the number of messages rendered.
 // It returns errNoMessages when there is nothing to summarise.
-func transcript(req rtsandbox.CompactRequest, maxBytes int) (text string, n int, err error) {
+//
+// The messages are the worker's, up to the compactor's request bound: they
+// are read under b (a jsontree.Budget of the call, stopped with it)
+// through views, never decoded whole, so a message of a million blocks
+// costs a scan, not a million values; a stopped read is b's error.
+func transcript(b *jsontree.Budget, req rtsandbox.CompactRequest, maxBytes int) (text string, n int, err error) {
+	text, n, err = transcriptOf(b, req, maxBytes)
+	if berr := b.Err(); berr != nil {
+		return "", 0, berr
+	}
+	return text, n, err
+}
+
+func transcriptOf(b *jsontree.Budget, req rtsandbox.CompactRequest, maxBytes int) (text string, n int, err error) {
 	prefix := req.TurnPrefixMessages
 	if !req.IsSplitTurn {
 		prefix = nil
@@ -43,12 +56,12 @@ func transcript(req rtsandbox.CompactRequest, maxBytes int) (text string, n int,
 	}
 	if len(prefix) > 0 {
 		head.WriteString("The last turn is split: its beginning, in <turn-prefix>, is summarised too; the rest of it stays in the conversation.\n\n")
-		section(&tail, "turn-prefix", strings.Join(render(prefix), "\n\n"))
+		section(&tail, "turn-prefix", strings.Join(render(b, prefix), "\n\n"))
 	}
 	if s := strings.TrimSpace(req.CustomInstructions); s != "" {
 		section(&tail, "instructions", cut(s, maxMessageBytes))
 	}
-	lines := render(req.MessagesToSummarize)
+	lines := render(b, req.MessagesToSummarize)
 	kept := fit(lines, maxBytes-head.Len()-tail.Len())
 	body := strings.Join(lines[kept:], "\n\n")
 	if kept > 0 {
@@ -95,40 +108,48 @@ func section(b *strings.Builder, tag, text string) {
 
 // render turns messages into transcript entries, "[role] text", each cut
 // at maxMessageBytes.
-func render(msgs []json.RawMessage) []string {
+func render(b *jsontree.Budget, msgs []json.RawMessage) []string {
 	out := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		out = append(out, cut(renderMessage(m), maxMessageBytes))
+		out = append(out, cut(renderMessage(b, m), maxMessageBytes))
 	}
 	return out
 }
 
+// The members of a message and of a block the transcript reads.
+var (
+	messageFields  = []string{"role", "toolName", "name", "content", "tool_calls"}
+	blockFields    = []string{"type", "text", "name", "arguments", "input", "content"}
+	toolCallFields = []string{"function"}
+	functionFields = []string{"name", "arguments"}
+)
+
+// maxResultDepth bounds how deep tool results inside tool results are
+// rendered; a deeper one is shown as compact JSON. Each level reads what
+// it holds again, so without a bound a deep nest would cost its size
+// times its depth.
+const maxResultDepth = 8
+
 // renderMessage reads one message as either dialect writes it: a string
 // content or a list of blocks (text, tool calls, tool results, images),
 // chat-completions tool_calls, a tool result's name. Anything it does not
-// know is shown as compact JSON, cut.
-func renderMessage(raw json.RawMessage) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
+// know is shown as compact JSON, cut. A message that is not a JSON object
+// renders empty.
+func renderMessage(b *jsontree.Budget, raw json.RawMessage) string {
+	var m [5]json.RawMessage
+	if !isObject(raw) || !b.Valid(raw) {
 		return ""
 	}
-	role, _ := str(m["role"])
+	b.Fields(raw, messageFields, m[:])
+	role, _ := str(b, m[0])
 	head := "[" + oneLine(role)
-	for _, k := range []string{"toolName", "name"} {
-		if v, ok := str(m[k]); ok && v != "" {
-			head += " " + oneLine(v)
+	for _, v := range m[1:3] { // toolName, then name
+		if s, ok := str(b, v); ok && s != "" {
+			head += " " + oneLine(s)
 			break
 		}
 	}
-	parts := []string{content(m["content"])}
-	var calls []struct {
-		Function struct{ Name, Arguments string } `json:"function"`
-	}
-	if json.Unmarshal(m["tool_calls"], &calls) == nil {
-		for _, c := range calls {
-			parts = append(parts, fmt.Sprintf("(tool call %s %s)", oneLine(c.Function.Name), cut(c.Function.Arguments, 2048)))
-		}
-	}
+	parts := append([]string{content(b, m[3], 0)}, toolCalls(b, m[4])...)
 	body := strings.TrimSpace(strings.Join(parts, "\n"))
 	if body == "" {
 		return head + "]"
@@ -136,66 +157,106 @@ func renderMessage(raw json.RawMessage) string {
 	return head + "] " + body
 }
 
-// content renders a content value: a string, or blocks.
-func content(raw json.RawMessage) string {
-	if s, ok := str(raw); ok {
+// toolCalls renders chat-completions tool calls, those whose function is
+// an object; at most as many as could show in a message's bound.
+func toolCalls(b *jsontree.Budget, raw json.RawMessage) []string {
+	items, _, ok := b.Array(raw, maxMessageBytes)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, item := range items {
+		var call, fn [2]json.RawMessage
+		if !isObject(item) {
+			continue
+		}
+		b.Fields(item, toolCallFields, call[:1])
+		if !isObject(call[0]) {
+			continue
+		}
+		b.Fields(call[0], functionFields, fn[:])
+		name, _ := str(b, fn[0])
+		args, _ := str(b, fn[1])
+		out = append(out, fmt.Sprintf("(tool call %s %s)", oneLine(name), cut(args, 2048)))
+	}
+	return out
+}
+
+// content renders a content value at depth (tool results nest): a
+// string, or blocks, read until the message's bound is passed; null or
+// absent is empty.
+func content(b *jsontree.Budget, raw json.RawMessage, depth int) string {
+	if s, ok := str(b, raw); ok {
 		return s
 	}
-	var blocks []json.RawMessage
-	if json.Unmarshal(raw, &blocks) != nil {
-		return compact(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return ""
+	case raw[0] != '[' || depth >= maxResultDepth:
+		return compact(b, raw)
 	}
-	parts := make([]string, 0, len(blocks))
-	for _, bl := range blocks {
-		parts = append(parts, block(bl))
+	items, _, _ := b.Array(raw, maxMessageBytes) // more blocks than bytes shown pass the bound anyway
+	parts := make([]string, 0, len(items))
+	size := 0
+	for _, item := range items {
+		p := block(b, item, depth)
+		parts = append(parts, p)
+		if size += len(p) + 1; size > maxMessageBytes {
+			break // the message is cut here
+		}
 	}
 	return strings.Join(parts, "\n")
 }
 
 // block renders one content block by its type.
-func block(raw json.RawMessage) string {
-	var b map[string]json.RawMessage
-	if json.Unmarshal(raw, &b) != nil {
-		return compact(raw)
+func block(b *jsontree.Budget, raw json.RawMessage, depth int) string {
+	var f [6]json.RawMessage
+	if !isObject(raw) {
+		return compact(b, raw)
 	}
-	typ, _ := str(b["type"])
+	b.Fields(raw, blockFields, f[:])
+	typ, _ := str(b, f[0])
 	switch typ {
 	case "text":
-		s, _ := str(b["text"])
+		s, _ := str(b, f[1])
 		return s
 	case "thinking", "redacted_thinking":
 		return "" // the model's private reasoning: not part of the record
 	case "image":
 		return "(image)"
 	case "toolCall", "tool_use":
-		name, _ := str(b["name"])
-		args := b["arguments"]
+		name, _ := str(b, f[2])
+		args := f[3]
 		if args == nil {
-			args = b["input"]
+			args = f[4]
 		}
-		return fmt.Sprintf("(tool call %s %s)", oneLine(name), cut(compact(args), 2048))
+		return fmt.Sprintf("(tool call %s %s)", oneLine(name), cut(compact(b, args), 2048))
 	case "tool_result":
-		return content(b["content"])
+		return content(b, f[5], depth+1)
 	}
-	return compact(raw)
+	return compact(b, raw)
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // str reads a JSON string.
-func str(raw json.RawMessage) (string, bool) {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+func str(b *jsontree.Budget, raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
-	return s, true
+	return b.String(raw)
 }
 
 // compact is raw as compact JSON, cut.
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
+func compact(b *jsontree.Budget, raw json.RawMessage) string {
+	out, ok := b.Compact(nil, raw)
+	if !ok {
 		return ""
 	}
-	return cut(b.String(), 2048)
+	return cut(string(out), 2048)
 }
 
 // cut keeps at most n bytes of s, at a rune boundary, marking a cut.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -84,4 +85,40 @@ func TestParseCompactorErrors(t *testing.T) {
 		{"compactor-summary-tokens-low", minimal + "session: {compactor: {engine: summary, max_summary_tokens: 255}}\n", []string{"session.compactor.max_summary_tokens: must be an integer of at least 256"}},
 		{"compactor-input-high", minimal + "session: {compactor: {engine: summary, max_input_kb: 8193}}\n", []string{"session.compactor.max_input_kb: must be an integer of at most 8192"}},
 	})
+}
+
+// The worker body limits default to what host.memory_limit_mb can decode
+// when that is below their own defaults (issue 21): a body being decoded
+// holds up to rtsandbox.DecodeFactor times its size, and all of them
+// together half of the memory limit.
+func TestBodyLimitsFollowTheMemoryLimit(t *testing.T) {
+	tests := []struct {
+		memoryMB         int
+		request, compact int64 // MiB
+	}{
+		{1024, 96, 32},
+		{512, 51, 32},
+		{256, 25, 25},
+		{128, 12, 12},
+		{64, 6, 6},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.memoryMB), func(t *testing.T) {
+			in := minimal + fmt.Sprintf("host: {memory_limit_mb: %d}\nsession: {compactor: {engine: summary}}\n", tt.memoryMB)
+			c, err := Parse([]byte(in))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := c.Session.MaxRequestBytes >> 20; got != tt.request {
+				t.Errorf("session.max_request_mb = %d; want %d", got, tt.request)
+			}
+			if got := c.Session.Compactor.MaxRequestBytes >> 20; got != tt.compact {
+				t.Errorf("session.compactor.max_request_mb = %d; want %d", got, tt.compact)
+			}
+			bare, err := Parse([]byte(minimal + fmt.Sprintf("host: {memory_limit_mb: %d}\n", tt.memoryMB)))
+			if err != nil || bare.Session.MaxRequestBytes>>20 != tt.request {
+				t.Errorf("without a session block: max_request_mb %d, %v; want %d", bare.Session.MaxRequestBytes>>20, err, tt.request)
+			}
+		})
+	}
 }

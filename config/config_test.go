@@ -229,6 +229,13 @@ func TestParseDefaults(t *testing.T) {
 					Limits:      Limits{MemoryMB: 128, CPUs: DefaultCPUs, PIDs: DefaultPIDs, WorkspaceMB: 128},
 				},
 				Host: Host{MemoryLimitMB: 512},
+				// A host of 512 MiB decodes bodies of at most 51 MiB
+				// (a fifth of half): the default is lowered to it.
+				Session: func() Session {
+					s := defaultSession("/var/lib/rtsandbox")
+					s.MaxRequestBytes = 51 << 20
+					return s
+				}(),
 			},
 		},
 		{
@@ -435,6 +442,10 @@ var errorTests = []errorTest{
 	{"workspace-over-memory", minimal + "sandbox: {limits: {memory_mb: 64, workspace_mb: 65}}\n", []string{"sandbox.limits.workspace_mb: must be an integer of at most 64"}},
 	{"workspace-zero", minimal + "sandbox: {limits: {workspace_mb: 0}}\n", []string{"sandbox.limits.workspace_mb: must be an integer of at least 1"}},
 	{"host-memory-limit-low", minimal + "host: {memory_limit_mb: 63}\n", []string{"host.memory_limit_mb: must be an integer of at least 64"}},
+	{"session-request-over-decode-budget", minimal + "host: {memory_limit_mb: 256}\nsession: {max_request_mb: 26}\n",
+		[]string{"session.max_request_mb: must be at most 25 with host.memory_limit_mb 256: a body being decoded holds up to 5 times its size, and all of them together at most half of the memory limit"}},
+	{"compactor-request-over-decode-budget", minimal + "host: {memory_limit_mb: 128}\nsession: {compactor: {engine: summary, max_request_mb: 13}}\n",
+		[]string{"session.compactor.max_request_mb: must be at most 12 with host.memory_limit_mb 128"}},
 	{"max-turns-zero", minimal + "sandbox: {max_turns: 0}\n", []string{"sandbox.max_turns: must be an integer of at least 1"}},
 	{"queue-wait-bare-number", minimal + "sandbox: {max_queue_wait: 5}\n", []string{"sandbox.max_queue_wait: must be a duration string"}},
 	{"reap-interval-too-short", minimal + "sandbox: {reap_interval: 10ms}\n", []string{"sandbox.reap_interval: must be a duration from 1s to 3600s"}},

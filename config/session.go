@@ -170,10 +170,12 @@ func (p *parser) session(n *yaml.Node, c *Config) Session {
 			"log_driver", "log_options", "compactor", "disk"); !ok {
 			return s
 		}
-		p.sessionFields(o, &s)
+		p.sessionFields(o, &s, c.Host.MemoryLimitMB)
 		if n := o.get("compactor"); n != nil {
 			s.Compactor = p.compactor(n, o.at("compactor"), s.TurnTimeout, c)
 		}
+	} else {
+		s.MaxRequestBytes = min(s.MaxRequestBytes, int64(decodeMaxMB(c.Host.MemoryLimitMB))<<20)
 	}
 	if msg := partyDirPlace(s.PartyDir, stateDir); msg != "" && n != nil {
 		p.fail(o.get("party_dir"), "session.party_dir", "%s", msg)
@@ -189,11 +191,11 @@ func (p *parser) session(n *yaml.Node, c *Config) Session {
 	return s
 }
 
-func (p *parser) sessionFields(o object, s *Session) {
+func (p *parser) sessionFields(o object, s *Session, memoryLimitMB int) {
 	s.MaxCalls = p.integer(o, "max_calls", DefaultSessionMaxCalls, 1, MaxSessionMaxCalls)
 	s.MaxConnections = p.integer(o, "max_connections", DefaultSessionConns, MinSessionConns, MaxSessionConns)
 	s.MaxInFlight = p.integer(o, "max_in_flight", min(DefaultSessionInFlight, s.MaxConnections-1), 1, s.MaxConnections-1)
-	s.MaxRequestBytes = int64(p.integer(o, "max_request_mb", DefaultSessionRequestMB, 1, DefaultSessionRequestMB)) << 20
+	s.MaxRequestBytes = int64(p.bodyMB(o, "max_request_mb", DefaultSessionRequestMB, DefaultSessionRequestMB, memoryLimitMB)) << 20
 	s.MaxResponseBytes = int64(p.integer(o, "max_response_mb", DefaultSessionResponseMB, 1, DefaultSessionResponseMB)) << 20
 	s.TurnTimeout = p.duration(o, "turn_timeout", DefaultSessionTurnTimeout, MinTurnTimeout, MaxSessionTurnTimeout)
 	s.StartTimeout = p.duration(o, "start_timeout", DefaultSessionStartTimeout, time.Second, MaxSessionStartTimeout)
@@ -215,6 +217,29 @@ func (p *parser) sessionFields(o object, s *Session) {
 	if n := o.get("disk"); n != nil {
 		s.Disk = p.sessionDisk(n, o.at("disk"))
 	}
+}
+
+// decodeMaxMB is the largest body, in MiB, that a host of memoryLimitMB
+// decodes (rtsandbox.MaxDecodedBody): the memory limit's half that all
+// the bodies being decoded share, over rtsandbox.DecodeFactor, since a
+// body being decoded holds up to that many times its size.
+func decodeMaxMB(memoryLimitMB int) int {
+	return int(rtsandbox.MaxDecodedBody(int64(memoryLimitMB)<<20) >> 20)
+}
+
+// bodyMB reads a worker body limit in MiB: 1..protocolMax, and at most
+// what host.memory_limit_mb can decode (decodeMaxMB); its default is def,
+// or that bound when lower, so that a small host gets a smaller default
+// instead of an error.
+func (p *parser) bodyMB(o object, key string, def, protocolMax, memoryLimitMB int) int {
+	most := max(1, decodeMaxMB(memoryLimitMB))
+	v := p.integer(o, key, min(def, most), 1, protocolMax)
+	if v > most {
+		p.fail(o.get(key), o.at(key), "must be at most %d with host.memory_limit_mb %d: a body being decoded holds up to %d times its size, and all of them together at most half of the memory limit",
+			most, memoryLimitMB, rtsandbox.DecodeFactor)
+		return most
+	}
+	return v
 }
 
 // compactor parses session.compactor against the models parsed before
@@ -246,7 +271,7 @@ func (p *parser) compactor(n *yaml.Node, path string, turn time.Duration, c *Con
 		p.fail(at, o.at("timeout"), "must leave half the turn: at most %s, half of session.turn_timeout %s (the compactor's timeout is %s)",
 			secs(turn/2), secs(turn), secs(k.Timeout))
 	}
-	k.MaxRequestBytes = int64(p.integer(o, "max_request_mb", rtsandbox.DefaultCompactorRequest>>20, 1, rtsandbox.MaxCompactorRequest>>20)) << 20
+	k.MaxRequestBytes = int64(p.bodyMB(o, "max_request_mb", rtsandbox.DefaultCompactorRequest>>20, rtsandbox.MaxCompactorRequest>>20, c.Host.MemoryLimitMB)) << 20
 	k.MaxSummaryTokens = p.integer(o, "max_summary_tokens", compactor.DefaultMaxSummaryTokens, compactor.MinMaxSummaryTokens, compactor.MaxMaxSummaryTokens)
 	k.MaxInputBytes = p.integer(o, "max_input_kb", compactor.DefaultMaxInputBytes>>10, compactor.MinMaxInputBytes>>10, compactor.MaxMaxInputBytes>>10) << 10
 	return k

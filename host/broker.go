@@ -42,6 +42,7 @@ func ServeBroker(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 		return setupError{err}
 	}
 	bc.MaxCalls = o.MaxCalls
+	bc.Intake = decodeIntake(cfg)
 	b, err := broker.New(bc)
 	if err != nil {
 		return setupError{err}

@@ -30,6 +30,9 @@ type SealedRuntime struct {
 	web     *webTools
 	// ledger keeps the daily budgets; nil when the config sets none.
 	ledger *budget.Ledger
+	// intake is the host's budget of request bodies being decoded, which
+	// every broker of the host shares, sealed and session.
+	intake *broker.Intake
 	// memory is the memory database, which session mode shares.
 	memory *memstore.Store
 	close  func()
@@ -120,6 +123,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 	}
 	bc.Tools = append(bc.Tools, web.tools...)
 	bc.Observe = o.Observe
+	bc.Intake = decodeIntake(cfg)
 	ledger, err := openLedger(cfg, o.OnSettle)
 	if err != nil {
 		return nil, err
@@ -157,7 +161,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		closeFn()
 		return nil, err // sandbox errors name the sandbox already
 	}
-	return &SealedRuntime{Runtime: rt, driver: o.Driver, web: web, ledger: ledger, memory: memory, close: func() {
+	return &SealedRuntime{Runtime: rt, driver: o.Driver, web: web, ledger: ledger, intake: bc.Intake, memory: memory, close: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
 		if err := web.dispose(ctx); err != nil {
@@ -265,4 +269,12 @@ func (s *SealedRuntime) usageReport() func(context.Context, rtsandbox.ChannelKey
 	return func(ctx context.Context, ch rtsandbox.ChannelKey) (any, error) {
 		return s.ledger.ChannelReport(ctx, ch)
 	}
+}
+
+// decodeIntake is the host's budget of request bodies being decoded:
+// rtsandbox.DecodeBudget of host.memory_limit_mb, so that however many
+// channels send large bodies at once, decoding them holds at most that
+// (broker.Intake).
+func decodeIntake(cfg *config.Config) *broker.Intake {
+	return broker.NewIntake(rtsandbox.DecodeBudget(int64(cfg.Host.MemoryLimitMB) << 20))
 }

@@ -321,7 +321,7 @@ func sessionBrokers(ctx context.Context, cfg *config.Config, getenv env, s *Seal
 		if bc.Tools, err = withMemoryTools(bc.Tools, s.memory, log); err != nil {
 			return nil, fmt.Errorf("profiles.%s: %w", name, err)
 		}
-		bc.Budget, bc.Observe = s.ledger, observe
+		bc.Budget, bc.Observe, bc.Intake = s.ledger, observe, s.intake
 		out[name] = bc
 	}
 	return out, nil

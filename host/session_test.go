@@ -623,3 +623,33 @@ func TestMuxRemovesLeftoverWithoutSessionRuntime(t *testing.T) {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
 }
+
+// Every broker of a host shares one decoding budget (broker.Intake), of
+// half host.memory_limit_mb: the sealed runtime's, which each session
+// profile's broker gets too, so the bodies of all channels together hold
+// at most that (issue 21).
+func TestBrokersShareOneDecodeIntake(t *testing.T) {
+	cfg, err := config.Parse([]byte("state_dir: /var/lib/rt\nmodel: {url: 'https://x/v1', name: m, api_key_env: K}\n" +
+		"host: {memory_limit_mb: 512}\n" +
+		"profiles: {a: {mode: session}, b: {mode: session}}\nchannels_profile: {'discord:1': a}\ndefault_profile: b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := decodeIntake(cfg)
+	if got, want := in.Size(), int64(256<<20); got != want {
+		t.Errorf("decoding budget = %d bytes; want %d, half of host.memory_limit_mb", got, want)
+	}
+	s := &SealedRuntime{web: &webTools{}, memory: testMemory(t), intake: in}
+	got, err := sessionBrokers(context.Background(), cfg, func(string) string { return "" }, s, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d session brokers; want 2", len(got))
+	}
+	for name, bc := range got {
+		if bc.Intake != in {
+			t.Errorf("profile %s has its own decoding budget; want the host's one", name)
+		}
+	}
+}

@@ -10,6 +10,14 @@
 // as it does (an invalid UTF-8 byte or a lone surrogate escape becomes
 // U+FFFD). The fuzz tests hold the two decoders to the same answer.
 //
+// A guest's body is read under a Budget (budget.go): the values its trees
+// and splits keep are counted against a node budget proportional to the
+// body's bytes, every scan looks at the call's context every CheckBytes,
+// and the views (view.go) read a rule's members and counted arrays
+// straight from the bytes, stopping an array at its rule's count. So the
+// memory a body's decoding takes is bounded by its size times a constant,
+// and its CPU stops with the call.
+//
 // Why by hand: the broker rebuilds every model request, on the first-byte
 // path of each model call, and encoding/json was most of that cost.
 // Splitting the body (a validity pass, then a skipping decode) and
@@ -27,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 )
 
 var (
@@ -41,9 +50,28 @@ var (
 const maxDepth = 10000
 
 // Decode decodes data, which must hold one JSON value and nothing but
-// whitespace around it.
+// whitespace around it. It builds as many values as data holds: for input
+// a guest sends, use a Budget's Decode.
 func Decode(data []byte) (any, error) {
-	d := decoder{data: data}
+	return (*Budget)(nil).Decode(data)
+}
+
+// Split decodes data, which must hold one JSON object and nothing but
+// whitespace around it, into its members. Each value is its exact bytes,
+// from a copy of data, so that absent and null stay different and numbers
+// are not rewritten; a repeated key keeps its last value. It keeps as many
+// members as data holds: for input a guest sends, use a Budget's Split.
+func Split(data []byte) (map[string]json.RawMessage, error) {
+	return (*Budget)(nil).Split(bytes.Clone(data))
+}
+
+// decode is Decode under b.
+func (b *Budget) decode(data []byte) (any, error) {
+	d := newDecoder(data, b)
+	defer d.done()
+	if d.stopped() {
+		return nil, d.err()
+	}
 	d.space()
 	v, ok := d.value(true)
 	if !ok || !d.atEnd() {
@@ -52,12 +80,13 @@ func Decode(data []byte) (any, error) {
 	return v, nil
 }
 
-// Split decodes data, which must hold one JSON object and nothing but
-// whitespace around it, into its members. Each value is its exact bytes,
-// from a copy of data, so that absent and null stay different and numbers
-// are not rewritten; a repeated key keeps its last value.
-func Split(data []byte) (map[string]json.RawMessage, error) {
-	d := decoder{data: bytes.Clone(data)}
+// split is Split under b, on data itself (no copy).
+func (b *Budget) split(data []byte) (map[string]json.RawMessage, error) {
+	d := newDecoder(data, b)
+	defer d.done()
+	if d.stopped() {
+		return nil, d.err()
+	}
 	d.space()
 	if d.peek() != '{' {
 		if _, ok := d.value(false); !ok || !d.atEnd() {
@@ -66,9 +95,9 @@ func Split(data []byte) (map[string]json.RawMessage, error) {
 		return nil, ErrNotObject
 	}
 	m := map[string]json.RawMessage{}
-	ok := d.members(func(key string) bool {
+	ok := d.members(true, func(key string) bool {
 		start := d.pos
-		if _, ok := d.value(false); !ok {
+		if _, ok := d.value(false); !ok || !d.take() {
 			return false
 		}
 		m[key] = d.data[start:d.pos:d.pos]
@@ -81,15 +110,92 @@ func Split(data []byte) (map[string]json.RawMessage, error) {
 }
 
 // decoder reads data from pos. depth counts the open objects and arrays.
+// b, when not nil, bounds the values it builds and stops it when its
+// signal comes: it is looked at whenever pos passes checkAt. stop records
+// why the decoder stopped when that was not a syntax error.
 type decoder struct {
-	data  []byte
-	pos   int
-	depth int
+	data    []byte
+	pos     int
+	depth   int
+	b       *Budget
+	checkAt int
+	looked  int // where the decoder last looked at the budget's context
+	stop    error
 }
 
-// err is the error for a refusal at the current position.
+// newDecoder reads data under b (nil: unbounded). A refused budget stops
+// it at once (stopped); the context is looked at when the budget's reads
+// pass CheckBytes since the last look, this one's and the earlier ones'.
+// Its caller hands the bytes read back with done.
+func newDecoder(data []byte, b *Budget) *decoder {
+	d := &decoder{data: data, b: b, checkAt: math.MaxInt}
+	if b != nil {
+		if b.err != nil {
+			d.halt(b.err)
+		} else {
+			d.checkAt = max(0, CheckBytes-b.since)
+			d.due(0)
+		}
+	}
+	return d
+}
+
+// done counts the bytes the decoder read since its last look into the
+// budget's.
+func (d *decoder) done() {
+	if d.b != nil && d.stop == nil {
+		d.b.since += max(0, d.pos-d.looked)
+	}
+}
+
+// stopped reports whether the budget stopped the decoder.
+func (d *decoder) stopped() bool { return d.stop != nil }
+
+// err is the error for a refusal at the current position: the budget's
+// when it stopped the decoder, else a syntax error.
 func (d *decoder) err() error {
+	if d.stop != nil {
+		return fmt.Errorf("%w near offset %d", d.stop, d.pos)
+	}
 	return fmt.Errorf("%w near offset %d", ErrSyntax, d.pos)
+}
+
+// due reports whether the decoder may go on reading at i: past checkAt
+// it looks at the budget, and the next look comes CheckBytes later. Once
+// stopped, it never goes on.
+func (d *decoder) due(i int) bool {
+	return i < d.checkAt || d.look(i)
+}
+
+// look is due past checkAt: it looks at the budget.
+func (d *decoder) look(i int) bool {
+	if d.stop != nil {
+		return false
+	}
+	if err := d.b.check(); err != nil {
+		d.halt(err)
+		return false
+	}
+	d.looked, d.checkAt = i, i+CheckBytes
+	return true
+}
+
+// halt stops the decoder for err: every later look refuses.
+func (d *decoder) halt(err error) {
+	d.stop = err
+	d.checkAt = 0
+}
+
+// take counts one value the caller keeps against the budget.
+func (d *decoder) take() bool {
+	if d.b == nil {
+		return true
+	}
+	if err := d.b.spend(1); err != nil {
+		d.halt(err)
+		return false
+	}
+	return true
 }
 
 // peek is the byte at pos, or 0 at the end (a NUL byte is invalid
@@ -101,12 +207,16 @@ func (d *decoder) peek() byte {
 	return 0
 }
 
-// space skips JSON whitespace.
+// space skips JSON whitespace. A stop inside a run of it leaves pos
+// there, where no value starts.
 func (d *decoder) space() {
 	for d.pos < len(d.data) {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
 			d.pos++
+			if d.pos&(CheckBytes-1) == 0 && !d.due(d.pos) {
+				return
+			}
 		default:
 			return
 		}
@@ -122,6 +232,9 @@ func (d *decoder) atEnd() bool {
 // value reads the value at pos; keep asks for its decoded form, otherwise
 // the value is only checked and the result is nil.
 func (d *decoder) value(keep bool) (any, bool) {
+	if !d.due(d.pos) || keep && !d.take() {
+		return nil, false
+	}
 	switch c := d.peek(); {
 	case c == '{':
 		return d.object(keep)
@@ -195,6 +308,9 @@ func (d *decoder) digits() bool {
 	start := d.pos
 	for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
 		d.pos++
+		if d.pos&(CheckBytes-1) == 0 && !d.due(d.pos) {
+			return false
+		}
 	}
 	return d.pos > start
 }
@@ -214,7 +330,13 @@ func (d *decoder) object(keep bool) (any, bool) {
 	if keep {
 		m = map[string]any{}
 	}
-	ok := d.members(func(key string) bool {
+	ok := d.members(keep, func(key string) bool {
+		if keep && d.b != nil && d.b.unique {
+			if _, dup := m[key]; dup {
+				d.halt(ErrDuplicateKey)
+				return false
+			}
+		}
 		v, ok := d.value(keep)
 		if keep {
 			m[key] = v
@@ -224,9 +346,10 @@ func (d *decoder) object(keep bool) (any, bool) {
 	return m, ok
 }
 
-// members reads the object at pos, calling member with each key (decoded)
-// when pos is at the member's value; member reads the value.
-func (d *decoder) members(member func(key string) bool) bool {
+// members reads the object at pos, calling member with each key (decoded
+// when keys is set, else only checked and "") when pos is at the
+// member's value; member reads the value.
+func (d *decoder) members(keys bool, member func(key string) bool) bool {
 	if !d.enter() {
 		return false
 	}
@@ -237,7 +360,13 @@ func (d *decoder) members(member func(key string) bool) bool {
 		if d.peek() != '"' {
 			return false
 		}
-		key, ok := d.str()
+		var key string
+		ok := true
+		if keys {
+			key, ok = d.str()
+		} else {
+			ok = d.skipString()
+		}
 		if !ok {
 			return false
 		}

@@ -1,6 +1,7 @@
 package jsontree
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"strings"
@@ -15,7 +16,7 @@ import (
 // control byte below 0x20 refused.
 func (d *decoder) str() (string, bool) {
 	start := d.pos + 1
-	i := special(d.data, start, true)
+	i := d.scan(start, true)
 	if i < len(d.data) && d.data[i] == '"' {
 		d.pos = i + 1
 		return string(d.data[start:i]), true
@@ -26,10 +27,17 @@ func (d *decoder) str() (string, bool) {
 // strSlow decodes the rest of a string whose bytes from start to i need
 // no decoding.
 func (d *decoder) strSlow(start, i int) (string, bool) {
+	end := d.stringEnd(i)
+	if d.stop != nil {
+		return "", false
+	}
 	var b strings.Builder
-	b.Grow(d.stringEnd(i) - start)
+	b.Grow(end - start)
 	b.Write(d.data[start:i])
 	for i < len(d.data) {
+		if !d.due(i) {
+			return "", false
+		}
 		c := d.data[i]
 		switch {
 		case c == '"':
@@ -44,7 +52,10 @@ func (d *decoder) strSlow(start, i int) (string, bool) {
 		case c < 0x20:
 			return "", false
 		default:
-			j := special(d.data, i, false)
+			j := d.scan(i, false)
+			if d.stop != nil {
+				return "", false
+			}
 			if seg := d.data[i:j]; utf8.Valid(seg) {
 				b.Write(seg)
 			} else {
@@ -69,15 +80,52 @@ func writeInvalid(b *strings.Builder, seg []byte) {
 	}
 }
 
-// stringEnd is the position of the closing quote of the string that holds
-// i, or the end of data: a size for the decoded string's buffer.
+// stringEnd is the position of the first quote from i that an even run
+// of backslashes precedes, or the end of data: a size for the decoded
+// string's buffer, found with bytes.IndexByte (the decode checks the
+// string; a wrong size only costs the buffer's growth).
 func (d *decoder) stringEnd(i int) int {
 	for {
-		i = special(d.data, i, false)
-		if i >= len(d.data) || d.data[i] != '\\' {
-			return i
+		end := len(d.data)
+		if d.b != nil {
+			end = min(end, i+CheckBytes)
 		}
-		i += 2
+		j := bytes.IndexByte(d.data[i:end], '"')
+		if j < 0 {
+			if end == len(d.data) || !d.due(end) {
+				return len(d.data)
+			}
+			i = end
+			continue
+		}
+		q, n := i+j, 0
+		for k := q - 1; k >= i && d.data[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+}
+
+// scan is special on data from i, in steps of CheckBytes under a budget,
+// with a look at it between them. A stop returns len(d.data), where no
+// string ends.
+func (d *decoder) scan(i int, nonASCII bool) int {
+	if d.b == nil {
+		return special(d.data, i, nonASCII)
+	}
+	for {
+		end := min(len(d.data), i+CheckBytes)
+		j := special(d.data[:end], i, nonASCII)
+		if j < end || end == len(d.data) {
+			return j
+		}
+		if !d.due(end) {
+			return len(d.data)
+		}
+		i = end
 	}
 }
 
@@ -186,8 +234,8 @@ func hex4(s []byte) (rune, bool) {
 func (d *decoder) skipString() bool {
 	i := d.pos + 1
 	for {
-		i = special(d.data, i, false)
-		if i >= len(d.data) {
+		i = d.scan(i, false)
+		if i >= len(d.data) || !d.due(i) {
 			return false
 		}
 		switch d.data[i] {

@@ -18,29 +18,61 @@ const (
 
 var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/webp": true, "image/gif": true}
 
-// tree decodes one raw JSON value in a single pass into maps, slices,
-// strings, json.Number, bools and nil (jsontree: the tree encoding/json
-// builds with UseNumber). Content is decoded this way, once, rather than
-// level by level as raw JSON: a message holding a 20 MiB image is then
-// scanned once, not once per nesting level. ok is false for an absent
-// (empty) or invalid value.
-func tree(raw json.RawMessage) (v any, ok bool) {
-	if len(raw) == 0 {
-		return nil, false
-	}
-	v, err := jsontree.Decode(raw)
-	return v, err == nil
-}
+// Message content is read from the body's bytes through views
+// (jsontree.Budget's Fields, Array and String), keeping nothing but what
+// is rebuilt: a block's other members, however many, cost a scan, and an
+// array longer than its rule's count is refused at the count, before the
+// rest of it is read. A 20 MiB image is scanned once per nesting level
+// (message, content, block, source) and decoded once. Only a tool_use
+// input, which is re-encoded, and a non-string role quoted in a refusal
+// are decoded into trees, against the budget's node count.
 
-func anthropicMessages(raw json.RawMessage, level ThinkingLevel) ([]AnthropicMessage, error) {
-	v, _ := tree(raw)
-	items, ok := v.([]any)
-	if !ok || len(items) > MaxAnthropicMessages {
+// The members the rules read, by index.
+const (
+	msgRole = iota
+	msgContent
+	msgClearAt
+	msgOutputConfig
+	msgCount
+)
+
+const (
+	blkType = iota
+	blkText
+	blkCacheControl
+	blkSource
+	blkID
+	blkName
+	blkInput
+	blkToolUseID
+	blkContent
+	blkIsError
+	blkThinking
+	blkSignature
+	blkData
+	blkCount
+)
+
+var (
+	messageFields = [msgCount]string{msgRole: "role", msgContent: "content", msgClearAt: "clear_at",
+		msgOutputConfig: "output_config"}
+	blockFields = [blkCount]string{blkType: "type", blkText: "text", blkCacheControl: "cache_control",
+		blkSource: "source", blkID: "id", blkName: "name", blkInput: "input", blkToolUseID: "tool_use_id",
+		blkContent: "content", blkIsError: "is_error", blkThinking: "thinking", blkSignature: "signature",
+		blkData: "data"}
+	sourceFields = []string{"type", "data", "media_type"}
+	ttlFields    = []string{"ttl"}
+	effortFields = []string{"effort"}
+)
+
+func anthropicMessages(b *jsontree.Budget, raw json.RawMessage, level ThinkingLevel) ([]AnthropicMessage, error) {
+	items, n, ok := b.Array(raw, MaxAnthropicMessages)
+	if !ok || n > MaxAnthropicMessages {
 		return nil, refuse(RefuseMessages)
 	}
 	msgs := make([]AnthropicMessage, 0, len(items))
 	for i, item := range items {
-		m, err := anthropicMessage(i, item, level)
+		m, err := anthropicMessage(b, i, item, level)
 		if err != nil {
 			return nil, err
 		}
@@ -49,22 +81,25 @@ func anthropicMessages(raw json.RawMessage, level ThinkingLevel) ([]AnthropicMes
 	return msgs, nil
 }
 
-func anthropicMessage(i int, item any, level ThinkingLevel) (AnthropicMessage, error) {
-	obj, ok := item.(map[string]any)
-	if !ok {
+func anthropicMessage(b *jsontree.Budget, i int, item json.RawMessage, level ThinkingLevel) (AnthropicMessage, error) {
+	var obj [msgCount]json.RawMessage
+	if kind(item) != '{' {
 		return AnthropicMessage{}, refuse(RefuseMessage)
 	}
-	rawRole, present := obj["role"]
-	role, ok := rawRole.(string)
+	if _, _, ok := b.Fields(item, messageFields[:], obj[:]); !ok {
+		return AnthropicMessage{}, refuse(RefuseMessage)
+	}
+	rawRole := obj[msgRole]
+	role, ok := asString(b, rawRole)
 	switch {
 	case ok && role == "system":
-		return systemMessage(i, obj, level)
+		return systemMessage(b, i, obj[:], level)
 	case ok && (role == "user" || role == "assistant"):
-		content, err := blocks(obj["content"], true)
+		content, err := blocks(b, obj[msgContent], true)
 		return AnthropicMessage{Role: role, Content: content}, err
 	}
 	if !ok {
-		role = jsString(rawRole, present)
+		role = jsString(b, rawRole)
 	}
 	// Clients match on "Unexpected role" and "input message role".
 	return AnthropicMessage{}, refuse(fmt.Sprintf(`messages.%d: Unexpected role "%s": the input message role must be "user", "assistant" or "system"`, i, echo(role)))
@@ -73,29 +108,35 @@ func anthropicMessage(i int, item any, level ThinkingLevel) (AnthropicMessage, e
 // systemMessage rebuilds a mid-conversation system message: text blocks
 // only (tool_addition, tool_removal and every other tag get the API's own
 // wording), clear_at when valid, and a capped effort.
-func systemMessage(i int, obj map[string]any, level ThinkingLevel) (AnthropicMessage, error) {
-	m := AnthropicMessage{Role: "system", OutputConfig: cappedEffort(obj["output_config"], level)}
-	if at, _ := obj["clear_at"].(string); at == "next_user_message" || at == "never" {
+func systemMessage(b *jsontree.Budget, i int, obj []json.RawMessage, level ThinkingLevel) (AnthropicMessage, error) {
+	m := AnthropicMessage{Role: "system", OutputConfig: cappedEffort(b, obj[msgOutputConfig], level)}
+	if at, _ := asString(b, obj[msgClearAt]); at == "next_user_message" || at == "never" {
 		m.ClearAt = at
 	}
-	switch content := obj["content"].(type) {
-	case string:
-		m.Content = content
-		return m, nil
-	case []any:
-		if len(content) > MaxAnthropicBlocks {
+	content := obj[msgContent]
+	switch kind(content) {
+	case '"':
+		s, ok := b.String(content)
+		if !ok {
 			break
 		}
-		out := make([]any, 0, len(content))
-		for j, item := range content {
-			if tag := blockTag(item); tag != "text" {
+		m.Content = s
+		return m, nil
+	case '[':
+		items, n, ok := b.Array(content, MaxAnthropicBlocks)
+		if !ok || n > MaxAnthropicBlocks {
+			break
+		}
+		out := make([]any, 0, len(items))
+		for j, item := range items {
+			if tag := blockTag(b, item); tag != "text" {
 				return m, refuse(fmt.Sprintf("messages.%d.content.%d: Input tag '%s' found using 'type' does not match any of the expected tags: 'text'", i, j, echo(tag)))
 			}
-			b, err := block(item, false)
+			blk, err := block(b, item, false)
 			if err != nil {
 				return m, err
 			}
-			out = append(out, b)
+			out = append(out, blk)
 		}
 		m.Content = out
 		return m, nil
@@ -105,63 +146,74 @@ func systemMessage(i int, obj map[string]any, level ThinkingLevel) (AnthropicMes
 
 // blockTag is a block's type as the API's tag error names it: the type
 // string, or the JavaScript typeof of a non-object or of a non-string type.
-func blockTag(item any) string {
-	obj, ok := item.(map[string]any)
-	if !ok {
-		return jsTypeof(item, true)
+func blockTag(b *jsontree.Budget, item json.RawMessage) string {
+	if kind(item) != '{' {
+		return jsTypeof(item)
 	}
-	typ, present := obj["type"]
-	if s, ok := typ.(string); ok {
+	var typ [1]json.RawMessage
+	b.Fields(item, blockFields[blkType:blkType+1], typ[:])
+	if s, ok := asString(b, typ[0]); ok {
 		return s
 	}
-	return jsTypeof(typ, present)
+	return jsTypeof(typ[0])
 }
 
-// jsTypeof is JavaScript's typeof of a decoded JSON value.
-func jsTypeof(v any, present bool) string {
-	switch v.(type) {
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case json.Number:
-		return "number"
-	}
-	if !present {
+// jsTypeof is JavaScript's typeof of a JSON value, "undefined" when absent.
+func jsTypeof(raw json.RawMessage) string {
+	switch c := kind(raw); {
+	case c == 0:
 		return "undefined"
+	case c == '"':
+		return "string"
+	case c == 't' || c == 'f':
+		return "boolean"
+	case c == '-' || c >= '0' && c <= '9':
+		return "number"
 	}
 	return "object" // objects, arrays and null
 }
 
 // jsString renders a non-string role for the refusal: "undefined" when
-// absent, else its JSON text.
-func jsString(v any, present bool) string {
-	if !present {
+// absent, else its JSON text as JSON.stringify writes it. A number or a
+// literal is its own text, of which echo keeps the start; an object or an
+// array is decoded against the budget and encoded, keys sorted.
+func jsString(b *jsontree.Budget, raw json.RawMessage) string {
+	switch kind(raw) {
+	case 0:
 		return "undefined"
+	case '{', '[':
+	default:
+		return string(raw[:min(len(raw), maxEchoedTag+1)])
 	}
-	b, _ := jsonjs.Marshal(v) // a decoded value always encodes
-	return string(b)
+	v, err := b.Decode(raw)
+	if err != nil {
+		return "" // the budget's refusal wins (budgetError)
+	}
+	out, _ := jsonjs.Marshal(v) // a decoded value always encodes
+	return string(out)
 }
 
 // blocks rebuilds content: a string as it is, or an array of blocks. top
 // admits the top-level-only types (tool_use, tool_result, thinking,
 // redacted_thinking); nested content (system, tool_result.content) allows
 // text and image only.
-func blocks(v any, top bool) (any, error) {
-	if s, ok := v.(string); ok {
-		return s, nil
+func blocks(b *jsontree.Budget, raw json.RawMessage, top bool) (any, error) {
+	if kind(raw) == '"' {
+		if s, ok := b.String(raw); ok {
+			return s, nil
+		}
 	}
-	items, ok := v.([]any)
-	if !ok || len(items) > MaxAnthropicBlocks {
+	items, n, ok := b.Array(raw, MaxAnthropicBlocks)
+	if !ok || n > MaxAnthropicBlocks {
 		return nil, refuse(RefuseContent)
 	}
 	out := make([]any, 0, len(items))
 	for _, item := range items {
-		b, err := block(item, top)
+		blk, err := block(b, item, top)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, b)
+		out = append(out, blk)
 	}
 	return out, nil
 }
@@ -169,56 +221,61 @@ func blocks(v any, top bool) (any, error) {
 // block rebuilds one content block. Any other type, or a failed condition,
 // refuses the request: server_tool_use, web_search_tool_result, document,
 // search_result, URL and file images, container uploads and so on.
-func block(item any, top bool) (any, error) {
-	obj, ok := item.(map[string]any)
-	if !ok {
+func block(b *jsontree.Budget, item json.RawMessage, top bool) (any, error) {
+	var obj [blkCount]json.RawMessage
+	if kind(item) != '{' {
 		return nil, refuse(RefuseBlock)
 	}
-	typ, _ := obj["type"].(string)
-	var b any
+	if _, _, ok := b.Fields(item, blockFields[:], obj[:]); !ok {
+		return nil, refuse(RefuseBlock)
+	}
+	typ, _ := asString(b, obj[blkType])
+	var blk any
+	var ok bool
 	switch {
 	case typ == "text":
-		b, ok = textBlock(obj)
+		blk, ok = textBlock(b, obj[:])
 	case typ == "image":
-		b, ok = imageBlock(obj)
+		blk, ok = imageBlock(b, obj[:])
 	case top && typ == "tool_use":
-		b, ok = toolUseBlock(obj)
+		blk, ok = toolUseBlock(b, obj[:])
 	case top && typ == "tool_result":
-		return toolResultBlock(obj)
+		return toolResultBlock(b, obj[:])
 	case top && typ == "thinking":
-		b, ok = thinkingBlock(obj)
+		blk, ok = thinkingBlock(b, obj[:])
 	case top && typ == "redacted_thinking":
-		b, ok = redactedThinkingBlock(obj)
-	default:
-		ok = false
+		blk, ok = redactedThinkingBlock(b, obj[:])
 	}
 	if !ok {
 		return nil, refuse(RefuseNativeBlock)
 	}
-	return b, nil
+	return blk, nil
 }
 
-func textBlock(obj map[string]any) (any, bool) {
-	text, ok := obj["text"].(string)
-	return TextBlock{Type: "text", Text: text, CacheControl: cacheControl(obj["cache_control"])}, ok
+func textBlock(b *jsontree.Budget, obj []json.RawMessage) (any, bool) {
+	text, ok := asString(b, obj[blkText])
+	return TextBlock{Type: "text", Text: text, CacheControl: cacheControl(b, obj[blkCacheControl])}, ok
 }
 
 // imageBlock admits base64 sources only; url and file sources fail.
-func imageBlock(obj map[string]any) (any, bool) {
-	src, ok := obj["source"].(map[string]any)
-	if !ok {
+func imageBlock(b *jsontree.Budget, obj []json.RawMessage) (any, bool) {
+	var src [3]json.RawMessage
+	if kind(obj[blkSource]) != '{' {
 		return nil, false
 	}
-	typ, _ := src["type"].(string)
-	data, okData := src["data"].(string)
-	mediaType, okType := src["media_type"].(string)
+	if _, _, ok := b.Fields(obj[blkSource], sourceFields, src[:]); !ok {
+		return nil, false
+	}
+	typ, _ := asString(b, src[0])
+	data, okData := asString(b, src[1])
+	mediaType, okType := asString(b, src[2])
 	if typ != "base64" || !okData || !okType || !validImage(data, mediaType) {
 		return nil, false
 	}
 	return ImageBlock{
 		Type:         "image",
 		Source:       ImageSource{Type: "base64", Data: data, MediaType: mediaType},
-		CacheControl: cacheControl(obj["cache_control"]),
+		CacheControl: cacheControl(b, obj[blkCacheControl]),
 	}, true
 }
 
@@ -244,46 +301,48 @@ func notBase64(r rune) bool {
 	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '+' || r == '/')
 }
 
-// toolUseBlock rebuilds a tool_use block. Its input is re-encoded from the
-// decoded object: numbers stay as written, keys come out sorted, and a
-// repeated key keeps its last value, as JSON.parse does.
-func toolUseBlock(obj map[string]any) (any, bool) {
-	id, okID := obj["id"].(string)
-	name, okName := obj["name"].(string)
-	input, okInput := obj["input"].(map[string]any)
-	if !okID || !rtsandbox.ValidToolCallID(id) || !okName || !anthropicNameRE.MatchString(name) || !okInput {
+// toolUseBlock rebuilds a tool_use block. Its input is decoded (against
+// the budget) and re-encoded: numbers stay as written, keys come out
+// sorted, and a repeated key keeps its last value, as JSON.parse does.
+func toolUseBlock(b *jsontree.Budget, obj []json.RawMessage) (any, bool) {
+	id, okID := asString(b, obj[blkID])
+	name, okName := asString(b, obj[blkName])
+	if !okID || !rtsandbox.ValidToolCallID(id) || !okName || !anthropicNameRE.MatchString(name) || kind(obj[blkInput]) != '{' {
+		return nil, false
+	}
+	input, err := b.Decode(obj[blkInput])
+	if err != nil {
 		return nil, false
 	}
 	raw, err := jsonjs.Marshal(input)
 	if err != nil {
 		return nil, false
 	}
-	return ToolUseBlock{Type: "tool_use", ID: id, Name: name, Input: raw, CacheControl: cacheControl(obj["cache_control"])}, true
+	return ToolUseBlock{Type: "tool_use", ID: id, Name: name, Input: raw, CacheControl: cacheControl(b, obj[blkCacheControl])}, true
 }
 
-func toolResultBlock(obj map[string]any) (any, error) {
-	id, ok := obj["tool_use_id"].(string)
+func toolResultBlock(b *jsontree.Budget, obj []json.RawMessage) (any, error) {
+	id, ok := asString(b, obj[blkToolUseID])
 	if !ok || !rtsandbox.ValidToolCallID(id) {
 		return nil, refuse(RefuseNativeBlock)
 	}
-	content, err := blocks(obj["content"], false)
+	content, err := blocks(b, obj[blkContent], false)
 	if err != nil {
 		return nil, err
 	}
-	isError, _ := obj["is_error"].(bool)
 	return ToolResultBlock{
 		Type: "tool_result", ToolUseID: id, Content: content,
-		IsError: isError, CacheControl: cacheControl(obj["cache_control"]),
+		IsError: kind(obj[blkIsError]) == 't', CacheControl: cacheControl(b, obj[blkCacheControl]),
 	}, nil
 }
 
-func thinkingBlock(obj map[string]any) (any, bool) {
-	text, okText := obj["thinking"].(string)
-	sig, okSig := obj["signature"].(string)
+func thinkingBlock(b *jsontree.Budget, obj []json.RawMessage) (any, bool) {
+	text, okText := asString(b, obj[blkThinking])
+	sig, okSig := asString(b, obj[blkSignature])
 	return ThinkingBlock{Type: "thinking", Thinking: text, Signature: sig}, okText && okSig
 }
 
-func redactedThinkingBlock(obj map[string]any) (any, bool) {
-	data, ok := obj["data"].(string)
+func redactedThinkingBlock(b *jsontree.Budget, obj []json.RawMessage) (any, bool) {
+	data, ok := asString(b, obj[blkData])
 	return RedactedThinkingBlock{Type: "redacted_thinking", Data: data}, ok
 }

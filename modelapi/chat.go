@@ -1,14 +1,12 @@
 package modelapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // Limits of the /model rule (§2.4).
@@ -61,12 +59,27 @@ type Tool = rtsandbox.ChatTool
 type Function = rtsandbox.ToolSpec
 
 var (
-	// messageKeys are the only keys a message may carry; any other key
-	// (name, refusal, audio, file_id, …) could smuggle a provider feature.
-	messageKeys = map[string]bool{"role": true, "content": true, "tool_calls": true, "tool_call_id": true}
+	// chatMessageKeys are the only keys a message may carry; any other
+	// key (name, refusal, audio, file_id, …) could smuggle a provider
+	// feature.
+	chatMessageKeys = []string{"role", "content", "tool_calls", "tool_call_id"}
 	// roles excludes developer and function on purpose: the spec admits
 	// exactly these four.
 	roles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+	// The members of a tool call, its function, a tool and its function
+	// that the rule reads; others are dropped.
+	toolCallFields = []string{"type", "id", "function"}
+	callFnFields   = []string{"name", "arguments"}
+	toolFields     = []string{"type", "function"}
+	toolFnFields   = []string{"name", "description", "parameters"}
+)
+
+// Indexes into chatMessageKeys.
+const (
+	chatRole = iota
+	chatContent
+	chatToolCalls
+	chatToolCallID
 )
 
 // NormalizeChat validates a decoded /model request object (top-level keys as
@@ -79,16 +92,28 @@ func NormalizeChat(body map[string]json.RawMessage) (*ChatInput, error) {
 }
 
 // NormalizeChatWith is NormalizeChat under opts: the session broker admits
-// image parts in user messages (ChatOptions.ImageParts).
+// image parts in user messages (ChatOptions.ImageParts). The body is read
+// under opts.Budget: over its node count the request is refused, and once
+// its context ends the error wraps jsontree.ErrStopped instead of
+// rtsandbox.ErrRefused (the call is over).
 func NormalizeChatWith(body map[string]json.RawMessage, opts ChatOptions) (*ChatInput, error) {
-	msgs, err := normalizeMessages(body["messages"], opts)
+	b := budgetFor(opts.Budget, body)
+	in, err := normalizeChat(b, body, opts)
+	if err := budgetError(b); err != nil {
+		return nil, err
+	}
+	return in, err
+}
+
+func normalizeChat(b *jsontree.Budget, body map[string]json.RawMessage, opts ChatOptions) (*ChatInput, error) {
+	msgs, err := normalizeChatMessages(b, body["messages"], opts)
 	if err != nil {
 		return nil, refused(err)
 	}
 	in := &ChatInput{Messages: msgs}
 	if raw, ok := body["tools"]; ok {
 		// Present even as null: null is refused below, not treated as absent.
-		if in.Tools, err = normalizeTools(raw); err != nil {
+		if in.Tools, err = normalizeTools(b, raw); err != nil {
 			return nil, refused(err)
 		}
 		in.HasTools = true
@@ -96,13 +121,13 @@ func NormalizeChatWith(body map[string]json.RawMessage, opts ChatOptions) (*Chat
 	return in, nil
 }
 
-func normalizeMessages(raw json.RawMessage, opts ChatOptions) ([]Message, error) {
-	items, ok := asArray(raw)
+func normalizeChatMessages(b *jsontree.Budget, raw json.RawMessage, opts ChatOptions) ([]Message, error) {
+	items, n, ok := b.Array(raw, MaxMessages)
 	if !ok {
 		return nil, errors.New("messages is not an array")
 	}
-	if len(items) > MaxMessages {
-		return nil, fmt.Errorf("%d messages, more than %d", len(items), MaxMessages)
+	if n > MaxMessages {
+		return nil, fmt.Errorf("more than %d messages", MaxMessages)
 	}
 	msgs := make([]Message, 0, len(items)) // never nil: [] stays [] upstream
 	var tally *imageTally
@@ -110,7 +135,7 @@ func normalizeMessages(raw json.RawMessage, opts ChatOptions) ([]Message, error)
 		tally = &imageTally{}
 	}
 	for i, item := range items {
-		m, err := normalizeMessage(item, tally)
+		m, err := normalizeMessage(b, item, tally)
 		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
@@ -121,26 +146,30 @@ func normalizeMessages(raw json.RawMessage, opts ChatOptions) ([]Message, error)
 
 // normalizeMessage rebuilds one message; tally is nil unless image parts
 // are admitted, and then counts the request's images.
-func normalizeMessage(raw json.RawMessage, tally *imageTally) (Message, error) {
-	obj, ok := asObject(raw)
+func normalizeMessage(b *jsontree.Budget, raw json.RawMessage, tally *imageTally) (Message, error) {
+	var obj [4]json.RawMessage
+	if kind(raw) != '{' {
+		return Message{}, errors.New("not an object")
+	}
+	other, hasOther, ok := b.Fields(raw, chatMessageKeys, obj[:])
 	if !ok {
 		return Message{}, errors.New("not an object")
 	}
-	if err := onlyKeys(obj, messageKeys); err != nil {
-		return Message{}, err
+	if hasOther {
+		return Message{}, notAllowed(other)
 	}
-	role, ok := asString(obj["role"])
+	role, ok := asString(b, obj[chatRole])
 	if !ok || !roles[role] {
 		return Message{}, errors.New("role is not system, user, assistant or tool")
 	}
 	m := Message{Role: role}
 	var err error
-	content, ok := asString(obj["content"])
+	content, ok := asString(b, obj[chatContent])
 	switch {
 	case ok:
 		m.Content = content
-	case tally != nil && role == "user" && kind(obj["content"]) == '[':
-		if m.Parts, err = contentParts(obj["content"], tally); err != nil {
+	case tally != nil && role == "user" && kind(obj[chatContent]) == '[':
+		if m.Parts, err = contentParts(b, obj[chatContent], tally); err != nil {
 			return Message{}, err
 		}
 	default:
@@ -149,40 +178,35 @@ func normalizeMessage(raw json.RawMessage, tally *imageTally) (Message, error) {
 		// image_url, file, input_audio and every other multimodal part.
 		return Message{}, errors.New("content is not a string")
 	}
-	if raw, ok := obj["tool_calls"]; ok {
-		if m.ToolCalls, err = normalizeToolCalls(role, raw); err != nil {
+	if raw := obj[chatToolCalls]; raw != nil {
+		if m.ToolCalls, err = normalizeToolCalls(b, role, raw); err != nil {
 			return Message{}, err
 		}
 	}
-	m.ToolCallID, err = normalizeToolCallID(role, obj)
+	m.ToolCallID, err = normalizeToolCallID(b, role, obj[chatToolCallID])
 	return m, err
 }
 
-// onlyKeys refuses the first key, in sorted order so the log is stable,
-// that allowed does not list.
-func onlyKeys(obj map[string]json.RawMessage, allowed map[string]bool) error {
-	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		if !allowed[k] {
-			return fmt.Errorf("key %.64q not allowed", k)
-		}
-	}
-	return nil
+// notAllowed refuses key, the first in sorted order that a rule does not
+// list (Budget.Fields finds it), so that the log is stable.
+func notAllowed(key string) error {
+	return fmt.Errorf("key %.64q not allowed", key)
 }
 
-func normalizeToolCalls(role string, raw json.RawMessage) ([]ToolCall, error) {
+func normalizeToolCalls(b *jsontree.Budget, role string, raw json.RawMessage) ([]ToolCall, error) {
 	if role != "assistant" {
 		return nil, errors.New("tool_calls on a non-assistant message")
 	}
-	items, ok := asArray(raw)
+	items, n, ok := b.Array(raw, MaxToolCalls)
 	if !ok {
 		return nil, errors.New("tool_calls is not an array")
 	}
-	if len(items) > MaxToolCalls {
-		return nil, fmt.Errorf("%d tool calls, more than %d", len(items), MaxToolCalls)
+	if n > MaxToolCalls {
+		return nil, fmt.Errorf("more than %d tool calls", MaxToolCalls)
 	}
 	var calls []ToolCall // stays nil for [], see Message
 	for i, item := range items {
-		c, err := normalizeToolCall(item)
+		c, err := normalizeToolCall(b, item)
 		if err != nil {
 			return nil, fmt.Errorf("tool_calls[%d]: %w", i, err)
 		}
@@ -193,27 +217,26 @@ func normalizeToolCalls(role string, raw json.RawMessage) ([]ToolCall, error) {
 
 // normalizeToolCall rebuilds {id, type, function: {name, arguments}};
 // every other field, such as function.url, is dropped.
-func normalizeToolCall(raw json.RawMessage) (ToolCall, error) {
-	obj, ok := asObject(raw)
-	if !ok {
+func normalizeToolCall(b *jsontree.Budget, raw json.RawMessage) (ToolCall, error) {
+	var obj, fn [3]json.RawMessage
+	if !fields(b, raw, toolCallFields, obj[:]) {
 		return ToolCall{}, errors.New("not an object")
 	}
-	if typ, _ := asString(obj["type"]); typ != rtsandbox.FunctionType {
+	if typ, _ := asString(b, obj[0]); typ != rtsandbox.FunctionType {
 		return ToolCall{}, errors.New("type is not function")
 	}
-	id, ok := asString(obj["id"])
+	id, ok := asString(b, obj[1])
 	if !ok || !rtsandbox.ValidToolCallID(id) {
 		return ToolCall{}, errors.New("id is not 1..128 UTF-16 units")
 	}
-	fn, ok := asObject(obj["function"])
-	if !ok {
+	if !fields(b, obj[2], callFnFields, fn[:2]) {
 		return ToolCall{}, errors.New("function is not an object")
 	}
-	name, ok := asString(fn["name"])
+	name, ok := asString(b, fn[0])
 	if !ok || !rtsandbox.ValidFunctionName(name) {
 		return ToolCall{}, errors.New("function.name is not a valid function name")
 	}
-	args, ok := asString(fn["arguments"])
+	args, ok := asString(b, fn[1])
 	if !ok {
 		return ToolCall{}, errors.New("function.arguments is not a string")
 	}
@@ -221,34 +244,33 @@ func normalizeToolCall(raw json.RawMessage) (ToolCall, error) {
 }
 
 // normalizeToolCallID returns the id a tool message must carry. On any other
-// role the key must be absent: even null is refused.
-func normalizeToolCallID(role string, obj map[string]json.RawMessage) (string, error) {
-	raw, present := obj["tool_call_id"]
+// role the key must be absent (raw nil): even null is refused.
+func normalizeToolCallID(b *jsontree.Budget, role string, raw json.RawMessage) (string, error) {
 	if role != "tool" {
-		if present {
+		if raw != nil {
 			return "", errors.New("tool_call_id on a non-tool message")
 		}
 		return "", nil
 	}
-	id, ok := asString(raw)
+	id, ok := asString(b, raw)
 	if !ok || !rtsandbox.ValidToolCallID(id) {
 		return "", errors.New("tool message without a valid tool_call_id")
 	}
 	return id, nil
 }
 
-func normalizeTools(raw json.RawMessage) ([]Tool, error) {
-	items, ok := asArray(raw)
+func normalizeTools(b *jsontree.Budget, raw json.RawMessage) ([]Tool, error) {
+	items, n, ok := b.Array(raw, MaxTools)
 	if !ok {
 		return nil, errors.New("tools is not an array")
 	}
-	if len(items) > MaxTools {
-		return nil, fmt.Errorf("%d tools, more than %d", len(items), MaxTools)
+	if n > MaxTools {
+		return nil, fmt.Errorf("more than %d tools", MaxTools)
 	}
 	tools := make([]Tool, 0, len(items)) // never nil: [] stays [] upstream
 	seen := make(map[string]bool, len(items))
 	for i, item := range items {
-		t, err := normalizeTool(item)
+		t, err := normalizeTool(b, item)
 		if err != nil {
 			return nil, fmt.Errorf("tools[%d]: %w", i, err)
 		}
@@ -263,27 +285,27 @@ func normalizeTools(raw json.RawMessage) ([]Tool, error) {
 
 // normalizeTool rebuilds {type, function: {name, description, parameters}}.
 // Native provider tools (web_search, file_search, …) fail the type check.
-func normalizeTool(raw json.RawMessage) (Tool, error) {
-	obj, ok := asObject(raw)
-	if !ok {
+func normalizeTool(b *jsontree.Budget, raw json.RawMessage) (Tool, error) {
+	var obj [2]json.RawMessage
+	var fn [3]json.RawMessage
+	if !fields(b, raw, toolFields, obj[:]) {
 		return Tool{}, errors.New("not an object")
 	}
-	if typ, _ := asString(obj["type"]); typ != rtsandbox.FunctionType {
+	if typ, _ := asString(b, obj[0]); typ != rtsandbox.FunctionType {
 		return Tool{}, errors.New("type is not function")
 	}
-	fn, ok := asObject(obj["function"])
-	if !ok {
+	if !fields(b, obj[1], toolFnFields, fn[:]) {
 		return Tool{}, errors.New("function is not an object")
 	}
-	name, ok := asString(fn["name"])
+	name, ok := asString(b, fn[0])
 	if !ok || !rtsandbox.ValidFunctionName(name) {
 		return Tool{}, errors.New("function.name is not a valid function name")
 	}
-	desc, ok := asString(fn["description"])
+	desc, ok := asString(b, fn[1])
 	if !ok {
 		return Tool{}, errors.New("function.description is not a string")
 	}
-	params, err := normalizeParameters(fn["parameters"])
+	params, err := normalizeParameters(b, fn[2])
 	if err != nil {
 		return Tool{}, fmt.Errorf("function.parameters: %w", err)
 	}
@@ -293,16 +315,16 @@ func normalizeTool(raw json.RawMessage) (Tool, error) {
 // normalizeParameters checks the schema and returns a compacted copy, so the
 // result does not alias the caller's buffer. Compacting only drops
 // insignificant whitespace; numbers and strings stay as written.
-func normalizeParameters(raw json.RawMessage) (json.RawMessage, error) {
+func normalizeParameters(b *jsontree.Budget, raw json.RawMessage) (json.RawMessage, error) {
 	if kind(raw) != '{' {
 		return nil, errors.New("not an object")
 	}
-	if err := CheckSchema(raw); err != nil {
+	if err := checkSchema(b, raw); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, err
+	out, ok := b.Compact(make([]byte, 0, len(raw)), raw)
+	if !ok {
+		return nil, errors.New("not valid JSON")
 	}
-	return buf.Bytes(), nil
+	return out, nil
 }

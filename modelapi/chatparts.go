@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // This file widens the /model rule for session mode, where a turn carries
@@ -44,6 +43,10 @@ type ChatOptions struct {
 	// at most rtsandbox.MaxImages images of at most
 	// rtsandbox.MaxImagesTotal decoded bytes in one request.
 	ImageParts bool
+	// Budget bounds the body's decoding (jsontree.Budget): the broker's,
+	// of the body's size and stopped by the call's context. nil means one
+	// of the body's size that never stops.
+	Budget *jsontree.Budget
 }
 
 // ContentPart is one rebuilt part of a user message's content: Text is set
@@ -99,27 +102,28 @@ func (t *imageTally) add(data string) error {
 	return nil
 }
 
+// The members of a part: type and text (a text part) or type and
+// image_url (an image part), whose only member is url.
 var (
-	textPartKeys  = []string{"type", "text"}
-	imagePartKeys = []string{"type", "image_url"}
-	imageURLKeys  = []string{"url"}
+	partFields     = []string{"type", "text", "image_url"}
+	imageURLFields = []string{"url"}
 )
 
-// contentParts rebuilds a user message's content array. It is decoded
-// once, as a tree, rather than level by level as raw JSON: a part holding
-// a 20 MiB data URL is then scanned once more, not once per level.
-func contentParts(raw json.RawMessage, tally *imageTally) ([]ContentPart, error) {
-	v, _ := tree(raw)
-	items, ok := v.([]any)
+// contentParts rebuilds a user message's content array, read through
+// views: a part holding a 20 MiB data URL is scanned once per level
+// (content, part, image_url) and decoded once, and an array of more than
+// MaxContentParts is refused at the count.
+func contentParts(b *jsontree.Budget, raw json.RawMessage, tally *imageTally) ([]ContentPart, error) {
+	items, n, ok := b.Array(raw, MaxContentParts)
 	if !ok {
 		return nil, errors.New("content is not a string or an array of parts")
 	}
-	if len(items) > MaxContentParts {
-		return nil, fmt.Errorf("%d content parts, more than %d", len(items), MaxContentParts)
+	if n > MaxContentParts {
+		return nil, fmt.Errorf("more than %d content parts", MaxContentParts)
 	}
 	parts := make([]ContentPart, 0, len(items))
 	for i, item := range items {
-		p, err := contentPart(item, tally)
+		p, err := contentPart(b, item, tally)
 		if err != nil {
 			return nil, fmt.Errorf("content[%d]: %w", i, err)
 		}
@@ -129,34 +133,43 @@ func contentParts(raw json.RawMessage, tally *imageTally) ([]ContentPart, error)
 }
 
 // contentPart rebuilds one part: text, or an image given as a data URL.
-func contentPart(item any, tally *imageTally) (ContentPart, error) {
-	obj, ok := item.(map[string]any)
+// Any member but the part's own is refused.
+func contentPart(b *jsontree.Budget, item json.RawMessage, tally *imageTally) (ContentPart, error) {
+	var obj [3]json.RawMessage // type, text, image_url
+	if kind(item) != '{' {
+		return ContentPart{}, errors.New("not an object")
+	}
+	other, hasOther, ok := b.Fields(item, partFields, obj[:])
 	if !ok {
 		return ContentPart{}, errors.New("not an object")
 	}
-	typ, _ := obj["type"].(string)
+	typ, _ := asString(b, obj[0])
 	switch typ {
 	case "text":
-		if err := onlyTreeKeys(obj, textPartKeys); err != nil {
-			return ContentPart{}, err
+		if key, bad := firstOther(other, hasOther, "image_url", obj[2] != nil); bad {
+			return ContentPart{}, notAllowed(key)
 		}
-		text, ok := obj["text"].(string)
+		text, ok := asString(b, obj[1])
 		if !ok {
 			return ContentPart{}, errors.New("text is not a string")
 		}
 		return ContentPart{Type: "text", Text: &text}, nil
 	case "image_url":
-		if err := onlyTreeKeys(obj, imagePartKeys); err != nil {
-			return ContentPart{}, err
+		if key, bad := firstOther(other, hasOther, "text", obj[1] != nil); bad {
+			return ContentPart{}, notAllowed(key)
 		}
-		img, ok := obj["image_url"].(map[string]any)
+		var img [1]json.RawMessage
+		if kind(obj[2]) != '{' {
+			return ContentPart{}, errors.New("image_url is not an object")
+		}
+		other, hasOther, ok := b.Fields(obj[2], imageURLFields, img[:])
 		if !ok {
 			return ContentPart{}, errors.New("image_url is not an object")
 		}
-		if err := onlyTreeKeys(img, imageURLKeys); err != nil {
-			return ContentPart{}, fmt.Errorf("image_url: %w", err)
+		if hasOther {
+			return ContentPart{}, fmt.Errorf("image_url: %w", notAllowed(other))
 		}
-		url, _ := img["url"].(string)
+		url, _ := asString(b, img[0])
 		mimeType, data, ok := ParseImageDataURL(url)
 		if !ok {
 			return ContentPart{}, errors.New("image_url.url is not a base64 data URL of a PNG, JPEG, WebP or GIF image within the image bounds")
@@ -169,15 +182,17 @@ func contentPart(item any, tally *imageTally) (ContentPart, error) {
 	return ContentPart{}, errors.New("part type is not text or image_url")
 }
 
-// onlyTreeKeys refuses the first key of a decoded object, in sorted order
-// so the log is stable, that allowed does not list.
-func onlyTreeKeys(obj map[string]any, allowed []string) error {
-	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		if !slices.Contains(allowed, k) {
-			return fmt.Errorf("key %.64q not allowed", k)
-		}
+// firstOther is the least key a part may not carry: the least of the
+// members no part type lists (other, when hasOther) and the other part
+// type's member (sibling, when present).
+func firstOther(other string, hasOther bool, sibling string, present bool) (string, bool) {
+	switch {
+	case present && (!hasOther || sibling < other):
+		return sibling, true
+	case hasOther:
+		return other, true
 	}
-	return nil
+	return "", false
 }
 
 // MarshalJSON writes the message in the wire order role, content,

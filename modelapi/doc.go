@@ -46,14 +46,26 @@
 //     a 400 rather than a 502 because clients retry a 502 unchanged but
 //     resend without the refused part after a 400. A guest string quoted in
 //     a refusal (a block type, a role) is cut at 128 bytes.
-//   - Message and system content is decoded once into a tree rather than
-//     level by level, so a body with a 20 MiB image costs two scans, not
-//     two per nesting level; tool_use input is therefore re-encoded with
-//     its keys sorted (numbers as written, a repeated key keeping its last
-//     value as JSON.parse does). Tool input_schema stays byte for byte.
+//   - Tool_use input is re-encoded from its decoded value with its keys
+//     sorted (numbers as written, a repeated key keeping its last value as
+//     JSON.parse does). Tool input_schema stays byte for byte.
 //   - Numbers follow JavaScript: "safe integer" means an integral value of
 //     at most 2^53-1 in magnitude, and a number too large for a float64
 //     (1e400) is not finite, so a sampling field holding it is dropped.
+//
+// Decoding costs what the bytes cost (issue 21). A body is read under a
+// jsontree.Budget (ChatOptions.Budget, MessagesParams.Budget: the
+// broker's, of the body's size and the call's context): its members are
+// read through views straight from the bytes, keeping only what is
+// rebuilt, and an array a rule counts (messages, content parts and
+// blocks, tool calls, tools, stop sequences) is refused at its count,
+// before the rest of it is read. The only trees are a tool_use input
+// (re-encoded) and a non-string role quoted in a refusal; they and the
+// schema check's key sets count against the budget's values, and a body
+// over it is refused (RefuseBudget, or the /model rule's refusal). Every
+// read looks at the budget's context as it goes: once the call is over,
+// normalising stops within jsontree.CheckBytes of reading with an error
+// wrapping jsontree.ErrStopped, which is no refusal.
 //
 // Everything here is a pure function of its arguments: no I/O, no globals
 // that change, safe for concurrent use. Guest input is inspected as raw JSON

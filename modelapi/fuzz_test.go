@@ -174,8 +174,8 @@ func mustArray(t *testing.T, raw json.RawMessage) []json.RawMessage {
 	if raw == nil {
 		return nil
 	}
-	a, ok := asArray(raw)
-	if !ok {
+	var a []json.RawMessage
+	if kind(raw) != '[' || json.Unmarshal(raw, &a) != nil {
 		t.Fatalf("built JSON %s is not an array", raw)
 	}
 	return a

@@ -3,6 +3,7 @@ package modelapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // Limits and defaults of the Anthropic Messages rule (session spec §2.5).
@@ -32,7 +34,10 @@ const (
 
 // Refusal texts of §2.5, sent to the guest in the Anthropic error shape.
 // Clients such as Claude Code resend without the refused part on a 400.
+// RefuseBudget is ours: a body whose decoding would keep more values than
+// its size pays for (jsontree.NodesFor).
 const (
+	RefuseBudget      = "Request too complex for its size"
 	RefuseMessages    = "Invalid messages"
 	RefuseMessage     = "Invalid message"
 	RefuseTools       = "Invalid tools"
@@ -92,6 +97,10 @@ type MessagesParams struct {
 	MaxOutputTokens int64         // 0 means DefaultMaxOutput; else MinMaxOutput..MaxMaxOutput
 	Level           ThinkingLevel // the bound turn's level
 	CountTokens     bool          // the /v1/messages/count_tokens variant
+	// Budget bounds the body's decoding (jsontree.Budget): the broker's,
+	// of the body's size and stopped by the call's context. nil means one
+	// of the body's size that never stops.
+	Budget *jsontree.Budget
 }
 
 func (p MessagesParams) check() (MessagesParams, error) {
@@ -256,45 +265,60 @@ type (
 // parameters. A violation returns a *Refusal (wrapping
 // rtsandbox.ErrRefused) whose Message is the §2.5 text for the guest; bad
 // parameters return an error wrapping rtsandbox.ErrInvalid.
+//
+// The body is read under p.Budget: over its node count the request is
+// refused with RefuseBudget, and once its context ends the error wraps
+// jsontree.ErrStopped (no refusal: the call is over).
 func NormalizeMessages(body map[string]json.RawMessage, p MessagesParams) (*MessagesRequest, error) {
 	p, err := p.check()
 	if err != nil {
 		return nil, err
 	}
+	b := budgetFor(p.Budget, body)
+	out, err := normalizeMessages(b, body, p)
+	if err := budgetError(b); err != nil {
+		if errors.Is(err, jsontree.ErrBudget) {
+			return nil, refuse(RefuseBudget)
+		}
+		return nil, err
+	}
+	return out, err
+}
+
+func normalizeMessages(b *jsontree.Budget, body map[string]json.RawMessage, p MessagesParams) (*MessagesRequest, error) {
+	var err error
 	out := &MessagesRequest{Model: p.Model}
-	if out.Messages, err = anthropicMessages(body["messages"], p.Level); err != nil {
+	if out.Messages, err = anthropicMessages(b, body["messages"], p.Level); err != nil {
 		return nil, err
 	}
 	if raw, ok := body["system"]; ok {
-		system, _ := tree(raw)
-		if out.System, err = blocks(system, false); err != nil {
+		if out.System, err = blocks(b, raw, false); err != nil {
 			return nil, err
 		}
 	}
 	if raw, ok := body["tools"]; ok {
-		if out.Tools, err = anthropicTools(raw); err != nil {
+		if out.Tools, err = anthropicTools(b, raw); err != nil {
 			return nil, err
 		}
 	}
 	if raw, ok := body["tool_choice"]; ok {
-		if out.ToolChoice, err = toolChoice(raw); err != nil {
+		if out.ToolChoice, err = toolChoice(b, raw); err != nil {
 			return nil, err
 		}
 	}
-	if out.Thinking, err = thinking(body["thinking"], p); err != nil {
+	if out.Thinking, err = thinking(b, body["thinking"], p); err != nil {
 		return nil, err
 	}
-	oc, _ := tree(body["output_config"])
-	out.OutputConfig = topEffort(oc, out.Thinking, p.Level)
+	out.OutputConfig = topEffort(b, body["output_config"], out.Thinking, p.Level)
 	if !p.CountTokens {
-		generationFields(out, body, p)
+		generationFields(b, out, body, p)
 	}
 	return out, nil
 }
 
 // generationFields sets what only /v1/messages carries: max_tokens,
 // stream, sampling and stop sequences.
-func generationFields(out *MessagesRequest, body map[string]json.RawMessage, p MessagesParams) {
+func generationFields(b *jsontree.Budget, out *MessagesRequest, body map[string]json.RawMessage, p MessagesParams) {
 	asked := int64(DefaultAnthropicMax)
 	if n, ok := safeInteger(body["max_tokens"]); ok && n > 0 {
 		asked = n
@@ -308,7 +332,7 @@ func generationFields(out *MessagesRequest, body map[string]json.RawMessage, p M
 	out.Temperature = finite(body["temperature"])
 	out.TopP = finite(body["top_p"])
 	out.TopK = finite(body["top_k"])
-	out.StopSequences = stopSequences(body["stop_sequences"])
+	out.StopSequences = stopSequences(b, body["stop_sequences"])
 }
 
 // number decodes raw when it is a JSON number; a number too large for a
@@ -343,14 +367,14 @@ func finite(raw json.RawMessage) *float64 {
 }
 
 // stopSequences copies a valid list and silently drops anything else.
-func stopSequences(raw json.RawMessage) []string {
-	items, ok := asArray(raw)
-	if !ok || len(items) > MaxStopSequences {
+func stopSequences(b *jsontree.Budget, raw json.RawMessage) []string {
+	items, n, ok := b.Array(raw, MaxStopSequences)
+	if !ok || n > MaxStopSequences {
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	for _, item := range items {
-		s, ok := asString(item)
+		s, ok := asString(b, item)
 		if !ok || rtsandbox.UTF16Len(s) > MaxStopSequenceLen {
 			return nil
 		}
@@ -359,14 +383,14 @@ func stopSequences(raw json.RawMessage) []string {
 	return out
 }
 
-func anthropicTools(raw json.RawMessage) ([]AnthropicTool, error) {
-	items, ok := asArray(raw)
-	if !ok || len(items) > MaxAnthropicTools {
+func anthropicTools(b *jsontree.Budget, raw json.RawMessage) ([]AnthropicTool, error) {
+	items, n, ok := b.Array(raw, MaxAnthropicTools)
+	if !ok || n > MaxAnthropicTools {
 		return nil, refuse(RefuseTools)
 	}
 	tools := make([]AnthropicTool, 0, len(items))
 	for _, item := range items {
-		t, ok := anthropicTool(item)
+		t, ok := anthropicTool(b, item)
 		if !ok {
 			return nil, refuse(RefuseTool)
 		}
@@ -378,45 +402,46 @@ func anthropicTools(raw json.RawMessage) ([]AnthropicTool, error) {
 // anthropicTool rebuilds one custom tool. Server and native tools (a type
 // other than custom) fail, and so does a schema that is not local.
 // Duplicate names are not checked, as in the reference.
-func anthropicTool(raw json.RawMessage) (AnthropicTool, bool) {
-	obj, ok := asObject(raw)
-	if !ok {
+func anthropicTool(b *jsontree.Budget, raw json.RawMessage) (AnthropicTool, bool) {
+	var obj [5]json.RawMessage // type, name, input_schema, cache_control, description
+	if !fields(b, raw, anthropicToolFields, obj[:]) {
 		return AnthropicTool{}, false
 	}
-	if typ, present := obj["type"]; present {
-		if s, _ := asString(typ); s != "custom" {
+	if typ := obj[0]; typ != nil {
+		if s, _ := asString(b, typ); s != "custom" {
 			return AnthropicTool{}, false
 		}
 	}
-	name, ok := asString(obj["name"])
+	name, ok := asString(b, obj[1])
 	if !ok || !anthropicNameRE.MatchString(name) {
 		return AnthropicTool{}, false
 	}
-	schema, err := normalizeParameters(obj["input_schema"])
+	schema, err := normalizeParameters(b, obj[2])
 	if err != nil {
 		return AnthropicTool{}, false
 	}
-	cc, _ := tree(obj["cache_control"])
-	t := AnthropicTool{Name: name, InputSchema: schema, CacheControl: cacheControl(cc)}
-	if rawDesc, present := obj["description"]; present {
-		if t.Description, ok = asString(rawDesc); !ok {
+	t := AnthropicTool{Name: name, InputSchema: schema, CacheControl: cacheControl(b, obj[3])}
+	if rawDesc := obj[4]; rawDesc != nil {
+		if t.Description, ok = asString(b, rawDesc); !ok {
 			return AnthropicTool{}, false
 		}
 	}
 	return t, true
 }
 
-func toolChoice(raw json.RawMessage) (*ToolChoice, error) {
-	obj, ok := asObject(raw)
-	if !ok {
+var anthropicToolFields = []string{"type", "name", "input_schema", "cache_control", "description"}
+
+func toolChoice(b *jsontree.Budget, raw json.RawMessage) (*ToolChoice, error) {
+	var obj [3]json.RawMessage // type, disable_parallel_tool_use, name
+	if !fields(b, raw, toolChoiceFields, obj[:]) {
 		return nil, refuse(RefuseToolChoice)
 	}
-	typ, _ := asString(obj["type"])
-	tc := &ToolChoice{Type: typ, DisableParallelToolUse: kind(obj["disable_parallel_tool_use"]) == 't'}
+	typ, _ := asString(b, obj[0])
+	tc := &ToolChoice{Type: typ, DisableParallelToolUse: kind(obj[1]) == 't'}
 	switch typ {
 	case "auto", "any", "none":
 	case "tool":
-		name, ok := asString(obj["name"])
+		name, ok := asString(b, obj[2])
 		if !ok || !anthropicNameRE.MatchString(name) {
 			return nil, refuse(RefuseToolChoice)
 		}
@@ -427,18 +452,20 @@ func toolChoice(raw json.RawMessage) (*ToolChoice, error) {
 	return tc, nil
 }
 
+var toolChoiceFields = []string{"type", "disable_parallel_tool_use", "name"}
+
 // thinking rebuilds the thinking setting; a non-object is silently dropped.
-func thinking(raw json.RawMessage, p MessagesParams) (*Thinking, error) {
-	obj, ok := asObject(raw)
-	if !ok {
+func thinking(b *jsontree.Budget, raw json.RawMessage, p MessagesParams) (*Thinking, error) {
+	var obj [2]json.RawMessage // type, budget_tokens
+	if !fields(b, raw, thinkingFields, obj[:]) {
 		return nil, nil
 	}
-	typ, _ := asString(obj["type"])
+	typ, _ := asString(b, obj[0])
 	switch typ {
 	case "adaptive", "disabled":
 		return &Thinking{Type: typ}, nil
 	case "enabled":
-		asked, ok := safeInteger(obj["budget_tokens"])
+		asked, ok := safeInteger(obj[1])
 		if !ok || asked < MinThinkingBudget {
 			break
 		}
@@ -448,11 +475,14 @@ func thinking(raw json.RawMessage, p MessagesParams) (*Thinking, error) {
 	return nil, refuse(RefuseThinking)
 }
 
+var thinkingFields = []string{"type", "budget_tokens"}
+
 // askedEffort is the index of output_config.effort on the effort scale, or
-// -1 when none is asked (absent, or not on the scale).
-func askedEffort(outputConfig any) int {
-	obj, _ := outputConfig.(map[string]any)
-	s, _ := obj["effort"].(string)
+// -1 when none is asked (absent, not an object, or not on the scale).
+func askedEffort(b *jsontree.Budget, outputConfig json.RawMessage) int {
+	var effort [1]json.RawMessage
+	fields(b, outputConfig, effortFields, effort[:])
+	s, _ := asString(b, effort[0])
 	for i, e := range efforts {
 		if s == e {
 			return i
@@ -462,8 +492,8 @@ func askedEffort(outputConfig any) int {
 }
 
 // cappedEffort is the asked effort capped at the level's ceiling, or nil.
-func cappedEffort(outputConfig any, level ThinkingLevel) *OutputConfig {
-	asked := askedEffort(outputConfig)
+func cappedEffort(b *jsontree.Budget, outputConfig json.RawMessage, level ThinkingLevel) *OutputConfig {
+	asked := askedEffort(b, outputConfig)
 	if asked < 0 {
 		return nil
 	}
@@ -473,8 +503,8 @@ func cappedEffort(outputConfig any, level ThinkingLevel) *OutputConfig {
 // topEffort is the top-level output_config. With no effort asked, adaptive
 // thinking at low or medium is pinned to that level: adaptive thinking's
 // default effort would exceed the ceiling.
-func topEffort(outputConfig any, th *Thinking, level ThinkingLevel) *OutputConfig {
-	if oc := cappedEffort(outputConfig, level); oc != nil {
+func topEffort(b *jsontree.Budget, outputConfig json.RawMessage, th *Thinking, level ThinkingLevel) *OutputConfig {
+	if oc := cappedEffort(b, outputConfig, level); oc != nil {
 		return oc
 	}
 	if th != nil && th.Type == "adaptive" && (level == LevelLow || level == LevelMedium) {
@@ -485,13 +515,13 @@ func topEffort(outputConfig any, th *Thinking, level ThinkingLevel) *OutputConfi
 
 // cacheControl keeps an object as {type:"ephemeral"}, plus ttl "1h" when
 // asked for exactly; anything else is dropped.
-func cacheControl(v any) *CacheControl {
-	obj, ok := v.(map[string]any)
-	if !ok {
+func cacheControl(b *jsontree.Budget, raw json.RawMessage) *CacheControl {
+	var obj [1]json.RawMessage
+	if !fields(b, raw, ttlFields, obj[:]) {
 		return nil
 	}
 	cc := &CacheControl{Type: "ephemeral"}
-	if ttl, _ := obj["ttl"].(string); ttl == "1h" {
+	if ttl, _ := asString(b, obj[0]); ttl == "1h" {
 		cc.TTL = ttl
 	}
 	return cc

@@ -1,7 +1,9 @@
 package modelapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,38 +27,54 @@ func kind(raw json.RawMessage) byte {
 	return 0
 }
 
-// asObject decodes raw when it is a JSON object. Nested values stay raw so
-// that the caller can still tell absent keys from null ones. A repeated key
-// keeps its last value, as JavaScript's JSON.parse does; callers rebuild the
-// object, so nothing from the dropped value is forwarded. jsontree.Split
-// decodes as json.Unmarshal does, in one pass instead of two.
-func asObject(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	m, err := jsontree.Split(raw)
-	return m, err == nil
-}
-
-// asArray decodes raw when it is a JSON array, keeping the elements raw.
-func asArray(raw json.RawMessage) ([]json.RawMessage, bool) {
-	if kind(raw) != '[' {
-		return nil, false
+// fields reads the members names of raw when it is a JSON object into
+// vals (nil for an absent member; the last of a repeated one, as
+// JavaScript's JSON.parse keeps). Callers rebuild the object from them, so
+// nothing else of it is forwarded, or even kept.
+func fields(b *jsontree.Budget, raw json.RawMessage, names []string, vals []json.RawMessage) bool {
+	if kind(raw) != '{' {
+		clear(vals)
+		return false
 	}
-	var a []json.RawMessage
-	if json.Unmarshal(raw, &a) != nil {
-		return nil, false
-	}
-	return a, true
+	_, _, ok := b.Fields(raw, names, vals)
+	return ok
 }
 
 // asString decodes raw when it is a JSON string.
-func asString(raw json.RawMessage) (string, bool) {
+func asString(b *jsontree.Budget, raw json.RawMessage) (string, bool) {
 	if kind(raw) != '"' {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
+	return b.String(raw)
+}
+
+// budgetFor is the Budget a body is read under: b when the caller gave
+// one, else one of the body's size that never stops.
+func budgetFor(b *jsontree.Budget, body map[string]json.RawMessage) *jsontree.Budget {
+	if b != nil {
+		return b
 	}
-	return s, true
+	size := 0
+	for k, v := range body {
+		size += len(k) + len(v)
+	}
+	return jsontree.NewBudget(context.Background(), jsontree.NodesFor(size))
+}
+
+// budgetError is the budget's refusal once a normalisation is done,
+// whatever the rules decided meanwhile: a read it stopped looked to them
+// like a value of the wrong kind. Over the node count (jsontree.ErrBudget)
+// the request is refused; once the context ended (jsontree.ErrStopped)
+// the call is over, and the error is no refusal.
+func budgetError(b *jsontree.Budget) error {
+	err := b.Err()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jsontree.ErrBudget):
+		return refused(err)
+	}
+	return fmt.Errorf("model input: %w", err)
 }
 
 // refused wraps a rule violation in rtsandbox.ErrRefused. The text is for the

@@ -1,7 +1,6 @@
 package modelapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
 // MaxSchemaDepth bounds how many schema positions may nest inside each
@@ -80,71 +80,95 @@ var keywordRoles = map[string]role{
 // the first copy would see a keyword this check never saw). It refuses
 // schema positions nested deeper than MaxSchemaDepth.
 //
-// The check is one streaming pass over the tokens with an explicit stack of
-// open containers, so its cost is linear in the size of the schema and a
-// hostile nesting cannot exhaust the goroutine stack.
+// The check is one streaming pass over the tokens (jsontree.Budget.Scan)
+// with an explicit stack of open containers, so its cost is linear in the
+// size of the schema, it allocates only the key sets of the open objects,
+// and a hostile nesting cannot exhaust the goroutine stack.
 func CheckSchema(schema json.RawMessage) error {
-	// json.Valid also refuses trailing data and nesting over 10000 levels.
-	if !utf8.Valid(schema) || !json.Valid(schema) {
+	return checkSchema(nil, schema)
+}
+
+// checkSchema is CheckSchema under a guest body's budget: each key the
+// check remembers (to catch a repeat) counts one value, and the scan looks
+// at the budget's context as it reads. A refusal of the budget is its
+// error, not a *SchemaError.
+func checkSchema(b *jsontree.Budget, schema json.RawMessage) error {
+	// Valid also refuses trailing data and nesting over 10000 levels.
+	if !validUTF8(b, schema) || !b.Valid(schema) {
+		if err := b.Err(); err != nil {
+			return err
+		}
 		return &SchemaError{Reason: "not valid UTF-8 JSON"}
 	}
-	c := checker{dec: json.NewDecoder(bytes.NewReader(schema))}
-	c.dec.UseNumber() // numbers are never converted, so 1e400 is no error
-	return c.run()
+	c := checker{b: b}
+	b.Scan(schema, c.token)
+	if c.err != nil {
+		return c.err
+	}
+	return b.Err()
+}
+
+// validUTF8 is utf8.Valid in steps of jsontree.CheckBytes, looking at the
+// budget between them.
+func validUTF8(b *jsontree.Budget, s []byte) bool {
+	for len(s) > jsontree.CheckBytes {
+		cut := jsontree.CheckBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) { // never split a character
+			cut--
+		}
+		if !utf8.Valid(s[:cut]) || b.Check() != nil {
+			return false
+		}
+		s = s[cut:]
+	}
+	return utf8.Valid(s)
 }
 
 // frame is an open object or array and what its members must be.
 type frame struct {
-	role    role   // of the container itself
-	level   int    // schema level of the schema this container belongs to
-	tok     string // reference token of the container in its parent
-	object  bool
-	wantKey bool // the next token of this object is a key
-	key     string
-	index   int
-	keys    map[string]bool
+	role   role   // of the container itself
+	level  int    // schema level of the schema this container belongs to
+	tok    string // reference token of the container in its parent
+	object bool
+	key    string
+	index  int
+	keys   map[string]bool // made at the object's first key
 }
 
 type checker struct {
-	dec   *json.Decoder
-	stack []*frame
+	stack   []frame
+	b       *jsontree.Budget
+	started bool
+	err     error
 }
 
-func (c *checker) run() error {
-	tok, err := c.dec.Token()
-	if err != nil {
-		return c.fail(err.Error())
+// token takes the scan's next token; it stops the scan at the first
+// refusal.
+func (c *checker) token(tok jsontree.Token) bool {
+	if !c.started {
+		c.started = true
+		c.err = c.value(tok, roleSchema, 1)
+	} else {
+		c.err = c.step(tok)
 	}
-	if err := c.value(tok, roleSchema, 1); err != nil {
-		return err
-	}
-	for len(c.stack) > 0 {
-		tok, err := c.dec.Token()
-		if err != nil {
-			return c.fail(err.Error())
-		}
-		if err := c.step(tok); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.err == nil
 }
 
 // step handles one token inside the innermost open container.
-func (c *checker) step(tok json.Token) error {
-	f := c.stack[len(c.stack)-1]
-	if tok == json.Delim('}') || tok == json.Delim(']') {
-		c.stack = c.stack[:len(c.stack)-1]
+func (c *checker) step(tok jsontree.Token) error {
+	top := len(c.stack) - 1
+	f := &c.stack[top]
+	switch tok.Kind {
+	case '}', ']':
+		c.stack = c.stack[:top]
 		return nil
-	}
-	if f.wantKey {
-		return c.key(f, tok.(string)) // json.Valid guarantees a string key
+	case ':':
+		return c.key(f, tok.String())
 	}
 	r, level := f.memberRole()
-	err := c.value(tok, r, level)
-	f.wantKey = f.object
-	if !f.object {
-		f.index++
+	err := c.value(tok, r, level) // may grow the stack: f is stale after
+	if !c.stack[top].object {
+		c.stack[top].index++
 	}
 	return err
 }
@@ -152,9 +176,15 @@ func (c *checker) step(tok json.Token) error {
 // key records an object key. Keys arrive decoded, so an escaped "\u0024ref"
 // is the keyword $ref, and two spellings of one key are a repeat.
 func (c *checker) key(f *frame, k string) error {
-	f.key, f.wantKey = k, false
+	f.key = k
 	if f.keys[k] {
 		return c.fail("key repeated in one object")
+	}
+	if err := c.b.Take(1); err != nil {
+		return err
+	}
+	if f.keys == nil {
+		f.keys = make(map[string]bool)
 	}
 	f.keys[k] = true
 	if f.role == roleVocabulary && !strings.HasPrefix(k, "#") {
@@ -178,18 +208,18 @@ func (f *frame) memberRole() (role, int) {
 
 // value checks the token that starts a value of role r and opens a frame
 // when the value is a container.
-func (c *checker) value(tok json.Token, r role, level int) error {
+func (c *checker) value(tok jsontree.Token, r role, level int) error {
 	switch r {
 	case roleSchema:
 		if level > MaxSchemaDepth {
 			return c.fail("nested deeper than " + strconv.Itoa(MaxSchemaDepth) + " schema levels")
 		}
-		if _, ok := tok.(bool); ok {
+		if tok.Kind == 't' || tok.Kind == 'f' {
 			return nil
 		}
 		return c.open(tok, '{', r, level, "not a boolean or an object")
 	case roleLocalRef:
-		if s, ok := tok.(string); ok && strings.HasPrefix(s, "#") {
+		if tok.Kind == '"' && strings.HasPrefix(tok.String(), "#") {
 			return nil
 		}
 		return c.fail("not a local fragment (a string starting with #)")
@@ -198,37 +228,33 @@ func (c *checker) value(tok json.Token, r role, level int) error {
 	case roleSchemaArray:
 		return c.open(tok, '[', r, level, "not an array")
 	case roleSchemaOrArray:
-		if tok == json.Delim('[') {
+		if tok.Kind == '[' {
 			return c.open(tok, '[', roleSchemaArray, level, "")
 		}
 		return c.value(tok, roleSchema, level+1)
 	case roleDependencies:
-		if tok == json.Delim('{') {
+		if tok.Kind == '{' {
 			return c.open(tok, '{', r, level, "")
 		}
 	case roleDependency:
-		if tok != json.Delim('[') {
+		if tok.Kind != '[' {
 			return c.value(tok, roleSchema, level)
 		}
 	}
 	// Data, including what dependencies ignores: walk it only to match
 	// brackets and to catch repeated keys.
-	if d, ok := tok.(json.Delim); ok {
-		return c.open(tok, d, roleData, level, "")
+	if tok.Kind == '{' || tok.Kind == '[' {
+		return c.open(tok, tok.Kind, roleData, level, "")
 	}
 	return nil
 }
 
 // open pushes a frame when tok is the delimiter want, else fails with reason.
-func (c *checker) open(tok json.Token, want json.Delim, r role, level int, reason string) error {
-	if tok != want {
+func (c *checker) open(tok jsontree.Token, want byte, r role, level int, reason string) error {
+	if tok.Kind != want {
 		return c.fail(reason)
 	}
-	f := &frame{role: r, level: level, tok: c.here(), object: want == '{'}
-	if f.object {
-		f.wantKey, f.keys = true, make(map[string]bool)
-	}
-	c.stack = append(c.stack, f)
+	c.stack = append(c.stack, frame{role: r, level: level, tok: c.here(), object: want == '{'})
 	return nil
 }
 

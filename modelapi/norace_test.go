@@ -1,0 +1,5 @@
+//go:build !race
+
+package modelapi
+
+const raceEnabled = false

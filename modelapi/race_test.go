@@ -1,0 +1,7 @@
+//go:build race
+
+package modelapi
+
+// raceEnabled scales the adversarial shapes down under the race detector,
+// which slows a byte-by-byte scan some twenty times.
+const raceEnabled = true
