@@ -232,26 +232,7 @@ func TestSessionStreamedEchoSplitAcrossEvents(t *testing.T) {
 	for _, api := range []string{rtsandbox.ModelAPIOpenAI, rtsandbox.ModelAPIAnthropic} {
 		t.Run(api, func(t *testing.T) {
 			cases := echoCases(api, hostSecret, false)
-			next := make(chan echoCase, 1)
-			f := newSession(t, sessOptions{
-				reply: func(w http.ResponseWriter, r *http.Request) {
-					c := <-next
-					w.Header().Set("Content-Type", "text/event-stream")
-					for _, ev := range c.events {
-						if _, err := io.WriteString(w, ev); err != nil {
-							return
-						}
-						w.(http.Flusher).Flush()
-					}
-				},
-				broker: func(c *broker.Config) {
-					c.API = api
-					if api == rtsandbox.ModelAPIOpenAI {
-						c.ModelURL = ep(strings.TrimSuffix(c.ModelURL.String(), "/") + "/v1/chat/completions")
-					}
-				},
-				session: func(c *broker.SessionConfig) { c.Worker.ModelAPI = api; c.MaxCalls = rtsandbox.MaxCallsLimit },
-			})
+			f, next := echoSession(t, api)
 			route, body := rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`
 			if api == rtsandbox.ModelAPIOpenAI {
 				route, body = rtsandbox.RouteModel, `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`
@@ -273,6 +254,34 @@ func TestSessionStreamedEchoSplitAcrossEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// echoSession is a bound session channel's broker whose upstream (a real
+// TLS stand-in, each event flushed on its own) streams the events of the
+// echo cases sent to next, one case a call, in the dialect api.
+func echoSession(t *testing.T, api string) (*sessFixture, chan<- echoCase) {
+	t.Helper()
+	next := make(chan echoCase, 1)
+	f := newSession(t, sessOptions{
+		reply: func(w http.ResponseWriter, r *http.Request) {
+			c := <-next
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, ev := range c.events {
+				if _, err := io.WriteString(w, ev); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		},
+		broker: func(c *broker.Config) {
+			c.API = api
+			if api == rtsandbox.ModelAPIOpenAI {
+				c.ModelURL = ep(strings.TrimSuffix(c.ModelURL.String(), "/") + "/v1/chat/completions")
+			}
+		},
+		session: func(c *broker.SessionConfig) { c.Worker.ModelAPI = api; c.MaxCalls = rtsandbox.MaxCallsLimit },
+	})
+	return f, next
 }
 
 // TestPreviewNeverShowsKeyPrefix: the preview a guest watches never shows

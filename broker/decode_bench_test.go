@@ -31,7 +31,7 @@ func BenchmarkDecodeShapes(b *testing.B) {
 	for _, dialect := range []string{"OpenAI", "Anthropic"} {
 		for _, c := range routes[dialect] {
 			for _, s := range shapes {
-				b.Run(dialect+"/"+c.name+"/"+s.name, func(b *testing.B) {
+				b.Run(dialect+"/"+c.name+"/"+s.Name, func(b *testing.B) {
 					var f *sessFixture
 					if dialect == "OpenAI" {
 						f = openaiSession(b)
@@ -39,7 +39,7 @@ func BenchmarkDecodeShapes(b *testing.B) {
 						f = newSession(b, sessOptions{})
 					}
 					f.bind("")
-					body := c.body(flood(s.name, size))
+					body := c.body(flood(s.Name, size))
 					var alloc uint64
 					var cpu time.Duration
 					for b.Loop() {

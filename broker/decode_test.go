@@ -18,41 +18,15 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/internal/adversarial"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 )
 
-// shapes are the adversarial elements of issue 21: as many values as the
-// bytes allow, nesting at the depth bound, or one value as large as the
-// body (one set).
-var shapes = []struct {
-	name string
-	elem string // repeated as a flood's elements
-	one  func(size int) string
-}{
-	{name: "EmptyArrays", elem: "[]"},
-	{name: "EmptyObjects", elem: "{}"},
-	{name: "TinyStrings", elem: `""`},
-	{name: "Zeros", elem: "0"},
-	// 9990 levels, inside the routes' own few: under the 10000 bound.
-	{name: "DeepNesting", elem: strings.Repeat("[", 9990) + strings.Repeat("]", 9990)},
-	{name: "HugeNumber", one: func(n int) string { return "1" + strings.Repeat("0", n) }},
-	{name: "HugeString", one: func(n int) string { return `"` + strings.Repeat("a", n) + `"` }},
-}
+// shapes are the adversarial elements of issue 21 (package adversarial).
+var shapes = adversarial.Shapes
 
 // flood is an array of about size bytes of shape's elements.
-func flood(shape string, size int) string {
-	for _, s := range shapes {
-		if s.name != shape {
-			continue
-		}
-		if s.one != nil {
-			return "[" + s.one(size) + "]"
-		}
-		n := max(1, size/(len(s.elem)+1))
-		return "[" + strings.TrimSuffix(strings.Repeat(s.elem+",", n), ",") + "]"
-	}
-	panic(shape)
-}
+func flood(shape string, size int) string { return adversarial.Flood(shape, size) }
 
 // floodSize is the size of the floods: large enough that the node
 // budget's floor does not hide a cost per byte, smaller under the race
@@ -147,14 +121,14 @@ func TestSessionDecodeAdversarialShapes(t *testing.T) {
 	run := func(t *testing.T, f *sessFixture, cases []routeCase) {
 		for _, c := range cases {
 			for _, s := range shapes {
-				t.Run(c.name+"/"+s.name, func(t *testing.T) {
-					body := c.body(flood(s.name, floodSize))
+				t.Run(c.name+"/"+s.Name, func(t *testing.T) {
+					body := c.body(flood(s.Name, floodSize))
 					var r resp
 					alloc := allocated(func() { r = f.post(c.route, body) })
 					if r.Err != nil {
 						t.Fatalf("post: %v", r.Err)
 					}
-					wantOutcome(t, c, s.one != nil, r.Status, r.Body)
+					wantOutcome(t, c, s.One != nil, r.Status, r.Body)
 					if alloc > decodeLimit(len(body)) {
 						t.Errorf("the call allocated %d bytes for a body of %d (%.1f×); want at most %d", alloc, len(body), float64(alloc)/float64(len(body)), decodeLimit(len(body)))
 					}
@@ -182,8 +156,8 @@ func TestSessionResultFilesFlood(t *testing.T) {
 	exec := f.execute(context.Background(), sessTurn(sessTurnID))
 	wantResp(t, f.deliver(), 200, "")
 	for _, s := range shapes {
-		t.Run(s.name, func(t *testing.T) {
-			body := `{"turnId":"m1","result":{"ok":true,"text":"t","files":` + flood(s.name, floodSize) + `}}`
+		t.Run(s.Name, func(t *testing.T) {
+			body := `{"turnId":"m1","result":{"ok":true,"text":"t","files":` + flood(s.Name, floodSize) + `}}`
 			var r resp
 			alloc := allocated(func() { r = f.post(rtsandbox.RouteWorkerResult, body) })
 			wantResp(t, r, http.StatusBadRequest, "Invalid result")
@@ -217,7 +191,7 @@ func TestSealedDecodeAdversarialShapes(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, s := range shapes {
-			t.Run(c.name+"/"+s.name, func(t *testing.T) {
+			t.Run(c.name+"/"+s.Name, func(t *testing.T) {
 				reply := jsonReply(`{"choices":[]}`)
 				if strings.HasPrefix(c.name, "Anthropic") {
 					reply = jsonReply(messageAnswer)
@@ -230,14 +204,14 @@ func TestSealedDecodeAdversarialShapes(t *testing.T) {
 						anthropicAPI(false)(cfg)
 					}
 				})
-				body := c.body(flood(s.name, size-200))
+				body := c.body(flood(s.Name, size-200))
 				var status int
 				var answer string
 				alloc := allocated(func() {
 					w := f.post(c.route, body)
 					status, answer = w.Code, w.Body.String()
 				})
-				wantOutcome(t, c, s.one != nil, status, answer)
+				wantOutcome(t, c, s.One != nil, status, answer)
 				if alloc > decodeLimit(len(body)) {
 					t.Errorf("the call allocated %d bytes for a body of %d; want at most %d", alloc, len(body), decodeLimit(len(body)))
 				}

@@ -128,26 +128,7 @@ func TestSDKStreamedEchoSession(t *testing.T) {
 	for _, api := range []string{rtsandbox.ModelAPIOpenAI, rtsandbox.ModelAPIAnthropic} {
 		t.Run(api, func(t *testing.T) {
 			cases := sdkEchoCases(api, hostSecret)
-			next := make(chan echoCase, 1)
-			f := newSession(t, sessOptions{
-				reply: func(w http.ResponseWriter, r *http.Request) {
-					c := <-next
-					w.Header().Set("Content-Type", "text/event-stream")
-					for _, ev := range c.events {
-						if _, err := w.Write([]byte(ev)); err != nil {
-							return
-						}
-						w.(http.Flusher).Flush()
-					}
-				},
-				broker: func(c *broker.Config) {
-					c.API = api
-					if api == rtsandbox.ModelAPIOpenAI {
-						c.ModelURL = ep(strings.TrimSuffix(c.ModelURL.String(), "/") + "/v1/chat/completions")
-					}
-				},
-				session: func(c *broker.SessionConfig) { c.Worker.ModelAPI = api; c.MaxCalls = rtsandbox.MaxCallsLimit },
-			})
+			f, next := echoSession(t, api)
 			release, _ := f.bind("")
 			defer release()
 			for _, c := range cases {

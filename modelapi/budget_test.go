@@ -12,48 +12,20 @@ import (
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/adversarial"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
-// The adversarial shapes of issue 21: a 96 MiB /model body whose messages
-// held some 33 million empty arrays took 2.1 GB and 42 s before the
-// message-count rule ran. Each shape is an array of about size bytes that
-// packs as many values as it can, or one value as large as it can; the
-// tests put it at every position of both rules.
-var floods = []struct {
-	name string
-	elem string // repeated as the array's elements; "" for one huge element
-	one  func(size int) string
-}{
-	{name: "EmptyArrays", elem: "[]"},
-	{name: "EmptyObjects", elem: "{}"},
-	{name: "TinyStrings", elem: `""`},
-	{name: "Zeros", elem: "0"},
-	// 9990 levels inside the positions' own few stays under 10000.
-	{name: "DeepNesting", elem: strings.Repeat("[", 9990) + strings.Repeat("]", 9990)},
-	{name: "HugeNumber", one: func(size int) string { return "1" + strings.Repeat("0", size) }},
-	{name: "HugeString", one: func(size int) string { return `"` + strings.Repeat("a", size) + `"` }},
-}
+// floods are the adversarial shapes of issue 21 (package adversarial),
+// put at every position of both rules.
+var floods = adversarial.Shapes
 
 // flood is shape's array of about size bytes.
-func flood(name string, size int) string {
-	for _, f := range floods {
-		if f.name != name {
-			continue
-		}
-		if f.one != nil {
-			return "[" + f.one(size) + "]"
-		}
-		return "[" + strings.TrimSuffix(strings.Repeat(f.elem+",", floodCount(f.elem, size)), ",") + "]"
-	}
-	panic(name)
-}
+func flood(name string, size int) string { return adversarial.Flood(name, size) }
 
 // floodCount is the elements of a flood of elem of about size bytes.
-func floodCount(elem string, size int) int {
-	return max(1, size/(len(elem)+1))
-}
+func floodCount(elem string, size int) int { return adversarial.Count(elem, size) }
 
 // decode decodes a test body as a JSON decoder would, failing the test
 // without quoting it (the bodies are megabytes).
@@ -151,13 +123,13 @@ func TestNormalizeMessagesAdversarialShapes(t *testing.T) {
 	p := MessagesParams{Model: "m", Level: LevelHigh}
 	for _, pos := range messagesPositions {
 		for _, f := range floods {
-			t.Run(pos.name+"/"+f.name, func(t *testing.T) {
-				raw := decode(t, pos.body(flood(f.name, decodeSize)))
+			t.Run(pos.name+"/"+f.Name, func(t *testing.T) {
+				raw := decode(t, pos.body(flood(f.Name, decodeSize)))
 				var err error
 				q := p
 				q.Budget = shapeBudget(bodySize(raw))
 				alloc := allocated(func() { _, err = NormalizeMessages(raw, q) })
-				checkShapeOutcome(t, pos, outnumbers(f.elem, countOf(pos.refusal)), refusalText(err), err)
+				checkShapeOutcome(t, pos, outnumbers(f.Elem, countOf(pos.refusal)), refusalText(err), err)
 				if size := bodySize(raw); alloc > decodeLimit(size) {
 					t.Errorf("NormalizeMessages allocated %d bytes for a body of %d (%.1f×); want at most %d", alloc, size, float64(alloc)/float64(size), decodeLimit(size))
 				}
@@ -171,8 +143,8 @@ func TestNormalizeMessagesAdversarialShapes(t *testing.T) {
 func TestNormalizeChatAdversarialShapes(t *testing.T) {
 	for _, pos := range chatPositions {
 		for _, f := range floods {
-			t.Run(pos.name+"/"+f.name, func(t *testing.T) {
-				raw := decode(t, pos.body(flood(f.name, decodeSize)))
+			t.Run(pos.name+"/"+f.Name, func(t *testing.T) {
+				raw := decode(t, pos.body(flood(f.Name, decodeSize)))
 				var err error
 				opts := ChatOptions{ImageParts: true, Budget: shapeBudget(bodySize(raw))}
 				alloc := allocated(func() { _, err = NormalizeChatWith(raw, opts) })
@@ -184,7 +156,7 @@ func TestNormalizeChatAdversarialShapes(t *testing.T) {
 				if want.refusal != "" {
 					want.refusal = "more than " + fmt.Sprint(chatCount(pos.refusal)) + " " + pos.refusal
 				}
-				checkShapeOutcome(t, want, outnumbers(f.elem, chatCount(pos.refusal)), text, err)
+				checkShapeOutcome(t, want, outnumbers(f.Elem, chatCount(pos.refusal)), text, err)
 				if size := bodySize(raw); alloc > decodeLimit(size) {
 					t.Errorf("NormalizeChatWith allocated %d bytes for a body of %d (%.1f×); want at most %d", alloc, size, float64(alloc)/float64(size), decodeLimit(size))
 				}

@@ -224,21 +224,26 @@ func (r *fieldReader) object(depth int, member func(name []byte) bool) bool {
 		if !member(name) {
 			return false
 		}
-		r.ws()
-		if r.i >= len(r.b) {
-			return false
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-			r.ws()
-		case '}':
-			r.i++
-			return true
-		default:
-			return false
+		if done, ok := r.next('}'); done || !ok {
+			return ok
 		}
 	}
+}
+
+// next reads what follows a member or an element: a comma (more to
+// come) or closing, which ends the object or array (done).
+func (r *fieldReader) next(closing byte) (done, ok bool) {
+	r.ws()
+	switch {
+	case r.at(','):
+		r.i++
+		r.ws()
+		return false, true
+	case r.at(closing):
+		r.i++
+		return true, true
+	}
+	return false, false
 }
 
 // array reads an array at r.i (its '['), calling element for each
@@ -257,19 +262,8 @@ func (r *fieldReader) array(depth int, element func() bool) bool {
 		if !element() {
 			return false
 		}
-		r.ws()
-		if r.i >= len(r.b) {
-			return false
-		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-			r.ws()
-		case ']':
-			r.i++
-			return true
-		default:
-			return false
+		if done, ok := r.next(']'); done || !ok {
+			return ok
 		}
 	}
 }

@@ -119,23 +119,7 @@ func BenchmarkStreamScannerCorpus(b *testing.B) {
 	forms := NewKeyForms(benchKey)
 	for _, kind := range answercorpus.Kinds() {
 		events := answercorpus.Events(kind, 1<<20, 4<<10)
-		b.Run(string(kind)+"-1MiB-events-4KiB", func(b *testing.B) {
-			b.SetBytes(int64(len(strings.Join(events, ""))))
-			r := &eventReader{}
-			for b.Loop() {
-				r.events = events
-				sc := NewStreamScannerFor(r, forms, 0)
-				sc.Events()
-				for {
-					if _, err := sc.Next(); err != nil {
-						if err != io.EOF {
-							b.Fatal(err)
-						}
-						break
-					}
-				}
-			}
-		})
+		b.Run(string(kind)+"-1MiB-events-4KiB", func(b *testing.B) { benchScanEvents(b, forms, events) })
 	}
 }
 
@@ -147,23 +131,27 @@ func BenchmarkStreamScannerTokens(b *testing.B) {
 	forms := NewKeyForms(benchKey)
 	for _, kind := range answercorpus.Kinds() {
 		events := tokenEvents(kind, 1<<20)
-		b.Run(string(kind)+"-1MiB-token-events", func(b *testing.B) {
-			b.SetBytes(int64(len(strings.Join(events, ""))))
-			r := &eventReader{}
-			for b.Loop() {
-				r.events = events
-				sc := NewStreamScannerFor(r, forms, 0)
-				sc.Events()
-				for {
-					if _, err := sc.Next(); err != nil {
-						if err != io.EOF {
-							b.Fatal(err)
-						}
-						break
-					}
+		b.Run(string(kind)+"-1MiB-token-events", func(b *testing.B) { benchScanEvents(b, forms, events) })
+	}
+}
+
+// benchScanEvents passes events through an event-mode StreamScanner of
+// forms, one event a read.
+func benchScanEvents(b *testing.B, forms *KeyForms, events []string) {
+	b.SetBytes(int64(len(strings.Join(events, ""))))
+	r := &eventReader{}
+	for b.Loop() {
+		r.events = events
+		sc := NewStreamScannerFor(r, forms, 0)
+		sc.Events()
+		for {
+			if _, err := sc.Next(); err != nil {
+				if err != io.EOF {
+					b.Fatal(err)
 				}
+				break
 			}
-		})
+		}
 	}
 }
 
