@@ -77,16 +77,25 @@ func userField() string {
 }
 
 // staleImage builds a tiny image under a fresh tag whose worker label
-// names no real worker, and removes it when the test ends, together with
-// what a rebuild put under the tag. A label unique to the test keeps the
-// image's id its own, so removing it by id touches no other test.
+// names no real worker (testImage).
 func staleImage(t *testing.T) (tag string, d *docker.Driver) {
+	t.Helper()
+	tag, _, d = testImage(t, "stale", fmt.Sprintf("%s=%q", workerimage.LabelWorkerSHA256, strings.Repeat("0", 64)))
+	return tag, d
+}
+
+// testImage builds a tiny image labelled labels under a fresh tag
+// rtsandbox-test-<kind>:<nonce>, and removes it when the test ends,
+// together with what a rebuild put under the tag. A label unique to the
+// test keeps the image's ID its own, so removing it by ID touches no
+// other test. It returns the tag, the image's ID and the driver.
+func testImage(t *testing.T, kind, labels string) (tag, id string, d *docker.Driver) {
 	t.Helper()
 	cli := opsDocker(t)
 	d = docker.New(cli)
 	nonce := opsRandom()
-	tag = "rtsandbox-test-stale:" + nonce
-	dockerfile := fmt.Sprintf("FROM scratch\nLABEL %s=%q rtsandbox.test=%q\n", workerimage.LabelWorkerSHA256, strings.Repeat("0", 64), nonce)
+	tag = "rtsandbox-test-" + kind + ":" + nonce
+	dockerfile := fmt.Sprintf("FROM scratch\nLABEL %s rtsandbox.test=%q\n", labels, nonce)
 	if err := d.BuildImage(context.Background(), tag, map[string][]byte{"Dockerfile": []byte(dockerfile)}); err != nil {
 		t.Fatalf("build %s: %v", tag, err)
 	}
@@ -101,7 +110,7 @@ func staleImage(t *testing.T) (tag string, d *docker.Driver) {
 			}
 		}
 	})
-	return tag, d
+	return tag, res.ID, d
 }
 
 func runDoctorCmd(t *testing.T, getenv env, args ...string) (code int, stdout, stderr string) {
@@ -318,30 +327,12 @@ func (l labelReader) ImageLabels(ctx context.Context, ref string) (map[string]st
 
 // foreignImage builds a tiny image under a fresh tag that carries no
 // label of rtsandbox's (an image of the operator's that sandbox.image
-// names by mistake) and removes it when the test ends, together with
-// what a build put under the tag. It returns the tag and the image's ID.
+// names by mistake), removed when the test ends (testImage). It returns
+// the tag and the image's ID.
 func foreignImage(t *testing.T) (tag, id string) {
 	t.Helper()
-	cli := opsDocker(t)
-	d := docker.New(cli)
-	nonce := opsRandom()
-	tag = "rtsandbox-test-foreign:" + nonce
-	// A label unique to the test keeps the image's ID its own.
-	if err := d.BuildImage(context.Background(), tag, map[string][]byte{"Dockerfile": []byte("FROM scratch\nLABEL maintainer=someone-else rtsandbox.test=" + nonce + "\n")}); err != nil {
-		t.Fatalf("build %s: %v", tag, err)
-	}
-	res, err := cli.ImageInspect(context.Background(), tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, ref := range []string{tag, res.ID} {
-			if err := d.RemoveImage(context.Background(), ref); err != nil {
-				t.Errorf("RemoveImage(%s) = %v", ref, err)
-			}
-		}
-	})
-	return tag, res.ID
+	tag, id, _ = testImage(t, "foreign", "maintainer=someone-else")
+	return tag, id
 }
 
 // TestForeignImageNeverReplaced (issue 21): a sandbox.image (or demo's
