@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rtsandbox/rtsandbox/internal/adversarial"
 )
 
 // unbounded is a Budget that never refuses, to count what a read uses.
@@ -173,19 +175,9 @@ func allocated(fn func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// endsAfter is a context that ends at its looks-th call of Err: a decode
-// that looks at it every CheckBytes stops at a known point.
-type endsAfter struct {
-	context.Context
-	looks int
-}
-
-func (c *endsAfter) Err() error {
-	if c.looks--; c.looks < 0 {
-		return context.Canceled
-	}
-	return nil
-}
+// endsAfter is a context that ends at its looks-th call of Err
+// (adversarial.EndsAfter).
+type endsAfter = adversarial.EndsAfter
 
 // TestBudgetStopsWithinCheckBytes ends the context at the budget's third
 // look: every read of every shape stops with ErrStopped before it has
@@ -216,13 +208,13 @@ func TestBudgetStopsWithinCheckBytes(t *testing.T) {
 	for shape, data := range shapes(size) {
 		for read, fn := range reads {
 			t.Run(shape+"/"+read, func(t *testing.T) {
-				ctx := &endsAfter{Context: context.Background(), looks: 3}
+				ctx := &endsAfter{Context: context.Background(), Looks: 3}
 				b := NewBudget(ctx, math.MaxInt)
 				err := fn(b, data)
 				if !errors.Is(b.Err(), ErrStopped) {
 					// A read that refuses the shape at once (Split of an
 					// array) may end before its third look.
-					if ctx.looks >= 0 {
+					if ctx.Looks >= 0 {
 						return
 					}
 					t.Fatalf("%s: Err() = %v (read error %v); want ErrStopped", read, b.Err(), err)

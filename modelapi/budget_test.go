@@ -256,7 +256,7 @@ func TestNormalizeStopsWithTheCall(t *testing.T) {
 		for _, looks := range []int{0, 2} {
 			t.Run(fmt.Sprintf("%s/after%d", name, looks), func(t *testing.T) {
 				raw := decode(t, text)
-				ctx := &endsAfter{Context: context.Background(), looks: looks}
+				ctx := &endsAfter{Context: context.Background(), Looks: looks}
 				b := jsontree.NewBudget(ctx, jsontree.NodesFor(bodySize(raw)))
 				_, err := NormalizeMessages(raw, MessagesParams{Model: "m", Level: LevelLow, Budget: b})
 				if !errors.Is(err, jsontree.ErrStopped) || errors.Is(err, rtsandbox.ErrRefused) {
@@ -272,18 +272,9 @@ func TestNormalizeStopsWithTheCall(t *testing.T) {
 	}
 }
 
-// endsAfter is a context that ends at its looks-th call of Err.
-type endsAfter struct {
-	context.Context
-	looks int
-}
-
-func (c *endsAfter) Err() error {
-	if c.looks--; c.looks < 0 {
-		return context.Canceled
-	}
-	return nil
-}
+// endsAfter is a context that ends at its looks-th call of Err
+// (adversarial.EndsAfter).
+type endsAfter = adversarial.EndsAfter
 
 // FuzzNormalizeUnderBudget holds both rules under a small node budget to
 // the same rules without one: the budget only ever refuses (RefuseBudget,

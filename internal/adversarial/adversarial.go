@@ -7,6 +7,7 @@
 package adversarial
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -48,4 +49,19 @@ func Flood(name string, size int) string {
 		return "[" + strings.TrimSuffix(strings.Repeat(s.Elem+",", Count(s.Elem, size)), ",") + "]"
 	}
 	panic(fmt.Sprintf("adversarial: no shape %q", name))
+}
+
+// EndsAfter is a context that ends at its Looks-th call of Err: a decode
+// that looks at its context at known points stops at a known one.
+type EndsAfter struct {
+	context.Context
+	Looks int
+}
+
+// Err is context.Canceled from the Looks-th call on.
+func (c *EndsAfter) Err() error {
+	if c.Looks--; c.Looks < 0 {
+		return context.Canceled
+	}
+	return nil
 }
