@@ -23,7 +23,7 @@ import (
 )
 
 // shapes are the adversarial elements of issue 21 (package adversarial).
-var shapes = adversarial.Shapes
+var shapes = adversarial.Shapes()
 
 // flood is an array of about size bytes of shape's elements.
 func flood(shape string, size int) string { return adversarial.Flood(shape, size) }

@@ -19,7 +19,7 @@ import (
 
 // floods are the adversarial shapes of issue 21 (package adversarial),
 // put at every position of both rules.
-var floods = adversarial.Shapes
+var floods = adversarial.Shapes()
 
 // flood is shape's array of about size bytes.
 func flood(name string, size int) string { return adversarial.Flood(name, size) }

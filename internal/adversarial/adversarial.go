@@ -21,16 +21,18 @@ type Shape struct {
 	One  func(size int) string
 }
 
-// Shapes are the shapes, floods first.
-var Shapes = []Shape{
-	{Name: "EmptyArrays", Elem: "[]"},
-	{Name: "EmptyObjects", Elem: "{}"},
-	{Name: "TinyStrings", Elem: `""`},
-	{Name: "Zeros", Elem: "0"},
-	// 9990 levels, inside a route's own few: under encoding/json's 10000.
-	{Name: "DeepNesting", Elem: strings.Repeat("[", 9990) + strings.Repeat("]", 9990)},
-	{Name: "HugeNumber", One: func(n int) string { return "1" + strings.Repeat("0", n) }},
-	{Name: "HugeString", One: func(n int) string { return `"` + strings.Repeat("a", n) + `"` }},
+// Shapes returns the shapes, floods first; a new slice on every call.
+func Shapes() []Shape {
+	return []Shape{
+		{Name: "EmptyArrays", Elem: "[]"},
+		{Name: "EmptyObjects", Elem: "{}"},
+		{Name: "TinyStrings", Elem: `""`},
+		{Name: "Zeros", Elem: "0"},
+		// 9990 levels, inside a route's own few: under encoding/json's 10000.
+		{Name: "DeepNesting", Elem: strings.Repeat("[", 9990) + strings.Repeat("]", 9990)},
+		{Name: "HugeNumber", One: func(n int) string { return "1" + strings.Repeat("0", n) }},
+		{Name: "HugeString", One: func(n int) string { return `"` + strings.Repeat("a", n) + `"` }},
+	}
 }
 
 // Count is how many elem a flood of about size bytes holds.
@@ -39,7 +41,7 @@ func Count(elem string, size int) int { return max(1, size/(len(elem)+1)) }
 // Flood is the JSON array of shape name of about size bytes. An unknown
 // name panics: a test's typo.
 func Flood(name string, size int) string {
-	for _, s := range Shapes {
+	for _, s := range Shapes() {
 		if s.Name != name {
 			continue
 		}
