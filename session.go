@@ -414,16 +414,35 @@ type WorkerCapabilities struct {
 }
 
 // WorkerReady is the body of POST /worker/ready (§4.5). Capabilities nil
-// means an older worker that declares none.
+// means an older worker that declares none. SessionLoad, our addition
+// (issue 22), is what the worker's conversation lost when it was loaded;
+// nil when nothing was or it was reported already.
 type WorkerReady struct {
 	Capabilities   *WorkerCapabilities `json:"capabilities,omitempty"`
 	PrivateHistory bool                `json:"privateHistory"`
+	SessionLoad    *SessionLoad        `json:"sessionLoad,omitempty"`
 }
+
+// SessionLoad is the worker's report of its conversation's load, sent in
+// its ready handshakes until one is accepted: the lines of the session
+// file it continued that it dropped (torn, corrupt, too long, or of a
+// turn cut by a crash) and the newer session files it did not continue
+// (unreadable or not ours). Each is at most MaxSessionLoadCount.
+type SessionLoad struct {
+	DroppedLines int `json:"droppedLines"`
+	IgnoredFiles int `json:"ignoredFiles"`
+}
+
+// MaxSessionLoadCount bounds each count of a SessionLoad: more than the
+// lines a 32 MiB read can hold, and a worker caps its counts at it.
+const MaxSessionLoadCount = 1 << 30
 
 // ParseWorkerReady reads a ready body as §2.3 checks it: empty or blank
 // means {}; otherwise a JSON object whose privateHistory, if present, is a
 // boolean and whose capabilities, if present, is an object whose privateTo
-// and readerRecords are each a boolean or absent.
+// and readerRecords are each a boolean or absent. sessionLoad, if
+// present, is an object whose droppedLines and ignoredFiles are each an
+// integer from 0 to MaxSessionLoadCount or absent.
 func ParseWorkerReady(data []byte) (WorkerReady, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return WorkerReady{}, nil
@@ -431,6 +450,7 @@ func ParseWorkerReady(data []byte) (WorkerReady, error) {
 	var raw struct {
 		Capabilities   json.RawMessage `json:"capabilities"`
 		PrivateHistory json.RawMessage `json:"privateHistory"`
+		SessionLoad    json.RawMessage `json:"sessionLoad"`
 	}
 	if decodeObjectStrict(data, &raw) != nil {
 		return WorkerReady{}, ErrReadyHandshake
@@ -438,6 +458,9 @@ func ParseWorkerReady(data []byte) (WorkerReady, error) {
 	var w WorkerReady
 	var ok bool
 	if w.PrivateHistory, ok = optBool(raw.PrivateHistory); !ok {
+		return WorkerReady{}, ErrReadyHandshake
+	}
+	if w.SessionLoad, ok = parseSessionLoad(raw.SessionLoad); !ok {
 		return WorkerReady{}, ErrReadyHandshake
 	}
 	if raw.Capabilities == nil {
@@ -457,6 +480,46 @@ func ParseWorkerReady(data []byte) (WorkerReady, error) {
 	}
 	w.Capabilities = &WorkerCapabilities{PrivateTo: privateTo, ReaderRecords: readers}
 	return w, nil
+}
+
+// parseSessionLoad reads a ready body's sessionLoad (ParseWorkerReady):
+// nil when absent.
+func parseSessionLoad(raw json.RawMessage) (*SessionLoad, bool) {
+	if raw == nil {
+		return nil, true
+	}
+	var counts struct {
+		DroppedLines json.RawMessage `json:"droppedLines"`
+		IgnoredFiles json.RawMessage `json:"ignoredFiles"`
+	}
+	if decodeObjectStrict(raw, &counts) != nil {
+		return nil, false
+	}
+	dropped, ok1 := optCount(counts.DroppedLines)
+	ignored, ok2 := optCount(counts.IgnoredFiles)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	return &SessionLoad{DroppedLines: dropped, IgnoredFiles: ignored}, true
+}
+
+// optCount reads a JSON value that must be an integer from 0 to
+// MaxSessionLoadCount when present, written as digits only.
+func optCount(raw json.RawMessage) (int, bool) {
+	if raw == nil {
+		return 0, true
+	}
+	if len(raw) == 0 || len(raw) > 10 || (raw[0] == '0' && len(raw) > 1) {
+		return 0, false
+	}
+	n := 0
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n <= MaxSessionLoadCount
 }
 
 // optBool reads a JSON value that must be a boolean when present; a

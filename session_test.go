@@ -196,6 +196,9 @@ func TestParseWorkerReady(t *testing.T) {
 		{`{"capabilities":{"privateTo":true,"readerRecords":true},"privateHistory":false}`,
 			WorkerReady{Capabilities: &WorkerCapabilities{PrivateTo: true, ReaderRecords: true}}},
 		{`{"capabilities":{"privateTo":true},"other":1}`, WorkerReady{Capabilities: &WorkerCapabilities{PrivateTo: true}}},
+		{`{"sessionLoad":{}}`, WorkerReady{SessionLoad: &SessionLoad{}}},
+		{`{"sessionLoad":{"droppedLines":3,"ignoredFiles":1}}`, WorkerReady{SessionLoad: &SessionLoad{DroppedLines: 3, IgnoredFiles: 1}}},
+		{`{"sessionLoad":{"droppedLines":1073741824}}`, WorkerReady{SessionLoad: &SessionLoad{DroppedLines: MaxSessionLoadCount}}},
 	} {
 		got, err := ParseWorkerReady([]byte(tc.body))
 		if err != nil || !cmp.Equal(got, tc.want) {
@@ -203,11 +206,40 @@ func TestParseWorkerReady(t *testing.T) {
 		}
 	}
 	for _, body := range []string{`[]`, `null`, `true`, `{"privateHistory":"yes"}`,
-		`{"capabilities":{"privateTo":"true"}}`, `{"capabilities":[]}`, `{"capabilities":null}`, `{"privateHistory":null}`, `{"capabilities":{"privateTo":null}}`, `{} x`} {
+		`{"capabilities":{"privateTo":"true"}}`, `{"capabilities":[]}`, `{"capabilities":null}`, `{"privateHistory":null}`, `{"capabilities":{"privateTo":null}}`, `{} x`,
+		`{"sessionLoad":null}`, `{"sessionLoad":[]}`, `{"sessionLoad":{"droppedLines":-1}}`, `{"sessionLoad":{"droppedLines":1.5}}`,
+		`{"sessionLoad":{"droppedLines":1e3}}`, `{"sessionLoad":{"droppedLines":"3"}}`, `{"sessionLoad":{"droppedLines":01}}`,
+		`{"sessionLoad":{"droppedLines":1073741825}}`, `{"sessionLoad":{"ignoredFiles":99999999999999999999}}`, `{"sessionLoad":{"ignoredFiles":null}}`} {
 		if _, err := ParseWorkerReady([]byte(body)); !errors.Is(err, ErrReadyHandshake) {
 			t.Errorf("ParseWorkerReady(%q) = %v, want ErrReadyHandshake", body, err)
 		}
 	}
+}
+
+// FuzzParseWorkerReady holds the ready parser to its bounds: an
+// accepted body's session load counts are within 0 to
+// MaxSessionLoadCount and say what the body says.
+func FuzzParseWorkerReady(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"privateHistory":true}`, `{"capabilities":{"privateTo":true,"readerRecords":true},"privateHistory":false}`,
+		`{"sessionLoad":{"droppedLines":3,"ignoredFiles":1}}`, `{"sessionLoad":{"droppedLines":-1}}`, `{"sessionLoad":{"droppedLines":1073741825}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w, err := ParseWorkerReady(data)
+		if err != nil || w.SessionLoad == nil {
+			return
+		}
+		l := *w.SessionLoad
+		if l.DroppedLines < 0 || l.DroppedLines > MaxSessionLoadCount || l.IgnoredFiles < 0 || l.IgnoredFiles > MaxSessionLoadCount {
+			t.Fatalf("accepted counts %+v", l)
+		}
+		var raw struct {
+			SessionLoad struct{ DroppedLines, IgnoredFiles float64 }
+		}
+		if json.Unmarshal(data, &raw) == nil && (float64(l.DroppedLines) != raw.SessionLoad.DroppedLines || float64(l.IgnoredFiles) != raw.SessionLoad.IgnoredFiles) {
+			t.Fatalf("counts %+v; the body says %+v", l, raw.SessionLoad)
+		}
+	})
 }
 
 func FuzzParseSessionTurn(f *testing.F) {

@@ -61,3 +61,6 @@ func ParseResult(raw []byte) (rtsandbox.SessionResult, error) {
 func ParseCompactRequest(body []byte) (rtsandbox.CompactRequest, error) {
 	return parseCompactRequest(jsontree.NewBudget(context.Background(), jsontree.NodesFor(len(body))), body)
 }
+
+// MaxLoadReports is maxLoadReports (tests only).
+const MaxLoadReports = maxLoadReports

@@ -175,6 +175,8 @@ type Session struct {
 	caps  *rtsandbox.WorkerCapabilities
 	// private is the sticky "privacy required" of §2.9.
 	private bool
+	// loadReports counts the worker load reports logged (logLoad).
+	loadReports int
 	// pending is the turn queued by Execute; waiter the one long poll
 	// waiting; receiving is set while a result body is read.
 	pending   *pendingTurn

@@ -187,3 +187,30 @@ func TestSessionToolAnswerBounds(t *testing.T) {
 		_ = name
 	}
 }
+
+// A worker's load report (issue 22 item 3) is logged with the channel
+// and its counts before the handshake is answered, an empty one not at
+// all, and a worker that repeats one with every handshake is logged at
+// most maxLoadReports times; a bad one is refused like any bad handshake.
+func TestSessionReadyLogsSessionLoad(t *testing.T) {
+	f := newSession(t, sessOptions{})
+	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"sessionLoad":{}}`), 200, "Ready")
+	if strings.Contains(f.logs.String(), "lost lines on load") {
+		t.Errorf("an empty load report was logged:\n%s", f.logs.String())
+	}
+	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"sessionLoad":{"droppedLines":-1}}`), 400, "Invalid ready handshake")
+	body := `{"capabilities":{"privateTo":true,"readerRecords":true},"sessionLoad":{"droppedLines":3,"ignoredFiles":1}}`
+	wantResp(t, f.post(rtsandbox.RouteWorkerReady, body), 200, "Ready")
+	logs := f.logs.String()
+	for _, want := range []string{"session conversation lost lines on load", `"channel":"` + string(sessChannel) + `"`, `"dropped_lines":3`, `"ignored_files":1`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	for range 2 * broker.MaxLoadReports {
+		wantResp(t, f.post(rtsandbox.RouteWorkerReady, body), 200, "Ready")
+	}
+	if n := strings.Count(f.logs.String(), "lost lines on load"); n != broker.MaxLoadReports {
+		t.Errorf("%d load reports logged; want at most %d", n, broker.MaxLoadReports)
+	}
+}

@@ -17,7 +17,8 @@ import (
 // rtsandbox.ParseWorkerReady; a bad body leaves ready unset. privateHistory
 // makes privacy required for the broker's life; a capability problem then
 // fails the bound turn and rejects the pending one. Then ready is set and
-// the startup window re-armed (§2.7).
+// the startup window re-armed (§2.7). A sessionLoad report is logged
+// (logLoad) before the answer, so a worker that hears 200 knows it was.
 func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 	body, err := readLimited(r.Body, rtsandbox.MaxReadyBody)
 	if err != nil {
@@ -38,9 +39,29 @@ func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 		s.failTurnLocked(problem)
 	}
 	s.ready = true
+	logLoad := ready.SessionLoad != nil && *ready.SessionLoad != (rtsandbox.SessionLoad{}) && s.loadReports < maxLoadReports
+	if logLoad {
+		s.loadReports++
+	}
 	s.mu.Unlock()
+	if logLoad {
+		s.logLoad(*ready.SessionLoad)
+	}
 	s.rearm()
 	writeText(w, http.StatusOK, sessReady)
+}
+
+// maxLoadReports bounds the load reports a Session logs: a worker sends
+// one per process start (its container restarting), so a worker that
+// sends one with every handshake cannot flood the log.
+const maxLoadReports = 16
+
+// logLoad writes the operator's line for a worker's load report
+// (rtsandbox.SessionLoad): what its conversation lost when it was
+// loaded, with the channel.
+func (s *Session) logLoad(l rtsandbox.SessionLoad) {
+	s.b.log.Warn("session conversation lost lines on load; see docs/session.md",
+		"channel", string(s.cfg.Channel), "dropped_lines", l.DroppedLines, "ignored_files", l.IgnoredFiles)
 }
 
 // serveNext is GET /worker/next: one waiter at a time; a queued turn not

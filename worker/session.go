@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -43,6 +44,7 @@ const (
 	logModelRetry   = "model retry"
 	logResultFailed = "result not accepted"
 	logSessionFile  = "session file ignored"
+	logLinesDropped = "session file lines dropped"
 )
 
 // SessionOptions are the session worker's inputs. The binary passes the
@@ -94,6 +96,9 @@ type sessionWorker struct {
 	mcp    *mcpClient
 	store  *sessionStore
 	outage bool // a poll failed and none has succeeded since
+	// loadReported is set once a ready handshake carrying the store's
+	// load report (sessionLoad) was accepted: the host logged it.
+	loadReported bool
 
 	// skills are the profile's skills (§5.5); nil when it has none.
 	skills *sessionSkills
@@ -141,6 +146,9 @@ func (w *sessionWorker) start(ctx context.Context) error {
 	w.store = openSessionStore(sessionsDir(w.o.Workspace), sessionHistoryBudget, w.o.Now, func(name string, err error) {
 		w.log.Warn(logSessionFile, "file", name, "error", err.Error())
 	})
+	if n := w.store.loaded.droppedLines; n > 0 {
+		w.log.Warn(logLinesDropped, "file", filepath.Base(w.store.file), "lines", n)
+	}
 	return nil
 }
 
@@ -237,12 +245,24 @@ var errReadyRefused = errors.New("ready handshake refused")
 // writes a reader record per turn (sessionstore.go), and projects every
 // model request for the turn's reader (sessionprivacy.go). privateHistory
 // is whether the kept conversation hides anything from a reader-less view.
+// Until one handshake is accepted, it carries what loading the
+// conversation lost, when anything was (sessionLoad), so the host logs
+// it once.
 func (w *sessionWorker) ready(ctx context.Context) (*answer, error) {
 	caps := &rtsandbox.WorkerCapabilities{PrivateTo: true, ReaderRecords: true}
 	body := rtsandbox.WorkerReady{Capabilities: caps, PrivateHistory: w.store.privateHistory()}
+	if l := w.store.loaded; !w.loadReported && (l.droppedLines > 0 || l.ignoredFiles > 0) {
+		body.SessionLoad = &rtsandbox.SessionLoad{
+			DroppedLines: min(l.droppedLines, rtsandbox.MaxSessionLoadCount),
+			IgnoredFiles: min(l.ignoredFiles, rtsandbox.MaxSessionLoadCount),
+		}
+	}
 	ans, err := w.broker.call(ctx, http.MethodPost, rtsandbox.RouteWorkerReady, body, nil, readyTimeout, maxConfigBody)
 	if err == nil && ans.status != http.StatusOK {
 		err = fmt.Errorf("%w: status %d", errReadyRefused, ans.status)
+	}
+	if err == nil {
+		w.loadReported = true
 	}
 	return ans, err
 }

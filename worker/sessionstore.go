@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,11 +51,6 @@ const (
 	sessionVersion = 2
 	// sessionVersion1 is the format before privateTo: read, never written.
 	sessionVersion1 = 1
-	// maxSessionRead bounds what the worker reads of a session file: the
-	// header line, then at most this many bytes from the end. Exchanges
-	// before that are on disk only; the model would not see them anyway.
-	maxSessionRead = 32 << 20
-	maxHeaderLine  = 64 << 10
 	// sessionHistoryBudget bounds, in JSON bytes, the exchanges since the
 	// last compaction that the worker keeps in memory: what a read of a
 	// session file holds. Compaction keeps the conversation far under
@@ -120,11 +114,23 @@ func (c *compaction) last() *lastCompaction {
 }
 
 // sessionLog is what a session file holds: its version, its whole
-// exchanges since its latest compaction and that compaction.
+// exchanges since its latest compaction and that compaction, and how many
+// of its lines were dropped (corrupt, of a turn cut by a crash or broken,
+// torn or too long), never silently.
 type sessionLog struct {
 	version   int
 	exchanges []sessionExchange
 	compacted *compaction
+	dropped   int
+}
+
+// sessionLoad is what opening the conversation lost: the lines dropped
+// from the file continued and the newer files not continued (unreadable,
+// or not ours). The worker logs it and reports it to the host in its
+// ready handshake (rtsandbox.SessionLoad) until one is accepted.
+type sessionLoad struct {
+	droppedLines int
+	ignoredFiles int
 }
 
 // sessionExchange is one finished turn of the conversation: its reader
@@ -136,6 +142,7 @@ type sessionExchange struct {
 	privateMemory bool
 	messages      []message
 	size          int // JSON bytes of messages
+	lines         int // records read of it while it is parsed
 }
 
 // sessionStore is the conversation: the latest compaction's summary, the
@@ -153,6 +160,8 @@ type sessionStore struct {
 	// carry: the exchanges came from a version-1 file, which is not
 	// appended to; the first write copies them into a new file.
 	carry bool
+	// loaded is what opening it lost (sessionLoad).
+	loaded sessionLoad
 }
 
 // sessionsDir is the session directory under workspace.
@@ -162,23 +171,29 @@ func sessionsDir(workspace string) string { return filepath.Join(workspace, "ses
 // top-level regular *.jsonl files (symlinks and directories are never
 // followed), the one modified last (then the greatest name) whose header
 // line is ours. A file that cannot be read or is not ours is reported to
-// ignored and skipped. With none, the next turn starts a new file.
+// ignored (nil: not reported) and skipped, and counted in the store's
+// loaded report with the lines the continued file dropped. With none, the
+// next turn starts a new file.
 func openSessionStore(dir string, budget int, now func() time.Time, ignored func(name string, err error)) *sessionStore {
 	s := &sessionStore{dir: dir, now: now, budget: budget}
 	for _, name := range recentSessions(dir) {
 		path := filepath.Join(dir, name)
-		data, err := readSessionFile(path)
+		file, err := readSessionFile(path)
 		var log sessionLog
 		if err == nil {
-			log, err = parseSession(data)
+			log, err = parseSessionFile(file)
 		}
 		if err != nil {
-			ignored(name, err)
+			s.loaded.ignoredFiles++
+			if ignored != nil {
+				ignored(name, err)
+			}
 			continue
 		}
 		if s.carry = log.version != sessionVersion; !s.carry {
 			s.file = path
 		}
+		s.loaded.droppedLines = log.dropped
 		s.compacted = log.compacted
 		s.exchanges = withinBudget(log.exchanges, s.budget)
 		return s
@@ -221,86 +236,114 @@ func recentSessions(dir string) []string {
 // errSessionFile marks a session file the worker does not continue.
 var errSessionFile = errors.New("not a readable session file")
 
-// readSessionFile reads a regular file without following a link: all of
-// it up to maxSessionRead bytes, else its first line and its last
-// maxSessionRead bytes from the next line start on.
-func readSessionFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errSessionFile, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: not a regular file", errSessionFile)
-	}
-	if info.Size() <= maxSessionRead {
-		return io.ReadAll(io.LimitReader(f, maxSessionRead))
-	}
-	head := make([]byte, maxHeaderLine)
-	n, _ := io.ReadFull(f, head)
-	line, _, found := bytes.Cut(head[:n], []byte("\n"))
-	if !found {
-		return nil, fmt.Errorf("%w: header line too long", errSessionFile)
-	}
-	tail := make([]byte, maxSessionRead)
-	if _, err := f.ReadAt(tail, info.Size()-maxSessionRead); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("%w: %w", errSessionFile, err)
-	}
-	if _, rest, ok := bytes.Cut(tail, []byte("\n")); ok {
-		tail = rest
-	}
-	return append(append(line, '\n'), tail...), nil
-}
-
-// parseSession reads a session file's bytes: the header line must be ours
-// (format, version 1 or 2); then every whole, ok turn becomes a
-// sessionExchange, in file order, and a valid compaction record (a
-// summary and keep ≥ 0) drops all but the last keep exchanges before it.
-// Lines that do not parse, records of unknown types, invalid compaction
-// records and turns that are not whole exchanges are skipped. A version-1
-// file has no privateTo and no compaction: neither is read there.
+// parseSession reads a session file's bytes whole (tests and fuzzing;
+// the worker reads a file with readSessionFile): its first line is the
+// header, a last line without its newline is torn and dropped.
 func parseSession(data []byte) (sessionLog, error) {
 	header, rest, _ := bytes.Cut(data, []byte("\n"))
+	f := sessionFile{header: header}
+	if i := bytes.LastIndexByte(rest, '\n'); i+1 < len(rest) {
+		f.torn, rest = true, rest[:i+1]
+	}
+	for line := range bytes.SplitSeq(rest, []byte("\n")) {
+		if len(line) > 0 {
+			f.lines = append(f.lines, line)
+		}
+	}
+	return parseSessionFile(f)
+}
+
+// parseSessionFile reads what readSessionFile found: the header line
+// must be ours (format, version 1 or 2); then every whole, ok turn
+// becomes a sessionExchange, in file order, and a valid compaction
+// record (a summary and keep ≥ 0) drops all but the last keep exchanges
+// before it. Everything else is skipped and counted as dropped: lines
+// that do not parse, records of unknown types, invalid compaction
+// records, the records of a turn that is not a whole exchange, whose end
+// record is missing (a turn cut by a crash, at the end of the file or
+// before the next turn's reader record) or malformed, and records of no
+// turn. A failed turn's records (its end says ok false) are a turn that
+// failed, not a loss, and so are the exchanges a compaction summarised.
+// When the read was cut, records before its first reader or compaction
+// record belong to a turn begun before the lines read, and are neither
+// kept nor counted. A version-1 file has no privateTo and no compaction:
+// neither is read there.
+func parseSessionFile(f sessionFile) (sessionLog, error) {
 	var h sessionRecord
-	if json.Unmarshal(header, &h) != nil || h.Type != recordSession || h.Format != sessionFormat ||
+	if json.Unmarshal(f.header, &h) != nil || h.Type != recordSession || h.Format != sessionFormat ||
 		(h.Version != sessionVersion && h.Version != sessionVersion1) {
 		return sessionLog{}, fmt.Errorf("%w: no %s v%d header", errSessionFile, sessionFormat, sessionVersion)
 	}
-	log := sessionLog{version: h.Version}
-	var out []sessionExchange
-	var cur sessionExchange
-	for line := range bytes.SplitSeq(rest, []byte("\n")) {
-		var r sessionRecord
-		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &r) != nil {
-			continue
-		}
-		switch {
-		case r.Type == recordCompact:
-			if c, keep, ok := compactionOf(r); ok && h.Version != sessionVersion1 {
-				out = slices.Clone(out[len(out)-min(keep, len(out)):])
-				log.compacted = c
-			}
-		case r.Type == recordReader:
-			cur = sessionExchange{turnID: r.TurnID, reader: r.Reader, privateMemory: r.PrivateMemory != nil && *r.PrivateMemory}
-		case r.TurnID != cur.turnID:
-			// a record of a turn whose reader record is lost: skipped
-		case r.Type == recordMessage && r.Message != nil:
-			m := *r.Message
-			if h.Version != sessionVersion1 && m.Role == "tool" {
-				m.PrivateTo = r.PrivateTo
-			}
-			cur.messages = append(cur.messages, m)
-		case r.Type == recordEnd:
-			if r.OK != nil && *r.OK && wholeExchange(cur.messages) {
-				cur.size = jsonjs.Size(cur.messages)
-				out = append(out, cur)
-			}
-			cur = sessionExchange{}
-		}
+	p := sessionParser{log: sessionLog{version: h.Version, dropped: f.dropped()}, head: f.cut}
+	for _, line := range f.lines {
+		p.line(line)
 	}
-	log.exchanges = out
-	return log, nil
+	p.log.dropped += p.cur.lines // a turn still open at the end: cut by a crash
+	return p.log, nil
+}
+
+// sessionParser is parseSessionFile's state: the log so far, the turn
+// being read and its record count, and head, set while the lines of a
+// cut read have not reached a turn's start.
+type sessionParser struct {
+	log  sessionLog
+	cur  sessionExchange
+	head bool
+}
+
+// line reads one line (parseSessionFile).
+func (p *sessionParser) line(line []byte) {
+	var r sessionRecord
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	if json.Unmarshal(line, &r) != nil {
+		p.drop(1)
+		return
+	}
+	v1 := p.log.version == sessionVersion1
+	switch {
+	case r.Type == recordCompact:
+		c, keep, ok := compactionOf(r)
+		if !ok || v1 {
+			p.drop(1)
+			return
+		}
+		p.head = false
+		p.log.exchanges = slices.Clone(p.log.exchanges[len(p.log.exchanges)-min(keep, len(p.log.exchanges)):])
+		p.log.compacted = c
+	case r.Type == recordReader:
+		p.log.dropped += p.cur.lines // the turn before never ended
+		p.head = false
+		p.cur = sessionExchange{turnID: r.TurnID, reader: r.Reader, privateMemory: r.PrivateMemory != nil && *r.PrivateMemory, lines: 1}
+	case r.TurnID != p.cur.turnID || (r.Type != recordMessage && r.Type != recordEnd) || (r.Type == recordMessage && r.Message == nil):
+		p.drop(1) // a record of no turn read, of an unknown type, or empty
+	case r.Type == recordMessage:
+		m := *r.Message
+		if !v1 && m.Role == "tool" {
+			m.PrivateTo = r.PrivateTo
+		}
+		p.cur.messages = append(p.cur.messages, m)
+		p.cur.lines++
+	default: // the end record
+		switch {
+		case r.OK != nil && *r.OK && wholeExchange(p.cur.messages):
+			p.cur.size = jsonjs.Size(p.cur.messages)
+			p.cur.lines = 0
+			p.log.exchanges = append(p.log.exchanges, p.cur)
+		case r.OK == nil || *r.OK:
+			p.log.dropped += p.cur.lines + 1 // not a whole exchange
+		}
+		p.cur = sessionExchange{}
+	}
+}
+
+// drop counts n dropped lines, unless they precede the first turn of a
+// cut read.
+func (p *sessionParser) drop(n int) {
+	if !p.head {
+		p.log.dropped += n
+	}
 }
 
 // compactionOf reads a compaction record: a summary of at most
@@ -439,10 +482,13 @@ func (s *sessionStore) carried() []sessionRecord {
 
 // write appends records, one line each, in one write; the first write of
 // a new conversation creates its file with the header line (and, after a
-// version-1 file, the exchanges it carries).
+// version-1 file, the exchanges it carries). The file stays whole lines:
+// a torn tail (a write cut by a crash) is cut off before the records are
+// appended, never merged with them, and a write that fails is cut back
+// (a new file removed), so a full disk leaves no torn line either.
 func (s *sessionStore) write(records ...sessionRecord) error {
 	var buf bytes.Buffer
-	flags := os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW
+	flags := os.O_RDWR | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 	path := s.file
 	if path == "" {
 		now := s.now().UTC()
@@ -470,14 +516,50 @@ func (s *sessionStore) write(records ...sessionRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(buf.Bytes())
+	err = appendWhole(f, buf.Bytes())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		s.file, s.carry = path, false
+	case s.file == "":
+		_ = os.Remove(path) // a new file whose first write failed
 	}
 	return err
+}
+
+// appendWhole writes data at the end of the regular file f after
+// cutting a torn tail (cutTornTail), and cuts a failed write back.
+func appendWhole(f *os.File, data []byte) error {
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%w: not a regular file", errSessionFile)
+	}
+	end, err := cutTornTail(f, info.Size())
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, end); err != nil {
+		return errors.Join(err, f.Truncate(end))
+	}
+	return nil
+}
+
+// cutTornTail truncates f (size bytes) after its last newline when its
+// last byte is not one, and returns the size it keeps.
+func cutTornTail(f *os.File, size int64) (int64, error) {
+	if size == 0 || endsLine(f, size, 0) {
+		return size, nil
+	}
+	nl, err := lastNewline(f, 0, size, make([]byte, scanChunk))
+	if err != nil {
+		return 0, err
+	}
+	return nl + 1, f.Truncate(nl + 1)
 }
 
 // randomHex is n random bytes in hex.
