@@ -41,6 +41,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/channels"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/inflight"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/httpapi"
 )
@@ -89,6 +90,11 @@ type Host struct {
 	// after them (runtime, reaper, driver, metrics, store).
 	surfaces []func()
 	closers  []func() error
+	// inFlight records the messages taken and not yet answered;
+	// restarted are the earlier process's, told by stopNotices.
+	inFlight    *inflight.Journal
+	restarted   []inflight.Entry
+	stopNotices func()
 }
 
 // New starts a host from opts. On error everything started is stopped.
@@ -113,6 +119,10 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Under the state directory's lock; closed after the router settled
+	// every message (Close), so a graceful stop leaves it empty.
+	h.inFlight, h.restarted = inflight.Open(cfg.StateDir, log)
+	h.closers = append(h.closers, h.inFlight.Close)
 	if err := StartChecks(ctx, cfg, opts.Getenv, log); err != nil { // docs/operations.md
 		return nil, err
 	}
@@ -139,6 +149,7 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 	}
 	log.Info("serving", "surfaces", surfaceNames(cfg), "state_dir", cfg.StateDir,
 		"installation", InstallationID(cfg), "channels", len(store.List()))
+	h.stopNotices = restartNotices(h.router, h.restarted, log) // every surface is up
 	return h, nil
 }
 
@@ -217,7 +228,7 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 		}
 	}
 	h.router, err = router.New(router.Options{Channels: store, Runtime: mux, Access: policy, Logger: log,
-		OnDrop: m.onDrop(), Usage: s.usageLine(log), Door: newDoor(cfg, getenv), OnDoor: m.onDoor()})
+		OnDrop: m.onDrop(), Usage: s.usageLine(log), Door: newDoor(cfg, getenv), OnDoor: m.onDoor(), InFlight: h.inFlight})
 	if err != nil {
 		return err
 	}
@@ -240,6 +251,9 @@ func (h *Host) Run(ctx context.Context) error {
 // Close drains and stops everything in order; running turns may finish
 // until ctx ends. It returns the first error of a step that failed.
 func (h *Host) Close(ctx context.Context) error {
+	if h.stopNotices != nil {
+		h.stopNotices() // the ones not told yet stay recorded
+	}
 	if h.api != nil {
 		h.api.Stop()
 	}

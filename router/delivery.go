@@ -74,6 +74,19 @@ func (r *Router) refused(m Message, err error) {
 	}
 }
 
+// NotifyRestarted posts the restarting notice (rtsandbox.RestartingText,
+// a KindRestarted delivery naming id) about a message an earlier process
+// of the host took in channel and never answered, through the door and
+// within the delivery bounds, and forgets it in the ledger
+// (Options.InFlight) whatever the outcome: a message is told at most
+// once. It fails with ErrNoSurface when no surface serves the channel now
+// (the message is then only logged by the caller), or with the
+// surface's error. ctx bounds the post.
+func (r *Router) NotifyRestarted(ctx context.Context, channel rtsandbox.ChannelKey, id string) error {
+	defer r.inFlight.End(channel, id)
+	return r.deliver(ctx, Delivery{Channel: channel, InReplyTo: id, Kind: KindRestarted}, rtsandbox.RestartingText)
+}
+
 // deliver passes text and d.Files through the door (door.go), cuts what
 // may leave into chunks and posts them as deliveries like d, in order,
 // within the delivery bounds: at most chunk.MaxChunks chunks (a longer

@@ -194,6 +194,12 @@ const (
 	// KindReport: a background report (a research result), tied to no
 	// message.
 	KindReport DeliveryKind = "report"
+	// KindRestarted: the router's restarting notice
+	// (rtsandbox.RestartingText) about a message an earlier process of
+	// the host took and never answered: it was in flight when that
+	// process died (NotifyRestarted). The message is not one this
+	// process's surface submitted.
+	KindRestarted DeliveryKind = "restarted"
 	// KindPreview: the text so far of the answer to a message whose turn
 	// is running (preview.go), only to a PreviewSurface whose Previews is
 	// true, at most once per PreviewInterval per message. Unlike the
@@ -378,11 +384,29 @@ type Options struct {
 	// Door is the last check of everything the router hands a surface
 	// (door.go); required: a router without one does not start.
 	Door Door
+	// InFlight, when set, records every message Submit takes until it is
+	// settled (answered, failed, dropped or refused), so that a later
+	// start can tell the ones a crash left unanswered
+	// (NotifyRestarted). *inflight.Journal implements it.
+	InFlight Ledger
 	// OnDoor, when set, is called for every delivery the door refused,
 	// with its channel and kind (KindPreview for a preview, "command"
 	// for an owner command's answer): it must not block. Metrics hook.
 	OnDoor func(channel rtsandbox.ChannelKey, kind DeliveryKind)
 }
+
+// Ledger records the messages in flight (Options.InFlight). Begin and End
+// must not block.
+type Ledger interface {
+	Begin(channel rtsandbox.ChannelKey, id string)
+	End(channel rtsandbox.ChannelKey, id string)
+}
+
+// noLedger records nothing.
+type noLedger struct{}
+
+func (noLedger) Begin(rtsandbox.ChannelKey, string) {}
+func (noLedger) End(rtsandbox.ChannelKey, string)   {}
 
 // Router routes messages from surfaces to claims. It is safe for
 // concurrent use.
@@ -399,6 +423,7 @@ type Router struct {
 	usage    func(context.Context, rtsandbox.ChannelKey) string
 	door     Door
 	onDoor   func(rtsandbox.ChannelKey, DeliveryKind)
+	inFlight Ledger
 	q        *queue
 	abort    context.CancelFunc
 	bg       sync.WaitGroup // notice senders; Add only under mu while !bgClosed
@@ -423,6 +448,9 @@ func New(opts Options) (*Router, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.InFlight == nil {
+		opts.InFlight = noLedger{}
+	}
 	claims := append([]Claim{newSandboxClaim(opts.Channels, opts.Runtime, log)}, opts.Claims...)
 	seen := map[string]bool{}
 	for _, c := range claims {
@@ -446,6 +474,7 @@ func New(opts Options) (*Router, error) {
 		usage:      opts.Usage,
 		door:       opts.Door,
 		onDoor:     opts.OnDoor,
+		inFlight:   opts.InFlight,
 		q:          newQueue(ctx, cmp.Or(opts.QueueLimit, DefaultQueueLimit), log),
 		abort:      cancel,
 		surfaces:   map[string]Surface{},
@@ -478,14 +507,17 @@ func (r *Router) AddSurface(prefix string, s Surface) error {
 // delivery naming m). Otherwise done receives one value when m is
 // settled: nil when it ran (whatever the turn's outcome), else a
 // *DropError for a drop decided while m waited (its channel was switched
-// off, the host began shutting down).
+// off, the host began shutting down). A taken message is in the ledger
+// (Options.InFlight) from before it is queued until it is settled.
 func (r *Router) Submit(m Message) (done <-chan error, err error) {
 	adm, reason := r.admit(&m)
 	if reason != "" {
 		return nil, r.dropped(m, reason, nil)
 	}
+	r.inFlight.Begin(m.Channel, m.ID)
 	t, perr := r.q.push(m.Channel, true, r.task(m, adm))
 	if perr != nil {
+		r.inFlight.End(m.Channel, m.ID)
 		derr := r.dropped(m, Reason(perr), perr)
 		r.background(func() { r.refused(m, perr) }) // closing: no notice
 		return nil, derr
@@ -500,6 +532,7 @@ func (r *Router) Submit(m Message) (done <-chan error, err error) {
 			r.refused(m, err)
 			err = r.dropped(m, DropShuttingDown, err)
 		}
+		r.inFlight.End(m.Channel, m.ID)
 		out <- err
 	}
 	if !r.background(wait) {
@@ -508,6 +541,7 @@ func (r *Router) Submit(m Message) (done <-chan error, err error) {
 			if errors.Is(err, ErrStopping) {
 				err = r.dropped(m, DropShuttingDown, err)
 			}
+			r.inFlight.End(m.Channel, m.ID)
 			out <- err
 		}()
 	}

@@ -77,12 +77,33 @@ func doneEvent(channel rtsandbox.ChannelKey, id string, o outcome) Event {
 type hub struct {
 	buffer, max int
 	maxFiles    int64
+	now         func() time.Time
+	// unheard receives the held events that expired or were pushed out
+	// untaken (keep); it must not block.
+	unheard func(Event)
 
 	mu     sync.Mutex
 	subs   map[*subscriber]bool
 	closed bool
 	live   int64 // encoded bytes of the payloads held
+	// kept are events no stream took when they were published, waiting
+	// for the first stream of their channel (keep), oldest first.
+	kept []keptEvent
 }
+
+// keptEvent is an event kept for a later stream, until its expiry.
+type keptEvent struct {
+	e       Event
+	expires time.Time
+}
+
+// Bounds of the events kept for later streams (hub.keep): the restart
+// notices of the messages an earlier process left unanswered, which a
+// client can only read once it has reconnected its stream.
+const (
+	maxKept = 1024
+	keptTTL = DefaultWaitTimeout
+)
 
 type subscriber struct {
 	channel  rtsandbox.ChannelKey // "" = every http: channel
@@ -94,7 +115,67 @@ type subscriber struct {
 var errTooManySubscribers = errors.New("httpapi: too many event subscribers")
 
 func newHub(buffer, max int, maxFiles int64) *hub {
-	return &hub{buffer: buffer, max: max, maxFiles: maxFiles, subs: map[*subscriber]bool{}}
+	return &hub{buffer: buffer, max: max, maxFiles: maxFiles, subs: map[*subscriber]bool{}, now: time.Now, unheard: func(Event) {}}
+}
+
+// keep publishes events (without files) of one channel, in order, and
+// when no stream took them keeps them for the first stream of their
+// channel that opens within keptTTL (subscribe), at most maxKept events,
+// the oldest going first. An event that goes untaken is handed to
+// unheard.
+func (h *hub) keep(events ...Event) {
+	for i := range events {
+		events[i].wire, _ = json.Marshal(events[i])
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.expireLocked()
+	taken := false
+	for _, e := range events {
+		taken = h.sendLocked(e) || taken
+	}
+	if taken {
+		return
+	}
+	for _, e := range events {
+		if len(h.kept) >= maxKept {
+			h.unheard(h.kept[0].e)
+			h.kept = h.kept[1:]
+		}
+		h.kept = append(h.kept, keptEvent{e: e, expires: h.now().Add(keptTTL)})
+	}
+}
+
+// expireLocked lets go of the kept events past their expiry.
+func (h *hub) expireLocked() {
+	now := h.now()
+	for len(h.kept) > 0 && !now.Before(h.kept[0].expires) {
+		h.unheard(h.kept[0].e)
+		h.kept = h.kept[1:]
+	}
+}
+
+// sendLocked sends e (no files) to every matching subscriber and
+// reports whether one took it; a slow one is dropped, as in publish.
+func (h *hub) sendLocked(e Event) bool {
+	taken := false
+	for s := range h.subs {
+		if s.channel != "" && s.channel != e.Channel {
+			continue
+		}
+		select {
+		case s.events <- e:
+			taken = true
+		default:
+			s.overflow = true
+			delete(h.subs, s)
+			close(s.events)
+		}
+	}
+	return taken
 }
 
 func (h *hub) subscribe(channel rtsandbox.ChannelKey) (*subscriber, error) {
@@ -108,7 +189,24 @@ func (h *hub) subscribe(channel rtsandbox.ChannelKey) (*subscriber, error) {
 	}
 	s := &subscriber{channel: channel, events: make(chan Event, h.buffer)}
 	h.subs[s] = true
+	h.handKeptLocked(s)
 	return s, nil
+}
+
+// handKeptLocked gives a new subscriber the kept events of its
+// channels, as many as its buffer takes, and forgets them.
+func (h *hub) handKeptLocked(s *subscriber) {
+	h.expireLocked()
+	left := h.kept[:0]
+	for _, k := range h.kept {
+		if (s.channel == "" || s.channel == k.e.Channel) && len(s.events) < cap(s.events) {
+			s.events <- k.e
+			continue
+		}
+		left = append(left, k)
+	}
+	clear(h.kept[len(left):])
+	h.kept = left
 }
 
 // unsubscribe ends s and lets go of what its buffer still holds.
@@ -230,6 +328,10 @@ func (h *hub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
+	for _, k := range h.kept {
+		h.unheard(k.e)
+	}
+	h.kept = nil
 	for s := range h.subs {
 		delete(h.subs, s)
 		close(s.events)

@@ -249,6 +249,12 @@ func New(opts Options) (*API, error) {
 	for _, o := range opts.AllowedOrigins {
 		a.origins[o] = true
 	}
+	a.hub.unheard = func(e Event) {
+		if e.Type == EventDone {
+			a.log.Warn("restart notice not delivered: no event stream of its channel opened in time",
+				"channel", e.Channel, "message", e.MessageID, "kept_for", keptTTL.String())
+		}
+	}
 	return a, nil
 }
 
@@ -257,6 +263,10 @@ func New(opts Options) (*API, error) {
 // message's waiting answer; a preview becomes a delta event of the text
 // it adds. It never blocks.
 func (a *API) Deliver(_ context.Context, d router.Delivery) error {
+	if d.Kind == router.KindRestarted {
+		a.restarted(d)
+		return nil
+	}
 	if d.Kind == router.KindPreview {
 		if text := a.delta(d); text != "" && a.opts.Preview {
 			a.hub.publish(Event{Type: EventDelta, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: text})
@@ -266,6 +276,18 @@ func (a *API) Deliver(_ context.Context, d router.Delivery) error {
 	a.record(d)
 	a.hub.publish(Event{Type: EventReply, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: d.Chunk, Files: wireFiles(d.Files)})
 	return nil
+}
+
+// restarted posts the restarting notice about a message an earlier
+// process took and never answered (router.KindRestarted): a reply event
+// with the notice, then a done event saying the message was dropped for
+// the shutdown, both kept for the first stream of the channel when no
+// stream is open to take them (hub.keep): the client reconnects after the
+// restart. A notice no stream took is logged.
+func (a *API) restarted(d router.Delivery) {
+	a.hub.keep(
+		Event{Type: EventReply, Channel: d.Channel, MessageID: d.InReplyTo, Chunk: d.Chunk},
+		doneEvent(d.Channel, d.InReplyTo, outcome{reason: router.DropShuttingDown, err: router.ErrStopping}))
 }
 
 // Previews implements router.PreviewSurface: Options.Preview.
