@@ -85,39 +85,84 @@ func readSessionFile(path string) (sessionFile, error) {
 	return out, err
 }
 
-// readLines reads the lines of [start, end) from the end, as the file
-// doc says.
+// readLines reads the lines of [start, end) from the end, a chunk at a
+// time, as the file doc says: a chunk is scanned for newlines once; a
+// kept line is copied from it, or read again whole when it began in an
+// earlier chunk.
 func (s *sessionFile) readLines(f *os.File, start, end int64) error {
+	r := lineReader{file: s, f: f, tail: true, to: end}
 	buf := make([]byte, scanChunk)
-	held := 0
-	for pos := end; pos > start; {
-		nl, err := lastNewline(f, start, pos, buf)
-		if err != nil {
+	for pos := end; pos > start && !s.cut; {
+		lo := max(start, pos-scanChunk)
+		chunk := buf[:pos-lo]
+		if _, err := f.ReadAt(chunk, lo); err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: %w", errSessionFile, err)
 		}
-		from := nl + 1 // the line is [from, pos), its newline at pos
-		size := pos - from
-		switch {
-		case pos == end && !endsLine(f, end, start):
-			s.torn = true
-		case size == 0:
-		case size > maxSessionLine:
-			s.long++
-		case held+int(size) > maxSessionRead:
-			s.cut = true
-			s.reverse()
-			return nil
-		default:
-			line := make([]byte, size)
-			if _, err := f.ReadAt(line, from); err != nil {
-				return fmt.Errorf("%w: %w", errSessionFile, err)
+		r.chunk, r.lo = chunk, lo
+		for j := len(chunk); j >= 0 && !s.cut; {
+			i := bytes.LastIndexByte(chunk[:j], '\n')
+			if i < 0 {
+				r.from = lo // the line goes on in the chunk before
+				break
 			}
-			s.lines = append(s.lines, line)
-			held += int(size)
+			r.from = lo + int64(i) + 1
+			if err := r.end(); err != nil {
+				return err
+			}
+			j = i
 		}
-		pos = nl
+		pos = lo
 	}
+	if s.cut {
+		s.reverse()
+		return nil
+	}
+	r.from = start
+	err := r.end() // the first line after the header
 	s.reverse()
+	return err
+}
+
+// lineReader keeps the lines readLines meets, newest first.
+type lineReader struct {
+	file *sessionFile
+	f    *os.File
+	tail bool  // the line being read is the file's last
+	from int64 // the line being read starts here as far as seen
+	to   int64 // and ends here (its newline, or the end of the file)
+	held int   // bytes of the lines kept
+	// chunk is the bytes read last, from file offset lo.
+	chunk []byte
+	lo    int64
+}
+
+// end closes the line [from, to): the last line of the file is torn
+// unless it is empty (the file ends with a newline); an empty line is
+// skipped, a line past maxSessionLine counted, one that does not fit the
+// read bound ends the read; any other is read and kept. The next line
+// ends before this one's newline.
+func (r *lineReader) end() error {
+	s, size, tail, from := r.file, r.to-r.from, r.tail, r.from
+	r.tail, r.to = false, r.from-1
+	switch {
+	case tail && size > 0:
+		s.torn = true
+	case size <= 0:
+	case size > maxSessionLine:
+		s.long++
+	case r.held+int(size) > maxSessionRead:
+		s.cut = true
+	case from >= r.lo && from+size <= r.lo+int64(len(r.chunk)): // the line is in the chunk
+		s.lines = append(s.lines, bytes.Clone(r.chunk[from-r.lo:from-r.lo+size]))
+		r.held += int(size)
+	default:
+		line := make([]byte, size)
+		if _, err := r.f.ReadAt(line, from); err != nil {
+			return fmt.Errorf("%w: %w", errSessionFile, err)
+		}
+		s.lines = append(s.lines, line)
+		r.held += int(size)
+	}
 	return nil
 }
 
