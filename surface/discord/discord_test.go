@@ -457,3 +457,16 @@ type memSet struct{}
 func (memSet) Enabled(rtsandbox.ChannelKey) bool  { return false }
 func (memSet) Enable(rtsandbox.ChannelKey) error  { return errors.New("read-only") }
 func (memSet) Disable(rtsandbox.ChannelKey) error { return errors.New("read-only") }
+
+// Issue 22 item 3: the restart notice about a message an earlier
+// process left unanswered (router.NotifyRestarted) is posted in its
+// channel, through the router's door, like any notice.
+func TestRestartNoticePostedInTheChannel(t *testing.T) {
+	h := newHarness(t)
+	if err := h.router.NotifyRestarted(context.Background(), enabled, "1100"); err != nil {
+		t.Fatalf("NotifyRestarted: %v", err)
+	}
+	if got := sentContents(t, h.after(h.fake.Calls()), enabledID); len(got) != 1 || got[0] != rtsandbox.RestartingText {
+		t.Errorf("posted %q; want the restarting notice", got)
+	}
+}
