@@ -28,7 +28,12 @@
 //     answers (InReplyTo, the surface's Message.ID): KindReply for a turn's
 //     answer or fixed failure text, KindNotice for the router's notice about
 //     a message it will not run, KindReport for a background report
-//     (PostReport, "" InReplyTo). Typing names the message too.
+//     (PostReport, "" InReplyTo), KindRestarted for the restarting notice
+//     about a message an earlier process of the host took and never
+//     answered (NotifyRestarted). Typing names the message too.
+//   - Every message Submit takes is in the ledger (Options.InFlight) from
+//     before it is queued until it is settled, so that a start after a
+//     crash can tell the ones left unanswered (NotifyRestarted).
 //   - Files: a message's attachments (Message.Files) go, untouched, to a
 //     runtime that takes them (InputRuntime), in rtsandbox.TurnInput; a
 //     runtime that does not gets the attachments notice in its text. The

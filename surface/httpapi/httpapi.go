@@ -50,6 +50,12 @@
 //     may differ. Without Preview (the default) no delta is sent.
 //   - Events fan out to subscribers through bounded buffers; a subscriber
 //     that falls behind is dropped, never waited for.
+//   - The restarting notice about a message an earlier process of the host
+//     took and never answered (router.KindRestarted) is a reply event and a
+//     done event (dropped, shutting_down) naming it; when no stream of its
+//     channel is open, they are kept for the first one that opens (at most
+//     1,024 events, 15 minutes), and the log names a message whose notice
+//     no stream took.
 //   - A panic fails one request (its response is aborted) or one message
 //     (settled as an internal error); it is logged with the stack, never
 //     with the request's text, and the API goes on.
