@@ -131,6 +131,12 @@ func (l *Ledger) storeErr(op string, err error) error {
 	return fmt.Errorf("budget: usage database %s: %s: %w: %w", l.path, op, rtsandbox.ErrStore, err)
 }
 
+// writeErr wraps a failed write, naming the file; the policy, not the
+// write, decides whether a turn meets rtsandbox.ErrStore.
+func (l *Ledger) writeErr(op string, err error) error {
+	return fmt.Errorf("budget: usage database %s: %s: %w", l.path, op, err)
+}
+
 // unavailable reports whether a change has waited unwritten for
 // StoreGrace while the last write failed (l.mu held).
 func (l *Ledger) unavailable() bool {
@@ -195,22 +201,22 @@ func (l *Ledger) write(ctx context.Context, batch []row) error {
 	}
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
-		return l.storeErr("begin", err)
+		return l.writeErr("begin", err)
 	}
 	defer tx.Rollback()
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage (day, scope, kind, used, reserved) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (day, scope, kind) DO UPDATE SET used = excluded.used, reserved = excluded.reserved`)
 	if err != nil {
-		return l.storeErr("write", err)
+		return l.writeErr("write", err)
 	}
 	defer stmt.Close()
 	for _, r := range batch {
 		if _, err := stmt.ExecContext(ctx, r.k.day, r.k.scope, string(r.k.kind), r.c.used, r.c.reserved); err != nil {
-			return l.storeErr("write", err)
+			return l.writeErr("write", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return l.storeErr("commit", err)
+		return l.writeErr("commit", err)
 	}
 	return nil
 }

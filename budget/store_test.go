@@ -78,9 +78,8 @@ func TestLockedUsageDatabaseBlocksNoTurn(t *testing.T) {
 	if _, err := l.Reserve(ctx, day, budget.Scopes("http:ca", "pz"), budget.Calls, 11); !errors.Is(err, budget.ErrExhausted) {
 		t.Fatalf("Reserve past the channel's limit under the lock = %v; want ErrExhausted", err)
 	}
-	err := l.Flush(ctx)
-	if !errors.Is(err, rtsandbox.ErrStore) || !strings.Contains(err.Error(), path) {
-		t.Fatalf("Flush under the lock = %v; want ErrStore naming %s", err, path)
+	if err := l.Flush(ctx); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Flush under the lock = %v; want an error naming %s", err, path)
 	}
 	release()
 	if err := l.Flush(ctx); err != nil {
