@@ -126,6 +126,9 @@ type Config struct {
 	OnStoreError Policy
 	// Logger receives the store's records; nil discards them.
 	Logger *slog.Logger
+	// Grace is how long a change may wait unwritten, with the last write
+	// failed, before the store is unavailable; 0 is StoreGrace.
+	Grace time.Duration
 }
 
 // Policy is what a turn meets while the usage database cannot be written

@@ -140,7 +140,11 @@ func (l *Ledger) writeErr(op string, err error) error {
 // unavailable reports whether a change has waited unwritten for
 // StoreGrace while the last write failed (l.mu held).
 func (l *Ledger) unavailable() bool {
-	return l.lastErr != nil && !l.pendingSince.IsZero() && l.clock().Sub(l.pendingSince) >= StoreGrace
+	grace := l.cfg.Grace
+	if grace <= 0 {
+		grace = StoreGrace
+	}
+	return l.lastErr != nil && !l.pendingSince.IsZero() && l.clock().Sub(l.pendingSince) >= grace
 }
 
 // storeCheck is the policy's answer while the store is unavailable
