@@ -122,12 +122,7 @@ func TestServeUsageDatabaseLocked(t *testing.T) {
 			t.Errorf("%s past the grace: %q, %v after %v; want the store's text within 1s", o.channel, o.text, o.err, o.took)
 		}
 	}
-	log := s.out.String()
-	for _, want := range []string{`"file":"` + path + `"`, `"class":"store"`, "usage.db in the state dir", "usage database " + path} {
-		if !strings.Contains(log, want) {
-			t.Errorf("serve's log lacks %q", want)
-		}
-	}
+	wantStoreLog(t, s.out.String(), path)
 	release()
 	waitForLog(t, s, "usage database written again")
 	if got := chunksOf(s.say(t, channels[0], "third")); strings.Join(got, "") != "echo: third" {
@@ -144,6 +139,56 @@ func TestServeUsageDatabaseLocked(t *testing.T) {
 		t.Errorf("usage.db holds %d installation calls after the stop; want at least 13 (every answered turn's)", n)
 	}
 	assertNoTurnContainers(t, cli, tag)
+}
+
+// wantStoreLog requires serve's log to name the usage database: the
+// ledger's record (class store, the file) and the router's hint.
+func wantStoreLog(t *testing.T, log, path string) {
+	t.Helper()
+	for _, want := range []string{`"file":"` + path + `"`, `"class":"store"`, "usage.db in the state dir", "usage database " + path} {
+		if !strings.Contains(log, want) {
+			t.Errorf("serve's log lacks %q", want)
+		}
+	}
+}
+
+// TestSessionServeUsageDatabaseLocked is the same fault in a warm session
+// channel (deny): the turn that arrives as the lock is taken is answered
+// while it is held, the next gets the store's text within 1 s, the log
+// names the file, and once the lock is gone the channel answers again in
+// the same container. Cost: one session container and four turns, about
+// 5 s.
+func TestSessionServeUsageDatabaseLocked(t *testing.T) {
+	tag, cli := sessionDocker(t)
+	model := echoModel()
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, state := sessionConfig(t, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	appendConfig(t, cfg, "budgets:\n  per_channel: {calls: 1000}\n")
+	s := startServe(t, addr, "--config", cfg)
+	path := filepath.Join(state, budget.FileName)
+	s.sayOne(t, "http:lobby", "before", "Answer to before")
+	before := oneContainer(t, cli, tag, s)
+
+	release := sqlitelock.Hold(t, path)
+	s.sayOne(t, "http:lobby", "during", "Answer to during")
+	waitForLog(t, s, "usage database unavailable")
+	at := time.Now()
+	s.sayOne(t, "http:lobby", "refused", rtsandbox.StoreText)
+	if took := time.Since(at); took > time.Second {
+		t.Errorf("the refusal took %v; want it within 1s", took)
+	}
+	wantStoreLog(t, s.out.String(), path)
+	release()
+	waitForLog(t, s, "usage database written again")
+	s.sayOne(t, "http:lobby", "after", "Answer to after")
+	if after := oneContainer(t, cli, tag, s); after.ID != before.ID {
+		t.Errorf("the channel's container changed: %s, then %s", before.ID, after.ID)
+	}
+	if t.Failed() {
+		t.Logf("serve output:\n%s", s.out.String())
+	}
+	s.stopOK(t)
 }
 
 // waitForLog waits until serve's log holds s (the ledger's writer logs
