@@ -46,6 +46,10 @@ const (
 	// credential of the host in some form, and was replaced or withheld
 	// at the door (the last check before any surface).
 	KindCredential
+	// KindStore: a state database of the host (the usage database) could
+	// not be written, and its policy (budgets.on_store_error: deny)
+	// refuses new turns until it can.
+	KindStore
 )
 
 // String is the kind's short text, which is also the text of its sentinel.
@@ -73,6 +77,8 @@ func (k Kind) String() string {
 		return "workspace over its disk bound"
 	case KindCredential:
 		return "credential at the door"
+	case KindStore:
+		return "state database unavailable"
 	}
 	return "failed"
 }
@@ -137,11 +143,15 @@ var (
 	// text; which credential is for the operator log only (by its config
 	// key, never its value).
 	ErrCredential error = &Error{Kind: KindCredential}
+	// ErrStore marks a turn refused because a state database of the host
+	// cannot be written (budgets.on_store_error: deny). Guests get
+	// StoreText; the file is named in the operator log.
+	ErrStore error = &Error{Kind: KindStore}
 )
 
 // KindOf returns err's kind. Where err carries several (a stop during
 // shutdown is refused and ended early), the one a guest is told about wins,
-// in this order: credential, workspace full, disk full, stopping, queue full, over budget, busy, ended
+// in this order: credential, workspace full, disk full, stopping, queue full, over budget, store, busy, ended
 // early (or a cancelled context), upstream, refused, invalid. nil and
 // unclassified errors are KindFailed.
 func KindOf(err error) Kind {
@@ -160,6 +170,8 @@ func KindOf(err error) Kind {
 		return KindQueueFull
 	case errors.Is(err, ErrOverBudget):
 		return KindOverBudget
+	case errors.Is(err, ErrStore):
+		return KindStore
 	case errors.Is(err, ErrBusy):
 		return KindBusy
 	case errors.Is(err, ErrEndedEarly), errors.Is(err, context.Canceled):
@@ -190,6 +202,8 @@ func GuestText(err error) string {
 		return QueueFullText
 	case KindWorkspaceFull:
 		return WorkspaceFullText
+	case KindStore:
+		return StoreText
 	}
 	return TurnFailedOrStoppedText
 }

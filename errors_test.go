@@ -31,6 +31,8 @@ func TestGuestText(t *testing.T) {
 		{"disk-full", fmt.Errorf("write: %w", syscall.ENOSPC), rtsandbox.KindDiskFull, rtsandbox.TurnFailedOrStoppedText},
 		{"workspace-full", fmt.Errorf("session: %w: files", rtsandbox.ErrWorkspaceFull), rtsandbox.KindWorkspaceFull, rtsandbox.WorkspaceFullText},
 		{"workspace-full-wins-over-enospc", fmt.Errorf("%w: %w", rtsandbox.ErrWorkspaceFull, syscall.ENOSPC), rtsandbox.KindWorkspaceFull, rtsandbox.WorkspaceFullText},
+		{"store", fmt.Errorf("budget: usage database /state/usage.db: %w", rtsandbox.ErrStore), rtsandbox.KindStore, rtsandbox.StoreText},
+		{"over-budget-wins-over-store", fmt.Errorf("%w: %w", rtsandbox.ErrStore, rtsandbox.ErrOverBudget), rtsandbox.KindOverBudget, rtsandbox.BudgetText},
 		{"credential-at-the-door", fmt.Errorf("door: %w: model.api_key_env in the text", rtsandbox.ErrCredential), rtsandbox.KindCredential, rtsandbox.TurnFailedOrStoppedText},
 		{"credential-wins-over-everything", fmt.Errorf("%w: %w", rtsandbox.ErrBusy, rtsandbox.ErrCredential), rtsandbox.KindCredential, rtsandbox.TurnFailedOrStoppedText},
 		{"upstream", fmt.Errorf("%w: 502", rtsandbox.ErrUpstream), rtsandbox.KindUpstream, rtsandbox.TurnFailedOrStoppedText},

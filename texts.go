@@ -28,6 +28,10 @@ const (
 	// channel's workspace is over its disk bound; the owner's fresh
 	// frees it.
 	WorkspaceFullText = "-# This channel's sandbox workspace is full, so the turn did not run. The owner can free it with fresh."
+	// StoreText answers a turn refused because the host could not write
+	// its usage database and its policy (budgets.on_store_error: deny)
+	// takes no turn it cannot count; which file is for the operator log.
+	StoreText = "-# This assistant cannot keep its records right now, so the turn did not run; please send this again in a few minutes."
 	// ReplyCutNotice ends the last chunk of a reply that did not fit in
 	// the bounded number of messages, as a paragraph of its own.
 	ReplyCutNotice = "-# [reply cut: it was too long to post in full]"

@@ -24,13 +24,29 @@
 //     on "<path>.lock", privdir.Lock), so reservations do not outlive their
 //     process: Open clears reserved counts a crash left behind, and keeps
 //     the used ones.
+//   - Because one process owns it, the counts of the days in use live in
+//     memory, and the database is their copy (store.go): Reserve, Check
+//     and Settle take a mutex for microseconds and never wait on SQLite,
+//     so one slow or locked write never holds up a turn. One writer
+//     goroutine writes the changed counts (absolute values) in one
+//     transaction every FlushInterval, with a busy timeout of BusyTimeout,
+//     and retries at the next tick until a write succeeds. A crash loses
+//     at most the settlements of the last FlushInterval (and, as before,
+//     the reservations of the work in flight); Close writes everything.
+//   - While a change waits unwritten for longer than StoreGrace, the store
+//     is unavailable: Check, which every turn calls before it starts,
+//     follows the policy (Config.OnStoreError): Deny refuses with an error
+//     wrapping rtsandbox.ErrStore that names the file; Allow passes, and
+//     the counts stay in memory until the database takes them. Work already
+//     running is counted either way. The ledger logs when the store becomes
+//     unavailable and when it is written again (class "store", the file).
 package budget
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,9 +117,38 @@ func (l Limits) Of(k Kind) int64 {
 	return 0
 }
 
-// Config holds the daily limits of each scope class.
+// Config holds the daily limits of each scope class and the policy while
+// the database cannot be written.
 type Config struct {
 	PerSpeaker, PerChannel, PerInstallation Limits
+	// OnStoreError is what Check does while the store is unavailable;
+	// the zero value is Deny.
+	OnStoreError Policy
+	// Logger receives the store's records; nil discards them.
+	Logger *slog.Logger
+	// Grace is how long a change may wait unwritten, with the last write
+	// failed, before the store is unavailable; 0 is StoreGrace.
+	Grace time.Duration
+}
+
+// Policy is what a turn meets while the usage database cannot be written
+// (budgets.on_store_error).
+type Policy int
+
+// The policies.
+const (
+	// Deny refuses new turns (Check fails with rtsandbox.ErrStore): no
+	// turn runs whose counts a crash could forget.
+	Deny Policy = iota
+	// Allow runs them, counted in memory.
+	Allow
+)
+
+func (p Policy) String() string {
+	if p == Allow {
+		return "allow"
+	}
+	return "deny"
 }
 
 // limit returns the limit of kind in scope.
@@ -143,8 +188,9 @@ type Entry struct {
 
 // Ledger is the budget database. It is safe for concurrent use.
 type Ledger struct {
-	cfg Config
-	db  *sql.DB
+	cfg  Config
+	path string
+	db   *sql.DB
 	// lock is the exclusive lock on the database, held until Close.
 	lock *os.File
 	// Now is the clock of Today; tests may set it before use.
@@ -152,20 +198,37 @@ type Ledger struct {
 	// OnSettle, when set before use, is told every settled amount (the
 	// spend metric). It must not block.
 	OnSettle func(k Kind, amount int64)
+	// mu guards the counts: one host process owns the state dir, so the
+	// memory is the authority and the database its copy.
+	mu     sync.Mutex
+	counts map[key]count
+	days   map[string]bool // days whose rows were read from the database
+	dirty  map[key]struct{}
+	// pendingSince is when the oldest unwritten change was made (zero
+	// when none waits); clock is its clock (time.Now; tests set it).
+	pendingSince time.Time
+	clock        func() time.Time
+	lastErr      error // the last write's error, nil after a good one
+	down         bool  // the store was reported unavailable
 
-	// mu serialises the read-check-write of Reserve: one host process
-	// owns the state dir, so a mutex in front of SQLite is enough.
-	mu sync.Mutex
+	flushMu sync.Mutex // one write at a time
+	stop    chan struct{}
+	done    chan struct{}
 }
 
-const schema = `CREATE TABLE IF NOT EXISTS usage (
-	day TEXT NOT NULL, scope TEXT NOT NULL, kind TEXT NOT NULL,
-	used INTEGER NOT NULL DEFAULT 0, reserved INTEGER NOT NULL DEFAULT 0,
-	PRIMARY KEY (day, scope, kind))`
+// key names one count.
+type key struct {
+	day, scope string
+	kind       Kind
+}
+
+// count is one scope's used and reserved amounts of a kind on a day.
+type count struct{ used, reserved int64 }
 
 // Open opens (creating 0600 when missing) the database at path, whose
 // directory must be private to this service (internal/privdir), and
-// clears reservations a previous process left behind.
+// clears reservations a previous process left behind, and starts its
+// writer; Close writes what is left and releases it.
 func Open(path string, cfg Config) (*Ledger, error) {
 	if err := privdir.Check(filepath.Dir(path), os.Geteuid()); err != nil {
 		return nil, fmt.Errorf("budget: %w", err)
@@ -180,6 +243,7 @@ func Open(path string, cfg Config) (*Ledger, error) {
 		return nil, err
 	}
 	l.lock = lock
+	go l.run()
 	return l, nil
 }
 
@@ -187,7 +251,7 @@ func open(path string, cfg Config) (*Ledger, error) {
 	if err := create(path); err != nil {
 		return nil, fmt.Errorf("budget: %w", err)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("budget: open %s: %w", path, err)
 	}
@@ -196,7 +260,11 @@ func open(path string, cfg Config) (*Ledger, error) {
 		db.Close()
 		return nil, fmt.Errorf("budget: %s: %w", path, err)
 	}
-	return &Ledger{cfg: cfg, db: db, Now: time.Now}, nil
+	return &Ledger{
+		cfg: cfg, path: path, db: db, Now: time.Now, clock: time.Now,
+		counts: map[key]count{}, days: map[string]bool{}, dirty: map[key]struct{}{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}, nil
 }
 
 // create makes the file 0600 before SQLite opens it (SQLite would use the
@@ -217,22 +285,8 @@ func create(path string) error {
 	return nil
 }
 
-func initDB(db *sql.DB) error {
-	if _, err := db.Exec(schema); err != nil {
-		return fmt.Errorf("schema: %w", err)
-	}
-	if _, err := db.Exec(`UPDATE usage SET reserved = 0 WHERE reserved <> 0`); err != nil {
-		return fmt.Errorf("clear reservations: %w", err)
-	}
-	return nil
-}
-
-// Close closes the database and releases its lock.
-func (l *Ledger) Close() error {
-	err := l.db.Close()
-	l.lock.Close()
-	return err
-}
+// Path is the database file.
+func (l *Ledger) Path() string { return l.path }
 
 // Today returns the current day key (UTC).
 func (l *Ledger) Today() string { return Day(l.Now()) }
@@ -242,45 +296,37 @@ func (l *Ledger) Limit(scope string, k Kind) int64 { return l.cfg.limit(scope, k
 
 // Reserve reserves amount of kind in every scope on day, or none: it
 // returns an error wrapping ErrExhausted naming the first scope over its
-// limit, or a database error.
+// limit, or a database error (a day's first use reads its rows). It never
+// waits on a write.
 func (l *Ledger) Reserve(ctx context.Context, day string, scopes []string, k Kind, amount int64) (Reservation, error) {
 	if amount < 0 {
 		return Reservation{}, fmt.Errorf("budget: negative reservation: %w", rtsandbox.ErrInvalid)
 	}
-	r := Reservation{Day: day, Scopes: scopes, Kind: k, Amount: amount}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	err := l.tx(ctx, func(tx *sql.Tx) error {
-		for _, s := range scopes {
-			if err := l.check(ctx, tx, day, s, k, amount); err != nil {
-				return err
-			}
-		}
-		for _, s := range scopes {
-			if err := add(ctx, tx, day, s, k, 0, amount); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := l.load(ctx, day); err != nil {
 		return Reservation{}, err
 	}
-	return r, nil
+	for _, s := range scopes {
+		if err := l.check(day, s, k, amount); err != nil {
+			return Reservation{}, err
+		}
+	}
+	for _, s := range scopes {
+		l.add(key{day, s, k}, 0, amount)
+	}
+	return Reservation{Day: day, Scopes: scopes, Kind: k, Amount: amount}, nil
 }
 
-// check refuses amount when it would take scope over its limit.
-func (l *Ledger) check(ctx context.Context, tx *sql.Tx, day, scope string, k Kind, amount int64) error {
+// check refuses amount when it would take scope over its limit (l.mu held).
+func (l *Ledger) check(day, scope string, k Kind, amount int64) error {
 	limit := l.cfg.limit(scope, k)
 	if limit == 0 {
 		return nil
 	}
-	used, reserved, err := get(ctx, tx, day, scope, k)
-	if err != nil {
-		return err
-	}
-	if used+reserved+amount > limit {
-		return fmt.Errorf("%w: %s %s (%d used, %d reserved, limit %d)", ErrExhausted, scope, k, used, reserved, limit)
+	c := l.counts[key{day, scope, k}]
+	if c.used+c.reserved+amount > limit {
+		return fmt.Errorf("%w: %s %s (%d used, %d reserved, limit %d)", ErrExhausted, scope, k, c.used, c.reserved, limit)
 	}
 	return nil
 }
@@ -288,90 +334,69 @@ func (l *Ledger) check(ctx context.Context, tx *sql.Tx, day, scope string, k Kin
 // Check returns an error wrapping ErrExhausted when any limited kind of
 // any scope has nothing left on day (used+reserved >= limit), so that work
 // that would be refused at its first call is refused before it starts. It
-// reserves nothing.
+// reserves nothing. While the store is unavailable and the policy is Deny
+// it returns an error wrapping rtsandbox.ErrStore that names the file.
 func (l *Ledger) Check(ctx context.Context, day string, scopes []string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.tx(ctx, func(tx *sql.Tx) error {
-		for _, s := range scopes {
-			for _, k := range Kinds() {
-				if err := l.check(ctx, tx, day, s, k, 1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// Settle moves r from reserved to used with the actual amount spent.
-func (l *Ledger) Settle(ctx context.Context, r Reservation, actual int64) error {
-	actual = max(actual, 0)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	err := l.tx(ctx, func(tx *sql.Tx) error {
-		for _, s := range r.Scopes {
-			if err := add(ctx, tx, r.Day, s, r.Kind, actual, -r.Amount); err != nil {
+	if err := l.storeCheck(); err != nil {
+		return err
+	}
+	if err := l.load(ctx, day); err != nil {
+		return err
+	}
+	for _, s := range scopes {
+		for _, k := range Kinds() {
+			if err := l.check(day, s, k, 1); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// Settle moves r from reserved to used with the actual amount spent. It
+// never waits on a write; its change is written with the next batch.
+func (l *Ledger) Settle(ctx context.Context, r Reservation, actual int64) error {
+	actual = max(actual, 0)
+	l.mu.Lock()
+	err := l.load(ctx, r.Day)
+	if err == nil {
+		for _, s := range r.Scopes {
+			l.add(key{r.Day, s, r.Kind}, actual, -r.Amount)
+		}
+	}
+	l.mu.Unlock()
 	if err == nil && l.OnSettle != nil {
 		l.OnSettle(r.Kind, actual)
 	}
 	return err
 }
 
+// add adds to a count's used and reserved amounts (reserved never below
+// 0) and marks it for the next write (l.mu held).
+func (l *Ledger) add(k key, used, reserved int64) {
+	c := l.counts[k]
+	c.used += used
+	c.reserved = max(c.reserved+reserved, 0)
+	l.counts[k] = c
+	l.dirty[k] = struct{}{}
+	if l.pendingSince.IsZero() {
+		l.pendingSince = l.clock()
+	}
+}
+
 // Usage returns scope's counts of every kind on day, with their limits.
 func (l *Ledger) Usage(ctx context.Context, day, scope string) ([]Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.load(ctx, day); err != nil {
+		return nil, err
+	}
 	out := make([]Entry, 0, len(Kinds()))
 	for _, k := range Kinds() {
-		e := Entry{Kind: k, Limit: l.cfg.limit(scope, k)}
-		err := l.db.QueryRowContext(ctx, `SELECT used, reserved FROM usage WHERE day=? AND scope=? AND kind=?`,
-			day, scope, string(k)).Scan(&e.Used, &e.Reserved)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("budget: usage: %w", err)
-		}
-		out = append(out, e)
+		c := l.counts[key{day, scope, k}]
+		out = append(out, Entry{Kind: k, Used: c.used, Reserved: c.reserved, Limit: l.cfg.limit(scope, k)})
 	}
 	return out, nil
-}
-
-func (l *Ledger) tx(ctx context.Context, f func(*sql.Tx) error) error {
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("budget: begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := f(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("budget: commit: %w", err)
-	}
-	return nil
-}
-
-func get(ctx context.Context, tx *sql.Tx, day, scope string, k Kind) (used, reserved int64, err error) {
-	err = tx.QueryRowContext(ctx, `SELECT used, reserved FROM usage WHERE day=? AND scope=? AND kind=?`,
-		day, scope, string(k)).Scan(&used, &reserved)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, nil
-	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("budget: read: %w", err)
-	}
-	return used, reserved, nil
-}
-
-// add adds to a row's used and reserved counts (reserved never below 0).
-func add(ctx context.Context, tx *sql.Tx, day, scope string, k Kind, used, reserved int64) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO usage (day, scope, kind, used, reserved) VALUES (?, ?, ?, ?, max(?, 0))
-		ON CONFLICT (day, scope, kind) DO UPDATE SET used = used + excluded.used,
-		reserved = max(reserved + ?, 0)`, day, scope, string(k), used, reserved, reserved)
-	if err != nil {
-		return fmt.Errorf("budget: write: %w", err)
-	}
-	return nil
 }

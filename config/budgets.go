@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -15,7 +17,18 @@ const MaxBudget = 1 << 50
 // for the whole installation. The zero value is unlimited.
 type Budgets struct {
 	PerSpeaker, PerChannel, PerInstallation BudgetLimits
+	// OnStoreError is what a turn meets while the usage database cannot
+	// be written (budgets.on_store_error): StoreDeny (the default) refuses
+	// new turns with the store's own text; StoreAllow runs them, counted
+	// in memory until the database takes the counts again.
+	OnStoreError string
 }
+
+// The policies of budgets.on_store_error.
+const (
+	StoreDeny  = "deny"
+	StoreAllow = "allow"
+)
 
 // BudgetLimits are one scope's daily limits; 0 is unlimited.
 type BudgetLimits struct {
@@ -25,25 +38,39 @@ type BudgetLimits struct {
 }
 
 // Set reports whether any limit is configured.
-func (b Budgets) Set() bool { return b != Budgets{} }
+func (b Budgets) Set() bool {
+	return b.PerSpeaker != BudgetLimits{} || b.PerChannel != BudgetLimits{} || b.PerInstallation != BudgetLimits{}
+}
 
 // budgets parses "budgets". Absent, empty or a 0 means unlimited. A
 // seconds limit must leave room for one whole turn: each turn reserves its
 // turn timeout (the longest of the modes in use, at timeoutKey) before it
 // starts, so a smaller limit would refuse every turn.
 func (p *parser) budgets(n *yaml.Node, turnTimeout time.Duration, timeoutKey string) Budgets {
+	b := Budgets{OnStoreError: StoreDeny}
 	if n == nil {
-		return Budgets{}
+		return b
 	}
-	o, ok := p.object(n, "budgets", "per_speaker", "per_channel", "per_installation")
+	o, ok := p.object(n, "budgets", "per_speaker", "per_channel", "per_installation", "on_store_error")
 	if !ok {
-		return Budgets{}
+		return b
 	}
-	return Budgets{
-		PerSpeaker:      p.budgetLimits(o.get("per_speaker"), o.at("per_speaker"), turnTimeout, timeoutKey),
-		PerChannel:      p.budgetLimits(o.get("per_channel"), o.at("per_channel"), turnTimeout, timeoutKey),
-		PerInstallation: p.budgetLimits(o.get("per_installation"), o.at("per_installation"), turnTimeout, timeoutKey),
+	b.PerSpeaker = p.budgetLimits(o.get("per_speaker"), o.at("per_speaker"), turnTimeout, timeoutKey)
+	b.PerChannel = p.budgetLimits(o.get("per_channel"), o.at("per_channel"), turnTimeout, timeoutKey)
+	b.PerInstallation = p.budgetLimits(o.get("per_installation"), o.at("per_installation"), turnTimeout, timeoutKey)
+	if v, ok := p.text(o, "on_store_error", false, storePolicyRule); ok {
+		b.OnStoreError = v
 	}
+	return b
+}
+
+// storePolicyRule wants deny or allow.
+func storePolicyRule(s string) string {
+	policies := []string{StoreDeny, StoreAllow}
+	if !slices.Contains(policies, s) {
+		return fmt.Sprintf("must be one of %q", policies)
+	}
+	return ""
 }
 
 func (p *parser) budgetLimits(n *yaml.Node, path string, turnTimeout time.Duration, timeoutKey string) BudgetLimits {

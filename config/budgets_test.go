@@ -16,16 +16,19 @@ func TestParseBudgets(t *testing.T) {
 		in   string
 		want Budgets
 	}{
-		{"absent-is-unlimited", "", Budgets{}},
-		{"empty-is-unlimited", "budgets:\n", Budgets{}},
-		{"empty-mapping", "budgets: {}\n", Budgets{}},
-		{"speaker-calls", "budgets: {per_speaker: {calls: 3}}\n", Budgets{PerSpeaker: BudgetLimits{Calls: 3}}},
+		{"absent-is-unlimited", "", Budgets{OnStoreError: StoreDeny}},
+		{"empty-is-unlimited", "budgets:\n", Budgets{OnStoreError: StoreDeny}},
+		{"empty-mapping", "budgets: {}\n", Budgets{OnStoreError: StoreDeny}},
+		{"speaker-calls", "budgets: {per_speaker: {calls: 3}}\n", Budgets{PerSpeaker: BudgetLimits{Calls: 3}, OnStoreError: StoreDeny}},
+		{"store-error-allow", "budgets: {per_speaker: {calls: 3}, on_store_error: allow}\n", Budgets{PerSpeaker: BudgetLimits{Calls: 3}, OnStoreError: StoreAllow}},
+		{"store-error-deny", "budgets: {per_speaker: {calls: 3}, on_store_error: deny}\n", Budgets{PerSpeaker: BudgetLimits{Calls: 3}, OnStoreError: StoreDeny}},
 		{"all", "budgets:\n  per_speaker: {calls: 50, tokens: 200000, seconds: 600}\n" +
 			"  per_channel: {calls: 500}\n  per_installation: {tokens: 5000000, seconds: 0}\n",
 			Budgets{
 				PerSpeaker:      BudgetLimits{Calls: 50, Tokens: 200000, Seconds: 600},
 				PerChannel:      BudgetLimits{Calls: 500},
 				PerInstallation: BudgetLimits{Tokens: 5000000},
+				OnStoreError:    StoreDeny,
 			}},
 	}
 	for _, tt := range tests {
@@ -54,6 +57,8 @@ func TestParseBudgetsErrors(t *testing.T) {
 		{"not-an-integer", "budgets: {per_installation: {tokens: lots}}\n", "budgets.per_installation.tokens: must be an integer"},
 		{"too-large", "budgets: {per_speaker: {seconds: 9999999999999999}}\n", "budgets.per_speaker.seconds: must be an integer of at most"},
 		{"scope-not-a-mapping", "budgets: {per_channel: 5}\n", "budgets.per_channel: must be a mapping"},
+		{"store-error-unknown", "budgets: {on_store_error: retry}\n", `budgets.on_store_error: must be one of ["deny" "allow"]`},
+		{"store-error-not-a-string", "budgets: {on_store_error: [deny]}\n", "budgets.on_store_error: must be a string"},
 		{"seconds-below-turn-timeout", "budgets: {per_channel: {seconds: 119}}\n", "budgets.per_channel.seconds: must be 0 (unlimited) or at least sandbox.turn_timeout (120s)"},
 	}
 	for _, tt := range tests {

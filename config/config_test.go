@@ -685,6 +685,9 @@ func withProfileDefaults(c *Config) {
 	if c.Session.MaxCalls == 0 {
 		c.Session = defaultSession(c.StateDir)
 	}
+	if c.Budgets.OnStoreError == "" {
+		c.Budgets.OnStoreError = StoreDeny
+	}
 }
 
 // ep is a checked endpoint for expected configs.

@@ -86,6 +86,7 @@ func (c Check) String() string {
 func runChecks(ctx context.Context, cfg *config.Config, getenv env) []Check {
 	checks := dockerChecks(ctx, ImageTag(cfg))
 	checks = append(checks, userCheck(cfg, os.Geteuid()), stateDirCheck(cfg.StateDir, os.Geteuid()))
+	checks = append(checks, dbChecks(ctx, cfg.StateDir)...)
 	checks = append(checks, credentialChecks(cfg, getenv)...)
 	if c, ok := tokenCheck(cfg, getenv); ok {
 		checks = append(checks, c)
@@ -352,7 +353,7 @@ const DoctorHelp = `usage: rtsandbox doctor --config FILE [--online]
 
 Checks what serve needs: Docker and its version, the worker image built
 from this binary's worker, the state directory (0700, owned by you), the
-worker user, every credential variable the config names, distinct guest
+memory and usage databases in it (PRAGMA quick_check), the worker user, every credential variable the config names, distinct guest
 and owner tokens, the Discord token, the skills directories of session
 profiles, and with session profiles in use the disk bound (session.disk)
 each channel's workspace gets on this host. --online also asks the model and MCP

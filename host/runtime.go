@@ -124,7 +124,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 	bc.Tools = append(bc.Tools, web.tools...)
 	bc.Observe = o.Observe
 	bc.Intake = decodeIntake(cfg)
-	ledger, err := openLedger(cfg, o.OnSettle)
+	ledger, err := openLedger(cfg, o.OnSettle, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -219,11 +219,13 @@ func TimeZone(cfg *config.Config, getenv env) string {
 // openLedger opens the daily budget database in the state dir when the
 // config sets any budget; nil otherwise (unlimited, and the broker's hot
 // path pays nothing).
-func openLedger(cfg *config.Config, onSettle func(budget.Kind, int64)) (*budget.Ledger, error) {
+func openLedger(cfg *config.Config, onSettle func(budget.Kind, int64), log *slog.Logger) (*budget.Ledger, error) {
 	if !cfg.Budgets.Set() {
 		return nil, nil
 	}
-	l, err := budget.Open(filepath.Join(cfg.StateDir, budget.FileName), budgetConfig(cfg.Budgets))
+	bc := budgetConfig(cfg.Budgets)
+	bc.Logger = log
+	l, err := budget.Open(filepath.Join(cfg.StateDir, budget.FileName), bc)
 	if err != nil {
 		return nil, fmt.Errorf("budgets: %w", err)
 	}
@@ -235,7 +237,12 @@ func budgetConfig(b config.Budgets) budget.Config {
 	lim := func(l config.BudgetLimits) budget.Limits {
 		return budget.Limits{Calls: l.Calls, Tokens: l.Tokens, Seconds: l.Seconds}
 	}
-	return budget.Config{PerSpeaker: lim(b.PerSpeaker), PerChannel: lim(b.PerChannel), PerInstallation: lim(b.PerInstallation)}
+	policy := budget.Deny
+	if b.OnStoreError == config.StoreAllow {
+		policy = budget.Allow
+	}
+	return budget.Config{PerSpeaker: lim(b.PerSpeaker), PerChannel: lim(b.PerChannel), PerInstallation: lim(b.PerInstallation),
+		OnStoreError: policy}
 }
 
 func closeLedger(l *budget.Ledger) {

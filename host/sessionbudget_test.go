@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/internal/sqlitelock"
 )
 
 // Session turns keep the daily budgets as sealed turns do: a spent budget
@@ -74,6 +76,55 @@ func TestSessionTurnBudget(t *testing.T) {
 			got := seconds(t, l, budget.SpeakerScope("p_alice"))
 			if diff := cmp.Diff(budget.Entry{Kind: budget.Seconds, Used: tt.wantSpent, Limit: tt.limits.Seconds}, got); diff != "" {
 				t.Errorf("seconds after the turn (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// budgets.on_store_error in session mode: with usage.db's write lock held
+// and a change unwritten past the grace, deny refuses the turn before it
+// runs (the store's guest text), allow runs it.
+func TestSessionTurnStorePolicy(t *testing.T) {
+	b := rtsandbox.Binding{Channel: "http:lobby", Speaker: rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "p_alice"}}
+	tests := []struct {
+		name    string
+		policy  budget.Policy
+		wantRun bool
+	}{
+		{"deny", budget.Deny, false},
+		{"allow", budget.Allow, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, budget.FileName)
+			l, err := budget.Open(path, budget.Config{PerSpeaker: budget.Limits{Calls: 10}, OnStoreError: tt.policy, Grace: time.Nanosecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			release := sqlitelock.Hold(t, path)
+			defer release()
+			if _, err := l.Reserve(ctx, l.Today(), budget.Scopes(b.Channel, "p_bob"), budget.Calls, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Flush(ctx); err == nil {
+				t.Fatal("Flush under the lock succeeded")
+			}
+			ran := false
+			_, err = turnBudget{ledger: l, timeout: time.Minute}.run(ctx, b, func() (rtsandbox.Reply, error) {
+				ran = true
+				return rtsandbox.Reply{OK: true}, nil
+			})
+			if ran != tt.wantRun || (err != nil) == tt.wantRun {
+				t.Fatalf("ran %v, err %v; want ran %v", ran, err, tt.wantRun)
+			}
+			if !tt.wantRun && (rtsandbox.GuestText(err) != rtsandbox.StoreText || !strings.Contains(err.Error(), path)) {
+				t.Errorf("refusal %v: guest text %q; want the store's, and the file named", err, rtsandbox.GuestText(err))
 			}
 		})
 	}

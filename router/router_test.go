@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -183,6 +184,17 @@ func TestFailureMatrix(t *testing.T) {
 			run:   failTurn,
 			turns: 1, sent: []string{"The sandbox turn failed or was stopped."},
 			logs: []string{"ERROR sandbox turn failed; inspect container cleanup and broker configuration"},
+		},
+		{
+			// budgets.on_store_error: deny refused the turn: the guest
+			// gets the store's text, the operator a line naming usage.db.
+			name: "store-refused",
+			msg:  mention(guests, "alice", "Alice", "x"),
+			run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+				return rtsandbox.Reply{}, fmt.Errorf("budget: usage database /s/usage.db: %w", rtsandbox.ErrStore)
+			},
+			turns: 1, sent: []string{rtsandbox.StoreText},
+			logs: []string{"ERROR " + sandboxTurnStoreLog},
 		},
 		{
 			name:     "reply-send-fails",

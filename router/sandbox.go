@@ -23,6 +23,10 @@ const (
 	// or cut by shutdown: the reference logs the failure line above for
 	// those too, which sends operators looking for a fault that is not there.
 	sandboxTurnEndedEarlyLog = "sandbox turn ended early (stopped or shutting down)"
+	// sandboxTurnStoreLog is logged when a turn was refused because the
+	// usage database could not be written (budgets.on_store_error: deny);
+	// the error names the file's path.
+	sandboxTurnStoreLog = "sandbox turn refused: the usage database (usage.db in the state dir) cannot be written; inspect it (a lock held by another process, a full disk, damage: docs/operations.md)"
 )
 
 // Fixed parts of the model input (sealed spec §5.2). Texts guests see are
@@ -148,6 +152,8 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 		c.log.Warn("sandbox turn refused: host busy", "channel", channel, "err", err)
 	case rtsandbox.KindOverBudget:
 		c.log.Info("sandbox turn refused: daily budget spent", "channel", channel, "err", err)
+	case rtsandbox.KindStore:
+		c.log.Error(sandboxTurnStoreLog, "channel", channel, "class", "store", "err", err)
 	case rtsandbox.KindEndedEarly:
 		// Stopped by an owner or cut by shutdown: nothing to inspect.
 		c.log.Info(sandboxTurnEndedEarlyLog, "channel", channel, "err", err)

@@ -165,9 +165,19 @@ func TestTurnClasses(t *testing.T) {
 			// characters, holding guest text.
 			plantRow(t, f, ch, "channel", strings.Repeat("k", 200)+guestMarker, "note")
 		}, class: ClassState, level: slog.LevelWarn},
-		{name: "disk-full", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
+		// A state the store could not keep (a full disk, a lock held past
+		// the bound) does not cost the guest a ready answer: the turn is
+		// ok, its record an error naming the file (issue 22).
+		{name: "state-not-saved-disk-full", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
 			f.opts.State = stateStore{StateStore: f.state, saveErr: &fs.PathError{Op: "write", Path: filepath.Join(f.stateDir, "memory.db-wal"), Err: syscall.ENOSPC}}
-		}, class: ClassDiskFull, level: slog.LevelWarn},
+		}, class: ClassOK, level: slog.LevelError, wantReply: true},
+		{name: "state-not-saved-locked", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
+			f.opts.State = stateStore{StateStore: f.state, saveErr: fmt.Errorf("memory database %s: save: database is locked (5)", filepath.Join(f.stateDir, "memory.db"))}
+		}, class: ClassOK, level: slog.LevelError, wantReply: true},
+		// A state the reply broke (over the limits) still fails the turn.
+		{name: "state-refused", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
+			f.opts.State = stateStore{StateStore: f.state, saveErr: fmt.Errorf("memory database x: save: %w", rtsandbox.ErrInvalid)}
+		}, class: ClassState, level: slog.LevelWarn},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,10 @@ type TurnStats struct {
 	Ended     time.Time // broker closed, run dir deleted
 	Calls     int       // broker requests, refused ones included
 	Err       error     // what RunTurn returns; nil on a reply
+	// StateErr is why the state of a turn that replied was not saved (the
+	// store failed: locked, full, damaged); the answer was delivered all
+	// the same, and the turn's memory changes and history were dropped.
+	StateErr error
 	// Class is the outcome class (ClassOK, ClassTimeout, …), derived
 	// from Err and WorkerClass.
 	Class string

@@ -41,14 +41,16 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 		err = errors.Join(err, undo.run())
 		if err == nil {
 			// The state is committed only by a turn that ended cleanly:
-			// a failed turn changes nothing.
-			err = t.commit(&reply)
+			// a failed turn changes nothing. A store that fails to keep
+			// it does not cost the guest the answer (issue 22).
+			err, t.stats.StateErr = storeFailure(t.commit(&reply))
 		}
 		if err != nil {
 			reply = rtsandbox.Reply{} // a failed turn has no reply
-		} else {
-			// Only a turn that ended cleanly consumes a pending fresh
-			// start (§5.3); a failed one leaves it for the next turn.
+		} else if t.stats.StateErr == nil {
+			// Only a turn whose state was kept consumes a pending fresh
+			// start (§5.3); a failed one, or one whose history stayed as
+			// it was, leaves it for the next turn.
 			t.onReply(reply)
 		}
 		t.finish(err)
@@ -149,9 +151,26 @@ func emptyIfNil[T any](s []T) []T {
 }
 
 // stateTimeout bounds a clean turn's commit of its state, which runs after
-// the turn context ended (the store's writers wait at most 5 s for each
-// other).
-const stateTimeout = 30 * time.Second
+// the turn context ended: the store's busy timeout (a writer waits 5 s for
+// another process's lock). Past it the answer is delivered unsaved
+// (storeFailure), so a locked memory.db delays an answer by at most this
+// much rather than throwing it away.
+const stateTimeout = 5 * time.Second
+
+// storeFailure splits a commit's error: the reply's own fault (no state,
+// a state over the limits or writing another principal's namespace:
+// rtsandbox.ErrInvalid or ErrRefused) fails the turn as before; anything
+// else is the store's (a lock, a full disk, a damaged file, the bound
+// passed), which keeps the answer and drops the state.
+func storeFailure(err error) (turnErr, stateErr error) {
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.Is(err, container.ErrInvalidReply), errors.Is(err, rtsandbox.ErrInvalid), errors.Is(err, rtsandbox.ErrRefused):
+		return err, nil
+	}
+	return nil, err
+}
 
 // commit stores the state a cleanly ended turn returned and takes it off
 // the reply, which leaves the runtime without it. A worker that exits 0
@@ -190,6 +209,10 @@ func (t *turn) finish(err error) {
 		attrs = append(attrs, "cleanup_pending", true, "container", s.Container)
 	}
 	switch {
+	case err == nil && s.StateErr != nil:
+		t.s.Logger.Error("sandbox turn answered, but its state was not saved: the answer was delivered; "+
+			"this turn's memory changes and history are not kept (the memory database: docs/operations.md)",
+			append(attrs, "duration", s.Ended.Sub(s.Admitted), "calls", s.Calls, "err", s.StateErr)...)
 	case err == nil && s.CleanupPending:
 		t.s.Logger.Info("sandbox turn done; container removal continues in the background",
 			append(attrs, "duration", s.Ended.Sub(s.Admitted), "calls", s.Calls)...)

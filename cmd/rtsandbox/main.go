@@ -53,6 +53,7 @@ func commands() []cli.Command {
 	return []cli.Command{
 		{Name: "serve", Summary: "serve chat surfaces (http, discord) with sealed turns until SIGTERM", Run: runServe},
 		{Name: "doctor", Summary: "check Docker, the worker image, the state dir and the credentials serve needs", Run: runDoctor},
+		{Name: "repair", Summary: "with serve stopped, move a damaged memory or usage database aside so the next start begins a fresh one", Run: runRepair},
 		{Name: "channels", Summary: "list or switch sandboxed channels while no server runs", Run: runChannels},
 		{Name: "demo", Summary: "two sealed turns against a scripted stand-in model (no API key)", Run: runDemo},
 		{Name: "standin-model", Summary: "serve the demo's scripted stand-in model on loopback (a test double, no API key)", Run: runStandin},

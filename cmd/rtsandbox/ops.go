@@ -110,3 +110,18 @@ func loadOptionalConfig(path string, stderr io.Writer, name string) (*config.Con
 	}
 	return cfg, exitOK, true
 }
+
+// runRepair is `rtsandbox repair --config FILE`: with serve stopped, a
+// damaged memory or usage database is moved aside (kept, named) so that
+// the next start begins a fresh one (host.Repair, docs/operations.md).
+func runRepair(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
+	st := newSetup("rtsandbox repair", stderr, "")
+	cfg, _, code, ok := st.Load(args, getenv, stderr, nil, 0)
+	if !ok {
+		return code
+	}
+	if err := host.Repair(ctx, cfg, stdout, time.Now()); err != nil {
+		return cli.Fail(stderr, "rtsandbox repair", exitFail, err)
+	}
+	return exitOK
+}
