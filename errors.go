@@ -46,6 +46,11 @@ const (
 	// credential of the host in some form, and was replaced or withheld
 	// at the door (the last check before any surface).
 	KindCredential
+	// KindSandboxStopped: a session turn's container stopped serving while
+	// the turn ran (it exited, was removed, paused or restarted, or its
+	// worker announced itself again); the channel recovers on its next
+	// turn.
+	KindSandboxStopped
 )
 
 // String is the kind's short text, which is also the text of its sentinel.
@@ -73,6 +78,8 @@ func (k Kind) String() string {
 		return "workspace over its disk bound"
 	case KindCredential:
 		return "credential at the door"
+	case KindSandboxStopped:
+		return "sandbox stopped during the turn"
 	}
 	return "failed"
 }
@@ -137,12 +144,16 @@ var (
 	// text; which credential is for the operator log only (by its config
 	// key, never its value).
 	ErrCredential error = &Error{Kind: KindCredential}
+	// ErrSandboxStopped marks a session turn cut because its container
+	// stopped serving while it ran. Guests get SandboxStoppedText; what
+	// stopped it is for the operator log only.
+	ErrSandboxStopped error = &Error{Kind: KindSandboxStopped}
 )
 
 // KindOf returns err's kind. Where err carries several (a stop during
 // shutdown is refused and ended early), the one a guest is told about wins,
-// in this order: credential, workspace full, disk full, stopping, queue full, over budget, busy, ended
-// early (or a cancelled context), upstream, refused, invalid. nil and
+// in this order: credential, workspace full, disk full, stopping, queue full, over budget, busy, sandbox
+// stopped, ended early (or a cancelled context), upstream, refused, invalid. nil and
 // unclassified errors are KindFailed.
 func KindOf(err error) Kind {
 	switch {
@@ -162,6 +173,8 @@ func KindOf(err error) Kind {
 		return KindOverBudget
 	case errors.Is(err, ErrBusy):
 		return KindBusy
+	case errors.Is(err, ErrSandboxStopped):
+		return KindSandboxStopped
 	case errors.Is(err, ErrEndedEarly), errors.Is(err, context.Canceled):
 		return KindEndedEarly
 	case errors.Is(err, ErrUpstream):
@@ -190,6 +203,8 @@ func GuestText(err error) string {
 		return QueueFullText
 	case KindWorkspaceFull:
 		return WorkspaceFullText
+	case KindSandboxStopped:
+		return SandboxStoppedText
 	}
 	return TurnFailedOrStoppedText
 }

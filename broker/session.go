@@ -139,6 +139,12 @@ var (
 	// ErrWorkerCapability: the worker lacks a privacy capability the turn
 	// needs (§2.9); the error's text is the problem text.
 	ErrWorkerCapability = fmt.Errorf("%w: worker capability missing", rtsandbox.ErrRefused)
+	// ErrWorkerRestarted: the worker announced itself again (POST
+	// /worker/ready) after it took the pending turn: the process that had
+	// the turn is gone (its container restarted), so the turn fails at
+	// once rather than at its deadline. A turn not yet delivered stays
+	// queued for the new worker's poll.
+	ErrWorkerRestarted = fmt.Errorf("%w: worker announced itself again during its turn", rtsandbox.ErrSandboxStopped)
 	// ErrSessionClosed: the Session was closed.
 	ErrSessionClosed = fmt.Errorf("%w: session broker closed", rtsandbox.ErrEndedEarly)
 )

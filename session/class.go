@@ -20,8 +20,9 @@ const (
 	// ClassBudget: the turn ended after a daily budget refused a call.
 	ClassBudget = "budget"
 	// ClassWorker: the worker failed (ok:false), never announced itself,
-	// or lacks a privacy capability the turn needs (the broker's refusal,
-	// rtsandbox.ErrRefused).
+	// lacks a privacy capability the turn needs (the broker's refusal,
+	// rtsandbox.ErrRefused), or its container stopped serving during the
+	// turn (rtsandbox.ErrSandboxStopped).
 	ClassWorker = "worker"
 	// ClassEngine: the container engine failed or the image is missing,
 	// or a container may have been left behind.
@@ -80,6 +81,8 @@ func classify(err error) string {
 		return ClassStopped
 	case errors.Is(err, ErrTimeout):
 		return ClassTimeout
+	case errors.Is(err, rtsandbox.ErrSandboxStopped):
+		return ClassWorker // its container's fault cut the turn, whatever the broker's wait then said
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ClassCancelled
 	case errors.Is(err, rtsandbox.ErrOverBudget):

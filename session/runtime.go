@@ -14,9 +14,13 @@ import (
 type Runtime struct {
 	s settings
 
-	mu     sync.Mutex
-	closed bool
-	chans  map[rtsandbox.ChannelKey]*channelState
+	mu      sync.Mutex
+	closed  bool
+	chans   map[rtsandbox.ChannelKey]*channelState
+	watches map[string]*watchState // by container name (watch.go)
+
+	watchers   sync.WaitGroup    // the watches' followers
+	afterFault func(name string) // tests: a fault was handled
 }
 
 // channelState is what the runtime holds per channel (§1.1). Guarded by
@@ -74,7 +78,9 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{s: s, chans: map[rtsandbox.ChannelKey]*channelState{}}, nil
+	r := &Runtime{s: s, chans: map[rtsandbox.ChannelKey]*channelState{}, watches: map[string]*watchState{}}
+	r.s.Driver = watchedDriver{Driver: s.Driver, unwatch: r.unwatch}
+	return r, nil
 }
 
 // state returns channel's state, creating it. r.mu must be held.
@@ -233,8 +239,9 @@ func (r *Runtime) Status(ctx context.Context, channel rtsandbox.ChannelKey) (Sta
 // Close is the reference's stopBrokers (§1.3), for host shutdown: it
 // refuses new work, aborts every running turn (cause ErrClosed), waits
 // for the turns, starts and lifecycle operations to end (at most until
-// ctx ends), then closes every broker. Containers keep running: they
-// survive the host's restart. It may be called more than once.
+// ctx ends), then ends the containers' watches and closes every broker.
+// Containers keep running: they survive the host's restart. It may be
+// called more than once.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -262,6 +269,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 			break
 		}
 	}
+	r.unwatchAll()
 	r.mu.Lock()
 	var brokers []Broker
 	for _, cs := range r.chans {

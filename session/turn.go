@@ -310,7 +310,7 @@ func (r *Runtime) failed(t *turn, err error) error {
 	errs := []error{err}
 	if aborted {
 		errs = append(errs, cause)
-		r.removeAborted(t)
+		r.removeAborted(t, !downCause(cause))
 	}
 	if timedOut {
 		return &turnError{msg: timedOutText, errs: errs}
@@ -319,9 +319,11 @@ func (r *Runtime) failed(t *turn, err error) error {
 }
 
 // removeAborted waits for a pending start, saves the container's last
-// LogLines lines to the operator log and force-removes it, within
-// cleanupTimeout and whatever the turn's context says.
-func (r *Runtime) removeAborted(t *turn) {
+// LogLines lines to the operator log and, when remove holds, force-removes
+// it, within cleanupTimeout and whatever the turn's context says. A turn
+// its container's fault cut leaves the container to the next start: it
+// may be one Docker restarted healthy, which must not be removed.
+func (r *Runtime) removeAborted(t *turn, remove bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), cleanupTimeout)
 	defer cancel()
 	name := r.name(t.channel)
@@ -334,6 +336,9 @@ func (r *Runtime) removeAborted(t *turn) {
 	} else {
 		r.s.Logger.Warn("sandbox worker log before removal", "channel", string(t.channel), "turn_id", t.id,
 			"lines", r.scrub(strings.TrimSpace(lines), maxLogLines))
+	}
+	if !remove {
+		return
 	}
 	if err := r.s.Driver.Remove(ctx, name); err != nil {
 		r.s.Logger.Error("session container removal failed", "channel", string(t.channel), "turn_id", t.id, "container", name, "err", err)

@@ -37,6 +37,7 @@ type sessionEngine interface {
 	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
 	ContainerLogs(ctx context.Context, id string, options client.ContainerLogsOptions) (client.ContainerLogsResult, error)
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	Events(ctx context.Context, options client.EventsListOptions) client.EventsResult
 }
 
 var _ sessionEngine = (*client.Client)(nil)
@@ -58,7 +59,8 @@ func newSessionDriver(api sessionEngine) *SessionDriver {
 }
 
 // Status inspects the container name: missing when the engine does not
-// know it, running or stopped otherwise, with its image and its profile
+// know it, running when its process runs and is neither paused nor being
+// restarted (serving), stopped otherwise, with its image and its profile
 // and spec labels. Errors wrap container.ErrEngine.
 func (d *SessionDriver) Status(ctx context.Context, name string) (rtcontainer.SessionStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
@@ -72,7 +74,7 @@ func (d *SessionDriver) Status(ctx context.Context, name string) (rtcontainer.Se
 	}
 	c := res.Container
 	st := rtcontainer.SessionStatus{State: rtcontainer.StateStopped}
-	if c.State != nil && c.State.Running {
+	if serving(c.State) {
 		st.State = rtcontainer.StateRunning
 	}
 	if c.Config != nil {
