@@ -31,7 +31,8 @@ const (
 	ClassTimeout = "timeout"
 	// ClassStopped: stop, off or fresh ended the turn.
 	ClassStopped = "stopped"
-	// ClassShutdown: the runtime's Close ended the turn.
+	// ClassShutdown: the runtime's Close, or the host's drain
+	// (rtsandbox.ErrStopping as the caller's cause), ended the turn.
 	ClassShutdown = "shutdown"
 	// ClassCancelled: the caller's context ended the turn.
 	ClassCancelled = "cancelled"
@@ -75,8 +76,8 @@ func classify(err error) string {
 		return ClassEngine
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, rtsandbox.ErrWorkspaceFull):
 		return ClassDiskFull
-	case errors.Is(err, ErrClosed):
-		return ClassShutdown
+	case errors.Is(err, ErrClosed), errors.Is(err, rtsandbox.ErrStopping):
+		return ClassShutdown // the runtime's Close, or the host's drain cutting the turn
 	case errors.Is(err, ErrStopped):
 		return ClassStopped
 	case errors.Is(err, ErrTimeout):

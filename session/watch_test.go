@@ -157,3 +157,24 @@ func TestFaultBetweenTurns(t *testing.T) {
 		t.Errorf("driver calls (-want +got):\n%s", diff)
 	}
 }
+
+// TestDrainCutTurnRestartingText (issue 22 item 4): a turn the host's
+// drain cuts (the router cancels its context with rtsandbox.ErrStopping)
+// answers the guest with the restarting text and is a shutdown.
+func TestDrainCutTurnRestartingText(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.TurnTimeout = time.Hour })
+	delivered := make(chan struct{})
+	f.w.worker = hangWorker(func() { close(delivered) })
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := f.turnIn(ctx, "discord:drain", "a"); done <- err }()
+	<-delivered
+	cancel(rtsandbox.ErrStopping)
+	err := <-done
+	if got := rtsandbox.GuestText(err); got != rtsandbox.RestartingText {
+		t.Errorf("guest text %q; want the restarting text (err %v)", got, err)
+	}
+	if got := classify(err); got != ClassShutdown {
+		t.Errorf("class %q; want %q", got, ClassShutdown)
+	}
+}
