@@ -23,6 +23,10 @@ const (
 	// or cut by shutdown: the reference logs the failure line above for
 	// those too, which sends operators looking for a fault that is not there.
 	sandboxTurnEndedEarlyLog = "sandbox turn ended early (stopped or shutting down)"
+	// sandboxStoppedLog is logged, at Warn, when a session turn's
+	// container stopped serving while it ran (killed, crashed, removed,
+	// paused, restarted): the channel recovers on its next turn.
+	sandboxStoppedLog = "sandbox turn cut: its session container stopped serving; the next turn starts it again"
 )
 
 // Fixed parts of the model input (sealed spec §5.2). Texts guests see are
@@ -148,7 +152,10 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 		c.log.Warn("sandbox turn refused: host busy", "channel", channel, "err", err)
 	case rtsandbox.KindOverBudget:
 		c.log.Info("sandbox turn refused: daily budget spent", "channel", channel, "err", err)
-	case rtsandbox.KindEndedEarly:
+	case rtsandbox.KindSandboxStopped:
+		// The session runtime logged what stopped the container.
+		c.log.Warn(sandboxStoppedLog, "channel", channel, "err", err)
+	case rtsandbox.KindEndedEarly, rtsandbox.KindStopping:
 		// Stopped by an owner or cut by shutdown: nothing to inspect.
 		c.log.Info(sandboxTurnEndedEarlyLog, "channel", channel, "err", err)
 	default:

@@ -463,3 +463,12 @@ func (f *fakeSessionEngine) Events(context.Context, client.EventsListOptions) cl
 	close(errs)
 	return client.EventsResult{Messages: make(chan events.Message), Err: errs}
 }
+
+// ContainerWait: the session driver's unit tests never wait on a
+// removal in progress (tested against a real daemon).
+func (f *fakeSessionEngine) ContainerWait(context.Context, string, client.ContainerWaitOptions) client.ContainerWaitResult {
+	f.record("wait")
+	errs := make(chan error, 1)
+	errs <- errors.New("the fake engine does not wait")
+	return client.ContainerWaitResult{Result: make(chan container.WaitResponse), Error: errs}
+}

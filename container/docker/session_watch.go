@@ -19,6 +19,46 @@ import (
 // ended its event stream (a restarting or unreachable daemon).
 const watchRetry = time.Second
 
+// restartWait bounds how long Status waits for Docker to restart a
+// container whose process exited: the restart policy's first delay is
+// 100 ms, doubling while the container keeps dying within 10 s of its
+// start, so a worker crashing in a loop is not waited for.
+const restartWait = 2 * time.Second
+
+// awaitRestart waits, at most restartWait, for the container id, which
+// Docker is restarting after an exit at finishedAt, to start again (or to
+// die or go): the engine's events since the exit, so a start between the
+// inspect and the subscription is replayed.
+func (d *SessionDriver) awaitRestart(ctx context.Context, id, finishedAt string) {
+	ctx, cancel := context.WithTimeout(ctx, restartWait)
+	defer cancel()
+	filters := client.Filters{}.Add("type", string(events.ContainerEventType)).Add("container", id).
+		Add("event", string(events.ActionStart), string(events.ActionDestroy))
+	res := d.api.Events(ctx, client.EventsListOptions{Since: eventsSince(finishedAt), Filters: filters})
+	for {
+		select {
+		case m := <-res.Messages:
+			if m.Actor.ID == id {
+				return
+			}
+		case <-res.Err:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// eventsSince is an engine timestamp (RFC 3339) as an events "since"
+// (seconds.nanoseconds); "" when it does not parse.
+func eventsSince(ts string) string {
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
+}
+
 // faultActions are the events of a watched container that end its
 // service. A kill is not one (the process may ignore the signal); the
 // die that follows a fatal one is. An OOM event is not either: the
@@ -71,11 +111,7 @@ func (d *SessionDriver) watchable(ctx context.Context, name string) (watched, er
 		}
 		return watched{}, fmt.Errorf("%w: %s is %s", rtcontainer.ErrSessionDown, name, status)
 	}
-	c := watched{name: name, id: res.Container.ID, startedAt: s.StartedAt}
-	if t, err := time.Parse(time.RFC3339Nano, s.StartedAt); err == nil {
-		c.since = fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
-	}
-	return c, nil
+	return watched{name: name, id: res.Container.ID, startedAt: s.StartedAt, since: eventsSince(s.StartedAt)}, nil
 }
 
 // serving reports whether a container's process runs and can answer:
