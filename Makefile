@@ -55,6 +55,7 @@ bench:
 	RTSANDBOX_BENCH_MB=16 $(GO) test -run '^$$' -bench 'DecodeShapes|DecodePeak' -benchtime 1x ./broker/
 	$(GO) test -run '^$$' -bench 'NormalizeConversation|NormalizeMessagesImage|NormalizeChatImage' ./modelapi/
 	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sandbox/
+	CI=true $(GO) test -run '^$$' -bench ServeSessionWorkerKill -benchtime 20x -count 3 ./cmd/rtsandbox/
 
 ## bench-compare: the model-call and scan benchmarks (every answer corpus) of
 ## BEFORE and HEAD, built first and run in alternation in one run.
