@@ -51,3 +51,27 @@ func TestSessionReadyBeforeDeliveryKeepsTurn(t *testing.T) {
 		t.Errorf("Execute = %+v, %v; want the result", got.Result, got.Err)
 	}
 }
+
+// TestSessionCancelledTurnUndelivered: a turn cancelled before any worker
+// took it says so (rtsandbox.ErrTurnUndelivered), so the host may run it
+// again; one cancelled after a worker took it does not.
+func TestSessionCancelledTurnUndelivered(t *testing.T) {
+	f := newSession(t, sessOptions{})
+	f.bind("")
+	ctx, cancel := context.WithCancel(context.Background())
+	exec := f.execute(ctx, sessTurn("m1"))
+	waitFor(t, "the turn pending", func() bool { return broker.SessionPending(f.sess) })
+	cancel()
+	if got := waitExec(t, exec); !errors.Is(got.Err, broker.ErrTurnCancelled) || !errors.Is(got.Err, rtsandbox.ErrTurnUndelivered) {
+		t.Errorf("Execute cancelled undelivered = %v; want ErrTurnCancelled and ErrTurnUndelivered", got.Err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	exec = f.execute(ctx, sessTurn("m2"))
+	if r := f.do(http.MethodGet, rtsandbox.RouteWorkerNext, ""); r.Status != 200 {
+		t.Fatalf("poll = %d; want the turn", r.Status)
+	}
+	cancel()
+	if got := waitExec(t, exec); !errors.Is(got.Err, broker.ErrTurnCancelled) || errors.Is(got.Err, rtsandbox.ErrTurnUndelivered) {
+		t.Errorf("Execute cancelled after delivery = %v; want ErrTurnCancelled only", got.Err)
+	}
+}

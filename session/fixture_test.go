@@ -54,6 +54,8 @@ type world struct {
 	watchers   map[string][]chan error    // name → the live watches of its container
 	watchCalls int                        // Watch calls (not in calls: every start makes one)
 	watchErr   error                      // Watch fails with it when set
+	// onUndelivered runs when a turn waits with no worker to take it.
+	onUndelivered func()
 }
 
 func newWorld() *world {
@@ -266,6 +268,15 @@ func (b *fakeBroker) Execute(ctx context.Context, t rtsandbox.SessionTurn) (rtsa
 	b.mu.Unlock()
 	if !bound || closed {
 		return rtsandbox.SessionResult{}, errors.New("Turn ended")
+	}
+	if !b.w.runningOn(filepath.Dir(b.socket)) {
+		// No worker polls: the turn waits undelivered until its context
+		// ends, as with broker.Session.
+		if b.w.onUndelivered != nil {
+			b.w.onUndelivered()
+		}
+		<-ctx.Done()
+		return rtsandbox.SessionResult{}, fmt.Errorf("Turn cancelled: %w", rtsandbox.ErrTurnUndelivered)
 	}
 	b.w.mu.Lock()
 	caps, worker := b.w.caps, b.w.worker

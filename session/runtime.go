@@ -33,10 +33,13 @@ type channelState struct {
 }
 
 // activity holds a channel: a turn (cancel set) or a lifecycle operation
-// (Remove, StartFresh). done is closed when it ends.
+// (Remove, StartFresh). done is closed when it ends. A turn's attempt and
+// fault are guarded by Runtime.mu (watch.go).
 type activity struct {
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	attempt context.CancelCauseFunc // the turn's bind and execute under way
+	fault   error                   // its container's fault, heard before an attempt
 }
 
 // brokerEntry is a channel's broker and what it was made for.

@@ -14,10 +14,12 @@ import (
 // replaces it. The watch does two things:
 //
 //   - a fault (the container exited, was removed, paused or restarted)
-//     cuts the channel's running turn at once, with the fault as its
-//     cause, instead of leaving the guest to wait for the turn deadline;
-//     the container is then left to the next start, which keeps one that
-//     Docker restarted and recreates one that is gone, stopped or paused;
+//     cuts the running turn's attempt at once (turn.go, execute) instead
+//     of leaving the guest to wait for the turn deadline. A turn its
+//     worker had taken fails with the fault; one no worker had taken yet
+//     (the fault raced the turn's start) runs once more on a worker
+//     started anew. The container is left to the start, which keeps one
+//     that Docker restarted and recreates one gone, stopped or paused;
 //   - while it holds, a warm turn's start needs no engine call: the
 //     broker's readiness and the watch together say that the worker runs.
 
@@ -84,16 +86,20 @@ func (r *Runtime) follow(ctx context.Context, name string, w *watchState, faults
 		return
 	}
 	delete(r.watches, name)
-	var turn *activity
+	var cut context.CancelCauseFunc
+	turn := false
 	if cs := r.chans[w.channel]; cs != nil && cs.active != nil && cs.active.cancel != nil {
-		turn = cs.active
+		turn = true
+		if cut = cs.active.attempt; cut == nil {
+			cs.active.fault = fault // the turn's attempt, when it comes, starts the worker again
+		}
 	}
 	r.mu.Unlock()
 	w.cancel()
 	r.s.Logger.Warn("session container stopped serving", "channel", string(w.channel), "container", name,
-		"err", r.scrub(fault.Error(), maxLogMessage), "turn_cut", turn != nil)
-	if turn != nil {
-		turn.cancel(fault)
+		"err", r.scrub(fault.Error(), maxLogMessage), "turn_running", turn)
+	if cut != nil {
+		cut(fault)
 	}
 	if r.afterFault != nil {
 		r.afterFault(name)
@@ -141,8 +147,23 @@ func (d watchedDriver) Remove(ctx context.Context, name string) error {
 	return d.Driver.Remove(ctx, name)
 }
 
-// downCause reports whether a turn's abort cause is its container's
-// fault: the container is then left to the next start, not removed.
-func downCause(cause error) bool {
-	return errors.Is(cause, container.ErrSessionDown)
+// beginAttempt registers cut as the turn's attempt, which a fault of the
+// channel's container cuts; it returns the fault heard since the turn
+// began instead, if any (and forgets it).
+func (r *Runtime) beginAttempt(t *turn, cut context.CancelCauseFunc) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fault := t.act.fault; fault != nil {
+		t.act.fault = nil
+		return fault
+	}
+	t.act.attempt = cut
+	return nil
+}
+
+// endAttempt ends the turn's attempt: a later fault cuts nothing.
+func (r *Runtime) endAttempt(t *turn) {
+	r.mu.Lock()
+	t.act.attempt = nil
+	r.mu.Unlock()
 }

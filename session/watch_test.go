@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,10 +61,7 @@ func TestWatchFaultCutsTurn(t *testing.T) {
 			}
 			want := make([]string, len(tt.next))
 			for i, c := range tt.next {
-				want[i] = map[string]string{"remove:NAME": "remove:" + name}[c]
-				if want[i] == "" {
-					want[i] = c
-				}
+				want[i] = strings.ReplaceAll(c, "NAME", name)
 			}
 			if diff := cmp.Diff(want, f.w.takeCalls()); diff != "" {
 				t.Errorf("the next turn's driver calls (-want +got):\n%s", diff)
@@ -176,5 +174,78 @@ func TestDrainCutTurnRestartingText(t *testing.T) {
 	}
 	if got := classify(err); got != ClassShutdown {
 		t.Errorf("class %q; want %q", got, ClassShutdown)
+	}
+}
+
+// TestFaultBeforeDeliveryRunsAgain: a fault that races a warm turn's
+// start (the turn took the warm path, then the container's fault was
+// heard, before or while the turn waited for a worker to take it) does
+// not fail the turn: nothing of it ran, so it runs once more on a worker
+// started anew, or on the one Docker restarted, which stays.
+func TestFaultBeforeDeliveryRunsAgain(t *testing.T) {
+	tests := []struct {
+		name   string
+		inject func(f *fixture, name string) // inside the turn, after its start
+		next   []string
+	}{
+		{"heard before the attempt", func(f *fixture, name string) {
+			handled := f.faultHandled()
+			f.w.fault(name, "die")
+			<-handled
+		}, []string{"status", "remove:NAME", "ensure", "create"}},
+		{"heard while undelivered", func(f *fixture, name string) {
+			f.w.mu.Lock()
+			f.w.stopped[name] = f.w.running[name] // dead; its events not yet heard
+			delete(f.w.running, name)
+			f.w.mu.Unlock()
+			f.w.onUndelivered = func() {
+				f.w.onUndelivered = nil
+				f.w.mu.Lock()
+				f.w.faultLocked(name, "die")
+				f.w.mu.Unlock()
+			}
+		}, []string{"status", "remove:NAME", "ensure", "create"}},
+		{"restarted healthy", func(f *fixture, name string) {
+			handled := f.faultHandled()
+			f.w.fault(name, "restart")
+			<-handled
+		}, []string{"status", "ensure"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var inject func()
+			f := newFixture(t, func(o *Options) {
+				o.TurnTimeout = time.Hour
+				memory := o.Memory
+				o.Memory = func(ctx context.Context, b rtsandbox.Binding) (string, string, error) {
+					if inject != nil {
+						inject()
+						inject = nil
+					}
+					return memory(ctx, b)
+				}
+			})
+			ch := "discord:race"
+			name := f.rt.name(rtsandbox.ChannelKey(ch))
+			if _, err := f.turnIn(context.Background(), ch, "a"); err != nil {
+				t.Fatal(err)
+			}
+			f.w.takeCalls()
+			inject = func() { tt.inject(f, name) }
+			res, err := f.turnIn(context.Background(), ch, "b")
+			if err != nil || res.Text != "done" {
+				t.Fatalf("turn = %+v, %v; want it run again and answered", res, err)
+			}
+			want := make([]string, len(tt.next))
+			for i, c := range tt.next {
+				want[i] = strings.ReplaceAll(c, "NAME", name)
+			}
+			if diff := cmp.Diff(want, f.w.takeCalls()); diff != "" {
+				t.Errorf("driver calls (-want +got):\n%s", diff)
+			}
+			if len(f.log.find("session turn runs again: its container stopped serving before the worker took it")) != 1 {
+				t.Error("no operator line for the turn run again")
+			}
+		})
 	}
 }

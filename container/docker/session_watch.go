@@ -62,8 +62,11 @@ func eventsSince(ts string) string {
 // faultActions are the events of a watched container that end its
 // service. A kill is not one (the process may ignore the signal); the
 // die that follows a fatal one is. An OOM event is not either: the
-// kernel may have killed another process than the worker.
-var faultActions = []events.Action{events.ActionDie, events.ActionDestroy, events.ActionPause, events.ActionStop, events.ActionRestart}
+// kernel may have killed another process than the worker. Nor is a
+// restart: every restart of a running container begins with its die, and
+// the restart event itself comes after the new start, so a watch of the
+// restarted container would take it for a fault of its own.
+var faultActions = []events.Action{events.ActionDie, events.ActionDestroy, events.ActionPause, events.ActionStop}
 
 // watched is the container a watch follows: its id and the start its
 // process runs since.
@@ -78,8 +81,8 @@ type watched struct {
 // restarting; ErrEngine), then follows the engine's events of that
 // container id from its start on, so a fault between the inspect and the
 // subscription is replayed, not missed. The channel gets one error
-// wrapping ErrSessionDown at the first die, destroy, pause, stop or
-// restart. When the engine ends the stream, the watch reconnects every
+// wrapping ErrSessionDown at the first die, destroy, pause or stop (a
+// restart begins with a die). When the engine ends the stream, the watch reconnects every
 // watchRetry until ctx ends and inspects again: a container gone, not
 // running or started anew meanwhile is a fault too.
 func (d *SessionDriver) Watch(ctx context.Context, name string) (<-chan error, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,5 +91,48 @@ func TestIntegrationSessionWatch(t *testing.T) {
 				t.Errorf("Watch of a %s container = %v; want ErrSessionDown", tt.name, err)
 			}
 		})
+	}
+}
+
+// TestIntegrationSessionWatchAfterRestart: `docker restart` is heard (its
+// die) by the watch of the container as it ran; a watch of the restarted
+// container does not take the restart's own trailing event for a fault
+// of its own: the first fault it reports is the pause that follows.
+func TestIntegrationSessionWatchAfterRestart(t *testing.T) {
+	needDocker(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := newSessionDriver(integ.cli)
+	spec := sessionSpec(t)
+	ensureFromMissing(ctx, t, d, spec)
+	first, err := d.Watch(ctx, spec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := integ.cli.ContainerRestart(ctx, spec.Name, client.ContainerRestartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-first:
+		if !errors.Is(err, rtcontainer.ErrSessionDown) {
+			t.Fatalf("fault = %v", err)
+		}
+	case <-time.After(watchHeard):
+		t.Fatal("the restart was not heard")
+	}
+	second, err := d.Watch(ctx, spec.Name)
+	if err != nil {
+		t.Fatalf("Watch of the restarted container = %v", err)
+	}
+	if _, err := integ.cli.ContainerPause(ctx, spec.Name, client.ContainerPauseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-second:
+		if !strings.HasSuffix(err.Error(), ": pause") {
+			t.Errorf("the restarted container's first fault = %v; want its pause", err)
+		}
+	case <-time.After(watchHeard):
+		t.Fatal("the pause was not heard")
 	}
 }
