@@ -153,3 +153,50 @@ func TestSessionWatchFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionStatusNotServing (issue 22): Status calls a paused container
+// stopped (Docker reports it running); a container Docker is restarting
+// is waited for on the engine's events: running once it started again,
+// stopped when it did not within restartWait.
+func TestSessionStatusNotServing(t *testing.T) {
+	running := &container.State{Status: "running", Running: true, StartedAt: "2026-12-04T16:05:00Z"}
+	restarting := &container.State{Status: "restarting", Running: true, Restarting: true, FinishedAt: "2026-12-04T16:04:59Z"}
+	t.Run("paused", func(t *testing.T) {
+		e := newWatchEngine()
+		e.set("c1", &container.State{Status: "paused", Running: true, Paused: true})
+		if st, err := newSessionDriver(e).Status(context.Background(), "w"); err != nil || st.State != rtcontainer.StateStopped {
+			t.Errorf("Status = %+v, %v; want stopped", st, err)
+		}
+	})
+	t.Run("restarted", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newWatchEngine()
+			e.set("c1", restarting)
+			got := make(chan rtcontainer.SessionStatus, 1)
+			go func() {
+				st, _ := newSessionDriver(e).Status(context.Background(), "w")
+				got <- st
+			}()
+			s := <-e.streams
+			if s.opts.Since != "1796400299.000000000" || !s.opts.Filters["event"]["start"] {
+				t.Errorf("subscription %+v; want c1's start since its exit", s.opts)
+			}
+			e.set("c1", running)
+			s.msgs <- events.Message{Type: events.ContainerEventType, Action: events.ActionStart, Actor: events.Actor{ID: "c1"}}
+			if st := <-got; st.State != rtcontainer.StateRunning {
+				t.Errorf("Status = %+v; want running after the restart", st)
+			}
+		})
+	})
+	t.Run("restart too slow", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newWatchEngine()
+			e.set("c1", restarting)
+			began := time.Now()
+			st, err := newSessionDriver(e).Status(context.Background(), "w")
+			if err != nil || st.State != rtcontainer.StateStopped || time.Since(began) != restartWait {
+				t.Errorf("Status = %+v, %v after %v; want stopped after %v", st, err, time.Since(began), restartWait)
+			}
+		})
+	})
+}
