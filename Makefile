@@ -56,6 +56,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'NormalizeConversation|NormalizeMessagesImage|NormalizeChatImage' ./modelapi/
 	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sandbox/
 	$(GO) test -run '^$$' -bench LedgerTurn -benchtime 2s -count 3 ./budget/
+	CI=true $(GO) test -run '^$$' -bench ServeSessionWorkerKill -benchtime 20x -count 3 ./cmd/rtsandbox/
 
 ## bench-compare: the model-call and scan benchmarks (every answer corpus) of
 ## BEFORE and HEAD, built first and run in alternation in one run.

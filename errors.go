@@ -50,6 +50,11 @@ const (
 	// not be written, and its policy (budgets.on_store_error: deny)
 	// refuses new turns until it can.
 	KindStore
+	// KindSandboxStopped: a session turn's container stopped serving while
+	// the turn ran (it exited, was removed, paused or restarted, or its
+	// worker announced itself again); the channel recovers on its next
+	// turn.
+	KindSandboxStopped
 )
 
 // String is the kind's short text, which is also the text of its sentinel.
@@ -79,6 +84,8 @@ func (k Kind) String() string {
 		return "credential at the door"
 	case KindStore:
 		return "state database unavailable"
+	case KindSandboxStopped:
+		return "sandbox stopped during the turn"
 	}
 	return "failed"
 }
@@ -147,12 +154,16 @@ var (
 	// cannot be written (budgets.on_store_error: deny). Guests get
 	// StoreText; the file is named in the operator log.
 	ErrStore error = &Error{Kind: KindStore}
+	// ErrSandboxStopped marks a session turn cut because its container
+	// stopped serving while it ran. Guests get SandboxStoppedText; what
+	// stopped it is for the operator log only.
+	ErrSandboxStopped error = &Error{Kind: KindSandboxStopped}
 )
 
 // KindOf returns err's kind. Where err carries several (a stop during
 // shutdown is refused and ended early), the one a guest is told about wins,
-// in this order: credential, workspace full, disk full, stopping, queue full, over budget, store, busy, ended
-// early (or a cancelled context), upstream, refused, invalid. nil and
+// in this order: credential, workspace full, disk full, stopping, queue full, over budget, store, busy,
+// sandbox stopped, ended early (or a cancelled context), upstream, refused, invalid. nil and
 // unclassified errors are KindFailed.
 func KindOf(err error) Kind {
 	switch {
@@ -174,6 +185,8 @@ func KindOf(err error) Kind {
 		return KindStore
 	case errors.Is(err, ErrBusy):
 		return KindBusy
+	case errors.Is(err, ErrSandboxStopped):
+		return KindSandboxStopped
 	case errors.Is(err, ErrEndedEarly), errors.Is(err, context.Canceled):
 		return KindEndedEarly
 	case errors.Is(err, ErrUpstream):
@@ -204,6 +217,8 @@ func GuestText(err error) string {
 		return WorkspaceFullText
 	case KindStore:
 		return StoreText
+	case KindSandboxStopped:
+		return SandboxStoppedText
 	}
 	return TurnFailedOrStoppedText
 }

@@ -118,6 +118,12 @@ var (
 	ErrReadyHandshake = fmt.Errorf("%w: Invalid ready handshake", ErrInvalid)
 )
 
+// ErrTurnUndelivered marks a session turn that ended before any worker
+// took it (GET /worker/next): nothing of it ran in the container, so the
+// host may run it again on a worker started anew. A session broker's
+// Execute wraps it in the error of such a turn.
+var ErrTurnUndelivered = errors.New("turn not delivered to a worker")
+
 // SessionAuthor is the speaker of a session turn as the worker sees it.
 // PrincipalID is the reader for private-history projection (§5.4); it is
 // never a credential scope.

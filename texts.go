@@ -22,6 +22,11 @@ const (
 	// RestartingText answers, once per channel, messages that arrive while
 	// the host shuts down.
 	RestartingText = "-# This assistant is restarting and takes no new messages right now; please send this again in a few minutes."
+	// SandboxStoppedText answers a session turn whose container stopped
+	// serving while it ran (killed, crashed, removed, paused or
+	// restarted); the channel's next turn gets a working sandbox and the
+	// conversation so far.
+	SandboxStoppedText = "-# The sandbox stopped during this turn; please send this again."
 	// QueueFullText answers a message beyond the channel's queue bound.
 	QueueFullText = "-# Too many messages are waiting in this channel; please send this again when the current ones are answered."
 	// WorkspaceFullText answers a session turn refused because the

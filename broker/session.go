@@ -139,6 +139,12 @@ var (
 	// ErrWorkerCapability: the worker lacks a privacy capability the turn
 	// needs (§2.9); the error's text is the problem text.
 	ErrWorkerCapability = fmt.Errorf("%w: worker capability missing", rtsandbox.ErrRefused)
+	// ErrWorkerRestarted: the worker announced itself again (POST
+	// /worker/ready) after it took the pending turn: the process that had
+	// the turn is gone (its container restarted), so the turn fails at
+	// once rather than at its deadline. A turn not yet delivered stays
+	// queued for the new worker's poll.
+	ErrWorkerRestarted = fmt.Errorf("%w: worker announced itself again during its turn", rtsandbox.ErrSandboxStopped)
 	// ErrSessionClosed: the Session was closed.
 	ErrSessionClosed = fmt.Errorf("%w: session broker closed", rtsandbox.ErrEndedEarly)
 )
@@ -431,7 +437,8 @@ func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release
 // It refuses a second pending turn (ErrWorkerBusy) and, before queueing, a
 // turn whose private memory the worker cannot keep private
 // (ErrWorkerCapability, §2.9). When ctx ends first, the turn is dropped
-// (a later result gets 409) and Execute returns ErrTurnCancelled. A
+// (a later result gets 409) and Execute returns ErrTurnCancelled, which
+// also wraps rtsandbox.ErrTurnUndelivered when no worker had taken it. A
 // worker's ok:false result is a result, not an error, except after the
 // bound turn had a call refused for a daily budget: then the result comes
 // with an error wrapping rtsandbox.ErrOverBudget, so the guest gets the
@@ -457,7 +464,11 @@ func (s *Session) Execute(ctx context.Context, turn rtsandbox.SessionTurn) (rtsa
 	case <-s.closed:
 	}
 	s.mu.Lock()
-	s.settleLocked(p, pendingDone{err: ErrTurnCancelled})
+	err := ErrTurnCancelled
+	if !p.delivered {
+		err = fmt.Errorf("%w: %w", ErrTurnCancelled, rtsandbox.ErrTurnUndelivered)
+	}
+	s.settleLocked(p, pendingDone{err: err})
 	s.mu.Unlock()
 	d := <-p.done
 	return d.result, d.err

@@ -16,8 +16,10 @@ import (
 // serveReady is POST /worker/ready: at most 16 KiB, parsed by
 // rtsandbox.ParseWorkerReady; a bad body leaves ready unset. privateHistory
 // makes privacy required for the broker's life; a capability problem then
-// fails the bound turn and rejects the pending one. Then ready is set and
-// the startup window re-armed (§2.7). A sessionLoad report is logged
+// fails the bound turn and rejects the pending one. A pending turn that
+// was already delivered fails with ErrWorkerRestarted: a worker
+// announces itself once per process, so the one that took the turn is
+// gone. Then ready is set and the startup window re-armed (§2.7). A sessionLoad report is logged
 // (logLoad) before the answer, so a worker that hears 200 knows it was.
 func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 	body, err := readLimited(r.Body, rtsandbox.MaxReadyBody)
@@ -37,6 +39,10 @@ func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 	}
 	if problem, ok := s.privacyProblemLocked(); !ok && s.pending != nil {
 		s.failTurnLocked(problem)
+	}
+	if p := s.pending; p != nil && p.delivered {
+		s.settleLocked(p, pendingDone{err: ErrWorkerRestarted})
+		s.b.log.Warn("sandbox worker announced itself again during its turn: the turn failed", "channel", string(s.cfg.Channel))
 	}
 	s.ready = true
 	logLoad := ready.SessionLoad != nil && *ready.SessionLoad != (rtsandbox.SessionLoad{}) && s.loadReports < maxLoadReports

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"regexp"
 	"strings"
@@ -49,12 +50,32 @@ const SessionNamePrefix = DefaultSessionPrefix + "-"
 // SessionCommand is the worker's command after the image's ENTRYPOINT.
 const SessionCommand = "session"
 
-// Session container states (Status).
+// Session container states (Status). Running means the worker's process
+// runs and can answer: a paused container, or one Docker is restarting
+// after its process exited, is stopped.
 const (
 	StateMissing = "missing"
 	StateRunning = "running"
 	StateStopped = "stopped"
 )
+
+// ErrSessionDown marks a session container that stopped serving its
+// channel: its process exited (killed, crashed, OOM-killed), or it was
+// removed, paused or restarted. A driver's Watch reports it for the
+// container it watches, and refuses to watch one that is not running. It
+// is a rtsandbox.ErrSandboxStopped, so the turn it cut gets that text.
+var ErrSessionDown = fmt.Errorf("%w: session container down", rtsandbox.ErrSandboxStopped)
+
+// The session driver's watch contract (session.Driver.Watch): Watch(ctx,
+// name) inspects the container name and fails with ErrSessionDown unless
+// it runs (StateRunning); otherwise the channel it returns receives at
+// most one error, wrapping ErrSessionDown, as soon as that very container
+// (not a later one under the same name) exits, is paused, restarted,
+// stopped or removed. A lost connection to the engine is not a fault: the
+// watch reconnects until ctx ends and then checks that the same container
+// still runs since the same start, reporting ErrSessionDown otherwise. The
+// watch holds its resources until ctx ends; a Kubernetes engine would
+// watch the pod's phase and restart count the same way.
 
 // SessionTmpfs is the session container's /tmp: 512 MiB as the reference,
 // and noexec (stricter: the FROM-scratch worker execs nothing).

@@ -430,8 +430,8 @@ type Router struct {
 	onDoor   func(rtsandbox.ChannelKey, DeliveryKind)
 	inFlight Ledger
 	q        *queue
-	abort    context.CancelFunc
-	bg       sync.WaitGroup // notice senders; Add only under mu while !bgClosed
+	abort    context.CancelCauseFunc // cause ErrStopping: a cut turn's guest hears the restarting text
+	bg       sync.WaitGroup          // notice senders; Add only under mu while !bgClosed
 
 	mu         sync.Mutex
 	bgClosed   bool // Close is waiting for bg: no new background work
@@ -465,7 +465,7 @@ func New(opts Options) (*Router, error) {
 		seen[c.Name()] = true
 	}
 	slices.SortStableFunc(claims, func(a, b Claim) int { return cmp.Compare(b.Priority(), a.Priority()) })
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Router{
 		log:        log,
 		access:     opts.Access,
@@ -749,13 +749,16 @@ func (r *Router) Drain() { r.q.refuseBounded() }
 
 // Close shuts the router down: new messages and waiting tasks are refused
 // (waiting guest messages get the restarting notice), running tasks may
-// finish until ctx ends, then they are cancelled (which aborts their
-// sealed turns) and awaited. Close returns ctx's error if it had to
+// finish until ctx ends, then they are cancelled with the cause
+// ErrStopping (which aborts their turns; a runtime that reports the
+// cause, as the session runtime does, gets the restarting text) and
+// awaited. Close returns ctx's error if it had to
 // cancel. Later calls only wait.
 func (r *Router) Close(ctx context.Context) error {
 	r.q.close()
 	err := r.q.wait(ctx)
-	r.abort()
+	r.abort(ErrStopping) // a runtime that reports its turn's cause (session) gets the restarting text
+
 	_ = r.q.wait(context.Background())
 	r.mu.Lock()
 	r.bgClosed = true

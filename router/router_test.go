@@ -588,6 +588,31 @@ func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 	}
 }
 
+// TestDrainCutTurnRestartingText (issue 22 item 4): a turn Close cuts
+// after the drain ends with the cause ErrStopping, so a runtime that
+// reports its turn's cause (the session runtime does) answers the guest
+// with the restarting text, not the generic failure.
+func TestDrainCutTurnRestartingText(t *testing.T) {
+	h := newHarness(t, newMemChannels(guests))
+	started := make(chan struct{})
+	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+		close(started)
+		<-ctx.Done()
+		return rtsandbox.Reply{}, fmt.Errorf("session turn: %w", context.Cause(ctx))
+	}
+	done := h.submit(mention(guests, "alice", "Alice", "x"))
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := h.r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close = %v; want DeadlineExceeded (had to abort)", err)
+	}
+	<-done
+	if diff := cmp.Diff([]string{rtsandbox.RestartingText}, h.surface.Sent()); diff != "" {
+		t.Errorf("sent (-want +got):\n%s", diff)
+	}
+}
+
 // Messages submitted while Close runs are refused, never a panic: a
 // WaitGroup must not gain work while Close waits on it (review finding:
 // "sync: WaitGroup is reused before previous Wait has returned").

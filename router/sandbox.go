@@ -27,6 +27,10 @@ const (
 	// usage database could not be written (budgets.on_store_error: deny);
 	// the error names the file's path.
 	sandboxTurnStoreLog = "sandbox turn refused: the usage database (usage.db in the state dir) cannot be written; inspect it (a lock held by another process, a full disk, damage: docs/operations.md)"
+	// sandboxStoppedLog is logged, at Warn, when a session turn's
+	// container stopped serving while it ran (killed, crashed, removed,
+	// paused, restarted): the channel recovers on its next turn.
+	sandboxStoppedLog = "sandbox turn cut: its session container stopped serving; the next turn starts it again"
 )
 
 // Fixed parts of the model input (sealed spec §5.2). Texts guests see are
@@ -154,7 +158,10 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 		c.log.Info("sandbox turn refused: daily budget spent", "channel", channel, "err", err)
 	case rtsandbox.KindStore:
 		c.log.Error(sandboxTurnStoreLog, "channel", channel, "class", "store", "err", err)
-	case rtsandbox.KindEndedEarly:
+	case rtsandbox.KindSandboxStopped:
+		// The session runtime logged what stopped the container.
+		c.log.Warn(sandboxStoppedLog, "channel", channel, "err", err)
+	case rtsandbox.KindEndedEarly, rtsandbox.KindStopping:
 		// Stopped by an owner or cut by shutdown: nothing to inspect.
 		c.log.Info(sandboxTurnEndedEarlyLog, "channel", channel, "err", err)
 	default:

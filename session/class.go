@@ -20,8 +20,9 @@ const (
 	// ClassBudget: the turn ended after a daily budget refused a call.
 	ClassBudget = "budget"
 	// ClassWorker: the worker failed (ok:false), never announced itself,
-	// or lacks a privacy capability the turn needs (the broker's refusal,
-	// rtsandbox.ErrRefused).
+	// lacks a privacy capability the turn needs (the broker's refusal,
+	// rtsandbox.ErrRefused), or its container stopped serving during the
+	// turn (rtsandbox.ErrSandboxStopped).
 	ClassWorker = "worker"
 	// ClassEngine: the container engine failed or the image is missing,
 	// or a container may have been left behind.
@@ -30,7 +31,8 @@ const (
 	ClassTimeout = "timeout"
 	// ClassStopped: stop, off or fresh ended the turn.
 	ClassStopped = "stopped"
-	// ClassShutdown: the runtime's Close ended the turn.
+	// ClassShutdown: the runtime's Close, or the host's drain
+	// (rtsandbox.ErrStopping as the caller's cause), ended the turn.
 	ClassShutdown = "shutdown"
 	// ClassCancelled: the caller's context ended the turn.
 	ClassCancelled = "cancelled"
@@ -74,12 +76,14 @@ func classify(err error) string {
 		return ClassEngine
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, rtsandbox.ErrWorkspaceFull):
 		return ClassDiskFull
-	case errors.Is(err, ErrClosed):
-		return ClassShutdown
+	case errors.Is(err, ErrClosed), errors.Is(err, rtsandbox.ErrStopping):
+		return ClassShutdown // the runtime's Close, or the host's drain cutting the turn
 	case errors.Is(err, ErrStopped):
 		return ClassStopped
 	case errors.Is(err, ErrTimeout):
 		return ClassTimeout
+	case errors.Is(err, rtsandbox.ErrSandboxStopped):
+		return ClassWorker // its container's fault cut the turn, whatever the broker's wait then said
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ClassCancelled
 	case errors.Is(err, rtsandbox.ErrOverBudget):

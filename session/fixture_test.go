@@ -51,13 +51,19 @@ type world struct {
 	onRemove   func()                     // runs inside Remove
 	ensureGate chan struct{}              // EnsureRunning's create waits for it when set
 	late       sync.WaitGroup             // the creates waiting for ensureGate
+	watchers   map[string][]chan error    // name → the live watches of its container
+	watchCalls int                        // Watch calls (not in calls: every start makes one)
+	watchErr   error                      // Watch fails with it when set
+	// onUndelivered runs when a turn waits with no worker to take it.
+	onUndelivered func()
 }
 
 func newWorld() *world {
 	w := &world{
 		running: map[string]container.SessionSpec{}, stopped: map[string]container.SessionSpec{},
-		caps:    rtsandbox.WorkerCapabilities{PrivateTo: true, ReaderRecords: true},
-		logText: "worker line 1\nworker line 2\n",
+		watchers: map[string][]chan error{},
+		caps:     rtsandbox.WorkerCapabilities{PrivateTo: true, ReaderRecords: true},
+		logText:  "worker line 1\nworker line 2\n",
 	}
 	w.worker = func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
 		return rtsandbox.SessionResult{OK: true, Text: "done", Files: []rtsandbox.ReplyFile{{Name: "art.png", Data: "AQID"}}}, nil
@@ -129,6 +135,7 @@ func (w *world) create(spec container.SessionSpec) error {
 		return nil
 	}
 	delete(w.stopped, spec.Name)
+	w.faultLocked(spec.Name, "destroy") // a replaced container's watch hears it go
 	w.running[spec.Name] = spec
 	w.created = append(w.created, spec)
 	w.calls = append(w.calls, "create")
@@ -144,7 +151,54 @@ func (w *world) Remove(_ context.Context, name string) error {
 	defer w.mu.Unlock()
 	delete(w.running, name)
 	delete(w.stopped, name)
+	w.faultLocked(name, "destroy")
 	return nil
+}
+
+// Watch plays the engine's watch contract: a container that does not run
+// is refused; one that does gets a watch that hears its next fault (fault,
+// and the engine's own removal or replacement of it).
+func (w *world) Watch(ctx context.Context, name string) (<-chan error, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.watchCalls++
+	if w.watchErr != nil {
+		return nil, w.watchErr
+	}
+	if _, ok := w.running[name]; !ok {
+		return nil, fmt.Errorf("%w: %s is not running", container.ErrSessionDown, name)
+	}
+	ch := make(chan error, 1)
+	w.watchers[name] = append(w.watchers[name], ch)
+	return ch, nil
+}
+
+// fault plays a fault of the container name: "die" and "pause" stop it
+// (a paused container is not running), "destroy" removes it, "restart"
+// leaves it running, as Docker's restart policy does after a crash. Its
+// watches hear it.
+func (w *world) fault(name, action string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch action {
+	case "die", "pause":
+		if s, ok := w.running[name]; ok {
+			w.stopped[name] = s
+			delete(w.running, name)
+		}
+	case "destroy":
+		delete(w.running, name)
+		delete(w.stopped, name)
+	}
+	w.faultLocked(name, action)
+}
+
+// faultLocked tells the watches of name that its container had action.
+func (w *world) faultLocked(name, action string) {
+	for _, ch := range w.watchers[name] {
+		ch <- fmt.Errorf("%w: %s: %s", container.ErrSessionDown, name, action)
+	}
+	delete(w.watchers, name)
 }
 
 func (w *world) Logs(_ context.Context, _ string, n int) (string, error) {
@@ -214,6 +268,15 @@ func (b *fakeBroker) Execute(ctx context.Context, t rtsandbox.SessionTurn) (rtsa
 	b.mu.Unlock()
 	if !bound || closed {
 		return rtsandbox.SessionResult{}, errors.New("Turn ended")
+	}
+	if !b.w.runningOn(filepath.Dir(b.socket)) {
+		// No worker polls: the turn waits undelivered until its context
+		// ends, as with broker.Session.
+		if b.w.onUndelivered != nil {
+			b.w.onUndelivered()
+		}
+		<-ctx.Done()
+		return rtsandbox.SessionResult{}, fmt.Errorf("Turn cancelled: %w", rtsandbox.ErrTurnUndelivered)
 	}
 	b.w.mu.Lock()
 	caps, worker := b.w.caps, b.w.worker
@@ -354,6 +417,15 @@ func newFixture(t *testing.T, edit ...func(*Options)) *fixture {
 		}
 	})
 	return &fixture{rt: rt, w: w, log: log, party: rt.s.PartyDir, opts: o}
+}
+
+// faultHandled returns a channel closed once the runtime has handled the
+// next container fault its watches hear.
+func (f *fixture) faultHandled() <-chan struct{} {
+	done := make(chan struct{})
+	var once sync.Once
+	f.rt.afterFault = func(string) { once.Do(func() { close(done) }) }
+	return done
 }
 
 // binding is a turn of speaker id in channel.

@@ -43,4 +43,11 @@ type Driver interface {
 	// Logs returns the last n lines of the container's output; "" when it
 	// is missing.
 	Logs(ctx context.Context, name string, n int) (string, error)
+	// Watch follows the running container name until ctx ends (the
+	// container package's watch contract): it fails with an error
+	// wrapping container.ErrSessionDown when the container does not run,
+	// and its channel then receives one such error as soon as that
+	// container exits, is removed, paused, stopped or restarted. A lost
+	// engine connection is no fault.
+	Watch(ctx context.Context, name string) (<-chan error, error)
 }

@@ -378,9 +378,12 @@ func TestStaleContainerRecreates(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := f.rt.name("discord:i")
+			handled := f.faultHandled()
 			f.w.mu.Lock()
 			tt.stale(f.w, name)
+			f.w.faultLocked(name, "destroy") // replaced or dead behind the runtime's back: its watch hears it
 			f.w.mu.Unlock()
+			<-handled
 			f.w.takeCalls()
 			if _, err := f.turnIn(context.Background(), "discord:i", "b"); err != nil {
 				t.Fatal(err)

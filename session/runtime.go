@@ -14,9 +14,13 @@ import (
 type Runtime struct {
 	s settings
 
-	mu     sync.Mutex
-	closed bool
-	chans  map[rtsandbox.ChannelKey]*channelState
+	mu      sync.Mutex
+	closed  bool
+	chans   map[rtsandbox.ChannelKey]*channelState
+	watches map[string]*watchState // by container name (watch.go)
+
+	watchers   sync.WaitGroup    // the watches' followers
+	afterFault func(name string) // tests: a fault was handled
 }
 
 // channelState is what the runtime holds per channel (§1.1). Guarded by
@@ -29,10 +33,13 @@ type channelState struct {
 }
 
 // activity holds a channel: a turn (cancel set) or a lifecycle operation
-// (Remove, StartFresh). done is closed when it ends.
+// (Remove, StartFresh). done is closed when it ends. A turn's attempt and
+// fault are guarded by Runtime.mu (watch.go).
 type activity struct {
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	attempt context.CancelCauseFunc // the turn's bind and execute under way
+	fault   error                   // its container's fault, heard before an attempt
 }
 
 // brokerEntry is a channel's broker and what it was made for.
@@ -74,7 +81,9 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{s: s, chans: map[rtsandbox.ChannelKey]*channelState{}}, nil
+	r := &Runtime{s: s, chans: map[rtsandbox.ChannelKey]*channelState{}, watches: map[string]*watchState{}}
+	r.s.Driver = watchedDriver{Driver: s.Driver, unwatch: r.unwatch}
+	return r, nil
 }
 
 // state returns channel's state, creating it. r.mu must be held.
@@ -233,8 +242,9 @@ func (r *Runtime) Status(ctx context.Context, channel rtsandbox.ChannelKey) (Sta
 // Close is the reference's stopBrokers (§1.3), for host shutdown: it
 // refuses new work, aborts every running turn (cause ErrClosed), waits
 // for the turns, starts and lifecycle operations to end (at most until
-// ctx ends), then closes every broker. Containers keep running: they
-// survive the host's restart. It may be called more than once.
+// ctx ends), then ends the containers' watches and closes every broker.
+// Containers keep running: they survive the host's restart. It may be
+// called more than once.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -262,6 +272,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 			break
 		}
 	}
+	r.unwatchAll()
 	r.mu.Lock()
 	var brokers []Broker
 	for _, cs := range r.chans {

@@ -279,6 +279,7 @@ func TestChangedSkillRecreates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = rt.Close(context.Background()) }) // its container's watch ends
 		f.rt = rt
 		f.w.takeCalls()
 		return rt

@@ -55,8 +55,10 @@ func (r *Runtime) start(ctx context.Context, channel rtsandbox.ChannelKey, profi
 	}
 }
 
-// startOnce is one start: directories, the recreate decision, a new
-// broker when needed, the container, the worker's readiness.
+// startOnce is one start: directories; nothing more for a warm channel
+// (its container watched since a start from the same spec, its worker
+// ready); otherwise the recreate decision, a new broker when needed, the
+// container, the worker's readiness and a new watch of the container.
 func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, profile string) error {
 	p, ok := r.s.Profiles[profile]
 	if !ok {
@@ -69,6 +71,9 @@ func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, p
 	spec := r.s.spec(channel, profile, p, d)
 	if err := spec.Validate(); err != nil {
 		return err
+	}
+	if r.warm(channel, profile, spec.Digest()) {
+		return nil
 	}
 	st, err := r.s.Driver.Status(ctx, spec.Name)
 	if err != nil {
@@ -90,7 +95,24 @@ func (r *Runtime) startOnce(ctx context.Context, channel rtsandbox.ChannelKey, p
 	if err := r.ensureRunning(ctx, spec); err != nil {
 		return err
 	}
-	return r.awaitReady(ctx, broker)
+	if err := r.awaitReady(ctx, broker); err != nil {
+		return err
+	}
+	return r.startWatch(ctx, channel, spec.Name, spec.Digest())
+}
+
+// warm reports whether channel's start has nothing to do and needs no
+// engine call: its container is watched with no fault since it was
+// started from this spec, and the channel's broker, made for this
+// profile and spec, has a ready worker.
+func (r *Runtime) warm(channel rtsandbox.ChannelKey, profile, digest string) bool {
+	if !r.watching(channel, digest) {
+		return false
+	}
+	r.mu.Lock()
+	e := r.state(channel).entry
+	r.mu.Unlock()
+	return e != nil && e.profile == profile && e.digest == digest && e.broker.Ready()
 }
 
 // ensureRunning runs the driver's EnsureRunning to its end whatever the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/attach"
+	"github.com/rtsandbox/rtsandbox/container"
 )
 
 // Bounds of what a failed turn writes to the operator log (§1.2 step 16).
@@ -187,28 +188,69 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	if err := st.Validate(); err != nil {
 		return TurnResult{}, err
 	}
-	b, err := r.current(t.channel)
-	if err != nil {
-		return TurnResult{}, err
-	}
 	deadline, _ := t.ctx.Deadline()
-	// The binding's context ends before the binding is revoked (§1.2
-	// step 15), so calls still in flight under this turn's scope end with
-	// it rather than outlive it.
-	bctx, unbind := context.WithCancel(t.ctx)
-	release, err := b.Bind(bctx, rtsandbox.SessionBinding{
-		Binding: req.Binding, Profile: profile, Thinking: level, Deadline: deadline,
-	})
-	if err != nil {
-		unbind()
-		return TurnResult{}, fmt.Errorf("bind: %w", err)
-	}
-	defer func() { unbind(); release() }()
-	out, err := b.Execute(t.ctx, st)
+	sb := rtsandbox.SessionBinding{Binding: req.Binding, Profile: profile, Thinking: level, Deadline: deadline}
+	out, err := r.execute(t, profile, sb, st)
 	if err != nil {
 		return TurnResult{}, err
 	}
 	return decode(t.id, out)
+}
+
+// execute runs the turn on the channel's worker (§1.2 steps 12–14). A
+// fault of the channel's container (watch.go) before any worker took the
+// turn, heard before the attempt or cutting it while the turn waited
+// undelivered, starts the worker again and runs the turn once more:
+// nothing of it ran. A fault after the worker took it fails the turn with
+// the fault (rtsandbox.ErrSandboxStopped), and the worker's last lines go
+// to the operator log.
+func (r *Runtime) execute(t *turn, profile string, sb rtsandbox.SessionBinding, st rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	for again := true; ; again = false {
+		out, err := r.attempt(t, sb, st)
+		if err == nil || !errors.Is(err, container.ErrSessionDown) {
+			return out, err
+		}
+		if !again || !errors.Is(err, rtsandbox.ErrTurnUndelivered) {
+			r.logWorker(t)
+			return out, err
+		}
+		r.s.Logger.Info("session turn runs again: its container stopped serving before the worker took it",
+			"channel", string(t.channel), "turn_id", t.id, "err", r.scrub(err.Error(), maxLogMessage))
+		if err := r.start(t.ctx, t.channel, profile); err != nil {
+			return rtsandbox.SessionResult{}, err
+		}
+	}
+}
+
+// attempt binds the channel's broker to the turn and executes it, under a
+// context a fault of the channel's container cuts (the fault is then in
+// the error, with the broker's).
+func (r *Runtime) attempt(t *turn, sb rtsandbox.SessionBinding, st rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	actx, cut := context.WithCancelCause(t.ctx)
+	defer cut(errTurnEnded)
+	if fault := r.beginAttempt(t, cut); fault != nil {
+		return rtsandbox.SessionResult{}, fmt.Errorf("%w: %w", fault, rtsandbox.ErrTurnUndelivered)
+	}
+	defer r.endAttempt(t)
+	b, err := r.current(t.channel)
+	if err != nil {
+		return rtsandbox.SessionResult{}, err
+	}
+	// The binding's context ends before the binding is revoked (§1.2
+	// step 15), so calls still in flight under this turn's scope end with
+	// it rather than outlive it.
+	bctx, unbind := context.WithCancel(actx)
+	release, err := b.Bind(bctx, sb)
+	if err != nil {
+		unbind()
+		return rtsandbox.SessionResult{}, fmt.Errorf("bind: %w", err)
+	}
+	defer func() { unbind(); release() }()
+	out, err := b.Execute(actx, st)
+	if fault := context.Cause(actx); err != nil && t.ctx.Err() == nil && errors.Is(fault, container.ErrSessionDown) {
+		return out, fmt.Errorf("%w: %w", fault, err)
+	}
+	return out, err
 }
 
 // judgeAndStart runs the effort judge and the channel's start at once
@@ -328,16 +370,30 @@ func (r *Runtime) removeAborted(t *turn) {
 	if err := r.waitStart(ctx, t.channel); err != nil {
 		r.s.Logger.Warn("session start still pending at removal", "channel", string(t.channel), "turn_id", t.id, "err", err)
 	}
-	lines, err := r.s.Driver.Logs(ctx, name, LogLines)
-	if err != nil {
-		r.s.Logger.Warn("sandbox worker log unavailable", "channel", string(t.channel), "turn_id", t.id, "err", r.scrub(err.Error(), maxLogMessage))
-	} else {
-		r.s.Logger.Warn("sandbox worker log before removal", "channel", string(t.channel), "turn_id", t.id,
-			"lines", r.scrub(strings.TrimSpace(lines), maxLogLines))
-	}
+	r.saveLog(ctx, t, "sandbox worker log before removal")
 	if err := r.s.Driver.Remove(ctx, name); err != nil {
 		r.s.Logger.Error("session container removal failed", "channel", string(t.channel), "turn_id", t.id, "container", name, "err", err)
 	}
+}
+
+// logWorker saves the last LogLines lines of a container whose fault
+// failed the turn; the container is left to the next start, which keeps
+// one Docker restarted healthy.
+func (r *Runtime) logWorker(t *turn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), cleanupTimeout)
+	defer cancel()
+	r.saveLog(ctx, t, "sandbox worker log after its container stopped serving")
+}
+
+// saveLog writes the container's last LogLines lines, scrubbed, to the
+// operator log as msg.
+func (r *Runtime) saveLog(ctx context.Context, t *turn, msg string) {
+	lines, err := r.s.Driver.Logs(ctx, r.name(t.channel), LogLines)
+	if err != nil {
+		r.s.Logger.Warn("sandbox worker log unavailable", "channel", string(t.channel), "turn_id", t.id, "err", r.scrub(err.Error(), maxLogMessage))
+		return
+	}
+	r.s.Logger.Warn(msg, "channel", string(t.channel), "turn_id", t.id, "lines", r.scrub(strings.TrimSpace(lines), maxLogLines))
 }
 
 // scrub masks text for the operator log and bounds it to limit UTF-16

@@ -251,8 +251,8 @@ func TestServeHTTPEndToEnd(t *testing.T) {
 
 // TestServeDrain: at SIGTERM a running turn may finish within --drain and
 // its reply is still delivered; past --drain it is cancelled, answered with
-// the fixed failure text, and its container removed. serve exits 0 both
-// times.
+// the restarting text (the router cancels it with the cause ErrStopping,
+// issue 22), and its container removed. serve exits 0 both times.
 func TestServeDrain(t *testing.T) {
 	tag, cli := sealedImage(t)
 	tests := []struct {
@@ -261,7 +261,7 @@ func TestServeDrain(t *testing.T) {
 		want  string
 	}{
 		{"turn-finishes", "30s", "Finished during the drain."},
-		{"turn-cancelled", "1s", rtsandbox.TurnFailedOrStoppedText},
+		{"turn-cancelled", "1s", rtsandbox.RestartingText},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -430,8 +430,8 @@ func TestServeSecondSignalCutsDrain(t *testing.T) {
 	if d := time.Since(forcedAt); d > 15*time.Second {
 		t.Errorf("serve returned %v after the second signal; want promptly", d)
 	}
-	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != rtsandbox.TurnFailedOrStoppedText {
-		t.Errorf("reply = %+v; want the fixed failure text", w)
+	if w := <-got; len(chunksOf(w)) != 1 || chunksOf(w)[0] != rtsandbox.RestartingText {
+		t.Errorf("reply = %+v; want the restarting text", w)
 	}
 	if !strings.Contains(out.String(), "second signal") {
 		t.Errorf("serve log does not say the drain was cut:\n%s", out.String())

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 )
 
@@ -64,6 +68,60 @@ func BenchmarkServeSessionTurn(b *testing.B) {
 		}
 		reportP50P90(b, ds)
 	})
+	if code := s.stop(b); code != exitOK {
+		b.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	}
+}
+
+// BenchmarkServeSessionWorkerKill measures how long a guest waits for a
+// session turn whose worker dies (issue 22): through serve and its HTTP
+// chat API on the real Docker engine, with a 120 s turn timeout, each
+// iteration starts a turn whose model call hangs, kills the channel's
+// container (SIGKILL through the engine) and times from the kill request
+// to the sandbox-stopped reply. The next iteration's first turn (untimed)
+// starts a new container. It reports the p50 and p99 in milliseconds.
+func BenchmarkServeSessionWorkerKill(b *testing.B) {
+	tag, cli := sessionDocker(b)
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1) // a held turn's model call is under way
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true, NoRecord: true},
+		fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {
+			if strings.HasPrefix(lastWords(req.UserText()), "hold") {
+				arrived <- struct{}{}
+				<-release
+			}
+			return fakemodel.Response{Content: "Hi."}
+		}))
+	defer model.Close()
+	defer close(release) // before Close, which waits for the handlers
+	addr := freeAddr(b)
+	cfg, _ := sessionConfig(b, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+	s := startServe(b, addr, "--config", cfg)
+	var ds []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		s.turn(b, "http:lobby") // a running, ready worker
+		cs := containersOf(b, cli, tag)
+		if len(cs) != 1 || cs[0].State != "running" {
+			b.Fatalf("containers = %+v; want one running", cs)
+		}
+		held := s.sayLater("http:lobby", "hold on")
+		<-arrived
+		b.StartTimer()
+		start := time.Now()
+		if _, err := cli.ContainerKill(context.Background(), cs[0].ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+			b.Fatal(err)
+		}
+		got := <-held
+		ds = append(ds, time.Since(start))
+		if len(got) != 1 || got[0] != rtsandbox.SandboxStoppedText {
+			b.Fatalf("reply to the killed turn = %q\nserve:\n%s", got, s.out.String())
+		}
+	}
+	slices.Sort(ds)
+	ms := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.5), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
 	if code := s.stop(b); code != exitOK {
 		b.Fatalf("serve exit = %d\n%s", code, s.out.String())
 	}

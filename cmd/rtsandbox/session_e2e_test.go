@@ -794,7 +794,8 @@ func TestSessionServeDailyBudget(t *testing.T) {
 }
 
 // TestSessionServeShutdownMidTurn: serve shutting down past its drain
-// while a session turn runs answers the guest with the fixed text; the
+// while a session turn runs answers the guest with the restarting text
+// (issue 22 item 4); the
 // next serve runs the channel's turns again; with no serve running,
 // `rtsandbox channels off` removes the channel's session container and
 // `rtsandbox reap` every other one.
@@ -824,8 +825,8 @@ func TestSessionServeShutdownMidTurn(t *testing.T) {
 	s.stopOK(t)
 	select {
 	case got := <-reply:
-		if len(got) != 1 || got[0] != rtsandbox.TurnFailedOrStoppedText {
-			t.Errorf("reply to the turn cut by shutdown = %q; want the fixed text", got)
+		if len(got) != 1 || got[0] != rtsandbox.RestartingText {
+			t.Errorf("reply to the turn cut by shutdown = %q; want the restarting text", got)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no reply to the turn cut by shutdown")
@@ -852,23 +853,25 @@ func TestSessionServeShutdownMidTurn(t *testing.T) {
 	}
 }
 
-// TestSessionServeFrozenWorkerRemoved: a worker that stops answering
-// itself (its container paused, so no process of it runs) is removed at
-// the turn deadline like one whose model hangs, and the next turn runs in
-// a new container that continues the conversation.
-func TestSessionServeFrozenWorkerRemoved(t *testing.T) {
-	e := echoSession(t, "  turn_timeout: 5s\n")
+// TestSessionServePausedWorkerReplaced: a worker whose container is
+// paused between turns (no process of it runs) is heard at once (issue
+// 22: a paused container is not running): the next turn runs in a new
+// container, without waiting for any deadline, and continues the
+// conversation; the paused one is removed.
+func TestSessionServePausedWorkerReplaced(t *testing.T) {
+	e := echoSession(t, "  turn_timeout: 120s\n")
 	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	s.sayOne(t, "http:lobby", "before the freeze", "Answer to before the freeze")
 	frozen := oneContainer(t, cli, tag, s)
 	if _, err := cli.ContainerPause(context.Background(), frozen.ID, client.ContainerPauseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.sayOne(t, "http:lobby", "anyone?", rtsandbox.TurnFailedOrStoppedText)
-	if cs := containersOf(t, cli, tag); len(cs) != 0 {
-		t.Errorf("containers after the deadline = %+v; want the frozen one removed\n%s", cs, s.out.String())
-	}
+	waitFor(t, func() bool { return strings.Contains(s.out.String(), `"msg":"session container stopped serving"`) })
+	start := time.Now()
 	s.sayOne(t, "http:lobby", "after the freeze", "Answer to after the freeze")
+	if took := time.Since(start); took > 60*time.Second {
+		t.Errorf("the turn after the freeze took %v", took)
+	}
 	if c := oneContainer(t, cli, tag, s); c.ID == frozen.ID {
 		t.Error("the turn after the freeze ran in the frozen container")
 	}

@@ -37,6 +37,8 @@ type sessionEngine interface {
 	ContainerRemove(ctx context.Context, id string, options client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
 	ContainerLogs(ctx context.Context, id string, options client.ContainerLogsOptions) (client.ContainerLogsResult, error)
 	ContainerList(ctx context.Context, options client.ContainerListOptions) (client.ContainerListResult, error)
+	ContainerWait(ctx context.Context, id string, options client.ContainerWaitOptions) client.ContainerWaitResult
+	Events(ctx context.Context, options client.EventsListOptions) client.EventsResult
 }
 
 var _ sessionEngine = (*client.Client)(nil)
@@ -58,12 +60,20 @@ func newSessionDriver(api sessionEngine) *SessionDriver {
 }
 
 // Status inspects the container name: missing when the engine does not
-// know it, running or stopped otherwise, with its image and its profile
-// and spec labels. Errors wrap container.ErrEngine.
+// know it, running when its process runs and is neither paused nor being
+// restarted (serving), stopped otherwise, with its image and its profile
+// and spec labels. A container Docker's restart policy is restarting
+// (its worker crashed) is waited for, at most restartWait, so that a
+// start does not remove the container Docker is about to bring back
+// healthy. Errors wrap container.ErrEngine.
 func (d *SessionDriver) Status(ctx context.Context, name string) (rtcontainer.SessionStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	res, err := d.api.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err == nil && res.Container.State != nil && res.Container.State.Restarting {
+		d.awaitRestart(ctx, res.Container.ID, res.Container.State.FinishedAt)
+		res, err = d.api.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	}
 	if cerrdefs.IsNotFound(err) {
 		return rtcontainer.SessionStatus{State: rtcontainer.StateMissing}, nil
 	}
@@ -72,7 +82,7 @@ func (d *SessionDriver) Status(ctx context.Context, name string) (rtcontainer.Se
 	}
 	c := res.Container
 	st := rtcontainer.SessionStatus{State: rtcontainer.StateStopped}
-	if c.State != nil && c.State.Running {
+	if serving(c.State) {
 		st.State = rtcontainer.StateRunning
 	}
 	if c.Config != nil {
@@ -145,15 +155,36 @@ func (d *SessionDriver) createAndStart(ctx context.Context, spec rtcontainer.Ses
 	return nil
 }
 
-// Remove force-removes the container name; a missing one is fine.
+// Remove force-removes the container name; a missing one is fine. When
+// someone else's removal of it is under way (an operator's docker rm -f),
+// Remove waits for the engine to report it removed, within the call
+// timeout: the next create needs the name free.
 func (d *SessionDriver) Remove(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	_, err := d.api.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr("remove "+name, err)
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+		return nil
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+		return d.awaitRemoved(ctx, name, err)
 	}
-	return nil
+	return engineErr("remove "+name, err)
+}
+
+// awaitRemoved waits for the engine to finish removing name; inProgress
+// is the engine's answer that it is removing it.
+func (d *SessionDriver) awaitRemoved(ctx context.Context, name string, inProgress error) error {
+	w := d.api.ContainerWait(ctx, name, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	select {
+	case <-w.Result:
+		return nil
+	case err := <-w.Error:
+		if cerrdefs.IsNotFound(err) {
+			return nil // gone before the wait began
+		}
+		return engineErr("remove "+name, errors.Join(inProgress, err))
+	}
 }
 
 // ReapSessions force-removes every session container of installation,

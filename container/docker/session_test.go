@@ -17,6 +17,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
@@ -450,4 +451,24 @@ func TestReapSessions(t *testing.T) {
 	if _, err := d.ReapSessions(ctx, "-bad"); !errors.Is(err, rtcontainer.ErrInvalidSpec) {
 		t.Errorf("ReapSessions(-bad) = %v", err)
 	}
+}
+
+// Events answers a stream that ends at once: the session driver's unit
+// tests do not watch (the watch is tested against a real daemon in
+// session_watch_integration_test.go).
+func (f *fakeSessionEngine) Events(context.Context, client.EventsListOptions) client.EventsResult {
+	f.record("events")
+	errs := make(chan error, 1)
+	errs <- errors.New("the fake engine has no events")
+	close(errs)
+	return client.EventsResult{Messages: make(chan events.Message), Err: errs}
+}
+
+// ContainerWait: the session driver's unit tests never wait on a
+// removal in progress (tested against a real daemon).
+func (f *fakeSessionEngine) ContainerWait(context.Context, string, client.ContainerWaitOptions) client.ContainerWaitResult {
+	f.record("wait")
+	errs := make(chan error, 1)
+	errs <- errors.New("the fake engine does not wait")
+	return client.ContainerWaitResult{Result: make(chan container.WaitResponse), Error: errs}
 }
