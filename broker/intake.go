@@ -80,6 +80,13 @@ func newHold(ctx context.Context, bytes int64, pools ...*pool) (*hold, error) {
 			p.waiting.Add(1)
 			err := p.sem.Acquire(ctx, n)
 			p.waiting.Add(-1)
+			if err == nil && ctx.Err() != nil {
+				// Acquire may win its race with a ctx that ended as the
+				// share came free (the ended turn's own body let go of
+				// it): a call whose turn ended never takes its share.
+				p.sem.Release(n)
+				err = ctx.Err()
+			}
 			if err != nil {
 				h.release()
 				return nil, err

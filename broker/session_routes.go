@@ -174,6 +174,13 @@ func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path 
 
 	limit := int(s.cfg.MaxRequestBytes)
 	h, err := s.hold(ctx, declared(r, limit))
+	if err == nil && sc.ctx.Err() != nil {
+		// The turn ended while the call waited, and ctx hears of it only
+		// when the AfterFunc above has run: the share its ended body let
+		// go of may reach this call first.
+		h.release()
+		err = sc.ctx.Err()
+	}
 	if err != nil {
 		return sessFail("call canceled while waiting to read its body")
 	}
