@@ -42,8 +42,13 @@
 //   - Open imports the older layouts once (migrate.go); afterwards the
 //     database is the only copy.
 //
-// Several processes may open the same database (SQLite locks it; writers
-// wait up to five seconds for each other).
+// Several processes may open the same database (SQLite locks it). A lock
+// another process holds never stops every channel: reads run on
+// connections of their own and, the file being in WAL mode, never wait
+// for a writer; each change waits at most WriteWait from its call, for
+// the write connection and the lock together, then fails as ErrLocked
+// (a rtsandbox.ErrStore), so changes queued behind a waiting one never
+// wait its wait and theirs.
 package memstore
 
 import (
@@ -58,6 +63,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -75,6 +81,21 @@ const schemaVersion = 1
 // busyTimeout is how long a writer waits for another process's write.
 const busyTimeout = 5000 // ms
 
+// WriteWait bounds one change from its call: the wait for the store's
+// one write connection (held by changes before it) and for another
+// process's write lock together, so that a lock an operator's sqlite3
+// shell holds costs each change this long, never the sum of the changes
+// queued before it.
+const WriteWait = busyTimeout * time.Millisecond
+
+// readConns is how many reads run at once, each on a connection of its
+// own: a read never queues behind a change that waits for a lock.
+const readConns = 4
+
+// errWriteWait is the cause of a change's context that ran out its
+// WriteWait.
+var errWriteWait = errors.New("write wait over")
+
 // Error classes. Test with errors.Is.
 var (
 	// ErrInvalid: a change breaks the limits; nothing was written.
@@ -84,6 +105,10 @@ var (
 	// ErrOwner: the speaker's namespace in this channel belongs to
 	// another principal.
 	ErrOwner = fmt.Errorf("%w: the speaker's memory in this channel belongs to another principal", rtsandbox.ErrRefused)
+	// ErrLocked: a change waited WriteWait for another connection's
+	// write lock (an operator's sqlite3 shell in a transaction) and did
+	// not get it; nothing was written. A rtsandbox.ErrStore.
+	ErrLocked = fmt.Errorf("%w: memory database locked by another connection", rtsandbox.ErrStore)
 	// ErrSpeaker: a speaker-scope call without a speaker id and principal.
 	ErrSpeaker = fmt.Errorf("%w: speaker memory needs the speaker's id and principal", rtsandbox.ErrInvalid)
 )
@@ -106,7 +131,8 @@ type Options struct {
 // Store is the memory database. It is safe for concurrent use.
 type Store struct {
 	path string
-	db   *sql.DB
+	db   *sql.DB // the one write connection (tx)
+	rdb  *sql.DB // readConns read-only connections (view)
 	log  *slog.Logger
 }
 
@@ -147,8 +173,15 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.migrate(ctx, o.ChannelStateDir, o.LegacyRoot); err != nil {
+	// After init, so the file is in WAL mode: readers then never wait
+	// for a writer, of this process or another.
+	if s.rdb, err = sql.Open("sqlite", readDSN(path)); err != nil {
 		db.Close()
+		return nil, fmt.Errorf("memory database %s: %w", path, err)
+	}
+	s.rdb.SetMaxOpenConns(readConns)
+	if err := s.migrate(ctx, o.ChannelStateDir, o.LegacyRoot); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -164,6 +197,17 @@ func dsn(path string) string {
 	q.Add("_pragma", "secure_delete(ON)")
 	q.Add("_pragma", "trusted_schema(OFF)")
 	q.Set("_txlock", "immediate")
+	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
+}
+
+// readDSN is dsn for the read connections: query_only, and deferred
+// transactions, which take no lock a writer waits for.
+func readDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout))
+	q.Add("_pragma", "query_only(1)")
+	q.Add("_pragma", "trusted_schema(OFF)")
+	q.Set("_txlock", "deferred")
 	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
 }
 
@@ -257,7 +301,11 @@ func (s *Store) init(ctx context.Context) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	if s.rdb != nil {
+		err = errors.Join(err, s.rdb.Close())
+	}
+	if err != nil {
 		return fmt.Errorf("memory database %s: %w", s.path, err)
 	}
 	return nil
@@ -269,27 +317,34 @@ func (s *Store) Path() string { return s.path }
 // Channels counts the channels the store holds: written or imported.
 func (s *Store) Channels(ctx context.Context) (int, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM channels`).Scan(&n); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM channels`).Scan(&n); err != nil {
 		return 0, s.wrap("count", err)
 	}
 	return n, nil
 }
 
 // tx runs f in one write transaction (immediate: it takes the write lock
-// at its start) and commits when f succeeds. Errors are wrapped with the
-// file and op (wrap).
+// at its start) and commits when f succeeds, all within WriteWait of the
+// call: a change that could not get the lock in time is ErrLocked.
+// Errors are wrapped with the file and op (wrap).
 func (s *Store) tx(ctx context.Context, op string, f func(*sql.Tx) error) error {
-	return s.run(ctx, op, nil, f)
+	wctx, cancel := context.WithTimeoutCause(ctx, WriteWait, errWriteWait)
+	defer cancel()
+	err := s.run(wctx, s.db, op, nil, f)
+	if err != nil && ctx.Err() == nil && (busy(err) || errors.Is(context.Cause(wctx), errWriteWait)) {
+		err = fmt.Errorf("%w: %w", ErrLocked, err)
+	}
+	return err
 }
 
-// view runs f in one read transaction: a consistent snapshot that takes
-// no write lock.
+// view runs f in one read transaction on a read connection: a consistent
+// snapshot that takes no write lock and never waits for one.
 func (s *Store) view(ctx context.Context, op string, f func(*sql.Tx) error) error {
-	return s.run(ctx, op, &sql.TxOptions{ReadOnly: true}, f)
+	return s.run(ctx, s.rdb, op, &sql.TxOptions{ReadOnly: true}, f)
 }
 
-func (s *Store) run(ctx context.Context, op string, opts *sql.TxOptions, f func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, opts)
+func (s *Store) run(ctx context.Context, db *sql.DB, op string, opts *sql.TxOptions, f func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return s.wrap(op, err)
 	}
@@ -301,6 +356,13 @@ func (s *Store) run(ctx context.Context, op string, opts *sql.TxOptions, f func(
 		return s.wrap(op, err)
 	}
 	return nil
+}
+
+// busy reports whether err is SQLite's "database is locked" (SQLITE_BUSY,
+// after the busy timeout).
+func busy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // wrap names the file and op and classifies SQLite's codes: a full disk
