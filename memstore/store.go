@@ -187,27 +187,29 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-// dsn is the driver's name for path: a file URI (so no character of the
-// path is read as a parameter) with the connection's pragmas.
+// dsn is the driver's name for path's write connection: a file URI (so
+// no character of the path is read as a parameter) with the connection's
+// pragmas; its transactions take the write lock at their start.
 func dsn(path string) string {
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", "secure_delete(ON)")
-	q.Add("_pragma", "trusted_schema(OFF)")
-	q.Set("_txlock", "immediate")
-	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
+	return fileDSN(path, "immediate", "journal_mode(WAL)", "synchronous(FULL)", "secure_delete(ON)")
 }
 
 // readDSN is dsn for the read connections: query_only, and deferred
 // transactions, which take no lock a writer waits for.
 func readDSN(path string) string {
+	return fileDSN(path, "deferred", "query_only(1)")
+}
+
+// fileDSN is path's file URI with the busy timeout, trusted_schema off,
+// pragmas and the transactions' lock mode.
+func fileDSN(path, txlock string, pragmas ...string) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout))
-	q.Add("_pragma", "query_only(1)")
 	q.Add("_pragma", "trusted_schema(OFF)")
-	q.Set("_txlock", "deferred")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", txlock)
 	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
 }
 
