@@ -71,7 +71,8 @@ type Options struct {
 	// the real service. Tests point it at an in-process fake.
 	Discord DiscordNet
 	// Sessions builds the session runtime when a profile uses session
-	// mode (session.go); the zero value serves sealed profiles only.
+	// mode (SessionMode builds the real one); the zero value serves
+	// sealed profiles only.
 	Sessions Sessions
 }
 

@@ -93,7 +93,7 @@ type SessionDeps struct {
 }
 
 // Sessions is how the host and the offline commands build session mode;
-// cmd/ fills it in. The zero value builds none: serve then refuses a
+// SessionMode is the real one (tests build others). The zero value builds none: serve then refuses a
 // config with a session profile (ErrNoSessionRuntime), and reap and
 // channels off leave session containers alone.
 type Sessions struct {

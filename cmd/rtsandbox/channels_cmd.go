@@ -69,7 +69,7 @@ func runChannels(ctx context.Context, args []string, _ env, _ io.Reader, stdout,
 // removeSession removes the session container of a channel switched off:
 // it outlives serve on purpose, so off is where it goes.
 func removeSession(ctx context.Context, cfg *config.Config, key rtsandbox.ChannelKey, stdout, stderr io.Writer) int {
-	looked, err := host.RemoveSessionContainer(ctx, cfg, sessions(nil), key)
+	looked, err := host.RemoveSessionContainer(ctx, cfg, host.SessionMode(nil), key)
 	if err != nil {
 		return cli.Fail(stderr, "rtsandbox channels", exitFail, err)
 	}

@@ -87,7 +87,7 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 	if !ok {
 		return code
 	}
-	err := host.Reap(ctx, cfg, sessions(nil), func(removed int, id string) {
+	err := host.Reap(ctx, cfg, host.SessionMode(nil), func(removed int, id string) {
 		fmt.Fprintf(stdout, "removed %d leftover container(s) of installation %s\n", removed, id)
 	}, func(removed int, id string) {
 		fmt.Fprintf(stdout, "removed %d session container(s) of installation %s\n", removed, id)

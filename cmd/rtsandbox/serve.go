@@ -63,7 +63,7 @@ type serveNet struct {
 // finish for drain, or until force is closed (a second SIGINT or
 // SIGTERM), and are then cancelled.
 func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration, force <-chan struct{}, n serveNet) error {
-	h, err := host.New(ctx, host.Options{Config: cfg, Getenv: getenv, Logger: log, Sessions: sessions(n.fetcher), Discord: n.discord})
+	h, err := host.New(ctx, host.Options{Config: cfg, Getenv: getenv, Logger: log, Sessions: host.SessionMode(n.fetcher), Discord: n.discord})
 	if err != nil {
 		return err
 	}

@@ -91,12 +91,12 @@ func attachRuntime(t *testing.T, model *fakemodel.Server, tool *drawTool) host.S
 			t.Fatal(err)
 		}
 	}
-	rt, err := sessionRuntime(context.Background(), host.SessionDeps{
+	rt, err := host.SessionMode(nil).Runtime(context.Background(), host.SessionDeps{
 		Config: cfg, Getenv: serveEnv, Logger: log, Engine: cli, UID: uid, GID: gid,
 		Installation: host.InstallationID(cfg), TimeZone: "UTC",
 		ProfileFor: func(rtsandbox.ChannelKey) string { return "chat" },
 		Brokers:    map[string]broker.Config{"chat": bc},
-	}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

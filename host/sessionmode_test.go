@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
-	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
@@ -57,7 +56,7 @@ func parseSessionConfig(t *testing.T) *config.Config {
 // and the per-channel broker's configuration: none is parsed and dropped.
 func TestSessionWiringAppliesConfig(t *testing.T) {
 	cfg := parseSessionConfig(t)
-	d := host.SessionDeps{Config: cfg, UID: 1000, GID: 1001, Installation: "iabc", TimeZone: "Europe/Berlin",
+	d := SessionDeps{Config: cfg, UID: 1000, GID: 1001, Installation: "iabc", TimeZone: "Europe/Berlin",
 		Brokers: map[string]broker.Config{"studio": {}}}
 	lim := container.SessionLimits{MemoryMB: 640, CPUs: 0.5, PIDs: 80}
 	wantOpts := session.Options{
@@ -91,7 +90,7 @@ func TestSessionWiringDefaults(t *testing.T) {
 	if diff := cmp.Diff(want, sessionLimits(cfg.Session)); diff != "" {
 		t.Errorf("broker limits (-want +got):\n%s", diff)
 	}
-	if got := sessionOptions(host.SessionDeps{Config: cfg}, "i").ContainerPrefix; got != container.DefaultSessionPrefix {
+	if got := sessionOptions(SessionDeps{Config: cfg}, "i").ContainerPrefix; got != container.DefaultSessionPrefix {
 		t.Errorf("container prefix = %q; want %q", got, container.DefaultSessionPrefix)
 	}
 }
@@ -112,7 +111,7 @@ func TestSessionWiringMemoryBlock(t *testing.T) {
 	if _, err := m.Call(context.Background(), b, c); err != nil {
 		t.Fatal(err)
 	}
-	opts := sessionOptions(host.SessionDeps{Config: parseSessionConfig(t), Memory: m}, "i")
+	opts := sessionOptions(SessionDeps{Config: parseSessionConfig(t), Memory: m}, "i")
 	if opts.Memory == nil {
 		t.Fatal("no memory block function")
 	}
@@ -120,7 +119,7 @@ func TestSessionWiringMemoryBlock(t *testing.T) {
 	if err != nil || !strings.Contains(block, `"text":"tea"`) || vis != rtsandbox.MemoryPrivate {
 		t.Errorf("block = %q, %q, %v; want ada's entry, private", block, vis, err)
 	}
-	if sessionOptions(host.SessionDeps{Config: parseSessionConfig(t)}, "i").Memory != nil {
+	if sessionOptions(SessionDeps{Config: parseSessionConfig(t)}, "i").Memory != nil {
 		t.Error("a block function without a database")
 	}
 }
@@ -151,7 +150,7 @@ func TestOfflineSessionsUseContainerPrefix(t *testing.T) {
 	if err := o.Remove(context.Background(), "discord:123"); err != nil {
 		t.Fatal(err)
 	}
-	inst := host.InstallationID(cfg)
+	inst := InstallationID(cfg)
 	want := []string{container.PrefixedSessionName("rt0-x", inst, "discord:123")}
 	if diff := cmp.Diff(want, rec.removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
@@ -189,7 +188,7 @@ func TestSessionWiringSkills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := host.SessionDeps{Config: cfg, Brokers: map[string]broker.Config{"studio": bc, "plain": bc},
+	d := SessionDeps{Config: cfg, Brokers: map[string]broker.Config{"studio": bc, "plain": bc},
 		Skills: map[string]*skilltree.Tree{"studio": tree}}
 	if got := sessionOptions(d, "img:1").Profiles; got["studio"].Skills != tree || got["plain"].Skills != nil {
 		t.Errorf("profiles %+v; want studio's tree and none for plain", got)
@@ -223,7 +222,7 @@ default_profile: small
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := host.SessionDeps{Config: cfg}
+	d := SessionDeps{Config: cfg}
 	type window struct{ Window, Reserve int }
 	tests := []struct {
 		profile string

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
-	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -116,7 +115,7 @@ func TestSessionBrokerNamesCompactor(t *testing.T) {
 	socket := filepath.Join(dir, "b.sock")
 	bc := broker.Config{ModelURL: upstream.MustParseEndpoint("https://api.example/v1/chat/completions", false), Model: "m",
 		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "k", nil }}
-	d := host.SessionDeps{Config: cfg, Brokers: map[string]broker.Config{"studio": bc}}
+	d := SessionDeps{Config: cfg, Brokers: map[string]broker.Config{"studio": bc}}
 	b, err := sessionBroker(d, cfg, sessionBrokerFor{channel: "http:lobby", profile: "studio", image: "img:1", socket: socket}, comp, nil)
 	if err != nil {
 		t.Fatal(err)

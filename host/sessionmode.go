@@ -1,10 +1,10 @@
-// Session mode's wiring: the one place this binary says how the session
-// runtime (serve) and the offline session-container remover (reap,
-// channels off) are built from their parts: package session's runtime on
-// the Docker session driver, with one broker.Session per channel built
-// from the profile's broker configuration.
+// Session mode's wiring: the one place that says how the session runtime
+// (serve) and the offline session-container remover (reap, channels off)
+// are built from their parts: package session's runtime on the Docker
+// session driver, with one broker.Session per channel built from the
+// profile's broker configuration.
 
-package main
+package host
 
 import (
 	"context"
@@ -18,24 +18,24 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/delegate"
-	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// sessions builds session mode for the host; its runtime downloads
-// attachments by URL through fetcher (nil: safefetch's own).
-func sessions(fetcher *safefetch.Fetcher) host.Sessions {
-	return host.Sessions{Runtime: func(ctx context.Context, d host.SessionDeps) (host.SessionRuntime, error) {
+// SessionMode builds session mode for the host (Options.Sessions) and for
+// the offline commands; its runtime downloads attachments by URL through
+// fetcher (nil: safefetch's own).
+func SessionMode(fetcher *safefetch.Fetcher) Sessions {
+	return Sessions{Runtime: func(ctx context.Context, d SessionDeps) (SessionRuntime, error) {
 		return sessionRuntime(ctx, d, fetcher)
 	}, Containers: sessionContainers}
 }
 
 // sessionRuntime builds serve's session runtime from what the host opened.
-func sessionRuntime(ctx context.Context, d host.SessionDeps, fetcher *safefetch.Fetcher) (host.SessionRuntime, error) {
-	image := host.ImageTag(d.Config)
+func sessionRuntime(ctx context.Context, d SessionDeps, fetcher *safefetch.Fetcher) (SessionRuntime, error) {
+	image := ImageTag(d.Config)
 	comp, err := sessionCompactor(d.Config, d.Getenv, upstream.New(nil))
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func sessionCompactor(cfg *config.Config, getenv func(string) string, client *up
 // any channel's broker listens, and only for a valid prefix (under an
 // invalid one no container's name would match). A failure is logged, not fatal: the
 // engine may be down now, and turns then fail on their own.
-func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDeps, prefix string) {
+func reapStrays(ctx context.Context, drv *docker.SessionDriver, d SessionDeps, prefix string) {
 	if !container.ValidSessionPrefix(prefix) {
 		return // no name matches it: session.New refuses it next
 	}
@@ -127,7 +127,7 @@ func reapStrays(ctx context.Context, drv *docker.SessionDriver, d host.SessionDe
 // turn, start and compactor timeouts, the disk bound), the worker user,
 // zone and installation, one profile per session profile in use with its
 // skills tree, and the prompt memory block from the memory database.
-func sessionOptions(d host.SessionDeps, image string) session.Options {
+func sessionOptions(d SessionDeps, image string) session.Options {
 	cs := d.Config.Session
 	cs.ContainerPrefix = containerPrefix(d.Config)
 	lim := container.SessionLimits{MemoryMB: cs.Limits.MemoryMB, CPUs: cs.Limits.CPUs, PIDs: cs.Limits.PIDs}
@@ -167,7 +167,7 @@ func sessionOptions(d host.SessionDeps, image string) session.Options {
 // with the host's window quota, and the worker's profile as GET
 // /worker/config answers it (with the skills index and where the copy is
 // mounted, when the profile has skills).
-func sessionBroker(d host.SessionDeps, cfg *config.Config, f sessionBrokerFor, comp broker.Compactor, windows *broker.WindowQuota) (session.Broker, error) {
+func sessionBroker(d SessionDeps, cfg *config.Config, f sessionBrokerFor, comp broker.Compactor, windows *broker.WindowQuota) (session.Broker, error) {
 	profile := f.profile
 	bc, ok := d.Brokers[profile]
 	if !ok {
@@ -196,7 +196,7 @@ func sessionBroker(d host.SessionDeps, cfg *config.Config, f sessionBrokerFor, c
 // model, the operator's prompt, the zone, the tools and MCP servers its
 // broker declares, and its skills index with where the copy is mounted
 // (none when the profile has no skills).
-func workerConfig(d host.SessionDeps, cfg *config.Config, b *broker.Broker, bc broker.Config, profile string) rtsandbox.SessionWorkerConfig {
+func workerConfig(d SessionDeps, cfg *config.Config, b *broker.Broker, bc broker.Config, profile string) rtsandbox.SessionWorkerConfig {
 	tools, mcp := b.Declarations()
 	wc := rtsandbox.SessionWorkerConfig{
 		ModelAPI: bc.API, Model: bc.Model, Stream: bc.Stream,
@@ -253,7 +253,7 @@ func (s sessionStatus) RunInput(ctx context.Context, b rtsandbox.Binding, in rts
 
 // sessionContainers removes this installation's session containers while
 // no serve runs.
-func sessionContainers(cfg *config.Config, engine *client.Client) (host.SessionContainers, error) {
+func sessionContainers(cfg *config.Config, engine *client.Client) (SessionContainers, error) {
 	return newOfflineSessions(cfg, docker.NewSession(engine)), nil
 }
 
@@ -273,7 +273,7 @@ type sessionRemover interface {
 }
 
 func newOfflineSessions(cfg *config.Config, d sessionRemover) offlineSessions {
-	return offlineSessions{d: d, installation: host.InstallationID(cfg), prefix: containerPrefix(cfg), party: cfg.Session.PartyDir}
+	return offlineSessions{d: d, installation: InstallationID(cfg), prefix: containerPrefix(cfg), party: cfg.Session.PartyDir}
 }
 
 // offlineSessions removes one channel's container by the name serve gives
