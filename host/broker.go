@@ -23,8 +23,9 @@ type BrokerOptions struct {
 	Announce func(string)
 }
 
-// ErrSetup marks a ServeBroker failure before it listened: the config or
-// the options were refused (a usage error to a command line).
+// ErrSetup marks a ServeBroker failure before it listened, or a Turn's
+// before it ran: the config or the options were refused (a usage error
+// to a command line).
 var ErrSetup = errors.New("broker setup")
 
 // setupError keeps the cause's text and matches ErrSetup.

@@ -58,6 +58,21 @@ func Chat(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger,
 	return nil
 }
 
+// Turn runs one sealed turn of b with text, as `rtsandbox turn` does: the
+// sealed runtime built from cfg (an error there matches ErrSetup), the
+// worker image refreshed when it is missing or stale (say reports it).
+func Turn(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, b rtsandbox.Binding, text string, say func(string)) (rtsandbox.Reply, error) {
+	s, err := NewSealedRuntime(cfg, getenv, SealedOptions{Logger: log})
+	if err != nil {
+		return rtsandbox.Reply{}, setupError{err}
+	}
+	defer s.Close()
+	if err := RefreshImage(ctx, ImageTag(cfg), say); err != nil {
+		return rtsandbox.Reply{}, err
+	}
+	return s.Runtime.RunTurn(ctx, b, text)
+}
+
 // consoleChat wires the terminal chat as a router surface.
 func consoleChat(rt router.Runtime, door router.Door, log *slog.Logger, in io.Reader, out io.Writer) (*console.Chat, *router.Router, error) {
 	me := localSpeaker()

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,25 +58,8 @@ type serveNet struct {
 	fetcher *safefetch.Fetcher // how session mode downloads attachments by URL; nil: safefetch's own
 }
 
-// serve runs the host until ctx ends, then drains: running turns may
-// finish for drain, or until force is closed (a second SIGINT or
-// SIGTERM), and are then cancelled.
+// serve runs the host until ctx ends, then drains it (host.Serve).
 func serve(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, drain time.Duration, force <-chan struct{}, n serveNet) error {
-	h, err := host.New(ctx, host.Options{Config: cfg, Getenv: getenv, Logger: log, Sessions: host.SessionMode(n.fetcher), Discord: n.discord})
-	if err != nil {
-		return err
-	}
-	runErr := h.Run(ctx)
-	log.Info("draining", "drain", drain.String())
-	dctx, cancel := context.WithTimeout(context.Background(), drain) // never from the cancelled ctx (habit 14)
-	defer cancel()
-	go func() { // ends with dctx at the latest
-		select {
-		case <-force:
-			log.Warn("second signal: cancelling running turns now")
-			cancel()
-		case <-dctx.Done():
-		}
-	}()
-	return errors.Join(runErr, h.Close(dctx))
+	o := host.Options{Config: cfg, Getenv: getenv, Logger: log, Sessions: host.SessionMode(n.fetcher), Discord: n.discord}
+	return host.Serve(ctx, o, drain, force)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,18 +27,13 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 	if !ok {
 		return code
 	}
-	s, err := host.NewSealedRuntime(cfg, getenv, host.SealedOptions{Logger: log})
-	if err != nil {
-		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
-	}
-	defer s.Close()
-	if err := host.RefreshImage(ctx, host.ImageTag(cfg), func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) }); err != nil {
-		return printReply(stdout, stderr, rtsandbox.Reply{}, err)
-	}
 	// The operator runs the turn as a member speaker; owner commands are
 	// not turns.
 	b := rtsandbox.Binding{Channel: rtsandbox.ChannelKey(f.Channel), Speaker: f.Speaker, Tier: rtsandbox.TierMember}
-	reply, err := s.Runtime.RunTurn(ctx, b, text)
+	reply, err := host.Turn(ctx, cfg, getenv, log, b, text, func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) })
+	if errors.Is(err, host.ErrSetup) {
+		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
+	}
 	return printReply(stdout, stderr, reply, err)
 }
 
