@@ -67,10 +67,16 @@ func ValidToolCallID(s string) bool {
 // "discord:112233445566778899" or "http:lobby".
 type ChannelKey string
 
-// Valid reports whether k matches ^[a-z][a-z0-9_-]*:.+$ (no line breaks).
+// MaxChannelKey bounds a channel key, in bytes (session spec: longer keys
+// are refused). Every surface's keys fit: Discord's are under 30 bytes,
+// the HTTP API's at most 205.
+const MaxChannelKey = 256
+
+// Valid reports whether k matches ^[a-z][a-z0-9_-]*:.+$ (no line breaks)
+// and is at most MaxChannelKey bytes.
 func (k ChannelKey) Valid() bool {
 	kind, id, ok := strings.Cut(string(k), ":")
-	return ok && ValidKind(kind) && localIDRE.MatchString(id)
+	return ok && len(k) <= MaxChannelKey && ValidKind(kind) && localIDRE.MatchString(id)
 }
 
 // Speaker is the author of a guest message as the host resolved it. The

@@ -72,6 +72,10 @@ func TestChannelKeyValid(t *testing.T) {
 	}{
 		{"discord:112233", true}, {"http:lobby", true}, {"fake:guests", true}, {"a_b-c:x y", true},
 		{"Discord:1", false}, {"discord:", false}, {":x", false}, {"discord:a\nb", false}, {"nocolon", false},
+		// MaxChannelKey bytes, and one more (the session spec's bound,
+		// held by every use of the key).
+		{ChannelKey("http:" + strings.Repeat("c", MaxChannelKey-5)), true},
+		{ChannelKey("http:" + strings.Repeat("c", MaxChannelKey-4)), false},
 	}
 	for _, tt := range tests {
 		if got := tt.key.Valid(); got != tt.want {

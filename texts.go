@@ -99,9 +99,12 @@ const (
 	AttachmentRangeFormat = "-# attachments %d to %d%s: %s"
 	AttachmentOfReference = " of the replied-to message"
 
-	AttachTooManyReason  = "more than 20 attachments on one message"
-	AttachTooLargeReason = "larger than 25 MB"
-	AttachTotalReason    = "the attachments exceed 50 MB in total"
+	// The reasons that name a limit are formats of it (MaxAttachments,
+	// MaxAttachmentBytes and MaxAttachmentsTotal in MB), so the number is
+	// written once (attach.Reason.GuestText fills them in).
+	AttachTooManyFormat  = "more than %d attachments on one message"
+	AttachTooLargeFormat = "larger than %d MB"
+	AttachTotalFormat    = "the attachments exceed %d MB in total"
 	AttachNotImageReason = "not a real PNG, JPEG, GIF or WebP image, whatever its name or type says"
 	AttachEmptyReason    = "empty"
 	AttachDownloadReason = "could not be downloaded"
@@ -109,7 +112,8 @@ const (
 	// AttachNoRoomReason: the channel's workspace keeps room for its
 	// turns, and the file would take it (session/disk_room.go).
 	AttachNoRoomReason = "the channel's workspace is full; the owner can free it with fresh"
-	// The file was saved but is not shown to the model as an image.
-	AttachImageLimitReason = "saved, but not shown as an image: at most 8 images (64 MB) per message"
-	AttachImageSizeReason  = "saved, but not shown as an image: larger than 20 MB"
+	// The file was saved but is not shown to the model as an image: the
+	// formats of MaxImages, MaxImagesTotal and MaxImageBytes (in MB).
+	AttachImageLimitFormat = "saved, but not shown as an image: at most %d images (%d MB) per message"
+	AttachImageSizeFormat  = "saved, but not shown as an image: larger than %d MB"
 )

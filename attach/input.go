@@ -41,11 +41,11 @@ const (
 func (r Reason) GuestText() string {
 	switch r {
 	case ReasonTooMany:
-		return rtsandbox.AttachTooManyReason
+		return fmt.Sprintf(rtsandbox.AttachTooManyFormat, rtsandbox.MaxAttachments)
 	case ReasonTooLarge:
-		return rtsandbox.AttachTooLargeReason
+		return fmt.Sprintf(rtsandbox.AttachTooLargeFormat, rtsandbox.MaxAttachmentBytes>>20)
 	case ReasonTotal:
-		return rtsandbox.AttachTotalReason
+		return fmt.Sprintf(rtsandbox.AttachTotalFormat, rtsandbox.MaxAttachmentsTotal>>20)
 	case ReasonNotImage:
 		return rtsandbox.AttachNotImageReason
 	case ReasonEmpty:
@@ -55,9 +55,9 @@ func (r Reason) GuestText() string {
 	case ReasonStore:
 		return rtsandbox.AttachStoreReason
 	case ReasonImageLimit:
-		return rtsandbox.AttachImageLimitReason
+		return fmt.Sprintf(rtsandbox.AttachImageLimitFormat, rtsandbox.MaxImages, rtsandbox.MaxImagesTotal>>20)
 	case ReasonImageSize:
-		return rtsandbox.AttachImageSizeReason
+		return fmt.Sprintf(rtsandbox.AttachImageSizeFormat, rtsandbox.MaxImageBytes>>20)
 	case ReasonNoRoom:
 		return rtsandbox.AttachNoRoomReason
 	}

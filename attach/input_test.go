@@ -96,7 +96,7 @@ func TestBlockAndNotice(t *testing.T) {
 	}
 	wantBlock := `[Attachments of this message, saved in /workspace/attachments; read one with the read_attachment tool:]
 - "m-0-a.png": image/png, 10 bytes; shown to you as an image
-- "m-1-b.png": image/png, 11 bytes; ` + rtsandbox.AttachImageLimitReason + `
+- "m-1-b.png": image/png, 11 bytes; ` + ReasonImageLimit.GuestText() + `
 - "m-ref-0-c.txt" (from the replied-to message): text/plain, 3 bytes
 [Attachments not saved:]
 - attachment 2 of the replied-to message "x.png": ` + rtsandbox.AttachNotImageReason + `
@@ -107,9 +107,9 @@ func TestBlockAndNotice(t *testing.T) {
 	}
 	wantNotice := strings.Join([]string{
 		rtsandbox.AttachmentsNoticeText,
-		fmt.Sprintf(rtsandbox.AttachmentLineFormat, 2, "", rtsandbox.AttachImageLimitReason),
-		fmt.Sprintf(rtsandbox.AttachmentLineFormat, 3, "", rtsandbox.AttachTooLargeReason),
-		fmt.Sprintf(rtsandbox.AttachmentRangeFormat, 21, 25, "", rtsandbox.AttachTooManyReason),
+		fmt.Sprintf(rtsandbox.AttachmentLineFormat, 2, "", ReasonImageLimit.GuestText()),
+		fmt.Sprintf(rtsandbox.AttachmentLineFormat, 3, "", ReasonTooLarge.GuestText()),
+		fmt.Sprintf(rtsandbox.AttachmentRangeFormat, 21, 25, "", ReasonTooMany.GuestText()),
 		fmt.Sprintf(rtsandbox.AttachmentLineFormat, 2, rtsandbox.AttachmentOfReference, rtsandbox.AttachNotImageReason),
 	}, "\n")
 	if got := Notice(saved, failures); got != wantNotice {
@@ -164,4 +164,25 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("Classify refused with %v", refused)
 		}
 	})
+}
+
+// The reasons that name a limit are made from the limit's constant; what
+// guests read stays word for word what it was when the numbers were
+// written into the texts (issue 23: one limit in one place).
+func TestReasonTextsFromLimits(t *testing.T) {
+	tests := []struct {
+		r    Reason
+		want string
+	}{
+		{ReasonTooMany, "more than 20 attachments on one message"},
+		{ReasonTooLarge, "larger than 25 MB"},
+		{ReasonTotal, "the attachments exceed 50 MB in total"},
+		{ReasonImageLimit, "saved, but not shown as an image: at most 8 images (64 MB) per message"},
+		{ReasonImageSize, "saved, but not shown as an image: larger than 20 MB"},
+	}
+	for _, tt := range tests {
+		if got := tt.r.GuestText(); got != tt.want {
+			t.Errorf("Reason(%d).GuestText() = %q; want %q", tt.r, got, tt.want)
+		}
+	}
 }

@@ -212,7 +212,7 @@ func (s SessionSpec) Validate() error {
 }
 
 func validChannelLabel(ch string) bool {
-	return rtsandbox.ChannelKey(ch).Valid() && len(ch) <= 256 && !strings.ContainsFunc(ch, unicode.IsControl)
+	return rtsandbox.ChannelKey(ch).Valid() && !strings.ContainsFunc(ch, unicode.IsControl)
 }
 
 func validTimeZone(tz string) bool {

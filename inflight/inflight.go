@@ -13,7 +13,7 @@
 //     (privdir.WriteFile: temp file, fsync, rename, fsync of the
 //     directory): a kill leaves the old set or the new, never a torn file.
 //   - The set is bounded: at most MaxEntries messages, a channel key of at
-//     most MaxChannelBytes, an id of 1 to MaxIDBytes bytes without control
+//     most rtsandbox.MaxChannelKey bytes, an id of 1 to MaxIDBytes bytes without control
 //     characters. A message past a bound is not recorded (and gets no
 //     restart notice); the operator log says so, once per run of refusals.
 //   - Open reads the file a previous process left (at most MaxFileBytes,
@@ -57,14 +57,12 @@ const (
 	// on the messages it awaits (4,096), and far more than a host's
 	// channels queue (8 each) in practice.
 	MaxEntries = 4096
-	// MaxChannelBytes bounds a recorded channel key.
-	MaxChannelBytes = 512
 	// MaxIDBytes bounds a recorded message id: surfaces' ids are short
 	// (a Discord snowflake, the HTTP API's "m_" and 16 hex digits).
 	MaxIDBytes = 256
 	// MaxFileBytes bounds what Open reads: MaxEntries entries at both
 	// bounds, escaped, fit.
-	MaxFileBytes = MaxEntries * (MaxChannelBytes + MaxIDBytes + 64) * 6
+	MaxFileBytes = MaxEntries * (rtsandbox.MaxChannelKey + MaxIDBytes + 64) * 6
 	// fileVersion is the version of the file's format.
 	fileVersion = 1
 )
@@ -81,7 +79,7 @@ type Entry struct {
 
 // valid reports whether e is within the bounds of the package doc.
 func (e Entry) valid() bool {
-	return e.Channel.Valid() && len(e.Channel) <= MaxChannelBytes && validID(e.ID)
+	return e.Channel.Valid() && validID(e.ID)
 }
 
 // validID: 1 to MaxIDBytes bytes of UTF-8 without control characters.
@@ -122,7 +120,7 @@ func Parse(data []byte) ([]Entry, error) {
 	for i, e := range f.Messages {
 		if !e.valid() {
 			return nil, fmt.Errorf("%w: message %d: a channel key of at most %d bytes and an id of 1 to %d bytes without control characters are required",
-				ErrState, i, MaxChannelBytes, MaxIDBytes)
+				ErrState, i, rtsandbox.MaxChannelKey, MaxIDBytes)
 		}
 		if !slices.Contains(out, e) {
 			out = append(out, e)

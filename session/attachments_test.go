@@ -359,10 +359,10 @@ func TestAttachmentImageBudget(t *testing.T) {
 	if len(turn.Images) != rtsandbox.MaxImages {
 		t.Errorf("%d images; want %d", len(turn.Images), rtsandbox.MaxImages)
 	}
-	if !strings.HasSuffix(turn.Text, `- "m1-8-p8.png": image/png, `+fmt.Sprint(len(realPNG))+" bytes; "+rtsandbox.AttachImageLimitReason) {
+	if !strings.HasSuffix(turn.Text, `- "m1-8-p8.png": image/png, `+fmt.Sprint(len(realPNG))+" bytes; "+attach.ReasonImageLimit.GuestText()) {
 		t.Errorf("prompt does not name the ninth image as not shown:\n%s", turn.Text)
 	}
-	if want := fmt.Sprintf(rtsandbox.AttachmentLineFormat, 9, "", rtsandbox.AttachImageLimitReason); !strings.HasSuffix(res.Text, "\n"+want) {
+	if want := fmt.Sprintf(rtsandbox.AttachmentLineFormat, 9, "", attach.ReasonImageLimit.GuestText()); !strings.HasSuffix(res.Text, "\n"+want) {
 		t.Errorf("reply %q lacks %q", res.Text, want)
 	}
 }

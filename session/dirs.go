@@ -35,13 +35,13 @@ const (
 	attachmentName = "attachments"
 	outboxName     = "outbox"
 	archiveName    = "archive"
-	maxChannelKey  = 256
 	maxSocketPath  = 100
 )
 
-// checkChannel refuses keys that are invalid or longer than 256 bytes.
+// checkChannel refuses keys that are invalid (longer than
+// rtsandbox.MaxChannelKey bytes, too).
 func checkChannel(channel rtsandbox.ChannelKey) error {
-	if !channel.Valid() || len(channel) > maxChannelKey {
+	if !channel.Valid() {
 		return ErrChannel
 	}
 	return nil
@@ -81,7 +81,7 @@ func (s *settings) channelRoot(channel rtsandbox.ChannelKey) (string, error) {
 	if err := writeNewFileAt(fd, keyFile, []byte(channel)); err != nil && !errors.Is(err, unix.EEXIST) {
 		return "", fmt.Errorf("channel key record: %w", err)
 	}
-	got, err := readFileAt(fd, keyFile, maxChannelKey*4+1)
+	got, err := readFileAt(fd, keyFile, rtsandbox.MaxChannelKey+1)
 	if err != nil || !bytes.Equal(got, []byte(channel)) {
 		return "", ErrAlias
 	}

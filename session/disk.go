@@ -361,7 +361,7 @@ func keyedRoot(root string, channel rtsandbox.ChannelKey) (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrRootSymlink, err)
 	}
 	defer unix.Close(fd)
-	got, err := readFileAt(fd, keyFile, maxChannelKey*4+1)
+	got, err := readFileAt(fd, keyFile, rtsandbox.MaxChannelKey+1)
 	if err != nil || string(got) != string(channel) {
 		return "", nil
 	}

@@ -158,7 +158,7 @@ func TestSocketPathLongKeyFits(t *testing.T) {
 	base := shortDir(t)
 	party := filepath.Join(base, strings.Repeat("p", 55-len(base)-1))
 	f := newFixture(t, func(o *Options) { o.PartyDir = party })
-	channel := "http:" + strings.Repeat("x", maxChannelKey-len("http:"))
+	channel := "http:" + strings.Repeat("x", rtsandbox.MaxChannelKey-len("http:"))
 	if _, err := f.turnIn(context.Background(), channel, "a"); err != nil {
 		t.Errorf("turn of a 256-byte key = %v", err)
 	}

@@ -195,6 +195,6 @@ func legacyDir(party int, name string, channel rtsandbox.ChannelKey) (bool, erro
 		return false, nil // replaced meanwhile
 	}
 	defer unix.Close(fd)
-	got, err := readFileAt(fd, keyFile, maxChannelKey*4+1)
+	got, err := readFileAt(fd, keyFile, rtsandbox.MaxChannelKey+1)
 	return err == nil && string(got) == string(channel), nil
 }

@@ -46,7 +46,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		// A blank text is valid only beside attachments.
 		if _, bad := checkChannel(string(m.Channel)); bad != "" || (strings.TrimSpace(m.Text) == "" && len(m.Files) == 0) ||
-			!utf8.ValidString(m.Text) || rtsandbox.UTF16Len(m.Text) > MaxTextUnits || m.Speaker != nil {
+			!utf8.ValidString(m.Text) || rtsandbox.UTF16Len(m.Text) > rtsandbox.MaxTextLen || m.Speaker != nil {
 			t.Fatalf("validated message breaks the limits: %+v", m)
 		}
 	})

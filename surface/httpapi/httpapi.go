@@ -115,9 +115,6 @@ const (
 	maxFilesEvent = (rtsandbox.MaxReplyFilesTotal+2)/3*4 + rtsandbox.MaxReplyFiles*2048 + 64<<10
 	// MaxHeaderBytes bounds request headers (see NewServer).
 	MaxHeaderBytes = 16 << 10
-	// MaxTextUnits bounds text and reference_text, in UTF-16 units: the
-	// sealed runtime's limit of one turn's text.
-	MaxTextUnits = 32000
 	// heartbeat keeps idle event streams (and proxies) alive.
 	heartbeat = 15 * time.Second
 	// writeTimeout bounds one write to a client.

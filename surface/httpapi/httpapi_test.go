@@ -180,7 +180,7 @@ var messageValidationTests = []bodyRefusal{
 	{"channel-slash", `{"channel":"http:a/..","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
 	{"channel-too-long", `{"channel":"http:` + strings.Repeat("r", 201) + `","author":{"id":"alice"},"text":"hi"}`, `channel: must be "http:<room>", the room 1 to 200 of A-Z a-z 0-9 . _ : @ ! + = ~ - starting with a letter or digit`, 400},
 	{"blank-text", `{"channel":"http:lobby","author":{"id":"alice"},"text":"  "}`, `text: required and not blank`, 400},
-	{"text-too-long", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", MaxTextUnits+1) + `"}`, `text: at most 32000 characters of valid UTF-8`, 400},
+	{"text-too-long", `{"channel":"http:lobby","author":{"id":"alice"},"text":"` + strings.Repeat("a", rtsandbox.MaxTextLen+1) + `"}`, `text: at most 32000 characters of valid UTF-8`, 400},
 	{"text-null", `{"channel":"http:lobby","author":{"id":"alice"},"text":null}`, `text: must be a string`, 400},
 	{"bool-as-string", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","mentions_bot":"true"}`, `mentions_bot: must be true or false`, 400},
 	{"wait-as-number", `{"channel":"http:lobby","author":{"id":"alice"},"text":"hi","wait":1}`, `wait: must be true or false`, 400},

@@ -205,7 +205,7 @@ func validName(s string) bool {
 }
 
 func validText(s string) bool {
-	return utf8.ValidString(s) && rtsandbox.UTF16Len(s) <= MaxTextUnits
+	return utf8.ValidString(s) && rtsandbox.UTF16Len(s) <= rtsandbox.MaxTextLen
 }
 
 // handlePostMessage takes a message for the router: 202 with its id, or
