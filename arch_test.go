@@ -261,6 +261,74 @@ func TestNoExportedMutableGlobals(t *testing.T) {
 	}
 }
 
+// TestGoroutinesCheckedForLeaks: a package whose code starts goroutines
+// (a go statement, or WaitGroup.Go) checks in its tests that none
+// outlives them: goleak in its TestMain, or dockertest.Main, which runs
+// goleak after the Docker tests.
+func TestGoroutinesCheckedForLeaks(t *testing.T) {
+	for dir, pk := range loadModule(t) {
+		if !slices.ContainsFunc(pk.files, startsGoroutines) {
+			continue
+		}
+		if !checksLeaks(t, dir) {
+			t.Errorf("%s starts goroutines but no test of it runs goleak (goleak.VerifyTestMain in a TestMain, or dockertest.Main)", dir)
+		}
+	}
+}
+
+func TestGoroutineRuleBites(t *testing.T) {
+	for src, want := range map[string]bool{
+		"package p\nfunc f() { go g() }\nfunc g() {}":                                        true,
+		"package p\nimport \"sync\"\nfunc f(wg *sync.WaitGroup) { wg.Go(f2) }\nfunc f2() {}": true,
+		"package p\nfunc f() { g() }\nfunc g() {}":                                           false,
+	} {
+		f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := startsGoroutines(f); got != want {
+			t.Errorf("startsGoroutines(%q) = %v; want %v", src, got, want)
+		}
+	}
+}
+
+// startsGoroutines reports whether f has a go statement or a call of a
+// method named Go (sync.WaitGroup.Go, errgroup.Group.Go).
+func startsGoroutines(f *ast.File) bool {
+	found := false
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.GoStmt:
+			found = true
+		case *ast.CallExpr:
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Go" {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// checksLeaks reports whether a test file of dir runs goleak.
+func checksLeaks(t *testing.T, dir string) bool {
+	t.Helper()
+	tests, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range tests {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(src), "goleak.VerifyTestMain(") || strings.Contains(string(src), "dockertest.Main(") {
+			return true
+		}
+	}
+	return false
+}
+
 func TestMain(m *testing.M) {
 	// The tests read the source tree relative to the module root, where
 	// `go test` runs a root package's tests.
