@@ -43,6 +43,10 @@ type TurnInput struct {
 	// Attachments are the message's files, then the replied-to
 	// message's; nil for none.
 	Attachments []Attachment
+	// Attached counts the message's own files as the surface counted them
+	// (router.Message.Attachments); Attachments may hold fewer, when the
+	// surface cannot hand them over. SealedText reads it.
+	Attached int
 }
 
 // File is one decoded reply file: a safe name (ValidSafeName) and its

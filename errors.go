@@ -3,6 +3,7 @@ package rtsandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 )
 
@@ -158,6 +159,16 @@ var (
 	// stopped serving while it ran. Guests get SandboxStoppedText; what
 	// stopped it is for the operator log only.
 	ErrSandboxStopped error = &Error{Kind: KindSandboxStopped}
+)
+
+// Causes of a turn cut short, in either mode: the runtime's error wraps
+// them (the sealed mode through container.ErrAborted), so the router and
+// the metrics tell a deadline from a stop without knowing the mode.
+var (
+	// ErrTurnTimeout is the cause when the turn's deadline passed.
+	ErrTurnTimeout = errors.New("turn deadline exceeded")
+	// ErrTurnStopped is the cause when the owner's stop ended the turn.
+	ErrTurnStopped = fmt.Errorf("%w: turn stopped", ErrEndedEarly)
 )
 
 // KindOf returns err's kind. Where err carries several (a stop during

@@ -90,7 +90,11 @@ const (
 // may leave it out. A line names the file by its position (1-based, the
 // replied-to message's counted apart), never by its guest-chosen name.
 const (
-	AttachmentsNoticeText = "-# Some attachments were not used:"
+	// AttachmentsUnsupportedText ends a sealed turn's model input when the
+	// message had files of its own (TurnInput.SealedText): the sealed mode
+	// takes no attachments, and the model says so.
+	AttachmentsUnsupportedText = "[Attachments are not supported in this sandbox.]"
+	AttachmentsNoticeText      = "-# Some attachments were not used:"
 	// AttachmentLineFormat is one line: the position, AttachmentOfReference
 	// or "", and the reason.
 	AttachmentLineFormat = "-# attachment %d%s: %s"

@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/door"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"github.com/rtsandbox/rtsandbox/research"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
@@ -24,14 +25,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/webpage"
 )
-
-type fakeRuntime struct{}
-
-func (fakeRuntime) RunTurn(context.Context, rtsandbox.Binding, string) (rtsandbox.Reply, error) {
-	return rtsandbox.Reply{OK: true, Text: "ok"}, nil
-}
-func (fakeRuntime) StartFresh(rtsandbox.ChannelKey) error { return nil }
-func (fakeRuntime) Stop(rtsandbox.ChannelKey) bool        { return false }
 
 type fakeChannels struct{}
 
@@ -132,7 +125,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err := router.New(router.Options{Door: door.New(nil), Channels: fakeChannels{}, Runtime: fakeRuntime{}, Access: fakeAccess{}})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: fakeChannels{}, Runtime: &fakeruntime.Runtime{}, Access: fakeAccess{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +175,7 @@ func TestDelegatedResearchEndToEnd(t *testing.T) {
 
 // Jobs cancelled on shutdown report "ran out of time" to the channel.
 func TestDisposeReportsToChannel(t *testing.T) {
-	r, err := router.New(router.Options{Door: door.New(nil), Channels: fakeChannels{}, Runtime: fakeRuntime{}, Access: fakeAccess{}})
+	r, err := router.New(router.Options{Door: door.New(nil), Channels: fakeChannels{}, Runtime: &fakeruntime.Runtime{}, Access: fakeAccess{}})
 	if err != nil {
 		t.Fatal(err)
 	}

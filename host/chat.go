@@ -74,7 +74,7 @@ func Turn(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger,
 }
 
 // consoleChat wires the terminal chat as a router surface.
-func consoleChat(rt router.Runtime, door router.Door, log *slog.Logger, in io.Reader, out io.Writer) (*console.Chat, *router.Router, error) {
+func consoleChat(rt rtsandbox.Runtime, door router.Door, log *slog.Logger, in io.Reader, out io.Writer) (*console.Chat, *router.Router, error) {
 	me := localSpeaker()
 	owner, err := access.User(ConsoleKind, me.ID)
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 func TestStartDiscordWiresConfigIntoRouter(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	rt := &fakeruntime.Runtime{Run: func(context.Context, fakeruntime.Call) (rtsandbox.Reply, error) {
+	rt := &fakeruntime.Runtime{Turn: func(context.Context, fakeruntime.Call) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: "Sealed reply."}, nil
 	}}
 	fake, r := discordWorld(t, rt, log)
@@ -79,7 +79,7 @@ func TestStartDiscordPassesPreview(t *testing.T) {
 		t.Run(map[bool]string{true: "on", false: "off"}[preview], func(t *testing.T) {
 			observed := make(chan bool, 1)
 			var fake *fakediscord.Server
-			rt := &fakeruntime.Runtime{Run: func(ctx context.Context, c fakeruntime.Call) (rtsandbox.Reply, error) {
+			rt := &fakeruntime.Runtime{Turn: func(ctx context.Context, c fakeruntime.Call) (rtsandbox.Reply, error) {
 				observed <- c.OnText != nil
 				if c.OnText != nil {
 					c.OnText(1, "Drafting")

@@ -155,7 +155,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
 		},
 		Installation: InstallationID(cfg), Logger: o.Logger, OnTurn: logTurn(o.Logger, o.OnTurn),
-		Budget: ledger,
+		Budget: ledger, ProfileFor: profileName(cfg),
 	})
 	if err != nil {
 		closeFn()

@@ -13,32 +13,21 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/memstore"
-	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // SessionRuntime is the session runtime (session spec §1) as the host
-// drives it: package session's *Runtime, whose Status the wiring converts
-// to a router.RuntimeStatus. Shutdown calls Close, which aborts running
-// turns and stops the brokers but leaves the containers running, so a
-// restarted host continues every conversation.
+// drives it: package session's *Runtime. Run takes a message's
+// attachments and answers with the reply files; StartFresh removes the
+// channel's container, then archives its conversation (owner fresh); Stop
+// aborts the channel's turn; Remove stops and removes the channel's
+// container (owner off). Shutdown calls Close, which aborts running turns
+// and stops the brokers but leaves the containers running, so a restarted
+// host continues every conversation.
 type SessionRuntime interface {
-	RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error)
-	// RunInput runs a turn with the message's attachments and answers
-	// with the reply files (router.InputRuntime without previews).
-	RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (router.Answer, error)
-	// StartFresh removes the channel's container, then archives its
-	// conversation (owner fresh).
-	StartFresh(channel rtsandbox.ChannelKey) error
-	// Stop aborts the channel's turn and removes its container (owner
-	// stop); it reports whether a turn was running.
-	Stop(channel rtsandbox.ChannelKey) bool
-	Status(ctx context.Context, channel rtsandbox.ChannelKey) (router.RuntimeStatus, error)
-	// Remove stops and removes the channel's container (owner off); a
-	// channel without one is fine.
-	Remove(ctx context.Context, channel rtsandbox.ChannelKey) error
+	rtsandbox.Runtime
 	Close(ctx context.Context) error
 }
 
@@ -112,10 +101,10 @@ var ErrNoSessionRuntime = errors.New("profiles: a profile uses mode: session, bu
 // runtimeMux is the router's runtime: it runs each channel in the runtime
 // of its profile's mode, asking the profile afresh on every call, so a
 // channel whose profile changed takes the new mode with its next turn.
-// Sealed channels keep the sealed runtime's previews; session channels
-// have none yet (their runtime reports no streamed text).
+// Session turns run under the daily budgets here (the sealed runtime
+// keeps its own).
 type runtimeMux struct {
-	sealed  router.TextRuntime
+	sealed  rtsandbox.Runtime
 	session SessionRuntime // nil: no profile uses session mode
 	profile func(rtsandbox.ChannelKey) (string, config.Profile)
 	budget  turnBudget // the daily budgets of session turns
@@ -125,103 +114,62 @@ type runtimeMux struct {
 	leftovers SessionContainers
 }
 
-var (
-	_ router.TextRuntime    = (*runtimeMux)(nil)
-	_ router.InputRuntime   = (*runtimeMux)(nil)
-	_ router.StatusRuntime  = (*runtimeMux)(nil)
-	_ router.RemoverRuntime = (*runtimeMux)(nil)
-)
+var _ rtsandbox.Runtime = (*runtimeMux)(nil)
 
 // errNoSession fails a session channel's turn on a mux without a session
 // runtime (only a hand-built config can get there; New refuses it).
 var errNoSession = fmt.Errorf("%w: the channel's profile uses session mode, which this host does not run", rtsandbox.ErrInvalid)
 
-// sessionFor returns the session runtime (nil when the host has none) and
-// whether channel's profile uses session mode.
-func (m *runtimeMux) sessionFor(channel rtsandbox.ChannelKey) (SessionRuntime, bool) {
-	_, p := m.profile(channel)
-	return m.session, p.Mode == config.ModeSession
-}
-
-func (m *runtimeMux) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
-	return m.RunTurnText(ctx, b, text, nil)
-}
-
-// RunTurnText runs the turn in the channel's runtime; onText is for the
-// sealed runtime's previews (nil: none).
-func (m *runtimeMux) RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(int, string)) (rtsandbox.Reply, error) {
-	s, session := m.sessionFor(b.Channel)
-	switch {
-	case session && s == nil:
-		return rtsandbox.Reply{}, errNoSession
-	case session:
-		return m.budget.run(ctx, b, func() (rtsandbox.Reply, error) { return s.RunTurn(ctx, b, text) })
-	case onText == nil:
-		return m.sealed.RunTurn(ctx, b, text)
+// runtimeFor returns the runtime of channel's mode; errNoSession for a
+// session channel on a host without the session runtime.
+func (m *runtimeMux) runtimeFor(channel rtsandbox.ChannelKey) (rt rtsandbox.Runtime, session bool, err error) {
+	if _, p := m.profile(channel); p.Mode != config.ModeSession {
+		return m.sealed, false, nil
 	}
-	return m.sealed.RunTurnText(ctx, b, text, onText)
+	if m.session == nil {
+		return nil, true, errNoSession
+	}
+	return m.session, true, nil
 }
 
-// RunInput runs the turn of a message with its attachments. A session
-// channel's runtime takes them and may answer with files; a sealed
-// channel's cannot, so its text ends with router.AttachmentsNotice when
-// the message had files of its own (the replied-to message's never
-// counted), as before.
-func (m *runtimeMux) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (router.Answer, error) {
-	s, session := m.sessionFor(b.Channel)
+// Run runs the turn in the channel's runtime: a session channel's under
+// the daily budgets.
+func (m *runtimeMux) Run(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (rtsandbox.Answer, error) {
+	rt, session, err := m.runtimeFor(b.Channel)
 	switch {
-	case session && s == nil:
-		return router.Answer{}, errNoSession
+	case err != nil:
+		return rtsandbox.Answer{}, err
 	case !session:
-		text := in.Text
-		if slices.ContainsFunc(in.Attachments, func(a rtsandbox.Attachment) bool { return !a.FromReference }) {
-			text += "\n" + router.AttachmentsNotice
-		}
-		reply, err := m.RunTurnText(ctx, b, text, onText)
-		return router.Answer{Reply: reply}, err
+		return rt.Run(ctx, b, in, onText)
 	}
-	var files []rtsandbox.File
-	reply, err := m.budget.run(ctx, b, func() (rtsandbox.Reply, error) {
-		a, err := s.RunInput(ctx, b, in)
-		files = a.Files
-		return a.Reply, err
-	})
+	a, err := m.budget.run(ctx, b, func() (rtsandbox.Answer, error) { return rt.Run(ctx, b, in, onText) })
 	if err != nil {
-		files = nil
+		a.Files = nil
 	}
-	return router.Answer{Reply: reply, Files: files}, err
+	return a, err
 }
 
 func (m *runtimeMux) StartFresh(channel rtsandbox.ChannelKey) error {
-	s, session := m.sessionFor(channel)
-	switch {
-	case session && s == nil:
-		return errNoSession
-	case session:
-		return s.StartFresh(channel)
+	rt, _, err := m.runtimeFor(channel)
+	if err != nil {
+		return err
 	}
-	return m.sealed.StartFresh(channel)
+	return rt.StartFresh(channel)
 }
 
 func (m *runtimeMux) Stop(channel rtsandbox.ChannelKey) bool {
-	s, session := m.sessionFor(channel)
-	switch {
-	case session && s == nil:
-		return false
-	case session:
-		return s.Stop(channel)
-	}
-	return m.sealed.Stop(channel)
+	rt, _, err := m.runtimeFor(channel)
+	return err == nil && rt.Stop(channel)
 }
 
 // Status names the channel's mode and profile; a session channel adds its
 // container's state.
-func (m *runtimeMux) Status(ctx context.Context, channel rtsandbox.ChannelKey) (router.RuntimeStatus, error) {
+func (m *runtimeMux) Status(ctx context.Context, channel rtsandbox.ChannelKey) (rtsandbox.RuntimeStatus, error) {
 	name, p := m.profile(channel)
 	if p.Mode != config.ModeSession {
-		return router.RuntimeStatus{Mode: router.ModeSealed, Profile: name}, nil
+		return rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSealed, Profile: name}, nil
 	}
-	want := router.RuntimeStatus{Mode: router.ModeSession, Profile: name}
+	want := rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: name}
 	if m.session == nil {
 		return want, errNoSession
 	}
@@ -246,7 +194,7 @@ func (m *runtimeMux) Remove(ctx context.Context, channel rtsandbox.ChannelKey) e
 
 // newRuntimeMux returns the router's runtime for cfg: the sealed runtime
 // for sealed profiles, session for session ones.
-func newRuntimeMux(cfg *config.Config, sealed router.TextRuntime, session SessionRuntime) *runtimeMux {
+func newRuntimeMux(cfg *config.Config, sealed rtsandbox.Runtime, session SessionRuntime) *runtimeMux {
 	return &runtimeMux{sealed: sealed, session: session, profile: cfg.ProfileFor}
 }
 
@@ -258,7 +206,7 @@ func sessionDeps(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 		return SessionDeps{}, err
 	}
 	d := SessionDeps{Config: cfg, Getenv: getenv, Logger: log, Engine: engine, UID: uid, GID: gid,
-		Installation: InstallationID(cfg), TimeZone: TimeZone(cfg, getenv), ProfileFor: sessionProfile(cfg),
+		Installation: InstallationID(cfg), TimeZone: TimeZone(cfg, getenv), ProfileFor: profileName(cfg),
 		Memory: s.memory}
 	if cfg.UsesSessions() {
 		if d.Brokers, err = sessionBrokers(ctx, cfg, getenv, s, observe, log); err != nil {
@@ -365,9 +313,9 @@ func sessionProfiles(cfg *config.Config) []string {
 	return out
 }
 
-// sessionProfile adapts config.ProfileFor to the name-only function the
-// session runtime takes.
-func sessionProfile(cfg *config.Config) func(rtsandbox.ChannelKey) string {
+// profileName adapts config.ProfileFor to the name-only function the
+// runtimes take.
+func profileName(cfg *config.Config) func(rtsandbox.ChannelKey) string {
 	return func(ch rtsandbox.ChannelKey) string {
 		name, _ := cfg.ProfileFor(ch)
 		return name

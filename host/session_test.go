@@ -26,7 +26,7 @@ import (
 
 // fakeSession records what the mux asks of the session runtime.
 type fakeSession struct {
-	status    router.RuntimeStatus
+	status    rtsandbox.RuntimeStatus
 	statusErr error
 	closeErr  error
 
@@ -46,14 +46,15 @@ func (f *fakeSession) Calls() []string {
 	return slices.Clone(f.calls)
 }
 
-func (f *fakeSession) RunTurn(_ context.Context, b rtsandbox.Binding, _ string) (rtsandbox.Reply, error) {
-	f.record("run", b.Channel)
-	return rtsandbox.Reply{OK: true, Text: "Session."}, nil
+func (f *fakeSession) Run(_ context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, _ func(int, string)) (rtsandbox.Answer, error) {
+	f.record(fmt.Sprintf("run %d", len(in.Attachments)), b.Channel)
+	return rtsandbox.Answer{Reply: rtsandbox.Reply{OK: true, Text: "Session."}, Files: []rtsandbox.File{{Name: "a.txt", Data: []byte("x")}}}, nil
 }
 
-func (f *fakeSession) RunInput(_ context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (router.Answer, error) {
-	f.record(fmt.Sprintf("input %d", len(in.Attachments)), b.Channel)
-	return router.Answer{Reply: rtsandbox.Reply{OK: true, Text: "Session."}, Files: []rtsandbox.File{{Name: "a.txt", Data: []byte("x")}}}, nil
+// runText runs a turn of text alone through rt and returns its reply.
+func runText(ctx context.Context, rt rtsandbox.Runtime, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	a, err := rt.Run(ctx, b, rtsandbox.TurnInput{Text: text}, nil)
+	return a.Reply, err
 }
 
 func (f *fakeSession) StartFresh(ch rtsandbox.ChannelKey) error { f.record("fresh", ch); return nil }
@@ -63,7 +64,7 @@ func (f *fakeSession) Remove(_ context.Context, ch rtsandbox.ChannelKey) error {
 	return nil
 }
 
-func (f *fakeSession) Status(_ context.Context, ch rtsandbox.ChannelKey) (router.RuntimeStatus, error) {
+func (f *fakeSession) Status(_ context.Context, ch rtsandbox.ChannelKey) (rtsandbox.RuntimeStatus, error) {
 	f.record("status", ch)
 	return f.status, f.statusErr
 }
@@ -84,67 +85,33 @@ func muxConfig(t *testing.T, extra string) *config.Config {
 	return cfg
 }
 
-// TestMuxRunInputByMode: a session channel's runtime takes the
-// attachments and its files come back; a sealed channel's text ends with
-// the attachments notice, and no file comes back.
-func TestMuxRunInputByMode(t *testing.T) {
-	in := rtsandbox.TurnInput{MessageID: "m1", Text: "look", Attachments: []rtsandbox.Attachment{{Name: "a.png", Data: []byte{1}}}}
+// TestMuxRunByMode: a session channel's runtime takes the attachments
+// and its files come back; a sealed channel's runtime gets the same input
+// untouched (it adds the attachments notice itself: TurnInput.SealedText),
+// and no file comes back.
+func TestMuxRunByMode(t *testing.T) {
+	in := rtsandbox.TurnInput{MessageID: "m1", Text: "look", Attachments: []rtsandbox.Attachment{{Name: "a.png", Data: []byte{1}}}, Attached: 1}
 	sealed, session := &fakeruntime.Runtime{}, &fakeSession{}
 	m := newRuntimeMux(muxConfig(t, ""), sealed, session)
 
-	a, err := m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:1"}, in, nil)
+	a, err := m.Run(context.Background(), rtsandbox.Binding{Channel: "discord:1"}, in, nil)
 	if err != nil || a.Reply.Text != "Session." || len(a.Files) != 1 {
 		t.Errorf("session answer = %+v, %v", a, err)
 	}
-	if diff := cmp.Diff([]string{"input 1 discord:1"}, session.Calls()); diff != "" {
+	if diff := cmp.Diff([]string{"run 1 discord:1"}, session.Calls()); diff != "" {
 		t.Errorf("session calls (-want +got):\n%s", diff)
 	}
 
-	a, err = m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:2"}, in, nil)
+	a, err = m.Run(context.Background(), rtsandbox.Binding{Channel: "discord:2"}, in, nil)
 	if err != nil || a.Reply.Text != "Sealed." || a.Files != nil {
 		t.Errorf("sealed answer = %+v, %v", a, err)
 	}
 	calls := sealed.Calls()
-	if len(calls) != 1 || calls[0].Text != "look\n"+router.AttachmentsNotice {
-		t.Errorf("sealed calls = %+v; want the text with the attachments notice", calls)
+	if len(calls) != 1 {
+		t.Fatalf("sealed calls = %+v; want one", calls)
 	}
-	in.Attachments = nil
-	if _, err := m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:2"}, in, nil); err != nil {
-		t.Fatal(err)
-	}
-	if calls := sealed.Calls(); calls[1].Text != "look" {
-		t.Errorf("sealed text without attachments = %q; want %q", calls[1].Text, "look")
-	}
-}
-
-// TestMuxSealedNoticeOnlyForOwnFiles: a sealed channel's text gets the
-// attachments notice for the message's own files only, as before the
-// router handed files over; the replied-to message's never counted.
-func TestMuxSealedNoticeOnlyForOwnFiles(t *testing.T) {
-	own := rtsandbox.Attachment{Name: "a.png", URL: "https://cdn.example/a.png"}
-	ref := rtsandbox.Attachment{Name: "b.png", URL: "https://cdn.example/b.png", FromReference: true}
-	tests := []struct {
-		name  string
-		files []rtsandbox.Attachment
-		want  string
-	}{
-		{"own-file", []rtsandbox.Attachment{own}, "look\n" + router.AttachmentsNotice},
-		{"own-and-reference-files", []rtsandbox.Attachment{own, ref}, "look\n" + router.AttachmentsNotice},
-		{"reference-file-only", []rtsandbox.Attachment{ref}, "look"},
-		{"none", nil, "look"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sealed := &fakeruntime.Runtime{}
-			m := newRuntimeMux(muxConfig(t, ""), sealed, &fakeSession{})
-			in := rtsandbox.TurnInput{MessageID: "m1", Text: "look", Attachments: tt.files}
-			if _, err := m.RunInput(context.Background(), rtsandbox.Binding{Channel: "discord:2"}, in, nil); err != nil {
-				t.Fatal(err)
-			}
-			if calls := sealed.Calls(); len(calls) != 1 || calls[0].Text != tt.want {
-				t.Errorf("sealed calls = %+v; want the text %q", calls, tt.want)
-			}
-		})
+	if diff := cmp.Diff(in, calls[0].Input()); diff != "" {
+		t.Errorf("sealed input (-want +got):\n%s", diff)
 	}
 }
 
@@ -159,25 +126,21 @@ func TestMuxRoutesByProfile(t *testing.T) {
 	}{
 		{"sealed-channel-goes-to-sealed", "discord:2", false, "Sealed.", nil, 1},
 		{"sealed-channel-keeps-previews", "discord:2", true, "Sealed.", nil, 1},
-		{"session-channel-goes-to-session", "discord:1", false, "Session.", []string{"run discord:1"}, 0},
-		{"session-channel-ignores-preview-observer", "discord:1", true, "Session.", []string{"run discord:1"}, 0},
+		{"session-channel-goes-to-session", "discord:1", false, "Session.", []string{"run 0 discord:1"}, 0},
+		{"session-channel-ignores-preview-observer", "discord:1", true, "Session.", []string{"run 0 discord:1"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sealed, session := &fakeruntime.Runtime{}, &fakeSession{}
 			m := newRuntimeMux(muxConfig(t, ""), sealed, session)
 			b := rtsandbox.Binding{Channel: tt.channel}
-			var (
-				reply rtsandbox.Reply
-				err   error
-			)
+			var onText func(int, string)
 			if tt.preview {
-				reply, err = m.RunTurnText(context.Background(), b, "hi", func(int, string) {})
-			} else {
-				reply, err = m.RunTurn(context.Background(), b, "hi")
+				onText = func(int, string) {}
 			}
-			if err != nil || reply.Text != tt.wantReply {
-				t.Errorf("turn = %+v, %v; want %q", reply, err, tt.wantReply)
+			a, err := m.Run(context.Background(), b, rtsandbox.TurnInput{Text: "hi"}, onText)
+			if reply := a.Reply; err != nil || reply.Text != tt.wantReply {
+				t.Errorf("turn = %+v, %v; want %q", a.Reply, err, tt.wantReply)
 			}
 			if diff := cmp.Diff(tt.wantSession, session.Calls()); diff != "" {
 				t.Errorf("session calls (-want +got):\n%s", diff)
@@ -195,7 +158,7 @@ func TestMuxRoutesByProfile(t *testing.T) {
 
 func TestMuxOwnerCommandsPerMode(t *testing.T) {
 	sealed, session := &fakeruntime.Runtime{}, &fakeSession{
-		status: router.RuntimeStatus{Mode: "whatever", Profile: "stale", Container: router.ContainerRunning},
+		status: rtsandbox.RuntimeStatus{Mode: "whatever", Profile: "stale", Container: rtsandbox.ContainerRunning},
 	}
 	m := newRuntimeMux(muxConfig(t, ""), sealed, session)
 	ctx := context.Background()
@@ -220,10 +183,10 @@ func TestMuxOwnerCommandsPerMode(t *testing.T) {
 
 	statusTests := []struct {
 		channel rtsandbox.ChannelKey
-		want    router.RuntimeStatus
+		want    rtsandbox.RuntimeStatus
 	}{
-		{"discord:1", router.RuntimeStatus{Mode: router.ModeSession, Profile: "studio", Container: router.ContainerRunning}},
-		{"discord:2", router.RuntimeStatus{Mode: router.ModeSealed, Profile: config.DefaultProfile}},
+		{"discord:1", rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerRunning}},
+		{"discord:2", rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSealed, Profile: config.DefaultProfile}},
 	}
 	for _, tt := range statusTests {
 		got, err := m.Status(ctx, tt.channel)
@@ -245,15 +208,15 @@ func TestMuxProfileChange(t *testing.T) {
 		return "p", config.Profile{Mode: mode}
 	}}
 	ctx, b := context.Background(), rtsandbox.Binding{Channel: "http:lobby"}
-	if r, _ := m.RunTurn(ctx, b, "1"); r.Text != "Sealed." {
+	if r, _ := runText(ctx, m, b, "1"); r.Text != "Sealed." {
 		t.Errorf("first turn = %q; want the sealed runtime's", r.Text)
 	}
 	mode = config.ModeSession
-	if r, _ := m.RunTurn(ctx, b, "2"); r.Text != "Session." {
+	if r, _ := runText(ctx, m, b, "2"); r.Text != "Session." {
 		t.Errorf("turn after the change to session = %q; want the session runtime's", r.Text)
 	}
 	mode = config.ModeSealed
-	if r, _ := m.RunTurn(ctx, b, "3"); r.Text != "Sealed." {
+	if r, _ := runText(ctx, m, b, "3"); r.Text != "Sealed." {
 		t.Errorf("turn after the change back = %q; want the sealed runtime's", r.Text)
 	}
 	if len(sealed.Calls()) != 2 || len(session.Calls()) != 1 {
@@ -262,10 +225,10 @@ func TestMuxProfileChange(t *testing.T) {
 	// The same holds across a restart with a changed config.
 	before := newRuntimeMux(muxConfig(t, ""), sealed, session)
 	after := newRuntimeMux(muxConfig(t, "default_profile: studio\n"), sealed, session)
-	if st, _ := before.Status(ctx, "discord:9"); st.Mode != router.ModeSealed {
+	if st, _ := before.Status(ctx, "discord:9"); st.Mode != rtsandbox.ModeSealed {
 		t.Errorf("before: mode %q; want sealed", st.Mode)
 	}
-	if st, _ := after.Status(ctx, "discord:9"); st.Mode != router.ModeSession || st.Profile != "studio" {
+	if st, _ := after.Status(ctx, "discord:9"); st.Mode != rtsandbox.ModeSession || st.Profile != "studio" {
 		t.Errorf("after: %+v; want session, studio", st)
 	}
 }
@@ -276,7 +239,7 @@ func TestMuxWithoutSessionRuntime(t *testing.T) {
 	sealed := &fakeruntime.Runtime{}
 	m := newRuntimeMux(muxConfig(t, ""), sealed, nil)
 	ctx := context.Background()
-	if _, err := m.RunTurn(ctx, rtsandbox.Binding{Channel: "discord:1"}, "x"); !errors.Is(err, rtsandbox.ErrInvalid) {
+	if _, err := runText(ctx, m, rtsandbox.Binding{Channel: "discord:1"}, "x"); !errors.Is(err, rtsandbox.ErrInvalid) {
 		t.Errorf("session turn without a session runtime = %v; want ErrInvalid", err)
 	}
 	if err := m.StartFresh("discord:1"); !errors.Is(err, rtsandbox.ErrInvalid) {
@@ -288,7 +251,7 @@ func TestMuxWithoutSessionRuntime(t *testing.T) {
 	if err := m.Remove(ctx, "discord:1"); err != nil {
 		t.Errorf("remove = %v; want nil (nothing to remove)", err)
 	}
-	if st, err := m.Status(ctx, "discord:1"); err == nil || st.Mode != router.ModeSession || st.Profile != "studio" {
+	if st, err := m.Status(ctx, "discord:1"); err == nil || st.Mode != rtsandbox.ModeSession || st.Profile != "studio" {
 		t.Errorf("status = %+v, %v; want session, studio and an error", st, err)
 	}
 	if len(sealed.Calls()) != 0 || len(sealed.Fresh()) != 0 {
@@ -298,7 +261,7 @@ func TestMuxWithoutSessionRuntime(t *testing.T) {
 
 // The router, driven through the mux, answers each owner command per mode.
 func TestRouterOwnerCommandsThroughMux(t *testing.T) {
-	sealed, session := &fakeruntime.Runtime{}, &fakeSession{status: router.RuntimeStatus{Container: router.ContainerStopped}}
+	sealed, session := &fakeruntime.Runtime{}, &fakeSession{status: rtsandbox.RuntimeStatus{Container: rtsandbox.ContainerStopped}}
 	chans := &memChannels{on: map[rtsandbox.ChannelKey]bool{"discord:1": true, "discord:2": true}}
 	r, err := router.New(router.Options{Door: door.New(nil), Channels: chans, Runtime: newRuntimeMux(muxConfig(t, ""), sealed, session),
 		Access: ownerOnly{}, Logger: slog.New(slog.DiscardHandler)})
@@ -422,7 +385,7 @@ func TestSessionRuntimeClosesBeforeSealed(t *testing.T) {
 		return closeRecorder{fs, &order}, nil
 	}}
 	cfg := muxConfig(t, "")
-	rt, err := h.startSessions(context.Background(), s, SessionDeps{Config: cfg, ProfileFor: sessionProfile(cfg)})
+	rt, err := h.startSessions(context.Background(), s, SessionDeps{Config: cfg, ProfileFor: profileName(cfg)})
 	if err != nil || rt == nil {
 		t.Fatalf("startSessions = %v, %v", rt, err)
 	}

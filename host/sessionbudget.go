@@ -27,18 +27,18 @@ type turnBudget struct {
 }
 
 // run runs turn under b's budgets.
-func (tb turnBudget) run(ctx context.Context, b rtsandbox.Binding, turn func() (rtsandbox.Reply, error)) (rtsandbox.Reply, error) {
+func (tb turnBudget) run(ctx context.Context, b rtsandbox.Binding, turn func() (rtsandbox.Answer, error)) (rtsandbox.Answer, error) {
 	l := tb.ledger
 	if l == nil {
 		return turn()
 	}
 	day, scopes := l.Today(), budget.Scopes(b.Channel, b.Speaker.PrincipalID)
 	if err := l.Check(ctx, day, scopes); err != nil {
-		return rtsandbox.Reply{}, fmt.Errorf("session: %w", err)
+		return rtsandbox.Answer{}, fmt.Errorf("session: %w", err)
 	}
 	res, err := l.Reserve(ctx, day, scopes, budget.Seconds, ceilSeconds(tb.timeout))
 	if err != nil {
-		return rtsandbox.Reply{}, fmt.Errorf("session: %w", err)
+		return rtsandbox.Answer{}, fmt.Errorf("session: %w", err)
 	}
 	began := time.Now()
 	defer func() {

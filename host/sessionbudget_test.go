@@ -62,10 +62,10 @@ func TestSessionTurnBudget(t *testing.T) {
 			tb := turnBudget{ledger: l, timeout: timeout}
 			var reserved int64
 			ran := false
-			_, err = tb.run(ctx, b, func() (rtsandbox.Reply, error) {
+			_, err = tb.run(ctx, b, func() (rtsandbox.Answer, error) {
 				ran = true
 				reserved = seconds(t, l, budget.SpeakerScope("p_alice")).Reserved
-				return rtsandbox.Reply{OK: true}, nil
+				return rtsandbox.Answer{Reply: rtsandbox.Reply{OK: true}}, nil
 			})
 			if ran != tt.wantRun || errors.Is(err, rtsandbox.ErrOverBudget) != tt.wantOver {
 				t.Fatalf("ran %v, err %v; want ran %v, over budget %v", ran, err, tt.wantRun, tt.wantOver)
@@ -116,9 +116,9 @@ func TestSessionTurnStorePolicy(t *testing.T) {
 				t.Fatal("Flush under the lock succeeded")
 			}
 			ran := false
-			_, err = turnBudget{ledger: l, timeout: time.Minute}.run(ctx, b, func() (rtsandbox.Reply, error) {
+			_, err = turnBudget{ledger: l, timeout: time.Minute}.run(ctx, b, func() (rtsandbox.Answer, error) {
 				ran = true
-				return rtsandbox.Reply{OK: true}, nil
+				return rtsandbox.Answer{Reply: rtsandbox.Reply{OK: true}}, nil
 			})
 			if ran != tt.wantRun || (err != nil) == tt.wantRun {
 				t.Fatalf("ran %v, err %v; want ran %v", ran, err, tt.wantRun)
@@ -132,9 +132,9 @@ func TestSessionTurnStorePolicy(t *testing.T) {
 
 func TestSessionTurnBudgetNoLedger(t *testing.T) {
 	ran := false
-	if _, err := (turnBudget{}).run(context.Background(), rtsandbox.Binding{}, func() (rtsandbox.Reply, error) {
+	if _, err := (turnBudget{}).run(context.Background(), rtsandbox.Binding{}, func() (rtsandbox.Answer, error) {
 		ran = true
-		return rtsandbox.Reply{}, nil
+		return rtsandbox.Answer{}, nil
 	}); err != nil || !ran {
 		t.Errorf("without a ledger: ran %v, err %v; want the turn run", ran, err)
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/delegate"
-	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -61,7 +60,7 @@ func sessionRuntime(ctx context.Context, d SessionDeps, fetcher *safefetch.Fetch
 	if d.WatchActive != nil {
 		d.WatchActive(rt.Active)
 	}
-	return sessionStatus{rt}, nil
+	return rt, nil
 }
 
 // sessionBrokerFor is what one broker is made for: the channel whose
@@ -223,32 +222,6 @@ func sessionLimits(s config.Session) broker.SessionConfig {
 		MaxRequestBytes:  s.MaxRequestBytes,
 		MaxResponseBytes: s.MaxResponseBytes,
 	}
-}
-
-// sessionStatus gives the session runtime the status shape the router
-// shows.
-type sessionStatus struct{ *session.Runtime }
-
-func (s sessionStatus) Status(ctx context.Context, ch rtsandbox.ChannelKey) (router.RuntimeStatus, error) {
-	st, err := s.Runtime.Status(ctx, ch)
-	out := router.RuntimeStatus{Mode: st.Mode, Profile: st.Profile, Container: st.Container}
-	if w := st.Workspace; w != nil {
-		out.Workspace = &router.WorkspaceUsage{
-			Mode: string(w.Mode), Mounted: w.Mounted, Bytes: w.Bytes, MaxBytes: w.MaxBytes,
-			Files: w.Files, MaxFiles: w.MaxFiles, Full: w.Full,
-		}
-	}
-	return out, err
-}
-
-// RunInput runs a turn with the message's attachments and hands its reply
-// files to the router.
-func (s sessionStatus) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput) (router.Answer, error) {
-	res, err := s.Runtime.RunInput(ctx, b, in)
-	if err != nil {
-		return router.Answer{}, err
-	}
-	return router.Answer{Reply: rtsandbox.Reply{OK: true, Text: res.Text}, Files: res.Files}, nil
 }
 
 // sessionContainers removes this installation's session containers while

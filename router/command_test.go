@@ -70,7 +70,7 @@ func TestCommandsQueue(t *testing.T) {
 	h := newHarness(t, chans)
 	release := make(chan struct{})
 	started := make(chan struct{})
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "held"}, nil
@@ -138,7 +138,7 @@ func TestCommandsFreshAndStop(t *testing.T) {
 		t.Errorf("stop with nothing running = %q", text)
 	}
 	started := make(chan struct{})
-	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
@@ -183,7 +183,7 @@ func TestCommandWaitEndsStillApplies(t *testing.T) {
 	h := newHarness(t, chans)
 	release := make(chan struct{})
 	started := make(chan struct{})
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "held"}, nil

@@ -84,7 +84,7 @@ func TestReplyAmplificationLongFenceLine(t *testing.T) {
 				t.Fatalf("fixture has %d units; want %d", n, tt.units)
 			}
 			h := newHarness(t, newMemChannels(guests))
-			h.rt.Run = reply(in)
+			h.rt.Turn = reply(in)
 			if err := h.handle(t, mention(guests, "alice", "Alice", "x")); err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestReplyCutWithNotice(t *testing.T) {
 	}
 	in := b.String()[:rtsandbox.MaxReplyText]
 	h := newHarness(t, newMemChannels(guests))
-	h.rt.Run = reply(in)
+	h.rt.Turn = reply(in)
 	if err := h.handle(t, mention(guests, "alice", "Alice", "x")); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestSurfaceSlowReplyHitsReplyTimeout(t *testing.T) {
 				return ctx.Err()
 			}
 		}
-		h.rt.Run = reply(strings.Repeat("p\n\n"+strings.Repeat("x", 1990)+"\n\n", 5))
+		h.rt.Turn = reply(strings.Repeat("p\n\n"+strings.Repeat("x", 1990)+"\n\n", 5))
 		start := time.Now()
 		if err := <-h.submit(mention(guests, "alice", "Alice", "x")); err != nil {
 			t.Fatalf("Submit = %v", err)
@@ -276,7 +276,7 @@ func TestSurfacePanicDoesNotKillHost(t *testing.T) {
 		return nil
 	}
 	release := make(chan struct{})
-	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.Text == "secret-boom" {
 			<-release // the other channel is answered while this one waits
 		}
@@ -314,7 +314,7 @@ func TestSurfacePanicDoesNotKillHost(t *testing.T) {
 // panic's value is logged only when the Go runtime wrote it.
 func TestRuntimePanicAnsweredWithFixedText(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
-	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		switch c.Text {
 		case "secret-explode":
 			panic(errors.New("model said " + c.Text))
@@ -379,7 +379,7 @@ func TestClaimPanicDropsMessage(t *testing.T) {
 // channel goes on.
 func TestHostBusyAnsweredWithBusyText(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
-	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.Text == "crowded" {
 			return rtsandbox.Reply{}, fmt.Errorf("sandbox: %w", rtsandbox.ErrBusy)
 		}
@@ -400,7 +400,7 @@ func TestHostBusyAnsweredWithBusyText(t *testing.T) {
 // kind, and the channel goes on.
 func TestOverBudgetAnsweredWithBudgetText(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
-	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.Text == "spent" {
 			return rtsandbox.Reply{}, fmt.Errorf("budget: %w: speaker:alice calls", rtsandbox.ErrOverBudget)
 		}
@@ -422,7 +422,7 @@ func TestOverBudgetAnsweredWithBudgetText(t *testing.T) {
 func TestStoppedTurnNotLoggedAsFailure(t *testing.T) {
 	for _, cause := range []error{fmt.Errorf("sandbox: %w", rtsandbox.ErrEndedEarly), context.Canceled} {
 		h := newHarness(t, newMemChannels(guests))
-		h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) { return rtsandbox.Reply{}, cause }
+		h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) { return rtsandbox.Reply{}, cause }
 		if err := h.handle(t, mention(guests, "alice", "Alice", "hi")); err != nil {
 			t.Fatalf("Handle = %v", err)
 		}
@@ -446,7 +446,7 @@ func TestStoppedTurnNotLoggedAsFailure(t *testing.T) {
 func TestDeliveriesNameTheirMessage(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.QueueLimit = 1 })
 	gate := make(chan struct{})
-	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.Text == "fail" {
 			return rtsandbox.Reply{}, errors.New("engine down")
 		}

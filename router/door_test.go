@@ -52,7 +52,7 @@ func doorHarness(t *testing.T, opts ...harnessOpt) (*harness, *[]string) {
 	t.Helper()
 	var mu sync.Mutex
 	var seen []string
-	h := newInputHarness(t, append([]harnessOpt{func(o *Options) {
+	h := newHarness(t, newMemChannels(guests), append([]harnessOpt{func(o *Options) {
 		o.Door = &keyDoor{}
 		o.OnDoor = func(ch rtsandbox.ChannelKey, k DeliveryKind) {
 			mu.Lock()
@@ -113,7 +113,7 @@ func TestDoorReplacesReplyHoldingCredential(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, seen := doorHarness(t)
-			h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+			h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 				return rtsandbox.Reply{OK: true, Text: tt.text}, nil
 			}
 			h.rt.Files = func(turnCall) []rtsandbox.File { return tt.files }
@@ -135,7 +135,7 @@ func TestDoorReplacesReplyHoldingCredential(t *testing.T) {
 // check of the whole text.
 func TestDoorLetsCleanReplyPass(t *testing.T) {
 	h, seen := doorHarness(t)
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: "all fine"}, nil
 	}
 	h.rt.Files = func(turnCall) []rtsandbox.File { return outFiles }
@@ -154,7 +154,7 @@ func TestDoorStopsPreviewHoldingCredential(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, seen := doorHarness(t)
 		h.surface.previews = true
-		h.rt.Run = streamingRun([]textStep{
+		h.rt.Turn = streamingRun([]textStep{
 			{0, 1, "Hello "},
 			{2 * PreviewInterval, 1, "the key is " + planted},
 			{2 * PreviewInterval, 1, " and more"},

@@ -120,7 +120,7 @@ func TestOnDropQueueFullAndPanic(t *testing.T) {
 		o.OnDrop = func(rtsandbox.ChannelKey, string) { calls++; panic("metrics broke") }
 	})
 	gate := make(chan struct{})
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
@@ -145,7 +145,7 @@ func TestOnDropQueueFullAndPanic(t *testing.T) {
 func TestQueueDepth(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests, "fake:other"))
 	gate := make(chan struct{})
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}

@@ -15,38 +15,17 @@ import (
 	"github.com/rtsandbox/rtsandbox/chunk"
 )
 
-// inputRuntime is the fake runtime as an InputRuntime (the host's runtime
-// mux is one): it records each message's input and answers with the
-// fake's Files.
-type inputRuntime struct{ *fakeRuntime }
-
-func (r inputRuntime) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (Answer, error) {
-	reply, files, err := r.RunTurnInput(ctx, b, in, onText)
-	return Answer{Reply: reply, Files: files}, err
-}
-
-var _ InputRuntime = inputRuntime{}
-
-// newInputHarness is newHarness whose runtime takes a message's input.
-func newInputHarness(t *testing.T, opts ...harnessOpt) *harness {
-	t.Helper()
-	rt := &fakeRuntime{}
-	h := newHarness(t, newMemChannels(guests), append([]harnessOpt{func(o *Options) { o.Runtime = inputRuntime{rt} }}, opts...)...)
-	h.rt = rt
-	return h
-}
-
 var (
 	shot     = rtsandbox.Attachment{Name: "shot.png", ContentType: "image/png", Size: 3, URL: "https://cdn.example/shot.png"}
 	quoted   = rtsandbox.Attachment{Name: "old.pdf", Size: 9, URL: "https://cdn.example/old.pdf", FromReference: true}
 	outFiles = []rtsandbox.File{{Name: "a.txt", Data: []byte("A")}, {Name: "b.csv", Data: []byte("1,2")}}
 )
 
-// An InputRuntime gets the message's id, its model text without the
-// attachments notice (the runtime decides what to do with the files) and
-// its files, the replied-to message's included; an empty message counts
-// only its own files.
-func TestInputRuntimeGetsTurnInput(t *testing.T) {
+// The runtime gets the message's id, its model text without the
+// attachments notice (the runtime decides what to do with the files), its
+// files, the replied-to message's included, and the surface's count of its
+// own; an empty message counts only its own files.
+func TestRuntimeGetsTurnInput(t *testing.T) {
 	tests := []struct {
 		name string
 		msg  Message
@@ -55,17 +34,17 @@ func TestInputRuntimeGetsTurnInput(t *testing.T) {
 		{
 			name: "text-and-own-file",
 			msg:  Message{Text: "look", Attachments: 1, Files: []rtsandbox.Attachment{shot}},
-			want: &turnCall{Text: "look", Attachments: []rtsandbox.Attachment{shot}},
+			want: &turnCall{Text: "look", Attachments: []rtsandbox.Attachment{shot}, Attached: 1},
 		},
 		{
 			name: "quote-and-both-files-no-notice",
 			msg:  Message{Text: "and this?", ReferenceText: "earlier", Attachments: 1, Files: []rtsandbox.Attachment{shot, quoted}},
-			want: &turnCall{Text: "Quoted message (untrusted): earlier\n\nand this?", Attachments: []rtsandbox.Attachment{shot, quoted}},
+			want: &turnCall{Text: "Quoted message (untrusted): earlier\n\nand this?", Attachments: []rtsandbox.Attachment{shot, quoted}, Attached: 1},
 		},
 		{
 			name: "file-only-message-uncounted-by-surface-still-runs",
 			msg:  Message{Files: []rtsandbox.Attachment{shot}},
-			want: &turnCall{Text: "", Attachments: []rtsandbox.Attachment{shot}},
+			want: &turnCall{Text: "", Attachments: []rtsandbox.Attachment{shot}, Attached: 1},
 		},
 		{
 			name: "reference-files-alone-are-empty",
@@ -79,7 +58,7 @@ func TestInputRuntimeGetsTurnInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newInputHarness(t)
+			h := newHarness(t, newMemChannels(guests))
 			m := tt.msg
 			m.Channel, m.ID, m.Author, m.MentionsBot = guests, "m-1", Author{ID: "alice", Name: "Alice"}, true
 			err := h.handle(t, m)
@@ -94,7 +73,7 @@ func TestInputRuntimeGetsTurnInput(t *testing.T) {
 			}
 			want := *tt.want
 			want.Channel, want.Speaker = guests, rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "p_alice"}
-			want.Input, want.MessageID = true, "m-1"
+			want.MessageID = "m-1"
 			if diff := cmp.Diff([]turnCall{want}, h.rt.Calls()); diff != "" {
 				t.Errorf("runtime calls (-want +got):\n%s", diff)
 			}
@@ -102,20 +81,20 @@ func TestInputRuntimeGetsTurnInput(t *testing.T) {
 	}
 }
 
-// A runtime that cannot take attachments (Runtime, TextRuntime) keeps
-// today's input: the notice for the message's own files, none for the
-// replied-to message's.
-func TestTextRuntimeKeepsAttachmentsNotice(t *testing.T) {
+// A runtime that cannot take attachments (the sealed one) answers from
+// the input's SealedText: the notice for the message's own files, counted
+// by the surface or handed over, none for the replied-to message's.
+func TestSealedTextKeepsAttachmentsNotice(t *testing.T) {
 	tests := []struct {
 		name  string
 		files []rtsandbox.Attachment
 		count int
 		want  string
 	}{
-		{"own-file", []rtsandbox.Attachment{shot}, 1, "look\n" + AttachmentsNotice},
-		{"own-file-uncounted-by-surface", []rtsandbox.Attachment{shot}, 0, "look\n" + AttachmentsNotice},
+		{"own-file", []rtsandbox.Attachment{shot}, 1, "look\n" + rtsandbox.AttachmentsUnsupportedText},
+		{"own-file-uncounted-by-surface", []rtsandbox.Attachment{shot}, 0, "look\n" + rtsandbox.AttachmentsUnsupportedText},
 		{"reference-file-only", []rtsandbox.Attachment{quoted}, 0, "look"},
-		{"counted-without-files", nil, 2, "look\n" + AttachmentsNotice},
+		{"counted-without-files", nil, 2, "look\n" + rtsandbox.AttachmentsUnsupportedText},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,8 +105,8 @@ func TestTextRuntimeKeepsAttachmentsNotice(t *testing.T) {
 				t.Fatal(err)
 			}
 			calls := h.rt.Calls()
-			if len(calls) != 1 || calls[0].Text != tt.want || calls[0].Input {
-				t.Errorf("runtime calls = %+v; want one RunTurnText with %q", calls, tt.want)
+			if len(calls) != 1 || calls[0].Input().SealedText() != tt.want {
+				t.Errorf("runtime calls = %+v; want one whose sealed text is %q", calls, tt.want)
 			}
 		})
 	}
@@ -188,8 +167,8 @@ func TestReplyFilesOnLastChunkOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newInputHarness(t)
-			h.rt.Run = reply(tt.text)
+			h := newHarness(t, newMemChannels(guests))
+			h.rt.Turn = reply(tt.text)
 			h.rt.Files = func(turnCall) []rtsandbox.File { return tt.files }
 			if err := h.handle(t, mention(guests, "alice", "Alice", "go")); err != nil {
 				t.Fatal(err)
@@ -245,8 +224,8 @@ func TestReplyFilesNeverAfterFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newInputHarness(t)
-			h.rt.Run = tt.run
+			h := newHarness(t, newMemChannels(guests))
+			h.rt.Turn = tt.run
 			h.rt.Files = func(turnCall) []rtsandbox.File { return outFiles }
 			h.surface.failSend = tt.failSend
 			if err := h.handle(t, mention(guests, "alice", "Alice", "go")); err != nil {
@@ -268,9 +247,9 @@ func TestInputRuntimePreviews(t *testing.T) {
 	for _, previews := range []bool{false, true} {
 		name := map[bool]string{false: "surface-without-previews-nil-observer", true: "surface-with-previews-gets-observer"}[previews]
 		t.Run(name, func(t *testing.T) {
-			h := newInputHarness(t)
+			h := newHarness(t, newMemChannels(guests))
 			h.surface.previews = previews
-			h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+			h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 				if (c.OnText != nil) != previews {
 					t.Errorf("observer set %v; want %v", c.OnText != nil, previews)
 				}
@@ -306,8 +285,8 @@ func TestFileDeliveryGetsUploadTime(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newInputHarness(t, func(o *Options) { o.SendTimeout = time.Minute; o.ReplyTimeout = time.Minute })
-				h.rt.Run = reply("Done.")
+				h := newHarness(t, newMemChannels(guests), func(o *Options) { o.SendTimeout = time.Minute; o.ReplyTimeout = time.Minute })
+				h.rt.Turn = reply("Done.")
 				h.rt.Files = func(turnCall) []rtsandbox.File { return tt.files }
 				h.surface.onSend = func(ctx context.Context, _ rtsandbox.ChannelKey, c string) error {
 					if c != "Done." {

@@ -15,7 +15,6 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
 	"github.com/rtsandbox/rtsandbox/channels"
-	"github.com/rtsandbox/rtsandbox/sandbox"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -308,8 +307,6 @@ func openStore(t *testing.T, dir string, initial ...rtsandbox.ChannelKey) *chann
 
 // The production implementations satisfy the router's interfaces.
 var (
-	_ TextRuntime = (*sandbox.Runtime)(nil)
-	_ TextRuntime = (*fakeruntime.Runtime)(nil)
-	_ ChannelSet  = (*channels.Store)(nil)
-	_ Resolver    = (*access.Policy)(nil)
+	_ ChannelSet = (*channels.Store)(nil)
+	_ Resolver   = (*access.Policy)(nil)
 )

@@ -59,7 +59,7 @@ func TestLedgerHoldsMessagesUntilSettled(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests), func(o *Options) {
 		o.InFlight = ledger
 		o.QueueLimit = 2
-		o.Runtime = &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+		o.Runtime = &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 			seen <- ledger.inFlight("m1")
 			<-release
 			return rtsandbox.Reply{Text: "done"}, nil

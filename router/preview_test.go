@@ -82,7 +82,7 @@ func TestPreviewThrottle(t *testing.T) {
 					defer mu.Unlock()
 					got = append(got, timedDelivery{time.Since(start), d.Kind, d.InReplyTo, d.Chunk})
 				}
-				h.rt.Run = streamingRun(steps, "Final answer.")
+				h.rt.Turn = streamingRun(steps, "Final answer.")
 				m := mention(guests, "alice", "Alice", "hi")
 				m.ID = "m1"
 				if err := <-h.submit(m); err != nil {
@@ -147,7 +147,7 @@ func TestPreviewInFlightFinishes(t *testing.T) {
 				return ctx.Err()
 			}
 		}
-		h.rt.Run = streamingRun([]textStep{{0, 1, "draft"}, {10 * time.Millisecond, 1, " more"}}, "Final.")
+		h.rt.Turn = streamingRun([]textStep{{0, 1, "draft"}, {10 * time.Millisecond, 1, " more"}}, "Final.")
 		if err := <-h.submit(mention(guests, "alice", "Alice", "hi")); err != nil {
 			t.Fatalf("Submit = %v", err)
 		}

@@ -20,10 +20,11 @@
 //   - Owner commands on, off, status and fresh run on the channel's queue,
 //     behind every message accepted before them, whichever surface sent
 //     them; stop acts at once (it aborts the running turn). They work per
-//     mode through the runtime: fresh and stop are Runtime's; off also
-//     removes what a RemoverRuntime keeps between turns (a session
-//     container), and status adds a StatusRuntime's mode, profile and
-//     container state (status.go).
+//     mode through the one runtime interface (rtsandbox.Runtime, which each
+//     mode implements whole; the router never asks which mode it is):
+//     fresh and stop are the runtime's; off also removes what it keeps
+//     between turns (a session container), and status adds its mode,
+//     profile and container state (status.go).
 //   - Everything the router posts is a Delivery that names the message it
 //     answers (InReplyTo, the surface's Message.ID): KindReply for a turn's
 //     answer or fixed failure text, KindNotice for the router's notice about
@@ -34,15 +35,15 @@
 //   - Every message Submit takes is in the ledger (Options.InFlight) from
 //     before it is queued until it is settled, so that a start after a
 //     crash can tell the ones left unanswered (NotifyRestarted).
-//   - Files: a message's attachments (Message.Files) go, untouched, to a
-//     runtime that takes them (InputRuntime), in rtsandbox.TurnInput; a
-//     runtime that does not gets the attachments notice in its text. The
+//   - Files: a message's attachments (Message.Files) go, untouched, to the
+//     runtime in rtsandbox.TurnInput (TurnInput); a runtime that cannot
+//     take them adds the attachments notice itself (TurnInput.SealedText). The
 //     files of a successful answer (Answer.Files) go out on the last
 //     chunk of the reply (Delivery.Files); a failed turn posts none.
 //   - Previews (preview.go): a surface that opts in (PreviewSurface) gets
 //     KindPreview deliveries with the text so far of a sandbox turn's
 //     streamed answers, at most one per PreviewInterval per message, when
-//     the runtime can report it (TextRuntime). They end before the reply,
+//     the runtime reports it (Run's onText). They end before the reply,
 //     which is always the worker's; a preview never replaces it.
 //   - Every message the router does not run is dropped for one reason of
 //     a fixed set (DropReasons): logged as "message dropped" with the
@@ -155,8 +156,7 @@ type Message struct {
 	// Files describes the attached files the surface can hand over (a
 	// URL to fetch or inline bytes), the message's then the replied-to
 	// message's (FromReference); the router never fetches or reads them.
-	// A runtime that takes attachments (InputRuntime) receives them in
-	// TurnInput.
+	// The runtime receives them in rtsandbox.TurnInput.
 	Files []rtsandbox.Attachment
 	// ForwardedText is a forwarded message's text; it only keeps a message
 	// with no text of its own from being dropped as empty.
@@ -231,44 +231,6 @@ type Delivery struct {
 	// A successful reply with files but no text is one delivery whose
 	// Chunk is "". Failure texts never carry files.
 	Files []rtsandbox.File
-}
-
-// Runtime is what the sandbox claim needs of the sealed runtime
-// (*sandbox.Runtime implements it). RunTurn receives the Binding the router
-// resolved: channel, speaker and tier.
-type Runtime interface {
-	RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error)
-	StartFresh(channel rtsandbox.ChannelKey) error
-	Stop(channel rtsandbox.ChannelKey) bool
-}
-
-// TextRuntime is a Runtime that can report the text of a turn's streamed
-// model answers while it runs (*sandbox.Runtime implements it). It is
-// optional: the sandbox claim asks for previews only of a runtime that
-// implements it and only when the message's surface takes them, and
-// otherwise calls RunTurn as before. onText receives, for answer 1, 2, …
-// of the turn, its next text delta (already past the broker's reflection
-// filter); it must not block.
-type TextRuntime interface {
-	Runtime
-	RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(answer int, delta string)) (rtsandbox.Reply, error)
-}
-
-// Answer is what an InputRuntime's turn gives back: the reply and its
-// files (nil for none).
-type Answer struct {
-	Reply rtsandbox.Reply
-	Files []rtsandbox.File
-}
-
-// InputRuntime is a Runtime that takes a message's attachments and may
-// answer with files (the host's runtime mux implements it: session
-// channels fetch the attachments, sealed channels append
-// AttachmentsNotice to the text). The sandbox claim prefers it over
-// RunTurn and RunTurnText; onText is nil when the turn shows no preview.
-type InputRuntime interface {
-	Runtime
-	RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(answer int, delta string)) (Answer, error)
 }
 
 // PreviewSurface is a Surface that may take KindPreview deliveries. A
@@ -347,7 +309,7 @@ type Port interface {
 	// end. Without a surface it does nothing.
 	StartTyping(ctx context.Context) (stop func())
 	// StartPreview returns the text observer of the message's turn, to
-	// hand to TextRuntime.RunTurnText, and a stop that ends the previews
+	// hand to the runtime's Run, and a stop that ends the previews
 	// and waits for the one in flight; call stop before Reply. onText is
 	// nil, and stop does nothing, when the message's surface takes no
 	// previews.
@@ -357,7 +319,7 @@ type Port interface {
 // Options configure a Router. Channels, Runtime and Access are required.
 type Options struct {
 	Channels ChannelSet
-	Runtime  Runtime
+	Runtime  rtsandbox.Runtime
 	Access   Resolver
 	// Claims are further claims; New adds the sandbox claim.
 	Claims []Claim
@@ -420,7 +382,7 @@ type Router struct {
 	access   Resolver
 	channels ChannelSet
 	claims   []Claim
-	runtime  Runtime // the sandbox claim's, for status and off
+	runtime  rtsandbox.Runtime // the sandbox claim's, for status and off
 	typing   time.Duration
 	sendTO   time.Duration // Options.SendTimeout
 	replyTO  time.Duration // Options.ReplyTimeout

@@ -72,7 +72,7 @@ func TestClaimRoutingAndPrecedence(t *testing.T) {
 
 	// Stop reaches the runtime through the owning claim.
 	started := make(chan struct{})
-	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
@@ -220,7 +220,7 @@ func TestFailureMatrix(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			drops := &dropCounter{}
 			h := newHarness(t, newMemChannels(guests), drops.option)
-			h.rt.Run = tt.run
+			h.rt.Turn = tt.run
 			h.surface.failSend = tt.failSend
 			err := h.handle(t, tt.msg)
 			if got := Reason(err); got != tt.drop || (tt.drop == "" && err != nil) {
@@ -269,7 +269,7 @@ func TestModeOffWhileQueued(t *testing.T) {
 	h := newHarness(t, chans, func(o *Options) { o.Claims = []Claim{fb} })
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
@@ -313,8 +313,8 @@ func TestTurnText(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := TurnText(tt.msg); got != tt.want {
-				t.Errorf("TurnText(%+v) = %q; want %q", tt.msg, got, tt.want)
+			if got := TurnInput(tt.msg).SealedText(); got != tt.want {
+				t.Errorf("TurnInput(%+v).SealedText() = %q; want %q", tt.msg, got, tt.want)
 			}
 		})
 	}
@@ -335,12 +335,17 @@ func TestFullPluginWithoutDiscord(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []turnCall{{
-		Channel: guests,
-		Speaker: rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "p_alice"},
-		Text:    "Quoted message (untrusted): quoted\n\nhello\n[Attachments are not supported in this sandbox.]",
+		Channel:  guests,
+		Speaker:  rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "p_alice"},
+		Text:     "Quoted message (untrusted): quoted\n\nhello",
+		Attached: 1,
 	}}
-	if diff := cmp.Diff(want, h.rt.Calls()); diff != "" {
+	calls := h.rt.Calls()
+	if diff := cmp.Diff(want, calls); diff != "" {
 		t.Errorf("runtime calls (-want +got):\n%s", diff)
+	}
+	if got, wantText := calls[0].Input().SealedText(), "Quoted message (untrusted): quoted\n\nhello\n[Attachments are not supported in this sandbox.]"; got != wantText {
+		t.Errorf("sealed text = %q; want %q", got, wantText)
 	}
 	if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, store.List()); diff != "" {
 		t.Errorf("store (-want +got):\n%s", diff)
@@ -354,7 +359,7 @@ func TestFullPluginWithoutDiscord(t *testing.T) {
 func TestTypingWhileTurnRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, newMemChannels(guests), func(o *Options) { o.TypingInterval = 10 * time.Second })
-		h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+		h.rt.Turn = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 			time.Sleep(35 * time.Second)
 			return rtsandbox.Reply{OK: true, Text: "done"}, nil
 		}
@@ -377,7 +382,7 @@ func TestTypingWhileTurnRuns(t *testing.T) {
 func TestLongReplyChunked(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	long := strings.Repeat("x", 4500)
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: long}, nil
 	}
 	h.handle(t, mention(guests, "alice", "Alice", "x"))
@@ -406,7 +411,7 @@ func TestQueueOrderAndIsolation(t *testing.T) {
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	var order []string
-	h.rt.Run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.Channel == guests && c.Text == "0" {
 			<-gate // hold the guests channel
 		}
@@ -479,7 +484,7 @@ func TestQueueBound(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.QueueLimit = 2 })
 	gate := make(chan struct{})
 	started := make(chan struct{}, 8)
-	h.rt.Run = func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
@@ -522,7 +527,7 @@ func TestShutdown(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	gate := make(chan struct{})
 	started := make(chan struct{}, 1)
-	h.rt.Run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-gate
 		return rtsandbox.Reply{OK: true, Text: "finished"}, nil
@@ -572,7 +577,7 @@ func TestShutdown(t *testing.T) {
 func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	started := make(chan struct{})
-	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()
@@ -597,7 +602,7 @@ func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 func TestDrainCutTurnRestartingText(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	started := make(chan struct{})
-	h.rt.Run = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, fmt.Errorf("session turn: %w", context.Cause(ctx))
@@ -659,7 +664,7 @@ func TestPostReportQueuedAndModeChecked(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
 	h := newHarness(t, chans)
-	h.rt.Run = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "Turn reply."}, nil

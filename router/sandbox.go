@@ -39,19 +39,17 @@ const (
 	// QuotePrefix starts the model input when the message replies to one
 	// with text; the quoted text is untrusted.
 	QuotePrefix = "Quoted message (untrusted): "
-	// AttachmentsNotice ends the model input when the message had files.
-	AttachmentsNotice = "[Attachments are not supported in this sandbox.]"
 )
 
 // sandboxClaim owns every sandboxed channel and admits only addressed
 // messages from resolved speakers.
 type sandboxClaim struct {
 	channels ChannelSet
-	runtime  Runtime
+	runtime  rtsandbox.Runtime
 	log      *slog.Logger
 }
 
-func newSandboxClaim(ch ChannelSet, rt Runtime, log *slog.Logger) *sandboxClaim {
+func newSandboxClaim(ch ChannelSet, rt rtsandbox.Runtime, log *slog.Logger) *sandboxClaim {
 	return &sandboxClaim{channels: ch, runtime: rt, log: log.With("claim", SandboxClaimName)}
 }
 
@@ -76,24 +74,13 @@ func (c *sandboxClaim) Admit(m Message) (Admission, string) {
 		Speaker: rtsandbox.Speaker{ID: m.Author.ID, Name: m.Author.Name, PrincipalID: m.Speaker.PrincipalID},
 		Tier:    m.Tier,
 	}
-	in := turnInput{
-		text: TurnText(m),
-		in:   rtsandbox.TurnInput{MessageID: m.ID, Text: modelText(m), Attachments: m.Files},
-	}
+	in := TurnInput(m)
 	return Admission{
 		Failure: SandboxFailure,
 		Run: func(ctx context.Context, port Port) error {
 			return c.turn(ctx, port, b, in)
 		},
 	}, ""
-}
-
-// turnInput is what a turn gives its runtime: text for a Runtime or
-// TextRuntime, which cannot take attachments (the notice included), and
-// the message's input for an InputRuntime (the notice left to it).
-type turnInput struct {
-	text string
-	in   rtsandbox.TurnInput
 }
 
 // sandboxDrop is the sandbox address rule (host spec §1.5): the reason m
@@ -114,14 +101,11 @@ func sandboxDrop(m Message, enabled bool) string {
 	return ""
 }
 
-// TurnText builds the model input of a sandbox turn for a runtime that
-// takes no attachments: modelText, and the attachments notice when the
-// message had files of its own (Message.Attachments).
-func TurnText(m Message) string {
-	if m.Attachments > 0 {
-		return modelText(m) + "\n" + AttachmentsNotice
-	}
-	return modelText(m)
+// TurnInput is the runtime's input of m's turn: its id, modelText, its
+// files and how many of its own it had (Message.Attachments). A runtime
+// that takes no attachments answers from its SealedText.
+func TurnInput(m Message) rtsandbox.TurnInput {
+	return rtsandbox.TurnInput{MessageID: m.ID, Text: modelText(m), Attachments: m.Files, Attached: m.Attachments}
 }
 
 // modelText is the model input of a message without the attachments
@@ -138,7 +122,7 @@ func modelText(m Message) string {
 // turn is one queued sandbox turn (host spec §2.3). A returned error means
 // even the failure notice could not be posted, or (a *DropError) that the
 // channel was switched off while the message waited.
-func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding, in turnInput) error {
+func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding, in rtsandbox.TurnInput) error {
 	channel := b.Channel
 	if !c.channels.Enabled(channel) {
 		// Turned off while queued: no answer, no host agents.
@@ -178,7 +162,7 @@ func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding,
 // the fixed failure text and no file. A panic (in the runtime, say)
 // becomes an error like any failure, so the guest gets the fixed failure
 // text.
-func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Binding, in turnInput) (err error) {
+func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Binding, in rtsandbox.TurnInput) (err error) {
 	channel := b.Channel
 	defer func() {
 		if p := recover(); p != nil {
@@ -196,31 +180,12 @@ func (c *sandboxClaim) answer(ctx context.Context, port Port, b rtsandbox.Bindin
 	return port.ReplyFiles(ctx, out, files)
 }
 
-// run runs the turn: through RunInput when the runtime takes a message's
-// input, else RunTurnText or RunTurn as before. Previews run when the
-// runtime can report text and the message's surface takes them; they end
-// before run returns, so none follows the reply.
-func (c *sandboxClaim) run(ctx context.Context, port Port, b rtsandbox.Binding, in turnInput) (Answer, error) {
-	if ir, ok := c.runtime.(InputRuntime); ok {
-		onText, stop := port.StartPreview(ctx)
-		defer stop()
-		return ir.RunInput(ctx, b, in.in, onText)
-	}
-	tr, ok := c.runtime.(TextRuntime)
-	if !ok {
-		reply, err := c.runtime.RunTurn(ctx, b, in.text)
-		return Answer{Reply: reply}, err
-	}
+// run runs the turn with previews when the message's surface takes them;
+// they end before run returns, so none follows the reply.
+func (c *sandboxClaim) run(ctx context.Context, port Port, b rtsandbox.Binding, in rtsandbox.TurnInput) (rtsandbox.Answer, error) {
 	onText, stop := port.StartPreview(ctx)
 	defer stop()
-	var reply rtsandbox.Reply
-	var err error
-	if onText == nil {
-		reply, err = c.runtime.RunTurn(ctx, b, in.text)
-	} else {
-		reply, err = tr.RunTurnText(ctx, b, in.text, onText)
-	}
-	return Answer{Reply: reply}, err
+	return c.runtime.Run(ctx, b, in, onText)
 }
 
 func (c *sandboxClaim) StartFresh(_ context.Context, channel rtsandbox.ChannelKey) (string, error) {

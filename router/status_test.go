@@ -13,95 +13,77 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 )
 
-// modeRuntime is a fake runtime that also reports status and removes
-// channel state, as the host's per-profile runtime does.
-type modeRuntime struct {
-	*fakeruntime.Runtime
-	status    RuntimeStatus
-	statusErr error
-	removeErr error
-
-	chans ChannelSet // to see whether the channel was off at Remove
-
-	mu              sync.Mutex
-	removed         []rtsandbox.ChannelKey
-	enabledAtRemove []bool
+// removeWatch records, for each Remove, whether the channel was still
+// enabled then.
+type removeWatch struct {
+	chans   ChannelSet
+	mu      sync.Mutex
+	enabled []bool
 }
 
-func (m *modeRuntime) Status(context.Context, rtsandbox.ChannelKey) (RuntimeStatus, error) {
-	return m.status, m.statusErr
+func (w *removeWatch) onRemove(ch rtsandbox.ChannelKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.enabled = append(w.enabled, w.chans.Enabled(ch))
 }
 
-func (m *modeRuntime) Remove(_ context.Context, ch rtsandbox.ChannelKey) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.removed = append(m.removed, ch)
-	m.enabledAtRemove = append(m.enabledAtRemove, m.chans.Enabled(ch))
-	return m.removeErr
+func (w *removeWatch) enabledAtRemove() []bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.enabled
 }
-
-func (m *modeRuntime) Removed() ([]rtsandbox.ChannelKey, []bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.removed, m.enabledAtRemove
-}
-
-var (
-	_ StatusRuntime  = (*modeRuntime)(nil)
-	_ RemoverRuntime = (*modeRuntime)(nil)
-)
 
 func TestStatusPerMode(t *testing.T) {
 	tests := []struct {
 		name   string
-		status RuntimeStatus
+		status rtsandbox.RuntimeStatus
 		err    error
 		want   string
 	}{
 		{
 			name:   "sealed",
-			status: RuntimeStatus{Mode: ModeSealed, Profile: "default"},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSealed, Profile: "default"},
 			want:   rtsandbox.EnabledText + "\nMode: sealed (a fresh container every turn). Profile: default.",
 		},
 		{
 			name:   "session-running",
-			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerRunning},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerRunning},
 			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: running.",
 		},
 		{
 			name:   "session-missing",
-			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerMissing},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerMissing},
 			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing.",
 		},
 		{
 			name:   "session-stopped",
-			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerStopped},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerStopped},
 			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: stopped.",
 		},
 		{
 			name:   "engine-unreachable-shows-unknown",
-			status: RuntimeStatus{Mode: ModeSession, Profile: "studio"},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio"},
 			err:    errors.New("docker: connection refused"),
 			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: unknown.",
 		},
 		{
 			name: "session-workspace",
-			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerRunning,
-				Workspace: &WorkspaceUsage{Mode: "hard", Mounted: true, Bytes: 3 << 19, MaxBytes: 64 << 20, Files: 12, MaxFiles: 512}},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerRunning,
+				Workspace: &rtsandbox.WorkspaceUsage{Mode: "hard", Mounted: true, Bytes: 3 << 19, MaxBytes: 64 << 20, Files: 12, MaxFiles: 512}},
 			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: running." +
 				"\nWorkspace (hard bound): 1.5 of 64 MiB, 12 of 512 files used.",
 		},
 		{
 			name: "session-workspace-full",
-			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerMissing,
-				Workspace: &WorkspaceUsage{Mode: "soft", Mounted: true, Bytes: 64 << 20, MaxBytes: 64 << 20, Files: 40, MaxFiles: 512, Full: true}},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerMissing,
+				Workspace: &rtsandbox.WorkspaceUsage{Mode: "soft", Mounted: true, Bytes: 64 << 20, MaxBytes: 64 << 20, Files: 40, MaxFiles: 512, Full: true}},
 			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
 				"\nWorkspace (soft bound): 64.0 of 64 MiB, 40 of 512 files used. Full: turns are refused until the owner runs fresh.",
 		},
 		{
 			name: "session-workspace-unmounted",
-			status: RuntimeStatus{Mode: ModeSession, Profile: "studio", Container: ContainerMissing,
-				Workspace: &WorkspaceUsage{Mode: "hard"}},
+			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerMissing,
+				Workspace: &rtsandbox.WorkspaceUsage{Mode: "hard"}},
 			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
 				"\nWorkspace (hard bound): not mounted; measured at the channel's next turn.",
 		},
@@ -114,7 +96,7 @@ func TestStatusPerMode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			chans := newMemChannels(guests)
-			rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, status: tt.status, statusErr: tt.err, chans: chans}
+			rt := &fakeruntime.Runtime{Stat: tt.status, StatErr: tt.err}
 			h := newHarness(t, chans, func(o *Options) { o.Runtime = rt })
 			text, err := h.r.Command(context.Background(), ownerCmd(guests, ActionStatus))
 			if err != nil || text != tt.want {
@@ -130,7 +112,7 @@ func TestStatusPerMode(t *testing.T) {
 // Status keeps the usage line last, after the runtime's line.
 func TestStatusLineThenUsage(t *testing.T) {
 	chans := newMemChannels(guests)
-	rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, status: RuntimeStatus{Mode: ModeSealed, Profile: "default"}, chans: chans}
+	rt := &fakeruntime.Runtime{Stat: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSealed, Profile: "default"}}
 	h := newHarness(t, chans, func(o *Options) {
 		o.Runtime = rt
 		o.Usage = func(context.Context, rtsandbox.ChannelKey) string { return "usage" }
@@ -154,13 +136,14 @@ func TestOffRemovesRuntimeState(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			chans := newMemChannels(guests)
-			rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, removeErr: tt.removeErr, chans: chans}
+			w := &removeWatch{chans: chans}
+			rt := &fakeruntime.Runtime{RemoveErr: tt.removeErr, OnRemove: w.onRemove}
 			h := newHarness(t, chans, func(o *Options) { o.Runtime = rt })
 			text, err := h.r.Command(context.Background(), ownerCmd(guests, ActionOff))
 			if text != tt.wantText || (err != nil) != tt.wantErr {
 				t.Errorf("off = %q, %v; want %q (error %v)", text, err, tt.wantText, tt.wantErr)
 			}
-			removed, enabled := rt.Removed()
+			removed, enabled := rt.Removed(), w.enabledAtRemove()
 			// Removed once, after the channel was switched off.
 			if diff := cmp.Diff([]rtsandbox.ChannelKey{guests}, removed); diff != "" {
 				t.Errorf("Remove calls (-want +got):\n%s", diff)
@@ -179,7 +162,7 @@ func TestOffRemovesRuntimeState(t *testing.T) {
 // switch the channel off leaves its container alone.
 func TestOnlyOffRemoves(t *testing.T) {
 	chans := newMemChannels(guests)
-	rt := &modeRuntime{Runtime: &fakeruntime.Runtime{}, status: RuntimeStatus{Mode: ModeSealed, Profile: "default"}, chans: chans}
+	rt := &fakeruntime.Runtime{Stat: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSealed, Profile: "default"}}
 	h := newHarness(t, chans, func(o *Options) { o.Runtime = rt })
 	ctx := context.Background()
 	for _, a := range []string{ActionOn, ActionStatus, ActionFresh, ActionStop} {
@@ -191,12 +174,12 @@ func TestOnlyOffRemoves(t *testing.T) {
 	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionOff)); text != rtsandbox.CommandFailedText {
 		t.Errorf("off with a failing store = %q", text)
 	}
-	if removed, _ := rt.Removed(); len(removed) != 0 {
+	if removed := rt.Removed(); len(removed) != 0 {
 		t.Errorf("Remove called for %q; want never", removed)
 	}
 }
 
-// A runtime without the optional interfaces keeps the old answers.
+// A runtime that names no mode and keeps nothing keeps the old answers.
 func TestPlainRuntimeKeepsOldAnswers(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	ctx := context.Background()

@@ -29,9 +29,9 @@ var (
 // error RunTurn returns when the driver was cut short.
 var (
 	// ErrTimeout is the cause when the turn deadline passed.
-	ErrTimeout = errors.New("sandbox turn deadline exceeded")
+	ErrTimeout = fmt.Errorf("sandbox: %w", rtsandbox.ErrTurnTimeout)
 	// ErrStopped is the cause when Stop ended the turn.
-	ErrStopped = fmt.Errorf("%w: sandbox turn stopped", rtsandbox.ErrEndedEarly)
+	ErrStopped = fmt.Errorf("sandbox: %w", rtsandbox.ErrTurnStopped)
 	// errTurnEnded cancels the turn context after every turn, success
 	// included, so that host-tool calls still in flight end.
 	errTurnEnded = errors.New("sandbox turn ended")

@@ -95,7 +95,14 @@ type Options struct {
 	// OnTurn, when set, receives the phase timestamps of every admitted
 	// turn just before RunTurn returns. It must not block.
 	OnTurn func(TurnStats)
+	// ProfileFor names a channel's profile for Status; nil names
+	// DefaultProfile.
+	ProfileFor func(rtsandbox.ChannelKey) string
 }
+
+// DefaultProfile is the profile Status names without Options.ProfileFor
+// (the config's built-in default profile).
+const DefaultProfile = "default"
 
 // StateStore is where the host keeps channel state (*memstore.Store).
 // Save stores what a cleanly ended turn of b returned; it must check the

@@ -74,6 +74,32 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 	return r.RunTurnText(ctx, b, text, nil)
 }
 
+var _ rtsandbox.Runtime = (*Runtime)(nil)
+
+// Run runs a turn of the message's input (rtsandbox.Runtime): the sealed
+// worker takes no attachments, so it runs RunTurnText on in.SealedText(),
+// which tells the model the message had files it cannot see. The answer
+// has no files.
+func (r *Runtime) Run(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(answer int, delta string)) (rtsandbox.Answer, error) {
+	reply, err := r.RunTurnText(ctx, b, in.SealedText(), onText)
+	return rtsandbox.Answer{Reply: reply}, err
+}
+
+// Status names the sealed mode and the channel's profile; there is no
+// container to report between turns.
+func (r *Runtime) Status(_ context.Context, channel rtsandbox.ChannelKey) (rtsandbox.RuntimeStatus, error) {
+	st := rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSealed, Profile: DefaultProfile}
+	if r.s.ProfileFor != nil {
+		st.Profile = r.s.ProfileFor(channel)
+	}
+	return st, nil
+}
+
+// Remove has nothing to remove: a sealed turn's container and run dir are
+// gone when the turn ends, and the channel's memory and history are the
+// state store's (kept across off and on, as the spec wants).
+func (r *Runtime) Remove(context.Context, rtsandbox.ChannelKey) error { return nil }
+
 // RunTurnText is RunTurn that also reports the text of the turn's
 // streamed model answers, as the broker relays them, to onText (see
 // broker.TextFunc): answer numbers the turn's streamed answers from 1 and

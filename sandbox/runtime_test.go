@@ -433,3 +433,35 @@ func TestWorkerToolsComeFromTheBroker(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAsRuntime: the sealed runtime's Run gives its worker the sealed
+// text (the attachments notice for the message's own files), answers with
+// no files, names the sealed mode and the channel's profile in Status, and
+// has nothing to Remove.
+func TestRunAsRuntime(t *testing.T) {
+	f := newFixture(t, func(f *fixture) {
+		f.opts.ProfileFor = func(ch rtsandbox.ChannelKey) string { return "p-" + ch.LocalID() }
+	})
+	var got []string
+	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+		got = append(got, turn.Text)
+		return rtsandbox.Reply{OK: true, Text: "seen"}, nil
+	}
+	ctx, b := context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}
+	in := rtsandbox.TurnInput{MessageID: "m1", Text: "look", Attached: 1,
+		Attachments: []rtsandbox.Attachment{{Name: "a.png", Data: []byte{1}}}}
+	a, err := f.rt.Run(ctx, b, in, nil)
+	if err != nil || a.Reply.Text != "seen" || a.Files != nil {
+		t.Fatalf("Run = %+v, %v; want the reply and no files", a, err)
+	}
+	if diff := cmp.Diff([]string{"look\n" + rtsandbox.AttachmentsUnsupportedText}, got); diff != "" {
+		t.Errorf("worker's text (-want +got):\n%s", diff)
+	}
+	st, err := f.rt.Status(ctx, "fake:a")
+	if want := (rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSealed, Profile: "p-a"}); err != nil || st != want {
+		t.Errorf("Status = %+v, %v; want %+v", st, err, want)
+	}
+	if err := f.rt.Remove(ctx, "fake:a"); err != nil {
+		t.Errorf("Remove = %v; want nil", err)
+	}
+}

@@ -40,6 +40,19 @@ type collected struct {
 	images   []rtsandbox.Image
 }
 
+var _ rtsandbox.Runtime = (*Runtime)(nil)
+
+// Run runs a turn of the message's input (rtsandbox.Runtime): RunInput,
+// whose reply files the answer carries. The session worker streams no
+// text to the host yet, so onText is never called.
+func (r *Runtime) Run(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, _ func(answer int, delta string)) (rtsandbox.Answer, error) {
+	res, err := r.RunInput(ctx, b, in)
+	if err != nil {
+		return rtsandbox.Answer{}, err
+	}
+	return rtsandbox.Answer{Reply: rtsandbox.Reply{OK: true, Text: res.Text}, Files: res.Files}, nil
+}
+
 // RunInput runs the turn of one guest message with its attachments (§5.1)
 // and returns the text and the reply files. After the channel is taken,
 // and before its worker is started, the attachments are collected: the

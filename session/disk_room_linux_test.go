@@ -335,7 +335,7 @@ func TestStatusShowsWorkspaceUsage(t *testing.T) {
 				t.Fatalf("status = %+v, %v", st, err)
 			}
 			w := *st.Workspace
-			if w.Mode != mode || !w.Mounted || w.Full || w.Bytes < 1<<20 || w.Bytes > 8<<20 || w.Files < 4 || w.MaxFiles > 512 {
+			if w.Mode != string(mode) || !w.Mounted || w.Full || w.Bytes < 1<<20 || w.Bytes > 8<<20 || w.Files < 4 || w.MaxFiles > 512 {
 				t.Errorf("workspace = %+v; want %s, mounted, about 1 MiB and a few files of 512, not full", w, mode)
 			}
 			if mode == DiskSoft && (w.MaxBytes != 64<<20 || w.MaxFiles != 512) {

@@ -47,9 +47,9 @@ var (
 // the error Turn returns.
 var (
 	// ErrTimeout: the turn deadline passed.
-	ErrTimeout = errors.New("session turn deadline exceeded")
+	ErrTimeout = fmt.Errorf("session: %w", rtsandbox.ErrTurnTimeout)
 	// ErrStopped: Stop, Remove or StartFresh ended the turn.
-	ErrStopped = fmt.Errorf("%w: session turn stopped", rtsandbox.ErrEndedEarly)
+	ErrStopped = fmt.Errorf("session: %w", rtsandbox.ErrTurnStopped)
 	// errTurnEnded cancels every turn's context when it ends, success
 	// included, so that broker calls still in flight end.
 	errTurnEnded = errors.New("session turn ended")

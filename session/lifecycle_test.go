@@ -520,7 +520,7 @@ func TestChannelBusy(t *testing.T) {
 	if _, err := f.turnIn(context.Background(), "discord:other", "c"); err != nil {
 		t.Errorf("another channel's turn = %v", err)
 	}
-	if st, err := f.rt.Status(context.Background(), "discord:b"); err != nil || !st.Busy {
+	if st, err := f.rt.Inspect(context.Background(), "discord:b"); err != nil || !st.Busy {
 		t.Errorf("Status = %+v, %v; want busy", st, err)
 	}
 	close(finish)
@@ -714,7 +714,7 @@ func TestRemove(t *testing.T) {
 	if !f.w.brokers[0].closed {
 		t.Error("Remove left the broker open")
 	}
-	st, err := f.rt.Status(context.Background(), "discord:r")
+	st, err := f.rt.Inspect(context.Background(), "discord:r")
 	if err != nil || st.Container != container.StateMissing || st.Ready {
 		t.Errorf("Status after Remove = %+v, %v", st, err)
 	}
@@ -812,7 +812,7 @@ func TestRunTurn(t *testing.T) {
 // Status reports mode, profile and the container state.
 func TestStatus(t *testing.T) {
 	f := newFixture(t)
-	st, err := f.rt.Status(context.Background(), "discord:st")
+	st, err := f.rt.Inspect(context.Background(), "discord:st")
 	want := Status{Mode: "session", Profile: "studio", Container: container.StateMissing}
 	if err != nil || st != want {
 		t.Errorf("Status before a turn = %+v, %v; want %+v", st, err, want)
@@ -820,7 +820,7 @@ func TestStatus(t *testing.T) {
 	if _, err := f.turnIn(context.Background(), "discord:st", "a"); err != nil {
 		t.Fatal(err)
 	}
-	st, err = f.rt.Status(context.Background(), "discord:st")
+	st, err = f.rt.Inspect(context.Background(), "discord:st")
 	want = Status{Mode: "session", Profile: "studio", Container: container.StateRunning, Image: testImage, ContainerProfile: "studio", Ready: true}
 	if err != nil || st != want {
 		t.Errorf("Status after a turn = %+v, %v; want %+v", st, err, want)

@@ -49,7 +49,7 @@ type brokerEntry struct {
 	broker  Broker
 }
 
-// Status is what Status reports of a channel.
+// Status is what Inspect reports of a channel.
 type Status struct {
 	// Mode is always "session".
 	Mode string
@@ -66,11 +66,11 @@ type Status struct {
 	Busy, Ready bool
 	// Workspace is the workspace's use against its disk bound; nil
 	// without a bound or before the channel's first turn.
-	Workspace *WorkspaceUsage
+	Workspace *rtsandbox.WorkspaceUsage
 }
 
 // Mode is Status.Mode.
-const Mode = "session"
+const Mode = rtsandbox.ModeSession
 
 // New checks opts (every setup refusal: missing parts, profiles whose
 // container spec is invalid, a root worker, a party dir that is not
@@ -213,8 +213,20 @@ func (r *Runtime) name(channel rtsandbox.ChannelKey) string {
 	return r.s.name(channel)
 }
 
-// Status reports the channel's mode, profile and container state.
-func (r *Runtime) Status(ctx context.Context, channel rtsandbox.ChannelKey) (Status, error) {
+// Status reports the channel's mode, profile, container state and
+// workspace for the owner's status command (rtsandbox.Runtime).
+func (r *Runtime) Status(ctx context.Context, channel rtsandbox.ChannelKey) (rtsandbox.RuntimeStatus, error) {
+	st, err := r.Inspect(ctx, channel)
+	if err != nil {
+		// The mode and profile stand; the container is not known.
+		return rtsandbox.RuntimeStatus{Mode: Mode, Profile: r.s.ProfileFor(channel)}, err
+	}
+	return rtsandbox.RuntimeStatus{Mode: st.Mode, Profile: st.Profile, Container: st.Container, Workspace: st.Workspace}, nil
+}
+
+// Inspect reports the channel's mode, profile and container state, with
+// what the engine says of its container and whether a turn runs.
+func (r *Runtime) Inspect(ctx context.Context, channel rtsandbox.ChannelKey) (Status, error) {
 	if err := checkChannel(channel); err != nil {
 		return Status{}, err
 	}

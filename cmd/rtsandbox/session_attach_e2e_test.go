@@ -26,7 +26,7 @@ import (
 )
 
 // End to end with real Docker, through the session runtime as the host's
-// runtime mux calls it (host.SessionRuntime.RunInput; the HTTP API's
+// runtime mux calls it (host.SessionRuntime.Run; the HTTP API's
 // attachments are another change): a message's image reaches the stand-in
 // model as an image part, the worker reads the attachment for a host tool,
 // the tool's image lands in the worker's outbox and comes back as a reply
@@ -134,12 +134,12 @@ func TestSessionImageInFileOut(t *testing.T) {
 	b := rtsandbox.Binding{Channel: "http:lobby", Speaker: rtsandbox.Speaker{ID: "alice", Name: "Alice"}, Tier: rtsandbox.TierMember}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ans, err := rt.RunInput(ctx, b, rtsandbox.TurnInput{MessageID: "m1", Text: "make this bigger", Attachments: []rtsandbox.Attachment{
+	ans, err := rt.Run(ctx, b, rtsandbox.TurnInput{MessageID: "m1", Text: "make this bigger", Attachments: []rtsandbox.Attachment{
 		{Name: "shot.png", ContentType: "image/png", Data: shot},
 		{Name: "x.png", ContentType: "image/png", Data: []byte("<!doctype html><script>alert(1)</script>")},
-	}})
+	}}, nil)
 	if err != nil {
-		t.Fatalf("RunInput: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	if diff := cmp.Diff([]fakemodel.Image{{MIMEType: rtsandbox.MIMEPNG, Data: base64.StdEncoding.EncodeToString(shot)}}, sawImages); diff != "" {
 		t.Errorf("the image did not reach the model as an image part (-want +got):\n%s", diff)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
-	"github.com/rtsandbox/rtsandbox/router"
 )
 
 // End to end with real Docker through `rtsandbox serve` and its chat
@@ -177,7 +176,7 @@ func TestSessionServeHTTPFiles(t *testing.T) {
 		t.Errorf("sealed reply = %q, files %v; want the model's text and none", text, files)
 	}
 	last = model.Requests()[len(model.Requests())-1]
-	if got, want := last.UserText(), "look at this\n"+router.AttachmentsNotice; got != want {
+	if got, want := last.UserText(), "look at this\n"+rtsandbox.AttachmentsUnsupportedText; got != want {
 		t.Errorf("sealed model input = %q; want %q", got, want)
 	}
 	if ims := last.Images(); len(ims) != 0 {

@@ -1,7 +1,8 @@
-// Package fakeruntime is a stand-in for the sealed runtime in tests of the
-// layers above it (router, surfaces): it records each turn and lets the
-// test decide its outcome, and Stop cancels a running turn's context like
-// the real runtime does.
+// Package fakeruntime is a stand-in for a mode's runtime (rtsandbox.Runtime)
+// in tests of the layers above it (router, host, surfaces): it records each
+// turn and lets the test decide its outcome, Stop cancels a running turn's
+// context like the real runtimes do, and Status and Remove answer what the
+// test set.
 package fakeruntime
 
 import (
@@ -16,64 +17,74 @@ import (
 type Call struct {
 	Channel rtsandbox.ChannelKey
 	Speaker rtsandbox.Speaker
-	Text    string
-	// OnText is the turn's text observer (RunTurnText), nil for RunTurn.
+	// Text is the input's Text.
+	Text string
+	// OnText is the turn's text observer, nil when the turn shows no
+	// preview.
 	OnText func(answer int, delta string)
-	// Input marks a turn run by RunTurnInput; MessageID and Attachments
-	// are then the message's input, and Text its TurnInput.Text.
-	Input       bool
+	// MessageID, Attachments and Attached are the rest of the message's
+	// input.
 	MessageID   string
 	Attachments []rtsandbox.Attachment
+	Attached    int
 }
 
-// Runtime implements router.Runtime. Run decides each turn's outcome
+// Input is the call's rtsandbox.TurnInput.
+func (c Call) Input() rtsandbox.TurnInput {
+	return rtsandbox.TurnInput{MessageID: c.MessageID, Text: c.Text, Attachments: c.Attachments, Attached: c.Attached}
+}
+
+// Runtime implements rtsandbox.Runtime. Turn decides each turn's outcome
 // (nil: {OK: true, Text: "Sealed."}); set it before turns start, or use
-// SetRun while they run. Files, when set, gives the files a RunTurnInput
-// turn answers with, whatever its outcome: deciding whether to post them
-// is the caller's business.
+// SetTurn while they run. Files, when set, gives the files a turn answers
+// with, whatever its outcome: deciding whether to post them is the
+// caller's business.
 type Runtime struct {
-	Run   func(ctx context.Context, c Call) (rtsandbox.Reply, error)
+	Turn  func(ctx context.Context, c Call) (rtsandbox.Reply, error)
 	Files func(c Call) []rtsandbox.File
 	// FreshErr is what StartFresh returns (set before commands run).
 	FreshErr error
+	// Stat and StatErr are what Status returns; the zero Stat names no
+	// mode, so the status command shows the routing state only.
+	Stat    rtsandbox.RuntimeStatus
+	StatErr error
+	// RemoveErr is what Remove returns; OnRemove, when set, runs inside
+	// Remove (to see the world as Remove does).
+	RemoveErr error
+	OnRemove  func(rtsandbox.ChannelKey)
 
 	mu    sync.Mutex
 	calls []Call
 	// bindings are the calls' bindings, tier included, in call order.
 	bindings []rtsandbox.Binding
 	fresh    []rtsandbox.ChannelKey
+	removed  []rtsandbox.ChannelKey
 	active   map[rtsandbox.ChannelKey]context.CancelFunc
 }
 
-// RunTurn records the call and runs Run with a context Stop can cancel.
-func (f *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
-	return f.RunTurnText(ctx, b, text, nil)
-}
+var _ rtsandbox.Runtime = (*Runtime)(nil)
 
-// RunTurnText is RunTurn whose Call carries onText, so that Run may
-// report streamed text as the real runtime would.
-func (f *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text string, onText func(answer int, delta string)) (rtsandbox.Reply, error) {
-	return f.run(ctx, b, Call{Channel: b.Channel, Speaker: b.Speaker, Text: text, OnText: onText})
-}
-
-// RunTurnInput is RunTurnText with a message's input (router.InputRuntime
-// without the router's Answer type, which this package cannot import: the
-// router's own tests use it): the Call records the message id and the
-// attachments, and the turn answers with Files' files.
-func (f *Runtime) RunTurnInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(answer int, delta string)) (rtsandbox.Reply, []rtsandbox.File, error) {
+// Run records the call and runs Turn with a context Stop can cancel.
+func (f *Runtime) Run(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(answer int, delta string)) (rtsandbox.Answer, error) {
 	c := Call{Channel: b.Channel, Speaker: b.Speaker, Text: in.Text, OnText: onText,
-		Input: true, MessageID: in.MessageID, Attachments: in.Attachments}
+		MessageID: in.MessageID, Attachments: in.Attachments, Attached: in.Attached}
 	reply, err := f.run(ctx, b, c)
 	f.mu.Lock()
 	files := f.Files
 	f.mu.Unlock()
-	if files == nil {
-		return reply, nil, err
+	if files == nil || err != nil {
+		return rtsandbox.Answer{Reply: reply}, err
 	}
-	return reply, files(c), err
+	return rtsandbox.Answer{Reply: reply, Files: files(c)}, nil
 }
 
-// run records c and runs Run with a context Stop can cancel.
+// RunTurn runs a turn of text alone, as a sealed runtime's own callers do.
+func (f *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+	a, err := f.Run(ctx, b, rtsandbox.TurnInput{Text: text}, nil)
+	return a.Reply, err
+}
+
+// run records c and runs Turn with a context Stop can cancel.
 func (f *Runtime) run(ctx context.Context, b rtsandbox.Binding, c Call) (rtsandbox.Reply, error) {
 	ch := b.Channel
 	ctx, cancel := context.WithCancel(ctx)
@@ -85,20 +96,20 @@ func (f *Runtime) run(ctx context.Context, b rtsandbox.Binding, c Call) (rtsandb
 		f.active = map[rtsandbox.ChannelKey]context.CancelFunc{}
 	}
 	f.active[ch] = cancel
-	run := f.Run
+	turn := f.Turn
 	f.mu.Unlock()
 	defer func() { f.mu.Lock(); delete(f.active, ch); f.mu.Unlock() }()
-	if run == nil {
+	if turn == nil {
 		return rtsandbox.Reply{OK: true, Text: "Sealed."}, nil
 	}
-	return run(ctx, c)
+	return turn(ctx, c)
 }
 
-// SetRun replaces Run safely while turns may be running.
-func (f *Runtime) SetRun(run func(ctx context.Context, c Call) (rtsandbox.Reply, error)) {
+// SetTurn replaces Turn safely while turns may be running.
+func (f *Runtime) SetTurn(turn func(ctx context.Context, c Call) (rtsandbox.Reply, error)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Run = run
+	f.Turn = turn
 }
 
 // StartFresh records the channel.
@@ -118,6 +129,23 @@ func (f *Runtime) Stop(ch rtsandbox.ChannelKey) bool {
 		return true
 	}
 	return false
+}
+
+// Status returns Stat and StatErr.
+func (f *Runtime) Status(context.Context, rtsandbox.ChannelKey) (rtsandbox.RuntimeStatus, error) {
+	return f.Stat, f.StatErr
+}
+
+// Remove records the channel, runs OnRemove and returns RemoveErr.
+func (f *Runtime) Remove(_ context.Context, ch rtsandbox.ChannelKey) error {
+	f.mu.Lock()
+	f.removed = append(f.removed, ch)
+	on := f.OnRemove
+	f.mu.Unlock()
+	if on != nil {
+		on(ch)
+	}
+	return f.RemoveErr
 }
 
 // Calls returns the turns run so far.
@@ -140,4 +168,11 @@ func (f *Runtime) Fresh() []rtsandbox.ChannelKey {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.fresh)
+}
+
+// Removed returns the channels Remove was called for.
+func (f *Runtime) Removed() []rtsandbox.ChannelKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.removed)
 }

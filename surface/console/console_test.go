@@ -28,14 +28,23 @@ type fakeRuntime struct {
 	script []func() (rtsandbox.Reply, error)
 }
 
-func (f *fakeRuntime) RunTurn(_ context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
+// Run records the turn's channel, speaker and sealed text and answers
+// with the script's next reply.
+func (f *fakeRuntime) Run(_ context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, _ func(int, string)) (rtsandbox.Answer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.texts = append(f.texts, string(b.Channel)+"|"+b.Speaker.ID+"|"+text)
+	f.texts = append(f.texts, string(b.Channel)+"|"+b.Speaker.ID+"|"+in.SealedText())
 	next := f.script[0]
 	f.script = f.script[1:]
-	return next()
+	reply, err := next()
+	return rtsandbox.Answer{Reply: reply}, err
 }
+
+func (f *fakeRuntime) Status(context.Context, rtsandbox.ChannelKey) (rtsandbox.RuntimeStatus, error) {
+	return rtsandbox.RuntimeStatus{}, nil
+}
+
+func (f *fakeRuntime) Remove(context.Context, rtsandbox.ChannelKey) error { return nil }
 
 func (f *fakeRuntime) StartFresh(rtsandbox.ChannelKey) error {
 	f.mu.Lock()

@@ -26,8 +26,8 @@ type filesRuntime struct {
 	files []rtsandbox.File
 }
 
-func (f *filesRuntime) RunInput(context.Context, rtsandbox.Binding, rtsandbox.TurnInput, func(int, string)) (router.Answer, error) {
-	return router.Answer{Reply: rtsandbox.Reply{OK: true, Text: f.reply}, Files: f.files}, nil
+func (f *filesRuntime) Run(context.Context, rtsandbox.Binding, rtsandbox.TurnInput, func(int, string)) (rtsandbox.Answer, error) {
+	return rtsandbox.Answer{Reply: rtsandbox.Reply{OK: true, Text: f.reply}, Files: f.files}, nil
 }
 
 // TestDoorNothingLeavesConsole (issue 21 item 2): a model key planted in a

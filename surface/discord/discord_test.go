@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/access"
@@ -77,7 +78,7 @@ func TestAddressedMessageGetsTypingAndChunkedReplies(t *testing.T) {
 	h := newHarness(t)
 	para := strings.Repeat("sealed ", 214) // 1498 units
 	reply := strings.Join([]string{para + "@everyone", para + "<@&" + memberRole + ">", para}, "\n\n")
-	h.rt.SetRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetTurn(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		// The typing indicator shows while the turn runs.
 		_, err := h.fake.Wait(ctx, func(c []fakediscord.Call) bool { return find(c, "POST", typingPath(enabledID)) >= 0 })
 		return rtsandbox.Reply{OK: true, Text: reply}, err
@@ -86,7 +87,9 @@ func TestAddressedMessageGetsTypingAndChunkedReplies(t *testing.T) {
 
 	calls := h.waitFor(t, "three chunks", func(c []fakediscord.Call) bool { return count(c, "POST", messagesPath(enabledID)) == 3 })
 	want := []turnCall{{Channel: enabled, Speaker: rtsandbox.Speaker{ID: aliceID, Name: "alice", PrincipalID: "discord:" + aliceID}, Text: "hello there"}}
-	if diff := cmp.Diff(want, h.rt.Calls()); diff != "" {
+	got := h.rt.Calls()
+	// The message id is the fake Discord's: the runtime gets it, whatever it is.
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(turnCall{}, "MessageID")); diff != "" || got[0].MessageID == "" {
 		t.Errorf("turns (-want +got):\n%s", diff)
 	}
 	if calls[0].Method != "POST" || calls[0].Path != typingPath(enabledID) {
@@ -152,13 +155,13 @@ func TestRepliesQuotesAttachmentsAndForwards(t *testing.T) {
 	calls := h.waitFor(t, "four replies", func(c []fakediscord.Call) bool { return count(c, "POST", messagesPath(enabledID)) == 4 })
 	var texts []string
 	for _, c := range h.rt.Calls() {
-		texts = append(texts, c.Text)
+		texts = append(texts, c.Input().SealedText())
 	}
 	want := []string{
 		router.QuotePrefix + "earlier answer\n\nwhat about it",
 		router.QuotePrefix + "earlier answer\n\nand this",
-		"look\n" + router.AttachmentsNotice,
-		"\n" + router.AttachmentsNotice,
+		"look\n" + rtsandbox.AttachmentsUnsupportedText,
+		"\n" + rtsandbox.AttachmentsUnsupportedText,
 	}
 	if diff := cmp.Diff(want, texts); diff != "" {
 		t.Errorf("turn texts (-want +got):\n%s", diff)
@@ -225,7 +228,7 @@ func TestIgnoredMessagesCostNothing(t *testing.T) {
 	}
 	// Messages are routed one at a time in order: once the sentinel is
 	// answered, every message above has been routed.
-	h.rt.SetRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetTurn(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		_, err := h.fake.Wait(ctx, func(c []fakediscord.Call) bool { return find(c, "POST", typingPath(enabledID)) >= 0 })
 		return rtsandbox.Reply{OK: true, Text: "Sealed."}, err
 	})
@@ -302,7 +305,7 @@ func TestOwnerOffWaitsBehindRunningTurn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	h.rt.SetRun(func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetTurn(func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "held answer"}, nil
@@ -362,7 +365,7 @@ func TestOwnerCommands(t *testing.T) {
 
 	// stop aborts the running turn, which then posts its fixed notice.
 	started := make(chan struct{})
-	h.rt.SetRun(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
+	h.rt.SetTurn(func(ctx context.Context, _ turnCall) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, ctx.Err()

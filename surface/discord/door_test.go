@@ -27,9 +27,8 @@ func TestDoorNothingLeavesDiscord(t *testing.T) {
 	var mu sync.Mutex
 	var kinds []string
 	h := buildHarness(t, harnessConfig{
-		input: true,
-		edit:  func(o *discord.Options) { o.Preview = true },
-		door:  door.New([]door.Secret{{Name: "discord.token_env", Read: func() rtsandbox.Secret { return token }}}),
+		edit: func(o *discord.Options) { o.Preview = true },
+		door: door.New([]door.Secret{{Name: "discord.token_env", Read: func() rtsandbox.Secret { return token }}}),
 		onDoor: func(_ rtsandbox.ChannelKey, k router.DeliveryKind) {
 			mu.Lock()
 			kinds = append(kinds, string(k))
@@ -37,7 +36,7 @@ func TestDoorNothingLeavesDiscord(t *testing.T) {
 			refused <- k
 		},
 	})
-	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		c.OnText(1, "Hello ")
 		h.waitFor(t, "the first preview", func(c []fakediscord.Call) bool { return find(c, "POST", messagesPath(enabledID)) >= 0 })
 		c.OnText(1, "the token is "+base64.StdEncoding.EncodeToString([]byte(token)))

@@ -307,7 +307,7 @@ func cmpOr(v, def int64) int64 {
 // turn's files do not.
 func TestTurnFilesThroughTheRouter(t *testing.T) {
 	t.Parallel()
-	h := buildHarness(t, harnessConfig{input: true})
+	h := buildHarness(t, harnessConfig{})
 	h.rt.Files = func(c turnCall) []rtsandbox.File {
 		return []rtsandbox.File{{Name: "answer.txt", Data: []byte("42 for " + c.Text)}}
 	}
@@ -321,11 +321,11 @@ func TestTurnFilesThroughTheRouter(t *testing.T) {
 	}
 	got := h.rt.Calls()
 	wantAtt := []rtsandbox.Attachment{{Name: "data.csv", ContentType: "text/csv", Size: 5, URL: cdn("data.csv")}}
-	if len(got) != 1 || !got[0].Input || got[0].MessageID == "" || !cmp.Equal(got[0].Attachments, wantAtt) || got[0].Text != "count this" {
+	if len(got) != 1 || got[0].MessageID == "" || !cmp.Equal(got[0].Attachments, wantAtt) || got[0].Text != "count this" {
 		t.Errorf("runtime calls = %+v; want one input turn with %+v and no notice", got, wantAtt)
 	}
 
-	h.rt.SetRun(func(context.Context, turnCall) (rtsandbox.Reply, error) { return rtsandbox.Reply{OK: false}, nil })
+	h.rt.SetTurn(func(context.Context, turnCall) (rtsandbox.Reply, error) { return rtsandbox.Reply{OK: false}, nil })
 	h.post(t, guildMessage(enabledID, alice, []string{memberRole}, "again", true))
 	calls = h.waitFor(t, "the failure", func(c []fakediscord.Call) bool { return count(c, "POST", messagesPath(enabledID)) == 2 })
 	last := posts(t, calls, enabledID)[1]

@@ -88,27 +88,15 @@ func newHarnessWith(t *testing.T, wrap func(discord.Router) discord.Router, edit
 }
 
 // harnessConfig varies a harness: the surface's view of the router
-// (wrap), its options (edit), the fake Discord's options (fake), and a
-// runtime that takes a message's input (input: the fake runtime as a
-// router.InputRuntime, as the host's runtime mux is).
+// (wrap), its options (edit) and the fake Discord's options (fake).
 type harnessConfig struct {
-	wrap  func(discord.Router) discord.Router
-	edit  func(*discord.Options)
-	fake  func(*fakediscord.Options)
-	input bool
+	wrap func(discord.Router) discord.Router
+	edit func(*discord.Options)
+	fake func(*fakediscord.Options)
 	// door is the router's door (nil: one with no credential), and
 	// onDoor its OnDoor.
 	door   router.Door
 	onDoor func(rtsandbox.ChannelKey, router.DeliveryKind)
-}
-
-// inputRuntime is the fake runtime as a router.InputRuntime: it records
-// each message's input and answers with the fake's Files.
-type inputRuntime struct{ *fakeRuntime }
-
-func (r inputRuntime) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (router.Answer, error) {
-	reply, files, err := r.RunTurnInput(ctx, b, in, onText)
-	return router.Answer{Reply: reply, Files: files}, err
 }
 
 func buildHarness(t *testing.T, hc harnessConfig) *harness {
@@ -145,10 +133,7 @@ func buildHarness(t *testing.T, hc harnessConfig) *harness {
 		t.Fatalf("access.New: %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var rt router.Runtime = h.rt
-	if hc.input {
-		rt = inputRuntime{h.rt}
-	}
+	rt := h.rt
 	var d router.Door = door.New(nil)
 	if hc.door != nil {
 		d = hc.door

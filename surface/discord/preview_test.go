@@ -145,7 +145,7 @@ func previewMessageID(t *testing.T, h *harness) string {
 // and the preview goes away.
 func TestPreviewThroughRouter(t *testing.T) {
 	h := newHarnessWith(t, nil, func(o *discord.Options) { o.Preview = true })
-	h.rt.Run = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	h.rt.Turn = func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.OnText == nil {
 			t.Error("the turn got no text observer")
 			return rtsandbox.Reply{OK: true, Text: "no preview"}, nil

@@ -19,20 +19,9 @@ import (
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
-// inputRuntime is the fake runtime as a router.InputRuntime (the host's
-// runtime mux is one): it records each message's input and answers with
-// the fake's Files.
-type inputRuntime struct{ *fakeRuntime }
-
-func (r inputRuntime) RunInput(ctx context.Context, b rtsandbox.Binding, in rtsandbox.TurnInput, onText func(int, string)) (router.Answer, error) {
-	reply, files, err := r.RunTurnInput(ctx, b, in, onText)
-	return router.Answer{Reply: reply, Files: files}, err
-}
-
-// withInput makes the fixture's router run turns through rt as an
-// InputRuntime.
+// withInput makes the fixture's router run turns through rt.
 func withInput(rt *fakeRuntime) func(*router.Options) {
-	return func(o *router.Options) { o.Runtime = inputRuntime{rt} }
+	return func(o *router.Options) { o.Runtime = rt }
 }
 
 // b64 is the standard base64 of n bytes.
@@ -192,7 +181,7 @@ func TestAttachmentsBecomeFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := &fakeRuntime{Run: echo}
+			rt := &fakeRuntime{Turn: echo}
 			f := newFixture(t, rt, nil, withInput(rt))
 			body := strings.TrimSuffix(withAttachments(tt.text, tt.attachments), "}") + `,"wait":true}`
 			code, body := f.do(t, "POST", "/api/v1/messages", guestToken, body)
@@ -206,7 +195,7 @@ func TestAttachmentsBecomeFiles(t *testing.T) {
 			if diff := cmp.Diff(tt.want, calls[0].Attachments); diff != "" {
 				t.Errorf("attachments (-want +got):\n%s", diff)
 			}
-			if calls[0].Text != tt.text || !calls[0].Input || !strings.HasPrefix(calls[0].MessageID, "m_") {
+			if calls[0].Text != tt.text || !strings.HasPrefix(calls[0].MessageID, "m_") {
 				t.Errorf("call = %+v; want the text %q without notice, by message id", calls[0], tt.text)
 			}
 			if n := f.api.attached.inUse(); n != 0 {
@@ -225,7 +214,7 @@ func TestAttachmentRequestBound(t *testing.T) {
 	if int64(len(largest)) > DefaultMaxRequestBytes {
 		t.Fatalf("the largest message is %d bytes; DefaultMaxRequestBytes %d", len(largest), DefaultMaxRequestBytes)
 	}
-	rt := &fakeRuntime{Run: echo}
+	rt := &fakeRuntime{Turn: echo}
 	f := newFixture(t, rt, nil, withInput(rt))
 	if code, body := f.do(t, "POST", "/api/v1/messages", guestToken, largest); code != http.StatusAccepted {
 		t.Errorf("largest message = %d %s; want 202", code, body)
@@ -248,7 +237,7 @@ func TestAttachmentRequestBound(t *testing.T) {
 // a settled message gives its bytes back.
 func TestAttachmentHoldingBounded(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -333,7 +322,7 @@ func TestReplyFilesOnTheWire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := &fakeRuntime{Run: tt.run, Files: func(turnCall) []rtsandbox.File {
+			rt := &fakeRuntime{Turn: tt.run, Files: func(turnCall) []rtsandbox.File {
 				return []rtsandbox.File{{Name: "report.csv", Data: []byte("a,b\n1,2\n")}, {Name: "shot.png", Data: []byte("\x89PNG\r\n\x1a\n")}}
 			}}
 			f := newFixture(t, rt, nil, withInput(rt))

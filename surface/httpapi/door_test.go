@@ -37,7 +37,7 @@ func TestDoorNothingLeavesHTTP(t *testing.T) {
 		}
 		return rtsandbox.Reply{OK: true, Text: "Here it is: " + doorKey}, nil
 	}
-	rt := &fakeRuntime{Run: run, Files: func(turnCall) []rtsandbox.File {
+	rt := &fakeRuntime{Turn: run, Files: func(turnCall) []rtsandbox.File {
 		return []rtsandbox.File{{Name: "notes.txt", Data: []byte("key=" + hex.EncodeToString([]byte(doorKey)))}}
 	}}
 	var mu sync.Mutex

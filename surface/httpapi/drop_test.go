@@ -77,7 +77,7 @@ func assertDropLogged(t *testing.T, f *fixture, channel, reason string) {
 // and the API's own drop reaches OnDrop through the router.
 func TestDropQueueFull(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}}
@@ -102,7 +102,7 @@ func TestDropQueueFull(t *testing.T) {
 // event.
 func TestDropShuttingDown(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
 	}}
@@ -142,7 +142,7 @@ func TestDropShuttingDown(t *testing.T) {
 // is dropped later: its wait answer and done event name not_sandboxed.
 func TestDropLaterNotSandboxed(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
 	}}

@@ -131,7 +131,7 @@ func (l *logRecorder) records(msg string) []map[string]string {
 func newFixture(t *testing.T, rt *fakeRuntime, edit func(*Options), routerEdits ...func(*router.Options)) *fixture {
 	t.Helper()
 	if rt == nil {
-		rt = &fakeRuntime{Run: echo}
+		rt = &fakeRuntime{Turn: echo}
 	}
 	f := &fixture{rt: rt, channels: &memChannels{set: map[rtsandbox.ChannelKey]bool{lobby: true}}, token: guestToken, logs: &logRecorder{}}
 	pol, err := access.New(access.Rules{Owners: []access.Identity{"http:boss"}, Members: []access.Identity{"http:alice", "http:bob"}})

@@ -204,7 +204,7 @@ func TestMessageNeedsJSONContentType(t *testing.T) {
 
 func TestWaitReturnsReplyChunks(t *testing.T) {
 	para := strings.Repeat("x", 1500)
-	rt := &fakeRuntime{Run: func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(_ context.Context, c turnCall) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: para + "\n\n" + para}, nil
 	}}
 	f := newFixture(t, rt, nil)
@@ -219,7 +219,7 @@ func TestWaitReturnsReplyChunks(t *testing.T) {
 	}
 	calls := rt.Calls()
 	wantCall := []turnCall{{Channel: lobby, Speaker: rtsandbox.Speaker{ID: "alice", Name: "Alice", PrincipalID: "http:alice"},
-		Text: router.QuotePrefix + "earlier\n\nHello"}}
+		Text: router.QuotePrefix + "earlier\n\nHello", MessageID: got.ID}}
 	if diff := cmp.Diff(wantCall, calls); diff != "" {
 		t.Errorf("runtime calls (-want +got):\n%s", diff)
 	}
@@ -228,7 +228,7 @@ func TestWaitReturnsReplyChunks(t *testing.T) {
 func TestWaitFailedTurnAnswersFixedText(t *testing.T) {
 	// Not rtsandbox.ErrBusy: the router answers that one with its busy
 	// text (no free host slot), not the failure text.
-	rt := &fakeRuntime{Run: func(context.Context, turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(context.Context, turnCall) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{}, errors.New("the container engine went away")
 	}}
 	f := newFixture(t, rt, nil)
@@ -303,7 +303,7 @@ func TestPerChannelOrderAndConcurrency(t *testing.T) {
 	started := make(chan rtsandbox.ChannelKey, 16)
 	var mu sync.Mutex
 	active := map[rtsandbox.ChannelKey]int{}
-	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		mu.Lock()
 		active[c.Channel]++
 		if active[c.Channel] > 1 {
@@ -358,7 +358,7 @@ func TestPerChannelOrderAndConcurrency(t *testing.T) {
 
 func TestQueueLimit(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}}
@@ -382,7 +382,7 @@ func TestQueueLimit(t *testing.T) {
 
 func TestWaitTimeout(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "late"}, nil
 	}}
@@ -396,7 +396,7 @@ func TestWaitTimeout(t *testing.T) {
 
 func TestStopRefusesMessages(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "first"}, nil
 	}}
@@ -486,7 +486,7 @@ func TestOwnerEndpointNeedsOwnerIdentity(t *testing.T) {
 // after the turn already running there.
 func TestOwnerCommandWaitsForQueuedTurns(t *testing.T) {
 	release := make(chan struct{})
-	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: "done"}, nil
 	}}
@@ -585,7 +585,7 @@ func TestOwnerTokenEqualToGuestTokenRefused(t *testing.T) {
 // (issue 21: the owner was told the host's disk was full with 72 GB free).
 func TestOwnerFreshWorkspaceFullNamed(t *testing.T) {
 	enospc := &os.PathError{Op: "mkdir", Path: "sessions/archive", Err: syscall.ENOSPC}
-	f := newFixture(t, &fakeRuntime{Run: echo, FreshErr: fmt.Errorf("%w: %w", rtsandbox.ErrWorkspaceFull, enospc)}, nil)
+	f := newFixture(t, &fakeRuntime{Turn: echo, FreshErr: fmt.Errorf("%w: %w", rtsandbox.ErrWorkspaceFull, enospc)}, nil)
 	code, body := f.do(t, http.MethodPost, "/api/v1/channels/http:lobby/fresh", ownerToken, "")
 	if code != http.StatusInsufficientStorage || !strings.Contains(body, rtsandbox.WorkspaceFullText) || strings.Contains(body, "host") {
 		t.Errorf("fresh on a full workspace = %d %q; want 507 and the workspace-full text", code, body)

@@ -39,7 +39,7 @@ func TestLoadHostPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	rt := &fakeRuntime{Run: echo} // answers "echo: <text>" at once
+	rt := &fakeRuntime{Turn: echo} // answers "echo: <text>" at once
 	pol, _ := access.New(access.Rules{Everyone: true})
 	r, err := router.New(router.Options{Door: door.New(nil), Channels: store, Runtime: rt, Access: pol})
 	if err != nil {

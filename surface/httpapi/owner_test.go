@@ -14,7 +14,7 @@ import (
 // blockingRuntime runs turns until release is closed or the turn is
 // stopped.
 func blockingRuntime(release <-chan struct{}) *fakeRuntime {
-	return &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	return &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		select {
 		case <-release:
 			return rtsandbox.Reply{OK: true, Text: "done: " + c.Text}, nil

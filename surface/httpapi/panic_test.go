@@ -55,7 +55,7 @@ func TestHandlerPanicAbortsOnlyThatRequest(t *testing.T) {
 // A runtime that panics is answered with the router's fixed failure text,
 // and the channel's next message is answered.
 func TestRuntimePanicAnsweredOverHTTP(t *testing.T) {
-	rt := &fakeRuntime{Run: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
+	rt := &fakeRuntime{Turn: func(ctx context.Context, c turnCall) (rtsandbox.Reply, error) {
 		if c.Text == "explode" {
 			panic("runtime broke")
 		}

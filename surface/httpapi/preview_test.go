@@ -48,7 +48,7 @@ func TestDeltaEvents(t *testing.T) {
 				}
 				return rtsandbox.Reply{OK: true, Text: "The worker's answer."}, nil
 			}
-			f := newFixture(t, &fakeRuntime{Run: run}, func(o *Options) { o.Preview = tt.preview })
+			f := newFixture(t, &fakeRuntime{Turn: run}, func(o *Options) { o.Preview = tt.preview })
 			if f.api.Previews() != tt.preview {
 				t.Fatalf("Previews() = %v, want %v", f.api.Previews(), tt.preview)
 			}
