@@ -177,7 +177,7 @@ func archRules() []importRule {
 		who:  func(dir string) bool { return !under(dir, "internal", "cmd") },
 		allowed: func(_, ip string) bool {
 			l := local(ip)
-			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf", "internal/chunkread", "internal/skilltest", "internal/sqlitelock")
+			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf", "internal/chunkread", "internal/skilltest", "internal/sqlitelock", "internal/runtimetest")
 		},
 		why: "fakes live under internal/ and are used by tests (and the operator's stand-in model command) only",
 	}}
@@ -231,6 +231,77 @@ func TestArchitectureRulesBite(t *testing.T) {
 			t.Errorf("rule %q lets %s import %s", r.name, ex[0], ex[1])
 		}
 	}
+}
+
+// TestRouterNeverTypeAssertsRuntime: the router drives every mode through
+// the one runtime interface (rtsandbox.Runtime) and never asks a runtime
+// what else it is: no type assertion or type switch in router/ names a
+// runtime, as operand or as type.
+func TestRouterNeverTypeAssertsRuntime(t *testing.T) {
+	pk := loadModule(t)["router"]
+	if pk == nil {
+		t.Fatal("no router package")
+	}
+	for _, f := range pk.files {
+		for _, bad := range runtimeAssertions(f) {
+			t.Errorf("router: %s: the router never type-asserts a runtime", bad)
+		}
+	}
+}
+
+func TestRuntimeAssertionRuleBites(t *testing.T) {
+	for src, want := range map[string]int{
+		"package p\nfunc f(r any) { _, _ = r.(Runtime) }\ntype Runtime interface{}":            1,
+		"package p\ntype c struct{ runtime any }\nfunc (x c) f() { _, _ = x.runtime.(error) }": 1,
+		"package p\nfunc f(runtime any) { switch runtime.(type) {} }":                          1,
+		"package p\nfunc f(s any) { _, _ = s.(error) }":                                        0,
+		"package p\nimport \"runtime\"\nfunc f(p any) { _, _ = p.(runtime.Error) }":            0,
+	} {
+		f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(runtimeAssertions(f)); got != want {
+			t.Errorf("runtimeAssertions(%q) = %d; want %d", src, got, want)
+		}
+	}
+}
+
+// runtimeAssertions lists the type assertions of f whose operand or type
+// mentions a runtime ("runtime" in any case); a type switch's "type" is
+// read as its operand. A type of the standard library's runtime package
+// (runtime.Error, which a recovered panic may be) is no mode's runtime.
+func runtimeAssertions(f *ast.File) []string {
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		ta, ok := n.(*ast.TypeAssertExpr)
+		if !ok {
+			return true
+		}
+		x, typ := exprString(ta.X), exprString(ta.Type)
+		if strings.HasPrefix(typ, "runtime.") {
+			typ = ""
+		}
+		if strings.Contains(strings.ToLower(x+" "+typ), "runtime") {
+			out = append(out, x+".("+typ+")")
+		}
+		return true
+	})
+	return out
+}
+
+// exprString prints the identifiers and selectors of e ("" for others,
+// such as the nil Type of a type switch).
+func exprString(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return exprString(e.X) + "." + e.Sel.Name
+	case *ast.StarExpr:
+		return "*" + exprString(e.X)
+	}
+	return ""
 }
 
 // TestNoExportedMutableGlobals: an exported package-level variable holding

@@ -25,7 +25,7 @@ import (
 type standInBroker struct {
 	ln     net.Listener
 	ready  func() bool
-	answer func(ctx context.Context) (rtsandbox.SessionResult, error)
+	answer func(ctx context.Context, t rtsandbox.SessionTurn) (rtsandbox.SessionResult, error)
 	mu     sync.Mutex
 	bound  bool
 }
@@ -40,8 +40,8 @@ func (b *standInBroker) Bind(context.Context, rtsandbox.SessionBinding) (func(),
 	return func() { b.mu.Lock(); b.bound = false; b.mu.Unlock() }, nil
 }
 
-func (b *standInBroker) Execute(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-	return b.answer(ctx)
+func (b *standInBroker) Execute(ctx context.Context, t rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	return b.answer(ctx, t)
 }
 func (b *standInBroker) Ready() bool  { return b.ready() }
 func (b *standInBroker) Close() error { return b.ln.Close() }
@@ -53,7 +53,9 @@ func standInBrokers(ready func() bool, answer func(ctx context.Context) (rtsandb
 		if err != nil {
 			return nil, err
 		}
-		return &standInBroker{ln: ln, ready: ready, answer: answer}, nil
+		return &standInBroker{ln: ln, ready: ready, answer: func(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+			return answer(ctx)
+		}}, nil
 	}
 }
 

@@ -78,12 +78,6 @@ func (f *Runtime) Run(ctx context.Context, b rtsandbox.Binding, in rtsandbox.Tur
 	return rtsandbox.Answer{Reply: reply, Files: files(c)}, nil
 }
 
-// RunTurn runs a turn of text alone, as a sealed runtime's own callers do.
-func (f *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
-	a, err := f.Run(ctx, b, rtsandbox.TurnInput{Text: text}, nil)
-	return a.Reply, err
-}
-
 // run records c and runs Turn with a context Stop can cancel.
 func (f *Runtime) run(ctx context.Context, b rtsandbox.Binding, c Call) (rtsandbox.Reply, error) {
 	ch := b.Channel
