@@ -36,7 +36,8 @@ func runChannels(ctx context.Context, args []string, _ env, _ io.Reader, stdout,
 	case err != nil:
 		return exitUsage // the flag set named the flag and printed the usage
 	}
-	action, key, err := channelsArgs(pos)
+	action, k, err := cli.ActionArgs(pos, []string{"list"}, []string{"on", "off", "status"}, "a channel KEY")
+	key := rtsandbox.ChannelKey(k)
 	if err == nil {
 		err = cli.MissingFlag(fs, "config")
 	}
@@ -105,30 +106,4 @@ func printStatus(w io.Writer, key rtsandbox.ChannelKey, enabled bool) {
 		state = "enabled"
 	}
 	fmt.Fprintf(w, "%s: sandbox routing %s\n", key, state)
-}
-
-// channelsArgs checks the positional arguments, "list" or an action and
-// one key, and names the one at fault.
-func channelsArgs(pos []string) (action string, key rtsandbox.ChannelKey, err error) {
-	if len(pos) == 0 {
-		return "", "", errors.New("an action is required: list, on, off or status")
-	}
-	want := 2 // action and key
-	switch pos[0] {
-	case "list":
-		want = 1
-	case "on", "off", "status":
-		if len(pos) == 1 {
-			return "", "", fmt.Errorf("%s: a channel KEY is required", pos[0])
-		}
-	default:
-		return "", "", fmt.Errorf("unknown action %q: want list, on, off or status", pos[0])
-	}
-	if len(pos) > want {
-		return "", "", fmt.Errorf("%w %q", cli.ErrUnexpectedArg, pos[want])
-	}
-	if want == 1 {
-		return pos[0], "", nil
-	}
-	return pos[0], rtsandbox.ChannelKey(pos[1]), nil
 }

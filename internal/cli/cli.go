@@ -512,3 +512,31 @@ func (f *BindingFlags) Check(fs *flag.FlagSet, more ...string) error {
 	}
 	return nil
 }
+
+// ActionArgs checks the positional arguments of a command shaped ACTION
+// [KEY]: an action of keyless takes nothing more, one of keyed takes
+// exactly one KEY (named by key in the error). The error names the
+// argument at fault.
+func ActionArgs(pos, keyless, keyed []string, key string) (action, arg string, err error) {
+	all := append(slices.Clone(keyless), keyed...)
+	list := strings.Join(all[:len(all)-1], ", ") + " or " + all[len(all)-1]
+	if len(pos) == 0 {
+		return "", "", fmt.Errorf("an action is required: %s", list)
+	}
+	want := 2 // action and key
+	switch {
+	case slices.Contains(keyless, pos[0]):
+		want = 1
+	case !slices.Contains(keyed, pos[0]):
+		return "", "", fmt.Errorf("unknown action %q: want %s", pos[0], list)
+	case len(pos) == 1:
+		return "", "", fmt.Errorf("%s: %s is required", pos[0], key)
+	}
+	if len(pos) > want {
+		return "", "", fmt.Errorf("%w %q", ErrUnexpectedArg, pos[want])
+	}
+	if want == 1 {
+		return pos[0], "", nil
+	}
+	return pos[0], pos[1], nil
+}

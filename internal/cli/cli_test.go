@@ -126,3 +126,28 @@ func (f *failAfter) Write(p []byte) (int, error) {
 	f.writes++
 	return f.buf.Write(p)
 }
+
+func TestActionArgs(t *testing.T) {
+	tests := []struct {
+		pos              []string
+		action, arg, err string
+	}{
+		{[]string{"list"}, "list", "", ""},
+		{[]string{"on", "http:lobby"}, "on", "http:lobby", ""},
+		{nil, "", "", "an action is required: list, on, off or status"},
+		{[]string{"on"}, "", "", "on: a channel KEY is required"},
+		{[]string{"drop", "x"}, "", "", `unknown action "drop": want list, on, off or status`},
+		{[]string{"list", "x"}, "", "", `unexpected argument "x"`},
+		{[]string{"off", "a:1", "b:2"}, "", "", `unexpected argument "b:2"`},
+	}
+	for _, tt := range tests {
+		action, arg, err := ActionArgs(tt.pos, []string{"list"}, []string{"on", "off", "status"}, "a channel KEY")
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if action != tt.action || arg != tt.arg || got != tt.err {
+			t.Errorf("ActionArgs(%q) = %q, %q, %q; want %q, %q, %q", tt.pos, action, arg, got, tt.action, tt.arg, tt.err)
+		}
+	}
+}
