@@ -207,7 +207,7 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	})
 	// Registered after the sealed runtime's closer, so it runs before it:
 	// brokers stop, session containers stay for the next start.
-	deps, err := sessionDeps(ctx, cfg, getenv, log.With("plugin", "session"), engine, s, m.observe())
+	deps, err := sessionDeps(ctx, cfg, getenv, log.With("plugin", "session"), engine, s.shared, m.observe())
 	if err != nil {
 		return err
 	}
@@ -216,20 +216,20 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	if err != nil {
 		return err
 	}
-	h.web, h.ready, h.usage = s.web, engineReady(d), s.usageReport()
+	h.web, h.ready, h.usage = s.shared.web, engineReady(d), s.shared.usageReport()
 	policy, err := access.New(cfg.Access)
 	if err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
 	mux := newRuntimeMux(cfg, s.Runtime, sess)
-	mux.budget = turnBudget{ledger: s.ledger, timeout: cfg.Session.TurnTimeout, log: log}
+	mux.budget = turnBudget{ledger: s.shared.ledger, timeout: cfg.Session.TurnTimeout, log: log}
 	if sess == nil && sessions.Containers != nil {
 		if mux.leftovers, err = sessions.Containers(cfg, engine); err != nil {
 			return err
 		}
 	}
 	h.router, err = router.New(router.Options{Channels: store, Runtime: mux, Access: policy, Logger: log,
-		OnDrop: m.onDrop(), Usage: s.usageLine(log), Door: newDoor(cfg, getenv), OnDoor: m.onDoor(), InFlight: h.inFlight})
+		OnDrop: m.onDrop(), Usage: s.shared.usageLine(log), Door: newDoor(cfg, getenv), OnDoor: m.onDoor(), InFlight: h.inFlight})
 	if err != nil {
 		return err
 	}

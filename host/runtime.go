@@ -16,7 +16,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/delegate"
-	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/sandbox"
 	"github.com/rtsandbox/rtsandbox/upstream"
@@ -27,14 +26,9 @@ import (
 type SealedRuntime struct {
 	Runtime *sandbox.Runtime
 	driver  container.Driver
-	web     *webTools
-	// ledger keeps the daily budgets; nil when the config sets none.
-	ledger *budget.Ledger
-	// intake is the host's budget of request bodies being decoded, which
-	// every broker of the host shares, sealed and session.
-	intake *broker.Intake
-	// memory is the memory database, which session mode shares.
-	memory *memstore.Store
+	// shared are the services both modes use, opened once; the sealed
+	// runtime closes them last.
+	shared *services
 	close  func()
 }
 
@@ -74,20 +68,20 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Client == nil {
+		o.Client = upstream.New(nil)
+	}
 	uid, gid, err := workerUser(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := privdir.Make(cfg.StateDir); err != nil {
-		return nil, fmt.Errorf("state_dir: %w (it must be owned by uid %d with mode 0700)", err, os.Geteuid())
-	}
-	memory, err := openMemory(cfg, o.Logger)
+	svc, err := openServices(cfg, getenv, o)
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSealedRuntime(cfg, getenv, o, uid, gid, memory)
+	s, err := newSealedRuntime(cfg, getenv, o, uid, gid, svc)
 	if err != nil {
-		memory.Close()
+		svc.close(o.Logger)
 		return nil, err
 	}
 	return s, nil
@@ -105,47 +99,32 @@ func openMemory(cfg *config.Config, log *slog.Logger) (*memstore.Store, error) {
 	})
 }
 
-// newSealedRuntime is NewSealedRuntime on an open memory database, which
-// the runtime closes last.
-func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid int, memory *memstore.Store) (*SealedRuntime, error) {
-	if o.Client == nil {
-		o.Client = upstream.New(nil)
-	}
+// newSealedRuntime is NewSealedRuntime on the open services, which the
+// runtime closes last.
+func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid int, svc *services) (*SealedRuntime, error) {
 	// Startup has no caller context here; the one network step (listing
 	// MCP tools written as bare names) is bounded by MCPListTimeout.
 	bc, err := BrokerConfig(context.Background(), cfg, getenv, o.Client, o.Logger)
 	if err != nil {
 		return nil, err
 	}
-	web, err := newWebTools(cfg, getenv, o.Client, o.Logger, o.Reports)
-	if err != nil {
-		return nil, err
-	}
-	bc.Tools = append(bc.Tools, web.tools...)
-	bc.Observe = o.Observe
-	bc.Intake = decodeIntake(cfg)
-	ledger, err := openLedger(cfg, o.OnSettle, o.Logger)
-	if err != nil {
-		return nil, err
-	}
-	bc.Budget = ledger
+	bc.Tools = append(bc.Tools, svc.web.tools...)
+	bc.Observe, bc.Intake, bc.Budget = o.Observe, svc.intake, svc.ledger
 	b, err := broker.New(bc)
 	if err != nil {
-		closeLedger(ledger)
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	closeFn := func() { closeLedger(ledger) }
+	closeFn := func() {}
 	if o.Driver == nil {
 		d, closeClient, err := DockerDriver(o.Logger)
 		if err != nil {
-			closeFn()
 			return nil, err
 		}
-		o.Driver, closeFn = d, func() { closeClient(); closeLedger(ledger) }
+		o.Driver, closeFn = d, closeClient
 	}
 	rt, err := sandbox.New(sandbox.Options{
 		Broker: b, Driver: o.Driver, Image: ImageTag(cfg), UID: uid, GID: gid,
-		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: memory,
+		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: svc.memory,
 		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: TimeZone(cfg, getenv),
 		TurnTimeout: cfg.Sandbox.TurnTimeout,
 		ModelAPI:    cfg.Model.API, ModelStream: cfg.Model.Stream, Thinking: string(cfg.Model.Thinking),
@@ -155,23 +134,16 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
 		},
 		Installation: InstallationID(cfg), Logger: o.Logger, OnTurn: logTurn(o.Logger, o.OnTurn),
-		Budget: ledger, ProfileFor: profileName(cfg),
+		Budget: svc.ledger, ProfileFor: profileName(cfg),
 	})
 	if err != nil {
 		closeFn()
 		return nil, err // sandbox errors name the sandbox already
 	}
-	return &SealedRuntime{Runtime: rt, driver: o.Driver, web: web, ledger: ledger, intake: bc.Intake, memory: memory, close: func() {
-		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
-		defer cancel()
-		if err := web.dispose(ctx); err != nil {
-			o.Logger.Warn("research jobs did not end in time", "err", err)
-		}
+	return &SealedRuntime{Runtime: rt, driver: o.Driver, shared: svc, close: func() {
 		rt.Dispose()
 		closeFn()
-		if err := memory.Close(); err != nil {
-			o.Logger.Warn("memory database not closed cleanly", "err", err)
-		}
+		svc.close(o.Logger)
 	}}, nil
 }
 
@@ -248,33 +220,6 @@ func budgetConfig(b config.Budgets) budget.Config {
 func closeLedger(l *budget.Ledger) {
 	if l != nil {
 		l.Close()
-	}
-}
-
-// usageLine is the router's Usage: today's usage of a channel for the
-// owner's status command; nil without budgets. A ledger failure is logged
-// and shows nothing.
-func (s *SealedRuntime) usageLine(log *slog.Logger) func(context.Context, rtsandbox.ChannelKey) string {
-	if s.ledger == nil {
-		return nil
-	}
-	return func(ctx context.Context, ch rtsandbox.ChannelKey) string {
-		rep, err := s.ledger.ChannelReport(ctx, ch)
-		if err != nil {
-			log.Error("budget usage unreadable", "channel", string(ch), "err", err)
-			return ""
-		}
-		return rep.String()
-	}
-}
-
-// usageReport is the HTTP API's Usage; nil without budgets.
-func (s *SealedRuntime) usageReport() func(context.Context, rtsandbox.ChannelKey) (any, error) {
-	if s.ledger == nil {
-		return nil
-	}
-	return func(ctx context.Context, ch rtsandbox.ChannelKey) (any, error) {
-		return s.ledger.ChannelReport(ctx, ch)
 	}
 }
 

@@ -200,16 +200,16 @@ func newRuntimeMux(cfg *config.Config, sealed rtsandbox.Runtime, session Session
 
 // sessionDeps gathers what the session runtime is built from; the
 // brokers only when a profile uses session mode.
-func sessionDeps(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, engine *client.Client, s *SealedRuntime, observe func(broker.CallRecord)) (SessionDeps, error) {
+func sessionDeps(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, engine *client.Client, svc *services, observe func(broker.CallRecord)) (SessionDeps, error) {
 	uid, gid, err := workerUser(cfg)
 	if err != nil {
 		return SessionDeps{}, err
 	}
 	d := SessionDeps{Config: cfg, Getenv: getenv, Logger: log, Engine: engine, UID: uid, GID: gid,
 		Installation: InstallationID(cfg), TimeZone: TimeZone(cfg, getenv), ProfileFor: profileName(cfg),
-		Memory: s.memory}
+		Memory: svc.memory}
 	if cfg.UsesSessions() {
-		if d.Brokers, err = sessionBrokers(ctx, cfg, getenv, s, observe, log); err != nil {
+		if d.Brokers, err = sessionBrokers(ctx, cfg, getenv, svc, observe, log); err != nil {
 			return SessionDeps{}, err
 		}
 		if d.Skills, err = sessionSkills(cfg, d.Brokers); err != nil {
@@ -248,7 +248,7 @@ func (h *Host) startSessions(ctx context.Context, s Sessions, d SessionDeps) (Se
 // sessionBrokers builds the broker configuration of every session
 // profile a channel can get (config.ForProfile), sharing the sealed
 // runtime's web tools, memory database, budget ledger and observer.
-func sessionBrokers(ctx context.Context, cfg *config.Config, getenv env, s *SealedRuntime, observe func(broker.CallRecord), log *slog.Logger) (map[string]broker.Config, error) {
+func sessionBrokers(ctx context.Context, cfg *config.Config, getenv env, svc *services, observe func(broker.CallRecord), log *slog.Logger) (map[string]broker.Config, error) {
 	out := map[string]broker.Config{}
 	client := upstream.New(nil)
 	for _, name := range sessionProfiles(cfg) {
@@ -261,15 +261,15 @@ func sessionBrokers(ctx context.Context, cfg *config.Config, getenv env, s *Seal
 		if err != nil {
 			return nil, fmt.Errorf("profiles.%s: %w", name, err)
 		}
-		for _, t := range s.web.tools {
+		for _, t := range svc.web.tools {
 			if slices.Contains(p.Tools, t.Spec.Name) {
 				bc.Tools = append(bc.Tools, t)
 			}
 		}
-		if bc.Tools, err = withMemoryTools(bc.Tools, s.memory, log); err != nil {
+		if bc.Tools, err = withMemoryTools(bc.Tools, svc.memory, log); err != nil {
 			return nil, fmt.Errorf("profiles.%s: %w", name, err)
 		}
-		bc.Budget, bc.Observe, bc.Intake = s.ledger, observe, s.intake
+		bc.Budget, bc.Observe, bc.Intake = svc.ledger, observe, svc.intake
 		out[name] = bc
 	}
 	return out, nil

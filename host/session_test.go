@@ -499,7 +499,7 @@ func TestSessionBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	webFetch := broker.Tool{Spec: rtsandbox.ToolSpec{Name: config.WebFetchTool}}
-	s := &SealedRuntime{web: &webTools{tools: []broker.Tool{webFetch}}, memory: testMemory(t)}
+	s := &services{web: &webTools{tools: []broker.Tool{webFetch}}, memory: testMemory(t)}
 	got, err := sessionBrokers(context.Background(), cfg, func(string) string { return "" }, s, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -543,7 +543,7 @@ func TestSessionBrokersMemoryToolNameReserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &SealedRuntime{web: &webTools{}, memory: testMemory(t)}
+	s := &services{web: &webTools{}, memory: testMemory(t)}
 	_, err = sessionBrokers(context.Background(), cfg, func(string) string { return "" }, s, nil, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, errMemoryToolName) || !strings.Contains(err.Error(), "profiles.plain") {
 		t.Errorf("sessionBrokers = %v; want the reserved-name refusal naming the profile", err)
@@ -602,7 +602,7 @@ func TestBrokersShareOneDecodeIntake(t *testing.T) {
 	if got, want := in.Size(), int64(256<<20); got != want {
 		t.Errorf("decoding budget = %d bytes; want %d, half of host.memory_limit_mb", got, want)
 	}
-	s := &SealedRuntime{web: &webTools{}, memory: testMemory(t), intake: in}
+	s := &services{web: &webTools{}, memory: testMemory(t), intake: in}
 	got, err := sessionBrokers(context.Background(), cfg, func(string) string { return "" }, s, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
