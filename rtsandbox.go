@@ -72,6 +72,11 @@ type ChannelKey string
 // the HTTP API's at most 205.
 const MaxChannelKey = 256
 
+// ChannelKeyRule is ChannelKey.Valid's rule as config errors and commands
+// state it (TestChannelKeyRuleNamesTheBound keeps its number
+// MaxChannelKey).
+const ChannelKeyRule = "a channel key matching ^[a-z][a-z0-9_-]*:.+$ of at most 256 bytes"
+
 // Valid reports whether k matches ^[a-z][a-z0-9_-]*:.+$ (no line breaks)
 // and is at most MaxChannelKey bytes.
 func (k ChannelKey) Valid() bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -97,5 +98,11 @@ func TestSpeakerValidate(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%.40v) = nil; want error", bad)
 		}
+	}
+}
+
+func TestChannelKeyRuleNamesTheBound(t *testing.T) {
+	if !strings.Contains(ChannelKeyRule, " "+strconv.Itoa(MaxChannelKey)+" bytes") {
+		t.Errorf("ChannelKeyRule %q does not name MaxChannelKey (%d)", ChannelKeyRule, MaxChannelKey)
 	}
 }

@@ -158,6 +158,7 @@ func TestInvalidStateFailsClosed(t *testing.T) {
 		{"bad-key", `["Fake:a"]`},
 		{"key-without-id", `["fake:"]`},
 		{"key-with-newline", `["fake:a\nb"]`},
+		{"key-over-256-bytes", `["http:` + strings.Repeat("c", rtsandbox.MaxChannelKey-4) + `"]`},
 		{"trailing-data", `["fake:a"] []`},
 		{"empty-file", ``},
 	}
@@ -185,9 +186,17 @@ func TestInvalidStateFailsClosed(t *testing.T) {
 }
 
 func TestInvalidInitialKey(t *testing.T) {
-	if _, err := Open(stateDir(t), []key{"fake:a", "nocolon"}); !errors.Is(err, ErrState) {
-		t.Errorf("Open with initial key nocolon = %v; want ErrState", err)
+	for _, bad := range []key{"nocolon", key("http:" + strings.Repeat("c", rtsandbox.MaxChannelKey-4))} {
+		if _, err := Open(stateDir(t), []key{"fake:a", bad}); !errors.Is(err, ErrState) {
+			t.Errorf("Open with initial key %.20q… = %v; want ErrState", bad, err)
+		}
 	}
+	// The longest key that is allowed opens.
+	s, err := Open(stateDir(t), []key{key("http:" + strings.Repeat("c", rtsandbox.MaxChannelKey-5))})
+	if err != nil {
+		t.Fatalf("Open with a %d-byte key = %v", rtsandbox.MaxChannelKey, err)
+	}
+	s.Close()
 }
 
 // Spec sealed §6.5 "Permissions fail closed" (store half), §7.2 item 9.

@@ -131,7 +131,7 @@ func (p *parser) channelKeys(o object, key string) []rtsandbox.ChannelKey {
 		}
 		k := rtsandbox.ChannelKey(n.Value)
 		if !k.Valid() {
-			p.fail(n, path, "must be a channel key matching ^[a-z][a-z0-9_-]*:.+$ such as discord:112233445566778899")
+			p.fail(n, path, "must be "+rtsandbox.ChannelKeyRule+", such as discord:112233445566778899")
 			continue
 		}
 		if j, dup := seen[k]; dup {

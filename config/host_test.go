@@ -146,6 +146,7 @@ var hostErrorTests = []struct {
 	{"members-bool", "access: {members: true}\n", []string{"access.members: must be a list"}},
 	{"initial-not-list", "initial_channels: 'discord:1'\n", []string{"initial_channels: must be a list"}},
 	{"initial-bad-key", "initial_channels: ['Discord:1', 'nocolon']\n", []string{"initial_channels[0]: must be a channel key", "initial_channels[1]: must be a channel key"}},
+	{"initial-key-over-256-bytes", "initial_channels: ['http:" + strings.Repeat("c", rtsandbox.MaxChannelKey-4) + "']\n", []string{"initial_channels[0]: must be a channel key matching ^[a-z][a-z0-9_-]*:.+$ of at most 256 bytes"}},
 	{"initial-duplicate", "initial_channels: ['discord:1', 'discord:1']\n", []string{`initial_channels[1]: duplicate channel "discord:1" (also initial_channels[0])`}},
 	{"initial-number", "initial_channels: [1]\n", []string{"initial_channels[0]: must be a string"}},
 	{"http-unknown-key", "http: {token_env: T, port: 1}\n", []string{"http.port: unknown key"}},

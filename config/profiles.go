@@ -340,7 +340,7 @@ func (p *parser) channelProfiles(n *yaml.Node, profiles map[string]Profile) map[
 	for _, e := range p.entries(n, "channels_profile") {
 		k := rtsandbox.ChannelKey(e.key.Value)
 		if !k.Valid() {
-			p.fail(e.key, e.path, "must be a channel key matching ^[a-z][a-z0-9_-]*:.+$ such as discord:112233445566778899")
+			p.fail(e.key, e.path, "must be "+rtsandbox.ChannelKeyRule+", such as discord:112233445566778899")
 			continue
 		}
 		if name, ok := p.profileRef(e.val, e.path, profiles); ok {

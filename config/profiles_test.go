@@ -246,6 +246,7 @@ var profileErrorTests = []errorTest{
 		`channels_profile["discord:1"]: must name a profile; "studoi" is not one (known: default, studio)`}},
 	{"channel-key-invalid", withTools + "channels_profile: {lobby: default}\n", []string{"channels_profile.lobby: must be a channel key"}},
 	{"channel-profile-not-string", withTools + "channels_profile: {'http:a': [default]}\n", []string{`channels_profile["http:a"]: must be a string`}},
+	{"channel-key-over-256-bytes", withTools + "channels_profile: {'http:" + strings.Repeat("c", rtsandbox.MaxChannelKey-4) + "': default}\n", []string{"must be a channel key matching ^[a-z][a-z0-9_-]*:.+$ of at most 256 bytes"}},
 	{"channel-duplicate", withTools + "channels_profile: {'http:a': default, 'http:a': default}\n", []string{`channels_profile["http:a"]: duplicate key`}},
 	{"default-profile-unknown", withTools + "default_profile: studio\n", []string{`default_profile: must name a profile; "studio" is not one (known: default)`}},
 

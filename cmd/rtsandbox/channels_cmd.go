@@ -46,7 +46,7 @@ func runChannels(ctx context.Context, args []string, _ env, _ io.Reader, stdout,
 		return exitUsage
 	}
 	if action != "list" && !key.Valid() {
-		fmt.Fprintf(stderr, "rtsandbox channels: invalid channel key %q: want <surface>:<id> such as http:lobby or discord:112233445566778899\n", key)
+		fmt.Fprintf(stderr, "rtsandbox channels: invalid channel key %q: want %s, such as http:lobby\n", key, rtsandbox.ChannelKeyRule)
 		return exitUsage
 	}
 	cfg, err := config.Load(*configPath)

@@ -71,6 +71,7 @@ func TestChannelsCommandUsage(t *testing.T) {
 		{"extra-arg", []string{"on", "http:x", "http:y", "--config", cfg}, channelsUsage},
 		{"invalid-key", []string{"on", "HTTP:x", "--config", cfg}, `invalid channel key "HTTP:x"`},
 		{"no-colon", []string{"off", "lobby", "--config", cfg}, `invalid channel key "lobby"`},
+		{"key-over-256-bytes", []string{"on", "http:" + strings.Repeat("c", rtsandbox.MaxChannelKey-4), "--config", cfg}, "of at most 256 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
