@@ -161,6 +161,22 @@ var (
 	ErrSandboxStopped error = &Error{Kind: KindSandboxStopped}
 )
 
+// Refusals both modes' runtimes share. The texts after the kind are the
+// reference's (session spec §1–3).
+var (
+	// ErrChannelBusy refuses a turn on a channel that already runs one.
+	ErrChannelBusy = fmt.Errorf("%w: Channel is busy", ErrBusy)
+	// ErrChannelKey refuses a channel key that ChannelKey.Valid refuses.
+	ErrChannelKey = fmt.Errorf("%w: invalid channel key", ErrInvalid)
+	// ErrSocketPath refuses a broker socket path over the Unix socket
+	// limit of 100 bytes.
+	ErrSocketPath = fmt.Errorf("%w: Broker socket path too long", ErrInvalid)
+	// ErrRuntimeClosed refuses work on a closed runtime, and is the cause
+	// of the turns its Close aborted: the host is stopping, so the guest
+	// is told to send the message again later.
+	ErrRuntimeClosed = fmt.Errorf("%w: %w: runtime is closed", ErrStopping, ErrEndedEarly)
+)
+
 // Causes of a turn cut short, in either mode: the runtime's error wraps
 // them (the sealed mode through container.ErrAborted), so the router and
 // the metrics tell a deadline from a stop without knowing the mode.

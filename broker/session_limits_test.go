@@ -487,7 +487,7 @@ func TestSessionSocketPathTooLong(t *testing.T) {
 	defer s.Close()
 	dir := shortDir(t)
 	path := dir + "/" + strings.Repeat("s", broker.MaxSocketPath-len(dir))
-	if err := s.Listen(path); !errors.Is(err, broker.ErrSocketPath) || !strings.Contains(err.Error(), "Broker socket path too long") {
+	if err := s.Listen(path); !errors.Is(err, rtsandbox.ErrSocketPath) || !strings.Contains(err.Error(), "Broker socket path too long") {
 		t.Fatalf("Listen(%d bytes) = %v; want ErrSocketPath", len(path), err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

@@ -33,16 +33,13 @@ import (
 // step 5; sun_path holds 108).
 const MaxSocketPath = 100
 
-// ErrSocketPath refuses a socket path over MaxSocketPath.
-var ErrSocketPath = fmt.Errorf("%w: Broker socket path too long", rtsandbox.ErrInvalid)
-
 // Listen serves s on a Unix socket at path (which must not exist; the
 // runtime removes a stale one) until Close. A path over MaxSocketPath
-// bytes is ErrSocketPath. A failed chmod closes the socket and fails:
+// bytes is rtsandbox.ErrSocketPath. A failed chmod closes the socket and fails:
 // never best effort.
 func (s *Session) Listen(path string) error {
 	if len(path) > MaxSocketPath {
-		return ErrSocketPath
+		return rtsandbox.ErrSocketPath
 	}
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()

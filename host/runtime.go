@@ -141,7 +141,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		return nil, err // sandbox errors name the sandbox already
 	}
 	return &SealedRuntime{Runtime: rt, driver: o.Driver, shared: svc, close: func() {
-		rt.Dispose()
+		rt.Close(context.Background())
 		closeFn()
 		svc.close(o.Logger)
 	}}, nil

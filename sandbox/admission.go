@@ -69,7 +69,7 @@ func newSlots(n int, wait time.Duration) *slots {
 	return &slots{sem: semaphore.NewWeighted(int64(n)), wait: wait}
 }
 
-// acquire waits for a slot until ctx ends (Stop, Dispose, the caller) or
+// acquire waits for a slot until ctx ends (Stop, Close, the caller) or
 // the queue wait passes (ErrHostBusy). The returned release must be called
 // once.
 func (s *slots) acquire(ctx context.Context) (release func(), err error) {

@@ -157,8 +157,8 @@ func TestStopWhileQueued(t *testing.T) {
 	if !f.rt.Stop("fake:b") {
 		t.Fatal("Stop(fake:b) = false; want the queued turn stopped")
 	}
-	if err := <-done; !errors.Is(err, ErrAdmissionAborted) || !errors.Is(err, ErrStopped) {
-		t.Errorf("stopped queued turn = %v; want ErrAdmissionAborted caused by ErrStopped", err)
+	if err := <-done; !errors.Is(err, ErrAdmissionAborted) || !errors.Is(err, rtsandbox.ErrTurnStopped) {
+		t.Errorf("stopped queued turn = %v; want ErrAdmissionAborted caused by rtsandbox.ErrTurnStopped", err)
 	}
 }
 

@@ -64,7 +64,7 @@ func BenchmarkSealedTurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer rt.Dispose()
+	defer rt.Close(context.Background())
 	speaker := rtsandbox.Speaker{ID: "bench", Name: "Bench", PrincipalID: "p_bench"}
 	b.ResetTimer()
 	for b.Loop() {

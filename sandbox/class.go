@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 )
 
@@ -30,7 +31,7 @@ const (
 	ClassTimeout = "timeout"
 	// ClassStopped: Stop ended the turn.
 	ClassStopped = "stopped"
-	// ClassShutdown: Dispose ended the turn.
+	// ClassShutdown: Close ended the turn.
 	ClassShutdown = "shutdown"
 	// ClassCancelled: the caller's context ended the turn.
 	ClassCancelled = "cancelled"
@@ -63,11 +64,11 @@ func classify(err error, workerClass string) string {
 		return ClassEngine
 	case errors.Is(err, syscall.ENOSPC):
 		return ClassDiskFull
-	case errors.Is(err, ErrDisposed):
+	case errors.Is(err, rtsandbox.ErrRuntimeClosed):
 		return ClassShutdown
-	case errors.Is(err, ErrStopped):
+	case errors.Is(err, rtsandbox.ErrTurnStopped):
 		return ClassStopped
-	case errors.Is(err, ErrTimeout):
+	case errors.Is(err, rtsandbox.ErrTurnTimeout):
 		return ClassTimeout
 	case errors.Is(err, container.ErrAborted), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ClassCancelled

@@ -151,7 +151,7 @@ func TestTurnClasses(t *testing.T) {
 		{name: "stopped", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
 			during: func(s *setup) { s.f.rt.Stop(ch) }, class: ClassStopped, level: slog.LevelInfo},
 		{name: "shutdown", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
-			during: func(s *setup) { go s.f.rt.Dispose() }, class: ClassShutdown, level: slog.LevelInfo},
+			during: func(s *setup) { go s.f.rt.Close(context.Background()) }, class: ClassShutdown, level: slog.LevelInfo},
 		{name: "cancelled", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
 			during: func(s *setup) { s.cancel() }, class: ClassCancelled, level: slog.LevelInfo},
 		{name: "invalid-reply", edit: func(f *fixture, _ *setup) {
@@ -254,12 +254,12 @@ func TestTurnCleanupPendingKeepsReply(t *testing.T) {
 	}
 	opts := f.opts
 	opts.Driver = pending
-	f.rt.Dispose()
+	f.rt.Close(context.Background())
 	rt, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Dispose()
+	defer rt.Close(context.Background())
 	reply, err := rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "Hi")
 	if err != nil || reply.Text != "Done." {
 		t.Fatalf("RunTurn = %+v, %v; want the reply", reply, err)

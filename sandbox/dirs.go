@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
 )
 
@@ -86,7 +87,7 @@ func makeRunDir(root string, o owner) (string, error) {
 			return "", errors.Join(fmt.Errorf("sandbox run dir: %w", err), os.RemoveAll(dir))
 		}
 		if len(socketPath(dir)) > maxSocketPath {
-			return "", errors.Join(ErrSocketPath, os.RemoveAll(dir))
+			return "", errors.Join(rtsandbox.ErrSocketPath, os.RemoveAll(dir))
 		}
 		return dir, nil
 	}

@@ -372,7 +372,7 @@ func TestIntegrationHungEngineKeepsDeadline(t *testing.T) {
 			elapsed := time.Since(start)
 			t.Logf("engine black-holed %v into the turn; RunTurn returned after %v (deadline %v): %v",
 				(<-cut).Round(time.Millisecond), elapsed.Round(time.Millisecond), deadline, err)
-			if !errors.Is(err, ErrTimeout) || stats.Class != ClassTimeout {
+			if !errors.Is(err, rtsandbox.ErrTurnTimeout) || stats.Class != ClassTimeout {
 				t.Errorf("RunTurn = %v, class %q; want the deadline", err, stats.Class)
 			}
 			if elapsed > deadline+time.Second {

@@ -200,7 +200,7 @@ func newPlantedFixture(t *testing.T, plant, edit func(f *fixture)) *fixture {
 	}
 	f.rt = rt
 	t.Cleanup(func() {
-		rt.Dispose()
+		rt.Close(context.Background())
 		f.transport.CloseIdleConnections()
 	})
 	return f

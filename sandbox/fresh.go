@@ -9,10 +9,10 @@ type generations map[rtsandbox.ChannelKey]uint64
 
 // StartFresh asks that the channel's next turn start without history. A
 // request made while a turn runs (even one not yet listening) is kept for
-// the turn after it. Errors: ErrChannel for an invalid key.
+// the turn after it. Errors: rtsandbox.ErrChannelKey for an invalid key.
 func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 	if !channel.Valid() {
-		return ErrChannel
+		return rtsandbox.ErrChannelKey
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

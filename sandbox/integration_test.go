@@ -163,7 +163,7 @@ func dockerFixture(t *testing.T, image string, edit func(f *fixture)) (*fixture,
 		}
 	})
 	t.Cleanup(func() {
-		f.rt.Dispose()
+		f.rt.Close(context.Background())
 		waitRemoved(t, integ.driver)
 		assertNoContainers(t)
 		assertEmpty(t, f.runRoot)
@@ -435,8 +435,8 @@ func TestIntegrationHostilePID1(t *testing.T) {
 	start := time.Now()
 	_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "Hello")
 	elapsed := time.Since(start)
-	if !errors.Is(err, ErrTimeout) || !errors.Is(err, container.ErrAborted) {
-		t.Errorf("RunTurn = %v; want ErrAborted caused by ErrTimeout", err)
+	if !errors.Is(err, rtsandbox.ErrTurnTimeout) || !errors.Is(err, container.ErrAborted) {
+		t.Errorf("RunTurn = %v; want ErrAborted caused by rtsandbox.ErrTurnTimeout", err)
 	}
 	if elapsed >= limit {
 		t.Errorf("RunTurn took %v; want < %v (docker.ReturnBound(1s) + scheduling slack)", elapsed, limit)
@@ -498,14 +498,14 @@ func TestIntegrationCompromisedWorkspaceDies(t *testing.T) {
 	assertOnlyStateFiles(t, f)
 
 	// The next turn runs the real worker on the same channel and state.
-	f.rt.Dispose()
+	f.rt.Close(context.Background())
 	opts := f.opts
 	opts.Image = integ.workerImage
 	rt, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Dispose()
+	defer rt.Close(context.Background())
 	start := time.Now()
 	reply, err = rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:guests", Speaker: speaker("guest")}, "hello")
 	if err != nil || reply.Text != "Still here." {

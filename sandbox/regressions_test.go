@@ -61,7 +61,7 @@ func TestPermissionsFailClosed(t *testing.T) {
 			tc.prep(t, opts.RunRoot)
 			if rt, err := New(opts); !errors.Is(err, rtsandbox.ErrInvalid) {
 				if rt != nil {
-					rt.Dispose()
+					rt.Close(context.Background())
 				}
 				t.Errorf("New(run root %s) = %v; want a refusal", tc.name, err)
 			}
@@ -229,8 +229,8 @@ func TestTurnDeadline(t *testing.T) {
 	}
 	start := time.Now()
 	_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello")
-	if !errors.Is(err, ErrTimeout) || !errors.Is(err, container.ErrAborted) {
-		t.Errorf("RunTurn = %v; want ErrAborted caused by ErrTimeout", err)
+	if !errors.Is(err, rtsandbox.ErrTurnTimeout) || !errors.Is(err, container.ErrAborted) {
+		t.Errorf("RunTurn = %v; want ErrAborted caused by rtsandbox.ErrTurnTimeout", err)
 	}
 	if d := time.Since(start); d < time.Second || d > 3*time.Second {
 		t.Errorf("turn took %v; want about 1s", d)
@@ -267,8 +267,8 @@ func TestInputLimitsBeforeAnyDirectory(t *testing.T) {
 		{"name-257", "fake:a", rtsandbox.Speaker{ID: "g", Name: long, PrincipalID: "p"}, "hi", ErrTooLarge},
 		{"principal-257", "fake:a", rtsandbox.Speaker{ID: "g", Name: "G", PrincipalID: long}, "hi", ErrTooLarge},
 		{"principal-empty", "fake:a", rtsandbox.Speaker{ID: "g", Name: "G"}, "hi", ErrPrincipal},
-		{"channel-invalid", "Fake:a", speaker("guest"), "hi", ErrChannel},
-		{"channel-newline", "fake:a\nb", speaker("guest"), "hi", ErrChannel},
+		{"channel-invalid", "Fake:a", speaker("guest"), "hi", rtsandbox.ErrChannelKey},
+		{"channel-newline", "fake:a\nb", speaker("guest"), "hi", rtsandbox.ErrChannelKey},
 	}
 	f := newFixture(t, nil)
 	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
@@ -546,8 +546,8 @@ func TestMakeRunDir(t *testing.T) {
 	if err := os.Mkdir(long, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := makeRunDir(long, owner{}); !errors.Is(err, ErrSocketPath) {
-		t.Errorf("makeRunDir(101-byte socket path) = %v; want ErrSocketPath", err)
+	if _, err := makeRunDir(long, owner{}); !errors.Is(err, rtsandbox.ErrSocketPath) {
+		t.Errorf("makeRunDir(101-byte socket path) = %v; want rtsandbox.ErrSocketPath", err)
 	}
 	assertEmpty(t, long)
 	fits := long[:len(long)-1]
@@ -585,19 +585,19 @@ func TestRunRootHasOneRuntime(t *testing.T) {
 	if _, err := New(f.opts); !errors.Is(err, ErrRunRootBusy) {
 		t.Fatalf("second New = %v; want ErrRunRootBusy", err)
 	}
-	f.rt.Dispose()
+	f.rt.Close(context.Background())
 	rt, err := New(f.opts)
 	if err != nil {
-		t.Fatalf("New after Dispose = %v; want nil", err)
+		t.Fatalf("New after Close = %v; want nil", err)
 	}
-	rt.Dispose()
+	rt.Close(context.Background())
 }
 
 // TestStaleRunDirsSwept: run dirs a crashed process left are removed when
 // a runtime takes the run root; anything else is left alone.
 func TestStaleRunDirsSwept(t *testing.T) {
 	f := newFixture(t, nil)
-	f.rt.Dispose()
+	f.rt.Close(context.Background())
 	stale := filepath.Join(f.runRoot, "turn-AbC123")
 	if err := os.MkdirAll(filepath.Join(stale, "x"), 0o700); err != nil {
 		t.Fatal(err)
@@ -611,7 +611,7 @@ func TestStaleRunDirsSwept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Dispose()
+	defer rt.Close(context.Background())
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("stale run dir still there: %v", err)
 	}

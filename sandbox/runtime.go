@@ -13,15 +13,16 @@ import (
 // Runtime runs sealed turns: at most one per channel, any number of
 // channels at once. It is safe for concurrent use.
 type Runtime struct {
-	s     settings
-	lock  *os.File // the run root's exclusive lock, held until Dispose
-	slots *slots   // host-wide admission (MaxTurns, MaxQueueWait)
+	s      settings
+	lock   *os.File // the run root's exclusive lock, held until Close
+	unlock sync.Once
+	slots  *slots // host-wide admission (MaxTurns, MaxQueueWait)
 
 	mu     sync.Mutex
 	closed bool
 	active map[rtsandbox.ChannelKey]context.CancelCauseFunc
 	fresh  generations
-	turns  sync.WaitGroup // admitted turns not yet ended; Dispose waits
+	turns  sync.WaitGroup // admitted turns not yet ended; Close waits
 }
 
 // New checks opts (every setup refusal of spec §6.3), creates the roots
@@ -62,13 +63,13 @@ func New(opts Options) (*Runtime, error) {
 // an error means the turn was refused, failed, timed out or was stopped,
 // and its text is for the operator only.
 //
-// Refusals (nothing created): ErrChannel, ErrPrincipal, ErrTooLarge,
-// ErrDisposed, ErrChannelBusy, an error wrapping rtsandbox.ErrOverBudget
+// Refusals (nothing created): rtsandbox.ErrChannelKey, ErrPrincipal, ErrTooLarge,
+// rtsandbox.ErrRuntimeClosed, rtsandbox.ErrChannelBusy, an error wrapping rtsandbox.ErrOverBudget
 // (a daily budget is spent; also returned for a worker that failed on a
 // daily-budget refusal of the broker), and after waiting for a slot ErrHostBusy or
 // ErrAdmissionAborted. Failures wrap the driver's container.Err* classes;
-// an aborted run also wraps its cause: ErrTimeout, ErrStopped, ErrDisposed
-// or the caller's context error. Do not call Dispose from a driver or
+// an aborted run also wraps its cause: rtsandbox.ErrTurnTimeout, rtsandbox.ErrTurnStopped, rtsandbox.ErrRuntimeClosed
+// or the caller's context error. Do not call Close from a driver or
 // OnTurn: it waits for the turn that calls it.
 func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string) (rtsandbox.Reply, error) {
 	return r.RunTurnText(ctx, b, text, nil)
@@ -131,7 +132,7 @@ func (r *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text str
 	slotted = time.Now()
 	// The deadline starts with the slot: waiting does not eat a turn's
 	// time, and MaxQueueWait bounds the wait on its own.
-	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)
+	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, rtsandbox.ErrTurnTimeout)
 	defer stopTimer()
 	t := &turn{
 		s: &r.s, ctx: turnCtx, end: end, binding: b, text: text,
@@ -148,7 +149,7 @@ func (r *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text str
 // checkInput applies the refusals that need no state (spec §5.3).
 func checkInput(channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) error {
 	if !channel.Valid() {
-		return ErrChannel
+		return rtsandbox.ErrChannelKey
 	}
 	if speaker.PrincipalID == "" {
 		return ErrPrincipal
@@ -162,16 +163,16 @@ func checkInput(channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text st
 // admit marks channel active and snapshots its fresh-start generation in
 // one critical section, so that neither a second turn nor a concurrent
 // StartFresh can slip in between (spec §7.1 item 14). The returned
-// context is cancelled by Stop and Dispose, also while the turn waits
+// context is cancelled by Stop and Close, also while the turn waits
 // for a slot.
 func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (context.Context, context.CancelCauseFunc, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, nil, 0, ErrDisposed
+		return nil, nil, 0, rtsandbox.ErrRuntimeClosed
 	}
 	if r.active[channel] != nil {
-		return nil, nil, 0, ErrChannelBusy
+		return nil, nil, 0, rtsandbox.ErrChannelBusy
 	}
 	base, end := context.WithCancelCause(ctx)
 	r.active[channel] = end
@@ -197,7 +198,7 @@ func (r *Runtime) Stop(channel rtsandbox.ChannelKey) bool {
 	defer r.mu.Unlock()
 	end := r.active[channel]
 	if end != nil {
-		end(ErrStopped)
+		end(rtsandbox.ErrTurnStopped)
 	}
 	return end != nil
 }
@@ -214,19 +215,31 @@ func (r *Runtime) Busy() []rtsandbox.ChannelKey {
 	return keys
 }
 
-// Dispose refuses new turns, aborts the running ones and waits until all
-// of them have ended (containers removed, run dirs deleted). It may be
-// called more than once.
-func (r *Runtime) Dispose() {
+// Close refuses new turns, aborts the running ones (cause
+// rtsandbox.ErrRuntimeClosed) and waits until all of them have ended
+// (containers removed, run dirs deleted), then releases the run root. When
+// ctx ends first it returns ctx's cause: the turns still end on their own,
+// within their deadline, and a later Close waits for them again. It may
+// be called more than once; the session runtime's Close has the same
+// shape.
+func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
-	first := !r.closed
 	r.closed = true
 	for _, end := range r.active {
-		end(ErrDisposed)
+		end(rtsandbox.ErrRuntimeClosed)
 	}
 	r.mu.Unlock()
-	r.turns.Wait()
-	if first {
-		r.lock.Close() // the run root may now serve another runtime
+	done := make(chan struct{})
+	go func() {
+		r.turns.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
+	// The run root may now serve another runtime.
+	r.unlock.Do(func() { r.lock.Close() })
+	return nil
 }

@@ -128,8 +128,8 @@ func TestStopAndDispose(t *testing.T) {
 	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
-		if !errors.Is(context.Cause(ctx), ErrStopped) {
-			t.Errorf("turn cause = %v; want ErrStopped", context.Cause(ctx))
+		if !errors.Is(context.Cause(ctx), rtsandbox.ErrTurnStopped) {
+			t.Errorf("turn cause = %v; want rtsandbox.ErrTurnStopped", context.Cause(ctx))
 		}
 		return rtsandbox.Reply{OK: false, Text: "stopped"}, nil
 	}
@@ -156,13 +156,13 @@ func TestStopAndDispose(t *testing.T) {
 		t.Errorf("Busy() = %v; want []", busy)
 	}
 	assertEmpty(t, f.runRoot)
-	f.rt.Dispose()
-	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "again"); !errors.Is(err, ErrDisposed) || !errors.Is(err, rtsandbox.ErrRefused) {
-		t.Errorf("RunTurn after Dispose = %v; want ErrDisposed", err)
+	f.rt.Close(context.Background())
+	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "again"); !errors.Is(err, rtsandbox.ErrRuntimeClosed) || rtsandbox.KindOf(err) != rtsandbox.KindStopping {
+		t.Errorf("RunTurn after Close = %v; want rtsandbox.ErrRuntimeClosed", err)
 	}
 }
 
-// TestDisposeAbortsRunningTurns: Dispose cancels every running turn and
+// TestDisposeAbortsRunningTurns: Close cancels every running turn and
 // returns only when all have ended.
 func TestDisposeAbortsRunningTurns(t *testing.T) {
 	f := newFixture(t, nil)
@@ -181,13 +181,13 @@ func TestDisposeAbortsRunningTurns(t *testing.T) {
 		}()
 	}
 	running.Wait()
-	f.rt.Dispose()
+	f.rt.Close(context.Background())
 	if busy := f.rt.Busy(); len(busy) != 0 {
-		t.Errorf("Busy() after Dispose = %v; want []", busy)
+		t.Errorf("Busy() after Close = %v; want []", busy)
 	}
 	for range 2 {
-		if err := <-errs; !errors.Is(err, ErrDisposed) {
-			t.Errorf("RunTurn = %v; want the ErrDisposed cause", err)
+		if err := <-errs; !errors.Is(err, rtsandbox.ErrRuntimeClosed) {
+			t.Errorf("RunTurn = %v; want the rtsandbox.ErrRuntimeClosed cause", err)
 		}
 	}
 	assertEmpty(t, f.runRoot)
@@ -238,7 +238,7 @@ func TestSetupRefusals(t *testing.T) {
 			tc.edit(g)
 			rt, err := New(g.opts)
 			if err == nil {
-				rt.Dispose()
+				rt.Close(context.Background())
 				t.Fatalf("New(%s) = nil error; want a refusal", tc.name)
 			}
 			if !errors.Is(err, rtsandbox.ErrInvalid) {

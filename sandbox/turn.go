@@ -19,7 +19,7 @@ import (
 // turn is one admitted turn's resources and record (spec §1 steps 5–12).
 type turn struct {
 	s       *settings
-	ctx     context.Context // the turn context: deadline, Stop, Dispose
+	ctx     context.Context // the turn context: deadline, Stop, Close
 	end     context.CancelCauseFunc
 	binding rtsandbox.Binding // what the router admitted: channel, speaker, tier
 	text    string
@@ -99,7 +99,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 func (t *turn) listen(runDir string, h http.Handler) (*broker.Server, error) {
 	sock := socketPath(runDir)
 	if len(sock) > maxSocketPath {
-		return nil, ErrSocketPath
+		return nil, rtsandbox.ErrSocketPath
 	}
 	srv, err := broker.Listen(sock, h, broker.ListenOptions{Logger: t.s.Logger})
 	if err != nil {

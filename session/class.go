@@ -76,11 +76,11 @@ func classify(err error) string {
 		return ClassEngine
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, rtsandbox.ErrWorkspaceFull):
 		return ClassDiskFull
-	case errors.Is(err, ErrClosed), errors.Is(err, rtsandbox.ErrStopping):
+	case errors.Is(err, rtsandbox.ErrRuntimeClosed), errors.Is(err, rtsandbox.ErrStopping):
 		return ClassShutdown // the runtime's Close, or the host's drain cutting the turn
-	case errors.Is(err, ErrStopped):
+	case errors.Is(err, rtsandbox.ErrTurnStopped):
 		return ClassStopped
-	case errors.Is(err, ErrTimeout):
+	case errors.Is(err, rtsandbox.ErrTurnTimeout):
 		return ClassTimeout
 	case errors.Is(err, rtsandbox.ErrSandboxStopped):
 		return ClassWorker // its container's fault cut the turn, whatever the broker's wait then said

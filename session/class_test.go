@@ -25,15 +25,15 @@ func TestClassify(t *testing.T) {
 		want string
 	}{
 		{"ok", nil, ClassOK},
-		{"cleanup-wins", errors.Join(container.ErrCleanup, ErrStopped), ClassEngine},
+		{"cleanup-wins", errors.Join(container.ErrCleanup, rtsandbox.ErrTurnStopped), ClassEngine},
 		{"host-disk-full", fmt.Errorf("write: %w", syscall.ENOSPC), ClassDiskFull},
 		{"workspace-full", fmt.Errorf("gate: %w", rtsandbox.ErrWorkspaceFull), ClassDiskFull},
-		{"shutdown", aborted(ErrWorkerFailed, ErrClosed), ClassShutdown},
-		{"stopped", aborted(context.Canceled, ErrStopped), ClassStopped},
+		{"shutdown", aborted(ErrWorkerFailed, rtsandbox.ErrRuntimeClosed), ClassShutdown},
+		{"stopped", aborted(context.Canceled, rtsandbox.ErrTurnStopped), ClassStopped},
 		{"host-drain", aborted(errors.New("Turn cancelled"), rtsandbox.ErrStopping), ClassShutdown},
 		{"container-down", aborted(context.Canceled, fmt.Errorf("%w: die", container.ErrSessionDown)), ClassWorker},
 		{"worker-restarted", fmt.Errorf("%w: announced again", rtsandbox.ErrSandboxStopped), ClassWorker},
-		{"timeout", aborted(ErrWorkerFailed, ErrTimeout), ClassTimeout},
+		{"timeout", aborted(ErrWorkerFailed, rtsandbox.ErrTurnTimeout), ClassTimeout},
 		{"caller-gone", aborted(errors.New("x"), context.Canceled), ClassCancelled},
 		{"daily-budget", fmt.Errorf("%w: refused", rtsandbox.ErrOverBudget), ClassBudget},
 		{"worker-ok-false", fmt.Errorf("%w: boom", ErrWorkerFailed), ClassWorker},
@@ -85,7 +85,7 @@ func TestOnTurnReportsAdmittedTurns(t *testing.T) {
 	if n := f.rt.Active(); n != 1 {
 		t.Errorf("Active() with one turn running = %d; want 1", n)
 	}
-	if _, err := f.turnIn(ctx, "discord:hang", "b"); !errors.Is(err, ErrChannelBusy) {
+	if _, err := f.turnIn(ctx, "discord:hang", "b"); !errors.Is(err, rtsandbox.ErrChannelBusy) {
 		t.Fatalf("second turn in a busy channel = %v", err)
 	}
 	f.rt.Stop("discord:hang")

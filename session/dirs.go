@@ -42,7 +42,7 @@ const (
 // rtsandbox.MaxChannelKey bytes, too).
 func checkChannel(channel rtsandbox.ChannelKey) error {
 	if !channel.Valid() {
-		return ErrChannel
+		return rtsandbox.ErrChannelKey
 	}
 	return nil
 }

@@ -245,8 +245,8 @@ func TestDiskStopOnFullWorkspace(t *testing.T) {
 			if !f.rt.Stop(rtsandbox.ChannelKey(ch)) {
 				t.Fatal("stop found no running turn")
 			}
-			if err := <-done; !errors.Is(err, ErrStopped) || errors.Is(err, rtsandbox.ErrWorkspaceFull) {
-				t.Fatalf("stopped turn = %v; want ErrStopped", err)
+			if err := <-done; !errors.Is(err, rtsandbox.ErrTurnStopped) || errors.Is(err, rtsandbox.ErrWorkspaceFull) {
+				t.Fatalf("stopped turn = %v; want rtsandbox.ErrTurnStopped", err)
 			}
 			if rm := removals(f.w.takeCalls()); len(rm) == 0 || rm[len(rm)-1] != f.rt.name(ch) {
 				t.Errorf("removals = %v; want the channel's container", rm)

@@ -4,7 +4,7 @@
 //
 // The contract:
 //
-//   - At most one turn per channel: a second gets ErrChannelBusy
+//   - At most one turn per channel: a second gets rtsandbox.ErrChannelBusy
 //     ("Channel is busy") at once.
 //   - A turn validates its input (rtsandbox.SessionTurn.Validate), judges
 //     its thinking level while the channel's worker is started (starts are

@@ -10,23 +10,16 @@ import (
 // Refusals and failures of the runtime. Test them with errors.Is; the
 // root kinds (rtsandbox.ErrBusy, ErrInvalid, ErrEndedEarly …) are wrapped
 // too. The texts after the kind are the reference's (session spec §1–3).
+// The refusals and causes both modes share are the root's:
+// rtsandbox.ErrChannelBusy, ErrChannelKey, rtsandbox.ErrSocketPath,
+// ErrRuntimeClosed, ErrTurnTimeout (the deadline passed) and
+// ErrTurnStopped (Stop, Remove or StartFresh ended the turn).
 var (
-	// ErrChannelBusy refuses a turn on a channel that already runs one.
-	ErrChannelBusy = fmt.Errorf("%w: Channel is busy", rtsandbox.ErrBusy)
-	// ErrClosed refuses work on a closed runtime and is the cause of the
-	// turns Close aborted.
-	ErrClosed = fmt.Errorf("%w: %w: session runtime is closed", rtsandbox.ErrStopping, rtsandbox.ErrEndedEarly)
-	// ErrChannel refuses a channel key that is invalid or longer than 256
-	// bytes.
-	ErrChannel = fmt.Errorf("%w: invalid session channel key", rtsandbox.ErrInvalid)
 	// ErrUnknownProfile refuses a channel whose profile is not configured.
 	ErrUnknownProfile = fmt.Errorf("%w: Unknown profile", rtsandbox.ErrInvalid)
 	// ErrMemoryTooLarge fails a turn whose memory block is over 100,000
 	// UTF-16 units.
 	ErrMemoryTooLarge = fmt.Errorf("%w: Memory context too large", rtsandbox.ErrInvalid)
-	// ErrSocketPath fails a start whose broker socket path is over 100
-	// bytes.
-	ErrSocketPath = fmt.Errorf("%w: Broker socket path too long", rtsandbox.ErrInvalid)
 	// ErrNotReady fails a start whose worker did not announce itself
 	// (POST /worker/ready) within the start timeout.
 	ErrNotReady error = textError("Worker did not become ready")
@@ -43,17 +36,9 @@ var (
 	ErrAlias = fmt.Errorf("%w: Channel workspace alias refused", rtsandbox.ErrRefused)
 )
 
-// Causes of an aborted turn (context.Cause of its context), wrapped in
-// the error Turn returns.
-var (
-	// ErrTimeout: the turn deadline passed.
-	ErrTimeout = fmt.Errorf("session: %w", rtsandbox.ErrTurnTimeout)
-	// ErrStopped: Stop, Remove or StartFresh ended the turn.
-	ErrStopped = fmt.Errorf("session: %w", rtsandbox.ErrTurnStopped)
-	// errTurnEnded cancels every turn's context when it ends, success
-	// included, so that broker calls still in flight end.
-	errTurnEnded = errors.New("session turn ended")
-)
+// errTurnEnded cancels every turn's context when it ends, success
+// included, so that broker calls still in flight end.
+var errTurnEnded = errors.New("session turn ended")
 
 // The texts of a failed turn (§1.2 step 16).
 const (

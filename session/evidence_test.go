@@ -62,8 +62,8 @@ func TestTimeoutSavesLogAndRemoves(t *testing.T) {
 		if err == nil || err.Error() != "Sandbox turn timed out" {
 			t.Fatalf("error = %v; want exactly Sandbox turn timed out", err)
 		}
-		if !errors.Is(err, ErrTimeout) {
-			t.Errorf("error %v does not wrap ErrTimeout", err)
+		if !errors.Is(err, rtsandbox.ErrTurnTimeout) {
+			t.Errorf("error %v does not wrap rtsandbox.ErrTurnTimeout", err)
 		}
 		name := f.rt.name("discord:party")
 		if diff := cmp.Diff([]string{"logs:200", "remove:" + name}, f.w.takeCalls()); diff != "" {

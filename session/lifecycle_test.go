@@ -137,8 +137,8 @@ func TestSocketPathTooLong(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.PartyDir = party })
 	channel := "discord:" + strings.Repeat("9", 100-len(f.party)-len("/discord_/run/broker.sock")+1)
 	_, err := f.turnIn(context.Background(), channel, "a")
-	if !errors.Is(err, ErrSocketPath) || !strings.Contains(err.Error(), "Broker socket path too long") {
-		t.Errorf("turn = %v; want ErrSocketPath", err)
+	if !errors.Is(err, rtsandbox.ErrSocketPath) || !strings.Contains(err.Error(), "Broker socket path too long") {
+		t.Errorf("turn = %v; want rtsandbox.ErrSocketPath", err)
 	}
 	if len(f.w.brokers) != 0 {
 		t.Errorf("%d brokers made", len(f.w.brokers))
@@ -419,8 +419,8 @@ func TestHostRestartKeepsContainer(t *testing.T) {
 	if !f.w.brokers[0].closed {
 		t.Error("Close left the broker open")
 	}
-	if _, err := f.turnIn(context.Background(), "discord:h", "b"); !errors.Is(err, ErrClosed) {
-		t.Errorf("turn after Close = %v; want ErrClosed", err)
+	if _, err := f.turnIn(context.Background(), "discord:h", "b"); !errors.Is(err, rtsandbox.ErrRuntimeClosed) {
+		t.Errorf("turn after Close = %v; want rtsandbox.ErrRuntimeClosed", err)
 	}
 	rt2, err := New(f.opts)
 	if err != nil {
@@ -514,7 +514,7 @@ func TestChannelBusy(t *testing.T) {
 	}()
 	<-delivered
 	_, err := f.turnIn(context.Background(), "discord:b", "second")
-	if !errors.Is(err, ErrChannelBusy) || !errors.Is(err, rtsandbox.ErrBusy) || !strings.Contains(err.Error(), "Channel is busy") {
+	if !errors.Is(err, rtsandbox.ErrChannelBusy) || !errors.Is(err, rtsandbox.ErrBusy) || !strings.Contains(err.Error(), "Channel is busy") {
 		t.Errorf("second turn = %v; want Channel is busy", err)
 	}
 	if _, err := f.turnIn(context.Background(), "discord:other", "c"); err != nil {
@@ -593,8 +593,8 @@ func TestInvalidTurnInput(t *testing.T) {
 	t.Run("channel key", func(t *testing.T) {
 		f := newFixture(t)
 		for _, ch := range []string{"nokind", "discord:" + strings.Repeat("1", 250)} {
-			if _, err := f.turnIn(context.Background(), ch, "a"); !errors.Is(err, ErrChannel) {
-				t.Errorf("channel %.20q: turn = %v; want ErrChannel", ch, err)
+			if _, err := f.turnIn(context.Background(), ch, "a"); !errors.Is(err, rtsandbox.ErrChannelKey) {
+				t.Errorf("channel %.20q: turn = %v; want rtsandbox.ErrChannelKey", ch, err)
 			}
 		}
 	})
@@ -634,8 +634,8 @@ func TestStopAbortsTurn(t *testing.T) {
 		t.Error("Stop with a turn = false")
 	}
 	err := <-done
-	if !errors.Is(err, ErrStopped) || !errors.Is(err, rtsandbox.ErrEndedEarly) {
-		t.Errorf("stopped turn = %v; want ErrStopped", err)
+	if !errors.Is(err, rtsandbox.ErrTurnStopped) || !errors.Is(err, rtsandbox.ErrEndedEarly) {
+		t.Errorf("stopped turn = %v; want rtsandbox.ErrTurnStopped", err)
 	}
 	if diff := cmp.Diff([]string{f.rt.name("discord:s")}, removals(f.w.takeCalls())); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
@@ -659,8 +659,8 @@ func TestAbortDuringCreateRemovesAfterCreate(t *testing.T) {
 			if !f.rt.Stop("discord:cr") {
 				t.Error("Stop with a turn = false")
 			}
-		}, ErrStopped},
-		{"deadline", func(*testing.T, *fixture, context.CancelFunc) { time.Sleep(10 * time.Second) }, ErrTimeout},
+		}, rtsandbox.ErrTurnStopped},
+		{"deadline", func(*testing.T, *fixture, context.CancelFunc) { time.Sleep(10 * time.Second) }, rtsandbox.ErrTurnTimeout},
 		{"caller cancelled", func(_ *testing.T, _ *fixture, cancel context.CancelFunc) { cancel() }, context.Canceled},
 	}
 	for _, tt := range tests {
@@ -726,7 +726,7 @@ func TestRemove(t *testing.T) {
 	}
 }
 
-// Close aborts running turns with ErrClosed (their containers are
+// Close aborts running turns with rtsandbox.ErrRuntimeClosed (their containers are
 // removed, as every aborted turn's) and waits for them.
 func TestCloseAbortsRunningTurn(t *testing.T) {
 	f := newFixture(t)
@@ -740,8 +740,8 @@ func TestCloseAbortsRunningTurn(t *testing.T) {
 	if active != nil {
 		t.Error("Close returned before the turn ended")
 	}
-	if err := <-done; !errors.Is(err, ErrClosed) {
-		t.Errorf("turn = %v; want ErrClosed", err)
+	if err := <-done; !errors.Is(err, rtsandbox.ErrRuntimeClosed) {
+		t.Errorf("turn = %v; want rtsandbox.ErrRuntimeClosed", err)
 	}
 }
 

@@ -105,13 +105,13 @@ func (r *Runtime) Stop(channel rtsandbox.ChannelKey) bool {
 	if cs == nil || cs.active == nil || cs.active.cancel == nil {
 		return false
 	}
-	cs.active.cancel(ErrStopped)
+	cs.active.cancel(rtsandbox.ErrTurnStopped)
 	return true
 }
 
 // hold takes channel for a lifecycle operation: a running turn is
 // stopped and waited for, and no turn is admitted until the returned
-// release is called. Errors: ErrClosed, ErrChannel, the cause of ctx.
+// release is called. Errors: rtsandbox.ErrRuntimeClosed, rtsandbox.ErrChannelKey, the cause of ctx.
 func (r *Runtime) hold(ctx context.Context, channel rtsandbox.ChannelKey) (release func(), err error) {
 	if err := checkChannel(channel); err != nil {
 		return nil, err
@@ -120,12 +120,12 @@ func (r *Runtime) hold(ctx context.Context, channel rtsandbox.ChannelKey) (relea
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
-			return nil, ErrClosed
+			return nil, rtsandbox.ErrRuntimeClosed
 		}
 		cs := r.state(channel)
 		if a := cs.active; a != nil {
 			if a.cancel != nil {
-				a.cancel(ErrStopped)
+				a.cancel(rtsandbox.ErrTurnStopped)
 			}
 			r.mu.Unlock()
 			select {
@@ -252,7 +252,7 @@ func (r *Runtime) Inspect(ctx context.Context, channel rtsandbox.ChannelKey) (St
 }
 
 // Close is the reference's stopBrokers (§1.3), for host shutdown: it
-// refuses new work, aborts every running turn (cause ErrClosed), waits
+// refuses new work, aborts every running turn (cause rtsandbox.ErrRuntimeClosed), waits
 // for the turns, starts and lifecycle operations to end (at most until
 // ctx ends), then ends the containers' watches and closes every broker.
 // Containers keep running: they survive the host's restart. It may be
@@ -264,7 +264,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	for _, cs := range r.chans {
 		if a := cs.active; a != nil {
 			if a.cancel != nil {
-				a.cancel(ErrClosed)
+				a.cancel(rtsandbox.ErrRuntimeClosed)
 			}
 			waits = append(waits, a.done)
 		}

@@ -28,7 +28,7 @@ func (r *Runtime) start(ctx context.Context, channel rtsandbox.ChannelKey, profi
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
-			return ErrClosed
+			return rtsandbox.ErrRuntimeClosed
 		}
 		cs := r.state(channel)
 		if p := cs.start; p != nil {
@@ -148,7 +148,7 @@ func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, prof
 	}
 	sock := d.socket()
 	if len(sock) > maxSocketPath {
-		return nil, false, fmt.Errorf("%w: %s", ErrSocketPath, sock)
+		return nil, false, fmt.Errorf("%w: %s", rtsandbox.ErrSocketPath, sock)
 	}
 	if old != nil {
 		if recreate {
@@ -177,7 +177,7 @@ func (r *Runtime) broker(ctx context.Context, channel rtsandbox.ChannelKey, prof
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil, removed, errors.Join(ErrClosed, b.Close())
+		return nil, removed, errors.Join(rtsandbox.ErrRuntimeClosed, b.Close())
 	}
 	cs.entry = &brokerEntry{profile: profile, digest: digest, broker: b}
 	r.mu.Unlock()

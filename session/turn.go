@@ -64,13 +64,13 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 }
 
 // Turn runs one session turn (§1.2). Refusals, decided before anything
-// runs: ErrChannel, ErrClosed, ErrChannelBusy. Every other failure is
+// runs: rtsandbox.ErrChannelKey, rtsandbox.ErrRuntimeClosed, rtsandbox.ErrChannelBusy. Every other failure is
 // logged ("sandbox turn failed") and returned as an error whose text is
 // "Sandbox turn timed out" (the deadline passed) or "Sandbox turn failed:
 // <scrubbed message>", wrapping the original error (ErrWorkerFailed for a
 // worker's ok:false, ErrUnknownProfile, ErrNotReady, rtsandbox.ErrTurnInput
-// …) and, when the turn was aborted, its cause (ErrTimeout, ErrStopped,
-// ErrClosed or the caller's). An aborted turn's container is removed
+// …) and, when the turn was aborted, its cause (rtsandbox.ErrTurnTimeout, rtsandbox.ErrTurnStopped,
+// rtsandbox.ErrRuntimeClosed or the caller's). An aborted turn's container is removed
 // before Turn returns.
 func (r *Runtime) Turn(ctx context.Context, req TurnRequest) (TurnResult, error) {
 	return r.turnWith(ctx, req, nil)
@@ -127,14 +127,14 @@ func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (*tur
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, ErrClosed
+		return nil, rtsandbox.ErrRuntimeClosed
 	}
 	cs := r.state(channel)
 	if cs.active != nil {
-		return nil, ErrChannelBusy
+		return nil, rtsandbox.ErrChannelBusy
 	}
 	base, cancel := context.WithCancelCause(ctx)
-	tctx, stop := context.WithTimeoutCause(base, r.s.TurnTimeout, ErrTimeout)
+	tctx, stop := context.WithTimeoutCause(base, r.s.TurnTimeout, rtsandbox.ErrTurnTimeout)
 	t := &turn{channel: channel, caller: ctx, ctx: tctx, cancel: cancel, stop: stop,
 		act: &activity{cancel: cancel, done: make(chan struct{})}}
 	cs.active = t.act
@@ -338,9 +338,9 @@ func (r *Runtime) failed(t *turn, err error) error {
 		// which ends the turn's calls at the same deadline on its own
 		// timer, can make the worker fail first. That is still the
 		// deadline's doing.
-		aborted, cause = true, ErrTimeout
+		aborted, cause = true, rtsandbox.ErrTurnTimeout
 	}
-	timedOut := aborted && errors.Is(cause, ErrTimeout)
+	timedOut := aborted && errors.Is(cause, rtsandbox.ErrTurnTimeout)
 	msg := r.scrub(err.Error(), maxLogMessage)
 	// A stop or a shutdown is no fault to investigate: Info, not Warn.
 	level := slog.LevelWarn

@@ -60,7 +60,7 @@ func (r *Runtime) startWatch(ctx context.Context, channel rtsandbox.ChannelKey, 
 	if r.closed {
 		r.mu.Unlock()
 		cancel()
-		return ErrClosed
+		return rtsandbox.ErrRuntimeClosed
 	}
 	if old := r.watches[name]; old != nil {
 		old.cancel()
