@@ -54,7 +54,7 @@ bench:
 	$(GO) test -run '^$$' -bench ExtractPathological -benchtime 10x -count 3 ./webpage/
 	RTSANDBOX_BENCH_MB=16 $(GO) test -run '^$$' -bench 'DecodeShapes|DecodePeak' -benchtime 1x ./broker/
 	$(GO) test -run '^$$' -bench 'NormalizeConversation|NormalizeMessagesImage|NormalizeChatImage' ./modelapi/
-	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sandbox/
+	$(GO) test -run '^$$' -bench 'SealedTurn|DockerRunRm|BareContainer' -benchtime 30x ./sealed/
 	$(GO) test -run '^$$' -bench LedgerTurn -benchtime 2s -count 3 ./budget/
 	CI=true $(GO) test -run '^$$' -bench ServeSessionWorkerKill -benchtime 20x -count 3 ./cmd/rtsandbox/
 

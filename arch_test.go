@@ -140,7 +140,7 @@ func archRules() []importRule {
 		name: "broker knows no surface, router, container or runtime",
 		who:  func(dir string) bool { return dir == "broker" },
 		allowed: func(_, ip string) bool {
-			return !under(local(ip), "surface", "router", "container", "sandbox", "session", "host", "cmd")
+			return !under(local(ip), "surface", "router", "container", "sealed", "session", "host", "cmd")
 		},
 		why: "broker/ knows no surface, router, container or runtime",
 	}, {
@@ -155,7 +155,7 @@ func archRules() []importRule {
 		name: "router knows runtimes through an interface",
 		who:  func(dir string) bool { return dir == "router" },
 		allowed: func(_, ip string) bool {
-			return !under(local(ip), "sandbox", "session", "container", "broker", "surface", "host", "cmd", "config", "upstream", "door")
+			return !under(local(ip), "sealed", "session", "container", "broker", "surface", "host", "cmd", "config", "upstream", "door")
 		},
 		why: "the router knows runtimes through a small interface, no surface, and no credential (the door is an interface too)",
 	}, {
@@ -211,9 +211,9 @@ func TestArchitectureRulesBite(t *testing.T) {
 		"root imports nothing of the module":                                            {".", modulePath + "/access"},
 		"worker side: root, jsonjs, brokerclient, skills and the standard library only": {"worker", "os/exec"},
 		"broker knows no surface, router, container or runtime":                         {"broker", modulePath + "/router"},
-		"surfaces know the router and root only":                                        {"surface/httpapi", modulePath + "/sandbox"},
-		"router knows runtimes through an interface":                                    {"router", modulePath + "/sandbox"},
-		"only cmd and host wire":                                                        {"sandbox", modulePath + "/config"},
+		"surfaces know the router and root only":                                        {"surface/httpapi", modulePath + "/sealed"},
+		"router knows runtimes through an interface":                                    {"router", modulePath + "/sealed"},
+		"only cmd and host wire":                                                        {"sealed", modulePath + "/config"},
 		"nothing imports cmd":                                                           {"host", modulePath + "/cmd/rtsandbox"},
 		"fakes stay out of production code":                                             {"broker", modulePath + "/internal/fakemodel"},
 	}

@@ -206,7 +206,7 @@ type Sandbox struct {
 	Prompt      string // operator prompt; empty means the built-in text
 	TimeZone    string // IANA name; empty means the host's zone at run time
 	// MaxTurns bounds the turns running at once on the host; 0 means the
-	// runtime derives it from CPUs and memory (sandbox.DefaultMaxTurns).
+	// runtime derives it from CPUs and memory (sealed.DefaultMaxTurns).
 	MaxTurns int
 	// MaxQueueWait bounds a turn's wait for a slot (guests then get the
 	// fixed busy text).

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
@@ -56,13 +56,13 @@ func Demo(ctx context.Context, out io.Writer, log *slog.Logger, o DemoOptions) e
 		Sandbox: config.Sandbox{Image: o.Image, UID: o.UID, GID: o.GID, TimeZone: "UTC"},
 	}
 	calls := &modelCalls{next: log.Handler(), count: &callCount{}}
-	var stats sandbox.TurnStats
+	var stats sealed.TurnStats
 	s, err := NewSealedRuntime(cfg, func(k string) string {
 		if k == demoKeyEnv {
 			return o.Key
 		}
 		return ""
-	}, SealedOptions{Driver: d, Logger: slog.New(calls), OnTurn: func(ts sandbox.TurnStats) { stats = ts }})
+	}, SealedOptions{Driver: d, Logger: slog.New(calls), OnTurn: func(ts sealed.TurnStats) { stats = ts }})
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func demoImage(ctx context.Context, out io.Writer, tag string) error {
 	return nil
 }
 
-func demoConversation(ctx context.Context, out io.Writer, s *SealedRuntime, calls *modelCalls, stats *sandbox.TurnStats) error {
+func demoConversation(ctx context.Context, out io.Writer, s *SealedRuntime, calls *modelCalls, stats *sealed.TurnStats) error {
 	speaker := rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: "demo:guest"}
 	var last rtsandbox.Reply
 	for i, text := range demoTurns {
@@ -115,7 +115,7 @@ func demoConversation(ctx context.Context, out io.Writer, s *SealedRuntime, call
 	return nil
 }
 
-func printPhases(out io.Writer, st sandbox.TurnStats, calls *modelCalls) {
+func printPhases(out io.Writer, st sealed.TurnStats, calls *modelCalls) {
 	phase := func(name string, at time.Time) {
 		if !at.IsZero() {
 			fmt.Fprintf(out, "  %-20s +%s\n", name, at.Sub(st.Admitted).Round(100*time.Microsecond))

@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 )
 
 // LockRunRoot takes the lock that a live sealed runtime holds on
@@ -26,8 +26,8 @@ func LockRunRoot(cfg *config.Config) (unlock func(), err error) {
 	if _, err := os.Lstat(root); errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil
 	}
-	f, err := sandbox.LockRunRoot(root)
-	if errors.Is(err, sandbox.ErrRunRootBusy) {
+	f, err := sealed.LockRunRoot(root)
+	if errors.Is(err, sealed.ErrRunRootBusy) {
 		return nil, fmt.Errorf("state_dir %s is in use by a running rtsandbox (serve, turn or chat); it removes its own leftovers, so reap only after it stopped", cfg.StateDir)
 	}
 	if err != nil {

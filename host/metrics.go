@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/metrics"
 	"github.com/rtsandbox/rtsandbox/router"
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 	"github.com/rtsandbox/rtsandbox/session"
 )
 
@@ -58,7 +58,7 @@ func startMetrics(cfg *config.Config, log *slog.Logger) (*hostMetrics, error) {
 func (h *hostMetrics) stop() { h.ln.shutdown() }
 
 // onTurn is the sandbox's OnTurn with metrics on; nil when off.
-func (h *hostMetrics) onTurn() func(sandbox.TurnStats) {
+func (h *hostMetrics) onTurn() func(sealed.TurnStats) {
 	if h.rec == nil {
 		return nil
 	}
@@ -93,7 +93,7 @@ func (h *hostMetrics) observe() func(broker.CallRecord) {
 }
 
 // watchSandbox binds the gauges the runtime and the driver answer.
-func (h *hostMetrics) watchSandbox(rt *sandbox.Runtime, pending func() int) {
+func (h *hostMetrics) watchSandbox(rt *sealed.Runtime, pending func() int) {
 	if h.rec == nil {
 		return
 	}
@@ -143,8 +143,8 @@ func (h *hostMetrics) watchRouter(r *router.Router) {
 // the outcome class, the broker call count and each phase in
 // milliseconds; never content. The sandbox itself logs a failure's error
 // at Warn.
-func logTurn(log *slog.Logger, next func(sandbox.TurnStats)) func(sandbox.TurnStats) {
-	return func(s sandbox.TurnStats) {
+func logTurn(log *slog.Logger, next func(sealed.TurnStats)) func(sealed.TurnStats) {
+	return func(s sealed.TurnStats) {
 		if log.Enabled(context.Background(), slog.LevelInfo) {
 			log.LogAttrs(context.Background(), slog.LevelInfo, "turn", turnAttrs(s)...)
 		}
@@ -154,7 +154,7 @@ func logTurn(log *slog.Logger, next func(sandbox.TurnStats)) func(sandbox.TurnSt
 	}
 }
 
-func turnAttrs(s sandbox.TurnStats) []slog.Attr {
+func turnAttrs(s sealed.TurnStats) []slog.Attr {
 	attrs := []slog.Attr{
 		slog.String("channel", string(s.Channel)),
 		slog.String("class", s.Class),

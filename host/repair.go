@@ -27,7 +27,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/internal/sqlitecheck"
 	"github.com/rtsandbox/rtsandbox/memstore"
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 )
 
 // ErrServeRunning refuses a repair while a serve holds the state dir.
@@ -74,7 +74,7 @@ func holdStateDir(dir string) (func(), error) {
 	}
 	root := filepath.Join(dir, RunRootName)
 	if _, err := os.Lstat(root); err == nil {
-		f, err := sandbox.LockRunRoot(root)
+		f, err := sealed.LockRunRoot(root)
 		if err != nil {
 			return nil, fmt.Errorf("repair: %w (%w)", ErrServeRunning, err)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/sqlitecheck"
 	"github.com/rtsandbox/rtsandbox/memstore"
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 )
 
 // storeDir is a state dir with a memory database holding one channel's
@@ -150,7 +150,7 @@ func TestRepairRefusesWhileServing(t *testing.T) {
 	if err := os.Mkdir(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := sandbox.LockRunRoot(root)
+	lock, err := sealed.LockRunRoot(root)
 	if err != nil {
 		t.Fatal(err)
 	}

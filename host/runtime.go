@@ -17,14 +17,14 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/delegate"
 	"github.com/rtsandbox/rtsandbox/memstore"
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
 // SealedRuntime is a sealed runtime wired from a config, with what must be
 // closed after it.
 type SealedRuntime struct {
-	Runtime *sandbox.Runtime
+	Runtime *sealed.Runtime
 	driver  container.Driver
 	// shared are the services both modes use, opened once; the sealed
 	// runtime closes them last.
@@ -43,7 +43,7 @@ const RunRootName = "run"
 type SealedOptions struct {
 	Client  *upstream.Client        // nil: the hardened default
 	Driver  container.Driver        // nil: the local Docker daemon
-	OnTurn  func(sandbox.TurnStats) // after the "turn" record (metrics.go)
+	OnTurn  func(sealed.TurnStats)  // after the "turn" record (metrics.go)
 	Observe func(broker.CallRecord) // the broker's Observe (metrics)
 	// OnSettle is told every settled budget amount (metrics); nil is fine.
 	OnSettle func(budget.Kind, int64)
@@ -122,7 +122,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		}
 		o.Driver, closeFn = d, closeClient
 	}
-	rt, err := sandbox.New(sandbox.Options{
+	rt, err := sealed.New(sealed.Options{
 		Broker: b, Driver: o.Driver, Image: ImageTag(cfg), UID: uid, GID: gid,
 		RunRoot: filepath.Join(cfg.StateDir, RunRootName), State: svc.memory,
 		Model: cfg.Model.Name, Prompt: cfg.Sandbox.Prompt, TimeZone: TimeZone(cfg, getenv),

@@ -11,7 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 )
 
-// The sealed runtime's channel state (sandbox.StateStore): the turn JSON
+// The sealed runtime's channel state (sealed.StateStore): the turn JSON
 // carries the channel's memory in the sealed wire shape, because the
 // sealed worker runs the memory tools itself, and its history; the reply
 // carries both back.

@@ -12,7 +12,7 @@
 //     speaker, a raw path, a guest-chosen name or any content.
 //   - The observers (Turn, SessionTurn, BrokerCall, Drop) only update
 //     counters and histograms: they never block and are safe for
-//     concurrent use, so they may run inside sandbox.Options.OnTurn,
+//     concurrent use, so they may run inside sealed.Options.OnTurn,
 //     session.Options.OnTurn and broker.Config.Observe.
 //   - The gauges read their sources at scrape time. A source is bound
 //     with ActiveTurns, ActiveSessionTurns, PendingRemovals or

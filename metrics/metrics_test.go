@@ -17,17 +17,17 @@ import (
 
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/metrics"
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 	"github.com/rtsandbox/rtsandbox/session"
 )
 
 // fullTurn is a turn that reached every phase: 40 ms admission, 60 ms
 // setup, 200 ms create, 300 ms start, 400 ms to the first call, 1 s of
 // replies, 500 ms removal, 2.6 s in all.
-func fullTurn(class string) sandbox.TurnStats {
+func fullTurn(class string) sealed.TurnStats {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	return sandbox.TurnStats{
+	return sealed.TurnStats{
 		Channel: "http:lobby", Class: class,
 		Admitted: at(0), Slotted: at(40), Listening: at(50), Began: at(100), Created: at(300), Started: at(600),
 		FirstCall: at(1000), Exited: at(2000), Removed: at(2500), Ended: at(2600),
@@ -36,18 +36,18 @@ func fullTurn(class string) sandbox.TurnStats {
 
 func TestPhases(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	early := fullTurn(sandbox.ClassEngine)
+	early := fullTurn(sealed.ClassEngine)
 	early.Created, early.Started, early.FirstCall, early.Exited, early.Removed = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	pending := fullTurn(sandbox.ClassOK)
+	pending := fullTurn(sealed.ClassOK)
 	pending.Removed, pending.CleanupPending = time.Time{}, true
-	noCall := fullTurn(sandbox.ClassWorker)
+	noCall := fullTurn(sealed.ClassWorker)
 	noCall.FirstCall = time.Time{}
 	tests := []struct {
 		name  string
-		stats sandbox.TurnStats
+		stats sealed.TurnStats
 		want  []metrics.Phase
 	}{
-		{"every-phase", fullTurn(sandbox.ClassOK), []metrics.Phase{
+		{"every-phase", fullTurn(sealed.ClassOK), []metrics.Phase{
 			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
 			{metrics.PhaseFirstCall, ms(400)}, {metrics.PhaseReply, ms(1000)}, {metrics.PhaseRemoval, ms(500)},
 			{metrics.PhaseTotal, ms(2600)},
@@ -61,7 +61,7 @@ func TestPhases(t *testing.T) {
 			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
 			{metrics.PhaseRemoval, ms(500)}, {metrics.PhaseTotal, ms(2600)},
 		}},
-		{"nothing", sandbox.TurnStats{}, []metrics.Phase{}},
+		{"nothing", sealed.TurnStats{}, []metrics.Phase{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,9 +74,9 @@ func TestPhases(t *testing.T) {
 
 func TestTurnCountsClassAndPhases(t *testing.T) {
 	r := metrics.New()
-	r.Turn(fullTurn(sandbox.ClassOK))
-	r.Turn(fullTurn(sandbox.ClassOK))
-	failed := fullTurn(sandbox.ClassUpstream)
+	r.Turn(fullTurn(sealed.ClassOK))
+	r.Turn(fullTurn(sealed.ClassOK))
+	failed := fullTurn(sealed.ClassUpstream)
 	failed.Removed = time.Time{}
 	r.Turn(failed)
 	r.Turn(fullTurn("Not A Class"))
@@ -225,7 +225,7 @@ func TestRegistryIsPrivate(t *testing.T) {
 
 func TestHandlerServesOnlyMetrics(t *testing.T) {
 	r := metrics.New()
-	r.Turn(fullTurn(sandbox.ClassOK))
+	r.Turn(fullTurn(sealed.ClassOK))
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
 	tests := []struct {
@@ -263,7 +263,7 @@ func TestConcurrentUse(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 200 {
-				r.Turn(fullTurn(sandbox.ClassOK))
+				r.Turn(fullTurn(sealed.ClassOK))
 				r.BrokerCall(broker.CallRecord{Route: broker.RouteModel, Status: 200, Upstream: time.Millisecond})
 				r.Drop("queue_full")
 			}
@@ -292,7 +292,7 @@ func BenchmarkBrokerCall(b *testing.B) {
 
 func BenchmarkTurn(b *testing.B) {
 	r := metrics.New()
-	s := fullTurn(sandbox.ClassOK)
+	s := fullTurn(sealed.ClassOK)
 	for b.Loop() {
 		r.Turn(s)
 	}

@@ -5,13 +5,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rtsandbox/rtsandbox/sandbox"
+	"github.com/rtsandbox/rtsandbox/sealed"
 	"github.com/rtsandbox/rtsandbox/session"
 )
 
 // The mode label of the turn metrics: which runtime ran the turn.
 const (
-	ModeSealed  = "sealed"  // a fresh container per turn (package sandbox)
+	ModeSealed  = "sealed"  // a fresh container per turn (package sealed)
 	ModeSession = "session" // the channel's long-lived worker (package session)
 )
 
@@ -44,16 +44,16 @@ const (
 // phaseSpans are the timestamps each phase runs between.
 var phaseSpans = []struct {
 	name     string
-	from, to func(*sandbox.TurnStats) time.Time
+	from, to func(*sealed.TurnStats) time.Time
 }{
-	{PhaseAdmission, func(s *sandbox.TurnStats) time.Time { return s.Admitted }, func(s *sandbox.TurnStats) time.Time { return s.Slotted }},
-	{PhaseSetup, func(s *sandbox.TurnStats) time.Time { return s.Slotted }, func(s *sandbox.TurnStats) time.Time { return s.Began }},
-	{PhaseCreate, func(s *sandbox.TurnStats) time.Time { return s.Began }, func(s *sandbox.TurnStats) time.Time { return s.Created }},
-	{PhaseStart, func(s *sandbox.TurnStats) time.Time { return s.Created }, func(s *sandbox.TurnStats) time.Time { return s.Started }},
-	{PhaseFirstCall, func(s *sandbox.TurnStats) time.Time { return s.Started }, func(s *sandbox.TurnStats) time.Time { return s.FirstCall }},
-	{PhaseReply, func(s *sandbox.TurnStats) time.Time { return s.FirstCall }, func(s *sandbox.TurnStats) time.Time { return s.Exited }},
-	{PhaseRemoval, func(s *sandbox.TurnStats) time.Time { return s.Exited }, func(s *sandbox.TurnStats) time.Time { return s.Removed }},
-	{PhaseTotal, func(s *sandbox.TurnStats) time.Time { return s.Admitted }, func(s *sandbox.TurnStats) time.Time { return s.Ended }},
+	{PhaseAdmission, func(s *sealed.TurnStats) time.Time { return s.Admitted }, func(s *sealed.TurnStats) time.Time { return s.Slotted }},
+	{PhaseSetup, func(s *sealed.TurnStats) time.Time { return s.Slotted }, func(s *sealed.TurnStats) time.Time { return s.Began }},
+	{PhaseCreate, func(s *sealed.TurnStats) time.Time { return s.Began }, func(s *sealed.TurnStats) time.Time { return s.Created }},
+	{PhaseStart, func(s *sealed.TurnStats) time.Time { return s.Created }, func(s *sealed.TurnStats) time.Time { return s.Started }},
+	{PhaseFirstCall, func(s *sealed.TurnStats) time.Time { return s.Started }, func(s *sealed.TurnStats) time.Time { return s.FirstCall }},
+	{PhaseReply, func(s *sealed.TurnStats) time.Time { return s.FirstCall }, func(s *sealed.TurnStats) time.Time { return s.Exited }},
+	{PhaseRemoval, func(s *sealed.TurnStats) time.Time { return s.Exited }, func(s *sealed.TurnStats) time.Time { return s.Removed }},
+	{PhaseTotal, func(s *sealed.TurnStats) time.Time { return s.Admitted }, func(s *sealed.TurnStats) time.Time { return s.Ended }},
 }
 
 // Phase is how long a turn spent in one phase.
@@ -66,7 +66,7 @@ type Phase struct {
 // order. A turn that failed early lacks the later phases; one that never
 // called the broker lacks first_call and reply; one whose container was
 // still being removed when it ended lacks removal.
-func Phases(s sandbox.TurnStats) []Phase {
+func Phases(s sealed.TurnStats) []Phase {
 	out := make([]Phase, 0, len(phaseSpans))
 	for _, p := range phaseSpans {
 		from, to := p.from(&s), p.to(&s)
@@ -80,10 +80,10 @@ func Phases(s sandbox.TurnStats) []Phase {
 
 // turnClasses are the outcome classes whose counters start at zero.
 var turnClasses = []string{
-	sandbox.ClassOK, sandbox.ClassUpstream, sandbox.ClassBudget, sandbox.ClassWorker,
-	sandbox.ClassEngine, sandbox.ClassTimeout, sandbox.ClassStopped, sandbox.ClassShutdown,
-	sandbox.ClassCancelled, sandbox.ClassInvalidReply, sandbox.ClassState, sandbox.ClassDiskFull,
-	sandbox.ClassInternal,
+	sealed.ClassOK, sealed.ClassUpstream, sealed.ClassBudget, sealed.ClassWorker,
+	sealed.ClassEngine, sealed.ClassTimeout, sealed.ClassStopped, sealed.ClassShutdown,
+	sealed.ClassCancelled, sealed.ClassInvalidReply, sealed.ClassState, sealed.ClassDiskFull,
+	sealed.ClassInternal,
 }
 
 // phaseBuckets span a container start (milliseconds) to the longest turn
@@ -115,8 +115,8 @@ func (r *Recorder) registerTurns() {
 }
 
 // Turn records one admitted sealed turn: its outcome class and its
-// phases. It is the sandbox.Options.OnTurn of a host with metrics on.
-func (r *Recorder) Turn(s sandbox.TurnStats) {
+// phases. It is the sealed.Options.OnTurn of a host with metrics on.
+func (r *Recorder) Turn(s sealed.TurnStats) {
 	r.turns.WithLabelValues(label(s.Class), ModeSealed).Inc()
 	for _, p := range Phases(s) {
 		r.phases.WithLabelValues(p.Name, ModeSealed).Observe(p.Duration.Seconds())
@@ -134,7 +134,7 @@ func (r *Recorder) SessionTurn(s session.TurnStats) {
 }
 
 // ActiveTurns binds rtsandbox_turns_active{mode="sealed"}, typically to
-// the length of (*sandbox.Runtime).Busy.
+// the length of (*sealed.Runtime).Busy.
 func (r *Recorder) ActiveTurns(f func() int) { r.active.bind(f) }
 
 // ActiveSessionTurns binds rtsandbox_turns_active{mode="session"},

@@ -323,7 +323,7 @@ func TestTurnText(t *testing.T) {
 // Sealed spec §6.6 "Full plugin", as far as it applies without Discord: a
 // real store seeded by initial channels, one mention, one runtime call with
 // the speaker passed through (the time zone is the runtime's own option,
-// sandbox.Options.TimeZone, and never passes through the router).
+// sealed.Options.TimeZone, and never passes through the router).
 func TestFullPluginWithoutDiscord(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	store := openStore(t, dir, guests)

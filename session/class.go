@@ -12,7 +12,7 @@ import (
 
 // Outcome classes of an admitted session turn: TurnStats.Class, and the
 // class label of the turn metrics with mode="session". They are the
-// sealed runtime's words (package sandbox's Class*) for the same
+// sealed runtime's words (package sealed's Class*) for the same
 // outcomes, so a dashboard reads both modes alike.
 const (
 	// ClassOK: the worker answered, or the message held nothing to run.

@@ -1,4 +1,4 @@
-package sandbox
+package sealed
 
 // The tests of spec §6.4 (src/runtime-lifecycle.test.ts).
 

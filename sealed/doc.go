@@ -1,4 +1,4 @@
-// Package sandbox is the sealed runtime: it runs one guest turn in a fresh
+// Package sealed is the sealed runtime: it runs one guest turn in a fresh
 // worker container whose only way out is a per-turn broker socket.
 //
 // The contract of RunTurn, in order (spec sealed.md §1 steps 4–13, §5.3):
@@ -24,4 +24,4 @@
 // When the service runs as root it must name a non-root worker user; the
 // workspace, run dir and socket are then owned by that user but stay
 // 0700/0600 behind roots that only the service can enter.
-package sandbox
+package sealed

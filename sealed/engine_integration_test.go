@@ -1,4 +1,4 @@
-package sandbox
+package sealed
 
 // Integration tests of a slow, cut or wedged engine: the driver talks to the
 // daemon through a socket proxy the test controls.

@@ -1,4 +1,4 @@
-package sandbox
+package sealed
 
 // Integration tests against the local Docker daemon: the real worker in a
 // FROM-scratch image, run under the sealed profile, reaching only the broker

@@ -1,4 +1,4 @@
-package sandbox
+package sealed
 
 // The runtime bullets of spec §6.5 (review regressions) and §6.11 (extra
 // acceptance tests), plus the filesystem hygiene they rest on.

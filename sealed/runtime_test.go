@@ -1,4 +1,4 @@
-package sandbox
+package sealed
 
 // The tests of spec §6.3 (src/runtime.test.ts).
 
