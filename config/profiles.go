@@ -16,10 +16,10 @@ import (
 const (
 	// ModeSealed runs every turn in a fresh container (the sealed
 	// runtime), with the model block and every configured tool.
-	ModeSealed = "sealed"
+	ModeSealed = rtsandbox.ModeSealed
 	// ModeSession keeps one long-lived container per channel (the session
 	// runtime), with the profile's model, MCP servers and tools only.
-	ModeSession = "session"
+	ModeSession = rtsandbox.ModeSession
 )
 
 const (

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/metrics"
 	"github.com/rtsandbox/rtsandbox/sealed"
@@ -36,18 +37,18 @@ func fullTurn(class string) sealed.TurnStats {
 
 func TestPhases(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	early := fullTurn(sealed.ClassEngine)
+	early := fullTurn(rtsandbox.ClassEngine)
 	early.Created, early.Started, early.FirstCall, early.Exited, early.Removed = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	pending := fullTurn(sealed.ClassOK)
+	pending := fullTurn(rtsandbox.ClassOK)
 	pending.Removed, pending.CleanupPending = time.Time{}, true
-	noCall := fullTurn(sealed.ClassWorker)
+	noCall := fullTurn(rtsandbox.ClassWorker)
 	noCall.FirstCall = time.Time{}
 	tests := []struct {
 		name  string
 		stats sealed.TurnStats
 		want  []metrics.Phase
 	}{
-		{"every-phase", fullTurn(sealed.ClassOK), []metrics.Phase{
+		{"every-phase", fullTurn(rtsandbox.ClassOK), []metrics.Phase{
 			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
 			{metrics.PhaseFirstCall, ms(400)}, {metrics.PhaseReply, ms(1000)}, {metrics.PhaseRemoval, ms(500)},
 			{metrics.PhaseTotal, ms(2600)},
@@ -74,9 +75,9 @@ func TestPhases(t *testing.T) {
 
 func TestTurnCountsClassAndPhases(t *testing.T) {
 	r := metrics.New()
-	r.Turn(fullTurn(sealed.ClassOK))
-	r.Turn(fullTurn(sealed.ClassOK))
-	failed := fullTurn(sealed.ClassUpstream)
+	r.Turn(fullTurn(rtsandbox.ClassOK))
+	r.Turn(fullTurn(rtsandbox.ClassOK))
+	failed := fullTurn(rtsandbox.ClassUpstream)
 	failed.Removed = time.Time{}
 	r.Turn(failed)
 	r.Turn(fullTurn("Not A Class"))
@@ -109,8 +110,8 @@ func TestTurnCountsClassAndPhases(t *testing.T) {
 func TestSessionTurnCountsWithMode(t *testing.T) {
 	r := metrics.New()
 	at := time.Unix(1_700_000_000, 0)
-	r.SessionTurn(session.TurnStats{Channel: "http:lobby", Admitted: at, Ended: at.Add(2 * time.Second), Class: session.ClassOK})
-	r.SessionTurn(session.TurnStats{Channel: "http:lobby", Admitted: at, Ended: at.Add(time.Second), Class: session.ClassTimeout})
+	r.SessionTurn(session.TurnStats{Channel: "http:lobby", Admitted: at, Ended: at.Add(2 * time.Second), Class: rtsandbox.ClassOK})
+	r.SessionTurn(session.TurnStats{Channel: "http:lobby", Admitted: at, Ended: at.Add(time.Second), Class: rtsandbox.ClassTimeout})
 	r.SessionTurn(session.TurnStats{Class: "Not A Class"}) // no times: counted, not timed
 	for class, want := range map[string]float64{"ok": 1, "timeout": 1, "other": 1, "worker": 0, "stopped": 0} {
 		if got := counter(t, r, "rtsandbox_turns_total", "class", class, "mode", "session"); got != want {
@@ -225,7 +226,7 @@ func TestRegistryIsPrivate(t *testing.T) {
 
 func TestHandlerServesOnlyMetrics(t *testing.T) {
 	r := metrics.New()
-	r.Turn(fullTurn(sealed.ClassOK))
+	r.Turn(fullTurn(rtsandbox.ClassOK))
 	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
 	tests := []struct {
@@ -263,7 +264,7 @@ func TestConcurrentUse(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 200 {
-				r.Turn(fullTurn(sealed.ClassOK))
+				r.Turn(fullTurn(rtsandbox.ClassOK))
 				r.BrokerCall(broker.CallRecord{Route: broker.RouteModel, Status: 200, Upstream: time.Millisecond})
 				r.Drop("queue_full")
 			}
@@ -292,7 +293,7 @@ func BenchmarkBrokerCall(b *testing.B) {
 
 func BenchmarkTurn(b *testing.B) {
 	r := metrics.New()
-	s := fullTurn(sealed.ClassOK)
+	s := fullTurn(rtsandbox.ClassOK)
 	for b.Loop() {
 		r.Turn(s)
 	}

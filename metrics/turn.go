@@ -5,14 +5,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/sealed"
 	"github.com/rtsandbox/rtsandbox/session"
 )
 
 // The mode label of the turn metrics: which runtime ran the turn.
 const (
-	ModeSealed  = "sealed"  // a fresh container per turn (package sealed)
-	ModeSession = "session" // the channel's long-lived worker (package session)
+	ModeSealed  = rtsandbox.ModeSealed  // a fresh container per turn (package sealed)
+	ModeSession = rtsandbox.ModeSession // the channel's long-lived worker (package session)
 )
 
 // Phases of a sealed turn, in lifecycle order: the phase label of
@@ -80,10 +81,10 @@ func Phases(s sealed.TurnStats) []Phase {
 
 // turnClasses are the outcome classes whose counters start at zero.
 var turnClasses = []string{
-	sealed.ClassOK, sealed.ClassUpstream, sealed.ClassBudget, sealed.ClassWorker,
-	sealed.ClassEngine, sealed.ClassTimeout, sealed.ClassStopped, sealed.ClassShutdown,
-	sealed.ClassCancelled, sealed.ClassInvalidReply, sealed.ClassState, sealed.ClassDiskFull,
-	sealed.ClassInternal,
+	rtsandbox.ClassOK, rtsandbox.ClassUpstream, rtsandbox.ClassBudget, rtsandbox.ClassWorker,
+	rtsandbox.ClassEngine, rtsandbox.ClassTimeout, rtsandbox.ClassStopped, rtsandbox.ClassShutdown,
+	rtsandbox.ClassCancelled, rtsandbox.ClassInvalidReply, rtsandbox.ClassState, rtsandbox.ClassDiskFull,
+	rtsandbox.ClassInternal,
 }
 
 // phaseBuckets span a container start (milliseconds) to the longest turn

@@ -115,9 +115,9 @@ func TestTurnClasses(t *testing.T) {
 		level       slog.Level
 		wantReply   bool
 	}{
-		{name: "ok", model: []string{completion("Hello " + guestMarker)}, class: ClassOK, level: slog.LevelDebug, wantReply: true},
+		{name: "ok", model: []string{completion("Hello " + guestMarker)}, class: rtsandbox.ClassOK, level: slog.LevelDebug, wantReply: true},
 		{name: "upstream", model: []string{}, // the model answers 500: the broker 502
-			class: ClassUpstream, workerClass: container.WorkerUpstreamFailed, level: slog.LevelWarn},
+			class: rtsandbox.ClassUpstream, workerClass: container.WorkerUpstreamFailed, level: slog.LevelWarn},
 		{name: "budget", model: []string{completion("never asked")},
 			edit: func(f *fixture, _ *setup) {
 				// Spend the turn's call budget before the worker runs:
@@ -129,55 +129,55 @@ func TestTurnClasses(t *testing.T) {
 					return runWorker(ctx, spec, turn)
 				}
 			},
-			class: ClassBudget, workerClass: container.WorkerBudgetExhausted, level: slog.LevelWarn},
+			class: rtsandbox.ClassBudget, workerClass: container.WorkerBudgetExhausted, level: slog.LevelWarn},
 		{name: "worker-null-content", model: []string{completion(nil)},
-			class: ClassWorker, workerClass: container.WorkerNoFinalText, level: slog.LevelWarn},
+			class: rtsandbox.ClassWorker, workerClass: container.WorkerNoFinalText, level: slog.LevelWarn},
 		{name: "worker-model-response", model: []string{`{"choices":[{"message":"` + guestMarker + `"}]}`},
-			class: ClassWorker, workerClass: container.WorkerModelResponse, level: slog.LevelWarn},
+			class: rtsandbox.ClassWorker, workerClass: container.WorkerModelResponse, level: slog.LevelWarn},
 		{name: "engine", edit: func(f *fixture, _ *setup) {
 			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
 				return rtsandbox.Reply{}, fmt.Errorf("%w: create: connection refused", container.ErrEngine)
 			}
-		}, class: ClassEngine, level: slog.LevelWarn},
+		}, class: rtsandbox.ClassEngine, level: slog.LevelWarn},
 		{name: "cleanup-failed", edit: func(f *fixture, _ *setup) {
 			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
 				return rtsandbox.Reply{}, fmt.Errorf("%w: remove x: driver closed", container.ErrCleanup)
 			}
-		}, class: ClassEngine, level: slog.LevelWarn},
+		}, class: rtsandbox.ClassEngine, level: slog.LevelWarn},
 		{name: "timeout", edit: func(f *fixture, s *setup) {
 			f.opts.TurnTimeout = MinTurnTimeout
 			f.driver.run = blockUntilEnd(s.started)
-		}, class: ClassTimeout, level: slog.LevelWarn},
+		}, class: rtsandbox.ClassTimeout, level: slog.LevelWarn},
 		{name: "stopped", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
-			during: func(s *setup) { s.f.rt.Stop(ch) }, class: ClassStopped, level: slog.LevelInfo},
+			during: func(s *setup) { s.f.rt.Stop(ch) }, class: rtsandbox.ClassStopped, level: slog.LevelInfo},
 		{name: "shutdown", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
-			during: func(s *setup) { go s.f.rt.Close(context.Background()) }, class: ClassShutdown, level: slog.LevelInfo},
+			during: func(s *setup) { go s.f.rt.Close(context.Background()) }, class: rtsandbox.ClassShutdown, level: slog.LevelInfo},
 		{name: "cancelled", edit: func(f *fixture, s *setup) { f.driver.run = blockUntilEnd(s.started) },
-			during: func(s *setup) { s.cancel() }, class: ClassCancelled, level: slog.LevelInfo},
+			during: func(s *setup) { s.cancel() }, class: rtsandbox.ClassCancelled, level: slog.LevelInfo},
 		{name: "invalid-reply", edit: func(f *fixture, _ *setup) {
 			f.driver.stateless = true
 			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
 				return rtsandbox.Reply{OK: true, Text: guestMarker}, nil // no state
 			}
-		}, class: ClassInvalidReply, level: slog.LevelWarn},
+		}, class: rtsandbox.ClassInvalidReply, level: slog.LevelWarn},
 		{name: "state-corrupt", edit: func(f *fixture, _ *setup) {
 			// A row the host could not have written: a key of 200
 			// characters, holding guest text.
 			plantRow(t, f, ch, "channel", strings.Repeat("k", 200)+guestMarker, "note")
-		}, class: ClassState, level: slog.LevelWarn},
+		}, class: rtsandbox.ClassState, level: slog.LevelWarn},
 		// A state the store could not keep (a full disk, a lock held past
 		// the bound) does not cost the guest a ready answer: the turn is
 		// ok, its record an error naming the file (issue 22).
 		{name: "state-not-saved-disk-full", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
 			f.opts.State = stateStore{StateStore: f.state, saveErr: &fs.PathError{Op: "write", Path: filepath.Join(f.stateDir, "memory.db-wal"), Err: syscall.ENOSPC}}
-		}, class: ClassOK, level: slog.LevelError, wantReply: true},
+		}, class: rtsandbox.ClassOK, level: slog.LevelError, wantReply: true},
 		{name: "state-not-saved-locked", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
 			f.opts.State = stateStore{StateStore: f.state, saveErr: fmt.Errorf("memory database %s: save: database is locked (5)", filepath.Join(f.stateDir, "memory.db"))}
-		}, class: ClassOK, level: slog.LevelError, wantReply: true},
+		}, class: rtsandbox.ClassOK, level: slog.LevelError, wantReply: true},
 		// A state the reply broke (over the limits) still fails the turn.
 		{name: "state-refused", model: []string{completion("Hi.")}, edit: func(f *fixture, _ *setup) {
 			f.opts.State = stateStore{StateStore: f.state, saveErr: fmt.Errorf("memory database x: save: %w", rtsandbox.ErrInvalid)}
-		}, class: ClassState, level: slog.LevelWarn},
+		}, class: rtsandbox.ClassState, level: slog.LevelWarn},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -264,7 +264,7 @@ func TestTurnCleanupPendingKeepsReply(t *testing.T) {
 	if err != nil || reply.Text != "Done." {
 		t.Fatalf("RunTurn = %+v, %v; want the reply", reply, err)
 	}
-	if stats.Class != ClassOK || !stats.CleanupPending || stats.Container == "" {
+	if stats.Class != rtsandbox.ClassOK || !stats.CleanupPending || stats.Container == "" {
 		t.Errorf("TurnStats = class %q pending %v container %q; want ok, pending, the name", stats.Class, stats.CleanupPending, stats.Container)
 	}
 	recs := log.turnRecords()

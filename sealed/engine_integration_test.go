@@ -282,8 +282,8 @@ func TestIntegrationEngineCutMidTurnConverges(t *testing.T) {
 		timeout time.Duration
 		class   string
 	}{
-		{"refused", proxyRefuse, 30 * time.Second, ClassEngine},
-		{"black-hole", proxyBlackHole, 8 * time.Second, ClassTimeout},
+		{"refused", proxyRefuse, 30 * time.Second, rtsandbox.ClassEngine},
+		{"black-hole", proxyBlackHole, 8 * time.Second, rtsandbox.ClassTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := &operatorLog{}
@@ -372,7 +372,7 @@ func TestIntegrationHungEngineKeepsDeadline(t *testing.T) {
 			elapsed := time.Since(start)
 			t.Logf("engine black-holed %v into the turn; RunTurn returned after %v (deadline %v): %v",
 				(<-cut).Round(time.Millisecond), elapsed.Round(time.Millisecond), deadline, err)
-			if !errors.Is(err, rtsandbox.ErrTurnTimeout) || stats.Class != ClassTimeout {
+			if !errors.Is(err, rtsandbox.ErrTurnTimeout) || stats.Class != rtsandbox.ClassTimeout {
 				t.Errorf("RunTurn = %v, class %q; want the deadline", err, stats.Class)
 			}
 			if elapsed > deadline+time.Second {

@@ -27,7 +27,7 @@ type TurnStats struct {
 	// store failed: locked, full, damaged); the answer was delivered all
 	// the same, and the turn's memory changes and history were dropped.
 	StateErr error
-	// Class is the outcome class (ClassOK, ClassTimeout, …), derived
+	// Class is the outcome class (rtsandbox.ClassOK, rtsandbox.ClassTimeout, …), derived
 	// from Err and WorkerClass.
 	Class string
 	// WorkerClass and WorkerDetail are the worker's own failure class and

@@ -24,26 +24,26 @@ func TestClassify(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"ok", nil, ClassOK},
-		{"cleanup-wins", errors.Join(container.ErrCleanup, rtsandbox.ErrTurnStopped), ClassEngine},
-		{"host-disk-full", fmt.Errorf("write: %w", syscall.ENOSPC), ClassDiskFull},
-		{"workspace-full", fmt.Errorf("gate: %w", rtsandbox.ErrWorkspaceFull), ClassDiskFull},
-		{"shutdown", aborted(ErrWorkerFailed, rtsandbox.ErrRuntimeClosed), ClassShutdown},
-		{"stopped", aborted(context.Canceled, rtsandbox.ErrTurnStopped), ClassStopped},
-		{"host-drain", aborted(errors.New("Turn cancelled"), rtsandbox.ErrStopping), ClassShutdown},
-		{"container-down", aborted(context.Canceled, fmt.Errorf("%w: die", container.ErrSessionDown)), ClassWorker},
-		{"worker-restarted", fmt.Errorf("%w: announced again", rtsandbox.ErrSandboxStopped), ClassWorker},
-		{"timeout", aborted(ErrWorkerFailed, rtsandbox.ErrTurnTimeout), ClassTimeout},
-		{"caller-gone", aborted(errors.New("x"), context.Canceled), ClassCancelled},
-		{"daily-budget", fmt.Errorf("%w: refused", rtsandbox.ErrOverBudget), ClassBudget},
-		{"worker-ok-false", fmt.Errorf("%w: boom", ErrWorkerFailed), ClassWorker},
-		{"worker-not-ready", ErrNotReady, ClassWorker},
-		{"worker-capability", fmt.Errorf("%w: worker capability missing", rtsandbox.ErrRefused), ClassWorker},
-		{"workspace-alias", ErrAlias, ClassInternal},
-		{"engine", fmt.Errorf("create: %w", container.ErrEngine), ClassEngine},
-		{"image-missing", container.ErrImageMissing, ClassEngine},
-		{"invalid-reply", fmt.Errorf("files: %w", rtsandbox.ErrInvalidReply), ClassInvalidReply},
-		{"other", errors.New("socket"), ClassInternal},
+		{"ok", nil, rtsandbox.ClassOK},
+		{"cleanup-wins", errors.Join(container.ErrCleanup, rtsandbox.ErrTurnStopped), rtsandbox.ClassEngine},
+		{"host-disk-full", fmt.Errorf("write: %w", syscall.ENOSPC), rtsandbox.ClassDiskFull},
+		{"workspace-full", fmt.Errorf("gate: %w", rtsandbox.ErrWorkspaceFull), rtsandbox.ClassDiskFull},
+		{"shutdown", aborted(ErrWorkerFailed, rtsandbox.ErrRuntimeClosed), rtsandbox.ClassShutdown},
+		{"stopped", aborted(context.Canceled, rtsandbox.ErrTurnStopped), rtsandbox.ClassStopped},
+		{"host-drain", aborted(errors.New("Turn cancelled"), rtsandbox.ErrStopping), rtsandbox.ClassShutdown},
+		{"container-down", aborted(context.Canceled, fmt.Errorf("%w: die", container.ErrSessionDown)), rtsandbox.ClassWorker},
+		{"worker-restarted", fmt.Errorf("%w: announced again", rtsandbox.ErrSandboxStopped), rtsandbox.ClassWorker},
+		{"timeout", aborted(ErrWorkerFailed, rtsandbox.ErrTurnTimeout), rtsandbox.ClassTimeout},
+		{"caller-gone", aborted(errors.New("x"), context.Canceled), rtsandbox.ClassCancelled},
+		{"daily-budget", fmt.Errorf("%w: refused", rtsandbox.ErrOverBudget), rtsandbox.ClassBudget},
+		{"worker-ok-false", fmt.Errorf("%w: boom", ErrWorkerFailed), rtsandbox.ClassWorker},
+		{"worker-not-ready", ErrNotReady, rtsandbox.ClassWorker},
+		{"worker-capability", fmt.Errorf("%w: worker capability missing", rtsandbox.ErrRefused), rtsandbox.ClassWorker},
+		{"workspace-alias", ErrAlias, rtsandbox.ClassInternal},
+		{"engine", fmt.Errorf("create: %w", container.ErrEngine), rtsandbox.ClassEngine},
+		{"image-missing", container.ErrImageMissing, rtsandbox.ClassEngine},
+		{"invalid-reply", fmt.Errorf("files: %w", rtsandbox.ErrInvalidReply), rtsandbox.ClassInvalidReply},
+		{"other", errors.New("socket"), rtsandbox.ClassInternal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,11 +100,11 @@ func TestOnTurnReportsAdmittedTurns(t *testing.T) {
 	var briefs []brief
 	for _, s := range got {
 		briefs = append(briefs, brief{string(s.Channel), s.Class})
-		if s.Admitted.IsZero() || s.Ended.Before(s.Admitted) || (s.Err == nil) != (s.Class == ClassOK) {
+		if s.Admitted.IsZero() || s.Ended.Before(s.Admitted) || (s.Err == nil) != (s.Class == rtsandbox.ClassOK) {
 			t.Errorf("stats %+v: want admitted ≤ ended and an error exactly when not ok", s)
 		}
 	}
-	want := []brief{{"discord:ok", ClassOK}, {"discord:bad", ClassWorker}, {"discord:hang", ClassStopped}}
+	want := []brief{{"discord:ok", rtsandbox.ClassOK}, {"discord:bad", rtsandbox.ClassWorker}, {"discord:hang", rtsandbox.ClassStopped}}
 	if diff := cmp.Diff(want, briefs); diff != "" {
 		t.Errorf("reported turns (-want +got):\n%s", diff)
 	}

@@ -46,8 +46,8 @@ func TestWatchFaultCutsTurn(t *testing.T) {
 			if got := rtsandbox.GuestText(err); got != rtsandbox.SandboxStoppedText {
 				t.Errorf("guest text %q; want %q", got, rtsandbox.SandboxStoppedText)
 			}
-			if got := classify(err); got != ClassWorker {
-				t.Errorf("class %q; want %q", got, ClassWorker)
+			if got := classify(err); got != rtsandbox.ClassWorker {
+				t.Errorf("class %q; want %q", got, rtsandbox.ClassWorker)
 			}
 			if diff := cmp.Diff([]string{"logs:200"}, f.w.takeCalls()); diff != "" {
 				t.Errorf("the cut turn's driver calls (-want +got):\n%s", diff)
@@ -172,8 +172,8 @@ func TestDrainCutTurnRestartingText(t *testing.T) {
 	if got := rtsandbox.GuestText(err); got != rtsandbox.RestartingText {
 		t.Errorf("guest text %q; want the restarting text (err %v)", got, err)
 	}
-	if got := classify(err); got != ClassShutdown {
-		t.Errorf("class %q; want %q", got, ClassShutdown)
+	if got := classify(err); got != rtsandbox.ClassShutdown {
+		t.Errorf("class %q; want %q", got, rtsandbox.ClassShutdown)
 	}
 }
 
