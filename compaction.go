@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -148,30 +147,35 @@ func (r CompactRequest) Validate() error {
 // Members are matched exactly (not case-folded) and unknown ones dropped.
 // Anything else is ErrCompactRequest.
 func ParseCompactRequest(data []byte) (CompactRequest, error) {
-	obj, isObj := members(data)
-	if !isObj {
+	var w compactRequestWire
+	if !fill(data, &w) {
 		return CompactRequest{}, ErrCompactRequest
 	}
-	var r CompactRequest
-	var ok [11]bool
-	r.Reason, ok[0] = jsonString(obj["reason"])
-	r.TokensBefore, ok[1] = SafeInteger(obj["tokensBefore"])
-	r.FirstKeptEntryID, ok[2] = jsonString(obj["firstKeptEntryId"])
-	r.IsSplitTurn, ok[3] = jsonBool(obj["isSplitTurn"])
-	r.MessagesToSummarize, ok[4] = jsonMessages(obj["messagesToSummarize"])
-	r.TurnPrefixMessages, ok[5] = jsonMessages(obj["turnPrefixMessages"])
-	r.KeptMessages, ok[6] = jsonMessages(obj["keptMessages"])
-	r.PreviousSummary, ok[7] = optString(obj["previousSummary"])
-	r.CustomInstructions, ok[8] = optString(obj["customInstructions"])
-	r.ReadFiles, ok[9] = jsonStrings(obj["readFiles"])
-	r.ModifiedFiles, ok[10] = jsonStrings(obj["modifiedFiles"])
-	if slices.Contains(ok[:], false) {
-		return CompactRequest{}, ErrCompactRequest
+	r := CompactRequest{
+		Reason: string(w.Reason), TokensBefore: int64(w.TokensBefore), FirstKeptEntryID: string(w.FirstKeptEntryID),
+		IsSplitTurn: bool(w.IsSplitTurn), MessagesToSummarize: w.MessagesToSummarize, TurnPrefixMessages: w.TurnPrefixMessages,
+		KeptMessages: w.KeptMessages, PreviousSummary: string(w.PreviousSummary), CustomInstructions: string(w.CustomInstructions),
+		ReadFiles: w.ReadFiles, ModifiedFiles: w.ModifiedFiles,
 	}
 	if r.ValidateScalars() != nil { // the messages were checked as they were read
 		return CompactRequest{}, ErrCompactRequest
 	}
 	return r, nil
+}
+
+// compactRequestWire is a compact request as it arrives (fill).
+type compactRequestWire struct {
+	Reason              wireString   `json:"reason"`
+	TokensBefore        wireInt      `json:"tokensBefore"`
+	FirstKeptEntryID    wireString   `json:"firstKeptEntryId"`
+	IsSplitTurn         wireBool     `json:"isSplitTurn"`
+	MessagesToSummarize wireMessages `json:"messagesToSummarize"`
+	TurnPrefixMessages  wireMessages `json:"turnPrefixMessages"`
+	KeptMessages        wireMessages `json:"keptMessages"`
+	PreviousSummary     wireString   `json:"previousSummary,omitempty"`
+	CustomInstructions  wireString   `json:"customInstructions,omitempty"`
+	ReadFiles           wireStrings  `json:"readFiles"`
+	ModifiedFiles       wireStrings  `json:"modifiedFiles"`
 }
 
 // ValidateScalars applies the rules of §4.5 to the request's scalar
@@ -252,47 +256,64 @@ func (r CompactResponse) MarshalJSON() ([]byte, error) {
 // Anything else is ErrCompactResponse.
 func ParseCompactResponse(data []byte) (CompactResponse, error) {
 	obj, isObj := members(data)
-	if !isObj {
+	var w struct {
+		OK wireBool `json:"ok"`
+	}
+	if !isObj || !fillFrom(obj, &w) {
 		return CompactResponse{}, ErrCompactResponse
 	}
-	ok, valid := jsonBool(obj["ok"])
-	if !valid {
-		return CompactResponse{}, ErrCompactResponse
-	}
-	if !ok {
-		fallback, valid := jsonString(obj["fallback"])
-		if !valid {
+	if !w.OK {
+		var f struct {
+			Fallback wireString `json:"fallback"`
+		}
+		if !fillFrom(obj, &f) {
 			return CompactResponse{}, ErrCompactResponse
 		}
-		return CompactResponse{Fallback: fallback}, nil
+		return CompactResponse{Fallback: string(f.Fallback)}, nil
 	}
-	c, err := parseCompaction(obj["compaction"])
+	var c struct {
+		Compaction compactionWire `json:"compaction"`
+	}
+	if !fillFrom(obj, &c) {
+		return CompactResponse{}, ErrCompactResponse
+	}
+	comp, err := c.Compaction.compaction()
 	if err != nil {
 		return CompactResponse{}, ErrCompactResponse
 	}
-	return CompactResponse{OK: true, Compaction: &c}, nil
+	return CompactResponse{OK: true, Compaction: &comp}, nil
 }
 
-// parseCompaction reads a compaction object of a compact response.
-func parseCompaction(raw json.RawMessage) (Compaction, error) {
-	obj, isObj := members(raw)
-	if !isObj {
-		return Compaction{}, ErrCompaction
+// compactionWire is a compaction object of a compact response as it
+// arrives: an object of its own, filled when the response's member is
+// decoded.
+type compactionWire struct {
+	Summary              wireString `json:"summary"`
+	FirstKeptEntryID     wireString `json:"firstKeptEntryId"`
+	TokensBefore         wireInt    `json:"tokensBefore"`
+	EstimatedTokensAfter *wireInt   `json:"estimatedTokensAfter,omitempty"`
+	Details              wireObject `json:"details,omitempty"`
+}
+
+func (w *compactionWire) UnmarshalJSON(b []byte) error {
+	type plain compactionWire // fill, not this method
+	if !fill(b, (*plain)(w)) {
+		return ErrCompaction
 	}
-	var c Compaction
-	var ok [5]bool
-	c.Summary, ok[0] = jsonString(obj["summary"])
-	c.FirstKeptEntryID, ok[1] = jsonString(obj["firstKeptEntryId"])
-	c.TokensBefore, ok[2] = SafeInteger(obj["tokensBefore"])
-	c.EstimatedTokensAfter, ok[3] = optSafeInt(obj["estimatedTokensAfter"])
-	ok[4] = true
-	if d, present := obj["details"]; present {
-		dec := json.NewDecoder(bytes.NewReader(d))
+	return nil
+}
+
+// compaction is the Compaction w holds, validated; its details' numbers
+// are kept as json.Number.
+func (w *compactionWire) compaction() (Compaction, error) {
+	c := Compaction{Summary: string(w.Summary), FirstKeptEntryID: string(w.FirstKeptEntryID),
+		TokensBefore: int64(w.TokensBefore), EstimatedTokensAfter: w.EstimatedTokensAfter.ptr()}
+	if w.Details != nil {
+		dec := json.NewDecoder(bytes.NewReader(w.Details))
 		dec.UseNumber()
-		ok[4] = isJSONObject(d) && dec.Decode(&c.Details) == nil
-	}
-	if slices.Contains(ok[:], false) {
-		return Compaction{}, ErrCompaction
+		if dec.Decode(&c.Details) != nil {
+			return Compaction{}, ErrCompaction
+		}
 	}
 	if !validEntryID(c.FirstKeptEntryID) || c.Validate(c.FirstKeptEntryID) != nil {
 		return Compaction{}, ErrCompaction
@@ -379,47 +400,51 @@ func (r CompactionReport) MarshalJSON() ([]byte, error) {
 // ErrCompactionReport.
 func ParseCompactionReport(data []byte) (CompactionReport, error) {
 	obj, isObj := members(data)
-	if !isObj {
+	var head struct {
+		Type   wireString `json:"type"`
+		Reason wireString `json:"reason"`
+	}
+	if !isObj || !fillFrom(obj, &head) {
 		return CompactionReport{}, ErrCompactionReport
 	}
-	var r CompactionReport
-	ok := make([]bool, 0, 10)
-	add := func(v bool) { ok = append(ok, v) }
-	var v bool
-	r.Type, v = jsonString(obj["type"])
-	add(v)
-	r.Reason, v = jsonString(obj["reason"])
-	add(v)
+	r := CompactionReport{Type: string(head.Type), Reason: string(head.Reason)}
 	switch r.Type {
 	case ReportBypass:
-		var n int64
-		n, v = SafeInteger(obj["tokensBefore"])
-		r.TokensBefore = &n
-		add(v)
-	case ReportEnd:
-		r.Aborted, v = jsonBool(obj["aborted"])
-		add(v)
-		r.WillRetry, v = jsonBool(obj["willRetry"])
-		add(v)
-		r.Engine, v = optString(obj["engine"])
-		add(v && (!present(obj, "engine") || r.Engine != ""))
-		for _, f := range []struct {
-			key string
-			to  **int64
-		}{{"tokensBefore", &r.TokensBefore}, {"tokensAfter", &r.TokensAfter}, {"contextAfter", &r.ContextAfter}, {"nextCompactionAt", &r.NextCompactionAt}} {
-			*f.to, v = optSafeInt(obj[f.key])
-			add(v)
+		var w struct {
+			TokensBefore wireInt `json:"tokensBefore"`
 		}
-		r.Error, v = optString(obj["error"])
-		add(v)
-	}
-	if slices.Contains(ok[:], false) {
-		return CompactionReport{}, ErrCompactionReport
+		if !fillFrom(obj, &w) {
+			return CompactionReport{}, ErrCompactionReport
+		}
+		r.TokensBefore = w.TokensBefore.ptr()
+	case ReportEnd:
+		var w reportEndWire
+		if !fillFrom(obj, &w) || w.Engine != nil && *w.Engine == "" {
+			return CompactionReport{}, ErrCompactionReport
+		}
+		r.Aborted, r.WillRetry, r.Error = bool(w.Aborted), bool(w.WillRetry), string(w.Error)
+		if w.Engine != nil {
+			r.Engine = string(*w.Engine)
+		}
+		r.TokensBefore, r.TokensAfter, r.ContextAfter, r.NextCompactionAt = w.TokensBefore.ptr(), w.TokensAfter.ptr(), w.ContextAfter.ptr(), w.NextCompactionAt.ptr()
 	}
 	if r.Validate() != nil {
 		return CompactionReport{}, ErrCompactionReport
 	}
 	return r, nil
+}
+
+// reportEndWire is the rest of an end report as it arrives (fill); a
+// present engine may not be empty.
+type reportEndWire struct {
+	Aborted          wireBool    `json:"aborted"`
+	WillRetry        wireBool    `json:"willRetry"`
+	Engine           *wireString `json:"engine,omitempty"`
+	TokensBefore     *wireInt    `json:"tokensBefore,omitempty"`
+	TokensAfter      *wireInt    `json:"tokensAfter,omitempty"`
+	ContextAfter     *wireInt    `json:"contextAfter,omitempty"`
+	NextCompactionAt *wireInt    `json:"nextCompactionAt,omitempty"`
+	Error            wireString  `json:"error,omitempty"`
 }
 
 // marshalWire is json.Marshal without HTML escaping: the worker sends
@@ -457,11 +482,6 @@ func validEntryID(id string) bool {
 	return n >= 1 && n <= MaxCompactEntryID
 }
 
-func present(obj map[string]json.RawMessage, key string) bool {
-	_, ok := obj[key]
-	return ok
-}
-
 // isJSONObject reports whether raw is a JSON object (not null, not an
 // array).
 func isJSONObject(raw json.RawMessage) bool {
@@ -489,22 +509,6 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
-// optString reads a member that is absent or a string.
-func optString(raw json.RawMessage) (string, bool) {
-	if raw == nil {
-		return "", true
-	}
-	return jsonString(raw)
-}
-
-// jsonBool reads a required JSON boolean.
-func jsonBool(raw json.RawMessage) (value, ok bool) {
-	if raw == nil {
-		return false, false
-	}
-	return optBool(raw)
-}
-
 // SafeInteger is Number.isSafeInteger on a JSON value: a number whose
 // value, read as JavaScript reads it (the nearest double), is an integer
 // within ±(2^53−1). 1.0 and 1e3 are; 1.5, 2^53, 1e400 and "1" are not.
@@ -523,18 +527,6 @@ func SafeInteger(raw json.RawMessage) (int64, bool) {
 		return 0, false
 	}
 	return int64(f), true
-}
-
-// optSafeInt reads a member that is absent or a safe integer ≥ 0.
-func optSafeInt(raw json.RawMessage) (*int64, bool) {
-	if raw == nil {
-		return nil, true
-	}
-	n, ok := SafeInteger(raw)
-	if !ok {
-		return nil, false
-	}
-	return &n, true
 }
 
 // jsonMessages reads an array of conversation messages (validMessage),

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
-	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
@@ -149,6 +147,7 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 	var tap *textTap
 	if resp.Status < 300 {
 		watch, tap = t.newStreamWatch(), t.newTextTap(forms)
+		sc.KeepEvents() // the watch reads the events the checks read
 		if tap != nil {
 			sc.CollectText()
 		}
@@ -183,8 +182,9 @@ func (t *Turn) relay(ctx context.Context, cancel context.CancelCauseFunc, w http
 		}
 		// The readers of the piece come after the flush, so the worker
 		// has it without waiting for them. The watcher and the failure
-		// log read what the upstream sent, the preview what the worker got.
-		watch.write(piece)
+		// log read what the upstream sent, the preview what the worker got;
+		// the watcher and the preview read the events the scanner read.
+		watch.events(sc.Parsed())
 		if t.errLog && resp.Status >= 400 {
 			o.errBody = appendBounded(o.errBody, piece, maxErrLogBody)
 		}
@@ -273,113 +273,52 @@ func passHeaders(h http.Header, forms *upstream.KeyForms, extra []string) http.H
 	return out
 }
 
-// streamWatch reads a copy of a relayed 2xx event stream (the pieces
-// already passed on, so already free of the credential): it logs the
-// first error event (session spec §2.8) and counts the usage the events
-// report, for the budget. A nil *streamWatch does nothing. It never
-// changes or stops the stream: an event over its bound is skipped.
+// streamWatch reads the events of a relayed 2xx event stream, as the
+// relay's scanner read them for its checks (upstream.StreamEvent: each
+// event is parsed once, for the relay, the reflection check, the preview
+// and this watch), after they were passed on, so already free of the
+// credential: it logs the first error event (session spec §2.8) and
+// counts the usage the events report, for the budget. A nil *streamWatch
+// does nothing. It never changes or stops the stream.
 type streamWatch struct {
 	t      *Turn
-	parser *brokerclient.SSEParser
 	logged bool
 	usage  streamUsage
-	// atStart: the next byte begins an event; skipping: inside a text
-	// delta left out, whose last byte seen was a newline when lastNL.
-	atStart, skipping, lastNL bool
 }
 
 func (t *Turn) newStreamWatch() *streamWatch {
-	w := &streamWatch{t: t, atStart: true}
-	w.parser = watchParser(w.event)
-	return w
+	return &streamWatch{t: t}
 }
 
-// watchParser is the parser of a reader of relayed pieces that must not
-// disturb the stream: bounded by the watch event size and the upstream
-// cap, skipping an oversized event rather than failing.
-func watchParser(emit func(brokerclient.SSEEvent) error) *brokerclient.SSEParser {
-	return brokerclient.NewSSEParser(brokerclient.SSELimits{
-		MaxLine: brokerclient.SSEWatchMaxEvent, MaxEvent: brokerclient.SSEWatchMaxEvent,
-		MaxTotal: rtsandbox.MaxStreamedAnswer, SkipOversize: true,
-	}, emit)
-}
-
-// write feeds the parser with a piece passed on. Whole Messages text
-// deltas, which are most of a long answer and never an error or a usage
-// report, are left out without parsing (a boundary is a blank line, LF
-// only, which the Messages API sends); everything else, and anything it
-// cannot classify at once, is parsed.
-func (w *streamWatch) write(p []byte) {
-	if w == nil || w.parser == nil {
+// events reads the events of a piece passed on. An event the body ended
+// inside is not one: no client sees it.
+func (w *streamWatch) events(evs []upstream.StreamEvent) {
+	if w == nil {
 		return
 	}
-	for len(p) > 0 {
-		if w.skipping {
-			if w.lastNL && p[0] == '\n' { // a blank line split across pieces
-				p, w.skipping, w.lastNL = p[1:], false, false
-				continue
-			}
-			i := bytes.Index(p, blankLine)
-			if i < 0 {
-				w.lastNL = p[len(p)-1] == '\n'
-				return
-			}
-			p, w.skipping = p[i+len(blankLine):], false
-			continue
+	for i := range evs {
+		if evs[i].Whole {
+			w.event(&evs[i])
 		}
-		if w.atStart && bytes.HasPrefix(p, deltaEvent) {
-			p, w.skipping, w.lastNL = p[len(deltaEvent):], true, false
-			continue
-		}
-		n := len(p)
-		if i := bytes.Index(p, blankLine); i >= 0 {
-			n = i + len(blankLine)
-		}
-		w.atStart = n < len(p) || bytes.HasSuffix(p, blankLine)
-		if _, err := w.parser.Write(p[:n]); err != nil {
-			w.parser = nil // over its total: the stream goes on unwatched
-			return
-		}
-		p = p[n:]
 	}
 }
 
-var (
-	blankLine  = []byte("\n\n")
-	deltaEvent = []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\"")
-)
-
-func (w *streamWatch) event(ev brokerclient.SSEEvent) error {
-	typ, typed := leadingType(ev.Data)
-	if !w.logged && (ev.Type == "error" || typ == "error" || !typed && ev.IsError()) {
+// event logs ev if it is the first error event, an "error" event or data
+// whose "type" is "error", and counts its usage: that of a Messages
+// usage event, or of an event with no type (an OpenAI chunk).
+func (w *streamWatch) event(ev *upstream.StreamEvent) {
+	if !w.logged && (string(ev.Name) == "error" || string(ev.Type) == "error") {
 		w.logged = true
 		w.t.b.log.Warn("sandbox upstream call failed", "channel", string(w.t.binding.Channel),
-			"upstream", "model", "status", http.StatusOK, "body", "stream error event: "+logText(ev.Data))
+			"upstream", "model", "status", http.StatusOK, "body", "stream error event: "+logText(string(ev.Data)))
 	}
-	if usageEvents[typ] || !typed && strings.Contains(ev.Data, `"usage"`) {
-		w.usage.add(ev.Data)
+	if (ev.Usage != nil || ev.MessageUsage != nil) && (ev.Type == nil || usageEvents[string(ev.Type)]) {
+		w.usage.add(ev.Usage, ev.MessageUsage)
 	}
-	return nil
 }
 
 // usageEvents are the Messages events that carry usage.
 var usageEvents = map[string]bool{"message_start": true, "message_delta": true}
-
-// leadingType returns the "type" of event data that begins with it, as
-// every Messages event does ({"type":"content_block_delta",…}), so that the
-// many text deltas are classified without searching their text. Other data
-// (OpenAI chunks) is searched as a whole.
-func leadingType(data string) (string, bool) {
-	rest, ok := strings.CutPrefix(data, `{"type":"`)
-	if !ok {
-		return "", false
-	}
-	i := strings.IndexByte(rest, '"')
-	if i < 0 {
-		return "", false
-	}
-	return rest[:i], true
-}
 
 // settle records the counted usage in o.
 func (w *streamWatch) settle(o outcome) outcome {
@@ -412,19 +351,15 @@ type streamUsage struct {
 	seen         bool
 }
 
-func (u *streamUsage) add(data string) {
-	var ev struct {
-		Usage   *usageFields `json:"usage"`
-		Message *struct {
-			Usage *usageFields `json:"usage"`
-		} `json:"message"`
-	}
-	if json.Unmarshal([]byte(data), &ev) != nil {
-		return
-	}
-	f := ev.Usage
-	if f == nil && ev.Message != nil {
-		f = ev.Message.Usage
+// add counts the usage of one event: the raw values of its top-level
+// "usage" and of its "message"."usage", the first that is an object
+// winning, as the budget decodes a whole answer's.
+func (u *streamUsage) add(top, message []byte) {
+	var f *usageFields
+	for _, raw := range [][]byte{top, message} {
+		if f == nil && raw != nil && json.Unmarshal(raw, &f) != nil {
+			return
+		}
 	}
 	if f == nil {
 		return

@@ -38,6 +38,16 @@ type eventFields struct {
 	choices []choiceFields
 	delta   objectStrings // the top-level "delta" (Messages)
 	block   objectStrings // "content_block"
+	// usage and msgUsage are the raw values of the top-level "usage"
+	// and of "message"."usage", nil when absent: the usage counts the
+	// broker's watcher reads (StreamEvent). They are matched as
+	// encoding/json matches a field name (case folded, the last one
+	// wins) and never make an event uncheckable: no client assembles
+	// them.
+	usage, msgUsage []byte
+	// typDecoded: typ was decoded from escapes into the reader's arena,
+	// which the next read reuses; otherwise it is in the data.
+	typDecoded bool
 }
 
 type choiceFields struct {
@@ -87,7 +97,7 @@ func (r *fieldReader) read(data []byte) (*eventFields, bool, error) {
 	r.b, r.i, r.bad = data, 0, false
 	r.arena = r.arena[:0]
 	ev := &r.ev
-	ev.typ, ev.index = nil, indexValue{}
+	ev.typ, ev.index, ev.usage, ev.msgUsage, ev.typDecoded = nil, indexValue{}, nil, nil, false
 	ev.choices, ev.delta.strs, ev.block.strs = ev.choices[:0], ev.delta.strs[:0], ev.block.strs[:0]
 	r.ws()
 	var ok bool
@@ -275,8 +285,9 @@ func (r *fieldReader) root() bool {
 		switch r.kindOf(name, rootNames, &seen) {
 		case mType:
 			if r.at('"') {
+				arena := len(r.arena)
 				s, ok := r.decodedStr()
-				ev.typ = s
+				ev.typ, ev.typDecoded = s, len(r.arena) > arena
 				return ok
 			}
 		case mIndex:
@@ -293,9 +304,36 @@ func (r *fieldReader) root() bool {
 			if r.at('{') {
 				return r.strings(1, &ev.block, nil)
 			}
+		case mOther:
+			switch {
+			case bytes.EqualFold(name, usageName):
+				return r.raw(1, &ev.usage)
+			case bytes.EqualFold(name, messageName) && r.at('{'):
+				return r.object(1, func(name []byte) bool {
+					if bytes.EqualFold(name, usageName) {
+						return r.raw(2, &ev.msgUsage)
+					}
+					return r.value(2)
+				})
+			}
 		}
 		return r.value(1)
 	})
+}
+
+var (
+	usageName   = []byte("usage")
+	messageName = []byte("message")
+)
+
+// raw reads a value and keeps its bytes in v.
+func (r *fieldReader) raw(depth int, v *[]byte) bool {
+	start := r.i
+	if !r.value(depth) {
+		return false
+	}
+	*v = r.b[start:r.i:r.i]
+	return true
 }
 
 func (r *fieldReader) choice(depth int) bool {

@@ -118,15 +118,19 @@ func newStreamFields(k *KeyForms, m *matcher) *streamFields {
 // event reads one event's data and feeds its assembled fields to their
 // windows: ErrReflect when a field's text so far holds a form,
 // ErrUncheckable as described above, nil otherwise (data that is not
-// JSON included). revealing is KeyForms.revealing of data.
-func (f *streamFields) event(data []byte, revealing bool) error {
+// JSON included). revealing is KeyForms.revealing of data. read reports
+// whether data was read as JSON the check can read (f.rd.ev then holds
+// what was found), whatever the windows made of it.
+func (f *streamFields) event(data []byte, revealing bool) (read bool, err error) {
 	ev, ok, err := f.rd.read(data)
-	if err != nil {
-		return err
+	if err != nil || !ok {
+		return false, err
 	}
-	if !ok {
-		return nil
-	}
+	return true, f.fields(ev, revealing)
+}
+
+// fields feeds the assembled fields of one event read to their windows.
+func (f *streamFields) fields(ev *eventFields, revealing bool) error {
 	for i := range ev.choices {
 		if err := f.choice(&ev.choices[i], revealing); err != nil {
 			return err

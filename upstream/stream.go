@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -96,6 +97,36 @@ type StreamScanner struct {
 	// client builds from the events, checked as it grows, and the
 	// preview text of the events of each piece (CollectText).
 	fields *streamFields
+	// keep records the events of each piece in evs (KeepEvents); arena
+	// holds what of them is not in the piece (joined data, types).
+	keep  bool
+	evs   []StreamEvent
+	arena []byte
+}
+
+// StreamEvent is one event of the piece Next returned, as the scanner
+// read it for its checks (KeepEvents): a reader of the stream that needs
+// the events (the broker's error and usage watcher) takes them from here
+// rather than parsing the piece again. Its slices are valid until the
+// next call of Next.
+type StreamEvent struct {
+	// Name is the value of the event's "event" line, nil without one.
+	Name []byte
+	// Data is the event's data lines joined with "\n".
+	Data []byte
+	// JSON reports whether Data was read as one JSON value (by the
+	// reader of the assembled fields, fields.go); the members below are
+	// known only then.
+	JSON bool
+	// Type is the top-level "type" member, decoded (nil when absent).
+	Type []byte
+	// Usage and MessageUsage are the raw values of the top-level
+	// "usage" member and of "message"."usage" (nil when absent), matched
+	// as encoding/json matches a field name.
+	Usage, MessageUsage []byte
+	// Whole is false for an event the body ended inside (no blank line
+	// after it): a client that parses events never sees it.
+	Whole bool
 }
 
 // MaxStreamEvent bounds one server-sent event in event mode (4 MiB): the
@@ -131,6 +162,23 @@ func (s *StreamScanner) CollectText() {
 	}
 	s.fields.collect = true
 }
+
+// KeepEvents makes Parsed report the events of each piece, in event
+// mode. Call it after Events, before the first Next. Without a key to
+// look for or a preview to collect, the events are still read, but an
+// event the check could not read as every client does (ErrUncheckable)
+// does not stop the stream, as it would not without KeepEvents: it is
+// reported with JSON false.
+func (s *StreamScanner) KeepEvents() {
+	if s.fields == nil {
+		s.fields = newStreamFields(s.m.kf, s.m)
+	}
+	s.keep = true
+}
+
+// Parsed returns the events of the piece the last Next returned, in
+// order, valid until the next call, when KeepEvents was called.
+func (s *StreamScanner) Parsed() []StreamEvent { return s.evs }
 
 // Text returns the preview text of the events in the piece the last Next
 // returned (a chat completion's choice 0 content, a Messages answer's text
@@ -174,6 +222,7 @@ func (s *StreamScanner) Next() ([]byte, error) {
 	if s.fields != nil {
 		s.fields.visible = s.fields.visible[:0]
 	}
+	s.evs, s.arena = s.evs[:0], s.arena[:0]
 	for {
 		if s.total > s.max {
 			return nil, ErrTooLarge
@@ -290,10 +339,10 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 		out = bytes.ReplaceAll(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 	}
 	// data is the event's data: its one data line in place, or the lines
-	// joined (rare) in joined.
-	var data, joined []byte
+	// joined (rare) in joined; name is its event line's value.
+	var data, joined, name []byte
 	lines := 0
-	flush := func() error {
+	flush := func(whole bool) error {
 		if lines > 1 {
 			data = joined
 		}
@@ -305,13 +354,18 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 			s.stopped, s.held = ErrReflect, 0
 			return ErrReflect
 		}
+		read := false
 		if s.fields != nil && len(data) > 0 {
-			if err := s.fields.event(data, rev); err != nil {
+			var err error
+			if read, err = s.fields.event(data, rev); err != nil && !s.lenient(err) {
 				s.stopped, s.held = err, 0
 				return err
 			}
 		}
-		data, joined, lines = nil, joined[:0], 0
+		if s.keep && lines > 0 {
+			s.record(name, data, read, whole, lines > 1)
+		}
+		data, joined, name, lines = nil, joined[:0], nil, 0
 		return nil
 	}
 	for len(out) > 0 {
@@ -322,13 +376,16 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 			out = nil
 		}
 		if len(line) == 0 {
-			if err := flush(); err != nil {
+			if err := flush(true); err != nil {
 				return err
 			}
 			continue
 		}
 		v, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
+			if v, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+				name = bytes.TrimPrefix(v, []byte(" "))
+			}
 			continue
 		}
 		v = bytes.TrimPrefix(v, []byte(" "))
@@ -343,7 +400,44 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 			joined = append(append(joined, '\n'), v...)
 		}
 	}
-	return flush()
+	return flush(false)
+}
+
+// lenient reports whether err of an event's read is no failure: the
+// fields are read only for KeepEvents (no key, no preview), and an
+// uncheckable event stops nothing then.
+func (s *StreamScanner) lenient(err error) bool {
+	return errors.Is(err, ErrUncheckable) && len(s.m.forms) == 0 && !s.fields.collect
+}
+
+// record keeps one event of the piece for Parsed, with what the fields'
+// reader found in its data when read. Data, and what the reader found in
+// it, stay in the piece; what may be in a buffer the next event reuses
+// (data joined from several lines, a type decoded from escapes) is
+// copied to the piece's arena.
+func (s *StreamScanner) record(name, data []byte, read, whole, joined bool) {
+	ev := StreamEvent{Name: name, Data: data, Whole: whole, JSON: read}
+	if read {
+		fe := &s.fields.rd.ev
+		ev.Type, ev.Usage, ev.MessageUsage = fe.typ, fe.usage, fe.msgUsage
+		if joined || fe.typDecoded {
+			ev.Type = s.keepBytes(fe.typ)
+		}
+	}
+	if joined {
+		ev.Data, ev.Usage, ev.MessageUsage = s.keepBytes(data), s.keepBytes(ev.Usage), s.keepBytes(ev.MessageUsage)
+	}
+	s.evs = append(s.evs, ev)
+}
+
+// keepBytes copies b to the piece's arena; nil stays nil.
+func (s *StreamScanner) keepBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	from := len(s.arena)
+	s.arena = append(s.arena, b...)
+	return s.arena[from:len(s.arena):len(s.arena)]
 }
 
 // partial returns the length of the longest tail of w that is the start
