@@ -105,7 +105,7 @@ func under(dir string, dirs ...string) bool {
 // The worker side: what runs inside the container. skills holds the
 // rules of read_skill and tool gating the worker enforces (its YAML
 // loader, skills/skilltree, is the host's).
-var workerSide = []string{".", "worker", "cmd/rtsandbox-worker", "brokerclient", "jsonjs", "skills"}
+var workerSide = []string{".", "wire", "worker", "cmd/rtsandbox-worker", "brokerclient", "jsonjs", "skills"}
 
 // wiring are the only packages that put the others together.
 var wiring = []string{"cmd", "host"}
@@ -127,7 +127,7 @@ func archRules() []importRule {
 		allowed: notModule,
 		why:     "the root package is the shared contract and imports nothing of this module",
 	}, {
-		name: "worker side: root, jsonjs, brokerclient, skills and the standard library only",
+		name: "worker side: root, wire, jsonjs, brokerclient, skills and the standard library only",
 		who:  func(dir string) bool { return slices.Contains(workerSide, dir) },
 		allowed: func(_, ip string) bool {
 			if l := local(ip); l != "" {
@@ -135,7 +135,7 @@ func archRules() []importRule {
 			}
 			return std(ip) && !slices.Contains([]string{"os/exec", "unsafe", "net/http/pprof"}, ip)
 		},
-		why: "the worker side imports only the root package, each other (jsonjs, brokerclient, skills) and the standard library, never os/exec, unsafe or net/http/pprof",
+		why: "the worker side imports only the root package, each other (wire, jsonjs, brokerclient, skills) and the standard library, never os/exec, unsafe or net/http/pprof",
 	}, {
 		name: "broker knows no surface, router, container or runtime",
 		who:  func(dir string) bool { return dir == "broker" },
@@ -208,14 +208,14 @@ func TestArchitectureImports(t *testing.T) {
 // rule that can never fail does not pass for one.
 func TestArchitectureRulesBite(t *testing.T) {
 	bad := map[string][2]string{
-		"root imports nothing of the module":                                            {".", modulePath + "/access"},
-		"worker side: root, jsonjs, brokerclient, skills and the standard library only": {"worker", "os/exec"},
-		"broker knows no surface, router, container or runtime":                         {"broker", modulePath + "/router"},
-		"surfaces know the router and root only":                                        {"surface/httpapi", modulePath + "/sealed"},
-		"router knows runtimes through an interface":                                    {"router", modulePath + "/sealed"},
-		"only cmd and host wire":                                                        {"sealed", modulePath + "/config"},
-		"nothing imports cmd":                                                           {"host", modulePath + "/cmd/rtsandbox"},
-		"fakes stay out of production code":                                             {"broker", modulePath + "/internal/fakemodel"},
+		"root imports nothing of the module":                                                  {".", modulePath + "/access"},
+		"worker side: root, wire, jsonjs, brokerclient, skills and the standard library only": {"worker", "os/exec"},
+		"broker knows no surface, router, container or runtime":                               {"broker", modulePath + "/router"},
+		"surfaces know the router and root only":                                              {"surface/httpapi", modulePath + "/sealed"},
+		"router knows runtimes through an interface":                                          {"router", modulePath + "/sealed"},
+		"only cmd and host wire":                                                              {"sealed", modulePath + "/config"},
+		"nothing imports cmd":                                                                 {"host", modulePath + "/cmd/rtsandbox"},
+		"fakes stay out of production code":                                                   {"broker", modulePath + "/internal/fakemodel"},
 	}
 	rules := archRules()
 	if len(bad) != len(rules) {

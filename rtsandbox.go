@@ -1,7 +1,9 @@
 // Package rtsandbox is the shared contract of every part of rtsandbox: the
-// domain nouns, the worker↔broker protocol and the limits both sides keep.
-// It imports nothing of this module and only the standard library, so the
-// in-container worker may depend on it without pulling in host code.
+// domain nouns, the error kinds and the one table of guest texts, the
+// limits both sides keep, and Secret. It imports nothing of this module
+// and only the standard library, so the in-container worker may depend on
+// it without pulling in host code. The worker↔broker wire protocol that
+// applies these nouns and limits is package wire.
 //
 // Nouns: ChannelKey (kind and local id), Speaker, Tier, and Binding, what
 // the host admitted for one piece of work. The router resolves a message's
@@ -11,15 +13,13 @@
 // a guest sends can change it. Authorisation decisions downstream of the
 // router (only members may delegate research, say) read Binding.Tier and
 // never re-parse a principal or a name. A Binding never enters the
-// container: the worker sees only the speaker's id and name (TurnSpeaker).
+// container: the worker sees only the speaker's id and name
+// (wire.TurnSpeaker).
 //
-// Protocol (protocol.go, sealed spec §2–4): the turn JSON on the worker's
-// stdin (Turn), the reply on its stdout (Reply, checked by ParseReply),
-// the broker's routes (RouteModel, ToolRoute, MCPRoute) with the headers
-// the worker presents (BrokerHost, DummyKey), the MCP call shape
-// (MCPCall), the chat-completions parts both sides write (ChatMessage,
-// ToolCall, ChatTool) and every limit shared by host and worker, each with
-// its spec section. State limits (memory, history) are in state.go.
+// Runtime (runtime.go) is the one interface the router drives a mode's
+// runtime through, with its Answer and RuntimeStatus; each mode implements
+// it whole. Limits (limits.go, state.go) carry their spec sections; the
+// turn outcome classes of both modes are in class.go.
 package rtsandbox
 
 import (

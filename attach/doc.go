@@ -14,13 +14,13 @@
 //     an HTML page named x.png is refused). CheckImages adds the count
 //     (rtsandbox.MaxImages, 8) and the running total
 //     (rtsandbox.MaxImagesTotal, 64 MiB). Errors are the root's
-//     rtsandbox.ErrTooManyImages, ErrImage and ErrImageBudget, wrapped
+//     wire.ErrTooManyImages, ErrImage and ErrImageBudget, wrapped
 //     with the reason.
 //   - Names (§5.1 step 8): SanitizeName NFC-normalises, replaces '/', '\'
 //     and control characters (Unicode Cc) with '_', replaces a leading run
 //     of dots with one '_', keeps the last 120 UTF-16 units without
 //     splitting a character, and turns an empty result into "file". Its
-//     result is always an rtsandbox.ValidSafeName. FileName builds
+//     result is always an wire.ValidSafeName. FileName builds
 //     "<prefix>-<index>-<name>" from a prefix matching
 //     ^[a-zA-Z0-9_-]{1,160}$ and keeps the whole within NAME_MAX (255
 //     bytes), cutting the name further from the front where needed.
@@ -37,7 +37,7 @@
 //     the fixed notice that ends the guest's reply (positions and the
 //     root's fixed reasons, never a guest-chosen name).
 //   - Reply files: DecodeReplyFiles validates with
-//     rtsandbox.ValidateReplyFiles again (the host does not trust the
+//     wire.ValidateReplyFiles again (the host does not trust the
 //     broker's check alone), decodes with the non-strict standard base64
 //     decoder (§7.2, the reference's parity), and re-checks each decoded
 //     size and the total.

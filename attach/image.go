@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // SniffImage returns the image type of data from its magic bytes alone,
@@ -24,22 +25,22 @@ type RawImage struct {
 }
 
 // CheckImage checks one image (see the package doc) and returns it as
-// the base64 rtsandbox.Image of a turn. declared may carry parameters
+// the base64 wire.Image of a turn. declared may carry parameters
 // ("image/png; x=y") and any case; "" means no declared type.
-func CheckImage(data []byte, declared string) (rtsandbox.Image, error) {
+func CheckImage(data []byte, declared string) (wire.Image, error) {
 	mimeType, err := sniffChecked(data, declared)
 	if err != nil {
-		return rtsandbox.Image{}, err
+		return wire.Image{}, err
 	}
-	return rtsandbox.Image{Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType}, nil
+	return wire.Image{Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType}, nil
 }
 
 // CheckImages checks a turn's images in order: the count first, then each
 // image and the running total, and encodes them only when all pass, so a
 // refused set costs no base64 copies.
-func CheckImages(images []RawImage) ([]rtsandbox.Image, error) {
+func CheckImages(images []RawImage) ([]wire.Image, error) {
 	if len(images) > rtsandbox.MaxImages {
-		return nil, fmt.Errorf("%w: %d images, at most %d", rtsandbox.ErrTooManyImages, len(images), rtsandbox.MaxImages)
+		return nil, fmt.Errorf("%w: %d images, at most %d", wire.ErrTooManyImages, len(images), rtsandbox.MaxImages)
 	}
 	types := make([]string, len(images))
 	total := 0
@@ -50,12 +51,12 @@ func CheckImages(images []RawImage) ([]rtsandbox.Image, error) {
 		}
 		types[i] = mimeType
 		if total += len(im.Data); total > rtsandbox.MaxImagesTotal {
-			return nil, fmt.Errorf("%w: more than %d bytes in total", rtsandbox.ErrImageBudget, rtsandbox.MaxImagesTotal)
+			return nil, fmt.Errorf("%w: more than %d bytes in total", wire.ErrImageBudget, rtsandbox.MaxImagesTotal)
 		}
 	}
-	out := make([]rtsandbox.Image, len(images))
+	out := make([]wire.Image, len(images))
 	for i, im := range images {
-		out[i] = rtsandbox.Image{Data: base64.StdEncoding.EncodeToString(im.Data), MIMEType: types[i]}
+		out[i] = wire.Image{Data: base64.StdEncoding.EncodeToString(im.Data), MIMEType: types[i]}
 	}
 	return out, nil
 }
@@ -64,14 +65,14 @@ func CheckImages(images []RawImage) ([]rtsandbox.Image, error) {
 // image and returns its sniffed type.
 func sniffChecked(data []byte, declared string) (string, error) {
 	if len(data) < 1 || len(data) > rtsandbox.MaxImageBytes {
-		return "", fmt.Errorf("%w: %d bytes, must be 1 to %d", rtsandbox.ErrImage, len(data), rtsandbox.MaxImageBytes)
+		return "", fmt.Errorf("%w: %d bytes, must be 1 to %d", wire.ErrImage, len(data), rtsandbox.MaxImageBytes)
 	}
 	sniffed, ok := SniffImage(data)
 	if !ok {
-		return "", fmt.Errorf("%w: not a PNG, JPEG, GIF or WebP image", rtsandbox.ErrImage)
+		return "", fmt.Errorf("%w: not a PNG, JPEG, GIF or WebP image", wire.ErrImage)
 	}
 	if d := mediaType(declared); d != "" && d != sniffed {
-		return "", fmt.Errorf("%w: declared %q but the content is %s", rtsandbox.ErrImage, d, sniffed)
+		return "", fmt.Errorf("%w: declared %q but the content is %s", wire.ErrImage, d, sniffed)
 	}
 	return sniffed, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Minimal payloads that start with each type's magic bytes.
@@ -91,7 +92,7 @@ func TestCheckImage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := CheckImage(tc.data, tc.declared)
 			if tc.mime == "" {
-				if !errors.Is(err, rtsandbox.ErrImage) {
+				if !errors.Is(err, wire.ErrImage) {
 					t.Fatalf("CheckImage = %v, %v; want ErrImage", got.MIMEType, err)
 				}
 				return
@@ -99,11 +100,11 @@ func TestCheckImage(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CheckImage: %v", err)
 			}
-			want := rtsandbox.Image{Data: base64.StdEncoding.EncodeToString(tc.data), MIMEType: tc.mime}
+			want := wire.Image{Data: base64.StdEncoding.EncodeToString(tc.data), MIMEType: tc.mime}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("CheckImage (-want +got):\n%s", diff)
 			}
-			if err := rtsandbox.ValidateImage(got); err != nil {
+			if err := wire.ValidateImage(got); err != nil {
 				t.Errorf("the root refuses the checked image: %v", err)
 			}
 		})
@@ -129,11 +130,11 @@ func TestCheckImages(t *testing.T) {
 		{"eight", raws(rtsandbox.MaxImages, png), nil},
 		{"mixed types", []RawImage{png, {Data: jpegData}, {Data: gif87}, {Data: webpData, Declared: "image/webp"}}, nil},
 		{"exactly 64 MiB", raws(4, RawImage{Data: big}), nil},
-		{"[SEC] nine images", raws(rtsandbox.MaxImages+1, png), rtsandbox.ErrTooManyImages},
-		{"[SEC] one byte over 64 MiB in total", append(raws(4, RawImage{Data: big}), RawImage{Data: gif89[:6]}), rtsandbox.ErrImageBudget},
-		{"[SEC] a disguised file among images", []RawImage{png, {Data: htmlData, Declared: "image/png"}}, rtsandbox.ErrImage},
-		{"[SEC] a zero-byte image among images", []RawImage{png, {}}, rtsandbox.ErrImage},
-		{"the count is checked before the content", raws(rtsandbox.MaxImages+1, RawImage{}), rtsandbox.ErrTooManyImages},
+		{"[SEC] nine images", raws(rtsandbox.MaxImages+1, png), wire.ErrTooManyImages},
+		{"[SEC] one byte over 64 MiB in total", append(raws(4, RawImage{Data: big}), RawImage{Data: gif89[:6]}), wire.ErrImageBudget},
+		{"[SEC] a disguised file among images", []RawImage{png, {Data: htmlData, Declared: "image/png"}}, wire.ErrImage},
+		{"[SEC] a zero-byte image among images", []RawImage{png, {}}, wire.ErrImage},
+		{"the count is checked before the content", raws(rtsandbox.MaxImages+1, RawImage{}), wire.ErrTooManyImages},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,7 +160,7 @@ func TestCheckImages(t *testing.T) {
 					t.Errorf("image %d has type %q, sniffed %q", i, im.MIMEType, want)
 				}
 			}
-			if err := rtsandbox.ValidateImages(got); err != nil {
+			if err := wire.ValidateImages(got); err != nil {
 				t.Errorf("the root refuses the checked images: %v", err)
 			}
 		})
@@ -176,7 +177,7 @@ func FuzzSniffImage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, declared string) {
 		mime, ok := SniffImage(data)
-		if ok != rtsandbox.ValidImageType(mime) || (!ok && mime != "") {
+		if ok != wire.ValidImageType(mime) || (!ok && mime != "") {
 			t.Fatalf("SniffImage(%q) = %q, %v", data, mime, ok)
 		}
 		magic := map[string]bool{
@@ -190,7 +191,7 @@ func FuzzSniffImage(f *testing.F) {
 		}
 		im, err := CheckImage(data, declared)
 		if err != nil {
-			if !errors.Is(err, rtsandbox.ErrImage) {
+			if !errors.Is(err, wire.ErrImage) {
 				t.Fatalf("CheckImage refused with %v, not ErrImage", err)
 			}
 			return
@@ -201,7 +202,7 @@ func FuzzSniffImage(f *testing.F) {
 		if d := mediaType(declared); d != "" && d != mime {
 			t.Fatalf("CheckImage accepted %s declared %q", mime, declared)
 		}
-		if err := rtsandbox.ValidateImage(im); err != nil {
+		if err := wire.ValidateImage(im); err != nil {
 			t.Fatalf("the root refuses CheckImage's result: %v", err)
 		}
 	})

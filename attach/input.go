@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the pure half of a session turn's attachment collection
@@ -75,7 +76,7 @@ type Ref struct {
 type Saved struct {
 	Ref
 	// File is its name on disk (FileName), as the worker sees it under
-	// rtsandbox.SessionAttachments.
+	// wire.SessionAttachments.
 	File        string
 	ContentType string
 	Size        int
@@ -140,7 +141,7 @@ var imageExts = map[string]bool{".png": true, ".jpg": true, ".jpeg": true, ".gif
 // ClaimsImage reports whether a file says it is one of the four image
 // types: by its declared media type or by its name's extension (any case).
 func ClaimsImage(name, declared string) bool {
-	return rtsandbox.ValidImageType(mediaType(declared)) || imageExts[strings.ToLower(path.Ext(name))]
+	return wire.ValidImageType(mediaType(declared)) || imageExts[strings.ToLower(path.Ext(name))]
 }
 
 // Classify decides what a file's bytes are: the sniffed image type, or ""
@@ -170,16 +171,16 @@ type ImageBudget struct {
 
 // Take checks one image of its sniffed type and, when it fits, counts it
 // and returns it encoded. Otherwise it returns why it is not shown.
-func (b *ImageBudget) Take(data []byte, mimeType string) (rtsandbox.Image, Reason) {
+func (b *ImageBudget) Take(data []byte, mimeType string) (wire.Image, Reason) {
 	if len(data) > rtsandbox.MaxImageBytes {
-		return rtsandbox.Image{}, ReasonImageSize
+		return wire.Image{}, ReasonImageSize
 	}
 	if b.count >= rtsandbox.MaxImages || b.total+len(data) > rtsandbox.MaxImagesTotal {
-		return rtsandbox.Image{}, ReasonImageLimit
+		return wire.Image{}, ReasonImageLimit
 	}
 	im, err := CheckImage(data, mimeType)
 	if err != nil {
-		return rtsandbox.Image{}, ReasonNotImage // cannot happen for a sniffed image of ≥ 1 byte
+		return wire.Image{}, ReasonNotImage // cannot happen for a sniffed image of ≥ 1 byte
 	}
 	b.count++
 	b.total += len(data)
@@ -191,7 +192,7 @@ func (b *ImageBudget) Take(data []byte, mimeType string) (rtsandbox.Image, Reaso
 const MaxBlock = 16000
 
 // Block is the attachments block the model reads after the guest's text:
-// the saved files as the worker finds them in rtsandbox.SessionAttachments
+// the saved files as the worker finds them in wire.SessionAttachments
 // (name, type, size, whether shown as an image) and every failure with
 // its reason. "" when there is nothing to say. It is at most MaxBlock
 // units. Guest-chosen names appear quoted, so they read as data.
@@ -201,7 +202,7 @@ func Block(saved []Saved, failures []Failure) string {
 	}
 	var b strings.Builder
 	if len(saved) > 0 {
-		fmt.Fprintf(&b, "[Attachments of this message, saved in %s; read one with the read_attachment tool:]", rtsandbox.SessionAttachments)
+		fmt.Fprintf(&b, "[Attachments of this message, saved in %s; read one with the read_attachment tool:]", wire.SessionAttachments)
 		for _, s := range saved {
 			fmt.Fprintf(&b, "\n- %s%s: %s, %d bytes", strconv.Quote(s.File), refSuffix(s.Ref), s.ContentType, s.Size)
 			switch {

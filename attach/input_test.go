@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestContentType(t *testing.T) {
@@ -153,7 +154,7 @@ func FuzzClassify(f *testing.F) {
 		_, sniffed := SniffImage(data)
 		switch refused {
 		case ReasonNone:
-			if sniffed != (mime != "") || (mime != "" && !rtsandbox.ValidImageType(mime)) {
+			if sniffed != (mime != "") || (mime != "" && !wire.ValidImageType(mime)) {
 				t.Fatalf("Classify = %q for sniffed %v", mime, sniffed)
 			}
 		case ReasonNotImage:

@@ -29,7 +29,7 @@ var ErrPrefix = fmt.Errorf("%w: Invalid message id", rtsandbox.ErrInvalid)
 
 // SanitizeName turns a guest-supplied file name into a safe one (§5.1
 // step 8; see the package doc). The result is always an
-// rtsandbox.ValidSafeName of at most MaxNameUnits UTF-16 units.
+// wire.ValidSafeName of at most MaxNameUnits UTF-16 units.
 //
 // The leading-dot rule is applied again after the cut: cutting from the
 // front can expose dots ("aaa…..x" → "..x"), and a name the cut turned
@@ -92,7 +92,7 @@ func suffixBytes(s string, n int) string {
 // must be 1–160 of [a-zA-Z0-9_-] (ErrPrefix) and index ≥ 0. Where the
 // whole would pass NAME_MAX (255 bytes: 120 units of CJK are 360 bytes),
 // the name is cut further from the front, so the result can always be
-// created and is always an rtsandbox.ValidSafeName.
+// created and is always an wire.ValidSafeName.
 func FileName(prefix string, index int, name string) (string, error) {
 	if !validPrefix(prefix) {
 		return "", ErrPrefix

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestSanitizeName(t *testing.T) {
@@ -44,7 +45,7 @@ func TestSanitizeName(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("SanitizeName(%q) = %q; want %q", tc.in, got, tc.want)
 			}
-			if !rtsandbox.ValidSafeName(got) || rtsandbox.UTF16Len(got) > MaxNameUnits {
+			if !wire.ValidSafeName(got) || rtsandbox.UTF16Len(got) > MaxNameUnits {
 				t.Errorf("SanitizeName(%q) = %q is not a safe name of ≤ %d units", tc.in, got, MaxNameUnits)
 			}
 		})
@@ -110,7 +111,7 @@ func TestFileName(t *testing.T) {
 			if err != nil || got != tc.want {
 				t.Fatalf("FileName = %q, %v; want %q", got, err, tc.want)
 			}
-			if !rtsandbox.ValidSafeName(got) || len(got) > maxNameBytes {
+			if !wire.ValidSafeName(got) || len(got) > maxNameBytes {
 				t.Errorf("FileName = %q is not a safe name of ≤ %d bytes", got, maxNameBytes)
 			}
 		})
@@ -126,7 +127,7 @@ func FuzzSanitizeName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		got := SanitizeName(name)
-		if !rtsandbox.ValidSafeName(got) || rtsandbox.UTF16Len(got) > MaxNameUnits {
+		if !wire.ValidSafeName(got) || rtsandbox.UTF16Len(got) > MaxNameUnits {
 			t.Fatalf("SanitizeName(%q) = %q is not a safe name of ≤ %d units", name, got, MaxNameUnits)
 		}
 		if strings.HasPrefix(got, ".") {
@@ -136,7 +137,7 @@ func FuzzSanitizeName(f *testing.F) {
 			t.Fatalf("SanitizeName is not idempotent: %q → %q → %q", name, got, again)
 		}
 		file, err := FileName(strings.Repeat("m", MaxPrefixLen), 19, name)
-		if err != nil || !rtsandbox.ValidSafeName(file) || len(file) > maxNameBytes || !utf8.ValidString(file) {
+		if err != nil || !wire.ValidSafeName(file) || len(file) > maxNameBytes || !utf8.ValidString(file) {
 			t.Fatalf("FileName(…, %q) = %q, %v", name, file, err)
 		}
 	})

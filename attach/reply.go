@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // File is a decoded reply file (the root's noun).
@@ -15,8 +16,8 @@ type File = rtsandbox.File
 // reference tolerates non-zero trailing bits), and the decoded sizes are
 // checked once more, so the host's bound rests on the bytes it holds and
 // not on the length arithmetic of the validation alone.
-func DecodeReplyFiles(files []rtsandbox.ReplyFile) ([]File, error) {
-	if err := rtsandbox.ValidateReplyFiles(files); err != nil {
+func DecodeReplyFiles(files []wire.ReplyFile) ([]File, error) {
+	if err := wire.ValidateReplyFiles(files); err != nil {
 		return nil, err
 	}
 	out := make([]File, 0, len(files))
@@ -24,13 +25,13 @@ func DecodeReplyFiles(files []rtsandbox.ReplyFile) ([]File, error) {
 	for i, f := range files {
 		data, err := base64.StdEncoding.DecodeString(f.Data)
 		if err != nil {
-			return nil, fmt.Errorf("%w: file %d: %w", rtsandbox.ErrReplyFile, i+1, err)
+			return nil, fmt.Errorf("%w: file %d: %w", wire.ErrReplyFile, i+1, err)
 		}
 		if len(data) < 1 || len(data) > rtsandbox.MaxReplyFileBytes {
-			return nil, fmt.Errorf("%w: file %d decodes to %d bytes", rtsandbox.ErrReplyFile, i+1, len(data))
+			return nil, fmt.Errorf("%w: file %d decodes to %d bytes", wire.ErrReplyFile, i+1, len(data))
 		}
 		if total += len(data); total > rtsandbox.MaxReplyFilesTotal {
-			return nil, fmt.Errorf("%w: more than %d bytes in total", rtsandbox.ErrReplyBudget, rtsandbox.MaxReplyFilesTotal)
+			return nil, fmt.Errorf("%w: more than %d bytes in total", wire.ErrReplyBudget, rtsandbox.MaxReplyFilesTotal)
 		}
 		out = append(out, File{Name: f.Name, Data: data})
 	}

@@ -9,13 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestDecodeReplyFiles(t *testing.T) {
 	b64 := base64.StdEncoding.EncodeToString
 	full := b64(make([]byte, rtsandbox.MaxReplyFileBytes))
-	many := func(n int, f rtsandbox.ReplyFile) []rtsandbox.ReplyFile {
-		out := make([]rtsandbox.ReplyFile, n)
+	many := func(n int, f wire.ReplyFile) []wire.ReplyFile {
+		out := make([]wire.ReplyFile, n)
 		for i := range out {
 			out[i] = f
 		}
@@ -23,28 +24,28 @@ func TestDecodeReplyFiles(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		files []rtsandbox.ReplyFile
+		files []wire.ReplyFile
 		want  []File // compared when err is nil
 		err   error
 	}{
 		{"none", nil, []File{}, nil},
-		{"one file", []rtsandbox.ReplyFile{{Name: "a.txt", Data: "aGVsbG8="}}, []File{{Name: "a.txt", Data: []byte("hello")}}, nil},
-		{"leading dot and unicode names pass", []rtsandbox.ReplyFile{{Name: ".notes ü.md", Data: "eA=="}}, []File{{Name: ".notes ü.md", Data: []byte("x")}}, nil},
-		{"non-zero trailing bits decode (§7.2)", []rtsandbox.ReplyFile{{Name: "a", Data: "aGVsbG9="}}, []File{{Name: "a", Data: []byte("hello")}}, nil},
-		{"ten files", many(rtsandbox.MaxReplyFiles, rtsandbox.ReplyFile{Name: "a", Data: "eA=="}), nil, nil},
-		{"[SEC] eleven files", many(rtsandbox.MaxReplyFiles+1, rtsandbox.ReplyFile{Name: "a", Data: "eA=="}), nil, rtsandbox.ErrTooManyFiles},
-		{"[SEC] path traversal name", []rtsandbox.ReplyFile{{Name: "../../etc/passwd", Data: "eA=="}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] dot dot name", []rtsandbox.ReplyFile{{Name: "..", Data: "eA=="}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] backslash name", []rtsandbox.ReplyFile{{Name: `a\b`, Data: "eA=="}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] control char in the name", []rtsandbox.ReplyFile{{Name: "a\nb", Data: "eA=="}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] empty name", []rtsandbox.ReplyFile{{Name: "", Data: "eA=="}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] zero-byte file", []rtsandbox.ReplyFile{{Name: "a", Data: ""}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] newline the lax decoder would skip", []rtsandbox.ReplyFile{{Name: "a", Data: "aGV\nbG8="}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] unpadded base64", []rtsandbox.ReplyFile{{Name: "a", Data: "aGVsbG8"}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] url-safe alphabet", []rtsandbox.ReplyFile{{Name: "a", Data: "-_-_"}}, nil, rtsandbox.ErrReplyFile},
-		{"[SEC] one byte over 10 MiB", []rtsandbox.ReplyFile{{Name: "a", Data: b64(make([]byte, rtsandbox.MaxReplyFileBytes+1))}}, nil, rtsandbox.ErrReplyFile},
-		{"exactly 50 MiB", many(5, rtsandbox.ReplyFile{Name: "a", Data: full}), nil, nil},
-		{"[SEC] one byte over 50 MiB in total", append(many(5, rtsandbox.ReplyFile{Name: "a", Data: full}), rtsandbox.ReplyFile{Name: "b", Data: "eA=="}), nil, rtsandbox.ErrReplyBudget},
+		{"one file", []wire.ReplyFile{{Name: "a.txt", Data: "aGVsbG8="}}, []File{{Name: "a.txt", Data: []byte("hello")}}, nil},
+		{"leading dot and unicode names pass", []wire.ReplyFile{{Name: ".notes ü.md", Data: "eA=="}}, []File{{Name: ".notes ü.md", Data: []byte("x")}}, nil},
+		{"non-zero trailing bits decode (§7.2)", []wire.ReplyFile{{Name: "a", Data: "aGVsbG9="}}, []File{{Name: "a", Data: []byte("hello")}}, nil},
+		{"ten files", many(rtsandbox.MaxReplyFiles, wire.ReplyFile{Name: "a", Data: "eA=="}), nil, nil},
+		{"[SEC] eleven files", many(rtsandbox.MaxReplyFiles+1, wire.ReplyFile{Name: "a", Data: "eA=="}), nil, wire.ErrTooManyFiles},
+		{"[SEC] path traversal name", []wire.ReplyFile{{Name: "../../etc/passwd", Data: "eA=="}}, nil, wire.ErrReplyFile},
+		{"[SEC] dot dot name", []wire.ReplyFile{{Name: "..", Data: "eA=="}}, nil, wire.ErrReplyFile},
+		{"[SEC] backslash name", []wire.ReplyFile{{Name: `a\b`, Data: "eA=="}}, nil, wire.ErrReplyFile},
+		{"[SEC] control char in the name", []wire.ReplyFile{{Name: "a\nb", Data: "eA=="}}, nil, wire.ErrReplyFile},
+		{"[SEC] empty name", []wire.ReplyFile{{Name: "", Data: "eA=="}}, nil, wire.ErrReplyFile},
+		{"[SEC] zero-byte file", []wire.ReplyFile{{Name: "a", Data: ""}}, nil, wire.ErrReplyFile},
+		{"[SEC] newline the lax decoder would skip", []wire.ReplyFile{{Name: "a", Data: "aGV\nbG8="}}, nil, wire.ErrReplyFile},
+		{"[SEC] unpadded base64", []wire.ReplyFile{{Name: "a", Data: "aGVsbG8"}}, nil, wire.ErrReplyFile},
+		{"[SEC] url-safe alphabet", []wire.ReplyFile{{Name: "a", Data: "-_-_"}}, nil, wire.ErrReplyFile},
+		{"[SEC] one byte over 10 MiB", []wire.ReplyFile{{Name: "a", Data: b64(make([]byte, rtsandbox.MaxReplyFileBytes+1))}}, nil, wire.ErrReplyFile},
+		{"exactly 50 MiB", many(5, wire.ReplyFile{Name: "a", Data: full}), nil, nil},
+		{"[SEC] one byte over 50 MiB in total", append(many(5, wire.ReplyFile{Name: "a", Data: full}), wire.ReplyFile{Name: "b", Data: "eA=="}), nil, wire.ErrReplyBudget},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,9 +86,9 @@ func FuzzDecodeReplyFiles(f *testing.F) {
 	f.Add("a", "aGVsbG9=", ".", "====")
 	f.Add("a", "aGV\nbG8=", "b", "-_-_")
 	f.Fuzz(func(t *testing.T, name1, data1, name2, data2 string) {
-		files := []rtsandbox.ReplyFile{{Name: name1, Data: data1}, {Name: name2, Data: data2}}
+		files := []wire.ReplyFile{{Name: name1, Data: data1}, {Name: name2, Data: data2}}
 		got, err := DecodeReplyFiles(files)
-		if verr := rtsandbox.ValidateReplyFiles(files); verr != nil {
+		if verr := wire.ValidateReplyFiles(files); verr != nil {
 			if err == nil || got != nil {
 				t.Fatalf("DecodeReplyFiles accepted what ValidateReplyFiles refuses (%v)", verr)
 			}

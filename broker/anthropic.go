@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The Anthropic Messages routes (session spec §2.5): served only when the
@@ -38,19 +38,19 @@ const (
 // anthropicRoute reports whether path is one of the Anthropic routes and
 // the model speaks that API.
 func (b *Broker) anthropicRoute(path string) bool {
-	return b.anthropic() && (path == rtsandbox.RouteAnthropicMessages || path == rtsandbox.RouteAnthropicCountTokens)
+	return b.anthropic() && (path == wire.RouteAnthropicMessages || path == wire.RouteAnthropicCountTokens)
 }
 
 // sdkRoute reports whether path is a model route at an official SDK's own
 // path (an Anthropic route, or RouteOpenAIChat), served for the API the
 // model speaks: those accept the SDK's headers (checkHeaders).
 func (b *Broker) sdkRoute(path string) bool {
-	return b.anthropicRoute(path) || !b.anthropic() && path == rtsandbox.RouteOpenAIChat
+	return b.anthropicRoute(path) || !b.anthropic() && path == wire.RouteOpenAIChat
 }
 
 // serveMessages serves both Anthropic routes.
 func serveMessages(ctx context.Context, t *Turn, req request) outcome {
-	count := req.path == rtsandbox.RouteAnthropicCountTokens
+	count := req.path == wire.RouteAnthropicCountTokens
 	msg, err := modelapi.NormalizeMessages(req.obj, modelapi.MessagesParams{
 		Model: t.b.cfg.Model, MaxOutputTokens: int64(t.b.cfg.MaxOutputTokens),
 		Level: t.thinking(), CountTokens: count, Budget: req.budget,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // messageAnswer is an Anthropic Messages answer with its usage.
@@ -43,59 +44,59 @@ func TestAnthropicRouteRefusals(t *testing.T) {
 		status    int
 		want      string // exact body, or a substring for the Anthropic error shape
 	}{
-		{name: "messages-off-when-openai", target: rtsandbox.RouteAnthropicMessages, body: messagesBody, status: 404, want: "not found"},
-		{name: "count-tokens-off-when-openai", target: rtsandbox.RouteAnthropicCountTokens, body: messagesBody, status: 404, want: "not found"},
-		{name: "model-off-when-anthropic", anthropic: true, target: rtsandbox.RouteModel, body: `{"messages":[]}`, status: 404, want: "not found"},
-		{name: "beta-on-model", target: rtsandbox.RouteModel + "?beta=true", body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "messages-off-when-openai", target: wire.RouteAnthropicMessages, body: messagesBody, status: 404, want: "not found"},
+		{name: "count-tokens-off-when-openai", target: wire.RouteAnthropicCountTokens, body: messagesBody, status: 404, want: "not found"},
+		{name: "model-off-when-anthropic", anthropic: true, target: wire.RouteModel, body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "beta-on-model", target: wire.RouteModel + "?beta=true", body: `{"messages":[]}`, status: 404, want: "not found"},
 		{name: "beta-on-tool", anthropic: true, target: "/tools/clock?beta=true", body: `{}`, status: 404, want: "not found"},
 		{name: "beta-on-mcp", anthropic: true, target: "/mcp/docs?beta=true", body: `{}`, status: 404, want: "not found"},
-		{name: "beta-when-openai", target: rtsandbox.RouteAnthropicMessages + "?beta=true", body: messagesBody, status: 404, want: "not found"},
-		{name: "beta-false", anthropic: true, target: rtsandbox.RouteAnthropicMessages + "?beta=false", body: messagesBody, status: 404, want: "not found"},
-		{name: "beta-and-more", anthropic: true, target: rtsandbox.RouteAnthropicMessages + "?beta=true&x=1", body: messagesBody, status: 404, want: "not found"},
-		{name: "empty-query", anthropic: true, target: rtsandbox.RouteAnthropicMessages + "?", body: messagesBody, status: 404, want: "not found"},
-		{name: "beta-with-fragment", anthropic: true, target: rtsandbox.RouteAnthropicMessages + "?beta=true#f", body: messagesBody, status: 404, want: "not found"},
+		{name: "beta-when-openai", target: wire.RouteAnthropicMessages + "?beta=true", body: messagesBody, status: 404, want: "not found"},
+		{name: "beta-false", anthropic: true, target: wire.RouteAnthropicMessages + "?beta=false", body: messagesBody, status: 404, want: "not found"},
+		{name: "beta-and-more", anthropic: true, target: wire.RouteAnthropicMessages + "?beta=true&x=1", body: messagesBody, status: 404, want: "not found"},
+		{name: "empty-query", anthropic: true, target: wire.RouteAnthropicMessages + "?", body: messagesBody, status: 404, want: "not found"},
+		{name: "beta-with-fragment", anthropic: true, target: wire.RouteAnthropicMessages + "?beta=true#f", body: messagesBody, status: 404, want: "not found"},
 		{name: "other-anthropic-path", anthropic: true, target: "/anthropic/v1/files", body: `{}`, status: 404, want: "not found"},
-		{name: "messages-subpath", anthropic: true, target: rtsandbox.RouteAnthropicMessages + "/batches", body: `{}`, status: 404, want: "not found"},
-		{name: "stream-not-allowed", anthropic: true, target: rtsandbox.RouteAnthropicMessages,
+		{name: "messages-subpath", anthropic: true, target: wire.RouteAnthropicMessages + "/batches", body: `{}`, status: 404, want: "not found"},
+		{name: "stream-not-allowed", anthropic: true, target: wire.RouteAnthropicMessages,
 			body:   `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 			status: 400, want: `{"type":"error","error":{"type":"invalid_request_error","message":"Streaming is not enabled on this host"}}`},
-		{name: "normaliser-refusal", anthropic: true, target: rtsandbox.RouteAnthropicMessages,
+		{name: "normaliser-refusal", anthropic: true, target: wire.RouteAnthropicMessages,
 			body:   `{"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"web_search"}}`,
 			status: 400, want: `{"type":"error","error":{"type":"invalid_request_error","message":"Invalid tool choice"}}`},
-		{name: "count-tokens-refusal", anthropic: true, target: rtsandbox.RouteAnthropicCountTokens,
+		{name: "count-tokens-refusal", anthropic: true, target: wire.RouteAnthropicCountTokens,
 			body:   `{"messages":[{"role":"developer","content":"hi"}]}`,
 			status: 400, want: `Unexpected role \"developer\"`},
-		{name: "not-an-object", anthropic: true, target: rtsandbox.RouteAnthropicMessages, body: `[]`, status: 400, want: "invalid input"},
-		{name: "x-api-key-real", anthropic: true, target: rtsandbox.RouteAnthropicMessages, body: messagesBody,
+		{name: "not-an-object", anthropic: true, target: wire.RouteAnthropicMessages, body: `[]`, status: 400, want: "invalid input"},
+		{name: "x-api-key-real", anthropic: true, target: wire.RouteAnthropicMessages, body: messagesBody,
 			headers: map[string]string{"X-Api-Key": "sk-guest"}, status: 403, want: "forbidden credential"},
-		{name: "x-api-key-on-model", target: rtsandbox.RouteModel, body: `{"messages":[]}`,
-			headers: map[string]string{"X-Api-Key": rtsandbox.DummyKey}, status: 403, want: "forbidden header"},
-		{name: "cookie", anthropic: true, target: rtsandbox.RouteAnthropicMessages, body: messagesBody,
+		{name: "x-api-key-on-model", target: wire.RouteModel, body: `{"messages":[]}`,
+			headers: map[string]string{"X-Api-Key": wire.DummyKey}, status: 403, want: "forbidden header"},
+		{name: "cookie", anthropic: true, target: wire.RouteAnthropicMessages, body: messagesBody,
 			headers: map[string]string{"Cookie": "guest=1"}, status: 403, want: "forbidden header"},
-		{name: "forwarded-for", anthropic: true, target: rtsandbox.RouteAnthropicMessages, body: messagesBody,
+		{name: "forwarded-for", anthropic: true, target: wire.RouteAnthropicMessages, body: messagesBody,
 			headers: map[string]string{"X-Forwarded-For": "10.0.0.1"}, status: 403, want: "forbidden header"},
-		{name: "bearer-real", anthropic: true, target: rtsandbox.RouteAnthropicMessages, body: messagesBody,
+		{name: "bearer-real", anthropic: true, target: wire.RouteAnthropicMessages, body: messagesBody,
 			headers: map[string]string{"Authorization": "Bearer sk-guest"}, status: 403, want: "forbidden credential"},
-		{name: "sdk-header-on-model", target: rtsandbox.RouteModel, body: `{"messages":[]}`,
+		{name: "sdk-header-on-model", target: wire.RouteModel, body: `{"messages":[]}`,
 			headers: map[string]string{"X-Stainless-Lang": "go"}, status: 403, want: "forbidden header"},
 		// The OpenAI SDK's path: served for chat completions only, exactly,
 		// with the deny-list and the dummy credential as on every route.
-		{name: "openai-chat-off-when-anthropic", anthropic: true, target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`, status: 404, want: "not found"},
-		{name: "beta-on-openai-chat", target: rtsandbox.RouteOpenAIChat + "?beta=true", body: `{"messages":[]}`, status: 404, want: "not found"},
-		{name: "openai-chat-subpath", target: rtsandbox.RouteOpenAIChat + "/x", body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "openai-chat-off-when-anthropic", anthropic: true, target: wire.RouteOpenAIChat, body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "beta-on-openai-chat", target: wire.RouteOpenAIChat + "?beta=true", body: `{"messages":[]}`, status: 404, want: "not found"},
+		{name: "openai-chat-subpath", target: wire.RouteOpenAIChat + "/x", body: `{"messages":[]}`, status: 404, want: "not found"},
 		{name: "other-openai-path", target: "/openai/v1/embeddings", body: `{"input":"x"}`, status: 404, want: "not found"},
 		{name: "openai-chat-escaped", target: "/openai/v1/chat%2Fcompletions", body: `{"messages":[]}`, status: 404, want: "not found"},
-		{name: "cookie-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+		{name: "cookie-on-openai-chat", target: wire.RouteOpenAIChat, body: `{"messages":[]}`,
 			headers: map[string]string{"Cookie": "guest=1"}, status: 403, want: "forbidden header"},
-		{name: "forwarded-for-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+		{name: "forwarded-for-on-openai-chat", target: wire.RouteOpenAIChat, body: `{"messages":[]}`,
 			headers: map[string]string{"X-Forwarded-For": "10.0.0.1"}, status: 403, want: "forbidden header"},
-		{name: "proxy-authorization-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+		{name: "proxy-authorization-on-openai-chat", target: wire.RouteOpenAIChat, body: `{"messages":[]}`,
 			headers: map[string]string{"Proxy-Authorization": "Basic eDp5"}, status: 403, want: "forbidden header"},
-		{name: "bearer-real-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+		{name: "bearer-real-on-openai-chat", target: wire.RouteOpenAIChat, body: `{"messages":[]}`,
 			headers: map[string]string{"Authorization": "Bearer sk-guest"}, status: 403, want: "forbidden credential"},
-		{name: "x-api-key-real-on-openai-chat", target: rtsandbox.RouteOpenAIChat, body: `{"messages":[]}`,
+		{name: "x-api-key-real-on-openai-chat", target: wire.RouteOpenAIChat, body: `{"messages":[]}`,
 			headers: map[string]string{"X-Api-Key": "sk-guest"}, status: 403, want: "forbidden credential"},
-		{name: "openai-chat-payload-refused", target: rtsandbox.RouteOpenAIChat, body: `{"messages":"hello"}`, status: 400, want: ""},
+		{name: "openai-chat-payload-refused", target: wire.RouteOpenAIChat, body: `{"messages":"hello"}`, status: 400, want: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,21 +140,21 @@ func TestAnthropicForward(t *testing.T) {
 		wantBody map[string]any
 	}{
 		{
-			name: "messages", target: rtsandbox.RouteAnthropicMessages,
-			headers:  map[string]string{"X-Stainless-Lang": "go", "X-Api-Key": rtsandbox.DummyKey, "Anthropic-Version": "2024-01-01"},
+			name: "messages", target: wire.RouteAnthropicMessages,
+			headers:  map[string]string{"X-Stainless-Lang": "go", "X-Api-Key": wire.DummyKey, "Anthropic-Version": "2024-01-01"},
 			wantPath: "/v1/messages",
 			wantHdr:  map[string]string{"X-Api-Key": realKey, "Anthropic-Version": "2024-01-01", "Authorization": "", "X-Stainless-Lang": "", "Anthropic-Beta": ""},
 			wantBody: map[string]any{"model": testModel, "max_tokens": 128000.0, "stream": false},
 		},
 		{
-			name: "messages-beta", target: rtsandbox.RouteAnthropicMessages + "?beta=true",
+			name: "messages-beta", target: wire.RouteAnthropicMessages + "?beta=true",
 			headers:  map[string]string{"Anthropic-Beta": "interleaved-thinking-2025-05-14"},
 			wantPath: "/v1/messages?beta=true",
 			wantHdr:  map[string]string{"X-Api-Key": realKey, "Anthropic-Version": "2023-06-01", "Anthropic-Beta": "interleaved-thinking-2025-05-14"},
 			wantBody: map[string]any{"model": testModel, "max_tokens": 128000.0, "stream": false},
 		},
 		{
-			name: "count-tokens", target: rtsandbox.RouteAnthropicCountTokens + "?beta=true",
+			name: "count-tokens", target: wire.RouteAnthropicCountTokens + "?beta=true",
 			headers:  map[string]string{"Anthropic-Beta": strings.Repeat("b", 4097)}, // too long: dropped
 			wantPath: "/v1/messages/count_tokens?beta=true",
 			wantHdr:  map[string]string{"X-Api-Key": realKey, "Anthropic-Beta": ""},
@@ -241,7 +242,7 @@ func TestAnthropicErrorStatusPassThrough(t *testing.T) {
 				w.WriteHeader(tt.status)
 				w.Write([]byte(tt.body))
 			}, anthropicAPI(false))
-			w := f.post(rtsandbox.RouteAnthropicMessages, messagesBody)
+			w := f.post(wire.RouteAnthropicMessages, messagesBody)
 			wantStatus(t, w, tt.wantStatus, tt.wantBody)
 			for k, v := range tt.wantHdr {
 				if got := w.Header().Get(k); got != v {
@@ -261,7 +262,7 @@ func TestOpenAIChatRoute(t *testing.T) {
 	headers := map[string]string{"X-Stainless-Lang": "go", "X-Stainless-Retry-Count": "0", "Openai-Organization": "org-guest",
 		"Idempotency-Key": "abc", "User-Agent": "OpenAI/Go 3.0"}
 	body := `{"model":"guest-choice","messages":[{"role":"user","content":"hello"}]}`
-	wantStatus(t, f.do(http.MethodPost, rtsandbox.RouteOpenAIChat, body, headers), 200,
+	wantStatus(t, f.do(http.MethodPost, wire.RouteOpenAIChat, body, headers), 200,
 		`{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`)
 	reqs := f.model.requests()
 	if len(reqs) != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The red team's streamed echo (issue 21 item 1): an upstream that echoes
@@ -192,9 +193,9 @@ func TestStreamedEchoSplitAcrossEvents(t *testing.T) {
 		api, route string
 		edit       func(*broker.Config)
 	}{
-		{rtsandbox.ModelAPIOpenAI, rtsandbox.RouteModel, func(c *broker.Config) { c.Stream = true }},
-		{rtsandbox.ModelAPIOpenAI, rtsandbox.RouteOpenAIChat, func(c *broker.Config) { c.Stream = true }},
-		{rtsandbox.ModelAPIAnthropic, rtsandbox.RouteAnthropicMessages, anthropicAPI(true)},
+		{rtsandbox.ModelAPIOpenAI, wire.RouteModel, func(c *broker.Config) { c.Stream = true }},
+		{rtsandbox.ModelAPIOpenAI, wire.RouteOpenAIChat, func(c *broker.Config) { c.Stream = true }},
+		{rtsandbox.ModelAPIAnthropic, wire.RouteAnthropicMessages, anthropicAPI(true)},
 	}
 	for _, r := range routes {
 		t.Run(r.route, func(t *testing.T) {
@@ -233,9 +234,9 @@ func TestSessionStreamedEchoSplitAcrossEvents(t *testing.T) {
 		t.Run(api, func(t *testing.T) {
 			cases := echoCases(api, hostSecret, false)
 			f, next := echoSession(t, api)
-			route, body := rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`
+			route, body := wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`
 			if api == rtsandbox.ModelAPIOpenAI {
-				route, body = rtsandbox.RouteModel, `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+				route, body = wire.RouteModel, `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`
 			}
 			release, _ := f.bind("")
 			defer release()
@@ -299,7 +300,7 @@ func TestPreviewNeverShowsKeyPrefix(t *testing.T) {
 		starts = append(starts, c.name)
 	}
 	f := func(c *broker.Config) { anthropicAPI(true)(c); c.MaxCalls = rtsandbox.MaxCallsLimit }
-	for i, l := range streamTurn(t, rtsandbox.RouteAnthropicMessages, f, cases) {
+	for i, l := range streamTurn(t, wire.RouteAnthropicMessages, f, cases) {
 		if got := l.text(); !strings.HasPrefix("here it is: ", got) {
 			t.Fatalf("%s: the preview showed %q; want at most the text before the key", starts[i], got)
 		}
@@ -320,7 +321,7 @@ func TestStreamedEchoWithoutEventStreamType(t *testing.T) {
 				anthropicAPI(true)(cfg)
 				cfg.Client = upstream.New(typedTransport{ct: ct, body: c.body()})
 			})
-			w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+			w, aborted := serveCatching(f.turn, workerRequest(context.Background(), wire.RouteAnthropicMessages, streamBody))
 			wantEchoRefused(t, c.name, w.Code, w.Body.String(), aborted, realKey)
 		})
 	}

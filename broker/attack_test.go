@@ -41,6 +41,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // attackMemoryMB is serve's default host.memory_limit_mb, which the child
@@ -63,16 +64,16 @@ type attack struct {
 }
 
 var attacks = []attack{
-	{name: "ChatEmptyArrays", route: rtsandbox.RouteModel, inCI: true, refused: true, body: func(n int) []byte {
+	{name: "ChatEmptyArrays", route: wire.RouteModel, inCI: true, refused: true, body: func(n int) []byte {
 		return []byte(`{"messages":` + flood("EmptyArrays", n-20) + `}`)
 	}},
-	{name: "MessagesEmptyArrays", api: rtsandbox.ModelAPIAnthropic, route: rtsandbox.RouteAnthropicMessages, refused: true, body: func(n int) []byte {
+	{name: "MessagesEmptyArrays", api: rtsandbox.ModelAPIAnthropic, route: wire.RouteAnthropicMessages, refused: true, body: func(n int) []byte {
 		return []byte(`{"messages":` + flood("EmptyArrays", n-20) + `}`)
 	}},
-	{name: "ToolUseInputEmptyObjects", api: rtsandbox.ModelAPIAnthropic, route: rtsandbox.RouteAnthropicMessages, refused: true, body: func(n int) []byte {
+	{name: "ToolUseInputEmptyObjects", api: rtsandbox.ModelAPIAnthropic, route: wire.RouteAnthropicMessages, refused: true, body: func(n int) []byte {
 		return []byte(messagesRoutes[2].body(flood("EmptyObjects", n-200)))
 	}},
-	{name: "SkippedMemberDeepNesting", api: rtsandbox.ModelAPIAnthropic, route: rtsandbox.RouteAnthropicMessages, body: func(n int) []byte {
+	{name: "SkippedMemberDeepNesting", api: rtsandbox.ModelAPIAnthropic, route: wire.RouteAnthropicMessages, body: func(n int) []byte {
 		return []byte(messagesRoutes[3].body(flood("DeepNesting", n-200)))
 	}},
 	{name: "ToolInputTinyStrings", api: rtsandbox.ModelAPIAnthropic, route: "/tools/recall", refused: true, body: func(n int) []byte {
@@ -81,7 +82,7 @@ var attacks = []attack{
 	{name: "MCPArgumentsZeros", api: rtsandbox.ModelAPIAnthropic, route: "/mcp/research", refused: true, body: func(n int) []byte {
 		return []byte(messagesRoutes[5].body(flood("Zeros", n-200)))
 	}},
-	{name: "MessagesHugeText", api: rtsandbox.ModelAPIAnthropic, route: rtsandbox.RouteAnthropicMessages, inCI: true, body: func(n int) []byte {
+	{name: "MessagesHugeText", api: rtsandbox.ModelAPIAnthropic, route: wire.RouteAnthropicMessages, inCI: true, body: func(n int) []byte {
 		return []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("a", n-60) + `"}]}`)
 	}},
 }
@@ -207,7 +208,7 @@ func TestAttackChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := broker.NewSession(broker.SessionConfig{Broker: b,
-		Worker: rtsandbox.SessionWorkerConfig{ModelAPI: api, Model: hostModel, Stream: true}})
+		Worker: wire.SessionWorkerConfig{ModelAPI: api, Model: hostModel, Stream: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestAttackChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, end := context.WithCancel(context.Background())
-	release, err := s.Bind(ctx, rtsandbox.SessionBinding{
+	release, err := s.Bind(ctx, wire.SessionBinding{
 		Binding: rtsandbox.Binding{Channel: sessChannel, Speaker: sessGuest}, Profile: "studio", Thinking: "high",
 		Deadline: time.Now().Add(10 * time.Minute),
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // BenchmarkModelCall compares the same /model call sent directly to a
@@ -91,7 +92,7 @@ func benchSizes(kind answercorpus.Kind) []int {
 }
 
 func workerPost(b *testing.B, c *brokerclient.Client, body string, want int) {
-	got, err := c.Post(context.Background(), rtsandbox.RouteModel, []byte(body))
+	got, err := c.Post(context.Background(), wire.RouteModel, []byte(body))
 	if err != nil || len(got) != want {
 		b.Fatalf("Post = %d bytes, %v; want %d", len(got), err, want)
 	}
@@ -178,7 +179,7 @@ func (s *turnSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func post(b *testing.B, c *http.Client, url, body string, want int) {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+	req.Header.Set("Authorization", "Bearer "+wire.DummyKey)
 	req.Header.Set("User-Agent", "")
 	resp, err := c.Do(req)
 	if err != nil {

@@ -50,6 +50,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Tool is a host tool: its declaration and its implementation.
@@ -83,7 +84,7 @@ type Config struct {
 	Model    string
 	// API is the model's dialect: rtsandbox.ModelAPIOpenAI ("" too) serves
 	// POST /model, rtsandbox.ModelAPIAnthropic serves
-	// rtsandbox.RouteAnthropicMessages and RouteAnthropicCountTokens
+	// wire.RouteAnthropicMessages and RouteAnthropicCountTokens
 	// instead (session spec §2.5); the other dialect's routes are 404.
 	API string
 	// Stream allows "stream": true on the model route: the answer is then
@@ -198,14 +199,14 @@ func New(cfg Config) (*Broker, error) {
 // configuration order. URLs, credentials and implementations stay out.
 // The runtime takes the worker's tool list from here, so the two cannot
 // drift; the slices are fresh copies.
-func (b *Broker) Declarations() ([]rtsandbox.ToolSpec, []rtsandbox.MCPServerTools) {
+func (b *Broker) Declarations() ([]rtsandbox.ToolSpec, []wire.MCPServerTools) {
 	tools := make([]rtsandbox.ToolSpec, 0, len(b.cfg.Tools))
 	for _, t := range b.cfg.Tools {
 		tools = append(tools, t.Spec)
 	}
-	mcp := make([]rtsandbox.MCPServerTools, 0, len(b.cfg.MCP))
+	mcp := make([]wire.MCPServerTools, 0, len(b.cfg.MCP))
 	for _, m := range b.cfg.MCP {
-		mcp = append(mcp, rtsandbox.MCPServerTools{Server: m.Name, Tools: slices.Clone(m.Tools)})
+		mcp = append(mcp, wire.MCPServerTools{Server: m.Name, Tools: slices.Clone(m.Tools)})
 	}
 	return tools, mcp
 }

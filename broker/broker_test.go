@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/upstream/endpointtest"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Spec §6.1 "Credential swap and pinning".
@@ -29,7 +30,7 @@ func TestCredentialSwapAndPinning(t *testing.T) {
 		w.Header().Set("Connection", "keep-alive")
 		jsonReply(`{"choices":[]}`)(w, r)
 	}, nil)
-	w := f.do("POST", rtsandbox.RouteModel, `{"messages":[],"model":"expensive","max_tokens":999999,"callback_url":"https://guest.example"}`,
+	w := f.do("POST", wire.RouteModel, `{"messages":[],"model":"expensive","max_tokens":999999,"callback_url":"https://guest.example"}`,
 		map[string]string{"User-Agent": "guest"})
 	wantStatus(t, w, 200, `{"choices":[]}`)
 	if w.Header().Get("Set-Cookie") != "" || w.Header().Get("Authorization") != "" {
@@ -65,7 +66,7 @@ func TestHeaderRefusals(t *testing.T) {
 		"x-provider-token", "expect", "origin", "x-forwarded-for", "x-forwarded-proto"} {
 		t.Run(h, func(t *testing.T) {
 			f := newFixture(t, nil, nil)
-			w := f.do("POST", rtsandbox.RouteModel, `{"messages":[]}`, map[string]string{h: "guest-supplied"})
+			w := f.do("POST", wire.RouteModel, `{"messages":[]}`, map[string]string{h: "guest-supplied"})
 			wantStatus(t, w, 403, "forbidden header")
 			if n := len(f.model.requests()); n != 0 {
 				t.Errorf("upstream called %d times; want 0", n)
@@ -81,14 +82,14 @@ func TestHeaderRefusals(t *testing.T) {
 // where Go puts them.
 func TestGoConsumedHeadersAreChecked(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
+	r := httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "broker"
 	r.TransferEncoding = []string{"chunked"}
 	w := httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
 	wantStatus(t, w, 403, "forbidden header")
 
-	r = httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
+	r = httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "api.example"
 	w = httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -96,14 +97,14 @@ func TestGoConsumedHeadersAreChecked(t *testing.T) {
 
 	// Over HTTP/1.1 net/http refuses a request without Host, so an empty
 	// r.Host is a Host header sent empty: refused.
-	r = httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
+	r = httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = ""
 	w = httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
 	wantStatus(t, w, 403, "forbidden host")
 
 	// HTTP/1.0 hides Transfer-Encoding from the handler: refused.
-	r = httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
+	r = httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host, r.Proto, r.ProtoMajor, r.ProtoMinor = "broker", "HTTP/1.0", 1, 0
 	w = httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -113,8 +114,8 @@ func TestGoConsumedHeadersAreChecked(t *testing.T) {
 // Spec §6.1 "Credential/host".
 func TestForbiddenCredentialAndHost(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	wantStatus(t, f.do("POST", rtsandbox.RouteModel, `{"messages":[]}`, map[string]string{"Authorization": "Bearer stolen"}), 403, "forbidden credential")
-	r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
+	wantStatus(t, f.do("POST", wire.RouteModel, `{"messages":[]}`, map[string]string{"Authorization": "Bearer stolen"}), 403, "forbidden credential")
+	r := httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "api.example"
 	w := httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -128,7 +129,7 @@ func TestForbiddenCredentialAndHost(t *testing.T) {
 // present over HTTP/1.1).
 func TestAbsentAuthorizationAllowed(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
+	r := httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[]}`))
 	r.Host = "broker"
 	w := httptest.NewRecorder()
 	f.turn.ServeHTTP(w, r)
@@ -140,8 +141,8 @@ func TestAbsentAuthorizationAllowed(t *testing.T) {
 func TestUnknownRoutes(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	for _, target := range []string{"/", "/health", "/anthropic/v1/messages", "/model/extra",
-		"/model?url=https://guest.example", rtsandbox.ToolRoute("bash"), rtsandbox.ToolRoute("read"), rtsandbox.ToolRoute("constructor"),
-		rtsandbox.MCPRoute("private"), "/mcp/public/extra", "/tools/%62ash", "/model?", "/%6dodel", "/model/",
+		"/model?url=https://guest.example", wire.ToolRoute("bash"), wire.ToolRoute("read"), wire.ToolRoute("constructor"),
+		wire.MCPRoute("private"), "/mcp/public/extra", "/tools/%62ash", "/model?", "/%6dodel", "/model/",
 		"//model", "/./model", "/tools/", "/mcp/"} {
 		t.Run(target, func(t *testing.T) {
 			wantStatus(t, f.post(target, `{"messages":[]}`), 404, "not found")
@@ -149,7 +150,7 @@ func TestUnknownRoutes(t *testing.T) {
 	}
 	for _, method := range []string{"GET", "PUT", "HEAD", "OPTIONS", "DELETE"} {
 		t.Run(method, func(t *testing.T) {
-			if w := f.do(method, rtsandbox.RouteModel, "", nil); w.Code != 404 {
+			if w := f.do(method, wire.RouteModel, "", nil); w.Code != 404 {
 				t.Errorf("%s /model = %d; want 404", method, w.Code)
 			}
 		})
@@ -202,7 +203,7 @@ func withTool(name string, params string, impl rtsandbox.HostTool) func(*broker.
 func TestHostBoundIdentity(t *testing.T) {
 	echo := &echoTool{}
 	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, echo))
-	wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), `{"speaker":"owner","channel":"fake:private"}`), 200, `{"text":"ok"}`)
+	wantStatus(t, f.post(wire.ToolRoute("echo"), `{"speaker":"owner","channel":"fake:private"}`), 200, `{"text":"ok"}`)
 	tc := echo.tc.Load().(rtsandbox.Binding)
 	if tc.Channel != testChannel || tc.Speaker != guest {
 		t.Errorf("tool context = %+v; want channel %q speaker %+v", tc, testChannel, guest)
@@ -211,7 +212,7 @@ func TestHostBoundIdentity(t *testing.T) {
 	if err := json.Unmarshal([]byte(echo.input.Load().(string)), &in); err != nil || in["speaker"] != "owner" {
 		t.Errorf("tool input = %s; want the raw body with speaker owner", echo.input.Load())
 	}
-	wantStatus(t, f.post(rtsandbox.ToolRoute("bash"), `{}`), 404, "not found")
+	wantStatus(t, f.post(wire.ToolRoute("bash"), `{}`), 404, "not found")
 	if n := echo.calls.Load(); n != 1 {
 		t.Errorf("callback count = %d; want 1", n)
 	}
@@ -245,15 +246,15 @@ func TestMCPPinning(t *testing.T) {
 		`{"method":"tools/call","params":{"name":"delete","arguments":{}}}`,
 		`[{"method":"tools/call","params":{"name":"search","arguments":{}}}]`,
 	} {
-		if w := f.post(rtsandbox.MCPRoute("public"), body); w.Code == 200 {
+		if w := f.post(wire.MCPRoute("public"), body); w.Code == 200 {
 			t.Errorf("POST /mcp/public %s = 200; want a refusal", body)
 		}
 	}
-	w := f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}},"url":"https://guest.example","id":99}`)
+	w := f.post(wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{"query":"hello"}},"url":"https://guest.example","id":99}`)
 	wantStatus(t, w, 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
 	var toolCalls []rpc
 	for _, c := range mcp.calls(t) {
-		if c.Method == rtsandbox.MCPMethodCall {
+		if c.Method == wire.MCPMethodCall {
 			toolCalls = append(toolCalls, c)
 		}
 	}
@@ -279,12 +280,12 @@ func TestMCPPinning(t *testing.T) {
 // Spec §6.1 "Reflection and upstream error hiding".
 func TestReflectionAndUpstreamErrorHiding(t *testing.T) {
 	f := newFixture(t, jsonReply(`{"token":"real-model-key"}`), nil)
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 	f = newFixture(t, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(401)
 		io.WriteString(w, realKey)
 	}, nil)
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 }
 
 // Spec §6.1 "Fail closed".
@@ -293,9 +294,9 @@ func TestFailClosed(t *testing.T) {
 		c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "", nil }
 		c.MaxCalls = 2
 	})
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
-	wantStatus(t, f.post(rtsandbox.RouteModel, `"`+strings.Repeat("x", 270000)+`"`), 502, "broker call failed")
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 429, "call budget exhausted or busy")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(wire.RouteModel, `"`+strings.Repeat("x", 270000)+`"`), 502, "broker call failed")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 429, "call budget exhausted or busy")
 	if n := len(f.model.requests()); n != 0 {
 		t.Errorf("upstream called %d times; want 0", n)
 	}
@@ -375,7 +376,7 @@ func TestConstructionChecks(t *testing.T) {
 // Spec §6.1 "Escaped reflection".
 func TestEscapedReflection(t *testing.T) {
 	f := newFixture(t, jsonReply(`{"token":"real\u002dmodel\u002dkey"}`), nil)
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 }
 
 // Spec §6.1 "Real redirect": the destination gets no request.
@@ -391,7 +392,7 @@ func TestRealRedirect(t *testing.T) {
 	f := newFixture(t, nil, func(c *broker.Config) {
 		c.ModelURL, c.Client = ep(src.URL+"/v1"), nil
 	})
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 	if n := hits.Load(); n != 0 {
 		t.Errorf("redirect destination got %d requests; want 0", n)
 	}
@@ -400,7 +401,7 @@ func TestRealRedirect(t *testing.T) {
 // Spec §6.1 "Media refused before upstream".
 func TestMediaRefusedBeforeUpstream(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	w := f.post(rtsandbox.RouteModel, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://guest.example/a.png"}}]}]}`)
+	w := f.post(wire.RouteModel, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://guest.example/a.png"}}]}]}`)
 	wantStatus(t, w, 400, "text/function model payload required")
 	if n := len(f.model.requests()); n != 0 {
 		t.Errorf("upstream called %d times; want 0", n)
@@ -431,7 +432,7 @@ func TestPerCallCredentialScope(t *testing.T) {
 	alpha := b.Turn(ctx, rtsandbox.Binding{Channel: "fake:alpha", Speaker: alphaSpeaker, Tier: rtsandbox.TierOwner})
 	beta := b.Turn(ctx, rtsandbox.Binding{Channel: "fake:beta", Speaker: betaSpeaker, Tier: rtsandbox.TierMember})
 	for _, turn := range []*broker.Turn{alpha, beta, alpha} {
-		r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[]}`))
+		r := httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[]}`))
 		r.Host = "broker"
 		w := httptest.NewRecorder()
 		turn.ServeHTTP(w, r)
@@ -507,8 +508,8 @@ func TestBindingReachesHostToolsAndCredentialGetters(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			f.turn = f.broker.Turn(ctx, want)
-			wantStatus(t, f.post(rtsandbox.ToolRoute("whom"), `{"tier":"owner","channel":"fake:other"}`), 200, `{"text":"ok"}`)
-			f.post(rtsandbox.MCPRoute("docs"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"find","arguments":{"tier":2}}}`)
+			wantStatus(t, f.post(wire.ToolRoute("whom"), `{"tier":"owner","channel":"fake:other"}`), 200, `{"text":"ok"}`)
+			f.post(wire.MCPRoute("docs"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"find","arguments":{"tier":2}}}`)
 			if diff := cmp.Diff([]rtsandbox.Binding{want, want}, got); diff != "" {
 				t.Errorf("bindings seen by the host tool and the MCP key getter (-want +got):\n%s", diff)
 			}

@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // completionWithUsage is an OpenAI chat-completions answer with its usage
@@ -50,7 +50,7 @@ func usage(t *testing.T, l *budget.Ledger, scope string) map[budget.Kind]budget.
 func TestModelCallSettlesUpstreamUsage(t *testing.T) {
 	l := openLedger(t, budget.Config{PerSpeaker: budget.Limits{Tokens: 100000}})
 	f := newFixture(t, jsonReply(completionWithUsage), func(c *broker.Config) { c.Budget = l })
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[{"role":"user","content":"hello"}]}`), 200, "")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[{"role":"user","content":"hello"}]}`), 200, "")
 	for _, scope := range budget.Scopes(testChannel, guest.PrincipalID) {
 		u := usage(t, l, scope)
 		if u[budget.Tokens].Used != 137 || u[budget.Calls].Used != 1 || u[budget.Tokens].Reserved != 0 || u[budget.Calls].Reserved != 0 {
@@ -69,7 +69,7 @@ func TestModelCallWithoutUsageSettlesEstimate(t *testing.T) {
 		c.Budget = l
 		c.MaxOutputTokens = 1000
 	})
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 200, "")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 200, "")
 	got := usage(t, l, budget.Installation)[budget.Tokens].Used
 	if got <= 1000 || got > 1100 {
 		t.Errorf("tokens used = %d; want the estimate, 1000 output tokens plus a few for the request", got)
@@ -82,9 +82,9 @@ func TestDailyCallBudgetRefuses(t *testing.T) {
 	l := openLedger(t, budget.Config{PerSpeaker: budget.Limits{Calls: 2}})
 	f := newFixture(t, jsonReply(completionWithUsage), func(c *broker.Config) { c.Budget = l })
 	for range 2 {
-		wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 200, "")
+		wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 200, "")
 	}
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 429, "daily budget exhausted")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 429, "daily budget exhausted")
 	if n := len(f.model.requests()); n != 2 {
 		t.Errorf("upstream called %d times; want 2", n)
 	}
@@ -98,7 +98,7 @@ func TestDailyCallBudgetRefuses(t *testing.T) {
 func TestDailyTokenBudgetRefuses(t *testing.T) {
 	l := openLedger(t, budget.Config{PerChannel: budget.Limits{Tokens: 500}})
 	f := newFixture(t, jsonReply(completionWithUsage), func(c *broker.Config) { c.Budget = l })
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 429, "daily budget exhausted")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 429, "daily budget exhausted")
 	if n := len(f.model.requests()); n != 0 {
 		t.Errorf("upstream called %d times; want 0", n)
 	}
@@ -137,7 +137,7 @@ func TestModelCallUsageFromTheScan(t *testing.T) {
 				c.Budget = l
 				c.MaxOutputTokens = 1000
 			})
-			wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 200, "")
+			wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 200, "")
 			got := usage(t, l, budget.Installation)[budget.Tokens].Used
 			if tt.want == 0 && (got <= 1000 || got > 1100) || tt.want != 0 && got != tt.want {
 				t.Errorf("tokens used = %d; want %d (0: the estimate)", got, tt.want)

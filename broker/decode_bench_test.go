@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // BenchmarkDecodeShapes sends one body of every adversarial shape to
@@ -73,11 +73,11 @@ func benchCPU() time.Duration {
 func BenchmarkDecodePeak(b *testing.B) {
 	big := `"` + strings.Repeat("a", 64<<20) + `"`
 	cases := []struct{ name, route, body string }{
-		{"MessagesText", rtsandbox.RouteAnthropicMessages, `{"messages":[{"role":"user","content":` + big + `}]}`},
-		{"ToolUseInput", rtsandbox.RouteAnthropicMessages, messagesRoutes[2].body(`[` + big + `]`)},
+		{"MessagesText", wire.RouteAnthropicMessages, `{"messages":[{"role":"user","content":` + big + `}]}`},
+		{"ToolUseInput", wire.RouteAnthropicMessages, messagesRoutes[2].body(`[` + big + `]`)},
 		{"ToolInput", "/tools/recall", `{"input":{"x":` + big + `}}`},
-		{"MCPArguments", "/mcp/research", rpcBody(rtsandbox.MCPMethodCall, `{"name":"search","arguments":{"x":`+big+`}}`)},
-		{"RefusedFlood", rtsandbox.RouteAnthropicMessages, `{"messages":` + flood("EmptyArrays", 64<<20) + `}`},
+		{"MCPArguments", "/mcp/research", rpcBody(wire.MCPMethodCall, `{"name":"search","arguments":{"x":`+big+`}}`)},
+		{"RefusedFlood", wire.RouteAnthropicMessages, `{"messages":` + flood("EmptyArrays", 64<<20) + `}`},
 	}
 	f := newSession(b, sessOptions{broker: func(c *broker.Config) {
 		c.ModelURL = ep("https://127.0.0.1:9") // down: the rebuilt request is made, never answered

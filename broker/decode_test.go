@@ -20,6 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/adversarial"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // shapes are the adversarial elements of issue 21 (package adversarial).
@@ -85,19 +86,19 @@ func allocated(fn func()) uint64 {
 }
 
 var messagesRoutes = []routeCase{
-	{"Messages", rtsandbox.RouteAnthropicMessages, counted,
+	{"Messages", wire.RouteAnthropicMessages, counted,
 		func(f string) string { return `{"messages":` + f + `}` }, "invalid_request_error"},
-	{"Content", rtsandbox.RouteAnthropicMessages, counted,
+	{"Content", wire.RouteAnthropicMessages, counted,
 		func(f string) string { return `{"messages":[{"role":"user","content":` + f + `}]}` }, "invalid_request_error"},
-	{"ToolUseInput", rtsandbox.RouteAnthropicMessages, kept, func(f string) string {
+	{"ToolUseInput", wire.RouteAnthropicMessages, kept, func(f string) string {
 		return `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{"x":` + f + `}}]}]}`
 	}, modelapi.RefuseBudget},
-	{"BlockMember", rtsandbox.RouteAnthropicMessages, skipped, func(f string) string {
+	{"BlockMember", wire.RouteAnthropicMessages, skipped, func(f string) string {
 		return `{"messages":[{"role":"user","content":[{"type":"text","text":"hi","x":` + f + `}]}]}`
 	}, ""},
 	{"ToolInput", "/tools/recall", kept, func(f string) string { return `{"input":{"x":` + f + `}}` }, "Invalid tool input"},
 	{"MCPArguments", "/mcp/research", kept, func(f string) string {
-		return rpcBody(rtsandbox.MCPMethodCall, `{"name":"search","arguments":{"x":`+f+`}}`)
+		return rpcBody(wire.MCPMethodCall, `{"name":"search","arguments":{"x":`+f+`}}`)
 	}, "Invalid tool input"},
 	{"MCPUnknownMember", "/mcp/research", skipped, func(f string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"ping","x":` + f + `}`
@@ -105,11 +106,11 @@ var messagesRoutes = []routeCase{
 }
 
 var chatRoutes = []routeCase{
-	{"Messages", rtsandbox.RouteModel, counted, func(f string) string { return `{"messages":` + f + `}` }, ""},
-	{"ContentParts", rtsandbox.RouteModel, counted, func(f string) string {
+	{"Messages", wire.RouteModel, counted, func(f string) string { return `{"messages":` + f + `}` }, ""},
+	{"ContentParts", wire.RouteModel, counted, func(f string) string {
 		return `{"messages":[{"role":"user","content":` + f + `}]}`
 	}, ""},
-	{"TopMember", rtsandbox.RouteModel, skipped, func(f string) string {
+	{"TopMember", wire.RouteModel, skipped, func(f string) string {
 		return `{"messages":[{"role":"user","content":"hi"}],"x":` + f + `}`
 	}, ""},
 }
@@ -159,14 +160,14 @@ func TestSessionResultFilesFlood(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			body := `{"turnId":"m1","result":{"ok":true,"text":"t","files":` + flood(s.Name, floodSize) + `}}`
 			var r resp
-			alloc := allocated(func() { r = f.post(rtsandbox.RouteWorkerResult, body) })
+			alloc := allocated(func() { r = f.post(wire.RouteWorkerResult, body) })
 			wantResp(t, r, http.StatusBadRequest, "Invalid result")
 			if alloc > decodeLimit(len(body)) {
 				t.Errorf("the result allocated %d bytes for a body of %d; want at most %d", alloc, len(body), decodeLimit(len(body)))
 			}
 		})
 	}
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"m1","result":{"ok":true,"text":"t","files":[]}}`), 200, "Accepted")
+	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"m1","result":{"ok":true,"text":"t","files":[]}}`), 200, "Accepted")
 	if got := waitExec(t, exec); got.Err != nil || got.Result.Text != "t" {
 		t.Errorf("Execute = %+v, %v; want the valid result", got.Result, got.Err)
 	}
@@ -180,12 +181,12 @@ func TestSealedDecodeAdversarialShapes(t *testing.T) {
 	mcp := newMCPStub(t, nil, textResult("found"))
 	anthropic := func(c routeCase) routeCase { c.name = "Anthropic" + c.name; return c }
 	cases := []routeCase{
-		{"Messages", rtsandbox.RouteModel, counted, func(f string) string { return `{"messages":` + f + `}` }, "text/function model payload required"},
+		{"Messages", wire.RouteModel, counted, func(f string) string { return `{"messages":` + f + `}` }, "text/function model payload required"},
 		anthropic(messagesRoutes[0]),
 		anthropic(messagesRoutes[2]),
 		anthropic(messagesRoutes[3]),
-		{"ToolArguments", rtsandbox.ToolRoute("echo"), kept, func(f string) string { return `{"x":` + f + `}` }, "invalid tool arguments"},
-		{"MCPArguments", rtsandbox.MCPRoute("public"), kept, func(f string) string {
+		{"ToolArguments", wire.ToolRoute("echo"), kept, func(f string) string { return `{"x":` + f + `}` }, "invalid tool arguments"},
+		{"MCPArguments", wire.MCPRoute("public"), kept, func(f string) string {
 			return `{"method":"tools/call","params":{"name":"search","arguments":{"x":` + f + `}}}`
 		}, "invalid tool arguments"},
 	}
@@ -354,7 +355,7 @@ func TestDecodeStopsWithin100msOfTurnEnd(t *testing.T) {
 	f := sessionIntake(t, in, sessOptions{})
 	_, end := f.bind("")
 	text := messagesRoutes[3].body(flood("EmptyArrays", size))
-	answer := f.postAsyncSized(rtsandbox.RouteAnthropicMessages, io.MultiReader(strings.NewReader(text)), -1) // no length: chunked
+	answer := f.postAsyncSized(wire.RouteAnthropicMessages, io.MultiReader(strings.NewReader(text)), -1) // no length: chunked
 	waitFor(t, "the body read", func() bool { return broker.IntakeHeld(in) == rtsandbox.DecodeFactor*int64(len(text)) })
 	start := time.Now()
 	end()

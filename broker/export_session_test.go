@@ -3,8 +3,8 @@ package broker
 import (
 	"context"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // SessionWaiting reports whether a long poll waits on s (tests only).
@@ -52,13 +52,13 @@ func IntakeHeld(in *Intake) int64 { return in.p.held.Load() }
 
 // ParseResult reads a result object as POST /worker/result does (tests
 // only).
-func ParseResult(raw []byte) (rtsandbox.SessionResult, error) {
+func ParseResult(raw []byte) (wire.SessionResult, error) {
 	return parseResult(jsontree.NewBudget(context.Background(), jsontree.NodesFor(len(raw))), raw)
 }
 
 // ParseCompactRequest reads a compact request as POST
 // /compaction/compact does (tests only).
-func ParseCompactRequest(body []byte) (rtsandbox.CompactRequest, error) {
+func ParseCompactRequest(body []byte) (wire.CompactRequest, error) {
 	return parseCompactRequest(jsontree.NewBudget(context.Background(), jsontree.NodesFor(len(body))), body)
 }
 

@@ -17,13 +17,14 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Spec §6.11: any valid call after the turn signal aborts → 410.
 func TestCallAfterTurnEndsIsGone(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	f.cancel()
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 410, "turn ended")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 410, "turn ended")
 	if f.turn.Remaining() != rtsandbox.DefaultMaxCalls {
 		t.Errorf("410 used budget: remaining %d", f.turn.Remaining())
 	}
@@ -43,13 +44,13 @@ func TestConcurrentCallIsBusy(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		wantStatus(t, f.post(rtsandbox.ToolRoute("slow"), `{}`), 200, `{"text":"done"}`)
+		wantStatus(t, f.post(wire.ToolRoute("slow"), `{}`), 200, `{"text":"done"}`)
 	}()
 	<-started
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 429, "call budget exhausted or busy")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 429, "call budget exhausted or busy")
 	close(release)
 	wg.Wait()
-	wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 200, "")
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 200, "")
 }
 
 // Spec §6.11: refusals after the budget step use one call each; a schema
@@ -61,17 +62,17 @@ func TestRefusalsAfterBudgetUseOneCall(t *testing.T) {
 		status             int
 		text               string
 	}{
-		{"array-body", rtsandbox.RouteModel, `[{"messages":[]}]`, 400, "invalid input"},
-		{"scalar-body", rtsandbox.RouteModel, `42`, 400, "invalid input"},
-		{"null-body", rtsandbox.RouteModel, `null`, 400, "invalid input"},
-		{"mcp-batch", rtsandbox.MCPRoute("public"), `[{"method":"tools/call"}]`, 400, "invalid input"},
-		{"mcp-refusal", rtsandbox.MCPRoute("public"), `{"method":"tools/list","params":{}}`, 403, "MCP method or tool refused"},
-		{"mcp-arguments-array", rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":[]}}`, 403, "MCP method or tool refused"},
-		{"mcp-arguments-absent", rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search"}}`, 403, "MCP method or tool refused"},
-		{"mcp-params-array", rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":[]}`, 403, "MCP method or tool refused"},
-		{"mcp-method-not-string", rtsandbox.MCPRoute("public"), `{"method":1,"params":{}}`, 403, "MCP method or tool refused"},
-		{"model-schema", rtsandbox.RouteModel, `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}]}`, 400, "text/function model payload required"},
-		{"not-json", rtsandbox.RouteModel, `{"messages":`, 502, "broker call failed"},
+		{"array-body", wire.RouteModel, `[{"messages":[]}]`, 400, "invalid input"},
+		{"scalar-body", wire.RouteModel, `42`, 400, "invalid input"},
+		{"null-body", wire.RouteModel, `null`, 400, "invalid input"},
+		{"mcp-batch", wire.MCPRoute("public"), `[{"method":"tools/call"}]`, 400, "invalid input"},
+		{"mcp-refusal", wire.MCPRoute("public"), `{"method":"tools/list","params":{}}`, 403, "MCP method or tool refused"},
+		{"mcp-arguments-array", wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":[]}}`, 403, "MCP method or tool refused"},
+		{"mcp-arguments-absent", wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search"}}`, 403, "MCP method or tool refused"},
+		{"mcp-params-array", wire.MCPRoute("public"), `{"method":"tools/call","params":[]}`, 403, "MCP method or tool refused"},
+		{"mcp-method-not-string", wire.MCPRoute("public"), `{"method":1,"params":{}}`, 403, "MCP method or tool refused"},
+		{"model-schema", wire.RouteModel, `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}]}`, 400, "text/function model payload required"},
+		{"not-json", wire.RouteModel, `{"messages":`, 502, "broker call failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +120,7 @@ func TestModelPayloadRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil, nil)
-			wantStatus(t, f.post(rtsandbox.RouteModel, tt.body), 400, "text/function model payload required")
+			wantStatus(t, f.post(wire.RouteModel, tt.body), 400, "text/function model payload required")
 			if n := len(f.model.requests()); n != 0 {
 				t.Errorf("upstream called %d times; want 0", n)
 			}
@@ -141,14 +142,14 @@ func TestHostToolFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, &echoTool{reply: tt.reply}))
-			wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), `{}`), 502, "broker call failed")
+			wantStatus(t, f.post(wire.ToolRoute("echo"), `{}`), 502, "broker call failed")
 		})
 	}
 	// Exactly at the limit passes: {"text":"…"} is 11 bytes of framing.
 	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, &echoTool{reply: func(context.Context) (string, error) {
 		return strings.Repeat("x", rtsandbox.MaxToolResult-11), nil
 	}}))
-	if w := f.post(rtsandbox.ToolRoute("echo"), `{}`); w.Code != 200 || w.Body.Len() != rtsandbox.MaxToolResult {
+	if w := f.post(wire.ToolRoute("echo"), `{}`); w.Code != 200 || w.Body.Len() != rtsandbox.MaxToolResult {
 		t.Errorf("result of exactly 1 MiB = %d (%d bytes); want 200", w.Code, w.Body.Len())
 	}
 }
@@ -170,7 +171,7 @@ func TestUpstreamTooLargeOrNotJSON(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, reply, nil)
-			wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+			wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 		})
 	}
 }
@@ -207,14 +208,14 @@ func TestReflectionForms(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, jsonReply(body), nil)
-			wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+			wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 		})
 	}
 	t.Run("space-and-slash-url-encoded", func(t *testing.T) {
 		f := newFixture(t, jsonReply(`{"t":"x a%20b%2Fc y"}`), func(c *broker.Config) {
 			c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "a b/c", nil }
 		})
-		wantStatus(t, f.post(rtsandbox.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+		wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 	})
 }
 
@@ -232,8 +233,8 @@ func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
 			echo := base64.StdEncoding.EncodeToString([]byte(line))
 			mcp := newMCPStub(t, nil, textResult("request: "+echo))
 			f := newFixture(t, nil, withMCP(mcp.fakeUpstream, rtsandbox.Secret(realMCPKey)))
-			wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 502, "broker call failed")
-			if got := methods(mcp.calls(t)); len(got) != 3 || got[2] != rtsandbox.MCPMethodCall {
+			wantStatus(t, f.post(wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 502, "broker call failed")
+			if got := methods(mcp.calls(t)); len(got) != 3 || got[2] != wire.MCPMethodCall {
 				t.Errorf("MCP upstream methods = %q; want one tools/call after the handshake", got)
 			}
 		})
@@ -245,7 +246,7 @@ func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
 func TestMCPWithoutKey(t *testing.T) {
 	mcp := newMCPStub(t, nil, textResult("arbitrary text, c2FuZGJveA=="))
 	f := newFixture(t, nil, withMCP(mcp.fakeUpstream, ""))
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 200, "")
+	wantStatus(t, f.post(wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{}}}`), 200, "")
 	reqs := mcp.requests()
 	if len(reqs) == 0 {
 		t.Fatal("MCP upstream not called")
@@ -267,13 +268,13 @@ func TestToolArgumentsValidatedBeforeCall(t *testing.T) {
 		withMCP(mcp, rtsandbox.Secret(realMCPKey))(c)
 	})
 	for _, body := range []string{`{}`, `{"city":1}`, `{"city":"x","extra":true}`} {
-		wantStatus(t, f.post(rtsandbox.ToolRoute("weather"), body), 400, "invalid tool arguments")
+		wantStatus(t, f.post(wire.ToolRoute("weather"), body), 400, "invalid tool arguments")
 	}
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{"query":5}}}`), 400, "invalid tool arguments")
+	wantStatus(t, f.post(wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":{"query":5}}}`), 400, "invalid tool arguments")
 	if echo.calls.Load() != 0 || len(mcp.requests()) != 0 {
 		t.Errorf("callback %d / upstream %d calls; want 0 and 0", echo.calls.Load(), len(mcp.requests()))
 	}
-	wantStatus(t, f.post(rtsandbox.ToolRoute("weather"), `{"city":"Berlin"}`), 200, `{"text":"ok"}`)
+	wantStatus(t, f.post(wire.ToolRoute("weather"), `{"city":"Berlin"}`), 200, `{"text":"ok"}`)
 	if got := f.turn.Remaining(); got != rtsandbox.DefaultMaxCalls-5 {
 		t.Errorf("remaining = %d; want %d (refusals use budget)", got, rtsandbox.DefaultMaxCalls-5)
 	}
@@ -295,7 +296,7 @@ func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 	}}
 	f := newFixture(t, nil, withTool("wait", `{"type":"object"}`, wait))
 	result := make(chan int, 1)
-	go func() { result <- f.post(rtsandbox.ToolRoute("wait"), `{}`).Code }()
+	go func() { result <- f.post(wire.ToolRoute("wait"), `{}`).Code }()
 	<-started
 	f.cancel()
 	select {
@@ -327,11 +328,11 @@ func TestDuplicateArgumentKeysRefused(t *testing.T) {
 		`{"q":1,"\u0071":2}`,
 		`{"list":[{"x":1,"x":2}]}`,
 	} {
-		wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), body), 400, "invalid tool arguments")
-		wantStatus(t, f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":`+body+`}}`), 400, "invalid tool arguments")
+		wantStatus(t, f.post(wire.ToolRoute("echo"), body), 400, "invalid tool arguments")
+		wantStatus(t, f.post(wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"search","arguments":`+body+`}}`), 400, "invalid tool arguments")
 	}
 	for _, body := range []string{`{"a":{"x":1},"b":{"x":1}}`, `{"list":[{"x":1},{"x":2}]}`, `{"s":"q","q":"s"}`} {
-		wantStatus(t, f.post(rtsandbox.ToolRoute("echo"), body), 200, `{"text":"ok"}`)
+		wantStatus(t, f.post(wire.ToolRoute("echo"), body), 200, `{"text":"ok"}`)
 	}
 	if echo.calls.Load() != 3 || len(mcp.requests()) != 0 {
 		t.Errorf("callback %d / upstream %d calls; want 3 and 0", echo.calls.Load(), len(mcp.requests()))
@@ -351,8 +352,8 @@ func TestHostToolPanicContained(t *testing.T) {
 		return "fine", nil
 	})
 	f := newFixture(t, nil, withTool("boom", `{"type":"object"}`, boom))
-	wantStatus(t, f.post(rtsandbox.ToolRoute("boom"), `{"q":"secret-guest-words"}`), 502, "broker call failed")
-	wantStatus(t, f.post(rtsandbox.ToolRoute("boom"), `{"q":"again"}`), 200, `{"text":"fine"}`)
+	wantStatus(t, f.post(wire.ToolRoute("boom"), `{"q":"secret-guest-words"}`), 502, "broker call failed")
+	wantStatus(t, f.post(wire.ToolRoute("boom"), `{"q":"again"}`), 200, `{"text":"fine"}`)
 	logs := f.logs.String()
 	if !strings.Contains(logs, `"msg":"host tool panicked"`) || !strings.Contains(logs, `"tool":"boom"`) {
 		t.Errorf("log lacks the panic record:\n%s", logs)
@@ -376,7 +377,7 @@ func TestModelCallRetriedAfter429(t *testing.T) {
 		io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`)
 	}, nil)
 	before := f.turn.Remaining()
-	w := f.post(rtsandbox.RouteModel, `{"messages":[{"role":"user","content":"hello"}]}`)
+	w := f.post(wire.RouteModel, `{"messages":[{"role":"user","content":"hello"}]}`)
 	if w.Code != 200 || n.Load() != 2 {
 		t.Errorf("model call = %d after %d upstream attempts; want 200 after 2", w.Code, n.Load())
 	}
@@ -396,8 +397,8 @@ func TestKeyRotationWithinTurnChecksTheNewKey(t *testing.T) {
 		name, route, body string
 		edit              func(*broker.Config)
 	}{
-		{"chat-completions", rtsandbox.RouteModel, `{"messages":[]}`, nil},
-		{"messages", rtsandbox.RouteAnthropicMessages, messagesBody, anthropicAPI(false)},
+		{"chat-completions", wire.RouteModel, `{"messages":[]}`, nil},
+		{"messages", wire.RouteAnthropicMessages, messagesBody, anthropicAPI(false)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/wire"
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
@@ -161,9 +162,9 @@ func assertNoSecrets(t *testing.T, where, s string) {
 func (f *fixture) do(method, target, body string, extra map[string]string) *httptest.ResponseRecorder {
 	f.t.Helper()
 	r := httptest.NewRequest(method, target, strings.NewReader(body))
-	r.Host = rtsandbox.BrokerHost
+	r.Host = wire.BrokerHost
 	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+	r.Header.Set("Authorization", "Bearer "+wire.DummyKey)
 	for k, v := range extra {
 		r.Header.Set(k, v)
 	}

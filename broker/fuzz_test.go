@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // roundTripFunc answers upstream calls in memory, so the fuzzer runs the
@@ -37,11 +38,11 @@ var fixedTexts = map[string]bool{
 // upstream only ever sees rebuilt bodies, the real key and the fixed
 // model; the key never reaches the guest.
 func FuzzPipeline(f *testing.F) {
-	for _, target := range []string{rtsandbox.RouteModel, rtsandbox.ToolRoute("echo"), rtsandbox.MCPRoute("public"), "/tools/%62ash", "/model?", "/mcp/public/x"} {
+	for _, target := range []string{wire.RouteModel, wire.ToolRoute("echo"), wire.MCPRoute("public"), "/tools/%62ash", "/model?", "/mcp/public/x"} {
 		f.Add("POST", target, "content-type", "application/json", `{"messages":[]}`)
 	}
 	for _, h := range []string{"connection", "transfer-encoding", "authorization", "host", "x-api-key", "cookie"} {
-		f.Add("POST", rtsandbox.RouteModel, h, "guest-supplied", `{"messages":[]}`)
+		f.Add("POST", wire.RouteModel, h, "guest-supplied", `{"messages":[]}`)
 	}
 	for _, body := range []string{
 		`{"messages":[{"role":"user","content":"hi"}],"model":"x","callback_url":"https://guest.example"}`,
@@ -49,9 +50,9 @@ func FuzzPipeline(f *testing.F) {
 		`{"method":"tools/call","params":{"name":"search","arguments":{"q":"a"}},"url":"https://guest.example"}`,
 		`[{"method":"tools/call"}]`, `{"speaker":"owner"}`, `null`, `"x"`, `{`,
 	} {
-		f.Add("POST", rtsandbox.RouteModel, "accept", "*/*", body)
-		f.Add("POST", rtsandbox.MCPRoute("public"), "accept", "*/*", body)
-		f.Add("POST", rtsandbox.ToolRoute("echo"), "accept", "*/*", body)
+		f.Add("POST", wire.RouteModel, "accept", "*/*", body)
+		f.Add("POST", wire.MCPRoute("public"), "accept", "*/*", body)
+		f.Add("POST", wire.ToolRoute("echo"), "accept", "*/*", body)
 	}
 	f.Fuzz(func(t *testing.T, method, target, hname, hvalue, body string) {
 		var upstreamCalls atomic.Int32
@@ -136,7 +137,7 @@ func fuzzMCP(m map[string]json.RawMessage, calls *atomic.Int32) *http.Response {
 	switch method {
 	case "initialize":
 		body = `{"jsonrpc":"2.0","id":` + string(m["id"]) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fuzz","version":"1"}}}`
-	case rtsandbox.MCPMethodCall:
+	case wire.MCPMethodCall:
 		calls.Add(1)
 		body = `{"jsonrpc":"2.0","id":` + string(m["id"]) + `,"result":{"content":[]}}`
 	default:

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // allowedHeaders is every request header a worker may send. Anything else
@@ -31,14 +31,14 @@ var deniedHeaders = map[string]bool{
 	"x-forwarded-proto": true,
 }
 
-const dummyBearer = "Bearer " + rtsandbox.DummyKey
+const dummyBearer = "Bearer " + wire.DummyKey
 
 // checkHeaders applies steps 3–5 of the pipeline. net/http moves some
 // headers out of r.Header: Host into r.Host, Transfer-Encoding into
 // r.TransferEncoding and declared trailers into r.Trailer, so those are
 // checked there too.
 //
-// On the Anthropic routes and rtsandbox.RouteOpenAIChat (lenient) the
+// On the Anthropic routes and wire.RouteOpenAIChat (lenient) the
 // session spec's rule holds instead of the allow-list (§2.4 step 14):
 // headers outside both lists are accepted and never forwarded, since
 // official clients send their own (x-stainless-*, openai-*,
@@ -57,7 +57,7 @@ func checkHeaders(r *http.Request, lenient bool) (refusal, bool) {
 		lower := strings.ToLower(name)
 		switch {
 		case lenient && lower == "x-api-key":
-			if !dummy(vals, rtsandbox.DummyKey) {
+			if !dummy(vals, wire.DummyKey) {
 				return refCredential, false
 			}
 		case deniedHeaders[lower], !lenient && !allowedHeaders[lower]:
@@ -69,7 +69,7 @@ func checkHeaders(r *http.Request, lenient bool) (refusal, bool) {
 	}
 	// HTTP/1.1 requires a Host header (net/http answers 400 without one),
 	// so an empty r.Host here is a Host header sent empty: not "broker".
-	if r.Host != rtsandbox.BrokerHost {
+	if r.Host != wire.BrokerHost {
 		return refHost, false
 	}
 	return refusal{}, true

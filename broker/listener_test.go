@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // listen serves f's turn on a fresh socket and closes it at cleanup.
@@ -221,7 +221,7 @@ func TestClientDisconnectCancelsCall(t *testing.T) {
 func TestWorkerTransportViaUnixSocket(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	srv := f.listen(t, broker.ListenOptions{})
-	body, err := (&brokerclient.Client{Socket: srv.Path()}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{"messages":[]}`))
+	body, err := (&brokerclient.Client{Socket: srv.Path()}).Post(context.Background(), wire.RouteModel, []byte(`{"messages":[]}`))
 	if err != nil || string(body) != `{"choices":[]}` {
 		t.Errorf("worker transport = %q, %v; want 200 {\"choices\":[]}", body, err)
 	}
@@ -237,10 +237,10 @@ func TestTransportStatusPassthroughViaUnixSocket(t *testing.T) {
 	f := newFixture(t, nil, func(c *broker.Config) { c.MaxCalls = 1 })
 	srv := f.listen(t, broker.ListenOptions{})
 	c := &brokerclient.Client{Socket: srv.Path()}
-	if _, err := c.Post(context.Background(), rtsandbox.RouteModel, []byte(`{"messages":[]}`)); err != nil {
+	if _, err := c.Post(context.Background(), wire.RouteModel, []byte(`{"messages":[]}`)); err != nil {
 		t.Fatalf("first call = %v; want 200", err)
 	}
-	_, err := c.Post(context.Background(), rtsandbox.RouteModel, []byte(`{"messages":[]}`))
+	_, err := c.Post(context.Background(), wire.RouteModel, []byte(`{"messages":[]}`))
 	var se *brokerclient.StatusError
 	if !errors.As(err, &se) || se.Status != 429 || !errors.Is(err, brokerclient.ErrRefused) {
 		t.Errorf("second call = %v; want a refusal with status 429", err)

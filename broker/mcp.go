@@ -1,7 +1,7 @@
 package broker
 
 // The /mcp/<server> route. The guest's shape stays the sealed protocol's:
-// the worker posts one rtsandbox.MCPCall and gets one JSON-RPC answer. The
+// the worker posts one wire.MCPCall and gets one JSON-RPC answer. The
 // MCP protocol itself (initialize, the session id, SSE answers, re-
 // initialising an expired session) is the broker's business: it is the
 // server's MCP client (upstream.MCPSession), so the guest never sees a
@@ -26,6 +26,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // mcpCloseTimeout bounds the key read for the DELETE that closes a turn's
@@ -131,7 +132,7 @@ func (s *mcpServer) session(t *Turn) *upstream.MCPSession {
 // parseCall accepts exactly method "tools/call" with params an object whose
 // name is a declared tool and whose arguments is an object.
 func (s *mcpServer) parseCall(b *jsontree.Budget, body map[string]json.RawMessage) (string, json.RawMessage, bool) {
-	if method, _ := jsonString(b, body["method"]); method != rtsandbox.MCPMethodCall {
+	if method, _ := jsonString(b, body["method"]); method != wire.MCPMethodCall {
 		return "", nil, false
 	}
 	var params [2]json.RawMessage // name, arguments

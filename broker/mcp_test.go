@@ -13,6 +13,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // mcpStub is an in-process go-sdk MCP server (Streamable HTTP, stateful:
@@ -118,7 +119,7 @@ func TestMCPSessionInitialiseAndCall(t *testing.T) {
 			f := newFixture(t, nil, withMCP(st.fakeUpstream, rtsandbox.Secret(realMCPKey)))
 			want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"found it"}]}}`
 			for range 2 {
-				w := f.post(rtsandbox.MCPRoute("public"), searchCall)
+				w := f.post(wire.MCPRoute("public"), searchCall)
 				wantStatus(t, w, 200, want)
 				if h := w.Header().Get("Mcp-Session-Id"); h != "" {
 					t.Errorf("guest got an Mcp-Session-Id header %q", h)
@@ -152,14 +153,14 @@ func TestMCPSessionInitialiseAndCall(t *testing.T) {
 func TestMCPSessionExpiryReinitialises(t *testing.T) {
 	st := newMCPStub(t, nil, textResult("ok"))
 	f := newFixture(t, nil, withMCP(st.fakeUpstream, rtsandbox.Secret(realMCPKey)))
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 200, "")
+	wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 200, "")
 	first := sessionIDs(st.calls(t))
 	if len(first) != 1 {
 		t.Fatalf("session ids = %q; want one", first)
 	}
 	st.expired.Store(first[0], true)
 	before := f.turn.Remaining()
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`)
+	wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`)
 	if spent := before - f.turn.Remaining(); spent != 1 {
 		t.Errorf("broker calls spent = %d; want 1", spent)
 	}
@@ -173,7 +174,7 @@ func TestMCPSessionExpiryReinitialises(t *testing.T) {
 		t.Errorf("session ids = %q; want %q then a new one", ids, first[0])
 	}
 	// Still expired: the third call needs no new session.
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 200, "")
+	wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 200, "")
 	if n := len(sessionIDs(st.calls(t))); n != 2 {
 		t.Errorf("sessions after a third call = %d; want 2", n)
 	}
@@ -183,12 +184,12 @@ func TestMCPSessionExpiryReinitialises(t *testing.T) {
 func TestMCPSessionPerTurn(t *testing.T) {
 	st := newMCPStub(t, nil, textResult("ok"))
 	f := newFixture(t, nil, withMCP(st.fakeUpstream, rtsandbox.Secret(realMCPKey)))
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 200, "")
+	wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 200, "")
 	f.cancel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f.turn = f.broker.Turn(ctx, rtsandbox.Binding{Channel: testChannel, Speaker: guest})
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 200, "")
+	wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 200, "")
 	if ids := sessionIDs(st.calls(t)); len(ids) != 2 {
 		t.Errorf("session ids = %q; want one per turn", ids)
 	}
@@ -216,7 +217,7 @@ func TestMCPRefusedBeforeUpstream(t *testing.T) {
 					return rtsandbox.Secret(realMCPKey), nil
 				}
 			})
-			wantStatus(t, f.post(rtsandbox.MCPRoute("public"), tt.body), 403, "MCP method or tool refused")
+			wantStatus(t, f.post(wire.MCPRoute("public"), tt.body), 403, "MCP method or tool refused")
 			if keyReads != 0 {
 				t.Errorf("key read %d times; want 0", keyReads)
 			}
@@ -250,7 +251,7 @@ func TestMCPReflectionRefused(t *testing.T) {
 				return res
 			})
 			f := newFixture(t, nil, withMCP(st.fakeUpstream, rtsandbox.Secret(realMCPKey)))
-			wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 502, "broker call failed")
+			wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 502, "broker call failed")
 			if !strings.Contains(f.logs.String(), "reflects the credential") {
 				t.Errorf("audit log lacks the reflection refusal:\n%s", f.logs.String())
 			}
@@ -271,7 +272,7 @@ func TestMCPAnswerBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newMCPStub(t, &mcp.StreamableHTTPOptions{JSONResponse: tt.json}, textResult(strings.Repeat("a", rtsandbox.MaxBrokerResponse)))
 			f := newFixture(t, nil, withMCP(st.fakeUpstream, rtsandbox.Secret(realMCPKey)))
-			wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 502, "broker call failed")
+			wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 502, "broker call failed")
 			if !strings.Contains(f.logs.String(), "response too large") {
 				t.Errorf("audit log lacks the size refusal:\n%s", f.logs.String())
 			}
@@ -287,7 +288,7 @@ func TestMCPServerErrorAnswered(t *testing.T) {
 		withMCP(st.fakeUpstream, rtsandbox.Secret(realMCPKey))(c)
 		c.MCP[0].Tools = append(c.MCP[0].Tools, rtsandbox.ToolSpec{Name: "gone", Parameters: json.RawMessage(`{"type":"object"}`)})
 	})
-	w := f.post(rtsandbox.MCPRoute("public"), `{"method":"tools/call","params":{"name":"gone","arguments":{}}}`)
+	w := f.post(wire.MCPRoute("public"), `{"method":"tools/call","params":{"name":"gone","arguments":{}}}`)
 	var answer struct {
 		JSONRPC string `json:"jsonrpc"`
 		ID      int    `json:"id"`
@@ -301,7 +302,7 @@ func TestMCPServerErrorAnswered(t *testing.T) {
 		t.Errorf("call of a tool the server lacks = %d %s; want 200 with its JSON-RPC error", w.Code, w.Body)
 	}
 	// The session survives a JSON-RPC error.
-	wantStatus(t, f.post(rtsandbox.MCPRoute("public"), searchCall), 200, "")
+	wantStatus(t, f.post(wire.MCPRoute("public"), searchCall), 200, "")
 	if ids := sessionIDs(st.calls(t)); len(ids) != 1 {
 		t.Errorf("session ids = %q; want one", ids)
 	}

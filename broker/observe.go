@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Route classes of a CallRecord: the kind of route a call aimed at, never
@@ -69,16 +69,16 @@ func (b *Broker) classify(target, matched string) (route, tool string) {
 		path, _, _ = strings.Cut(path, "#")
 	}
 	switch path {
-	case rtsandbox.RouteModel, rtsandbox.RouteAnthropicMessages, rtsandbox.RouteAnthropicCountTokens:
+	case wire.RouteModel, wire.RouteAnthropicMessages, wire.RouteAnthropicCountTokens:
 		return RouteModel, ""
 	}
-	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
+	if name, ok := strings.CutPrefix(path, wire.RouteToolPrefix); ok {
 		if h := b.tools[name]; h != nil {
 			return RouteTools, h.Spec.Name
 		}
 		return RouteTools, UnknownTool
 	}
-	if name, ok := strings.CutPrefix(path, rtsandbox.RouteMCPPrefix); ok {
+	if name, ok := strings.CutPrefix(path, wire.RouteMCPPrefix); ok {
 		if s := b.mcp[name]; s != nil {
 			return RouteMCP, s.Name
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // observer collects the records Config.Observe receives.
@@ -52,29 +53,29 @@ func TestObserveOneRecordPerCall(t *testing.T) {
 		want     broker.CallRecord
 		upstream bool // an upstream call was made
 	}{
-		{name: "model-ok", target: rtsandbox.RouteModel, body: `{"messages":[]}`, upstream: true,
+		{name: "model-ok", target: wire.RouteModel, body: `{"messages":[]}`, upstream: true,
 			want: broker.CallRecord{Route: broker.RouteModel, Status: 200}},
-		{name: "model-reflection", model: `{"t":"` + realKey + `"}`, target: rtsandbox.RouteModel, body: `{"messages":[]}`, upstream: true,
+		{name: "model-reflection", model: `{"t":"` + realKey + `"}`, target: wire.RouteModel, body: `{"messages":[]}`, upstream: true,
 			want: broker.CallRecord{Route: broker.RouteModel, Status: 502, Refusal: "call_failed", Reflection: true}},
-		{name: "model-not-json", model: `not json`, target: rtsandbox.RouteModel, body: `{"messages":[]}`, upstream: true,
+		{name: "model-not-json", model: `not json`, target: wire.RouteModel, body: `{"messages":[]}`, upstream: true,
 			want: broker.CallRecord{Route: broker.RouteModel, Status: 502, Refusal: "call_failed"}},
 		{name: "model-with-query", target: "/model?x=1", body: `{}`,
 			want: broker.CallRecord{Route: broker.RouteModel, Status: 404, Refusal: "not_found"}},
-		{name: "tool-ok", target: rtsandbox.ToolRoute("echo"), body: `{}`, upstream: true,
+		{name: "tool-ok", target: wire.ToolRoute("echo"), body: `{}`, upstream: true,
 			want: broker.CallRecord{Route: broker.RouteTools, Tool: "echo", Status: 200}},
-		{name: "tool-reflection", target: rtsandbox.ToolRoute("leaky"), body: `{}`, upstream: true,
+		{name: "tool-reflection", target: wire.ToolRoute("leaky"), body: `{}`, upstream: true,
 			want: broker.CallRecord{Route: broker.RouteTools, Tool: "leaky", Status: 502, Refusal: "call_failed", Reflection: true}},
-		{name: "tool-bad-arguments", target: rtsandbox.ToolRoute("echo"), body: `[]`,
+		{name: "tool-bad-arguments", target: wire.ToolRoute("echo"), body: `[]`,
 			want: broker.CallRecord{Route: broker.RouteTools, Tool: "echo", Status: 400, Refusal: "invalid_input"}},
-		{name: "tool-refused-before-routing", target: rtsandbox.ToolRoute("echo"), body: `{}`, header: map[string]string{"Cookie": "a=b"},
+		{name: "tool-refused-before-routing", target: wire.ToolRoute("echo"), body: `{}`, header: map[string]string{"Cookie": "a=b"},
 			want: broker.CallRecord{Route: broker.RouteTools, Tool: "echo", Status: 403, Refusal: "forbidden_header"}},
-		{name: "tool-undeclared", target: rtsandbox.ToolRoute("bash"), body: `{}`,
+		{name: "tool-undeclared", target: wire.ToolRoute("bash"), body: `{}`,
 			want: broker.CallRecord{Route: broker.RouteTools, Tool: broker.UnknownTool, Status: 404, Refusal: "not_found"}},
-		{name: "mcp-refused", target: rtsandbox.MCPRoute("public"), body: `{"method":"resources/read","params":{}}`,
+		{name: "mcp-refused", target: wire.MCPRoute("public"), body: `{"method":"resources/read","params":{}}`,
 			want: broker.CallRecord{Route: broker.RouteMCP, Tool: "public", Status: 403, Refusal: "mcp_refused"}},
-		{name: "mcp-ok", target: rtsandbox.MCPRoute("public"), body: mcpCall, upstream: true,
+		{name: "mcp-ok", target: wire.MCPRoute("public"), body: mcpCall, upstream: true,
 			want: broker.CallRecord{Route: broker.RouteMCP, Tool: "public", Status: 200}},
-		{name: "mcp-undeclared", target: rtsandbox.MCPRoute("evil"), body: mcpCall,
+		{name: "mcp-undeclared", target: wire.MCPRoute("evil"), body: mcpCall,
 			want: broker.CallRecord{Route: broker.RouteMCP, Tool: broker.UnknownTool, Status: 404, Refusal: "not_found"}},
 		{name: "other", target: "/admin", body: `{}`,
 			want: broker.CallRecord{Route: broker.RouteOther, Status: 404, Refusal: "not_found"}},

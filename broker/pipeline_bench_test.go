@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // BenchmarkPipeline is the CPU cost of the broker's checks alone: the
@@ -54,9 +55,9 @@ func pipelineBroker(b *testing.B, answer string, observe func(broker.CallRecord)
 func runPipeline(b *testing.B, br *broker.Broker) {
 	sw := &turnSwitch{b: br, ctx: context.Background()}
 	for b.Loop() {
-		r := httptest.NewRequest("POST", rtsandbox.RouteModel, strings.NewReader(`{"messages":[{"role":"user","content":"hello"}]}`))
+		r := httptest.NewRequest("POST", wire.RouteModel, strings.NewReader(`{"messages":[{"role":"user","content":"hello"}]}`))
 		r.Host = "broker"
-		r.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+		r.Header.Set("Authorization", "Bearer "+wire.DummyKey)
 		w := httptest.NewRecorder()
 		sw.ServeHTTP(w, r)
 		if w.Code != 200 {

@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // textLog collects what a turn's TextFunc receives.
@@ -66,8 +67,8 @@ var dialects = []struct {
 	name, route, stream string
 	edit                func(*broker.Config)
 }{
-	{"anthropic", rtsandbox.RouteAnthropicMessages, anthropicStream, anthropicAPI(true)},
-	{"openai", rtsandbox.RouteModel, openAIStream, func(c *broker.Config) { c.Stream = true }},
+	{"anthropic", wire.RouteAnthropicMessages, anthropicStream, anthropicAPI(true)},
+	{"openai", wire.RouteModel, openAIStream, func(c *broker.Config) { c.Stream = true }},
 }
 
 // streamTurn serves one streamed call per case through a fresh turn that
@@ -165,7 +166,7 @@ func TestPreviewNeverReflectsKey(t *testing.T) {
 		}
 	}
 	f := func(c *broker.Config) { anthropicAPI(true)(c); c.MaxCalls = rtsandbox.MaxCallsLimit }
-	for i, l := range streamTurn(t, rtsandbox.RouteAnthropicMessages, f, cases) {
+	for i, l := range streamTurn(t, wire.RouteAnthropicMessages, f, cases) {
 		got := l.text()
 		assertNoSecrets(t, "preview text", got)
 		if got != "" && got != "ok " {
@@ -183,7 +184,7 @@ func TestPreviewAnswersNumbered(t *testing.T) {
 	l := &textLog{}
 	turn := f.broker.Turn(context.Background(), rtsandbox.Binding{Channel: testChannel, Speaker: guest}, broker.WithText(l.add))
 	for range 2 {
-		serveCatching(turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+		serveCatching(turn, workerRequest(context.Background(), wire.RouteAnthropicMessages, streamBody))
 	}
 	// Per answer: the text before the held tail once longText comes, then
 	// the tail when the answer ends.
@@ -213,7 +214,7 @@ func TestPreviewEscapedKeyHeld(t *testing.T) {
 		cases = append(cases, [][]byte{[]byte(body)})
 	}
 	f := func(c *broker.Config) { anthropicAPI(true)(c); c.MaxCalls = rtsandbox.MaxCallsLimit }
-	for i, l := range streamTurn(t, rtsandbox.RouteAnthropicMessages, f, cases) {
+	for i, l := range streamTurn(t, wire.RouteAnthropicMessages, f, cases) {
 		got := l.text()
 		assertNoSecrets(t, "preview text", got)
 		if strings.Contains(got, realKey[:4]) || strings.Contains(got, "and more") {

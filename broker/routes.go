@@ -15,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 var errTooLarge = errors.New("too large")
@@ -56,16 +57,16 @@ func (t *Turn) route(path string, beta bool) (routeFunc, bool) {
 	if beta {
 		return nil, false
 	}
-	if (path == rtsandbox.RouteModel || path == rtsandbox.RouteOpenAIChat) && !t.b.anthropic() {
+	if (path == wire.RouteModel || path == wire.RouteOpenAIChat) && !t.b.anthropic() {
 		return serveModel, true
 	}
-	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
+	if name, ok := strings.CutPrefix(path, wire.RouteToolPrefix); ok {
 		if tool := t.b.tools[name]; tool != nil {
 			return tool.serve, true
 		}
 		return nil, false
 	}
-	if name, ok := strings.CutPrefix(path, rtsandbox.RouteMCPPrefix); ok {
+	if name, ok := strings.CutPrefix(path, wire.RouteMCPPrefix); ok {
 		if srv := t.b.mcp[name]; srv != nil {
 			return srv.serve, true
 		}
@@ -195,7 +196,7 @@ func toolOutcome(text string, err error) outcome {
 		o.reflected = errors.Is(err, upstream.ErrReflect)
 		return o
 	}
-	out, err := marshal(rtsandbox.ToolResult{Text: text})
+	out, err := marshal(wire.ToolResult{Text: text})
 	if err != nil || len(out) > rtsandbox.MaxToolResult {
 		return fail("host tool result too large")
 	}

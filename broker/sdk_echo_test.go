@@ -23,6 +23,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // sdkEchoCases are the echoes an SDK is tried with: every form in every
@@ -33,7 +34,7 @@ func sdkEchoCases(api, key string) []echoCase { return echoCases(api, key, false
 // returns what it assembled and the stream's error.
 func anthropicSDKAssembles(t *testing.T, hc *http.Client, base string) (string, error) {
 	t.Helper()
-	c := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey(rtsandbox.DummyKey),
+	c := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey(wire.DummyKey),
 		aoption.WithHTTPClient(hc), aoption.WithMaxRetries(0))
 	stream := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
 		Model: "guest-choice", MaxTokens: 1024,
@@ -56,7 +57,7 @@ func anthropicSDKAssembles(t *testing.T, hc *http.Client, base string) (string, 
 // openAISDKAssembles streams one call through the OpenAI SDK.
 func openAISDKAssembles(t *testing.T, hc *http.Client, base string) (string, error) {
 	t.Helper()
-	c := openai.NewClient(ooption.WithBaseURL(base), ooption.WithAPIKey(rtsandbox.DummyKey),
+	c := openai.NewClient(ooption.WithBaseURL(base), ooption.WithAPIKey(wire.DummyKey),
 		ooption.WithHTTPClient(hc), ooption.WithMaxRetries(0))
 	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
 		Model: "guest-choice", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("echo")},
@@ -114,9 +115,9 @@ func TestSDKStreamedEchoSealed(t *testing.T) {
 				var got string
 				var err error
 				if api == rtsandbox.ModelAPIAnthropic {
-					got, err = anthropicSDKAssembles(t, hc, "http://"+rtsandbox.BrokerHost+"/anthropic")
+					got, err = anthropicSDKAssembles(t, hc, "http://"+wire.BrokerHost+"/anthropic")
 				} else {
-					got, err = openAISDKAssembles(t, hc, "http://"+rtsandbox.BrokerHost+"/openai/v1")
+					got, err = openAISDKAssembles(t, hc, "http://"+wire.BrokerHost+"/openai/v1")
 				}
 				wantSDKRefused(t, c.name, got, err, realKey)
 			}
@@ -136,11 +137,11 @@ func TestSDKStreamedEchoSession(t *testing.T) {
 				var got string
 				var err error
 				if api == rtsandbox.ModelAPIAnthropic {
-					got, err = anthropicSDKAssembles(t, f.client, "http://"+rtsandbox.BrokerHost+"/anthropic")
+					got, err = anthropicSDKAssembles(t, f.client, "http://"+wire.BrokerHost+"/anthropic")
 				} else {
 					// A session's chat completions route is /model: the
 					// SDK's path is rewritten by a base URL ending there.
-					got, err = openAISDKAssembles(t, &http.Client{Transport: rewrite{f.client.Transport}}, "http://"+rtsandbox.BrokerHost+"/")
+					got, err = openAISDKAssembles(t, &http.Client{Transport: rewrite{f.client.Transport}}, "http://"+wire.BrokerHost+"/")
 				}
 				wantSDKRefused(t, c.name, got, err, hostSecret)
 			}
@@ -154,7 +155,7 @@ type rewrite struct{ rt http.RoundTripper }
 func (r rewrite) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	if req.URL.Path == "/chat/completions" {
-		req.URL.Path = rtsandbox.RouteModel
+		req.URL.Path = wire.RouteModel
 	}
 	return r.rt.RoundTrip(req)
 }

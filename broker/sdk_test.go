@@ -20,6 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const sdkAnswer = "Tea is hot. ☕ \"quoted\"\n\nnext paragraph with a \\ backslash"
@@ -42,8 +43,8 @@ func TestAnthropicSDKThroughBroker(t *testing.T) {
 	hc, model := sdkBroker(t, rtsandbox.ModelAPIAnthropic)
 	// The client as a worker would configure it: the broker's base URL
 	// and the dummy key; nothing else changed.
-	c := anthropic.NewClient(aoption.WithBaseURL("http://"+rtsandbox.BrokerHost+"/anthropic"),
-		aoption.WithAPIKey(rtsandbox.DummyKey), aoption.WithHTTPClient(hc), aoption.WithMaxRetries(0))
+	c := anthropic.NewClient(aoption.WithBaseURL("http://"+wire.BrokerHost+"/anthropic"),
+		aoption.WithAPIKey(wire.DummyKey), aoption.WithHTTPClient(hc), aoption.WithMaxRetries(0))
 	params := anthropic.MessageNewParams{
 		Model: "guest-choice", MaxTokens: 1024,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("what is tea?"))},
@@ -101,7 +102,7 @@ func TestOpenAISDKThroughBroker(t *testing.T) {
 	hc, model := sdkBroker(t, rtsandbox.ModelAPIOpenAI)
 	// The client as a worker would configure it: the broker's base URL
 	// and the dummy key; nothing else changed (no path or header shim).
-	c := openai.NewClient(ooption.WithBaseURL("http://"+rtsandbox.BrokerHost+"/openai/v1"), ooption.WithAPIKey(rtsandbox.DummyKey),
+	c := openai.NewClient(ooption.WithBaseURL("http://"+wire.BrokerHost+"/openai/v1"), ooption.WithAPIKey(wire.DummyKey),
 		ooption.WithHTTPClient(hc), ooption.WithMaxRetries(0))
 	params := openai.ChatCompletionNewParams{
 		Model:    "guest-choice",

@@ -11,10 +11,10 @@ package broker
 // Routes (session_routes.go), with the exact statuses and texts of §2.10:
 //
 //	POST /worker/ready      handshake: capabilities, privateHistory; sets ready
-//	GET  /worker/config     the profile's rtsandbox.SessionWorkerConfig
+//	GET  /worker/config     the profile's wire.SessionWorkerConfig
 //	GET  /worker/next       long poll (45 s) for the queued turn
-//	POST /worker/result     the turn's rtsandbox.ResultPacket
-//	GET  /mcp-tools         rtsandbox.MCPDiscovery of this broker's servers
+//	POST /worker/result     the turn's wire.ResultPacket
+//	GET  /mcp-tools         wire.MCPDiscovery of this broker's servers
 //	POST /anthropic/v1/messages[/count_tokens][?beta=true], or POST /model
 //	                        the model, rebuilt (anthropic.go) under the bound
 //	                        turn's thinking level
@@ -63,6 +63,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // SessionConfig configures a Session.
@@ -108,7 +109,7 @@ type SessionConfig struct {
 	MaxResponseBytes int64
 	// Worker is the answer of GET /worker/config. Its Compaction is set
 	// from Compactor: the engine's name with one, absent without.
-	Worker rtsandbox.SessionWorkerConfig
+	Worker wire.SessionWorkerConfig
 	// Compactor is the host compactor of §2.11 (CheckCompactor); nil
 	// means none, and every compact request falls back.
 	Compactor Compactor
@@ -178,7 +179,7 @@ type Session struct {
 	// ready is set by the first valid /worker/ready; caps is the last
 	// one's capabilities (nil: an old worker declaring none).
 	ready bool
-	caps  *rtsandbox.WorkerCapabilities
+	caps  *wire.WorkerCapabilities
 	// private is the sticky "privacy required" of §2.9.
 	private bool
 	// loadReports counts the worker load reports logged (logLoad).
@@ -215,7 +216,7 @@ type scope struct {
 
 // pendingTurn is a turn queued by Execute.
 type pendingTurn struct {
-	turn      rtsandbox.SessionTurn
+	turn      wire.SessionTurn
 	ctx       context.Context
 	delivered bool
 	done      chan pendingDone // buffered: one send, under Session.mu
@@ -223,7 +224,7 @@ type pendingTurn struct {
 }
 
 type pendingDone struct {
-	result rtsandbox.SessionResult
+	result wire.SessionResult
 	err    error
 }
 
@@ -258,14 +259,14 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		cfg.Worker.Tools = []rtsandbox.ToolSpec{} // [] on the wire, never null
 	}
 	if cfg.Worker.MCP == nil {
-		cfg.Worker.MCP = []rtsandbox.MCPServerTools{}
+		cfg.Worker.MCP = []wire.MCPServerTools{}
 	}
 	cfg.Worker.Compaction = nil
 	if cfg.Compactor != nil {
 		if err := CheckCompactor(cfg.Compactor); err != nil {
 			return nil, err
 		}
-		cfg.Worker.Compaction = &rtsandbox.SessionCompactionID{Engine: cfg.Compactor.Engine()}
+		cfg.Worker.Compaction = &wire.SessionCompactionID{Engine: cfg.Compactor.Engine()}
 	}
 	s := &Session{b: cfg.Broker, cfg: cfg, now: cfg.Now, closed: make(chan struct{}), windows: cfg.Windows}
 	if s.now == nil {
@@ -397,7 +398,7 @@ func (s *Session) windowLive() bool {
 // turn keeps its scope (§6.1) until ctx ends, which the runtime does as
 // it finishes the turn, just before release (§1.2 step 15). ctx must end
 // eventually.
-func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release func(), err error) {
+func (s *Session) Bind(ctx context.Context, b wire.SessionBinding) (release func(), err error) {
 	level := modelapi.ThinkingLevel(b.Thinking)
 	if !level.Valid() {
 		return nil, fmt.Errorf("%w: thinking level %q", rtsandbox.ErrInvalid, b.Thinking)
@@ -438,24 +439,24 @@ func (s *Session) Bind(ctx context.Context, b rtsandbox.SessionBinding) (release
 // turn whose private memory the worker cannot keep private
 // (ErrWorkerCapability, §2.9). When ctx ends first, the turn is dropped
 // (a later result gets 409) and Execute returns ErrTurnCancelled, which
-// also wraps rtsandbox.ErrTurnUndelivered when no worker had taken it. A
+// also wraps wire.ErrTurnUndelivered when no worker had taken it. A
 // worker's ok:false result is a result, not an error, except after the
 // bound turn had a call refused for a daily budget: then the result comes
 // with an error wrapping rtsandbox.ErrOverBudget, so the guest gets the
 // budget text as in sealed mode.
-func (s *Session) Execute(ctx context.Context, turn rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+func (s *Session) Execute(ctx context.Context, turn wire.SessionTurn) (wire.SessionResult, error) {
 	if err := turn.Validate(); err != nil {
-		return rtsandbox.SessionResult{}, err
+		return wire.SessionResult{}, err
 	}
 	s.mu.Lock()
 	bound := s.bound
 	s.mu.Unlock()
 	if turn.Images == nil {
-		turn.Images = []rtsandbox.Image{}
+		turn.Images = []wire.Image{}
 	}
 	p := &pendingTurn{turn: turn, ctx: ctx, done: make(chan pendingDone, 1)}
 	if err := s.queue(p); err != nil {
-		return rtsandbox.SessionResult{}, err
+		return wire.SessionResult{}, err
 	}
 	select {
 	case d := <-p.done:
@@ -466,7 +467,7 @@ func (s *Session) Execute(ctx context.Context, turn rtsandbox.SessionTurn) (rtsa
 	s.mu.Lock()
 	err := ErrTurnCancelled
 	if !p.delivered {
-		err = fmt.Errorf("%w: %w", ErrTurnCancelled, rtsandbox.ErrTurnUndelivered)
+		err = fmt.Errorf("%w: %w", ErrTurnCancelled, wire.ErrTurnUndelivered)
 	}
 	s.settleLocked(p, pendingDone{err: err})
 	s.mu.Unlock()
@@ -613,13 +614,13 @@ func (s *Session) capture() *scope {
 }
 
 // SessionHostTool is a host tool that answers session mode's richer
-// rtsandbox.SessionToolResponse: an error text, an image, and privateTo
+// wire.SessionToolResponse: an error text, an image, and privateTo
 // naming the only reader who may see the result (the seam for the private
 // memory tools). A Tool.Impl that implements it is called through it in
 // session mode; one that does not answers {ok:true, text} with Run's text.
 // b is the host-bound turn; nothing of the request body can change it.
 type SessionHostTool interface {
-	RunSession(ctx context.Context, input json.RawMessage, b rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error)
+	RunSession(ctx context.Context, input json.RawMessage, b wire.SessionBinding) (wire.SessionToolResponse, error)
 }
 
 // logFailure writes the failure log line of §2.8: channel, upstream,

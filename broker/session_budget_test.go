@@ -8,6 +8,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // A session turn whose worker gives up after the broker refused a call
@@ -31,15 +32,15 @@ func TestSessionExecuteOverBudget(t *testing.T) {
 			f := newSession(t, sessOptions{broker: func(c *broker.Config) { c.Budget = l }})
 			f.bindAs(sessChannel, rtsandbox.Speaker{ID: "guest", Name: "Guest", PrincipalID: "p_guest"}, "")
 			exec := f.execute(context.Background(), sessTurn(sessTurnID))
-			wantResp(t, f.do("GET", rtsandbox.RouteWorkerNext, ""), 200, "")
+			wantResp(t, f.do("GET", wire.RouteWorkerNext, ""), 200, "")
 			for i := range tt.calls {
 				want := 200
 				if i > 0 {
 					want = 429
 				}
-				wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"model":"m","max_tokens":10,"messages":`+userHi+`}`), want, "")
+				wantResp(t, f.post(wire.RouteAnthropicMessages, `{"model":"m","max_tokens":10,"messages":`+userHi+`}`), want, "")
 			}
-			wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"m1","result":`+tt.result+`}`), 200, "")
+			wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"m1","result":`+tt.result+`}`), 200, "")
 			got := waitExec(t, exec)
 			if over := errors.Is(got.Err, rtsandbox.ErrOverBudget); over != tt.wantOver {
 				t.Errorf("Execute error = %v; over budget %v, want %v", got.Err, over, tt.wantOver)

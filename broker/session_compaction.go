@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The host compaction routes (session spec §2.11). Both need the bound
@@ -25,7 +26,7 @@ import (
 // 404 for any method but POST), and carry no credential to the worker:
 //
 //   - POST /compaction/report logs one of the worker's compaction reports
-//     (rtsandbox.CompactionReport) for the operator: at most 16 a turn
+//     (wire.CompactionReport) for the operator: at most 16 a turn
 //     (429 "Report budget exhausted" after), a body of at most 64 KiB read
 //     under the turn, 400 "Invalid report" for anything else, 200
 //     "Accepted".
@@ -58,7 +59,7 @@ type Compactor interface {
 	// with a nil error declines (the worker summarises on its own). The
 	// error's text may reach the worker, after the broker masked the
 	// model credential and scrubbed it.
-	Compact(ctx context.Context, req rtsandbox.CompactRequest, channel rtsandbox.ChannelKey) (*rtsandbox.Compaction, error)
+	Compact(ctx context.Context, req wire.CompactRequest, channel rtsandbox.ChannelKey) (*wire.Compaction, error)
 }
 
 // ErrCompactor refuses a compactor whose settings break the rules of
@@ -78,10 +79,10 @@ func CheckCompactor(c Compactor) error {
 		return fmt.Errorf("%w: none given", ErrCompactor)
 	case !compactorEngineRE.MatchString(c.Engine()):
 		return fmt.Errorf("%w: engine %q does not match %s", ErrCompactor, c.Engine(), compactorEngineRE)
-	case c.Timeout() < rtsandbox.MinCompactorTimeout || c.Timeout() > rtsandbox.MaxCompactorTimeout:
-		return fmt.Errorf("%w: timeout %v outside %v..%v", ErrCompactor, c.Timeout(), rtsandbox.MinCompactorTimeout, rtsandbox.MaxCompactorTimeout)
-	case c.MaxRequestBytes() < 1 || c.MaxRequestBytes() > rtsandbox.MaxCompactorRequest:
-		return fmt.Errorf("%w: request limit %d outside 1..%d bytes", ErrCompactor, c.MaxRequestBytes(), rtsandbox.MaxCompactorRequest)
+	case c.Timeout() < wire.MinCompactorTimeout || c.Timeout() > wire.MaxCompactorTimeout:
+		return fmt.Errorf("%w: timeout %v outside %v..%v", ErrCompactor, c.Timeout(), wire.MinCompactorTimeout, wire.MaxCompactorTimeout)
+	case c.MaxRequestBytes() < 1 || c.MaxRequestBytes() > wire.MaxCompactorRequest:
+		return fmt.Errorf("%w: request limit %d outside 1..%d bytes", ErrCompactor, c.MaxRequestBytes(), wire.MaxCompactorRequest)
 	}
 	return nil
 }
@@ -143,9 +144,9 @@ func (s *Session) serveCompaction(w http.ResponseWriter, r *http.Request, path s
 		return
 	}
 	switch path {
-	case rtsandbox.RouteCompactionCompact:
+	case wire.RouteCompactionCompact:
 		writeJSON(w, s.compact(w, r, sc))
-	case rtsandbox.RouteCompactionReport:
+	case wire.RouteCompactionReport:
 		s.serveReport(w, r, sc)
 	default:
 		writeText(w, http.StatusNotFound, sessNotFound)
@@ -168,7 +169,7 @@ func (s *Session) boundTurn() *scope {
 // under the turn, checked and logged.
 func (s *Session) serveReport(w http.ResponseWriter, r *http.Request, sc *scope) {
 	s.mu.Lock()
-	spent := sc.reports >= rtsandbox.MaxCompactionReports
+	spent := sc.reports >= wire.MaxCompactionReports
 	if !spent {
 		sc.reports++
 	}
@@ -177,12 +178,12 @@ func (s *Session) serveReport(w http.ResponseWriter, r *http.Request, sc *scope)
 		writeText(w, http.StatusTooManyRequests, sessReportBudget)
 		return
 	}
-	body, err := readBody(sc.ctx, w, r, rtsandbox.MaxCompactionReportBody)
+	body, err := readBody(sc.ctx, w, r, wire.MaxCompactionReportBody)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, sessInvalidReport)
 		return
 	}
-	rep, err := rtsandbox.ParseCompactionReport(body)
+	rep, err := wire.ParseCompactionReport(body)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, sessInvalidReport)
 		return
@@ -194,15 +195,15 @@ func (s *Session) serveReport(w http.ResponseWriter, r *http.Request, sc *scope)
 // logReport writes a report's log line (§2.11): a bypass, a failed
 // compaction (an end report naming no engine), or a compaction. The
 // worker's texts are blanked of control characters and cut.
-func (s *Session) logReport(sc *scope, rep rtsandbox.CompactionReport) {
+func (s *Session) logReport(sc *scope, rep wire.CompactionReport) {
 	channel := string(sc.turn.binding.Channel)
-	if rep.Type == rtsandbox.ReportBypass {
+	if rep.Type == wire.ReportBypass {
 		s.b.log.Info(logReportBypass, "channel", channel, "reason", logText(rep.Reason),
-			"tokensBefore", *rep.TokensBefore, "ceiling", rtsandbox.CompactionCeiling)
+			"tokensBefore", *rep.TokensBefore, "ceiling", wire.CompactionCeiling)
 		return
 	}
 	trigger := rep.Reason
-	if trigger == rtsandbox.CompactManual {
+	if trigger == wire.CompactManual {
 		trigger = "self"
 	}
 	if rep.Engine == "" {
@@ -227,7 +228,7 @@ func (s *Session) logReport(sc *scope, rep rtsandbox.CompactionReport) {
 
 // compact runs POST /compaction/compact, the steps of §2.11 in order, and
 // returns the answer; every problem is a fallback, logged.
-func (s *Session) compact(w http.ResponseWriter, r *http.Request, sc *scope) rtsandbox.CompactResponse {
+func (s *Session) compact(w http.ResponseWriter, r *http.Request, sc *scope) wire.CompactResponse {
 	c := s.cfg.Compactor
 	if c == nil { // step 1
 		return s.fallback(sc, "", fallbackNoCompactor)
@@ -297,7 +298,7 @@ func (s *Session) compact(w http.ResponseWriter, r *http.Request, sc *scope) rts
 		attrs = append(attrs, "tokensAfter", *out.EstimatedTokensAfter)
 	}
 	s.b.log.Info(logCompactAnswered, append(attrs, "latencyMs", time.Since(start).Milliseconds())...)
-	return rtsandbox.CompactResponse{OK: true, Compaction: &out}
+	return wire.CompactResponse{OK: true, Compaction: &out}
 }
 
 // takeCompaction takes the broker's one compaction slot and counts the
@@ -309,7 +310,7 @@ func (s *Session) takeCompaction(sc *scope) string {
 	switch {
 	case s.compacting:
 		return fallbackRunning
-	case sc.compacts >= rtsandbox.MaxCompactsPerTurn:
+	case sc.compacts >= wire.MaxCompactsPerTurn:
 		return fallbackAsked
 	}
 	s.compacting = true
@@ -326,13 +327,13 @@ func (s *Session) endCompaction() {
 
 // compactTimeout is step 5: the compactor's timeout, or half the turn's
 // remaining time when that is less, in whole milliseconds; ok is false
-// below rtsandbox.MinCompactorWait.
+// below wire.MinCompactorWait.
 func compactTimeout(limit time.Duration, turn context.Context, now time.Time) (time.Duration, bool) {
 	ms := limit.Milliseconds()
 	if d, ok := turn.Deadline(); ok {
 		ms = min(ms, d.Sub(now).Milliseconds()/2)
 	}
-	return time.Duration(ms) * time.Millisecond, ms >= rtsandbox.MinCompactorWait.Milliseconds()
+	return time.Duration(ms) * time.Millisecond, ms >= wire.MinCompactorWait.Milliseconds()
 }
 
 // compactContext is the signal of steps 6–7: the request, the turn (its
@@ -358,7 +359,7 @@ func abortText(ctx context.Context, timeout time.Duration) string {
 }
 
 type compactResult struct {
-	res *rtsandbox.Compaction
+	res *wire.Compaction
 	err error
 }
 
@@ -366,7 +367,7 @@ type compactResult struct {
 // broker's compaction slot until the compactor returns, and waits for it
 // or for ctx: a compactor that ignores its signal cannot hold the worker,
 // only the slot.
-func (s *Session) callCompactor(ctx context.Context, c Compactor, req rtsandbox.CompactRequest, ch rtsandbox.ChannelKey) (*rtsandbox.Compaction, error) {
+func (s *Session) callCompactor(ctx context.Context, c Compactor, req wire.CompactRequest, ch rtsandbox.ChannelKey) (*wire.Compaction, error) {
 	done := make(chan compactResult, 1)
 	go func() {
 		// The slot is freed before the answer is handed over (runCompactor
@@ -386,7 +387,7 @@ func (s *Session) callCompactor(ctx context.Context, c Compactor, req rtsandbox.
 
 // runCompactor calls the compactor; a panic is contained as a failure and
 // its stack logged, as a host tool's is.
-func (s *Session) runCompactor(ctx context.Context, c Compactor, req rtsandbox.CompactRequest, ch rtsandbox.ChannelKey) (res *rtsandbox.Compaction, err error) {
+func (s *Session) runCompactor(ctx context.Context, c Compactor, req wire.CompactRequest, ch rtsandbox.ChannelKey) (res *wire.Compaction, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.b.log.Error("host compactor panicked", "channel", string(ch), "engine", c.Engine(),
@@ -399,13 +400,13 @@ func (s *Session) runCompactor(ctx context.Context, c Compactor, req rtsandbox.C
 
 // fallback is a compact answer {ok:false, fallback}, logged as warn with
 // the channel and the engine (absent without a compactor).
-func (s *Session) fallback(sc *scope, engine, reason string) rtsandbox.CompactResponse {
+func (s *Session) fallback(sc *scope, engine, reason string) wire.CompactResponse {
 	attrs := []any{"channel", string(sc.turn.binding.Channel)}
 	if engine != "" {
 		attrs = append(attrs, "engine", engine)
 	}
 	s.b.log.Warn(logCompactFallback, append(attrs, "fallback", reason)...)
-	return rtsandbox.CompactResponse{Fallback: reason}
+	return wire.CompactResponse{Fallback: reason}
 }
 
 // compactorError is a failed compactor's error chain as the worker and
@@ -456,24 +457,24 @@ var compactFields = []string{"reason", "tokensBefore", "firstKeptEntryId", "isSp
 	"customInstructions", "readFiles", "modifiedFiles"}
 
 // parseCompactRequest reads a compact request under b as
-// rtsandbox.ParseCompactRequest does (one JSON object, members matched
+// wire.ParseCompactRequest does (one JSON object, members matched
 // exactly, unknown ones dropped, each message an object with a string
 // role kept as received), but through views once the body is checked:
 // nothing is decoded but the scalars, the roles and the file names, each
 // kept message and file name counts one of the budget's values, and the
 // read stops with the call.
-func parseCompactRequest(b *jsontree.Budget, body []byte) (rtsandbox.CompactRequest, error) {
+func parseCompactRequest(b *jsontree.Budget, body []byte) (wire.CompactRequest, error) {
 	var m [11]json.RawMessage
 	if !isObject(body) || !b.Valid(body) {
-		return rtsandbox.CompactRequest{}, rtsandbox.ErrCompactRequest
+		return wire.CompactRequest{}, wire.ErrCompactRequest
 	}
 	if _, _, ok := b.Fields(body, compactFields, m[:]); !ok {
-		return rtsandbox.CompactRequest{}, rtsandbox.ErrCompactRequest
+		return wire.CompactRequest{}, wire.ErrCompactRequest
 	}
-	var r rtsandbox.CompactRequest
+	var r wire.CompactRequest
 	var ok [11]bool
 	r.Reason, ok[0] = jsonString(b, m[0])
-	r.TokensBefore, ok[1] = rtsandbox.SafeInteger(m[1])
+	r.TokensBefore, ok[1] = wire.SafeInteger(m[1])
 	r.FirstKeptEntryID, ok[2] = jsonString(b, m[2])
 	r.IsSplitTurn, ok[3] = jsonBoolean(m[3])
 	r.MessagesToSummarize, ok[4] = compactMessages(b, m[4])
@@ -484,7 +485,7 @@ func parseCompactRequest(b *jsontree.Budget, body []byte) (rtsandbox.CompactRequ
 	r.ReadFiles, ok[9] = compactStrings(b, m[9])
 	r.ModifiedFiles, ok[10] = compactStrings(b, m[10])
 	if slices.Contains(ok[:], false) || b.Err() != nil {
-		return rtsandbox.CompactRequest{}, rtsandbox.ErrCompactRequest
+		return wire.CompactRequest{}, wire.ErrCompactRequest
 	}
 	return r, r.ValidateScalars()
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // partyChannel is the bound channel of §6.7's fixture.
@@ -39,14 +40,14 @@ type fakeCompactor struct {
 	engine   string
 	timeout  time.Duration
 	maxBytes int64
-	fn       func(ctx context.Context, req rtsandbox.CompactRequest) (*rtsandbox.Compaction, error)
+	fn       func(ctx context.Context, req wire.CompactRequest) (*wire.Compaction, error)
 
 	mu    sync.Mutex
 	calls []compactCall
 }
 
 type compactCall struct {
-	Req     rtsandbox.CompactRequest
+	Req     wire.CompactRequest
 	Channel rtsandbox.ChannelKey
 }
 
@@ -54,7 +55,7 @@ func (c *fakeCompactor) Engine() string         { return c.engine }
 func (c *fakeCompactor) Timeout() time.Duration { return c.timeout }
 func (c *fakeCompactor) MaxRequestBytes() int64 { return c.maxBytes }
 
-func (c *fakeCompactor) Compact(ctx context.Context, req rtsandbox.CompactRequest, ch rtsandbox.ChannelKey) (*rtsandbox.Compaction, error) {
+func (c *fakeCompactor) Compact(ctx context.Context, req wire.CompactRequest, ch rtsandbox.ChannelKey) (*wire.Compaction, error) {
 	c.mu.Lock()
 	c.calls = append(c.calls, compactCall{req, ch})
 	c.mu.Unlock()
@@ -70,10 +71,10 @@ func (c *fakeCompactor) called() []compactCall {
 // newCompactor answers HOST SUMMARY with details {decisions:3}, with a
 // 120 s timeout and the 32 MiB default request bound.
 func newCompactor() *fakeCompactor {
-	return &fakeCompactor{engine: hostEngine, timeout: 120 * time.Second, maxBytes: rtsandbox.DefaultCompactorRequest,
-		fn: func(_ context.Context, req rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+	return &fakeCompactor{engine: hostEngine, timeout: 120 * time.Second, maxBytes: wire.DefaultCompactorRequest,
+		fn: func(_ context.Context, req wire.CompactRequest) (*wire.Compaction, error) {
 			after := int64(40)
-			return &rtsandbox.Compaction{Summary: "HOST SUMMARY", FirstKeptEntryID: req.FirstKeptEntryID,
+			return &wire.Compaction{Summary: "HOST SUMMARY", FirstKeptEntryID: req.FirstKeptEntryID,
 				TokensBefore: req.TokensBefore, EstimatedTokensAfter: &after, Details: map[string]any{"decisions": 3}}, nil
 		}}
 }
@@ -116,7 +117,7 @@ func newCompactFixture(t *testing.T, comp broker.Compactor, mod func(*broker.Ses
 func (f *compactFixture) bind(left time.Duration) (release func(), cancel context.CancelFunc) {
 	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	release, err := f.sess.Bind(ctx, rtsandbox.SessionBinding{
+	release, err := f.sess.Bind(ctx, wire.SessionBinding{
 		Binding:  rtsandbox.Binding{Channel: partyChannel, Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}},
 		Thinking: "high", Deadline: time.Now().Add(left),
 	})
@@ -145,18 +146,18 @@ func (f *compactFixture) post(target, body string) *httptest.ResponseRecorder {
 }
 
 // compact posts a compact request and decodes the answer.
-func (f *compactFixture) compact(body string) rtsandbox.CompactResponse {
+func (f *compactFixture) compact(body string) wire.CompactResponse {
 	f.t.Helper()
-	w := f.post(rtsandbox.RouteCompactionCompact, body)
+	w := f.post(wire.RouteCompactionCompact, body)
 	return decodeCompact(f.t, w)
 }
 
-func decodeCompact(t *testing.T, w *httptest.ResponseRecorder) rtsandbox.CompactResponse {
+func decodeCompact(t *testing.T, w *httptest.ResponseRecorder) wire.CompactResponse {
 	t.Helper()
 	if w.Code != http.StatusOK {
 		t.Fatalf("compact = %d %q; want 200", w.Code, w.Body.String())
 	}
-	r, err := rtsandbox.ParseCompactResponse(w.Body.Bytes())
+	r, err := wire.ParseCompactResponse(w.Body.Bytes())
 	if err != nil {
 		t.Fatalf("compact answer %q: %v", w.Body.String(), err)
 	}
@@ -182,7 +183,7 @@ func logLines(logs, msg string) []map[string]any {
 
 // compactBody is a manual compact request keeping entry first.
 func compactBody(first string) string {
-	r := rtsandbox.CompactRequest{Reason: rtsandbox.CompactManual, TokensBefore: 480000, FirstKeptEntryID: first,
+	r := wire.CompactRequest{Reason: wire.CompactManual, TokensBefore: 480000, FirstKeptEntryID: first,
 		MessagesToSummarize: []json.RawMessage{json.RawMessage(`{"role":"user","content":"plan the garden"}`)},
 		KeptMessages:        []json.RawMessage{json.RawMessage(`{"role":"assistant","content":"beds first"}`)}}
 	data, _ := json.Marshal(r)
@@ -192,7 +193,7 @@ func compactBody(first string) string {
 var body7 = compactBody("e7")
 
 // wantFallback checks the answer and the fallback log line.
-func (f *compactFixture) wantFallback(r rtsandbox.CompactResponse, reason string) {
+func (f *compactFixture) wantFallback(r wire.CompactResponse, reason string) {
 	f.t.Helper()
 	if r.OK || r.Fallback != reason {
 		f.t.Errorf("answer = %+v; want fallback %q", r, reason)
@@ -213,7 +214,7 @@ func (f *compactFixture) wantFallback(r rtsandbox.CompactResponse, reason string
 func TestCompactRoundTrip(t *testing.T) {
 	comp := newCompactor()
 	f := newCompactFixture(t, comp, nil)
-	cfg := f.serve(http.MethodGet, rtsandbox.RouteWorkerConfig, nil, 0)
+	cfg := f.serve(http.MethodGet, wire.RouteWorkerConfig, nil, 0)
 	var wc struct{ Compaction map[string]string }
 	if err := json.Unmarshal(cfg.Body.Bytes(), &wc); err != nil || !cmp.Equal(wc.Compaction, map[string]string{"engine": hostEngine}) {
 		t.Errorf("/worker/config = %s; want compaction {engine:%q}", cfg.Body, hostEngine)
@@ -221,7 +222,7 @@ func TestCompactRoundTrip(t *testing.T) {
 	f.bind(time.Minute)
 	r := f.compact(body7)
 	after := int64(40)
-	want := &rtsandbox.Compaction{Summary: "HOST SUMMARY", FirstKeptEntryID: "e7", TokensBefore: 480000,
+	want := &wire.Compaction{Summary: "HOST SUMMARY", FirstKeptEntryID: "e7", TokensBefore: 480000,
 		EstimatedTokensAfter: &after, Details: map[string]any{"decisions": json.Number("3"), "engine": hostEngine}}
 	if diff := cmp.Diff(want, r.Compaction); !r.OK || diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
@@ -231,7 +232,7 @@ func TestCompactRoundTrip(t *testing.T) {
 		t.Fatalf("compactor calls = %+v; want one on %s", calls, partyChannel)
 	}
 	req := calls[0].Req
-	if req.Reason != rtsandbox.CompactManual || len(req.MessagesToSummarize) == 0 || len(req.KeptMessages) == 0 || req.FirstKeptEntryID != "e7" {
+	if req.Reason != wire.CompactManual || len(req.MessagesToSummarize) == 0 || len(req.KeptMessages) == 0 || req.FirstKeptEntryID != "e7" {
 		t.Errorf("compactor request = %+v", req)
 	}
 	lines := f.lines("host compactor answered")
@@ -253,9 +254,9 @@ func TestCompactRoundTrip(t *testing.T) {
 // /worker/config names none and every compact request falls back.
 func TestCompactNoCompactor(t *testing.T) {
 	f := newCompactFixture(t, nil, func(c *broker.SessionConfig) {
-		c.Worker.Compaction = &rtsandbox.SessionCompactionID{Engine: "stale"} // ignored without a compactor
+		c.Worker.Compaction = &wire.SessionCompactionID{Engine: "stale"} // ignored without a compactor
 	})
-	if body := f.serve(http.MethodGet, rtsandbox.RouteWorkerConfig, nil, 0).Body.String(); strings.Contains(body, "compaction") {
+	if body := f.serve(http.MethodGet, wire.RouteWorkerConfig, nil, 0).Body.String(); strings.Contains(body, "compaction") {
 		t.Errorf("/worker/config = %s; want no compaction", body)
 	}
 	f.bind(time.Minute)
@@ -281,27 +282,27 @@ func TestCompactFallbacks(t *testing.T) {
 		name     string
 		timeout  time.Duration
 		maxBytes int64
-		fn       func(ctx context.Context, req rtsandbox.CompactRequest, release <-chan struct{}) (*rtsandbox.Compaction, error)
+		fn       func(ctx context.Context, req wire.CompactRequest, release <-chan struct{}) (*wire.Compaction, error)
 		want     string
 		calls    int
 	}{
 		{name: "declined", want: "the compactor declined", calls: 1,
-			fn: func(context.Context, rtsandbox.CompactRequest, <-chan struct{}) (*rtsandbox.Compaction, error) {
+			fn: func(context.Context, wire.CompactRequest, <-chan struct{}) (*wire.Compaction, error) {
 				return nil, nil
 			}},
 		{name: "never-settles", timeout: time.Second, want: "the compactor took over 1000 ms", calls: 1,
-			fn: func(_ context.Context, _ rtsandbox.CompactRequest, release <-chan struct{}) (*rtsandbox.Compaction, error) {
+			fn: func(_ context.Context, _ wire.CompactRequest, release <-chan struct{}) (*wire.Compaction, error) {
 				<-release // ignores its signal
 				return nil, nil
 			}},
 		{name: "request-over-1024", maxBytes: 1024, want: "the request is over 1024 bytes", calls: 0},
 		{name: "throws", want: "the compactor failed: service unreachable", calls: 1,
-			fn: func(context.Context, rtsandbox.CompactRequest, <-chan struct{}) (*rtsandbox.Compaction, error) {
+			fn: func(context.Context, wire.CompactRequest, <-chan struct{}) (*wire.Compaction, error) {
 				return nil, errors.New("service unreachable")
 			}},
 		{name: "wrong-first-kept", want: "the compactor's result is invalid", calls: 1,
-			fn: func(_ context.Context, req rtsandbox.CompactRequest, _ <-chan struct{}) (*rtsandbox.Compaction, error) {
-				return &rtsandbox.Compaction{Summary: "HOST SUMMARY", FirstKeptEntryID: "elsewhere", TokensBefore: req.TokensBefore}, nil
+			fn: func(_ context.Context, req wire.CompactRequest, _ <-chan struct{}) (*wire.Compaction, error) {
+				return &wire.Compaction{Summary: "HOST SUMMARY", FirstKeptEntryID: "elsewhere", TokensBefore: req.TokensBefore}, nil
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -317,7 +318,7 @@ func TestCompactFallbacks(t *testing.T) {
 					comp.maxBytes = tc.maxBytes
 				}
 				if tc.fn != nil {
-					comp.fn = func(ctx context.Context, req rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+					comp.fn = func(ctx context.Context, req wire.CompactRequest) (*wire.Compaction, error) {
 						return tc.fn(ctx, req, release)
 					}
 				}
@@ -362,7 +363,7 @@ func TestCompactRequestBodyRules(t *testing.T) {
 			if size == 0 {
 				size = int64(len(tc.body))
 			}
-			w := f.serve(http.MethodPost, rtsandbox.RouteCompactionCompact, strings.NewReader(tc.body), size)
+			w := f.serve(http.MethodPost, wire.RouteCompactionCompact, strings.NewReader(tc.body), size)
 			f.wantFallback(decodeCompact(t, w), tc.want)
 			if n := len(comp.called()); n != 0 {
 				t.Errorf("compactor called %d times; want none", n)
@@ -376,17 +377,17 @@ func TestCompactResultShapeChecks(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
 	for _, tc := range []struct {
 		name string
-		res  rtsandbox.Compaction
+		res  wire.Compaction
 	}{
-		{"empty-summary", rtsandbox.Compaction{FirstKeptEntryID: "e7", TokensBefore: 1}},
-		{"wrong-first-kept", rtsandbox.Compaction{Summary: "s", FirstKeptEntryID: "e8", TokensBefore: 1}},
-		{"tokens-before-unsafe", rtsandbox.Compaction{Summary: "s", FirstKeptEntryID: "e7", TokensBefore: 1 << 53}},
-		{"estimate-unsafe", rtsandbox.Compaction{Summary: "s", FirstKeptEntryID: "e7", EstimatedTokensAfter: n(1 << 60)}},
-		{"details-not-json", rtsandbox.Compaction{Summary: "s", FirstKeptEntryID: "e7", Details: map[string]any{"c": make(chan int)}}},
+		{"empty-summary", wire.Compaction{FirstKeptEntryID: "e7", TokensBefore: 1}},
+		{"wrong-first-kept", wire.Compaction{Summary: "s", FirstKeptEntryID: "e8", TokensBefore: 1}},
+		{"tokens-before-unsafe", wire.Compaction{Summary: "s", FirstKeptEntryID: "e7", TokensBefore: 1 << 53}},
+		{"estimate-unsafe", wire.Compaction{Summary: "s", FirstKeptEntryID: "e7", EstimatedTokensAfter: n(1 << 60)}},
+		{"details-not-json", wire.Compaction{Summary: "s", FirstKeptEntryID: "e7", Details: map[string]any{"c": make(chan int)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			comp := newCompactor()
-			comp.fn = func(context.Context, rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) { return &tc.res, nil }
+			comp.fn = func(context.Context, wire.CompactRequest) (*wire.Compaction, error) { return &tc.res, nil }
 			f := newCompactFixture(t, comp, nil)
 			f.bind(time.Minute)
 			f.wantFallback(f.compact(body7), "the compactor's result is invalid")
@@ -434,14 +435,14 @@ func TestCompactConcurrentFallsBack(t *testing.T) {
 		comp := newCompactor()
 		release := make(chan struct{})
 		inner := comp.fn
-		comp.fn = func(ctx context.Context, req rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+		comp.fn = func(ctx context.Context, req wire.CompactRequest) (*wire.Compaction, error) {
 			<-release
 			return inner(ctx, req)
 		}
 		f := newCompactFixture(t, comp, nil)
 		f.bind(time.Minute)
 		first := make(chan *httptest.ResponseRecorder, 1)
-		go func() { first <- f.post(rtsandbox.RouteCompactionCompact, body7) }()
+		go func() { first <- f.post(wire.RouteCompactionCompact, body7) }()
 		synctest.Wait() // the first waits in the compactor
 		f.wantFallback(f.compact(body7), "a compaction is already running")
 		close(release)
@@ -469,7 +470,7 @@ func TestCompactIgnoredAbortHoldsSlot(t *testing.T) {
 		release := make(chan struct{})
 		hung := true
 		inner := comp.fn
-		comp.fn = func(ctx context.Context, req rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+		comp.fn = func(ctx context.Context, req wire.CompactRequest) (*wire.Compaction, error) {
 			if hung {
 				hung = false
 				<-release // never looks at ctx
@@ -507,7 +508,7 @@ func TestCompactTimeShare(t *testing.T) {
 		release()
 
 		aborted := make(chan error, 1)
-		comp.fn = func(ctx context.Context, _ rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+		comp.fn = func(ctx context.Context, _ wire.CompactRequest) (*wire.Compaction, error) {
 			<-ctx.Done()
 			aborted <- ctx.Err()
 			return nil, ctx.Err()
@@ -559,7 +560,7 @@ func TestCompactTurnAbortCancelsCompactor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		comp := newCompactor()
 		seen := make(chan error, 1)
-		comp.fn = func(ctx context.Context, _ rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+		comp.fn = func(ctx context.Context, _ wire.CompactRequest) (*wire.Compaction, error) {
 			<-ctx.Done()
 			seen <- ctx.Err()
 			return nil, ctx.Err()
@@ -567,7 +568,7 @@ func TestCompactTurnAbortCancelsCompactor(t *testing.T) {
 		f := newCompactFixture(t, comp, nil)
 		_, cancel := f.bind(time.Minute)
 		answer := make(chan *httptest.ResponseRecorder, 1)
-		go func() { answer <- f.post(rtsandbox.RouteCompactionCompact, body7) }()
+		go func() { answer <- f.post(wire.RouteCompactionCompact, body7) }()
 		synctest.Wait()
 		start := time.Now()
 		cancel()
@@ -585,7 +586,7 @@ func TestCompactTurnAbortCancelsCompactor(t *testing.T) {
 func TestCompactWorkerGoneAborts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		comp := newCompactor()
-		comp.fn = func(ctx context.Context, _ rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+		comp.fn = func(ctx context.Context, _ wire.CompactRequest) (*wire.Compaction, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
@@ -593,7 +594,7 @@ func TestCompactWorkerGoneAborts(t *testing.T) {
 		f.bind(time.Minute)
 		ctx, cancel := context.WithCancel(context.Background())
 		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://broker/", strings.NewReader(body7))
-		r.RequestURI = rtsandbox.RouteCompactionCompact
+		r.RequestURI = wire.RouteCompactionCompact
 		w := httptest.NewRecorder()
 		done := make(chan struct{})
 		go func() { f.sess.ServeHTTP(w, r); close(done) }()
@@ -608,7 +609,7 @@ func TestCompactWorkerGoneAborts(t *testing.T) {
 // failure and the log has the stack.
 func TestCompactorPanicContained(t *testing.T) {
 	comp := newCompactor()
-	comp.fn = func(context.Context, rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) { panic("boom") }
+	comp.fn = func(context.Context, wire.CompactRequest) (*wire.Compaction, error) { panic("boom") }
 	f := newCompactFixture(t, comp, nil)
 	f.bind(time.Minute)
 	f.wantFallback(f.compact(body7), "the compactor failed: host compactor panicked")
@@ -638,7 +639,7 @@ func TestCompactorSeesHostBoundChannel(t *testing.T) {
 func TestCompactorErrorCredentialScrubbed(t *testing.T) {
 	secretB64 := base64.StdEncoding.EncodeToString([]byte(hostSecret))
 	comp := newCompactor()
-	comp.fn = func(context.Context, rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+	comp.fn = func(context.Context, wire.CompactRequest) (*wire.Compaction, error) {
 		return nil, errors.New("upstream refused key " + hostSecret + " (as " + secretB64 + ") for sk-abcdefghijklmnopqrstuvwx " + strings.Repeat("x", 3000))
 	}
 	var scrubIn []string
@@ -672,7 +673,7 @@ func TestCompactorErrorCredentialScrubbed(t *testing.T) {
 // blanked, so a worker-bound text cannot forge log lines.
 func TestCompactorErrorDefaultScrub(t *testing.T) {
 	comp := newCompactor()
-	comp.fn = func(context.Context, rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+	comp.fn = func(context.Context, wire.CompactRequest) (*wire.Compaction, error) {
 		return nil, errors.New("line one\n{\"msg\":\"forged\"}\x1b[31m")
 	}
 	f := newCompactFixture(t, comp, nil)
@@ -691,19 +692,19 @@ func TestCompactionRoutesNeedBoundTurn(t *testing.T) {
 			t.Errorf("answer = %d %q; want %d %q", w.Code, w.Body.String(), status, body)
 		}
 	}
-	for _, path := range []string{rtsandbox.RouteCompactionCompact, rtsandbox.RouteCompactionReport} {
+	for _, path := range []string{wire.RouteCompactionCompact, wire.RouteCompactionReport} {
 		want(f.post(path, body7), 410, "Turn ended")
 		want(f.serve(http.MethodGet, path, nil, 0), 404, "Not found")
 	}
 	release, cancel := f.bind(time.Minute)
-	want(f.serve(http.MethodGet, rtsandbox.RouteCompactionCompact, nil, 0), 404, "Not found")
-	want(f.serve(http.MethodPut, rtsandbox.RouteCompactionReport, strings.NewReader(`{}`), 2), 404, "Not found")
+	want(f.serve(http.MethodGet, wire.RouteCompactionCompact, nil, 0), 404, "Not found")
+	want(f.serve(http.MethodPut, wire.RouteCompactionReport, strings.NewReader(`{}`), 2), 404, "Not found")
 	want(f.post("/compaction/other", `{}`), 404, "Not found")
 	cancel()
-	want(f.post(rtsandbox.RouteCompactionCompact, body7), 410, "Turn ended")
-	want(f.post(rtsandbox.RouteCompactionReport, bypassReport), 410, "Turn ended")
+	want(f.post(wire.RouteCompactionCompact, body7), 410, "Turn ended")
+	want(f.post(wire.RouteCompactionReport, bypassReport), 410, "Turn ended")
 	release()
-	want(f.post(rtsandbox.RouteCompactionCompact, body7), 410, "Turn ended")
+	want(f.post(wire.RouteCompactionCompact, body7), 410, "Turn ended")
 }
 
 const (
@@ -717,20 +718,20 @@ const (
 func TestReportBudget(t *testing.T) {
 	f := newCompactFixture(t, nil, nil)
 	release, _ := f.bind(time.Minute)
-	if w := f.post(rtsandbox.RouteCompactionReport, `{}`); w.Code != 400 {
+	if w := f.post(wire.RouteCompactionReport, `{}`); w.Code != 400 {
 		t.Fatalf("invalid report = %d", w.Code)
 	}
 	for i := 2; i <= 16; i++ {
-		if w := f.post(rtsandbox.RouteCompactionReport, bypassReport); w.Code != 200 || w.Body.String() != "Accepted" {
+		if w := f.post(wire.RouteCompactionReport, bypassReport); w.Code != 200 || w.Body.String() != "Accepted" {
 			t.Fatalf("report %d = %d %q", i, w.Code, w.Body.String())
 		}
 	}
-	if w := f.post(rtsandbox.RouteCompactionReport, bypassReport); w.Code != 429 || w.Body.String() != "Report budget exhausted" {
+	if w := f.post(wire.RouteCompactionReport, bypassReport); w.Code != 429 || w.Body.String() != "Report budget exhausted" {
 		t.Errorf("17th report = %d %q; want 429 Report budget exhausted", w.Code, w.Body.String())
 	}
 	release()
 	f.bind(time.Minute)
-	if w := f.post(rtsandbox.RouteCompactionReport, bypassReport); w.Code != 200 {
+	if w := f.post(wire.RouteCompactionReport, bypassReport); w.Code != 200 {
 		t.Errorf("next turn's report = %d; want 200", w.Code)
 	}
 }
@@ -752,7 +753,7 @@ func TestReportBodyLimit(t *testing.T) {
 		{"over-64k-chunked", pad(64<<10 + 1), -1, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := f.serve(http.MethodPost, rtsandbox.RouteCompactionReport, strings.NewReader(tc.body), tc.size)
+			w := f.serve(http.MethodPost, wire.RouteCompactionReport, strings.NewReader(tc.body), tc.size)
 			if w.Code != tc.status {
 				t.Errorf("answer = %d %q; want %d", w.Code, w.Body.String(), tc.status)
 			}
@@ -766,7 +767,7 @@ func TestReportInvalid(t *testing.T) {
 	f.bind(time.Minute)
 	for _, body := range []string{``, `[]`, `{"type":"end","reason":"manual"}`, `{"type":"bypass","reason":"x","tokensBefore":-1}`,
 		`{"type":"end","reason":"manual","aborted":false,"willRetry":false,"engine":"host"}`, `{"type":"end","reason":"manual","aborted":false,"willRetry":false,"tokensAfter":1.5}`} {
-		if w := f.post(rtsandbox.RouteCompactionReport, body); w.Code != 400 || w.Body.String() != "Invalid report" {
+		if w := f.post(wire.RouteCompactionReport, body); w.Code != 400 || w.Body.String() != "Invalid report" {
 			t.Errorf("report %q = %d %q; want 400 Invalid report", body, w.Code, w.Body.String())
 		}
 	}
@@ -789,7 +790,7 @@ func TestReportLogLines(t *testing.T) {
 		endReport,
 		`{"type":"end","reason":"overflow","aborted":false,"willRetry":true,"engine":"pi","tokensAfter":10}`,
 	} {
-		if w := f.post(rtsandbox.RouteCompactionReport, body); w.Code != 200 {
+		if w := f.post(wire.RouteCompactionReport, body); w.Code != 200 {
 			t.Fatalf("report %s = %d %q", body, w.Code, w.Body.String())
 		}
 	}
@@ -855,18 +856,18 @@ func TestCheckCompactor(t *testing.T) {
 func TestCompactionOverSocket(t *testing.T) {
 	comp := newCompactor()
 	f := newSession(t, sessOptions{session: func(c *broker.SessionConfig) { c.Compactor = comp }})
-	if cfg := f.do(http.MethodGet, rtsandbox.RouteWorkerConfig, ""); !strings.Contains(cfg.Body, `"compaction":{"engine":"host-compactor"}`) {
+	if cfg := f.do(http.MethodGet, wire.RouteWorkerConfig, ""); !strings.Contains(cfg.Body, `"compaction":{"engine":"host-compactor"}`) {
 		t.Errorf("/worker/config = %q", cfg.Body)
 	}
 	f.bind("")
-	r := f.post(rtsandbox.RouteCompactionCompact, body7)
-	got, err := rtsandbox.ParseCompactResponse([]byte(r.Body))
+	r := f.post(wire.RouteCompactionCompact, body7)
+	got, err := wire.ParseCompactResponse([]byte(r.Body))
 	if r.Status != 200 || err != nil || !got.OK || got.Compaction.Summary != "HOST SUMMARY" {
 		t.Errorf("compact = %d %q (%v)", r.Status, r.Body, err)
 	}
 	if calls := comp.called(); len(calls) != 1 || calls[0].Channel != sessChannel {
 		t.Errorf("compactor calls = %+v; want one on %s", calls, sessChannel)
 	}
-	wantResp(t, f.post(rtsandbox.RouteCompactionReport, endReport), 200, "Accepted")
-	wantResp(t, f.post(rtsandbox.RouteCompactionCompact+"?beta=true", body7), 404, "Not found")
+	wantResp(t, f.post(wire.RouteCompactionReport, endReport), 200, "Accepted")
+	wantResp(t, f.post(wire.RouteCompactionCompact+"?beta=true", body7), 404, "Not found")
 }

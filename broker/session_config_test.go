@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // NewSession refuses limits outside their ranges and takes 0 for the
@@ -166,7 +167,7 @@ func TestSessionConfiguredMaxResponse(t *testing.T) {
 			if tt.stream {
 				req = `{"stream":true,"messages":` + userHi + `}`
 			}
-			r := f.post(rtsandbox.RouteAnthropicMessages, req)
+			r := f.post(wire.RouteAnthropicMessages, req)
 			got := struct {
 				Status   int
 				Cut      bool

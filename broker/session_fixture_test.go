@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The fixture of session spec §6.1: every request carries the guest
@@ -53,12 +54,12 @@ type sessFixture struct {
 	// modelKey returns the model credential for a scope (default
 	// host-secret); toolAnswer the recall tool's answer.
 	modelKey   func(rtsandbox.Binding) rtsandbox.Secret
-	toolAnswer rtsandbox.SessionToolResponse
+	toolAnswer wire.SessionToolResponse
 }
 
 type toolCall struct {
 	Input   string
-	Binding rtsandbox.SessionBinding
+	Binding wire.SessionBinding
 }
 
 // fakeClock is the Session clock of the startup window.
@@ -128,7 +129,7 @@ func newSession(t testing.TB, o sessOptions) *sessFixture {
 		t.Fatalf("broker.New: %v", err)
 	}
 	scfg := broker.SessionConfig{Broker: b, Channel: sessChannel, WorkerImage: "sandbox:old", Now: f.clock.Now,
-		Worker: rtsandbox.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIAnthropic, Model: hostModel, Stream: true}}
+		Worker: wire.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIAnthropic, Model: hostModel, Stream: true}}
 	if o.session != nil {
 		o.session(&scfg)
 	}
@@ -173,7 +174,7 @@ type plainTool struct{ f *sessFixture }
 func (p plainTool) Run(_ context.Context, input json.RawMessage, b rtsandbox.Binding) (string, error) {
 	p.f.mu.Lock()
 	defer p.f.mu.Unlock()
-	p.f.toolCalls = append(p.f.toolCalls, toolCall{Input: string(input), Binding: rtsandbox.SessionBinding{Binding: b}})
+	p.f.toolCalls = append(p.f.toolCalls, toolCall{Input: string(input), Binding: wire.SessionBinding{Binding: b}})
 	return "looked up", nil
 }
 
@@ -184,7 +185,7 @@ func (r richTool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (stri
 	return "", io.EOF // never called in session mode
 }
 
-func (r richTool) RunSession(_ context.Context, input json.RawMessage, b rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error) {
+func (r richTool) RunSession(_ context.Context, input json.RawMessage, b wire.SessionBinding) (wire.SessionToolResponse, error) {
 	r.f.mu.Lock()
 	defer r.f.mu.Unlock()
 	r.f.toolCalls = append(r.f.toolCalls, toolCall{Input: string(input), Binding: b})
@@ -221,7 +222,7 @@ func (f *sessFixture) bindAs(ch rtsandbox.ChannelKey, sp rtsandbox.Speaker, leve
 		level = "xhigh"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	release, err := f.sess.Bind(ctx, rtsandbox.SessionBinding{
+	release, err := f.sess.Bind(ctx, wire.SessionBinding{
 		Binding: rtsandbox.Binding{Channel: ch, Speaker: sp}, Profile: "studio", Thinking: level,
 		Deadline: time.Now().Add(time.Minute),
 	})
@@ -339,7 +340,7 @@ func (f *sessFixture) failureLines() []map[string]any {
 
 // execute runs Execute in the background; the result arrives on the
 // returned channel.
-func (f *sessFixture) execute(ctx context.Context, turn rtsandbox.SessionTurn) <-chan execResult {
+func (f *sessFixture) execute(ctx context.Context, turn wire.SessionTurn) <-chan execResult {
 	ch := make(chan execResult, 1)
 	go func() {
 		r, err := f.sess.Execute(ctx, turn)
@@ -349,12 +350,12 @@ func (f *sessFixture) execute(ctx context.Context, turn rtsandbox.SessionTurn) <
 }
 
 type execResult struct {
-	Result rtsandbox.SessionResult
+	Result wire.SessionResult
 	Err    error
 }
 
-func sessTurn(id string) rtsandbox.SessionTurn {
-	return rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "guest", Name: "Guest"},
+func sessTurn(id string) wire.SessionTurn {
+	return wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "guest", Name: "Guest"},
 		Text: "hello", Thinking: "xhigh"}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // FuzzParseResultPacket checks the envelope parser of POST /worker/result.
@@ -42,8 +43,8 @@ func FuzzParseResultPacket(f *testing.F) {
 		if err := json.Unmarshal(body, &envelope); err != nil || envelope.TurnID == nil || *envelope.TurnID != id || envelope.Result.OK == nil {
 			t.Fatalf("accepted %q: turnId %q, err %v", body, id, err)
 		}
-		var r rtsandbox.SessionResult
-		if json.Unmarshal(raw, &r) == nil && r.OK && rtsandbox.ValidateReplyFiles(r.Files) != nil {
+		var r wire.SessionResult
+		if json.Unmarshal(raw, &r) == nil && r.OK && wire.ValidateReplyFiles(r.Files) != nil {
 			t.Fatalf("result %q accepted with invalid files", raw)
 		}
 	})
@@ -64,11 +65,11 @@ var sessionTexts = map[string]bool{
 func fuzzCompactor() *fakeCompactor {
 	c := newCompactor()
 	inner := c.fn
-	c.fn = func(ctx context.Context, req rtsandbox.CompactRequest) (*rtsandbox.Compaction, error) {
+	c.fn = func(ctx context.Context, req wire.CompactRequest) (*wire.Compaction, error) {
 		switch req.Reason {
-		case rtsandbox.CompactThreshold:
+		case wire.CompactThreshold:
 			return nil, nil
-		case rtsandbox.CompactOverflow:
+		case wire.CompactOverflow:
 			return nil, errors.New("refused key " + hostSecret)
 		}
 		return inner(ctx, req)
@@ -112,7 +113,7 @@ func FuzzSessionRoutes(f *testing.F) {
 			return
 		}
 		m := methods[method%len(methods)]
-		if path, _, _ := strings.Cut(target, "?"); path == rtsandbox.RouteWorkerNext {
+		if path, _, _ := strings.Cut(target, "?"); path == wire.RouteWorkerNext {
 			return // the long poll waits 45 s; TestSessionNextLongPollTimeout covers it
 		}
 		var seen []string
@@ -142,7 +143,7 @@ func FuzzSessionRoutes(f *testing.F) {
 		if bound {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			release, err := s.Bind(ctx, rtsandbox.SessionBinding{Thinking: "high"})
+			release, err := s.Bind(ctx, wire.SessionBinding{Thinking: "high"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +181,7 @@ func FuzzSessionRoutes(f *testing.F) {
 
 // FuzzParseResultAgreesWithRoot holds the broker's reading of a result
 // (through views, its files counted before any is decoded) to the root's
-// rtsandbox.SessionResult decoding, which encoding/json does: whatever the
+// wire.SessionResult decoding, which encoding/json does: whatever the
 // broker accepts the root accepts the same, and on members spelled as the
 // protocol spells them (the broker matches them exactly, as JSON.parse
 // does, where encoding/json folds their case) the two agree.
@@ -199,7 +200,7 @@ func FuzzParseResultAgreesWithRoot(f *testing.F) {
 			return // ParseResultPacket refuses it first
 		}
 		got, err := broker.ParseResult(raw)
-		var want rtsandbox.SessionResult
+		var want wire.SessionResult
 		wantErr := json.Unmarshal(raw, &want)
 		if err == nil && (wantErr != nil || !equalResults(got, want)) {
 			t.Fatalf("broker accepts %q as %+v; root: %+v, %v", raw, got, want, wantErr)
@@ -210,7 +211,7 @@ func FuzzParseResultAgreesWithRoot(f *testing.F) {
 	})
 }
 
-func equalResults(a, b rtsandbox.SessionResult) bool {
+func equalResults(a, b wire.SessionResult) bool {
 	if a.OK != b.OK || a.Text != b.Text || a.Error != b.Error || len(a.Files) != len(b.Files) {
 		return false
 	}
@@ -245,7 +246,7 @@ func foldedKeys(raw []byte) bool {
 
 // FuzzParseCompactRequestAgreesWithRoot holds the broker's reading of a
 // compact request (through views, under a budget) to
-// rtsandbox.ParseCompactRequest: the same decision and the same request.
+// wire.ParseCompactRequest: the same decision and the same request.
 func FuzzParseCompactRequestAgreesWithRoot(f *testing.F) {
 	for _, s := range []string{
 		`{"reason":"manual","tokensBefore":10,"firstKeptEntryId":"e1","isSplitTurn":false,"messagesToSummarize":[{"role":"user","content":"hi"}],"turnPrefixMessages":[],"keptMessages":[],"readFiles":["a"],"modifiedFiles":[]}`,
@@ -259,7 +260,7 @@ func FuzzParseCompactRequestAgreesWithRoot(f *testing.F) {
 	f.Add([]byte(`{"reason":"manual","tokensBefore":1,"firstKeptEntryId":"e","isSplitTurn":false,"messagesToSummarize":[{"role":"u",}],"turnPrefixMessages":[],"keptMessages":[],"readFiles":[],"modifiedFiles":[]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := broker.ParseCompactRequest(body)
-		want, wantErr := rtsandbox.ParseCompactRequest(body)
+		want, wantErr := wire.ParseCompactRequest(body)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("ParseCompactRequest(%q): broker %v, root %v", body, err, wantErr)
 		}

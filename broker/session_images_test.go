@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // chatAnswer is a chat-completions answer of the stand-in.
@@ -42,7 +42,7 @@ func TestSessionModelImageParts(t *testing.T) {
 	f := openaiSession(t)
 	f.bind("low")
 	image := `{"type":"image_url","image_url":{"url":"data:image/png;base64,AQID"}}`
-	r := f.post(rtsandbox.RouteModel, `{"messages":[{"role":"user","content":[{"type":"text","text":"look"},`+image+`]}]}`)
+	r := f.post(wire.RouteModel, `{"messages":[{"role":"user","content":[{"type":"text","text":"look"},`+image+`]}]}`)
 	wantResp(t, r, http.StatusOK, chatAnswer)
 	calls := f.upstreamCalls("/v1/chat/completions")
 	if len(calls) != 1 || !strings.Contains(string(calls[0].Body), `"content":[{"type":"text","text":"look"},`+image+`]`) {
@@ -58,7 +58,7 @@ func TestSessionModelImageParts(t *testing.T) {
 		if part == "" {
 			body = `{"messages":[{"role":"assistant","content":[` + image + `]}]}`
 		}
-		if r := f.post(rtsandbox.RouteModel, body); r.Status != http.StatusBadRequest {
+		if r := f.post(wire.RouteModel, body); r.Status != http.StatusBadRequest {
 			t.Errorf("%s: answer %d %q; want 400", name, r.Status, r.Body)
 		}
 	}
@@ -82,12 +82,12 @@ func TestSessionImageReservesImageTokensNotBytes(t *testing.T) {
 		session           func(*broker.SessionConfig)
 	}{
 		{
-			name: "chat", route: rtsandbox.RouteModel, estimated: true,
+			name: "chat", route: wire.RouteModel, estimated: true,
 			body:  `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + data + `"}}]}]}`,
 			reply: chatReply, profile: chatProfile, session: chatWorker,
 		},
 		{
-			name: "messages", route: rtsandbox.RouteAnthropicMessages,
+			name: "messages", route: wire.RouteAnthropicMessages,
 			body: `{"max_tokens":1000,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + data + `"}}]}]}`,
 		},
 	} {

@@ -24,6 +24,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // §6.10 "/worker/next 45 s timeout → 408, and a second waiter → 429", on
@@ -39,12 +40,12 @@ func TestSessionNextLongPollTimeout(t *testing.T) {
 		done := make(chan struct{})
 		start := time.Now()
 		go func() {
-			s.ServeHTTP(first, httptest.NewRequest(http.MethodGet, rtsandbox.RouteWorkerNext, nil))
+			s.ServeHTTP(first, httptest.NewRequest(http.MethodGet, wire.RouteWorkerNext, nil))
 			close(done)
 		}()
 		synctest.Wait()
 		second := httptest.NewRecorder()
-		s.ServeHTTP(second, httptest.NewRequest(http.MethodGet, rtsandbox.RouteWorkerNext, nil))
+		s.ServeHTTP(second, httptest.NewRequest(http.MethodGet, wire.RouteWorkerNext, nil))
 		if second.Code != 429 || second.Body.String() != "Already waiting" {
 			t.Errorf("second waiter = %d %q; want 429 Already waiting", second.Code, second.Body.String())
 		}
@@ -59,7 +60,7 @@ func TestSessionNextLongPollTimeout(t *testing.T) {
 		again := make(chan int)
 		go func() {
 			w := httptest.NewRecorder()
-			s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, rtsandbox.RouteWorkerNext, nil))
+			s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, wire.RouteWorkerNext, nil))
 			again <- w.Code
 		}()
 		time.Sleep(rtsandbox.SessionNextWait)
@@ -79,7 +80,7 @@ func TestSessionLongPollOutlastsSilence(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	exec := f.execute(context.Background(), sessTurn(sessTurnID))
 	wantResp(t, <-next, 200, "")
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"m1","result":{"ok":false,"error":"failed"}}`), 200, "Accepted")
+	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"m1","result":{"ok":false,"error":"failed"}}`), 200, "Accepted")
 	if got := waitExec(t, exec); got.Err != nil || got.Result.OK || got.Result.Error != "failed" {
 		t.Errorf("Execute = %+v, %v; want the ok:false result", got.Result, got.Err)
 	}
@@ -117,16 +118,16 @@ func (r *patternReader) Read(p []byte) (int, error) {
 func TestSessionBodyLimits(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	at := func(n int64) io.Reader { return &patternReader{n: n - 2, b: ' ', tail: "{}"} }
-	wantResp(t, f.postReader(rtsandbox.RouteWorkerReady, at(rtsandbox.MaxReadyBody), rtsandbox.MaxReadyBody), 200, "Ready")
-	wantResp(t, f.postReader(rtsandbox.RouteWorkerReady, at(rtsandbox.MaxReadyBody+1), rtsandbox.MaxReadyBody+1), 400, "Invalid ready handshake")
+	wantResp(t, f.postReader(wire.RouteWorkerReady, at(rtsandbox.MaxReadyBody), rtsandbox.MaxReadyBody), 200, "Ready")
+	wantResp(t, f.postReader(wire.RouteWorkerReady, at(rtsandbox.MaxReadyBody+1), rtsandbox.MaxReadyBody+1), 400, "Invalid ready handshake")
 
 	f.bind("")
 	wantResp(t, f.postReader("/tools/lookup", at(rtsandbox.MaxSessionRequest+1), rtsandbox.MaxSessionRequest+1), 502, "Broker call failed")
 
 	exec := f.execute(context.Background(), sessTurn(sessTurnID))
 	wantResp(t, f.deliver(), 200, "")
-	wantResp(t, f.postReader(rtsandbox.RouteWorkerResult, at(rtsandbox.MaxResultBody+1), rtsandbox.MaxResultBody+1), 400, "Invalid result")
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"m1","result":{"ok":true,"text":"t","files":[]}}`), 200, "Accepted")
+	wantResp(t, f.postReader(wire.RouteWorkerResult, at(rtsandbox.MaxResultBody+1), rtsandbox.MaxResultBody+1), 400, "Invalid result")
+	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"m1","result":{"ok":true,"text":"t","files":[]}}`), 200, "Accepted")
 	if got := waitExec(t, exec); got.Err != nil || got.Result.Text != "t" {
 		t.Errorf("Execute = %+v, %v", got.Result, got.Err)
 	}
@@ -135,7 +136,7 @@ func TestSessionBodyLimits(t *testing.T) {
 // §6.10 "A model/tool call during the startup window → 410".
 func TestSessionStartupWindowRefusesModelAndTools(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
 	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 410, "Turn ended")
 	wantResp(t, f.post("/mcp/research?beta=true", rpcBody("ping", "")), 404, "Not found")
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
@@ -163,7 +164,7 @@ func assertSlots(t *testing.T, f *sessFixture, slots int, arrived <-chan struct{
 	var wg sync.WaitGroup
 	results := make(chan resp, slots)
 	for range slots {
-		wg.Go(func() { results <- f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`) })
+		wg.Go(func() { results <- f.post(wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`) })
 	}
 	for range slots {
 		<-arrived
@@ -216,7 +217,7 @@ func TestSessionResponseCap50MiB(t *testing.T) {
 		}
 	}})
 	f.bind("")
-	r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
+	r := f.post(wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
 	if r.Err == nil || len(r.Body) > rtsandbox.MaxStreamedAnswer {
 		t.Errorf("answer read %d bytes, err %v; want a cut body", len(r.Body), r.Err)
 	}
@@ -231,7 +232,7 @@ func TestSessionStreamedJSONHeldAsOneEvent(t *testing.T) {
 		io.Copy(w, &patternReader{n: upstream.MaxStreamEvent + 1, b: 'a'})
 	}})
 	f.bind("")
-	r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
+	r := f.post(wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
 	wantResp(t, r, http.StatusBadGateway, "Broker call failed")
 }
 
@@ -247,7 +248,7 @@ func TestSessionHeaderValueFiltering(t *testing.T) {
 		io.WriteString(w, `{}`)
 	}})
 	f.bind("")
-	r := f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`)
+	r := f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`)
 	wantResp(t, r, 200, `{}`)
 	if r.Header.Get("Request-Id") != "" || r.Header.Get("Retry-After") != "" || r.Header.Get("Anthropic-Ratelimit-Requests-Remaining") != "7" {
 		t.Errorf("model answer headers = %v", r.Header)
@@ -447,11 +448,11 @@ func bodyOf(raw string) string {
 func TestSessionHostAPIRefusals(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	f.bind("")
-	_, err := f.sess.Bind(context.Background(), rtsandbox.SessionBinding{Thinking: "low"})
+	_, err := f.sess.Bind(context.Background(), wire.SessionBinding{Thinking: "low"})
 	if !errors.Is(err, broker.ErrTurnActive) || !strings.Contains(err.Error(), "Broker turn already active") {
 		t.Errorf("second Bind = %v", err)
 	}
-	if _, err := f.sess.Bind(context.Background(), rtsandbox.SessionBinding{Thinking: "max"}); !errors.Is(err, rtsandbox.ErrInvalid) {
+	if _, err := f.sess.Bind(context.Background(), wire.SessionBinding{Thinking: "max"}); !errors.Is(err, rtsandbox.ErrInvalid) {
 		t.Errorf("Bind at max = %v; want invalid", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -461,7 +462,7 @@ func TestSessionHostAPIRefusals(t *testing.T) {
 	if _, err := f.sess.Execute(ctx, sessTurn("b")); !errors.Is(err, broker.ErrWorkerBusy) || !strings.Contains(err.Error(), "Worker is busy") {
 		t.Errorf("second Execute = %v", err)
 	}
-	if _, err := f.sess.Execute(ctx, sessTurn("../x")); !errors.Is(err, rtsandbox.ErrTurnInput) {
+	if _, err := f.sess.Execute(ctx, sessTurn("../x")); !errors.Is(err, wire.ErrTurnInput) {
 		t.Errorf("Execute of a bad turn = %v", err)
 	}
 	cancel()
@@ -540,7 +541,7 @@ func (panicTool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (strin
 	panic("never")
 }
 
-func (panicTool) RunSession(context.Context, json.RawMessage, rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error) {
+func (panicTool) RunSession(context.Context, json.RawMessage, wire.SessionBinding) (wire.SessionToolResponse, error) {
 	panic("boom")
 }
 

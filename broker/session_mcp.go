@@ -10,6 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // POST /mcp/<server> in session mode (session spec §2.6): unlike the sealed
@@ -27,7 +28,7 @@ var sessionMCPMethods = map[string]bool{
 	"notifications/initialized": true,
 	"ping":                      true,
 	"tools/list":                true,
-	rtsandbox.MCPMethodCall:     true,
+	wire.MCPMethodCall:          true,
 }
 
 // maxMCPHeader bounds a forwarded mcp-session-id or mcp-protocol-version
@@ -91,7 +92,7 @@ func (s *mcpServer) rebuild(b *jsontree.Budget, obj map[string]json.RawMessage, 
 	if params, ok := obj["params"]; ok {
 		msg.Params = params
 	}
-	if method != rtsandbox.MCPMethodCall {
+	if method != wire.MCPMethodCall {
 		return msg, outcome{}, true
 	}
 	if startup {

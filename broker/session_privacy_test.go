@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 var ann = rtsandbox.Speaker{ID: "ann", Name: "Ann", PrincipalID: "ann"}
@@ -26,9 +27,9 @@ var (
 	rebuildRE = regexp.MustCompile(`sandbox:old.*rebuild`)
 )
 
-func annTurn(id, memory, visibility string) rtsandbox.SessionTurn {
+func annTurn(id, memory, visibility string) wire.SessionTurn {
 	t := sessTurn(id)
-	t.Author = rtsandbox.SessionAuthor{ID: "ann", Name: "Ann", PrincipalID: "ann"}
+	t.Author = wire.SessionAuthor{ID: "ann", Name: "Ann", PrincipalID: "ann"}
 	t.Memory, t.MemoryVisibility = memory, visibility
 	return t
 }
@@ -39,7 +40,7 @@ func (f *sessFixture) modelCalls() int { return len(f.upstreamCalls("/v1/")) }
 // deliver long-polls the pending turn.
 func (f *sessFixture) deliver() resp {
 	f.t.Helper()
-	return f.do(http.MethodGet, rtsandbox.RouteWorkerNext, "")
+	return f.do(http.MethodGet, wire.RouteWorkerNext, "")
 }
 
 // §6.2 "Legacy compatibility": ready {} (no capabilities) → 200; a
@@ -47,13 +48,13 @@ func (f *sessFixture) deliver() resp {
 // → 200; the result is accepted and execute is ok.
 func TestSessionLegacyWorkerServesSharedTurns(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{}`), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{}`), 200, "Ready")
 	f.bindAs(sessChannel, ann, "")
-	exec := f.execute(context.Background(), annTurn("a", "shared note", rtsandbox.MemoryShared))
+	exec := f.execute(context.Background(), annTurn("a", "shared note", wire.MemoryShared))
 	wantResp(t, f.deliver(), 200, "")
-	f.toolAnswer = rtsandbox.SessionToolResponse{OK: true, Text: "public"}
+	f.toolAnswer = wire.SessionToolResponse{OK: true, Text: "public"}
 	wantResp(t, f.post("/tools/recall", `{"input":{}}`), 200, `{"ok":true,"text":"public"}`)
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"a","result":{"ok":true,"text":"hi","files":[]}}`), 200, "Accepted")
+	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"a","result":{"ok":true,"text":"hi","files":[]}}`), 200, "Accepted")
 	if got := waitExec(t, exec); got.Err != nil || !got.Result.OK {
 		t.Errorf("Execute = %+v, %v; want ok", got.Result, got.Err)
 	}
@@ -71,7 +72,7 @@ func TestSessionIncapableWorkerNeverGetsPrivateTurn(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newSession(t, sessOptions{})
-			wantResp(t, f.post(rtsandbox.RouteWorkerReady, tc.ready), 200, "Ready")
+			wantResp(t, f.post(wire.RouteWorkerReady, tc.ready), 200, "Ready")
 			f.bindAs(sessChannel, ann, "")
 			_, err := f.sess.Execute(context.Background(), annTurn("a", tc.memory, ""))
 			if !errors.Is(err, broker.ErrWorkerCapability) || !problemRE.MatchString(err.Error()) {
@@ -93,11 +94,11 @@ func TestSessionPrivateToolResultWithheldFromIncapableWorker(t *testing.T) {
 	for _, caps := range []string{`{}`, `{"privateTo":true}`, `{"readerRecords":true}`} {
 		t.Run(caps, func(t *testing.T) {
 			f := newSession(t, sessOptions{})
-			wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"capabilities":`+caps+`}`), 200, "Ready")
+			wantResp(t, f.post(wire.RouteWorkerReady, `{"capabilities":`+caps+`}`), 200, "Ready")
 			f.bindAs(sessChannel, ann, "")
 			exec := f.execute(context.Background(), annTurn("a", "", ""))
 			wantResp(t, f.deliver(), 200, "")
-			f.toolAnswer = rtsandbox.SessionToolResponse{OK: true, Text: "SECRET", PrivateTo: "ann"}
+			f.toolAnswer = wire.SessionToolResponse{OK: true, Text: "SECRET", PrivateTo: "ann"}
 			r := f.post("/tools/recall", `{"input":{}}`)
 			if r.Status != 409 || strings.Contains(r.Body, "SECRET") || !rebuildRE.MatchString(r.Body) {
 				t.Errorf("tool answer = %d %q; want 409 with the problem", r.Status, r.Body)
@@ -105,7 +106,7 @@ func TestSessionPrivateToolResultWithheldFromIncapableWorker(t *testing.T) {
 			if got := waitExec(t, exec); !rebuildRE.MatchString(errText(got.Err)) {
 				t.Errorf("Execute error = %v; want the problem", got.Err)
 			}
-			wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
+			wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
 			if n := f.modelCalls(); n != 0 {
 				t.Errorf("provider called %d times", n)
 			}
@@ -126,25 +127,25 @@ func errText(err error) string {
 // 409".
 func TestSessionCapabilityDowngradeRejectsPendingTurn(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`), 200, "Ready")
 	f.bindAs(sessChannel, ann, "")
-	exec := f.execute(context.Background(), annTurn("a", "PRIVATE PROMPT", rtsandbox.MemoryPrivate))
+	exec := f.execute(context.Background(), annTurn("a", "PRIVATE PROMPT", wire.MemoryPrivate))
 	wantResp(t, f.deliver(), 200, "")
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{}`), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{}`), 200, "Ready")
 	if got := waitExec(t, exec); !problemRE.MatchString(errText(got.Err)) {
 		t.Errorf("Execute error = %v; want the problem", got.Err)
 	}
 	if n := f.modelCalls(); n != 0 {
 		t.Errorf("provider called %d times", n)
 	}
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"a","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
+	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"a","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
 }
 
 // §6.2 "[SEC] Ready with capabilities:{privateTo:"true"} (a string) → 400
 // and isReady() false".
 func TestSessionReadyRefusesStringCapability(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"capabilities":{"privateTo":"true"}}`), 400, "Invalid ready handshake")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{"capabilities":{"privateTo":"true"}}`), 400, "Invalid ready handshake")
 	if f.sess.Ready() {
 		t.Error("ready after a bad handshake")
 	}
@@ -154,9 +155,9 @@ func TestSessionReadyRefusesStringCapability(t *testing.T) {
 // to the worker as {privateTo:"ann", text:"SECRET"}".
 func TestSessionPrivateToolResultToCapableWorker(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`), 200, "Ready")
 	f.bindAs(sessChannel, ann, "")
-	f.toolAnswer = rtsandbox.SessionToolResponse{OK: true, Text: "SECRET", PrivateTo: "ann"}
+	f.toolAnswer = wire.SessionToolResponse{OK: true, Text: "SECRET", PrivateTo: "ann"}
 	wantResp(t, f.post("/tools/recall", `{"input":{"q":1},"channel":"discord:owner"}`), 200, `{"ok":true,"text":"SECRET","privateTo":"ann"}`)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -170,11 +171,11 @@ func TestSessionPrivateToolResultToCapableWorker(t *testing.T) {
 // over 256 units, an invalid image.
 func TestSessionToolAnswerBounds(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`), 200, "Ready")
 	f.bind("")
-	for name, answer := range map[string]rtsandbox.SessionToolResponse{
+	for name, answer := range map[string]wire.SessionToolResponse{
 		"long-private-to": {OK: true, PrivateTo: strings.Repeat("a", 257)},
-		"bad-image":       {OK: true, Image: &rtsandbox.Image{Data: "bad%", MIMEType: "image/png"}},
+		"bad-image":       {OK: true, Image: &wire.Image{Data: "bad%", MIMEType: "image/png"}},
 		"long-error":      {Error: strings.Repeat("e", 10001)},
 	} {
 		f.toolAnswer = answer
@@ -194,13 +195,13 @@ func TestSessionToolAnswerBounds(t *testing.T) {
 // most maxLoadReports times; a bad one is refused like any bad handshake.
 func TestSessionReadyLogsSessionLoad(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"sessionLoad":{}}`), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{"sessionLoad":{}}`), 200, "Ready")
 	if strings.Contains(f.logs.String(), "lost lines on load") {
 		t.Errorf("an empty load report was logged:\n%s", f.logs.String())
 	}
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{"sessionLoad":{"droppedLines":-1}}`), 400, "Invalid ready handshake")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{"sessionLoad":{"droppedLines":-1}}`), 400, "Invalid ready handshake")
 	body := `{"capabilities":{"privateTo":true,"readerRecords":true},"sessionLoad":{"droppedLines":3,"ignoredFiles":1}}`
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, body), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, body), 200, "Ready")
 	logs := f.logs.String()
 	for _, want := range []string{"session conversation lost lines on load", `"channel":"` + string(sessChannel) + `"`, `"dropped_lines":3`, `"ignored_files":1`} {
 		if !strings.Contains(logs, want) {
@@ -208,7 +209,7 @@ func TestSessionReadyLogsSessionLoad(t *testing.T) {
 		}
 	}
 	for range 2 * broker.MaxLoadReports {
-		wantResp(t, f.post(rtsandbox.RouteWorkerReady, body), 200, "Ready")
+		wantResp(t, f.post(wire.RouteWorkerReady, body), 200, "Ready")
 	}
 	if n := strings.Count(f.logs.String(), "lost lines on load"); n != broker.MaxLoadReports {
 		t.Errorf("%d load reports logged; want at most %d", n, broker.MaxLoadReports)

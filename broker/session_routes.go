@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The fixed texts of the session error table (session spec §2.10). The
@@ -72,20 +72,20 @@ func (s *Session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Session) serveLocal(w http.ResponseWriter, r *http.Request, path string) bool {
 	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
 	switch {
-	case path == rtsandbox.RouteWorkerReady && post:
+	case path == wire.RouteWorkerReady && post:
 		s.serveReady(w, r)
-	case path == rtsandbox.RouteWorkerConfig && get:
+	case path == wire.RouteWorkerConfig && get:
 		writeJSON(w, s.cfg.Worker)
-	case path == rtsandbox.RouteWorkerNext && get:
+	case path == wire.RouteWorkerNext && get:
 		s.serveNext(w, r)
-	case path == rtsandbox.RouteWorkerResult && post:
+	case path == wire.RouteWorkerResult && post:
 		s.serveResult(w, r)
 	case strings.HasPrefix(path, "/worker/"):
 		writeText(w, http.StatusNotFound, sessNotFound)
-	case path == rtsandbox.RouteMCPTools && get:
+	case path == wire.RouteMCPTools && get:
 		s.rearm()
 		writeJSON(w, s.discovery())
-	case path == rtsandbox.RouteMCPTools:
+	case path == wire.RouteMCPTools:
 		writeText(w, http.StatusNotFound, sessNotFound)
 	case strings.HasPrefix(path, compactionPrefix):
 		s.serveCompaction(w, r, path)
@@ -101,14 +101,14 @@ const compactionPrefix = "/compaction/"
 
 // discovery is the answer of GET /mcp-tools: the profile's servers with
 // their allowed tool names, in configuration order; never an endpoint.
-func (s *Session) discovery() rtsandbox.MCPDiscovery {
-	d := rtsandbox.MCPDiscovery{Servers: make([]rtsandbox.MCPDiscoveryServer, 0, len(s.b.cfg.MCP))}
+func (s *Session) discovery() wire.MCPDiscovery {
+	d := wire.MCPDiscovery{Servers: make([]wire.MCPDiscoveryServer, 0, len(s.b.cfg.MCP))}
 	for _, m := range s.b.cfg.MCP {
 		names := make([]string, 0, len(m.Tools))
 		for _, t := range m.Tools {
 			names = append(names, t.Name)
 		}
-		d.Servers = append(d.Servers, rtsandbox.MCPDiscoveryServer{Name: m.Name, Tools: names})
+		d.Servers = append(d.Servers, wire.MCPDiscoveryServer{Name: m.Name, Tools: names})
 	}
 	return d
 }
@@ -226,7 +226,7 @@ func (s *Session) privacyGate() (string, bool) {
 // declared server even with a query, so that the startup window's step 4
 // does not turn its 404 into a 410.
 func (s *Session) route(path string, beta bool) (route sessionRoute, isMCP bool) {
-	if name, ok := strings.CutPrefix(path, rtsandbox.RouteMCPPrefix); ok {
+	if name, ok := strings.CutPrefix(path, wire.RouteMCPPrefix); ok {
 		if srv := s.b.mcp[name]; srv != nil {
 			if beta {
 				return nil, true
@@ -241,12 +241,12 @@ func (s *Session) route(path string, beta bool) (route sessionRoute, isMCP bool)
 	if beta {
 		return nil, false
 	}
-	if path == rtsandbox.RouteModel && !s.b.anthropic() {
+	if path == wire.RouteModel && !s.b.anthropic() {
 		return func(ctx context.Context, sc *scope, req request) outcome {
 			return serveChat(ctx, sc.turn, req, modelapi.ChatOptions{ImageParts: true}) // the turn's images (§4.2)
 		}, false
 	}
-	if name, ok := strings.CutPrefix(path, rtsandbox.RouteToolPrefix); ok {
+	if name, ok := strings.CutPrefix(path, wire.RouteToolPrefix); ok {
 		if h := s.b.tools[name]; h != nil {
 			return s.toolRoute(h), false
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const userHi = `[{"role":"user","content":"hi"}]`
@@ -32,7 +33,7 @@ const userHi = `[{"role":"user","content":"hi"}]`
 func TestSessionModelCallRebuiltWithHostKey(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	f.bind("")
-	r := f.post(rtsandbox.RouteAnthropicMessages, `{"model":"guest-choice","max_tokens":1000000,"messages":`+userHi+`}`)
+	r := f.post(wire.RouteAnthropicMessages, `{"model":"guest-choice","max_tokens":1000000,"messages":`+userHi+`}`)
 	wantResp(t, r, 200, messageAnswer)
 	calls := f.upstreamCalls("/v1/")
 	if len(calls) != 1 || calls[0].Path != "/v1/messages" {
@@ -68,7 +69,7 @@ func TestSessionModelAfterReleaseGone(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	release, _ := f.bind("")
 	release()
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
 }
 
 // §6.1 "[SEC] Tool call with body {channel:"discord:owner",
@@ -174,7 +175,7 @@ func TestSessionModelKeepsCustomToolNamedURL(t *testing.T) {
 		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"fetch","input":{"url":"https://x"}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}],` +
 		`"tools":[{"name":"fetch","input_schema":{"type":"object","properties":{"url":{"type":"string"}}}}]}`
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, body), 200, "")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, body), 200, "")
 	tools, _ := f.lastModelBody()["tools"].([]any)
 	if len(tools) != 1 {
 		t.Errorf("upstream tools = %v; want the custom tool", tools)
@@ -198,7 +199,7 @@ func TestSessionModelRefusesNativeToolsAndRemoteMedia(t *testing.T) {
 			`{"type":"server_tool_use","id":"s1","name":"web_search","input":{}}]}]}`,
 		"tool-choice": `{"messages":` + userHi + `,"tool_choice":{"type":"web_search"}}`,
 	} {
-		r := f.post(rtsandbox.RouteAnthropicMessages, body)
+		r := f.post(wire.RouteAnthropicMessages, body)
 		if r.Status != 400 || !strings.HasPrefix(r.Body, `{"type":"error","error":{"type":"invalid_request_error","message":`) {
 			t.Errorf("%s: answer = %d %s; want the Anthropic 400", name, r.Status, r.Body)
 		}
@@ -220,7 +221,7 @@ func TestSessionSystemMessagesRebuiltAtLow(t *testing.T) {
 		`{"role":"system","content":[{"type":"text","text":"env","cache_control":{"type":"ephemeral"}}],` +
 		`"clear_at":"next_user_message","output_config":{"effort":"max"},"smuggled":1},` +
 		`{"role":"system","content":"plain"}]}`
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, body), 200, "")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, body), 200, "")
 	got, _ := json.Marshal(f.lastModelBody()["messages"])
 	want := `[{"content":"hi","role":"user"},{"clear_at":"next_user_message","content":[{"cache_control":{"type":"ephemeral"},"text":"env","type":"text"}],` +
 		`"output_config":{"effort":"low"},"role":"system"},{"content":"plain","role":"system"}]`
@@ -247,16 +248,16 @@ func TestSessionModelRefusalsLoggedOnce(t *testing.T) {
 		}
 		return e.Error.Message
 	}
-	m := message(f.post(rtsandbox.RouteAnthropicMessages, `{"messages":[{"role":"user","content":"hi"},`+
+	m := message(f.post(wire.RouteAnthropicMessages, `{"messages":[{"role":"user","content":"hi"},`+
 		`{"role":"system","content":[{"type":"tool_addition","tool":{}}]}]}`))
 	if !strings.HasPrefix(m, "messages.1.content.0: Input tag 'tool_addition'") {
 		t.Errorf("tool_addition message = %q", m)
 	}
-	m = message(f.post(rtsandbox.RouteAnthropicMessages, `{"messages":[{"role":"developer","content":"hi"}]}`))
+	m = message(f.post(wire.RouteAnthropicMessages, `{"messages":[{"role":"developer","content":"hi"}]}`))
 	if !strings.Contains(m, "Unexpected role") || !strings.Contains(m, "input message role") {
 		t.Errorf("developer message = %q", m)
 	}
-	message(f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`,"tool_choice":{"type":"web_search"}}`))
+	message(f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`,"tool_choice":{"type":"web_search"}}`))
 	if n := len(f.up.requests()); n != 0 {
 		t.Errorf("upstream saw %d calls; want none", n)
 	}
@@ -282,25 +283,25 @@ func TestSessionWorkerTransport(t *testing.T) {
 	if f.sess.Ready() {
 		t.Fatal("ready before the handshake")
 	}
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, `{}`), 200, "Ready")
+	wantResp(t, f.post(wire.RouteWorkerReady, `{}`), 200, "Ready")
 	if !f.sess.Ready() {
 		t.Fatal("not ready after the handshake")
 	}
 	next := make(chan resp, 1)
-	go func() { next <- f.do(http.MethodGet, rtsandbox.RouteWorkerNext, "") }()
+	go func() { next <- f.do(http.MethodGet, wire.RouteWorkerNext, "") }()
 	waitWaiting(t, f)
 	f.bind("")
 	turn := sessTurn(sessTurnID)
-	turn.Memory, turn.MemoryVisibility = "shared notes", rtsandbox.MemoryShared
+	turn.Memory, turn.MemoryVisibility = "shared notes", wire.MemoryShared
 	exec := f.execute(context.Background(), turn)
 	r := <-next
 	wantResp(t, r, 200, `{"turnId":"m1","author":{"id":"guest","name":"Guest"},"text":"hello",`+
 		`"memory":"shared notes","memoryVisibility":"shared","images":[],"thinking":"xhigh"}`)
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"other","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult,
+	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"other","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
+	wantResp(t, f.post(wire.RouteWorkerResult,
 		`{"turnId":"m1","result":{"ok":true,"text":"done","files":[{"name":"art.png","data":"AQID"}]}}`), 200, "Accepted")
 	got := waitExec(t, exec)
-	want := rtsandbox.SessionResult{OK: true, Text: "done", Files: []rtsandbox.ReplyFile{{Name: "art.png", Data: "AQID"}}}
+	want := wire.SessionResult{OK: true, Text: "done", Files: []wire.ReplyFile{{Name: "art.png", Data: "AQID"}}}
 	if got.Err != nil || !cmp.Equal(got.Result, want) {
 		t.Errorf("Execute = %+v, %v; want %+v", got.Result, got.Err, want)
 	}
@@ -337,7 +338,7 @@ func TestSessionExecuteAbortCancelled(t *testing.T) {
 		t.Errorf("Execute error = %v; want one containing cancelled", got.Err)
 	}
 	// The turn is gone: a later poll waits rather than receiving it.
-	if r := f.post(rtsandbox.RouteWorkerResult, `{"turnId":"m2","result":{"ok":false,"error":"x"}}`); r.Status != 409 {
+	if r := f.post(wire.RouteWorkerResult, `{"turnId":"m2","result":{"ok":false,"error":"x"}}`); r.Status != 409 {
 		t.Errorf("late result = %d; want 409", r.Status)
 	}
 }
@@ -361,7 +362,7 @@ func TestSessionReflectionSplitAcrossChunks(t *testing.T) {
 				}
 			}})
 			f.bind("")
-			r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
+			r := f.post(wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
 			switch {
 			case strings.Contains(r.Body, "host-secret"):
 				t.Error("the worker received the secret")
@@ -388,7 +389,7 @@ func TestSessionBridgeShapedSSE(t *testing.T) {
 		io.WriteString(w, sse)
 	}})
 	f.bind("xhigh")
-	r := f.post(rtsandbox.RouteAnthropicMessages+"?beta=true",
+	r := f.post(wire.RouteAnthropicMessages+"?beta=true",
 		`{"stream":true,"max_tokens":64000,"thinking":{"type":"enabled","budget_tokens":32000},"messages":`+userHi+`}`)
 	wantResp(t, r, 200, sse)
 	if ct := r.Header.Get("Content-Type"); ct != "text/event-stream" {
@@ -404,20 +405,20 @@ func TestSessionBridgeShapedSSE(t *testing.T) {
 		t.Errorf("upstream body = %v", body)
 	}
 
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"thinking":{"type":"adaptive"},`+
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"stream":true,"thinking":{"type":"adaptive"},`+
 		`"output_config":{"effort":"max"},"messages":`+userHi+`}`), 200, "")
 	body = f.lastModelBody()
 	if !cmp.Equal(body["thinking"], map[string]any{"type": "adaptive"}) || !cmp.Equal(body["output_config"], map[string]any{"effort": "max"}) {
 		t.Errorf("adaptive max under xhigh = %v %v", body["thinking"], body["output_config"])
 	}
 
-	wantResp(t, f.post(rtsandbox.RouteAnthropicCountTokens, `{"max_tokens":10,"messages":`+userHi+`}`), 200, `{"input_tokens":123}`)
+	wantResp(t, f.post(wire.RouteAnthropicCountTokens, `{"max_tokens":10,"messages":`+userHi+`}`), 200, `{"input_tokens":123}`)
 	count := f.upstreamCalls("/v1/messages/count_tokens")
 	if len(count) != 1 || strings.Contains(string(count[0].Body), "max_tokens") {
 		t.Errorf("count_tokens upstream = %+v", count)
 	}
 
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"max_tokens":8192,"thinking":{"type":"enabled","budget_tokens":32000},"messages":`+userHi+`}`), 200, "")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"stream":true,"max_tokens":8192,"thinking":{"type":"enabled","budget_tokens":32000},"messages":`+userHi+`}`), 200, "")
 	if mt, _ := f.lastModelBody()["max_tokens"].(json.Number).Int64(); mt <= 32000 {
 		t.Errorf("max_tokens = %d; want > 32000", mt)
 	}
@@ -426,7 +427,7 @@ func TestSessionBridgeShapedSSE(t *testing.T) {
 // §6.1 "[SEC] /worker/result with no pending turn → 409".
 func TestSessionResultWithoutPendingTurn(t *testing.T) {
 	f := newSession(t, sessOptions{})
-	wantResp(t, f.post(rtsandbox.RouteWorkerResult, `{"turnId":"m1","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
+	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"m1","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
 }
 
 // §6.1 "A streaming result body (never finishing) is being read; a second
@@ -436,16 +437,16 @@ func TestSessionResultOneReaderAndAbort(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	exec := f.execute(ctx, sessTurn(sessTurnID))
-	wantResp(t, f.do(http.MethodGet, rtsandbox.RouteWorkerNext, ""), 200, "")
+	wantResp(t, f.do(http.MethodGet, wire.RouteWorkerNext, ""), 200, "")
 
 	pr, pw := io.Pipe()
-	first := f.postAsync(rtsandbox.RouteWorkerResult, pr)
+	first := f.postAsync(wire.RouteWorkerResult, pr)
 	if _, err := io.WriteString(pw, `{"turnId":"m1","result":`); err != nil {
 		t.Fatal(err)
 	}
 	var second resp
 	for range 100 { // until the first one holds the reader
-		if second = f.post(rtsandbox.RouteWorkerResult, `{}`); second.Status == 429 {
+		if second = f.post(wire.RouteWorkerResult, `{}`); second.Status == 429 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -470,32 +471,32 @@ func TestSessionResultOneReaderAndAbort(t *testing.T) {
 // and one of 10 MiB + 1 byte are refused. (The shared root validators the
 // broker applies to turns and results.)
 func TestSessionMediaBounds(t *testing.T) {
-	png := rtsandbox.Image{Data: "AQID", MIMEType: "image/png"}
-	if err := rtsandbox.ValidateImages([]rtsandbox.Image{png}); err != nil {
+	png := wire.Image{Data: "AQID", MIMEType: "image/png"}
+	if err := wire.ValidateImages([]wire.Image{png}); err != nil {
 		t.Errorf("valid image refused: %v", err)
 	}
-	nine := make([]rtsandbox.Image, 9)
+	nine := make([]wire.Image, 9)
 	for i := range nine {
 		nine[i] = png
 	}
-	for name, images := range map[string][]rtsandbox.Image{
+	for name, images := range map[string][]wire.Image{
 		"nine": nine, "bad-data": {{Data: "bad%", MIMEType: "image/png"}}, "text-plain": {{Data: "AQID", MIMEType: "text/plain"}},
 	} {
-		if rtsandbox.ValidateImages(images) == nil {
+		if wire.ValidateImages(images) == nil {
 			t.Errorf("%s: images accepted", name)
 		}
 	}
-	eleven := make([]rtsandbox.ReplyFile, 11)
+	eleven := make([]wire.ReplyFile, 11)
 	for i := range eleven {
-		eleven[i] = rtsandbox.ReplyFile{Name: "f", Data: "AQID"}
+		eleven[i] = wire.ReplyFile{Name: "f", Data: "AQID"}
 	}
 	// One file of 10 MiB + 1 byte: the root's TestValidateReplyFiles ("10
 	// MiB + 1"), which this package would only repeat at a cost.
-	for name, files := range map[string][]rtsandbox.ReplyFile{
+	for name, files := range map[string][]wire.ReplyFile{
 		"traversal": {{Name: "../owner", Data: "AQID"}}, "bad-data": {{Name: "a", Data: "bad%"}},
 		"eleven": eleven,
 	} {
-		if rtsandbox.ValidateReplyFiles(files) == nil {
+		if wire.ValidateReplyFiles(files) == nil {
 			t.Errorf("%s: reply files accepted", name)
 		}
 	}
@@ -525,7 +526,7 @@ func TestSessionEffortCapping(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			release, _ := f.bind(tc.level)
 			defer release()
-			wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`,`+tc.body+`}`), 200, "")
+			wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`,`+tc.body+`}`), 200, "")
 			body := f.lastModelBody()
 			if diff := cmp.Diff(tc.output, body["output_config"]); diff != "" {
 				t.Errorf("output_config (-want +got):\n%s", diff)
@@ -555,7 +556,7 @@ func TestSessionListenerStreamingGapsBelowIdle(t *testing.T) {
 		session: func(c *broker.SessionConfig) { c.Silence = 250 * time.Millisecond },
 	})
 	f.bind("")
-	if r := f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`); r.Body != "firstxxxx" || r.Err != nil {
+	if r := f.post(wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`); r.Body != "firstxxxx" || r.Err != nil {
 		t.Errorf("answer = %d %q (err %v); want firstxxxx\n%s", r.Status, r.Body, r.Err, f.logs.String())
 	}
 }
@@ -600,13 +601,13 @@ func TestSessionUpstreamErrorPassthrough(t *testing.T) {
 	set := func(m string) { mu.Lock(); mode = m; mu.Unlock() }
 	f.bind("")
 	set("400")
-	r := f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`)
+	r := f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`)
 	wantResp(t, r, 400, tooLong)
 	if r.Header.Get("Request-Id") != "req_1" || r.Header.Get("Set-Cookie") != "" {
 		t.Errorf("400 headers = %v", r.Header)
 	}
 	set("429")
-	r = f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`)
+	r = f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`)
 	wantResp(t, r, 429, `{}`)
 	if r.Header.Get("Retry-After") != "17" || r.Header.Get("Anthropic-Ratelimit-Unified-Status") != "rejected" || r.Header.Get("X-Internal") != "" {
 		t.Errorf("429 headers = %v", r.Header)
@@ -614,9 +615,9 @@ func TestSessionUpstreamErrorPassthrough(t *testing.T) {
 	set("mcp404")
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 404, "expired")
 	set("500")
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Broker call failed")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Broker call failed")
 	set("600")
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Upstream refused")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Upstream refused")
 	lines := f.failureLines()
 	if len(lines) < 3 || lines[0]["body"] != tooLong || lines[0]["status"] != float64(400) {
 		t.Errorf("failure lines = %v; want the 400 logged with its body first", lines)
@@ -632,14 +633,14 @@ func TestSessionStartupRearm(t *testing.T) {
 	release, _ := f.bind("")
 	release()
 	wantResp(t, f.post("/mcp/research", rpcBody("initialize", "")), 410, "Turn ended")
-	wantResp(t, f.do(http.MethodGet, rtsandbox.RouteMCPTools, ""), 200, `{"servers":[{"name":"research","tools":["search"]}]}`)
+	wantResp(t, f.do(http.MethodGet, wire.RouteMCPTools, ""), 200, `{"servers":[{"name":"research","tools":["search"]}]}`)
 	wantResp(t, f.post("/mcp/research", rpcBody("initialize", "")), 410, "Turn ended")
 	f.clock.Add(11 * time.Second)
-	wantResp(t, f.do(http.MethodGet, rtsandbox.RouteMCPTools, ""), 200, "")
+	wantResp(t, f.do(http.MethodGet, wire.RouteMCPTools, ""), 200, "")
 	wantResp(t, f.post("/mcp/research", rpcBody("initialize", "")), 200, "")
 	wantResp(t, f.post("/mcp/research", rpcBody("tools/list", "")), 200, "")
 	wantResp(t, f.post("/mcp/research", rpcBody("tools/call", `{"name":"search","arguments":{}}`)), 403, "MCP method refused")
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
 }
 
 // The startup window lasts 90 s on the session clock.
@@ -648,7 +649,7 @@ func TestSessionStartupWindowExpires(t *testing.T) {
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
 	f.clock.Add(rtsandbox.StartupWindowTTL)
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 410, "Turn ended")
-	wantResp(t, f.post(rtsandbox.RouteWorkerReady, ``), 200, "Ready") // re-arms: expired, 90 s since arming
+	wantResp(t, f.post(wire.RouteWorkerReady, ``), 200, "Ready") // re-arms: expired, 90 s since arming
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
 }
 
@@ -680,7 +681,7 @@ func TestSessionSSEErrorEventLoggedOnce(t *testing.T) {
 		io.WriteString(w, event[30:])
 	}})
 	f.bind("")
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`), 200, event)
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`), 200, event)
 	lines := f.failureLines()
 	if len(lines) != 1 || lines[0]["status"] != float64(200) ||
 		!strings.HasPrefix(lines[0]["body"].(string), `stream error event: {"type":"error","error":{"type":"overloaded_error"`) {
@@ -697,10 +698,10 @@ func TestSessionPerCallCredentialScope(t *testing.T) {
 	alpha := rtsandbox.Speaker{ID: "a", Name: "Alpha"}
 	beta := rtsandbox.Speaker{ID: "b", Name: "Beta"}
 	release, _ := f.bindAs("discord:alpha", alpha, "")
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
 	release()
 	f.bindAs("discord:beta", beta, "")
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
 	f.wantAlphaThenBeta(alpha, beta)
 }
 
@@ -737,7 +738,7 @@ func TestSessionScopeCapturedAtArrival(t *testing.T) {
 	beta := rtsandbox.Speaker{ID: "b", Name: "Beta"}
 	releaseA, _ := f.bindAs("discord:alpha", alpha, "")
 	pr, pw := io.Pipe()
-	done := f.postAsync(rtsandbox.RouteAnthropicMessages, pr)
+	done := f.postAsync(wire.RouteAnthropicMessages, pr)
 	io.WriteString(pw, `{"messages":`)
 	waitFor(t, "the call in flight under A", func() bool { return broker.SessionInFlight(f.sess) > 0 })
 	releaseA()
@@ -746,7 +747,7 @@ func TestSessionScopeCapturedAtArrival(t *testing.T) {
 	pw.Close()
 	r := <-done
 	wantResp(t, r, 200, "")
-	wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
+	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 200, "")
 	f.wantAlphaThenBeta(alpha, beta)
 }
 
@@ -763,7 +764,7 @@ func TestSessionMissingCredentialFailsClosed(t *testing.T) {
 				c.MCP[0].APIKey = key
 			}})
 			f.bind("")
-			wantResp(t, f.post(rtsandbox.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Broker call failed")
+			wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 502, "Broker call failed")
 			wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 502, "Broker call failed")
 			if n := len(f.up.requests()); n != 0 {
 				t.Errorf("upstream saw %d calls; want none", n)

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Session bounds of a host tool's answer (session spec §2.4 step 10), in
@@ -79,17 +80,17 @@ func (s *Session) requirePrivacy() (string, bool) {
 // runTool calls the tool through SessionHostTool when it implements it,
 // else through Run, whose text becomes {ok:true, text}. A panic is
 // contained as in sealed mode: the call fails, the log gets the stack.
-func (s *Session) runTool(ctx context.Context, h *hostTool, input json.RawMessage, sc *scope) (resp rtsandbox.SessionToolResponse, err error) {
+func (s *Session) runTool(ctx context.Context, h *hostTool, input json.RawMessage, sc *scope) (resp wire.SessionToolResponse, err error) {
 	st, rich := h.Impl.(SessionHostTool)
 	if !rich {
 		text, err := h.run(ctx, sc.turn, input, sc.turn.binding)
-		return rtsandbox.SessionToolResponse{OK: true, Text: text}, err
+		return wire.SessionToolResponse{OK: true, Text: text}, err
 	}
 	defer func() {
 		if v := recover(); v != nil {
 			s.b.log.Error("host tool panicked", "tool", h.Spec.Name, "channel", string(sc.turn.binding.Channel),
 				"panic_type", fmt.Sprintf("%T", v), "stack", string(debug.Stack()))
-			resp, err = rtsandbox.SessionToolResponse{}, errToolPanicked
+			resp, err = wire.SessionToolResponse{}, errToolPanicked
 		}
 	}()
 	return st.RunSession(ctx, input, sc.binding(ctx))
@@ -97,23 +98,23 @@ func (s *Session) runTool(ctx context.Context, h *hostTool, input json.RawMessag
 
 // binding is the scope as a host tool sees it: the bound turn's channel,
 // speaker, tier, profile and thinking level, and ctx's deadline.
-func (sc *scope) binding(ctx context.Context) rtsandbox.SessionBinding {
+func (sc *scope) binding(ctx context.Context) wire.SessionBinding {
 	deadline, _ := ctx.Deadline()
-	return rtsandbox.SessionBinding{Binding: sc.turn.binding, Profile: sc.profile,
+	return wire.SessionBinding{Binding: sc.turn.binding, Profile: sc.profile,
 		Thinking: string(sc.turn.thinking()), Deadline: deadline}
 }
 
 // validToolResponse applies the bounds of §2.4 step 10: text and error
 // lengths, privateTo 1–256 units when present ("" is absent here), and an
 // image that passes the image rule.
-func validToolResponse(r rtsandbox.SessionToolResponse) bool {
+func validToolResponse(r wire.SessionToolResponse) bool {
 	switch {
 	case rtsandbox.UTF16Len(r.Text) > maxSessionToolText,
 		rtsandbox.UTF16Len(r.Error) > maxSessionToolError,
 		rtsandbox.UTF16Len(r.PrivateTo) > rtsandbox.MaxSessionField:
 		return false
 	case r.Image != nil:
-		return rtsandbox.ValidateImage(*r.Image) == nil
+		return wire.ValidateImage(*r.Image) == nil
 	}
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Issue 21: the startup window's MCP calls are charged to the channel's
@@ -93,7 +94,7 @@ func TestSessionReadyLoopCappedWindows(t *testing.T) {
 	nextWindow := func() {
 		t.Helper()
 		f.clock.Add(rtsandbox.StartupWindowTTL)
-		wantResp(t, f.post(rtsandbox.RouteWorkerReady, ``), 200, "Ready")
+		wantResp(t, f.post(wire.RouteWorkerReady, ``), 200, "Ready")
 	}
 	wantResp(t, list(), 200, "") // the new broker's own window
 	for range 5 {
@@ -132,7 +133,7 @@ func TestSessionWindowQuotaOutlivesBroker(t *testing.T) {
 		f := newSession(t, sessOptions{session: func(c *broker.SessionConfig) { c.Channel, c.Windows = ch, q }})
 		for range n {
 			f.clock.Add(rtsandbox.StartupWindowTTL)
-			wantResp(t, f.post(rtsandbox.RouteWorkerReady, ``), 200, "Ready")
+			wantResp(t, f.post(wire.RouteWorkerReady, ``), 200, "Ready")
 			wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
 		}
 		return f
@@ -141,7 +142,7 @@ func TestSessionWindowQuotaOutlivesBroker(t *testing.T) {
 	again := useWindows(sessChannel, 0)
 	wantResp(t, again.post("/mcp/research", rpcBody("ping", "")), 200, "") // a new broker's own window
 	again.clock.Add(rtsandbox.StartupWindowTTL)
-	wantResp(t, again.post(rtsandbox.RouteWorkerReady, ``), 200, "Ready")
+	wantResp(t, again.post(wire.RouteWorkerReady, ``), 200, "Ready")
 	wantResp(t, again.post("/mcp/research", rpcBody("ping", "")), 429, "Broker budget exhausted")
 	useWindows("discord:other", 2)
 }

@@ -8,13 +8,14 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The worker transport routes (session spec §2.3). They carry no
 // credential and spend no budget.
 
 // serveReady is POST /worker/ready: at most 16 KiB, parsed by
-// rtsandbox.ParseWorkerReady; a bad body leaves ready unset. privateHistory
+// wire.ParseWorkerReady; a bad body leaves ready unset. privateHistory
 // makes privacy required for the broker's life; a capability problem then
 // fails the bound turn and rejects the pending one. A pending turn that
 // was already delivered fails with ErrWorkerRestarted: a worker
@@ -27,7 +28,7 @@ func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusBadRequest, sessInvalidReady)
 		return
 	}
-	ready, err := rtsandbox.ParseWorkerReady(body)
+	ready, err := wire.ParseWorkerReady(body)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, sessInvalidReady)
 		return
@@ -45,7 +46,7 @@ func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 		s.b.log.Warn("sandbox worker announced itself again during its turn: the turn failed", "channel", string(s.cfg.Channel))
 	}
 	s.ready = true
-	logLoad := ready.SessionLoad != nil && *ready.SessionLoad != (rtsandbox.SessionLoad{}) && s.loadReports < maxLoadReports
+	logLoad := ready.SessionLoad != nil && *ready.SessionLoad != (wire.SessionLoad{}) && s.loadReports < maxLoadReports
 	if logLoad {
 		s.loadReports++
 	}
@@ -63,9 +64,9 @@ func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 const maxLoadReports = 16
 
 // logLoad writes the operator's line for a worker's load report
-// (rtsandbox.SessionLoad): what its conversation lost when it was
+// (wire.SessionLoad): what its conversation lost when it was
 // loaded, with the channel.
-func (s *Session) logLoad(l rtsandbox.SessionLoad) {
+func (s *Session) logLoad(l wire.SessionLoad) {
 	s.b.log.Warn("session conversation lost lines on load; see docs/session.md",
 		"channel", string(s.cfg.Channel), "dropped_lines", l.DroppedLines, "ignored_files", l.IgnoredFiles)
 }
@@ -162,7 +163,7 @@ func (s *Session) serveResult(w http.ResponseWriter, r *http.Request) {
 func (s *Session) accept(p *pendingTurn, body []byte) (int, string) {
 	b := jsontree.NewBudget(p.ctx, jsontree.NodesFor(len(body)))
 	turnID, raw, ok := parseResultPacket(b, body)
-	var result rtsandbox.SessionResult
+	var result wire.SessionResult
 	var err error
 	if ok {
 		result, err = parseResult(b, raw)
@@ -196,7 +197,7 @@ func (s *Session) readResult(w http.ResponseWriter, r *http.Request, p *pendingT
 // ParseResultPacket reads the envelope of a result packet (§2.3 step 4):
 // a JSON object whose turnId is a string and whose result is an object
 // with a boolean ok. It returns the turn id and the raw result, which
-// rtsandbox.SessionResult then checks for its bounds (step 5–6). ok is
+// wire.SessionResult then checks for its bounds (step 5–6). ok is
 // false for anything else, answered 409 "No matching turn".
 func ParseResultPacket(body []byte) (turnID string, result json.RawMessage, ok bool) {
 	return parseResultPacket(jsontree.NewBudget(context.Background(), jsontree.NodesFor(len(body))), body)
@@ -235,26 +236,26 @@ var (
 // parseResult reads a result object under b (§2.3 step 5–6): its members
 // matched exactly, as JSON.parse's reader does, and the reply files
 // counted before any is decoded, so that a files array of millions of
-// entries is refused at its eleventh. rtsandbox.NewSessionResult applies
+// entries is refused at its eleventh. wire.NewSessionResult applies
 // the bounds.
-func parseResult(b *jsontree.Budget, raw json.RawMessage) (rtsandbox.SessionResult, error) {
+func parseResult(b *jsontree.Budget, raw json.RawMessage) (wire.SessionResult, error) {
 	var m [4]json.RawMessage
 	if _, _, ok := b.Fields(raw, resultFields, m[:]); !ok {
-		return rtsandbox.SessionResult{}, rtsandbox.ErrResult
+		return wire.SessionResult{}, wire.ErrResult
 	}
 	text, hasText := jsonString(b, m[1])
 	errText, hasErr := jsonString(b, m[3])
 	files, filesOK := replyFiles(b, m[2])
 	if err := b.Err(); err != nil {
-		return rtsandbox.SessionResult{}, err
+		return wire.SessionResult{}, err
 	}
-	return rtsandbox.NewSessionResult(string(m[0]) == "true", ptrIf(text, hasText), ptrIf(errText, hasErr), files, filesOK)
+	return wire.NewSessionResult(string(m[0]) == "true", ptrIf(text, hasText), ptrIf(errText, hasErr), files, filesOK)
 }
 
 // replyFiles reads a result's files: an array of {name, data} objects.
 // More than rtsandbox.MaxReplyFiles are refused unread (filesOK with too
 // many files, which the bounds refuse).
-func replyFiles(b *jsontree.Budget, raw json.RawMessage) (files []rtsandbox.ReplyFile, ok bool) {
+func replyFiles(b *jsontree.Budget, raw json.RawMessage) (files []wire.ReplyFile, ok bool) {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil, false
 	}
@@ -263,7 +264,7 @@ func replyFiles(b *jsontree.Budget, raw json.RawMessage) (files []rtsandbox.Repl
 		return nil, false
 	}
 	if n > rtsandbox.MaxReplyFiles {
-		return make([]rtsandbox.ReplyFile, n), true
+		return make([]wire.ReplyFile, n), true
 	}
 	for _, item := range items {
 		var f [2]json.RawMessage
@@ -278,7 +279,7 @@ func replyFiles(b *jsontree.Budget, raw json.RawMessage) (files []rtsandbox.Repl
 		if !okName && f[0] != nil && string(f[0]) != "null" || !okData && f[1] != nil && string(f[1]) != "null" {
 			return nil, false // a member of another type; null reads as "" (a refused file)
 		}
-		files = append(files, rtsandbox.ReplyFile{Name: name, Data: data})
+		files = append(files, wire.ReplyFile{Name: name, Data: data})
 	}
 	return files, true
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // BenchmarkStreamedAnswer compares a streamed 1 MiB Anthropic Messages
@@ -62,7 +63,7 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 			direct := &http.Client{Transport: upstream.NewTransport()}
 			defer direct.CloseIdleConnections()
 			via := socketClient(streamBenchBroker(b, srv.URL))
-			brokerURL := "http://" + rtsandbox.BrokerHost + rtsandbox.RouteAnthropicMessages
+			brokerURL := "http://" + wire.BrokerHost + wire.RouteAnthropicMessages
 			var d, v, added streamTimes
 			for b.Loop() {
 				dt, dd := streamCall(b, direct, srv.URL+"/v1/messages", request, want)
@@ -114,7 +115,7 @@ func BenchmarkStreamedRelayFloor(b *testing.B) {
 	defer direct.CloseIdleConnections()
 	bare := socketClient(bareRelay(b, srv.URL+"/v1/messages"))
 	via := socketClient(streamBenchBroker(b, srv.URL))
-	brokerURL := "http://" + rtsandbox.BrokerHost + rtsandbox.RouteAnthropicMessages
+	brokerURL := "http://" + wire.BrokerHost + wire.RouteAnthropicMessages
 	var bareAdded, brokerAdded streamTimes
 	for b.Loop() {
 		dt, dd := streamCall(b, direct, srv.URL+"/v1/messages", streamBody, want)
@@ -236,7 +237,7 @@ func streamCall(b *testing.B, c *http.Client, url, body string, want int) (first
 	start := time.Now()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+	req.Header.Set("Authorization", "Bearer "+wire.DummyKey)
 	resp, err := c.Do(req)
 	if err != nil {
 		b.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/chunkread"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const streamBody = `{"stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hello"}]}`
@@ -44,9 +45,9 @@ func serveCatching(turn http.Handler, r *http.Request) (w *httptest.ResponseReco
 
 func workerRequest(ctx context.Context, target, body string) *http.Request {
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(body))
-	r.Host = rtsandbox.BrokerHost
+	r.Host = wire.BrokerHost
 	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+	r.Header.Set("Authorization", "Bearer "+wire.DummyKey)
 	return r
 }
 
@@ -122,7 +123,7 @@ func TestStreamReflectionSplitAtEveryOffset(t *testing.T) {
 		if k == 0 || formOf[k] != formOf[k-1] { // a fresh budget per form
 			turn = f.broker.Turn(context.Background(), rtsandbox.Binding{Channel: testChannel, Speaker: guest})
 		}
-		w, aborted := serveCatching(turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+		w, aborted := serveCatching(turn, workerRequest(context.Background(), wire.RouteAnthropicMessages, streamBody))
 		got := w.Body.String()
 		early := slices.ContainsFunc(forms, func(f string) bool { return strings.Contains(string(chunks[0]), f) })
 		if early && (aborted || w.Code != 502) || !early && (!aborted || w.Code != 200) {
@@ -165,7 +166,7 @@ func TestStreamReflectionSplitOverHTTP(t *testing.T) {
 	})
 	aborts := 0
 	for k, chunks := range cases {
-		w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+		w, aborted := serveCatching(f.turn, workerRequest(context.Background(), wire.RouteAnthropicMessages, streamBody))
 		got := w.Body.String()
 		if !(aborted && w.Code == 200) && !(!aborted && w.Code == 502 && got == "broker call failed") {
 			t.Fatalf("form %q, chunks %q: %d %q, aborted %v; want an abort after the head or the fixed 502", forms[formOf[k]], chunks, w.Code, got, aborted)
@@ -196,12 +197,12 @@ func socketClient(path string) *http.Client {
 
 func socketPost(t *testing.T, c *http.Client, ctx context.Context, target, body string) *http.Response {
 	t.Helper()
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+rtsandbox.BrokerHost+target, strings.NewReader(body))
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+wire.BrokerHost+target, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+	r.Header.Set("Authorization", "Bearer "+wire.DummyKey)
 	resp, err := c.Do(r)
 	if err != nil {
 		t.Fatalf("POST %s: %v", target, err)
@@ -284,7 +285,7 @@ func TestStreamCutOffAfterHead(t *testing.T) {
 				c.StreamSilence = tt.silence
 			})
 			srv := f.listen(t, broker.ListenOptions{})
-			resp := socketPost(t, socketClient(srv.Path()), context.Background(), rtsandbox.RouteAnthropicMessages, streamBody)
+			resp := socketPost(t, socketClient(srv.Path()), context.Background(), wire.RouteAnthropicMessages, streamBody)
 			got, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			f.bodies.Write(got)
@@ -316,7 +317,7 @@ func TestStreamSilenceGapsBelowLimit(t *testing.T) {
 	})
 	srv := f.listen(t, broker.ListenOptions{})
 	start := time.Now()
-	resp := socketPost(t, socketClient(srv.Path()), context.Background(), rtsandbox.RouteAnthropicMessages, streamBody)
+	resp := socketPost(t, socketClient(srv.Path()), context.Background(), wire.RouteAnthropicMessages, streamBody)
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil || string(got) != "data: first\n\n"+strings.Repeat("data: x\n\n", 4) || time.Since(start) < 400*time.Millisecond {
@@ -340,7 +341,7 @@ func TestStreamWorkerDisconnectCancelsUpstream(t *testing.T) {
 	}), anthropicAPI(true))
 	srv := f.listen(t, broker.ListenOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := socketPost(t, socketClient(srv.Path()), ctx, rtsandbox.RouteAnthropicMessages, streamBody)
+	resp := socketPost(t, socketClient(srv.Path()), ctx, wire.RouteAnthropicMessages, streamBody)
 	buf := make([]byte, len(deltaEvent))
 	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != deltaEvent {
 		t.Fatalf("first event = %q, %v", buf, err)
@@ -372,7 +373,7 @@ func TestStreamErrorStatusKeepsStatusAndBody(t *testing.T) {
 		io.WriteString(w, errBody)
 	}, anthropicAPI(true))
 	srv := f.listen(t, broker.ListenOptions{})
-	resp := socketPost(t, socketClient(srv.Path()), context.Background(), rtsandbox.RouteAnthropicMessages, streamBody)
+	resp := socketPost(t, socketClient(srv.Path()), context.Background(), wire.RouteAnthropicMessages, streamBody)
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 529 || err != nil || string(got) != errBody || resp.Header.Get("Retry-After") != "3" {
@@ -392,7 +393,7 @@ func TestSSEErrorWatcher(t *testing.T) {
 	}))
 	defer model.Close()
 	f := newFixture(t, nil, withFakeModel(model, rtsandbox.ModelAPIAnthropic))
-	w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+	w, aborted := serveCatching(f.turn, workerRequest(context.Background(), wire.RouteAnthropicMessages, streamBody))
 	if aborted || w.Code != 200 || w.Body.String() != stream {
 		t.Errorf("= %d %q (aborted %v); want 200 and the stream unchanged", w.Code, w.Body.String(), aborted)
 	}
@@ -420,8 +421,8 @@ func TestStreamedCallSettlesUsage(t *testing.T) {
 		body   string
 		want   int64
 	}{
-		{"anthropic", rtsandbox.ModelAPIAnthropic, rtsandbox.RouteAnthropicMessages, streamBody, 11 + 7},
-		{"openai", rtsandbox.ModelAPIOpenAI, rtsandbox.RouteModel, `{"stream":true,"messages":[{"role":"user","content":"hello"}]}`, 11 + 7},
+		{"anthropic", rtsandbox.ModelAPIAnthropic, wire.RouteAnthropicMessages, streamBody, 11 + 7},
+		{"openai", rtsandbox.ModelAPIOpenAI, wire.RouteModel, `{"stream":true,"messages":[{"role":"user","content":"hello"}]}`, 11 + 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -487,7 +488,7 @@ func TestModelRouteStreamSetting(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, tt.reply, func(c *broker.Config) { c.Stream = tt.allow })
-			w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteModel, body))
+			w, aborted := serveCatching(f.turn, workerRequest(context.Background(), wire.RouteModel, body))
 			if aborted || w.Code != tt.wantStatus || w.Body.String() != tt.wantBody {
 				t.Errorf("= %d %q (aborted %v); want %d %q", w.Code, w.Body.String(), aborted, tt.wantStatus, tt.wantBody)
 			}
@@ -515,7 +516,7 @@ func TestStreamReflectionEscapedInEvent(t *testing.T) {
 		anthropicAPI(true)(c)
 		c.Client = upstream.New(tr)
 	})
-	w, aborted := serveCatching(f.turn, workerRequest(context.Background(), rtsandbox.RouteAnthropicMessages, streamBody))
+	w, aborted := serveCatching(f.turn, workerRequest(context.Background(), wire.RouteAnthropicMessages, streamBody))
 	if got := w.Body.String(); !aborted || w.Code != 200 || got != deltaEvent {
 		t.Fatalf("%d %q, aborted %v; want the clean event, then the connection cut", w.Code, got, aborted)
 	}

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // ErrRefused marks any answer whose status is not 200; StatusError says
@@ -135,13 +136,13 @@ func newRequest(r Request) (*http.Request, error) {
 	if method == http.MethodGet {
 		body = nil
 	}
-	req, err := http.NewRequest(method, "http://"+rtsandbox.BrokerHost+r.Route, body)
+	req, err := http.NewRequest(method, "http://"+wire.BrokerHost+r.Route, body)
 	if err != nil {
 		return nil, err
 	}
-	req.Host = rtsandbox.BrokerHost
+	req.Host = wire.BrokerHost
 	req.Header = http.Header{
-		"Authorization": {"Bearer " + rtsandbox.DummyKey},
+		"Authorization": {"Bearer " + wire.DummyKey},
 		"User-Agent":    {""},
 	}
 	if body != nil {

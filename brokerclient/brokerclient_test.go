@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"go.uber.org/goleak"
 )
 
@@ -49,7 +50,7 @@ func TestPostSendsOnlyAllowedHeaders(t *testing.T) {
 		te = strings.Join(r.TransferEncoding, ",")
 		io.WriteString(w, `{"ok":true}`)
 	})
-	body, err := (&brokerclient.Client{Socket: sock}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{"messages":[]}`))
+	body, err := (&brokerclient.Client{Socket: sock}).Post(context.Background(), wire.RouteModel, []byte(`{"messages":[]}`))
 	if err != nil || string(body) != `{"ok":true}` {
 		t.Fatalf("Post = %q, %v", body, err)
 	}
@@ -80,7 +81,7 @@ func TestPostRefusalsAndLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := (&brokerclient.Client{Socket: serve(t, tt.h)}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`))
+			_, err := (&brokerclient.Client{Socket: serve(t, tt.h)}).Post(context.Background(), wire.RouteModel, []byte(`{}`))
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Post = %v; want %v", err, tt.want)
 			}
@@ -98,14 +99,14 @@ func TestPostHonoursDeadline(t *testing.T) {
 	sock := serve(t, func(w http.ResponseWriter, r *http.Request) { <-release })
 	defer close(release)
 	start := time.Now()
-	_, err := (&brokerclient.Client{Socket: sock, Timeout: 100 * time.Millisecond}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`))
+	_, err := (&brokerclient.Client{Socket: sock, Timeout: 100 * time.Millisecond}).Post(context.Background(), wire.RouteModel, []byte(`{}`))
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Errorf("Post past deadline = %v after %v; want DeadlineExceeded promptly", err, time.Since(start))
 	}
 }
 
 func TestPostNoSocket(t *testing.T) {
-	if _, err := (&brokerclient.Client{Socket: filepath.Join(t.TempDir(), "none.sock")}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`)); err == nil {
+	if _, err := (&brokerclient.Client{Socket: filepath.Join(t.TempDir(), "none.sock")}).Post(context.Background(), wire.RouteModel, []byte(`{}`)); err == nil {
 		t.Error("Post to a missing socket = nil; want an error")
 	}
 }
@@ -133,7 +134,7 @@ func TestPostKeepsOnlyA400Body(t *testing.T) {
 				w.WriteHeader(tt.status)
 				io.WriteString(w, tt.body)
 			})
-			_, err := (&brokerclient.Client{Socket: sock}).Post(context.Background(), rtsandbox.RouteModel, []byte(`{}`))
+			_, err := (&brokerclient.Client{Socket: sock}).Post(context.Background(), wire.RouteModel, []byte(`{}`))
 			var se *brokerclient.StatusError
 			if !errors.As(err, &se) || se.Status != tt.status || string(se.Body) != tt.wantBody {
 				t.Fatalf("Post = %v; want StatusError %d with body %.40q", err, tt.status, tt.wantBody)

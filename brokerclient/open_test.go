@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Open sends the same headers as Post and hands back any status with its
@@ -25,7 +25,7 @@ func TestOpenReturnsAnyAnswer(t *testing.T) {
 		w.WriteHeader(529)
 		io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error"}}`)
 	})
-	resp, err := (&brokerclient.Client{Socket: sock}).Open(context.Background(), rtsandbox.RouteAnthropicMessages, []byte(`{}`))
+	resp, err := (&brokerclient.Client{Socket: sock}).Open(context.Background(), wire.RouteAnthropicMessages, []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestOpenIdleTimeout(t *testing.T) {
 		io.WriteString(w, "data: late\n\n")
 	})
 	c := &brokerclient.Client{Socket: sock, Timeout: 150 * time.Millisecond}
-	resp, err := c.Open(context.Background(), rtsandbox.RouteAnthropicMessages, []byte(`{}`))
+	resp, err := c.Open(context.Background(), wire.RouteAnthropicMessages, []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestOpenContextEndsBody(t *testing.T) {
 	})
 	defer close(release)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	resp, err := (&brokerclient.Client{Socket: sock}).Open(ctx, rtsandbox.RouteAnthropicMessages, []byte(`{}`))
+	resp, err := (&brokerclient.Client{Socket: sock}).Open(ctx, wire.RouteAnthropicMessages, []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsontree"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Engine is the built-in engine's name, as the worker and the answer's
@@ -85,7 +86,7 @@ type Options struct {
 	Client *upstream.Client
 	// Timeout and MaxRequestBytes are the compactor's settings of §2.11
 	// (broker.CheckCompactor checks them); 0 means
-	// rtsandbox.DefaultCompactorTimeout and DefaultCompactorRequest.
+	// wire.DefaultCompactorTimeout and DefaultCompactorRequest.
 	Timeout         time.Duration
 	MaxRequestBytes int64
 	// MaxSummaryTokens is the summary's max_tokens, 256..32768; 0 means
@@ -126,10 +127,10 @@ func New(opts Options) (*Summary, error) {
 		return nil, fmt.Errorf("%w: input bytes outside %d..%d", ErrOptions, MinMaxInputBytes, MaxMaxInputBytes)
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = rtsandbox.DefaultCompactorTimeout
+		opts.Timeout = wire.DefaultCompactorTimeout
 	}
 	if opts.MaxRequestBytes == 0 {
-		opts.MaxRequestBytes = rtsandbox.DefaultCompactorRequest
+		opts.MaxRequestBytes = wire.DefaultCompactorRequest
 	}
 	if opts.Client == nil {
 		opts.Client = upstream.New(nil)
@@ -148,7 +149,7 @@ func (s *Summary) MaxRequestBytes() int64 { return s.o.MaxRequestBytes }
 
 // Compact summarises req with one model call; channel is not sent
 // upstream. A request with nothing to summarise is declined.
-func (s *Summary) Compact(ctx context.Context, req rtsandbox.CompactRequest, _ rtsandbox.ChannelKey) (*rtsandbox.Compaction, error) {
+func (s *Summary) Compact(ctx context.Context, req wire.CompactRequest, _ rtsandbox.ChannelKey) (*wire.Compaction, error) {
 	input, n, err := transcript(jsontree.NewBudget(ctx, jsontree.NodesFor(0)), req, s.o.MaxInputBytes)
 	switch {
 	case errors.Is(err, errNoMessages):
@@ -165,7 +166,7 @@ func (s *Summary) Compact(ctx context.Context, req rtsandbox.CompactRequest, _ r
 	for _, m := range req.KeptMessages {
 		after += tokens(len(m))
 	}
-	return &rtsandbox.Compaction{
+	return &wire.Compaction{
 		Summary: summary, FirstKeptEntryID: req.FirstKeptEntryID, TokensBefore: req.TokensBefore,
 		EstimatedTokensAfter: &after, Details: map[string]any{"model": s.o.Model, "summarized": n},
 	}, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/compactor"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,9 +24,9 @@ const modelKey = "model-secret-key-1234"
 
 // request is a manual compact request in both message shapes the worker
 // may send: chat-completions messages and content blocks.
-func request() rtsandbox.CompactRequest {
-	return rtsandbox.CompactRequest{
-		Reason: rtsandbox.CompactManual, TokensBefore: 480000, FirstKeptEntryID: "e7",
+func request() wire.CompactRequest {
+	return wire.CompactRequest{
+		Reason: wire.CompactManual, TokensBefore: 480000, FirstKeptEntryID: "e7",
 		MessagesToSummarize: []json.RawMessage{
 			json.RawMessage(`{"role":"user","content":"[Ann (ann)] plan the garden"}`),
 			json.RawMessage(`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"memory_get","arguments":"{\"scope\":\"channel\"}"}}]}`),
@@ -72,7 +73,7 @@ func TestSummaryBothDialects(t *testing.T) {
 			}
 			summary := "## Goal\nA garden with three beds.\n\n<read-files>\nnotes.md\n</read-files>\n\n<modified-files>\nplan.md\n</modified-files>"
 			after := int64((len(summary)+3)/4 + (len(`{"role":"user","content":"and the roses?"}`)+3)/4)
-			want := &rtsandbox.Compaction{Summary: summary, FirstKeptEntryID: "e7", TokensBefore: 480000,
+			want := &wire.Compaction{Summary: summary, FirstKeptEntryID: "e7", TokensBefore: 480000,
 				EstimatedTokensAfter: &after, Details: map[string]any{"model": "summary-model", "summarized": 4}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Compact (-want +got):\n%s", diff)
@@ -248,7 +249,7 @@ func TestNewRefusals(t *testing.T) {
 		})
 	}
 	s, err := compactor.New(compactor.Options{URL: url, Model: "m", APIKey: key})
-	if err != nil || s.Engine() != "summary" || s.Timeout() != rtsandbox.DefaultCompactorTimeout || s.MaxRequestBytes() != rtsandbox.DefaultCompactorRequest {
+	if err != nil || s.Engine() != "summary" || s.Timeout() != wire.DefaultCompactorTimeout || s.MaxRequestBytes() != wire.DefaultCompactorRequest {
 		t.Errorf("defaults: %v %v", s, err)
 	}
 }

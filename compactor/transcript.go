@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Prompt is the summary model's system prompt.
@@ -34,7 +34,7 @@ const maxMessageBytes = 16 << 10
 // are read under b (a jsontree.Budget of the call, stopped with it)
 // through views, never decoded whole, so a message of a million blocks
 // costs a scan, not a million values; a stopped read is b's error.
-func transcript(b *jsontree.Budget, req rtsandbox.CompactRequest, maxBytes int) (text string, n int, err error) {
+func transcript(b *jsontree.Budget, req wire.CompactRequest, maxBytes int) (text string, n int, err error) {
 	text, n, err = transcriptOf(b, req, maxBytes)
 	if berr := b.Err(); berr != nil {
 		return "", 0, berr
@@ -42,7 +42,7 @@ func transcript(b *jsontree.Budget, req rtsandbox.CompactRequest, maxBytes int) 
 	return text, n, err
 }
 
-func transcriptOf(b *jsontree.Budget, req rtsandbox.CompactRequest, maxBytes int) (text string, n int, err error) {
+func transcriptOf(b *jsontree.Budget, req wire.CompactRequest, maxBytes int) (text string, n int, err error) {
 	prefix := req.TurnPrefixMessages
 	if !req.IsSplitTurn {
 		prefix = nil

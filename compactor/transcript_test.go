@@ -9,8 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // messageSeeds are the message shapes a worker may send: chat-completions
@@ -56,7 +56,7 @@ func FuzzTranscript(f *testing.F) {
 		if utf8.Valid(msg) && !utf8.ValidString(line) {
 			t.Fatalf("rendered message is not UTF-8: %q", line)
 		}
-		req := rtsandbox.CompactRequest{Reason: rtsandbox.CompactManual, FirstKeptEntryID: "e", MessagesToSummarize: []json.RawMessage{msg, msg}}
+		req := wire.CompactRequest{Reason: wire.CompactManual, FirstKeptEntryID: "e", MessagesToSummarize: []json.RawMessage{msg, msg}}
 		room = MinMaxInputBytes + int(uint(room)%uint(MaxMaxInputBytes-MinMaxInputBytes))
 		text, n, err := transcript(unbounded(), req, room)
 		if err != nil || n > 2 || len(text) > room+512 {
@@ -114,7 +114,7 @@ func TestTranscriptStopsWithTheCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	msg := json.RawMessage(`{"role":"user","content":"` + strings.Repeat("a", 1<<20) + `"}`)
-	req := rtsandbox.CompactRequest{Reason: rtsandbox.CompactManual, FirstKeptEntryID: "e", MessagesToSummarize: []json.RawMessage{msg}}
+	req := wire.CompactRequest{Reason: wire.CompactManual, FirstKeptEntryID: "e", MessagesToSummarize: []json.RawMessage{msg}}
 	if _, _, err := transcript(jsontree.NewBudget(ctx, jsontree.NodesFor(0)), req, MinMaxInputBytes); !errors.Is(err, jsontree.ErrStopped) {
 		t.Errorf("transcript after the call ended = %v; want ErrStopped", err)
 	}

@@ -157,11 +157,11 @@ type Model struct {
 	// Stream is model.stream: the worker may ask for streamed answers.
 	Stream bool
 	// ContextWindow is model.context_window, the model's context window
-	// in tokens (rtsandbox.MinContextWindow–MaxContextWindow), and
+	// in tokens (wire.MinContextWindow–MaxContextWindow), and
 	// ReserveTokens is model.reserve_tokens, the tokens a session worker
 	// keeps free below it (1 to half the window). The session worker
 	// compacts its conversation by them; 0 means the worker's defaults
-	// (rtsandbox.DefaultContextWindow and DefaultReserveTokens, at most a
+	// (wire.DefaultContextWindow and DefaultReserveTokens, at most a
 	// quarter of the window). Sealed turns do not read them.
 	ContextWindow int
 	ReserveTokens int

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // config walks the top-level mapping. allow_http is read first because the
@@ -118,13 +119,13 @@ func (p *parser) model(n *yaml.Node, path string) Model {
 }
 
 // window parses context_window and reserve_tokens with the ranges the
-// session worker accepts (rtsandbox.SessionWorkerConfig): a reserve of
+// session worker accepts (wire.SessionWorkerConfig): a reserve of
 // at most half the window, the default window's when none is given. A
 // reserve of 0 would be the worker's default, so the file says so by
 // leaving it out.
 func (p *parser) window(o object) (window, reserve int) {
-	window = p.integer(o, "context_window", 0, rtsandbox.MinContextWindow, rtsandbox.MaxContextWindow)
-	half := cmp.Or(window, rtsandbox.DefaultContextWindow) / 2
+	window = p.integer(o, "context_window", 0, wire.MinContextWindow, wire.MaxContextWindow)
+	half := cmp.Or(window, wire.DefaultContextWindow) / 2
 	reserve = p.integer(o, "reserve_tokens", 0, 1, math.MaxInt)
 	if reserve > half {
 		p.fail(o.get("reserve_tokens"), o.at("reserve_tokens"), "must be at most half of context_window (%d)", half)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/compactor"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Defaults and ranges of the session block (session spec §1.2, §2, §3.1,
@@ -261,9 +262,9 @@ func (p *parser) compactor(n *yaml.Node, path string, turn time.Duration, c *Con
 	if m, ok := p.text(o, "model", false, func(s string) string { return modelRefRule(s, c) }); ok {
 		k.Model = m
 	}
-	def := rtsandbox.DefaultCompactorTimeoutFor(turn)
-	k.Timeout = p.duration(o, "timeout", def, rtsandbox.MinCompactorTimeout, rtsandbox.MaxCompactorTimeout)
-	if !rtsandbox.CompactorTimeoutFits(k.Timeout, turn) {
+	def := wire.DefaultCompactorTimeoutFor(turn)
+	k.Timeout = p.duration(o, "timeout", def, wire.MinCompactorTimeout, wire.MaxCompactorTimeout)
+	if !wire.CompactorTimeoutFits(k.Timeout, turn) {
 		var at *yaml.Node
 		if at = o.get("timeout"); at == nil {
 			at = n
@@ -271,7 +272,7 @@ func (p *parser) compactor(n *yaml.Node, path string, turn time.Duration, c *Con
 		p.fail(at, o.at("timeout"), "must leave half the turn: at most %s, half of session.turn_timeout %s (the compactor's timeout is %s)",
 			secs(turn/2), secs(turn), secs(k.Timeout))
 	}
-	k.MaxRequestBytes = int64(p.bodyMB(o, "max_request_mb", rtsandbox.DefaultCompactorRequest>>20, rtsandbox.MaxCompactorRequest>>20, c.Host.MemoryLimitMB)) << 20
+	k.MaxRequestBytes = int64(p.bodyMB(o, "max_request_mb", wire.DefaultCompactorRequest>>20, wire.MaxCompactorRequest>>20, c.Host.MemoryLimitMB)) << 20
 	k.MaxSummaryTokens = p.integer(o, "max_summary_tokens", compactor.DefaultMaxSummaryTokens, compactor.MinMaxSummaryTokens, compactor.MaxMaxSummaryTokens)
 	k.MaxInputBytes = p.integer(o, "max_input_kb", compactor.DefaultMaxInputBytes>>10, compactor.MinMaxInputBytes>>10, compactor.MaxMaxInputBytes>>10) << 10
 	return k

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Error classes of this package and its drivers. Test them with errors.Is;
@@ -37,9 +38,9 @@ var (
 	// ErrWorkerFailed marks a worker that exited with a code other than 0,
 	// even when it printed a well-formed {"ok":false} reply.
 	ErrWorkerFailed = errors.New("sandbox worker failed")
-	// ErrInvalidReply marks stdout that rtsandbox.ParseReply refuses; it
+	// ErrInvalidReply marks stdout that wire.ParseReply refuses; it
 	// is the root's class, so errors.Is works with either name.
-	ErrInvalidReply = rtsandbox.ErrInvalidReply
+	ErrInvalidReply = wire.ErrInvalidReply
 	// ErrOutputLimit marks a worker whose stdout or stderr overflowed its
 	// limit; the container was killed.
 	ErrOutputLimit = errors.New("sandbox output exceeded its limit")

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The session container (session spec §3.1): one long-lived worker per
@@ -258,7 +259,7 @@ func (s SessionSpec) Env() []string {
 		"SANDBOX_PROFILE=" + s.Profile,
 		"TZ=" + s.TimeZone,
 		"HOME=/tmp/home",
-		"CLAUDE_CODE_OAUTH_TOKEN=" + rtsandbox.SessionDummyOAuthKey,
+		"CLAUDE_CODE_OAUTH_TOKEN=" + wire.SessionDummyOAuthKey,
 	}
 }
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/effort"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestHeuristic(t *testing.T) {
@@ -46,7 +46,7 @@ func TestHeuristic(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("level (-want +got):\n%s", diff)
 			}
-			if !rtsandbox.ValidThinking(got) {
+			if !wire.ValidThinking(got) {
 				t.Errorf("%q is not a thinking level", got)
 			}
 		})
@@ -70,7 +70,7 @@ func FuzzHeuristic(f *testing.F) {
 	f.Add("```\nfunc x() {\n}\n``` why?", "xhigh")
 	f.Fuzz(func(t *testing.T, text, previous string) {
 		got, err := effort.Heuristic{}.Judge(context.Background(), text, previous)
-		if err != nil || !rtsandbox.ValidThinking(got) {
+		if err != nil || !wire.ValidThinking(got) {
 			t.Fatalf("Judge = %q, %v", got, err)
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/sealed"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
@@ -174,7 +175,7 @@ func (m *callCount) add(r slog.Record) {
 		}
 		return true
 	})
-	if route == rtsandbox.RouteModel {
+	if route == wire.RouteModel {
 		m.mu.Lock()
 		m.n, m.d = m.n+1, m.d+d
 		m.mu.Unlock()

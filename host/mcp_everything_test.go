@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // An MCP server no one here wrote: the reference "everything" server from
@@ -169,10 +170,10 @@ func TestMCPThirdPartyServer(t *testing.T) {
 	turn := b.Turn(turnCtx, rtsandbox.Binding{Channel: "fake:guests", Speaker: rtsandbox.Speaker{ID: "g", Name: "Guest"}})
 	var bodies strings.Builder
 	post := func(body string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, rtsandbox.MCPRoute("docs"), strings.NewReader(body))
-		r.Host = rtsandbox.BrokerHost
+		r := httptest.NewRequest(http.MethodPost, wire.MCPRoute("docs"), strings.NewReader(body))
+		r.Host = wire.BrokerHost
 		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("Authorization", "Bearer "+rtsandbox.DummyKey)
+		r.Header.Set("Authorization", "Bearer "+wire.DummyKey)
 		w := httptest.NewRecorder()
 		turn.ServeHTTP(w, r)
 		bodies.Write(w.Body.Bytes())

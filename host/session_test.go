@@ -22,6 +22,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakeruntime"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/router"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // fakeSession records what the mux asks of the session runtime.
@@ -521,7 +522,7 @@ func TestSessionBrokers(t *testing.T) {
 	}
 	// Every session profile has the memory tools, as every sealed worker
 	// has them.
-	memory := []string{rtsandbox.MemorySet, rtsandbox.MemoryGet, rtsandbox.MemoryRemove}
+	memory := []string{wire.MemorySet, wire.MemoryGet, wire.MemoryRemove}
 	want := map[string]view{
 		"studio": {Model: "claude", Tools: append([]string{"clock", "web_fetch"}, memory...), MCP: []string{"docs"}},
 		"plain":  {Model: "m", Tools: append([]string{"lookup"}, memory...)},

@@ -21,6 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // SessionMode builds session mode for the host (Options.Sessions) and for
@@ -195,9 +196,9 @@ func sessionBroker(d SessionDeps, cfg *config.Config, f sessionBrokerFor, comp b
 // model, the operator's prompt, the zone, the tools and MCP servers its
 // broker declares, and its skills index with where the copy is mounted
 // (none when the profile has no skills).
-func workerConfig(d SessionDeps, cfg *config.Config, b *broker.Broker, bc broker.Config, profile string) rtsandbox.SessionWorkerConfig {
+func workerConfig(d SessionDeps, cfg *config.Config, b *broker.Broker, bc broker.Config, profile string) wire.SessionWorkerConfig {
 	tools, mcp := b.Declarations()
-	wc := rtsandbox.SessionWorkerConfig{
+	wc := wire.SessionWorkerConfig{
 		ModelAPI: bc.API, Model: bc.Model, Stream: bc.Stream,
 		Prompt: cfg.Sandbox.Prompt, TimeZone: d.TimeZone, Tools: tools, MCP: mcp,
 	}
@@ -207,7 +208,7 @@ func workerConfig(d SessionDeps, cfg *config.Config, b *broker.Broker, bc broker
 		}
 	}
 	if tree := d.Skills[profile]; tree != nil {
-		wc.SkillsDir, wc.Skills = rtsandbox.SessionSkillsDir, tree.Skills()
+		wc.SkillsDir, wc.Skills = wire.SessionSkillsDir, tree.Skills()
 	}
 	return wc
 }

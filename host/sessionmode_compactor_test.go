@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // compactorConfig is a session config whose compactor uses the models
@@ -60,7 +61,7 @@ func TestSessionCompactorFromConfig(t *testing.T) {
 	if comp.Engine() != "summary" || comp.Timeout().Seconds() != 30 || comp.MaxRequestBytes() != 2<<20 || reads != 0 {
 		t.Fatalf("compactor %s %v %d, %d credential reads before a call", comp.Engine(), comp.Timeout(), comp.MaxRequestBytes(), reads)
 	}
-	req := rtsandbox.CompactRequest{Reason: rtsandbox.CompactManual, FirstKeptEntryID: "e1",
+	req := wire.CompactRequest{Reason: wire.CompactManual, FirstKeptEntryID: "e1",
 		MessagesToSummarize: []json.RawMessage{json.RawMessage(`{"role":"user","content":"hi"}`)}}
 	for _, k := range []string{"first-key", "second-key"} {
 		key = k
@@ -125,7 +126,7 @@ func TestSessionBrokerNamesCompactor(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 	}}}
 	defer client.CloseIdleConnections()
-	res, err := client.Get("http://broker" + rtsandbox.RouteWorkerConfig)
+	res, err := client.Get("http://broker" + wire.RouteWorkerConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

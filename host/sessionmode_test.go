@@ -18,6 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // sessionConfigYAML sets every key of the session block away from its
@@ -104,7 +105,7 @@ func TestSessionWiringMemoryBlock(t *testing.T) {
 	}
 	defer m.Close()
 	b := rtsandbox.Binding{Channel: "discord:1", Speaker: rtsandbox.Speaker{ID: "1", Name: "Ada", PrincipalID: "discord:1"}}
-	c, err := rtsandbox.DecodeMemoryCall(rtsandbox.MemorySet, []byte(`{"scope":"speaker","key":"drink","text":"tea"}`))
+	c, err := wire.DecodeMemoryCall(wire.MemorySet, []byte(`{"scope":"speaker","key":"drink","text":"tea"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestSessionWiringMemoryBlock(t *testing.T) {
 		t.Fatal("no memory block function")
 	}
 	block, vis, err := opts.Memory(context.Background(), b)
-	if err != nil || !strings.Contains(block, `"text":"tea"`) || vis != rtsandbox.MemoryPrivate {
+	if err != nil || !strings.Contains(block, `"text":"tea"`) || vis != wire.MemoryPrivate {
 		t.Errorf("block = %q, %q, %v; want ada's entry, private", block, vis, err)
 	}
 	if sessionOptions(SessionDeps{Config: parseSessionConfig(t)}, "i").Memory != nil {
@@ -194,8 +195,8 @@ func TestSessionWiringSkills(t *testing.T) {
 		t.Errorf("profiles %+v; want studio's tree and none for plain", got)
 	}
 	wc := workerConfig(d, cfg, b, bc, "studio")
-	want := []rtsandbox.SessionSkill{{Name: "pdf", Description: "Read PDFs.", Tools: []string{"clock"}}}
-	if diff := cmp.Diff(want, wc.Skills); diff != "" || wc.SkillsDir != rtsandbox.SessionSkillsDir {
+	want := []wire.SessionSkill{{Name: "pdf", Description: "Read PDFs.", Tools: []string{"clock"}}}
+	if diff := cmp.Diff(want, wc.Skills); diff != "" || wc.SkillsDir != wire.SessionSkillsDir {
 		t.Errorf("worker config skills %q (-want +got):\n%s", wc.SkillsDir, diff)
 	}
 	if wc := workerConfig(d, cfg, b, bc, "plain"); wc.Skills != nil || wc.SkillsDir != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The benchmarks compare the database with the per-channel JSON files it
@@ -88,7 +89,7 @@ func benchStores(b *testing.B, st rtsandbox.ChannelState) (*Store, jsonFile) {
 func BenchmarkMemoryGet(b *testing.B) {
 	for _, size := range benchSizes {
 		s, j := benchStores(b, size.state)
-		c := rtsandbox.MemoryCall{Tool: rtsandbox.MemoryGet, Scope: rtsandbox.ScopeSpeaker}
+		c := wire.MemoryCall{Tool: wire.MemoryGet, Scope: wire.ScopeSpeaker}
 		b.Run(size.name+"/db", func(b *testing.B) {
 			for b.Loop() {
 				if _, err := s.Call(context.Background(), bind(chanA, alice), c); err != nil {
@@ -172,7 +173,7 @@ func BenchmarkSealedSave(b *testing.B) {
 // BenchmarkMemorySet: one memory_set in session mode (no file store did
 // this on the host before; for scale).
 func BenchmarkMemorySet(b *testing.B) {
-	c := rtsandbox.MemoryCall{Tool: rtsandbox.MemorySet, Scope: rtsandbox.ScopeSpeaker, Key: "key-0", HasKey: true, Text: "updated"}
+	c := wire.MemoryCall{Tool: wire.MemorySet, Scope: wire.ScopeSpeaker, Key: "key-0", HasKey: true, Text: "updated"}
 	benchDB(b, func(s *Store) error {
 		_, err := s.Call(context.Background(), bind(chanA, alice), c)
 		return err

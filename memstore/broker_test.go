@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // memorySession is a broker.Session with the memory tools of s, listening
@@ -46,7 +47,7 @@ func newMemorySession(t *testing.T, s *Store) *memorySession {
 		t.Fatal(err)
 	}
 	sess, err := broker.NewSession(broker.SessionConfig{Broker: b, WorkerImage: "sandbox:test",
-		Worker: rtsandbox.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIAnthropic, Model: "m", Stream: true}})
+		Worker: wire.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIAnthropic, Model: "m", Stream: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func (m *memorySession) post(route, body string) (int, string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+rtsandbox.SessionDummyOAuthKey)
+	req.Header.Set("Authorization", "Bearer "+wire.SessionDummyOAuthKey)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := m.client.Do(req)
 	if err != nil {
@@ -99,7 +100,7 @@ func (m *memorySession) post(route, body string) (int, string) {
 func (m *memorySession) bind(sp rtsandbox.Speaker) func() {
 	m.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	release, err := m.sess.Bind(ctx, rtsandbox.SessionBinding{Binding: bind(chanA, sp), Profile: "studio",
+	release, err := m.sess.Bind(ctx, wire.SessionBinding{Binding: bind(chanA, sp), Profile: "studio",
 		Thinking: "low", Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		m.t.Fatal(err)
@@ -115,7 +116,7 @@ func (m *memorySession) bind(sp rtsandbox.Speaker) func() {
 func TestSessionBrokerMemoryBoundToSpeaker(t *testing.T) {
 	s, _ := testStore(t, nil)
 	m := newMemorySession(t, s)
-	if status, body := m.post(rtsandbox.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`); status != 200 {
+	if status, body := m.post(wire.RouteWorkerReady, `{"capabilities":{"privateTo":true,"readerRecords":true}}`); status != 200 {
 		t.Fatalf("ready = %d %s", status, body)
 	}
 	release := m.bind(alice)
@@ -150,7 +151,7 @@ func TestSessionBrokerMemoryBoundToSpeaker(t *testing.T) {
 			t.Errorf("bob memory_get %s = %d %s; want %d %s", st.body, status, body, st.status, st.answer)
 		}
 	}
-	if got, vis, err := s.Block(context.Background(), bind(chanA, alice)); err != nil || !strings.Contains(got, "Tea") || vis != rtsandbox.MemoryPrivate {
+	if got, vis, err := s.Block(context.Background(), bind(chanA, alice)); err != nil || !strings.Contains(got, "Tea") || vis != wire.MemoryPrivate {
 		t.Errorf("alice's block = %q, %q, %v", got, vis, err)
 	}
 }
@@ -162,7 +163,7 @@ func TestSessionBrokerMemoryPrivacyGate(t *testing.T) {
 	s, _ := testStore(t, nil)
 	mustCall(t, s, bind(chanA, alice), "memory_set", `{"scope":"speaker","key":"drink","text":"Tea"}`)
 	m := newMemorySession(t, s)
-	if status, _ := m.post(rtsandbox.RouteWorkerReady, `{}`); status != 200 {
+	if status, _ := m.post(wire.RouteWorkerReady, `{}`); status != 200 {
 		t.Fatal("ready refused")
 	}
 	defer m.bind(alice)()

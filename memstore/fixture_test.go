@@ -10,6 +10,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Speakers as the router admits them: the principal is <channel kind>:<id>.
@@ -53,7 +54,7 @@ func testStore(t *testing.T, edit func(o *Options)) (*Store, *logBuf) {
 
 // call runs one memory tool call with the input as JSON text.
 func call(s *Store, b rtsandbox.Binding, tool, input string) (string, error) {
-	c, err := rtsandbox.DecodeMemoryCall(tool, json.RawMessage(input))
+	c, err := wire.DecodeMemoryCall(tool, json.RawMessage(input))
 	if err != nil {
 		return "", err
 	}
@@ -104,9 +105,9 @@ func messages(n int, content string) []rtsandbox.HistoryEntry {
 	return out
 }
 
-func mustParse(t *testing.T, tool, input string) rtsandbox.MemoryCall {
+func mustParse(t *testing.T, tool, input string) wire.MemoryCall {
 	t.Helper()
-	c, err := rtsandbox.DecodeMemoryCall(tool, json.RawMessage(input))
+	c, err := wire.DecodeMemoryCall(tool, json.RawMessage(input))
 	if err != nil {
 		t.Fatal(err)
 	}

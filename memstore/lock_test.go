@@ -10,6 +10,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/sqlitelock"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Issue 22: an operator's sqlite3 shell holding a write transaction on
@@ -50,7 +51,7 @@ func TestLockedMemoryDatabaseStopsNoChannel(t *testing.T) {
 			return err
 		})
 		do("save", func() error {
-			return s.Save(context.Background(), b, rtsandbox.ChannelState{Memory: []rtsandbox.MemoryEntry{{Scope: rtsandbox.ScopeChannel, Key: "drink", Text: "tea"}}, History: messages(2, "hi")})
+			return s.Save(context.Background(), b, rtsandbox.ChannelState{Memory: []rtsandbox.MemoryEntry{{Scope: wire.ScopeChannel, Key: "drink", Text: "tea"}}, History: messages(2, "hi")})
 		})
 		do("load", func() error {
 			st, err := s.Load(context.Background(), ch)

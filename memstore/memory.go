@@ -8,6 +8,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Call runs one memory tool call for b's speaker, with the sealed
@@ -17,22 +18,22 @@ import (
 // "Forgotten." (also when nothing matched). The speaker is b's, never one
 // the input names: speaker scope is "speaker:<b.Speaker.ID>" owned by
 // b.Speaker.PrincipalID. A change that would break the channel's limits
-// is rtsandbox.ErrMemoryCapacity and leaves the store as it was.
+// is wire.ErrMemoryCapacity and leaves the store as it was.
 // Errors: ErrSpeaker (speaker scope without an id and principal),
 // ErrOwner, ErrCorrupt, database errors.
-func (s *Store) Call(ctx context.Context, b rtsandbox.Binding, c rtsandbox.MemoryCall) (string, error) {
+func (s *Store) Call(ctx context.Context, b rtsandbox.Binding, c wire.MemoryCall) (string, error) {
 	scope := c.StoredScope(b.Speaker.ID)
-	if c.Scope == rtsandbox.ScopeSpeaker && (b.Speaker.ID == "" || b.Speaker.PrincipalID == "") {
+	if c.Scope == wire.ScopeSpeaker && (b.Speaker.ID == "" || b.Speaker.PrincipalID == "") {
 		return "", ErrSpeaker
 	}
-	if c.Tool == rtsandbox.MemoryGet {
+	if c.Tool == wire.MemoryGet {
 		return s.get(ctx, b, c, scope)
 	}
 	return s.change(ctx, b, c, scope)
 }
 
-func (s *Store) get(ctx context.Context, b rtsandbox.Binding, c rtsandbox.MemoryCall, scope string) (string, error) {
-	var items []rtsandbox.MemoryItem
+func (s *Store) get(ctx context.Context, b rtsandbox.Binding, c wire.MemoryCall, scope string) (string, error) {
+	var items []wire.MemoryItem
 	err := s.view(ctx, c.Tool, func(tx *sql.Tx) error {
 		rows, err := scopeRows(ctx, tx, b, scope)
 		items = c.Select(entriesOf(rows), scope)
@@ -48,10 +49,10 @@ func (s *Store) get(ctx context.Context, b rtsandbox.Binding, c rtsandbox.Memory
 // change runs a memory_set or memory_remove in one transaction: the
 // channel's memory is read and checked, the speaker's namespace must be
 // unowned or the speaker's (its unclaimed entries become the speaker's),
-// the call is applied (rtsandbox.MemoryCall.Apply, the worker's own rule)
+// the call is applied (wire.MemoryCall.Apply, the worker's own rule)
 // and the result must keep the channel's limits before the one changed row
 // is written.
-func (s *Store) change(ctx context.Context, b rtsandbox.Binding, c rtsandbox.MemoryCall, scope string) (string, error) {
+func (s *Store) change(ctx context.Context, b rtsandbox.Binding, c wire.MemoryCall, scope string) (string, error) {
 	var result string
 	err := s.tx(ctx, c.Tool, func(tx *sql.Tx) error {
 		stored, err := storedRows(ctx, tx, b.Channel)
@@ -59,7 +60,7 @@ func (s *Store) change(ctx context.Context, b rtsandbox.Binding, c rtsandbox.Mem
 			return err
 		}
 		principal := ""
-		if c.Scope == rtsandbox.ScopeSpeaker {
+		if c.Scope == wire.ScopeSpeaker {
 			principal = b.Speaker.PrincipalID
 			if err := claim(ctx, tx, b.Channel, stored, scope, principal); err != nil {
 				return err
@@ -67,11 +68,11 @@ func (s *Store) change(ctx context.Context, b rtsandbox.Binding, c rtsandbox.Mem
 		}
 		next, res := c.Apply(entriesOf(stored), scope)
 		if len(next) > rtsandbox.MaxMemoryEntries || memorySize(next) > rtsandbox.MaxMemoryBytes {
-			return rtsandbox.ErrMemoryCapacity
+			return wire.ErrMemoryCapacity
 		}
 		// The stored entries were checked as they were read; a set adds
 		// one more, last (a speaker id over 256 units, say).
-		if c.Tool == rtsandbox.MemorySet {
+		if c.Tool == wire.MemorySet {
 			if err := checkMemory(next[len(next)-1:]); err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
@@ -87,12 +88,12 @@ func (s *Store) change(ctx context.Context, b rtsandbox.Binding, c rtsandbox.Mem
 
 // writeEntry drops the (scope, key) entry and, for a set, appends the new
 // one after every entry of the channel.
-func writeEntry(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, c rtsandbox.MemoryCall, scope, principal string) error {
+func writeEntry(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, c wire.MemoryCall, scope, principal string) error {
 	id := ChannelID(channel)
 	if _, err := tx.ExecContext(ctx, `DELETE FROM memory WHERE channel = ? AND scope = ? AND key = ?`, id, scope, c.Key); err != nil {
 		return err
 	}
-	if c.Tool != rtsandbox.MemorySet {
+	if c.Tool != wire.MemorySet {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO memory (channel, scope, key, text, principal, seq)
@@ -107,7 +108,7 @@ func writeEntry(ctx context.Context, tx *sql.Tx, channel rtsandbox.ChannelKey, c
 func scopeRows(ctx context.Context, tx *sql.Tx, b rtsandbox.Binding, scope string) ([]row, error) {
 	rows, err := queryRows(ctx, tx, b.Channel, `SELECT scope, key, text, principal FROM memory
 		WHERE channel = ? AND scope = ? ORDER BY seq LIMIT ?`, ChannelID(b.Channel), scope, rtsandbox.MaxMemoryEntries+1)
-	if err != nil || scope == rtsandbox.ScopeChannel {
+	if err != nil || scope == wire.ScopeChannel {
 		return rows, err
 	}
 	return rows, checkOwner(b.Channel, rows, scope, b.Speaker.PrincipalID)

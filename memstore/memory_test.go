@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // step is one memory call and what it must answer.
@@ -87,14 +88,14 @@ func TestCallSemantics(t *testing.T) {
 		}},
 		{"refusals-keep-state", []step{
 			{a, "memory_set", `{"scope":"channel","key":"k","text":"t"}`, "Saved.", nil},
-			{a, "memory_set", `{"scope":"owner","key":"x","text":"x"}`, "", rtsandbox.ErrMemoryScope},
-			{a, "memory_set", `{"scope":"speaker:bob","key":"x","text":"x"}`, "", rtsandbox.ErrMemoryScope},
-			{a, "memory_set", `{"scope":"channel","key":"x","text":"` + strings.Repeat("x", 2049) + `"}`, "", rtsandbox.ErrMemoryText},
-			{a, "memory_set", `{"scope":"channel","key":"x","text":"` + strings.Repeat("😀", 1025) + `"}`, "", rtsandbox.ErrMemoryText},
-			{a, "memory_set", `{"scope":"channel","key":"` + strings.Repeat("k", 129) + `","text":"t"}`, "", rtsandbox.ErrMemoryKey},
-			{a, "memory_set", `{"scope":"channel","key":"` + strings.Repeat("😀", 65) + `","text":"t"}`, "", rtsandbox.ErrMemoryKey},
-			{a, "memory_remove", `{"scope":"channel"}`, "", rtsandbox.ErrMemoryNoKey},
-			{a, "bash", `{"scope":"channel","key":"k"}`, "", rtsandbox.ErrMemoryTool},
+			{a, "memory_set", `{"scope":"owner","key":"x","text":"x"}`, "", wire.ErrMemoryScope},
+			{a, "memory_set", `{"scope":"speaker:bob","key":"x","text":"x"}`, "", wire.ErrMemoryScope},
+			{a, "memory_set", `{"scope":"channel","key":"x","text":"` + strings.Repeat("x", 2049) + `"}`, "", wire.ErrMemoryText},
+			{a, "memory_set", `{"scope":"channel","key":"x","text":"` + strings.Repeat("😀", 1025) + `"}`, "", wire.ErrMemoryText},
+			{a, "memory_set", `{"scope":"channel","key":"` + strings.Repeat("k", 129) + `","text":"t"}`, "", wire.ErrMemoryKey},
+			{a, "memory_set", `{"scope":"channel","key":"` + strings.Repeat("😀", 65) + `","text":"t"}`, "", wire.ErrMemoryKey},
+			{a, "memory_remove", `{"scope":"channel"}`, "", wire.ErrMemoryNoKey},
+			{a, "bash", `{"scope":"channel","key":"k"}`, "", wire.ErrMemoryTool},
 			{a, "memory_get", `{"scope":"channel"}`, `[{"key":"k","text":"t"}]`, nil},
 		}},
 		{"speaker-needs-principal", []step{
@@ -127,10 +128,10 @@ func TestCallCapacity(t *testing.T) {
 		s, _ := testStore(t, nil)
 		fill(t, s, 100, "t", 156)
 		before := load(t, s, chanA)
-		if _, err := call(s, bind(chanA, alice), "memory_set", `{"scope":"speaker","key":"new","text":"t"}`); !errors.Is(err, rtsandbox.ErrMemoryCapacity) {
+		if _, err := call(s, bind(chanA, alice), "memory_set", `{"scope":"speaker","key":"new","text":"t"}`); !errors.Is(err, wire.ErrMemoryCapacity) {
 			t.Fatalf("257th set = %v; want ErrMemoryCapacity", err)
 		}
-		if _, err := call(s, bind(chanA, bob), "memory_set", `{"scope":"channel","key":"new","text":"t"}`); !errors.Is(err, rtsandbox.ErrMemoryCapacity) {
+		if _, err := call(s, bind(chanA, bob), "memory_set", `{"scope":"channel","key":"new","text":"t"}`); !errors.Is(err, wire.ErrMemoryCapacity) {
 			t.Fatalf("257th set by bob = %v; want ErrMemoryCapacity", err)
 		}
 		if diff := cmp.Diff(before, load(t, s, chanA)); diff != "" {
@@ -156,7 +157,7 @@ func TestCallCapacity(t *testing.T) {
 			_, err = call(s, as, "memory_set", fmt.Sprintf(`{"scope":"speaker","key":"k%d","text":%q}`, n, strings.Repeat("\u4e01", 2048)))
 		}
 		mem := load(t, s, chanA).Memory
-		if !errors.Is(err, rtsandbox.ErrMemoryCapacity) || n > 90 || len(mem) != n-1 {
+		if !errors.Is(err, wire.ErrMemoryCapacity) || n > 90 || len(mem) != n-1 {
 			t.Errorf("set %d entries, %d kept, last error %v; want the capacity error near 85", n, len(mem), err)
 		}
 		if size := jsonjs.Size(mem); size > rtsandbox.MaxMemoryBytes {

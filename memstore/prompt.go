@@ -7,6 +7,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Labels of the prompt memory block. The entries follow each label as one
@@ -44,7 +45,7 @@ func (s *Store) Block(ctx context.Context, b rtsandbox.Binding) (string, string,
 				return err
 			}
 		}
-		notes, err = scopeRows(ctx, tx, b, rtsandbox.ScopeChannel)
+		notes, err = scopeRows(ctx, tx, b, wire.ScopeChannel)
 		return err
 	})
 	if err != nil {
@@ -55,22 +56,22 @@ func (s *Store) Block(ctx context.Context, b rtsandbox.Binding) (string, string,
 	case text == "":
 		return "", "", nil
 	case shown > 0:
-		return text, rtsandbox.MemoryPrivate, nil
+		return text, wire.MemoryPrivate, nil
 	}
-	return text, rtsandbox.MemoryShared, nil
+	return text, wire.MemoryShared, nil
 }
 
-func items(rows []row) []rtsandbox.MemoryItem {
-	out := make([]rtsandbox.MemoryItem, len(rows))
+func items(rows []row) []wire.MemoryItem {
+	out := make([]wire.MemoryItem, len(rows))
 	for i, r := range rows {
-		out[i] = rtsandbox.MemoryItem{Key: r.Key, Text: r.Text}
+		out[i] = wire.MemoryItem{Key: r.Key, Text: r.Text}
 	}
 	return out
 }
 
 // block lays out the two lists within limit UTF-16 units and reports how
 // many of the speaker's entries it shows.
-func block(mine, notes []rtsandbox.MemoryItem, limit int) (string, int) {
+func block(mine, notes []wire.MemoryItem, limit int) (string, int) {
 	// The labels, the notes and the newline are ASCII: bytes are units.
 	room := limit - len(speakerLabel) - len(channelLabel) - 2*noteRoom - 1
 	mineLine, shown, used := line(speakerLabel, mine, max(room/2, room-listUnits(notes)))
@@ -87,7 +88,7 @@ func block(mine, notes []rtsandbox.MemoryItem, limit int) (string, int) {
 // line is label and the newest entries of list whose JSON fits room
 // units, with a note of how many it left out ("" for an empty list), the
 // number of entries it shows and the units of its JSON.
-func line(label string, list []rtsandbox.MemoryItem, room int) (string, int, int) {
+func line(label string, list []wire.MemoryItem, room int) (string, int, int) {
 	if len(list) == 0 {
 		return "", 0, 0
 	}
@@ -111,7 +112,7 @@ func line(label string, list []rtsandbox.MemoryItem, room int) (string, int, int
 }
 
 // listUnits is the UTF-16 length of list's JSON.
-func listUnits(list []rtsandbox.MemoryItem) int {
+func listUnits(list []wire.MemoryItem) int {
 	n := 2 + max(len(list)-1, 0)
 	for _, it := range list {
 		n += itemUnits(it)
@@ -119,7 +120,7 @@ func listUnits(list []rtsandbox.MemoryItem) int {
 	return n
 }
 
-func itemUnits(it rtsandbox.MemoryItem) int {
+func itemUnits(it wire.MemoryItem) int {
 	data, _ := jsonjs.Marshal(it)
 	return rtsandbox.UTF16Len(string(data))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The sealed runtime's channel state (sealed.StateStore): the turn JSON
@@ -96,7 +97,7 @@ func merge(stored []row, reply []rtsandbox.MemoryEntry, own, principal string) [
 	foreign := map[[2]string]row{}
 	var order [][2]string
 	for _, r := range stored {
-		if r.Scope != rtsandbox.ScopeChannel && r.Scope != own {
+		if r.Scope != wire.ScopeChannel && r.Scope != own {
 			k := [2]string{r.Scope, r.Key}
 			foreign[k] = r
 			order = append(order, k)
@@ -106,7 +107,7 @@ func merge(stored []row, reply []rtsandbox.MemoryEntry, own, principal string) [
 	for _, e := range reply {
 		k := [2]string{e.Scope, e.Key}
 		switch r, kept := foreign[k]; {
-		case e.Scope == rtsandbox.ScopeChannel:
+		case e.Scope == wire.ScopeChannel:
 			out = append(out, row{MemoryEntry: e})
 		case e.Scope == own:
 			out = append(out, row{MemoryEntry: e, principal: principal})
@@ -124,7 +125,7 @@ func merge(stored []row, reply []rtsandbox.MemoryEntry, own, principal string) [
 }
 
 // speakerScope is the stored scope of a speaker's entries.
-func speakerScope(speakerID string) string { return rtsandbox.ScopeSpeaker + ":" + speakerID }
+func speakerScope(speakerID string) string { return wire.ScopeSpeaker + ":" + speakerID }
 
 // channelEntries reads the channel's memory in stored order and checks it.
 func channelEntries(ctx context.Context, q querier, channel rtsandbox.ChannelKey) ([]rtsandbox.MemoryEntry, error) {
@@ -271,9 +272,9 @@ func checkMemory(mem []rtsandbox.MemoryEntry) error {
 	}
 	seen := make(map[[2]string]bool, len(mem))
 	for i, e := range mem {
-		id, speaker := strings.CutPrefix(e.Scope, rtsandbox.ScopeSpeaker+":")
+		id, speaker := strings.CutPrefix(e.Scope, wire.ScopeSpeaker+":")
 		switch {
-		case e.Scope != rtsandbox.ScopeChannel && !speaker, speaker && rtsandbox.UTF16Len(id) > rtsandbox.MaxSpeakerField:
+		case e.Scope != wire.ScopeChannel && !speaker, speaker && rtsandbox.UTF16Len(id) > rtsandbox.MaxSpeakerField:
 			return fmt.Errorf("memory entry %d: scope must be channel or speaker:<id>", i)
 		case rtsandbox.UTF16Len(e.Key) < 1 || rtsandbox.UTF16Len(e.Key) > rtsandbox.MaxMemoryKey:
 			return fmt.Errorf("memory entry %d: key must be 1..%d characters", i, rtsandbox.MaxMemoryKey)

@@ -8,10 +8,11 @@ import (
 	"log/slog"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Fixed texts the model gets for a memory tool call that failed for a
-// reason other than its input (a rtsandbox.MemoryRefusal has its own).
+// reason other than its input (a wire.MemoryRefusal has its own).
 const (
 	unavailableText = "Memory is unavailable right now."
 	ownerText       = "Memory is unavailable for this speaker."
@@ -39,7 +40,7 @@ func (s *Store) Tools(log *slog.Logger) []*Tool {
 		log = slog.New(slog.DiscardHandler)
 	}
 	var out []*Tool
-	for _, spec := range rtsandbox.MemoryToolSpecs() {
+	for _, spec := range wire.MemoryToolSpecs() {
 		out = append(out, &Tool{spec: spec, store: s, log: log})
 	}
 	return out
@@ -55,23 +56,23 @@ func (t *Tool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (string,
 }
 
 // RunSession runs the call for b's speaker (Store.Call). An input the
-// rules refuse gets its rtsandbox.MemoryRefusal text; any other failure a
+// rules refuse gets its wire.MemoryRefusal text; any other failure a
 // fixed text, with the details in the operator log. Every answer to a
 // call in speaker scope, whatever it says, carries privateTo = the
 // speaker's id, the worker's reader (session spec §5.4): only that speaker
 // may see it. Channel-scope answers and refusals of the input, which hold
 // nothing of anyone's memory, are public.
-func (t *Tool) RunSession(ctx context.Context, input json.RawMessage, b rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error) {
-	c, err := rtsandbox.DecodeMemoryCall(t.spec.Name, input)
+func (t *Tool) RunSession(ctx context.Context, input json.RawMessage, b wire.SessionBinding) (wire.SessionToolResponse, error) {
+	c, err := wire.DecodeMemoryCall(t.spec.Name, input)
 	if err != nil {
-		return rtsandbox.SessionToolResponse{Error: refusalText(err)}, nil
+		return wire.SessionToolResponse{Error: refusalText(err)}, nil
 	}
-	resp := rtsandbox.SessionToolResponse{OK: true}
+	resp := wire.SessionToolResponse{OK: true}
 	resp.Text, err = t.store.Call(ctx, b.Binding, c)
 	if err != nil {
-		resp = rtsandbox.SessionToolResponse{Error: t.failure(b, err)}
+		resp = wire.SessionToolResponse{Error: t.failure(b, err)}
 	}
-	if c.Scope == rtsandbox.ScopeSpeaker {
+	if c.Scope == wire.ScopeSpeaker {
 		resp.PrivateTo = b.Speaker.ID
 	}
 	return resp, nil
@@ -79,8 +80,8 @@ func (t *Tool) RunSession(ctx context.Context, input json.RawMessage, b rtsandbo
 
 // failure is the model's text for err; what is not a refusal by a rule
 // goes to the operator log.
-func (t *Tool) failure(b rtsandbox.SessionBinding, err error) string {
-	var r rtsandbox.MemoryRefusal
+func (t *Tool) failure(b wire.SessionBinding, err error) string {
+	var r wire.MemoryRefusal
 	if errors.As(err, &r) {
 		return r.Text()
 	}
@@ -92,9 +93,9 @@ func (t *Tool) failure(b rtsandbox.SessionBinding, err error) string {
 }
 
 func refusalText(err error) string {
-	var r rtsandbox.MemoryRefusal
+	var r wire.MemoryRefusal
 	if errors.As(err, &r) {
 		return r.Text()
 	}
-	return rtsandbox.ErrMemoryScope.Text()
+	return wire.ErrMemoryScope.Text()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // tools returns s's tools by name.
@@ -20,11 +21,11 @@ func tools(s *Store, log *logBuf) map[string]*Tool {
 	return out
 }
 
-func session(b rtsandbox.Binding) rtsandbox.SessionBinding {
-	return rtsandbox.SessionBinding{Binding: b, Profile: "studio", Thinking: "low"}
+func session(b rtsandbox.Binding) wire.SessionBinding {
+	return wire.SessionBinding{Binding: b, Profile: "studio", Thinking: "low"}
 }
 
-func runTool(t *testing.T, tl map[string]*Tool, b rtsandbox.Binding, name, input string) rtsandbox.SessionToolResponse {
+func runTool(t *testing.T, tl map[string]*Tool, b rtsandbox.Binding, name, input string) wire.SessionToolResponse {
 	t.Helper()
 	resp, err := tl[name].RunSession(context.Background(), json.RawMessage(input), session(b))
 	if err != nil {
@@ -41,7 +42,7 @@ func TestToolSpecsAreTheSealedOnes(t *testing.T) {
 	for _, tl := range s.Tools(nil) {
 		got = append(got, tl.Spec())
 	}
-	if diff := cmp.Diff(rtsandbox.MemoryToolSpecs(), got); diff != "" {
+	if diff := cmp.Diff(wire.MemoryToolSpecs(), got); diff != "" {
 		t.Errorf("specs (-want +got):\n%s", diff)
 	}
 }
@@ -87,19 +88,19 @@ func TestToolPrivateTo(t *testing.T) {
 	a := bind(chanA, alice)
 	tests := []struct {
 		name, tool, input string
-		want              rtsandbox.SessionToolResponse
+		want              wire.SessionToolResponse
 	}{
-		{"speaker-set", "memory_set", `{"scope":"speaker","key":"k","text":"t"}`, rtsandbox.SessionToolResponse{OK: true, Text: "Saved.", PrivateTo: "alice"}},
-		{"speaker-get", "memory_get", `{"scope":"speaker"}`, rtsandbox.SessionToolResponse{OK: true, Text: `[{"key":"k","text":"t"}]`, PrivateTo: "alice"}},
-		{"speaker-get-empty", "memory_get", `{"scope":"speaker","key":"none"}`, rtsandbox.SessionToolResponse{OK: true, Text: `[]`, PrivateTo: "alice"}},
-		{"speaker-remove", "memory_remove", `{"scope":"speaker","key":"k"}`, rtsandbox.SessionToolResponse{OK: true, Text: "Forgotten.", PrivateTo: "alice"}},
-		{"speaker-text-refused", "memory_set", `{"scope":"speaker","key":"k","text":"  "}`, rtsandbox.SessionToolResponse{Error: "text must be 1..2048 characters"}},
-		{"channel-set", "memory_set", `{"scope":"channel","key":"k","text":"t"}`, rtsandbox.SessionToolResponse{OK: true, Text: "Saved."}},
-		{"channel-get", "memory_get", `{"scope":"channel"}`, rtsandbox.SessionToolResponse{OK: true, Text: `[{"key":"k","text":"t"}]`}},
-		{"channel-remove", "memory_remove", `{"scope":"channel","key":"k"}`, rtsandbox.SessionToolResponse{OK: true, Text: "Forgotten."}},
-		{"scope-refused", "memory_get", `{"scope":"owner"}`, rtsandbox.SessionToolResponse{Error: "scope must be speaker or channel"}},
-		{"not-an-object", "memory_get", `["speaker"]`, rtsandbox.SessionToolResponse{Error: "scope must be speaker or channel"}},
-		{"key-refused", "memory_remove", `{"scope":"channel"}`, rtsandbox.SessionToolResponse{Error: "key is required"}},
+		{"speaker-set", "memory_set", `{"scope":"speaker","key":"k","text":"t"}`, wire.SessionToolResponse{OK: true, Text: "Saved.", PrivateTo: "alice"}},
+		{"speaker-get", "memory_get", `{"scope":"speaker"}`, wire.SessionToolResponse{OK: true, Text: `[{"key":"k","text":"t"}]`, PrivateTo: "alice"}},
+		{"speaker-get-empty", "memory_get", `{"scope":"speaker","key":"none"}`, wire.SessionToolResponse{OK: true, Text: `[]`, PrivateTo: "alice"}},
+		{"speaker-remove", "memory_remove", `{"scope":"speaker","key":"k"}`, wire.SessionToolResponse{OK: true, Text: "Forgotten.", PrivateTo: "alice"}},
+		{"speaker-text-refused", "memory_set", `{"scope":"speaker","key":"k","text":"  "}`, wire.SessionToolResponse{Error: "text must be 1..2048 characters"}},
+		{"channel-set", "memory_set", `{"scope":"channel","key":"k","text":"t"}`, wire.SessionToolResponse{OK: true, Text: "Saved."}},
+		{"channel-get", "memory_get", `{"scope":"channel"}`, wire.SessionToolResponse{OK: true, Text: `[{"key":"k","text":"t"}]`}},
+		{"channel-remove", "memory_remove", `{"scope":"channel","key":"k"}`, wire.SessionToolResponse{OK: true, Text: "Forgotten."}},
+		{"scope-refused", "memory_get", `{"scope":"owner"}`, wire.SessionToolResponse{Error: "scope must be speaker or channel"}},
+		{"not-an-object", "memory_get", `["speaker"]`, wire.SessionToolResponse{Error: "scope must be speaker or channel"}},
+		{"key-refused", "memory_remove", `{"scope":"channel"}`, wire.SessionToolResponse{Error: "key is required"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,12 +119,12 @@ func TestToolFailuresAreFixedTexts(t *testing.T) {
 	tl := tools(s, log)
 	runTool(t, tl, bind(chanA, alice), "memory_set", `{"scope":"speaker","key":"k","text":"t"}`)
 	other := bind(chanA, rtsandbox.Speaker{ID: "alice", PrincipalID: "http:alice"})
-	if got := runTool(t, tl, other, "memory_get", `{"scope":"speaker"}`); got != (rtsandbox.SessionToolResponse{Error: ownerText, PrivateTo: "alice"}) {
+	if got := runTool(t, tl, other, "memory_get", `{"scope":"speaker"}`); got != (wire.SessionToolResponse{Error: ownerText, PrivateTo: "alice"}) {
 		t.Errorf("owner conflict: %+v", got)
 	}
 	plant(t, s, chanA, "channel", strings.Repeat("k", 200), "t", "", 9)
 	got := runTool(t, tl, bind(chanA, alice), "memory_set", `{"scope":"channel","key":"k","text":"t"}`)
-	if got != (rtsandbox.SessionToolResponse{Error: unavailableText}) {
+	if got != (wire.SessionToolResponse{Error: unavailableText}) {
 		t.Errorf("corrupt store: %+v", got)
 	}
 	if l := log.String(); !strings.Contains(l, "memory tool failed") || !strings.Contains(l, "corrupt memory database") || strings.Contains(l, strings.Repeat("k", 200)) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsontree"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Limits of the /model rule (§2.4).
@@ -44,14 +45,14 @@ type Message struct {
 
 // ToolCall is one rebuilt assistant tool call; Type is always "function".
 // The wire shape is the protocol's (root package), shared with the worker.
-type ToolCall = rtsandbox.ToolCall
+type ToolCall = wire.ToolCall
 
 // FunctionCall names the called function and carries its arguments as the
 // model wrote them (a string, not parsed).
-type FunctionCall = rtsandbox.FunctionCall
+type FunctionCall = wire.FunctionCall
 
 // Tool is one rebuilt tool declaration; Type is always "function".
-type Tool = rtsandbox.ChatTool
+type Tool = wire.ChatTool
 
 // Function declares a callable function. In a rebuilt Tool, Parameters is
 // the guest's schema as received, compacted but otherwise byte for byte,
@@ -222,7 +223,7 @@ func normalizeToolCall(b *jsontree.Budget, raw json.RawMessage) (ToolCall, error
 	if !fields(b, raw, toolCallFields, obj[:]) {
 		return ToolCall{}, errors.New("not an object")
 	}
-	if typ, _ := asString(b, obj[0]); typ != rtsandbox.FunctionType {
+	if typ, _ := asString(b, obj[0]); typ != wire.FunctionType {
 		return ToolCall{}, errors.New("type is not function")
 	}
 	id, ok := asString(b, obj[1])
@@ -240,7 +241,7 @@ func normalizeToolCall(b *jsontree.Budget, raw json.RawMessage) (ToolCall, error
 	if !ok {
 		return ToolCall{}, errors.New("function.arguments is not a string")
 	}
-	return ToolCall{ID: id, Type: rtsandbox.FunctionType, Function: FunctionCall{Name: name, Arguments: args}}, nil
+	return ToolCall{ID: id, Type: wire.FunctionType, Function: FunctionCall{Name: name, Arguments: args}}, nil
 }
 
 // normalizeToolCallID returns the id a tool message must carry. On any other
@@ -291,7 +292,7 @@ func normalizeTool(b *jsontree.Budget, raw json.RawMessage) (Tool, error) {
 	if !fields(b, raw, toolFields, obj[:]) {
 		return Tool{}, errors.New("not an object")
 	}
-	if typ, _ := asString(b, obj[0]); typ != rtsandbox.FunctionType {
+	if typ, _ := asString(b, obj[0]); typ != wire.FunctionType {
 		return Tool{}, errors.New("type is not function")
 	}
 	if !fields(b, obj[1], toolFnFields, fn[:]) {
@@ -309,7 +310,7 @@ func normalizeTool(b *jsontree.Budget, raw json.RawMessage) (Tool, error) {
 	if err != nil {
 		return Tool{}, fmt.Errorf("function.parameters: %w", err)
 	}
-	return Tool{Type: rtsandbox.FunctionType, Function: Function{Name: name, Description: desc, Parameters: params}}, nil
+	return Tool{Type: wire.FunctionType, Function: Function{Name: name, Description: desc, Parameters: params}}, nil
 }
 
 // normalizeParameters checks the schema and returns a compacted copy, so the

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const pngURL = "data:image/png;base64,AQID"
@@ -188,7 +189,7 @@ func FuzzParseImageDataURL(f *testing.F) {
 		if ImageDataURL(mime, data) != url {
 			t.Fatalf("ParseImageDataURL(%q) rebuilds to %q", url, ImageDataURL(mime, data))
 		}
-		if err := rtsandbox.ValidateImage(rtsandbox.Image{Data: data, MIMEType: mime}); err != nil {
+		if err := wire.ValidateImage(wire.Image{Data: data, MIMEType: mime}); err != nil {
 			t.Fatalf("ParseImageDataURL(%q) accepted what the image rule refuses: %v", url, err)
 		}
 	})
@@ -214,7 +215,7 @@ func FuzzNormalizeChatImageParts(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var images []rtsandbox.Image
+		var images []wire.Image
 		for _, msg := range in.Messages {
 			if msg.Parts != nil && msg.Role != "user" {
 				t.Fatalf("parts on a %s message", msg.Role)
@@ -225,11 +226,11 @@ func FuzzNormalizeChatImageParts(f *testing.F) {
 					if !ok {
 						t.Fatalf("rebuilt image URL %.80q does not parse", p.ImageURL.URL)
 					}
-					images = append(images, rtsandbox.Image{Data: data, MIMEType: mime})
+					images = append(images, wire.Image{Data: data, MIMEType: mime})
 				}
 			}
 		}
-		if err := rtsandbox.ValidateImages(images); err != nil {
+		if err := wire.ValidateImages(images); err != nil {
 			t.Fatalf("accepted images the image rule refuses: %v", err)
 		}
 	})

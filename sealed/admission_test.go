@@ -12,6 +12,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // TestAdmissionBoundsRunningTurns: with two slots, six channels at once
@@ -22,7 +23,7 @@ func TestAdmissionBoundsRunningTurns(t *testing.T) {
 	var running, peak atomic.Int32
 	var mu sync.Mutex
 	var order []string
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -75,7 +76,7 @@ func TestDeadlineStartsAtSlot(t *testing.T) {
 		f.opts.MaxTurns = 1
 		f.opts.TurnTimeout = time.Second
 	})
-	f.driver.run = func(ctx context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		select {
 		case <-time.After(700 * time.Millisecond):
 		case <-ctx.Done():
@@ -107,7 +108,7 @@ func TestQueueWaitEndsBusy(t *testing.T) {
 	})
 	hold := make(chan struct{})
 	started := make(chan struct{}, 1)
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-hold
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
@@ -140,7 +141,7 @@ func TestStopWhileQueued(t *testing.T) {
 	f := newFixture(t, func(f *fixture) { f.opts.MaxTurns = 1 })
 	hold := make(chan struct{})
 	started := make(chan struct{}, 1)
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 		started <- struct{}{}
 		<-hold
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func openLedger(t *testing.T, cfg budget.Config) *budget.Ledger {
@@ -50,7 +51,7 @@ func TestTurnSecondsSettled(t *testing.T) {
 		f.cfg.Budget = l
 		f.opts.Budget = l
 	})
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: "hi"}, nil
 	}
 	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {
@@ -74,8 +75,8 @@ func TestOverBudgetTurnRefusedBeforeContainer(t *testing.T) {
 		f.cfg.Budget = l
 		f.opts.Budget = l
 	})
-	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
+		mustPost(t, ctx, spec, wire.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 		return rtsandbox.Reply{OK: true, Text: "hi"}, nil
 	}
 	ctx := context.Background()

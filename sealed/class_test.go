@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // guestMarker stands for guest text and model content: it must never reach
@@ -83,8 +84,8 @@ func (s stateStore) Save(ctx context.Context, b rtsandbox.Binding, st rtsandbox.
 
 // blockUntilEnd is a driver run that holds the turn until its context ends,
 // after signalling that it runs.
-func blockUntilEnd(started chan<- struct{}) func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
-	return func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+func blockUntilEnd(started chan<- struct{}) func(ctx context.Context, spec container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
+	return func(ctx context.Context, spec container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		return rtsandbox.Reply{}, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
@@ -122,9 +123,9 @@ func TestTurnClasses(t *testing.T) {
 			edit: func(f *fixture, _ *setup) {
 				// Spend the turn's call budget before the worker runs:
 				// its model call gets 429.
-				f.driver.run = func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+				f.driver.run = func(ctx context.Context, spec container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 					for range 48 {
-						mustPost(t, ctx, spec, rtsandbox.RouteModel, `[]`)
+						mustPost(t, ctx, spec, wire.RouteModel, `[]`)
 					}
 					return runWorker(ctx, spec, turn)
 				}
@@ -135,12 +136,12 @@ func TestTurnClasses(t *testing.T) {
 		{name: "worker-model-response", model: []string{`{"choices":[{"message":"` + guestMarker + `"}]}`},
 			class: rtsandbox.ClassWorker, workerClass: container.WorkerModelResponse, level: slog.LevelWarn},
 		{name: "engine", edit: func(f *fixture, _ *setup) {
-			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+			f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 				return rtsandbox.Reply{}, fmt.Errorf("%w: create: connection refused", container.ErrEngine)
 			}
 		}, class: rtsandbox.ClassEngine, level: slog.LevelWarn},
 		{name: "cleanup-failed", edit: func(f *fixture, _ *setup) {
-			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+			f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 				return rtsandbox.Reply{}, fmt.Errorf("%w: remove x: driver closed", container.ErrCleanup)
 			}
 		}, class: rtsandbox.ClassEngine, level: slog.LevelWarn},
@@ -156,7 +157,7 @@ func TestTurnClasses(t *testing.T) {
 			during: func(s *setup) { s.cancel() }, class: rtsandbox.ClassCancelled, level: slog.LevelInfo},
 		{name: "invalid-reply", edit: func(f *fixture, _ *setup) {
 			f.driver.stateless = true
-			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+			f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 				return rtsandbox.Reply{OK: true, Text: guestMarker}, nil // no state
 			}
 		}, class: rtsandbox.ClassInvalidReply, level: slog.LevelWarn},
@@ -249,7 +250,7 @@ func TestTurnCleanupPendingKeepsReply(t *testing.T) {
 		f.opts.OnTurn = func(st TurnStats) { stats = st }
 	})
 	pending := &pendingDriver{fakeDriver: f.driver}
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: "Done."}, nil
 	}
 	opts := f.opts

@@ -26,6 +26,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
 
@@ -35,7 +36,7 @@ const hostKey = "host-key"
 // to run (which may talk to <RunDir>/broker.sock like the worker does) and
 // records what it was given.
 type fakeDriver struct {
-	run func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error)
+	run func(ctx context.Context, spec container.Spec, turn wire.Turn) (rtsandbox.Reply, error)
 	// stateless keeps a reply without state as it is; otherwise such a
 	// reply gets the turn's own state back, as from a worker that changed
 	// nothing.
@@ -54,7 +55,7 @@ func (d *fakeDriver) Run(ctx context.Context, spec container.Spec, stdin []byte)
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
 	}
-	var turn rtsandbox.Turn
+	var turn wire.Turn
 	if err := json.Unmarshal(stdin, &turn); err != nil {
 		return res, err
 	}
@@ -94,7 +95,7 @@ func (d *fakeDriver) gotStdins() [][]byte {
 
 // runWorker runs the real in-container worker in process, on the turn's
 // socket, and judges its output as a driver would.
-func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+func runWorker(ctx context.Context, spec container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 	in, err := json.Marshal(turn)
 	if err != nil {
 		return rtsandbox.Reply{}, err
@@ -107,7 +108,7 @@ func runWorker(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (r
 	if code != 0 {
 		return rtsandbox.Reply{}, &workerExit{code: code, stderr: errOut.Bytes()}
 	}
-	return rtsandbox.ParseReply(out.Bytes())
+	return wire.ParseReply(out.Bytes())
 }
 
 // workerExit is a failed worker run as the driver reports it: the error is
@@ -307,7 +308,7 @@ func brokerPost(ctx context.Context, sock, route, body string) (int, string, err
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: broker\r\nAuthorization: Bearer %s\r\n"+
-		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", route, rtsandbox.DummyKey, len(body), body)
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", route, wire.DummyKey, len(body), body)
 	if _, err := io.WriteString(conn, req); err != nil {
 		return 0, "", err
 	}

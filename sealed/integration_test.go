@@ -34,6 +34,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // integ is the shared state of the integration tests.
@@ -384,7 +385,7 @@ func assertKeyAbsent(t *testing.T, ctx context.Context, spec container.Spec, key
 			}
 		}
 	}
-	if len(c.Mounts) < 1 || c.HostConfig.Tmpfs[rtsandbox.WorkspacePath] == "" {
+	if len(c.Mounts) < 1 || c.HostConfig.Tmpfs[wire.WorkspacePath] == "" {
 		t.Errorf("container has %d mounts and tmpfs %v; want the broker mount and a tmpfs workspace", len(c.Mounts), c.HostConfig.Tmpfs)
 	}
 	if c.HostConfig.NetworkMode != "none" || !c.HostConfig.ReadonlyRootfs {

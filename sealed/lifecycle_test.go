@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestDriverFailure(t *testing.T) {
@@ -36,7 +37,7 @@ func TestDriverFailure(t *testing.T) {
 			}
 			var resets []bool
 			var memories [][]rtsandbox.MemoryEntry
-			f.driver.run = func(_ context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+			f.driver.run = func(_ context.Context, spec container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 				resets = append(resets, turn.Reset)
 				memories = append(memories, turn.Memory)
 				if turn.Text == "first" {
@@ -87,7 +88,7 @@ func TestDriverFailure(t *testing.T) {
 func TestConcurrency(t *testing.T) {
 	f := newFixture(t, nil)
 	release := make(chan struct{})
-	f.driver.run = func(ctx context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		<-release
 		return rtsandbox.Reply{OK: true, Text: turn.Text}, nil
 	}
@@ -142,7 +143,7 @@ func TestOptionNormalization(t *testing.T) {
 	}
 	sp := speaker("guest")
 	proceed := make(chan struct{})
-	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
 		<-proceed
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
@@ -176,7 +177,7 @@ func TestOptionNormalization(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	f := newFixture(t, nil)
 	var deadline time.Duration
-	f.driver.run = func(ctx context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		d, _ := ctx.Deadline()
 		deadline = time.Until(d)
 		if turn.Prompt != DefaultPrompt || turn.TimeZone != "UTC" {

@@ -11,6 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/budget"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Turn deadline bounds (spec §5.6 turnTimeoutMs).
@@ -116,8 +117,8 @@ type StateStore interface {
 type settings struct {
 	Options
 	labels   map[string]string
-	tools    []rtsandbox.ToolSpec       // the broker's host tools, for the turn JSON
-	mcp      []rtsandbox.MCPServerTools // the broker's MCP servers, for the turn JSON
+	tools    []rtsandbox.ToolSpec  // the broker's host tools, for the turn JSON
+	mcp      []wire.MCPServerTools // the broker's MCP servers, for the turn JSON
 	procUID  int
 	hostRoot bool // the service runs as root; dirs are handed to UID:GID
 }

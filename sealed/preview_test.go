@@ -12,6 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // RunTurnText hands the turn's broker the observer: the text of a
@@ -25,8 +26,8 @@ func TestRunTurnTextReportsStreamedText(t *testing.T) {
 		f.cfg.API, f.cfg.Stream = rtsandbox.ModelAPIAnthropic, true
 		f.cfg.ModelURL = upstream.MustParseEndpoint(model.URL(), true)
 	})
-	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		status, body := mustPost(t, ctx, spec, rtsandbox.RouteAnthropicMessages,
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
+		status, body := mustPost(t, ctx, spec, wire.RouteAnthropicMessages,
 			`{"stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
 		if status != 200 || !strings.Contains(body, "text_delta") {
 			t.Errorf("streamed call = %d %.200q", status, body)

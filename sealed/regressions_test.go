@@ -21,6 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/memstore"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestPermissionsFailClosed(t *testing.T) {
@@ -200,11 +201,11 @@ func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 	})
 	callDone := make(chan struct{})
 	var toolCtx context.Context
-	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
 		go func() {
 			defer close(callDone)
 			// The answer does not matter: the turn ends under the call.
-			_, _, _ = brokerPost(context.Background(), filepath.Join(spec.RunDir, "broker.sock"), rtsandbox.ToolRoute("wait"), `{}`)
+			_, _, _ = brokerPost(context.Background(), filepath.Join(spec.RunDir, "broker.sock"), wire.ToolRoute("wait"), `{}`)
 		}()
 		toolCtx = <-started
 		return rtsandbox.Reply{OK: true, Text: "Done."}, nil
@@ -223,7 +224,7 @@ func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 // TestTurnDeadline: the deadline aborts the driver and the error names it.
 func TestTurnDeadline(t *testing.T) {
 	f := newFixture(t, func(f *fixture) { f.opts.TurnTimeout = time.Second })
-	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
 		<-ctx.Done()
 		return rtsandbox.Reply{}, errors.Join(container.ErrAborted, context.Cause(ctx))
 	}
@@ -241,7 +242,7 @@ func TestTurnDeadline(t *testing.T) {
 // TestCallerContextAbortsTurn: cancelling the caller's context ends the turn.
 func TestCallerContextAbortsTurn(t *testing.T) {
 	f := newFixture(t, nil)
-	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
 		<-ctx.Done()
 		return rtsandbox.Reply{}, errors.Join(container.ErrAborted, context.Cause(ctx))
 	}
@@ -271,7 +272,7 @@ func TestInputLimitsBeforeAnyDirectory(t *testing.T) {
 		{"channel-newline", "fake:a\nb", speaker("guest"), "hi", rtsandbox.ErrChannelKey},
 	}
 	f := newFixture(t, nil)
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 		t.Error("driver ran")
 		return rtsandbox.Reply{}, nil
 	}
@@ -290,7 +291,7 @@ func TestInputLimitsBeforeAnyDirectory(t *testing.T) {
 // three-byte BMP characters and 256-unit speaker fields pass.
 func TestInputLimitsCountUTF16(t *testing.T) {
 	f := newFixture(t, nil)
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
 	max := strings.Repeat("丁", 256)
@@ -312,7 +313,7 @@ func TestTurnDirsOwnership(t *testing.T) {
 		IsSocket bool
 	}
 	var got []seen
-	f.driver.run = func(_ context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(_ context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
 		for _, p := range []string{spec.RunDir, filepath.Join(spec.RunDir, "broker.sock")} {
 			fi, err := os.Lstat(p)
 			if err != nil {
@@ -367,8 +368,8 @@ func TestLegacyWorkspaceMigrated(t *testing.T) {
 		mustWrite(t, filepath.Join(ws, "history.json"), `[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]`)
 		mustWrite(t, filepath.Join(ws, "junk.bin"), "guest scratch")
 	}, nil)
-	var seen []rtsandbox.Turn
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	var seen []wire.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		seen = append(seen, turn)
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
@@ -403,8 +404,8 @@ func TestLegacyWorkspaceFIFODoesNotWedge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}, func(f *fixture) { f.opts.TurnTimeout = 30 * time.Second })
-	var got rtsandbox.Turn
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	var got wire.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		got = turn
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
@@ -453,8 +454,8 @@ func TestLegacyWorkspaceSymlinksNotFollowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var ws string
 			f := newPlantedFixture(t, func(f *fixture) { ws = tc.plant(t, f) }, nil)
-			var got rtsandbox.Turn
-			f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+			var got wire.Turn
+			f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 				got = turn
 				return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 			}
@@ -506,7 +507,7 @@ func TestSwappedRootRefused(t *testing.T) {
 	f := newFixture(t, nil)
 	mustChmod(t, f.runRoot, 0o755)
 	defer mustChmod(t, f.runRoot, 0o700)
-	f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 		t.Error("driver ran")
 		return rtsandbox.Reply{}, nil
 	}
@@ -518,8 +519,8 @@ func TestSwappedRootRefused(t *testing.T) {
 func TestOnTurnStats(t *testing.T) {
 	var stats []TurnStats
 	f := newFixture(t, func(f *fixture) { f.opts.OnTurn = func(s TurnStats) { stats = append(stats, s) } })
-	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		mustPost(t, ctx, spec, rtsandbox.ToolRoute("none"), `{}`)
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
+		mustPost(t, ctx, spec, wire.ToolRoute("none"), `{}`)
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
 	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "hello"); err != nil {

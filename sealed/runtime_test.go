@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestIdentityAndMounts(t *testing.T) {
@@ -27,8 +28,8 @@ func TestIdentityAndMounts(t *testing.T) {
 			return string(tc.Channel) + "/" + tc.Speaker.ID, nil
 		})}
 	})
-	f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-		_, answer := mustPost(t, ctx, spec, rtsandbox.ToolRoute("identity"), `{"speaker":{"id":"owner"},"channel":"fake:private"}`)
+	f.driver.run = func(ctx context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
+		_, answer := mustPost(t, ctx, spec, wire.ToolRoute("identity"), `{"speaker":{"id":"owner"},"channel":"fake:private"}`)
 		return rtsandbox.Reply{OK: true, Text: answer}, nil
 	}
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
@@ -64,7 +65,7 @@ func TestStartFreshDuringActiveTurn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			var resets []bool
-			f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+			f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 				resets = append(resets, turn.Reset)
 				if turn.Text == "active" {
 					if err := f.rt.StartFresh("fake:a"); err != nil {
@@ -96,7 +97,7 @@ func TestStartFreshDuringBrokerStartup(t *testing.T) {
 	f := newFixture(t, nil)
 	var resets []bool
 	proceed := make(chan struct{})
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		<-proceed
 		resets = append(resets, turn.Reset)
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
@@ -125,7 +126,7 @@ func TestStartFreshDuringBrokerStartup(t *testing.T) {
 func TestStopAndDispose(t *testing.T) {
 	f := newFixture(t, nil)
 	started := make(chan struct{})
-	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
 		close(started)
 		<-ctx.Done()
 		if !errors.Is(context.Cause(ctx), rtsandbox.ErrTurnStopped) {
@@ -168,7 +169,7 @@ func TestDisposeAbortsRunningTurns(t *testing.T) {
 	f := newFixture(t, nil)
 	var running sync.WaitGroup
 	running.Add(2)
-	f.driver.run = func(ctx context.Context, _ container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(ctx context.Context, _ container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
 		running.Done()
 		<-ctx.Done()
 		return rtsandbox.Reply{}, context.Cause(ctx)
@@ -257,12 +258,12 @@ func TestPrincipalStaysOnHost(t *testing.T) {
 			return string(b), err
 		})}
 	})
-	f.driver.run = func(ctx context.Context, spec container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
-		if want := (rtsandbox.TurnSpeaker{ID: "guest", Name: "Guest"}); turn.Speaker != want {
+	f.driver.run = func(ctx context.Context, spec container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
+		if want := (wire.TurnSpeaker{ID: "guest", Name: "Guest"}); turn.Speaker != want {
 			t.Errorf("turn speaker = %+v; want %+v", turn.Speaker, want)
 		}
-		_, whom := mustPost(t, ctx, spec, rtsandbox.ToolRoute("whom"), `{"speaker":{"principalId":"owner","principal_id":"owner"}}`)
-		status, _ := mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+		_, whom := mustPost(t, ctx, spec, wire.ToolRoute("whom"), `{"speaker":{"principalId":"owner","principal_id":"owner"}}`)
+		status, _ := mustPost(t, ctx, spec, wire.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 		if status != 200 {
 			t.Errorf("/model status = %d; want 200", status)
 		}
@@ -304,9 +305,9 @@ func TestBindingTierReachesHostTool(t *testing.T) {
 					return b.Tier.String(), nil
 				})}
 			})
-			f.driver.run = func(ctx context.Context, spec container.Spec, _ rtsandbox.Turn) (rtsandbox.Reply, error) {
-				_, got := mustPost(t, ctx, spec, rtsandbox.ToolRoute("tier"), `{"tier":"owner","Tier":2}`)
-				mustPost(t, ctx, spec, rtsandbox.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
+			f.driver.run = func(ctx context.Context, spec container.Spec, _ wire.Turn) (rtsandbox.Reply, error) {
+				_, got := mustPost(t, ctx, spec, wire.ToolRoute("tier"), `{"tier":"owner","Tier":2}`)
+				mustPost(t, ctx, spec, wire.RouteModel, `{"model":"fake","messages":[{"role":"user","content":"hi"}]}`)
 				return rtsandbox.Reply{OK: true, Text: got}, nil
 			}
 			b := rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest"), Tier: tier}
@@ -334,7 +335,7 @@ func TestMissingPrincipal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			f.driver.run = func(context.Context, container.Spec, rtsandbox.Turn) (rtsandbox.Reply, error) {
+			f.driver.run = func(context.Context, container.Spec, wire.Turn) (rtsandbox.Reply, error) {
 				t.Error("driver ran")
 				return rtsandbox.Reply{}, nil
 			}
@@ -354,10 +355,10 @@ func TestMissingPrincipal(t *testing.T) {
 // names, parameters that are not an object) is refused when the broker
 // is built, so no runtime can be set up with it.
 // workerTurn runs one turn of f and returns the turn the worker got.
-func workerTurn(t *testing.T, f *fixture) rtsandbox.Turn {
+func workerTurn(t *testing.T, f *fixture) wire.Turn {
 	t.Helper()
-	var got rtsandbox.Turn
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	var got wire.Turn
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		got = turn
 		return rtsandbox.Reply{OK: true, Text: "ok"}, nil
 	}
@@ -443,7 +444,7 @@ func TestRunAsRuntime(t *testing.T) {
 		f.opts.ProfileFor = func(ch rtsandbox.ChannelKey) string { return "p-" + ch.LocalID() }
 	})
 	var got []string
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		got = append(got, turn.Text)
 		return rtsandbox.Reply{OK: true, Text: "seen"}, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/sqlitelock"
 	"github.com/rtsandbox/rtsandbox/memstore"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Issue 22: an operator's sqlite3 shell holds memory.db's write lock while
@@ -25,7 +26,7 @@ func TestSealedAnswerDeliveredWhileMemoryLocked(t *testing.T) {
 	log := &operatorLog{}
 	f := newFixture(t, func(f *fixture) { f.opts.Logger = slog.New(log) })
 	var resets []bool
-	f.driver.run = func(_ context.Context, _ container.Spec, turn rtsandbox.Turn) (rtsandbox.Reply, error) {
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		resets = append(resets, turn.Reset)
 		return rtsandbox.Reply{OK: true, Text: "the answer", State: &rtsandbox.ChannelState{
 			Memory:  []rtsandbox.MemoryEntry{{Scope: "channel", Key: "new", Text: "not kept"}},

@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // turn is one admitted turn's resources and record (spec §1 steps 5–12).
@@ -115,9 +116,9 @@ func (t *turn) listen(runDir string, h http.Handler) (*broker.Server, error) {
 // channel's state (no history after a fresh start), and nothing secret.
 // Empty lists are [] rather than null.
 func (t *turn) workerInput(state rtsandbox.ChannelState) ([]byte, error) {
-	in := rtsandbox.Turn{
+	in := wire.Turn{
 		Text:     t.text,
-		Speaker:  rtsandbox.TurnSpeaker{ID: t.binding.Speaker.ID, Name: t.binding.Speaker.Name},
+		Speaker:  wire.TurnSpeaker{ID: t.binding.Speaker.ID, Name: t.binding.Speaker.Name},
 		Model:    t.s.Model,
 		Prompt:   t.s.Prompt,
 		TimeZone: t.s.TimeZone,

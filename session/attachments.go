@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/attach"
 	"github.com/rtsandbox/rtsandbox/safefetch"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ const refPrefixSuffix = "-ref"
 type collected struct {
 	saved    []attach.Saved
 	failures []attach.Failure
-	images   []rtsandbox.Image
+	images   []wire.Image
 }
 
 var _ rtsandbox.Runtime = (*Runtime)(nil)

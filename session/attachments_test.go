@@ -21,6 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/attach"
 	"github.com/rtsandbox/rtsandbox/safefetch/safefetchtest"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // realPNG is a real 1×1 PNG. The reference's §6.5 fixture fetches the
@@ -144,7 +145,7 @@ func TestSecAttachmentSymlinkPlantedAtTarget(t *testing.T) {
 	want := collected{
 		saved:    []attach.Saved{{Ref: attach.Ref{Index: 1}, File: "m1-1-image.png", ContentType: rtsandbox.MIMEPNG, Size: len(realPNG), Image: true}},
 		failures: []attach.Failure{{Ref: attach.Ref{Index: 0}, Name: "image.png", Reason: attach.ReasonStore}},
-		images:   []rtsandbox.Image{{Data: base64.StdEncoding.EncodeToString(realPNG), MIMEType: rtsandbox.MIMEPNG}},
+		images:   []wire.Image{{Data: base64.StdEncoding.EncodeToString(realPNG), MIMEType: rtsandbox.MIMEPNG}},
 	}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(collected{})); diff != "" {
 		t.Errorf("collected (-want +got):\n%s", diff)
@@ -294,7 +295,7 @@ func TestRunInputAttachments(t *testing.T) {
 	if turn.Text != wantPrompt {
 		t.Errorf("prompt:\n%s\nwant:\n%s", turn.Text, wantPrompt)
 	}
-	if diff := cmp.Diff([]rtsandbox.Image{{Data: base64.StdEncoding.EncodeToString(realPNG), MIMEType: rtsandbox.MIMEPNG}}, turn.Images); diff != "" {
+	if diff := cmp.Diff([]wire.Image{{Data: base64.StdEncoding.EncodeToString(realPNG), MIMEType: rtsandbox.MIMEPNG}}, turn.Images); diff != "" {
 		t.Errorf("images (-want +got):\n%s", diff)
 	}
 	uid, _ := workerUser()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Classes lists every class, in the order above; a new slice on every
@@ -59,7 +60,7 @@ func classify(err error) string {
 		return rtsandbox.ClassWorker
 	case errors.Is(err, container.ErrEngine), errors.Is(err, container.ErrImageMissing):
 		return rtsandbox.ClassEngine
-	case errors.Is(err, rtsandbox.ErrInvalidReply):
+	case errors.Is(err, wire.ErrInvalidReply):
 		return rtsandbox.ClassInvalidReply
 	}
 	return rtsandbox.ClassInternal

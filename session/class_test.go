@@ -13,6 +13,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Every way a session turn ends has its class, with the sealed
@@ -42,7 +43,7 @@ func TestClassify(t *testing.T) {
 		{"workspace-alias", ErrAlias, rtsandbox.ClassInternal},
 		{"engine", fmt.Errorf("create: %w", container.ErrEngine), rtsandbox.ClassEngine},
 		{"image-missing", container.ErrImageMissing, rtsandbox.ClassEngine},
-		{"invalid-reply", fmt.Errorf("files: %w", rtsandbox.ErrInvalidReply), rtsandbox.ClassInvalidReply},
+		{"invalid-reply", fmt.Errorf("files: %w", wire.ErrInvalidReply), rtsandbox.ClassInvalidReply},
 		{"other", errors.New("socket"), rtsandbox.ClassInternal},
 	}
 	for _, tt := range tests {
@@ -75,8 +76,8 @@ func TestOnTurnReportsAdmittedTurns(t *testing.T) {
 	if _, err := f.turnIn(ctx, "discord:ok", "a"); err != nil {
 		t.Fatal(err)
 	}
-	f.w.worker = func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-		return rtsandbox.SessionResult{Error: "boom"}, nil
+	f.w.worker = func(context.Context, wire.SessionTurn) (wire.SessionResult, error) {
+		return wire.SessionResult{Error: "boom"}, nil
 	}
 	if _, err := f.turnIn(ctx, "discord:bad", "a"); !errors.Is(err, ErrWorkerFailed) {
 		t.Fatalf("failing turn = %v", err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,7 +53,7 @@ type dirs struct {
 	root, run, workspace string
 }
 
-func (d dirs) socket() string { return filepath.Join(d.run, rtsandbox.SessionSocketName) }
+func (d dirs) socket() string { return filepath.Join(d.run, wire.SessionSocketName) }
 
 // channelRoot runs the alias check (§3.2) and returns the channel's root:
 // it moves a directory of the channel's under its earlier lossy name to
@@ -192,7 +193,7 @@ func openDir(path string) (int, error) {
 // validEntry is the directory-entry rule of §3.3: non-empty, no "/", "\"
 // or control character, not "." or "..".
 func validEntry(name string) bool {
-	return rtsandbox.ValidSafeName(name)
+	return wire.ValidSafeName(name)
 }
 
 // writeNewFileAt creates dirfd/name exclusively (0600) without following

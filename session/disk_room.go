@@ -1,8 +1,6 @@
 package session
 
-import (
-	"github.com/rtsandbox/rtsandbox"
-)
+import "github.com/rtsandbox/rtsandbox/wire"
 
 // The room a turn's inputs may take of a bounded workspace (issue 21
 // item 3). A channel's turns need to write to its workspace: the
@@ -17,7 +15,7 @@ import (
 //   - a message's attachments (collect), counted file by file;
 //   - a turn's own files, write_file's and a host tool's image in the
 //     outbox: the host measures the room at the turn's start (diskGate)
-//     and hands it to the worker in the turn (rtsandbox.SessionRoom),
+//     and hands it to the worker in the turn (wire.SessionRoom),
 //     which refuses a file that would pass it.
 //
 // The reserve is sized from what one turn writes besides those files,
@@ -44,11 +42,11 @@ const (
 
 // room is what u leaves a turn's inputs once the reserve is kept: never
 // negative, nothing for a tree too deep to measure.
-func (u diskUse) room() rtsandbox.SessionRoom {
+func (u diskUse) room() wire.SessionRoom {
 	if u.deep {
-		return rtsandbox.SessionRoom{}
+		return wire.SessionRoom{}
 	}
-	return rtsandbox.SessionRoom{
+	return wire.SessionRoom{
 		Bytes: max(0, u.maxBytes-turnReserveBytes-u.bytes),
 		Files: max(0, u.maxFiles-turnReserveFiles-u.files),
 	}
@@ -58,7 +56,7 @@ func (u diskUse) room() rtsandbox.SessionRoom {
 // room measured before the first was written; a nil room bounds nothing
 // (no disk bound).
 type inputBudget struct {
-	room *rtsandbox.SessionRoom
+	room *wire.SessionRoom
 }
 
 // take counts a file of n bytes and reports whether it fits what is
@@ -67,7 +65,7 @@ func (b inputBudget) take(n int) bool {
 	if b.room == nil {
 		return true
 	}
-	cost := rtsandbox.FileCost(int64(n))
+	cost := wire.FileCost(int64(n))
 	if cost > b.room.Bytes || b.room.Files < 1 {
 		return false
 	}

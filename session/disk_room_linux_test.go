@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/attach"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Issue 21 item 3: a full workspace never locks a channel. Each test runs
@@ -366,24 +367,24 @@ func TestTurnReserveArithmetic(t *testing.T) {
 	rooms := []struct {
 		name string
 		u    diskUse
-		want rtsandbox.SessionRoom
+		want wire.SessionRoom
 	}{
-		{"empty", diskUse{maxBytes: 64 * mib, maxFiles: 512}, rtsandbox.SessionRoom{Bytes: 52 * mib, Files: 448}},
-		{"half", diskUse{bytes: 32 * mib, maxBytes: 64 * mib, files: 100, maxFiles: 512}, rtsandbox.SessionRoom{Bytes: 20 * mib, Files: 348}},
-		{"at the reserve", diskUse{bytes: 52 * mib, maxBytes: 64 * mib, files: 448, maxFiles: 512}, rtsandbox.SessionRoom{}},
-		{"into the reserve", diskUse{bytes: 60 * mib, maxBytes: 64 * mib, files: 500, maxFiles: 512}, rtsandbox.SessionRoom{}},
-		{"over the bound", diskUse{bytes: 70 * mib, maxBytes: 64 * mib, files: 600, maxFiles: 512}, rtsandbox.SessionRoom{}},
-		{"too deep", diskUse{maxBytes: 64 * mib, maxFiles: 512, deep: true}, rtsandbox.SessionRoom{}},
+		{"empty", diskUse{maxBytes: 64 * mib, maxFiles: 512}, wire.SessionRoom{Bytes: 52 * mib, Files: 448}},
+		{"half", diskUse{bytes: 32 * mib, maxBytes: 64 * mib, files: 100, maxFiles: 512}, wire.SessionRoom{Bytes: 20 * mib, Files: 348}},
+		{"at the reserve", diskUse{bytes: 52 * mib, maxBytes: 64 * mib, files: 448, maxFiles: 512}, wire.SessionRoom{}},
+		{"into the reserve", diskUse{bytes: 60 * mib, maxBytes: 64 * mib, files: 500, maxFiles: 512}, wire.SessionRoom{}},
+		{"over the bound", diskUse{bytes: 70 * mib, maxBytes: 64 * mib, files: 600, maxFiles: 512}, wire.SessionRoom{}},
+		{"too deep", diskUse{maxBytes: 64 * mib, maxFiles: 512, deep: true}, wire.SessionRoom{}},
 	}
 	for _, tc := range rooms {
 		if diff := cmp.Diff(tc.want, tc.u.room()); diff != "" {
 			t.Errorf("%s: room (-want +got):\n%s", tc.name, diff)
 		}
 	}
-	if got := []int64{rtsandbox.FileCost(1), rtsandbox.FileCost(4096), rtsandbox.FileCost(4097), rtsandbox.FileCost(0)}; !cmp.Equal(got, []int64{8192, 8192, 12288, 4096}) {
+	if got := []int64{wire.FileCost(1), wire.FileCost(4096), wire.FileCost(4097), wire.FileCost(0)}; !cmp.Equal(got, []int64{8192, 8192, 12288, 4096}) {
 		t.Errorf("FileCost = %v", got)
 	}
-	room := rtsandbox.SessionRoom{Bytes: 3 * mib, Files: 2}
+	room := wire.SessionRoom{Bytes: 3 * mib, Files: 2}
 	b := inputBudget{&room}
 	got := []bool{b.take(2 * mib), b.take(2 * mib), b.take(mib - 8192), b.take(1)}
 	if !cmp.Equal(got, []bool{true, false, true, false}) {

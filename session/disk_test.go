@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -394,11 +395,11 @@ func TestDiskSoftNextTurnRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.w.worker = func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	f.w.worker = func(context.Context, wire.SessionTurn) (wire.SessionResult, error) {
 		for i := range 300 { // past the 256 entries
 			writeFile(t, filepath.Join(ws, "junk", fmt.Sprint(i)), 1)
 		}
-		return rtsandbox.SessionResult{OK: true, Text: "wrote"}, nil
+		return wire.SessionResult{OK: true, Text: "wrote"}, nil
 	}
 	if res, err := f.turnIn(ctx, "discord:soft", "b"); err != nil || res.Text != "wrote" {
 		t.Fatalf("writing turn = %+v, %v", res, err)

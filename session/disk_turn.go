@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,7 +57,7 @@ func (r *Runtime) workspace(channel rtsandbox.ChannelKey) (string, error) {
 // inputRoom is what a message's attachments may take of the channel's
 // workspace (disk_room.go); nil without a disk bound. The workspace is
 // prepared (and, in hard mode, mounted) already.
-func (r *Runtime) inputRoom(channel rtsandbox.ChannelKey) (*rtsandbox.SessionRoom, error) {
+func (r *Runtime) inputRoom(channel rtsandbox.ChannelKey) (*wire.SessionRoom, error) {
 	d := r.s.disk
 	if d.Mode == DiskOff {
 		return nil, nil
@@ -80,7 +81,7 @@ func (r *Runtime) inputRoom(channel rtsandbox.ChannelKey) (*rtsandbox.SessionRoo
 // names the bound, and a soft workspace's container is removed. A turn
 // that may run gets the room its own files may take (disk_room.go); nil
 // without a disk bound.
-func (r *Runtime) diskGate(t *turn) (*rtsandbox.SessionRoom, error) {
+func (r *Runtime) diskGate(t *turn) (*wire.SessionRoom, error) {
 	d := r.s.disk
 	if d.Mode == DiskOff {
 		return nil, nil

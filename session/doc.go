@@ -6,7 +6,7 @@
 //
 //   - At most one turn per channel: a second gets rtsandbox.ErrChannelBusy
 //     ("Channel is busy") at once.
-//   - A turn validates its input (rtsandbox.SessionTurn.Validate), judges
+//   - A turn validates its input (wire.SessionTurn.Validate), judges
 //     its thinking level while the channel's worker is started (starts are
 //     deduplicated; a container is recreated, with a new broker, when it
 //     is not running or its image, profile or spec changed), binds the

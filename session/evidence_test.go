@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // §6.4 "A worker result of {ok:false, error:"prompt failed: 529
@@ -17,8 +18,8 @@ import (
 // logs and remove are not called (the worker is kept).
 func TestWorkerOkFalseKeepsContainer(t *testing.T) {
 	f := newFixture(t)
-	f.w.worker = func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-		return rtsandbox.SessionResult{Error: "prompt failed: 529 overloaded"}, nil
+	f.w.worker = func(context.Context, wire.SessionTurn) (wire.SessionResult, error) {
+		return wire.SessionResult{Error: "prompt failed: 529 overloaded"}, nil
 	}
 	_, err := f.rt.Turn(context.Background(), TurnRequest{Binding: binding("discord:party", "a"), Text: "hi", TurnID: "t1"})
 	if err == nil || !strings.Contains(err.Error(), "prompt failed: 529 overloaded") {
@@ -92,10 +93,10 @@ func TestAbortLogScrubbed(t *testing.T) {
 	})
 	f.w.logText = "leaked host-secret\x1b[2J" + strings.Repeat("x", 300000)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.w.worker = func(wctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	f.w.worker = func(wctx context.Context, _ wire.SessionTurn) (wire.SessionResult, error) {
 		cancel()
 		<-wctx.Done()
-		return rtsandbox.SessionResult{}, errors.New("upstream said host-secret")
+		return wire.SessionResult{}, errors.New("upstream said host-secret")
 	}
 	_, err := f.turnIn(ctx, "discord:scrub", "a")
 	if err == nil || strings.Contains(err.Error(), "host-secret") {

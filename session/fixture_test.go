@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/effort"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The fixture of spec §6.3, adapted: instead of a fake driver whose
@@ -41,19 +42,19 @@ type world struct {
 	stopped    map[string]container.SessionSpec // name → spec of a stopped one
 	created    []container.SessionSpec          // every create
 	brokers    []*fakeBroker                    // every broker made, in order
-	caps       rtsandbox.WorkerCapabilities     // what workers declare
-	worker     func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error)
-	delivered  []rtsandbox.SessionTurn    // turns workers received
-	binds      []rtsandbox.SessionBinding // every Bind
-	logText    string                     // what Logs answers
-	brokerErr  error                      // NewBroker fails with it
-	onEnsure   func()                     // runs inside EnsureRunning
-	onRemove   func()                     // runs inside Remove
-	ensureGate chan struct{}              // EnsureRunning's create waits for it when set
-	late       sync.WaitGroup             // the creates waiting for ensureGate
-	watchers   map[string][]chan error    // name → the live watches of its container
-	watchCalls int                        // Watch calls (not in calls: every start makes one)
-	watchErr   error                      // Watch fails with it when set
+	caps       wire.WorkerCapabilities          // what workers declare
+	worker     func(context.Context, wire.SessionTurn) (wire.SessionResult, error)
+	delivered  []wire.SessionTurn      // turns workers received
+	binds      []wire.SessionBinding   // every Bind
+	logText    string                  // what Logs answers
+	brokerErr  error                   // NewBroker fails with it
+	onEnsure   func()                  // runs inside EnsureRunning
+	onRemove   func()                  // runs inside Remove
+	ensureGate chan struct{}           // EnsureRunning's create waits for it when set
+	late       sync.WaitGroup          // the creates waiting for ensureGate
+	watchers   map[string][]chan error // name → the live watches of its container
+	watchCalls int                     // Watch calls (not in calls: every start makes one)
+	watchErr   error                   // Watch fails with it when set
 	// onUndelivered runs when a turn waits with no worker to take it.
 	onUndelivered func()
 }
@@ -62,11 +63,11 @@ func newWorld() *world {
 	w := &world{
 		running: map[string]container.SessionSpec{}, stopped: map[string]container.SessionSpec{},
 		watchers: map[string][]chan error{},
-		caps:     rtsandbox.WorkerCapabilities{PrivateTo: true, ReaderRecords: true},
+		caps:     wire.WorkerCapabilities{PrivateTo: true, ReaderRecords: true},
 		logText:  "worker line 1\nworker line 2\n",
 	}
-	w.worker = func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-		return rtsandbox.SessionResult{OK: true, Text: "done", Files: []rtsandbox.ReplyFile{{Name: "art.png", Data: "AQID"}}}, nil
+	w.worker = func(context.Context, wire.SessionTurn) (wire.SessionResult, error) {
+		return wire.SessionResult{OK: true, Text: "done", Files: []wire.ReplyFile{{Name: "art.png", Data: "AQID"}}}, nil
 	}
 	return w
 }
@@ -245,7 +246,7 @@ type fakeBroker struct {
 	closed          bool
 }
 
-func (b *fakeBroker) Bind(_ context.Context, sb rtsandbox.SessionBinding) (func(), error) {
+func (b *fakeBroker) Bind(_ context.Context, sb wire.SessionBinding) (func(), error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.bound {
@@ -262,12 +263,12 @@ func (b *fakeBroker) Bind(_ context.Context, sb rtsandbox.SessionBinding) (func(
 	}, nil
 }
 
-func (b *fakeBroker) Execute(ctx context.Context, t rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+func (b *fakeBroker) Execute(ctx context.Context, t wire.SessionTurn) (wire.SessionResult, error) {
 	b.mu.Lock()
 	bound, closed := b.bound, b.closed
 	b.mu.Unlock()
 	if !bound || closed {
-		return rtsandbox.SessionResult{}, errors.New("Turn ended")
+		return wire.SessionResult{}, errors.New("Turn ended")
 	}
 	if !b.w.runningOn(filepath.Dir(b.socket)) {
 		// No worker polls: the turn waits undelivered until its context
@@ -276,13 +277,13 @@ func (b *fakeBroker) Execute(ctx context.Context, t rtsandbox.SessionTurn) (rtsa
 			b.w.onUndelivered()
 		}
 		<-ctx.Done()
-		return rtsandbox.SessionResult{}, fmt.Errorf("Turn cancelled: %w", rtsandbox.ErrTurnUndelivered)
+		return wire.SessionResult{}, fmt.Errorf("Turn cancelled: %w", wire.ErrTurnUndelivered)
 	}
 	b.w.mu.Lock()
 	caps, worker := b.w.caps, b.w.worker
 	b.w.mu.Unlock()
 	if t.PrivateMemory() && (!caps.PrivateTo || !caps.ReaderRecords) {
-		return rtsandbox.SessionResult{}, fmt.Errorf("Sandbox worker image %s lacks privateTo, readerRecords; rebuild this image with the installed core and sandbox packages", testImage)
+		return wire.SessionResult{}, fmt.Errorf("Sandbox worker image %s lacks privateTo, readerRecords; rebuild this image with the installed core and sandbox packages", testImage)
 	}
 	b.w.mu.Lock()
 	b.w.delivered = append(b.w.delivered, t)
@@ -443,7 +444,7 @@ func (f *fixture) turnIn(ctx context.Context, channel, id string) (TurnResult, e
 }
 
 // delivered returns the turns workers received.
-func (w *world) deliveredTurns() []rtsandbox.SessionTurn {
+func (w *world) deliveredTurns() []wire.SessionTurn {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.delivered)
@@ -462,11 +463,11 @@ func removals(calls []string) []string {
 
 // hangWorker is a worker that calls onDelivery, then holds the turn
 // until its context ends.
-func hangWorker(onDelivery func()) func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
-	return func(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+func hangWorker(onDelivery func()) func(context.Context, wire.SessionTurn) (wire.SessionResult, error) {
+	return func(ctx context.Context, _ wire.SessionTurn) (wire.SessionResult, error) {
 		onDelivery()
 		<-ctx.Done()
-		return rtsandbox.SessionResult{}, context.Cause(ctx)
+		return wire.SessionResult{}, context.Cause(ctx)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/effort"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // count returns how many of calls equal call.
@@ -500,12 +501,12 @@ func TestChannelBusy(t *testing.T) {
 	f := newFixture(t)
 	delivered := make(chan struct{})
 	finish := make(chan struct{})
-	f.w.worker = func(ctx context.Context, st rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	f.w.worker = func(ctx context.Context, st wire.SessionTurn) (wire.SessionResult, error) {
 		if st.TurnID == "first" {
 			close(delivered)
 			<-finish
 		}
-		return rtsandbox.SessionResult{OK: true, Text: "done", Files: []rtsandbox.ReplyFile{}}, nil
+		return wire.SessionResult{OK: true, Text: "done", Files: []wire.ReplyFile{}}, nil
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -568,7 +569,7 @@ func TestInvalidTurnInput(t *testing.T) {
 		{"text over 100,000", TurnRequest{TurnID: "t", Text: strings.Repeat("a", 100001)}},
 		{"author name over 256", TurnRequest{TurnID: "t", Binding: rtsandbox.Binding{Speaker: rtsandbox.Speaker{ID: "a", Name: long}}}},
 		{"author id over 256", TurnRequest{TurnID: "t", Binding: rtsandbox.Binding{Speaker: rtsandbox.Speaker{ID: long}}}},
-		{"bad image", TurnRequest{TurnID: "t", Images: []rtsandbox.Image{{Data: "AQID", MIMEType: "image/svg+xml"}}}},
+		{"bad image", TurnRequest{TurnID: "t", Images: []wire.Image{{Data: "AQID", MIMEType: "image/svg+xml"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -751,12 +752,12 @@ func TestCloseAbortsRunningTurn(t *testing.T) {
 func TestReleaseAfterFailure(t *testing.T) {
 	f := newFixture(t)
 	fail := true
-	f.w.worker = func(context.Context, rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	f.w.worker = func(context.Context, wire.SessionTurn) (wire.SessionResult, error) {
 		if fail {
 			fail = false
-			return rtsandbox.SessionResult{Error: "boom"}, nil
+			return wire.SessionResult{Error: "boom"}, nil
 		}
-		return rtsandbox.SessionResult{OK: true, Text: "done"}, nil
+		return wire.SessionResult{OK: true, Text: "done"}, nil
 	}
 	if _, err := f.turnIn(context.Background(), "discord:rel", "a"); !errors.Is(err, ErrWorkerFailed) {
 		t.Fatalf("first turn = %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/safefetch"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Bounds and defaults of the turn deadline and the start timeout (§1.2
@@ -168,7 +169,7 @@ func check(o Options) (settings, error) {
 	if o.StartTimeout < MinStartTimeout || o.StartTimeout > MaxStartTimeout {
 		return settings{}, setupError("start timeout %v is outside 1s..10m", o.StartTimeout)
 	}
-	if o.CompactorTimeout < 0 || !rtsandbox.CompactorTimeoutFits(o.CompactorTimeout, o.TurnTimeout) {
+	if o.CompactorTimeout < 0 || !wire.CompactorTimeoutFits(o.CompactorTimeout, o.TurnTimeout) {
 		return settings{}, setupError("The compactor's timeout must leave half the turn: %v is more than half of the turn timeout %v", o.CompactorTimeout, o.TurnTimeout)
 	}
 	if o.ContainerPrefix == "" {

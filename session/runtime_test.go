@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // §6.3 "sessionsDir("discord:123") equals <root>/<channelSegment>/workspace/sessions"
@@ -52,13 +53,13 @@ func TestTwoTurns(t *testing.T) {
 			t.Errorf("turn %s (-want +got):\n%s", id, diff)
 		}
 	}
-	var seen []rtsandbox.SessionTurn
+	var seen []wire.SessionTurn
 	for _, d := range f.w.deliveredTurns() {
-		seen = append(seen, rtsandbox.SessionTurn{Author: d.Author, Memory: d.Memory, Thinking: d.Thinking})
+		seen = append(seen, wire.SessionTurn{Author: d.Author, Memory: d.Memory, Thinking: d.Thinking})
 	}
-	want := []rtsandbox.SessionTurn{
-		{Author: rtsandbox.SessionAuthor{ID: "a", Name: "Guest a"}, Memory: "discord:123:a", Thinking: "high"},
-		{Author: rtsandbox.SessionAuthor{ID: "b", Name: "Guest b"}, Memory: "discord:123:b", Thinking: "high"},
+	want := []wire.SessionTurn{
+		{Author: wire.SessionAuthor{ID: "a", Name: "Guest a"}, Memory: "discord:123:a", Thinking: "high"},
+		{Author: wire.SessionAuthor{ID: "b", Name: "Guest b"}, Memory: "discord:123:b", Thinking: "high"},
 	}
 	if diff := cmp.Diff(want, seen); diff != "" {
 		t.Errorf("worker saw (-want +got):\n%s", diff)
@@ -97,7 +98,7 @@ func TestMemoryVisibility(t *testing.T) {
 			_, err := f.turnIn(context.Background(), "discord:123", "a")
 			d := f.w.deliveredTurns()
 			if tt.refused {
-				if !errors.Is(err, rtsandbox.ErrTurnInput) || len(d) != 0 {
+				if !errors.Is(err, wire.ErrTurnInput) || len(d) != 0 {
 					t.Errorf("turn = %v, delivered %d; want ErrTurnInput and nothing delivered", err, len(d))
 				}
 				return
@@ -130,7 +131,7 @@ func TestSecPrivacyGateOldWorker(t *testing.T) {
 					return string(b.Channel) + ":" + b.Speaker.ID, tt.visibility, nil
 				}
 			})
-			f.w.caps = rtsandbox.WorkerCapabilities{}
+			f.w.caps = wire.WorkerCapabilities{}
 			_, err := f.turnIn(context.Background(), "discord:123", "a")
 			if tt.wantOK != (err == nil) {
 				t.Fatalf("turn error = %v; want ok %v", err, tt.wantOK)

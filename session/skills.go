@@ -7,15 +7,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"golang.org/x/sys/unix"
 )
 
 // A profile's skills (§5.5) reach its worker as a copy in the channel's
 // run directory, run/skills, which the container sees read-only at
-// rtsandbox.SessionSkillsDir. The host writes it, from the tree it
+// wire.SessionSkillsDir. The host writes it, from the tree it
 // validated when serve started, just before it creates the container:
 // the copy is staged under a name the worker is never told of and then
 // swapped into place in one rename, so no reader ever sees half a tree.
@@ -70,7 +70,7 @@ func (s *settings) installSkills(run string, tree *skilltree.Tree) error {
 		}
 	}
 	if tree == nil {
-		return os.RemoveAll(filepath.Join(run, rtsandbox.SessionSkillsName))
+		return os.RemoveAll(filepath.Join(run, wire.SessionSkillsName))
 	}
 	if err := s.stageSkills(fd, tree); err != nil {
 		return errors.Join(err, os.RemoveAll(filepath.Join(run, skillsStaging)))
@@ -139,7 +139,7 @@ func (s *settings) chownAt(dirfd int, rel string) error {
 // swapSkills puts the staged copy in place of run/skills (runfd) and
 // removes what was there.
 func swapSkills(runfd int, run string) error {
-	name := rtsandbox.SessionSkillsName
+	name := wire.SessionSkillsName
 	err := unix.Renameat2(runfd, skillsStaging, runfd, name, unix.RENAME_EXCHANGE)
 	switch {
 	case err == nil: // the old copy is now the staging folder
@@ -156,10 +156,10 @@ func swapSkills(runfd int, run string) error {
 // two renames, between which run/skills is missing for a moment, never
 // half written.
 func swapByRenames(runfd int, run string) error {
-	if err := unix.Renameat(runfd, rtsandbox.SessionSkillsName, runfd, skillsOld); err != nil {
+	if err := unix.Renameat(runfd, wire.SessionSkillsName, runfd, skillsOld); err != nil {
 		return err
 	}
-	if err := unix.Renameat(runfd, skillsStaging, runfd, rtsandbox.SessionSkillsName); err != nil {
+	if err := unix.Renameat(runfd, skillsStaging, runfd, wire.SessionSkillsName); err != nil {
 		return err
 	}
 	return os.RemoveAll(filepath.Join(run, skillsOld))

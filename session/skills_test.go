@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/skilltest"
 	"github.com/rtsandbox/rtsandbox/skills/skilltree"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // loadTree writes files (slash path → content) into a fresh operator
@@ -87,7 +88,7 @@ func runEntries(t *testing.T, run string) []string {
 	}
 	var out []string
 	for _, e := range list {
-		if e.Name() != rtsandbox.SessionSocketName {
+		if e.Name() != wire.SessionSocketName {
 			out = append(out, e.Name())
 		}
 	}
@@ -108,7 +109,7 @@ func testSettings() *settings {
 func TestInstallSkills(t *testing.T) {
 	s := testSettings()
 	run := t.TempDir()
-	skillsDir := filepath.Join(run, rtsandbox.SessionSkillsName)
+	skillsDir := filepath.Join(run, wire.SessionSkillsName)
 	uid, gid := uint32(s.UID), uint32(s.GID)
 	dir := func() copied { return copied{Body: "<dir>", Mode: fs.ModeDir | 0o700, UID: uid, GID: gid} }
 	file := func(body string) copied { return copied{Body: body, Mode: 0o600, UID: uid, GID: gid} }
@@ -135,7 +136,7 @@ func TestInstallSkills(t *testing.T) {
 	if d := cmp.Diff(want, readCopy(t, skillsDir)); d != "" {
 		t.Errorf("replaced copy (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{rtsandbox.SessionSkillsName}, runEntries(t, run)); d != "" {
+	if d := cmp.Diff([]string{wire.SessionSkillsName}, runEntries(t, run)); d != "" {
 		t.Errorf("run/ after a replace (-want +got):\n%s", d)
 	}
 
@@ -166,10 +167,10 @@ func TestSwapSkillsByRenames(t *testing.T) {
 	if err := swapByRenames(fd, run); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]string{rtsandbox.SessionSkillsName}, runEntries(t, run)); d != "" {
+	if d := cmp.Diff([]string{wire.SessionSkillsName}, runEntries(t, run)); d != "" {
 		t.Errorf("run/ after the swap (-want +got):\n%s", d)
 	}
-	if data, _ := os.ReadFile(filepath.Join(run, rtsandbox.SessionSkillsName, "pdf", "SKILL.md")); string(data) != pdfSkill("B") {
+	if data, _ := os.ReadFile(filepath.Join(run, wire.SessionSkillsName, "pdf", "SKILL.md")); string(data) != pdfSkill("B") {
 		t.Errorf("run/skills/pdf/SKILL.md = %q; want the new copy", data)
 	}
 }
@@ -194,7 +195,7 @@ func TestSecInstallSkillsAtomic(t *testing.T) {
 	var bad error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		p := filepath.Join(run, rtsandbox.SessionSkillsName, "pdf", "big.md")
+		p := filepath.Join(run, wire.SessionSkillsName, "pdf", "big.md")
 		for !stop.Load() {
 			data, err := os.ReadFile(p)
 			switch {
@@ -240,7 +241,7 @@ func TestSkillsCopiedBeforeCreate(t *testing.T) {
 	run := filepath.Join(f.party, "discord_s", runName)
 	var atCreate string
 	f.w.onEnsure = func() {
-		data, _ := os.ReadFile(filepath.Join(run, rtsandbox.SessionSkillsName, "pdf", "SKILL.md"))
+		data, _ := os.ReadFile(filepath.Join(run, wire.SessionSkillsName, "pdf", "SKILL.md"))
 		atCreate = string(data)
 	}
 	if _, err := f.turnIn(context.Background(), "discord:s", "a"); err != nil {
@@ -267,7 +268,7 @@ func TestChangedSkillRecreates(t *testing.T) {
 	}
 	name := f.rt.name("discord:r")
 	run := filepath.Join(f.party, "discord_r", runName)
-	skillFile := filepath.Join(run, rtsandbox.SessionSkillsName, "pdf", "SKILL.md")
+	skillFile := filepath.Join(run, wire.SessionSkillsName, "pdf", "SKILL.md")
 	restart := func(tree *skilltree.Tree) *Runtime {
 		t.Helper()
 		if err := f.rt.Close(context.Background()); err != nil {
@@ -286,7 +287,7 @@ func TestChangedSkillRecreates(t *testing.T) {
 	}
 
 	inode := func() uint64 {
-		fi, err := os.Lstat(filepath.Join(run, rtsandbox.SessionSkillsName))
+		fi, err := os.Lstat(filepath.Join(run, wire.SessionSkillsName))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/attach"
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Bounds of what a failed turn writes to the operator log (§1.2 step 16).
@@ -32,7 +33,7 @@ type TurnRequest struct {
 	// Text is the guest's message, at most 100,000 UTF-16 units.
 	Text string
 	// Images go to the worker with the text (§4.2); nil for none.
-	Images []rtsandbox.Image
+	Images []wire.Image
 	// TurnID names the turn (a safe file name: the worker's outbox
 	// directory); "" means a fresh random id.
 	TurnID string
@@ -68,7 +69,7 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 // logged ("sandbox turn failed") and returned as an error whose text is
 // "Sandbox turn timed out" (the deadline passed) or "Sandbox turn failed:
 // <scrubbed message>", wrapping the original error (ErrWorkerFailed for a
-// worker's ok:false, ErrUnknownProfile, ErrNotReady, rtsandbox.ErrTurnInput
+// worker's ok:false, ErrUnknownProfile, ErrNotReady, wire.ErrTurnInput
 // …) and, when the turn was aborted, its cause (rtsandbox.ErrTurnTimeout, rtsandbox.ErrTurnStopped,
 // rtsandbox.ErrRuntimeClosed or the caller's). An aborted turn's container is removed
 // before Turn returns.
@@ -162,12 +163,12 @@ func (r *Runtime) finish(t *turn) {
 // run is §1.2 steps 3–14.
 func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	sp := req.Binding.Speaker
-	st := rtsandbox.SessionTurn{
-		TurnID: t.id, Author: rtsandbox.SessionAuthor{ID: sp.ID, Name: sp.Name},
+	st := wire.SessionTurn{
+		TurnID: t.id, Author: wire.SessionAuthor{ID: sp.ID, Name: sp.Name},
 		Text: req.Text, Images: req.Images, Thinking: "low", // judged below
 	}
 	if st.Images == nil {
-		st.Images = []rtsandbox.Image{}
+		st.Images = []wire.Image{}
 	}
 	if err := st.Validate(); err != nil {
 		return TurnResult{}, err
@@ -189,7 +190,7 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 		return TurnResult{}, err
 	}
 	deadline, _ := t.ctx.Deadline()
-	sb := rtsandbox.SessionBinding{Binding: req.Binding, Profile: profile, Thinking: level, Deadline: deadline}
+	sb := wire.SessionBinding{Binding: req.Binding, Profile: profile, Thinking: level, Deadline: deadline}
 	out, err := r.execute(t, profile, sb, st)
 	if err != nil {
 		return TurnResult{}, err
@@ -204,20 +205,20 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 // nothing of it ran. A fault after the worker took it fails the turn with
 // the fault (rtsandbox.ErrSandboxStopped), and the worker's last lines go
 // to the operator log.
-func (r *Runtime) execute(t *turn, profile string, sb rtsandbox.SessionBinding, st rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+func (r *Runtime) execute(t *turn, profile string, sb wire.SessionBinding, st wire.SessionTurn) (wire.SessionResult, error) {
 	for again := true; ; again = false {
 		out, err := r.attempt(t, sb, st)
 		if err == nil || !errors.Is(err, container.ErrSessionDown) {
 			return out, err
 		}
-		if !again || !errors.Is(err, rtsandbox.ErrTurnUndelivered) {
+		if !again || !errors.Is(err, wire.ErrTurnUndelivered) {
 			r.logWorker(t)
 			return out, err
 		}
 		r.s.Logger.Info("session turn runs again: its container stopped serving before the worker took it",
 			"channel", string(t.channel), "turn_id", t.id, "err", r.scrub(err.Error(), maxLogMessage))
 		if err := r.start(t.ctx, t.channel, profile); err != nil {
-			return rtsandbox.SessionResult{}, err
+			return wire.SessionResult{}, err
 		}
 	}
 }
@@ -225,16 +226,16 @@ func (r *Runtime) execute(t *turn, profile string, sb rtsandbox.SessionBinding, 
 // attempt binds the channel's broker to the turn and executes it, under a
 // context a fault of the channel's container cuts (the fault is then in
 // the error, with the broker's).
-func (r *Runtime) attempt(t *turn, sb rtsandbox.SessionBinding, st rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+func (r *Runtime) attempt(t *turn, sb wire.SessionBinding, st wire.SessionTurn) (wire.SessionResult, error) {
 	actx, cut := context.WithCancelCause(t.ctx)
 	defer cut(errTurnEnded)
 	if fault := r.beginAttempt(t, cut); fault != nil {
-		return rtsandbox.SessionResult{}, fmt.Errorf("%w: %w", fault, rtsandbox.ErrTurnUndelivered)
+		return wire.SessionResult{}, fmt.Errorf("%w: %w", fault, wire.ErrTurnUndelivered)
 	}
 	defer r.endAttempt(t)
 	b, err := r.current(t.channel)
 	if err != nil {
-		return rtsandbox.SessionResult{}, err
+		return wire.SessionResult{}, err
 	}
 	// The binding's context ends before the binding is revoked (§1.2
 	// step 15), so calls still in flight under this turn's scope end with
@@ -243,7 +244,7 @@ func (r *Runtime) attempt(t *turn, sb rtsandbox.SessionBinding, st rtsandbox.Ses
 	release, err := b.Bind(bctx, sb)
 	if err != nil {
 		unbind()
-		return rtsandbox.SessionResult{}, fmt.Errorf("bind: %w", err)
+		return wire.SessionResult{}, fmt.Errorf("bind: %w", err)
 	}
 	defer func() { unbind(); release() }()
 	out, err := b.Execute(actx, st)
@@ -271,7 +272,7 @@ func (r *Runtime) judgeAndStart(t *turn, profile, text string) (string, error) {
 	if err := errors.Join(startErr, judgeErr); err != nil {
 		return "", err
 	}
-	if !rtsandbox.ValidThinking(level) {
+	if !wire.ValidThinking(level) {
 		return "", fmt.Errorf("effort judge answered %q, not a thinking level", level)
 	}
 	r.mu.Lock()
@@ -296,9 +297,9 @@ func (r *Runtime) memory(t *turn, b rtsandbox.Binding) (string, string, error) {
 	case mem == "":
 		return "", "", nil
 	case visibility == "":
-		return mem, rtsandbox.MemoryPrivate, nil
-	case visibility != rtsandbox.MemoryShared && visibility != rtsandbox.MemoryPrivate:
-		return "", "", fmt.Errorf("memory visibility %q is neither shared nor private: %w", visibility, rtsandbox.ErrTurnInput)
+		return mem, wire.MemoryPrivate, nil
+	case visibility != wire.MemoryShared && visibility != wire.MemoryPrivate:
+		return "", "", fmt.Errorf("memory visibility %q is neither shared nor private: %w", visibility, wire.ErrTurnInput)
 	}
 	return mem, visibility, nil
 }
@@ -316,7 +317,7 @@ func (r *Runtime) current(channel rtsandbox.ChannelKey) (Broker, error) {
 // decode finishes a worker's result (§1.2 step 14): ok:false fails with
 // ErrWorkerFailed (the container is kept); the reply files are validated
 // again and decoded (attach.DecodeReplyFiles).
-func decode(id string, out rtsandbox.SessionResult) (TurnResult, error) {
+func decode(id string, out wire.SessionResult) (TurnResult, error) {
 	if !out.OK {
 		return TurnResult{}, fmt.Errorf("%w: %s", ErrWorkerFailed, out.Error)
 	}

@@ -8,7 +8,7 @@
 // The contract:
 //
 //   - An index is at most MaxSkills skills. Check states its rules: a
-//     name is a safe folder name (rtsandbox.ValidSafeName) used once, a
+//     name is a safe folder name (wire.ValidSafeName) used once, a
 //     description is a non-empty string of at most MaxFrontMatter bytes,
 //     and tools lists the tools the skill gates, each named once in the
 //     whole index, as the profile names it: a host tool by its name

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The bounds of an index and of what Read takes in.
@@ -36,7 +37,7 @@ const (
 
 // Skill is one indexed skill; Tools lists the tools it gates, in file
 // order.
-type Skill = rtsandbox.SessionSkill
+type Skill = wire.SessionSkill
 
 // Index is the skills of one directory. It is immutable and safe for
 // concurrent use.
@@ -75,7 +76,7 @@ func Check(list []Skill) (skill string, err error) {
 // of the skills before it, which it extends.
 func checkSkill(s Skill, names map[string]bool, owner map[string]string) error {
 	switch {
-	case !rtsandbox.ValidSafeName(s.Name):
+	case !wire.ValidSafeName(s.Name):
 		return fmt.Errorf("%w: name %q is not a safe folder name", rtsandbox.ErrInvalid, s.Name)
 	case names[s.Name]:
 		return fmt.Errorf("%w: name %q is used twice", rtsandbox.ErrInvalid, s.Name)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/skilltest"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The helpers of package skilltest, by their short names.
@@ -123,7 +124,7 @@ func FuzzCheck(f *testing.F) {
 			}
 			return
 		}
-		if !rtsandbox.ValidSafeName(name) || desc == "" {
+		if !wire.ValidSafeName(name) || desc == "" {
 			t.Fatalf("accepted %+v", s)
 		}
 		for _, tool := range s.Tools {

@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // MCPProtocolVersion is the MCP revision the host asks for: the newest
@@ -161,9 +162,9 @@ func (s *MCPSession) answer(ctx context.Context, res *mcp.CallToolResult, err er
 		if err != nil {
 			return nil, fmt.Errorf("%w: cannot encode the tool result", ErrMCPSession)
 		}
-		return rpcAnswer(mcpAnswer{JSONRPC: rtsandbox.MCPJSONRPC, ID: 1, Result: result})
+		return rpcAnswer(mcpAnswer{JSONRPC: wire.MCPJSONRPC, ID: 1, Result: result})
 	case errors.As(err, &werr) && s.box.allOK():
-		return rpcAnswer(mcpAnswer{JSONRPC: rtsandbox.MCPJSONRPC, ID: 1,
+		return rpcAnswer(mcpAnswer{JSONRPC: wire.MCPJSONRPC, ID: 1,
 			Error: &mcpError{Code: werr.Code, Message: werr.Message}})
 	}
 	// A session that failed (refused, expired, broken stream, deadline) is

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const (
@@ -25,19 +26,19 @@ const (
 const limitText = "The sandbox turn reached its model-call limit."
 
 // message is a chat-completions message in the reference's key order.
-type message = rtsandbox.ChatMessage
+type message = wire.ChatMessage
 
 type modelPayload struct {
-	Model    string               `json:"model"`
-	Messages []message            `json:"messages"`
-	Tools    []rtsandbox.ChatTool `json:"tools"`
+	Model    string          `json:"model"`
+	Messages []message       `json:"messages"`
+	Tools    []wire.ChatTool `json:"tools"`
 	// images go with the last user message, the turn's own; toolImages
 	// with the result of the tool call whose id keys them (read_attachment
 	// in session mode). Each model client puts them where its API takes
 	// images; they are never part of the chat shape, nor of the stored
 	// conversation. The sealed worker has none.
-	images     []rtsandbox.Image
-	toolImages map[string][]rtsandbox.Image
+	images     []wire.Image
+	toolImages map[string][]wire.Image
 }
 
 // agent is the tool loop both modes share: it calls the model, runs the
@@ -90,7 +91,7 @@ type agent struct {
 // history as the host passed them.
 type sealedTurn struct {
 	*agent
-	turn   rtsandbox.Turn
+	turn   wire.Turn
 	broker *broker
 	mem    *memory
 
@@ -99,7 +100,7 @@ type sealedTurn struct {
 }
 
 // runTurn runs the agent loop of §4.3–4.4 for one validated turn.
-func runTurn(ctx context.Context, turn rtsandbox.Turn, o Options) (rtsandbox.Reply, error) {
+func runTurn(ctx context.Context, turn wire.Turn, o Options) (rtsandbox.Reply, error) {
 	a, err := newAgent(turn, o)
 	if err != nil {
 		return rtsandbox.Reply{}, err
@@ -139,7 +140,7 @@ func (a *sealedTurn) reply(ok bool, text string, history []rtsandbox.HistoryEntr
 	return rtsandbox.Reply{OK: ok, Text: text, State: &rtsandbox.ChannelState{Memory: memory, History: history}}
 }
 
-func newAgent(turn rtsandbox.Turn, o Options) (*sealedTurn, error) {
+func newAgent(turn wire.Turn, o Options) (*sealedTurn, error) {
 	mem := &memory{entries: turn.Memory}
 	history := loadHistory(turn.History, turn.Reset)
 	b := newBroker(o.Socket)
@@ -195,10 +196,10 @@ func (a *sealedTurn) system(mem *memory, now time.Time) (string, error) {
 
 // userContent wraps the message with its speaker as JSON, so the display
 // name stays a labelled value rather than text the model reads as prose.
-func userContent(turn rtsandbox.Turn) (string, error) {
+func userContent(turn wire.Turn) (string, error) {
 	b, err := jsonjs.Marshal(struct {
-		Speaker rtsandbox.TurnSpeaker `json:"speaker"`
-		Message string                `json:"message"`
+		Speaker wire.TurnSpeaker `json:"speaker"`
+		Message string           `json:"message"`
 	}{turn.Speaker, turn.Text})
 	return string(b), err
 }
@@ -370,7 +371,7 @@ func (a *agent) fileImages(id string) {
 		return
 	}
 	if a.payload.toolImages == nil {
-		a.payload.toolImages = map[string][]rtsandbox.Image{}
+		a.payload.toolImages = map[string][]wire.Image{}
 	}
 	a.payload.toolImages[id] = images
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // nearCapacityNotes is the §6.8 store: 144 channel notes of 2,048
@@ -62,7 +63,7 @@ func TestAgentNearCapacityStoreAndHugeHistoryFit(t *testing.T) {
 	r := runWorker(t, b, ch, testTurn("alice", text))
 	wantOK(t, r, "Removed.")
 
-	bodies := b.gotBodies(rtsandbox.RouteModel)
+	bodies := b.gotBodies(wire.RouteModel)
 	if len(bodies) != 2 {
 		t.Fatalf("model calls = %d; want 2", len(bodies))
 	}
@@ -102,7 +103,7 @@ func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 		completion("Remembered."),
 	)
 	wantOK(t, runWorker(t, b, ch, testTurn("alice", "Remember that I drink tea.")), "Remembered.")
-	if bodies := b.gotBodies(rtsandbox.RouteModel); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
+	if bodies := b.gotBodies(wire.RouteModel); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
 		t.Fatalf("second request = %q; want it to contain %q", bodies, refusedText)
 	}
 	tea := []rtsandbox.MemoryEntry{{Scope: "speaker:alice", Key: "drink", Text: "Tea"}}
@@ -116,7 +117,7 @@ func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 
 	b2 := startBroker(t, completion("You drink Tea."))
 	wantOK(t, runWorker(t, b2, ch, testTurn("alice", "What do I drink?")), "You drink Tea.")
-	first := b2.gotBodies(rtsandbox.RouteModel)[0]
+	first := b2.gotBodies(wire.RouteModel)[0]
 	for _, want := range []string{"Tea", "Remembered."} {
 		if !strings.Contains(first, want) {
 			t.Errorf("turn 2 request lacks %q", want)
@@ -130,7 +131,7 @@ func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 	turn := testTurn("bob", "Hello")
 	turn.Reset = true
 	wantOK(t, runWorker(t, b3, ch, turn), "Hello Bob.")
-	first = b3.gotBodies(rtsandbox.RouteModel)[0]
+	first = b3.gotBodies(wire.RouteModel)[0]
 	for _, unwanted := range []string{"Tea", "Remembered."} {
 		if strings.Contains(first, unwanted) {
 			t.Errorf("reset turn request contains %q", unwanted)
@@ -236,7 +237,7 @@ func TestAgentCapacityRefusalKeepsState(t *testing.T) {
 		completion("Full."),
 	)
 	wantOK(t, runWorker(t, b, ch, testTurn("alice", "Remember")), "Full.")
-	if bodies := b.gotBodies(rtsandbox.RouteModel); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
+	if bodies := b.gotBodies(wire.RouteModel); len(bodies) != 2 || !strings.Contains(bodies[1], refusedText) {
 		t.Errorf("second request = %.200q; want the refusal", bodies)
 	}
 	if diff := cmp.Diff(full, ch.state.Memory); diff != "" {
@@ -250,25 +251,25 @@ func TestAgentDeclaredRoutesOnly(t *testing.T) {
 		completion(nil, call("a", "host_clock", `{}`), call("b", "mcp_0_search", `{"query":"a"}`)),
 		completion("Done."),
 	)
-	b.handle(rtsandbox.ToolRoute("clock"), func(string) (int, string) { return 200, `{"text":"noon"}` })
-	b.handle(rtsandbox.MCPRoute("catalog"), func(string) (int, string) {
+	b.handle(wire.ToolRoute("clock"), func(string) (int, string) { return 200, `{"text":"noon"}` })
+	b.handle(wire.MCPRoute("catalog"), func(string) (int, string) {
 		return 200, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"found"}]}}`
 	})
 	turn := testTurn("alice", "What time is it?")
 	params := json.RawMessage(`{"type":"object","properties":{}}`)
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "clock", Description: "Tell the time.", Parameters: params}}
-	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search.", Parameters: params}}}}
+	turn.MCP = []wire.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{{Name: "search", Description: "Search.", Parameters: params}}}}
 	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Done.")
 
-	want := []string{rtsandbox.RouteModel, rtsandbox.ToolRoute("clock"), rtsandbox.MCPRoute("catalog"), rtsandbox.RouteModel}
+	want := []string{wire.RouteModel, wire.ToolRoute("clock"), wire.MCPRoute("catalog"), wire.RouteModel}
 	if diff := cmp.Diff(want, b.gotRoutes()); diff != "" {
 		t.Errorf("routes (-want +got):\n%s", diff)
 	}
-	bodies := b.gotBodies(rtsandbox.RouteModel)
+	bodies := b.gotBodies(wire.RouteModel)
 	if !strings.Contains(bodies[0], `"name":"host_clock"`) {
 		t.Errorf("first request tools lack host_clock: %s", bodies[0])
 	}
-	if got, want := b.gotBodies(rtsandbox.MCPRoute("catalog"))[0], `{"method":"tools/call","params":{"name":"search","arguments":{"query":"a"}}}`; got != want {
+	if got, want := b.gotBodies(wire.MCPRoute("catalog"))[0], `{"method":"tools/call","params":{"name":"search","arguments":{"query":"a"}}}`; got != want {
 		t.Errorf("mcp body = %s; want %s", got, want)
 	}
 	for _, want := range []string{`{\"text\":\"noon\"}`, `\"text\":\"found\"`} {
@@ -298,7 +299,7 @@ func TestAgentStopsAtModelCallLimit(t *testing.T) {
 			if r.code != 0 || r.reply.OK || r.reply.Text != limitText {
 				t.Fatalf("Run() = %d, %.200q; want 0 and ok:false %q", r.code, r.stdout, limitText)
 			}
-			if n := len(b.gotBodies(rtsandbox.RouteModel)); n != maxModelCalls {
+			if n := len(b.gotBodies(wire.RouteModel)); n != maxModelCalls {
 				t.Errorf("model calls = %d; want %d", n, maxModelCalls)
 			}
 			want := rtsandbox.ChannelState{
@@ -330,15 +331,15 @@ func TestAgentRefusesTooManyToolCalls(t *testing.T) {
 func TestAgentLargeArgumentsRunWithOriginal(t *testing.T) {
 	args := `{"q":"` + strings.Repeat("x", 3000) + `"}`
 	b := startBroker(t, completion(nil, call("big", "host_echo", args)), completion("Echoed."))
-	b.handle(rtsandbox.ToolRoute("echo"), func(string) (int, string) { return 200, `{"text":"ok"}` })
+	b.handle(wire.ToolRoute("echo"), func(string) (int, string) { return 200, `{"text":"ok"}` })
 	turn := testTurn("alice", "Echo")
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "echo", Description: "Echo.", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Echoed.")
 
-	if got := b.gotBodies(rtsandbox.ToolRoute("echo")); len(got) != 1 || got[0] != args {
+	if got := b.gotBodies(wire.ToolRoute("echo")); len(got) != 1 || got[0] != args {
 		t.Errorf("tool body = %.80q; want the original arguments", got)
 	}
-	second := b.gotBodies(rtsandbox.RouteModel)[1]
+	second := b.gotBodies(wire.RouteModel)[1]
 	placeholder, _ := json.Marshal(omittedArguments)
 	if !strings.Contains(second, string(placeholder)) || strings.Contains(second, strings.Repeat("x", 3000)) {
 		t.Errorf("second request does not show the placeholder instead of the arguments")
@@ -411,7 +412,7 @@ func TestAgentResetIgnoresAndReplacesHistory(t *testing.T) {
 	}
 	r := runWorkerRaw(t, b.sock, string(in))
 	wantOK(t, r, "Fresh.")
-	if body := b.gotBodies(rtsandbox.RouteModel)[0]; strings.Contains(body, "an old secret") || strings.Contains(body, "Old answer.") {
+	if body := b.gotBodies(wire.RouteModel)[0]; strings.Contains(body, "an old secret") || strings.Contains(body, "Old answer.") {
 		t.Errorf("reset turn request contains the old history")
 	}
 	var reply rtsandbox.Reply
@@ -450,7 +451,7 @@ func TestAgentFinalAnswerRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBroker(t)
-			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return tt.status, tt.answer })
+			b.handle(wire.RouteModel, func(string) (int, string) { return tt.status, tt.answer })
 			r := runWorker(t, b, newChannel(nil, nil), testTurn("alice", "Hi"))
 			if tt.want == "" {
 				wantFailed(t, r)
@@ -477,15 +478,15 @@ func TestAgentToolFailuresAreRefusals(t *testing.T) {
 		),
 		completion("Sorry."),
 	)
-	b.handle(rtsandbox.ToolRoute("clock"), func(string) (int, string) { return 502, `{"error":"broker call failed"}` })
+	b.handle(wire.ToolRoute("clock"), func(string) (int, string) { return 502, `{"error":"broker call failed"}` })
 	turn := testTurn("alice", "Time?")
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "clock", Description: "Clock.", Parameters: json.RawMessage(`{}`)}}
 	wantOK(t, runWorker(t, b, newChannel(nil, nil), turn), "Sorry.")
-	if got := b.gotRoutes(); !cmp.Equal(got, []string{rtsandbox.RouteModel, rtsandbox.ToolRoute("clock"), rtsandbox.RouteModel}) {
+	if got := b.gotRoutes(); !cmp.Equal(got, []string{wire.RouteModel, wire.ToolRoute("clock"), wire.RouteModel}) {
 		t.Errorf("routes = %v; want one tool call", got)
 	}
 	var p struct{ Messages []message }
-	json.Unmarshal([]byte(b.gotBodies(rtsandbox.RouteModel)[1]), &p)
+	json.Unmarshal([]byte(b.gotBodies(wire.RouteModel)[1]), &p)
 	var tools int
 	for _, m := range p.Messages {
 		if m.Role == "tool" {
@@ -508,9 +509,9 @@ func TestAgentSystemPromptAndTools(t *testing.T) {
 	var p struct {
 		Model    string
 		Messages []message
-		Tools    []rtsandbox.ChatTool
+		Tools    []wire.ChatTool
 	}
-	if err := json.Unmarshal([]byte(b.gotBodies(rtsandbox.RouteModel)[0]), &p); err != nil {
+	if err := json.Unmarshal([]byte(b.gotBodies(wire.RouteModel)[0]), &p); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(p.Messages[0].Content, "Current time: 1/2/2026, 10:04:05 AM.") {
@@ -536,7 +537,7 @@ func TestAgentRefusesBadTurnSetup(t *testing.T) {
 	badZone.TimeZone = "Mars/Olympus"
 	emptyZone := testTurn("alice", "Hi")
 	emptyZone.TimeZone = ""
-	for name, turn := range map[string]rtsandbox.Turn{"tool-list-over-budget": huge, "unknown-time-zone": badZone, "empty-time-zone": emptyZone} {
+	for name, turn := range map[string]wire.Turn{"tool-list-over-budget": huge, "unknown-time-zone": badZone, "empty-time-zone": emptyZone} {
 		t.Run(name, func(t *testing.T) {
 			b := startBroker(t)
 			wantFailed(t, runWorker(t, b, newChannel(nil, nil), turn))
@@ -555,9 +556,9 @@ func TestAgentFitContext(t *testing.T) {
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: big}, {Role: "assistant", Content: "old"},
 		{Role: "user", Content: "current"},
-		{Role: "assistant", Content: big, ToolCalls: []rtsandbox.ToolCall{{ID: "a", Type: "function"}}},
+		{Role: "assistant", Content: big, ToolCalls: []wire.ToolCall{{ID: "a", Type: "function"}}},
 		{Role: "tool", ToolCallID: "a", Content: big},
-		{Role: "assistant", Content: "x", ToolCalls: []rtsandbox.ToolCall{{ID: "b", Type: "function"}}},
+		{Role: "assistant", Content: "x", ToolCalls: []wire.ToolCall{{ID: "b", Type: "function"}}},
 		{Role: "tool", ToolCallID: "b", Content: big},
 	}}}
 	if err := a.fitContext(); err != nil {

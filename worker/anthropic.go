@@ -12,6 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the worker's Anthropic Messages client (session spec §2.5,
@@ -185,7 +186,7 @@ func (c *anthropicClient) request(p *modelPayload) any {
 }
 
 // imageContent is a user message of images, then its text.
-func imageContent(images []rtsandbox.Image, text string) []any {
+func imageContent(images []wire.Image, text string) []any {
 	blocks := make([]any, 0, len(images)+1)
 	for _, im := range images {
 		blocks = append(blocks, imageBlock{Type: "image", Source: imageSource{Type: "base64", MediaType: im.MIMEType, Data: im.Data}})
@@ -271,7 +272,7 @@ func (c *anthropicClient) complete(ctx context.Context, p *modelPayload) (map[st
 	}
 	var waited retryState
 	for {
-		resp, err := c.broker.open(ctx, rtsandbox.RouteAnthropicMessages, json.RawMessage(body))
+		resp, err := c.broker.open(ctx, wire.RouteAnthropicMessages, json.RawMessage(body))
 		if err != nil {
 			return nil, err
 		}
@@ -369,8 +370,8 @@ func readMessage(r io.Reader) ([]answerBlock, error) {
 // chatAnswer is an answer in the chat-completions message shape the loop
 // reads; Content is null when the answer has no text block.
 type chatAnswer struct {
-	Content   *string              `json:"content"`
-	ToolCalls []rtsandbox.ToolCall `json:"tool_calls,omitempty"`
+	Content   *string         `json:"content"`
+	ToolCalls []wire.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // chatMessage joins the text blocks into content, makes each tool_use a
@@ -390,9 +391,9 @@ func chatMessage(blocks []answerBlock) (map[string]json.RawMessage, []any, error
 			}
 			ans.Content = &text
 		case "tool_use":
-			ans.ToolCalls = append(ans.ToolCalls, rtsandbox.ToolCall{
-				ID: b.ID, Type: rtsandbox.FunctionType,
-				Function: rtsandbox.FunctionCall{Name: b.Name, Arguments: string(compact(b.Input))},
+			ans.ToolCalls = append(ans.ToolCalls, wire.ToolCall{
+				ID: b.ID, Type: wire.FunctionType,
+				Function: wire.FunctionCall{Name: b.Name, Arguments: string(compact(b.Input))},
 			})
 		case "thinking":
 			thinking = append(thinking, thinkingBlock{Type: "thinking", Thinking: b.Thinking, Signature: b.Signature})

@@ -10,6 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // streamModes runs a test once with whole answers and once streamed.
@@ -29,7 +30,7 @@ func TestAnthropicTextAnswer(t *testing.T) {
 			b := startAnthropicBroker(t, model, modelapi.LevelLow)
 			r := runAnthropic(t, b, anthropicTurn("Hi", mode.stream))
 			wantOK(t, r, "Hello from the Messages API, in pieces.")
-			if diff := cmp.Diff([]string{rtsandbox.RouteAnthropicMessages}, b.gotRoutes()); diff != "" {
+			if diff := cmp.Diff([]string{wire.RouteAnthropicMessages}, b.gotRoutes()); diff != "" {
 				t.Errorf("broker routes (-want +got):\n%s", diff)
 			}
 			reqs := model.Requests()
@@ -84,7 +85,7 @@ func TestAnthropicToolUseRoundTrip(t *testing.T) {
 			turn.Tools = []rtsandbox.ToolSpec{{Name: "lookup", Description: "Look up", Parameters: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)}}
 			r := runAnthropic(t, b, turn)
 			wantOK(t, r, `{"text":"lookup ran"} | Saved.`)
-			want := []string{rtsandbox.RouteAnthropicMessages, rtsandbox.ToolRoute("lookup"), rtsandbox.RouteAnthropicMessages}
+			want := []string{wire.RouteAnthropicMessages, wire.ToolRoute("lookup"), wire.RouteAnthropicMessages}
 			if diff := cmp.Diff(want, b.gotRoutes()); diff != "" {
 				t.Errorf("broker routes (-want +got):\n%s", diff)
 			}
@@ -295,7 +296,7 @@ func TestAnthropicMalformedToolInput(t *testing.T) {
 	turn := anthropicTurn("look", true)
 	turn.Tools = []rtsandbox.ToolSpec{{Name: "lookup", Description: "Look up", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	wantOK(t, runAnthropic(t, b, turn), refusedText)
-	if diff := cmp.Diff([]string{rtsandbox.RouteAnthropicMessages, rtsandbox.RouteAnthropicMessages}, b.gotRoutes()); diff != "" {
+	if diff := cmp.Diff([]string{wire.RouteAnthropicMessages, wire.RouteAnthropicMessages}, b.gotRoutes()); diff != "" {
 		t.Errorf("broker routes (-want +got); the tool must not run:\n%s", diff)
 	}
 	if !strings.Contains(b.gotBodies()[1], `"input":{"omitted":"Invalid or large arguments omitted from context."}`) {

@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // anthropicBroker stands in for the broker's Anthropic route until the
@@ -58,11 +59,11 @@ func (b *anthropicBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.routes = append(b.routes, r.URL.Path)
 	b.mu.Unlock()
 	switch {
-	case r.URL.Path == rtsandbox.RouteAnthropicMessages:
+	case r.URL.Path == wire.RouteAnthropicMessages:
 		b.messages(w, r, body)
-	case strings.HasPrefix(r.URL.Path, rtsandbox.RouteToolPrefix):
+	case strings.HasPrefix(r.URL.Path, wire.RouteToolPrefix):
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"text":"`+strings.TrimPrefix(r.URL.Path, rtsandbox.RouteToolPrefix)+` ran"}`)
+		io.WriteString(w, `{"text":"`+strings.TrimPrefix(r.URL.Path, wire.RouteToolPrefix)+` ran"}`)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 	}
@@ -156,14 +157,14 @@ func (b *anthropicBroker) gotBodies() []string {
 }
 
 // anthropicTurn is testTurn for a host whose model speaks Messages.
-func anthropicTurn(text string, stream bool) rtsandbox.Turn {
+func anthropicTurn(text string, stream bool) wire.Turn {
 	turn := testTurn("alice", text)
 	turn.ModelAPI, turn.Stream = rtsandbox.ModelAPIAnthropic, stream
 	return turn
 }
 
 // runAnthropic runs turn against b with an empty channel.
-func runAnthropic(t *testing.T, b *anthropicBroker, turn rtsandbox.Turn) runResult {
+func runAnthropic(t *testing.T, b *anthropicBroker, turn wire.Turn) runResult {
 	t.Helper()
 	in, err := jsonjs.Marshal(turn)
 	if err != nil {

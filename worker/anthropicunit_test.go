@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // A stream with thinking, text and tool_use blocks, pings, unknown events
@@ -119,14 +120,14 @@ func TestReadStreamEndlessIsBounded(t *testing.T) {
 func TestAnthropicRequest(t *testing.T) {
 	c := newAnthropicClient(modelSettings{api: rtsandbox.ModelAPIAnthropic, thinking: "medium", stream: true}, nil)
 	c.pending, c.hasPending = []any{thinkingBlock{Type: "thinking", Thinking: "hm", Signature: "sig"}, redactedThinkingBlock{Type: "redacted_thinking", Data: "opaque"}}, true
-	p := &modelPayload{Model: "m", Tools: []rtsandbox.ChatTool{{Type: "function", Function: rtsandbox.ToolSpec{Name: "host_x", Description: "X", Parameters: json.RawMessage(`{"type":"object"}`)}}}, Messages: []message{
+	p := &modelPayload{Model: "m", Tools: []wire.ChatTool{{Type: "function", Function: rtsandbox.ToolSpec{Name: "host_x", Description: "X", Parameters: json.RawMessage(`{"type":"object"}`)}}}, Messages: []message{
 		{Role: "system", Content: "sys"},
 		{Role: "assistant", Content: "orphaned history answer"},
 		{Role: "user", Content: "old question"}, {Role: "assistant", Content: "old answer"},
 		{Role: "user", Content: "now"},
-		{Role: "assistant", Content: "", ToolCalls: []rtsandbox.ToolCall{
-			{ID: "c1", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_x", Arguments: `{"a": 1}`}},
-			{ID: "c2", Type: "function", Function: rtsandbox.FunctionCall{Name: "invalid_tool", Arguments: `[1]`}},
+		{Role: "assistant", Content: "", ToolCalls: []wire.ToolCall{
+			{ID: "c1", Type: "function", Function: wire.FunctionCall{Name: "host_x", Arguments: `{"a": 1}`}},
+			{ID: "c2", Type: "function", Function: wire.FunctionCall{Name: "invalid_tool", Arguments: `[1]`}},
 		}},
 		{Role: "tool", ToolCallID: "c1", Content: "one"}, {Role: "tool", ToolCallID: "c2", Content: refusedText},
 	}}
@@ -155,7 +156,7 @@ func TestAnthropicRequest(t *testing.T) {
 	}
 	// A later answer without tool calls does not disturb the replay of
 	// the last one; the next call message has its own (none).
-	p.Messages = append(p.Messages, message{Role: "assistant", ToolCalls: []rtsandbox.ToolCall{{ID: "c3", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_x", Arguments: `{}`}}}})
+	p.Messages = append(p.Messages, message{Role: "assistant", ToolCalls: []wire.ToolCall{{ID: "c3", Type: "function", Function: wire.FunctionCall{Name: "host_x", Arguments: `{}`}}}})
 	c.pending, c.hasPending = nil, true
 	again, _ := jsonjs.Marshal(c.request(p))
 	if strings.Contains(string(again), `"thinking":"hm"`) {
@@ -170,9 +171,9 @@ func TestAnthropicFitContext(t *testing.T) {
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: big}, {Role: "assistant", Content: "old"},
 		{Role: "user", Content: "current"},
-		{Role: "assistant", Content: big, ToolCalls: []rtsandbox.ToolCall{{ID: "a", Type: "function", Function: rtsandbox.FunctionCall{Arguments: "{}"}}}},
+		{Role: "assistant", Content: big, ToolCalls: []wire.ToolCall{{ID: "a", Type: "function", Function: wire.FunctionCall{Arguments: "{}"}}}},
 		{Role: "tool", ToolCallID: "a", Content: big},
-		{Role: "assistant", Content: "x", ToolCalls: []rtsandbox.ToolCall{{ID: "b", Type: "function", Function: rtsandbox.FunctionCall{Arguments: "{}"}}}},
+		{Role: "assistant", Content: "x", ToolCalls: []wire.ToolCall{{ID: "b", Type: "function", Function: wire.FunctionCall{Arguments: "{}"}}}},
 		{Role: "tool", ToolCallID: "b", Content: big},
 	}}}
 	if err := a.fitContext(); err != nil {

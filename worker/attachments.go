@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is what the session worker does with a message's attachments
@@ -52,7 +53,7 @@ const (
 // readAttachmentSpec is read_attachment as the model sees it.
 var readAttachmentSpec = rtsandbox.ToolSpec{
 	Name: "read_attachment",
-	Description: "Read a file a guest attached, from " + rtsandbox.SessionAttachments + " (use the names the message's attachments list gives). " +
+	Description: "Read a file a guest attached, from " + wire.SessionAttachments + " (use the names the message's attachments list gives). " +
 		"A PNG, JPEG, GIF or WebP image is shown to you as an image; text comes back as text, 32 KiB at a time from offset (bytes).",
 	Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"The file name, without a directory."},` +
 		`"offset":{"type":"integer","minimum":0,"description":"Where to start reading text, in bytes; 0 by default."}},"required":["name"],"additionalProperties":false}`),
@@ -65,11 +66,11 @@ var readAttachmentSpec = rtsandbox.ToolSpec{
 // showed until the agent files it under the call.
 type shownImages struct {
 	count, bytes int
-	pending      []rtsandbox.Image
+	pending      []wire.Image
 }
 
 // newShownImages starts the budget with the turn's own images.
-func newShownImages(turn []rtsandbox.Image) *shownImages {
+func newShownImages(turn []wire.Image) *shownImages {
 	s := &shownImages{count: len(turn)}
 	for _, im := range turn {
 		s.bytes += base64.StdEncoding.DecodedLen(len(im.Data))
@@ -84,12 +85,12 @@ func (s *shownImages) show(data []byte, mimeType string) bool {
 	}
 	s.count++
 	s.bytes += len(data)
-	s.pending = append(s.pending, rtsandbox.Image{Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType})
+	s.pending = append(s.pending, wire.Image{Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType})
 	return true
 }
 
 // take returns and forgets the pending images.
-func (s *shownImages) take() []rtsandbox.Image {
+func (s *shownImages) take() []wire.Image {
 	out := s.pending
 	s.pending = nil
 	return out
@@ -127,7 +128,7 @@ func (w *sessionWorker) readAttachment(shown *shownImages) *function {
 	return &function{spec: readAttachmentSpec, run: func(_ context.Context, in toolInput) (string, error) {
 		name, err := attachmentName(in.fields["name"])
 		if err != nil {
-			return string(errInvalidAttachment) + ": give a file name from " + rtsandbox.SessionAttachments + ", without a directory.", nil
+			return string(errInvalidAttachment) + ": give a file name from " + wire.SessionAttachments + ", without a directory.", nil
 		}
 		offset := int64(0)
 		if raw, ok := in.fields["offset"]; ok {
@@ -220,7 +221,7 @@ func referenceImages(workspace string, in toolInput) (json.RawMessage, error) {
 	if !ok || len(items) > maxReferences {
 		return nil, errTooManyRefs
 	}
-	images := make([]rtsandbox.Image, 0, len(items))
+	images := make([]wire.Image, 0, len(items))
 	for _, item := range items {
 		name, err := attachmentName(item)
 		if err != nil {
@@ -239,9 +240,9 @@ func referenceImages(workspace string, in toolInput) (json.RawMessage, error) {
 		if !ok {
 			return nil, errNotImageRef
 		}
-		images = append(images, rtsandbox.Image{Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType})
+		images = append(images, wire.Image{Data: base64.StdEncoding.EncodeToString(data), MIMEType: mimeType})
 	}
-	if err := rtsandbox.ValidateImages(images); err != nil {
+	if err := wire.ValidateImages(images); err != nil {
 		return nil, errNotImageRef
 	}
 	fields := make(map[string]any, len(in.fields))

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // pngBytes starts with the PNG signature (the worker sniffs the type; it
@@ -40,7 +41,7 @@ func attachmentsWorkspace(t *testing.T, files map[string][]byte) string {
 
 // readTool runs read_attachment on ws with input, with a fresh budget of
 // the turn's images.
-func readTool(t *testing.T, ws, input string, turnImages ...rtsandbox.Image) (string, *shownImages) {
+func readTool(t *testing.T, ws, input string, turnImages ...wire.Image) (string, *shownImages) {
 	t.Helper()
 	w := &sessionWorker{o: SessionOptions{Workspace: ws}.withDefaults(), log: newSessionLogger(io.Discard)}
 	shown := newShownImages(turnImages)
@@ -135,9 +136,9 @@ func TestSecReadAttachmentDirSymlink(t *testing.T) {
 // §4.2: the images read_attachment shows share the turn's budget of eight.
 func TestReadAttachmentImageBudget(t *testing.T) {
 	ws := attachmentsWorkspace(t, map[string][]byte{"a.png": pngBytes})
-	full := make([]rtsandbox.Image, rtsandbox.MaxImages)
+	full := make([]wire.Image, rtsandbox.MaxImages)
 	for i := range full {
-		full[i] = rtsandbox.Image{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}
+		full[i] = wire.Image{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}
 	}
 	got, shown := readTool(t, ws, `{"name":"a.png"}`, full...)
 	if want := "a.png is an image (image/png, 16 bytes); it cannot be shown: this turn already shows 8 images or 64 MB."; got != want || len(shown.take()) != 0 {
@@ -210,7 +211,7 @@ func TestTurnImagesReachModel(t *testing.T) {
 			b.setConfig(`{"modelApi":%q,"model":"m","stream":false,"prompt":"p","timeZone":"UTC","tools":[],"mcp":[]}`, api)
 			startWorker(t, b, t.TempDir())
 			turn := sessionTurn("t1", "compare")
-			turn.Images = []rtsandbox.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}, {Data: "R0lG", MIMEType: rtsandbox.MIMEGIF}}
+			turn.Images = []wire.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}, {Data: "R0lG", MIMEType: rtsandbox.MIMEGIF}}
 			if r := b.execute(turn); !r.OK {
 				t.Fatalf("result %+v", r)
 			}
@@ -260,7 +261,7 @@ func TestImageGenerateReferences(t *testing.T) {
 	}
 	startWorker(t, b, ws)
 	got := b.execute(sessionTurn("t1", "draw"))
-	want := rtsandbox.SessionResult{OK: true, Text: "made", Files: []rtsandbox.ReplyFile{{Name: "image.png", Data: "AQID"}}}
+	want := wire.SessionResult{OK: true, Text: "made", Files: []wire.ReplyFile{{Name: "image.png", Data: "AQID"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("result (-want +got):\n%s", diff)
 	}
@@ -294,9 +295,9 @@ func TestHostToolImageKeepsTheTurnRoom(t *testing.T) {
 	}
 	startWorker(t, b, attachmentsWorkspace(t, nil))
 	turn := sessionTurn("t1", "draw")
-	turn.Room = &rtsandbox.SessionRoom{Bytes: 4096, Files: 5} // less than one file's cost
+	turn.Room = &wire.SessionRoom{Bytes: 4096, Files: 5} // less than one file's cost
 	got := b.execute(turn)
-	if want := (rtsandbox.SessionResult{OK: true, Text: "made", Files: []rtsandbox.ReplyFile{}}); !cmp.Equal(want, got, cmpopts.EquateEmpty()) {
+	if want := (wire.SessionResult{OK: true, Text: "made", Files: []wire.ReplyFile{}}); !cmp.Equal(want, got, cmpopts.EquateEmpty()) {
 		t.Fatalf("result = %+v; want %+v", got, want)
 	}
 	if last := model.Requests()[1].Last(); last.Text() != "drawn\n"+imageNoRoomText {
@@ -323,7 +324,7 @@ func FuzzAttachmentInput(f *testing.F) {
 		if !ok {
 			return
 		}
-		if name, err := attachmentName(fields["name"]); err == nil && (!rtsandbox.ValidSafeName(name) || filepath.Base(name) != name || strings.Contains(name, "/")) {
+		if name, err := attachmentName(fields["name"]); err == nil && (!wire.ValidSafeName(name) || filepath.Base(name) != name || strings.Contains(name, "/")) {
 			t.Fatalf("attachmentName accepted %q", name)
 		}
 		out, err := referenceImages(ws, toolInput{raw: json.RawMessage(input), fields: fields})
@@ -337,9 +338,9 @@ func FuzzAttachmentInput(f *testing.F) {
 			return
 		}
 		var got struct {
-			Refs []rtsandbox.Image `json:"reference_images"`
+			Refs []wire.Image `json:"reference_images"`
 		}
-		if json.Unmarshal(out, &got) != nil || len(got.Refs) > maxReferences || rtsandbox.ValidateImages(got.Refs) != nil {
+		if json.Unmarshal(out, &got) != nil || len(got.Refs) > maxReferences || wire.ValidateImages(got.Refs) != nil {
 			t.Fatalf("referenceImages(%s) = %.200s", input, out)
 		}
 		for _, im := range got.Refs {
@@ -353,13 +354,13 @@ func FuzzAttachmentInput(f *testing.F) {
 // The request budget measures the conversation with the images aside
 // (§4.2 bounds those): 8 MiB of images drop no history, in either API.
 func TestFitContextMeasuresImagesAside(t *testing.T) {
-	big := rtsandbox.Image{Data: strings.Repeat("A", 4<<20), MIMEType: rtsandbox.MIMEPNG}
+	big := wire.Image{Data: strings.Repeat("A", 4<<20), MIMEType: rtsandbox.MIMEPNG}
 	for _, api := range []string{rtsandbox.ModelAPIAnthropic, ""} {
 		a := &agent{
 			model: newModelClient(modelSettings{api: api}, nil), maxPayload: 720_000, histLeft: 2, exchanges: true,
 			payload: modelPayload{Model: "m", Messages: []message{
 				{Role: "system", Content: "s"}, {Role: "user", Content: "before"}, {Role: "assistant", Content: "then"}, {Role: "user", Content: "now"},
-			}, images: []rtsandbox.Image{big}, toolImages: map[string][]rtsandbox.Image{"c": {big}}},
+			}, images: []wire.Image{big}, toolImages: map[string][]wire.Image{"c": {big}}},
 		}
 		if err := a.fitContext(); err != nil || len(a.payload.Messages) != 4 || len(a.payload.images) != 1 {
 			t.Errorf("api %q: fitContext = %v, %d messages; want the history kept", api, err, len(a.payload.Messages))

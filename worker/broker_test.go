@@ -18,6 +18,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // fakeBroker stands in for the host broker: an http.Server on a real Unix
@@ -107,7 +108,7 @@ func (b *fakeBroker) answer(route, body string) (int, string) {
 	switch {
 	case fn != nil:
 		return fn(body)
-	case route != rtsandbox.RouteModel:
+	case route != wire.RouteModel:
 		return http.StatusNotFound, `{"error":"not found"}`
 	case script == "":
 		b.t.Errorf("unscripted /model call %d", n)
@@ -126,7 +127,7 @@ func (b *fakeBroker) record(route, body string) (fn func(string) (int, string), 
 	if fn := b.handlers[route]; fn != nil {
 		return fn, "", 0
 	}
-	if route == rtsandbox.RouteModel && len(b.model) > 0 {
+	if route == wire.RouteModel && len(b.model) > 0 {
 		script, b.model = b.model[0], b.model[1:]
 	}
 	return nil, script, len(b.bodies[route])
@@ -141,7 +142,7 @@ func checkWorkerRequest(r *http.Request, n int) error {
 	if r.Method != http.MethodPost {
 		problems = append(problems, "method "+r.Method)
 	}
-	if r.Host != rtsandbox.BrokerHost {
+	if r.Host != wire.BrokerHost {
 		problems = append(problems, "host "+r.Host)
 	}
 	if len(r.TransferEncoding) > 0 || r.Close {
@@ -155,7 +156,7 @@ func checkWorkerRequest(r *http.Request, n int) error {
 	if want := []string{"authorization", "content-length", "content-type"}; !slices.Equal(names, want) {
 		problems = append(problems, fmt.Sprintf("headers %v, want %v", names, want))
 	}
-	if got := r.Header.Get("Authorization"); got != "Bearer "+rtsandbox.DummyKey {
+	if got := r.Header.Get("Authorization"); got != "Bearer "+wire.DummyKey {
 		problems = append(problems, "authorization "+got)
 	}
 	if got := r.Header.Get("Content-Type"); got != "application/json" {
@@ -212,12 +213,12 @@ func call(id, name, args string) map[string]any {
 
 // testTurn is a minimal valid turn with an empty channel state; runWorker
 // replaces the state with its channel's.
-func testTurn(speaker, text string) rtsandbox.Turn {
-	return rtsandbox.Turn{
-		Text: text, Speaker: rtsandbox.TurnSpeaker{ID: speaker, Name: strings.ToUpper(speaker)},
+func testTurn(speaker, text string) wire.Turn {
+	return wire.Turn{
+		Text: text, Speaker: wire.TurnSpeaker{ID: speaker, Name: strings.ToUpper(speaker)},
 		Model: "test-model", Prompt: "Assist the guests.", TimeZone: "UTC",
 		Memory: []rtsandbox.MemoryEntry{}, History: []rtsandbox.HistoryEntry{},
-		Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{},
+		Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{},
 	}
 }
 
@@ -243,7 +244,7 @@ var testNow = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 // runWorker runs one turn of ch against b: the turn carries ch's memory and
 // (unless turn.Reset) its history, and a reply with exit code 0 must carry
 // the state, which ch then keeps.
-func runWorker(t *testing.T, b *fakeBroker, ch *testChannel, turn rtsandbox.Turn) runResult {
+func runWorker(t *testing.T, b *fakeBroker, ch *testChannel, turn wire.Turn) runResult {
 	t.Helper()
 	turn.Memory, turn.History = ch.state.Memory, ch.state.History
 	if turn.Memory == nil {

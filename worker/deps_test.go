@@ -19,6 +19,7 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 	}
 	allowed := map[string]bool{
 		"github.com/rtsandbox/rtsandbox":                      true,
+		"github.com/rtsandbox/rtsandbox/wire":                 true,
 		"github.com/rtsandbox/rtsandbox/jsonjs":               true,
 		"github.com/rtsandbox/rtsandbox/brokerclient":         true,
 		"github.com/rtsandbox/rtsandbox/skills":               true,
@@ -30,7 +31,7 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 		if !strings.Contains(first, ".") || allowed[pkg] {
 			continue
 		}
-		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package, jsonjs, brokerclient and skills", pkg)
+		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package, wire, jsonjs, brokerclient and skills", pkg)
 	}
 }
 

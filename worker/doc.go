@@ -9,8 +9,8 @@
 //
 // The session worker (RunSession, `rtsandbox-worker session`) is the
 // long-lived agent of one channel (session spec §5.2): it long-polls the
-// broker at /run/sandbox/broker.sock for turns (rtsandbox.SessionTurn),
-// posts results (rtsandbox.ResultPacket), talks to MCP servers as a
+// broker at /run/sandbox/broker.sock for turns (wire.SessionTurn),
+// posts results (wire.ResultPacket), talks to MCP servers as a
 // Streamable-HTTP client through the broker, and keeps its conversation
 // as JSONL under /workspace/sessions. A session turn's images, and those
 // its read_attachment tool shows from /workspace/attachments, reach the

@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // marker stands for guest text and model content: it must never reach the
@@ -53,12 +54,12 @@ func TestFailureLines(t *testing.T) {
 	}
 	status := func(code int) func(*fakeBroker) {
 		return func(b *fakeBroker) {
-			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return code, `{"error":"` + marker + `"}` })
+			b.handle(wire.RouteModel, func(string) (int, string) { return code, `{"error":"` + marker + `"}` })
 		}
 	}
 	answer := func(a string) func(*fakeBroker) {
 		return func(b *fakeBroker) {
-			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return http.StatusOK, a })
+			b.handle(wire.RouteModel, func(string) (int, string) { return http.StatusOK, a })
 		}
 	}
 	tests := []struct {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // mcpFunctionName keeps every sealed-rule name as it was and maps the
@@ -80,7 +81,7 @@ func TestTurnMCPToolNameRule(t *testing.T) {
 	}
 }
 
-func toolSpecsAndServers(t *testing.T, tools, mcp string) ([]rtsandbox.MCPServerTools, bool) {
+func toolSpecsAndServers(t *testing.T, tools, mcp string) ([]wire.MCPServerTools, bool) {
 	t.Helper()
 	if _, ok := toolSpecs([]byte(tools), rtsandbox.ValidToolName); !ok {
 		return nil, false

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Memory limits (spec §4.6), from the shared contract.
@@ -13,8 +14,8 @@ const (
 	maxMemoryBytes   = rtsandbox.MaxMemoryBytes
 )
 
-// errMemory matches every refusal of a memory tool (rtsandbox.MemoryRefusal).
-var errMemory = rtsandbox.ErrMemoryRefused
+// errMemory matches every refusal of a memory tool (wire.MemoryRefusal).
+var errMemory = wire.ErrMemoryRefused
 
 // memory is the channel's store for one turn, as the host passed it in the
 // turn JSON; the tools change it here and the reply carries it back. The
@@ -24,17 +25,17 @@ type memory struct {
 }
 
 // call runs a memory tool: the input rules and the change itself are the
-// shared contract's (rtsandbox.ParseMemoryCall, MemoryCall.Apply), the
+// shared contract's (wire.ParseMemoryCall, MemoryCall.Apply), the
 // same the host applies in session mode. speakerID is the turn's speaker,
 // never a tool argument, so a guest cannot reach another speaker's
 // namespace; extra arguments are ignored.
 func (m *memory) call(name string, input map[string]json.RawMessage, speakerID string) (string, error) {
-	c, err := rtsandbox.ParseMemoryCall(name, input)
+	c, err := wire.ParseMemoryCall(name, input)
 	if err != nil {
 		return "", err
 	}
 	scope := c.StoredScope(speakerID)
-	if c.Tool == rtsandbox.MemoryGet {
+	if c.Tool == wire.MemoryGet {
 		b, err := jsonjs.Marshal(c.Select(m.entries, scope))
 		return string(b), err
 	}
@@ -42,11 +43,11 @@ func (m *memory) call(name string, input map[string]json.RawMessage, speakerID s
 	// Capacity is checked before the entries are replaced, so a refused
 	// change leaves the store as it was.
 	if len(next) > maxMemoryEntries || jsonjs.Size(next) > maxMemoryBytes {
-		return "", rtsandbox.ErrMemoryCapacity
+		return "", wire.ErrMemoryCapacity
 	}
 	m.entries = next
 	return result, nil
 }
 
 // memoryTools declares the memory tools to the model.
-var memoryTools = rtsandbox.MemoryToolSpecs()
+var memoryTools = wire.MemoryToolSpecs()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // modelClient is one model API as the agent loop sees it. The loop keeps
@@ -54,9 +55,9 @@ type openaiClient struct{ broker *broker }
 // chatRequest is a chat-completions body whose messages may carry content
 // parts; key order is modelPayload's.
 type chatRequest struct {
-	Model    string               `json:"model"`
-	Messages []any                `json:"messages"`
-	Tools    []rtsandbox.ChatTool `json:"tools"`
+	Model    string          `json:"model"`
+	Messages []any           `json:"messages"`
+	Tools    []wire.ChatTool `json:"tools"`
 }
 
 // partsMessage is a user message of content parts.
@@ -99,7 +100,7 @@ func (openaiClient) request(p *modelPayload) any {
 		}
 	}
 	req := chatRequest{Model: p.Model, Tools: p.Tools, Messages: make([]any, 0, len(p.Messages)+1)}
-	var shown []rtsandbox.Image // of the current run of tool messages
+	var shown []wire.Image // of the current run of tool messages
 	for i, m := range p.Messages {
 		if i == last && len(p.images) > 0 {
 			req.Messages = append(req.Messages, partsMessage{Role: "user", Content: append(imageParts(p.images), textPart{Type: "text", Text: m.Content})})
@@ -119,7 +120,7 @@ func (openaiClient) request(p *modelPayload) any {
 }
 
 // imageParts are images as image_url parts of data URLs.
-func imageParts(images []rtsandbox.Image) []any {
+func imageParts(images []wire.Image) []any {
 	parts := make([]any, 0, len(images)+1)
 	for _, im := range images {
 		parts = append(parts, imageURLPart{Type: "image_url", ImageURL: imageURL{URL: "data:" + im.MIMEType + ";base64," + im.Data}})
@@ -132,7 +133,7 @@ func (openaiClient) maxMessages() int { return rtsandbox.MaxModelMessages }
 // complete posts the conversation and reads the answer; a refusal over
 // the model's context is errContextOverflow (overflowed).
 func (c openaiClient) complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error) {
-	raw, err := c.broker.post(ctx, rtsandbox.RouteModel, c.request(p))
+	raw, err := c.broker.post(ctx, wire.RouteModel, c.request(p))
 	if err != nil {
 		return nil, overflowed(err)
 	}

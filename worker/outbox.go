@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is a turn's outbox, /workspace/outbox/<turnId>/ (session spec
@@ -39,7 +40,7 @@ const (
 )
 
 // errNoRoom refuses a file the channel's workspace has no room for: it
-// would pass the turn's rtsandbox.SessionRoom, which keeps the reserve
+// would pass the turn's wire.SessionRoom, which keeps the reserve
 // the channel's later turns need. The model is told; the turn goes on.
 var errNoRoom = errors.New("the channel's workspace has no room for the file")
 
@@ -48,11 +49,11 @@ type outbox struct {
 	dir string
 	// room is what the turn's files may still take (the turn's
 	// SessionRoom less what create wrote); nil bounds nothing.
-	room *rtsandbox.SessionRoom
+	room *wire.SessionRoom
 }
 
 // bound makes the outbox keep within room (nil: no bound).
-func (b *outbox) bound(room *rtsandbox.SessionRoom) {
+func (b *outbox) bound(room *wire.SessionRoom) {
 	if room != nil {
 		left := *room
 		b.room = &left
@@ -61,7 +62,7 @@ func (b *outbox) bound(room *rtsandbox.SessionRoom) {
 
 // fits reports errNoRoom when a file of n bytes would pass the room.
 func (b *outbox) fits(n int) error {
-	if b.room != nil && (rtsandbox.FileCost(int64(n)) > b.room.Bytes || b.room.Files < 1) {
+	if b.room != nil && (wire.FileCost(int64(n)) > b.room.Bytes || b.room.Files < 1) {
 		return errNoRoom
 	}
 	return nil
@@ -70,7 +71,7 @@ func (b *outbox) fits(n int) error {
 // took counts a file of n bytes that was created against the room.
 func (b *outbox) took(n int) {
 	if b.room != nil {
-		b.room.Bytes -= rtsandbox.FileCost(int64(n))
+		b.room.Bytes -= wire.FileCost(int64(n))
 		b.room.Files--
 	}
 }
@@ -102,7 +103,7 @@ func (b *outbox) openDir() (*os.File, error) {
 // entries or an unsafe name, errWorkerOutput for an entry that is not a
 // regular file of 1 byte–10 MiB (a link included) or a total over 50 MiB.
 // An empty outbox is removed and gives no files.
-func (b *outbox) collect() ([]rtsandbox.ReplyFile, error) {
+func (b *outbox) collect() ([]wire.ReplyFile, error) {
 	d, err := b.openDir()
 	if err != nil {
 		return nil, errors.Join(errWorkerOutput, err)
@@ -112,15 +113,15 @@ func (b *outbox) collect() ([]rtsandbox.ReplyFile, error) {
 	if err != nil && err != io.EOF {
 		return nil, errors.Join(errWorkerOutput, err)
 	}
-	if len(names) > rtsandbox.MaxReplyFiles || slices.ContainsFunc(names, func(n string) bool { return !rtsandbox.ValidSafeName(n) }) {
+	if len(names) > rtsandbox.MaxReplyFiles || slices.ContainsFunc(names, func(n string) bool { return !wire.ValidSafeName(n) }) {
 		return nil, errOutputBounds
 	}
 	if len(names) == 0 {
 		_ = os.Remove(b.dir)
-		return []rtsandbox.ReplyFile{}, nil
+		return []wire.ReplyFile{}, nil
 	}
 	slices.Sort(names)
-	files := make([]rtsandbox.ReplyFile, 0, len(names))
+	files := make([]wire.ReplyFile, 0, len(names))
 	total := 0
 	for _, name := range names {
 		data, err := readAt(d, name, rtsandbox.MaxReplyFileBytes)
@@ -130,7 +131,7 @@ func (b *outbox) collect() ([]rtsandbox.ReplyFile, error) {
 		if total += len(data); total > rtsandbox.MaxReplyFilesTotal {
 			return nil, errWorkerOutput
 		}
-		files = append(files, rtsandbox.ReplyFile{Name: name, Data: base64.StdEncoding.EncodeToString(data)})
+		files = append(files, wire.ReplyFile{Name: name, Data: base64.StdEncoding.EncodeToString(data)})
 	}
 	return files, nil
 }
@@ -214,7 +215,7 @@ func (b *outbox) create(stem, ext string, data []byte) (string, error) {
 	defer d.Close()
 	for n := 1; n <= rtsandbox.MaxReplyFiles+1; n++ {
 		name := outboxName(stem, n, ext)
-		if !rtsandbox.ValidSafeName(name) {
+		if !wire.ValidSafeName(name) {
 			return "", errOutputBounds
 		}
 		fd, err := syscall.Openat(int(d.Fd()), name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)

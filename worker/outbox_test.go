@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // newTestOutbox creates the outbox of turn t1 under a temporary workspace
@@ -42,12 +43,12 @@ func TestOutboxCollect(t *testing.T) {
 		name    string
 		files   map[string]string
 		prepare func(t *testing.T, dir string)
-		want    []rtsandbox.ReplyFile
+		want    []wire.ReplyFile
 		wantErr error
 	}{
-		{"empty", nil, nil, []rtsandbox.ReplyFile{}, nil},
+		{"empty", nil, nil, []wire.ReplyFile{}, nil},
 		{"two files in name order", map[string]string{"b.txt": "\x01\x02\x03", "a.png": "hi"}, nil,
-			[]rtsandbox.ReplyFile{{Name: "a.png", Data: "aGk="}, {Name: "b.txt", Data: "AQID"}}, nil},
+			[]wire.ReplyFile{{Name: "a.png", Data: "aGk="}, {Name: "b.txt", Data: "AQID"}}, nil},
 		{"[SEC] more than 10 files", eleven, nil, nil, errOutputBounds},
 		{"[SEC] unsafe name", map[string]string{"bad\x01name": "x"}, nil, nil, errOutputBounds},
 		{"[SEC] symlink refused by no-follow read", nil, func(t *testing.T, dir string) {
@@ -143,7 +144,7 @@ func TestSessionHostToolImageAndPrivate(t *testing.T) {
 	}
 	w := startWorker(t, b, t.TempDir())
 	got := b.execute(sessionTurn("t1", "draw"))
-	want := rtsandbox.SessionResult{OK: true, Text: "done", Files: []rtsandbox.ReplyFile{{Name: "image.png", Data: "AQID"}}}
+	want := wire.SessionResult{OK: true, Text: "done", Files: []wire.ReplyFile{{Name: "image.png", Data: "AQID"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
@@ -166,23 +167,23 @@ func TestParseToolResponse(t *testing.T) {
 	tests := []struct {
 		name    string
 		body    string
-		want    rtsandbox.SessionToolResponse
+		want    wire.SessionToolResponse
 		wantErr error
 	}{
-		{"ok", `{"ok":true,"text":"t","extra":1}`, rtsandbox.SessionToolResponse{OK: true, Text: "t"}, nil},
-		{"error", `{"ok":false,"error":"e"}`, rtsandbox.SessionToolResponse{Error: "e"}, nil},
-		{"image", `{"ok":true,"image":{"data":"AQID","mimeType":"image/png"}}`, rtsandbox.SessionToolResponse{OK: true, Image: &rtsandbox.Image{Data: "AQID", MIMEType: "image/png"}}, nil},
-		{"ok missing", `{"text":"t"}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"ok a string", `{"ok":"true"}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"text not a string", `{"ok":true,"text":1}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"bad image", `{"ok":true,"image":{"data":"bad%","mimeType":"image/png"}}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"image not an object", `{"ok":true,"image":[]}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"privateTo", `{"ok":true,"text":"s","privateTo":"ann"}`, rtsandbox.SessionToolResponse{OK: true, Text: "s", PrivateTo: "ann"}, nil},
-		{"privateTo on an error", `{"ok":false,"error":"e","privateTo":"ann"}`, rtsandbox.SessionToolResponse{Error: "e", PrivateTo: "ann"}, nil},
-		{"privateTo empty", `{"ok":true,"privateTo":""}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"privateTo not a string", `{"ok":true,"privateTo":1}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"privateTo too long", `{"ok":true,"privateTo":"` + strings.Repeat("a", 257) + `"}`, rtsandbox.SessionToolResponse{}, errToolResponse},
-		{"not an object", `[]`, rtsandbox.SessionToolResponse{}, errToolResponse},
+		{"ok", `{"ok":true,"text":"t","extra":1}`, wire.SessionToolResponse{OK: true, Text: "t"}, nil},
+		{"error", `{"ok":false,"error":"e"}`, wire.SessionToolResponse{Error: "e"}, nil},
+		{"image", `{"ok":true,"image":{"data":"AQID","mimeType":"image/png"}}`, wire.SessionToolResponse{OK: true, Image: &wire.Image{Data: "AQID", MIMEType: "image/png"}}, nil},
+		{"ok missing", `{"text":"t"}`, wire.SessionToolResponse{}, errToolResponse},
+		{"ok a string", `{"ok":"true"}`, wire.SessionToolResponse{}, errToolResponse},
+		{"text not a string", `{"ok":true,"text":1}`, wire.SessionToolResponse{}, errToolResponse},
+		{"bad image", `{"ok":true,"image":{"data":"bad%","mimeType":"image/png"}}`, wire.SessionToolResponse{}, errToolResponse},
+		{"image not an object", `{"ok":true,"image":[]}`, wire.SessionToolResponse{}, errToolResponse},
+		{"privateTo", `{"ok":true,"text":"s","privateTo":"ann"}`, wire.SessionToolResponse{OK: true, Text: "s", PrivateTo: "ann"}, nil},
+		{"privateTo on an error", `{"ok":false,"error":"e","privateTo":"ann"}`, wire.SessionToolResponse{Error: "e", PrivateTo: "ann"}, nil},
+		{"privateTo empty", `{"ok":true,"privateTo":""}`, wire.SessionToolResponse{}, errToolResponse},
+		{"privateTo not a string", `{"ok":true,"privateTo":1}`, wire.SessionToolResponse{}, errToolResponse},
+		{"privateTo too long", `{"ok":true,"privateTo":"` + strings.Repeat("a", 257) + `"}`, wire.SessionToolResponse{}, errToolResponse},
+		{"not an object", `[]`, wire.SessionToolResponse{}, errToolResponse},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,7 +205,7 @@ func FuzzParseToolResponse(f *testing.F) {
 	f.Add([]byte(`{"ok":false,"privateTo":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := parseToolResponse(data)
-		if err == nil && r.Image != nil && rtsandbox.ValidateImage(*r.Image) != nil {
+		if err == nil && r.Image != nil && wire.ValidateImage(*r.Image) != nil {
 			t.Fatal("an invalid image passed")
 		}
 		if n := rtsandbox.UTF16Len(r.PrivateTo); err == nil && n > rtsandbox.MaxSessionField {
@@ -225,7 +226,7 @@ func TestSessionOutboxFailureResult(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "outbox", "t1"), 0o700)
 	os.Symlink("/etc/hostname", filepath.Join(ws, "outbox", "t1", "link"))
 	w := startWorker(t, b, ws)
-	if got := b.execute(sessionTurn("t1", "hi")); !cmp.Equal(got, rtsandbox.SessionResult{Error: "Worker output failed"}) {
+	if got := b.execute(sessionTurn("t1", "hi")); !cmp.Equal(got, wire.SessionResult{Error: "Worker output failed"}) {
 		t.Errorf("result %+v; want ok:false Worker output failed", got)
 	}
 	if !strings.Contains(w.log.String(), "link") {

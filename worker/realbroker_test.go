@@ -26,6 +26,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
 
@@ -87,7 +88,7 @@ func newRealTurn(t *testing.T, model *fakemodel.Server, edit func(*broker.Config
 	return rt
 }
 
-func (rt *realTurn) run(t *testing.T, turn rtsandbox.Turn) (int, rtsandbox.Reply) {
+func (rt *realTurn) run(t *testing.T, turn wire.Turn) (int, rtsandbox.Reply) {
 	t.Helper()
 	b, err := broker.New(rt.cfg)
 	if err != nil {
@@ -128,11 +129,11 @@ func wantReply(t *testing.T, code int, reply rtsandbox.Reply, text string) {
 	}
 }
 
-func baseTurn(text string) rtsandbox.Turn {
-	return rtsandbox.Turn{Text: text, Speaker: rtsandbox.TurnSpeaker{ID: "alice", Name: "Alice"},
+func baseTurn(text string) wire.Turn {
+	return wire.Turn{Text: text, Speaker: wire.TurnSpeaker{ID: "alice", Name: "Alice"},
 		Model: "test-model", Prompt: "Be brief.", TimeZone: "UTC",
 		Memory: []rtsandbox.MemoryEntry{}, History: []rtsandbox.HistoryEntry{},
-		Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}}
+		Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}
 }
 
 // Spec §6.1 "Worker transport (via Unix socket)": the worker's transport
@@ -165,7 +166,7 @@ func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
 	})
 	turn := baseTurn("What time is it?")
 	turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec()}
-	turn.MCP = []rtsandbox.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{search}}}
+	turn.MCP = []wire.MCPServerTools{{Server: "catalog", Tools: []rtsandbox.ToolSpec{search}}}
 	code, reply := rt.run(t, turn)
 	wantReply(t, code, reply, "Done.")
 	want := []string{"/model 200", "/tools/clock 200", "/mcp/catalog 200", "/model 200"}
@@ -332,7 +333,7 @@ func TestAnthropicTurnRealBroker(t *testing.T) {
 			turn.Tools = []rtsandbox.ToolSpec{hosttool.ClockSpec()}
 			code, reply := rt.run(t, turn)
 			wantReply(t, code, reply, "It is noon.")
-			want := []string{rtsandbox.RouteAnthropicMessages + " 200", "/tools/clock 200", rtsandbox.RouteAnthropicMessages + " 200"}
+			want := []string{wire.RouteAnthropicMessages + " 200", "/tools/clock 200", wire.RouteAnthropicMessages + " 200"}
 			if diff := cmp.Diff(want, rt.audit.calls(t)); diff != "" {
 				t.Errorf("broker calls (-want +got):\n%s", diff)
 			}
@@ -367,7 +368,7 @@ func TestMCPToolNamesOfRealServersRealBroker(t *testing.T) {
 		c.MCP = []broker.MCPServer{{Name: "everything", URL: upstream.MustParseEndpoint(mcp.URL, true), Tools: tools}}
 	})
 	turn := baseTurn("add")
-	turn.MCP = []rtsandbox.MCPServerTools{{Server: "everything", Tools: tools}}
+	turn.MCP = []wire.MCPServerTools{{Server: "everything", Tools: tools}}
 	code, res := rt.run(t, turn)
 	wantReply(t, code, res, "Done.")
 	want := []string{"/model 200", "/mcp/everything 200", "/mcp/everything 200", "/model 200"}

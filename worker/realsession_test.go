@@ -15,6 +15,7 @@ import (
 	hostbroker "github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file runs the session worker against the real session broker
@@ -35,15 +36,15 @@ type realSession struct {
 // sessionTool is a broker.SessionHostTool answering with answer(input).
 type sessionTool struct {
 	mu     sync.Mutex
-	answer func(input json.RawMessage, b rtsandbox.SessionBinding) rtsandbox.SessionToolResponse
-	calls  []rtsandbox.SessionBinding
+	answer func(input json.RawMessage, b wire.SessionBinding) wire.SessionToolResponse
+	calls  []wire.SessionBinding
 }
 
 func (s *sessionTool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) {
 	return "", io.EOF // session mode calls RunSession
 }
 
-func (s *sessionTool) RunSession(_ context.Context, input json.RawMessage, b rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error) {
+func (s *sessionTool) RunSession(_ context.Context, input json.RawMessage, b wire.SessionBinding) (wire.SessionToolResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, b)
@@ -73,9 +74,9 @@ func startRealSession(t *testing.T, model *fakemodel.Server, tools map[string]*s
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := hostbroker.SessionConfig{Broker: b, WorkerImage: "rtsandbox-worker:test", Worker: rtsandbox.SessionWorkerConfig{
+	cfg := hostbroker.SessionConfig{Broker: b, WorkerImage: "rtsandbox-worker:test", Worker: wire.SessionWorkerConfig{
 		ModelAPI: rtsandbox.ModelAPIAnthropic, Model: "claude-test", Stream: true, Prompt: "Be brief.", TimeZone: "UTC",
-		Tools: specs, MCP: []rtsandbox.MCPServerTools{},
+		Tools: specs, MCP: []wire.MCPServerTools{},
 	}}
 	if edit != nil {
 		edit(&cfg)
@@ -114,12 +115,12 @@ func startRealSession(t *testing.T, model *fakemodel.Server, tools map[string]*s
 
 // run binds the turn to its author as the speaker and executes it, as the
 // session runtime does.
-func (r *realSession) run(turn rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+func (r *realSession) run(turn wire.SessionTurn) (wire.SessionResult, error) {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	release, err := r.sess.Bind(ctx, rtsandbox.SessionBinding{
+	release, err := r.sess.Bind(ctx, wire.SessionBinding{
 		Binding:  rtsandbox.Binding{Channel: "discord:party", Speaker: rtsandbox.Speaker{ID: turn.Author.ID, Name: turn.Author.Name}},
 		Thinking: turn.Thinking, Deadline: deadline,
 	})
@@ -131,7 +132,7 @@ func (r *realSession) run(turn rtsandbox.SessionTurn) (rtsandbox.SessionResult, 
 }
 
 // mustRun runs turn and fails the test unless it answers ok.
-func (r *realSession) mustRun(turn rtsandbox.SessionTurn) rtsandbox.SessionResult {
+func (r *realSession) mustRun(turn wire.SessionTurn) wire.SessionResult {
 	r.t.Helper()
 	res, err := r.run(turn)
 	if err != nil || !res.OK {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const (
@@ -51,14 +52,14 @@ func parseModelCall(raw json.RawMessage) modelCall {
 //   - arguments must be a string of at most 2,048 JSON bytes; others are
 //     shown as omittedArguments.
 //   - type is always "function", even when the model left it out.
-func repairToolCalls(calls []json.RawMessage, step int, used map[string]bool, known func(string) bool) []rtsandbox.ToolCall {
-	out := make([]rtsandbox.ToolCall, len(calls))
+func repairToolCalls(calls []json.RawMessage, step int, used map[string]bool, known func(string) bool) []wire.ToolCall {
+	out := make([]wire.ToolCall, len(calls))
 	for i, raw := range calls {
 		c := parseModelCall(raw)
-		out[i] = rtsandbox.ToolCall{
+		out[i] = wire.ToolCall{
 			ID:       repairID(c, step, i, used),
-			Type:     rtsandbox.FunctionType,
-			Function: rtsandbox.FunctionCall{Name: invalidToolName, Arguments: omittedArguments},
+			Type:     wire.FunctionType,
+			Function: wire.FunctionCall{Name: invalidToolName, Arguments: omittedArguments},
 		}
 		if c.nameOK && rtsandbox.ValidFunctionName(c.name) && known(c.name) {
 			out[i].Function.Name = c.name

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func knownTool(name string) bool {
@@ -19,44 +20,44 @@ var repairTests = []struct {
 	step  int
 	used  []string
 	calls string // JSON array of model calls
-	want  []rtsandbox.ToolCall
+	want  []wire.ToolCall
 }{
 	{
 		name: "valid-call-without-type", calls: `[{"id":"a","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc("a", "memory_get", "{}")},
+		want: []wire.ToolCall{tc("a", "memory_get", "{}")},
 	},
 	{
 		name: "unknown-name", calls: `[{"id":"a","type":"function","function":{"name":"bash","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc("a", invalidToolName, "{}")},
+		want: []wire.ToolCall{tc("a", invalidToolName, "{}")},
 	},
 	{
 		name: "invalid-name-pattern", calls: `[{"id":"a","function":{"name":"Memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc("a", invalidToolName, "{}")},
+		want: []wire.ToolCall{tc("a", invalidToolName, "{}")},
 	},
 	{
 		name: "name-not-string", calls: `[{"id":"a","function":{"name":1,"arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc("a", invalidToolName, "{}")},
+		want: []wire.ToolCall{tc("a", invalidToolName, "{}")},
 	},
 	{
 		name: "missing-id", step: 3, calls: `[{"function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc("call_3_0", "memory_get", "{}")},
+		want: []wire.ToolCall{tc("call_3_0", "memory_get", "{}")},
 	},
 	{
 		name: "empty-id", step: 1, calls: `[{"id":"","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc("call_1_0", "memory_get", "{}")},
+		want: []wire.ToolCall{tc("call_1_0", "memory_get", "{}")},
 	},
 	{
 		name: "id-129", calls: `[{"id":"` + strings.Repeat("i", 129) + `","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc("call_0_0", "memory_get", "{}")},
+		want: []wire.ToolCall{tc("call_0_0", "memory_get", "{}")},
 	},
 	{
 		name: "id-128", calls: `[{"id":"` + strings.Repeat("i", 128) + `","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{tc(strings.Repeat("i", 128), "memory_get", "{}")},
+		want: []wire.ToolCall{tc(strings.Repeat("i", 128), "memory_get", "{}")},
 	},
 	{
 		name: "duplicate-ids-in-one-answer", step: 2,
 		calls: `[{"id":"a","function":{"name":"memory_get","arguments":"{}"}},{"id":"a","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{
+		want: []wire.ToolCall{
 			tc("a", "memory_get", "{}"),
 			tc("call_2_1", "memory_get", "{}"),
 		},
@@ -64,44 +65,44 @@ var repairTests = []struct {
 	{
 		name: "id-used-in-earlier-step", step: 1, used: []string{"a"},
 		calls: `[{"id":"a","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want:  []rtsandbox.ToolCall{tc("call_1_0", "memory_get", "{}")},
+		want:  []wire.ToolCall{tc("call_1_0", "memory_get", "{}")},
 	},
 	{
 		name: "generated-id-taken-gets-suffixes", step: 1, used: []string{"call_1_0", "call_1_0_1"},
 		calls: `[{"id":"call_1_0","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want:  []rtsandbox.ToolCall{tc("call_1_0_2", "memory_get", "{}")},
+		want:  []wire.ToolCall{tc("call_1_0_2", "memory_get", "{}")},
 	},
 	{
 		name: "model-claims-later-generated-id", step: 0,
 		calls: `[{"function":{"name":"memory_get","arguments":"{}"}},{"id":"call_0_0","function":{"name":"memory_get","arguments":"{}"}}]`,
-		want: []rtsandbox.ToolCall{
+		want: []wire.ToolCall{
 			tc("call_0_0", "memory_get", "{}"),
 			tc("call_0_1", "memory_get", "{}"),
 		},
 	},
 	{
 		name: "arguments-not-string", calls: `[{"id":"a","function":{"name":"memory_get","arguments":{"scope":"channel"}}}]`,
-		want: []rtsandbox.ToolCall{tc("a", "memory_get", omittedArguments)},
+		want: []wire.ToolCall{tc("a", "memory_get", omittedArguments)},
 	},
 	{
 		name: "arguments-2048-json-bytes", calls: `[{"id":"a","function":{"name":"host_clock","arguments":"` + strings.Repeat("x", 2046) + `"}}]`,
-		want: []rtsandbox.ToolCall{tc("a", "host_clock", strings.Repeat("x", 2046))},
+		want: []wire.ToolCall{tc("a", "host_clock", strings.Repeat("x", 2046))},
 	},
 	{
 		name: "arguments-2049-json-bytes", calls: `[{"id":"a","function":{"name":"host_clock","arguments":"` + strings.Repeat("x", 2047) + `"}}]`,
-		want: []rtsandbox.ToolCall{tc("a", "host_clock", omittedArguments)},
+		want: []wire.ToolCall{tc("a", "host_clock", omittedArguments)},
 	},
 	{
 		name: "arguments-escapes-count", calls: `[{"id":"a","function":{"name":"host_clock","arguments":"` + strings.Repeat(`\"`, 1024) + `"}}]`,
-		want: []rtsandbox.ToolCall{tc("a", "host_clock", omittedArguments)},
+		want: []wire.ToolCall{tc("a", "host_clock", omittedArguments)},
 	},
 	{
 		name: "call-not-object", step: 4, calls: `[null]`,
-		want: []rtsandbox.ToolCall{tc("call_4_0", invalidToolName, omittedArguments)},
+		want: []wire.ToolCall{tc("call_4_0", invalidToolName, omittedArguments)},
 	},
 	{
 		name: "function-not-object", calls: `[{"id":"a","function":"memory_get"}]`,
-		want: []rtsandbox.ToolCall{tc("a", invalidToolName, omittedArguments)},
+		want: []wire.ToolCall{tc("a", invalidToolName, omittedArguments)},
 	},
 }
 
@@ -195,6 +196,6 @@ func FuzzRepairToolCalls(f *testing.F) {
 }
 
 // tc is a normalized tool call.
-func tc(id, name, args string) rtsandbox.ToolCall {
-	return rtsandbox.ToolCall{ID: id, Type: rtsandbox.FunctionType, Function: rtsandbox.FunctionCall{Name: name, Arguments: args}}
+func tc(id, name, args string) wire.ToolCall {
+	return wire.ToolCall{ID: id, Type: wire.FunctionType, Function: wire.FunctionCall{Name: name, Arguments: args}}
 }

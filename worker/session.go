@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the session worker's process (session spec §5.2): the
@@ -51,8 +52,8 @@ const (
 // fixed socket and workspace and its stdout; tests pass their own, with a
 // clock and a sleep they control.
 type SessionOptions struct {
-	Socket    string    // "" means rtsandbox.SessionSocketPath
-	Workspace string    // "" means rtsandbox.SessionWorkspace
+	Socket    string    // "" means wire.SessionSocketPath
+	Workspace string    // "" means wire.SessionWorkspace
 	Stdout    io.Writer // the JSON log lines; nil discards them
 	// Now is the clock of the system prompt and of session file names;
 	// nil means time.Now.
@@ -66,10 +67,10 @@ type SessionOptions struct {
 
 func (o SessionOptions) withDefaults() SessionOptions {
 	if o.Socket == "" {
-		o.Socket = rtsandbox.SessionSocketPath
+		o.Socket = wire.SessionSocketPath
 	}
 	if o.Workspace == "" {
-		o.Workspace = rtsandbox.SessionWorkspace
+		o.Workspace = wire.SessionWorkspace
 	}
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
@@ -91,7 +92,7 @@ type sessionWorker struct {
 	o      SessionOptions
 	log    *slog.Logger
 	broker *broker
-	config rtsandbox.SessionWorkerConfig
+	config wire.SessionWorkerConfig
 	tiers  tiers // the compaction tiers of the profile's window
 	mcp    *mcpClient
 	store  *sessionStore
@@ -153,23 +154,23 @@ func (w *sessionWorker) start(ctx context.Context) error {
 }
 
 // discover reads GET /mcp-tools.
-func (w *sessionWorker) discover(ctx context.Context) (rtsandbox.MCPDiscovery, error) {
-	ans, err := w.broker.get(ctx, rtsandbox.RouteMCPTools, readyTimeout, maxConfigBody)
+func (w *sessionWorker) discover(ctx context.Context) (wire.MCPDiscovery, error) {
+	ans, err := w.broker.get(ctx, wire.RouteMCPTools, readyTimeout, maxConfigBody)
 	if err != nil {
-		return rtsandbox.MCPDiscovery{}, err
+		return wire.MCPDiscovery{}, err
 	}
 	if ans.status != http.StatusOK {
-		return rtsandbox.MCPDiscovery{}, fmt.Errorf("GET %s: status %d", rtsandbox.RouteMCPTools, ans.status)
+		return wire.MCPDiscovery{}, fmt.Errorf("GET %s: status %d", wire.RouteMCPTools, ans.status)
 	}
 	return parseDiscovery(ans.body)
 }
 
 // workerConfig reads GET /worker/config and keeps of its MCP servers and
 // tools only those the discovery lists: the broker refuses the others.
-func (w *sessionWorker) workerConfig(ctx context.Context, d rtsandbox.MCPDiscovery) (rtsandbox.SessionWorkerConfig, error) {
-	ans, err := w.broker.get(ctx, rtsandbox.RouteWorkerConfig, readyTimeout, maxConfigBody)
+func (w *sessionWorker) workerConfig(ctx context.Context, d wire.MCPDiscovery) (wire.SessionWorkerConfig, error) {
+	ans, err := w.broker.get(ctx, wire.RouteWorkerConfig, readyTimeout, maxConfigBody)
 	if err != nil {
-		return rtsandbox.SessionWorkerConfig{}, err
+		return wire.SessionWorkerConfig{}, err
 	}
 	body := ans.body
 	switch ans.status {
@@ -177,11 +178,11 @@ func (w *sessionWorker) workerConfig(ctx context.Context, d rtsandbox.MCPDiscove
 	case http.StatusNotFound: // an older broker: no profile
 		body = []byte(`{}`)
 	default:
-		return rtsandbox.SessionWorkerConfig{}, fmt.Errorf("GET %s: status %d", rtsandbox.RouteWorkerConfig, ans.status)
+		return wire.SessionWorkerConfig{}, fmt.Errorf("GET %s: status %d", wire.RouteWorkerConfig, ans.status)
 	}
 	cfg, err := parseWorkerConfig(body)
 	if err != nil {
-		return rtsandbox.SessionWorkerConfig{}, err
+		return wire.SessionWorkerConfig{}, err
 	}
 	cfg.MCP = discoveredOnly(cfg.MCP, d)
 	return cfg, nil
@@ -221,7 +222,7 @@ func (w *sessionWorker) round(ctx context.Context) {
 func (w *sessionWorker) poll(ctx context.Context) (turnID string, body []byte, ok bool) {
 	ans, err := w.ready(ctx)
 	if err == nil {
-		ans, err = w.broker.get(ctx, rtsandbox.RouteWorkerNext, nextTimeout, rtsandbox.MaxSessionRequest)
+		ans, err = w.broker.get(ctx, wire.RouteWorkerNext, nextTimeout, rtsandbox.MaxSessionRequest)
 	}
 	if err != nil {
 		if ctx.Err() == nil && !w.outage {
@@ -249,15 +250,15 @@ var errReadyRefused = errors.New("ready handshake refused")
 // conversation lost, when anything was (sessionLoad), so the host logs
 // it once.
 func (w *sessionWorker) ready(ctx context.Context) (*answer, error) {
-	caps := &rtsandbox.WorkerCapabilities{PrivateTo: true, ReaderRecords: true}
-	body := rtsandbox.WorkerReady{Capabilities: caps, PrivateHistory: w.store.privateHistory()}
+	caps := &wire.WorkerCapabilities{PrivateTo: true, ReaderRecords: true}
+	body := wire.WorkerReady{Capabilities: caps, PrivateHistory: w.store.privateHistory()}
 	if l := w.store.loaded; !w.loadReported && (l.droppedLines > 0 || l.ignoredFiles > 0) {
-		body.SessionLoad = &rtsandbox.SessionLoad{
-			DroppedLines: min(l.droppedLines, rtsandbox.MaxSessionLoadCount),
-			IgnoredFiles: min(l.ignoredFiles, rtsandbox.MaxSessionLoadCount),
+		body.SessionLoad = &wire.SessionLoad{
+			DroppedLines: min(l.droppedLines, wire.MaxSessionLoadCount),
+			IgnoredFiles: min(l.ignoredFiles, wire.MaxSessionLoadCount),
 		}
 	}
-	ans, err := w.broker.call(ctx, http.MethodPost, rtsandbox.RouteWorkerReady, body, nil, readyTimeout, maxConfigBody)
+	ans, err := w.broker.call(ctx, http.MethodPost, wire.RouteWorkerReady, body, nil, readyTimeout, maxConfigBody)
 	if err == nil && ans.status != http.StatusOK {
 		err = fmt.Errorf("%w: status %d", errReadyRefused, ans.status)
 	}
@@ -268,9 +269,9 @@ func (w *sessionWorker) ready(ctx context.Context) (*answer, error) {
 }
 
 // postResult posts the turn's result packet.
-func (w *sessionWorker) postResult(ctx context.Context, turnID string, r rtsandbox.SessionResult) error {
-	packet := rtsandbox.ResultPacket{TurnID: turnID, Result: r}
-	ans, err := w.broker.call(ctx, http.MethodPost, rtsandbox.RouteWorkerResult, packet, nil, resultTimeout, maxConfigBody)
+func (w *sessionWorker) postResult(ctx context.Context, turnID string, r wire.SessionResult) error {
+	packet := wire.ResultPacket{TurnID: turnID, Result: r}
+	ans, err := w.broker.call(ctx, http.MethodPost, wire.RouteWorkerResult, packet, nil, resultTimeout, maxConfigBody)
 	if err == nil && ans.status != http.StatusOK {
 		err = fmt.Errorf("status %d", ans.status)
 	}
@@ -279,14 +280,14 @@ func (w *sessionWorker) postResult(ctx context.Context, turnID string, r rtsandb
 
 // runTurnSafe validates and runs a turn; a panic becomes the reference's
 // "Worker output failed" result rather than the end of the process.
-func (w *sessionWorker) runTurnSafe(ctx context.Context, turnID string, body []byte) (result rtsandbox.SessionResult) {
+func (w *sessionWorker) runTurnSafe(ctx context.Context, turnID string, body []byte) (result wire.SessionResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error(logLoopFailed, "turnId", turnID, "error", "recovered panic")
 			result = failedResult(errWorkerOutput)
 		}
 	}()
-	turn, err := rtsandbox.ParseSessionTurn(body)
+	turn, err := wire.ParseSessionTurn(body)
 	if err != nil {
 		w.log.Warn(logLoopFailed, "turnId", turnID, "error", err.Error())
 		return failedResult(err)

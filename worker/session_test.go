@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // syncLog collects the worker's JSON log lines.
@@ -102,8 +103,8 @@ func (w *runningWorker) stop(t *testing.T) int {
 	}
 }
 
-func sessionTurn(id, text string) rtsandbox.SessionTurn {
-	return rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "ann", Name: "Ann"}, Text: text, Images: []rtsandbox.Image{}, Thinking: "medium"}
+func sessionTurn(id, text string) wire.SessionTurn {
+	return wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "ann", Name: "Ann"}, Text: text, Images: []wire.Image{}, Thinking: "medium"}
 }
 
 // §5.2 startup order: GET /mcp-tools → GET /worker/config → POST
@@ -248,9 +249,9 @@ func TestSessionTurnEndToEnd(t *testing.T) {
 			w := startWorker(t, b, ws)
 
 			turn := sessionTurn("t1", "hello")
-			turn.Images = []rtsandbox.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}}
+			turn.Images = []wire.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}}
 			got := b.execute(turn)
-			if diff := cmp.Diff(rtsandbox.SessionResult{OK: true, Text: "done", Files: []rtsandbox.ReplyFile{}}, got); diff != "" {
+			if diff := cmp.Diff(wire.SessionResult{OK: true, Text: "done", Files: []wire.ReplyFile{}}, got); diff != "" {
 				t.Fatalf("result (-want +got):\n%s\n%s", diff, w.log.String())
 			}
 			reqs := model.Requests()
@@ -400,11 +401,11 @@ func TestSessionFinalTextBounds(t *testing.T) {
 	tests := []struct {
 		name  string
 		reply string
-		want  rtsandbox.SessionResult
+		want  wire.SessionResult
 	}{
-		{"blank", " \n\t ", rtsandbox.SessionResult{Error: "Final text bounds exceeded"}},
-		{"over 100,000", strings.Repeat("a", rtsandbox.MaxSessionText+1), rtsandbox.SessionResult{Error: "Final text bounds exceeded"}},
-		{"exactly 100,000", strings.Repeat("a", rtsandbox.MaxSessionText), rtsandbox.SessionResult{OK: true, Text: strings.Repeat("a", rtsandbox.MaxSessionText), Files: []rtsandbox.ReplyFile{}}},
+		{"blank", " \n\t ", wire.SessionResult{Error: "Final text bounds exceeded"}},
+		{"over 100,000", strings.Repeat("a", rtsandbox.MaxSessionText+1), wire.SessionResult{Error: "Final text bounds exceeded"}},
+		{"exactly 100,000", strings.Repeat("a", rtsandbox.MaxSessionText), wire.SessionResult{OK: true, Text: strings.Repeat("a", rtsandbox.MaxSessionText), Files: []wire.ReplyFile{}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,7 +450,7 @@ func TestSessionTurnTimeout(t *testing.T) {
 	b := startSessionBroker(t, model)
 	startWorker(t, b, t.TempDir(), func(o *SessionOptions) { o.TurnTimeout = 100 * time.Millisecond })
 	got := b.execute(sessionTurn("t1", "hi"))
-	if want := (rtsandbox.SessionResult{Error: "prompt failed: turn timed out"}); !cmp.Equal(want, got) {
+	if want := (wire.SessionResult{Error: "prompt failed: turn timed out"}); !cmp.Equal(want, got) {
 		t.Errorf("result %+v; want %+v", got, want)
 	}
 }
@@ -498,7 +499,7 @@ func TestSessionOpenAITurn(t *testing.T) {
 	b.config = `{"model":"gpt-test","prompt":"Be kind."}`
 	startWorker(t, b, t.TempDir())
 	turn := sessionTurn("t1", "look")
-	turn.Images = []rtsandbox.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}}
+	turn.Images = []wire.Image{{Data: "AQID", MIMEType: rtsandbox.MIMEPNG}}
 	if r := b.execute(turn); !r.OK || r.Text != "seen" {
 		t.Fatalf("result %+v", r)
 	}
@@ -515,7 +516,7 @@ func TestSessionOpenAITurn(t *testing.T) {
 	if last := req.Body.Messages[len(req.Body.Messages)-1]; last.Role != "user" || len(last.Images) != 1 {
 		t.Errorf("the image is not on the turn's user message: %+v", last)
 	}
-	if slices.Contains(b.gotRoutes(), "POST "+rtsandbox.RouteAnthropicMessages) {
+	if slices.Contains(b.gotRoutes(), "POST "+wire.RouteAnthropicMessages) {
 		t.Errorf("an OpenAI profile called the Anthropic route")
 	}
 }
@@ -531,7 +532,7 @@ func TestSessionResultRefusedThenNextTurn(t *testing.T) {
 			p := b.pending
 			b.pending = nil // the host's abort: the result will find no turn
 			b.mu.Unlock()
-			p.done <- rtsandbox.SessionResult{Error: "Turn cancelled"}
+			p.done <- wire.SessionResult{Error: "Turn cancelled"}
 			close(aborted)
 			return fakemodel.Response{Content: "too late"}
 		}),
@@ -550,7 +551,7 @@ func TestSessionResultRefusedThenNextTurn(t *testing.T) {
 	if n := w.log.count(t, logResultFailed); n != 1 {
 		t.Errorf("%d %q lines; want 1", n, logResultFailed)
 	}
-	if !slices.Contains(b.gotRoutes(), "POST "+rtsandbox.RouteWorkerResult) {
+	if !slices.Contains(b.gotRoutes(), "POST "+wire.RouteWorkerResult) {
 		t.Errorf("no result posted")
 	}
 }

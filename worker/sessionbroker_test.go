@@ -16,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
 	"github.com/rtsandbox/rtsandbox/modelapi"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // sessionBroker stands in for the session broker (session spec §2.2–2.6)
@@ -68,7 +69,7 @@ type pendingTurn struct {
 	body      []byte
 	turnID    string
 	delivered bool
-	done      chan rtsandbox.SessionResult
+	done      chan wire.SessionResult
 }
 
 func startSessionBroker(t *testing.T, model *fakemodel.Server) *sessionBroker {
@@ -93,7 +94,7 @@ func (b *sessionBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.routes = append(b.routes, route)
 	b.mu.Unlock()
-	if r.Host != rtsandbox.BrokerHost || r.Header.Get("Authorization") != "Bearer "+rtsandbox.DummyKey {
+	if r.Host != wire.BrokerHost || r.Header.Get("Authorization") != "Bearer "+wire.DummyKey {
 		b.t.Errorf("%s: host %q, authorization %q", route, r.Host, r.Header.Get("Authorization"))
 	}
 	if r.URL.RawQuery != "" || r.URL.Fragment != "" {
@@ -101,23 +102,23 @@ func (b *sessionBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case route == "GET "+rtsandbox.RouteMCPTools:
+	case route == "GET "+wire.RouteMCPTools:
 		jsonAnswer(w, b.discovery)
-	case route == "GET "+rtsandbox.RouteWorkerConfig:
+	case route == "GET "+wire.RouteWorkerConfig:
 		if b.config == "" {
 			text(w, http.StatusNotFound, "Not found")
 			return
 		}
 		jsonAnswer(w, b.config)
-	case route == "POST "+rtsandbox.RouteWorkerReady:
+	case route == "POST "+wire.RouteWorkerReady:
 		b.ready(w, r)
-	case route == "GET "+rtsandbox.RouteWorkerNext:
+	case route == "GET "+wire.RouteWorkerNext:
 		b.next(w, r)
-	case route == "POST "+rtsandbox.RouteWorkerResult:
+	case route == "POST "+wire.RouteWorkerResult:
 		b.result(w, r)
-	case route == "POST "+rtsandbox.RouteAnthropicMessages:
+	case route == "POST "+wire.RouteAnthropicMessages:
 		b.messages(w, r)
-	case route == "POST "+rtsandbox.RouteModel:
+	case route == "POST "+wire.RouteModel:
 		body, _ := io.ReadAll(r.Body)
 		b.mu.Lock()
 		b.modelBodies = append(b.modelBodies, string(body))
@@ -128,18 +129,18 @@ func (b *sessionBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b.forward(w, r, b.model.ChatURL(), out, nil)
-	case route == "POST "+rtsandbox.RouteCompactionCompact:
+	case route == "POST "+wire.RouteCompactionCompact:
 		b.compact(w, r)
-	case route == "POST "+rtsandbox.RouteCompactionReport:
+	case route == "POST "+wire.RouteCompactionReport:
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 		b.mu.Lock()
 		b.reports = append(b.reports, string(body))
 		b.mu.Unlock()
 		text(w, http.StatusOK, "Accepted")
-	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, rtsandbox.RouteToolPrefix):
-		b.tool(w, r, strings.TrimPrefix(r.URL.Path, rtsandbox.RouteToolPrefix))
-	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, rtsandbox.RouteMCPPrefix):
-		b.mcpCall(w, r, strings.TrimPrefix(r.URL.Path, rtsandbox.RouteMCPPrefix))
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, wire.RouteToolPrefix):
+		b.tool(w, r, strings.TrimPrefix(r.URL.Path, wire.RouteToolPrefix))
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, wire.RouteMCPPrefix):
+		b.mcpCall(w, r, strings.TrimPrefix(r.URL.Path, wire.RouteMCPPrefix))
 	default:
 		text(w, http.StatusNotFound, "Not found")
 	}
@@ -187,7 +188,7 @@ func (b *sessionBroker) ready(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusServiceUnavailable, "down")
 		return
 	}
-	if _, perr := rtsandbox.ParseWorkerReady(body); err != nil || perr != nil || len(body) > rtsandbox.MaxReadyBody {
+	if _, perr := wire.ParseWorkerReady(body); err != nil || perr != nil || len(body) > rtsandbox.MaxReadyBody {
 		text(w, http.StatusBadRequest, "Invalid ready handshake")
 		return
 	}
@@ -239,7 +240,7 @@ func (b *sessionBroker) result(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, rtsandbox.MaxResultBody+1))
-	var packet rtsandbox.ResultPacket
+	var packet wire.ResultPacket
 	if err != nil || len(body) > rtsandbox.MaxResultBody || json.Unmarshal(body, &packet) != nil {
 		text(w, http.StatusBadRequest, "Invalid result")
 		return
@@ -257,9 +258,9 @@ func (b *sessionBroker) result(w http.ResponseWriter, r *http.Request) {
 }
 
 // executeRaw queues a turn body and waits for its result.
-func (b *sessionBroker) executeRaw(turnID string, body []byte) rtsandbox.SessionResult {
+func (b *sessionBroker) executeRaw(turnID string, body []byte) wire.SessionResult {
 	b.t.Helper()
-	p := &pendingTurn{body: body, turnID: turnID, done: make(chan rtsandbox.SessionResult, 1)}
+	p := &pendingTurn{body: body, turnID: turnID, done: make(chan wire.SessionResult, 1)}
 	b.mu.Lock()
 	b.pending = p
 	b.mu.Unlock()
@@ -272,12 +273,12 @@ func (b *sessionBroker) executeRaw(turnID string, body []byte) rtsandbox.Session
 		return r
 	case <-time.After(20 * time.Second):
 		b.t.Fatalf("turn %s: no result", turnID)
-		return rtsandbox.SessionResult{}
+		return wire.SessionResult{}
 	}
 }
 
 // execute queues turn and waits for its result.
-func (b *sessionBroker) execute(turn rtsandbox.SessionTurn) rtsandbox.SessionResult {
+func (b *sessionBroker) execute(turn wire.SessionTurn) wire.SessionResult {
 	b.t.Helper()
 	body, err := jsonjs.Marshal(turn)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the session worker's compaction (session spec §5.6, §7.1
@@ -39,9 +40,9 @@ import (
 // Reports are posted from the turn, so all of them arrive before its
 // result, while the turn is still bound.
 //
-// The worker compacts on its own threshold (rtsandbox.CompactThreshold,
+// The worker compacts on its own threshold (wire.CompactThreshold,
 // prepare) and when the model refuses a call as over its context window
-// (rtsandbox.CompactOverflow, overflow; the rule is contextOverflow in
+// (wire.CompactOverflow, overflow; the rule is contextOverflow in
 // overflow.go): the same compaction, whose request and end report say
 // overflow and whose end report says willRetry, after which the agent
 // fits the context and retries the call once. A compaction that fails,
@@ -52,7 +53,7 @@ import (
 
 // maxCompactionsPerTurn bounds the compactions a turn tries: as many as
 // the broker serves host compactions a turn.
-const maxCompactionsPerTurn = rtsandbox.MaxCompactsPerTurn
+const maxCompactionsPerTurn = wire.MaxCompactsPerTurn
 
 // Log messages of compaction.
 const (
@@ -90,7 +91,7 @@ func privateCompaction(xs []sessionExchange) []message { return projectExchanges
 type compactTurn struct {
 	w      *sessionWorker
 	a      *agent
-	turn   rtsandbox.SessionTurn
+	turn   wire.SessionTurn
 	reader viewer
 	tries  int
 	failed bool // one failed: no more this turn
@@ -108,7 +109,7 @@ func (c *compactTurn) prepare(ctx context.Context) error {
 	if before <= c.w.tiers.trigger(c.w.store.compacted.last()) && !over {
 		return nil
 	}
-	_ = c.try(ctx, rtsandbox.CompactThreshold, before)
+	_ = c.try(ctx, wire.CompactThreshold, before)
 	return nil
 }
 
@@ -116,7 +117,7 @@ func (c *compactTurn) prepare(ctx context.Context) error {
 // model's context: it compacts with reason overflow and reports whether
 // it did, so that the agent retries the call.
 func (c *compactTurn) overflow(ctx context.Context) bool {
-	return c.allowed() && c.try(ctx, rtsandbox.CompactOverflow, c.contextTokens()) == nil
+	return c.allowed() && c.try(ctx, wire.CompactOverflow, c.contextTokens()) == nil
 }
 
 // allowed is whether the turn may compact: none failed, fewer than
@@ -205,12 +206,12 @@ func (c *compactTurn) compact(ctx context.Context, reason string, before int) er
 // summarize asks the host compactor, unless bypassed or absent, and falls
 // back to the worker's own summary of toSummarize (req's messages before
 // they were written).
-func (c *compactTurn) summarize(ctx context.Context, req rtsandbox.CompactRequest, toSummarize []message) (*compaction, error) {
+func (c *compactTurn) summarize(ctx context.Context, req wire.CompactRequest, toSummarize []message) (*compaction, error) {
 	last := c.w.store.compacted.last()
 	cfg := c.w.config.Compaction
 	if why, skip := bypass(int(req.TokensBefore), last); skip {
 		c.w.log.Info(logCompactBypass, "turnId", c.turn.TurnID, "reason", why, "tokensBefore", req.TokensBefore)
-		c.report(ctx, rtsandbox.CompactionReport{Type: rtsandbox.ReportBypass, Reason: why, TokensBefore: &req.TokensBefore})
+		c.report(ctx, wire.CompactionReport{Type: wire.ReportBypass, Reason: why, TokensBefore: &req.TokensBefore})
 	} else if cfg != nil {
 		host, err := c.hostCompact(ctx, req, cfg.Engine)
 		if err == nil {
@@ -230,8 +231,8 @@ func (c *compactTurn) summarize(ctx context.Context, req rtsandbox.CompactReques
 
 // hostCompact posts the request to /compaction/compact and reads the
 // answer; every problem is an error whose text is the fallback reason.
-func (c *compactTurn) hostCompact(ctx context.Context, req rtsandbox.CompactRequest, engine string) (hostSummary, error) {
-	ans, err := c.w.broker.call(ctx, http.MethodPost, rtsandbox.RouteCompactionCompact, req, nil, 0, maxCompactAnswer)
+func (c *compactTurn) hostCompact(ctx context.Context, req wire.CompactRequest, engine string) (hostSummary, error) {
+	ans, err := c.w.broker.call(ctx, http.MethodPost, wire.RouteCompactionCompact, req, nil, 0, maxCompactAnswer)
 	switch {
 	case err != nil:
 		_, detail := classify(err)
@@ -257,7 +258,7 @@ func (c *compactTurn) ownSummary(ctx context.Context, previous string, toSummari
 	}
 	user.WriteString(summaryProjection(toSummarize, budget))
 	model := newModelClient(modelSettings{api: cfg.ModelAPI, stream: cfg.Stream}, c.w.broker)
-	p := modelPayload{Model: cfg.Model, Tools: []rtsandbox.ChatTool{}, Messages: []message{
+	p := modelPayload{Model: cfg.Model, Tools: []wire.ChatTool{}, Messages: []message{
 		{Role: "system", Content: summaryPrompt}, {Role: "user", Content: user.String()},
 	}}
 	msg, err := model.complete(ctx, &p)
@@ -328,8 +329,8 @@ func (c *compactTurn) apply(result *compaction, keep int, reason string, before 
 	c.w.log.Info(logCompacted, "turnId", c.turn.TurnID, "reason", reason, "engine", result.engine, "tokensBefore", before,
 		"tokensAfter", after, "contextAfter", result.contextAfter, "nextCompactionAt", next,
 		"reserveTokens", c.w.tiers.reserveTokens(result.last()))
-	c.report(context.Background(), rtsandbox.CompactionReport{Type: rtsandbox.ReportEnd, Reason: reason, Engine: result.engine,
-		WillRetry:    reason == rtsandbox.CompactOverflow,
+	c.report(context.Background(), wire.CompactionReport{Type: wire.ReportEnd, Reason: reason, Engine: result.engine,
+		WillRetry:    reason == wire.CompactOverflow,
 		TokensBefore: int64p(before), TokensAfter: int64p(after), ContextAfter: int64p(result.contextAfter), NextCompactionAt: int64p(next)})
 }
 
@@ -341,15 +342,15 @@ func (c *compactTurn) reportFailure(ctx context.Context, reason string, before i
 		text = "the compaction was aborted"
 	}
 	c.w.log.Warn(logCompactionFailed, "turnId", c.turn.TurnID, "reason", reason, "aborted", aborted, "error", rtsandbox.PrefixUTF16(text, maxFallbackLog))
-	c.report(ctx, rtsandbox.CompactionReport{Type: rtsandbox.ReportEnd, Reason: reason, Aborted: aborted, TokensBefore: int64p(before),
-		Error: rtsandbox.PrefixUTF16(text, rtsandbox.MaxReportError)})
+	c.report(ctx, wire.CompactionReport{Type: wire.ReportEnd, Reason: reason, Aborted: aborted, TokensBefore: int64p(before),
+		Error: rtsandbox.PrefixUTF16(text, wire.MaxReportError)})
 }
 
 // report posts one report to /compaction/report within reportTimeout,
 // even after the turn's context ended (an aborted compaction is reported
 // too); a refusal is logged.
-func (c *compactTurn) report(ctx context.Context, body rtsandbox.CompactionReport) {
-	ans, err := c.w.broker.call(context.WithoutCancel(ctx), http.MethodPost, rtsandbox.RouteCompactionReport, body, nil, reportTimeout, maxConfigBody)
+func (c *compactTurn) report(ctx context.Context, body wire.CompactionReport) {
+	ans, err := c.w.broker.call(context.WithoutCancel(ctx), http.MethodPost, wire.RouteCompactionReport, body, nil, reportTimeout, maxConfigBody)
 	switch {
 	case err != nil:
 		c.w.log.Info(logReportRefused, "turnId", c.turn.TurnID, "error", err.Error())

@@ -18,6 +18,7 @@ import (
 	hostbroker "github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The tests of session spec §6.7 as they apply to this worker. Where the
@@ -61,7 +62,7 @@ func seedSession(t *testing.T, ws string, xs ...sessionExchange) {
 	t.Helper()
 	s := openSessionStore(sessionsDir(ws), sessionHistoryBudget, time.Now, func(string, error) {})
 	for _, x := range xs {
-		turn := rtsandbox.SessionTurn{TurnID: x.turnID, Author: rtsandbox.SessionAuthor{ID: x.reader}}
+		turn := wire.SessionTurn{TurnID: x.turnID, Author: wire.SessionAuthor{ID: x.reader}}
 		if x.privateMemory {
 			turn.Memory = "private"
 		}
@@ -107,7 +108,7 @@ func scriptedModel(summary fakemodel.Response, answers ...fakemodel.Response) *f
 // firstKeptEntryId, its details {decisions:3, engine}.
 func hostCompactor(summary string) func(*http.Request, []byte) (int, string) {
 	return func(_ *http.Request, body []byte) (int, string) {
-		var req rtsandbox.CompactRequest
+		var req wire.CompactRequest
 		json.Unmarshal(body, &req)
 		ans, _ := json.Marshal(map[string]any{"ok": true, "compaction": map[string]any{
 			"summary": summary, "firstKeptEntryId": req.FirstKeptEntryID, "tokensBefore": req.TokensBefore,
@@ -135,13 +136,13 @@ func reportsOf(t *testing.T, b *sessionBroker) []map[string]any {
 
 // compactRequests parses the broker's /compaction/compact bodies as the
 // broker does.
-func compactRequests(t *testing.T, b *sessionBroker) []rtsandbox.CompactRequest {
+func compactRequests(t *testing.T, b *sessionBroker) []wire.CompactRequest {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []rtsandbox.CompactRequest
+	var out []wire.CompactRequest
 	for _, body := range b.compacts {
-		req, err := rtsandbox.ParseCompactRequest([]byte(body))
+		req, err := wire.ParseCompactRequest([]byte(body))
 		if err != nil {
 			t.Fatalf("compact request: %v", err)
 		}
@@ -205,7 +206,7 @@ func startCompactingWith(t *testing.T, model *fakemodel.Server, xs []sessionExch
 }
 
 // mustTurn runs ann's turn and fails the test unless it answers ok.
-func (c *compacting) mustTurn(id, text string) rtsandbox.SessionResult {
+func (c *compacting) mustTurn(id, text string) wire.SessionResult {
 	c.t.Helper()
 	r := c.b.execute(sessionTurn(id, text))
 	if !r.OK {
@@ -284,7 +285,7 @@ func TestCompactionHostRoundTrip(t *testing.T) {
 		t.Fatalf("%d compact requests; want 1", len(reqs))
 	}
 	req := reqs[0]
-	if req.Reason != rtsandbox.CompactThreshold || req.TokensBefore <= softTier || req.FirstKeptEntryID != "s4" || req.IsSplitTurn ||
+	if req.Reason != wire.CompactThreshold || req.TokensBefore <= softTier || req.FirstKeptEntryID != "s4" || req.IsSplitTurn ||
 		len(req.MessagesToSummarize) != 6 || len(req.KeptMessages) != 3 || len(req.TurnPrefixMessages) != 0 ||
 		req.ReadFiles == nil || req.ModifiedFiles == nil || req.PreviousSummary != "" {
 		t.Errorf("compact request reason %q tokensBefore %d firstKept %q split %v summarize %d kept %d prefix %d",
@@ -300,12 +301,12 @@ func TestCompactionHostRoundTrip(t *testing.T) {
 		t.Fatalf("reports %v; want one", reports)
 	}
 	r := reports[0]
-	if r["type"] != "end" || r["reason"] != rtsandbox.CompactThreshold || r["engine"] != engineHost || r["aborted"] != false || r["willRetry"] != false ||
+	if r["type"] != "end" || r["reason"] != wire.CompactThreshold || r["engine"] != engineHost || r["aborted"] != false || r["willRetry"] != false ||
 		r["nextCompactionAt"] != float64(300_000) || r["tokensAfter"] == nil || r["contextAfter"] == nil || r["tokensBefore"] != float64(req.TokensBefore) {
 		t.Errorf("end report %v", r)
 	}
 	routes := b.gotRoutes()
-	report, result := indexOf(routes, "POST "+rtsandbox.RouteCompactionReport), indexOf(routes, "POST "+rtsandbox.RouteWorkerResult)
+	report, result := indexOf(routes, "POST "+wire.RouteCompactionReport), indexOf(routes, "POST "+wire.RouteWorkerResult)
 	if report < 0 || result < 0 || report > result {
 		t.Errorf("the report does not come before the result: %v", routes)
 	}
@@ -533,8 +534,8 @@ func TestSecCompactionInputHoldsNoSecrets(t *testing.T) {
 	private := func(id string) sessionExchange {
 		return sessionExchange{turnID: id, reader: "ann", privateMemory: true, messages: []message{
 			{Role: "user", Content: "[Ann (ann-actor)] what did I say?"},
-			{Role: "assistant", Content: "Let me look up " + argSecret, ToolCalls: []rtsandbox.ToolCall{{ID: "toolu_" + id, Type: "function",
-				Function: rtsandbox.FunctionCall{Name: "host_recall_person", Arguments: `{"query":"` + argSecret + `"}`}}}},
+			{Role: "assistant", Content: "Let me look up " + argSecret, ToolCalls: []wire.ToolCall{{ID: "toolu_" + id, Type: "function",
+				Function: wire.FunctionCall{Name: "host_recall_person", Arguments: `{"query":"` + argSecret + `"}`}}}},
 			{Role: "tool", ToolCallID: "toolu_" + id, Content: "ann said " + resultSecret, PrivateTo: "ann"},
 			{Role: "assistant", Content: "You said something, privately."},
 		}}
@@ -718,7 +719,7 @@ func FuzzParseCompactAnswer(f *testing.F) {
 func TestSummaryProjection(t *testing.T) {
 	msgs := []message{
 		{Role: "user", Content: "hi"},
-		{Role: "assistant", Content: "looking", ToolCalls: []rtsandbox.ToolCall{{ID: "c", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_x", Arguments: "{}"}}}},
+		{Role: "assistant", Content: "looking", ToolCalls: []wire.ToolCall{{ID: "c", Type: "function", Function: wire.FunctionCall{Name: "host_x", Arguments: "{}"}}}},
 		{Role: "tool", ToolCallID: "c", Content: "r"},
 		{Role: "assistant", Content: "bye"},
 	}
@@ -761,7 +762,7 @@ func TestCompactionOverMessageBound(t *testing.T) {
 // measures, and [] for the lists the worker leaves empty.
 func TestCompactionWireIsJSONStringify(t *testing.T) {
 	text := "a <b> & c\u2028"
-	req, err := compactRequest(rtsandbox.CompactThreshold, 7, "k", []message{{Role: "user", Content: text}}, nil, "")
+	req, err := compactRequest(wire.CompactThreshold, 7, "k", []message{{Role: "user", Content: text}}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -772,9 +773,9 @@ func TestCompactionWireIsJSONStringify(t *testing.T) {
 	}{
 		{"request", req, `{"reason":"threshold","tokensBefore":7,"firstKeptEntryId":"k","isSplitTurn":false,` +
 			`"messagesToSummarize":[{"role":"user","content":"a <b> & c` + "\u2028" + `"}],"turnPrefixMessages":[],"keptMessages":[],"readFiles":[],"modifiedFiles":[]}`},
-		{"bypass report", rtsandbox.CompactionReport{Type: rtsandbox.ReportBypass, Reason: "<why>", TokensBefore: int64p(9)},
+		{"bypass report", wire.CompactionReport{Type: wire.ReportBypass, Reason: "<why>", TokensBefore: int64p(9)},
 			`{"type":"bypass","reason":"<why>","tokensBefore":9}`},
-		{"end report", rtsandbox.CompactionReport{Type: rtsandbox.ReportEnd, Reason: rtsandbox.CompactThreshold, Engine: engineWorker,
+		{"end report", wire.CompactionReport{Type: wire.ReportEnd, Reason: wire.CompactThreshold, Engine: engineWorker,
 			TokensBefore: int64p(9), TokensAfter: int64p(0), Error: text},
 			`{"type":"end","reason":"threshold","aborted":false,"willRetry":false,"engine":"pi","tokensBefore":9,"tokensAfter":0,"error":"a <b> & c` + "\u2028" + `"}`},
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the worker's side of the host compaction routes (session
@@ -43,8 +44,8 @@ const reportTimeout = 5 * time.Second
 // (privateCompaction), written as JSON.stringify writes them. This worker
 // never cuts inside a turn (isSplitTurn false, no turn prefix) and has no
 // file tools (no read or modified files).
-func compactRequest(reason string, before int, firstKept string, summarize, kept []message, previous string) (rtsandbox.CompactRequest, error) {
-	req := rtsandbox.CompactRequest{
+func compactRequest(reason string, before int, firstKept string, summarize, kept []message, previous string) (wire.CompactRequest, error) {
+	req := wire.CompactRequest{
 		Reason: reason, TokensBefore: int64(before), FirstKeptEntryID: firstKept, PreviousSummary: previous,
 		TurnPrefixMessages: []json.RawMessage{}, ReadFiles: []string{}, ModifiedFiles: []string{},
 	}
@@ -80,7 +81,7 @@ type hostSummary struct {
 var errCompactAnswer = errors.New("the compactor's result is invalid")
 
 // parseCompactAnswer reads the answer of /compaction/compact: the shape of
-// §4.5 as rtsandbox.ParseCompactResponse checks it, and then the worker's
+// §4.5 as wire.ParseCompactResponse checks it, and then the worker's
 // own rules. A fallback is returned as an error carrying its text (cut
 // for the log; an ok:false answer without a string reason is a fallback
 // without one). An ok answer is accepted when its summary is at most
@@ -90,7 +91,7 @@ var errCompactAnswer = errors.New("the compactor's result is invalid")
 // sets it to the configured compactor's) equal to engine; anything else
 // is errCompactAnswer.
 func parseCompactAnswer(data []byte, firstKept, engine string) (hostSummary, error) {
-	ans, err := rtsandbox.ParseCompactResponse(data)
+	ans, err := wire.ParseCompactResponse(data)
 	switch {
 	case err != nil && declined(data):
 		return hostSummary{}, compactFallback("")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // maxConfigBody bounds the answers of the session worker's metadata
@@ -27,7 +28,7 @@ var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,100}$`)
 var compactorEngine = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
 
 // parseWorkerConfig reads the answer of GET /worker/config
-// (rtsandbox.SessionWorkerConfig) as strictly as the sealed worker reads
+// (wire.SessionWorkerConfig) as strictly as the sealed worker reads
 // its turn: every field has its JSON type, modelApi is known ("" is
 // openai), model is not empty (the reference's "set the model from the
 // content; missing → fatal"), timeZone loads ("" is UTC), tools are valid
@@ -36,12 +37,12 @@ var compactorEngine = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
 // 4,096–10,000,000 and reserveTokens one of 0 to half the window (absent
 // or 0: the defaults, newTiers); compaction, when present, is {engine}
 // with an engine name of §2.11's rule.
-func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
+func parseWorkerConfig(data []byte) (wire.SessionWorkerConfig, error) {
 	obj, ok := object(data)
 	if !ok {
-		return rtsandbox.SessionWorkerConfig{}, errConfig
+		return wire.SessionWorkerConfig{}, errConfig
 	}
-	c := rtsandbox.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIOpenAI, TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}}
+	c := wire.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIOpenAI, TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}
 	var bad []string
 	optString := func(key string, dst *string) {
 		if raw, present := obj[key]; present {
@@ -88,13 +89,13 @@ func parseWorkerConfig(data []byte) (rtsandbox.SessionWorkerConfig, error) {
 		bad = append(bad, "timeZone")
 	}
 	if len(bad) > 0 {
-		return rtsandbox.SessionWorkerConfig{}, fmt.Errorf("%w: %v", errConfig, bad)
+		return wire.SessionWorkerConfig{}, fmt.Errorf("%w: %v", errConfig, bad)
 	}
 	return c, nil
 }
 
 // compactionFields reads contextWindow, reserveTokens and compaction.
-func compactionFields(obj map[string]json.RawMessage, c *rtsandbox.SessionWorkerConfig) bool {
+func compactionFields(obj map[string]json.RawMessage, c *wire.SessionWorkerConfig) bool {
 	ok := true
 	if raw, present := obj["contextWindow"]; present {
 		n, okN := safeInt(raw)
@@ -110,15 +111,15 @@ func compactionFields(obj map[string]json.RawMessage, c *rtsandbox.SessionWorker
 		cfg, okObj := object(raw)
 		engine, okEngine := str(cfg["engine"])
 		ok = ok && okObj && okEngine && compactorEngine.MatchString(engine)
-		c.Compaction = &rtsandbox.SessionCompactionID{Engine: engine}
+		c.Compaction = &wire.SessionCompactionID{Engine: engine}
 	}
 	return ok
 }
 
 // parseDiscovery reads the answer of GET /mcp-tools: {servers: [{name,
 // tools: [string]}]}.
-func parseDiscovery(data []byte) (rtsandbox.MCPDiscovery, error) {
-	var d rtsandbox.MCPDiscovery
+func parseDiscovery(data []byte) (wire.MCPDiscovery, error) {
+	var d wire.MCPDiscovery
 	obj, ok := object(data)
 	if !ok {
 		return d, fmt.Errorf("%w: mcp-tools", errConfig)
@@ -127,16 +128,16 @@ func parseDiscovery(data []byte) (rtsandbox.MCPDiscovery, error) {
 	if !ok {
 		return d, fmt.Errorf("%w: mcp-tools servers", errConfig)
 	}
-	d.Servers = make([]rtsandbox.MCPDiscoveryServer, 0, len(servers))
+	d.Servers = make([]wire.MCPDiscoveryServer, 0, len(servers))
 	for _, raw := range servers {
 		s, ok := object(raw)
 		name, okName := str(s["name"])
 		var tools []string
 		okTools := json.Unmarshal(s["tools"], &tools) == nil && firstByte(s["tools"]) == '['
 		if !ok || !okName || !okTools {
-			return rtsandbox.MCPDiscovery{}, fmt.Errorf("%w: mcp-tools server", errConfig)
+			return wire.MCPDiscovery{}, fmt.Errorf("%w: mcp-tools server", errConfig)
 		}
-		d.Servers = append(d.Servers, rtsandbox.MCPDiscoveryServer{Name: name, Tools: tools})
+		d.Servers = append(d.Servers, wire.MCPDiscoveryServer{Name: name, Tools: tools})
 	}
 	return d, nil
 }
@@ -144,14 +145,14 @@ func parseDiscovery(data []byte) (rtsandbox.MCPDiscovery, error) {
 // discoveredOnly keeps of the profile's MCP servers and tools those the
 // broker's discovery lists, in the profile's order: the broker refuses a
 // call of any other, so the model should not be offered it.
-func discoveredOnly(servers []rtsandbox.MCPServerTools, d rtsandbox.MCPDiscovery) []rtsandbox.MCPServerTools {
-	out := []rtsandbox.MCPServerTools{}
+func discoveredOnly(servers []wire.MCPServerTools, d wire.MCPDiscovery) []wire.MCPServerTools {
+	out := []wire.MCPServerTools{}
 	for _, s := range servers {
-		i := slices.IndexFunc(d.Servers, func(ds rtsandbox.MCPDiscoveryServer) bool { return ds.Name == s.Server })
+		i := slices.IndexFunc(d.Servers, func(ds wire.MCPDiscoveryServer) bool { return ds.Name == s.Server })
 		if i < 0 {
 			continue
 		}
-		kept := rtsandbox.MCPServerTools{Server: s.Server}
+		kept := wire.MCPServerTools{Server: s.Server}
 		for _, t := range s.Tools {
 			if slices.Contains(d.Servers[i].Tools, t.Name) {
 				kept.Tools = append(kept.Tools, t)

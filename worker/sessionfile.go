@@ -21,7 +21,7 @@ import (
 //     huge line (or garbage without newlines) costs only itself, never
 //     the exchanges before it.
 //   - Every line dropped on the way is counted, for the worker's log and
-//     the ready handshake's report to the host (rtsandbox.SessionLoad).
+//     the ready handshake's report to the host (wire.SessionLoad).
 
 // Bounds of a session file read.
 const (

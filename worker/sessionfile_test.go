@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // writeSession writes a session file named s.jsonl in a fresh sessions
@@ -27,7 +27,7 @@ func writeSession(t *testing.T, data string) string {
 // its messages and its end.
 func appendTurn(t *testing.T, s *sessionStore, id, user, answer string) {
 	t.Helper()
-	if err := s.begin(rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "ann"}}); err != nil {
+	if err := s.begin(wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "ann"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.finish(id, true, []message{{Role: "user", Content: user}, {Role: "assistant", Content: answer}}); err != nil {

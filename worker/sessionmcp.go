@@ -12,6 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the session worker's MCP client (session spec §7.1 item
@@ -63,7 +64,7 @@ type mcpRequest struct {
 // callTool runs tool on server with args (a JSON object) and returns the
 // text the model sees.
 func (c *mcpClient) callTool(ctx context.Context, server, tool string, args json.RawMessage) (string, error) {
-	params := rtsandbox.MCPCallParams{Name: tool, Arguments: args}
+	params := wire.MCPCallParams{Name: tool, Arguments: args}
 	for attempt := 0; ; attempt++ {
 		s, err := c.session(ctx, server)
 		if err != nil {
@@ -109,7 +110,7 @@ func (c *mcpClient) session(ctx context.Context, server string) (mcpSession, err
 		return s, fmt.Errorf("%w: initialize answer", errMCP)
 	}
 	s = mcpSession{id: ans.sessionID, version: init.ProtocolVersion}
-	ans, err = c.post(ctx, server, s, mcpRequest{JSONRPC: rtsandbox.MCPJSONRPC, Method: "notifications/initialized"})
+	ans, err = c.post(ctx, server, s, mcpRequest{JSONRPC: wire.MCPJSONRPC, Method: "notifications/initialized"})
 	if err != nil {
 		return s, err
 	}
@@ -123,7 +124,7 @@ func (c *mcpClient) session(ctx context.Context, server string) (mcpSession, err
 func (c *mcpClient) newRequest(method string, params any) mcpRequest {
 	c.nextID++
 	id := c.nextID
-	return mcpRequest{JSONRPC: rtsandbox.MCPJSONRPC, ID: &id, Method: method, Params: params}
+	return mcpRequest{JSONRPC: wire.MCPJSONRPC, ID: &id, Method: method, Params: params}
 }
 
 // mcpAnswer is what the worker read of an MCP answer: its status and
@@ -151,7 +152,7 @@ func (c *mcpClient) post(ctx context.Context, server string, s mcpSession, req m
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.broker.client.Do(ctx, brokerclient.Request{Route: rtsandbox.MCPRoute(server), Body: body, Header: h})
+	resp, err := c.broker.client.Do(ctx, brokerclient.Request{Route: wire.MCPRoute(server), Body: body, Header: h})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
 	}

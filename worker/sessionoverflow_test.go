@@ -10,6 +10,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // overflowConfig is a profile of the dialect api with a 20,000-token
@@ -89,13 +90,13 @@ func TestCompactionOnOverflow(t *testing.T) {
 		{
 			name: "overflow compacts, reports willRetry and the retry answers", history: under, engine: hostEngine,
 			answers: []string{scriptOverflow, "answered"}, wantCalls: 2,
-			wantReason: []string{rtsandbox.CompactOverflow},
+			wantReason: []string{wire.CompactOverflow},
 			wantReport: []string{"end overflow willRetry=true engine=extension error=false"}, wantRetry: true,
 		},
 		{
 			name: "overflow again after the retry fails the turn", history: under, engine: hostEngine,
 			answers: []string{scriptOverflow, scriptOverflow, "never"}, wantError: refused, wantCalls: 2,
-			wantReason: []string{rtsandbox.CompactOverflow},
+			wantReason: []string{wire.CompactOverflow},
 			wantReport: []string{"end overflow willRetry=true engine=extension error=false"}, wantRetry: true,
 		},
 		{
@@ -124,7 +125,7 @@ func TestCompactionOnOverflow(t *testing.T) {
 		{
 			name: "threshold compaction reports willRetry false", history: bigExchanges(4, 20_000), engine: hostEngine,
 			answers: []string{"answered"}, wantCalls: 1,
-			wantReason: []string{rtsandbox.CompactThreshold},
+			wantReason: []string{wire.CompactThreshold},
 			wantReport: []string{"end threshold willRetry=false engine=extension error=false"},
 		},
 	}

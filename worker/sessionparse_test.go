@@ -10,46 +10,47 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestParseWorkerConfig(t *testing.T) {
 	tests := []struct {
 		name    string
 		body    string
-		want    rtsandbox.SessionWorkerConfig
+		want    wire.SessionWorkerConfig
 		wantErr bool
 	}{
-		{"defaults", `{"model":"m"}`, rtsandbox.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}}, false},
+		{"defaults", `{"model":"m"}`, wire.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}, false},
 		{"full", `{"modelApi":"anthropic","model":"m","stream":true,"prompt":"p","timeZone":"Asia/Tokyo","compaction":{"engine":"x"},
 			"contextWindow":1000000,"reserveTokens":20000,
 			"tools":[{"name":"clock","description":"d","parameters":{"type":"object"}}],
 			"mcp":[{"server":"Docs-1","tools":[{"name":"search","description":"","parameters":{}}]}]}`,
-			rtsandbox.SessionWorkerConfig{ModelAPI: "anthropic", Model: "m", Stream: true, Prompt: "p", TimeZone: "Asia/Tokyo",
-				ContextWindow: 1000000, ReserveTokens: 20000, Compaction: &rtsandbox.SessionCompactionID{Engine: "x"},
+			wire.SessionWorkerConfig{ModelAPI: "anthropic", Model: "m", Stream: true, Prompt: "p", TimeZone: "Asia/Tokyo",
+				ContextWindow: 1000000, ReserveTokens: 20000, Compaction: &wire.SessionCompactionID{Engine: "x"},
 				Tools: []rtsandbox.ToolSpec{{Name: "clock", Description: "d", Parameters: []byte(`{"type":"object"}`)}},
-				MCP:   []rtsandbox.MCPServerTools{{Server: "Docs-1", Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: []byte(`{}`)}}}}}, false},
-		{"empty", `{}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"model null", `{"model":null}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"stream a string", `{"model":"m","stream":"yes"}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"time zone Local", `{"model":"m","timeZone":"Local"}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"tool name", `{"model":"m","tools":[{"name":"Bad Name","description":"","parameters":{}}]}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"mcp server name", `{"model":"m","mcp":[{"server":"a/b","tools":[]}]}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"not an object", `["m"]`, rtsandbox.SessionWorkerConfig{}, true},
-		{"engine with scope", `{"model":"m","compaction":{"engine":"@jev/pi-compaction.v2"}}`, rtsandbox.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC",
-			Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}, Compaction: &rtsandbox.SessionCompactionID{Engine: "@jev/pi-compaction.v2"}}, false},
-		{"engine empty", `{"model":"m","compaction":{"engine":""}}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"engine with a space", `{"model":"m","compaction":{"engine":"a b"}}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"engine too long", `{"model":"m","compaction":{"engine":"` + strings.Repeat("e", 101) + `"}}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"compaction not an object", `{"model":"m","compaction":"x"}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"window too small", `{"model":"m","contextWindow":4095}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"window too large", `{"model":"m","contextWindow":10000001}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"window fractional", `{"model":"m","contextWindow":200000.5}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"window a string", `{"model":"m","contextWindow":"200000"}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"reserve negative", `{"model":"m","reserveTokens":-1}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"reserve over half the default window", `{"model":"m","reserveTokens":100001}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"reserve over half the window", `{"model":"m","contextWindow":10000,"reserveTokens":5001}`, rtsandbox.SessionWorkerConfig{}, true},
-		{"window and reserve", `{"model":"m","contextWindow":1e6,"reserveTokens":0}`, rtsandbox.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC",
-			Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}, ContextWindow: 1000000}, false},
+				MCP:   []wire.MCPServerTools{{Server: "Docs-1", Tools: []rtsandbox.ToolSpec{{Name: "search", Parameters: []byte(`{}`)}}}}}, false},
+		{"empty", `{}`, wire.SessionWorkerConfig{}, true},
+		{"model null", `{"model":null}`, wire.SessionWorkerConfig{}, true},
+		{"stream a string", `{"model":"m","stream":"yes"}`, wire.SessionWorkerConfig{}, true},
+		{"time zone Local", `{"model":"m","timeZone":"Local"}`, wire.SessionWorkerConfig{}, true},
+		{"tool name", `{"model":"m","tools":[{"name":"Bad Name","description":"","parameters":{}}]}`, wire.SessionWorkerConfig{}, true},
+		{"mcp server name", `{"model":"m","mcp":[{"server":"a/b","tools":[]}]}`, wire.SessionWorkerConfig{}, true},
+		{"not an object", `["m"]`, wire.SessionWorkerConfig{}, true},
+		{"engine with scope", `{"model":"m","compaction":{"engine":"@jev/pi-compaction.v2"}}`, wire.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC",
+			Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}, Compaction: &wire.SessionCompactionID{Engine: "@jev/pi-compaction.v2"}}, false},
+		{"engine empty", `{"model":"m","compaction":{"engine":""}}`, wire.SessionWorkerConfig{}, true},
+		{"engine with a space", `{"model":"m","compaction":{"engine":"a b"}}`, wire.SessionWorkerConfig{}, true},
+		{"engine too long", `{"model":"m","compaction":{"engine":"` + strings.Repeat("e", 101) + `"}}`, wire.SessionWorkerConfig{}, true},
+		{"compaction not an object", `{"model":"m","compaction":"x"}`, wire.SessionWorkerConfig{}, true},
+		{"window too small", `{"model":"m","contextWindow":4095}`, wire.SessionWorkerConfig{}, true},
+		{"window too large", `{"model":"m","contextWindow":10000001}`, wire.SessionWorkerConfig{}, true},
+		{"window fractional", `{"model":"m","contextWindow":200000.5}`, wire.SessionWorkerConfig{}, true},
+		{"window a string", `{"model":"m","contextWindow":"200000"}`, wire.SessionWorkerConfig{}, true},
+		{"reserve negative", `{"model":"m","reserveTokens":-1}`, wire.SessionWorkerConfig{}, true},
+		{"reserve over half the default window", `{"model":"m","reserveTokens":100001}`, wire.SessionWorkerConfig{}, true},
+		{"reserve over half the window", `{"model":"m","contextWindow":10000,"reserveTokens":5001}`, wire.SessionWorkerConfig{}, true},
+		{"window and reserve", `{"model":"m","contextWindow":1e6,"reserveTokens":0}`, wire.SessionWorkerConfig{ModelAPI: "openai", Model: "m", TimeZone: "UTC",
+			Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}, ContextWindow: 1000000}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,7 +70,7 @@ func TestParseWorkerConfig(t *testing.T) {
 // The profile's MCP tools are cut to what the broker's discovery lists.
 func TestDiscoveredOnly(t *testing.T) {
 	spec := func(name string) rtsandbox.ToolSpec { return rtsandbox.ToolSpec{Name: name} }
-	servers := []rtsandbox.MCPServerTools{
+	servers := []wire.MCPServerTools{
 		{Server: "a", Tools: []rtsandbox.ToolSpec{spec("x"), spec("y")}},
 		{Server: "gone", Tools: []rtsandbox.ToolSpec{spec("x")}},
 		{Server: "b", Tools: []rtsandbox.ToolSpec{spec("z")}},
@@ -78,7 +79,7 @@ func TestDiscoveredOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rtsandbox.MCPServerTools{{Server: "a", Tools: []rtsandbox.ToolSpec{spec("y")}}}
+	want := []wire.MCPServerTools{{Server: "a", Tools: []rtsandbox.ToolSpec{spec("y")}}}
 	if diff := cmp.Diff(want, discoveredOnly(servers, d)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -121,10 +122,10 @@ func FuzzSessionTurnBody(f *testing.F) {
 	f.Add([]byte(`{"turnId":"../x","author":{"id":"a","name":"A","principalId":""},"text":"hi","memory":"","images":[{"data":"AQID","mimeType":"image/png"}],"thinking":"max"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		id := turnIDOf(data)
-		if id != "" && !rtsandbox.ValidSafeName(id) {
+		if id != "" && !wire.ValidSafeName(id) {
 			t.Fatalf("unsafe turn id %q", id)
 		}
-		turn, err := rtsandbox.ParseSessionTurn(data)
+		turn, err := wire.ParseSessionTurn(data)
 		if err == nil && (turn.Validate() != nil || turn.TurnID != id) {
 			t.Fatalf("accepted turn %+v (id %q)", turn, id)
 		}

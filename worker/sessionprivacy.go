@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the session worker's privacy projection (session spec
@@ -16,7 +16,7 @@ import (
 //
 // The reader of a turn is its author's principalId, else its author id.
 // A tool result is private when its host tool answered privateTo; a turn
-// is private when its prompt memory was (rtsandbox.SessionTurn.
+// is private when its prompt memory was (wire.SessionTurn.
 // PrivateMemory, kept in the turn's reader record). For a reader R:
 //
 //   - a tool result private to someone other than R becomes hiddenPrivate,
@@ -62,7 +62,7 @@ type viewer struct {
 var anonymous = viewer{anonymous: true}
 
 // readerOf is the viewer of a turn: its principal, else its author id.
-func readerOf(turn rtsandbox.SessionTurn) viewer {
+func readerOf(turn wire.SessionTurn) viewer {
 	return viewer{id: cmp.Or(turn.Author.PrincipalID, turn.Author.ID)}
 }
 
@@ -142,7 +142,7 @@ func closeExchange(msgs []message, v viewer) []message {
 
 // hideArguments returns a copy of calls with the arguments of the call
 // id, or of every call when id is "", replaced by {}.
-func hideArguments(calls []rtsandbox.ToolCall, id string) []rtsandbox.ToolCall {
+func hideArguments(calls []wire.ToolCall, id string) []wire.ToolCall {
 	out := slices.Clone(calls)
 	for i := range out {
 		if id == "" || out[i].ID == id {

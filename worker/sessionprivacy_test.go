@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The secrets of §6.6: the private tool's argument and result, and the
@@ -28,24 +28,24 @@ var privacySecrets = []string{argSecret, resultSecret, promptSecret}
 // annTurn is ann's turn (§6.6: reader ann, actor ann-actor) with the
 // private prompt memory PROMPT_SECRET, or shared memory when visibility
 // is "shared".
-func annTurn(id, text, visibility string) rtsandbox.SessionTurn {
-	return rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "ann-actor", Name: "Ann", PrincipalID: "ann"},
-		Text: text, Memory: "Ann's note: " + promptSecret, MemoryVisibility: visibility, Images: []rtsandbox.Image{}, Thinking: "low"}
+func annTurn(id, text, visibility string) wire.SessionTurn {
+	return wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "ann-actor", Name: "Ann", PrincipalID: "ann"},
+		Text: text, Memory: "Ann's note: " + promptSecret, MemoryVisibility: visibility, Images: []wire.Image{}, Thinking: "low"}
 }
 
 // boTurn is bo's turn, without memory.
-func boTurn(id, text string) rtsandbox.SessionTurn {
-	return rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "bo", Name: "Bo"}, Text: text, Images: []rtsandbox.Image{}, Thinking: "low"}
+func boTurn(id, text string) wire.SessionTurn {
+	return wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "bo", Name: "Bo"}, Text: text, Images: []wire.Image{}, Thinking: "low"}
 }
 
 // recallPerson is §6.6's tool: it answers RESULT_SECRET, as its text or
 // its error, private to ann.
 func recallPerson(failed bool) *sessionTool {
-	return &sessionTool{answer: func(json.RawMessage, rtsandbox.SessionBinding) rtsandbox.SessionToolResponse {
+	return &sessionTool{answer: func(json.RawMessage, wire.SessionBinding) wire.SessionToolResponse {
 		if failed {
-			return rtsandbox.SessionToolResponse{Error: "no record of " + resultSecret, PrivateTo: "ann"}
+			return wire.SessionToolResponse{Error: "no record of " + resultSecret, PrivateTo: "ann"}
 		}
-		return rtsandbox.SessionToolResponse{OK: true, Text: "ann said " + resultSecret, PrivateTo: "ann"}
+		return wire.SessionToolResponse{OK: true, Text: "ann said " + resultSecret, PrivateTo: "ann"}
 	}}
 }
 
@@ -110,7 +110,7 @@ func TestSecPrivateToolResultOwnership(t *testing.T) {
 // private and with shared prompts (the model is seen 3 times), and bo's
 // request never holds ann's prompt memory.
 func TestSecNoBridgeRefusalReadersABA(t *testing.T) {
-	for _, visibility := range []string{rtsandbox.MemoryPrivate, rtsandbox.MemoryShared} {
+	for _, visibility := range []string{wire.MemoryPrivate, wire.MemoryShared} {
 		t.Run(visibility, func(t *testing.T) {
 			model := fakemodel.NewWithOptions(fakemodel.Options{Key: realModelKey},
 				fakemodel.Reply("Hi Ann."), fakemodel.Reply("Hi Bo."), fakemodel.Reply("Hi again."))
@@ -142,7 +142,7 @@ func TestSecPrivatePromptClosesTurn(t *testing.T) {
 	for _, tc := range []struct {
 		visibility string
 		wantSeen   bool
-	}{{rtsandbox.MemoryPrivate, false}, {rtsandbox.MemoryShared, true}} {
+	}{{wire.MemoryPrivate, false}, {wire.MemoryShared, true}} {
 		t.Run(tc.visibility, func(t *testing.T) {
 			model := fakemodel.NewWithOptions(fakemodel.Options{Key: realModelKey},
 				fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
@@ -150,8 +150,8 @@ func TestSecPrivatePromptClosesTurn(t *testing.T) {
 				}),
 				fakemodel.Reply(final), fakemodel.Reply("Hi Bo."))
 			defer model.Close()
-			lookup := &sessionTool{answer: func(json.RawMessage, rtsandbox.SessionBinding) rtsandbox.SessionToolResponse {
-				return rtsandbox.SessionToolResponse{OK: true, Text: result}
+			lookup := &sessionTool{answer: func(json.RawMessage, wire.SessionBinding) wire.SessionToolResponse {
+				return wire.SessionToolResponse{OK: true, Text: result}
 			}}
 			r := startRealSession(t, model, map[string]*sessionTool{"lookup": lookup}, "", nil)
 			r.mustRun(annTurn("t1", "look it up", tc.visibility))
@@ -182,7 +182,7 @@ func TestSecReaderRecords(t *testing.T) {
 	r := startRealSession(t, model, nil, "", nil)
 	r.mustRun(annTurn("t1", "hi", ""))
 	r.mustRun(boTurn("t2", "hi"))
-	r.mustRun(annTurn("t3", "hi", rtsandbox.MemoryShared))
+	r.mustRun(annTurn("t3", "hi", wire.MemoryShared))
 	files, _ := filepath.Glob(filepath.Join(r.ws, "sessions", "*.jsonl"))
 	if len(files) != 1 {
 		t.Fatalf("session files %v", files)
@@ -220,7 +220,7 @@ func TestSecCapabilityHandshake(t *testing.T) {
 		fakemodel.CallTools(fakemodel.Call("host_recall_person", map[string]string{"query": "q"})), fakemodel.Reply("ok"))
 	defer model.Close()
 	r := startRealSession(t, model, map[string]*sessionTool{"recall_person": recallPerson(false)}, "", nil)
-	if res, err := r.run(annTurn("t1", "hi", rtsandbox.MemoryPrivate)); err != nil || !res.OK {
+	if res, err := r.run(annTurn("t1", "hi", wire.MemoryPrivate)); err != nil || !res.OK {
 		t.Fatalf("private turn = %+v, %v; want it delivered and answered", res, err)
 	}
 	if !privateHistory(loadSessions(t, r.ws)) {
@@ -231,7 +231,7 @@ func TestSecCapabilityHandshake(t *testing.T) {
 	defer standIn.Close()
 	b := startSessionBroker(t, standIn)
 	w := startWorker(t, b, t.TempDir())
-	if res := b.execute(annTurn("t1", "hi", rtsandbox.MemoryPrivate)); !res.OK {
+	if res := b.execute(annTurn("t1", "hi", wire.MemoryPrivate)); !res.OK {
 		t.Fatalf("turn %+v", res)
 	}
 	b.execute(boTurn("t2", "hi"))
@@ -260,12 +260,12 @@ func TestSecThinkingNotReplayedAcrossTurns(t *testing.T) {
 		fakemodel.Func(func(fakemodel.Request) fakemodel.Response { return fakemodel.Response{Raw: []byte(answer)} }),
 		fakemodel.Reply("done"), fakemodel.Reply("again"))
 	defer model.Close()
-	lookup := &sessionTool{answer: func(json.RawMessage, rtsandbox.SessionBinding) rtsandbox.SessionToolResponse {
-		return rtsandbox.SessionToolResponse{OK: true, Text: "found"}
+	lookup := &sessionTool{answer: func(json.RawMessage, wire.SessionBinding) wire.SessionToolResponse {
+		return wire.SessionToolResponse{OK: true, Text: "found"}
 	}}
 	r := startRealSession(t, model, map[string]*sessionTool{"lookup": lookup}, "", nil)
-	r.mustRun(annTurn("t1", "look", rtsandbox.MemoryShared))
-	r.mustRun(annTurn("t2", "again", rtsandbox.MemoryShared))
+	r.mustRun(annTurn("t1", "look", wire.MemoryShared))
+	r.mustRun(annTurn("t2", "again", wire.MemoryShared))
 	reqs := model.Requests()
 	if !bytes.Contains(reqs[1].Raw, []byte(thought)) {
 		t.Errorf("the running turn's request lacks its thinking")
@@ -277,8 +277,8 @@ func TestSecThinkingNotReplayedAcrossTurns(t *testing.T) {
 
 // The projection rules, table by table (sessionprivacy.go).
 func TestProjectExchanges(t *testing.T) {
-	call := func(id, args string) []rtsandbox.ToolCall {
-		return []rtsandbox.ToolCall{{ID: id, Type: "function", Function: rtsandbox.FunctionCall{Name: "host_recall", Arguments: args}}}
+	call := func(id, args string) []wire.ToolCall {
+		return []wire.ToolCall{{ID: id, Type: "function", Function: wire.FunctionCall{Name: "host_recall", Arguments: args}}}
 	}
 	annPrivate := sessionExchange{turnID: "t1", reader: "ann", messages: []message{
 		{Role: "user", Content: "[Ann (ann)] recall"},
@@ -347,9 +347,9 @@ func TestHidePrivateRunningTurn(t *testing.T) {
 	msgs := []message{
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: "u"},
-		{Role: "assistant", ToolCalls: []rtsandbox.ToolCall{
-			{ID: "a", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_x", Arguments: `{"k":"A"}`}},
-			{ID: "b", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_x", Arguments: `{"k":"B"}`}},
+		{Role: "assistant", ToolCalls: []wire.ToolCall{
+			{ID: "a", Type: "function", Function: wire.FunctionCall{Name: "host_x", Arguments: `{"k":"A"}`}},
+			{ID: "b", Type: "function", Function: wire.FunctionCall{Name: "host_x", Arguments: `{"k":"B"}`}},
 		}},
 		{Role: "tool", ToolCallID: "a", Content: "mine", PrivateTo: "ann"},
 		{Role: "tool", ToolCallID: "b", Content: "theirs", PrivateTo: "cy"},
@@ -389,7 +389,7 @@ func cloneExchanges(xs []sessionExchange) []sessionExchange {
 		out[i] = x
 		out[i].messages = make([]message, len(x.messages))
 		for j, m := range x.messages {
-			m.ToolCalls = append([]rtsandbox.ToolCall(nil), m.ToolCalls...)
+			m.ToolCalls = append([]wire.ToolCall(nil), m.ToolCalls...)
 			out[i].messages[j] = m
 		}
 	}
@@ -404,7 +404,7 @@ func TestSessionStorePrivateTo(t *testing.T) {
 	turn := annTurn("t1", "recall", "")
 	msgs := []message{
 		{Role: "user", Content: "u"},
-		{Role: "assistant", ToolCalls: []rtsandbox.ToolCall{{ID: "c1", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_recall", Arguments: "{}"}}}},
+		{Role: "assistant", ToolCalls: []wire.ToolCall{{ID: "c1", Type: "function", Function: wire.FunctionCall{Name: "host_recall", Arguments: "{}"}}}},
 		{Role: "tool", ToolCallID: "c1", Content: "secret", PrivateTo: "ann"},
 		{Role: "assistant", Content: "done"},
 	}

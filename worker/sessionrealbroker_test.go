@@ -14,6 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
 
@@ -35,9 +36,9 @@ func sessionRealBroker(t *testing.T, model *fakemodel.Server, api, workspace str
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := broker.NewSession(broker.SessionConfig{Broker: b, Worker: rtsandbox.SessionWorkerConfig{
+	s, err := broker.NewSession(broker.SessionConfig{Broker: b, Worker: wire.SessionWorkerConfig{
 		ModelAPI: api, Model: "test-model", Prompt: "Be brief.", TimeZone: "UTC",
-		Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{},
+		Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +69,11 @@ func sessionRealBroker(t *testing.T, model *fakemodel.Server, api, workspace str
 }
 
 // runRealSessionTurn binds and executes one turn on s.
-func runRealSessionTurn(t *testing.T, s *broker.Session, turn rtsandbox.SessionTurn) rtsandbox.SessionResult {
+func runRealSessionTurn(t *testing.T, s *broker.Session, turn wire.SessionTurn) wire.SessionResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	release, err := s.Bind(ctx, rtsandbox.SessionBinding{
+	release, err := s.Bind(ctx, wire.SessionBinding{
 		Binding: rtsandbox.Binding{Channel: "fake:guests", Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}},
 		Profile: "studio", Thinking: "low", Deadline: time.Now().Add(30 * time.Second),
 	})
@@ -103,8 +104,8 @@ func TestSessionImagesRealBroker(t *testing.T) {
 			os.Mkdir(filepath.Join(ws, "attachments"), 0o700)
 			os.WriteFile(filepath.Join(ws, "attachments", "m1-0-shot.png"), png, 0o600)
 			s := sessionRealBroker(t, model, api, ws)
-			turn := rtsandbox.SessionTurn{TurnID: "t1", Author: rtsandbox.SessionAuthor{ID: "ann", Name: "Ann"}, Text: "look",
-				Images: []rtsandbox.Image{{Data: "R0lG", MIMEType: rtsandbox.MIMEGIF}}, Thinking: "low"}
+			turn := wire.SessionTurn{TurnID: "t1", Author: wire.SessionAuthor{ID: "ann", Name: "Ann"}, Text: "look",
+				Images: []wire.Image{{Data: "R0lG", MIMEType: rtsandbox.MIMEGIF}}, Thinking: "low"}
 			if res := runRealSessionTurn(t, s, turn); !res.OK || res.Text != "two pictures" {
 				t.Fatalf("result %+v", res)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/skills"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the session worker's skills (session spec §5.5): the index
@@ -41,7 +42,7 @@ type sessionSkills struct {
 // skillsDir an absolute clean path and skills an array of {name,
 // description, tools?} objects (strings, tools an array of strings) that
 // passes skills.Check; both or neither. ok is false for anything else.
-func parseSkillsConfig(obj map[string]json.RawMessage) (dir string, list []rtsandbox.SessionSkill, ok bool) {
+func parseSkillsConfig(obj map[string]json.RawMessage) (dir string, list []wire.SessionSkill, ok bool) {
 	rawDir, hasDir := obj["skillsDir"]
 	rawList, hasList := obj["skills"]
 	if !hasDir && !hasList {
@@ -52,7 +53,7 @@ func parseSkillsConfig(obj map[string]json.RawMessage) (dir string, list []rtsan
 	if !okDir || !okList || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || len(items) == 0 || len(items) > skills.MaxSkills {
 		return "", nil, false
 	}
-	list = make([]rtsandbox.SessionSkill, 0, len(items))
+	list = make([]wire.SessionSkill, 0, len(items))
 	for _, item := range items {
 		s, ok := parseSkill(item)
 		if !ok {
@@ -67,8 +68,8 @@ func parseSkillsConfig(obj map[string]json.RawMessage) (dir string, list []rtsan
 }
 
 // parseSkill reads one entry of skills.
-func parseSkill(raw json.RawMessage) (rtsandbox.SessionSkill, bool) {
-	var s rtsandbox.SessionSkill
+func parseSkill(raw json.RawMessage) (wire.SessionSkill, bool) {
+	var s wire.SessionSkill
 	obj, ok := object(raw)
 	if !ok {
 		return s, false
@@ -78,7 +79,7 @@ func parseSkill(raw json.RawMessage) (rtsandbox.SessionSkill, bool) {
 	if !okName || !okDesc {
 		return s, false
 	}
-	s = rtsandbox.SessionSkill{Name: name, Description: desc}
+	s = wire.SessionSkill{Name: name, Description: desc}
 	rawTools, present := obj["tools"]
 	if !present {
 		return s, true
@@ -101,7 +102,7 @@ func parseSkill(raw json.RawMessage) (rtsandbox.SessionSkill, bool) {
 // skill claims to be one of the worker's: a host tool by its name, an
 // MCP tool the broker discovered as <server>/<tool>. nil when cfg has no
 // skills.
-func loadSkills(cfg rtsandbox.SessionWorkerConfig) (*sessionSkills, error) {
+func loadSkills(cfg wire.SessionWorkerConfig) (*sessionSkills, error) {
 	if len(cfg.Skills) == 0 {
 		return nil, nil
 	}

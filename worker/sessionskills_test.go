@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/internal/skilltest"
 	"github.com/rtsandbox/rtsandbox/skills"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // skillsConfigCases are /worker/config bodies and their skills as the
@@ -21,15 +21,15 @@ var skillsConfigCases = []struct {
 	name string
 	body string
 	dir  string
-	want []rtsandbox.SessionSkill
+	want []wire.SessionSkill
 	ok   bool
 }{
 	{name: "none", body: `{}`, ok: true},
 	{name: "index", body: `{"skillsDir":"/run/sandbox/skills","skills":[{"name":"web","description":"Web.","tools":["lookup","docs/search"],"extra":1},{"name":"pdf","description":"PDFs."}]}`,
 		dir: "/run/sandbox/skills", ok: true,
-		want: []rtsandbox.SessionSkill{{Name: "web", Description: "Web.", Tools: []string{"lookup", "docs/search"}}, {Name: "pdf", Description: "PDFs."}}},
+		want: []wire.SessionSkill{{Name: "web", Description: "Web.", Tools: []string{"lookup", "docs/search"}}, {Name: "pdf", Description: "PDFs."}}},
 	{name: "empty-tools", body: `{"skillsDir":"/s","skills":[{"name":"a","description":"d","tools":[]}]}`, dir: "/s", ok: true,
-		want: []rtsandbox.SessionSkill{{Name: "a", Description: "d"}}},
+		want: []wire.SessionSkill{{Name: "a", Description: "d"}}},
 	{name: "skills-without-dir", body: `{"skills":[{"name":"a","description":"d"}]}`},
 	{name: "dir-without-skills", body: `{"skillsDir":"/s"}`},
 	{name: "no-skills", body: `{"skillsDir":"/s","skills":[]}`},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file keeps the session worker's conversation in
@@ -127,7 +128,7 @@ type sessionLog struct {
 // sessionLoad is what opening the conversation lost: the lines dropped
 // from the file continued and the newer files not continued (unreadable,
 // or not ours). The worker logs it and reports it to the host in its
-// ready handshake (rtsandbox.SessionLoad) until one is accepted.
+// ready handshake (wire.SessionLoad) until one is accepted.
 type sessionLoad struct {
 	droppedLines int
 	ignoredFiles int
@@ -375,7 +376,7 @@ func wholeExchange(msgs []message) bool {
 		}
 		for _, c := range m.ToolCalls {
 			i++
-			if !rtsandbox.ValidToolCallID(c.ID) || !rtsandbox.ValidFunctionName(c.Function.Name) || c.Type != rtsandbox.FunctionType ||
+			if !rtsandbox.ValidToolCallID(c.ID) || !rtsandbox.ValidFunctionName(c.Function.Name) || c.Type != wire.FunctionType ||
 				i >= len(msgs) || msgs[i].Role != "tool" || msgs[i].ToolCallID != c.ID || len(msgs[i].ToolCalls) > 0 {
 				return false
 			}
@@ -430,7 +431,7 @@ func (s *sessionStore) privateHistory() bool { return privateHistory(s.exchanges
 // begin records the turn's reader: its principal, else its author id,
 // and whether it carries private prompt memory (§5.4). It is written
 // before the model is called, as the reference does.
-func (s *sessionStore) begin(turn rtsandbox.SessionTurn) error {
+func (s *sessionStore) begin(turn wire.SessionTurn) error {
 	reader := cmp.Or(turn.Author.PrincipalID, turn.Author.ID)
 	private := turn.PrivateMemory()
 	s.pending = sessionExchange{turnID: turn.TurnID, reader: reader, privateMemory: private}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const testHeader = `{"type":"session","format":"rtsandbox-session","version":2,"id":"s","created":"2026-12-01T19:40:00Z"}`
@@ -155,7 +156,7 @@ func TestSessionHistoryBudget(t *testing.T) {
 	big := strings.Repeat("b", budget/4) // four do not fit with their JSON around them
 	s := &sessionStore{dir: t.TempDir(), now: time.Now, budget: budget}
 	for i, id := range []string{"t1", "t2", "t3", "t4"} {
-		turn := rtsandbox.SessionTurn{TurnID: id, Author: rtsandbox.SessionAuthor{ID: "ann"}}
+		turn := wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "ann"}}
 		if err := s.begin(turn); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +191,7 @@ func TestSessionWriteRefusesSymlink(t *testing.T) {
 	link := filepath.Join(dir, "s.jsonl")
 	os.Symlink(outside, link)
 	s := &sessionStore{dir: dir, now: time.Now, file: link}
-	if err := s.begin(rtsandbox.SessionTurn{TurnID: "t"}); err == nil {
+	if err := s.begin(wire.SessionTurn{TurnID: "t"}); err == nil {
 		t.Error("write through a symlink succeeded")
 	}
 	if data, _ := os.ReadFile(outside); string(data) != "owner\n" {
@@ -227,7 +228,7 @@ func FuzzParseSession(f *testing.F) {
 // tool groups.
 func TestAgentFitContextExchanges(t *testing.T) {
 	big := strings.Repeat("z", 300)
-	call := []rtsandbox.ToolCall{{ID: "c1", Type: "function", Function: rtsandbox.FunctionCall{Name: "host_x", Arguments: "{}"}}}
+	call := []wire.ToolCall{{ID: "c1", Type: "function", Function: wire.FunctionCall{Name: "host_x", Arguments: "{}"}}}
 	a := &agent{model: openaiClient{}, exchanges: true, histLeft: 6, payload: modelPayload{Model: "m", Messages: []message{
 		{Role: "system", Content: "s"},
 		{Role: "user", Content: "old"}, {Role: "assistant", ToolCalls: call}, {Role: "tool", ToolCallID: "c1", Content: big}, {Role: "assistant", Content: "a1"},

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"encoding/json"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the arithmetic of the session worker's compaction (session
@@ -22,7 +22,7 @@ import (
 // the host compactor is bypassed.
 const (
 	softTier     = 300_000
-	hardTier     = rtsandbox.CompactionCeiling
+	hardTier     = wire.CompactionCeiling
 	tierHeadroom = 50_000
 )
 
@@ -35,8 +35,8 @@ const (
 	// defaultContextWindow and defaultReserveTokens apply when
 	// /worker/config names no window or reserve (the reserve at most a
 	// quarter of a small configured window).
-	defaultContextWindow = rtsandbox.DefaultContextWindow
-	defaultReserveTokens = rtsandbox.DefaultReserveTokens
+	defaultContextWindow = wire.DefaultContextWindow
+	defaultReserveTokens = wire.DefaultReserveTokens
 	// keepRecentTokens is how much of the newest conversation a
 	// compaction keeps as it is (the reference's default): whole
 	// exchanges, newest first, until they reach it.
@@ -49,16 +49,16 @@ const (
 
 // Bounds of the window and reserve /worker/config may name.
 const (
-	minContextWindow = rtsandbox.MinContextWindow
-	maxContextWindow = rtsandbox.MaxContextWindow
+	minContextWindow = wire.MinContextWindow
+	maxContextWindow = wire.MaxContextWindow
 )
 
 // Engines of a compaction, in the report's words (§4.5): the host
 // compactor's summary or the worker's own (the reference's name for its
 // agent's summary).
 const (
-	engineHost   = rtsandbox.EngineExtension
-	engineWorker = rtsandbox.EnginePi
+	engineHost   = wire.EngineExtension
+	engineWorker = wire.EnginePi
 )
 
 // tokens is the estimate of n bytes of JSON.
@@ -135,6 +135,6 @@ func bypass(tokensBefore int, last *lastCompaction) (reason string, ok bool) {
 // safeInt reads a JSON number that is an integer from 0 to 2^53−1 (the
 // reference's Number.isSafeInteger, and not negative).
 func safeInt(raw json.RawMessage) (int, bool) {
-	n, ok := rtsandbox.SafeInteger(raw)
+	n, ok := wire.SafeInteger(raw)
 	return int(n), ok && n >= 0
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/skills"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file runs one session turn (session spec §5.2 runTurn): the outbox,
@@ -47,17 +48,17 @@ var errTurnTimeout = errors.New("turn timed out")
 // failedResult is the ok:false result of err: the reference's result
 // text when err carries one (its causes stay in the log), else err's
 // text, cut to the protocol's bound.
-func failedResult(err error) rtsandbox.SessionResult {
+func failedResult(err error) wire.SessionResult {
 	text := err.Error()
 	var rt resultText
 	if errors.As(err, &rt) {
 		text = string(rt)
 	}
-	return rtsandbox.SessionResult{Error: rtsandbox.PrefixUTF16(text, rtsandbox.MaxResultError)}
+	return wire.SessionResult{Error: rtsandbox.PrefixUTF16(text, rtsandbox.MaxResultError)}
 }
 
 // runTurn runs a validated turn under ctx, which carries the turn timer.
-func (w *sessionWorker) runTurn(ctx context.Context, turn rtsandbox.SessionTurn) rtsandbox.SessionResult {
+func (w *sessionWorker) runTurn(ctx context.Context, turn wire.SessionTurn) wire.SessionResult {
 	// A worker that hangs in this turn leaves at least this line for the
 	// host to save before it removes the container.
 	w.log.Info(logTurnStarted, "turnId", turn.TurnID, "thinking", turn.Thinking)
@@ -98,7 +99,7 @@ func (w *sessionWorker) runTurn(ctx context.Context, turn rtsandbox.SessionTurn)
 
 // endTurn records the turn's end in the session and logs it. With err it
 // is the failed result; otherwise an ok result for the caller to fill.
-func (w *sessionWorker) endTurn(turn rtsandbox.SessionTurn, msgs []message, calls int, err error) rtsandbox.SessionResult {
+func (w *sessionWorker) endTurn(turn wire.SessionTurn, msgs []message, calls int, err error) wire.SessionResult {
 	if werr := w.store.finish(turn.TurnID, err == nil, msgs); werr != nil {
 		w.log.Warn(logLoopFailed, "turnId", turn.TurnID, "error", "session write: "+werr.Error())
 	}
@@ -108,7 +109,7 @@ func (w *sessionWorker) endTurn(turn rtsandbox.SessionTurn, msgs []message, call
 		return failedResult(err)
 	}
 	w.log.Info(logTurnFinished, attrs...)
-	return rtsandbox.SessionResult{OK: true}
+	return wire.SessionResult{OK: true}
 }
 
 // promptFailed is the reference's "prompt failed: <error>", with the
@@ -137,7 +138,7 @@ func finalText(final map[string]json.RawMessage) (string, error) {
 
 // newTurnAgent builds the loop of one turn: the system prompt, the kept
 // conversation, the turn's prompt and images, the profile's tools.
-func (w *sessionWorker) newTurnAgent(turn rtsandbox.SessionTurn, box *outbox) (*agent, error) {
+func (w *sessionWorker) newTurnAgent(turn wire.SessionTurn, box *outbox) (*agent, error) {
 	cfg := w.config
 	when, err := localTime(w.o.Now(), cfg.TimeZone)
 	if err != nil {
@@ -202,7 +203,7 @@ func sessionSystemPrompt(prompt, now, memory string) string {
 
 // userPrompt is "[<name> (<id>)] <text>"; the turn's images go with it
 // as image parts (both model APIs).
-func userPrompt(turn rtsandbox.SessionTurn) string {
+func userPrompt(turn wire.SessionTurn) string {
 	return "[" + turn.Author.Name + " (" + turn.Author.ID + ")] " + turn.Text
 }
 
@@ -247,7 +248,7 @@ type toolCall struct {
 }
 
 // hostTool posts {"input": arguments} to /tools/<name> and reads the
-// rtsandbox.SessionToolResponse: the text when ok, else the host's error
+// wire.SessionToolResponse: the text when ok, else the host's error
 // text (or "Host tool failed"), and its privateTo, the only reader the
 // result (text or error) is for (§5.4; the privacy projection hides it
 // from the others). An image is saved to the outbox as image.png
@@ -256,7 +257,7 @@ type toolCall struct {
 // first (referenceImages); a refused reference is the model's answer and
 // nothing is posted.
 func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context, toolInput) (string, string, error) {
-	route := rtsandbox.ToolRoute(name)
+	route := wire.ToolRoute(name)
 	return func(ctx context.Context, in toolInput) (string, string, error) {
 		input := in.raw
 		if name == imageGenerate {
@@ -300,15 +301,15 @@ func (w *sessionWorker) hostTool(name string, box *outbox) func(context.Context,
 const imageNoRoomText = "[The image was not attached to your reply: the channel's workspace is full.]"
 
 // errToolResponse marks a host tool answer that is not a valid
-// rtsandbox.SessionToolResponse.
+// wire.SessionToolResponse.
 var errToolResponse = errors.New("invalid host tool response")
 
 // parseToolResponse reads a host tool's answer: ok a boolean, text and
 // error strings when present, an image that passes §4.2, and privateTo,
 // when present, a string of 1–256 units (the reference's "Invalid private
 // tool owner"; here errToolResponse).
-func parseToolResponse(data []byte) (rtsandbox.SessionToolResponse, error) {
-	var r rtsandbox.SessionToolResponse
+func parseToolResponse(data []byte) (wire.SessionToolResponse, error) {
+	var r wire.SessionToolResponse
 	obj, ok := object(data)
 	if !ok {
 		return r, errToolResponse
@@ -331,8 +332,8 @@ func parseToolResponse(data []byte) (rtsandbox.SessionToolResponse, error) {
 		r.PrivateTo = owner
 	}
 	if raw, present := obj["image"]; present {
-		var im rtsandbox.Image
-		if _, ok := object(raw); !ok || json.Unmarshal(raw, &im) != nil || rtsandbox.ValidateImage(im) != nil {
+		var im wire.Image
+		if _, ok := object(raw); !ok || json.Unmarshal(raw, &im) != nil || wire.ValidateImage(im) != nil {
 			return r, errToolResponse
 		}
 		r.Image = &im
@@ -347,7 +348,7 @@ func turnIDOf(body []byte) string {
 	var t struct {
 		TurnID string `json:"turnId"`
 	}
-	if json.Unmarshal(body, &t) != nil || !rtsandbox.ValidSafeName(t.TurnID) {
+	if json.Unmarshal(body, &t) != nil || !wire.ValidSafeName(t.TurnID) {
 		return ""
 	}
 	return t.TurnID

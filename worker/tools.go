@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // refusedText is the tool result for any refused or failed call. It is
@@ -55,10 +56,10 @@ func (t *toolTable) add(f *function) {
 
 func (t *toolTable) has(name string) bool { _, ok := t.index[name]; return ok }
 
-func (t *toolTable) modelTools() []rtsandbox.ChatTool {
-	out := make([]rtsandbox.ChatTool, len(t.order))
+func (t *toolTable) modelTools() []wire.ChatTool {
+	out := make([]wire.ChatTool, len(t.order))
 	for i, f := range t.order {
-		out[i] = rtsandbox.ChatTool{Type: rtsandbox.FunctionType, Function: f.spec}
+		out[i] = wire.ChatTool{Type: wire.FunctionType, Function: f.spec}
 	}
 	return out
 }
@@ -80,7 +81,7 @@ func newToolTable() *toolTable {
 // newSealedTools builds the sealed turn's table: invalid_tool, the memory
 // tools, host_<X> for each host tool and mcp_<N>_<Y> for each tool Y of
 // MCP server N.
-func newSealedTools(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
+func newSealedTools(turn wire.Turn, mem *memory, b *broker) *toolTable {
 	t := newToolTable()
 	speakerID := turn.Speaker.ID
 	for _, spec := range memoryTools {
@@ -90,7 +91,7 @@ func newSealedTools(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
 		}})
 	}
 	for _, spec := range turn.Tools {
-		route := rtsandbox.ToolRoute(spec.Name)
+		route := wire.ToolRoute(spec.Name)
 		// The result is the broker's JSON answer ({"text":…}) as a string.
 		t.add(hostFunction(spec, func(ctx context.Context, in toolInput) (string, error) {
 			out, err := b.post(ctx, route, in.raw)
@@ -98,12 +99,12 @@ func newSealedTools(turn rtsandbox.Turn, mem *memory, b *broker) *toolTable {
 		}))
 	}
 	for n, server := range turn.MCP {
-		route := rtsandbox.MCPRoute(server.Server)
+		route := wire.MCPRoute(server.Server)
 		for _, spec := range server.Tools {
 			// A single tools/call; the result is the whole JSON-RPC
 			// response as a string.
 			t.add(mcpFunction(n, spec, func(ctx context.Context, in toolInput) (string, error) {
-				out, err := b.post(ctx, route, rtsandbox.NewMCPCall(spec.Name, in.raw))
+				out, err := b.post(ctx, route, wire.NewMCPCall(spec.Name, in.raw))
 				return string(out), err
 			}))
 		}

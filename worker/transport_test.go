@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The stand-in broker fails the test on any header beyond Host,
@@ -17,16 +18,16 @@ import (
 // of each route shape and checks the bodies.
 func TestBrokerSendsExactHeaders(t *testing.T) {
 	b := startBroker(t)
-	b.handle(rtsandbox.ToolRoute("clock"), func(body string) (int, string) { return 200, `{ "text" : "noon" }` })
+	b.handle(wire.ToolRoute("clock"), func(body string) (int, string) { return 200, `{ "text" : "noon" }` })
 	c := newBroker(b.sock)
-	got, err := c.post(context.Background(), rtsandbox.ToolRoute("clock"), fields(`{"tz":"<UTC>"}`))
+	got, err := c.post(context.Background(), wire.ToolRoute("clock"), fields(`{"tz":"<UTC>"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got) != `{"text":"noon"}` {
 		t.Errorf("post() = %s; want the compacted answer", got)
 	}
-	if body := b.gotBodies(rtsandbox.ToolRoute("clock"))[0]; body != `{"tz":"<UTC>"}` {
+	if body := b.gotBodies(wire.ToolRoute("clock"))[0]; body != `{"tz":"<UTC>"}` {
 		t.Errorf("body = %s; want JS-style JSON without HTML escapes", body)
 	}
 	if s := b.gotStatuses(); len(s) != 1 || s[0] != 200 {
@@ -52,8 +53,8 @@ func TestBrokerPostErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := startBroker(t)
-			b.handle(rtsandbox.RouteModel, func(string) (int, string) { return tt.status, tt.answer })
-			_, err := newBroker(b.sock).post(context.Background(), rtsandbox.RouteModel, map[string]string{})
+			b.handle(wire.RouteModel, func(string) (int, string) { return tt.status, tt.answer })
+			_, err := newBroker(b.sock).post(context.Background(), wire.RouteModel, map[string]string{})
 			if err == nil || errors.Is(err, errBrokerRefused) != tt.refused {
 				t.Errorf("post() = %v; want error (refused %v)", err, tt.refused)
 			}
@@ -64,8 +65,8 @@ func TestBrokerPostErrors(t *testing.T) {
 func TestBrokerAcceptsExactlyOneMiB(t *testing.T) {
 	answer := `"` + strings.Repeat("x", rtsandbox.MaxBrokerResponse-2) + `"`
 	b := startBroker(t)
-	b.handle(rtsandbox.RouteModel, func(string) (int, string) { return 200, answer })
-	if got, err := newBroker(b.sock).post(context.Background(), rtsandbox.RouteModel, map[string]string{}); err != nil || len(got) != rtsandbox.MaxBrokerResponse {
+	b.handle(wire.RouteModel, func(string) (int, string) { return 200, answer })
+	if got, err := newBroker(b.sock).post(context.Background(), wire.RouteModel, map[string]string{}); err != nil || len(got) != rtsandbox.MaxBrokerResponse {
 		t.Errorf("post(1 MiB answer) = %d bytes, %v; want ok", len(got), err)
 	}
 }
@@ -73,7 +74,7 @@ func TestBrokerAcceptsExactlyOneMiB(t *testing.T) {
 func TestBrokerUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := newBroker(filepath.Join(t.TempDir(), "none.sock")).post(ctx, rtsandbox.RouteModel, map[string]string{})
+	_, err := newBroker(filepath.Join(t.TempDir(), "none.sock")).post(ctx, wire.RouteModel, map[string]string{})
 	if err == nil {
 		t.Errorf("post(missing socket) = nil; want error")
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // maxTurnBytes bounds stdin: the host never writes more, and an unbounded
@@ -17,58 +18,58 @@ const maxTurnBytes = rtsandbox.MaxTurnBytes
 var errInvalidTurn = errors.New("invalid turn")
 
 // readTurn reads at most maxTurnBytes from r and decodes the turn.
-func readTurn(r io.Reader) (rtsandbox.Turn, error) {
+func readTurn(r io.Reader) (wire.Turn, error) {
 	b, err := io.ReadAll(io.LimitReader(r, maxTurnBytes+1))
 	if err != nil {
-		return rtsandbox.Turn{}, fmt.Errorf("read stdin: %w", err)
+		return wire.Turn{}, fmt.Errorf("read stdin: %w", err)
 	}
 	if len(b) > maxTurnBytes {
-		return rtsandbox.Turn{}, fmt.Errorf("stdin exceeds %d bytes", maxTurnBytes)
+		return wire.Turn{}, fmt.Errorf("stdin exceeds %d bytes", maxTurnBytes)
 	}
 	return decodeTurn(b)
 }
 
 // decodeTurn parses and validates the turn JSON. It decodes through raw
-// objects rather than into rtsandbox.Turn directly because encoding/json
+// objects rather than into wire.Turn directly because encoding/json
 // accepts null for strings and booleans, where the reference requires the
 // JSON type itself. Extra fields are ignored.
-func decodeTurn(b []byte) (rtsandbox.Turn, error) {
+func decodeTurn(b []byte) (wire.Turn, error) {
 	obj, ok := object(b)
 	if !ok {
-		return rtsandbox.Turn{}, errInvalidTurn
+		return wire.Turn{}, errInvalidTurn
 	}
-	var t rtsandbox.Turn
+	var t wire.Turn
 	fields := []struct {
 		key string
 		dst *string
 	}{{"text", &t.Text}, {"model", &t.Model}, {"prompt", &t.Prompt}, {"timeZone", &t.TimeZone}}
 	for _, f := range fields {
 		if *f.dst, ok = str(obj[f.key]); !ok {
-			return rtsandbox.Turn{}, fmt.Errorf("%w: %s", errInvalidTurn, f.key)
+			return wire.Turn{}, fmt.Errorf("%w: %s", errInvalidTurn, f.key)
 		}
 	}
 	if t.Speaker, ok = speaker(obj["speaker"]); !ok {
-		return rtsandbox.Turn{}, fmt.Errorf("%w: speaker", errInvalidTurn)
+		return wire.Turn{}, fmt.Errorf("%w: speaker", errInvalidTurn)
 	}
 	if raw, present := obj["reset"]; present {
 		if t.Reset, ok = boolean(raw); !ok {
-			return rtsandbox.Turn{}, fmt.Errorf("%w: reset", errInvalidTurn)
+			return wire.Turn{}, fmt.Errorf("%w: reset", errInvalidTurn)
 		}
 	}
 	if t.Memory, ok = memoryEntries(obj["memory"]); !ok {
-		return rtsandbox.Turn{}, fmt.Errorf("%w: memory", errInvalidTurn)
+		return wire.Turn{}, fmt.Errorf("%w: memory", errInvalidTurn)
 	}
 	if t.History, ok = historyList(obj["history"]); !ok {
-		return rtsandbox.Turn{}, fmt.Errorf("%w: history", errInvalidTurn)
+		return wire.Turn{}, fmt.Errorf("%w: history", errInvalidTurn)
 	}
 	if t.Tools, ok = toolSpecs(obj["tools"], rtsandbox.ValidToolName); !ok {
-		return rtsandbox.Turn{}, fmt.Errorf("%w: tools", errInvalidTurn)
+		return wire.Turn{}, fmt.Errorf("%w: tools", errInvalidTurn)
 	}
 	if t.MCP, ok = mcpServers(obj["mcp"], rtsandbox.ValidToolName); !ok {
-		return rtsandbox.Turn{}, fmt.Errorf("%w: mcp", errInvalidTurn)
+		return wire.Turn{}, fmt.Errorf("%w: mcp", errInvalidTurn)
 	}
 	if err := modelFields(obj, &t); err != nil {
-		return rtsandbox.Turn{}, err
+		return wire.Turn{}, err
 	}
 	return t, nil
 }
@@ -76,7 +77,7 @@ func decodeTurn(b []byte) (rtsandbox.Turn, error) {
 // modelFields reads the optional model settings: modelApi (a known API),
 // stream (a boolean) and thinking (a known level). Absent means the
 // sealed default: openai, not streamed, no thinking.
-func modelFields(obj map[string]json.RawMessage, t *rtsandbox.Turn) error {
+func modelFields(obj map[string]json.RawMessage, t *wire.Turn) error {
 	ok := true
 	if raw, present := obj["modelApi"]; present {
 		t.ModelAPI, ok = str(raw)
@@ -98,14 +99,14 @@ func modelFields(obj map[string]json.RawMessage, t *rtsandbox.Turn) error {
 	return nil
 }
 
-func speaker(raw json.RawMessage) (rtsandbox.TurnSpeaker, bool) {
+func speaker(raw json.RawMessage) (wire.TurnSpeaker, bool) {
 	obj, ok := object(raw)
 	if !ok {
-		return rtsandbox.TurnSpeaker{}, false
+		return wire.TurnSpeaker{}, false
 	}
 	id, okID := str(obj["id"])
 	name, okName := str(obj["name"])
-	return rtsandbox.TurnSpeaker{ID: id, Name: name}, okID && okName
+	return wire.TurnSpeaker{ID: id, Name: name}, okID && okName
 }
 
 // memoryEntries checks the channel's memory as the reference's load did
@@ -190,12 +191,12 @@ func toolSpec(raw json.RawMessage, valid func(string) bool) (rtsandbox.ToolSpec,
 }
 
 // mcpServers reads [{server, tools}], each server name passing validName.
-func mcpServers(raw json.RawMessage, validName func(string) bool) ([]rtsandbox.MCPServerTools, bool) {
+func mcpServers(raw json.RawMessage, validName func(string) bool) ([]wire.MCPServerTools, bool) {
 	items, ok := array(raw)
 	if !ok {
 		return nil, false
 	}
-	servers := make([]rtsandbox.MCPServerTools, 0, len(items))
+	servers := make([]wire.MCPServerTools, 0, len(items))
 	for _, item := range items {
 		obj, ok := object(item)
 		if !ok {
@@ -206,7 +207,7 @@ func mcpServers(raw json.RawMessage, validName func(string) bool) ([]rtsandbox.M
 		if !okName || !validName(name) || !okTools {
 			return nil, false
 		}
-		servers = append(servers, rtsandbox.MCPServerTools{Server: name, Tools: tools})
+		servers = append(servers, wire.MCPServerTools{Server: name, Tools: tools})
 	}
 	return servers, true
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 const validTurnJSON = `{"text":"Hi","speaker":{"id":"u1","name":"Ann"},"model":"m","prompt":"p","timeZone":"UTC","memory":[],"history":[],"tools":[],"mcp":[]}`
@@ -121,12 +122,12 @@ func TestDecodeTurnValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := rtsandbox.Turn{
-		Text: "Hi", Speaker: rtsandbox.TurnSpeaker{ID: "u1", Name: "Ann"}, Model: "m", Prompt: "p", TimeZone: "UTC", Reset: true,
+	want := wire.Turn{
+		Text: "Hi", Speaker: wire.TurnSpeaker{ID: "u1", Name: "Ann"}, Model: "m", Prompt: "p", TimeZone: "UTC", Reset: true,
 		Memory:  []rtsandbox.MemoryEntry{{Scope: "speaker:u1", Key: "k", Text: "t"}},
 		History: []rtsandbox.HistoryEntry{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}},
 		Tools:   []rtsandbox.ToolSpec{{Name: "clock", Description: "Time", Parameters: json.RawMessage(`{"type":"object","b":1,"a":2}`)}},
-		MCP:     []rtsandbox.MCPServerTools{{Server: "cat", Tools: []rtsandbox.ToolSpec{{Name: "s", Description: "", Parameters: json.RawMessage(`{}`)}}}},
+		MCP:     []wire.MCPServerTools{{Server: "cat", Tools: []rtsandbox.ToolSpec{{Name: "s", Description: "", Parameters: json.RawMessage(`{}`)}}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decodeTurn (-want +got):\n%s", diff)

@@ -11,6 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/brokerclient"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Options are the worker's inputs. The binary passes the process streams
@@ -19,7 +20,7 @@ type Options struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer        // failure details; nil discards them
-	Socket string           // broker socket; "" means rtsandbox.BrokerSocketPath
+	Socket string           // broker socket; "" means wire.BrokerSocketPath
 	Now    func() time.Time // clock for the system prompt; nil means time.Now
 }
 
@@ -67,7 +68,7 @@ func (o Options) withDefaults() Options {
 		o.Stderr = io.Discard
 	}
 	if o.Socket == "" {
-		o.Socket = rtsandbox.BrokerSocketPath
+		o.Socket = wire.BrokerSocketPath
 	}
 	if o.Now == nil {
 		o.Now = time.Now

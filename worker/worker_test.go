@@ -10,6 +10,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/jsonjs"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 func TestRunPrintsReplyWithoutNewline(t *testing.T) {
@@ -78,7 +79,7 @@ func TestRunStdinLimit(t *testing.T) {
 // deleted, a turn that changes memory still runs and returns its state, and
 // nothing is created.
 func TestRunNeedsNoWorkspace(t *testing.T) {
-	_, err := os.Lstat(rtsandbox.WorkspacePath)
+	_, err := os.Lstat(wire.WorkspacePath)
 	workspaceAbsent := errors.Is(err, fs.ErrNotExist)
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -97,7 +98,7 @@ func TestRunNeedsNoWorkspace(t *testing.T) {
 	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the deleted working directory exists again: %v", err)
 	}
-	if _, err := os.Lstat(rtsandbox.WorkspacePath); workspaceAbsent && !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the worker created %s: %v", rtsandbox.WorkspacePath, err)
+	if _, err := os.Lstat(wire.WorkspacePath); workspaceAbsent && !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the worker created %s: %v", wire.WorkspacePath, err)
 	}
 }

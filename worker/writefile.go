@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file is the write_file tool of a session turn (issue 13, "files
@@ -87,7 +88,7 @@ const noRoomText = "Not saved: the channel's workspace is full; the owner can fr
 // own basename.
 func baseName(raw json.RawMessage) (string, bool) {
 	name, ok := str(raw)
-	if !ok || !rtsandbox.ValidSafeName(name) || path.Base(name) != name {
+	if !ok || !wire.ValidSafeName(name) || path.Base(name) != name {
 		return "", false
 	}
 	return name, true

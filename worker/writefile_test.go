@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // runWriteFile runs write_file on box with args as the model's arguments.
@@ -207,28 +208,28 @@ func TestSecWriteFileOutboxSymlink(t *testing.T) {
 // write_file is a base tool of every session turn, next to
 // read_attachment; the sealed worker, which has no outbox, has none.
 func TestWriteFileOnlyInSession(t *testing.T) {
-	sealed := newSealedTools(rtsandbox.Turn{}, nil, nil)
+	sealed := newSealedTools(wire.Turn{}, nil, nil)
 	if sealed.has(writeFileSpec.Name) {
 		t.Error("the sealed worker has write_file")
 	}
 }
 
 // Issue 21 item 3: a turn's own files keep within the room the host
-// measured for it (rtsandbox.SessionRoom), so they never take the reserve
+// measured for it (wire.SessionRoom), so they never take the reserve
 // the channel's later turns need. A file past the room is the model's
 // answer (noRoomText), nothing is written, and a refused file counts
 // nothing; without a room nothing is bounded.
 func TestWriteFileKeepsTheTurnRoom(t *testing.T) {
 	tests := []struct {
 		name  string
-		room  *rtsandbox.SessionRoom
+		room  *wire.SessionRoom
 		sizes []int
 		want  []string
 	}{
 		{"no room given: unbounded", nil, []int{mib, mib}, []string{"saved", "saved"}},
-		{"bytes", &rtsandbox.SessionRoom{Bytes: 4 * 4096, Files: 10}, []int{4096, 4097, 1}, []string{"saved", noRoomText, "saved"}},
-		{"entries", &rtsandbox.SessionRoom{Bytes: mib, Files: 1}, []int{1, 1}, []string{"saved", noRoomText}},
-		{"none", &rtsandbox.SessionRoom{}, []int{1}, []string{noRoomText}},
+		{"bytes", &wire.SessionRoom{Bytes: 4 * 4096, Files: 10}, []int{4096, 4097, 1}, []string{"saved", noRoomText, "saved"}},
+		{"entries", &wire.SessionRoom{Bytes: mib, Files: 1}, []int{1, 1}, []string{"saved", noRoomText}},
+		{"none", &wire.SessionRoom{}, []int{1}, []string{noRoomText}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	_ "time/tzdata" // a minimal image has no zoneinfo; the system prompt needs the turn's zone
 
-	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
 
@@ -32,8 +32,8 @@ func main() {
 		// runtime's fallback exit.
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		code := worker.RunSession(ctx, worker.SessionOptions{
-			Socket:    rtsandbox.SessionSocketPath,
-			Workspace: rtsandbox.SessionWorkspace,
+			Socket:    wire.SessionSocketPath,
+			Workspace: wire.SessionWorkspace,
 			Stdout:    os.Stdout,
 		})
 		stop()
@@ -43,6 +43,6 @@ func main() {
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
-		Socket: rtsandbox.BrokerSocketPath,
+		Socket: wire.BrokerSocketPath,
 	}))
 }

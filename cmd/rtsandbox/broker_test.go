@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
+	"github.com/rtsandbox/rtsandbox/wire"
 
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/config"
@@ -116,14 +116,14 @@ func TestBrokerCommandServesUntilCanceled(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(stdout.String(), "listening") })
 	c := unixClient(sock)
 	defer c.CloseIdleConnections()
-	if code, body := brokerPost(t, c, rtsandbox.RouteModel, `{"messages":[{"role":"user","content":"hi"}]}`); code != 200 || !strings.Contains(body, `"hi"`) {
+	if code, body := brokerPost(t, c, wire.RouteModel, `{"messages":[{"role":"user","content":"hi"}]}`); code != 200 || !strings.Contains(body, `"hi"`) {
 		t.Errorf("/model = %d %s; want 200 with the answer", code, body)
 	}
-	if code, body := brokerPost(t, c, rtsandbox.ToolRoute("clock"), `{"time_zone":"Asia/Taipei"}`); code != 200 || !strings.Contains(body, "Asia/Taipei") {
+	if code, body := brokerPost(t, c, wire.ToolRoute("clock"), `{"time_zone":"Asia/Taipei"}`); code != 200 || !strings.Contains(body, "Asia/Taipei") {
 		t.Errorf("/tools/clock = %d %s; want 200 naming the zone", code, body)
 	}
-	brokerPost(t, c, rtsandbox.RouteModel, `{"messages":[]}`)
-	if code, _ := brokerPost(t, c, rtsandbox.RouteModel, `{"messages":[]}`); code != 429 {
+	brokerPost(t, c, wire.RouteModel, `{"messages":[]}`)
+	if code, _ := brokerPost(t, c, wire.RouteModel, `{"messages":[]}`); code != 429 {
 		t.Errorf("4th call with --max-calls 3 = %d; want 429", code)
 	}
 	cancel()
@@ -150,7 +150,7 @@ func TestBrokerCommandServesUntilCanceled(t *testing.T) {
 			t.Errorf("audit record lacks %q: %v", k, rec)
 		}
 	}
-	if rec["channel"] != "http:lobby" || rec["principal"] != "p_alice" || rec["route"] != rtsandbox.RouteModel {
+	if rec["channel"] != "http:lobby" || rec["principal"] != "p_alice" || rec["route"] != wire.RouteModel {
 		t.Errorf("audit record = %v; want channel http:lobby, principal p_alice, route /model", rec)
 	}
 }

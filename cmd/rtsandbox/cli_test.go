@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/internal/cli"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // runCLI runs the rtsandbox command line with env vars and returns the exit
@@ -195,8 +195,8 @@ func TestBrokerLogFormatFlag(t *testing.T) {
 	var rec map[string]any
 	var buf bytes.Buffer
 	log, _ := cli.NewLogger(&buf, cli.LogJSON, func(string) string { return "" }, slog.LevelInfo)
-	log.Info("broker call", "route", rtsandbox.RouteModel)
-	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["route"] != rtsandbox.RouteModel {
+	log.Info("broker call", "route", wire.RouteModel)
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["route"] != wire.RouteModel {
 		t.Errorf("JSON record %q: %v", buf.String(), err)
 	}
 }

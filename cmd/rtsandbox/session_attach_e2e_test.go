@@ -23,6 +23,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // End to end with real Docker, through the session runtime as the host's
@@ -47,18 +48,18 @@ func pngOf(t *testing.T, w, h int) []byte {
 type drawTool struct {
 	mu     sync.Mutex
 	inputs []json.RawMessage
-	image  rtsandbox.Image
+	image  wire.Image
 }
 
 func (d *drawTool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (string, error) {
 	return "", errors.New("session only")
 }
 
-func (d *drawTool) RunSession(_ context.Context, input json.RawMessage, _ rtsandbox.SessionBinding) (rtsandbox.SessionToolResponse, error) {
+func (d *drawTool) RunSession(_ context.Context, input json.RawMessage, _ wire.SessionBinding) (wire.SessionToolResponse, error) {
 	d.mu.Lock()
 	d.inputs = append(d.inputs, input)
 	d.mu.Unlock()
-	return rtsandbox.SessionToolResponse{OK: true, Text: "drawn", Image: &d.image}, nil
+	return wire.SessionToolResponse{OK: true, Text: "drawn", Image: &d.image}, nil
 }
 
 // attachRuntime builds serve's session runtime (sessionRuntime) from the
@@ -128,7 +129,7 @@ func TestSessionImageInFileOut(t *testing.T) {
 		}),
 		fakemodel.Reply("Here it is."))
 	t.Cleanup(model.Close)
-	tool := &drawTool{image: rtsandbox.Image{Data: base64.StdEncoding.EncodeToString(drawn), MIMEType: rtsandbox.MIMEPNG}}
+	tool := &drawTool{image: wire.Image{Data: base64.StdEncoding.EncodeToString(drawn), MIMEType: rtsandbox.MIMEPNG}}
 	rt := attachRuntime(t, model, tool)
 
 	b := rtsandbox.Binding{Channel: "http:lobby", Speaker: rtsandbox.Speaker{ID: "alice", Name: "Alice"}, Tier: rtsandbox.TierMember}

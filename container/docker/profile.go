@@ -9,8 +9,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
-	"github.com/rtsandbox/rtsandbox"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // option sets one hardening property of the create request. Each option is
@@ -135,7 +135,7 @@ func withTmpfs(spec rtcontainer.Spec) option {
 	return func(_ *container.Config, h *container.HostConfig) {
 		h.Tmpfs = map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=64m,mode=1777"}
 		if spec.WorkspaceDir == "" {
-			h.Tmpfs[rtsandbox.WorkspacePath] = workspaceTmpfs(spec)
+			h.Tmpfs[wire.WorkspacePath] = workspaceTmpfs(spec)
 		}
 	}
 }
@@ -152,9 +152,9 @@ func workspaceTmpfs(spec rtcontainer.Spec) string {
 // in either direction.
 func withMounts(runDir, workspaceDir string) option {
 	return func(_ *container.Config, h *container.HostConfig) {
-		h.Mounts = []mount.Mount{bindMount(runDir, path.Dir(rtsandbox.BrokerSocketPath), true)}
+		h.Mounts = []mount.Mount{bindMount(runDir, path.Dir(wire.BrokerSocketPath), true)}
 		if workspaceDir != "" {
-			h.Mounts = append(h.Mounts, bindMount(workspaceDir, rtsandbox.WorkspacePath, false))
+			h.Mounts = append(h.Mounts, bindMount(workspaceDir, wire.WorkspacePath, false))
 		}
 	}
 }

@@ -9,8 +9,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
-	"github.com/rtsandbox/rtsandbox"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Run implements container.Driver. The order follows §3.3: canonicalise and
@@ -67,7 +67,7 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (
 	if res.ExitCode != 0 {
 		return res, fmt.Errorf("%w: exit code %d", rtcontainer.ErrWorkerFailed, res.ExitCode)
 	}
-	res.Reply, err = rtsandbox.ParseReply(out.stdout)
+	res.Reply, err = wire.ParseReply(out.stdout)
 	return res, err
 }
 

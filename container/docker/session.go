@@ -14,8 +14,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
-	"github.com/rtsandbox/rtsandbox"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // SessionDriver runs the long-lived session containers of session mode
@@ -339,8 +339,8 @@ func withSessionTmpfs() option {
 func withSessionMounts(runDir, workspaceDir string) option {
 	return func(_ *container.Config, h *container.HostConfig) {
 		h.Mounts = []mount.Mount{
-			bindMount(runDir, rtsandbox.SessionRunDir, true),
-			bindMount(workspaceDir, rtsandbox.SessionWorkspace, false),
+			bindMount(runDir, wire.SessionRunDir, true),
+			bindMount(workspaceDir, wire.SessionWorkspace, false),
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/runtimetest"
 	"github.com/rtsandbox/rtsandbox/session"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // conversationFile is the stand-in conversation a session worker keeps
@@ -43,21 +44,21 @@ func TestIntegrationSessionRuntimeConformance(t *testing.T) {
 		continued atomic.Bool
 		channels  []rtsandbox.ChannelKey
 	)
-	converse := func(ch rtsandbox.ChannelKey, turn rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+	converse := func(ch rtsandbox.ChannelKey, turn wire.SessionTurn) (wire.SessionResult, error) {
 		dir, err := rt.SessionsDir(ch)
 		if err != nil {
-			return rtsandbox.SessionResult{}, err
+			return wire.SessionResult{}, err
 		}
 		file := filepath.Join(dir, conversationFile)
 		_, err = os.Stat(file)
 		continued.Store(err == nil)
 		f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
-			return rtsandbox.SessionResult{}, err
+			return wire.SessionResult{}, err
 		}
 		defer f.Close()
 		_, err = fmt.Fprintf(f, "%q\n", turn.Text)
-		return rtsandbox.SessionResult{OK: true, Text: answer}, err
+		return wire.SessionResult{OK: true, Text: answer}, err
 	}
 	newBroker := func(ch rtsandbox.ChannelKey, _, socketPath string) (session.Broker, error) {
 		ln, err := net.Listen("unix", socketPath)
@@ -69,13 +70,13 @@ func TestIntegrationSessionRuntimeConformance(t *testing.T) {
 			st, err := d.Status(context.Background(), name)
 			return err == nil && st.State == rtcontainer.StateRunning
 		}
-		return &standInBroker{ln: ln, ready: ready, answer: func(ctx context.Context, turn rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+		return &standInBroker{ln: ln, ready: ready, answer: func(ctx context.Context, turn wire.SessionTurn) (wire.SessionResult, error) {
 			switch turn.Text {
 			case hang:
 				<-ctx.Done()
-				return rtsandbox.SessionResult{}, context.Cause(ctx)
+				return wire.SessionResult{}, context.Cause(ctx)
 			case fail:
-				return rtsandbox.SessionResult{OK: false, Error: "failed on purpose"}, nil
+				return wire.SessionResult{OK: false, Error: "failed on purpose"}, nil
 			}
 			return converse(ch, turn)
 		}}, nil

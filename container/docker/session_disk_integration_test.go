@@ -19,6 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"github.com/rtsandbox/rtsandbox/session"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The disk bound end to end (issue 13, "the disk bound holds against a
@@ -78,8 +79,8 @@ func fillerRuntime(t *testing.T, image, party string, channel rtsandbox.ChannelK
 	}
 	opts := session.Options{
 		Driver: d,
-		NewBroker: standInBrokers(running, func(context.Context) (rtsandbox.SessionResult, error) {
-			return rtsandbox.SessionResult{OK: true, Text: "done"}, nil
+		NewBroker: standInBrokers(running, func(context.Context) (wire.SessionResult, error) {
+			return wire.SessionResult{OK: true, Text: "done"}, nil
 		}),
 		Profiles:     map[string]session.Profile{"studio": {}},
 		ProfileFor:   func(rtsandbox.ChannelKey) string { return "studio" },

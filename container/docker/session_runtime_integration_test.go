@@ -16,6 +16,7 @@ import (
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"github.com/rtsandbox/rtsandbox/session"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // standInBroker stands for broker.Session in the runtime integration
@@ -25,12 +26,12 @@ import (
 type standInBroker struct {
 	ln     net.Listener
 	ready  func() bool
-	answer func(ctx context.Context, t rtsandbox.SessionTurn) (rtsandbox.SessionResult, error)
+	answer func(ctx context.Context, t wire.SessionTurn) (wire.SessionResult, error)
 	mu     sync.Mutex
 	bound  bool
 }
 
-func (b *standInBroker) Bind(context.Context, rtsandbox.SessionBinding) (func(), error) {
+func (b *standInBroker) Bind(context.Context, wire.SessionBinding) (func(), error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.bound {
@@ -40,20 +41,20 @@ func (b *standInBroker) Bind(context.Context, rtsandbox.SessionBinding) (func(),
 	return func() { b.mu.Lock(); b.bound = false; b.mu.Unlock() }, nil
 }
 
-func (b *standInBroker) Execute(ctx context.Context, t rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+func (b *standInBroker) Execute(ctx context.Context, t wire.SessionTurn) (wire.SessionResult, error) {
 	return b.answer(ctx, t)
 }
 func (b *standInBroker) Ready() bool  { return b.ready() }
 func (b *standInBroker) Close() error { return b.ln.Close() }
 
 // standInBrokers is the runtime's NewBroker of stand-in brokers.
-func standInBrokers(ready func() bool, answer func(ctx context.Context) (rtsandbox.SessionResult, error)) func(channel rtsandbox.ChannelKey, profile, socketPath string) (session.Broker, error) {
+func standInBrokers(ready func() bool, answer func(ctx context.Context) (wire.SessionResult, error)) func(channel rtsandbox.ChannelKey, profile, socketPath string) (session.Broker, error) {
 	return func(_ rtsandbox.ChannelKey, _, socketPath string) (session.Broker, error) {
 		ln, err := net.Listen("unix", socketPath)
 		if err != nil {
 			return nil, err
 		}
-		return &standInBroker{ln: ln, ready: ready, answer: func(ctx context.Context, _ rtsandbox.SessionTurn) (rtsandbox.SessionResult, error) {
+		return &standInBroker{ln: ln, ready: ready, answer: func(ctx context.Context, _ wire.SessionTurn) (wire.SessionResult, error) {
 			return answer(ctx)
 		}}, nil
 	}
@@ -82,15 +83,15 @@ func TestIntegrationSessionRuntime(t *testing.T) {
 	}
 	var hang sync.Mutex
 	hung := false
-	answer := func(ctx context.Context) (rtsandbox.SessionResult, error) {
+	answer := func(ctx context.Context) (wire.SessionResult, error) {
 		hang.Lock()
 		h := hung
 		hang.Unlock()
 		if h {
 			<-ctx.Done()
-			return rtsandbox.SessionResult{}, context.Cause(ctx)
+			return wire.SessionResult{}, context.Cause(ctx)
 		}
-		return rtsandbox.SessionResult{OK: true, Text: "done"}, nil
+		return wire.SessionResult{OK: true, Text: "done"}, nil
 	}
 	var logs syncbuf.Buffer
 	uid, gid := os.Getuid(), os.Getgid()

@@ -12,6 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
 	"github.com/rtsandbox/rtsandbox/worker"
 )
 
@@ -92,9 +93,9 @@ func TestMemoryDemoWithWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
-		in, _ := json.Marshal(rtsandbox.Turn{Text: text, Speaker: rtsandbox.TurnSpeaker{ID: "u1", Name: "Ann"},
+		in, _ := json.Marshal(wire.Turn{Text: text, Speaker: wire.TurnSpeaker{ID: "u1", Name: "Ann"},
 			Model: "demo", Prompt: "Be brief.", TimeZone: "UTC", Memory: state.Memory, History: state.History,
-			Tools: []rtsandbox.ToolSpec{}, MCP: []rtsandbox.MCPServerTools{}})
+			Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}})
 		var out, errOut bytes.Buffer
 		code := worker.Run(ctx, worker.Options{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: &errOut, Socket: srv.Path()})
 		var reply rtsandbox.Reply

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // Request is one received request.
@@ -135,14 +135,14 @@ func (r Request) Images() []Image {
 }
 
 // Tool is one entry of the request's tools list (the protocol's type).
-type Tool = rtsandbox.ChatTool
+type Tool = wire.ChatTool
 
 // ToolCall is a tool call in the wire format (the protocol's type).
 // Arguments is a JSON text in a string, as the API sends it.
-type ToolCall = rtsandbox.ToolCall
+type ToolCall = wire.ToolCall
 
 // FunctionCall names the function and carries its arguments.
-type FunctionCall = rtsandbox.FunctionCall
+type FunctionCall = wire.FunctionCall
 
 // Call returns a tool call of name with args encoded as its arguments
 // string. args may be a string, taken as already-encoded JSON (so tests can
@@ -162,7 +162,7 @@ func Call(name string, args any) ToolCall {
 		}
 		text = string(b)
 	}
-	return ToolCall{Type: rtsandbox.FunctionType, Function: FunctionCall{Name: name, Arguments: text}}
+	return ToolCall{Type: wire.FunctionType, Function: FunctionCall{Name: name, Arguments: text}}
 }
 
 // System is the content of the first system message, or "".

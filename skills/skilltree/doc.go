@@ -17,7 +17,7 @@
 //   - A skill folder is copied whole, and may hold only directories and
 //     regular files: a symlink anywhere in it is refused, never followed,
 //     and so is a FIFO, socket or device. Every name is a safe file name
-//     (rtsandbox.ValidSafeName).
+//     (wire.ValidSafeName).
 //   - The copy is bounded: every file at most skills.MaxFileSize bytes
 //     (read_skill could not return a larger one), at most MaxTreeBytes in
 //     all, MaxTreeEntries files and folders, MaxTreeDepth levels below

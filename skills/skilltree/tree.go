@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/skills"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The bounds of a copied tree.
@@ -166,7 +167,7 @@ func (l *loader) add(p string, fi fs.FileInfo) error {
 	abs := filepath.Join(l.dir, filepath.FromSlash(p))
 	mode := fi.Mode()
 	switch {
-	case !rtsandbox.ValidSafeName(fi.Name()):
+	case !wire.ValidSafeName(fi.Name()):
 		return fmt.Errorf("%s: %w: the name is not a safe file name", abs, rtsandbox.ErrInvalid)
 	case mode&fs.ModeSymlink != 0:
 		return fmt.Errorf("%s: %w: a symlink is not followed", abs, rtsandbox.ErrRefused)

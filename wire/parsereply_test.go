@@ -1,4 +1,4 @@
-package rtsandbox_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // parseReplyCases are ParseReply's table tests; they also seed
@@ -41,9 +42,9 @@ var parseReplyCases = []struct {
 func TestParseReply(t *testing.T) {
 	for _, tc := range parseReplyCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := rtsandbox.ParseReply([]byte(tc.stdout))
+			got, err := wire.ParseReply([]byte(tc.stdout))
 			if tc.wantErr {
-				if !errors.Is(err, rtsandbox.ErrInvalidReply) {
+				if !errors.Is(err, wire.ErrInvalidReply) {
 					t.Fatalf("ParseReply(%.40q) = %v, %v; want ErrInvalidReply", tc.stdout, got, err)
 				}
 				return
@@ -81,9 +82,9 @@ var parseReplyStateCases = []struct {
 func TestParseReplyState(t *testing.T) {
 	for _, tc := range parseReplyStateCases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := rtsandbox.ParseReply([]byte(stateReply(tc.state)))
+			got, err := wire.ParseReply([]byte(stateReply(tc.state)))
 			if tc.wantErr {
-				if !errors.Is(err, rtsandbox.ErrInvalidReply) {
+				if !errors.Is(err, wire.ErrInvalidReply) {
 					t.Fatalf("ParseReply = %+v, %v; want ErrInvalidReply", got, err)
 				}
 				return
@@ -114,9 +115,9 @@ func FuzzParseReply(f *testing.F) {
 		f.Add([]byte(stateReply(tc.state)))
 	}
 	f.Fuzz(func(t *testing.T, stdout []byte) {
-		got, err := rtsandbox.ParseReply(stdout)
+		got, err := wire.ParseReply(stdout)
 		if err != nil {
-			if !errors.Is(err, rtsandbox.ErrInvalidReply) {
+			if !errors.Is(err, wire.ErrInvalidReply) {
 				t.Fatalf("ParseReply error %v is not ErrInvalidReply", err)
 			}
 			return
@@ -128,7 +129,7 @@ func FuzzParseReply(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted reply does not encode: %v", err)
 		}
-		back, err := rtsandbox.ParseReply(again)
+		back, err := wire.ParseReply(again)
 		if err != nil {
 			t.Fatalf("re-encoded reply %s refused: %v", again, err)
 		}

@@ -1,4 +1,4 @@
-package rtsandbox
+package wire
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
 )
 
 func b64(n int) string {
@@ -47,22 +48,22 @@ func TestMediaBounds(t *testing.T) {
 		images []Image
 		want   error
 	}{
-		{"one png", []Image{img("AQID", MIMEPNG)}, nil},
+		{"one png", []Image{img("AQID", rtsandbox.MIMEPNG)}, nil},
 		{"nine images", func() []Image {
 			var s []Image
 			for range 9 {
-				s = append(s, img("AQID", MIMEPNG))
+				s = append(s, img("AQID", rtsandbox.MIMEPNG))
 			}
 			return s
 		}(), ErrTooManyImages},
-		{"bad base64", []Image{img("bad%", MIMEPNG)}, ErrImage},
+		{"bad base64", []Image{img("bad%", rtsandbox.MIMEPNG)}, ErrImage},
 		{"text/plain", []Image{img("AQID", "text/plain")}, ErrImage},
-		{"empty data", []Image{img("", MIMEPNG)}, ErrImage},
-		{"unpadded", []Image{img("AQI", MIMEPNG)}, ErrImage},
-		{"20 MiB", []Image{img(b64(MaxImageBytes), MIMEJPEG)}, nil},
-		{"20 MiB + 1", []Image{img(b64(MaxImageBytes+1), MIMEJPEG)}, ErrImage},
-		{"over 64 MiB total", []Image{img(b64(MaxImageBytes), MIMEPNG), img(b64(MaxImageBytes), MIMEPNG),
-			img(b64(MaxImageBytes), MIMEPNG), img(b64(MaxImageBytes), MIMEPNG)}, ErrImageBudget},
+		{"empty data", []Image{img("", rtsandbox.MIMEPNG)}, ErrImage},
+		{"unpadded", []Image{img("AQI", rtsandbox.MIMEPNG)}, ErrImage},
+		{"20 MiB", []Image{img(b64(rtsandbox.MaxImageBytes), rtsandbox.MIMEJPEG)}, nil},
+		{"20 MiB + 1", []Image{img(b64(rtsandbox.MaxImageBytes+1), rtsandbox.MIMEJPEG)}, ErrImage},
+		{"over 64 MiB total", []Image{img(b64(rtsandbox.MaxImageBytes), rtsandbox.MIMEPNG), img(b64(rtsandbox.MaxImageBytes), rtsandbox.MIMEPNG),
+			img(b64(rtsandbox.MaxImageBytes), rtsandbox.MIMEPNG), img(b64(rtsandbox.MaxImageBytes), rtsandbox.MIMEPNG)}, ErrImageBudget},
 	} {
 		if err := ValidateImages(tc.images); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 			t.Errorf("%s: ValidateImages = %v, want %v", tc.name, err, tc.want)
@@ -83,8 +84,8 @@ func TestMediaBounds(t *testing.T) {
 		{"bad%", []ReplyFile{file("a", "bad%")}, ErrReplyFile},
 		{"empty", []ReplyFile{file("a", "")}, ErrReplyFile},
 		{"eleven files", eleven, ErrTooManyFiles},
-		{"10 MiB", []ReplyFile{file("a", b64(MaxReplyFileBytes))}, nil},
-		{"10 MiB + 1", []ReplyFile{file("a", b64(MaxReplyFileBytes+1))}, ErrReplyFile},
+		{"10 MiB", []ReplyFile{file("a", b64(rtsandbox.MaxReplyFileBytes))}, nil},
+		{"10 MiB + 1", []ReplyFile{file("a", b64(rtsandbox.MaxReplyFileBytes+1))}, ErrReplyFile},
 	} {
 		if err := ValidateReplyFiles(tc.files); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 			t.Errorf("%s: ValidateReplyFiles = %v, want %v", tc.name, err, tc.want)
@@ -93,7 +94,7 @@ func TestMediaBounds(t *testing.T) {
 	// Six files of 10 MiB are 60 MiB: over the 50 MiB total.
 	big := make([]ReplyFile, 6)
 	for i := range big {
-		big[i] = file("f", b64(MaxReplyFileBytes))
+		big[i] = file("f", b64(rtsandbox.MaxReplyFileBytes))
 	}
 	if err := ValidateReplyFiles(big); !errors.Is(err, ErrReplyBudget) {
 		t.Errorf("60 MiB of reply files: %v, want ErrReplyBudget", err)
@@ -115,8 +116,8 @@ func TestParseSessionTurn(t *testing.T) {
 		{"turnId ..", func(s *SessionTurn) { s.TurnID = ".." }},
 		{"turnId a/b", func(s *SessionTurn) { s.TurnID = "a/b" }},
 		{"turnId 256", func(s *SessionTurn) { s.TurnID = strings.Repeat("a", 256) }},
-		{"text over", func(s *SessionTurn) { s.Text = strings.Repeat("a", MaxSessionText+1) }},
-		{"memory over", func(s *SessionTurn) { s.Memory = strings.Repeat("a", MaxSessionMemory+1) }},
+		{"text over", func(s *SessionTurn) { s.Text = strings.Repeat("a", rtsandbox.MaxSessionText+1) }},
+		{"memory over", func(s *SessionTurn) { s.Memory = strings.Repeat("a", rtsandbox.MaxSessionMemory+1) }},
 		{"author id over", func(s *SessionTurn) { s.Author.ID = strings.Repeat("a", 257) }},
 		{"principal over", func(s *SessionTurn) { s.Author.PrincipalID = strings.Repeat("a", 257) }},
 		{"visibility", func(s *SessionTurn) { s.MemoryVisibility = "public" }},
@@ -172,8 +173,8 @@ func TestSessionResultJSON(t *testing.T) {
 		`{}`, `{"ok":"true"}`, `{"ok":true}`, `{"ok":true,"text":"a"}`, `{"ok":true,"text":"a","files":{}}`,
 		`{"ok":true,"text":1,"files":[]}`, `{"ok":false}`, `{"ok":false,"error":1}`,
 		`{"ok":true,"text":"a","files":[{"name":"../x","data":"AQID"}]}`,
-		`{"ok":false,"error":"` + strings.Repeat("e", MaxResultError+1) + `"}`,
-		`{"ok":true,"text":"` + strings.Repeat("t", MaxSessionText+1) + `","files":[]}`,
+		`{"ok":false,"error":"` + strings.Repeat("e", rtsandbox.MaxResultError+1) + `"}`,
+		`{"ok":true,"text":"` + strings.Repeat("t", rtsandbox.MaxSessionText+1) + `","files":[]}`,
 	} {
 		var r SessionResult
 		if err := json.Unmarshal([]byte(raw), &r); err == nil {
@@ -281,13 +282,13 @@ func FuzzBase64Size(f *testing.F) {
 	}
 	re := regexp.MustCompile(`^[A-Za-z0-9+/]*={0,2}$`)
 	f.Fuzz(func(t *testing.T, s string) {
-		n, ok := base64Size(s, 1<<20)
+		n, ok := rtsandbox.Base64Size(s, 1<<20)
 		want := len(s)%4 == 0 && re.MatchString(s)
 		if ok != want {
-			t.Fatalf("base64Size(%q) ok = %v, want %v", s, ok, want)
+			t.Fatalf("Base64Size(%q) ok = %v, want %v", s, ok, want)
 		}
 		if ok && n != len(s)/4*3-(len(s)-len(strings.TrimRight(s, "="))) {
-			t.Fatalf("base64Size(%q) = %d", s, n)
+			t.Fatalf("Base64Size(%q) = %d", s, n)
 		}
 	})
 }

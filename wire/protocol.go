@@ -1,11 +1,12 @@
-package rtsandbox
+package wire
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // The worker↔broker protocol, in one place. The in-container worker and
@@ -53,14 +54,6 @@ const (
 	// Like the Anthropic routes it accepts headers outside the allow-list
 	// (an SDK's own) and never forwards them; the deny-list still holds.
 	RouteOpenAIChat = "/openai/v1/chat/completions"
-)
-
-// Model APIs a host's model may speak (config model.api); the turn JSON
-// names it so the worker picks its client (ModelAPIOpenAI is the default
-// when the field is empty).
-const (
-	ModelAPIOpenAI    = "openai"
-	ModelAPIAnthropic = "anthropic"
 )
 
 // ToolRoute is the broker route of the host tool name.
@@ -143,97 +136,12 @@ type FunctionCall struct {
 // ChatTool is one entry of a request's tools list; Type is always
 // "function".
 type ChatTool struct {
-	Type     string   `json:"type"`
-	Function ToolSpec `json:"function"`
+	Type     string             `json:"type"`
+	Function rtsandbox.ToolSpec `json:"function"`
 }
 
 // FunctionType is the only tool and tool-call type the protocol allows.
 const FunctionType = "function"
-
-// Limits of the protocol. Lengths are UTF-16 code units (JS .length) like
-// the reference's; sizes are bytes. State limits are in state.go.
-const (
-	// MaxTextLen bounds a guest message's text (§1 step 4, §5.3).
-	MaxTextLen = 32000
-	// MaxSpeakerField bounds a speaker's id, name and principal id (§5.3).
-	MaxSpeakerField = 256
-	// MaxReplyText bounds the reply text in the worker's stdout (§3.3) and
-	// the model's final answer (§4.4 step 5).
-	MaxReplyText = 100000
-	// MaxToolCallIDLen bounds a tool-call id (§0.1).
-	MaxToolCallIDLen = 128
-	// MaxToolNameLen bounds a host tool, MCP server or MCP tool name (§0.1).
-	MaxToolNameLen = 48
-	// MaxFunctionName bounds a model-facing function name (§0.1).
-	MaxFunctionName = 64
-	// MaxToolCallsPerMessage bounds the tool calls of one assistant
-	// message: the worker refuses more from the model (§4.4 step 6) and
-	// the broker refuses more in a /model request (§2.4).
-	MaxToolCallsPerMessage = 8
-	// MaxModelMessages bounds the messages of a chat-completions /model
-	// request: the broker refuses more (§2.4), so the worker drops its
-	// oldest context to stay within it, as it does for the body size.
-	MaxModelMessages = 128
-	// MaxAnthropicModelMessages bounds the messages of an Anthropic
-	// Messages request the same way (the worker counts its chat messages,
-	// never fewer than the Messages request it sends).
-	MaxAnthropicModelMessages = 2000
-
-	// DefaultMaxCalls is the per-turn broker call budget (model, host
-	// tools and MCP together), settable in 1..MaxCallsLimit (§2.10).
-	DefaultMaxCalls = 48
-	MaxCallsLimit   = 1000
-	// DefaultMaxTokens is the max_tokens the broker sends upstream,
-	// settable in 1..MaxOutputTokensUL (§2.3, §2.10).
-	DefaultMaxTokens  = 4096
-	MaxOutputTokensUL = 32768
-
-	// MaxBrokerRequest bounds a broker request body (§2.2 #11, §2.10).
-	MaxBrokerRequest = 256 << 10
-	// MaxBrokerResponse bounds a broker answer as the worker reads it
-	// (§4.2) and an upstream answer as the broker reads it (§2.10).
-	MaxBrokerResponse = 1 << 20
-	// MaxToolResult bounds the JSON {"text": …} of a host-tool result
-	// (§2.3, §2.10).
-	MaxToolResult = 1 << 20
-	// BrokerCallTimeout is the broker's per-call deadline, also bounded by
-	// the turn's (§2.10).
-	BrokerCallTimeout = 60 * time.Second
-	// StreamSilence is the silence limit of a streamed broker answer
-	// (session spec §2.1): once the upstream's head arrived, a gap of this
-	// long with no piece passed on cuts the answer off. A streamed call
-	// stays bounded by BrokerCallTimeout and the turn too.
-	StreamSilence = 120 * time.Second
-	// MaxStreamedAnswer caps the upstream bytes of one model answer
-	// passed on by the broker (session spec §2.4 step 18, §2.8): a
-	// streamed answer, an error body, or a non-streamed Anthropic answer.
-	MaxStreamedAnswer = 50 << 20
-	// BrokerClientTimeout is the worker's per-call timeout (§4.2): a
-	// little over BrokerCallTimeout, so the broker's answer wins.
-	BrokerClientTimeout = 65 * time.Second
-)
-
-// Request decoding on the host (issue 21: four 96 MiB bodies of empty
-// arrays took a host to 7 GB). A request body being read and decoded
-// holds up to DecodeFactor times its size. Measured at the peak: a
-// rebuilt 64 MiB text held 5 times it (the body, the decoded text, and
-// encoding/json's buffer doubling as it encodes the request, then its
-// copy), a tool_use input 4, a refused flood about 1 (the body: the rules
-// count before they keep, and what they keep is bounded by
-// jsontree.NodesFor). All the bodies being decoded at once, whatever
-// their channels, hold at most DecodeBudget of the host's memory limit: a
-// body waits for its share (broker.Intake).
-const DecodeFactor = 5
-
-// DecodeBudget is the share of a host's memory limit (bytes) that request
-// decoding may hold at once: half of it. The other half is for the rest
-// of the host: answers being relayed and scanned, surfaces, the database.
-func DecodeBudget(memoryLimit int64) int64 { return memoryLimit / 2 }
-
-// MaxDecodedBody is the largest request body a host of memoryLimit bytes
-// can decode within DecodeBudget: the bound of every configurable body
-// limit of session mode.
-func MaxDecodedBody(memoryLimit int64) int64 { return DecodeBudget(memoryLimit) / DecodeFactor }
 
 // ErrInvalidReply marks worker stdout that is not {ok: boolean, text:
 // string} with text of at most MaxReplyText UTF-16 units and an optional
@@ -247,36 +155,36 @@ var ErrInvalidReply = errors.New("invalid sandbox reply")
 // anything). Other fields are dropped. Errors wrap ErrInvalidReply. The
 // caller bounds stdout and checks the exit code first: a reply only counts
 // when the worker exited with 0.
-func ParseReply(stdout []byte) (Reply, error) {
+func ParseReply(stdout []byte) (rtsandbox.Reply, error) {
 	// A map tells a missing or null field from a typed one, and keeps the
 	// last of duplicate keys as JS JSON.parse does.
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(stdout, &fields); err != nil {
-		return Reply{}, fmt.Errorf("%w: %v", ErrInvalidReply, err)
+		return rtsandbox.Reply{}, fmt.Errorf("%w: %v", ErrInvalidReply, err)
 	}
 	if fields == nil { // the JSON value null
-		return Reply{}, fmt.Errorf("%w: not an object", ErrInvalidReply)
+		return rtsandbox.Reply{}, fmt.Errorf("%w: not an object", ErrInvalidReply)
 	}
-	var r Reply
+	var r rtsandbox.Reply
 	okRaw := bytes.TrimSpace(fields["ok"])
 	switch string(okRaw) {
 	case "true":
 		r.OK = true
 	case "false":
 	default:
-		return Reply{}, fmt.Errorf("%w: ok is not a boolean", ErrInvalidReply)
+		return rtsandbox.Reply{}, fmt.Errorf("%w: ok is not a boolean", ErrInvalidReply)
 	}
 	textRaw := bytes.TrimSpace(fields["text"])
 	if len(textRaw) == 0 || textRaw[0] != '"' || json.Unmarshal(textRaw, &r.Text) != nil {
-		return Reply{}, fmt.Errorf("%w: text is not a string", ErrInvalidReply)
+		return rtsandbox.Reply{}, fmt.Errorf("%w: text is not a string", ErrInvalidReply)
 	}
-	if n := UTF16Len(r.Text); n > MaxReplyText {
-		return Reply{}, fmt.Errorf("%w: text has %d UTF-16 units", ErrInvalidReply, n)
+	if n := rtsandbox.UTF16Len(r.Text); n > rtsandbox.MaxReplyText {
+		return rtsandbox.Reply{}, fmt.Errorf("%w: text has %d UTF-16 units", ErrInvalidReply, n)
 	}
 	if raw, ok := fields["state"]; ok {
 		st, err := parseState(raw)
 		if err != nil {
-			return Reply{}, fmt.Errorf("%w: state: %v", ErrInvalidReply, err)
+			return rtsandbox.Reply{}, fmt.Errorf("%w: state: %v", ErrInvalidReply, err)
 		}
 		r.State = st
 	}
@@ -285,7 +193,7 @@ func ParseReply(stdout []byte) (Reply, error) {
 
 // parseState decodes the state object: both lists present and arrays, every
 // field of every item a string.
-func parseState(raw json.RawMessage) (*ChannelState, error) {
+func parseState(raw json.RawMessage) (*rtsandbox.ChannelState, error) {
 	var fields struct {
 		Memory  []map[string]json.RawMessage `json:"memory"`
 		History []map[string]json.RawMessage `json:"history"`
@@ -296,9 +204,9 @@ func parseState(raw json.RawMessage) (*ChannelState, error) {
 	if fields.Memory == nil || fields.History == nil {
 		return nil, errors.New("memory and history must be arrays")
 	}
-	st := &ChannelState{
-		Memory:  make([]MemoryEntry, len(fields.Memory)),
-		History: make([]HistoryEntry, len(fields.History)),
+	st := &rtsandbox.ChannelState{
+		Memory:  make([]rtsandbox.MemoryEntry, len(fields.Memory)),
+		History: make([]rtsandbox.HistoryEntry, len(fields.History)),
 	}
 	for i, m := range fields.Memory {
 		e := &st.Memory[i]

@@ -1,4 +1,4 @@
-package rtsandbox
+package wire
 
 // The field-by-field compaction parsers the typed wire structs replaced
 // (7bffc52), kept as the oracle of FuzzCompactWireAgreesWithFieldByField:

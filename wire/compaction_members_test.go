@@ -1,4 +1,4 @@
-package rtsandbox
+package wire
 
 import (
 	"strings"

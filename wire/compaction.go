@@ -1,4 +1,4 @@
-package rtsandbox
+package wire
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // The host compaction protocol (session spec §2.11, §4.5): the session
@@ -66,10 +68,10 @@ const (
 
 // Errors of the compaction protocol. All wrap ErrInvalid.
 var (
-	ErrCompactRequest   = fmt.Errorf("%w: Invalid compact request", ErrInvalid)
-	ErrCompaction       = fmt.Errorf("%w: Invalid compaction", ErrInvalid)
-	ErrCompactResponse  = fmt.Errorf("%w: Invalid compact response", ErrInvalid)
-	ErrCompactionReport = fmt.Errorf("%w: Invalid report", ErrInvalid)
+	ErrCompactRequest   = fmt.Errorf("%w: Invalid compact request", rtsandbox.ErrInvalid)
+	ErrCompaction       = fmt.Errorf("%w: Invalid compaction", rtsandbox.ErrInvalid)
+	ErrCompactResponse  = fmt.Errorf("%w: Invalid compact response", rtsandbox.ErrInvalid)
+	ErrCompactionReport = fmt.Errorf("%w: Invalid report", rtsandbox.ErrInvalid)
 )
 
 // DefaultCompactorTimeoutFor is a host compactor's timeout when the
@@ -351,14 +353,14 @@ func (r CompactionReport) Validate() error {
 	nonNeg := func(p *int64) bool { return p == nil || (safeInt(*p) && *p >= 0) }
 	switch r.Type {
 	case ReportBypass:
-		if UTF16Len(r.Reason) > MaxReportReason || r.TokensBefore == nil || !nonNeg(r.TokensBefore) {
+		if rtsandbox.UTF16Len(r.Reason) > MaxReportReason || r.TokensBefore == nil || !nonNeg(r.TokensBefore) {
 			return ErrCompactionReport
 		}
 		return nil
 	case ReportEnd:
 		if !validReason(r.Reason) || (r.Engine != "" && r.Engine != EngineExtension && r.Engine != EnginePi) ||
 			!nonNeg(r.TokensBefore) || !nonNeg(r.TokensAfter) || !nonNeg(r.ContextAfter) || !nonNeg(r.NextCompactionAt) ||
-			UTF16Len(r.Error) > MaxReportError {
+			rtsandbox.UTF16Len(r.Error) > MaxReportError {
 			return ErrCompactionReport
 		}
 		return nil
@@ -478,7 +480,7 @@ func validReason(r string) bool {
 }
 
 func validEntryID(id string) bool {
-	n := UTF16Len(id)
+	n := rtsandbox.UTF16Len(id)
 	return n >= 1 && n <= MaxCompactEntryID
 }
 

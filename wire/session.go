@@ -1,4 +1,4 @@
-package rtsandbox
+package wire
 
 import (
 	"bytes"
@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // The session-mode protocol (session spec §2.2–2.3, §4): the long-lived
@@ -50,54 +51,6 @@ const (
 	RouteMCPTools     = "/mcp-tools"
 )
 
-// Limits and defaults of session mode (§1, §2, §4). Lengths are UTF-16
-// code units like the reference's; sizes are bytes.
-const (
-	MaxSessionText     = 100000 // turn text (§4.1)
-	MaxSessionMemory   = 100000 // prompt memory block (§1.2 step 5)
-	MaxSessionField    = 256    // author id, name and principal id (§4.1)
-	MaxResultError     = 10000  // ok:false error text (§4.4)
-	MaxImages          = 8
-	MaxImageBytes      = 20 << 20
-	MaxImagesTotal     = 64 << 20
-	MaxReplyFiles      = 10
-	MaxReplyFileBytes  = 10 << 20
-	MaxReplyFilesTotal = 50 << 20
-	MaxSafeNameLen     = 255
-	MaxReadyBody       = 16384    // POST /worker/ready (§2.3)
-	MaxResultBody      = 72 << 20 // POST /worker/result (§2.3)
-	MaxSessionRequest  = 96 << 20 // credential routes (§2.4 step 9)
-
-	SessionMaxCalls      = 128 // per-turn call budget (§2.9), 1..MaxCallsLimit
-	SessionMaxInFlight   = 4   // credential calls at once (§2.4 step 6)
-	SessionMaxConns      = 16  // broker connections at once (§2.1)
-	SessionHeaderTimeout = 10 * time.Second
-	SessionNextWait      = 45 * time.Second // /worker/next long poll (§2.3)
-	SessionTurnTimeout   = 600 * time.Second
-	SessionStartTimeout  = 90 * time.Second
-	SessionWorkerRetry   = 250 * time.Millisecond // worker loop pause (§5.2)
-
-	// The metadata-only startup window (§2.7).
-	StartupWindowCalls = 32
-	StartupWindowTTL   = 90 * time.Second
-	StartupRearmGap    = 10 * time.Second
-	// StartupWindowsPerDay caps the re-armed windows a channel's workers
-	// use per UTC day (a window counts at its first call; the one a new
-	// broker opens does not). A healthy worker needs one per process
-	// start, and its process starts again only when the worker or its
-	// container restarts: 24 allows a restart every hour all day, where a
-	// worker looping /worker/ready would take one every 10 s (8,640).
-	StartupWindowsPerDay = 24
-)
-
-// Image MIME types a turn or a tool result may carry (§4.2).
-const (
-	MIMEPNG  = "image/png"
-	MIMEJPEG = "image/jpeg"
-	MIMEWebP = "image/webp"
-	MIMEGIF  = "image/gif"
-)
-
 // Memory visibilities (§4.1); "" reads as MemoryPrivate.
 const (
 	MemoryShared  = "shared"
@@ -107,15 +60,15 @@ const (
 // Errors of the session protocol, with the reference's texts. All wrap
 // ErrInvalid.
 var (
-	ErrTurnInput      = fmt.Errorf("%w: Invalid turn input", ErrInvalid)
-	ErrTooManyImages  = fmt.Errorf("%w: Too many images", ErrInvalid)
-	ErrImage          = fmt.Errorf("%w: Invalid or oversized image", ErrInvalid)
-	ErrImageBudget    = fmt.Errorf("%w: Image budget exceeded", ErrInvalid)
-	ErrTooManyFiles   = fmt.Errorf("%w: Too many reply files", ErrInvalid)
-	ErrReplyFile      = fmt.Errorf("%w: Invalid reply file", ErrInvalid)
-	ErrReplyBudget    = fmt.Errorf("%w: Reply file budget exceeded", ErrInvalid)
-	ErrResult         = fmt.Errorf("%w: Invalid result", ErrInvalid)
-	ErrReadyHandshake = fmt.Errorf("%w: Invalid ready handshake", ErrInvalid)
+	ErrTurnInput      = fmt.Errorf("%w: Invalid turn input", rtsandbox.ErrInvalid)
+	ErrTooManyImages  = fmt.Errorf("%w: Too many images", rtsandbox.ErrInvalid)
+	ErrImage          = fmt.Errorf("%w: Invalid or oversized image", rtsandbox.ErrInvalid)
+	ErrImageBudget    = fmt.Errorf("%w: Image budget exceeded", rtsandbox.ErrInvalid)
+	ErrTooManyFiles   = fmt.Errorf("%w: Too many reply files", rtsandbox.ErrInvalid)
+	ErrReplyFile      = fmt.Errorf("%w: Invalid reply file", rtsandbox.ErrInvalid)
+	ErrReplyBudget    = fmt.Errorf("%w: Reply file budget exceeded", rtsandbox.ErrInvalid)
+	ErrResult         = fmt.Errorf("%w: Invalid result", rtsandbox.ErrInvalid)
+	ErrReadyHandshake = fmt.Errorf("%w: Invalid ready handshake", rtsandbox.ErrInvalid)
 )
 
 // ErrTurnUndelivered marks a session turn that ended before any worker
@@ -185,9 +138,9 @@ func (t SessionTurn) Validate() error {
 	a := t.Author
 	switch {
 	case !ValidSafeName(t.TurnID),
-		UTF16Len(a.ID) > MaxSessionField, UTF16Len(a.Name) > MaxSessionField,
-		a.PrincipalID != "" && UTF16Len(a.PrincipalID) > MaxSessionField,
-		UTF16Len(t.Text) > MaxSessionText, UTF16Len(t.Memory) > MaxSessionMemory,
+		rtsandbox.UTF16Len(a.ID) > rtsandbox.MaxSessionField, rtsandbox.UTF16Len(a.Name) > rtsandbox.MaxSessionField,
+		a.PrincipalID != "" && rtsandbox.UTF16Len(a.PrincipalID) > rtsandbox.MaxSessionField,
+		rtsandbox.UTF16Len(t.Text) > rtsandbox.MaxSessionText, rtsandbox.UTF16Len(t.Memory) > rtsandbox.MaxSessionMemory,
 		t.MemoryVisibility != "" && t.MemoryVisibility != MemoryShared && t.MemoryVisibility != MemoryPrivate,
 		!ValidThinking(t.Thinking),
 		t.Room != nil && (t.Room.Bytes < 0 || t.Room.Files < 0):
@@ -220,7 +173,7 @@ func ParseSessionTurn(data []byte) (SessionTurn, error) {
 
 // ValidThinking reports whether level is a host-judged thinking level.
 func ValidThinking(level string) bool {
-	_, ok := ThinkingBudget(level)
+	_, ok := rtsandbox.ThinkingBudget(level)
 	return ok
 }
 
@@ -228,7 +181,7 @@ func ValidThinking(level string) bool {
 // reply files and attachment names: 1–255 UTF-16 units, no '/', no '\', no
 // control character (Unicode Cc), and neither "." nor "..".
 func ValidSafeName(name string) bool {
-	if name == "" || name == "." || name == ".." || UTF16Len(name) > MaxSafeNameLen {
+	if name == "" || name == "." || name == ".." || rtsandbox.UTF16Len(name) > rtsandbox.MaxSafeNameLen {
 		return false
 	}
 	if !utf8.ValidString(name) {
@@ -242,38 +195,10 @@ func ValidSafeName(name string) bool {
 	return true
 }
 
-// base64Size returns the decoded size of standard padded base64 of at most
-// maxDecoded bytes, checked as §4.2 does: by pattern
-// (^[A-Za-z0-9+/]*={0,2}$) and length, without decoding. ok is false for
-// anything else. A table loop rather than a regexp: reply files reach
-// 50 MiB and are checked twice, and a regexp is ~100 MB/s.
-func base64Size(data string, maxDecoded int) (int, bool) {
-	maxLen := (maxDecoded + 2) / 3 * 4
-	if len(data) > maxLen || len(data)%4 != 0 {
-		return 0, false
-	}
-	body := strings.TrimSuffix(strings.TrimSuffix(data, "="), "=")
-	for i := 0; i < len(body); i++ {
-		if !base64Alphabet[body[i]] {
-			return 0, false
-		}
-	}
-	n := len(data)/4*3 - (len(data) - len(body))
-	return n, n <= maxDecoded
-}
-
-// base64Alphabet marks the bytes of the standard base64 alphabet.
-var base64Alphabet = func() (t [256]bool) {
-	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/" {
-		t[c] = true
-	}
-	return t
-}()
-
 // ValidImageType reports whether mime is one of the four image types.
 func ValidImageType(mime string) bool {
 	switch mime {
-	case MIMEPNG, MIMEJPEG, MIMEWebP, MIMEGIF:
+	case rtsandbox.MIMEPNG, rtsandbox.MIMEJPEG, rtsandbox.MIMEWebP, rtsandbox.MIMEGIF:
 		return true
 	}
 	return false
@@ -281,7 +206,7 @@ func ValidImageType(mime string) bool {
 
 // ValidateImages applies §4.2 to a turn's images.
 func ValidateImages(images []Image) error {
-	if len(images) > MaxImages {
+	if len(images) > rtsandbox.MaxImages {
 		return ErrTooManyImages
 	}
 	total := 0
@@ -289,8 +214,8 @@ func ValidateImages(images []Image) error {
 		if err := ValidateImage(im); err != nil {
 			return err
 		}
-		n, _ := base64Size(im.Data, MaxImageBytes)
-		if total += n; total > MaxImagesTotal {
+		n, _ := rtsandbox.Base64Size(im.Data, rtsandbox.MaxImageBytes)
+		if total += n; total > rtsandbox.MaxImagesTotal {
 			return ErrImageBudget
 		}
 	}
@@ -299,7 +224,7 @@ func ValidateImages(images []Image) error {
 
 // ValidateImage applies §4.2 to one image.
 func ValidateImage(im Image) error {
-	n, ok := base64Size(im.Data, MaxImageBytes)
+	n, ok := rtsandbox.Base64Size(im.Data, rtsandbox.MaxImageBytes)
 	if !ok || n < 1 || !ValidImageType(im.MIMEType) {
 		return ErrImage
 	}
@@ -315,16 +240,16 @@ type ReplyFile struct {
 
 // ValidateReplyFiles applies §4.3.
 func ValidateReplyFiles(files []ReplyFile) error {
-	if len(files) > MaxReplyFiles {
+	if len(files) > rtsandbox.MaxReplyFiles {
 		return ErrTooManyFiles
 	}
 	total := 0
 	for _, f := range files {
-		n, ok := base64Size(f.Data, MaxReplyFileBytes)
+		n, ok := rtsandbox.Base64Size(f.Data, rtsandbox.MaxReplyFileBytes)
 		if !ValidSafeName(f.Name) || f.Data == "" || !ok {
 			return ErrReplyFile
 		}
-		if total += n; total > MaxReplyFilesTotal {
+		if total += n; total > rtsandbox.MaxReplyFilesTotal {
 			return ErrReplyBudget
 		}
 	}
@@ -391,12 +316,12 @@ func (r *SessionResult) UnmarshalJSON(data []byte) error {
 // Anything else is ErrResult, or the files' error.
 func NewSessionResult(ok bool, text, errText *string, files []ReplyFile, filesOK bool) (SessionResult, error) {
 	if !ok {
-		if errText == nil || UTF16Len(*errText) > MaxResultError {
+		if errText == nil || rtsandbox.UTF16Len(*errText) > rtsandbox.MaxResultError {
 			return SessionResult{}, ErrResult
 		}
 		return SessionResult{Error: *errText}, nil
 	}
-	if text == nil || UTF16Len(*text) > MaxSessionText || !filesOK {
+	if text == nil || rtsandbox.UTF16Len(*text) > rtsandbox.MaxSessionText || !filesOK {
 		return SessionResult{}, ErrResult
 	}
 	if err := ValidateReplyFiles(files); err != nil {
@@ -593,7 +518,7 @@ func decodeObjectStrict(data []byte, v any) error {
 // the turn's deadline, which bounds every call of the turn. Nothing the
 // worker sends can change it.
 type SessionBinding struct {
-	Binding
+	rtsandbox.Binding
 	Profile  string
 	Thinking string
 	Deadline time.Time
@@ -634,7 +559,7 @@ type SessionWorkerConfig struct {
 	Stream     bool                 `json:"stream"`
 	Prompt     string               `json:"prompt"`
 	TimeZone   string               `json:"timeZone"`
-	Tools      []ToolSpec           `json:"tools"`
+	Tools      []rtsandbox.ToolSpec `json:"tools"`
 	MCP        []MCPServerTools     `json:"mcp"`
 	Compaction *SessionCompactionID `json:"compaction,omitempty"`
 	SkillsDir  string               `json:"skillsDir,omitempty"`

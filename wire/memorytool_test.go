@@ -1,4 +1,4 @@
-package rtsandbox
+package wire
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // TestParseMemoryCall: the input rules of sealed spec §4.6 in their order,
@@ -46,7 +47,7 @@ func TestParseMemoryCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := DecodeMemoryCall(tc.tool, json.RawMessage(tc.input))
 			if tc.err != nil {
-				if !errors.Is(err, tc.err) || !errors.Is(err, ErrMemoryRefused) || !errors.Is(err, ErrInvalid) {
+				if !errors.Is(err, tc.err) || !errors.Is(err, ErrMemoryRefused) || !errors.Is(err, rtsandbox.ErrInvalid) {
 					t.Errorf("DecodeMemoryCall = %+v, %v; want %v", got, err, tc.err)
 				}
 				return
@@ -65,11 +66,11 @@ func TestParseMemoryCall(t *testing.T) {
 // remove of nothing still succeeds, neither changes its input slice, and
 // get lists one scope in stored order.
 func TestMemoryCallApplySelect(t *testing.T) {
-	in := []MemoryEntry{{"channel", "a", "1"}, {"speaker:x", "a", "2"}, {"channel", "b", "3"}}
-	orig := append([]MemoryEntry(nil), in...)
+	in := []rtsandbox.MemoryEntry{{Scope: "channel", Key: "a", Text: "1"}, {Scope: "speaker:x", Key: "a", Text: "2"}, {Scope: "channel", Key: "b", Text: "3"}}
+	orig := append([]rtsandbox.MemoryEntry(nil), in...)
 	set := MemoryCall{Tool: MemorySet, Scope: ScopeChannel, Key: "a", HasKey: true, Text: "new"}
 	next, res := set.Apply(in, set.StoredScope("x"))
-	if want := []MemoryEntry{{"speaker:x", "a", "2"}, {"channel", "b", "3"}, {"channel", "a", "new"}}; !cmp.Equal(want, next) || res != MemorySaved {
+	if want := []rtsandbox.MemoryEntry{{Scope: "speaker:x", Key: "a", Text: "2"}, {Scope: "channel", Key: "b", Text: "3"}, {Scope: "channel", Key: "a", Text: "new"}}; !cmp.Equal(want, next) || res != MemorySaved {
 		t.Errorf("set = %v, %q", next, res)
 	}
 	rm := MemoryCall{Tool: MemoryRemove, Scope: ScopeSpeaker, Key: "none", HasKey: true}
@@ -99,16 +100,16 @@ func FuzzDecodeMemoryCall(f *testing.F) {
 		c, err := DecodeMemoryCall(tool, input)
 		if err != nil {
 			var r MemoryRefusal
-			if !errors.As(err, &r) || !errors.Is(err, ErrInvalid) {
+			if !errors.As(err, &r) || !errors.Is(err, rtsandbox.ErrInvalid) {
 				t.Fatalf("error %v is not a refusal", err)
 			}
 			return
 		}
 		switch {
 		case c.Scope != ScopeSpeaker && c.Scope != ScopeChannel,
-			c.HasKey && (UTF16Len(c.Key) < 1 || UTF16Len(c.Key) > MaxMemoryKey || TrimJS(c.Key) != c.Key),
+			c.HasKey && (rtsandbox.UTF16Len(c.Key) < 1 || rtsandbox.UTF16Len(c.Key) > rtsandbox.MaxMemoryKey || rtsandbox.TrimJS(c.Key) != c.Key),
 			c.Tool != MemoryGet && !c.HasKey,
-			c.Tool == MemorySet && (TrimJS(c.Text) == "" || UTF16Len(c.Text) > MaxMemoryText),
+			c.Tool == MemorySet && (rtsandbox.TrimJS(c.Text) == "" || rtsandbox.UTF16Len(c.Text) > rtsandbox.MaxMemoryText),
 			c.Tool != MemorySet && c.Tool != MemoryGet && c.Tool != MemoryRemove,
 			c.Query != strings.ToLower(c.Query):
 			t.Fatalf("DecodeMemoryCall(%q, %q) = %+v", tool, input, c)

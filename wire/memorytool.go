@@ -1,9 +1,11 @@
-package rtsandbox
+package wire
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/rtsandbox/rtsandbox"
 )
 
 // The memory tools (sealed spec §4.6). Sealed mode runs them inside the
@@ -32,7 +34,7 @@ const (
 )
 
 // ErrMemoryRefused matches every MemoryRefusal under errors.Is.
-var ErrMemoryRefused = fmt.Errorf("%w: memory tool refused", ErrInvalid)
+var ErrMemoryRefused = fmt.Errorf("%w: memory tool refused", rtsandbox.ErrInvalid)
 
 // MemoryRefusal is a memory tool call refused by a rule. Its text is
 // fixed, names no data of the call, and may be shown to the model. It
@@ -43,7 +45,7 @@ func (r MemoryRefusal) Error() string { return "memory tool refused: " + string(
 
 // Is matches ErrMemoryRefused and ErrInvalid.
 func (r MemoryRefusal) Is(target error) bool {
-	return target == ErrMemoryRefused || target == ErrInvalid
+	return target == ErrMemoryRefused || target == rtsandbox.ErrInvalid
 }
 
 // Text is the refusal's fixed text.
@@ -92,8 +94,8 @@ func ParseMemoryCall(tool string, input map[string]json.RawMessage) (MemoryCall,
 		return MemoryCall{}, ErrMemoryScope
 	}
 	if raw, ok := jsonString(input["key"]); ok {
-		c.Key, c.HasKey = TrimJS(raw), true
-		if n := UTF16Len(c.Key); n < 1 || n > MaxMemoryKey {
+		c.Key, c.HasKey = rtsandbox.TrimJS(raw), true
+		if n := rtsandbox.UTF16Len(c.Key); n < 1 || n > rtsandbox.MaxMemoryKey {
 			return MemoryCall{}, ErrMemoryKey
 		}
 	}
@@ -109,7 +111,7 @@ func ParseMemoryCall(tool string, input map[string]json.RawMessage) (MemoryCall,
 	case MemoryRemove:
 	case MemorySet:
 		text, ok := jsonString(input["text"])
-		if !ok || TrimJS(text) == "" || UTF16Len(text) > MaxMemoryText {
+		if !ok || rtsandbox.TrimJS(text) == "" || rtsandbox.UTF16Len(text) > rtsandbox.MaxMemoryText {
 			return MemoryCall{}, ErrMemoryText
 		}
 		c.Text = text
@@ -142,7 +144,7 @@ func (c MemoryCall) StoredScope(speakerID string) string {
 // Select lists what memory_get answers: the entries of scope, in stored
 // order, that match the key when one was given and contain the query
 // case-insensitively in "<key> <text>". Never nil, so it encodes as [].
-func (c MemoryCall) Select(entries []MemoryEntry, scope string) []MemoryItem {
+func (c MemoryCall) Select(entries []rtsandbox.MemoryEntry, scope string) []MemoryItem {
 	out := []MemoryItem{}
 	for _, e := range entries {
 		if c.Matches(e, scope) {
@@ -153,7 +155,7 @@ func (c MemoryCall) Select(entries []MemoryEntry, scope string) []MemoryItem {
 }
 
 // Matches reports whether memory_get lists e (see Select).
-func (c MemoryCall) Matches(e MemoryEntry, scope string) bool {
+func (c MemoryCall) Matches(e rtsandbox.MemoryEntry, scope string) bool {
 	if e.Scope != scope || (c.HasKey && e.Key != c.Key) {
 		return false
 	}
@@ -166,8 +168,8 @@ func (c MemoryCall) Matches(e MemoryEntry, scope string) bool {
 // nothing still succeeds. The caller checks capacity (MaxMemoryEntries,
 // MaxMemoryBytes) on the result before it keeps it, and answers
 // ErrMemoryCapacity when the result breaks it.
-func (c MemoryCall) Apply(entries []MemoryEntry, scope string) ([]MemoryEntry, string) {
-	next := make([]MemoryEntry, 0, len(entries)+1)
+func (c MemoryCall) Apply(entries []rtsandbox.MemoryEntry, scope string) ([]rtsandbox.MemoryEntry, string) {
+	next := make([]rtsandbox.MemoryEntry, 0, len(entries)+1)
 	for _, e := range entries {
 		if e.Scope != scope || e.Key != c.Key {
 			next = append(next, e)
@@ -176,15 +178,15 @@ func (c MemoryCall) Apply(entries []MemoryEntry, scope string) ([]MemoryEntry, s
 	if c.Tool != MemorySet {
 		return next, MemoryForgotten
 	}
-	return append(next, MemoryEntry{Scope: scope, Key: c.Key, Text: c.Text}), MemorySaved
+	return append(next, rtsandbox.MemoryEntry{Scope: scope, Key: c.Key, Text: c.Text}), MemorySaved
 }
 
 // MemoryToolSpecs declares the memory tools (§4.6: objects without extra
 // properties, scope an enum of speaker and channel); a new slice on every
 // call.
-func MemoryToolSpecs() []ToolSpec {
+func MemoryToolSpecs() []rtsandbox.ToolSpec {
 	const scope = `"scope":{"type":"string","enum":["speaker","channel"]}`
-	return []ToolSpec{
+	return []rtsandbox.ToolSpec{
 		{
 			Name:        MemorySet,
 			Description: "Remember a fact about the current speaker (scope speaker; only they see it) or a shared channel note (scope channel). Setting an existing key replaces it.",
