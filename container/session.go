@@ -123,8 +123,12 @@ type SessionSpec struct {
 	Profile string
 	// UID and GID run the worker; both > 0.
 	UID, GID int
-	// RunDir is mounted read-only at /run/sandbox (it holds broker.sock);
-	// WorkspaceDir read-write at /workspace. Both absolute, clean, apart.
+	// RunDir is the broker endpoint and the files the host hands the
+	// worker: it holds the channel's broker.sock and the profile's
+	// skills, read-only to the worker (Docker: bound at /run/sandbox).
+	// WorkspaceDir is the channel's workspace, read-write, outliving the
+	// container (Docker: bound at /workspace). Both absolute, clean,
+	// apart.
 	RunDir, WorkspaceDir string
 	// TimeZone is the worker's TZ, an IANA zone; "" means UTC.
 	TimeZone string
