@@ -29,9 +29,10 @@
 // broker endpoint is the spec's run directory, which holds the broker's
 // Unix socket on the host (Docker: a read-only bind mount). An engine
 // whose workers cannot share the host's filesystem or stdin delivers both
-// its own way (for Kubernetes, a network stream to a host relay that
-// admits a per-turn credential and splices to that socket), without a
-// change to these interfaces.
+// its own way (for Kubernetes, a network stream on which the worker
+// presents a per-turn token: to a relay in front of that socket, or to the
+// broker's own network listener, whose endpoint the spec would then carry
+// beside RunDir), without a change to these interfaces' methods.
 //
 // Package container/enginetest is the conformance suite every engine
 // passes.
