@@ -180,6 +180,13 @@ func archRules() []importRule {
 			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf", "internal/chunkread", "internal/skilltest", "internal/sqlitelock", "internal/runtimetest")
 		},
 		why: "fakes live under internal/ and are used by tests (and the operator's stand-in model command) only",
+	}, {
+		name: "the engine conformance suite is test support",
+		who:  func(string) bool { return true },
+		allowed: func(_, ip string) bool {
+			return !under(local(ip), "container/enginetest")
+		},
+		why: "container/enginetest is the suite every engine's tests run; only _test files import it",
 	}}
 }
 
@@ -216,6 +223,7 @@ func TestArchitectureRulesBite(t *testing.T) {
 		"only cmd and host wire":                                                              {"sealed", modulePath + "/config"},
 		"nothing imports cmd":                                                                 {"host", modulePath + "/cmd/rtsandbox"},
 		"fakes stay out of production code":                                                   {"broker", modulePath + "/internal/fakemodel"},
+		"the engine conformance suite is test support":                                        {"host", modulePath + "/container/enginetest"},
 	}
 	rules := archRules()
 	if len(bad) != len(rules) {

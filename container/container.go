@@ -1,24 +1,44 @@
-// Package container defines the sealed hardening profile of one turn's
-// container (Spec), the Driver interface a sealed runtime uses to run a worker
-// under it, and the validation of the worker's reply.
+// Package container is the engine side of both modes: the sealed hardening
+// profile of a worker's container as data (Spec for a sealed turn,
+// SessionSpec for a channel's long-lived worker), the validation of the
+// worker's reply, and the two lifecycle interfaces a mode needs of a
+// container engine:
 //
-// The contract every Driver keeps: it runs exactly the profile described by a
-// validated Spec (no network, read-only root, no capabilities, a non-root
-// user, two dedicated bind mounts, bounded resources), it never pulls an
-// image, it reads the reply only from the container's stdout, and it never
-// forgets a container: when Run returns, the container is gone, or it is
-// queued for removal by the driver (Result.CleanupPending), which retries
-// until the engine confirms it gone, or Run fails with ErrCleanup.
+//   - OneShot runs one sealed worker to completion (the sealed mode);
+//   - LongLived keeps one long-lived worker per channel (the session mode).
 //
-// Run keeps the context's deadline: the worker's share of the run ends a
-// little before it, so that killing and removing the container fit, and
-// Run returns at most about a second after it even when the engine hangs.
-// A removal the engine did not confirm in that time goes on in the
-// background; it never holds the turn.
+// An engine implements both; container/docker is the one today. Every
+// engine keeps the same guarantees, whatever its means (docs/engines.md
+// maps each one to Docker and to a Kubernetes engine):
+//
+//   - the sealed profile, exactly as the validated spec describes it: no
+//     network, a read-only root, no capabilities and no new privileges, a
+//     non-root user, bounded memory, CPU, processes and open files, and
+//     exactly the dedicated storage the spec names (its run directory
+//     read-only, its workspace read-write, a private /tmp), no credential
+//     in the container's environment, labels or storage;
+//   - it never pulls an image: a missing one is ErrImageMissing;
+//   - it never forgets a container (OneShot.Run's removal rule, and
+//     reaping by InstallationLabel and RoleLabel after a crash);
+//   - it keeps the caller's deadline (OneShot.Run);
+//   - it hears a long-lived worker's fault at once (LongLived.Watch);
+//   - its failures are the Err classes below, tested with errors.Is.
+//
+// The interfaces name what a worker receives, not how: a turn's input is
+// bytes the engine hands the worker once (Docker: its stdin), and the
+// broker endpoint is the spec's run directory, which holds the broker's
+// Unix socket on the host (Docker: a read-only bind mount). An engine
+// whose workers cannot share the host's filesystem or stdin delivers both
+// its own way (for Kubernetes, a network stream on which the worker
+// presents a per-turn token: to a relay in front of that socket, or to the
+// broker's own network listener, whose endpoint the spec would then carry
+// beside RunDir), without a change to these interfaces' methods.
+//
+// Package container/enginetest is the conformance suite every engine
+// passes.
 package container
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -26,14 +46,17 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Error classes of this package and its drivers. Test them with errors.Is;
-// the texts of the driver classes are the reference's operator messages.
+// Error classes of this package and its engines. Test them with errors.Is;
+// the texts of the engine classes are the reference's operator messages. An
+// engine wraps its own detail in them (fmt.Errorf("%w: ...")), and the
+// modes decide on the class alone: which guest text a failure gets, and
+// whether a container is removed, kept or reported.
 var (
 	// ErrInvalidSpec marks a Spec that Validate refuses. The error's text is
 	// the reference message of the rule that failed.
 	ErrInvalidSpec = errors.New("invalid container spec")
 	// ErrImageMissing marks a run refused because the image is not present
-	// locally. Drivers never pull; the operator builds the image.
+	// locally. Engines never pull; the operator builds the image.
 	ErrImageMissing = errors.New("sandbox image is missing; run `rtsandbox image build`")
 	// ErrWorkerFailed marks a worker that exited with a code other than 0,
 	// even when it printed a well-formed {"ok":false} reply.
@@ -49,40 +72,13 @@ var (
 	ErrAborted = errors.New("sandbox turn aborted")
 	// ErrCleanup marks a container that may be left behind: Run could
 	// neither confirm its removal nor queue it for background removal
-	// (the driver was closed), or Reap could not remove everything. It is
+	// (the engine was closed), or Reap could not remove everything. It is
 	// never the outcome of a run whose container is merely queued (see
 	// Result.CleanupPending); the run's own error, if any, is wrapped too.
 	ErrCleanup = errors.New("sandbox container cleanup failed; inspect this installation's containers")
 	// ErrEngine marks any other failed call to the container engine.
 	ErrEngine = errors.New("container engine call failed")
 )
-
-// Driver runs one sealed worker container per call.
-type Driver interface {
-	// Run validates spec (after canonicalising its mount paths), creates
-	// the container, writes stdin to the worker, reads its reply from
-	// stdout and removes the container. When Run returns, the container is
-	// gone, or Result.CleanupPending is set and the driver keeps removing
-	// it in the background, or Run returns ErrCleanup. A pending removal
-	// does not change the outcome: a worker that exited 0 with a valid
-	// reply still yields it (its process has ended; only its stopped
-	// container remains for a while).
-	//
-	// If ctx has a deadline, Run returns by that deadline plus at most
-	// about a second, whatever the engine does.
-	//
-	// Errors: ErrInvalidSpec, ErrImageMissing, ErrAborted, ErrOutputLimit,
-	// ErrWorkerFailed, ErrInvalidReply, ErrEngine, ErrCleanup. The Result's
-	// timestamps are filled as far as the run got, even on error.
-	Run(ctx context.Context, spec Spec, stdin []byte) (Result, error)
-
-	// Reap force-removes every container, running or not, that carries
-	// this installation's labels (InstallationLabel=installation,
-	// RoleLabel=RoleTurn) and nothing else. It returns how many it
-	// removed. Errors: ErrInvalidSpec (bad installation id), ErrEngine,
-	// ErrCleanup.
-	Reap(ctx context.Context, installation string) (removed int, err error)
-}
 
 // Result is what one Run produced. Reply is set only when Run returns a nil
 // error. The timestamps measure the phases for benchmarks and the operator
@@ -100,7 +96,7 @@ type Result struct {
 	// extracts the worker's vetted failure class from it.
 	StderrTail []byte
 	// CleanupPending reports that the container was not confirmed removed
-	// before Run returned; the driver is removing it in the background.
+	// before Run returned; the engine is removing it in the background.
 	CleanupPending bool
 
 	Began   time.Time // Run was called

@@ -62,21 +62,10 @@ const (
 
 // ErrSessionDown marks a session container that stopped serving its
 // channel: its process exited (killed, crashed, OOM-killed), or it was
-// removed, paused or restarted. A driver's Watch reports it for the
+// removed, paused or restarted. LongLived.Watch reports it for the
 // container it watches, and refuses to watch one that is not running. It
 // is a rtsandbox.ErrSandboxStopped, so the turn it cut gets that text.
 var ErrSessionDown = fmt.Errorf("%w: session container down", rtsandbox.ErrSandboxStopped)
-
-// The session driver's watch contract (session.Driver.Watch): Watch(ctx,
-// name) inspects the container name and fails with ErrSessionDown unless
-// it runs (StateRunning); otherwise the channel it returns receives at
-// most one error, wrapping ErrSessionDown, as soon as that very container
-// (not a later one under the same name) exits, is paused, restarted,
-// stopped or removed. A lost connection to the engine is not a fault: the
-// watch reconnects until ctx ends and then checks that the same container
-// still runs since the same start, reporting ErrSessionDown otherwise. The
-// watch holds its resources until ctx ends; a Kubernetes engine would
-// watch the pod's phase and restart count the same way.
 
 // SessionTmpfs is the session container's /tmp: 512 MiB as the reference,
 // and noexec (stricter: the FROM-scratch worker execs nothing).
@@ -135,8 +124,12 @@ type SessionSpec struct {
 	Profile string
 	// UID and GID run the worker; both > 0.
 	UID, GID int
-	// RunDir is mounted read-only at /run/sandbox (it holds broker.sock);
-	// WorkspaceDir read-write at /workspace. Both absolute, clean, apart.
+	// RunDir is the broker endpoint and the files the host hands the
+	// worker: it holds the channel's broker.sock and the profile's
+	// skills, read-only to the worker (Docker: bound at /run/sandbox).
+	// WorkspaceDir is the channel's workspace, read-write, outliving the
+	// container (Docker: bound at /workspace). Both absolute, clean,
+	// apart.
 	RunDir, WorkspaceDir string
 	// TimeZone is the worker's TZ, an IANA zone; "" means UTC.
 	TimeZone string

@@ -12,10 +12,10 @@ import (
 )
 
 // Spec is the hardening profile of one sealed turn's container, as data.
-// Everything not listed here is fixed by the driver: no network, read-only
+// Everything not listed here is fixed by the engine: no network, read-only
 // root, all capabilities dropped, no-new-privileges, nofile 256:256, a
 // noexec 64 MiB /tmp, HOME=/tmp/home and no logs. Validate it before use;
-// drivers validate it again after canonicalising the mount paths.
+// engines validate it again after canonicalising the mount paths.
 type Spec struct {
 	// Name is the exact container name, used for every removal. Build it
 	// with Name(channelKey).
@@ -25,7 +25,11 @@ type Spec struct {
 	// UID and GID run the worker; both must be > 0 and should equal the
 	// service's own ids so the workspace stays the service's.
 	UID, GID int
-	// RunDir is mounted read-only at /broker (it holds broker.sock).
+	// RunDir is the broker endpoint: a dedicated host directory that
+	// holds the turn's broker socket (broker.sock). The worker may read
+	// it, never write it. Docker binds it read-only at /broker; an engine
+	// whose workers cannot share the host's filesystem relays the socket
+	// instead (docs/engines.md).
 	RunDir string
 	// WorkspaceDir, when set, is mounted read-write at /workspace. When it
 	// is empty (the sealed mode), /workspace is a private tmpfs of

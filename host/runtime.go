@@ -25,7 +25,7 @@ import (
 // closed after it.
 type SealedRuntime struct {
 	Runtime *sealed.Runtime
-	driver  container.Driver
+	driver  container.OneShot
 	// shared are the services both modes use, opened once; the sealed
 	// runtime closes them last.
 	shared *services
@@ -42,7 +42,7 @@ const RunRootName = "run"
 // SealedOptions are the wiring choices a command may override.
 type SealedOptions struct {
 	Client  *upstream.Client        // nil: the hardened default
-	Driver  container.Driver        // nil: the local Docker daemon
+	Driver  container.OneShot       // nil: the local Docker daemon
 	OnTurn  func(sealed.TurnStats)  // after the "turn" record (metrics.go)
 	Observe func(broker.CallRecord) // the broker's Observe (metrics)
 	// OnSettle is told every settled budget amount (metrics); nil is fine.

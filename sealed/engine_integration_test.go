@@ -289,7 +289,7 @@ func TestIntegrationEngineCutMidTurnConverges(t *testing.T) {
 			log := &operatorLog{}
 			var stats TurnStats
 			f, _ := dockerFixture(t, integ.hostileImage, func(f *fixture) {
-				f.opts.Driver = &recordingDriver{Driver: d}
+				f.opts.Driver = &recordingDriver{OneShot: d}
 				f.opts.TurnTimeout = tc.timeout
 				f.opts.Logger = slog.New(log)
 				f.opts.OnTurn = func(s TurnStats) { stats = s }
@@ -351,7 +351,7 @@ func TestIntegrationHungEngineKeepsDeadline(t *testing.T) {
 		t.Run(when, func(t *testing.T) {
 			var stats TurnStats
 			f, _ := dockerFixture(t, integ.hostileImage, func(f *fixture) {
-				f.opts.Driver = &recordingDriver{Driver: d}
+				f.opts.Driver = &recordingDriver{OneShot: d}
 				f.opts.TurnTimeout = deadline
 				f.opts.OnTurn = func(s TurnStats) { stats = s }
 			})

@@ -132,7 +132,7 @@ func randomHex(n int) string {
 // recordingDriver passes runs to the Docker driver and keeps each spec and
 // turn JSON, so tests can inspect the live container by its exact name.
 type recordingDriver struct {
-	container.Driver
+	container.OneShot
 	mu     sync.Mutex
 	specs  []container.Spec
 	stdins [][]byte
@@ -143,7 +143,7 @@ func (d *recordingDriver) Run(ctx context.Context, spec container.Spec, stdin []
 	d.specs = append(d.specs, spec)
 	d.stdins = append(d.stdins, slices.Clone(stdin))
 	d.mu.Unlock()
-	return d.Driver.Run(ctx, spec, stdin)
+	return d.OneShot.Run(ctx, spec, stdin)
 }
 
 func (d *recordingDriver) lastSpec() container.Spec {
@@ -156,7 +156,7 @@ func (d *recordingDriver) lastSpec() container.Spec {
 // after the test that no container, socket or run dir of it remains.
 func dockerFixture(t *testing.T, image string, edit func(f *fixture)) (*fixture, *recordingDriver) {
 	t.Helper()
-	rec := &recordingDriver{Driver: integ.driver}
+	rec := &recordingDriver{OneShot: integ.driver}
 	f := newFixture(t, func(f *fixture) {
 		f.opts.Driver, f.opts.Image, f.opts.Installation = rec, image, integ.installation
 		if edit != nil {

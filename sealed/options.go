@@ -32,8 +32,8 @@ type Options struct {
 	// turn binds it to its Binding. The worker is told exactly the tools
 	// the broker declares (Broker.Declarations).
 	Broker *broker.Broker
-	// Driver runs the worker container.
-	Driver container.Driver
+	// Driver runs the worker container (the engine's OneShot lifecycle).
+	Driver container.OneShot
 	// Image is the local worker image; it is never pulled.
 	Image string
 	// UID and GID run the worker; both > 0. A service not running as root

@@ -52,7 +52,7 @@
 //     channel; fresh frees a full workspace before archiving. Remove
 //     unmounts the image; Close leaves it mounted with the container.
 //
-// The package depends on small interfaces (Broker, Driver) so that the
-// host wires the concrete broker (*broker.Session) and Docker driver
-// (*docker.SessionDriver) in.
+// The package depends on small interfaces (Broker, and the engine's
+// container.LongLived) so that the host wires the concrete broker
+// (*broker.Session) and engine (*docker.SessionDriver) in.
 package session

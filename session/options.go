@@ -38,7 +38,7 @@ const (
 // Options configure a Runtime; New checks every field.
 type Options struct {
 	// Driver runs the channels' containers (*docker.SessionDriver).
-	Driver Driver
+	Driver container.LongLived
 	// NewBroker makes the broker of channel's worker on profile,
 	// listening on socketPath (the host wires *broker.Session:
 	// NewSession, then Listen; the channel is what its startup window is

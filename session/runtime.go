@@ -82,7 +82,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{s: s, chans: map[rtsandbox.ChannelKey]*channelState{}, watches: map[string]*watchState{}}
-	r.s.Driver = watchedDriver{Driver: s.Driver, unwatch: r.unwatch}
+	r.s.Driver = watchedDriver{LongLived: s.Driver, unwatch: r.unwatch}
 	return r, nil
 }
 

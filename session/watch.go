@@ -129,22 +129,22 @@ func (r *Runtime) unwatchAll() {
 	r.watchers.Wait()
 }
 
-// watchedDriver is the runtime's Driver: every removal or replacement of
+// watchedDriver is the runtime's engine: every removal or replacement of
 // a container the runtime asks for first ends that container's watch,
 // wherever in the package it is asked for.
 type watchedDriver struct {
-	Driver
+	container.LongLived
 	unwatch func(name string)
 }
 
 func (d watchedDriver) EnsureRunning(ctx context.Context, spec container.SessionSpec) error {
 	d.unwatch(spec.Name)
-	return d.Driver.EnsureRunning(ctx, spec)
+	return d.LongLived.EnsureRunning(ctx, spec)
 }
 
 func (d watchedDriver) Remove(ctx context.Context, name string) error {
 	d.unwatch(name)
-	return d.Driver.Remove(ctx, name)
+	return d.LongLived.Remove(ctx, name)
 }
 
 // beginAttempt registers cut as the turn's attempt, which a fault of the

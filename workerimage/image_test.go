@@ -96,7 +96,7 @@ func TestCheckAcceptsBuiltWorker(t *testing.T) {
 func TestCheckWorkerRefusesOtherProgram(t *testing.T) {
 	mustWorker(t)
 	out := filepath.Join(t.TempDir(), "other")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ModulePath+"/container/docker/testdata/echo")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ModulePath+"/container/enginetest/testdata/echo")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, msg)

@@ -1,7 +1,19 @@
-// Package docker implements container.Driver on the Docker Engine API
-// (github.com/moby/moby/client): one sealed container per turn, created with
-// exactly the container.Spec profile, never pulled, fed through an attach
-// stream and always force-removed by its exact name.
+// Package docker is the Docker engine: it implements both lifecycle
+// interfaces of package container on the Docker Engine API
+// (github.com/moby/moby/client). Driver is container.OneShot: one sealed
+// container per turn, created with exactly the container.Spec profile,
+// never pulled, fed its input on stdin through an attach stream, its run
+// directory bound read-only at /broker, and always force-removed by its
+// exact name. SessionDriver is container.LongLived: one long-lived
+// container per channel with the container.SessionSpec profile
+// (session.go).
+//
+// They are two types because they share no state: Driver owns the
+// ownership table and the background remover that make its removals
+// converge, SessionDriver owns nothing (every call asks the engine), and
+// each speaks to a narrow slice of the Engine API that its tests script
+// without a daemon. Their containers carry different role labels, so
+// neither's reaper touches the other's.
 //
 // Removal converges: what a run could not remove within its deadline is
 // handed to the Driver's background remover, which retries with backoff
@@ -89,7 +101,7 @@ const (
 	queued                       // the background remover is removing it
 )
 
-var _ rtcontainer.Driver = (*Driver)(nil)
+var _ rtcontainer.OneShot = (*Driver)(nil)
 
 // Option configures a Driver.
 type Option func(*Driver)

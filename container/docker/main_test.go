@@ -14,11 +14,13 @@ import (
 
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/container/enginetest"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 )
 
 // integ is the shared state of the integration tests: a client on the local
-// daemon, a FROM-scratch image holding testdata/echo, and an installation id
+// daemon, a FROM-scratch image holding the conformance suite's stand-in
+// worker (enginetest.WorkerPackage), and an installation id
 // that labels every container these tests create.
 var integ struct {
 	cli          *client.Client
@@ -63,7 +65,7 @@ func setupIntegration() (teardown func() error, err error) {
 	return teardownIntegration, nil
 }
 
-// buildEcho compiles testdata/echo as a static binary and returns it.
+// buildEcho compiles the stand-in worker as a static binary and returns it.
 func buildEcho(ctx context.Context) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "rtsandbox-echo-")
 	if err != nil {
@@ -71,10 +73,10 @@ func buildEcho(ctx context.Context) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "echo")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./testdata/echo")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, enginetest.WorkerPackage)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build testdata/echo: %w\n%s", err, msg)
+		return nil, fmt.Errorf("build %s: %w\n%s", enginetest.WorkerPackage, err, msg)
 	}
 	return os.ReadFile(out)
 }

@@ -90,7 +90,7 @@ func remaining(ctx context.Context) time.Duration {
 	return time.Until(deadline)
 }
 
-// Reap implements container.Driver: it force-removes every container,
+// Reap implements container.OneShot: it force-removes every container,
 // running or not, labelled as a turn container of this installation, each
 // in up to reapAttempts attempts with backoff, within ctx.
 func (d *Driver) Reap(ctx context.Context, installation string) (int, error) {

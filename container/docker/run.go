@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Run implements container.Driver. The order follows §3.3: canonicalise and
+// Run implements container.OneShot. The order follows §3.3: canonicalise and
 // validate, refuse an already-ended context, create, attach, wait-register,
 // start, write stdin, read both streams and the exit concurrently; then
 // always remove, and only then judge the reply.
@@ -24,7 +24,7 @@ import (
 // background remover (Result.CleanupPending). A run cut by its reserve
 // waits for ctx's own end, so it reports the turn's cause (deadline, stop)
 // as any aborted run does.
-func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (rtcontainer.Result, error) {
+func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, input []byte) (rtcontainer.Result, error) {
 	res := rtcontainer.Result{ExitCode: -1, Began: d.now()}
 	spec, err := canonical(spec)
 	if err != nil {
@@ -37,7 +37,7 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, stdin []byte) (
 	runCtx, cancel := b.runContext(ctx)
 	defer cancel()
 	d.track(spec.Name)
-	out, runErr := d.execute(runCtx, b, spec, stdin, &res)
+	out, runErr := d.execute(runCtx, b, spec, input, &res)
 	if out.notOurs {
 		d.untrack(spec.Name)
 		return res, runErr

@@ -23,7 +23,8 @@ import (
 // exactly the rtcontainer.SessionSpec profile, never pulled, left running
 // between turns and removed only by its exact name. It is separate from
 // the sealed Driver: its containers carry the role label "session", which
-// the sealed reaper never removes. It is safe for concurrent use.
+// the sealed reaper never removes. It implements container.LongLived and
+// is safe for concurrent use.
 type SessionDriver struct {
 	api     sessionEngine
 	timeout time.Duration
@@ -41,7 +42,10 @@ type sessionEngine interface {
 	Events(ctx context.Context, options client.EventsListOptions) client.EventsResult
 }
 
-var _ sessionEngine = (*client.Client)(nil)
+var (
+	_ sessionEngine         = (*client.Client)(nil)
+	_ rtcontainer.LongLived = (*SessionDriver)(nil)
+)
 
 // Limits of the session driver (§3.1).
 const (

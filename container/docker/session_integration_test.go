@@ -72,9 +72,11 @@ func waitLogs(t *testing.T, d *SessionDriver, name, want string) string {
 }
 
 // TestIntegrationSessionContainer: EnsureRunning creates exactly the §3.1
-// profile, which the worker feels from inside (probe lines in its log);
-// Status reads it back; a matching container is kept; a profile or image
-// change recreates it; ReapSessions removes it.
+// profile as the engine reports it, with the worker's environment the
+// spec's alone; an image change recreates the container; ReapSessions
+// removes it. The lifecycle the modes rely on (keep, recreate, remove,
+// logs, the profile felt from inside) is the conformance suite's
+// (TestIntegrationEngineConformance).
 func TestIntegrationSessionContainer(t *testing.T) {
 	needDocker(t)
 	ctx := context.Background()
@@ -84,37 +86,11 @@ func TestIntegrationSessionContainer(t *testing.T) {
 	assertSessionHardened(t, spec)
 
 	logs := waitLogs(t, d, spec.Name, "session worker ready")
-	for _, line := range []string{
-		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
-		"run-write=no", "root-write=no", "tmp-write=yes", "workspace-write=yes",
-		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "nofile=256:256", "pids-max=256", "tmp-noexec=yes",
-	} {
-		if !strings.Contains(logs, line+"\n") {
-			t.Errorf("probe lacks %q:\n%s", line, logs)
-		}
-	}
 	if !strings.Contains(logs, "CLAUDE_CODE_OAUTH_TOKEN=sandbox-dummy-token") || strings.Contains(logs, "ANTHROPIC_BASE_URL") {
 		t.Errorf("worker env: %s", logs)
 	}
-	if tail, err := d.Logs(ctx, spec.Name, 1); err != nil || strings.TrimSpace(tail) == strings.TrimSpace(logs) {
-		t.Errorf("Logs(1) = %q, %v; want the last line only", tail, err)
-	}
 
 	id := containerID(t, spec.Name)
-	if err := d.EnsureRunning(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	if got := containerID(t, spec.Name); got != id {
-		t.Error("a matching running container was recreated")
-	}
-	spec.Profile = "other"
-	if err := d.EnsureRunning(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	if got := containerID(t, spec.Name); got == id {
-		t.Error("a profile change kept the container")
-	}
-	id = containerID(t, spec.Name)
 	retag := integ.image + "-retag"
 	if _, err := integ.cli.ImageTag(ctx, client.ImageTagOptions{Source: integ.image, Target: retag}); err != nil {
 		t.Fatal(err)
@@ -132,12 +108,6 @@ func TestIntegrationSessionContainer(t *testing.T) {
 	}
 	if st, err := d.Status(ctx, spec.Name); err != nil || st.State != rtcontainer.StateMissing {
 		t.Errorf("Status after ReapSessions = %+v, %v", st, err)
-	}
-	if err := d.Remove(ctx, spec.Name); err != nil {
-		t.Errorf("Remove of a missing container = %v", err)
-	}
-	if got, err := d.Logs(ctx, spec.Name, 200); err != nil || got != "" {
-		t.Errorf("Logs after Remove = %q, %v", got, err)
 	}
 }
 

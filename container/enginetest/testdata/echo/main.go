@@ -1,4 +1,5 @@
-// Command echo is a stand-in worker for the driver's integration tests. It
+// Command echo is the stand-in worker of the engine conformance suite
+// (container/enginetest) and the Docker engine's integration tests. It
 // reads {"mode": ..., "text": ...} from stdin and behaves as the mode says;
 // the default mode replies {"ok":true,"text":"echo: <text>"}.
 package main

@@ -1,0 +1,97 @@
+package container
+
+import "context"
+
+// OneShot runs one sealed worker to completion per call: the engine of the
+// sealed mode (*docker.Driver). It is safe for concurrent use; each Run
+// owns one container.
+type OneShot interface {
+	// Run validates spec (after canonicalising its run and workspace
+	// paths), creates the worker's container under exactly spec's
+	// profile, hands the worker input once and whole, reads its reply
+	// and removes the container. input is the turn's JSON; the engine
+	// delivers it however it can (Docker: on the container's stdin,
+	// closed after it), never in the container's environment, labels or
+	// storage. The worker reaches its broker through spec.RunDir, the
+	// directory holding the broker's socket on the host (Docker: bound
+	// read-only at /broker). The reply is the worker's output
+	// (Docker: stdout), bounded, checked by rtsandbox.ParseReply.
+	//
+	// The removal rule: when Run returns, the container is gone, or
+	// Result.CleanupPending is set and the engine keeps removing it in the
+	// background until it confirms it gone, or Run returns ErrCleanup. A
+	// pending removal does not change the outcome: a worker that exited 0
+	// with a valid reply still yields it (its process has ended; only its
+	// stopped container remains for a while).
+	//
+	// The deadline rule: if ctx has a deadline, Run returns by that
+	// deadline plus at most about a second, whatever the worker or the
+	// engine does; the worker's share ends a little before it so that
+	// killing and removing the container fit, and a removal the engine did
+	// not confirm in that time goes on in the background.
+	//
+	// Errors: ErrInvalidSpec, ErrImageMissing (never pulled), ErrAborted
+	// (wrapping ctx's cause), ErrOutputLimit, ErrWorkerFailed (an exit code
+	// other than 0), ErrInvalidReply, ErrEngine, ErrCleanup. The Result's
+	// timestamps are filled as far as the run got, even on error.
+	Run(ctx context.Context, spec Spec, input []byte) (Result, error)
+
+	// Reap force-removes every container, running or not, that carries
+	// this installation's labels (InstallationLabel=installation,
+	// RoleLabel=RoleTurn) and nothing else: what a crash of the host or
+	// the engine left. It returns how many it removed. Errors:
+	// ErrInvalidSpec (bad installation id), ErrEngine, ErrCleanup.
+	Reap(ctx context.Context, installation string) (removed int, err error)
+}
+
+// LongLived keeps one long-lived worker per channel, named by its
+// SessionSpec: the engine of the session mode (*docker.SessionDriver). The
+// container keeps running between turns and across host restarts; the
+// engine restarts a worker that crashed. It is safe for concurrent use.
+// Every call but Watch is bounded in time by the engine (15 s per engine
+// call in Docker's), whatever ctx allows.
+type LongLived interface {
+	// Status reports the container name: StateMissing when the engine does
+	// not know it, StateRunning when its worker runs and can answer,
+	// StateStopped otherwise (exited, paused, being restarted after a
+	// crash past a short wait), with its image, profile and spec digest
+	// when known (SessionStatus). Errors wrap ErrEngine.
+	Status(ctx context.Context, name string) (SessionStatus, error)
+
+	// EnsureRunning keeps a running container that matches spec exactly
+	// (SessionStatus.Current: the same image, profile and spec digest)
+	// and otherwise force-removes what is there and creates and starts
+	// spec's. The runtime calls it on a context detached from the turn's
+	// signal and removes the container after it returned when the turn
+	// was aborted meanwhile; so it must return only once the engine
+	// answered the requests it made, and leave no container it made when
+	// ctx ends. Errors: ErrInvalidSpec, ErrImageMissing (never pulled),
+	// ErrEngine, ErrAborted (ctx ended before the container ran).
+	EnsureRunning(ctx context.Context, spec SessionSpec) error
+
+	// Remove force-removes the container name, by that exact name; a
+	// missing one is fine. It returns once the engine reports it gone, so
+	// the name is free for the next create. Errors wrap ErrEngine.
+	Remove(ctx context.Context, name string) error
+
+	// Logs returns the last n (at least 1) lines of the worker's output,
+	// bounded in bytes (1 MiB in Docker's); "" when the container is
+	// missing. The text is the worker's, untrusted: for a scrubbed
+	// operator log only. Errors wrap ErrEngine.
+	Logs(ctx context.Context, name string, n int) (string, error)
+
+	// Watch follows the running container name until ctx ends. It
+	// inspects the container and fails with an error wrapping
+	// ErrSessionDown unless it runs (StateRunning); otherwise the channel
+	// it returns receives at most one error, wrapping ErrSessionDown, as
+	// soon as that very container (not a later one under the same name)
+	// exits, is paused, restarted, stopped or removed: the runtime cuts the
+	// turn it serves at once, not at the turn's deadline. A lost
+	// connection to the engine is not a fault: the watch reconnects until
+	// ctx ends and then checks that the same container still runs since
+	// the same start, reporting ErrSessionDown otherwise. The watch holds
+	// its resources until ctx ends. (Docker follows the engine's event
+	// stream; a Kubernetes engine watches the pod's phase, its container's
+	// restart count and its deletion the same way.)
+	Watch(ctx context.Context, name string) (<-chan error, error)
+}

@@ -1,0 +1,304 @@
+// Package enginetest is the conformance suite of a container engine: every
+// engine (container/docker today, a Kubernetes engine next) passes Run, so
+// the modes can rely on the contracts of container.OneShot and
+// container.LongLived without knowing the engine (docs/engines.md).
+//
+// What the suite holds an engine to:
+//
+//   - OneShot: a run returns the worker's reply and leaves no container
+//     behind (none once Run returned without CleanupPending, none once
+//     the engine settled in any case); the sealed profile holds as the
+//     worker feels it from inside (its uid and gid, no capabilities, no
+//     new privileges, no network device but loopback, a read-only root,
+//     the run directory readable and not writable, a writable noexec
+//     /tmp and workspace, the PID and open-file limits); a worker that
+//     fails, floods its output or replies too long fails with its class;
+//     a worker that ignores SIGTERM past a 1 s deadline is cut and Run
+//     returns by the deadline plus the engine's stated overrun (at most a
+//     second) with ErrAborted wrapping context.DeadlineExceeded; a
+//     missing image fails with ErrImageMissing and is not pulled.
+//   - LongLived: EnsureRunning from missing makes a running container
+//     that Status reads back (image, profile, digest) and whose worker
+//     feels the session profile; ensuring the same spec again keeps that
+//     very container, a changed spec recreates it; Remove makes it
+//     missing, a second Remove is fine, and Logs of a missing container
+//     is ""; Watch refuses a missing container, and hears a kill at once
+//     (well before any turn deadline): ErrSessionDown, Status stopped,
+//     and a new Watch refused.
+//
+// The subtests run one after another, never in parallel: a real engine
+// starts one container at a time here (Docker 20.10 deadlocks under
+// bursts). They need the stand-in worker of WorkerPackage as the image's
+// entrypoint. The package is test support: only _test files import it.
+package enginetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// WorkerPackage is the stand-in worker every engine's test image runs as
+// its entrypoint, built static (CGO_ENABLED=0) into a FROM-scratch image:
+// it answers a sealed run by its input's mode, and as a long-lived worker
+// (command "session") logs what its sandbox allows and waits.
+const WorkerPackage = "github.com/rtsandbox/rtsandbox/container/enginetest/testdata/echo"
+
+// Harness is the engine under test and what the suite needs to look at it
+// from outside.
+type Harness struct {
+	// OneShot returns the sealed engine for one subtest. It registers on
+	// t whatever lets the engine settle (Docker: Close, which waits for
+	// the background remover); the suite checks for leftovers after that.
+	OneShot func(t *testing.T) container.OneShot
+	// LongLived is the long-lived engine.
+	LongLived container.LongLived
+	// Image is a local image of WorkerPackage.
+	Image string
+	// Installation labels every container of the suite; no other test
+	// uses it while the suite runs.
+	Installation string
+	// Overrun is how long after a deadline the engine's Run returns at
+	// most (Docker: ReturnBound(d) - d). The contract allows a second.
+	Overrun time.Duration
+	// ImageExists reports whether ref is in the engine's local store.
+	ImageExists func(ctx context.Context, ref string) (bool, error)
+	// Containers lists this installation's containers the engine knows,
+	// running or not, by name.
+	Containers func(ctx context.Context) ([]string, error)
+	// ID is the engine's identity of the container name: a recreated
+	// container has a new one.
+	ID func(ctx context.Context, name string) (string, error)
+	// Kill kills the long-lived worker's process from outside, as the
+	// kernel's OOM killer or an operator would (Docker: SIGKILL).
+	Kill func(ctx context.Context, name string) error
+}
+
+// schedulingSlack is what a loaded 2-core machine running the race
+// detector may add to an engine's own bound (goroutine wake-ups, the
+// engine answering a cancelled call): time bounds here are the engine's
+// bound plus this, never a guess.
+const schedulingSlack = 2 * time.Second
+
+// watchHeard bounds how long a kill may take to be heard: generous for a
+// loaded CI machine, and far below any turn timeout (the fault is heard
+// by watching, not found at the deadline).
+const watchHeard = 10 * time.Second
+
+// logsShown bounds how long a started worker's first lines may take to
+// reach the engine's log.
+const logsShown = 10 * time.Second
+
+// Run runs the suite.
+func Run(t *testing.T, h Harness) {
+	t.Run("OneShot/Reply", func(t *testing.T) { testReply(t, h) })
+	t.Run("OneShot/Profile", func(t *testing.T) { testProfile(t, h) })
+	t.Run("OneShot/Workspace", func(t *testing.T) { testWorkspace(t, h) })
+	t.Run("OneShot/Failures", func(t *testing.T) { testFailures(t, h) })
+	t.Run("OneShot/Deadline", func(t *testing.T) { testDeadline(t, h) })
+	t.Run("OneShot/ImageMissing", func(t *testing.T) { testImageMissing(t, h) })
+	t.Run("LongLived/Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
+	t.Run("LongLived/Watch", func(t *testing.T) { testWatch(t, h) })
+}
+
+// user is the worker's non-root user: the test's own, or 1000:1000 when
+// the test runs as root (the directories are then handed to it).
+func user() (uid, gid int) {
+	if uid, gid = os.Getuid(), os.Getgid(); uid == 0 {
+		return 1000, 1000
+	}
+	return uid, gid
+}
+
+// dirs returns a fresh run directory and workspace directory, private to
+// the worker's user.
+func dirs(t *testing.T) (runDir, workspaceDir string) {
+	t.Helper()
+	base := t.TempDir()
+	runDir, workspaceDir = filepath.Join(base, "run"), filepath.Join(base, "ws")
+	uid, gid := user()
+	for _, d := range []string{runDir, workspaceDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if os.Getuid() == 0 {
+			if err := os.Chown(d, uid, gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return runDir, workspaceDir
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// turnSpec is a sealed spec of the suite's image on fresh directories.
+func turnSpec(t *testing.T, h Harness) container.Spec {
+	t.Helper()
+	runDir, workspaceDir := dirs(t)
+	uid, gid := user()
+	labels, err := container.TurnLabels(h.Installation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return container.Spec{
+		Name: container.Name("enginetest:" + t.Name()), Image: h.Image, UID: uid, GID: gid,
+		RunDir: runDir, WorkspaceDir: workspaceDir, Limits: container.DefaultLimits(), Labels: labels,
+	}
+}
+
+// noContainers fails t if the installation has a container left.
+func noContainers(t *testing.T, h Harness, when string) {
+	t.Helper()
+	left, err := h.Containers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("containers %v left %s", left, when)
+	}
+}
+
+// run runs input in a fresh engine: the installation must have no
+// container once Run returned (unless its removal is pending) and none
+// once the engine settled.
+func run(ctx context.Context, t *testing.T, h Harness, spec container.Spec, input string) (container.Result, error) {
+	t.Helper()
+	t.Cleanup(func() { noContainers(t, h, "after the engine settled") })
+	res, err := h.OneShot(t).Run(ctx, spec, []byte(input))
+	if !res.CleanupPending {
+		noContainers(t, h, "after Run returned without a pending removal")
+	}
+	return res, err
+}
+
+func testReply(t *testing.T, h Harness) {
+	res, err := run(context.Background(), t, h, turnSpec(t, h), `{"text":"hello"}`)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if want := (rtsandbox.Reply{OK: true, Text: "echo: hello"}); res.Reply != want || res.ExitCode != 0 {
+		t.Errorf("Run = %+v, exit %d; want %+v, exit 0", res.Reply, res.ExitCode, want)
+	}
+}
+
+// testProfile asks the worker what it can do.
+func testProfile(t *testing.T, h Harness) {
+	spec := turnSpec(t, h)
+	if err := os.WriteFile(filepath.Join(spec.RunDir, "probe.txt"), []byte("socket-dir"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run(context.Background(), t, h, spec, `{"mode":"probe"}`)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	got := strings.Split(res.Reply.Text, "\n")
+	for _, want := range []string{
+		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
+		`broker-read="socket-dir"/true`, "broker-write=no", "root-write=no",
+		"tmp-write=yes", "workspace-write=yes",
+		// The hardening as the process sees it: no capabilities, no new
+		// privileges, only loopback, /tmp noexec, the PID and file limits.
+		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "tmp-noexec=yes",
+		"pids-max=" + itoa(spec.Limits.PIDs), "nofile=256:256",
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("probe = %q; want a line %q", got, want)
+		}
+	}
+}
+
+// testWorkspace: what the worker writes in a workspace directory is there
+// after the run.
+func testWorkspace(t *testing.T, h Harness) {
+	spec := turnSpec(t, h)
+	res, err := run(context.Background(), t, h, spec, `{"mode":"write","text":"kept"}`)
+	if err != nil || !res.Reply.OK {
+		t.Fatalf("Run = %+v, %v", res.Reply, err)
+	}
+	b, err := os.ReadFile(filepath.Join(spec.WorkspaceDir, "out.txt"))
+	if err != nil || string(b) != "kept" {
+		t.Errorf("workspace file = %q, %v; want kept", b, err)
+	}
+}
+
+func testFailures(t *testing.T, h Harness) {
+	tests := []struct {
+		name, input string
+		want        error
+	}{
+		{"exit-1-with-ok-false", `{"mode":"fail"}`, container.ErrWorkerFailed},
+		{"stdout-3-mib", `{"mode":"big"}`, container.ErrOutputLimit},
+		{"stderr-200-kib", `{"mode":"noisy"}`, container.ErrOutputLimit},
+		{"text-100001", `{"mode":"long"}`, container.ErrInvalidReply},
+		{"input-not-json-exit-4", `not json`, container.ErrWorkerFailed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := run(context.Background(), t, h, turnSpec(t, h), tc.input)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Run = %v; want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// testDeadline is the §3.5 requirement: a PID 1 that ignores SIGTERM,
+// with a 1 s deadline, fails in under 8 s and leaves no container. The
+// bound asserted is the engine's own (the deadline plus its overrun plus
+// schedulingSlack), which must itself be under the spec's 8 s.
+func testDeadline(t *testing.T, h Harness) {
+	if h.Overrun <= 0 || h.Overrun > time.Second {
+		t.Fatalf("the engine's overrun %v is not within the contract's second", h.Overrun)
+	}
+	limit := time.Second + h.Overrun + schedulingSlack
+	if limit >= 8*time.Second {
+		t.Fatalf("the engine's bound %v is not under the spec's 8 s", limit)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := run(ctx, t, h, turnSpec(t, h), `{"mode":"hostile"}`)
+	elapsed := time.Since(start)
+	if !errors.Is(err, container.ErrAborted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v; want ErrAborted wrapping DeadlineExceeded", err)
+	}
+	if elapsed >= limit {
+		t.Errorf("Run took %v; want < %v (the 1 s deadline, the engine's overrun, scheduling slack)", elapsed, limit)
+	}
+	t.Logf("hostile run failed after %v", elapsed)
+}
+
+// testImageMissing: a missing image fails the run with ErrImageMissing
+// and is still missing after it (never pulled).
+func testImageMissing(t *testing.T, h Harness) {
+	ctx := context.Background()
+	spec := turnSpec(t, h)
+	spec.Image = "rtsandbox-test-missing:" + randomHex(4)
+	_, err := run(ctx, t, h, spec, `{}`)
+	if !errors.Is(err, container.ErrImageMissing) {
+		t.Fatalf("Run = %v; want ErrImageMissing", err)
+	}
+	for ref, want := range map[string]bool{spec.Image: false, h.Image: true} {
+		if ok, err := h.ImageExists(ctx, ref); ok != want || err != nil {
+			t.Errorf("ImageExists(%q) = %v, %v; want %v", ref, ok, err, want)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
