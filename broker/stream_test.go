@@ -524,3 +524,60 @@ func TestStreamReflectionEscapedInEvent(t *testing.T) {
 		t.Errorf("audit log lacks the reflection cut:\n%s", f.logs.String())
 	}
 }
+
+// TestSecStreamLeadingBOMKeyRefused is the byte-order mark finding
+// through the relay, from the stand-in model over real HTTP, in both
+// dialects: an answer that begins with a mark and carries the key in its
+// first event (cut across it and the next, or written in JSON escapes),
+// which a client that strips the mark (EventSource) would assemble, is
+// refused with the fixed 502 before the broker writes anything, and the
+// operator's log says why.
+func TestSecStreamLeadingBOMKeyRefused(t *testing.T) {
+	const bom = "\xEF\xBB\xBF"
+	half := len(realKey) / 2
+	var escaped strings.Builder
+	for _, r := range realKey {
+		fmt.Fprintf(&escaped, `\u%04x`, r)
+	}
+	// The first event's data line comes first, its event line after (a
+	// mark before an event line hides only the event's name).
+	block := func(text string) string {
+		return "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"" + text + "\"}}\nevent: content_block_start\n\n"
+	}
+	delta := func(text string) string {
+		return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n"
+	}
+	chunk := func(text string) string {
+		return "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text + "\"}}]}\n\n"
+	}
+	tests := []struct {
+		name, api, route, body string
+		events                 []string
+	}{
+		{"messages-split", rtsandbox.ModelAPIAnthropic, wire.RouteAnthropicMessages, streamBody, []string{bom + block("k: "+realKey[:half]), delta(realKey[half:])}},
+		{"messages-escaped", rtsandbox.ModelAPIAnthropic, wire.RouteAnthropicMessages, streamBody, []string{bom + block(escaped.String()), delta("x")}},
+		{"chat-split", rtsandbox.ModelAPIOpenAI, wire.RouteOpenAIChat, `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`, []string{bom + chunk("k: "+realKey[:half]), chunk(realKey[half:]), "data: [DONE]\n\n"}},
+		{"chat-escaped", rtsandbox.ModelAPIOpenAI, wire.RouteOpenAIChat, `{"stream":true,"messages":[{"role":"user","content":"hi"}]}`, []string{bom + chunk(escaped.String()), "data: [DONE]\n\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var chunks [][]byte
+			for _, ev := range tt.events {
+				chunks = append(chunks, []byte(ev))
+			}
+			model := fakemodel.NewWithOptions(fakemodel.Options{NoRecord: true}, fakemodel.Func(func(fakemodel.Request) fakemodel.Response {
+				return fakemodel.Response{Chunks: chunks, ContentType: "text/event-stream"}
+			}))
+			defer model.Close()
+			f := newFixture(t, nil, withFakeModel(model, tt.api))
+			w, aborted := serveCatching(f.turn, workerRequest(context.Background(), tt.route, tt.body))
+			got := w.Body.String()
+			if aborted || w.Code != 502 || got != "broker call failed" {
+				t.Fatalf("%d %q, aborted %v; want the fixed 502 before anything is written", w.Code, got, aborted)
+			}
+			if !strings.Contains(f.logs.String(), "byte-order mark") {
+				t.Errorf("audit log does not say why:\n%s", f.logs.String())
+			}
+		})
+	}
+}

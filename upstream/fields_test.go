@@ -415,24 +415,33 @@ func TestTextHoldReleasesNoFormPrefix(t *testing.T) {
 // FuzzStreamAssembledText holds the event-level check to "the assembled
 // text contains no form": a text cut into deltas of a field that the
 // whole-text check refuses is refused, and an answer passed on whole
-// assembles to a text the whole-text check accepts.
+// assembles to a text the whole-text check accepts. An answer that begins
+// with a byte-order mark (mark) passes nothing on, whatever its text
+// (TestSecStreamLeadingBOMKeyCaught).
 func FuzzStreamAssembledText(f *testing.F) {
 	for _, form := range everyForm(streamKey) {
-		f.Add("a "+form+" b", uint8(1), uint8(0), false)
-		f.Add(form, uint8(7), uint8(5), true)
+		f.Add("a "+form+" b", uint8(1), uint8(0), false, false)
+		f.Add(form, uint8(7), uint8(5), true, false)
+		f.Add(form, uint8(3), uint8(0), false, true)
 	}
-	f.Add("&#115k-test", uint8(2), uint8(3), true)
-	f.Add("plain words & more", uint8(3), uint8(1), false)
-	f.Fuzz(func(t *testing.T, text string, size, field uint8, esc bool) {
+	f.Add("&#115k-test", uint8(2), uint8(3), true, false)
+	f.Add("plain words & more", uint8(3), uint8(1), false, false)
+	f.Add("plain words & more", uint8(3), uint8(1), false, true)
+	f.Fuzz(func(t *testing.T, text string, size, field uint8, esc, mark bool) {
 		if len(text) > 4096 {
 			return
 		}
 		fld := assembledFields[int(field)%len(assembledFields)]
 		n := int(size%8) + 1
 		body := fieldStream(fld, cutText(text, n, n), esc)
+		if mark {
+			body = append([]byte(bom), body...)
+		}
 		out, err := scanStream(body, streamKey, 0)
 		holds := CheckText(text, streamKey) != nil
 		switch {
+		case mark && (len(out) > 0 || !errors.Is(err, ErrReflect) && !errors.Is(err, ErrUncheckable)):
+			t.Fatalf("text %q after a byte-order mark: passed on %q, err %v; want nothing passed on", text, out, err)
 		case holds && !errors.Is(err, ErrReflect) && !errors.Is(err, ErrUncheckable):
 			t.Fatalf("text %q in deltas of %d (%s): err %v; the assembled text holds a form", text, n, fld.name, err)
 		case err == nil && CheckText(assemble(t, out), streamKey) != nil:

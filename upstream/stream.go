@@ -97,6 +97,9 @@ type StreamScanner struct {
 	// client builds from the events, checked as it grows, and the
 	// preview text of the events of each piece (CollectText).
 	fields *streamFields
+	// begun is set once checkEvents saw the stream's first bytes, the
+	// only place a byte-order mark is read as one (leadingMark).
+	begun bool
 	// keep records the events of each piece in evs (KeepEvents); arena
 	// holds what of them is not in the piece (joined data, types).
 	keep  bool
@@ -335,6 +338,14 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 	if !s.events || len(s.m.forms) == 0 && s.fields == nil || len(out) == 0 {
 		return nil
 	}
+	if !s.begun {
+		s.begun = true
+		var err error
+		if out, err = s.leadingMark(out); err != nil {
+			s.stopped, s.held = err, 0
+			return err
+		}
+	}
 	if bytes.IndexByte(out, '\r') >= 0 { // CR LF and lone CR end lines too
 		out = bytes.ReplaceAll(bytes.ReplaceAll(out, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 	}
@@ -401,6 +412,33 @@ func (s *StreamScanner) checkEvents(out []byte) error {
 		}
 	}
 	return flush(false)
+}
+
+// byteOrderMark is UTF-8's byte-order mark.
+var byteOrderMark = []byte("\xEF\xBB\xBF")
+
+// errLeadingMark fails an answer that begins with a byte-order mark.
+var errLeadingMark = fmt.Errorf("%w (it begins with a byte-order mark)", ErrUncheckable)
+
+// leadingMark reads a byte-order mark at the start of the stream (first,
+// the first bytes checkEvents sees: a piece in event mode ends where an
+// event ends, so it holds the whole mark). Clients disagree on it: the
+// SSE specification's parser (EventSource) strips one, so the first line
+// is a field; the SDKs' line readers keep it, so the first line's field
+// name is "\uFEFFdata", which they skip, and the event's data is its
+// other data lines. No one reading of the first event is every client's,
+// so an answer checked for a key or previewed fails with errLeadingMark,
+// before any byte of it is passed on. Without either (the watcher reads
+// only usage) the mark is stripped as the specification strips it.
+func (s *StreamScanner) leadingMark(first []byte) ([]byte, error) {
+	rest, ok := bytes.CutPrefix(first, byteOrderMark)
+	switch {
+	case !ok:
+		return first, nil
+	case !s.lenient(ErrUncheckable):
+		return nil, errLeadingMark
+	}
+	return rest, nil
 }
 
 // lenient reports whether err of an event's read is no failure: the

@@ -164,6 +164,7 @@ func FuzzStreamScanner(f *testing.F) {
 	f.Add([]byte("data: {\"text\":\"sk-test-Stream/Key+42\"}\n\n"), []byte{3, 7, 1})
 	f.Add([]byte("plain text sk-test-Str then more"), []byte{16})
 	f.Add([]byte(hexOf(streamKey)), []byte{1, 1, 1, 1, 5})
+	f.Add([]byte(bom+"data: {\"text\":\"sk-test-Stream/Key+42\"}\n\n"), []byte{1, 2, 3})
 	forms := searchForms(streamKey)
 	f.Fuzz(func(t *testing.T, body, cuts []byte) {
 		var c chunkread.Reader

@@ -124,8 +124,11 @@ func TestStreamScannerKeepsEvents(t *testing.T) {
 // oracleEvents parses an event stream as the scanner reads its events,
 // for the fuzz target: line ends normalised, blocks cut at blank lines,
 // "data:" lines joined and the last "event:" line's value kept, a block
-// without a data line no event, the block the body ends inside not whole.
+// without a data line no event, the block the body ends inside not whole;
+// one byte-order mark at its start stripped, as the SSE specification
+// strips it (the scanner without a key reads it so: leadingMark).
 func oracleEvents(body string) []parsedEvent {
+	body = strings.TrimPrefix(body, bom)
 	body = strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\r", "\n")
 	var out []parsedEvent
 	blocks := strings.Split(body, "\n\n")
@@ -157,6 +160,8 @@ func FuzzStreamScannerKeptEvents(f *testing.F) {
 	f.Add([]byte("event: e\r\ndata: {\"type\":\r\ndata: \"x\"}\r\n\r\nevent:f\rdata:\r\r"), []byte{1, 1, 1})
 	f.Add([]byte("data: {\"choices\":[],\"Usage\":{\"total_tokens\":7},\"usage\":{\"total_tokens\":9}}\n\ndata: {\"type\":\"a\""), []byte{40})
 	f.Add([]byte("data: {\"type\":\"a\",\"type\":\"error\"}\n\n"), []byte{})
+	f.Add([]byte(bom+"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n"), []byte{1, 1, 1})
+	f.Add([]byte(bom+bom+"data: {\"usage\":{\"total_tokens\":9}}\n\n"+bom+"data: 1\n\n"), []byte{2})
 	f.Fuzz(func(t *testing.T, body, cuts []byte) {
 		if bytes.Contains(body, []byte("\r\n")) && bytes.Contains(body, []byte("\n\r")) {
 			return // LF CR LF: where the blank line is depends on how CR LF pairs; the oracle is too plain for it
