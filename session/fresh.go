@@ -36,18 +36,11 @@ const freshTimeout = 2 * time.Minute
 func (r *Runtime) StartFresh(channel rtsandbox.ChannelKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), freshTimeout)
 	defer cancel()
-	release, err := r.hold(ctx, channel)
+	root, release, err := r.clear(ctx, channel)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if err := r.teardown(ctx, channel); err != nil {
-		return err
-	}
-	root, err := r.s.channelRoot(channel)
-	if err != nil {
-		return err
-	}
 	if err := r.s.attachWorkspace(ctx, channel, root); err != nil {
 		return err
 	}

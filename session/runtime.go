@@ -158,19 +158,30 @@ func (r *Runtime) end(channel rtsandbox.ChannelKey, a *activity) {
 // forgets the broker and the judged level, and unmounts the workspace's
 // image (hard disk bound) once nothing runs on it.
 func (r *Runtime) Remove(ctx context.Context, channel rtsandbox.ChannelKey) error {
-	release, err := r.hold(ctx, channel)
+	root, release, err := r.clear(ctx, channel)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if err := r.teardown(ctx, channel); err != nil {
-		return err
-	}
-	root, err := r.s.channelRoot(channel)
-	if err != nil {
-		return err
-	}
 	return r.s.detachWorkspace(root)
+}
+
+// clear takes the channel (hold), removes its container and broker
+// (teardown) and returns its root, for Remove and StartFresh; the caller
+// calls release once done with the root.
+func (r *Runtime) clear(ctx context.Context, channel rtsandbox.ChannelKey) (root string, release func(), err error) {
+	release, err = r.hold(ctx, channel)
+	if err != nil {
+		return "", nil, err
+	}
+	if err = r.teardown(ctx, channel); err == nil {
+		root, err = r.s.channelRoot(channel)
+	}
+	if err != nil {
+		release()
+		return "", nil, err
+	}
+	return root, release, nil
 }
 
 // teardown removes the channel's container and broker; the caller holds
