@@ -8,6 +8,7 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -769,6 +770,45 @@ func TestSessionMissingCredentialFailsClosed(t *testing.T) {
 			if n := len(f.up.requests()); n != 0 {
 				t.Errorf("upstream saw %d calls; want none", n)
 			}
+		})
+	}
+}
+
+// TestSecSessionStreamLeadingBOMKeyRefused: the session path's relay keeps
+// the byte-order-mark rule of the sealed one (upstream's leadingMark): a
+// streamed answer that begins with a mark, whose first event carries the
+// key split or escaped, is refused with the fixed 502 before anything
+// reaches the worker.
+func TestSecSessionStreamLeadingBOMKeyRefused(t *testing.T) {
+	const bom = "\xEF\xBB\xBF"
+	var escaped strings.Builder
+	for _, r := range "host-secret" {
+		fmt.Fprintf(&escaped, `\u%04x`, r)
+	}
+	block := func(text string) string {
+		return "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"" + text + "\"}}\nevent: content_block_start\n\n"
+	}
+	delta := func(text string) string {
+		return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n"
+	}
+	for name, events := range map[string][]string{
+		"split":   {bom + block("k: host-"), delta("secret")},
+		"escaped": {bom + block(escaped.String()), delta("x")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, ev := range events {
+					io.WriteString(w, ev)
+					w.(http.Flusher).Flush()
+				}
+			}})
+			f.bind("")
+			r := f.post(wire.RouteAnthropicMessages, `{"stream":true,"messages":`+userHi+`}`)
+			if strings.Contains(r.Body, "host-") || strings.Contains(r.Body, `\u0068`) {
+				t.Fatalf("the worker received the key's first event: %q", r.Body)
+			}
+			wantResp(t, r, 502, "Broker call failed")
 		})
 	}
 }
