@@ -41,6 +41,14 @@ func fill(data []byte, w any) bool {
 
 // fillFrom is fill on an object already read into its members.
 func fillFrom(obj map[string]json.RawMessage, w any) bool {
+	_, ok := badMember(obj, w)
+	return ok
+}
+
+// badMember fills *w from obj as fillFrom does and names the first member,
+// in field order, that is missing or of the wrong type; ok is true when
+// there is none.
+func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 	v := reflect.ValueOf(w).Elem()
 	for i := range v.NumField() {
 		name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
@@ -49,13 +57,13 @@ func fillFrom(obj map[string]json.RawMessage, w any) bool {
 		case !present && opts == "omitempty":
 			continue
 		case !present, string(raw) == "null": // a pointer field would take null as absent
-			return false
+			return name, false
 		}
 		if json.Unmarshal(raw, v.Field(i).Addr().Interface()) != nil {
-			return false
+			return name, false
 		}
 	}
-	return true
+	return "", true
 }
 
 // wireString is a JSON string.
