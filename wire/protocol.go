@@ -178,8 +178,8 @@ func ParseReply(stdout []byte) (rtsandbox.Reply, error) {
 
 // replyWire is a worker's reply as ParseReply reads it.
 type replyWire struct {
-	OK    wireBool   `json:"ok"`
-	Text  wireString `json:"text"`
+	OK    Bool   `json:"ok"`
+	Text  String `json:"text"`
 	State *stateWire `json:"state,omitempty"`
 }
 
@@ -224,9 +224,9 @@ func (s *stateWire) UnmarshalJSON(b []byte) error {
 
 // memoryEntryWire is one entry of a reply's state memory.
 type memoryEntryWire struct {
-	Scope wireString `json:"scope"`
-	Key   wireString `json:"key"`
-	Text  wireString `json:"text"`
+	Scope String `json:"scope"`
+	Key   String `json:"key"`
+	Text  String `json:"text"`
 }
 
 func (e *memoryEntryWire) UnmarshalJSON(b []byte) error {
@@ -239,8 +239,8 @@ func (e *memoryEntryWire) UnmarshalJSON(b []byte) error {
 
 // historyEntryWire is one entry of a reply's state history.
 type historyEntryWire struct {
-	Role    wireString `json:"role"`
-	Content wireString `json:"content"`
+	Role    String `json:"role"`
+	Content String `json:"content"`
 }
 
 func (e *historyEntryWire) UnmarshalJSON(b []byte) error {

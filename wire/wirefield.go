@@ -10,7 +10,8 @@ import (
 // Typed decoding of the protocol's objects where its rules are not
 // encoding/json's (spec §4.5). A wire struct names each member it reads
 // with its json tag and types it with one of the field types below; fill
-// decodes an object into it. Where encoding/json's struct decoding would
+// (Fill, for the packages that read the protocol outside wire: the
+// worker) decodes an object into it. Where encoding/json's struct decoding would
 // differ from the protocol, fill does not use it:
 //
 //   - members are matched by their exact name: encoding/json matches a
@@ -30,6 +31,46 @@ import (
 
 // errWireType is a member of the wrong JSON type.
 var errWireType = errors.New("wrong JSON type")
+
+// ErrMember marks an object that Fill refused: not one JSON object, or a
+// member missing or of the wrong type.
+var ErrMember = errors.New("wire object: member missing or of the wrong type")
+
+// MemberError is Fill's refusal; it wraps ErrMember. Member is the first
+// bad member in field order, "" when the data is not one JSON object.
+type MemberError struct{ Member string }
+
+func (e *MemberError) Error() string {
+	if e.Member == "" {
+		return ErrMember.Error() + ": not a JSON object"
+	}
+	return ErrMember.Error() + ": " + e.Member
+}
+
+func (e *MemberError) Unwrap() error { return ErrMember }
+
+// Fill decodes data, one JSON object and nothing after it, into the wire
+// struct *w by the rules above: the package's field types (String, Bool,
+// Int, Messages, Strings, Object, or a type whose UnmarshalJSON calls
+// Fill) with json tags, required unless omitempty. Packages that read the
+// protocol's objects (the worker) decode with it; a refusal is a
+// *MemberError.
+func Fill(data []byte, w any) error {
+	obj, ok := members(data)
+	if !ok {
+		return &MemberError{}
+	}
+	return FillFrom(obj, w)
+}
+
+// FillFrom is Fill on an object already read into its members, exactly
+// named (a map decode keeps each name as sent).
+func FillFrom(obj map[string]json.RawMessage, w any) error {
+	if name, ok := badMember(obj, w); !ok {
+		return &MemberError{Member: name}
+	}
+	return nil
+}
 
 // fill decodes the object data (one JSON object, nothing after it) into
 // the wire struct *w, as the comment above says. It reports whether every
@@ -66,44 +107,44 @@ func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 	return "", true
 }
 
-// wireString is a JSON string.
-type wireString string
+// String is a JSON string.
+type String string
 
-func (s *wireString) UnmarshalJSON(b []byte) error {
+func (s *String) UnmarshalJSON(b []byte) error {
 	v, ok := jsonString(b)
 	if !ok {
 		return errWireType
 	}
-	*s = wireString(v)
+	*s = String(v)
 	return nil
 }
 
-// wireBool is a JSON boolean.
-type wireBool bool
+// Bool is a JSON boolean.
+type Bool bool
 
-func (p *wireBool) UnmarshalJSON(b []byte) error {
+func (p *Bool) UnmarshalJSON(b []byte) error {
 	v, ok := optBool(b)
 	if !ok || len(b) == 0 {
 		return errWireType
 	}
-	*p = wireBool(v)
+	*p = Bool(v)
 	return nil
 }
 
-// wireInt is a safe integer (SafeInteger); a pointer to one is nil when
+// Int is a safe integer (SafeInteger); a pointer to one is nil when
 // its optional member is absent.
-type wireInt int64
+type Int int64
 
-func (n *wireInt) UnmarshalJSON(b []byte) error {
+func (n *Int) UnmarshalJSON(b []byte) error {
 	v, ok := SafeInteger(b)
 	if !ok {
 		return errWireType
 	}
-	*n = wireInt(v)
+	*n = Int(v)
 	return nil
 }
 
-func (n *wireInt) ptr() *int64 {
+func (n *Int) ptr() *int64 {
 	if n == nil {
 		return nil
 	}
@@ -111,11 +152,11 @@ func (n *wireInt) ptr() *int64 {
 	return &v
 }
 
-// wireMessages is an array of conversation messages (validMessage), each
+// Messages is an array of conversation messages (validMessage), each
 // kept as received.
-type wireMessages []json.RawMessage
+type Messages []json.RawMessage
 
-func (m *wireMessages) UnmarshalJSON(b []byte) error {
+func (m *Messages) UnmarshalJSON(b []byte) error {
 	v, ok := jsonMessages(b)
 	if !ok {
 		return errWireType
@@ -124,10 +165,10 @@ func (m *wireMessages) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// wireStrings is an array of strings.
-type wireStrings []string
+// Strings is an array of strings.
+type Strings []string
 
-func (s *wireStrings) UnmarshalJSON(b []byte) error {
+func (s *Strings) UnmarshalJSON(b []byte) error {
 	v, ok := jsonStrings(b)
 	if !ok {
 		return errWireType
@@ -136,11 +177,11 @@ func (s *wireStrings) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// wireObject is a JSON object kept as received: one whose members are
+// Object is a JSON object kept as received: one whose members are
 // not the protocol's (a compaction's details), read by its user.
-type wireObject json.RawMessage
+type Object json.RawMessage
 
-func (o *wireObject) UnmarshalJSON(b []byte) error {
+func (o *Object) UnmarshalJSON(b []byte) error {
 	if !isJSONObject(b) {
 		return errWireType
 	}
