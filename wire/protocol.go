@@ -178,8 +178,8 @@ func ParseReply(stdout []byte) (rtsandbox.Reply, error) {
 
 // replyWire is a worker's reply as ParseReply reads it.
 type replyWire struct {
-	OK    Bool   `json:"ok"`
-	Text  String `json:"text"`
+	OK    Bool       `json:"ok"`
+	Text  String     `json:"text"`
 	State *stateWire `json:"state,omitempty"`
 }
 
