@@ -158,7 +158,7 @@ var ErrInvalidReply = errors.New("invalid sandbox reply")
 // The members are read by fill (wirefield.go): exact names, the last of
 // repeated members, as JS JSON.parse does, and null as no value.
 func ParseReply(stdout []byte) (rtsandbox.Reply, error) {
-	obj, ok := members(stdout)
+	obj, ok := jsonMembers(stdout)
 	if !ok {
 		return rtsandbox.Reply{}, fmt.Errorf("%w: not a JSON object", ErrInvalidReply)
 	}

@@ -66,6 +66,10 @@ var replyMembersCases = []struct {
 	{"text-escapes", `{"ok":false,"text":"\u00e9\ud83d\ude00\n"}`, true},
 	{"text-bad-utf8", "{\"ok\":true,\"text\":\"\xff\"}", true},
 	{"trailing-space", "{\"ok\":true,\"text\":\"a\"} \n\t", true},
+	{"leading-vt", "\v{\"ok\":true,\"text\":\"a\"}", false},
+	{"leading-nel", "\u0085{\"ok\":true,\"text\":\"a\"}", false},
+	{"leading-nbsp", "\u00a0{\"ok\":true,\"text\":\"a\"}", false},
+	{"trailing-ff", "{\"ok\":true,\"text\":\"a\"}\f", false},
 	{"leading-bom", "\ufeff{\"ok\":true,\"text\":\"a\"}", false},
 }
 

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -56,7 +57,7 @@ func (e *MemberError) Unwrap() error { return ErrMember }
 // protocol's objects (the worker) decode with it; a refusal is a
 // *MemberError.
 func Fill(data []byte, w any) error {
-	obj, ok := members(data)
+	obj, ok := jsonMembers(data)
 	if !ok {
 		return &MemberError{}
 	}
@@ -70,6 +71,19 @@ func FillFrom(obj map[string]json.RawMessage, w any) error {
 		return &MemberError{Member: name}
 	}
 	return nil
+}
+
+// jsonMembers is members on data around which only JSON's whitespace
+// (space, tab, CR, LF) may stand: members trims with bytes.TrimSpace,
+// which also drops \v, \f, U+0085 and U+00A0, and JSON.parse refuses
+// those. ParseReply and Fill read by it; the compaction parsers, which
+// always read by members, keep their acceptance.
+func jsonMembers(data []byte) (map[string]json.RawMessage, bool) {
+	t := bytes.Trim(data, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' || t[len(t)-1] != '}' {
+		return nil, false
+	}
+	return members(t)
 }
 
 // fill decodes the object data (one JSON object, nothing after it) into
