@@ -20,7 +20,8 @@ import (
 //     here such a member is an unknown one, dropped;
 //   - a repeated member counts as its last value, as before;
 //   - a present member of the wrong type, null included, is refused:
-//     encoding/json takes null as "leave it alone";
+//     encoding/json takes null as "leave it alone" (an OptString member
+//     alone reads any other value as absent);
 //   - a member whose tag does not say omitempty is required.
 //
 // That is why the object is first read as a map of raw members (members):
@@ -111,7 +112,7 @@ func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 		switch {
 		case !present && opts == "omitempty":
 			continue
-		case !present, string(raw) == "null": // a pointer field would take null as absent
+		case !present, string(raw) == "null" && v.Field(i).Type() != optStringType: // a pointer field would take null as absent
 			return name, false
 		}
 		if json.Unmarshal(raw, v.Field(i).Addr().Interface()) != nil {
@@ -132,6 +133,22 @@ func (s *String) UnmarshalJSON(b []byte) error {
 	*s = String(v)
 	return nil
 }
+
+// OptString is a lenient member: its value when it is a JSON string,
+// else absent (Set false), whatever else it is, null included. The
+// protocol reads a few members so (a memory call's key, a worker
+// failure's detail); fill admits null for this type alone.
+type OptString struct {
+	Value string
+	Set   bool
+}
+
+func (s *OptString) UnmarshalJSON(b []byte) error {
+	s.Value, s.Set = jsonString(b)
+	return nil
+}
+
+var optStringType = reflect.TypeFor[OptString]()
 
 // Bool is a JSON boolean.
 type Bool bool
