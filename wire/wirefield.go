@@ -20,8 +20,8 @@ import (
 //     here such a member is an unknown one, dropped;
 //   - a repeated member counts as its last value, as before;
 //   - a present member of the wrong type, null included, is refused:
-//     encoding/json takes null as "leave it alone" (an OptString member
-//     alone reads any other value as absent);
+//     encoding/json takes null as "leave it alone" (a NullTaker, such
+//     as OptString, reads null itself);
 //   - a member whose tag does not say omitempty is required.
 //
 // That is why the object is first read as a map of raw members (members):
@@ -112,7 +112,7 @@ func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 		switch {
 		case !present && opts == "omitempty":
 			continue
-		case !present, string(raw) == "null" && v.Field(i).Type() != optStringType: // a pointer field would take null as absent
+		case !present, string(raw) == "null" && !takesNull(v.Field(i)): // a pointer field would take null as absent
 			return name, false
 		}
 		if json.Unmarshal(raw, v.Field(i).Addr().Interface()) != nil {
@@ -137,7 +137,7 @@ func (s *String) UnmarshalJSON(b []byte) error {
 // OptString is a lenient member: its value when it is a JSON string,
 // else absent (Set false), whatever else it is, null included. The
 // protocol reads a few members so (a memory call's key, a worker
-// failure's detail); fill admits null for this type alone.
+// failure's detail); fill admits null for it (a NullTaker).
 type OptString struct {
 	Value string
 	Set   bool
@@ -148,7 +148,22 @@ func (s *OptString) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var optStringType = reflect.TypeFor[OptString]()
+// TakesNull marks OptString a NullTaker.
+func (*OptString) TakesNull() {}
+
+// NullTaker is a lenient field type, one that reads every present value
+// itself, null included: fill passes it a present null, where it refuses
+// null for any other type. OptString is one; the worker has others (a
+// model answer's tool_calls, any value but an array being none).
+type NullTaker interface {
+	json.Unmarshaler
+	TakesNull()
+}
+
+func takesNull(field reflect.Value) bool {
+	_, ok := field.Addr().Interface().(NullTaker)
+	return ok
+}
 
 // Bool is a JSON boolean.
 type Bool bool
