@@ -84,7 +84,10 @@ func jsonMembers(data []byte) (map[string]json.RawMessage, bool) {
 	if len(t) == 0 || t[0] != '{' || t[len(t)-1] != '}' {
 		return nil, false
 	}
-	return members(t)
+	// json.Unmarshal refuses what follows the object as members'
+	// decoder does, without copying the data into a decoder's buffer.
+	var obj map[string]json.RawMessage
+	return obj, json.Unmarshal(t, &obj) == nil
 }
 
 // fill decodes the object data (one JSON object, nothing after it) into
@@ -115,11 +118,22 @@ func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 		case !present, string(raw) == "null" && !takesNull(v.Field(i)): // a pointer field would take null as absent
 			return name, false
 		}
-		if json.Unmarshal(raw, v.Field(i).Addr().Interface()) != nil {
+		if decodeMember(raw, v.Field(i).Addr().Interface()) != nil {
 			return name, false
 		}
 	}
 	return "", true
+}
+
+// decodeMember decodes raw, one valid JSON value as a map decode keeps
+// it, into p: a field type's UnmarshalJSON is called directly, since
+// json.Unmarshal would only check again, at every level of a nested wire
+// struct, what the map decode checked.
+func decodeMember(raw json.RawMessage, p any) error {
+	if u, ok := p.(json.Unmarshaler); ok {
+		return u.UnmarshalJSON(raw)
+	}
+	return json.Unmarshal(raw, p)
 }
 
 // String is a JSON string.

@@ -124,12 +124,11 @@ func promptFailed(ctx context.Context, err error) error {
 
 // finalText is the final answer's text, trimmed: 1 to 100,000 units, else
 // errFinalBounds. A loop that ran out of steps has none (errStepLimit).
-func finalText(final map[string]json.RawMessage) (string, error) {
+func finalText(final *answerMessage) (string, error) {
 	if final == nil {
 		return "", errStepLimit
 	}
-	content, _ := str(final["content"])
-	text := rtsandbox.TrimJS(content)
+	text := rtsandbox.TrimJS(final.Content.Value)
 	if text == "" || rtsandbox.UTF16Len(text) > rtsandbox.MaxSessionText {
 		return "", errFinalBounds
 	}
