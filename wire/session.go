@@ -478,6 +478,19 @@ type SessionToolResponse struct {
 	PrivateTo string `json:"privateTo,omitempty"`
 }
 
+// Validate checks an answer's bounds (§4.5): privateTo of at most
+// MaxSessionField UTF-16 units, and an image that passes ValidateImage.
+// The reader refuses a privateTo sent empty before: here "" is none.
+func (r SessionToolResponse) Validate() error {
+	if rtsandbox.UTF16Len(r.PrivateTo) > rtsandbox.MaxSessionField {
+		return errors.New("privateTo is too long")
+	}
+	if r.Image != nil {
+		return ValidateImage(*r.Image)
+	}
+	return nil
+}
+
 // MCPDiscovery is the answer of GET /mcp-tools (§2.6): each of the
 // profile's MCP servers with the names of its allowed tools. Endpoints
 // never appear.
