@@ -201,9 +201,12 @@ type stateWire struct {
 }
 
 func (s *stateWire) UnmarshalJSON(b []byte) error {
+	// The entries are read into their members in the one pass over the
+	// lists, then filled by exact name: an entry decoded by its own
+	// UnmarshalJSON would be scanned three times over.
 	var lists struct {
-		Memory  []memoryEntryWire  `json:"memory"`
-		History []historyEntryWire `json:"history"`
+		Memory  []map[string]json.RawMessage `json:"memory"`
+		History []map[string]json.RawMessage `json:"history"`
 	}
 	if err := json.Unmarshal(b, &lists); err != nil {
 		return err
@@ -212,11 +215,19 @@ func (s *stateWire) UnmarshalJSON(b []byte) error {
 		return errors.New("memory and history must be arrays")
 	}
 	s.Memory = make([]rtsandbox.MemoryEntry, len(lists.Memory))
-	for i, e := range lists.Memory {
+	for i, obj := range lists.Memory {
+		var e memoryEntryWire
+		if !fillFrom(obj, &e) { // a null entry is a nil map: its members are missing
+			return fmt.Errorf("memory %d: %w", i, errWireType)
+		}
 		s.Memory[i] = rtsandbox.MemoryEntry{Scope: string(e.Scope), Key: string(e.Key), Text: string(e.Text)}
 	}
 	s.History = make([]rtsandbox.HistoryEntry, len(lists.History))
-	for i, e := range lists.History {
+	for i, obj := range lists.History {
+		var e historyEntryWire
+		if !fillFrom(obj, &e) {
+			return fmt.Errorf("history %d: %w", i, errWireType)
+		}
 		s.History[i] = rtsandbox.HistoryEntry{Role: string(e.Role), Content: string(e.Content)}
 	}
 	return nil
@@ -229,24 +240,8 @@ type memoryEntryWire struct {
 	Text  String `json:"text"`
 }
 
-func (e *memoryEntryWire) UnmarshalJSON(b []byte) error {
-	type plain memoryEntryWire
-	if !fill(b, (*plain)(e)) {
-		return errWireType
-	}
-	return nil
-}
-
 // historyEntryWire is one entry of a reply's state history.
 type historyEntryWire struct {
 	Role    String `json:"role"`
 	Content String `json:"content"`
-}
-
-func (e *historyEntryWire) UnmarshalJSON(b []byte) error {
-	type plain historyEntryWire
-	if !fill(b, (*plain)(e)) {
-		return errWireType
-	}
-	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -148,4 +150,37 @@ func oldStringFields(obj map[string]json.RawMessage, dst map[string]*string) err
 		}
 	}
 	return nil
+}
+
+// BenchmarkParseReply reads a production-like sealed reply (a 4 KB
+// answer, the state with 64 memory entries and 20 history messages of
+// about 1 KB) typed (ParseReply) and field by field (the parser it
+// replaced), side by side.
+func BenchmarkParseReply(b *testing.B) {
+	st := rtsandbox.ChannelState{}
+	for i := range 64 {
+		st.Memory = append(st.Memory, rtsandbox.MemoryEntry{Scope: "speaker:u" + strconv.Itoa(i%5), Key: "key " + strconv.Itoa(i), Text: strings.Repeat("remember this detail ", 6)})
+	}
+	for i := range 20 {
+		role := []string{"user", "assistant"}[i%2]
+		st.History = append(st.History, rtsandbox.HistoryEntry{Role: role, Content: strings.Repeat("a message \u00e9t\u00e9 with some text ", 40)})
+	}
+	raw, err := json.Marshal(rtsandbox.Reply{OK: true, Text: strings.Repeat("The answer, line by line.\n", 160), State: &st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name  string
+		parse func([]byte) (rtsandbox.Reply, error)
+	}{{"typed", ParseReply}, {"map", oldParseReply}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if _, err := bc.parse(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

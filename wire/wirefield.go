@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 )
 
 // Typed decoding of the protocol's objects where its rules are not
@@ -84,10 +85,7 @@ func jsonMembers(data []byte) (map[string]json.RawMessage, bool) {
 	if len(t) == 0 || t[0] != '{' || t[len(t)-1] != '}' {
 		return nil, false
 	}
-	// json.Unmarshal refuses what follows the object as members'
-	// decoder does, without copying the data into a decoder's buffer.
-	var obj map[string]json.RawMessage
-	return obj, json.Unmarshal(t, &obj) == nil
+	return members(t)
 }
 
 // fill decodes the object data (one JSON object, nothing after it) into
@@ -109,11 +107,11 @@ func fillFrom(obj map[string]json.RawMessage, w any) bool {
 // there is none.
 func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 	v := reflect.ValueOf(w).Elem()
-	for i := range v.NumField() {
-		name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+	for i, f := range fieldsOf(v.Type()) {
+		name := f.name
 		raw, present := obj[name]
 		switch {
-		case !present && opts == "omitempty":
+		case !present && f.optional:
 			continue
 		case !present, string(raw) == "null" && !takesNull(v.Field(i)): // a pointer field would take null as absent
 			return name, false
@@ -125,6 +123,30 @@ func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 	return "", true
 }
 
+// wireField is a wire struct field as its json tag names it: the member
+// name, and whether omitempty makes it optional.
+type wireField struct {
+	name     string
+	optional bool
+}
+
+// wireFields caches each wire struct type's fields: reading the tags
+// allocates, and the filler runs for every object of a message.
+var wireFields sync.Map // reflect.Type → []wireField
+
+func fieldsOf(t reflect.Type) []wireField {
+	if fs, ok := wireFields.Load(t); ok {
+		return fs.([]wireField)
+	}
+	fs := make([]wireField, t.NumField())
+	for i := range fs {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		fs[i] = wireField{name: name, optional: opts == "omitempty"}
+	}
+	wireFields.Store(t, fs)
+	return fs
+}
+
 // decodeMember decodes raw, one valid JSON value as a map decode keeps
 // it, into p: a field type's UnmarshalJSON is called directly, since
 // json.Unmarshal would only check again, at every level of a nested wire
@@ -132,6 +154,16 @@ func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 func decodeMember(raw json.RawMessage, p any) error {
 	if u, ok := p.(json.Unmarshaler); ok {
 		return u.UnmarshalJSON(raw)
+	}
+	if v := reflect.ValueOf(p).Elem(); v.Kind() == reflect.Pointer { // an optional *T member
+		n := reflect.New(v.Type().Elem())
+		if u, ok := n.Interface().(json.Unmarshaler); ok {
+			if err := u.UnmarshalJSON(raw); err != nil {
+				return err
+			}
+			v.Set(n)
+			return nil
+		}
 	}
 	return json.Unmarshal(raw, p)
 }
