@@ -500,7 +500,7 @@ func isJSONObject(raw json.RawMessage) bool {
 
 // validMessage: a JSON object whose member "role" (exactly) is a string.
 func validMessage(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
+	var m map[string]json.RawMessage // a map on purpose: a conversation message, kept as received; only role is ours
 	if !isJSONObject(raw) || json.Unmarshal(raw, &m) != nil {
 		return false
 	}
