@@ -163,7 +163,7 @@ func ParseReply(stdout []byte) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{}, fmt.Errorf("%w: not a JSON object", ErrInvalidReply)
 	}
 	var w replyWire
-	if name, ok := badMember(obj, &w); !ok {
+	if name, err := badMember(obj, &w); err != nil {
 		return rtsandbox.Reply{}, fmt.Errorf("%w: %s", ErrInvalidReply, replyMemberErrors[name])
 	}
 	r := rtsandbox.Reply{OK: bool(w.OK), Text: string(w.Text)}

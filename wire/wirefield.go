@@ -39,9 +39,14 @@ var errWireType = errors.New("wrong JSON type")
 // member missing or of the wrong type.
 var ErrMember = errors.New("wire object: member missing or of the wrong type")
 
-// MemberError is Fill's refusal; it wraps ErrMember. Member is the first
-// bad member in field order, "" when the data is not one JSON object.
-type MemberError struct{ Member string }
+// MemberError is Fill's refusal; it wraps ErrMember and Err. Member is
+// the first bad member in field order, "" when the data is not one JSON
+// object; Err is why: errMissing, errWireType, or the error of the
+// member type's UnmarshalJSON (a reader may tell its own errors apart).
+type MemberError struct {
+	Member string
+	Err    error
+}
 
 func (e *MemberError) Error() string {
 	if e.Member == "" {
@@ -50,7 +55,10 @@ func (e *MemberError) Error() string {
 	return ErrMember.Error() + ": " + e.Member
 }
 
-func (e *MemberError) Unwrap() error { return ErrMember }
+func (e *MemberError) Unwrap() []error { return []error{ErrMember, e.Err} }
+
+// errMissing is a required member that did not come.
+var errMissing = errors.New("missing")
 
 // Fill decodes data, one JSON object and nothing after it, into the wire
 // struct *w by the rules above: the package's field types (String, Bool,
@@ -69,8 +77,8 @@ func Fill(data []byte, w any) error {
 // FillFrom is Fill on an object already read into its members, exactly
 // named (a map decode keeps each name as sent).
 func FillFrom(obj map[string]json.RawMessage, w any) error {
-	if name, ok := badMember(obj, w); !ok {
-		return &MemberError{Member: name}
+	if name, err := badMember(obj, w); err != nil {
+		return &MemberError{Member: name, Err: err}
 	}
 	return nil
 }
@@ -98,14 +106,14 @@ func fill(data []byte, w any) bool {
 
 // fillFrom is fill on an object already read into its members.
 func fillFrom(obj map[string]json.RawMessage, w any) bool {
-	_, ok := badMember(obj, w)
-	return ok
+	_, err := badMember(obj, w)
+	return err == nil
 }
 
 // badMember fills *w from obj as fillFrom does and names the first member,
-// in field order, that is missing or of the wrong type; ok is true when
-// there is none.
-func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
+// in field order, that is missing or of the wrong type, with why; err is
+// nil when there is none.
+func badMember(obj map[string]json.RawMessage, w any) (name string, err error) {
 	v := reflect.ValueOf(w).Elem()
 	for i, f := range fieldsOf(v.Type()) {
 		name := f.name
@@ -113,14 +121,16 @@ func badMember(obj map[string]json.RawMessage, w any) (name string, ok bool) {
 		switch {
 		case !present && f.optional:
 			continue
-		case !present, string(raw) == "null" && !takesNull(v.Field(i)): // a pointer field would take null as absent
-			return name, false
+		case !present:
+			return name, errMissing
+		case string(raw) == "null" && !takesNull(v.Field(i)): // a pointer field would take null as absent
+			return name, errWireType
 		}
-		if decodeMember(raw, v.Field(i).Addr().Interface()) != nil {
-			return name, false
+		if err := decodeMember(raw, v.Field(i).Addr().Interface()); err != nil {
+			return name, err
 		}
 	}
-	return "", true
+	return "", nil
 }
 
 // wireField is a wire struct field as its json tag names it: the member
