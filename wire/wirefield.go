@@ -221,6 +221,28 @@ func takesNull(field reflect.Value) bool {
 	return ok
 }
 
+// Checked is a member read by T's rules that records a bad value instead
+// of refusing it (Bad), and leaves the verdict to its reader: one that
+// names every bad member (the worker's config), or one that decodes with
+// encoding/json, where a member repeated after a bad value must still
+// count as its last value (ParseWorkerReady). Each decode starts afresh.
+// *T is a json.Unmarshaler that refuses null (the types of this file, a
+// wire struct). A Checked is a NullTaker: null is a bad value of T.
+type Checked[T any] struct {
+	Value   T
+	Present bool
+	Bad     bool
+}
+
+func (c *Checked[T]) UnmarshalJSON(b []byte) error {
+	*c = Checked[T]{Present: true}
+	c.Bad = any(&c.Value).(json.Unmarshaler).UnmarshalJSON(b) != nil
+	return nil
+}
+
+// TakesNull makes Checked a NullTaker.
+func (*Checked[T]) TakesNull() {}
+
 // Bool is a JSON boolean.
 type Bool bool
 

@@ -40,31 +40,31 @@ var compactorEngine = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
 func parseWorkerConfig(data []byte) (wire.SessionWorkerConfig, error) {
 	obj, ok := object(data) // the members, read once for the config and its skills
 	var w workerConfigWire
-	if !ok || wire.FillFrom(obj, &w) != nil { // every member is a configMember: only a non-object fails
+	if !ok || wire.FillFrom(obj, &w) != nil { // every member is wire.Checked: only a non-object fails
 		return wire.SessionWorkerConfig{}, errConfig
 	}
 	c := wire.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIOpenAI, TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}
 	var bad []string
 	for _, m := range []struct {
 		name string
-		m    configMember[wire.String]
+		m    wire.Checked[wire.String]
 		dst  *string
 	}{{"modelApi", w.ModelAPI, &c.ModelAPI}, {"model", w.Model, &c.Model}, {"prompt", w.Prompt, &c.Prompt}, {"timeZone", w.TimeZone, &c.TimeZone}} {
 		switch {
-		case m.m.bad:
+		case m.m.Bad:
 			bad = append(bad, m.name)
-		case m.m.v != "": // "" keeps the default
-			*m.dst = string(m.m.v)
+		case m.m.Value != "": // "" keeps the default
+			*m.dst = string(m.m.Value)
 		}
 	}
-	c.Stream = bool(w.Stream.v)
-	if w.Tools.present {
-		c.Tools = w.Tools.v
+	c.Stream = bool(w.Stream.Value)
+	if w.Tools.Present {
+		c.Tools = w.Tools.Value
 	}
-	if w.MCP.present {
-		c.MCP = w.MCP.v
+	if w.MCP.Present {
+		c.MCP = w.MCP.Value
 	}
-	bad = appendBad(bad, memberCheck{"stream", w.Stream.bad}, memberCheck{"tools", w.Tools.bad}, memberCheck{"mcp", w.MCP.bad})
+	bad = appendBad(bad, memberCheck{"stream", w.Stream.Bad}, memberCheck{"tools", w.Tools.Bad}, memberCheck{"mcp", w.MCP.Bad})
 	if c.SkillsDir, c.Skills, ok = parseSkillsConfig(obj); !ok {
 		bad = append(bad, "skills")
 	}
@@ -77,19 +77,19 @@ func parseWorkerConfig(data []byte) (wire.SessionWorkerConfig, error) {
 
 // workerConfigWire is the answer of GET /worker/config as wire.FillFrom
 // reads it (exact names, the last of repeated members, no nulls). Every
-// member is a configMember, so that the error names every bad member, as
+// member is wire.Checked, so that the error names every bad member, as
 // the reference's did; skillsDir and skills are parseSkillsConfig's.
 type workerConfigWire struct {
-	ModelAPI      configMember[wire.String]      `json:"modelApi,omitempty"`
-	Model         configMember[wire.String]      `json:"model,omitempty"`
-	Prompt        configMember[wire.String]      `json:"prompt,omitempty"`
-	TimeZone      configMember[wire.String]      `json:"timeZone,omitempty"`
-	Stream        configMember[wire.Bool]        `json:"stream,omitempty"`
-	Tools         configMember[hostToolsWire]    `json:"tools,omitempty"`
-	MCP           configMember[configMCPWire]    `json:"mcp,omitempty"`
-	ContextWindow configMember[wire.Int]         `json:"contextWindow,omitempty"`
-	ReserveTokens configMember[wire.Int]         `json:"reserveTokens,omitempty"`
-	Compaction    configMember[compactionIDWire] `json:"compaction,omitempty"`
+	ModelAPI      wire.Checked[wire.String]      `json:"modelApi,omitempty"`
+	Model         wire.Checked[wire.String]      `json:"model,omitempty"`
+	Prompt        wire.Checked[wire.String]      `json:"prompt,omitempty"`
+	TimeZone      wire.Checked[wire.String]      `json:"timeZone,omitempty"`
+	Stream        wire.Checked[wire.Bool]        `json:"stream,omitempty"`
+	Tools         wire.Checked[hostToolsWire]    `json:"tools,omitempty"`
+	MCP           wire.Checked[configMCPWire]    `json:"mcp,omitempty"`
+	ContextWindow wire.Checked[wire.Int]         `json:"contextWindow,omitempty"`
+	ReserveTokens wire.Checked[wire.Int]         `json:"reserveTokens,omitempty"`
+	Compaction    wire.Checked[compactionIDWire] `json:"compaction,omitempty"`
 }
 
 // compaction reads contextWindow, reserveTokens and compaction into c: a
@@ -98,17 +98,17 @@ type workerConfigWire struct {
 // bad.
 func (w *workerConfigWire) compaction(c *wire.SessionWorkerConfig) bool {
 	ok := true
-	if m := w.ContextWindow; m.present {
-		c.ContextWindow = int(m.v)
-		ok = !m.bad && m.v >= minContextWindow && m.v <= maxContextWindow
+	if m := w.ContextWindow; m.Present {
+		c.ContextWindow = int(m.Value)
+		ok = !m.Bad && m.Value >= minContextWindow && m.Value <= maxContextWindow
 	}
-	if m := w.ReserveTokens; m.present {
-		c.ReserveTokens = int(m.v)
-		ok = ok && !m.bad && m.v >= 0 && int(m.v) <= cmp.Or(c.ContextWindow, defaultContextWindow)/2
+	if m := w.ReserveTokens; m.Present {
+		c.ReserveTokens = int(m.Value)
+		ok = ok && !m.Bad && m.Value >= 0 && int(m.Value) <= cmp.Or(c.ContextWindow, defaultContextWindow)/2
 	}
-	if m := w.Compaction; m.present {
-		c.Compaction = &wire.SessionCompactionID{Engine: string(m.v.Engine)}
-		ok = ok && !m.bad && compactorEngine.MatchString(string(m.v.Engine))
+	if m := w.Compaction; m.Present {
+		c.Compaction = &wire.SessionCompactionID{Engine: string(m.Value.Engine)}
+		ok = ok && !m.Bad && compactorEngine.MatchString(string(m.Value.Engine))
 	}
 	return ok
 }
@@ -140,24 +140,6 @@ func appendBad(list []string, checks ...memberCheck) []string {
 	}
 	return list
 }
-
-// configMember is a member of the worker config read by its type's
-// rules, a bad value recorded instead of refused, so that the config
-// names every bad member at once. T's pointer is a json.Unmarshaler that
-// refuses null (the wire types, the worker's wire structs).
-type configMember[T any] struct {
-	v            T
-	present, bad bool
-}
-
-func (m *configMember[T]) UnmarshalJSON(b []byte) error {
-	m.present = true
-	m.bad = any(&m.v).(json.Unmarshaler).UnmarshalJSON(b) != nil
-	return nil
-}
-
-// TakesNull makes configMember a wire.NullTaker: its type refuses null.
-func (*configMember[T]) TakesNull() {}
 
 // configMCPWire is the config's MCP servers, named by the session
 // broker's rule (mcpServerName).

@@ -44,24 +44,24 @@ type sessionSkills struct {
 // passes skills.Check; both or neither. ok is false for anything else.
 func parseSkillsConfig(obj map[string]json.RawMessage) (dir string, list []wire.SessionSkill, ok bool) {
 	var w skillsConfigWire
-	_ = wire.FillFrom(obj, &w) // cannot fail: both members are configMembers
-	if !w.Dir.present && !w.Skills.present {
+	_ = wire.FillFrom(obj, &w) // cannot fail: both members are wire.Checked
+	if !w.Dir.Present && !w.Skills.Present {
 		return "", nil, true
 	}
-	dir = string(w.Dir.v)
-	if !w.Dir.present || w.Dir.bad || !w.Skills.present || w.Skills.bad || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+	dir = string(w.Dir.Value)
+	if !w.Dir.Present || w.Dir.Bad || !w.Skills.Present || w.Skills.Bad || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 		return "", nil, false
 	}
-	if _, err := skills.Check(w.Skills.v); err != nil {
+	if _, err := skills.Check(w.Skills.Value); err != nil {
 		return "", nil, false
 	}
-	return dir, w.Skills.v, true
+	return dir, w.Skills.Value, true
 }
 
 // skillsConfigWire is the skills members of a /worker/config object.
 type skillsConfigWire struct {
-	Dir    configMember[wire.String]   `json:"skillsDir,omitempty"`
-	Skills configMember[skillListWire] `json:"skills,omitempty"`
+	Dir    wire.Checked[wire.String]   `json:"skillsDir,omitempty"`
+	Skills wire.Checked[skillListWire] `json:"skills,omitempty"`
 }
 
 // skillListWire is skills: 1 to skills.MaxSkills entries.
