@@ -42,6 +42,9 @@ type sessionSkills struct {
 // skillsDir an absolute clean path and skills an array of {name,
 // description, tools?} objects (strings, tools an array of strings) that
 // passes skills.Check; both or neither. ok is false for anything else.
+//
+// obj is the config's members, read once by parseWorkerConfig; they are
+// filled into skillsConfigWire by exact name.
 func parseSkillsConfig(obj map[string]json.RawMessage) (dir string, list []wire.SessionSkill, ok bool) {
 	var w skillsConfigWire
 	_ = wire.FillFrom(obj, &w) // cannot fail: both members are wire.Checked

@@ -274,6 +274,9 @@ func (a *rawArrayWire) UnmarshalJSON(b []byte) error {
 // The helpers below test the JSON type of a raw value the way the
 // reference's typeof checks do: an object is not null and not an array.
 
+// object is a map on purpose: its users read a model's tool arguments
+// (callInput), check a value is an object, or hand the members to
+// wire.FillFrom (parseWorkerConfig); none reads members by hand.
 func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
 	if firstByte(raw) != '{' {
 		return nil, false
