@@ -53,3 +53,46 @@ func TestFillNamesBadMember(t *testing.T) {
 		})
 	}
 }
+
+// errProbe is a member type's own refusal, which a MemberError carries.
+var errProbe = errors.New("probe refused")
+
+type probeMember struct{}
+
+func (*probeMember) UnmarshalJSON([]byte) error { return errProbe }
+
+// TestFillLenientMembers: an OptString reads null and any other type as
+// absent; a Checked records a bad value (null included) and never fails
+// the fill, its last value counting; a member type's own error is kept
+// in the MemberError.
+func TestFillLenientMembers(t *testing.T) {
+	type lenient struct {
+		S wire.OptString          `json:"s,omitempty"`
+		C wire.Checked[wire.Bool] `json:"c,omitempty"`
+	}
+	for _, tc := range []struct {
+		name, data string
+		want       lenient
+	}{
+		{"values", `{"s":"x","c":true}`, lenient{S: wire.OptString{Value: "x", Set: true}, C: wire.Checked[wire.Bool]{Value: true, Present: true}}},
+		{"nulls", `{"s":null,"c":null}`, lenient{C: wire.Checked[wire.Bool]{Present: true, Bad: true}}},
+		{"other-types", `{"s":1,"c":"true"}`, lenient{C: wire.Checked[wire.Bool]{Present: true, Bad: true}}},
+		{"absent", `{}`, lenient{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got lenient
+			if err := wire.Fill([]byte(tc.data), &got); err != nil {
+				t.Fatalf("Fill(%s) = %v", tc.data, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("Fill(%s) (-want +got):\n%s", tc.data, diff)
+			}
+		})
+	}
+	var p struct {
+		P probeMember `json:"p"`
+	}
+	if err := wire.Fill([]byte(`{"p":1}`), &p); !errors.Is(err, errProbe) || !errors.Is(err, wire.ErrMember) {
+		t.Fatalf("Fill = %v; want the member type's error within a MemberError", err)
+	}
+}
