@@ -183,11 +183,11 @@ func (a *sealedTurn) system(mem *memory, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	speakerMemory, err := mem.call("memory_get", map[string]json.RawMessage{"scope": json.RawMessage(`"speaker"`)}, a.turn.Speaker.ID)
+	speakerMemory, err := mem.run(wire.MemoryCall{Tool: wire.MemoryGet, Scope: wire.ScopeSpeaker}, a.turn.Speaker.ID)
 	if err != nil {
 		return "", err
 	}
-	channelNotes, err := mem.call("memory_get", map[string]json.RawMessage{"scope": json.RawMessage(`"channel"`)}, a.turn.Speaker.ID)
+	channelNotes, err := mem.run(wire.MemoryCall{Tool: wire.MemoryGet, Scope: wire.ScopeChannel}, a.turn.Speaker.ID)
 	if err != nil {
 		return "", err
 	}

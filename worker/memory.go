@@ -37,6 +37,11 @@ func (m *memory) call(name string, input map[string]json.RawMessage, speakerID s
 	if err != nil {
 		return "", err
 	}
+	return m.run(c, speakerID)
+}
+
+// run runs a parsed memory call for speakerID.
+func (m *memory) run(c wire.MemoryCall, speakerID string) (string, error) {
 	scope := c.StoredScope(speakerID)
 	if c.Tool == wire.MemoryGet {
 		b, err := jsonjs.Marshal(c.Select(m.entries, scope))
