@@ -1,5 +1,7 @@
 package rtsandbox
 
+import "fmt"
+
 // ValidModelAPI reports whether api names a model API a turn may carry:
 // "" (openai), ModelAPIOpenAI or ModelAPIAnthropic.
 func ValidModelAPI(api string) bool {
@@ -32,6 +34,16 @@ type Reply struct {
 	OK    bool          `json:"ok"`
 	Text  string        `json:"text"`
 	State *ChannelState `json:"state,omitempty"`
+}
+
+// Validate checks what a reply may carry whoever built it: text of at
+// most MaxReplyText UTF-16 units. State is checked against its limits by
+// the state store before it is kept.
+func (r Reply) Validate() error {
+	if n := UTF16Len(r.Text); n > MaxReplyText {
+		return fmt.Errorf("text has %d UTF-16 units", n)
+	}
+	return nil
 }
 
 // WorkerFailedText is the reply a worker prints, with exit code 1, when

@@ -282,7 +282,7 @@ func compileArgs(name string, params json.RawMessage) (*argSchema, error) {
 	if err := modelapi.CheckSchema(params); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrToolSchema, err)
 	}
-	var obj map[string]json.RawMessage
+	var obj map[string]json.RawMessage // a map on purpose: an operator's JSON schema, whose keys are not ours
 	if json.Unmarshal(params, &obj) != nil {
 		return nil, fmt.Errorf("%w: parameters must be a JSON object", ErrToolSchema)
 	}

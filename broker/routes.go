@@ -25,7 +25,7 @@ var errTooLarge = errors.New("too large")
 // header (the Anthropic routes) needs.
 type request struct {
 	raw    []byte
-	obj    map[string]json.RawMessage
+	obj    map[string]json.RawMessage // a map on purpose: the forwarded body's members, split under budget (decodeBody)
 	w      http.ResponseWriter
 	header http.Header // the worker's, for anthropic-version and anthropic-beta only
 	path   string      // the matched route

@@ -195,7 +195,7 @@ func (t *Turn) call(ctx context.Context, req request, dispatch routeFunc) outcom
 // has more members than its size pays for is refused (400), and a call
 // that ended meanwhile fails.
 func decodeBody(b *jsontree.Budget, body []byte) (map[string]json.RawMessage, outcome, bool) {
-	obj, err := b.Split(body)
+	obj, err := b.Split(body) // a map on purpose: a body the broker rebuilds and forwards, split under the budget (the seal issue's memory bound); each route reads its members by its rules
 	switch {
 	case err == nil:
 		return obj, outcome{}, true
@@ -290,7 +290,7 @@ func (t *Turn) thinking() modelapi.ThinkingLevel {
 // each value raw (aliasing raw) so that absent and null stay different and
 // numbers are not rewritten.
 func decodeObject(b *jsontree.Budget, raw []byte) (map[string]json.RawMessage, bool) {
-	obj, err := b.Split(raw)
+	obj, err := b.Split(raw) // a map on purpose: an object of a forwarded body, read under the budget by its route's rules
 	return obj, err == nil
 }
 

@@ -2,8 +2,9 @@ package container
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
+
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // The worker's failure classes: on a failure the worker writes one JSON line
@@ -94,18 +95,18 @@ func ParseWorkerFailure(tail []byte) (f WorkerFailure, ok bool) {
 	if len(line) == 0 || len(line) > maxFailureLine {
 		return WorkerFailure{}, false
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(line, &fields) != nil || fields == nil {
+	var w failureWire
+	if wire.Fill(line, &w) != nil || !slices.Contains(workerClasses, string(w.Class)) {
 		return WorkerFailure{}, false
 	}
-	var class, detail string
-	if json.Unmarshal(fields["error_class"], &class) != nil || !slices.Contains(workerClasses, class) {
-		return WorkerFailure{}, false
-	}
-	if raw, present := fields["detail"]; present && json.Unmarshal(raw, &detail) != nil {
-		detail = ""
-	}
-	return WorkerFailure{Class: class, Detail: safeDetail(detail)}, true
+	return WorkerFailure{Class: string(w.Class), Detail: safeDetail(w.Detail.Value)}, true
+}
+
+// failureWire is the failure line as wire.Fill reads it: error_class a
+// string (null is none), detail a string or else nothing.
+type failureWire struct {
+	Class  wire.String    `json:"error_class"`
+	Detail wire.OptString `json:"detail,omitempty"`
 }
 
 // safeDetail keeps only [A-Za-z0-9 _.:-], at most MaxFailureDetail bytes.

@@ -111,7 +111,7 @@ var dialects = map[string]bool{
 
 // dropDialect removes a top-level $schema naming one of dialects.
 func dropDialect(params json.RawMessage) json.RawMessage {
-	var obj map[string]json.RawMessage
+	var obj map[string]json.RawMessage // a map on purpose: a server's JSON schema, whose keys are not ours; only $schema is read
 	if json.Unmarshal(params, &obj) != nil {
 		return params
 	}

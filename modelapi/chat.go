@@ -106,6 +106,8 @@ func NormalizeChatWith(body map[string]json.RawMessage, opts ChatOptions) (*Chat
 	return in, err
 }
 
+// body is a map on purpose: the guest's request, split and read under the
+// budget (the seal issue's memory bound), rebuilt member by member.
 func normalizeChat(b *jsontree.Budget, body map[string]json.RawMessage, opts ChatOptions) (*ChatInput, error) {
 	msgs, err := normalizeChatMessages(b, body["messages"], opts)
 	if err != nil {

@@ -285,6 +285,8 @@ func NormalizeMessages(body map[string]json.RawMessage, p MessagesParams) (*Mess
 	return out, err
 }
 
+// body is a map on purpose: the guest's request, split and read under the
+// budget (the seal issue's memory bound), rebuilt member by member.
 func normalizeMessages(b *jsontree.Budget, body map[string]json.RawMessage, p MessagesParams) (*MessagesRequest, error) {
 	var err error
 	out := &MessagesRequest{Model: p.Model}

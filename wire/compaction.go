@@ -167,17 +167,17 @@ func ParseCompactRequest(data []byte) (CompactRequest, error) {
 
 // compactRequestWire is a compact request as it arrives (fill).
 type compactRequestWire struct {
-	Reason              wireString   `json:"reason"`
-	TokensBefore        wireInt      `json:"tokensBefore"`
-	FirstKeptEntryID    wireString   `json:"firstKeptEntryId"`
-	IsSplitTurn         wireBool     `json:"isSplitTurn"`
-	MessagesToSummarize wireMessages `json:"messagesToSummarize"`
-	TurnPrefixMessages  wireMessages `json:"turnPrefixMessages"`
-	KeptMessages        wireMessages `json:"keptMessages"`
-	PreviousSummary     wireString   `json:"previousSummary,omitempty"`
-	CustomInstructions  wireString   `json:"customInstructions,omitempty"`
-	ReadFiles           wireStrings  `json:"readFiles"`
-	ModifiedFiles       wireStrings  `json:"modifiedFiles"`
+	Reason              String   `json:"reason"`
+	TokensBefore        Int      `json:"tokensBefore"`
+	FirstKeptEntryID    String   `json:"firstKeptEntryId"`
+	IsSplitTurn         Bool     `json:"isSplitTurn"`
+	MessagesToSummarize Messages `json:"messagesToSummarize"`
+	TurnPrefixMessages  Messages `json:"turnPrefixMessages"`
+	KeptMessages        Messages `json:"keptMessages"`
+	PreviousSummary     String   `json:"previousSummary,omitempty"`
+	CustomInstructions  String   `json:"customInstructions,omitempty"`
+	ReadFiles           Strings  `json:"readFiles"`
+	ModifiedFiles       Strings  `json:"modifiedFiles"`
 }
 
 // ValidateScalars applies the rules of §4.5 to the request's scalar
@@ -259,14 +259,14 @@ func (r CompactResponse) MarshalJSON() ([]byte, error) {
 func ParseCompactResponse(data []byte) (CompactResponse, error) {
 	obj, isObj := members(data)
 	var w struct {
-		OK wireBool `json:"ok"`
+		OK Bool `json:"ok"`
 	}
 	if !isObj || !fillFrom(obj, &w) {
 		return CompactResponse{}, ErrCompactResponse
 	}
 	if !w.OK {
 		var f struct {
-			Fallback wireString `json:"fallback"`
+			Fallback String `json:"fallback"`
 		}
 		if !fillFrom(obj, &f) {
 			return CompactResponse{}, ErrCompactResponse
@@ -290,11 +290,11 @@ func ParseCompactResponse(data []byte) (CompactResponse, error) {
 // arrives: an object of its own, filled when the response's member is
 // decoded.
 type compactionWire struct {
-	Summary              wireString `json:"summary"`
-	FirstKeptEntryID     wireString `json:"firstKeptEntryId"`
-	TokensBefore         wireInt    `json:"tokensBefore"`
-	EstimatedTokensAfter *wireInt   `json:"estimatedTokensAfter,omitempty"`
-	Details              wireObject `json:"details,omitempty"`
+	Summary              String `json:"summary"`
+	FirstKeptEntryID     String `json:"firstKeptEntryId"`
+	TokensBefore         Int    `json:"tokensBefore"`
+	EstimatedTokensAfter *Int   `json:"estimatedTokensAfter,omitempty"`
+	Details              Object `json:"details,omitempty"`
 }
 
 func (w *compactionWire) UnmarshalJSON(b []byte) error {
@@ -403,8 +403,8 @@ func (r CompactionReport) MarshalJSON() ([]byte, error) {
 func ParseCompactionReport(data []byte) (CompactionReport, error) {
 	obj, isObj := members(data)
 	var head struct {
-		Type   wireString `json:"type"`
-		Reason wireString `json:"reason"`
+		Type   String `json:"type"`
+		Reason String `json:"reason"`
 	}
 	if !isObj || !fillFrom(obj, &head) {
 		return CompactionReport{}, ErrCompactionReport
@@ -413,7 +413,7 @@ func ParseCompactionReport(data []byte) (CompactionReport, error) {
 	switch r.Type {
 	case ReportBypass:
 		var w struct {
-			TokensBefore wireInt `json:"tokensBefore"`
+			TokensBefore Int `json:"tokensBefore"`
 		}
 		if !fillFrom(obj, &w) {
 			return CompactionReport{}, ErrCompactionReport
@@ -439,14 +439,14 @@ func ParseCompactionReport(data []byte) (CompactionReport, error) {
 // reportEndWire is the rest of an end report as it arrives (fill); a
 // present engine may not be empty.
 type reportEndWire struct {
-	Aborted          wireBool    `json:"aborted"`
-	WillRetry        wireBool    `json:"willRetry"`
-	Engine           *wireString `json:"engine,omitempty"`
-	TokensBefore     *wireInt    `json:"tokensBefore,omitempty"`
-	TokensAfter      *wireInt    `json:"tokensAfter,omitempty"`
-	ContextAfter     *wireInt    `json:"contextAfter,omitempty"`
-	NextCompactionAt *wireInt    `json:"nextCompactionAt,omitempty"`
-	Error            wireString  `json:"error,omitempty"`
+	Aborted          Bool    `json:"aborted"`
+	WillRetry        Bool    `json:"willRetry"`
+	Engine           *String `json:"engine,omitempty"`
+	TokensBefore     *Int    `json:"tokensBefore,omitempty"`
+	TokensAfter      *Int    `json:"tokensAfter,omitempty"`
+	ContextAfter     *Int    `json:"contextAfter,omitempty"`
+	NextCompactionAt *Int    `json:"nextCompactionAt,omitempty"`
+	Error            String  `json:"error,omitempty"`
 }
 
 // marshalWire is json.Marshal without HTML escaping: the worker sends
@@ -466,8 +466,15 @@ func marshalWire(v any) ([]byte, error) {
 // members decodes one JSON object (and nothing after it) into its
 // members, matched exactly by name.
 func members(data []byte) (map[string]json.RawMessage, bool) {
+	// What decodeObjectStrict accepts (FuzzMembersAgreesWithDecoder),
+	// without copying data into a decoder's buffer: json.Unmarshal
+	// refuses what follows the object as the decoder's last Token does.
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, false
+	}
 	var obj map[string]json.RawMessage
-	return obj, decodeObjectStrict(data, &obj) == nil
+	return obj, json.Unmarshal(data, &obj) == nil
 }
 
 // maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER.
@@ -493,7 +500,7 @@ func isJSONObject(raw json.RawMessage) bool {
 
 // validMessage: a JSON object whose member "role" (exactly) is a string.
 func validMessage(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
+	var m map[string]json.RawMessage // a map on purpose: a conversation message, kept as received; only role is ours
 	if !isJSONObject(raw) || json.Unmarshal(raw, &m) != nil {
 		return false
 	}

@@ -86,45 +86,60 @@ type MemoryItem struct {
 // input (a "speaker" naming someone else, say) are ignored: the speaker is
 // always the turn's. Errors are MemoryRefusal values.
 func ParseMemoryCall(tool string, input map[string]json.RawMessage) (MemoryCall, error) {
-	c := MemoryCall{Tool: tool}
-	switch s, _ := jsonString(input["scope"]); s {
-	case ScopeSpeaker, ScopeChannel:
-		c.Scope = s
-	default:
-		return MemoryCall{}, ErrMemoryScope
-	}
-	if raw, ok := jsonString(input["key"]); ok {
-		c.Key, c.HasKey = rtsandbox.TrimJS(raw), true
-		if n := rtsandbox.UTF16Len(c.Key); n < 1 || n > rtsandbox.MaxMemoryKey {
-			return MemoryCall{}, ErrMemoryKey
-		}
-	}
-	if tool == MemoryGet {
-		q, _ := jsonString(input["query"])
-		c.Query = strings.ToLower(q)
-		return c, nil
-	}
-	if !c.HasKey {
-		return MemoryCall{}, ErrMemoryNoKey
-	}
+	var w memoryInputWire
+	_ = FillFrom(input, &w) // cannot fail: every member is an optional OptString
+	c := MemoryCall{Tool: tool, Scope: w.Scope.Value, HasKey: w.Key.Set, Key: rtsandbox.TrimJS(w.Key.Value)}
 	switch tool {
-	case MemoryRemove:
+	case MemoryGet:
+		c.Query = strings.ToLower(w.Query.Value)
 	case MemorySet:
-		text, ok := jsonString(input["text"])
-		if !ok || rtsandbox.TrimJS(text) == "" || rtsandbox.UTF16Len(text) > rtsandbox.MaxMemoryText {
-			return MemoryCall{}, ErrMemoryText
-		}
-		c.Text = text
-	default:
-		return MemoryCall{}, ErrMemoryTool
+		c.Text = w.Text.Value
+	}
+	if err := c.Validate(); err != nil {
+		return MemoryCall{}, err
 	}
 	return c, nil
+}
+
+// memoryInputWire is a memory tool's input (§4.6): every member a string
+// or absent, any other value counting as absent; the rest is dropped.
+type memoryInputWire struct {
+	Scope OptString `json:"scope,omitempty"`
+	Key   OptString `json:"key,omitempty"`
+	Text  OptString `json:"text,omitempty"`
+	Query OptString `json:"query,omitempty"`
+}
+
+// Validate applies the input rules of §4.6 to a call in the reference's
+// order (ParseMemoryCall): the scope; the key, trimmed, when there is
+// one; for memory_get nothing more; else a key, a known tool, and for
+// memory_set a text that is not blank and at most MaxMemoryText units.
+func (c MemoryCall) Validate() error {
+	if c.Scope != ScopeSpeaker && c.Scope != ScopeChannel {
+		return ErrMemoryScope
+	}
+	if n := rtsandbox.UTF16Len(c.Key); c.HasKey && (n < 1 || n > rtsandbox.MaxMemoryKey) {
+		return ErrMemoryKey
+	}
+	switch {
+	case c.Tool == MemoryGet:
+		return nil
+	case !c.HasKey:
+		return ErrMemoryNoKey
+	case c.Tool == MemoryRemove:
+		return nil
+	case c.Tool != MemorySet:
+		return ErrMemoryTool
+	case rtsandbox.TrimJS(c.Text) == "" || rtsandbox.UTF16Len(c.Text) > rtsandbox.MaxMemoryText:
+		return ErrMemoryText
+	}
+	return nil
 }
 
 // DecodeMemoryCall is ParseMemoryCall on a tool input that must be one
 // JSON object (the body member "input" of a host tool call).
 func DecodeMemoryCall(tool string, input json.RawMessage) (MemoryCall, error) {
-	var fields map[string]json.RawMessage
+	var fields map[string]json.RawMessage // read by ParseMemoryCall, whose callers hold a model's tool arguments
 	if err := decodeObjectStrict(input, &fields); err != nil {
 		return MemoryCall{}, ErrMemoryScope // no object, so no scope: the first rule
 	}

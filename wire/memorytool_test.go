@@ -116,3 +116,27 @@ func FuzzDecodeMemoryCall(f *testing.F) {
 		}
 	})
 }
+
+// TestMemoryCallValidate: a call built in Go is held to the input rules
+// ParseMemoryCall applies, in the same order.
+func TestMemoryCallValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    MemoryCall
+		err  error
+	}{
+		{"set", MemoryCall{Tool: MemorySet, Scope: ScopeChannel, Key: "k", HasKey: true, Text: "t"}, nil},
+		{"get-no-key", MemoryCall{Tool: MemoryGet, Scope: ScopeSpeaker}, nil},
+		{"scope-first", MemoryCall{Tool: "x", Scope: "speaker:bob", HasKey: true}, ErrMemoryScope},
+		{"key-empty", MemoryCall{Tool: MemoryGet, Scope: ScopeChannel, HasKey: true}, ErrMemoryKey},
+		{"no-key", MemoryCall{Tool: MemoryRemove, Scope: ScopeChannel}, ErrMemoryNoKey},
+		{"tool", MemoryCall{Tool: "memory_list", Scope: ScopeChannel, Key: "k", HasKey: true}, ErrMemoryTool},
+		{"text-blank", MemoryCall{Tool: MemorySet, Scope: ScopeChannel, Key: "k", HasKey: true, Text: " "}, ErrMemoryText},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.c.Validate(); err != tc.err {
+				t.Fatalf("Validate() = %v; want %v", err, tc.err)
+			}
+		})
+	}
+}

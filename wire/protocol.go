@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,85 +154,94 @@ var ErrInvalidReply = errors.New("invalid sandbox reply")
 // anything). Other fields are dropped. Errors wrap ErrInvalidReply. The
 // caller bounds stdout and checks the exit code first: a reply only counts
 // when the worker exited with 0.
+//
+// The members are read by fill (wirefield.go): exact names, the last of
+// repeated members, as JS JSON.parse does, and null as no value.
 func ParseReply(stdout []byte) (rtsandbox.Reply, error) {
-	// A map tells a missing or null field from a typed one, and keeps the
-	// last of duplicate keys as JS JSON.parse does.
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(stdout, &fields); err != nil {
+	obj, ok := jsonMembers(stdout)
+	if !ok {
+		return rtsandbox.Reply{}, fmt.Errorf("%w: not a JSON object", ErrInvalidReply)
+	}
+	var w replyWire
+	if name, err := badMember(obj, &w); err != nil {
+		return rtsandbox.Reply{}, fmt.Errorf("%w: %s", ErrInvalidReply, replyMemberErrors[name])
+	}
+	r := rtsandbox.Reply{OK: bool(w.OK), Text: string(w.Text)}
+	if w.State != nil {
+		r.State = &rtsandbox.ChannelState{Memory: w.State.Memory, History: w.State.History}
+	}
+	if err := r.Validate(); err != nil {
 		return rtsandbox.Reply{}, fmt.Errorf("%w: %v", ErrInvalidReply, err)
-	}
-	if fields == nil { // the JSON value null
-		return rtsandbox.Reply{}, fmt.Errorf("%w: not an object", ErrInvalidReply)
-	}
-	var r rtsandbox.Reply
-	okRaw := bytes.TrimSpace(fields["ok"])
-	switch string(okRaw) {
-	case "true":
-		r.OK = true
-	case "false":
-	default:
-		return rtsandbox.Reply{}, fmt.Errorf("%w: ok is not a boolean", ErrInvalidReply)
-	}
-	textRaw := bytes.TrimSpace(fields["text"])
-	if len(textRaw) == 0 || textRaw[0] != '"' || json.Unmarshal(textRaw, &r.Text) != nil {
-		return rtsandbox.Reply{}, fmt.Errorf("%w: text is not a string", ErrInvalidReply)
-	}
-	if n := rtsandbox.UTF16Len(r.Text); n > rtsandbox.MaxReplyText {
-		return rtsandbox.Reply{}, fmt.Errorf("%w: text has %d UTF-16 units", ErrInvalidReply, n)
-	}
-	if raw, ok := fields["state"]; ok {
-		st, err := parseState(raw)
-		if err != nil {
-			return rtsandbox.Reply{}, fmt.Errorf("%w: state: %v", ErrInvalidReply, err)
-		}
-		r.State = st
 	}
 	return r, nil
 }
 
-// parseState decodes the state object: both lists present and arrays, every
-// field of every item a string.
-func parseState(raw json.RawMessage) (*rtsandbox.ChannelState, error) {
-	var fields struct {
+// replyWire is a worker's reply as ParseReply reads it.
+type replyWire struct {
+	OK    Bool       `json:"ok"`
+	Text  String     `json:"text"`
+	State *stateWire `json:"state,omitempty"`
+}
+
+// replyMemberErrors say, for the operator log, which member of a reply
+// is missing or of the wrong type.
+var replyMemberErrors = map[string]string{
+	"ok":    "ok is not a boolean",
+	"text":  "text is not a string",
+	"state": "state is not an object with the arrays memory and history of string entries",
+}
+
+// stateWire is a reply's state: both lists present and arrays, every
+// member of every entry a string. The lists are matched as encoding/json
+// matches names (under case folding), as they always were; the entries'
+// members exactly.
+type stateWire struct {
+	Memory  []rtsandbox.MemoryEntry
+	History []rtsandbox.HistoryEntry
+}
+
+func (s *stateWire) UnmarshalJSON(b []byte) error {
+	// The entries are read into their members in the one pass over the
+	// lists, then filled by exact name: an entry decoded by its own
+	// UnmarshalJSON would be scanned three times over.
+	var lists struct {
 		Memory  []map[string]json.RawMessage `json:"memory"`
 		History []map[string]json.RawMessage `json:"history"`
 	}
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, err
+	if err := json.Unmarshal(b, &lists); err != nil {
+		return err
 	}
-	if fields.Memory == nil || fields.History == nil {
-		return nil, errors.New("memory and history must be arrays")
+	if lists.Memory == nil || lists.History == nil {
+		return errors.New("memory and history must be arrays")
 	}
-	st := &rtsandbox.ChannelState{
-		Memory:  make([]rtsandbox.MemoryEntry, len(fields.Memory)),
-		History: make([]rtsandbox.HistoryEntry, len(fields.History)),
-	}
-	for i, m := range fields.Memory {
-		e := &st.Memory[i]
-		if err := stringFields(m, map[string]*string{"scope": &e.Scope, "key": &e.Key, "text": &e.Text}); err != nil {
-			return nil, fmt.Errorf("memory %d: %w", i, err)
+	s.Memory = make([]rtsandbox.MemoryEntry, len(lists.Memory))
+	for i, obj := range lists.Memory {
+		var e memoryEntryWire
+		if !fillFrom(obj, &e) { // a null entry is a nil map: its members are missing
+			return fmt.Errorf("memory %d: %w", i, errWireType)
 		}
+		s.Memory[i] = rtsandbox.MemoryEntry{Scope: string(e.Scope), Key: string(e.Key), Text: string(e.Text)}
 	}
-	for i, h := range fields.History {
-		e := &st.History[i]
-		if err := stringFields(h, map[string]*string{"role": &e.Role, "content": &e.Content}); err != nil {
-			return nil, fmt.Errorf("history %d: %w", i, err)
+	s.History = make([]rtsandbox.HistoryEntry, len(lists.History))
+	for i, obj := range lists.History {
+		var e historyEntryWire
+		if !fillFrom(obj, &e) {
+			return fmt.Errorf("history %d: %w", i, errWireType)
 		}
-	}
-	return st, nil
-}
-
-// stringFields decodes the named fields of obj, each of which must be a
-// JSON string.
-func stringFields(obj map[string]json.RawMessage, dst map[string]*string) error {
-	if obj == nil {
-		return errors.New("not an object")
-	}
-	for name, p := range dst {
-		raw := bytes.TrimSpace(obj[name])
-		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, p) != nil {
-			return fmt.Errorf("%s is not a string", name)
-		}
+		s.History[i] = rtsandbox.HistoryEntry{Role: string(e.Role), Content: string(e.Content)}
 	}
 	return nil
+}
+
+// memoryEntryWire is one entry of a reply's state memory.
+type memoryEntryWire struct {
+	Scope String `json:"scope"`
+	Key   String `json:"key"`
+	Text  String `json:"text"`
+}
+
+// historyEntryWire is one entry of a reply's state history.
+type historyEntryWire struct {
+	Role    String `json:"role"`
+	Content String `json:"content"`
 }

@@ -378,60 +378,77 @@ func ParseWorkerReady(data []byte) (WorkerReady, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return WorkerReady{}, nil
 	}
-	var raw struct {
-		Capabilities   json.RawMessage `json:"capabilities"`
-		PrivateHistory json.RawMessage `json:"privateHistory"`
-		SessionLoad    json.RawMessage `json:"sessionLoad"`
-	}
-	if decodeObjectStrict(data, &raw) != nil {
+	var w readyWire
+	if decodeObjectStrict(data, &w) != nil || w.PrivateHistory.Bad || w.Capabilities.Bad || w.SessionLoad.Bad {
 		return WorkerReady{}, ErrReadyHandshake
 	}
-	var w WorkerReady
-	var ok bool
-	if w.PrivateHistory, ok = optBool(raw.PrivateHistory); !ok {
-		return WorkerReady{}, ErrReadyHandshake
+	r := WorkerReady{PrivateHistory: bool(w.PrivateHistory.Value)}
+	if c := w.Capabilities; c.Present {
+		r.Capabilities = &WorkerCapabilities{PrivateTo: bool(c.Value.PrivateTo.Value), ReaderRecords: bool(c.Value.ReaderRecords.Value)}
 	}
-	if w.SessionLoad, ok = parseSessionLoad(raw.SessionLoad); !ok {
-		return WorkerReady{}, ErrReadyHandshake
+	if l := w.SessionLoad; l.Present {
+		r.SessionLoad = &SessionLoad{DroppedLines: int(l.Value.DroppedLines.Value), IgnoredFiles: int(l.Value.IgnoredFiles.Value)}
 	}
-	if raw.Capabilities == nil {
-		return w, nil
-	}
-	var caps struct {
-		PrivateTo     json.RawMessage `json:"privateTo"`
-		ReaderRecords json.RawMessage `json:"readerRecords"`
-	}
-	if decodeObjectStrict(raw.Capabilities, &caps) != nil {
-		return WorkerReady{}, ErrReadyHandshake
-	}
-	privateTo, ok1 := optBool(caps.PrivateTo)
-	readers, ok2 := optBool(caps.ReaderRecords)
-	if !ok1 || !ok2 {
-		return WorkerReady{}, ErrReadyHandshake
-	}
-	w.Capabilities = &WorkerCapabilities{PrivateTo: privateTo, ReaderRecords: readers}
-	return w, nil
+	return r, nil
 }
 
-// parseSessionLoad reads a ready body's sessionLoad (ParseWorkerReady):
-// nil when absent.
-func parseSessionLoad(raw json.RawMessage) (*SessionLoad, bool) {
-	if raw == nil {
-		return nil, true
+// readyWire is a ready body as encoding/json's struct decoding reads it:
+// member names fold case, as they always did here. Every member is
+// Checked: a member repeated after a bad value counts as its last value,
+// as the raw members it was read into did.
+type readyWire struct {
+	Capabilities   Checked[capabilitiesWire] `json:"capabilities"`
+	PrivateHistory Checked[Bool]             `json:"privateHistory"`
+	SessionLoad    Checked[sessionLoadWire]  `json:"sessionLoad"`
+}
+
+// capabilitiesWire is capabilities: an object whose privateTo and
+// readerRecords are each a boolean or absent.
+type capabilitiesWire struct {
+	PrivateTo     Checked[Bool] `json:"privateTo"`
+	ReaderRecords Checked[Bool] `json:"readerRecords"`
+}
+
+func (c *capabilitiesWire) UnmarshalJSON(b []byte) error {
+	type plain capabilitiesWire
+	if err := decodeObjectStrict(b, (*plain)(c)); err != nil {
+		return err
 	}
-	var counts struct {
-		DroppedLines json.RawMessage `json:"droppedLines"`
-		IgnoredFiles json.RawMessage `json:"ignoredFiles"`
+	if c.PrivateTo.Bad || c.ReaderRecords.Bad {
+		return errWireType
 	}
-	if decodeObjectStrict(raw, &counts) != nil {
-		return nil, false
+	return nil
+}
+
+// sessionLoadWire is sessionLoad: an object whose droppedLines and
+// ignoredFiles are each a count or absent.
+type sessionLoadWire struct {
+	DroppedLines Checked[countWire] `json:"droppedLines"`
+	IgnoredFiles Checked[countWire] `json:"ignoredFiles"`
+}
+
+func (l *sessionLoadWire) UnmarshalJSON(b []byte) error {
+	type plain sessionLoadWire
+	if err := decodeObjectStrict(b, (*plain)(l)); err != nil {
+		return err
 	}
-	dropped, ok1 := optCount(counts.DroppedLines)
-	ignored, ok2 := optCount(counts.IgnoredFiles)
-	if !ok1 || !ok2 {
-		return nil, false
+	if l.DroppedLines.Bad || l.IgnoredFiles.Bad {
+		return errWireType
 	}
-	return &SessionLoad{DroppedLines: dropped, IgnoredFiles: ignored}, true
+	return nil
+}
+
+// countWire is an integer from 0 to MaxSessionLoadCount written as
+// digits only (optCount).
+type countWire int
+
+func (n *countWire) UnmarshalJSON(b []byte) error {
+	v, ok := optCount(b)
+	if !ok {
+		return errWireType
+	}
+	*n = countWire(v)
+	return nil
 }
 
 // optCount reads a JSON value that must be an integer from 0 to
@@ -476,6 +493,19 @@ type SessionToolResponse struct {
 	Error     string `json:"error,omitempty"`
 	Image     *Image `json:"image,omitempty"`
 	PrivateTo string `json:"privateTo,omitempty"`
+}
+
+// Validate checks an answer's bounds (§4.5): privateTo of at most
+// MaxSessionField UTF-16 units, and an image that passes ValidateImage.
+// The reader refuses a privateTo sent empty before: here "" is none.
+func (r SessionToolResponse) Validate() error {
+	if rtsandbox.UTF16Len(r.PrivateTo) > rtsandbox.MaxSessionField {
+		return errors.New("privateTo is too long")
+	}
+	if r.Image != nil {
+		return ValidateImage(*r.Image)
+	}
+	return nil
 }
 
 // MCPDiscovery is the answer of GET /mcp-tools (§2.6): each of the

@@ -292,3 +292,26 @@ func FuzzBase64Size(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionToolResponseValidate: an answer's privateTo has at most
+// MaxSessionField units and its image passes ValidateImage.
+func TestSessionToolResponseValidate(t *testing.T) {
+	png := &Image{MIMEType: "image/png", Data: "AQID"}
+	for _, tc := range []struct {
+		name string
+		r    SessionToolResponse
+		ok   bool
+	}{
+		{"plain", SessionToolResponse{OK: true, Text: "t"}, true},
+		{"private-at-limit", SessionToolResponse{OK: true, PrivateTo: strings.Repeat("a", rtsandbox.MaxSessionField)}, true},
+		{"private-over-limit", SessionToolResponse{OK: true, PrivateTo: strings.Repeat("a", rtsandbox.MaxSessionField+1)}, false},
+		{"image", SessionToolResponse{OK: true, Image: png}, true},
+		{"image-bad-type", SessionToolResponse{OK: true, Image: &Image{MIMEType: "image/bmp", Data: "AQID"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.r.Validate(); (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v; want ok %v", err, tc.ok)
+			}
+		})
+	}
+}

@@ -121,7 +121,7 @@ func runTurn(ctx context.Context, turn wire.Turn, o Options) (rtsandbox.Reply, e
 // run calls the model at most maxSteps times and returns its final answer
 // (a chat-completions message without tool calls), or nil when the steps
 // ran out first.
-func (a *agent) run(ctx context.Context, maxSteps int) (map[string]json.RawMessage, error) {
+func (a *agent) run(ctx context.Context, maxSteps int) (*answerMessage, error) {
 	for step := range maxSteps {
 		final, err := a.step(ctx, step)
 		if err != nil || final != nil {
@@ -183,11 +183,11 @@ func (a *sealedTurn) system(mem *memory, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	speakerMemory, err := mem.call("memory_get", map[string]json.RawMessage{"scope": json.RawMessage(`"speaker"`)}, a.turn.Speaker.ID)
+	speakerMemory, err := mem.run(wire.MemoryCall{Tool: wire.MemoryGet, Scope: wire.ScopeSpeaker}, a.turn.Speaker.ID)
 	if err != nil {
 		return "", err
 	}
-	channelNotes, err := mem.call("memory_get", map[string]json.RawMessage{"scope": json.RawMessage(`"channel"`)}, a.turn.Speaker.ID)
+	channelNotes, err := mem.run(wire.MemoryCall{Tool: wire.MemoryGet, Scope: wire.ScopeChannel}, a.turn.Speaker.ID)
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +206,7 @@ func userContent(turn wire.Turn) (string, error) {
 
 // step makes one model call and returns the final answer, or runs the
 // requested tools, appends their results and returns nil.
-func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMessage, err error) {
+func (a *agent) step(ctx context.Context, step int) (final *answerMessage, err error) {
 	if a.prepare != nil {
 		if err := a.prepare(ctx); err != nil {
 			return nil, err
@@ -216,7 +216,7 @@ func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	calls, _ := array(msg["tool_calls"])
+	calls := msg.ToolCalls
 	if len(calls) == 0 {
 		return msg, nil
 	}
@@ -231,7 +231,7 @@ func (a *agent) step(ctx context.Context, step int) (final map[string]json.RawMe
 // the model's context is made once more after the overflow hook
 // compacted; the retry's failure, another overflow included, is the
 // call's.
-func (a *agent) call(ctx context.Context) (map[string]json.RawMessage, error) {
+func (a *agent) call(ctx context.Context) (*answerMessage, error) {
 	if err := a.fitContext(); err != nil {
 		return nil, err
 	}
@@ -293,34 +293,11 @@ func (a *agent) view() *modelPayload {
 	return &v
 }
 
-// modelMessage extracts choices[0].message from a chat-completions answer.
-func modelMessage(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	errInvalid := errModelResponse
-	obj, ok := object(raw)
-	if !ok {
-		return nil, errInvalid
-	}
-	choices, ok := array(obj["choices"])
-	if !ok || len(choices) == 0 {
-		return nil, errInvalid
-	}
-	choice, ok := object(choices[0])
-	if !ok {
-		return nil, errInvalid
-	}
-	msg, ok := object(choice["message"])
-	if !ok {
-		return nil, errInvalid
-	}
-	return msg, nil
-}
-
 // finish validates the final answer and adds the exchange to the history.
-func (a *sealedTurn) finish(msg map[string]json.RawMessage) (rtsandbox.Reply, error) {
-	content, ok := str(msg["content"])
-	text := rtsandbox.TrimJS(content)
+func (a *sealedTurn) finish(msg *answerMessage) (rtsandbox.Reply, error) {
+	text := rtsandbox.TrimJS(msg.Content.Value)
 	switch {
-	case !ok:
+	case !msg.Content.Set:
 		return rtsandbox.Reply{}, errNoContent
 	case text == "":
 		return rtsandbox.Reply{}, errBlankContent
@@ -346,12 +323,12 @@ func cutAnswer(text string) string {
 // runCalls appends the repaired assistant message, then runs the calls one
 // at a time, in order, with their original arguments, appending one tool
 // message per call.
-func (a *agent) runCalls(ctx context.Context, step int, msg map[string]json.RawMessage, calls []json.RawMessage) {
+func (a *agent) runCalls(ctx context.Context, step int, msg *answerMessage, calls []json.RawMessage) {
 	normalized := repairToolCalls(calls, step, a.used, a.tools.has)
 	budget := cmp.Or(a.resultBudget, budgetPreview)
 	content := ""
-	if s, ok := str(msg["content"]); ok {
-		content = promptText(s, budget)
+	if msg.Content.Set {
+		content = promptText(msg.Content.Value, budget)
 	}
 	a.payload.Messages = append(a.payload.Messages, message{Role: "assistant", Content: content, ToolCalls: normalized})
 	for i, call := range normalized {

@@ -265,7 +265,7 @@ func appendToolResult(msgs []anthropicMessage, b toolResultBlock) []anthropicMes
 
 // complete posts the conversation and reads the answer, retrying an
 // upstream rate limit (429) or overload (529) as the retry policy allows.
-func (c *anthropicClient) complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error) {
+func (c *anthropicClient) complete(ctx context.Context, p *modelPayload) (*answerMessage, error) {
 	body, err := jsonjs.Marshal(c.request(p))
 	if err != nil {
 		return nil, err
@@ -309,7 +309,7 @@ func (c *anthropicClient) read(resp *brokerclient.Response) ([]answerBlock, erro
 
 // message turns the blocks into the loop's chat message and keeps the
 // thinking blocks of an answer that called tools.
-func (c *anthropicClient) message(blocks []answerBlock, err error) (map[string]json.RawMessage, error) {
+func (c *anthropicClient) message(blocks []answerBlock, err error) (*answerMessage, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +317,7 @@ func (c *anthropicClient) message(blocks []answerBlock, err error) (map[string]j
 	if err != nil {
 		return nil, err
 	}
-	if _, calls := msg["tool_calls"]; calls {
+	if msg.ToolCalls != nil {
 		c.pending, c.hasPending = thinking, true
 	}
 	return msg, nil
@@ -379,7 +379,7 @@ type chatAnswer struct {
 // written when it is not JSON, so the loop refuses the call), and returns
 // the thinking blocks rebuilt for the replay. Other block types are
 // dropped: the worker never asks for them.
-func chatMessage(blocks []answerBlock) (map[string]json.RawMessage, []any, error) {
+func chatMessage(blocks []answerBlock) (*answerMessage, []any, error) {
 	var ans chatAnswer
 	var thinking []any
 	for _, b := range blocks {
@@ -405,6 +405,9 @@ func chatMessage(blocks []answerBlock) (map[string]json.RawMessage, []any, error
 	if err != nil {
 		return nil, nil, errModelResponse
 	}
-	msg, _ := object(raw)
-	return msg, thinking, nil
+	var msg answerMessage
+	if wire.Fill(raw, &msg) != nil {
+		return nil, nil, errModelResponse
+	}
+	return &msg, thinking, nil
 }

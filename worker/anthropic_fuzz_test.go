@@ -38,10 +38,15 @@ func FuzzReadStream(f *testing.F) {
 		if err != nil {
 			return // an answer the loop refuses as a model_response
 		}
-		if _, ok := msg["content"]; !ok {
-			t.Fatalf("chat message %v lacks content", msg)
+		enc, err := json.Marshal(msg)
+		var fields map[string]json.RawMessage // the message as the loop's JSON shape, to check its members
+		if err != nil || json.Unmarshal(enc, &fields) != nil {
+			t.Fatalf("chat message %+v does not encode: %v", msg, err)
 		}
-		if calls, ok := msg["tool_calls"]; ok && !json.Valid(calls) {
+		if _, ok := fields["content"]; !ok {
+			t.Fatalf("chat message %s lacks content", enc)
+		}
+		if calls, ok := fields["tool_calls"]; ok && !json.Valid(calls) {
 			t.Fatalf("tool_calls %s are not JSON", calls)
 		}
 		if _, err := jsonjs.Marshal(thinking); err != nil {

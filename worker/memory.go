@@ -29,11 +29,19 @@ type memory struct {
 // same the host applies in session mode. speakerID is the turn's speaker,
 // never a tool argument, so a guest cannot reach another speaker's
 // namespace; extra arguments are ignored.
+//
+// input is a map on purpose: a model's tool arguments, whose members
+// ParseMemoryCall reads by its typed input.
 func (m *memory) call(name string, input map[string]json.RawMessage, speakerID string) (string, error) {
 	c, err := wire.ParseMemoryCall(name, input)
 	if err != nil {
 		return "", err
 	}
+	return m.run(c, speakerID)
+}
+
+// run runs a parsed memory call for speakerID.
+func (m *memory) run(c wire.MemoryCall, speakerID string) (string, error) {
 	scope := c.StoredScope(speakerID)
 	if c.Tool == wire.MemoryGet {
 		b, err := jsonjs.Marshal(c.Select(m.entries, scope))

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
@@ -19,7 +18,7 @@ type modelClient interface {
 	// fitContext measures it against maxPayload.
 	request(p *modelPayload) any
 	// complete sends p and returns the assistant message.
-	complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error)
+	complete(ctx context.Context, p *modelPayload) (*answerMessage, error)
 	// maxMessages bounds len(p.Messages) as the broker's rule for the
 	// API does.
 	maxMessages() int
@@ -132,7 +131,7 @@ func (openaiClient) maxMessages() int { return rtsandbox.MaxModelMessages }
 
 // complete posts the conversation and reads the answer; a refusal over
 // the model's context is errContextOverflow (overflowed).
-func (c openaiClient) complete(ctx context.Context, p *modelPayload) (map[string]json.RawMessage, error) {
+func (c openaiClient) complete(ctx context.Context, p *modelPayload) (*answerMessage, error) {
 	raw, err := c.broker.post(ctx, wire.RouteModel, c.request(p))
 	if err != nil {
 		return nil, overflowed(err)

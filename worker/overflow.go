@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // This file recognises a model call the upstream refused because the
@@ -46,19 +47,21 @@ func contextOverflow(status int, body []byte) bool {
 	if status != http.StatusBadRequest {
 		return false
 	}
+	// encoding/json's own struct decoding, names folded as they always
+	// were: an upstream's error body, not the protocol's.
 	var b struct {
 		Error *struct {
-			Code    json.RawMessage `json:"code"`
-			Message json.RawMessage `json:"message"`
+			Code    wire.OptString `json:"code"`
+			Message wire.OptString `json:"message"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(body, &b) != nil || b.Error == nil {
 		return false
 	}
-	if code, ok := str(b.Error.Code); ok && strings.EqualFold(code, overflowCode) {
+	if b.Error.Code.Set && strings.EqualFold(b.Error.Code.Value, overflowCode) {
 		return true
 	}
-	msg, _ := str(b.Error.Message)
+	msg := b.Error.Message.Value
 	msg = strings.ToLower(msg[:min(len(msg), maxOverflowMessage)])
 	for _, p := range overflowPhrases {
 		if strings.Contains(msg, p) {

@@ -29,18 +29,39 @@ type modelCall struct {
 // parseModelCall reads {id, function:{name, arguments}}; anything that is
 // not an object, or a member that is not a string, counts as missing.
 func parseModelCall(raw json.RawMessage) modelCall {
-	var c modelCall
-	obj, ok := object(raw)
-	if !ok {
-		return c
+	var w modelCallWire
+	if wire.Fill(raw, &w) != nil {
+		return modelCall{}
 	}
-	c.id, c.idOK = str(obj["id"])
-	if fn, ok := object(obj["function"]); ok {
-		c.name, c.nameOK = str(fn["name"])
-		c.args, c.argsOK = str(fn["arguments"])
+	return modelCall{
+		id: w.ID.Value, idOK: w.ID.Set,
+		name: w.Function.Name.Value, nameOK: w.Function.Name.Set,
+		args: w.Function.Arguments.Value, argsOK: w.Function.Arguments.Set,
 	}
-	return c
 }
+
+// modelCallWire is one tool call as the model sent it: every member
+// lenient, so wire.Fill refuses only a call that is not an object.
+type modelCallWire struct {
+	ID       wire.OptString   `json:"id,omitempty"`
+	Function callFunctionWire `json:"function,omitempty"`
+}
+
+// callFunctionWire is a call's function: its name and arguments when it
+// is an object, nothing when it is anything else, null included.
+type callFunctionWire struct {
+	Name      wire.OptString `json:"name,omitempty"`
+	Arguments wire.OptString `json:"arguments,omitempty"`
+}
+
+func (f *callFunctionWire) UnmarshalJSON(b []byte) error {
+	type plain callFunctionWire
+	_ = wire.Fill(b, (*plain)(f)) // an object fills; anything else leaves f empty
+	return nil
+}
+
+// TakesNull makes callFunctionWire a wire.NullTaker.
+func (*callFunctionWire) TakesNull() {}
 
 // repairToolCalls normalizes the model's calls of one step so the context
 // stays valid for the upstream API whatever the model sent:

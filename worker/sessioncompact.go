@@ -265,8 +265,7 @@ func (c *compactTurn) ownSummary(ctx context.Context, previous string, toSummari
 	if err != nil {
 		return "", err
 	}
-	content, _ := str(msg["content"])
-	summary := rtsandbox.TrimJS(content)
+	summary := rtsandbox.TrimJS(msg.Content.Value)
 	if summary == "" {
 		return "", errEmptySummary
 	}

@@ -113,17 +113,36 @@ func parseCompactAnswer(data []byte, firstKept, engine string) (hostSummary, err
 
 // declined reports whether data is an object whose ok is false.
 func declined(data []byte) bool {
-	obj, _ := object(data)
-	ok, isBool := boolean(obj["ok"])
-	return isBool && !ok
+	var w struct {
+		OK wire.Bool `json:"ok"`
+	}
+	return wire.Fill(data, &w) == nil && !bool(w.OK)
 }
 
 // rawDetails is compaction.details of an answer as received, so that the
-// worker keeps its members in their order.
+// worker keeps its members in their order. parseCompactAnswer reads it
+// of an answer wire.ParseCompactResponse accepted, so both are objects.
 func rawDetails(data []byte) json.RawMessage {
-	obj, _ := object(data)
-	c, _ := object(obj["compaction"])
-	return c["details"]
+	var w compactDetailsWire
+	if wire.Fill(data, &w) != nil {
+		return nil
+	}
+	return json.RawMessage(w.Compaction.Details)
+}
+
+// compactDetailsWire is the one member of a compactor's answer the
+// worker reads again: compaction.details, raw.
+type compactDetailsWire struct {
+	Compaction detailsWire `json:"compaction"`
+}
+
+type detailsWire struct {
+	Details wire.Object `json:"details"`
+}
+
+func (d *detailsWire) UnmarshalJSON(b []byte) error {
+	type plain detailsWire
+	return wire.Fill(b, (*plain)(d))
 }
 
 // compactFallback is a broker's fallback reason as an error.

@@ -38,108 +38,189 @@ var compactorEngine = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
 // or 0: the defaults, newTiers); compaction, when present, is {engine}
 // with an engine name of §2.11's rule.
 func parseWorkerConfig(data []byte) (wire.SessionWorkerConfig, error) {
-	obj, ok := object(data)
-	if !ok {
+	obj, ok := object(data) // the members, read once for the config and its skills
+	var w workerConfigWire
+	if !ok || wire.FillFrom(obj, &w) != nil { // every member is wire.Checked: only a non-object fails
 		return wire.SessionWorkerConfig{}, errConfig
 	}
 	c := wire.SessionWorkerConfig{ModelAPI: rtsandbox.ModelAPIOpenAI, TimeZone: "UTC", Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}
 	var bad []string
-	optString := func(key string, dst *string) {
-		if raw, present := obj[key]; present {
-			s, ok := str(raw)
-			if !ok {
-				bad = append(bad, key)
-			} else if s != "" {
-				*dst = s
-			}
+	for _, m := range []struct {
+		name string
+		m    wire.Checked[wire.String]
+		dst  *string
+	}{{"modelApi", w.ModelAPI, &c.ModelAPI}, {"model", w.Model, &c.Model}, {"prompt", w.Prompt, &c.Prompt}, {"timeZone", w.TimeZone, &c.TimeZone}} {
+		switch {
+		case m.m.Bad:
+			bad = append(bad, m.name)
+		case m.m.Value != "": // "" keeps the default
+			*m.dst = string(m.m.Value)
 		}
 	}
-	optString("modelApi", &c.ModelAPI)
-	optString("model", &c.Model)
-	optString("prompt", &c.Prompt)
-	optString("timeZone", &c.TimeZone)
-	if raw, present := obj["stream"]; present {
-		if c.Stream, ok = boolean(raw); !ok {
-			bad = append(bad, "stream")
-		}
+	c.Stream = bool(w.Stream.Value)
+	if w.Tools.Present {
+		c.Tools = w.Tools.Value
 	}
-	if raw, present := obj["tools"]; present {
-		if c.Tools, ok = toolSpecs(raw, rtsandbox.ValidToolName); !ok {
-			bad = append(bad, "tools")
-		}
+	if w.MCP.Present {
+		c.MCP = w.MCP.Value
 	}
-	if raw, present := obj["mcp"]; present {
-		if c.MCP, ok = mcpServers(raw, mcpServerName.MatchString); !ok {
-			bad = append(bad, "mcp")
-		}
-	}
+	bad = appendBad(bad, memberCheck{"stream", w.Stream.Bad}, memberCheck{"tools", w.Tools.Bad}, memberCheck{"mcp", w.MCP.Bad})
 	if c.SkillsDir, c.Skills, ok = parseSkillsConfig(obj); !ok {
 		bad = append(bad, "skills")
 	}
-	if !compactionFields(obj, &c) {
-		bad = append(bad, "compaction")
-	}
-	if !rtsandbox.ValidModelAPI(c.ModelAPI) {
-		bad = append(bad, "modelApi")
-	}
-	if c.Model == "" {
-		bad = append(bad, "model")
-	}
-	if _, err := localTime(time.Time{}, c.TimeZone); err != nil {
-		bad = append(bad, "timeZone")
-	}
-	if len(bad) > 0 {
-		return wire.SessionWorkerConfig{}, fmt.Errorf("%w: %v", errConfig, bad)
+	bad = appendBad(bad, memberCheck{"compaction", !w.compaction(&c)})
+	if err := w.check(c, bad); err != nil {
+		return wire.SessionWorkerConfig{}, err
 	}
 	return c, nil
 }
 
-// compactionFields reads contextWindow, reserveTokens and compaction.
-func compactionFields(obj map[string]json.RawMessage, c *wire.SessionWorkerConfig) bool {
+// workerConfigWire is the answer of GET /worker/config as wire.FillFrom
+// reads it (exact names, the last of repeated members, no nulls). Every
+// member is wire.Checked, so that the error names every bad member, as
+// the reference's did; skillsDir and skills are parseSkillsConfig's.
+type workerConfigWire struct {
+	ModelAPI      wire.Checked[wire.String]      `json:"modelApi,omitempty"`
+	Model         wire.Checked[wire.String]      `json:"model,omitempty"`
+	Prompt        wire.Checked[wire.String]      `json:"prompt,omitempty"`
+	TimeZone      wire.Checked[wire.String]      `json:"timeZone,omitempty"`
+	Stream        wire.Checked[wire.Bool]        `json:"stream,omitempty"`
+	Tools         wire.Checked[hostToolsWire]    `json:"tools,omitempty"`
+	MCP           wire.Checked[configMCPWire]    `json:"mcp,omitempty"`
+	ContextWindow wire.Checked[wire.Int]         `json:"contextWindow,omitempty"`
+	ReserveTokens wire.Checked[wire.Int]         `json:"reserveTokens,omitempty"`
+	Compaction    wire.Checked[compactionIDWire] `json:"compaction,omitempty"`
+}
+
+// compaction reads contextWindow, reserveTokens and compaction into c: a
+// window of 4,096–10,000,000, a reserve of 0 to half the window (or of
+// the default), an engine name of §2.11's rule. ok is false when any is
+// bad.
+func (w *workerConfigWire) compaction(c *wire.SessionWorkerConfig) bool {
 	ok := true
-	if raw, present := obj["contextWindow"]; present {
-		n, okN := safeInt(raw)
-		ok = okN && n >= minContextWindow && n <= maxContextWindow
-		c.ContextWindow = n
+	if m := w.ContextWindow; m.Present {
+		c.ContextWindow = int(m.Value)
+		ok = !m.Bad && m.Value >= minContextWindow && m.Value <= maxContextWindow
 	}
-	if raw, present := obj["reserveTokens"]; present {
-		n, okN := safeInt(raw)
-		ok = ok && okN && n <= cmp.Or(c.ContextWindow, defaultContextWindow)/2
-		c.ReserveTokens = n
+	if m := w.ReserveTokens; m.Present {
+		c.ReserveTokens = int(m.Value)
+		ok = ok && !m.Bad && m.Value >= 0 && int(m.Value) <= cmp.Or(c.ContextWindow, defaultContextWindow)/2
 	}
-	if raw, present := obj["compaction"]; present {
-		cfg, okObj := object(raw)
-		engine, okEngine := str(cfg["engine"])
-		ok = ok && okObj && okEngine && compactorEngine.MatchString(engine)
-		c.Compaction = &wire.SessionCompactionID{Engine: engine}
+	if m := w.Compaction; m.Present {
+		c.Compaction = &wire.SessionCompactionID{Engine: string(m.Value.Engine)}
+		ok = ok && !m.Bad && compactorEngine.MatchString(string(m.Value.Engine))
 	}
 	return ok
+}
+
+// check is the config's one check of its values, after the members'
+// types (bad, in the reference's order): a known modelApi, a model, a
+// time zone that loads. It names every bad member.
+func (w *workerConfigWire) check(c wire.SessionWorkerConfig, bad []string) error {
+	_, zoneErr := localTime(time.Time{}, c.TimeZone)
+	bad = appendBad(bad, memberCheck{"modelApi", !rtsandbox.ValidModelAPI(c.ModelAPI)}, memberCheck{"model", c.Model == ""}, memberCheck{"timeZone", zoneErr != nil})
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %v", errConfig, bad)
+	}
+	return nil
+}
+
+// memberCheck is a member's name and whether it is bad.
+type memberCheck struct {
+	name string
+	bad  bool
+}
+
+// appendBad appends the name of each check that is bad, in order.
+func appendBad(list []string, checks ...memberCheck) []string {
+	for _, c := range checks {
+		if c.bad {
+			list = append(list, c.name)
+		}
+	}
+	return list
+}
+
+// configMCPWire is the config's MCP servers, named by the session
+// broker's rule (mcpServerName).
+type configMCPWire []wire.MCPServerTools
+
+func (m *configMCPWire) UnmarshalJSON(b []byte) error {
+	servers, ok := mcpServers(b, mcpServerName.MatchString)
+	*m = servers
+	return okOrInvalid(ok)
+}
+
+// compactionIDWire is the config's compaction: {engine}.
+type compactionIDWire struct {
+	Engine wire.String `json:"engine"`
+}
+
+func (c *compactionIDWire) UnmarshalJSON(b []byte) error {
+	type plain compactionIDWire
+	return wire.Fill(b, (*plain)(c))
 }
 
 // parseDiscovery reads the answer of GET /mcp-tools: {servers: [{name,
 // tools: [string]}]}.
 func parseDiscovery(data []byte) (wire.MCPDiscovery, error) {
-	var d wire.MCPDiscovery
-	obj, ok := object(data)
-	if !ok {
-		return d, fmt.Errorf("%w: mcp-tools", errConfig)
+	var w discoveryWire
+	err := wire.Fill(data, &w)
+	var me *wire.MemberError
+	switch {
+	case err == nil:
+		return wire.MCPDiscovery{Servers: w.Servers}, nil
+	case errors.Is(err, errDiscoveryServer):
+		return wire.MCPDiscovery{}, fmt.Errorf("%w: mcp-tools server", errConfig)
+	case errors.As(err, &me) && me.Member == "servers":
+		return wire.MCPDiscovery{}, fmt.Errorf("%w: mcp-tools servers", errConfig)
 	}
-	servers, ok := array(obj["servers"])
+	return wire.MCPDiscovery{}, fmt.Errorf("%w: mcp-tools", errConfig)
+}
+
+// errDiscoveryServer is a server of a discovery that is not {name,
+// tools}.
+var errDiscoveryServer = errors.New("mcp-tools server")
+
+// discoveryWire is the answer of GET /mcp-tools.
+type discoveryWire struct {
+	Servers discoveryServersWire `json:"servers"`
+}
+
+// discoveryServersWire is its servers: an array of {name, tools}.
+type discoveryServersWire []wire.MCPDiscoveryServer
+
+func (d *discoveryServersWire) UnmarshalJSON(b []byte) error {
+	items, ok := array(b)
 	if !ok {
-		return d, fmt.Errorf("%w: mcp-tools servers", errConfig)
+		return errConfig
 	}
-	d.Servers = make([]wire.MCPDiscoveryServer, 0, len(servers))
-	for _, raw := range servers {
-		s, ok := object(raw)
-		name, okName := str(s["name"])
-		var tools []string
-		okTools := json.Unmarshal(s["tools"], &tools) == nil && firstByte(s["tools"]) == '['
-		if !ok || !okName || !okTools {
-			return wire.MCPDiscovery{}, fmt.Errorf("%w: mcp-tools server", errConfig)
+	*d = make(discoveryServersWire, 0, len(items))
+	for _, raw := range items {
+		var s discoveryServerWire
+		if wire.Fill(raw, &s) != nil {
+			return errDiscoveryServer
 		}
-		d.Servers = append(d.Servers, wire.MCPDiscoveryServer{Name: name, Tools: tools})
+		*d = append(*d, wire.MCPDiscoveryServer{Name: string(s.Name), Tools: s.Tools})
 	}
-	return d, nil
+	return nil
+}
+
+// discoveryServerWire is one server: a name and the array of its tools'
+// names, read by encoding/json as it always was (a null name is "").
+type discoveryServerWire struct {
+	Name  wire.String   `json:"name"`
+	Tools toolNamesWire `json:"tools"`
+}
+
+// toolNamesWire is an array decoded into []string by encoding/json.
+type toolNamesWire []string
+
+func (t *toolNamesWire) UnmarshalJSON(b []byte) error {
+	if firstByte(b) != '[' {
+		return errDiscoveryServer
+	}
+	return json.Unmarshal(b, (*[]string)(t))
 }
 
 // discoveredOnly keeps of the profile's MCP servers and tools those the

@@ -42,60 +42,60 @@ type sessionSkills struct {
 // skillsDir an absolute clean path and skills an array of {name,
 // description, tools?} objects (strings, tools an array of strings) that
 // passes skills.Check; both or neither. ok is false for anything else.
+//
+// obj is the config's members, read once by parseWorkerConfig; they are
+// filled into skillsConfigWire by exact name.
 func parseSkillsConfig(obj map[string]json.RawMessage) (dir string, list []wire.SessionSkill, ok bool) {
-	rawDir, hasDir := obj["skillsDir"]
-	rawList, hasList := obj["skills"]
-	if !hasDir && !hasList {
+	var w skillsConfigWire
+	_ = wire.FillFrom(obj, &w) // cannot fail: both members are wire.Checked
+	if !w.Dir.Present && !w.Skills.Present {
 		return "", nil, true
 	}
-	dir, okDir := str(rawDir)
-	items, okList := array(rawList)
-	if !okDir || !okList || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || len(items) == 0 || len(items) > skills.MaxSkills {
+	dir = string(w.Dir.Value)
+	if !w.Dir.Present || w.Dir.Bad || !w.Skills.Present || w.Skills.Bad || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 		return "", nil, false
 	}
-	list = make([]wire.SessionSkill, 0, len(items))
-	for _, item := range items {
-		s, ok := parseSkill(item)
-		if !ok {
-			return "", nil, false
-		}
-		list = append(list, s)
-	}
-	if _, err := skills.Check(list); err != nil {
+	if _, err := skills.Check(w.Skills.Value); err != nil {
 		return "", nil, false
 	}
-	return dir, list, true
+	return dir, w.Skills.Value, true
 }
 
-// parseSkill reads one entry of skills.
-func parseSkill(raw json.RawMessage) (wire.SessionSkill, bool) {
-	var s wire.SessionSkill
-	obj, ok := object(raw)
-	if !ok {
-		return s, false
+// skillsConfigWire is the skills members of a /worker/config object.
+type skillsConfigWire struct {
+	Dir    wire.Checked[wire.String]   `json:"skillsDir,omitempty"`
+	Skills wire.Checked[skillListWire] `json:"skills,omitempty"`
+}
+
+// skillListWire is skills: 1 to skills.MaxSkills entries.
+type skillListWire []wire.SessionSkill
+
+func (l *skillListWire) UnmarshalJSON(b []byte) error {
+	var items []skillWire
+	if firstByte(b) != '[' || json.Unmarshal(b, &items) != nil || len(items) == 0 || len(items) > skills.MaxSkills {
+		return errConfig
 	}
-	name, okName := str(obj["name"])
-	desc, okDesc := str(obj["description"])
-	if !okName || !okDesc {
-		return s, false
-	}
-	s = wire.SessionSkill{Name: name, Description: desc}
-	rawTools, present := obj["tools"]
-	if !present {
-		return s, true
-	}
-	tools, ok := array(rawTools)
-	if !ok {
-		return s, false
-	}
-	for _, t := range tools {
-		tool, ok := str(t)
-		if !ok {
-			return s, false
+	*l = make(skillListWire, len(items))
+	for i, s := range items {
+		(*l)[i] = wire.SessionSkill{Name: string(s.Name), Description: string(s.Description)}
+		if len(s.Tools) > 0 { // an empty list is none
+			(*l)[i].Tools = s.Tools
 		}
-		s.Tools = append(s.Tools, tool)
 	}
-	return s, true
+	return nil
+}
+
+// skillWire is one entry of skills: name and description strings, tools
+// an array of strings when present.
+type skillWire struct {
+	Name        wire.String  `json:"name"`
+	Description wire.String  `json:"description"`
+	Tools       wire.Strings `json:"tools,omitempty"`
+}
+
+func (s *skillWire) UnmarshalJSON(b []byte) error {
+	type plain skillWire
+	return wire.Fill(b, (*plain)(s))
 }
 
 // loadSkills binds cfg's index to its copy and requires every tool a

@@ -124,12 +124,11 @@ func promptFailed(ctx context.Context, err error) error {
 
 // finalText is the final answer's text, trimmed: 1 to 100,000 units, else
 // errFinalBounds. A loop that ran out of steps has none (errStepLimit).
-func finalText(final map[string]json.RawMessage) (string, error) {
+func finalText(final *answerMessage) (string, error) {
 	if final == nil {
 		return "", errStepLimit
 	}
-	content, _ := str(final["content"])
-	text := rtsandbox.TrimJS(content)
+	text := rtsandbox.TrimJS(final.Content.Value)
 	if text == "" || rtsandbox.UTF16Len(text) > rtsandbox.MaxSessionText {
 		return "", errFinalBounds
 	}
@@ -309,36 +308,50 @@ var errToolResponse = errors.New("invalid host tool response")
 // when present, a string of 1–256 units (the reference's "Invalid private
 // tool owner"; here errToolResponse).
 func parseToolResponse(data []byte) (wire.SessionToolResponse, error) {
-	var r wire.SessionToolResponse
-	obj, ok := object(data)
-	if !ok {
-		return r, errToolResponse
+	var w toolResponseWire
+	if wire.Fill(data, &w) != nil {
+		return wire.SessionToolResponse{}, errToolResponse
 	}
-	if r.OK, ok = boolean(obj["ok"]); !ok {
-		return r, errToolResponse
+	r := wire.SessionToolResponse{OK: bool(w.OK), Text: string(w.Text), Error: string(w.Error), Image: (*wire.Image)(w.Image)}
+	if w.PrivateTo != nil {
+		r.PrivateTo = string(*w.PrivateTo)
 	}
-	for key, dst := range map[string]*string{"text": &r.Text, "error": &r.Error} {
-		if raw, present := obj[key]; present {
-			if *dst, ok = str(raw); !ok {
-				return r, errToolResponse
-			}
-		}
-	}
-	if raw, present := obj["privateTo"]; present {
-		owner, ok := str(raw)
-		if !ok || owner == "" || rtsandbox.UTF16Len(owner) > rtsandbox.MaxSessionField {
-			return r, errToolResponse
-		}
-		r.PrivateTo = owner
-	}
-	if raw, present := obj["image"]; present {
-		var im wire.Image
-		if _, ok := object(raw); !ok || json.Unmarshal(raw, &im) != nil || wire.ValidateImage(im) != nil {
-			return r, errToolResponse
-		}
-		r.Image = &im
+	if r.Validate() != nil {
+		return wire.SessionToolResponse{}, errToolResponse
 	}
 	return r, nil
+}
+
+// toolResponseWire is a host tool's answer as wire.Fill reads it.
+type toolResponseWire struct {
+	OK        wire.Bool      `json:"ok"`
+	Text      wire.String    `json:"text,omitempty"`
+	Error     wire.String    `json:"error,omitempty"`
+	PrivateTo *ownerWire     `json:"privateTo,omitempty"`
+	Image     *toolImageWire `json:"image,omitempty"`
+}
+
+// ownerWire is privateTo: a string that is not empty.
+type ownerWire string
+
+func (o *ownerWire) UnmarshalJSON(b []byte) error {
+	var s wire.String
+	if err := s.UnmarshalJSON(b); err != nil || s == "" {
+		return errToolResponse
+	}
+	*o = ownerWire(s)
+	return nil
+}
+
+// toolImageWire is the answer's image: an object decoded by
+// encoding/json, as it always was (its member names fold case).
+type toolImageWire wire.Image
+
+func (im *toolImageWire) UnmarshalJSON(b []byte) error {
+	if firstByte(b) != '{' {
+		return errToolResponse
+	}
+	return json.Unmarshal(b, (*wire.Image)(im))
 }
 
 // turnIDOf is the turnId of a /worker/next body when it is a safe name,

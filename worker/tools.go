@@ -24,7 +24,7 @@ const invalidToolName = "invalid_tool"
 // object, fields its members.
 type toolInput struct {
 	raw    json.RawMessage
-	fields map[string]json.RawMessage
+	fields map[string]json.RawMessage // a map on purpose: a model's tool arguments, each tool reads its own
 }
 
 type function struct {

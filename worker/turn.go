@@ -29,192 +29,254 @@ func readTurn(r io.Reader) (wire.Turn, error) {
 	return decodeTurn(b)
 }
 
-// decodeTurn parses and validates the turn JSON. It decodes through raw
-// objects rather than into wire.Turn directly because encoding/json
-// accepts null for strings and booleans, where the reference requires the
-// JSON type itself. Extra fields are ignored.
+// decodeTurn parses and validates the turn JSON. It decodes into
+// turnWire by wire.Fill's rules rather than into wire.Turn directly,
+// because encoding/json accepts null for strings and booleans, where the
+// reference requires the JSON type itself, and matches names under case
+// folding. Extra fields are ignored. A refusal names the first bad member
+// in the reference's order.
 func decodeTurn(b []byte) (wire.Turn, error) {
-	obj, ok := object(b)
-	if !ok {
+	var w turnWire
+	if err := wire.Fill(b, &w); err != nil {
+		var me *wire.MemberError
+		if errors.As(err, &me) && me.Member != "" {
+			return wire.Turn{}, fmt.Errorf("%w: %s", errInvalidTurn, me.Member)
+		}
 		return wire.Turn{}, errInvalidTurn
 	}
-	var t wire.Turn
-	fields := []struct {
-		key string
-		dst *string
-	}{{"text", &t.Text}, {"model", &t.Model}, {"prompt", &t.Prompt}, {"timeZone", &t.TimeZone}}
-	for _, f := range fields {
-		if *f.dst, ok = str(obj[f.key]); !ok {
-			return wire.Turn{}, fmt.Errorf("%w: %s", errInvalidTurn, f.key)
-		}
-	}
-	if t.Speaker, ok = speaker(obj["speaker"]); !ok {
-		return wire.Turn{}, fmt.Errorf("%w: speaker", errInvalidTurn)
-	}
-	if raw, present := obj["reset"]; present {
-		if t.Reset, ok = boolean(raw); !ok {
-			return wire.Turn{}, fmt.Errorf("%w: reset", errInvalidTurn)
-		}
-	}
-	if t.Memory, ok = memoryEntries(obj["memory"]); !ok {
-		return wire.Turn{}, fmt.Errorf("%w: memory", errInvalidTurn)
-	}
-	if t.History, ok = historyList(obj["history"]); !ok {
-		return wire.Turn{}, fmt.Errorf("%w: history", errInvalidTurn)
-	}
-	if t.Tools, ok = toolSpecs(obj["tools"], rtsandbox.ValidToolName); !ok {
-		return wire.Turn{}, fmt.Errorf("%w: tools", errInvalidTurn)
-	}
-	if t.MCP, ok = mcpServers(obj["mcp"], rtsandbox.ValidToolName); !ok {
-		return wire.Turn{}, fmt.Errorf("%w: mcp", errInvalidTurn)
-	}
-	if err := modelFields(obj, &t); err != nil {
-		return wire.Turn{}, err
-	}
-	return t, nil
+	return wire.Turn{
+		Text: string(w.Text), Speaker: wire.TurnSpeaker{ID: string(w.Speaker.ID), Name: string(w.Speaker.Name)},
+		Model: string(w.Model), Prompt: string(w.Prompt), TimeZone: string(w.TimeZone), Reset: bool(w.Reset),
+		Memory: w.Memory, History: w.History, Tools: w.Tools, MCP: w.MCP,
+		ModelAPI: string(w.ModelAPI), Stream: bool(w.Stream), Thinking: string(w.Thinking),
+	}, nil
 }
 
-// modelFields reads the optional model settings: modelApi (a known API),
-// stream (a boolean) and thinking (a known level). Absent means the
-// sealed default: openai, not streamed, no thinking.
-func modelFields(obj map[string]json.RawMessage, t *wire.Turn) error {
-	ok := true
-	if raw, present := obj["modelApi"]; present {
-		t.ModelAPI, ok = str(raw)
-		if !ok || !rtsandbox.ValidModelAPI(t.ModelAPI) {
-			return fmt.Errorf("%w: modelApi", errInvalidTurn)
-		}
+// turnWire is the turn JSON (§3.2) in the order the reference checks
+// its members. Each member's type holds its rule, so the first bad
+// member Fill names is the one the reference refused: the optional model
+// settings (modelApi a known API, stream a boolean, thinking a known
+// level; absent means openai, not streamed, no thinking) come last.
+type turnWire struct {
+	Text     wire.String   `json:"text"`
+	Model    wire.String   `json:"model"`
+	Prompt   wire.String   `json:"prompt"`
+	TimeZone wire.String   `json:"timeZone"`
+	Speaker  speakerWire   `json:"speaker"`
+	Reset    wire.Bool     `json:"reset,omitempty"`
+	Memory   memoryWire    `json:"memory"`
+	History  historyWire   `json:"history"`
+	Tools    hostToolsWire `json:"tools"`
+	MCP      turnMCPWire   `json:"mcp"`
+	ModelAPI modelAPIWire  `json:"modelApi,omitempty"`
+	Stream   wire.Bool     `json:"stream,omitempty"`
+	Thinking levelWire     `json:"thinking,omitempty"`
+}
+
+// speakerWire is the turn's speaker: id and name strings.
+type speakerWire struct {
+	ID   wire.String `json:"id"`
+	Name wire.String `json:"name"`
+}
+
+func (s *speakerWire) UnmarshalJSON(b []byte) error {
+	type plain speakerWire
+	return wire.Fill(b, (*plain)(s))
+}
+
+// memoryWire is the channel's memory as the reference's load checked it
+// (spec §4.6): an array of at most 256 entries with string scope, key and
+// text. The host checks the finer rules before it stores anything.
+type memoryWire []rtsandbox.MemoryEntry
+
+func (m *memoryWire) UnmarshalJSON(b []byte) error {
+	var items []memoryEntryWire
+	if err := json.Unmarshal(b, &items); err != nil {
+		return err
 	}
-	if raw, present := obj["stream"]; present {
-		if t.Stream, ok = boolean(raw); !ok {
-			return fmt.Errorf("%w: stream", errInvalidTurn)
-		}
+	if len(items) > rtsandbox.MaxMemoryEntries {
+		return errInvalidTurn
 	}
-	if raw, present := obj["thinking"]; present {
-		t.Thinking, ok = str(raw)
-		if _, known := rtsandbox.ThinkingBudget(t.Thinking); !ok || (t.Thinking != "" && !known) {
-			return fmt.Errorf("%w: thinking", errInvalidTurn)
-		}
+	*m = make(memoryWire, len(items))
+	for i, e := range items {
+		(*m)[i] = rtsandbox.MemoryEntry{Scope: string(e.Scope), Key: string(e.Key), Text: string(e.Text)}
 	}
 	return nil
 }
 
-func speaker(raw json.RawMessage) (wire.TurnSpeaker, bool) {
-	obj, ok := object(raw)
+type memoryEntryWire struct {
+	Scope wire.String `json:"scope"`
+	Key   wire.String `json:"key"`
+	Text  wire.String `json:"text"`
+}
+
+func (e *memoryEntryWire) UnmarshalJSON(b []byte) error {
+	type plain memoryEntryWire
+	return wire.Fill(b, (*plain)(e))
+}
+
+// historyWire is the channel's history (spec §4.3 item 2): an array of at
+// most 20 messages with role user or assistant and string content.
+type historyWire []rtsandbox.HistoryEntry
+
+func (h *historyWire) UnmarshalJSON(b []byte) error {
+	var items []historyEntryWire
+	if err := json.Unmarshal(b, &items); err != nil {
+		return err
+	}
+	if len(items) > rtsandbox.MaxHistory {
+		return errInvalidTurn
+	}
+	*h = make(historyWire, len(items))
+	for i, e := range items {
+		(*h)[i] = rtsandbox.HistoryEntry{Role: string(e.Role), Content: string(e.Content)}
+	}
+	return nil
+}
+
+type historyEntryWire struct {
+	Role    wire.String `json:"role"`
+	Content wire.String `json:"content"`
+}
+
+func (e *historyEntryWire) UnmarshalJSON(b []byte) error {
+	type plain historyEntryWire
+	if err := wire.Fill(b, (*plain)(e)); err != nil {
+		return err
+	}
+	if e.Role != "user" && e.Role != "assistant" {
+		return errInvalidTurn
+	}
+	return nil
+}
+
+// hostToolsWire is the turn's host tools, named by ValidToolName.
+type hostToolsWire []rtsandbox.ToolSpec
+
+func (t *hostToolsWire) UnmarshalJSON(b []byte) error {
+	specs, ok := toolSpecs(b, rtsandbox.ValidToolName)
+	*t = specs
+	return okOrInvalid(ok)
+}
+
+// turnMCPWire is the turn's MCP servers, each named by ValidToolName.
+type turnMCPWire []wire.MCPServerTools
+
+func (m *turnMCPWire) UnmarshalJSON(b []byte) error {
+	servers, ok := mcpServers(b, rtsandbox.ValidToolName)
+	*m = servers
+	return okOrInvalid(ok)
+}
+
+// modelAPIWire is modelApi: a known API (rtsandbox.ValidModelAPI).
+type modelAPIWire string
+
+func (a *modelAPIWire) UnmarshalJSON(b []byte) error {
+	var s wire.String
+	if err := s.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*a = modelAPIWire(s)
+	return okOrInvalid(rtsandbox.ValidModelAPI(string(s)))
+}
+
+// levelWire is thinking: "" or a known level (rtsandbox.ThinkingBudget).
+type levelWire string
+
+func (l *levelWire) UnmarshalJSON(b []byte) error {
+	var s wire.String
+	if err := s.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*l = levelWire(s)
+	_, known := rtsandbox.ThinkingBudget(string(s))
+	return okOrInvalid(s == "" || known)
+}
+
+func okOrInvalid(ok bool) error {
 	if !ok {
-		return wire.TurnSpeaker{}, false
+		return errInvalidTurn
 	}
-	id, okID := str(obj["id"])
-	name, okName := str(obj["name"])
-	return wire.TurnSpeaker{ID: id, Name: name}, okID && okName
-}
-
-// memoryEntries checks the channel's memory as the reference's load did
-// (spec §4.6): an array of at most 256 entries with string scope, key and
-// text. The host checks the finer rules before it stores anything.
-func memoryEntries(raw json.RawMessage) ([]rtsandbox.MemoryEntry, bool) {
-	items, ok := array(raw)
-	if !ok || len(items) > rtsandbox.MaxMemoryEntries {
-		return nil, false
-	}
-	out := make([]rtsandbox.MemoryEntry, 0, len(items))
-	for _, item := range items {
-		obj, ok := object(item)
-		if !ok {
-			return nil, false
-		}
-		scope, ok1 := str(obj["scope"])
-		key, ok2 := str(obj["key"])
-		text, ok3 := str(obj["text"])
-		if !ok1 || !ok2 || !ok3 {
-			return nil, false
-		}
-		out = append(out, rtsandbox.MemoryEntry{Scope: scope, Key: key, Text: text})
-	}
-	return out, true
-}
-
-// historyList checks the channel's history (spec §4.3 item 2): an array of
-// at most 20 messages with role user or assistant and string content.
-func historyList(raw json.RawMessage) ([]rtsandbox.HistoryEntry, bool) {
-	items, ok := array(raw)
-	if !ok || len(items) > rtsandbox.MaxHistory {
-		return nil, false
-	}
-	out := make([]rtsandbox.HistoryEntry, 0, len(items))
-	for _, item := range items {
-		obj, ok := object(item)
-		if !ok {
-			return nil, false
-		}
-		role, _ := str(obj["role"])
-		content, ok := str(obj["content"])
-		if !ok || (role != "user" && role != "assistant") {
-			return nil, false
-		}
-		out = append(out, rtsandbox.HistoryEntry{Role: role, Content: content})
-	}
-	return out, true
+	return nil
 }
 
 // toolSpecs parses a list of tool declarations whose names pass valid
 // (host tools and MCP tools have different name rules).
 func toolSpecs(raw json.RawMessage, valid func(string) bool) ([]rtsandbox.ToolSpec, bool) {
-	items, ok := array(raw)
-	if !ok {
+	var items []toolSpecWire
+	if firstByte(raw) != '[' || json.Unmarshal(raw, &items) != nil {
 		return nil, false
 	}
 	specs := make([]rtsandbox.ToolSpec, 0, len(items))
-	for _, item := range items {
-		spec, ok := toolSpec(item, valid)
-		if !ok {
+	for _, w := range items {
+		if !valid(string(w.Name)) {
 			return nil, false
 		}
-		specs = append(specs, spec)
+		specs = append(specs, rtsandbox.ToolSpec{Name: string(w.Name), Description: string(w.Description), Parameters: compact(json.RawMessage(w.Parameters))})
 	}
 	return specs, true
 }
 
-func toolSpec(raw json.RawMessage, valid func(string) bool) (rtsandbox.ToolSpec, bool) {
-	obj, ok := object(raw)
-	if !ok {
-		return rtsandbox.ToolSpec{}, false
-	}
-	name, okName := str(obj["name"])
-	desc, okDesc := str(obj["description"])
-	params := obj["parameters"]
-	_, okParams := object(params)
-	if !okName || !valid(name) || !okDesc || !okParams {
-		return rtsandbox.ToolSpec{}, false
-	}
-	return rtsandbox.ToolSpec{Name: name, Description: desc, Parameters: compact(params)}, true
+// toolSpecWire is one tool declaration: name and description strings,
+// parameters an object (kept as sent, compacted).
+type toolSpecWire struct {
+	Name        wire.String `json:"name"`
+	Description wire.String `json:"description"`
+	Parameters  wire.Object `json:"parameters"`
 }
 
-// mcpServers reads [{server, tools}], each server name passing validName.
+func (t *toolSpecWire) UnmarshalJSON(b []byte) error {
+	type plain toolSpecWire
+	return wire.Fill(b, (*plain)(t))
+}
+
+// mcpServers reads [{server, tools}], each server name passing validName
+// and each tool ValidMCPToolName.
 func mcpServers(raw json.RawMessage, validName func(string) bool) ([]wire.MCPServerTools, bool) {
-	items, ok := array(raw)
-	if !ok {
+	var items []mcpServerWire
+	if firstByte(raw) != '[' || json.Unmarshal(raw, &items) != nil {
 		return nil, false
 	}
 	servers := make([]wire.MCPServerTools, 0, len(items))
-	for _, item := range items {
-		obj, ok := object(item)
-		if !ok {
+	for _, w := range items {
+		tools, ok := toolSpecs(json.RawMessage(w.Tools), rtsandbox.ValidMCPToolName)
+		if !validName(string(w.Server)) || !ok {
 			return nil, false
 		}
-		name, okName := str(obj["server"])
-		tools, okTools := toolSpecs(obj["tools"], rtsandbox.ValidMCPToolName)
-		if !okName || !validName(name) || !okTools {
-			return nil, false
-		}
-		servers = append(servers, wire.MCPServerTools{Server: name, Tools: tools})
+		servers = append(servers, wire.MCPServerTools{Server: string(w.Server), Tools: tools})
 	}
 	return servers, true
+}
+
+// mcpServerWire is one MCP server of a turn: its name and its tools,
+// read by toolSpecs.
+type mcpServerWire struct {
+	Server wire.String  `json:"server"`
+	Tools  rawArrayWire `json:"tools"`
+}
+
+func (m *mcpServerWire) UnmarshalJSON(b []byte) error {
+	type plain mcpServerWire
+	return wire.Fill(b, (*plain)(m))
+}
+
+// rawArrayWire is a JSON array kept as received, read by its user.
+type rawArrayWire json.RawMessage
+
+func (a *rawArrayWire) UnmarshalJSON(b []byte) error {
+	if firstByte(b) != '[' {
+		return errInvalidTurn
+	}
+	*a = append((*a)[:0], b...)
+	return nil
 }
 
 // The helpers below test the JSON type of a raw value the way the
 // reference's typeof checks do: an object is not null and not an array.
 
+// object is a map on purpose: its users read a model's tool arguments
+// (callInput), check a value is an object, or hand the members to
+// wire.FillFrom (parseWorkerConfig); none reads members by hand.
 func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
 	if firstByte(raw) != '{' {
 		return nil, false
