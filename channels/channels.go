@@ -19,6 +19,10 @@
 //     state file missing after that is ErrMissing, naming the file, never
 //     a silent re-seed that would forget every channel an owner enabled.
 //     Reseed removes the record on purpose (rtsandbox serve --reseed).
+//   - OpenPending is Open for a start that may still be refused: a store it
+//     would seed holds the initial keys in memory only, and Seed writes the
+//     state file and its record once the start succeeded (or the first
+//     Enable or Disable does), so a refused start spends nothing.
 //   - Read gives a read-only view without the lock, for commands that run
 //     beside a server.
 //   - Enable and Disable save atomically (write <file>.tmp 0600, fsync,
@@ -79,12 +83,30 @@ type Store struct {
 	mu     sync.Mutex
 	keys   []rtsandbox.ChannelKey // insertion order
 	closed bool
+	// pending: the keys are the initial ones, not written yet (OpenPending).
+	pending bool
 }
 
 // Open opens (creating when missing) the state directory dir and loads the
 // channel set. initial seeds a state file that does not exist yet. Errors
 // wrap ErrPrivate, ErrLocked, ErrState or the underlying I/O error.
 func Open(dir string, initial []rtsandbox.ChannelKey) (*Store, error) {
+	s, err := OpenPending(dir, initial)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Seed(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenPending is Open that writes nothing yet when it would seed: the
+// store answers with the initial keys from memory until Seed, Enable or
+// Disable writes them (and the record of the seeding), so a start refused
+// after it leaves the state directory as it found it.
+func OpenPending(dir string, initial []rtsandbox.ChannelKey) (*Store, error) {
 	dir, err := privateDir(dir)
 	if err != nil {
 		return nil, err
@@ -130,20 +152,55 @@ func (s *Store) load(initial []rtsandbox.ChannelKey) error {
 		if keys, err = validKeys(initial); err != nil {
 			return fmt.Errorf("initial channels: %w", err)
 		}
-		if err := s.save(keys); err != nil {
-			return err
-		}
+		s.keys, s.pending = keys, true
+		return nil
 	} else if err != nil {
 		return err
 	}
 	s.keys = keys
-	// The marker follows the state file, so a crash between the two
-	// leaves a store that is marked at the next start.
+	return s.mark()
+}
+
+// mark writes the record of the seeding when it is missing. It follows
+// the state file, so a crash between the two leaves a store that is
+// marked at the next start.
+func (s *Store) mark() error {
+	seeded := filepath.Join(s.dir, SeededFile)
 	if _, err := os.Lstat(seeded); errors.Is(err, os.ErrNotExist) {
 		if err := privdir.WriteFile(seeded, []byte("the channel store was seeded; see rtsandbox serve --reseed\n")); err != nil {
 			return fmt.Errorf("channel store marker: %w", err)
 		}
 	}
+	return nil
+}
+
+// Seed writes the initial keys a pending store holds (OpenPending), then
+// the record of the seeding; a store already written is left alone.
+// Errors: ErrClosed, or the write's.
+func (s *Store) Seed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending {
+		return nil
+	}
+	if s.closed {
+		return ErrClosed
+	}
+	return s.write(s.keys)
+}
+
+// write saves keys and, for a pending store, marks it seeded.
+func (s *Store) write(keys []rtsandbox.ChannelKey) error {
+	if err := s.save(keys); err != nil {
+		return err
+	}
+	if !s.pending {
+		return nil
+	}
+	if err := s.mark(); err != nil {
+		return err
+	}
+	s.pending = false
 	return nil
 }
 
@@ -316,7 +373,7 @@ func (s *Store) change(key rtsandbox.ChannelKey, next func([]rtsandbox.ChannelKe
 	if keys == nil {
 		return nil
 	}
-	if err := s.save(keys); err != nil {
+	if err := s.write(keys); err != nil {
 		return fmt.Errorf("channel %q: %w", key, err)
 	}
 	s.keys = keys

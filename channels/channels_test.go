@@ -341,3 +341,63 @@ func TestReadWhileLocked(t *testing.T) {
 		t.Errorf("Read (-want +got):\n%s", diff)
 	}
 }
+
+// TestOpenPendingSeedsOnlyOnSeed (issue 26 item 3): a start that opens the
+// store pending and is then refused writes nothing, so the next start
+// seeds from the config it has then; Seed writes the keys and the record.
+func TestOpenPendingSeedsOnlyOnSeed(t *testing.T) {
+	dir := stateDir(t)
+	s, err := OpenPending(dir, []key{"fake:a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.List(); !cmp.Equal(got, []key{"fake:a"}) {
+		t.Errorf("pending List = %v; want the initial keys", got)
+	}
+	for _, f := range []string{StateFile, SeededFile} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s before Seed: %v; want none", f, err)
+		}
+	}
+	s.Close() // the start was refused
+
+	s, err = OpenPending(dir, []key{"fake:a", "fake:b"}) // the operator fixed and extended the config
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seed(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seed(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, f := range []string{StateFile, SeededFile} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s after Seed: %v", f, err)
+		}
+	}
+	s = mustOpen(t, dir)
+	if got := s.List(); !cmp.Equal(got, []key{"fake:a", "fake:b"}) {
+		t.Errorf("stored = %v; want the keys of the start that succeeded", got)
+	}
+}
+
+// A pending store's first change writes the set and the record, as Seed.
+func TestPendingChangeSeeds(t *testing.T) {
+	dir := stateDir(t)
+	s, err := OpenPending(dir, []key{"fake:a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enable("fake:b"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := os.Lstat(filepath.Join(dir, SeededFile)); err != nil {
+		t.Errorf("record after the first change: %v", err)
+	}
+	if got := mustOpen(t, dir).List(); !cmp.Equal(got, []key{"fake:a", "fake:b"}) {
+		t.Errorf("stored = %v; want the initial key and the enabled one", got)
+	}
+}

@@ -40,7 +40,18 @@ func warnChannelDrift(log *slog.Logger, initial, stored []rtsandbox.ChannelKey) 
 	if len(notStored) == 0 && len(notListed) == 0 {
 		return
 	}
-	log.Warn(ChannelDriftText, "not_stored", notStored, "not_in_initial_channels", notListed)
+	log.Warn(ChannelDriftText, "not_stored", notStored, "not_in_initial_channels", notListed,
+		"enable_with", enableCommands(notStored))
+}
+
+// enableCommands names, for each key, the command that enables it while
+// serve is stopped (the owner command "on" does it in the running host).
+func enableCommands(keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = "rtsandbox channels on " + k + " --config FILE"
+	}
+	return out
 }
 
 // missingKeys returns the keys of want that have is lacks, in want's order.

@@ -148,6 +148,11 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 		}
 		h.surfaces = append(h.surfaces, stop)
 	}
+	// Only a start that succeeded spends initial_channels: a refused one
+	// left the state directory as it found it (channels.OpenPending).
+	if err := store.Seed(); err != nil {
+		return nil, err
+	}
 	log.Info("serving", "surfaces", surfaceNames(cfg), "state_dir", cfg.StateDir,
 		"installation", InstallationID(cfg), "channels", len(store.List()))
 	h.stopNotices = restartNotices(h.router, h.restarted, log) // every surface is up
@@ -158,7 +163,7 @@ func New(ctx context.Context, opts Options) (_ *Host, err error) {
 func (h *Host) openStore() (*channels.Store, error) {
 	cfg := h.cfg
 	stored := channelStoreExists(cfg.StateDir) // else this start seeds initial_channels
-	store, err := channels.Open(cfg.StateDir, cfg.InitialChannels)
+	store, err := channels.OpenPending(cfg.StateDir, cfg.InitialChannels)
 	if errors.Is(err, channels.ErrLocked) {
 		return nil, fmt.Errorf("state_dir %s is in use by another rtsandbox serve: %w", cfg.StateDir, err)
 	}

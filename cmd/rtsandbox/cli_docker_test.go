@@ -127,9 +127,10 @@ func TestBinaryConventions(t *testing.T) {
 	})
 }
 
-// serve warns, in one line naming the keys, when initial_channels differs
-// from the stored set after the first start; never at the first start,
-// nor when they agree. --log-format text switches serve's log.
+// serve warns, in one line naming the keys and the command that enables
+// each key not stored, when initial_channels differs from the stored set
+// after the first start; never at the first start, nor when they agree.
+// --log-format text switches serve's log.
 func TestServeWarnsOnInitialChannelDrift(t *testing.T) {
 	tag, _ := sealedImage(t)
 	addr := freeAddr(t)
@@ -167,6 +168,7 @@ func TestServeWarnsOnInitialChannelDrift(t *testing.T) {
 	want := []map[string]any{{
 		"level": "WARN", "msg": host.ChannelDriftText, "app": "rtsandbox",
 		"not_stored": []any{"http:new"}, "not_in_initial_channels": []any{},
+		"enable_with": []any{"rtsandbox channels on http:new --config FILE"},
 	}}
 	if diff := cmp.Diff(want, warns); diff != "" {
 		t.Errorf("drift warnings (-want +got):\n%s", diff)

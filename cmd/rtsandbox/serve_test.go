@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -342,6 +343,23 @@ func TestServeRefusesDeletedStore(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(state, channels.StateFile)); err == nil {
 		t.Error("serve re-seeded the store silently")
+	}
+}
+
+// TestServeRefusedStartSeedsNothing (issue 26 item 3): a first start
+// refused by the start checks (here: the HTTP token's variable is not set)
+// writes neither channels.json nor its record, so initial_channels is
+// still the config's at the start that succeeds.
+func TestServeRefusedStartSeedsNothing(t *testing.T) {
+	cfg, state := channelsConfig(t, "http:\n  token_env: RTS_TEST_UNSET_TOKEN_26\ninitial_channels: [\"http:lobby\"]\n")
+	code, _, errOut := runOps(t, "serve", "--config", cfg)
+	if code == exitOK || !strings.Contains(errOut, "RTS_TEST_UNSET_TOKEN_26") {
+		t.Fatalf("serve without the token's variable = %d %q; want refused, naming it", code, errOut)
+	}
+	for _, f := range []string{channels.StateFile, channels.SeededFile} {
+		if _, err := os.Lstat(filepath.Join(state, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after a refused start: %v; want none", f, err)
+		}
 	}
 }
 
