@@ -1,6 +1,9 @@
 package rtsandbox
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSealedText: a runtime that takes no attachments tells the model of
 // the message's own files only, whether the surface counted them or
@@ -28,5 +31,18 @@ func TestSealedText(t *testing.T) {
 				t.Errorf("SealedText() = %q; want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// The enabled texts of both modes begin with EnabledPrefix, which the
+// HTTP API reads as "enabled"; the disabled text does not.
+func TestEnabledTextsSharePrefix(t *testing.T) {
+	for _, s := range []string{EnabledText, EnabledSessionText, EnabledTextFor(ModeSession), EnabledTextFor(ModeSealed)} {
+		if !strings.HasPrefix(s, EnabledPrefix) {
+			t.Errorf("%q does not begin with %q", s, EnabledPrefix)
+		}
+	}
+	if strings.HasPrefix(DisabledText, EnabledPrefix) || EnabledTextFor(ModeSession) == EnabledText {
+		t.Error("the texts do not tell the modes or the states apart")
 	}
 }

@@ -47,20 +47,27 @@ const (
 )
 
 // Owner command answers (host spec §1.12). Surfaces show them to the
-// issuer only (Discord: ephemeral).
+// issuer only (Discord: ephemeral). Both enabled texts begin with
+// EnabledPrefix, which surfaces read as "enabled" (EnabledTextFor picks
+// the one of the channel's mode). DisabledText is ours: the reference's
+// "normal host routing applies again" promised a host that rtsandbox,
+// standalone, does not have; a switched-off channel's messages are
+// dropped.
 const (
-	EnabledText       = "Sandbox routing is enabled. Mention the bot or reply to it to start a sealed turn."
-	DisabledText      = "Sandbox routing is disabled. Memory is retained; normal host routing applies again."
-	NotOwnerText      = "Owner only: sandbox commands are the control panel of this assistant's owner."
-	NeedsChannelText  = "Sandbox commands require a guild channel."
-	UnknownActionText = "Unknown sandbox command. Use on, off, status, fresh or stop."
-	FreshText         = "The next sandbox turn in this channel starts a fresh conversation. Memory is kept."
-	NotOwnedText      = "This channel is not sandboxed."
-	StoppedText       = "Stopped the running sandbox turn."
-	IdleText          = "No sandbox turn is running in this channel."
-	CommandFailedText = "That did not finish; try again later. The details are in the log."
-	QueuedText        = "Queued: this applies once the channel's running turns finish."
-	DiskFullText      = "The host's disk is full: the change was not saved. Free some space and try again."
+	EnabledPrefix      = "Sandbox routing is enabled."
+	EnabledText        = EnabledPrefix + " Mention the bot or reply to it to start a sealed turn."
+	EnabledSessionText = EnabledPrefix + " Mention the bot or reply to it to continue this channel's session."
+	DisabledText       = "Sandbox routing is disabled. Memory is retained; messages here are no longer answered."
+	NotOwnerText       = "Owner only: sandbox commands are the control panel of this assistant's owner."
+	NeedsChannelText   = "Sandbox commands require a guild channel."
+	UnknownActionText  = "Unknown sandbox command. Use on, off, status, fresh or stop."
+	FreshText          = "The next sandbox turn in this channel starts a fresh conversation. Memory is kept."
+	NotOwnedText       = "This channel is not sandboxed."
+	StoppedText        = "Stopped the running sandbox turn."
+	IdleText           = "No sandbox turn is running in this channel."
+	CommandFailedText  = "That did not finish; try again later. The details are in the log."
+	QueuedText         = "Queued: this applies once the channel's running turns finish."
+	DiskFullText       = "The host's disk is full: the change was not saved. Free some space and try again."
 	// SealedStatusFormat and SessionStatusFormat are the status command's
 	// line about the channel's runtime, after EnabledText or DisabledText:
 	// the profile's name, and in session mode the container's state
@@ -121,3 +128,13 @@ const (
 	AttachImageLimitFormat = "saved, but not shown as an image: at most %d images (%d MB) per message"
 	AttachImageSizeFormat  = "saved, but not shown as an image: larger than %d MB"
 )
+
+// EnabledTextFor is the enabled text of a channel whose runtime runs in
+// mode: EnabledSessionText in session mode, else EnabledText (the sealed
+// mode's, and the answer when the mode is not known).
+func EnabledTextFor(mode string) string {
+	if mode == ModeSession {
+		return EnabledSessionText
+	}
+	return EnabledText
+}

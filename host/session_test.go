@@ -280,7 +280,7 @@ func TestRouterOwnerCommandsThroughMux(t *testing.T) {
 		action  string
 		want    string
 	}{
-		{"discord:1", router.ActionStatus, rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: stopped."},
+		{"discord:1", router.ActionStatus, rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: stopped."},
 		{"discord:2", router.ActionStatus, rtsandbox.EnabledText + "\nMode: sealed (a fresh container every turn). Profile: default."},
 		{"discord:1", router.ActionFresh, rtsandbox.FreshText},
 		{"discord:1", router.ActionStop, rtsandbox.StoppedText},

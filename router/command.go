@@ -93,12 +93,15 @@ func (r *Router) command(ctx context.Context, c Command) (string, error) {
 	var (
 		enabled bool
 		line    string // status: the runtime's line
+		mode    string // on, status: the runtime's mode, for the enabled text
 	)
 	err := r.inQueue(ctx, c.Channel, func(qctx context.Context) error {
 		var err error
 		switch c.Action {
 		case ActionOn:
-			err = r.channels.Enable(c.Channel)
+			if err = r.channels.Enable(c.Channel); err == nil {
+				_, mode = r.statusLine(qctx, c.Channel)
+			}
 		case ActionOff:
 			// Off first, so no turn starts again; then what the runtime
 			// keeps between turns (a session container) goes.
@@ -106,7 +109,7 @@ func (r *Router) command(ctx context.Context, c Command) (string, error) {
 				err = r.removeState(qctx, c.Channel)
 			}
 		case ActionStatus:
-			line = r.statusLine(qctx, c.Channel)
+			line, mode = r.statusLine(qctx, c.Channel)
 		}
 		enabled = r.channels.Enabled(c.Channel)
 		return err
@@ -116,7 +119,7 @@ func (r *Router) command(ctx context.Context, c Command) (string, error) {
 	}
 	text := rtsandbox.DisabledText
 	if enabled {
-		text = rtsandbox.EnabledText
+		text = rtsandbox.EnabledTextFor(mode)
 	}
 	if line != "" {
 		text += "\n" + line

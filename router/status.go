@@ -7,10 +7,10 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// statusLine is the status command's line about channel's runtime, "" when
-// the runtime cannot describe it. A failure is logged and shows the
-// container as unknown: the command still answers.
-func (r *Router) statusLine(ctx context.Context, channel rtsandbox.ChannelKey) string {
+// statusLine is the status command's line about channel's runtime, ""
+// when the runtime cannot describe it, and the runtime's mode. A failure
+// is logged and shows the container as unknown: the command still answers.
+func (r *Router) statusLine(ctx context.Context, channel rtsandbox.ChannelKey) (line, mode string) {
 	st, err := r.runtime.Status(ctx, channel)
 	if err != nil {
 		r.log.Warn("runtime status unavailable", "channel", channel, "err", err)
@@ -18,7 +18,7 @@ func (r *Router) statusLine(ctx context.Context, channel rtsandbox.ChannelKey) s
 			st.Container = rtsandbox.ContainerUnknown
 		}
 	}
-	return formatStatus(st)
+	return formatStatus(st), st.Mode
 }
 
 // formatStatus writes st with the fixed status texts; "" when st names no

@@ -48,43 +48,43 @@ func TestStatusPerMode(t *testing.T) {
 		{
 			name:   "session-running",
 			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerRunning},
-			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: running.",
+			want:   rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: running.",
 		},
 		{
 			name:   "session-missing",
 			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerMissing},
-			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing.",
+			want:   rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: missing.",
 		},
 		{
 			name:   "session-stopped",
 			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerStopped},
-			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: stopped.",
+			want:   rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: stopped.",
 		},
 		{
 			name:   "engine-unreachable-shows-unknown",
 			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio"},
 			err:    errors.New("docker: connection refused"),
-			want:   rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: unknown.",
+			want:   rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: unknown.",
 		},
 		{
 			name: "session-workspace",
 			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerRunning,
 				Workspace: &rtsandbox.WorkspaceUsage{Mode: "hard", Mounted: true, Bytes: 3 << 19, MaxBytes: 64 << 20, Files: 12, MaxFiles: 512}},
-			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: running." +
+			want: rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: running." +
 				"\nWorkspace (hard bound): 1.5 of 64 MiB, 12 of 512 files used.",
 		},
 		{
 			name: "session-workspace-full",
 			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerMissing,
 				Workspace: &rtsandbox.WorkspaceUsage{Mode: "soft", Mounted: true, Bytes: 64 << 20, MaxBytes: 64 << 20, Files: 40, MaxFiles: 512, Full: true}},
-			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
+			want: rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
 				"\nWorkspace (soft bound): 64.0 of 64 MiB, 40 of 512 files used. Full: turns are refused until the owner runs fresh.",
 		},
 		{
 			name: "session-workspace-unmounted",
 			status: rtsandbox.RuntimeStatus{Mode: rtsandbox.ModeSession, Profile: "studio", Container: rtsandbox.ContainerMissing,
 				Workspace: &rtsandbox.WorkspaceUsage{Mode: "hard"}},
-			want: rtsandbox.EnabledText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
+			want: rtsandbox.EnabledSessionText + "\nMode: session (one long-lived container). Profile: studio. Container: missing." +
 				"\nWorkspace (hard bound): not mounted; measured at the channel's next turn.",
 		},
 		{
@@ -187,6 +187,36 @@ func TestPlainRuntimeKeepsOldAnswers(t *testing.T) {
 		t.Errorf("status = %q; want %q", text, rtsandbox.EnabledText)
 	}
 	if text, _ := h.r.Command(ctx, ownerCmd(guests, ActionOff)); text != rtsandbox.DisabledText {
+		t.Errorf("off = %q; want %q", text, rtsandbox.DisabledText)
+	}
+}
+
+// TestEnabledTextByMode (issue 26 item 4): on and status answer with the
+// enabled text of the channel's mode: a session channel is never told
+// to "start a sealed turn"; a runtime that names no mode gets the sealed
+// text, as before modes. off says the channel's messages are no longer
+// answered (there is no other host routing to fall back to).
+func TestEnabledTextByMode(t *testing.T) {
+	for _, tt := range []struct {
+		mode string
+		want string
+	}{
+		{rtsandbox.ModeSession, rtsandbox.EnabledSessionText},
+		{rtsandbox.ModeSealed, rtsandbox.EnabledText},
+		{"", rtsandbox.EnabledText},
+	} {
+		for _, action := range []string{ActionOn, ActionStatus} {
+			chans := newMemChannels(guests)
+			rt := &fakeruntime.Runtime{Stat: rtsandbox.RuntimeStatus{Mode: tt.mode, Profile: "p"}}
+			h := newHarness(t, chans, func(o *Options) { o.Runtime = rt })
+			text, err := h.r.Command(context.Background(), ownerCmd(guests, action))
+			if first, _, _ := strings.Cut(text, "\n"); err != nil || first != tt.want {
+				t.Errorf("%s in mode %q = %q, %v; want it to begin with %q", action, tt.mode, text, err, tt.want)
+			}
+		}
+	}
+	h := newHarness(t, newMemChannels(guests))
+	if text, _ := h.r.Command(context.Background(), ownerCmd(guests, ActionOff)); text != rtsandbox.DisabledText || strings.Contains(text, "host routing") {
 		t.Errorf("off = %q; want %q", text, rtsandbox.DisabledText)
 	}
 }

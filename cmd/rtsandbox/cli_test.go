@@ -32,6 +32,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 		want string // on stdout
 	}{
 		{"help", []string{"help"}, "usage: rtsandbox <command>"},
+		{"help-names-both-modes", []string{"help"}, "with sealed or session turns"}, // issue 26 item 4
 		{"dash-h", []string{"-h"}, "usage: rtsandbox <command>"},
 		{"dash-dash-help", []string{"--help"}, "usage: rtsandbox <command>"},
 		{"help-serve", []string{"help", "serve"}, "-drain"},

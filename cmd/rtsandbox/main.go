@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, getenv env, stdin io.Reader, stdout
 
 func commands() []cli.Command {
 	return []cli.Command{
-		{Name: "serve", Summary: "serve chat surfaces (http, discord) with sealed turns until SIGTERM", Run: runServe},
+		{Name: "serve", Summary: "serve chat surfaces (http, discord) with sealed or session turns until SIGTERM", Run: runServe},
 		{Name: "doctor", Summary: "check Docker, the worker image, the state dir and the credentials serve needs", Run: runDoctor},
 		{Name: "repair", Summary: "with serve stopped, move a damaged memory or usage database aside so the next start begins a fresh one", Run: runRepair},
 		{Name: "channels", Summary: "list or switch sandboxed channels while no server runs", Run: runChannels},

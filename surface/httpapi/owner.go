@@ -37,7 +37,7 @@ func handleSandboxStatus(a *API) http.Handler {
 		}
 		if text, ok := a.command(w, r, channel, router.ActionStatus); ok {
 			// status may end with the channel's usage line.
-			enabled := strings.HasPrefix(text, rtsandbox.EnabledText)
+			enabled := strings.HasPrefix(text, rtsandbox.EnabledPrefix)
 			writeJSON(w, http.StatusOK, sandboxResponse{Channel: string(channel), Enabled: enabled, Message: text})
 		}
 	})
@@ -130,7 +130,7 @@ func handleSandboxSet(a *API) http.Handler {
 		}
 		if text, ok := a.command(w, r, channel, action); ok {
 			// status may end with the channel's usage line.
-			enabled := strings.HasPrefix(text, rtsandbox.EnabledText)
+			enabled := strings.HasPrefix(text, rtsandbox.EnabledPrefix)
 			writeJSON(w, http.StatusOK, sandboxResponse{Channel: string(channel), Enabled: enabled, Message: text})
 		}
 	})
