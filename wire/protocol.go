@@ -216,32 +216,58 @@ func (s *stateWire) UnmarshalJSON(b []byte) error {
 	}
 	s.Memory = make([]rtsandbox.MemoryEntry, len(lists.Memory))
 	for i, obj := range lists.Memory {
-		var e memoryEntryWire
+		var e MemoryEntryWire
 		if !fillFrom(obj, &e) { // a null entry is a nil map: its members are missing
 			return fmt.Errorf("memory %d: %w", i, errWireType)
 		}
-		s.Memory[i] = rtsandbox.MemoryEntry{Scope: string(e.Scope), Key: string(e.Key), Text: string(e.Text)}
+		s.Memory[i] = e.Entry()
 	}
 	s.History = make([]rtsandbox.HistoryEntry, len(lists.History))
 	for i, obj := range lists.History {
-		var e historyEntryWire
+		var e HistoryEntryWire
 		if !fillFrom(obj, &e) {
 			return fmt.Errorf("history %d: %w", i, errWireType)
 		}
-		s.History[i] = rtsandbox.HistoryEntry{Role: string(e.Role), Content: string(e.Content)}
+		s.History[i] = e.Entry()
 	}
 	return nil
 }
 
-// memoryEntryWire is one entry of a reply's state memory.
-type memoryEntryWire struct {
+// MemoryEntryWire is one memory entry on the wire, in a reply's state or
+// a turn's memory: scope, key and text, each a string, by exact name.
+// Decoded alone (an element of a list json.Unmarshal reads), it is
+// filled by Fill; the reply's state fills it from the members it already
+// read.
+type MemoryEntryWire struct {
 	Scope String `json:"scope"`
 	Key   String `json:"key"`
 	Text  String `json:"text"`
 }
 
-// historyEntryWire is one entry of a reply's state history.
-type historyEntryWire struct {
+func (e *MemoryEntryWire) UnmarshalJSON(b []byte) error {
+	type plain MemoryEntryWire
+	return Fill(b, (*plain)(e))
+}
+
+// Entry is e as the domain's entry.
+func (e MemoryEntryWire) Entry() rtsandbox.MemoryEntry {
+	return rtsandbox.MemoryEntry{Scope: string(e.Scope), Key: string(e.Key), Text: string(e.Text)}
+}
+
+// HistoryEntryWire is one history entry on the wire, in a reply's state
+// or a turn's history: role and content, each a string, by exact name.
+// Which roles are allowed is the reader's rule.
+type HistoryEntryWire struct {
 	Role    String `json:"role"`
 	Content String `json:"content"`
+}
+
+func (e *HistoryEntryWire) UnmarshalJSON(b []byte) error {
+	type plain HistoryEntryWire
+	return Fill(b, (*plain)(e))
+}
+
+// Entry is e as the domain's entry.
+func (e HistoryEntryWire) Entry() rtsandbox.HistoryEntry {
+	return rtsandbox.HistoryEntry{Role: string(e.Role), Content: string(e.Content)}
 }

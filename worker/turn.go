@@ -90,7 +90,7 @@ func (s *speakerWire) UnmarshalJSON(b []byte) error {
 type memoryWire []rtsandbox.MemoryEntry
 
 func (m *memoryWire) UnmarshalJSON(b []byte) error {
-	var items []memoryEntryWire
+	var items []wire.MemoryEntryWire
 	if err := json.Unmarshal(b, &items); err != nil {
 		return err
 	}
@@ -99,20 +99,9 @@ func (m *memoryWire) UnmarshalJSON(b []byte) error {
 	}
 	*m = make(memoryWire, len(items))
 	for i, e := range items {
-		(*m)[i] = rtsandbox.MemoryEntry{Scope: string(e.Scope), Key: string(e.Key), Text: string(e.Text)}
+		(*m)[i] = e.Entry()
 	}
 	return nil
-}
-
-type memoryEntryWire struct {
-	Scope wire.String `json:"scope"`
-	Key   wire.String `json:"key"`
-	Text  wire.String `json:"text"`
-}
-
-func (e *memoryEntryWire) UnmarshalJSON(b []byte) error {
-	type plain memoryEntryWire
-	return wire.Fill(b, (*plain)(e))
 }
 
 // historyWire is the channel's history (spec §4.3 item 2): an array of at
@@ -120,7 +109,7 @@ func (e *memoryEntryWire) UnmarshalJSON(b []byte) error {
 type historyWire []rtsandbox.HistoryEntry
 
 func (h *historyWire) UnmarshalJSON(b []byte) error {
-	var items []historyEntryWire
+	var items []wire.HistoryEntryWire
 	if err := json.Unmarshal(b, &items); err != nil {
 		return err
 	}
@@ -129,23 +118,10 @@ func (h *historyWire) UnmarshalJSON(b []byte) error {
 	}
 	*h = make(historyWire, len(items))
 	for i, e := range items {
-		(*h)[i] = rtsandbox.HistoryEntry{Role: string(e.Role), Content: string(e.Content)}
-	}
-	return nil
-}
-
-type historyEntryWire struct {
-	Role    wire.String `json:"role"`
-	Content wire.String `json:"content"`
-}
-
-func (e *historyEntryWire) UnmarshalJSON(b []byte) error {
-	type plain historyEntryWire
-	if err := wire.Fill(b, (*plain)(e)); err != nil {
-		return err
-	}
-	if e.Role != "user" && e.Role != "assistant" {
-		return errInvalidTurn
+		if e.Role != "user" && e.Role != "assistant" {
+			return errInvalidTurn
+		}
+		(*h)[i] = e.Entry()
 	}
 	return nil
 }
