@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/internal/heappeak"
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
@@ -89,40 +88,9 @@ func BenchmarkDecodePeak(b *testing.B) {
 			body := []byte(c.body)
 			var worst float64
 			for b.Loop() {
-				worst = max(worst, peakOf(func() { f.postReader(c.route, bytes.NewReader(body), int64(len(body))) })/float64(len(body)))
+				worst = max(worst, heappeak.Of(func() { f.postReader(c.route, bytes.NewReader(body), int64(len(body))) })/float64(len(body)))
 			}
 			b.ReportMetric(worst, "peak/byte")
 		})
 	}
-}
-
-// peakOf is the most the Go heap grew while fn ran, sampled every
-// millisecond with the collector at 5 % growth.
-func peakOf(fn func()) float64 {
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	defer debug.SetGCPercent(debug.SetGCPercent(5))
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	fn()
-	close(done)
-	<-sampled
-	return float64(peak.Load()) - float64(base.HeapAlloc)
 }

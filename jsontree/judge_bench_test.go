@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"runtime"
-	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/internal/answercorpus"
+	"github.com/rtsandbox/rtsandbox/internal/heappeak"
 	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
@@ -329,7 +327,7 @@ func BenchmarkJudgePeak(b *testing.B) {
 			b.Run(c.name+"/"+r.name, func(b *testing.B) {
 				var worst float64
 				for b.Loop() {
-					worst = max(worst, peakOf(func() { _, _ = r.read(context.Background(), c.body) })/float64(len(c.body)))
+					worst = max(worst, heappeak.Of(func() { _, _ = r.read(context.Background(), c.body) })/float64(len(c.body)))
 				}
 				b.ReportMetric(worst, "peak/byte")
 			})
@@ -340,38 +338,6 @@ func BenchmarkJudgePeak(b *testing.B) {
 // unbounded reports the reader that is not run on a flood.
 func unbounded(c judgeBody, reader string) bool {
 	return reader == "StdTypedNoBudget" && strings.HasPrefix(c.name, "EmptyArrays")
-}
-
-// peakOf is broker's (decode_bench_test.go): the most the Go heap grew
-// while fn ran, sampled every millisecond with the collector at 5 %
-// growth.
-func peakOf(fn func()) float64 {
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	defer debug.SetGCPercent(debug.SetGCPercent(5))
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapAlloc > peak.Load() {
-				peak.Store(ms.HeapAlloc)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
-	fn()
-	close(done)
-	<-sampled
-	return float64(peak.Load()) - float64(base.HeapAlloc)
 }
 
 // TestJudgeReadersAgree: the three readers of the judgement read the same
