@@ -1,7 +1,6 @@
 package rtsandbox
 
 import (
-	"strings"
 	"time"
 )
 
@@ -149,31 +148,3 @@ const (
 	MIMEWebP = "image/webp"
 	MIMEGIF  = "image/gif"
 )
-
-// base64Size returns the decoded size of standard padded base64 of at most
-// maxDecoded bytes, checked as §4.2 does: by pattern
-// (^[A-Za-z0-9+/]*={0,2}$) and length, without decoding. ok is false for
-// anything else. A table loop rather than a regexp: reply files reach
-// 50 MiB and are checked twice, and a regexp is ~100 MB/s.
-func base64Size(data string, maxDecoded int) (int, bool) {
-	maxLen := (maxDecoded + 2) / 3 * 4
-	if len(data) > maxLen || len(data)%4 != 0 {
-		return 0, false
-	}
-	body := strings.TrimSuffix(strings.TrimSuffix(data, "="), "=")
-	for i := 0; i < len(body); i++ {
-		if !base64Alphabet[body[i]] {
-			return 0, false
-		}
-	}
-	n := len(data)/4*3 - (len(data) - len(body))
-	return n, n <= maxDecoded
-}
-
-// base64Alphabet marks the bytes of the standard base64 alphabet.
-var base64Alphabet = func() (t [256]bool) {
-	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/" {
-		t[c] = true
-	}
-	return t
-}()
