@@ -72,7 +72,7 @@ func serveMessages(ctx context.Context, t *Turn, req request) outcome {
 	}
 	key, err := t.b.cfg.APIKey(ctx, t.binding)
 	if err != nil || key == "" {
-		return fail("model credential missing")
+		return missingKey(err)
 	}
 	payload, err := marshal(msg)
 	if err != nil {

@@ -516,3 +516,18 @@ func TestBindingReachesHostToolsAndCredentialGetters(t *testing.T) {
 		})
 	}
 }
+
+// A model credential that cannot be read fails the call with the fixed
+// guest text; the operator's record names the variable the getter reports
+// (never a value), so a missing key is fixed without guessing.
+func TestMissingModelKeyNamesVariable(t *testing.T) {
+	f := newFixture(t, nil, func(c *broker.Config) {
+		c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+			return "", errors.New("RTS_TEST_MODEL_KEY is unset or empty")
+		}
+	})
+	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
+	if want := `"detail":"model credential missing: RTS_TEST_MODEL_KEY is unset or empty"`; !strings.Contains(f.logs.String(), want) {
+		t.Errorf("log lacks %s:\n%s", want, f.logs.String())
+	}
+}

@@ -90,6 +90,16 @@ func fail(detail string) outcome {
 	return o
 }
 
+// missingKey is the outcome of a model call whose credential is empty or
+// could not be read; err, when there is one, names the variable (never its
+// value) for the operator's record.
+func missingKey(err error) outcome {
+	if err != nil {
+		return fail("model credential missing: " + err.Error())
+	}
+	return fail("model credential missing")
+}
+
 func okJSON(body []byte) outcome {
 	return outcome{status: statusOK, body: body, json: true}
 }

@@ -105,7 +105,7 @@ func serveChat(ctx context.Context, t *Turn, req request, opts modelapi.ChatOpti
 	}
 	key, err := t.b.cfg.APIKey(ctx, t.binding)
 	if err != nil || key == "" {
-		return fail("model credential missing")
+		return missingKey(err)
 	}
 	chat := modelapi.BuildChatRequest(t.b.cfg.Model, in, t.b.cfg.MaxOutputTokens)
 	streamed := t.b.cfg.Stream && string(bytes.TrimSpace(req.obj["stream"])) == "true"

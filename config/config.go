@@ -242,6 +242,16 @@ func (e EnvVar) Lookup(getenv func(string) string) string {
 	return getenv(string(e))
 }
 
+// Secret reads the variable's value on this use; an empty value is an
+// error naming the variable (never a value), for the operator's log.
+func (e EnvVar) Secret(getenv func(string) string) (rtsandbox.Secret, error) {
+	v := e.Lookup(getenv)
+	if v == "" {
+		return "", fmt.Errorf("%s is unset or empty", e)
+	}
+	return rtsandbox.Secret(v), nil
+}
+
 // Parse validates a YAML config and returns it with defaults filled in. The
 // error joins every problem found; it matches rtsandbox.ErrInvalid.
 func Parse(data []byte) (*Config, error) {

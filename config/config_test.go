@@ -753,3 +753,58 @@ func TestParseUser(t *testing.T) {
 		}
 	}
 }
+
+// A missing required key is reported where the operator must write it: a
+// top-level key the file lacks at no line at all (it used to say "line 1",
+// the first key of the file), a nested one at its mapping, an empty one at
+// its own line.
+func TestRequiredKeyPointsWhereToWrite(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"top-level-absent", "state_dir: /s\n", []string{"model: is required (the file has no top-level model: key)"}},
+		{"top-level-empty", "state_dir: /s\nmodel:\n", []string{"model: is required (the key is there with no value) (line 2)"}},
+		{"nested-absent", "state_dir: /s\nmodel:\n  url: https://m.example/v1\n  name: m\n", []string{
+			"model.api_key_env: is required (model has no api_key_env: key) (line 3)"}},
+		{"nested-empty", "state_dir: /s\nmodel:\n  url: https://m.example/v1\n  name: m\n  api_key_env:\n", []string{
+			"model.api_key_env: is required (the key is there with no value) (line 5)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("Parse(%q) = nil error", tt.in)
+			}
+			if diff := cmp.Diff(tt.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("Parse(%q) problems (-want +got):\n%s", tt.in, diff)
+			}
+		})
+	}
+}
+
+func TestEnvVarSecret(t *testing.T) {
+	getenv := func(k string) string { return map[string]string{"SET": "v", "EMPTY": ""}[k] }
+	tests := []struct {
+		name    string
+		v       EnvVar
+		want    rtsandbox.Secret
+		wantErr string
+	}{
+		{"set", "SET", "v", ""},
+		{"empty", "EMPTY", "", "EMPTY is unset or empty"},
+		{"absent", "ABSENT", "", "ABSENT is unset or empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.v.Secret(getenv)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if got != tt.want || gotErr != tt.wantErr {
+				t.Errorf("Secret() = %q, %q; want %q, %q", got.Reveal(), gotErr, tt.want.Reveal(), tt.wantErr)
+			}
+		})
+	}
+}

@@ -153,13 +153,24 @@ func (p *parser) list(o object, key string) []*yaml.Node {
 // required reports a missing key and returns false, or returns true. A key
 // whose value was already refused (an alias) counts as present, so it is
 // reported once.
+//
+// The problem points where the operator must write: at an empty key's own
+// line; at the mapping that lacks the key; and at no line for a key the
+// file lacks at its top level (line 1 would point at whatever key happens
+// to come first).
 func (p *parser) required(o object, key string) bool {
 	n, written := o.fields[key]
-	if !written || n != nil && isNull(n) {
-		p.fail(o.node, o.at(key), "is required")
-		return false
+	switch {
+	case written && n != nil && isNull(n):
+		p.fail(n, o.at(key), "is required (the key is there with no value)")
+	case written:
+		return true
+	case o.path == "":
+		p.fail(nil, o.at(key), "is required (the file has no top-level %s: key)", key)
+	default:
+		p.fail(o.node, o.at(key), "is required (%s has no %s: key)", o.path, key)
 	}
-	return true
+	return false
 }
 
 // rule checks a string and returns the broken rule, or "" when it holds.

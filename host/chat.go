@@ -35,13 +35,16 @@ type ChatOptions struct {
 // sandboxed channel is console:local and whose owner is the local user, so
 // /fresh is the owner command and research reports arrive as deliveries.
 func Chat(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, o ChatOptions) error {
+	if err := sealedOnly(cfg, ConsoleChannel); err != nil {
+		return setupError{err}
+	}
 	reports := newReportPipe()
 	s, err := NewSealedRuntime(cfg, getenv, SealedOptions{Logger: log, Reports: reports})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if err := RefreshImage(ctx, ImageTag(cfg), o.Say); err != nil {
+	if err := TurnChecks(ctx, cfg, getenv, log, o.Say); err != nil {
 		return err
 	}
 	c, r, err := consoleChat(s.Runtime, newDoor(cfg, getenv), log, o.In, o.Out)
@@ -62,15 +65,36 @@ func Chat(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger,
 // sealed runtime built from cfg (an error there matches ErrSetup), the
 // worker image refreshed when it is missing or stale (say reports it).
 func Turn(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, b rtsandbox.Binding, text string, say func(string)) (rtsandbox.Reply, error) {
+	if err := sealedOnly(cfg, b.Channel); err != nil {
+		return rtsandbox.Reply{}, setupError{err}
+	}
 	s, err := NewSealedRuntime(cfg, getenv, SealedOptions{Logger: log})
 	if err != nil {
 		return rtsandbox.Reply{}, setupError{err}
 	}
 	defer s.Close()
-	if err := RefreshImage(ctx, ImageTag(cfg), say); err != nil {
+	if err := TurnChecks(ctx, cfg, getenv, log, say); err != nil {
 		return rtsandbox.Reply{}, err
 	}
 	return s.Runtime.RunTurn(ctx, b, text)
+}
+
+// sealedOnly refuses a channel whose profile is a session one: turn and
+// chat run sealed turns in their own process, and a session channel's
+// worker, workspace and conversation belong to serve. Running it sealed
+// instead would answer from another mode without saying so.
+func sealedOnly(cfg *config.Config, ch rtsandbox.ChannelKey) error {
+	name, p := cfg.ProfileFor(ch)
+	if p.Mode != config.ModeSession {
+		return nil
+	}
+	key := "default_profile"
+	if _, ok := cfg.ChannelProfiles[ch]; ok {
+		key = fmt.Sprintf("channels_profile[%q]", string(ch))
+	}
+	return fmt.Errorf("%s: %s gets the session profile %q, and turn and chat run sealed turns only; "+
+		"talk to a session channel through rtsandbox serve and its HTTP API (README, \"Talking to a running serve\"): %w",
+		key, ch, name, rtsandbox.ErrInvalid)
 }
 
 // consoleChat wires the terminal chat as a router surface.

@@ -82,13 +82,15 @@ func (c Check) String() string {
 	return s
 }
 
-// runChecks runs the offline checks.
-func runChecks(ctx context.Context, cfg *config.Config, getenv env) []Check {
+// runChecks runs the offline checks. Without surfaces it leaves out what
+// only the chat surfaces read (the HTTP and Discord tokens): turn and chat
+// never serve them.
+func runChecks(ctx context.Context, cfg *config.Config, getenv env, surfaces bool) []Check {
 	checks := dockerChecks(ctx, ImageTag(cfg))
 	checks = append(checks, userCheck(cfg, os.Geteuid()), stateDirCheck(cfg.StateDir, os.Geteuid()))
 	checks = append(checks, dbChecks(ctx, cfg.StateDir)...)
-	checks = append(checks, credentialChecks(cfg, getenv)...)
-	if c, ok := tokenCheck(cfg, getenv); ok {
+	checks = append(checks, credentialChecks(cfg, getenv, surfaces)...)
+	if c, ok := tokenCheck(cfg, getenv); ok && surfaces {
 		checks = append(checks, c)
 	}
 	if c, ok := diskCheck(cfg, session.ProbeDisk()); ok {
@@ -125,7 +127,18 @@ func Summary(checks []Check) string {
 // missing or stale worker image is rebuilt (and logged), so a start that
 // is refused anyway builds nothing. Warnings go to the log.
 func StartChecks(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger) error {
-	checks := runChecks(ctx, cfg, getenv)
+	say := func(msg string) { log.Warn("worker image rebuilt at start", "detail", msg) }
+	return startChecks(ctx, cfg, runChecks(ctx, cfg, getenv, true), log, say)
+}
+
+// TurnChecks are serve's start checks for the commands that run turns in
+// this process (turn, chat): all of them but the chat surfaces' tokens.
+// say reports an image rebuild to the operator at the terminal.
+func TurnChecks(ctx context.Context, cfg *config.Config, getenv env, log *slog.Logger, say func(string)) error {
+	return startChecks(ctx, cfg, runChecks(ctx, cfg, getenv, false), log, say)
+}
+
+func startChecks(ctx context.Context, cfg *config.Config, checks []Check, log *slog.Logger, say func(string)) error {
 	var bad []Check
 	for _, c := range checks {
 		switch {
@@ -140,7 +153,6 @@ func StartChecks(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 	}
 	for _, c := range checks {
 		if c.repairable {
-			say := func(msg string) { log.Warn("worker image rebuilt at start", "detail", msg) }
 			if err := RefreshImage(ctx, ImageTag(cfg), say); err != nil {
 				return refusal([]Check{fail(c.name, imageFix, "%v", err)})
 			}
@@ -150,14 +162,17 @@ func StartChecks(ctx context.Context, cfg *config.Config, getenv env, log *slog.
 	return nil
 }
 
+// ErrStartRefused matches the error of a start that failed its checks.
+var ErrStartRefused = errors.New("refusing to start")
+
 // refusal is serve's error for failed start checks.
 func refusal(bad []Check) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "refusing to start: %d start check(s) failed (rtsandbox doctor --config FILE runs them alone):", len(bad))
+	fmt.Fprintf(&b, "%d start check(s) failed (rtsandbox doctor --config FILE runs them alone):", len(bad))
 	for _, c := range bad {
 		b.WriteString("\n" + c.String())
 	}
-	return errors.New(b.String())
+	return fmt.Errorf("%w: %s", ErrStartRefused, b.String())
 }
 
 const (
@@ -300,10 +315,10 @@ func credentials(cfg *config.Config) []credential {
 
 // credentialChecks checks that every named variable is set; the value is
 // never printed.
-func credentialChecks(cfg *config.Config, getenv env) []Check {
+func credentialChecks(cfg *config.Config, getenv env, surfaces bool) []Check {
 	var out []Check
 	for _, c := range credentials(cfg) {
-		if c.name == "" {
+		if c.name == "" || !surfaces && surfaceKey(c.key) {
 			continue
 		}
 		if c.name.Lookup(getenv) != "" {
@@ -314,9 +329,16 @@ func credentialChecks(cfg *config.Config, getenv env) []Check {
 		if fix == "" {
 			fix = fmt.Sprintf("set %s in the environment rtsandbox runs in (export %s=…)", c.name, c.name)
 		}
-		out = append(out, fail(c.key, fix, "%s is not set", c.name))
+		// getenv cannot tell an empty variable from an absent one, and
+		// either is refused: say both.
+		out = append(out, fail(c.key, fix, "%s is unset or empty", c.name))
 	}
 	return out
+}
+
+// surfaceKey reports whether a credential key is a chat surface's token.
+func surfaceKey(key string) bool {
+	return strings.HasPrefix(key, "http.") || strings.HasPrefix(key, "discord.")
 }
 
 // tokenCheck compares the HTTP guest and owner tokens when both are set;
@@ -340,8 +362,15 @@ func tokenCheck(cfg *config.Config, getenv env) (Check, bool) {
 }
 
 // Checks runs the offline checks, and with online the online ones too.
+// What serve repairs at start (a missing or stale worker image) is a
+// warning here, not a failure: the installation is ready to serve.
 func Checks(ctx context.Context, cfg *config.Config, getenv env, online bool) []Check {
-	checks := append(runChecks(ctx, cfg, getenv), skillsChecks(cfg)...) // serve reads skills at start on its own
+	checks := append(runChecks(ctx, cfg, getenv, true), skillsChecks(cfg)...) // serve reads skills at start on its own
+	for i, c := range checks {
+		if c.repairable {
+			checks[i] = warn(c.name, c.fix, "%s; serve, turn and chat build it at start", c.msg)
+		}
+	}
 	if online {
 		checks = append(checks, onlineChecks(ctx, cfg, getenv)...)
 	}

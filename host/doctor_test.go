@@ -94,7 +94,8 @@ func TestCredentialChecks(t *testing.T) {
 		Discord: &config.Discord{TokenEnv: "B"},
 		Web:     config.Web{Search: &config.WebSearch{APIKeyEnv: "S"}},
 	}
-	got := credentialChecks(cfg, mapEnv(map[string]string{"M": "m", "D": "d", "G": "g", "S": "s"}))
+	env := mapEnv(map[string]string{"M": "m", "D": "d", "G": "g", "S": "s"})
+	got := credentialChecks(cfg, env, true)
 	var briefs []brief
 	var msgs []string
 	for _, c := range got {
@@ -113,9 +114,18 @@ func TestCredentialChecks(t *testing.T) {
 	if diff := cmp.Diff(want, briefs); diff != "" {
 		t.Errorf("credentialChecks mismatch (-want +got):\n%s", diff)
 	}
-	wantMsgs := []string{"M is set", "W is not set", "D is set", "G is set", "O is not set", "B is not set", "S is set"}
+	wantMsgs := []string{"M is set", "W is unset or empty", "D is set", "G is set", "O is unset or empty", "B is unset or empty", "S is set"}
 	if diff := cmp.Diff(wantMsgs, msgs); diff != "" {
 		t.Errorf("credentialChecks messages mismatch (-want +got):\n%s", diff)
+	}
+	// turn and chat check the credentials a turn reads, not the surfaces'.
+	var turnKeys []string
+	for _, c := range credentialChecks(cfg, env, false) {
+		turnKeys = append(turnKeys, c.name)
+	}
+	wantTurn := []string{"model.api_key_env", "tools.weather.api_key_env", "mcp.docs.api_key_env", "web.search.api_key_env"}
+	if diff := cmp.Diff(wantTurn, turnKeys); diff != "" {
+		t.Errorf("credentialChecks without surfaces (-want +got):\n%s", diff)
 	}
 }
 

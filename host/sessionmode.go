@@ -91,7 +91,7 @@ func sessionCompactor(cfg *config.Config, getenv func(string) string, client *up
 	key := m.APIKeyEnv
 	c, err := compactor.New(compactor.Options{
 		API: m.API, URL: m.URL, Model: m.Name, Client: client,
-		APIKey:  func(context.Context) (rtsandbox.Secret, error) { return rtsandbox.Secret(key.Lookup(getenv)), nil },
+		APIKey:  func(context.Context) (rtsandbox.Secret, error) { return key.Secret(getenv) },
 		Timeout: k.Timeout, MaxRequestBytes: k.MaxRequestBytes, MaxSummaryTokens: k.MaxSummaryTokens, MaxInputBytes: k.MaxInputBytes,
 	})
 	if err == nil {

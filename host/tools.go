@@ -29,7 +29,7 @@ func BrokerConfig(ctx context.Context, cfg *config.Config, getenv env, client *u
 		Thinking:        cfg.Model.Thinking,
 		MaxOutputTokens: cfg.Model.MaxOutputTokens,
 		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
-			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
+			return modelKey.Secret(getenv)
 		},
 		Client: client,
 		Logger: log,

@@ -88,9 +88,7 @@ func newResearchWorker(cfg *config.Config, getenv env, client *upstream.Client, 
 	modelKey := cfg.Model.APIKeyEnv
 	worker, err := research.New(research.Options{
 		ModelURL: cfg.Model.URL, Model: cfg.Web.Research.Model, Client: client,
-		APIKey: func(context.Context) (rtsandbox.Secret, error) {
-			return rtsandbox.Secret(modelKey.Lookup(getenv)), nil
-		},
+		APIKey: func(context.Context) (rtsandbox.Secret, error) { return modelKey.Secret(getenv) },
 		Search: backend, Extract: webpage.Extract, Logger: log,
 	})
 	if err != nil {

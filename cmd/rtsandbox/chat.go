@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,7 +20,10 @@ func runChat(ctx context.Context, args []string, getenv env, stdin io.Reader, st
 		return code
 	}
 	say := func(msg string) { fmt.Fprintln(stderr, name+":", msg) }
-	if err := host.Chat(ctx, cfg, getenv, log, host.ChatOptions{In: stdin, Out: stdout, Say: say}); err != nil {
+	switch err := host.Chat(ctx, cfg, getenv, log, host.ChatOptions{In: stdin, Out: stdout, Say: say}); {
+	case errors.Is(err, host.ErrSetup):
+		return cli.Fail(stderr, name, exitUsage, err)
+	case err != nil:
 		return cli.Fail(stderr, name, exitFail, err)
 	}
 	return exitOK

@@ -212,3 +212,67 @@ func TestDemoCommand(t *testing.T) {
 	}
 	assertNoTurnContainers(t, cli, tag)
 }
+
+// TestTurnAndChatRunStartChecks: turn and chat run serve's start checks
+// before any turn, so a missing model key is refused at start naming the
+// variable (it used to start, fail every turn with the generic text and
+// log "model credential missing" only), with no image built and no model
+// call; the surfaces' tokens, which they never read, are not required. A
+// channel whose profile is a session one is refused naming the key that
+// gives it, instead of being answered by a sealed turn.
+func TestTurnAndChatRunStartChecks(t *testing.T) {
+	cli := opsDocker(t)
+	model := fakemodel.New(fakemodel.Reply("never"))
+	defer model.Close()
+	missing := "rtsandbox-test-turnchecks:" + opsRandom()
+	turnArgs := []string{"turn", "--channel", "http:lobby", "--speaker-id", "a", "--speaker-name", "A", "--principal", "p", "--text", "hi"}
+	tests := []struct {
+		name     string
+		extra    string
+		getenv   env
+		args     []string
+		wantCode int
+		want     []string
+	}{
+		{"turn-missing-key", "http: {listen: '127.0.0.1:1', token_env: RTS_UNSET_TOKEN}\n", mapEnv(nil), turnArgs, exitFail,
+			[]string{"refusing to start: 1 start check(s) failed", "fail  model.api_key_env", "RTS_SEALED_KEY is unset or empty"}},
+		{"chat-missing-key", "", mapEnv(nil), []string{"chat"}, exitFail,
+			[]string{"refusing to start: 1 start check(s) failed", "RTS_SEALED_KEY is unset or empty"}},
+		{"turn-session-default-profile", "default_profile: s\nprofiles: {s: {mode: session}}\n", sealedEnv, turnArgs, exitUsage,
+			[]string{`default_profile: http:lobby gets the session profile "s"`, "HTTP API"}},
+		{"chat-session-channel-profile", "profiles: {s: {mode: session}}\nchannels_profile: {\"console:local\": s}\n", sealedEnv, []string{"chat"}, exitUsage,
+			[]string{`channels_profile["console:local"]: console:local gets the session profile "s"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _ := sealedConfig(t, model.ChatURL(), missing, workerUserFlag())
+			f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(tt.extra); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			args := append(append([]string{}, tt.args...), "--config", cfg)
+			code, stdout, stderr := runSealed(t, tt.getenv, "hello\n/quit\n", args...)
+			if code != tt.wantCode {
+				t.Errorf("%s = %d; want %d\nstdout: %s\nstderr: %s", tt.name, code, tt.wantCode, stdout, stderr)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+			if stdout != "" {
+				t.Errorf("stdout = %q; want nothing for a refused start", stdout)
+			}
+		})
+	}
+	if n := len(model.Requests()); n != 0 {
+		t.Errorf("the model was called %d times; want none", n)
+	}
+	if ok, err := docker.New(cli).ImageExists(context.Background(), missing); ok || err != nil {
+		t.Errorf("ImageExists(%s) = %v, %v after refused starts; want false, nil", missing, ok, err)
+	}
+}

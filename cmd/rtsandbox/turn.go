@@ -31,8 +31,11 @@ func runTurn(ctx context.Context, args []string, getenv env, _ io.Reader, stdout
 	// not turns.
 	b := rtsandbox.Binding{Channel: rtsandbox.ChannelKey(f.Channel), Speaker: f.Speaker, Tier: rtsandbox.TierMember}
 	reply, err := host.Turn(ctx, cfg, getenv, log, b, text, func(msg string) { fmt.Fprintln(stderr, "rtsandbox turn:", msg) })
-	if errors.Is(err, host.ErrSetup) {
+	switch {
+	case errors.Is(err, host.ErrSetup):
 		return cli.Fail(stderr, "rtsandbox turn", exitUsage, err)
+	case errors.Is(err, host.ErrStartRefused):
+		return cli.Fail(stderr, "rtsandbox turn", exitFail, err)
 	}
 	return printReply(stdout, stderr, reply, err)
 }
