@@ -93,6 +93,9 @@ func runChecks(ctx context.Context, cfg *config.Config, getenv env, surfaces boo
 	if c, ok := tokenCheck(cfg, getenv); ok && surfaces {
 		checks = append(checks, c)
 	}
+	if surfaces {
+		checks = append(checks, portChecks(cfg)...)
+	}
 	if c, ok := diskCheck(cfg, session.ProbeDisk()); ok {
 		checks = append(checks, c)
 	}
@@ -385,7 +388,8 @@ from this binary's worker, the state directory (0700, owned by you), the
 memory and usage databases in it (PRAGMA quick_check), the worker user, every credential variable the config names, distinct guest
 and owner tokens, the Discord token, the skills directories of session
 profiles, and with session profiles in use the disk bound (session.disk)
-each channel's workspace gets on this host. --online also asks the model and MCP
+each channel's workspace gets on this host, and that http.listen and
+metrics.listen are free. --online also asks the model and MCP
 endpoints one request each, without spending tokens. Exit 0 when no
 check fails, 1 otherwise. serve runs the same checks at start.
 

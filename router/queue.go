@@ -179,6 +179,16 @@ func (q *queue) close() bool {
 
 // wait returns when every channel goroutine has exited or ctx ends.
 func (q *queue) wait(ctx context.Context) error {
+	q.mu.Lock()
+	idle := q.closed && len(q.lanes) == 0
+	q.mu.Unlock()
+	if idle {
+		// Nothing ran or runs: an ended ctx cancelled nothing, so say
+		// nil (a failed start closes with an ended ctx). The lanes'
+		// goroutines, if any, are only returning.
+		q.wg.Wait()
+		return nil
+	}
 	done := make(chan struct{})
 	go func() { q.wg.Wait(); close(done) }()
 	select {

@@ -574,6 +574,22 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
+// TestCloseIdleWithEndedContextCancelsNothing: a router that runs no turn
+// closes with nil even under an ended ctx, as a failed start closes it, so
+// the host never logs that running turns were cancelled when none ran. (It
+// used to race an idle wait against the ended ctx: half the closes said
+// they had cancelled turns.)
+func TestCloseIdleWithEndedContextCancelsNothing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		h := newHarness(t, newMemChannels(guests))
+		if err := h.r.Close(ctx); err != nil {
+			t.Fatalf("close %d of an idle router under an ended ctx = %v; want nil", i, err)
+		}
+	}
+}
+
 func TestCloseAbortsRunningTurnsAfterGrace(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	started := make(chan struct{})

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,9 +59,9 @@ func doctorConfig(t *testing.T, image, extra string) (path, state string) {
 allow_http: true
 model: {url: "http://127.0.0.1:9/v1/chat/completions", name: m, api_key_env: %s}
 sandbox: {image: %q%s}
-http: {listen: "127.0.0.1:18999", token_env: %s, owner_token_env: %s}
+http: {listen: %q, token_env: %s, owner_token_env: %s}
 access: {owners: ["http:boss"], members: everyone}
-`, state, docModelKey, image, userField(), docToken, docOwnerToken) + extra
+`, state, docModelKey, image, userField(), freeAddr(t), docToken, docOwnerToken) + extra
 	path = filepath.Join(t.TempDir(), "doctor.yaml")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -400,5 +402,43 @@ func assertImageID(t *testing.T, tag, id string) {
 	res, err := opsDocker(t).ImageInspect(context.Background(), tag)
 	if err != nil || res.ID != id {
 		t.Errorf("image under %s = %s (%v); want %s, untouched", tag, res.ID, err, id)
+	}
+}
+
+// TestTakenPortRefusedByName: doctor checks that the listen ports are
+// free (it used to say "no check failed" while one was taken), and serve
+// refuses such a start by the check's name before anything runs, without
+// logging that running turns were cancelled (none ran).
+func TestTakenPortRefusedByName(t *testing.T) {
+	current, _ := sealedImage(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	cfg, _ := doctorConfig(t, current, "metrics: {listen: "+strconv.Quote(addr)+"}\n")
+	code, out, errOut := runDoctorCmd(t, mapEnv(goodEnv()), "--config", cfg)
+	if code != exitFail {
+		t.Errorf("doctor = %d; want 1\n%s%s", code, out, errOut)
+	}
+	if diff := cmp.Diff([]string{"metrics.listen"}, failing(verdicts(out))); diff != "" {
+		t.Errorf("failed checks (-want +got):\n%s\n%s", diff, out)
+	}
+	for _, want := range []string{addr + " is in use by another process", "ok    http.listen", "fix: stop what listens there"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+	var sout, serr bytes.Buffer
+	code = run(context.Background(), []string{"serve", "--config", cfg}, mapEnv(goodEnv()), strings.NewReader(""), &sout, &serr)
+	if code != exitFail {
+		t.Fatalf("serve = %d; want 1\n%s%s", code, sout.String(), serr.String())
+	}
+	if !strings.Contains(serr.String(), "fail  metrics.listen") {
+		t.Errorf("serve stderr lacks the failed port check:\n%s", serr.String())
+	}
+	if logs := sout.String() + serr.String(); strings.Contains(logs, "did not finish in time") {
+		t.Errorf("a refused start logged a drain:\n%s", logs)
 	}
 }

@@ -198,6 +198,8 @@ type API struct {
 	// attached is the decoded attachment bytes held (attachments.go).
 	uploads  chan struct{}
 	attached *budget
+	// refusals bounds the log of refused tokens (refusals.go).
+	refusals refusalLimiter
 
 	mu       sync.Mutex
 	pending  map[string]*pending // by message id, until the router settles it

@@ -76,7 +76,7 @@ func TestAuth(t *testing.T) {
 		{name: "empty-config-refuses-empty-bearer", method: "POST", path: "/api/v1/messages", body: msg, header: []string{"Authorization", "Bearer "}, configured: "", want: 401},
 		{name: "empty-config-refuses-everything", method: "GET", path: "/api/v1/events", header: []string{"Authorization", "Bearer x"}, configured: "", want: 401},
 		{name: "owner-token-not-a-guest-token", method: "POST", path: "/api/v1/messages", body: msg, header: []string{"Authorization", "Bearer " + ownerToken}, configured: guestToken, want: 401},
-		{name: "guest-token-not-an-owner-token", method: "GET", path: "/api/v1/channels/http:lobby/sandbox", header: []string{"Authorization", "Bearer " + guestToken}, configured: guestToken, want: 401},
+		{name: "guest-token-not-an-owner-token", method: "GET", path: "/api/v1/channels/http:lobby/sandbox", header: []string{"Authorization", "Bearer " + guestToken}, configured: guestToken, want: 403},
 		{name: "owner-ok", method: "GET", path: "/api/v1/channels/http:lobby/sandbox", header: []string{"Authorization", "Bearer " + ownerToken}, configured: guestToken, want: 200},
 	}
 	f := newFixture(t, nil, nil)
@@ -575,8 +575,8 @@ func TestEventStreamEndsOnClose(t *testing.T) {
 // owner; owner actions are refused instead (review finding).
 func TestOwnerTokenEqualToGuestTokenRefused(t *testing.T) {
 	f := newFixture(t, nil, func(o *Options) { o.OwnerToken = func() string { return guestToken } })
-	if code, _ := f.do(t, "GET", "/api/v1/channels/http:lobby/sandbox", guestToken, ""); code != 401 {
-		t.Errorf("owner action with the shared token = %d; want 401", code)
+	if code, _ := f.do(t, "GET", "/api/v1/channels/http:lobby/sandbox", guestToken, ""); code != http.StatusForbidden {
+		t.Errorf("owner action with the shared token = %d; want 403", code)
 	}
 }
 

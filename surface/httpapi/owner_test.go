@@ -54,7 +54,7 @@ func TestOwnerActionRefusals(t *testing.T) {
 		wantCode                        int
 		wantError                       string
 	}{
-		{"guest-token", http.MethodPost, fresh, guestToken, "", 401, textUnauthorized},
+		{"guest-token", http.MethodPost, fresh, guestToken, "", 403, textOwnerToken},
 		{"no-token", http.MethodPost, "/api/v1/channels/http:lobby/stop", "", "", 401, textUnauthorized},
 		{"get", http.MethodGet, fresh, ownerToken, "", 405, textMethod},
 		{"unknown-key", http.MethodPost, fresh, ownerToken, `{"now":true}`, 400, `unknown key "now"`},
@@ -123,8 +123,8 @@ func TestOwnerUsage(t *testing.T) {
 	if want := `{"calls":3,"channel":"http:lobby"}` + "\n"; code != http.StatusOK || body != want {
 		t.Errorf("GET %s = %d %q; want 200 %q", path, code, body, want)
 	}
-	if code, _ := f.do(t, http.MethodGet, path, guestToken, ""); code != http.StatusUnauthorized {
-		t.Errorf("GET %s with the guest token = %d; want 401", path, code)
+	if code, _ := f.do(t, http.MethodGet, path, guestToken, ""); code != http.StatusForbidden {
+		t.Errorf("GET %s with the guest token = %d; want 403", path, code)
 	}
 	f = newFixture(t, nil, nil)
 	if code, body := f.do(t, http.MethodGet, path, ownerToken, ""); code != http.StatusNotFound || decode[errorBody](t, body).Error != textNoBudgets {

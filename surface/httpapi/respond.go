@@ -15,6 +15,7 @@ import (
 // Fixed texts of error bodies. Validation errors name the key instead.
 const (
 	textUnauthorized  = "missing or wrong bearer token"
+	textOwnerToken    = "this endpoint needs the owner token (http.owner_token_env), not the guest token"
 	textOrigin        = "browser requests are not accepted"
 	textHost          = "the Host header must name this machine"
 	textNotFound      = "no such endpoint"

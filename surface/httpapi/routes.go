@@ -128,7 +128,7 @@ func loopbackHost(host string) bool {
 }
 
 func (a *API) guest(next http.Handler) http.Handler {
-	return a.bearer(a.opts.Token, next)
+	return a.bearer(a.opts.Token, nil, next)
 }
 
 func (a *API) owner(next http.Handler) http.Handler {
@@ -145,20 +145,44 @@ func (a *API) owner(next http.Handler) http.Handler {
 		}
 		return owner
 	}
-	return a.bearer(token, next)
+	return a.bearer(token, a.opts.Token, next)
 }
 
 // bearer admits a request whose bearer token equals token(), read now.
-// An empty token admits nobody.
-func (a *API) bearer(token func() string, next http.Handler) http.Handler {
+// An empty token admits nobody. On an owner route, lesser is the guest
+// token: a request that presents it is authenticated but not allowed, and
+// gets 403 saying the owner token is needed, not the 401 of a wrong token.
+// Every refusal is logged with its reason, never with a token.
+func (a *API) bearer(token, lesser func() string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !tokenMatches(r.Header.Values("Authorization"), token()) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="rtsandbox"`)
-			writeError(w, http.StatusUnauthorized, textUnauthorized)
+		header := r.Header.Values("Authorization")
+		if tokenMatches(header, token()) {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if lesser != nil && tokenMatches(header, lesser()) {
+			a.refusalLog(r, "the guest token on an owner route")
+			writeError(w, http.StatusForbidden, textOwnerToken)
+			return
+		}
+		reason := "a wrong bearer token"
+		if len(header) == 0 {
+			reason = "no bearer token"
+		}
+		a.refusalLog(r, reason)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rtsandbox"`)
+		writeError(w, http.StatusUnauthorized, textUnauthorized)
 	})
+}
+
+// refusalLog logs a refused request: its reason, method, path and peer;
+// never a header's value. A flood of refusals logs a bounded number of
+// lines (refusalLines) and counts the rest into the next line it logs.
+func (a *API) refusalLog(r *http.Request, reason string) {
+	if n, ok := a.refusals.allow(time.Now()); ok {
+		a.log.Warn("refused a request", "reason", reason, "method", r.Method, "path", r.URL.Path,
+			"remote", r.RemoteAddr, "unlogged_before", n)
+	}
 }
 
 // tokenMatches compares in constant time; hashing first hides the length
