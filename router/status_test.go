@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -218,5 +219,50 @@ func TestEnabledTextByMode(t *testing.T) {
 	h := newHarness(t, newMemChannels(guests))
 	if text, _ := h.r.Command(context.Background(), ownerCmd(guests, ActionOff)); text != rtsandbox.DisabledText || strings.Contains(text, "host routing") {
 		t.Errorf("off = %q; want %q", text, rtsandbox.DisabledText)
+	}
+}
+
+// TestOwnerTextsByMode holds every owner command's answer against the
+// channel's mode: each names only its own mode (a session channel was
+// told "…to start a sealed turn"), and the answers that do not depend on
+// the mode are the same in both.
+func TestOwnerTextsByMode(t *testing.T) {
+	type answers map[string]string
+	want := map[string]answers{
+		rtsandbox.ModeSealed: {
+			ActionOn:     rtsandbox.EnabledText,
+			ActionStatus: rtsandbox.EnabledText + "\n" + fmt.Sprintf(rtsandbox.SealedStatusFormat, "p"),
+			ActionFresh:  rtsandbox.FreshText,
+			ActionStop:   rtsandbox.IdleText,
+			ActionOff:    rtsandbox.DisabledText,
+		},
+		rtsandbox.ModeSession: {
+			ActionOn:     rtsandbox.EnabledSessionText,
+			ActionStatus: rtsandbox.EnabledSessionText + "\n" + fmt.Sprintf(rtsandbox.SessionStatusFormat, "p", rtsandbox.ContainerRunning),
+			ActionFresh:  rtsandbox.FreshText,
+			ActionStop:   rtsandbox.IdleText,
+			ActionOff:    rtsandbox.DisabledText,
+		},
+	}
+	other := map[string]string{rtsandbox.ModeSealed: "session", rtsandbox.ModeSession: "sealed"}
+	for mode, w := range want {
+		t.Run(mode, func(t *testing.T) {
+			rt := &fakeruntime.Runtime{Stat: rtsandbox.RuntimeStatus{Mode: mode, Profile: "p", Container: rtsandbox.ContainerRunning}}
+			h := newHarness(t, newMemChannels(guests), func(o *Options) { o.Runtime = rt })
+			got := answers{}
+			for _, action := range []string{ActionOn, ActionStatus, ActionFresh, ActionStop, ActionOff} {
+				text, err := h.r.Command(context.Background(), ownerCmd(guests, action))
+				if err != nil {
+					t.Fatalf("%s: %v", action, err)
+				}
+				got[action] = text
+				if strings.Contains(strings.ToLower(text), other[mode]) {
+					t.Errorf("%s in a %s channel = %q: names the %s mode", action, mode, text, other[mode])
+				}
+			}
+			if diff := cmp.Diff(w, got); diff != "" {
+				t.Errorf("owner answers in mode %s (-want +got):\n%s", mode, diff)
+			}
+		})
 	}
 }

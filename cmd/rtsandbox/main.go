@@ -60,7 +60,7 @@ func commands() []cli.Command {
 		{Name: "turn", Summary: "run one sealed turn and print the reply", Run: runTurn},
 		{Name: "chat", Summary: "a terminal chat, each line a sealed turn", Run: runChat},
 		{Name: "broker", Summary: "serve one turn's broker on a Unix socket", Run: runBroker},
-		{Name: "image", Summary: "build the sealed worker image (image build)", Run: runImage},
+		{Name: "image", Summary: "build the worker image both modes run (image build)", Run: runImage},
 		{Name: "reap", Summary: "remove this installation's leftover turn containers and its session containers", Run: runReap},
 		{Name: "fetch", Summary: "fetch one URL through the SSRF-safe fetcher and print a JSON line", Run: runFetch},
 	}

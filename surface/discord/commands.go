@@ -15,12 +15,14 @@ import (
 const Group = "sandbox"
 
 // actionDescriptions describe the subcommands, in router.Actions() order.
+// Commands are global, not per channel, so no description names a mode
+// (sealed or session): a channel of either mode shows the same ones.
 var actionDescriptions = map[string]string{
-	router.ActionOn:     "Route mentions and replies into a sealed container",
+	router.ActionOn:     "Route mentions and replies to the sandboxed agent",
 	router.ActionOff:    "Disable sandbox routing; keep channel memory",
 	router.ActionStatus: "Show whether this channel is sandboxed",
-	router.ActionFresh:  "Start this channel's sealed conversation over; keep memory",
-	router.ActionStop:   "Stop the running sealed turn in this channel",
+	router.ActionFresh:  "Start this channel's conversation over; keep memory",
+	router.ActionStop:   "Stop the running turn in this channel",
 }
 
 // Commands returns the application commands the surface registers: the
@@ -44,7 +46,7 @@ func Commands(root string) []*discordgo.ApplicationCommand {
 		Options: []*discordgo.ApplicationCommandOption{{
 			Type:        discordgo.ApplicationCommandOptionSubCommandGroup,
 			Name:        Group,
-			Description: "Manage this channel's sealed guest agent",
+			Description: "Manage this channel's sandboxed guest agent",
 			Options:     subs,
 		}},
 	}}
