@@ -5,7 +5,7 @@ PKGS      := ./...
 FUZZTIME  ?= 20000x
 BIN       := bin
 
-.PHONY: all build test lint unit fuzz fuzz-beside bench bench-compare demo clean
+.PHONY: all build test lint unit fuzz bench bench-compare demo clean
 
 all: build
 
@@ -17,17 +17,14 @@ build:
 	cp workerimage/rtsandbox-worker $(BIN)/rtsandbox-worker
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -tags embedworker -o $(BIN)/rtsandbox ./cmd/rtsandbox
 
-## test: formatting, vet, staticcheck, then every test with the race
-## detector and, beside it, each fuzz target for a short bounded time.
-## The fuzz smoke runs at the lowest CPU priority: it takes the cores the
-## tests leave idle (the real-Docker end-to-end tests of cmd/rtsandbox
-## mostly wait on containers), and never slows a test that has work to do.
-## --output-sync keeps each one's output whole.
-test: lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit fuzz-beside
-
-fuzz-beside:
-	FUZZTIME=$(FUZZTIME) nice -n 19 scripts/fuzz-smoke.sh
+## test: every test with the race detector, the SDK wire tests, then
+## formatting, vet and staticcheck, with each fuzz target run briefly
+## beside them at the lowest CPU priority (scripts/test.sh). Every phase
+## runs and reports even after one failed; package results print as they
+## finish; a summary ends the run and the exit status fails when any
+## phase did.
+test:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/test.sh
 
 lint:
 	@out=$$(gofmt -l . | grep -v '^vendor/' || true); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi

@@ -70,11 +70,27 @@ func everythingIndex(t *testing.T) string {
 	if _, err := os.Stat(index); err == nil {
 		return index
 	}
+	// Installed beside its place and renamed into it, so two copies of
+	// the suite on one machine never see a half-installed server: the
+	// second rename fails and that copy uses the first one's.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", dir, everythingPackage+"@"+everythingVersion)
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", tmp, everythingPackage+"@"+everythingVersion)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm install %s@%s: %v\n%s", everythingPackage, everythingVersion, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(index); serr != nil {
+			t.Fatalf("install the server at %s: %v", dir, err)
+		}
 	}
 	return index
 }

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The test command (`make test`; CI runs it through .ci/run).
+#
+# Four phases, each run and reported even when an earlier one failed; the
+# exit status fails when any did, and a summary ends the run:
+#
+#   race  every test with the race detector, first, so that package results
+#         show within the first minutes
+#   sdk   the tests that drive our wire with the official Anthropic and
+#         OpenAI Go SDKs (build tag sdk), once and without the race
+#         detector: the SDKs are test-only and large, and race-instrumenting
+#         and vetting them tripled the test command's time on an empty
+#         build cache
+#   lint  gofmt, go vet, staticcheck
+#   fuzz  every fuzz target for a short bounded count (scripts/fuzz-smoke.sh),
+#         beside the other phases at the lowest CPU priority: it takes
+#         the cores the tests leave idle (the real-Docker end-to-end tests
+#         mostly wait on containers) and never slows a test that has work to
+#         do. Its lines are printed when it ends, so they do not interleave
+#         with the tests'.
+#
+# The race and sdk phases print one line per package as it finishes, and a
+# failed test's output at once (gotestsum, a tool of go.mod), so a long run
+# shows progress instead of minutes of silence.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO="${GO:-go}"
+GOFMT="${GOFMT:-gofmt}"
+FUZZTIME="${FUZZTIME:-20000x}"
+FUZZ_SMOKE="${FUZZ_SMOKE:-scripts/fuzz-smoke.sh}" # scripts/testsh_test.go points it at a stand-in
+
+work=$(mktemp -d)
+fuzz_pid=""
+cleanup() {
+  if [ -n "$fuzz_pid" ]; then kill -- "-$fuzz_pid" 2>/dev/null || kill "$fuzz_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+summary=()
+failed=0
+
+# record NAME STATUS SECONDS adds a phase's line to the summary.
+record() {
+  local verdict=ok
+  if [ "$2" -ne 0 ]; then verdict=FAILED; failed=1; fi
+  summary+=("$(printf '%-5s %-7s %5ss' "$1" "$verdict" "$3")")
+}
+
+# phase NAME CMD... runs one phase in the foreground.
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  local status=$?
+  record "$name" "$status" $((SECONDS - start))
+  return 0
+}
+
+lint() {
+  local status=0 out
+  out=$("$GOFMT" -l . | grep -v '^vendor/' || true)
+  if [ -n "$out" ]; then
+    echo "gofmt -l:"
+    echo "$out"
+    status=1
+  fi
+  "$GO" vet ./... || status=1
+  "$GO" tool staticcheck ./... || status=1
+  return $status
+}
+
+tests() {
+  "$GO" tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg -- "$@"
+}
+
+# The fuzz phase starts now, in its own process group (so an interrupt
+# stops all of it), and is waited for after the tests.
+fuzz_start=$SECONDS
+set -m
+(FUZZTIME="$FUZZTIME" nice -n 19 "$FUZZ_SMOKE" >"$work/fuzz.log" 2>&1) &
+fuzz_pid=$!
+set +m
+
+phase race tests -race -count=1 -timeout 30m ./...
+phase sdk tests -count=1 -tags sdk -timeout 10m ./modelapi ./broker ./internal/fakemodel
+phase lint lint
+
+echo "== fuzz (ran beside the tests)"
+wait "$fuzz_pid"
+fuzz_status=$?
+fuzz_pid=""
+cat "$work/fuzz.log"
+record fuzz "$fuzz_status" $((SECONDS - fuzz_start))
+
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+exit $failed
