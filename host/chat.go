@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/user"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/router"
 	"github.com/rtsandbox/rtsandbox/surface/console"
+	"github.com/rtsandbox/rtsandbox/surface/httpapi"
 )
 
 // The terminal chat's channel key and its kind.
@@ -150,4 +152,32 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// RemoteChatOptions are a terminal chat with a running serve (chat
+// --server): the API's base, the channel and author the messages carry,
+// and the tokens, read on every request.
+type RemoteChatOptions struct {
+	Server            *url.URL
+	Channel           rtsandbox.ChannelKey
+	Author            router.Author
+	Token, OwnerToken func() string
+	In                io.Reader
+	Out               io.Writer
+}
+
+// RemoteChat runs a terminal chat against serve's HTTP chat API until In
+// ends or ctx does: the same console as Chat, whose messages travel to
+// the running host (httpapi.Client) instead of a router here. The remote
+// host runs the turns in the channel's own mode, sealed or session, and
+// keeps its state directory to itself.
+func RemoteChat(ctx context.Context, log *slog.Logger, o RemoteChatOptions) error {
+	client := httpapi.NewClient(o.Server, o.Token, o.OwnerToken)
+	c := &console.Chat{Router: client, Channel: o.Channel, Author: o.Author, In: o.In, Out: o.Out,
+		Spinner: isTerminal(o.Out), Logger: log}
+	client.Surface = c
+	if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }

@@ -546,3 +546,58 @@ func TestServeOwnerOffWaitsForAcceptedMessages(t *testing.T) {
 	}
 	assertNoTurnContainers(t, cli, tag)
 }
+
+// TestChatServerTalksToServe: chat --server holds a terminal conversation
+// with a running serve through its HTTP chat API, beside it on the same
+// machine (a local chat on serve's state directory is refused: its lock),
+// and /fresh runs with the owner token.
+func TestChatServerTalksToServe(t *testing.T) {
+	tag, _ := sealedImage(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Reply("Hello from the sealed worker."))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, _ := serveConfig(t, model.ChatURL(), tag, addr)
+	s := startServe(t, addr, "--config", cfg)
+	code, stdout, stderr := runSealed(t, serveEnv, "hello\n/fresh\n/quit\n", "chat", "--server", s.base,
+		"--channel", "http:lobby", "--author", "alice", "--token-env", "RTS_HTTP_TOKEN", "--owner-token-env", "RTS_OWNER_TOKEN")
+	if code != exitOK {
+		t.Fatalf("chat --server = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, want := range []string{"rtsandbox chat in http:lobby as alice", "agent> Hello from the sealed worker.", rtsandbox.FreshText} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if code, _, stderr := runSealed(t, serveEnv, "/quit\n", "chat", "--config", cfg); code == exitOK || !strings.Contains(stderr, "in use") {
+		t.Errorf("a local chat on serve's state dir = %d %q; want refused as in use", code, stderr)
+	}
+}
+
+// TestChatServerFlags: each misuse of chat --server is refused by the
+// flag at fault before anything is sent.
+func TestChatServerFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  env
+		want string
+	}{
+		{"http-to-another-host", []string{"--server", "http://192.0.2.1:8787"}, serveEnv, "--server: \"http://192.0.2.1:8787\": plain http only to a loopback host"},
+		{"not-a-base", []string{"--server", "http://127.0.0.1:8787/api/v1"}, serveEnv, "give the API's base only"},
+		{"user-info", []string{"--server", "https://u:p@example.com"}, serveEnv, "give the API's base only"},
+		{"not-http", []string{"--server", "ftp://127.0.0.1"}, serveEnv, "not an http(s) URL"},
+		{"non-http-channel", []string{"--server", "http://127.0.0.1:8787", "--channel", "discord:1"}, serveEnv, "--channel: must be an http: channel key"},
+		{"bad-author", []string{"--server", "http://127.0.0.1:8787", "--author", "a b"}, serveEnv, "--author:"},
+		{"token-unset", []string{"--server", "http://127.0.0.1:8787", "--token-env", "RTS_NOT_SET"}, serveEnv, "--token-env: RTS_NOT_SET is unset or empty"},
+		{"with-config", []string{"--server", "https://example.com", "--token-env", "RTS_HTTP_TOKEN", "--config", "x.yaml"}, serveEnv, "--config: not with --server"},
+		{"channel-without-server", []string{"--config", "x.yaml", "--channel", "http:x"}, serveEnv, "--channel: only with --server"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runSealed(t, tt.env, "", append([]string{"chat"}, tt.args...)...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("chat %q = %d %q; want 2 and %q", tt.args, code, stderr, tt.want)
+			}
+		})
+	}
+}

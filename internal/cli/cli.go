@@ -434,6 +434,25 @@ type Setup[T any] struct {
 	config    *string
 	logFormat *string // nil: the command does not log
 	load      func(path string) (T, error)
+	// without names a flag whose value replaces the config (ConfigOptionalWith).
+	without string
+}
+
+// FlagSet reports whether the flag name was given on the command line.
+func FlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// ConfigOptionalWith makes --config optional, and not loaded, when the
+// string flag name is set: a mode of the command that needs no config
+// file (chat --server). The two flags exclude each other.
+func (s *Setup[T]) ConfigOptionalWith(name string) { s.without = name }
+
+// withoutConfig reports whether the flag that replaces the config is set.
+func (s *Setup[T]) withoutConfig() bool {
+	return s.without != "" && s.FS.Lookup(s.without).Value.String() != ""
 }
 
 // NewSetup starts name's flag set; logDefault "" means no --log-format.
@@ -457,6 +476,12 @@ func (s *Setup[T]) Load(args []string, getenv Env, stderr, logTo io.Writer, leve
 		return cfg, nil, code, false
 	}
 	errs := []error{MissingFlag(s.FS, "config")}
+	if s.withoutConfig() {
+		errs[0] = nil
+		if *s.config != "" {
+			errs[0] = fmt.Errorf("--config: not with --%s (the remote host has its own)", s.without)
+		}
+	}
 	for _, check := range more {
 		errs = append(errs, check())
 	}
@@ -469,6 +494,9 @@ func (s *Setup[T]) Load(args []string, getenv Env, stderr, logTo io.Writer, leve
 		if log, err = NewLogger(logTo, *s.logFormat, getenv, level); err != nil {
 			return cfg, nil, Fail(stderr, s.name, ExitUsage, err), false
 		}
+	}
+	if s.withoutConfig() {
+		return cfg, log, ExitOK, true
 	}
 	cfg, err := s.load(*s.config)
 	if err != nil {

@@ -184,7 +184,7 @@ func (c *Chat) spin() (stop func()) {
 		t := time.NewTicker(120 * time.Millisecond)
 		defer t.Stop()
 		for i := 0; ; i++ {
-			c.print(fmt.Sprintf("\r%c sealed turn running…", frames[i%len(frames)]))
+			c.print(fmt.Sprintf("\r%c turn running…", frames[i%len(frames)]))
 			select {
 			case <-done:
 				c.print("\r\033[K")
