@@ -363,9 +363,10 @@ func TestForeignImageNeverReplaced(t *testing.T) {
 		{"serve", []string{"serve", "--config", cfg}, []string{"refusing to start", "fail  worker image", "sandbox.image: " + tag + " " + rule,
 			"fix: name a tag of the worker's own in sandbox.image, or replace the image on purpose with `rtsandbox image build --tag " + tag + "`"}},
 		{"doctor", []string{"doctor", "--config", cfg}, []string{"fail  worker image", "sandbox.image: " + tag + " " + rule}},
+		// turn and chat run serve's start checks: the same refusal.
 		{"turn", []string{"turn", "--config", cfg, "--channel", "http:lobby", "--speaker-id", "alice", "--speaker-name", "Alice",
-			"--principal", "p_alice", "--text", "Hello"}, []string{refusal, "rtsandbox image build --tag " + tag}},
-		{"chat", []string{"chat", "--config", cfg}, []string{refusal}},
+			"--principal", "p_alice", "--text", "Hello"}, []string{"refusing to start", "fail  worker image", "sandbox.image: " + tag + " " + rule, "rtsandbox image build --tag " + tag}},
+		{"chat", []string{"chat", "--config", cfg}, []string{"refusing to start", "fail  worker image", "sandbox.image: " + tag + " " + rule}},
 		{"demo", []string{"demo", "--image", tag}, []string{"--image: the image under the tag is not one rtsandbox built: " + tag}},
 		{"image-build-from-config", []string{"image", "build", "--config", cfg}, []string{refusal}},
 	}
