@@ -84,9 +84,9 @@ func StandInModel() Step {
 // StandInHelp is `rtsandbox standin-model -h`: what the stand-in does.
 const StandInHelp = `usage: rtsandbox standin-model --listen 127.0.0.1:PORT [--key-env VAR]
 
-Serves a SCRIPTED STAND-IN model, not a real LLM, in a loop. It is a test
-double for trying serve, chat and the HTTP chat API without an API key,
-in sealed and in session channels. Its scripts:
+Serves a SCRIPTED STAND-IN model, not a real LLM, in a loop: a test double
+for trying serve, chat and the HTTP chat API without an API key, in
+sealed and in session channels. Its scripts:
 
   "remember that I drink tea"   stores it with the memory tool the
                                 channel offers (memory_set, or
