@@ -168,8 +168,9 @@ func TestReadmeTryItCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := tryBinaries(t, root)
+	image := tryImage(t, cli)
 	t.Run("sealed", func(t *testing.T) {
-		rig := startTry(t, cli, string(readme), bin, sealedTry)
+		rig := startTry(t, cli, string(readme), bin, image, sealedTry)
 		if len(rig.cmds) != 1 {
 			t.Fatalf("README sealed try commands after the two in the background = %q; want one curl", rig.cmds)
 		}
@@ -181,7 +182,7 @@ func TestReadmeTryItCommands(t *testing.T) {
 		assertNoInstallationContainers(t, cli, host.InstallationID(rig.cfg))
 	})
 	t.Run("session", func(t *testing.T) {
-		rig := startTry(t, cli, string(readme), bin, sessionTry)
+		rig := startTry(t, cli, string(readme), bin, image, sessionTry)
 		if len(rig.cmds) != 4 {
 			t.Fatalf("README session try commands after the two in the background = %q; want four curls: image, file, remember, recall", rig.cmds)
 		}
@@ -230,10 +231,10 @@ type tryRig struct {
 }
 
 // startTry prepares a working directory for block b (bin/ linked to bin,
-// examples/ with the block's configs on the test's addresses, state dir
-// and image tag), starts its two background commands and waits until
-// serve is healthy.
-func startTry(t *testing.T, cli *client.Client, readme, bin string, b tryBlock) *tryRig {
+// examples/ with the block's configs on the test's addresses and state
+// dir, and the worker image tag image), starts its two background
+// commands and waits until serve is healthy.
+func startTry(t *testing.T, cli *client.Client, readme, bin, image string, b tryBlock) *tryRig {
 	t.Helper()
 	cmds, err := tryCommands(readme, b.begin, b.end)
 	if err != nil {
@@ -257,7 +258,6 @@ func startTry(t *testing.T, cli *client.Client, readme, bin string, b tryBlock) 
 		t.Fatal(err)
 	}
 	state := filepath.Join(shortTempDir(t), "state") // short: Unix socket paths are limited
-	image := fmt.Sprintf("rtsandbox-try-test:%d-%d", os.Getpid(), time.Now().UnixNano())
 	for _, name := range []string{b.config + ".yaml", b.config + "-root.yaml"} {
 		data, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", name))
 		if err != nil {
@@ -272,7 +272,7 @@ func startTry(t *testing.T, cli *client.Client, readme, bin string, b tryBlock) 
 	if rig.cfg.StateDir != state || rig.cfg.HTTP.Listen != httpAddr || !strings.Contains(rig.cfg.Model.URL.String(), modelAddr) || host.ImageTag(rig.cfg) != image {
 		t.Fatalf("%s: state_dir %s, http.listen %s, model.url %s, image %s; want the test's own", rig.cfgPath, rig.cfg.StateDir, rig.cfg.HTTP.Listen, rig.cfg.Model.URL, host.ImageTag(rig.cfg))
 	}
-	tryCleanup(t, cli, rig.cfg)
+	t.Cleanup(func() { removeInstallationContainers(t, cli, host.InstallationID(rig.cfg)) })
 	rig.model = startBackground(t, rig.work, cmds[0])
 	rig.serve = startBackground(t, rig.work, cmds[1])
 	waitHealthy(t, "http://"+httpAddr+"/healthz", rig.serve, rig.model)
@@ -412,19 +412,19 @@ func tryConfig(t *testing.T, work, base string) (string, *config.Config) {
 	return path, cfg
 }
 
-// tryCleanup removes, when the test ends, the containers of the
-// installation (a failed test's session container) and the worker image
-// serve builds under the test's own tag. The state dir is the test's
-// temp dir.
-func tryCleanup(t *testing.T, cli *client.Client, cfg *config.Config) {
+// tryImage is a worker image tag of the test's own, which the first
+// serve builds and the second finds; it is removed when the test ends.
+// The blocks then never replace or remove an operator's
+// rtsandbox-worker:local, and two copies of the test never share one.
+func tryImage(t *testing.T, cli *client.Client) string {
 	t.Helper()
-	d := docker.New(cli)
+	image := fmt.Sprintf("rtsandbox-try-test:%d-%d", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() {
-		if err := d.RemoveImage(context.Background(), host.ImageTag(cfg)); err != nil {
-			t.Errorf("RemoveImage(%s) = %v", host.ImageTag(cfg), err)
+		if err := docker.New(cli).RemoveImage(context.Background(), image); err != nil { // a missing one is not an error
+			t.Errorf("RemoveImage(%s) = %v", image, err)
 		}
 	})
-	t.Cleanup(func() { removeInstallationContainers(t, cli, host.InstallationID(cfg)) })
+	return image
 }
 
 // background is a README command that ends in & running verbatim in a
