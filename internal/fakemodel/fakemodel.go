@@ -52,6 +52,11 @@
 //     a chat message's text parts too. A body may be as large as a
 //     session request (rtsandbox.MaxSessionRequest).
 //   - Errors use the dialect's error shape.
+//   - StandInModel is the operator's scripted stand-in (`rtsandbox
+//     standin-model`) and MemoryDemo the demo's: stateless steps that
+//     read only the request, call only tools the request offers, and
+//     speak to the sealed and the session worker alike (memory under
+//     either tool name, image parts described, write_file).
 package fakemodel
 
 import (
