@@ -246,7 +246,9 @@ func startTry(t *testing.T, cli *client.Client, readme, bin, image string, b try
 	httpAddr, modelAddr := freeAddr(t), freeAddr(t)
 	subst := strings.NewReplacer(readmeHTTPAddr, httpAddr, readmeModelAddr, modelAddr).Replace
 	for i, c := range cmds {
-		if cmds[i] = subst(c); strings.Contains(cmds[i], "1878") {
+		// Free ports come from the ephemeral range (32768–60999 on
+		// Linux), never 18787 or 18788.
+		if cmds[i] = subst(c); strings.Contains(cmds[i], ":18787") || strings.Contains(cmds[i], ":18788") {
 			t.Fatalf("command %q keeps a fixed port after the substitution", cmds[i])
 		}
 	}
