@@ -45,7 +45,8 @@ func TestStandinUsage(t *testing.T) {
 }
 
 func TestStandinHelpStatesLimits(t *testing.T) {
-	for _, want := range []string{"test double", "loopback", "Anthropic Messages wire is not served", "--key-env", "SIGTERM"} {
+	for _, want := range []string{"test double", "loopback", "Anthropic Messages wire is not served", "--key-env", "SIGTERM",
+		"host_memory_set", "describe the image", "write_file", "session channels"} {
 		if !strings.Contains(fakemodel.StandInHelp, want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -116,8 +117,8 @@ func TestStandinAnyKey(t *testing.T) {
 		t.Errorf("note = %q", note)
 	}
 	for _, key := range []string{"", "whatever"} {
-		if code, body := postStandin(t, url, key, standinAsk); code != 200 || !strings.Contains(body, "remember that I drink tea") {
-			t.Errorf("POST with key %q = %d %s; want 200 and the demo's hint", key, code, body)
+		if code, body := postStandin(t, url, key, standinAsk); code != 200 || !strings.Contains(body, "remember that I drink tea") || !strings.Contains(body, "describe the image") {
+			t.Errorf("POST with key %q = %d %s; want 200 and the stand-in's hint", key, code, body)
 		}
 	}
 	if code, _ := postStandin(t, strings.Replace(url, "/chat/completions", "/messages", 1), "", standinAsk); code != 404 {
@@ -136,7 +137,7 @@ func TestStandinKeyEnv(t *testing.T) {
 	if code, _ := postStandin(t, url, "wrong", standinAsk); code != 401 {
 		t.Errorf("POST with the wrong key = %d; want 401", code)
 	}
-	if code, body := postStandin(t, url, "right", `{"messages":[{"role":"user","content":"remember that I drink tea"}]}`); code != 200 || !strings.Contains(body, "memory_set") {
+	if code, body := postStandin(t, url, "right", `{"messages":[{"role":"user","content":"remember that I drink tea"}],"tools":[{"type":"function","function":{"name":"memory_set","parameters":{"type":"object"}}}]}`); code != 200 || !strings.Contains(body, "memory_set") {
 		t.Errorf("POST with the key = %d %s; want 200 and the memory_set call", code, body)
 	}
 	if code := stop(); code != exitOK {

@@ -52,6 +52,11 @@
 //     a chat message's text parts too. A body may be as large as a
 //     session request (rtsandbox.MaxSessionRequest).
 //   - Errors use the dialect's error shape.
+//   - StandInModel is the operator's scripted stand-in (`rtsandbox
+//     standin-model`) and MemoryDemo the demo's: stateless steps that
+//     read only the request, call only tools the request offers, and
+//     speak to the sealed and the session worker alike (memory under
+//     either tool name, image parts described, write_file).
 package fakemodel
 
 import (
@@ -241,19 +246,26 @@ func (s *Server) decode(r *http.Request) (Request, int) {
 	case s.opts.Key != "" && !keyMatches(req.API, r.Header, s.opts.Key):
 		return req, http.StatusUnauthorized
 	}
-	if req.API == OpenAI {
-		err = json.Unmarshal(raw, &req.Body)
-		for i, m := range req.Body.Messages {
-			req.Body.Messages[i].Images = chatImages(m.Content)
-		}
-	} else {
-		req.Body, err = decodeMessages(raw)
-	}
-	if err != nil {
+	if req.Body, err = decodeBody(req.API, raw); err != nil {
 		req.DecodeErr = err
 		return req, http.StatusBadRequest
 	}
 	return req, 0
+}
+
+// decodeBody reads a request body of dialect api into the chat view.
+func decodeBody(api API, raw []byte) (ChatRequest, error) {
+	if api != OpenAI {
+		return decodeMessages(raw)
+	}
+	var body ChatRequest
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return ChatRequest{}, err
+	}
+	for i, m := range body.Messages {
+		body.Messages[i].Images = chatImages(m.Content)
+	}
+	return body, nil
 }
 
 // keyMatches checks the request's credential as the real API does: chat

@@ -348,15 +348,28 @@ func postEvents(t *testing.T, url, body string) (string, []brokerclient.SSEEvent
 	}
 }
 
+// memorySetTool is the sealed worker's memory_set, which the memory demo
+// calls only when the request offers it.
+var memorySetTool = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
+	Name:        "memory_set",
+	Description: anthropic.String("Remember."),
+	InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"key": map[string]any{"type": "string"}}},
+}}
+
 // The memory demo, a step written for chat completions, plays unchanged
 // over Messages: the Messages body is read into the same chat view.
 func TestMemoryDemoOverMessages(t *testing.T) {
+	withMemory := func(msgs ...anthropic.MessageParam) anthropic.MessageNewParams {
+		p := anthropicParams(msgs...)
+		p.Tools = append(p.Tools, memorySetTool)
+		return p
+	}
 	for _, mode := range streamModes {
 		t.Run(mode.name, func(t *testing.T) {
 			s := start(t, Options{Loop: true}, MemoryDemo())
 			c := anthropicClient(s)
 			user := anthropic.NewUserMessage(anthropic.NewTextBlock("remember that I drink tea"))
-			m, _, err := anthropicCall(t, c, mode.streamed, anthropicParams(user))
+			m, _, err := anthropicCall(t, c, mode.streamed, withMemory(user))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -365,7 +378,7 @@ func TestMemoryDemoOverMessages(t *testing.T) {
 				t.Fatalf("first answer mismatch (-want +got):\n%s", diff)
 			}
 			result := anthropic.NewUserMessage(anthropic.NewToolResultBlock("call_memory_set", "ok", false))
-			m2, _, err := anthropicCall(t, c, mode.streamed, anthropicParams(user, m.ToParam(), result))
+			m2, _, err := anthropicCall(t, c, mode.streamed, withMemory(user, m.ToParam(), result))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,7 +14,7 @@ const StandInPath = "/v1/chat/completions"
 // standInShutdown bounds the wait for requests in flight when ctx ends.
 const standInShutdown = 5 * time.Second
 
-// StandIn serves the memory demo in a loop on listen, a loopback address,
+// StandIn serves StandInModel in a loop on listen, a loopback address,
 // until ctx ends: the operator's `rtsandbox standin-model`. key, called
 // once listen is checked, is the one bearer key every request must carry
 // ("" accepts any). announce is told where it listens once it does.
@@ -30,7 +30,7 @@ func StandIn(ctx context.Context, listen string, key func() (string, error), ann
 	if err != nil {
 		return err
 	}
-	s, err := Listen(Options{Addr: listen, Path: StandInPath, Loop: true, NoRecord: true, Key: k}, MemoryDemo())
+	s, err := Listen(Options{Addr: listen, Path: StandInPath, Loop: true, NoRecord: true, Key: k}, StandInModel())
 	if err != nil {
 		return err
 	}
@@ -54,13 +54,51 @@ type usageError string
 func (e usageError) Error() string        { return string(e) }
 func (e usageError) Is(target error) bool { return target == ErrUsage }
 
+// StandInHelpText answers a message no script knows: the trigger phrases.
+const StandInHelpText = "I am a scripted stand-in, not a real LLM. Try: \"remember that I drink tea\", then \"what do I drink?\"; " +
+	"\"describe the image\" with images attached; \"write a file notes.md saying hello\" (session channels)."
+
+// StandInModel is the stand-in's script, stateless like MemoryDemo and
+// served in a loop. It speaks both workers: it calls only tools the
+// request offers, under the name that request uses.
+//
+//   - the memory demo (MemoryDemo), under the sealed tool names or the
+//     session worker's host_memory_set and host_memory_get, and recall
+//     from either mode's prompt memory;
+//   - "describe the image(s)": how many images the request carries and
+//     each one's media type and decoded size (describe.go);
+//   - "write a file NAME [saying TEXT]": the session worker's write_file,
+//     so the file comes back as a reply file (writefile.go);
+//   - anything else: StandInHelpText.
+func StandInModel() Step {
+	return Func(func(req Request) Response {
+		for _, script := range []func(Request) (Response, bool){imageScript, fileScript, memoryScript} {
+			if resp, ok := script(req); ok {
+				return resp
+			}
+		}
+		return Response{Content: StandInHelpText}
+	})
+}
+
 // StandInHelp is `rtsandbox standin-model -h`: what the stand-in does.
 const StandInHelp = `usage: rtsandbox standin-model --listen 127.0.0.1:PORT [--key-env VAR]
 
-Serves a SCRIPTED STAND-IN model, not a real LLM: the memory demo of
-` + "`rtsandbox demo`" + ` played in a loop ("remember that I drink tea", then
-"what do I drink?"; anything else gets a short hint). It is a test double
-for trying serve, chat and the HTTP chat API without an API key.
+Serves a SCRIPTED STAND-IN model, not a real LLM, in a loop: a test double
+for trying serve, chat and the HTTP chat API without an API key, in
+sealed and in session channels. Its scripts:
+
+  "remember that I drink tea"   stores it with the memory tool the
+                                channel offers (memory_set, or
+                                host_memory_set in a session channel)
+  "what do I drink?"            answers from the speaker's memory
+  "describe the image"          counts the images it was shown, with
+                                each one's media type and size
+  "write a file notes.md saying hello"
+                                writes notes.md with the write_file
+                                tool (session channels): it comes back
+                                as a file of the reply
+  anything else                 a short hint
 
 It speaks the OpenAI chat-completions wire only, on POST ` + StandInPath + `
 (non-streaming). The Anthropic Messages wire is not served yet.
