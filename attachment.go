@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Files that cross the host's surfaces (session spec §4.2–4.3, §5.1): what
+// Files that cross the host's surfaces (docs/protocol.md, "Images and files"; docs/session.md, "Attachments in, reply files out"): what
 // a guest attached to a message on the way in, and the files a turn's
 // reply carries on the way out. The surfaces fill an Attachment and post a
 // File; the runtime fetches, checks and writes the one and validates the
@@ -60,7 +60,7 @@ type File struct {
 	Data []byte
 }
 
-// Bounds of a message's attachments (session spec §5.1): at most
+// Bounds of a message's attachments (docs/session.md, "Attachments in, reply files out"): at most
 // MaxAttachments files (the message's and the replied-to message's
 // together), each at most MaxAttachmentBytes, MaxAttachmentsTotal in all.
 // A surface that receives the bytes inline (the HTTP API) refuses more

@@ -35,7 +35,8 @@ var outsidePointers = []*regexp.Regexp{
 	regexp.MustCompile(regexp.QuoteMeta("../" + "shared")),
 	regexp.MustCompile(regexp.QuoteMeta("shared" + "/spec")),
 	regexp.MustCompile(regexp.QuoteMeta("ARCHITECTURE" + ".md")),
-	// "session spec §2.8", "Spec sealed §6.6", "spec session.md §5.5".
+	// A spec citation: "session spec", "Spec sealed" or "spec session.md"
+	// and a section number after a section sign.
 	regexp.MustCompile(`(?i)\bspec\b[^\n` + "\u00a7" + `]{0,24}` + "\u00a7"),
 }
 
@@ -66,6 +67,21 @@ func TestDocLinksResolve(t *testing.T) {
 // at all.
 func TestNothingPointsOutside(t *testing.T) {
 	n := 0
+	walkRepo(t, func(p string, src []byte) {
+		n++
+		for _, bad := range outsideCitations(p, src) {
+			t.Errorf("%s", bad)
+		}
+	})
+	if n < 100 {
+		t.Fatalf("read %d files; the test must run from the module root", n)
+	}
+}
+
+// walkRepo calls f with every text file of the repository: .git, other
+// dot directories and bin/ (build output) aside.
+func walkRepo(t *testing.T, f func(p string, src []byte)) {
+	t.Helper()
 	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -83,21 +99,77 @@ func TestNothingPointsOutside(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if bytes.IndexByte(src, 0) >= 0 {
-			return nil // binary
-		}
-		n++
-		for _, bad := range outsideCitations(p, src) {
-			t.Errorf("%s", bad)
+		if bytes.IndexByte(src, 0) < 0 { // not binary
+			f(filepath.ToSlash(p), src)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n < 100 {
-		t.Fatalf("read %d files; the test must run from the module root", n)
+}
+
+// docCitation is how code comments and docs cite a section in prose:
+// docs/protocol.md, "SSE".
+var docCitation = regexp.MustCompile(`\bdocs/([a-z0-9-]+\.md), "([^"\n]+)"`)
+
+// TestDocCitationsResolve: every citation docs/X.md, "Heading" in the
+// repository names a file of docs/ and a heading of it, whole or its
+// start up to a word boundary ("The door" for "The door: nothing leaves
+// with a credential"), so a renamed heading cannot leave citations behind.
+func TestDocCitationsResolve(t *testing.T) {
+	headings := map[string][]string{}
+	n := 0
+	walkRepo(t, func(p string, src []byte) {
+		for i, line := range strings.Split(string(src), "\n") {
+			for _, m := range docCitation.FindAllStringSubmatch(line, -1) {
+				n++
+				file := path.Join("docs", m[1])
+				hs, ok := headings[file]
+				if !ok {
+					b, err := os.ReadFile(file)
+					if err != nil {
+						t.Errorf("%s:%d: cites %s: no such file", p, i+1, file)
+						continue
+					}
+					hs = headingTexts(b)
+					headings[file] = hs
+				}
+				if !citesHeading(hs, m[2]) {
+					t.Errorf("%s:%d: cites %s, %q: no such heading", p, i+1, file, m[2])
+				}
+			}
+		}
+	})
+	if n < 50 {
+		t.Fatalf("found %d citations; the test must run from the module root", n)
 	}
+}
+
+// citesHeading reports whether cited is one of headings or the start of
+// one, followed by a character that is not a letter or digit.
+func citesHeading(headings []string, cited string) bool {
+	for _, h := range headings {
+		if h == cited {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(h, cited); ok {
+			if r := []rune(rest)[0]; !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// headingTexts lists the text of each heading of markdown src, fenced
+// code aside.
+func headingTexts(src []byte) []string {
+	var out []string
+	for _, m := range heading.FindAllStringSubmatch(fence.ReplaceAllString(string(src), ""), -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // outsideCitations lists the lines of file p that point outside the
@@ -255,6 +327,23 @@ func TestSlug(t *testing.T) {
 	} {
 		if got := slug(tc.heading); got != tc.want {
 			t.Errorf("slug(%q) = %q; want %q", tc.heading, got, tc.want)
+		}
+	}
+}
+
+func TestCitesHeading(t *testing.T) {
+	headings := []string{"The door: nothing leaves with a credential", "Compaction in the worker", "SSE"}
+	for cited, want := range map[string]bool{
+		"SSE":                      true,
+		"The door":                 true,
+		"Compaction in the worker": true,
+		"Compaction":               true,
+		"Compact":                  false,
+		"The doors":                false,
+		"Budgets":                  false,
+	} {
+		if got := citesHeading(headings, cited); got != want {
+			t.Errorf("citesHeading(%q) = %v; want %v", cited, got, want)
 		}
 	}
 }

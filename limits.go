@@ -66,12 +66,12 @@ const (
 	// the turn's (§2.10).
 	BrokerCallTimeout = 60 * time.Second
 	// StreamSilence is the silence limit of a streamed broker answer
-	// (session spec §2.1): once the upstream's head arrived, a gap of this
+	// (docs/session.md, "Session broker"): once the upstream's head arrived, a gap of this
 	// long with no piece passed on cuts the answer off. A streamed call
 	// stays bounded by BrokerCallTimeout and the turn too.
 	StreamSilence = 120 * time.Second
 	// MaxStreamedAnswer caps the upstream bytes of one model answer
-	// passed on by the broker (session spec §2.4 step 18, §2.8): a
+	// passed on by the broker (docs/protocol.md, "SSE"): a
 	// streamed answer, an error body, or a non-streamed Anthropic answer.
 	MaxStreamedAnswer = 50 << 20
 	// BrokerClientTimeout is the worker's per-call timeout (§4.2): a

@@ -1,5 +1,5 @@
 // Package attach holds the host-side checks for the files of a session
-// turn: images a guest sends in (spec session.md §4.2, §5.1) and reply
+// turn: images a guest sends in (docs/protocol.md, "Images and files"; docs/session.md, "Attachments in, reply files out") and reply
 // files the worker sends out (§4.3). The functions are pure: they read
 // nothing from the disk or the network, so the surfaces and the runtime
 // can call them on bytes they already hold.

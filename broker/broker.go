@@ -85,7 +85,7 @@ type Config struct {
 	// API is the model's dialect: rtsandbox.ModelAPIOpenAI ("" too) serves
 	// POST /model, rtsandbox.ModelAPIAnthropic serves
 	// wire.RouteAnthropicMessages and RouteAnthropicCountTokens
-	// instead (session spec §2.5); the other dialect's routes are 404.
+	// instead (docs/protocol.md, "Model calls"); the other dialect's routes are 404.
 	API string
 	// Stream allows "stream": true on the model route: the answer is then
 	// passed on as it arrives (stream.go). Without it a streamed /model
@@ -94,7 +94,7 @@ type Config struct {
 	// Anthropic error shape, which the client will not retry.
 	Stream bool
 	// Thinking is the host-judged thinking level that caps an Anthropic
-	// call's thinking budget and effort (session spec §2.5); "" means
+	// call's thinking budget and effort (docs/protocol.md, "Model calls"); "" means
 	// modelapi.LevelHigh. Session mode binds a level per turn instead
 	// (Session.Bind).
 	Thinking modelapi.ThinkingLevel
@@ -108,7 +108,7 @@ type Config struct {
 	// MaxCalls is the per-turn call budget (default 48, 1..1000) and
 	// MaxOutputTokens the max_tokens sent upstream (default 4096,
 	// 1..32768); for API anthropic it is the ceiling of the worker's
-	// max_tokens instead (default 128000, 1025..200000, session spec §2.5).
+	// max_tokens instead (default 128000, 1025..200000, docs/protocol.md, "Model calls").
 	MaxCalls        int
 	MaxOutputTokens int
 	Tools           []Tool

@@ -1,6 +1,6 @@
 package broker
 
-// Session mode (session spec §2): the broker of one channel's long-lived
+// Session mode (docs/protocol.md, "The session protocol"): the broker of one channel's long-lived
 // worker. Where a sealed Turn serves one turn and dies with it, a Session
 // lives as long as the channel's container and its listener; the host binds
 // one turn at a time to it (Bind), queues the turn for the worker's long

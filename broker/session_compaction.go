@@ -21,7 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The host compaction routes (session spec §2.11). Both need the bound
+// The host compaction routes (docs/protocol.md, "Compaction"). Both need the bound
 // turn, captured when the request arrives (410 "Turn ended" without one,
 // 404 for any method but POST), and carry no credential to the worker:
 //

@@ -1,6 +1,6 @@
 package broker_test
 
-// The host compaction routes of session spec §2.11: every step of POST
+// The host compaction routes of docs/protocol.md, "Compaction": every step of POST
 // /compaction/compact as a named test, the report route, and the
 // compactor's constructor rules. The timing tests run in a synctest
 // bubble and call the handler directly (no socket), so a 1 s or 2 s

@@ -1,6 +1,6 @@
 package broker_test
 
-// The broker lines of session spec §6.10 (behaviours with no reference
+// The broker lines of the reference's limit tests (behaviours with no reference
 // test), the URL hygiene of §2.2 and the host API's refusals.
 
 import (

@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// POST /mcp/<server> in session mode (session spec §2.6): unlike the sealed
+// POST /mcp/<server> in session mode (docs/protocol.md, "MCP calls"): unlike the sealed
 // route (mcp.go), where the broker is the MCP client, the session worker
 // runs its own Streamable-HTTP client through the broker. The broker
 // rebuilds each JSON-RPC message from the allowed methods, adds the

@@ -1,6 +1,6 @@
 package broker_test
 
-// The lines of session spec §6.2 (src/pi-capabilities.test.ts): the
+// The lines of the reference's capability tests: the
 // privacy capability gate. Fixture: workerImage sandbox:old, tool recall
 // (a SessionHostTool here), bound speaker ann with principal ann.
 

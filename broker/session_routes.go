@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The fixed texts of the session error table (session spec §2.10). The
+// The fixed texts of the session error table (docs/session.md, "Routes and statuses"). The
 // worker matches on some of them; they are exact.
 const (
 	sessNotFound         = "Not found"

@@ -1,6 +1,6 @@
 package broker_test
 
-// The lines of session spec §6.1 (src/pi-broker.test.ts) as named tests,
+// The lines of the reference's session broker tests as named tests,
 // over the real Unix socket with a loopback TLS stand-in upstream. Each
 // test names its line; adaptations to our design are noted where they
 // occur.

@@ -11,7 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Session bounds of a host tool's answer (session spec §2.4 step 10), in
+// Session bounds of a host tool's answer (docs/protocol.md, "Host tools"), in
 // UTF-16 units.
 const (
 	maxSessionToolText  = 1000000

@@ -11,7 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The worker transport routes (session spec §2.3). They carry no
+// The worker transport routes (docs/protocol.md, "The session protocol"). They carry no
 // credential and spend no budget.
 
 // serveReady is POST /worker/ready: at most 16 KiB, parsed by

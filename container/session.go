@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The session container (session spec §3.1): one long-lived worker per
+// The session container (docs/session.md, "The container"): one long-lived worker per
 // channel, running the same FROM-scratch worker image as the sealed mode
 // with the command ["session"]. Unlike a sealed turn's container it keeps
 // running between turns (restart policy unless-stopped), it has a
@@ -162,7 +162,7 @@ var (
 // ^[a-zA-Z0-9_-]{1,100}$.
 func ValidProfile(name string) bool { return profileRE.MatchString(name) }
 
-// The refusal texts of a session spec (§3.1).
+// The refusal texts of a SessionSpec (docs/session.md, "The container").
 const (
 	errSessionSpec  = specError("Invalid container specification")
 	errSessionUser  = specError("Worker must be non-root")

@@ -38,7 +38,7 @@ func runSteps(t *testing.T, s *Store, steps []step) {
 	}
 }
 
-// TestCallSemantics is sealed spec §6.9 and §4.6 on the host: namespaces,
+// TestCallSemantics is the reference's memory tests and docs/protocol.md, "Memory tools", on the host: namespaces,
 // ordering, keys and texts as data, and refusals that keep the state.
 func TestCallSemantics(t *testing.T) {
 	a, b := bind(chanA, alice), bind(chanA, bob)

@@ -10,7 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
-// Image limits of session spec §4.2, applied to each image block.
+// Image limits of docs/protocol.md, "Images and files", applied to each image block.
 const (
 	MaxImageBytes = 20 << 20                    // decoded bytes of one image
 	maxImageChars = (MaxImageBytes + 2) / 3 * 4 // base64 characters of one image

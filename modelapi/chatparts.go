@@ -12,7 +12,7 @@ import (
 )
 
 // This file widens the /model rule for session mode, where a turn carries
-// images (session spec §4.2): with ChatOptions.ImageParts a user message's
+// images (docs/protocol.md, "Images and files"): with ChatOptions.ImageParts a user message's
 // content may be an array of text parts and image_url parts whose url is a
 // base64 data URL of one of the four image types. A remote URL (which the
 // provider would fetch on the guest's behalf), any other part type

@@ -5,7 +5,7 @@
 // The contract, for the OpenAI chat-completions route (/model):
 //
 //   - [NormalizeChat] validates a decoded request body against the rules of
-//     the sealed spec §2.4 and rebuilds it from scratch. Any violation
+//     docs/protocol.md, "Model calls", and rebuilds it from scratch. Any violation
 //     refuses the whole request with an error wrapping
 //     [rtsandbox.ErrRefused]; the error text names the rule and is meant for
 //     the operator log only, never for the guest.
@@ -18,7 +18,7 @@
 //     declaration cannot make the upstream provider fetch a remote schema.
 //
 // The contract, for the Anthropic Messages routes (/anthropic/v1/messages
-// and /anthropic/v1/messages/count_tokens, session spec §2.5):
+// and /anthropic/v1/messages/count_tokens, docs/protocol.md, "Model calls"):
 //
 //   - [NormalizeMessages] rebuilds the decoded body field by field under
 //     [MessagesParams], which the host decides: the profile's model, the

@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
-// Limits and defaults of the Anthropic Messages rule (session spec §2.5).
+// Limits and defaults of the Anthropic Messages rule (docs/protocol.md, "Model calls").
 const (
 	MaxAnthropicMessages = rtsandbox.MaxAnthropicModelMessages // entries in messages
 	MaxAnthropicBlocks   = 256                                 // blocks in one content array

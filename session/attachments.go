@@ -18,7 +18,7 @@ import (
 )
 
 // This file is the host-side collection of a message's attachments
-// (session spec §5.1): each is fetched through safefetch or taken from the
+// (docs/session.md, "Attachments in, reply files out"): each is fetched through safefetch or taken from the
 // surface's bytes, bounded, named after its message, written exclusively
 // and without following a link into the channel's attachments directory,
 // and, when it is a real image within the §4.2 budget, handed to the

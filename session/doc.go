@@ -1,4 +1,4 @@
-// Package session is the runtime of session mode (session spec §1, §3):
+// Package session is the runtime of session mode (docs/architecture.md, "The two modes"; docs/session.md, "The container"):
 // one long-lived sealed worker container and one broker per channel,
 // chosen per channel profile.
 //

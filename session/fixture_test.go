@@ -20,7 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The fixture of spec §6.3, adapted: instead of a fake driver whose
+// The fixture of the reference's runtime tests, adapted: instead of a fake driver whose
 // ensureRunning plays the worker over the real broker socket, a fake
 // Driver keeps "containers" in memory and a fake Broker stands for the
 // session broker (the real one, broker.Session, is tested in its own

@@ -79,7 +79,7 @@ type Options struct {
 	// running, 1 s..10 min; 0 means 90 s.
 	StartTimeout time.Duration
 	// CompactorTimeout is the brokers' host compactor's timeout, 0 when
-	// they have none. It must leave half the turn (session spec §2.11):
+	// they have none. It must leave half the turn (docs/protocol.md, "Compaction"):
 	// at most TurnTimeout/2.
 	CompactorTimeout time.Duration
 	// Judge judges each turn's thinking level; nil means

@@ -10,7 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The host compaction protocol (session spec §2.11, §4.5): the session
+// The host compaction protocol (docs/protocol.md, "Compaction"; docs/protocol.md, "The session protocol"): the session
 // worker asks the broker's optional host compactor for a summary of the
 // conversation it is about to cut (POST /compaction/compact) and reports
 // every compaction it ran (POST /compaction/report). Host and worker share

@@ -8,7 +8,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The memory tools (sealed spec §4.6). Sealed mode runs them inside the
+// The memory tools (docs/protocol.md, "Memory tools"). Sealed mode runs them inside the
 // worker on the turn's memory; session mode runs them on the host, bound
 // to the turn's speaker (package memstore). Both sides parse a call here,
 // so the input rules and the refusal texts are the same in both modes.

@@ -41,8 +41,8 @@ const (
 	// declared tool (the broker is the server's MCP client) and answers
 	// with one JSON-RPC answer, {"jsonrpc":"2.0","id":1,"result"|"error"}.
 	RouteMCPPrefix = "/mcp/"
-	// RouteAnthropicMessages takes an Anthropic Messages request (session
-	// spec §2.5), streamed or not, when the host's model speaks that API;
+	// RouteAnthropicMessages takes an Anthropic Messages request
+	// (docs/protocol.md, "Model calls"), streamed or not, when the host's model speaks that API;
 	// the answer is the upstream's, in the Anthropic wire shape.
 	RouteAnthropicMessages = "/anthropic/v1/messages"
 	// RouteAnthropicCountTokens is the count_tokens variant (§2.5).
@@ -107,8 +107,8 @@ func NewMCPCall(tool string, args json.RawMessage) MCPCall {
 // Field order gives the reference's key order for every role: {role,
 // content}, {role, content, tool_calls} and {role, tool_call_id, content}.
 // PrivateTo is never on the wire: the session worker marks a tool result
-// with the only reader who may see it (a host tool's privateTo, session
-// spec §5.4), keeps the mark beside the message in its conversation file
+// with the only reader who may see it (a host tool's privateTo,
+// docs/session.md, "Privacy projection"), keeps the mark beside the message in its conversation file
 // and hides the result from every other reader's requests.
 type ChatMessage struct {
 	Role       string     `json:"role"`

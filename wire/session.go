@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The session-mode protocol (session spec §2.2–2.3, §4): the long-lived
+// The session-mode protocol (docs/session.md, "Routes and statuses"; docs/protocol.md, "The session protocol"): the long-lived
 // worker of a channel and its broker share these declarations, as the
 // sealed worker and broker share protocol.go. The worker long-polls the
 // broker for a SessionTurn and posts a ResultPacket back; both sides

@@ -15,8 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the worker's Anthropic Messages client (session spec §2.5,
-// §7.1 item 2): it translates the loop's chat-shaped conversation into a
+// This file is the worker's Anthropic Messages client (docs/protocol.md, "Model calls"): it translates the loop's chat-shaped conversation into a
 // Messages request that the broker's field-by-field rebuild accepts as it
 // is, posts it to RouteAnthropicMessages, and reads the answer, streamed
 // (anthropicstream.go) or not, back into the chat shape. It emits only

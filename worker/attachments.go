@@ -21,7 +21,7 @@ import (
 )
 
 // This file is what the session worker does with a message's attachments
-// (session spec §5.2 base tools, §5.3): the read_attachment tool, which
+// (docs/session.md, "Process"; docs/session.md, "read_attachment and image_generate references"): the read_attachment tool, which
 // reads a file the host saved in /workspace/attachments (by safe basename,
 // no-follow, bounded: text as text, a PNG, JPEG, GIF or WebP image as an
 // image the model sees), image_generate's reference_images, and the

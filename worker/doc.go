@@ -8,7 +8,7 @@
 // turn and takes them back in the reply. The protocol below is its.
 //
 // The session worker (RunSession, `rtsandbox-worker session`) is the
-// long-lived agent of one channel (session spec §5.2): it long-polls the
+// long-lived agent of one channel (docs/session.md, "Process"): it long-polls the
 // broker at /run/sandbox/broker.sock for turns (wire.SessionTurn),
 // posts results (wire.ResultPacket), talks to MCP servers as a
 // Streamable-HTTP client through the broker, and keeps its conversation

@@ -14,7 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the session worker's process (session spec §5.2): the
+// This file is the session worker's process (docs/session.md, "Process"): the
 // long-lived agent of one channel, started as `rtsandbox-worker session`.
 // It dials the broker socket directly (no loopback forwarder), learns its
 // MCP servers and its profile, then loops forever: announce itself, long-

@@ -19,7 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// sessionBroker stands in for the session broker (session spec §2.2–2.6)
+// sessionBroker stands in for the session broker (docs/session.md, "Routes and statuses")
 // on a real Unix socket, faithful where the worker can tell: the worker
 // routes with their statuses (ready 400 on a bad handshake, next 408
 // Retry after its wait and 429 for a second waiter, result 409 No

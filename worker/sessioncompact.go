@@ -12,8 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the session worker's compaction (session spec §5.6, §7.1
-// item 8). Before every model call of a turn, when the request's estimate
+// This file is the session worker's compaction (docs/session.md, "Compaction in the worker"). Before every model call of a turn, when the request's estimate
 // (sessiontiers.go) is over the tiers' trigger, or holds more messages
 // than the model route takes, the conversation before the newest
 // exchanges is replaced by a summary:

@@ -21,7 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The tests of session spec §6.7 as they apply to this worker. Where the
+// The reference's compaction tests as they apply to this worker. Where the
 // reference triggers a "manual" compaction, this worker has no manual
 // trigger: the tests cross its threshold instead, with history seeded
 // into the session file as earlier turns would have written it.

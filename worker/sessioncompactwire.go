@@ -11,8 +11,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the worker's side of the host compaction routes (session
-// spec §2.11, §4.5). The wire shapes, their checks and the routes are the
+// This file is the worker's side of the host compaction routes
+// (docs/protocol.md, "Compaction"; docs/protocol.md, "The session protocol"). The wire shapes, their checks and the routes are the
 // root package's (compaction.go), shared with the broker; here are the
 // worker's own rules on top of them: the request built from the session
 // file's messages, and the stricter acceptance of the answer (untrusted:

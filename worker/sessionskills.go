@@ -14,7 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the session worker's skills (session spec §5.5): the index
+// This file is the session worker's skills (docs/session.md, "Skills"): the index
 // /worker/config carries, bound at startup to the host's read-only copy
 // of the tree; the block appended to the system prompt; read_skill; and
 // the gate that holds back every tool a skill claims until that skill's

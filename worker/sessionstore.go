@@ -21,7 +21,7 @@ import (
 )
 
 // This file keeps the session worker's conversation in
-// /workspace/sessions as JSONL (session spec §7.1 item 3, option (b): our
+// /workspace/sessions as JSONL (docs/session.md, "Conversation format": our
 // own format). docs/session.md, "Session worker and conversation format",
 // is the reference; in short, one JSON object per line:
 //

@@ -8,8 +8,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the arithmetic of the session worker's compaction (session
-// spec §5.6, §7.1 item 8): its token estimator and the tiers that pick
+// This file is the arithmetic of the session worker's compaction
+// (docs/session.md, "Compaction in the worker"): its token estimator and the tiers that pick
 // the context size at which the conversation is compacted.
 //
 // The estimator is this worker's own, documented in docs/session.md

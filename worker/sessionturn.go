@@ -18,7 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file runs one session turn (session spec §5.2 runTurn): the outbox,
+// This file runs one session turn (docs/session.md, "Process"): the outbox,
 // the reader record, the prompt "[<name> (<id>)] <text>" with the turn's
 // images, the shared agent loop with the profile's host and MCP tools and
 // the turn's thinking level, then the final text and the reply files.

@@ -163,7 +163,7 @@ func TestRunRefusesInvalidSpec(t *testing.T) {
 	}
 }
 
-// Spec §6.5 "Removal-conflict retry", at the level of a whole run: the
+// The reference's test "Removal-conflict retry", at the level of a whole run: the
 // engine's own removal races ours ("already in progress"), then the
 // container is gone; the turn still succeeds, after exactly two removals.
 func TestRunRemovalConflictRetry(t *testing.T) {

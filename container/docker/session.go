@@ -19,7 +19,7 @@ import (
 )
 
 // SessionDriver runs the long-lived session containers of session mode
-// (session spec §3.1) on a Docker daemon: one per channel, created with
+// (docs/session.md, "The container") on a Docker daemon: one per channel, created with
 // exactly the rtcontainer.SessionSpec profile, never pulled, left running
 // between turns and removed only by its exact name. It is separate from
 // the sealed Driver: its containers carry the role label "session", which

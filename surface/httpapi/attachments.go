@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// Attachments in (session spec §5.1): a message may carry
+// Attachments in (docs/session.md, "Attachments in, reply files out"): a message may carry
 //
 //	"attachments": [{"name": string, "mime_type": string, "data": base64}]
 //
