@@ -35,14 +35,16 @@ var outsidePointers = []*regexp.Regexp{
 	regexp.MustCompile(regexp.QuoteMeta("../" + "shared")),
 	regexp.MustCompile(regexp.QuoteMeta("shared" + "/spec")),
 	regexp.MustCompile(regexp.QuoteMeta("ARCHITECTURE" + ".md")),
+	regexp.MustCompile(regexp.QuoteMeta("fetch-research" + "-delegate")),
+	regexp.MustCompile(`\bspec/[a-z-]+\.md`),
 	// A spec citation: "session spec", "Spec sealed" or "spec session.md"
 	// and a section number after a section sign.
 	regexp.MustCompile(`(?i)\bspec\b[^\n` + "\u00a7" + `]{0,24}` + "\u00a7"),
 }
 
-// mdSection is a section sign in markdown: a spec citation unless an RFC
-// is named right before it ("RFC 4648 §4").
-var mdSection = regexp.MustCompile(`(RFC \d+ )?` + "\u00a7")
+// sectionSign is a section sign: a spec citation unless an RFC is named
+// right before it ("RFC 4648 §4").
+var sectionSign = regexp.MustCompile(`(RFC \d+ )?` + "\u00a7")
 
 func TestDocLinksResolve(t *testing.T) {
 	files := markdownFiles(t)
@@ -63,8 +65,8 @@ func TestDocLinksResolve(t *testing.T) {
 
 // TestNothingPointsOutside: no file of the repository (source, docs,
 // scripts, examples; .git and build output aside) cites the specs or the
-// architecture notes beside the checkout; markdown cites no spec section
-// at all.
+// architecture notes beside the checkout, or any spec section: a section
+// sign is allowed only after an RFC's number.
 func TestNothingPointsOutside(t *testing.T) {
 	n := 0
 	walkRepo(t, func(p string, src []byte) {
@@ -176,17 +178,13 @@ func headingTexts(src []byte) []string {
 // repository.
 func outsideCitations(p string, src []byte) []string {
 	var out []string
-	md := strings.HasSuffix(p, ".md")
 	for i, line := range strings.Split(string(src), "\n") {
 		for _, re := range outsidePointers {
 			if m := re.FindString(line); m != "" {
 				out = append(out, fmt.Sprintf("%s:%d: %q points outside the repository; cite docs/ instead", p, i+1, m))
 			}
 		}
-		if !md {
-			continue
-		}
-		for _, m := range mdSection.FindAllStringSubmatch(line, -1) {
+		for _, m := range sectionSign.FindAllStringSubmatch(line, -1) {
 			if m[1] == "" {
 				out = append(out, fmt.Sprintf("%s:%d: a section sign cites a spec outside the repository; link a heading of docs/ instead", p, i+1))
 			}
@@ -401,6 +399,10 @@ func TestDocChecksBite(t *testing.T) {
 		{"x.go", "// spec session.md " + "\u00a75.5", true},
 		{"x.go", "// docs/protocol.md, \"SSE\"", false},
 		{"x.md", "a rule of " + "\u00a74.2", true},
+		{"x.go", "// the bounds of " + "\u00a74.3", true},
+		{"x.go", "// (spec fetch-research" + "-delegate.md)", true},
+		{"x.go", "// refer to the sealed-mode spec (spec/" + "sealed.md).", true},
+		{"x.go", "// padded base64 (RFC 4648 " + "\u00a74)", false},
 		{"x.md", "base64 (RFC 4648 " + "\u00a74)", false},
 		{"x.md", "see [protocol](protocol.md#sse)", false},
 	} {

@@ -32,7 +32,7 @@
 // Its pipeline is the session spec's, not the one above: it applies no
 // header checks (no dummy bearer, any Host, no header allow-list; the
 // worker's headers are ignored and never forwarded but for the few the
-// spec names), answers the session texts of §2.10, allows four calls in
+// spec names), answers the session texts of docs/session.md, "Routes and statuses", allows four calls in
 // flight, each holding its slot until its answer ends, and bounds a call
 // by the bound turn's deadline instead of the per-call timeout.
 package broker

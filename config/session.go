@@ -26,14 +26,14 @@ const (
 	MaxSessionStartTimeout     = 10 * time.Minute
 
 	DefaultSessionMaxCalls = rtsandbox.SessionMaxCalls // 128
-	MaxSessionMaxCalls     = rtsandbox.MaxCallsLimit   // 1000, the reference's range (§2.9)
+	MaxSessionMaxCalls     = rtsandbox.MaxCallsLimit   // 1000, the reference's range (docs/protocol.md, "Privacy")
 	DefaultSessionInFlight = rtsandbox.SessionMaxInFlight
 	DefaultSessionConns    = rtsandbox.SessionMaxConns
 	MinSessionConns        = 2 // the long poll plus one call
 	MaxSessionConns        = 64
 
 	DefaultSessionRequestMB  = rtsandbox.MaxSessionRequest >> 20 // 96
-	DefaultSessionResponseMB = 50                                // upstream bytes of one answer (§2.8)
+	DefaultSessionResponseMB = 50                                // upstream bytes of one answer (docs/protocol.md, "SSE")
 
 	DefaultSessionMemoryMB = 1536 // 1.5 GiB, no extra swap
 	DefaultSessionPIDs     = 256
@@ -50,7 +50,7 @@ const (
 	DefaultLogDriver = "local"
 
 	// MaxPartyDirLen keeps <party_dir>/<segment>/run/broker.sock within
-	// the 100-byte socket path limit (§1.3) for every channel: a segment
+	// the 100-byte socket path limit (docs/session.md, "Session runtime") for every channel: a segment
 	// takes at most 28 bytes (session.Segment; a Discord channel's,
 	// "discord_" and up to 20 digits, exactly that):
 	// 100 − 28 − len("/" + "/run/broker.sock").
@@ -86,7 +86,7 @@ type Session struct {
 	LogDriver  string
 	LogOptions map[string]string
 	// Compactor is session.compactor, the host compactor (session spec
-	// §2.11); nil means none: the workers summarise on their own.
+	// docs/protocol.md, "Compaction"); nil means none: the workers summarise on their own.
 	Compactor *Compactor
 	// Disk bounds each channel's workspace (session.disk).
 	Disk SessionDisk

@@ -48,7 +48,7 @@ func TestCallSemantics(t *testing.T) {
 		steps []step
 	}{
 		{"namespaces", []step{
-			// §6.9: an extra speaker argument is ignored.
+			// The reference's tests: an extra speaker argument is ignored.
 			{a, "memory_set", `{"scope":"speaker","key":"drink","text":"Tea","speaker":"victim"}`, "Saved.", nil},
 			{b, "memory_get", `{"scope":"speaker"}`, "[]", nil},
 			{aOther, "memory_get", `{"scope":"speaker"}`, "[]", nil},

@@ -279,7 +279,7 @@ func imageBlock(b *jsontree.Budget, obj []json.RawMessage) (any, bool) {
 	}, true
 }
 
-// validImage applies §4.2 to one image: an allowed media type and padded
+// validImage applies docs/protocol.md, "Images and files" to one image: an allowed media type and padded
 // standard base64 of 1 byte to MaxImageBytes decoded. Like the reference,
 // the decoded size is counted from the length; trailing bits are not
 // checked.

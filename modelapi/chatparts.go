@@ -69,7 +69,7 @@ func ImageDataURL(mimeType, data string) string {
 }
 
 // ParseImageDataURL reads "data:image/<png|jpeg|webp|gif>;base64,<data>"
-// with exactly that head and data that passes §4.2 (padded standard
+// with exactly that head and data that passes docs/protocol.md, "Images and files" (padded standard
 // base64 of 1 byte to rtsandbox.MaxImageBytes decoded). It decodes
 // nothing.
 func ParseImageDataURL(url string) (mimeType, data string, ok bool) {
@@ -84,7 +84,7 @@ func ParseImageDataURL(url string) (mimeType, data string, ok bool) {
 	return mimeType, rest, true
 }
 
-// imageTally counts a request's images against §4.2.
+// imageTally counts a request's images against docs/protocol.md, "Images and files".
 type imageTally struct {
 	count, bytes int
 }

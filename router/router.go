@@ -226,7 +226,7 @@ type Delivery struct {
 	Kind      DeliveryKind
 	Chunk     string
 	// Files are the reply files of a turn, decoded and validated by the
-	// runtime (rtsandbox.File, §4.3 bounds). Only a KindReply carries
+	// runtime (rtsandbox.File, within the bounds of docs/limits.md, "Files"). Only a KindReply carries
 	// them, and only its last chunk; a surface posts them with that chunk.
 	// A successful reply with files but no text is one delivery whose
 	// Chunk is "". Failure texts never carry files.

@@ -50,7 +50,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 			reply = rtsandbox.Reply{} // a failed turn has no reply
 		} else if t.stats.StateErr == nil {
 			// Only a turn whose state was kept consumes a pending fresh
-			// start (§5.3); a failed one, or one whose history stayed as
+			// start (docs/sealed-turn.md, "Commands"); a failed one, or one whose history stayed as
 			// it was, leaves it for the next turn.
 			t.onReply(reply)
 		}

@@ -40,7 +40,7 @@ var (
 // included, so that broker calls still in flight end.
 var errTurnEnded = errors.New("session turn ended")
 
-// The texts of a failed turn (§1.2 step 16).
+// The texts of a failed turn (docs/architecture.md, "The request path").
 const (
 	timedOutText   = "Sandbox turn timed out"
 	turnFailedText = "Sandbox turn failed: "

@@ -44,7 +44,7 @@ type Turn struct {
 	// model answers. Without it every answer is one JSON body.
 	Stream bool `json:"stream,omitempty"`
 	// Thinking is the host-judged thinking level of the turn (session spec
-	// §2.5: low, medium, high or xhigh); the worker asks for extended
+	// docs/protocol.md, "Model calls": low, medium, high or xhigh); the worker asks for extended
 	// thinking up to that level's budget (ThinkingBudget) and never more,
 	// since the broker caps it there. "" asks for no thinking. Only the
 	// Anthropic API uses it.

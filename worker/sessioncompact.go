@@ -20,7 +20,7 @@ import (
 //  1. Keep the newest whole exchanges until they and the running turn
 //     reach keepRecentTokens; summarise the rest (nothing to summarise:
 //     no compaction). The cut is always between turns.
-//  2. Build the §4.5 request from the exchanges projected for no reader
+//  2. Build the docs/protocol.md, "The session protocol" request from the exchanges projected for no reader
 //     (privateCompaction): no private result, no private turn's
 //     reasoning, no prompt memory, no thinking.
 //  3. Above the hard tier, or after a host summary that left more than
@@ -83,7 +83,7 @@ func summaryMessage(summary string) message {
 }
 
 // privateCompaction is exchanges as a summary may see them: projected for
-// no reader (§5.4).
+// no reader (docs/session.md, "Privacy projection").
 func privateCompaction(xs []sessionExchange) []message { return projectExchanges(xs, anonymous) }
 
 // compactTurn is the compaction of one running turn.

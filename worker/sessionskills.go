@@ -28,7 +28,7 @@ import (
 const readSkillName = "read_skill"
 
 // errToolsNotRegistered is the reference's fatal startup error when a
-// skill claims a tool the worker does not have (§5.2 step 5).
+// skill claims a tool the worker does not have (docs/session.md, "Process").
 var errToolsNotRegistered = errors.New("tools are not registered")
 
 // sessionSkills are the worker's skills; nil when the profile has none.

@@ -52,7 +52,7 @@ func decodeTurn(b []byte) (wire.Turn, error) {
 	}, nil
 }
 
-// turnWire is the turn JSON (§3.2) in the order the reference checks
+// turnWire is the turn JSON (docs/sealed-turn.md, "The container") in the order the reference checks
 // its members. Each member's type holds its rule, so the first bad
 // member Fill names is the one the reference refused: the optional model
 // settings (modelApi a known API, stream a boolean, thinking a known
