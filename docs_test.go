@@ -64,7 +64,7 @@ func TestDocLinksResolve(t *testing.T) {
 }
 
 // TestNothingPointsOutside: no file of the repository (source, docs,
-// scripts, examples; .git and build output aside) cites the specs or the
+// scripts, examples, .ci; .git and build output aside) cites the specs or the
 // architecture notes beside the checkout, or any spec section: a section
 // sign is allowed only after an RFC's number.
 func TestNothingPointsOutside(t *testing.T) {
@@ -80,8 +80,8 @@ func TestNothingPointsOutside(t *testing.T) {
 	}
 }
 
-// walkRepo calls f with every text file of the repository: .git, other
-// dot directories and bin/ (build output) aside.
+// walkRepo calls f with every text file of the repository (.ci and the
+// other dot files included): .git and bin/ (build output) aside.
 func walkRepo(t *testing.T, f func(p string, src []byte)) {
 	t.Helper()
 	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
@@ -89,7 +89,7 @@ func walkRepo(t *testing.T, f func(p string, src []byte)) {
 			return err
 		}
 		if d.IsDir() {
-			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin") {
+			if p != "." && (d.Name() == ".git" || d.Name() == "bin") {
 				return filepath.SkipDir
 			}
 			return nil
