@@ -1,6 +1,6 @@
 package rtsandbox_test
 
-// The architecture test: every "never" rule of ARCHITECTURE.md about who
+// The architecture test: every "never" rule of docs/architecture.md, "Import rules", about who
 // may import whom, checked on the source of the whole module (tests
 // excluded: a test may use any fake). A failure names the package, the
 // import and the rule it breaks.
@@ -111,7 +111,7 @@ var workerSide = []string{".", "wire", "worker", "cmd/rtsandbox-worker", "broker
 var wiring = []string{"cmd", "host"}
 
 // importRule is one rule: for every package matching who, every import
-// must pass allowed; why is the rule's text from ARCHITECTURE.md.
+// must pass allowed; why is the rule's text from docs/architecture.md.
 type importRule struct {
 	name    string
 	who     func(dir string) bool

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Files that cross the host's surfaces (session spec §4.2–4.3, §5.1): what
+// Files that cross the host's surfaces (docs/protocol.md, "Images and files"; docs/session.md, "Attachments in, reply files out"): what
 // a guest attached to a message on the way in, and the files a turn's
 // reply carries on the way out. The surfaces fill an Attachment and post a
 // File; the runtime fetches, checks and writes the one and validates the
@@ -36,7 +36,7 @@ type Attachment struct {
 // TurnInput is what one admitted guest message gives a turn.
 type TurnInput struct {
 	// MessageID is the surface's id of the message; attachment files are
-	// named after it (§5.1 step 7: ^[a-zA-Z0-9_-]{1,160}$, or the runtime
+	// named after it (docs/session.md, "Attachments in, reply files out": ^[a-zA-Z0-9_-]{1,160}$, or the runtime
 	// uses a fresh id of its own).
 	MessageID string
 	// Text is the model input: the untrusted quote prefix and the
@@ -53,14 +53,14 @@ type TurnInput struct {
 }
 
 // File is one decoded reply file: a safe name (ValidSafeName) and its
-// bytes, within the bounds of §4.3 (MaxReplyFiles, MaxReplyFileBytes,
+// bytes, within the bounds of docs/protocol.md, "Images and files" (MaxReplyFiles, MaxReplyFileBytes,
 // MaxReplyFilesTotal).
 type File struct {
 	Name string
 	Data []byte
 }
 
-// Bounds of a message's attachments (session spec §5.1): at most
+// Bounds of a message's attachments (docs/session.md, "Attachments in, reply files out"): at most
 // MaxAttachments files (the message's and the replied-to message's
 // together), each at most MaxAttachmentBytes, MaxAttachmentsTotal in all.
 // A surface that receives the bytes inline (the HTTP API) refuses more
@@ -72,7 +72,7 @@ const (
 )
 
 // Base64Size returns the decoded size of data when data is standard
-// padded base64 (the form of §4.2: a multiple of 4 characters of the
+// padded base64 (the form of docs/protocol.md, "Images and files": a multiple of 4 characters of the
 // standard alphabet, at most two '=' at the end) of at most maxDecoded
 // bytes; ok is false otherwise. It reads the text only, so a caller can
 // refuse oversized or malformed input before decoding any of it. A table
@@ -102,7 +102,7 @@ var base64Alphabet = func() (t [256]bool) {
 }()
 
 // SniffImage returns the image type of data from its magic bytes alone,
-// and ok false when data starts like none of the four types of §4.2
+// and ok false when data starts like none of the four types of docs/protocol.md, "Images and files"
 // (PNG, JPEG, GIF 87a/89a, WebP RIFF…WEBP). A file name or a declared
 // type never decides it. The host's checks (package attach) and the
 // worker's read_attachment share it.

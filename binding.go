@@ -6,7 +6,7 @@ import (
 )
 
 // kindRE is the one pattern of a kind: a channel key's prefix, a surface's
-// key prefix and an identity's provider (host spec §1.1: a lowercase
+// key prefix and an identity's provider (docs/host.md, "Routing rules": a lowercase
 // letter, then lowercase letters, digits, "_" and "-").
 var kindRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 

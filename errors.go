@@ -162,7 +162,7 @@ var (
 )
 
 // Refusals both modes' runtimes share. The texts after the kind are the
-// reference's (session spec §1–3).
+// reference's (docs/architecture.md, "The two modes").
 var (
 	// ErrChannelBusy refuses a turn on a channel that already runs one.
 	ErrChannelBusy = fmt.Errorf("%w: Channel is busy", ErrBusy)

@@ -5,8 +5,8 @@ import (
 )
 
 // The limits of both modes and the values they are checked against
-// (one limit, one place). The worker wire protocol that applies them is
-// package wire.
+// (one limit, one place); docs/limits.md lists each with its value. The
+// worker wire protocol that applies them is package wire.
 
 // Model APIs a host's model may speak (config model.api); the turn JSON
 // names it so the worker picks its client (ModelAPIOpenAI is the default
@@ -19,25 +19,25 @@ const (
 // Limits of the protocol. Lengths are UTF-16 code units (JS .length) like
 // the reference's; sizes are bytes. State limits are in state.go.
 const (
-	// MaxTextLen bounds a guest message's text (§1 step 4, §5.3).
+	// MaxTextLen bounds a guest message's text.
 	MaxTextLen = 32000
-	// MaxSpeakerField bounds a speaker's id, name and principal id (§5.3).
+	// MaxSpeakerField bounds a speaker's id, name and principal id.
 	MaxSpeakerField = 256
-	// MaxReplyText bounds the reply text in the worker's stdout (§3.3) and
-	// the model's final answer (§4.4 step 5).
+	// MaxReplyText bounds the reply text in the worker's stdout and
+	// the model's final answer.
 	MaxReplyText = 100000
-	// MaxToolCallIDLen bounds a tool-call id (§0.1).
+	// MaxToolCallIDLen bounds a tool-call id.
 	MaxToolCallIDLen = 128
-	// MaxToolNameLen bounds a host tool, MCP server or MCP tool name (§0.1).
+	// MaxToolNameLen bounds a host tool, MCP server or MCP tool name.
 	MaxToolNameLen = 48
-	// MaxFunctionName bounds a model-facing function name (§0.1).
+	// MaxFunctionName bounds a model-facing function name.
 	MaxFunctionName = 64
 	// MaxToolCallsPerMessage bounds the tool calls of one assistant
-	// message: the worker refuses more from the model (§4.4 step 6) and
-	// the broker refuses more in a /model request (§2.4).
+	// message: the worker refuses more from the model and
+	// the broker refuses more in a /model request.
 	MaxToolCallsPerMessage = 8
 	// MaxModelMessages bounds the messages of a chat-completions /model
-	// request: the broker refuses more (§2.4), so the worker drops its
+	// request: the broker refuses more, so the worker drops its
 	// oldest context to stay within it, as it does for the body size.
 	MaxModelMessages = 128
 	// MaxAnthropicModelMessages bounds the messages of an Anthropic
@@ -46,35 +46,34 @@ const (
 	MaxAnthropicModelMessages = 2000
 
 	// DefaultMaxCalls is the per-turn broker call budget (model, host
-	// tools and MCP together), settable in 1..MaxCallsLimit (§2.10).
+	// tools and MCP together), settable in 1..MaxCallsLimit.
 	DefaultMaxCalls = 48
 	MaxCallsLimit   = 1000
 	// DefaultMaxTokens is the max_tokens the broker sends upstream,
-	// settable in 1..MaxOutputTokensUL (§2.3, §2.10).
+	// settable in 1..MaxOutputTokensUL.
 	DefaultMaxTokens  = 4096
 	MaxOutputTokensUL = 32768
 
-	// MaxBrokerRequest bounds a broker request body (§2.2 #11, §2.10).
+	// MaxBrokerRequest bounds a broker request body.
 	MaxBrokerRequest = 256 << 10
 	// MaxBrokerResponse bounds a broker answer as the worker reads it
-	// (§4.2) and an upstream answer as the broker reads it (§2.10).
+	// and an upstream answer as the broker reads it.
 	MaxBrokerResponse = 1 << 20
-	// MaxToolResult bounds the JSON {"text": …} of a host-tool result
-	// (§2.3, §2.10).
+	// MaxToolResult bounds the JSON {"text": …} of a host-tool result.
 	MaxToolResult = 1 << 20
 	// BrokerCallTimeout is the broker's per-call deadline, also bounded by
-	// the turn's (§2.10).
+	// the turn's.
 	BrokerCallTimeout = 60 * time.Second
 	// StreamSilence is the silence limit of a streamed broker answer
-	// (session spec §2.1): once the upstream's head arrived, a gap of this
+	// (docs/session.md, "Session broker"): once the upstream's head arrived, a gap of this
 	// long with no piece passed on cuts the answer off. A streamed call
 	// stays bounded by BrokerCallTimeout and the turn too.
 	StreamSilence = 120 * time.Second
 	// MaxStreamedAnswer caps the upstream bytes of one model answer
-	// passed on by the broker (session spec §2.4 step 18, §2.8): a
+	// passed on by the broker (docs/protocol.md, "SSE"): a
 	// streamed answer, an error body, or a non-streamed Anthropic answer.
 	MaxStreamedAnswer = 50 << 20
-	// BrokerClientTimeout is the worker's per-call timeout (§4.2): a
+	// BrokerClientTimeout is the worker's per-call timeout: a
 	// little over BrokerCallTimeout, so the broker's answer wins.
 	BrokerClientTimeout = 65 * time.Second
 )
@@ -101,13 +100,13 @@ func DecodeBudget(memoryLimit int64) int64 { return memoryLimit / 2 }
 // limit of session mode.
 func MaxDecodedBody(memoryLimit int64) int64 { return DecodeBudget(memoryLimit) / DecodeFactor }
 
-// Limits and defaults of session mode (§1, §2, §4). Lengths are UTF-16
+// Limits and defaults of session mode. Lengths are UTF-16
 // code units like the reference's; sizes are bytes.
 const (
-	MaxSessionText     = 100000 // turn text (§4.1)
-	MaxSessionMemory   = 100000 // prompt memory block (§1.2 step 5)
-	MaxSessionField    = 256    // author id, name and principal id (§4.1)
-	MaxResultError     = 10000  // ok:false error text (§4.4)
+	MaxSessionText     = 100000 // turn text
+	MaxSessionMemory   = 100000 // prompt memory block
+	MaxSessionField    = 256    // author id, name and principal id
+	MaxResultError     = 10000  // ok:false error text
 	MaxImages          = 8
 	MaxImageBytes      = 20 << 20
 	MaxImagesTotal     = 64 << 20
@@ -115,20 +114,20 @@ const (
 	MaxReplyFileBytes  = 10 << 20
 	MaxReplyFilesTotal = 50 << 20
 	MaxSafeNameLen     = 255
-	MaxReadyBody       = 16384    // POST /worker/ready (§2.3)
-	MaxResultBody      = 72 << 20 // POST /worker/result (§2.3)
-	MaxSessionRequest  = 96 << 20 // credential routes (§2.4 step 9)
+	MaxReadyBody       = 16384    // POST /worker/ready
+	MaxResultBody      = 72 << 20 // POST /worker/result
+	MaxSessionRequest  = 96 << 20 // credential routes
 
-	SessionMaxCalls      = 128 // per-turn call budget (§2.9), 1..MaxCallsLimit
-	SessionMaxInFlight   = 4   // credential calls at once (§2.4 step 6)
-	SessionMaxConns      = 16  // broker connections at once (§2.1)
+	SessionMaxCalls      = 128 // per-turn call budget, 1..MaxCallsLimit
+	SessionMaxInFlight   = 4   // credential calls at once
+	SessionMaxConns      = 16  // broker connections at once
 	SessionHeaderTimeout = 10 * time.Second
-	SessionNextWait      = 45 * time.Second // /worker/next long poll (§2.3)
+	SessionNextWait      = 45 * time.Second // /worker/next long poll
 	SessionTurnTimeout   = 600 * time.Second
 	SessionStartTimeout  = 90 * time.Second
-	SessionWorkerRetry   = 250 * time.Millisecond // worker loop pause (§5.2)
+	SessionWorkerRetry   = 250 * time.Millisecond // worker loop pause
 
-	// The metadata-only startup window (§2.7).
+	// The metadata-only startup window.
 	StartupWindowCalls = 32
 	StartupWindowTTL   = 90 * time.Second
 	StartupRearmGap    = 10 * time.Second
@@ -141,7 +140,7 @@ const (
 	StartupWindowsPerDay = 24
 )
 
-// Image MIME types a turn or a tool result may carry (§4.2).
+// Image MIME types a turn or a tool result may carry.
 const (
 	MIMEPNG  = "image/png"
 	MIMEJPEG = "image/jpeg"

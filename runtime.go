@@ -51,7 +51,7 @@ const (
 	ModeSession = "session"
 )
 
-// Container states of a session channel (session spec §1.3 status).
+// Container states of a session channel (docs/session.md, "Session runtime").
 // ContainerUnknown is the router's own: the runtime could not tell.
 const (
 	ContainerMissing = "missing"

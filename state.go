@@ -8,7 +8,7 @@ package rtsandbox
 // acts on a turn.
 
 // State limits. Lengths are UTF-16 code units, sizes bytes of JS-style JSON
-// (package jsonjs), as in the reference (sealed spec §4.3, §4.6, §4.7).
+// (package jsonjs), as in the reference (docs/protocol.md, "The sealed turn"; docs/protocol.md, "Memory tools"; docs/limits.md, "Memory and history").
 const (
 	MaxMemoryEntries = 256        // entries in a channel's memory
 	MaxMemoryBytes   = 512 * 1024 // JSON of the whole memory array
@@ -16,7 +16,7 @@ const (
 	MaxMemoryText    = 2048       // one entry's text
 	MaxHistory       = 20         // history messages kept (10 exchanges)
 	// HistoryBudget bounds each history message's content, JSON-encoded
-	// with its quotes (promptText's budget, spec §4.5).
+	// with its quotes (promptText's budget, docs/protocol.md, "Decoding rules").
 	HistoryBudget = 8192
 
 	// MaxTurnBytes bounds the turn JSON on the worker's stdin. The reference

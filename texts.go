@@ -1,7 +1,6 @@
 package rtsandbox
 
-// Every fixed text a guest or an owner sees, once (host spec §1.12, §2.3,
-// §2.5). Surfaces, the router and the runtimes point here; a text that
+// Every fixed text a guest or an owner sees, once (docs/session-mode.md, "Owner commands per mode"; docs/host.md, "Routing rules"). Surfaces, the router and the runtimes point here; a text that
 // changes here changes everywhere. Texts starting with "-# " are Discord
 // subtext notices; other surfaces show them as they are.
 
@@ -46,7 +45,7 @@ const (
 	FileTooLargeFormat = "-# The file %s was not posted: it is larger than this server's upload limit."
 )
 
-// Owner command answers (host spec §1.12). Surfaces show them to the
+// Owner command answers (docs/session-mode.md, "Owner commands per mode"). Surfaces show them to the
 // issuer only (Discord: ephemeral). Both enabled texts begin with
 // EnabledPrefix, which surfaces read as "enabled" (EnabledTextFor picks
 // the one of the channel's mode). DisabledText is ours: the reference's
@@ -90,7 +89,7 @@ const (
 	ConsoleHelpText = "Type a message and press Enter. /fresh forgets the history, /quit leaves."
 )
 
-// Texts of a session turn's attachments (session spec §5.1). When the host
+// Texts of a session turn's attachments (docs/session.md, "Attachments in, reply files out"). When the host
 // refused a file of a message, or kept an image from the model, the reply
 // ends with AttachmentsNoticeText and one line per file, whatever the
 // model answered: the guest learns it from the host, not from a model that

@@ -9,8 +9,7 @@ func ValidModelAPI(api string) bool {
 }
 
 // ThinkingBudget is the largest extended-thinking budget, in tokens, of a
-// host-judged thinking level (session spec §2.5 "Thinking and effort
-// ceilings"); ok is false for any other level, "" included.
+// host-judged thinking level (docs/protocol.md, "Model calls"); ok is false for any other level, "" included.
 func ThinkingBudget(level string) (budget int, ok bool) {
 	switch level {
 	case "low":

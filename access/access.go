@@ -1,7 +1,7 @@
 // Package access decides who may talk to the assistant: it resolves a chat
 // author to a speaker and a tier from the operator's static access rules.
 //
-// The rules (host spec §1.3, without a database):
+// The rules (docs/host.md, "Access", without a database):
 //
 //   - An identity is "<provider>:<subject>", such as "discord:123" or
 //     "http:alice". A role is "<provider>:role:<id>", such as

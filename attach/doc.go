@@ -1,6 +1,6 @@
 // Package attach holds the host-side checks for the files of a session
-// turn: images a guest sends in (spec session.md §4.2, §5.1) and reply
-// files the worker sends out (§4.3). The functions are pure: they read
+// turn: images a guest sends in (docs/protocol.md, "Images and files"; docs/session.md, "Attachments in, reply files out") and reply
+// files the worker sends out (docs/protocol.md, "Images and files"). The functions are pure: they read
 // nothing from the disk or the network, so the surfaces and the runtime
 // can call them on bytes they already hold.
 //
@@ -16,7 +16,7 @@
 //     (rtsandbox.MaxImagesTotal, 64 MiB). Errors are the root's
 //     wire.ErrTooManyImages, ErrImage and ErrImageBudget, wrapped
 //     with the reason.
-//   - Names (§5.1 step 8): SanitizeName NFC-normalises, replaces '/', '\'
+//   - Names (docs/session.md, "Attachments in, reply files out"): SanitizeName NFC-normalises, replaces '/', '\'
 //     and control characters (Unicode Cc) with '_', replaces a leading run
 //     of dots with one '_', keeps the last 120 UTF-16 units without
 //     splitting a character, and turns an empty result into "file". Its
@@ -24,7 +24,7 @@
 //     "<prefix>-<index>-<name>" from a prefix matching
 //     ^[a-zA-Z0-9_-]{1,160}$ and keeps the whole within NAME_MAX (255
 //     bytes), cutting the name further from the front where needed.
-//   - A message's files (§5.1, input.go): ContentType keeps a declared (or
+//   - A message's files (docs/session.md, "Attachments in, reply files out", input.go): ContentType keeps a declared (or
 //     fetched) type only as a well-formed lowercase type/subtype, else
 //     application/octet-stream. Classify sniffs the bytes: a real image of
 //     the four types is taken with its sniffed type whatever it was
@@ -39,6 +39,6 @@
 //   - Reply files: DecodeReplyFiles validates with
 //     wire.ValidateReplyFiles again (the host does not trust the
 //     broker's check alone), decodes with the non-strict standard base64
-//     decoder (§7.2, the reference's parity), and re-checks each decoded
+//     decoder (docs/session.md, "Decisions (Go port)", the reference's parity), and re-checks each decoded
 //     size and the total.
 package attach

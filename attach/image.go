@@ -10,7 +10,7 @@ import (
 )
 
 // SniffImage returns the image type of data from its magic bytes alone,
-// and ok false when data starts like none of the four types of §4.2
+// and ok false when data starts like none of the four types of docs/protocol.md, "Images and files"
 // (rtsandbox.SniffImage, which the worker shares).
 func SniffImage(data []byte) (mimeType string, ok bool) {
 	return rtsandbox.SniffImage(data)
@@ -77,7 +77,7 @@ func sniffChecked(data []byte, declared string) (string, error) {
 	return sniffed, nil
 }
 
-// mediaType is declared before any ';', trimmed and lowercased (§5.1
+// mediaType is declared before any ';', trimmed and lowercased (docs/session.md, "Attachments in, reply files out"
 // step 11); "" means no declared type.
 func mediaType(declared string) string {
 	t, _, _ := strings.Cut(declared, ";")

@@ -14,7 +14,7 @@ import (
 )
 
 // This file is the pure half of a session turn's attachment collection
-// (§5.1): what a file is (Classify, ContentType), which images the model
+// (docs/session.md, "Attachments in, reply files out"): what a file is (Classify, ContentType), which images the model
 // sees (ImageBudget), and how the turn words what happened, for the model
 // (Block) and for the guest (Notice). Package session downloads and writes.
 
@@ -101,10 +101,10 @@ type Failure struct {
 // maxContentType bounds a recorded content type, in bytes.
 const maxContentType = 127
 
-// octetStream is the content type of a file nobody typed (§5.1 step 10).
+// octetStream is the content type of a file nobody typed (docs/session.md, "Attachments in, reply files out").
 const octetStream = "application/octet-stream"
 
-// ContentType is the type recorded for a file (§5.1 step 10): the declared
+// ContentType is the type recorded for a file (docs/session.md, "Attachments in, reply files out"): the declared
 // type, else the fetched response's, else application/octet-stream. Each
 // is reduced to its lowercased media type, without parameters, and taken
 // only when it is a well-formed type/subtype of at most 127 bytes: the
@@ -163,7 +163,7 @@ func Classify(name, declared string, data []byte) (mimeType string, refused Reas
 
 // ImageBudget picks the images of a message the model sees: at most
 // rtsandbox.MaxImages, each at most rtsandbox.MaxImageBytes, and
-// rtsandbox.MaxImagesTotal in all (§4.2). The zero value is an empty
+// rtsandbox.MaxImagesTotal in all (docs/protocol.md, "Images and files"). The zero value is an empty
 // budget.
 type ImageBudget struct {
 	count, total int

@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// Name limits of §5.1 steps 7 and 8, and Linux's NAME_MAX, which bounds
+// Name limits of docs/session.md, "Attachments in, reply files out", and Linux's NAME_MAX, which bounds
 // the bytes of one path element.
 const (
 	MaxNameUnits  = 120
@@ -27,7 +27,7 @@ const (
 // [a-zA-Z0-9_-]; the reference reports it as "Invalid message id".
 var ErrPrefix = fmt.Errorf("%w: Invalid message id", rtsandbox.ErrInvalid)
 
-// SanitizeName turns a guest-supplied file name into a safe one (§5.1
+// SanitizeName turns a guest-supplied file name into a safe one (docs/session.md, "Attachments in, reply files out"
 // step 8; see the package doc). The result is always an
 // wire.ValidSafeName of at most MaxNameUnits UTF-16 units.
 //
@@ -88,7 +88,7 @@ func suffixBytes(s string, n int) string {
 }
 
 // FileName is the on-disk name of attachment index of a message:
-// "<prefix>-<index>-<SanitizeName(name)>" (§5.1 steps 7 and 8). prefix
+// "<prefix>-<index>-<SanitizeName(name)>" (docs/session.md, "Attachments in, reply files out"). prefix
 // must be 1–160 of [a-zA-Z0-9_-] (ErrPrefix) and index ≥ 0. Where the
 // whole would pass NAME_MAX (255 bytes: 120 units of CJK are 360 bytes),
 // the name is cut further from the front, so the result can always be

@@ -11,8 +11,8 @@ import (
 // File is a decoded reply file (the root's noun).
 type File = rtsandbox.File
 
-// DecodeReplyFiles validates a worker's reply files again (§4.3) and
-// decodes them. The decoder is the non-strict standard one (§7.2: the
+// DecodeReplyFiles validates a worker's reply files again (docs/protocol.md, "Images and files") and
+// decodes them. The decoder is the non-strict standard one (docs/session.md, "Decisions (Go port)": the
 // reference tolerates non-zero trailing bits), and the decoded sizes are
 // checked once more, so the host's bound rests on the bytes it holds and
 // not on the length arithmetic of the validation alone.

@@ -12,7 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The Anthropic Messages routes (session spec §2.5): served only when the
+// The Anthropic Messages routes (docs/protocol.md, "Model calls"): served only when the
 // model's API is anthropic, and the only routes that carry the model
 // credential then, as x-api-key with an anthropic-version. The worker's
 // body is rebuilt by modelapi.NormalizeMessages under the host's model,
@@ -28,7 +28,7 @@ const (
 	// defaultAnthropicVersion is sent when the worker names none.
 	defaultAnthropicVersion = "2023-06-01"
 	// maxAnthropicHeader bounds a forwarded anthropic-version or
-	// anthropic-beta value (session spec §2.4 step 14).
+	// anthropic-beta value (docs/session.md, "Routes and statuses").
 	maxAnthropicHeader = 4096
 	// refuseStream is the refusal of stream:true when the host does not
 	// allow streaming.

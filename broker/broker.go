@@ -32,7 +32,7 @@
 // Its pipeline is the session spec's, not the one above: it applies no
 // header checks (no dummy bearer, any Host, no header allow-list; the
 // worker's headers are ignored and never forwarded but for the few the
-// spec names), answers the session texts of §2.10, allows four calls in
+// spec names), answers the session texts of docs/session.md, "Routes and statuses", allows four calls in
 // flight, each holding its slot until its answer ends, and bounds a call
 // by the bound turn's deadline instead of the per-call timeout.
 package broker
@@ -85,7 +85,7 @@ type Config struct {
 	// API is the model's dialect: rtsandbox.ModelAPIOpenAI ("" too) serves
 	// POST /model, rtsandbox.ModelAPIAnthropic serves
 	// wire.RouteAnthropicMessages and RouteAnthropicCountTokens
-	// instead (session spec §2.5); the other dialect's routes are 404.
+	// instead (docs/protocol.md, "Model calls"); the other dialect's routes are 404.
 	API string
 	// Stream allows "stream": true on the model route: the answer is then
 	// passed on as it arrives (stream.go). Without it a streamed /model
@@ -94,7 +94,7 @@ type Config struct {
 	// Anthropic error shape, which the client will not retry.
 	Stream bool
 	// Thinking is the host-judged thinking level that caps an Anthropic
-	// call's thinking budget and effort (session spec §2.5); "" means
+	// call's thinking budget and effort (docs/protocol.md, "Model calls"); "" means
 	// modelapi.LevelHigh. Session mode binds a level per turn instead
 	// (Session.Bind).
 	Thinking modelapi.ThinkingLevel
@@ -108,7 +108,7 @@ type Config struct {
 	// MaxCalls is the per-turn call budget (default 48, 1..1000) and
 	// MaxOutputTokens the max_tokens sent upstream (default 4096,
 	// 1..32768); for API anthropic it is the ceiling of the worker's
-	// max_tokens instead (default 128000, 1025..200000, session spec §2.5).
+	// max_tokens instead (default 128000, 1025..200000, docs/protocol.md, "Model calls").
 	MaxCalls        int
 	MaxOutputTokens int
 	Tools           []Tool

@@ -22,7 +22,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Spec §6.1 "Credential swap and pinning".
+// The reference's test "Credential swap and pinning".
 func TestCredentialSwapAndPinning(t *testing.T) {
 	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Set-Cookie", "session=upstream")
@@ -58,7 +58,7 @@ func TestCredentialSwapAndPinning(t *testing.T) {
 	}
 }
 
-// Spec §6.1 "Header refusals": each header set on /model → 403, upstream
+// The reference's test "Header refusals": each header set on /model → 403, upstream
 // never called.
 func TestHeaderRefusals(t *testing.T) {
 	for _, h := range []string{"connection", "keep-alive", "proxy-authorization", "te", "trailer",
@@ -111,7 +111,7 @@ func TestGoConsumedHeadersAreChecked(t *testing.T) {
 	wantStatus(t, w, 403, "forbidden header")
 }
 
-// Spec §6.1 "Credential/host".
+// The reference's test "Credential/host".
 func TestForbiddenCredentialAndHost(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	wantStatus(t, f.do("POST", wire.RouteModel, `{"messages":[]}`, map[string]string{"Authorization": "Bearer stolen"}), 403, "forbidden credential")
@@ -136,7 +136,7 @@ func TestAbsentAuthorizationAllowed(t *testing.T) {
 	wantStatus(t, w, 200, "")
 }
 
-// Spec §6.1 "Unknown routes → 404", plus the Go port's stricter target
+// The reference's test "Unknown routes → 404", plus the Go port's stricter target
 // rules (empty query, absolute form).
 func TestUnknownRoutes(t *testing.T) {
 	f := newFixture(t, nil, nil)
@@ -199,7 +199,7 @@ func withTool(name string, params string, impl rtsandbox.HostTool) func(*broker.
 	}
 }
 
-// Spec §6.1 "Host-bound identity".
+// The reference's test "Host-bound identity".
 func TestHostBoundIdentity(t *testing.T) {
 	echo := &echoTool{}
 	f := newFixture(t, nil, withTool("echo", `{"type":"object"}`, echo))
@@ -232,7 +232,7 @@ func withMCP(u *fakeUpstream, key rtsandbox.Secret) func(*broker.Config) {
 	}
 }
 
-// Spec §6.1 "MCP pinning", on the MCP client: the guest's extra fields
+// The reference's test "MCP pinning", on the MCP client: the guest's extra fields
 // (url, id) never reach the server, the one tools/call carries exactly the
 // declared tool and the guest's arguments, and every request goes to the
 // fixed URL with the MCP key.
@@ -277,7 +277,7 @@ func TestMCPPinning(t *testing.T) {
 	}
 }
 
-// Spec §6.1 "Reflection and upstream error hiding".
+// The reference's test "Reflection and upstream error hiding".
 func TestReflectionAndUpstreamErrorHiding(t *testing.T) {
 	f := newFixture(t, jsonReply(`{"token":"real-model-key"}`), nil)
 	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
@@ -288,7 +288,7 @@ func TestReflectionAndUpstreamErrorHiding(t *testing.T) {
 	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 }
 
-// Spec §6.1 "Fail closed".
+// The reference's test "Fail closed".
 func TestFailClosed(t *testing.T) {
 	f := newFixture(t, nil, func(c *broker.Config) {
 		c.APIKey = func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) { return "", nil }
@@ -373,13 +373,13 @@ func TestConstructionChecks(t *testing.T) {
 	}
 }
 
-// Spec §6.1 "Escaped reflection".
+// The reference's test "Escaped reflection".
 func TestEscapedReflection(t *testing.T) {
 	f := newFixture(t, jsonReply(`{"token":"real\u002dmodel\u002dkey"}`), nil)
 	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 502, "broker call failed")
 }
 
-// Spec §6.1 "Real redirect": the destination gets no request.
+// The reference's test "Real redirect": the destination gets no request.
 func TestRealRedirect(t *testing.T) {
 	var hits atomic.Int32
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -398,7 +398,7 @@ func TestRealRedirect(t *testing.T) {
 	}
 }
 
-// Spec §6.1 "Media refused before upstream".
+// The reference's test "Media refused before upstream".
 func TestMediaRefusedBeforeUpstream(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	w := f.post(wire.RouteModel, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://guest.example/a.png"}}]}]}`)
@@ -408,7 +408,7 @@ func TestMediaRefusedBeforeUpstream(t *testing.T) {
 	}
 }
 
-// Spec §6.1 "Per-call credential scope".
+// The reference's test "Per-call credential scope".
 func TestPerCallCredentialScope(t *testing.T) {
 	u := newUpstream(t, nil)
 	var counter atomic.Int32

@@ -20,7 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Spec §6.11: any valid call after the turn signal aborts → 410.
+// Beyond the reference's tests: any valid call after the turn signal aborts → 410.
 func TestCallAfterTurnEndsIsGone(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	f.cancel()
@@ -30,7 +30,7 @@ func TestCallAfterTurnEndsIsGone(t *testing.T) {
 	}
 }
 
-// Spec §6.11: a concurrent second call while one is in flight → 429.
+// Beyond the reference's tests: a concurrent second call while one is in flight → 429.
 func TestConcurrentCallIsBusy(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -53,7 +53,7 @@ func TestConcurrentCallIsBusy(t *testing.T) {
 	wantStatus(t, f.post(wire.RouteModel, `{"messages":[]}`), 200, "")
 }
 
-// Spec §6.11: refusals after the budget step use one call each; a schema
+// Beyond the reference's tests: refusals after the budget step use one call each; a schema
 // refusal never fetches the key.
 func TestRefusalsAfterBudgetUseOneCall(t *testing.T) {
 	mcp := newUpstream(t, nil)
@@ -91,7 +91,7 @@ func TestRefusalsAfterBudgetUseOneCall(t *testing.T) {
 	}
 }
 
-// Spec §6.11: the /model payload refusals reach the guest as 400.
+// Beyond the reference's tests: the /model payload refusals reach the guest as 400.
 func TestModelPayloadRefusals(t *testing.T) {
 	many := func(n int, item string) string {
 		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
@@ -128,7 +128,7 @@ func TestModelPayloadRefusals(t *testing.T) {
 	}
 }
 
-// Spec §6.11: host tool failures → 502.
+// Beyond the reference's tests: host tool failures → 502.
 func TestHostToolFailures(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -154,7 +154,7 @@ func TestHostToolFailures(t *testing.T) {
 	}
 }
 
-// Spec §6.11: upstream body over 1 MiB or not JSON → 502.
+// Beyond the reference's tests: upstream body over 1 MiB or not JSON → 502.
 func TestUpstreamTooLargeOrNotJSON(t *testing.T) {
 	big := `{"t":"` + strings.Repeat("x", 1<<20) + `"}`
 	for name, reply := range map[string]http.HandlerFunc{
@@ -176,7 +176,7 @@ func TestUpstreamTooLargeOrNotJSON(t *testing.T) {
 	}
 }
 
-// Spec §6.11: the key reflected in any of the six forms, or as an object
+// Beyond the reference's tests: the key reflected in any of the six forms, or as an object
 // key → 502. Beyond the reference (upstream.Forms): the key's base64 at
 // every byte alignment, so an echoed "Bearer <key>" or "Authorization:
 // Bearer <key>" line encoded whole is found, and strings whose character
@@ -241,7 +241,7 @@ func TestMCPShiftedBase64ReflectionRefused(t *testing.T) {
 	}
 }
 
-// Spec §6.11: an MCP server without a key sends no Authorization, and any
+// Beyond the reference's tests: an MCP server without a key sends no Authorization, and any
 // text passes.
 func TestMCPWithoutKey(t *testing.T) {
 	mcp := newMCPStub(t, nil, textResult("arbitrary text, c2FuZGJveA=="))
@@ -283,7 +283,7 @@ func TestToolArgumentsValidatedBeforeCall(t *testing.T) {
 	}
 }
 
-// Spec §6.5 "Turn end cancels host callbacks": a call in flight when the
+// The reference's test "Turn end cancels host callbacks": a call in flight when the
 // turn ends sees its context end.
 func TestTurnEndCancelsHostCallbacks(t *testing.T) {
 	done := make(chan error, 1)

@@ -23,7 +23,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The common fixture of spec §6.1.
+// The common fixture of the broker's tests, after the reference's.
 const (
 	testChannel rtsandbox.ChannelKey = "fake:guests"
 	testModel   string               = "test-model"

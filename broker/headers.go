@@ -39,7 +39,7 @@ const dummyBearer = "Bearer " + wire.DummyKey
 // checked there too.
 //
 // On the Anthropic routes and wire.RouteOpenAIChat (lenient) the
-// session spec's rule holds instead of the allow-list (§2.4 step 14):
+// session spec's rule holds instead of the allow-list (docs/protocol.md, "Model calls"):
 // headers outside both lists are accepted and never forwarded, since
 // official clients send their own (x-stainless-*, openai-*,
 // anthropic-version, anthropic-beta); the deny-list still refuses, except

@@ -61,7 +61,7 @@ func modelRequest(body string, extra ...string) string {
 	return h + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 }
 
-// Spec §6.11: the socket file mode is 0600.
+// Beyond the reference's tests: the socket file mode is 0600.
 func TestSocketMode0600(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	srv := f.listen(t, broker.ListenOptions{})
@@ -74,7 +74,7 @@ func TestSocketMode0600(t *testing.T) {
 	}
 }
 
-// Spec §6.11: every response has Connection: close, and the connection
+// Beyond the reference's tests: every response has Connection: close, and the connection
 // is closed after one request.
 func TestEveryResponseHasConnectionClose(t *testing.T) {
 	f := newFixture(t, nil, nil)
@@ -99,7 +99,7 @@ func TestEveryResponseHasConnectionClose(t *testing.T) {
 	}
 }
 
-// Spec §6.1 "Connection cap (via Unix socket)": of 24 concurrent raw
+// The reference's test "Connection cap (via Unix socket)": of 24 concurrent raw
 // connections, at least 8 are closed by the server within 50 ms.
 func TestConnectionCapViaUnixSocket(t *testing.T) {
 	f := newFixture(t, nil, nil)
@@ -141,7 +141,7 @@ func TestConnectionCapViaUnixSocket(t *testing.T) {
 	}
 }
 
-// Spec §6.11: a connection idle without a request is closed after the
+// Beyond the reference's tests: a connection idle without a request is closed after the
 // header deadline (shortened here; TestWorkerTransportViaUnixSocket pins the
 // default constants).
 func TestIdleConnectionClosedAfterHeaderDeadline(t *testing.T) {
@@ -163,7 +163,7 @@ func TestIdleConnectionClosedAfterHeaderDeadline(t *testing.T) {
 	}
 }
 
-// Spec §6.11: a request still running at the deadline is cut off with no
+// Beyond the reference's tests: a request still running at the deadline is cut off with no
 // response, and the tool's context ends.
 func TestRequestCutOffAfterDeadline(t *testing.T) {
 	ended := make(chan struct{})
@@ -215,9 +215,9 @@ func TestClientDisconnectCancelsCall(t *testing.T) {
 	}
 }
 
-// Spec §6.1 "Worker transport (via Unix socket)": the worker's transport
+// The reference's test "Worker transport (via Unix socket)": the worker's transport
 // against the real listener gets 200; and the listener keeps the
-// constants of spec §2.9.
+// constants of docs/broker.md, "The listener".
 func TestWorkerTransportViaUnixSocket(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	srv := f.listen(t, broker.ListenOptions{})
@@ -230,7 +230,7 @@ func TestWorkerTransportViaUnixSocket(t *testing.T) {
 	}
 }
 
-// Spec §6.5 "Transport status passthrough (via Unix socket)": with a budget
+// The reference's test "Transport status passthrough (via Unix socket)": with a budget
 // of one call, the first /model gets 200 and the second a refusal carrying
 // status 429.
 func TestTransportStatusPassthroughViaUnixSocket(t *testing.T) {

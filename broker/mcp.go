@@ -11,7 +11,7 @@ package broker
 // its later calls reuse it, and the turn's end closes it. No session state
 // of the server crosses from one turn (or guest) to the next, and a turn's
 // session is used by one call at a time, since a turn has one call in
-// flight. Session mode (spec §2.7) will scope sessions to its metadata
+// flight. Session mode (docs/session-mode.md, "Between turns: the startup window") will scope sessions to its metadata
 // window and turns here, in session().
 
 import (

@@ -1,14 +1,14 @@
 package broker
 
-// Session mode (session spec §2): the broker of one channel's long-lived
+// Session mode (docs/protocol.md, "The session protocol"): the broker of one channel's long-lived
 // worker. Where a sealed Turn serves one turn and dies with it, a Session
 // lives as long as the channel's container and its listener; the host binds
 // one turn at a time to it (Bind), queues the turn for the worker's long
 // poll (Execute) and revokes the binding when the turn ends (the release
-// func). Between turns only the metadata-only startup window (§2.7) lets
+// func). Between turns only the metadata-only startup window (docs/session-mode.md, "Between turns: the startup window") lets
 // the worker reach its MCP servers, for initialize, ping and tools/list.
 //
-// Routes (session_routes.go), with the exact statuses and texts of §2.10:
+// Routes (session_routes.go), with the exact statuses and texts of docs/session.md, "Routes and statuses":
 //
 //	POST /worker/ready      handshake: capabilities, privateHistory; sets ready
 //	GET  /worker/config     the profile's wire.SessionWorkerConfig
@@ -27,15 +27,15 @@ package broker
 //   - A credential call holds one of the turn's slots (SessionConfig.
 //     MaxInFlight, four by default) until its answer has been passed on
 //     completely, not only until streaming starts as the reference does
-//     (§7.2: stricter).
+//     (docs/session.md, "Decisions (Go port)": stricter).
 //   - The sealed header checks (the dummy bearer, Host: broker, the header
 //     allow-list) do not apply: the session worker need not send any of
-//     them. Like the reference (§7.4), the session broker ignores the
+//     them. Like the reference (docs/session.md, "Decisions (Go port)"), the session broker ignores the
 //     worker's Authorization, cookies and every other header and forwards
-//     only the few named in §2.4 step 14. Any Host is accepted.
+//     only the few named in docs/session.md, "Routes and statuses". Any Host is accepted.
 //   - Each call's scope (budget, slots, credential scope, thinking level,
 //     log channel) is the bound turn captured when the request arrives,
-//     before its body is read (§7.2).
+//     before its body is read (docs/session.md, "Decisions (Go port)").
 //   - A call is bounded by the bound turn's context, which carries its
 //     deadline, not by the sealed 60 s per-call timeout; the listener adds
 //     the 120 s silence limit (session_listener.go).
@@ -87,7 +87,7 @@ type SessionConfig struct {
 	// MaxCalls is each bound turn's call budget: 0 means
 	// rtsandbox.SessionMaxCalls, otherwise 1..rtsandbox.MaxCallsLimit.
 	MaxCalls int
-	// MaxInFlight bounds a bound turn's credential calls at once (§2.4
+	// MaxInFlight bounds a bound turn's credential calls at once (docs/session.md, "Routes and statuses"
 	// step 6): 0 means rtsandbox.SessionMaxInFlight (at most
 	// MaxConnections−1), otherwise 1..MaxConnections−1, since one
 	// connection is the worker's long poll. The startup window's slots
@@ -95,22 +95,22 @@ type SessionConfig struct {
 	// bound applies there too, a raised one never widens the
 	// metadata-only window.
 	MaxInFlight int
-	// MaxConnections caps the listener's connections at once (§2.1): 0
+	// MaxConnections caps the listener's connections at once (docs/session.md, "Session broker"): 0
 	// means rtsandbox.SessionMaxConns, otherwise
 	// MinSessionConns..MaxSessionConns.
 	MaxConnections int
-	// MaxRequestBytes bounds a credential call's request body (§2.4
+	// MaxRequestBytes bounds a credential call's request body (docs/session.md, "Routes and statuses"
 	// step 9; one byte more is 502 "Broker call failed"): 0 means
 	// rtsandbox.MaxSessionRequest, otherwise 1..that.
 	MaxRequestBytes int64
 	// MaxResponseBytes caps the upstream bytes of one call's answer
-	// (§2.4 step 18; more cuts the answer off): 0 means
+	// (docs/protocol.md, "SSE"; more cuts the answer off): 0 means
 	// rtsandbox.MaxStreamedAnswer, otherwise 1..that.
 	MaxResponseBytes int64
 	// Worker is the answer of GET /worker/config. Its Compaction is set
 	// from Compactor: the engine's name with one, absent without.
 	Worker wire.SessionWorkerConfig
-	// Compactor is the host compactor of §2.11 (CheckCompactor); nil
+	// Compactor is the host compactor of docs/protocol.md, "Compaction" (CheckCompactor); nil
 	// means none, and every compact request falls back.
 	Compactor Compactor
 	// Scrub cleans a failed compactor's error text before the worker
@@ -121,7 +121,7 @@ type SessionConfig struct {
 	// Now is the clock of the startup window (its 90 s and the 10 s
 	// re-arm gap); nil means time.Now.
 	Now func() time.Time
-	// Silence is the listener's per-request silence limit (§2.1) and
+	// Silence is the listener's per-request silence limit (docs/session.md, "Session broker") and
 	// HeaderTimeout its header deadline; 0 means
 	// rtsandbox.StreamSilence and rtsandbox.SessionHeaderTimeout. Tests
 	// shorten them.
@@ -138,7 +138,7 @@ var (
 	// ErrTurnCancelled: Execute's context ended before the result came.
 	ErrTurnCancelled = fmt.Errorf("%w: Turn cancelled", rtsandbox.ErrEndedEarly)
 	// ErrWorkerCapability: the worker lacks a privacy capability the turn
-	// needs (§2.9); the error's text is the problem text.
+	// needs (docs/protocol.md, "Privacy"); the error's text is the problem text.
 	ErrWorkerCapability = fmt.Errorf("%w: worker capability missing", rtsandbox.ErrRefused)
 	// ErrWorkerRestarted: the worker announced itself again (POST
 	// /worker/ready) after it took the pending turn: the process that had
@@ -150,7 +150,7 @@ var (
 	ErrSessionClosed = fmt.Errorf("%w: session broker closed", rtsandbox.ErrEndedEarly)
 )
 
-// startupChannel is the startup window's scope (§2.7): no channel, no
+// startupChannel is the startup window's scope (docs/session-mode.md, "Between turns: the startup window"): no channel, no
 // speaker, no profile.
 const startupChannel rtsandbox.ChannelKey = "sandbox:startup"
 
@@ -180,7 +180,7 @@ type Session struct {
 	// one's capabilities (nil: an old worker declaring none).
 	ready bool
 	caps  *wire.WorkerCapabilities
-	// private is the sticky "privacy required" of §2.9.
+	// private is the sticky "privacy required" of docs/protocol.md, "Privacy".
 	private bool
 	// loadReports counts the worker load reports logged (logLoad).
 	loadReports int
@@ -189,7 +189,7 @@ type Session struct {
 	pending   *pendingTurn
 	waiter    chan *pendingTurn
 	receiving bool
-	// compacting is the broker's one host compaction slot (§2.2), held
+	// compacting is the broker's one host compaction slot (docs/session.md, "Routes and statuses"), held
 	// until the compactor truly returns.
 	compacting bool
 }
@@ -210,7 +210,7 @@ type scope struct {
 	// by Session.mu.
 	rearmed, opened, capped bool
 	// compacts and reports count the turn's compact requests and
-	// reports (§2.11); guarded by Session.mu.
+	// reports (docs/protocol.md, "Compaction"); guarded by Session.mu.
 	compacts, reports int
 }
 
@@ -348,7 +348,7 @@ func (c *SessionConfig) limits() error {
 	return nil
 }
 
-// armLocked opens a fresh startup window (§2.7): 32 calls, 4 slots (fewer
+// armLocked opens a fresh startup window (docs/session-mode.md, "Between turns: the startup window"): 32 calls, 4 slots (fewer
 // when MaxInFlight is lower), 90 s, thinking low (unused: the model is
 // refused in it), its calls charged to the channel's and the
 // installation's daily budgets. rearmed marks one the worker re-armed,
@@ -388,15 +388,15 @@ func (s *Session) windowLive() bool {
 	return w != nil && w.ctx.Err() == nil && s.now().Before(w.expires) && w.turn.Remaining() > 0
 }
 
-// Bind binds one admitted turn (§2.9): its channel, speaker and tier, its
+// Bind binds one admitted turn (docs/protocol.md, "Privacy"): its channel, speaker and tier, its
 // profile, the host-judged thinking level and the deadline. ctx is the
 // turn signal: when it ends (or the deadline passes), the turn's calls get
 // 410 and those in flight are cancelled. Binding revokes the startup
 // window for good (ready and /mcp-tools re-arm it between turns). release
 // un-binds, only if this binding is still the current one, and is safe to
 // call more than once; it does not end ctx: a call that arrived under the
-// turn keeps its scope (§6.1) until ctx ends, which the runtime does as
-// it finishes the turn, just before release (§1.2 step 15). ctx must end
+// turn keeps its scope (the reference's tests) until ctx ends, which the runtime does as
+// it finishes the turn, just before release (docs/architecture.md, "The request path"). ctx must end
 // eventually.
 func (s *Session) Bind(ctx context.Context, b wire.SessionBinding) (release func(), err error) {
 	level := modelapi.ThinkingLevel(b.Thinking)
@@ -433,11 +433,11 @@ func (s *Session) Bind(ctx context.Context, b wire.SessionBinding) (release func
 	}, nil
 }
 
-// Execute queues turn for the worker (§2.3) and waits for its result: the
+// Execute queues turn for the worker (docs/protocol.md, "The session protocol") and waits for its result: the
 // worker's long poll gets it at once if one waits, else the next one does.
 // It refuses a second pending turn (ErrWorkerBusy) and, before queueing, a
 // turn whose private memory the worker cannot keep private
-// (ErrWorkerCapability, §2.9). When ctx ends first, the turn is dropped
+// (ErrWorkerCapability, docs/protocol.md, "Privacy"). When ctx ends first, the turn is dropped
 // (a later result gets 409) and Execute returns ErrTurnCancelled, which
 // also wraps wire.ErrTurnUndelivered when no worker had taken it. A
 // worker's ok:false result is a result, not an error, except after the
@@ -563,7 +563,7 @@ func (s *Session) capableLocked() (missing []string) {
 	return missing
 }
 
-// privacyProblemLocked returns the problem text of §2.9 when privacy is
+// privacyProblemLocked returns the problem text of docs/protocol.md, "Privacy" when privacy is
 // required and the worker lacks a capability; ok when there is none.
 func (s *Session) privacyProblemLocked() (problem string, ok bool) {
 	if !s.private {
@@ -581,7 +581,7 @@ func (s *Session) privacyProblemLocked() (problem string, ok bool) {
 		"; rebuild this image with the installed core and sandbox packages", false
 }
 
-// failTurnLocked applies a privacy problem (§2.9): the bound turn is marked
+// failTurnLocked applies a privacy problem (docs/protocol.md, "Privacy"): the bound turn is marked
 // failed, so its later calls get 410, and the pending Execute is rejected
 // with the problem.
 func (s *Session) failTurnLocked(problem string) {
@@ -594,7 +594,7 @@ func (s *Session) failTurnLocked(problem string) {
 	s.b.log.Warn("sandbox worker lacks a privacy capability", "problem", problem)
 }
 
-// capture returns the scope a credential request runs under (§2.4 step
+// capture returns the scope a credential request runs under (docs/session.md, "Routes and statuses" step
 // 1): the bound turn, else the live startup window; nil when neither or
 // when it ended or failed.
 func (s *Session) capture() *scope {
@@ -623,7 +623,7 @@ type SessionHostTool interface {
 	RunSession(ctx context.Context, input json.RawMessage, b wire.SessionBinding) (wire.SessionToolResponse, error)
 }
 
-// logFailure writes the failure log line of §2.8: channel, upstream,
+// logFailure writes the failure log line of docs/protocol.md, "SSE": channel, upstream,
 // status, latency and, for an upstream error answer, the start of its body
 // as passed on (already free of the credential), cut to 2,000 bytes with
 // control characters blanked.

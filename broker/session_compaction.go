@@ -21,7 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The host compaction routes (session spec §2.11). Both need the bound
+// The host compaction routes (docs/protocol.md, "Compaction"). Both need the bound
 // turn, captured when the request arrives (410 "Turn ended" without one,
 // 404 for any method but POST), and carry no credential to the worker:
 //
@@ -38,7 +38,7 @@ import (
 // The log texts are the reference's, for operator parity: "Pi's summary"
 // is the worker's own summary (the reference's worker is the Pi agent).
 
-// Compactor is a host compactor (§2.11): host code, trusted, that turns a
+// Compactor is a host compactor (docs/protocol.md, "Compaction"): host code, trusted, that turns a
 // worker's compact request into a summary, typically with a model call
 // made on the host with the host's credential. CheckCompactor gives the
 // rules of its three settings.
@@ -63,13 +63,13 @@ type Compactor interface {
 }
 
 // ErrCompactor refuses a compactor whose settings break the rules of
-// §2.11 (CheckCompactor).
+// docs/protocol.md, "Compaction" (CheckCompactor).
 var ErrCompactor = fmt.Errorf("%w: invalid host compactor", rtsandbox.ErrInvalid)
 
-// compactorEngineRE is the engine rule of §2.11.
+// compactorEngineRE is the engine rule of docs/protocol.md, "Compaction".
 var compactorEngineRE = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
 
-// CheckCompactor applies the constructor rules of §2.11: the engine name
+// CheckCompactor applies the constructor rules of docs/protocol.md, "Compaction": the engine name
 // matches ^[a-zA-Z0-9@/._-]{1,100}$, the timeout is 1 s..600 s and
 // maxRequestBytes 1 B..96 MiB. The error wraps ErrCompactor and names the
 // rule.
@@ -87,13 +87,13 @@ func CheckCompactor(c Compactor) error {
 	return nil
 }
 
-// The fixed texts of the report route (§2.10).
+// The fixed texts of the report route (docs/session.md, "Routes and statuses").
 const (
 	sessReportBudget  = "Report budget exhausted"
 	sessInvalidReport = "Invalid report"
 )
 
-// The fallback reasons of §2.11, and the log messages.
+// The fallback reasons of docs/protocol.md, "Compaction", and the log messages.
 const (
 	fallbackNoCompactor = "the host has no compactor"
 	fallbackRunning     = "a compaction is already running"
@@ -192,7 +192,7 @@ func (s *Session) serveReport(w http.ResponseWriter, r *http.Request, sc *scope)
 	writeText(w, http.StatusOK, sessAccepted)
 }
 
-// logReport writes a report's log line (§2.11): a bypass, a failed
+// logReport writes a report's log line (docs/protocol.md, "Compaction"): a bypass, a failed
 // compaction (an end report naming no engine), or a compaction. The
 // worker's texts are blanked of control characters and cut.
 func (s *Session) logReport(sc *scope, rep wire.CompactionReport) {
@@ -226,7 +226,7 @@ func (s *Session) logReport(sc *scope, rep wire.CompactionReport) {
 	s.b.log.Info(logReportCompacted, attrs...)
 }
 
-// compact runs POST /compaction/compact, the steps of §2.11 in order, and
+// compact runs POST /compaction/compact, the steps of docs/protocol.md, "Compaction" in order, and
 // returns the answer; every problem is a fallback, logged.
 func (s *Session) compact(w http.ResponseWriter, r *http.Request, sc *scope) wire.CompactResponse {
 	c := s.cfg.Compactor
@@ -450,7 +450,7 @@ func maskForms(text, key string) string {
 	return text
 }
 
-// compactFields are the members of a compact request (§4.5), in the
+// compactFields are the members of a compact request (docs/protocol.md, "The session protocol"), in the
 // order parseCompactRequest reads them.
 var compactFields = []string{"reason", "tokensBefore", "firstKeptEntryId", "isSplitTurn",
 	"messagesToSummarize", "turnPrefixMessages", "keptMessages", "previousSummary",

@@ -1,6 +1,6 @@
 package broker_test
 
-// The host compaction routes of session spec §2.11: every step of POST
+// The host compaction routes of docs/protocol.md, "Compaction": every step of POST
 // /compaction/compact as a named test, the report route, and the
 // compactor's constructor rules. The timing tests run in a synctest
 // bubble and call the handler directly (no socket), so a 1 s or 2 s
@@ -30,7 +30,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// partyChannel is the bound channel of §6.7's fixture.
+// partyChannel is the bound channel of the reference's fixture.
 const partyChannel rtsandbox.ChannelKey = "discord:party"
 
 const hostEngine = "host-compactor"
@@ -206,7 +206,7 @@ func (f *compactFixture) wantFallback(r wire.CompactResponse, reason string) {
 	}
 }
 
-// §6.7 "Round trip": /worker/config names the engine, the compactor sees
+// The reference's test "Round trip": /worker/config names the engine, the compactor sees
 // the bound channel and a manual request with messages on both sides of
 // a matching firstKeptEntryId, the answer carries HOST SUMMARY with
 // details {decisions:3, engine}, and the host logs "host compactor
@@ -250,7 +250,7 @@ func TestCompactRoundTrip(t *testing.T) {
 	}
 }
 
-// §6.10 "compact with no compactor → fallback", §2.3: without a compactor
+// The reference's test "compact with no compactor → fallback", docs/protocol.md, "The session protocol": without a compactor
 // /worker/config names none and every compact request falls back.
 func TestCompactNoCompactor(t *testing.T) {
 	f := newCompactFixture(t, nil, func(c *broker.SessionConfig) {
@@ -271,7 +271,7 @@ func TestCompactNoCompactor(t *testing.T) {
 	}
 }
 
-// §6.7 "Fallbacks to Pi's summary", the host's side: declined, never
+// The reference's test "Fallbacks to Pi's summary", the host's side: declined, never
 // settling with a 1 s timeout, maxRequestBytes 1024, throwing "service
 // unreachable" and a wrong firstKeptEntryId, each with its fallback
 // answer and log line. Adaptation: a Go error has no JavaScript name, so
@@ -395,7 +395,7 @@ func TestCompactResultShapeChecks(t *testing.T) {
 	}
 }
 
-// §6.7 "Five compaction handler calls in one turn → the compactor is
+// The reference's test "Five compaction handler calls in one turn → the compactor is
 // called 3 times, and 2 fallback lines contain "already asked"". A new
 // turn may ask again.
 func TestCompactFiveCallsOneTurn(t *testing.T) {
@@ -427,7 +427,7 @@ func TestCompactFiveCallsOneTurn(t *testing.T) {
 	}
 }
 
-// §6.10 "a concurrent compaction → fallback": while one compaction runs,
+// The reference's test "a concurrent compaction → fallback": while one compaction runs,
 // another gets "a compaction is already running", and does not count
 // against the turn's three.
 func TestCompactConcurrentFallsBack(t *testing.T) {
@@ -460,7 +460,7 @@ func TestCompactConcurrentFallsBack(t *testing.T) {
 	})
 }
 
-// §2.11 step 2 and 7: a compactor that ignores its abort keeps the slot
+// docs/protocol.md, "Compaction": a compactor that ignores its abort keeps the slot
 // after its request fell back, also across turns, until it truly
 // returns.
 func TestCompactIgnoredAbortHoldsSlot(t *testing.T) {
@@ -492,7 +492,7 @@ func TestCompactIgnoredAbortHoldsSlot(t *testing.T) {
 	})
 }
 
-// §6.1 "Compactor time share": with the deadline 1.5 s away the compactor
+// The reference's test "Compactor time share": with the deadline 1.5 s away the compactor
 // is never called; with it 4 s away and a 120 s compactor timeout the
 // request falls back after 2000 ms, and the compactor's signal is
 // aborted.
@@ -531,7 +531,7 @@ func TestCompactTimeShare(t *testing.T) {
 	})
 }
 
-// §2.11 step 5 at its edge: half of 2000 ms left is the 1000 ms floor and
+// docs/protocol.md, "Compaction" at its edge: half of 2000 ms left is the 1000 ms floor and
 // runs; half of 1999 ms is 999 ms and falls back.
 func TestCompactTimeoutFloor(t *testing.T) {
 	for _, tc := range []struct {
@@ -552,7 +552,7 @@ func TestCompactTimeoutFloor(t *testing.T) {
 	}
 }
 
-// §6.7 "Aborting the compaction's signal while the host compactor hangs":
+// The reference's test "Aborting the compaction's signal while the host compactor hangs":
 // the turn ends while the compactor waits; the answer falls back at once
 // with "the compaction was aborted" and the compactor's signal is
 // aborted.
@@ -681,7 +681,7 @@ func TestCompactorErrorDefaultScrub(t *testing.T) {
 	f.wantFallback(f.compact(body7), `the compactor failed: line one {"msg":"forged"} [31m`)
 }
 
-// §2.10: the compaction routes need a live bound turn (410 "Turn ended"
+// docs/session.md, "Routes and statuses": the compaction routes need a live bound turn (410 "Turn ended"
 // without one, after release, or once the turn ended) and answer 404 to
 // any method but POST and to any other /compaction/ path.
 func TestCompactionRoutesNeedBoundTurn(t *testing.T) {
@@ -712,7 +712,7 @@ const (
 	endReport    = `{"type":"end","reason":"manual","aborted":false,"willRetry":false,"engine":"extension","tokensBefore":480000,"tokensAfter":900,"contextAfter":260000,"nextCompactionAt":300000}`
 )
 
-// §6.10 "Report budget 16 → 429": sixteen reports a turn are accepted,
+// The reference's test "Report budget 16 → 429": sixteen reports a turn are accepted,
 // the seventeenth is 429 "Report budget exhausted"; invalid reports
 // spend the budget too; the next turn has sixteen again.
 func TestReportBudget(t *testing.T) {
@@ -736,7 +736,7 @@ func TestReportBudget(t *testing.T) {
 	}
 }
 
-// §6.10 "Body limits: … report 64 KiB": a report of exactly 64 KiB is
+// The reference's test "Body limits: … report 64 KiB": a report of exactly 64 KiB is
 // read, one byte more is 400 "Invalid report", with or without a length.
 func TestReportBodyLimit(t *testing.T) {
 	f := newCompactFixture(t, nil, nil)
@@ -761,7 +761,7 @@ func TestReportBodyLimit(t *testing.T) {
 	}
 }
 
-// §2.11: an invalid report is 400 "Invalid report" and logs nothing.
+// docs/protocol.md, "Compaction": an invalid report is 400 "Invalid report" and logs nothing.
 func TestReportInvalid(t *testing.T) {
 	f := newCompactFixture(t, nil, nil)
 	f.bind(time.Minute)
@@ -778,7 +778,7 @@ func TestReportInvalid(t *testing.T) {
 	}
 }
 
-// §2.11 "Log messages" and §6.7: a bypass, a failed compaction and a
+// docs/protocol.md, "Compaction" "Log messages" and the reference's tests: a bypass, a failed compaction and a
 // compaction each log their line with their fields; trigger is "self"
 // for a manual compaction, else the reason.
 func TestReportLogLines(t *testing.T) {
@@ -814,7 +814,7 @@ func TestReportLogLines(t *testing.T) {
 	}
 }
 
-// §2.11 "Constructor validation": the engine name, the timeout and the
+// docs/protocol.md, "Compaction" "Constructor validation": the engine name, the timeout and the
 // request bound, at their edges; NewSession refuses a compactor that
 // breaks one.
 func TestCheckCompactor(t *testing.T) {

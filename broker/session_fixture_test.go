@@ -20,7 +20,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The fixture of session spec §6.1: every request carries the guest
+// The fixture of the session broker's tests, after the reference's: every request carries the guest
 // headers authorization: Bearer guest-token and cookie: guest=1; the bound
 // turn defaults to xhigh, channel discord:channel, speaker guest/Guest. One
 // loopback TLS stand-in serves the model (the Anthropic base URL) and the

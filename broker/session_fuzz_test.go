@@ -51,7 +51,7 @@ func FuzzParseResultPacket(f *testing.F) {
 }
 
 // sessionTexts are every plain-text body the session broker answers with
-// (session spec §2.10), plus the upstream stand-in's answer.
+// (docs/session.md, "Routes and statuses"), plus the upstream stand-in's answer.
 var sessionTexts = map[string]bool{
 	"Not found": true, "Turn ended": true, "Broker budget exhausted": true, "Invalid input": true,
 	"Invalid tool input": true, "MCP method refused": true, "Broker call failed": true, "Upstream refused": true,

@@ -35,7 +35,7 @@ func chatProfile(c *broker.Config) {
 func chatWorker(c *broker.SessionConfig) { c.Worker.ModelAPI, c.Worker.Stream = "", false }
 
 // The session broker's /model admits a user message's data-URL image
-// parts (the turn's images, §4.2) and forwards them rebuilt; a remote
+// parts (the turn's images, docs/protocol.md, "Images and files") and forwards them rebuilt; a remote
 // image URL, which the provider would fetch for the guest, is refused
 // before upstream, as in sealed mode.
 func TestSessionModelImageParts(t *testing.T) {

@@ -1,7 +1,7 @@
 package broker_test
 
-// The broker lines of session spec §6.10 (behaviours with no reference
-// test), the URL hygiene of §2.2 and the host API's refusals.
+// The broker lines of the reference's limit tests (behaviours with no reference
+// test), the URL hygiene of docs/session.md, "Routes and statuses" and the host API's refusals.
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// §6.10 "/worker/next 45 s timeout → 408, and a second waiter → 429", on
+// The reference's test "/worker/next 45 s timeout → 408, and a second waiter → 429", on
 // the synctest clock, straight through the handler.
 func TestSessionNextLongPollTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -111,10 +111,10 @@ func (r *patternReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// §6.10 "Body limits: ready 16 KiB, result 72 MiB, credential routes 96
+// The reference's test "Body limits: ready 16 KiB, result 72 MiB, credential routes 96
 // MiB": one byte over each is refused; the ready body is also accepted
 // at its limit (the large ones at their limit would only time the JSON
-// decoder on a busy machine). The report's 64 KiB belongs to §2.11.
+// decoder on a busy machine). The report's 64 KiB belongs to docs/protocol.md, "Compaction".
 func TestSessionBodyLimits(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	at := func(n int64) io.Reader { return &patternReader{n: n - 2, b: ' ', tail: "{}"} }
@@ -133,7 +133,7 @@ func TestSessionBodyLimits(t *testing.T) {
 	}
 }
 
-// §6.10 "A model/tool call during the startup window → 410".
+// The reference's test "A model/tool call during the startup window → 410".
 func TestSessionStartupWindowRefusesModelAndTools(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
@@ -145,7 +145,7 @@ func TestSessionStartupWindowRefusesModelAndTools(t *testing.T) {
 	}
 }
 
-// §6.10 "4-slot concurrency → 429": four calls in flight hold the four
+// The reference's test "4-slot concurrency → 429": four calls in flight hold the four
 // slots until their answers end; a fifth is refused.
 func TestSessionFourSlotsInFlight(t *testing.T) {
 	arrived := make(chan struct{}, 8)
@@ -180,7 +180,7 @@ func assertSlots(t *testing.T, f *sessFixture, slots int, arrived <-chan struct{
 	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 200, "")
 }
 
-// §6.10 "budget exhaustion at maxCalls": refused calls spend budget too.
+// The reference's test "budget exhaustion at maxCalls": refused calls spend budget too.
 func TestSessionBudgetExhaustedAtMaxCalls(t *testing.T) {
 	f := newSession(t, sessOptions{session: func(c *broker.SessionConfig) { c.MaxCalls = 3 }})
 	release, _ := f.bind("")
@@ -193,7 +193,7 @@ func TestSessionBudgetExhaustedAtMaxCalls(t *testing.T) {
 	wantResp(t, f.post("/tools/lookup", `{"input":{}}`), 200, "")
 }
 
-// §2.7: the startup window has 32 calls.
+// docs/session-mode.md, "Between turns: the startup window": the startup window has 32 calls.
 func TestSessionStartupWindowBudget(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	for i := range rtsandbox.StartupWindowCalls {
@@ -204,7 +204,7 @@ func TestSessionStartupWindowBudget(t *testing.T) {
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 429, "Broker budget exhausted")
 }
 
-// §6.10 "Response cap of 50 MiB": an answer past it is cut off after its
+// The reference's test "Response cap of 50 MiB": an answer past it is cut off after its
 // head.
 func TestSessionResponseCap50MiB(t *testing.T) {
 	event := "data: " + strings.Repeat("a", 64<<10) + "\n\n"
@@ -236,7 +236,7 @@ func TestSessionStreamedJSONHeldAsOneEvent(t *testing.T) {
 	wantResp(t, r, http.StatusBadGateway, "Broker call failed")
 }
 
-// §6.10 "header value filtering (a header longer than 256 chars, or one
+// The reference's test "header value filtering (a header longer than 256 chars, or one
 // containing the secret, is dropped)".
 func TestSessionHeaderValueFiltering(t *testing.T) {
 	f := newSession(t, sessOptions{reply: func(w http.ResponseWriter, r *http.Request) {
@@ -323,7 +323,7 @@ func heldReply(arrived chan<- struct{}, unblock <-chan struct{}) http.HandlerFun
 	}
 }
 
-// §6.10 "Listener: 16-connection cap": of 24 connections, exactly 8 are
+// The reference's test "Listener: 16-connection cap": of 24 connections, exactly 8 are
 // closed at once.
 func TestSessionConnectionCap(t *testing.T) {
 	f := newSession(t, sessOptions{})
@@ -332,7 +332,7 @@ func TestSessionConnectionCap(t *testing.T) {
 	}
 }
 
-// §6.10 "Listener: 10 s header deadline" (shortened): an idle connection
+// The reference's test "Listener: 10 s header deadline" (shortened): an idle connection
 // is closed.
 func TestSessionHeaderDeadline(t *testing.T) {
 	f := newSession(t, sessOptions{session: func(c *broker.SessionConfig) { c.HeaderTimeout = 200 * time.Millisecond }})
@@ -347,7 +347,7 @@ func TestSessionHeaderDeadline(t *testing.T) {
 	}
 }
 
-// §6.10 "Listener: 120 s silence kill" (shortened): a body that stops
+// The reference's test "Listener: 120 s silence kill" (shortened): a body that stops
 // arriving kills the request, both directions, with no answer.
 func TestSessionSilenceKill(t *testing.T) {
 	f := newSession(t, sessOptions{session: func(c *broker.SessionConfig) { c.Silence = 200 * time.Millisecond }})
@@ -375,7 +375,7 @@ func TestSessionSilenceKill(t *testing.T) {
 	}
 }
 
-// §2.1: the socket is 0600, removed at Close, and every answer closes
+// docs/session.md, "Session broker": the socket is 0600, removed at Close, and every answer closes
 // its connection.
 func TestSessionSocketModeAndClose(t *testing.T) {
 	f := newSession(t, sessOptions{})
@@ -395,7 +395,7 @@ func TestSessionSocketModeAndClose(t *testing.T) {
 	}
 }
 
-// §2.2 URL hygiene and the route table's 404 and 410 rows (§2.10).
+// docs/session.md, "Routes and statuses" URL hygiene and the route table's 404 and 410 rows (docs/session.md, "Routes and statuses").
 func TestSessionRouteTable(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	tests := []struct {
@@ -478,7 +478,7 @@ func TestSessionHostAPIRefusals(t *testing.T) {
 	}
 }
 
-// §6.10 "socket path > 100 → refused": the broker refuses it before
+// The reference's test "socket path > 100 → refused": the broker refuses it before
 // creating anything.
 func TestSessionSocketPathTooLong(t *testing.T) {
 	s, err := broker.NewSession(broker.SessionConfig{Broker: plainBroker(t)})

@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The session listener (session spec §2.1, §7.2): HTTP/1.1 on a Unix
+// The session listener (docs/session.md, "Session broker"): HTTP/1.1 on a Unix
 // socket, 0600 right after listen, at most SessionConfig.MaxConnections
 // (rtsandbox.SessionMaxConns by default) connections (more are closed on
 // accept, never queued), a 10 s header
@@ -29,8 +29,8 @@ import (
 // upstream silence limit bound those. When the silence limit passes while
 // the body is read, the connection is closed in both directions.
 
-// MaxSocketPath bounds a session socket path in bytes (session spec §1.3
-// step 5; sun_path holds 108).
+// MaxSocketPath bounds a session socket path in bytes (docs/session.md, "Session broker";
+// sun_path holds 108).
 const MaxSocketPath = 100
 
 // Listen serves s on a Unix socket at path (which must not exist; the

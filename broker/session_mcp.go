@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// POST /mcp/<server> in session mode (session spec §2.6): unlike the sealed
+// POST /mcp/<server> in session mode (docs/protocol.md, "MCP calls"): unlike the sealed
 // route (mcp.go), where the broker is the MCP client, the session worker
 // runs its own Streamable-HTTP client through the broker. The broker
 // rebuilds each JSON-RPC message from the allowed methods, adds the
@@ -21,7 +21,7 @@ import (
 // status) back through the reflection filter. The MCP session id travels
 // between worker and server in the mcp-session-id header, both ways.
 
-// The JSON-RPC methods a session worker may send (§2.6); tools/call only
+// The JSON-RPC methods a session worker may send (docs/protocol.md, "MCP calls"); tools/call only
 // for a declared tool, and never in the startup window.
 var sessionMCPMethods = map[string]bool{
 	"initialize":                true,
@@ -32,11 +32,11 @@ var sessionMCPMethods = map[string]bool{
 }
 
 // maxMCPHeader bounds a forwarded mcp-session-id or mcp-protocol-version
-// (§2.4 step 14).
+// (docs/session.md, "Routes and statuses").
 const maxMCPHeader = 256
 
 // mcpAnswerHeaders are the MCP answer headers passed back besides the
-// model ones, when short and free of the credential (§2.4 step 15).
+// model ones, when short and free of the credential (docs/session.md, "Routes and statuses").
 var mcpAnswerHeaders = []string{"Mcp-Session-Id"}
 
 // rpcMessage is a rebuilt JSON-RPC message, in wire order.
@@ -124,7 +124,7 @@ func stoppedOr(b *jsontree.Budget, o outcome) outcome {
 }
 
 // sessArgsRefusal answers arguments that check refused, in the session's
-// words (§2.4 step 10): 400 "Invalid tool input", or a failure once the
+// words (docs/protocol.md, "Host tools"): 400 "Invalid tool input", or a failure once the
 // call ended.
 func sessArgsRefusal(err error) outcome {
 	if errors.Is(err, jsontree.ErrStopped) {

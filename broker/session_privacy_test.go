@@ -1,6 +1,6 @@
 package broker_test
 
-// The lines of session spec §6.2 (src/pi-capabilities.test.ts): the
+// The lines of the reference's capability tests: the
 // privacy capability gate. Fixture: workerImage sandbox:old, tool recall
 // (a SessionHostTool here), bound speaker ann with principal ann.
 
@@ -19,7 +19,7 @@ import (
 
 var ann = rtsandbox.Speaker{ID: "ann", Name: "Ann", PrincipalID: "ann"}
 
-// problemRE matches the §2.9 problem text for sandbox:old.
+// problemRE matches the docs/protocol.md, "Privacy" problem text for sandbox:old.
 // rebuildRE the shorter match of the lines that name only the image and
 // the advice (the missing list is then one capability).
 var (
@@ -43,7 +43,7 @@ func (f *sessFixture) deliver() resp {
 	return f.do(http.MethodGet, wire.RouteWorkerNext, "")
 }
 
-// §6.2 "Legacy compatibility": ready {} (no capabilities) → 200; a
+// The reference's test "Legacy compatibility": ready {} (no capabilities) → 200; a
 // shared-visibility non-empty memory turn is delivered; a public tool call
 // → 200; the result is accepted and execute is ok.
 func TestSessionLegacyWorkerServesSharedTurns(t *testing.T) {
@@ -60,7 +60,7 @@ func TestSessionLegacyWorkerServesSharedTurns(t *testing.T) {
 	}
 }
 
-// §6.2 "[SEC] A worker with no capabilities, in two cases: (a) ready
+// The reference's test "[SEC] A worker with no capabilities, in two cases: (a) ready
 // {privateHistory:false} and a turn with private memory PRIVATE PROMPT;
 // (b) ready {privateHistory:true} and empty memory. Execute rejects with
 // a message matching sandbox:old … privateTo … readerRecords … rebuild;
@@ -85,7 +85,7 @@ func TestSessionIncapableWorkerNeverGetsPrivateTurn(t *testing.T) {
 	}
 }
 
-// §6.2 "[SEC] With capabilities {}, {privateTo:true} or
+// The reference's test "[SEC] With capabilities {}, {privateTo:true} or
 // {readerRecords:true}, a tool returning privateTo:"ann" and text SECRET:
 // the tool call → 409 and the body does not contain SECRET; execute
 // rejects matching sandbox:old … rebuild; a following model call → 410;
@@ -121,7 +121,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// §6.2 "[SEC] Downgrade: ready with both capabilities, then a
+// The reference's test "[SEC] Downgrade: ready with both capabilities, then a
 // private-memory turn queued, then ready {} → execute rejects
 // (sandbox:old … rebuild); provider calls 0; a later result for turn a →
 // 409".
@@ -141,7 +141,7 @@ func TestSessionCapabilityDowngradeRejectsPendingTurn(t *testing.T) {
 	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"a","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
 }
 
-// §6.2 "[SEC] Ready with capabilities:{privateTo:"true"} (a string) → 400
+// The reference's test "[SEC] Ready with capabilities:{privateTo:"true"} (a string) → 400
 // and isReady() false".
 func TestSessionReadyRefusesStringCapability(t *testing.T) {
 	f := newSession(t, sessOptions{})
@@ -151,7 +151,7 @@ func TestSessionReadyRefusesStringCapability(t *testing.T) {
 	}
 }
 
-// §6.2 "With both capabilities, a private tool result is passed through
+// The reference's test "With both capabilities, a private tool result is passed through
 // to the worker as {privateTo:"ann", text:"SECRET"}".
 func TestSessionPrivateToolResultToCapableWorker(t *testing.T) {
 	f := newSession(t, sessOptions{})

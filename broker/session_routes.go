@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The fixed texts of the session error table (session spec §2.10). The
+// The fixed texts of the session error table (docs/session.md, "Routes and statuses"). The
 // worker matches on some of them; they are exact.
 const (
 	sessNotFound         = "Not found"
@@ -48,7 +48,7 @@ func sessFail(detail string) outcome {
 // sessionRoute serves one matched credential route under its scope.
 type sessionRoute func(ctx context.Context, sc *scope, req request) outcome
 
-// ServeHTTP applies the URL hygiene of §2.2 and serves the worker routes,
+// ServeHTTP applies the URL hygiene of docs/session.md, "Routes and statuses" and serves the worker routes,
 // /mcp-tools, the compaction routes and the credential pipeline.
 func (s *Session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.RequestURI
@@ -67,7 +67,7 @@ func (s *Session) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serveCall(w, r, path, hasQuery)
 }
 
-// serveLocal serves the routes that carry no credential (§2.2, §2.3),
+// serveLocal serves the routes that carry no credential (docs/session.md, "Routes and statuses"; docs/protocol.md, "The session protocol"),
 // reporting whether path was one of them.
 func (s *Session) serveLocal(w http.ResponseWriter, r *http.Request, path string) bool {
 	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
@@ -95,7 +95,7 @@ func (s *Session) serveLocal(w http.ResponseWriter, r *http.Request, path string
 	return true
 }
 
-// compactionPrefix is the prefix of the host compaction routes of §2.11
+// compactionPrefix is the prefix of the host compaction routes of docs/protocol.md, "Compaction"
 // (session_compaction.go).
 const compactionPrefix = "/compaction/"
 
@@ -113,7 +113,7 @@ func (s *Session) discovery() wire.MCPDiscovery {
 	return d
 }
 
-// serveCall is the credential pipeline of §2.4, steps 1–9, in its order;
+// serveCall is the credential pipeline of docs/session.md, "Routes and statuses", steps 1–9, in its order;
 // the routes do the rest.
 func (s *Session) serveCall(w http.ResponseWriter, r *http.Request, path string, beta bool) {
 	start := s.b.now()
@@ -208,7 +208,7 @@ func (s *Session) spent(w http.ResponseWriter, r *http.Request, sc *scope, path 
 	return o
 }
 
-// privacyGate applies §2.4 step 2: with privacy required and a worker
+// privacyGate applies docs/session.md, "Routes and statuses": with privacy required and a worker
 // lacking a capability, the bound turn fails and the call gets the problem.
 func (s *Session) privacyGate() (string, bool) {
 	s.mu.Lock()
@@ -220,7 +220,7 @@ func (s *Session) privacyGate() (string, bool) {
 	return problem, ok
 }
 
-// route classifies a credential path (§2.4 step 3): the model routes of
+// route classifies a credential path (docs/session.md, "Routes and statuses"): the model routes of
 // the broker's dialect (?beta=true on the Anthropic ones only), a declared
 // host tool, a declared MCP server of this profile. isMCP is true for a
 // declared server even with a query, so that the startup window's step 4
@@ -243,7 +243,7 @@ func (s *Session) route(path string, beta bool) (route sessionRoute, isMCP bool)
 	}
 	if path == wire.RouteModel && !s.b.anthropic() {
 		return func(ctx context.Context, sc *scope, req request) outcome {
-			return serveChat(ctx, sc.turn, req, modelapi.ChatOptions{ImageParts: true}) // the turn's images (§4.2)
+			return serveChat(ctx, sc.turn, req, modelapi.ChatOptions{ImageParts: true}) // the turn's images (docs/protocol.md, "Images and files")
 		}, false
 	}
 	if name, ok := strings.CutPrefix(path, wire.RouteToolPrefix); ok {
@@ -277,7 +277,7 @@ func (s *Session) finish(w http.ResponseWriter, r *http.Request, sc *scope, path
 }
 
 // sessionWords puts a refusal of the shared routes (model) into the
-// session's texts (§2.10): a failed call is "Broker call failed", or
+// session's texts (docs/session.md, "Routes and statuses"): a failed call is "Broker call failed", or
 // "Upstream refused" for an upstream status outside 200–599, and a body
 // that is not an object "Invalid input". JSON answers and relayed ones
 // stay as they are.
@@ -297,7 +297,7 @@ func sessionWords(o outcome) outcome {
 	return o
 }
 
-// failedUpstream reports whether o is a call the failure log of §2.8
+// failedUpstream reports whether o is a call the failure log of docs/protocol.md, "SSE"
 // records: a refused model request, a failed call, an upstream error
 // status, or an answer cut off mid-stream.
 func failedUpstream(o outcome) bool {

@@ -1,6 +1,6 @@
 package broker_test
 
-// The lines of session spec §6.1 (src/pi-broker.test.ts) as named tests,
+// The lines of the reference's session broker tests as named tests,
 // over the real Unix socket with a loopback TLS stand-in upstream. Each
 // test names its line; adaptations to our design are noted where they
 // occur.
@@ -25,7 +25,7 @@ import (
 
 const userHi = `[{"role":"user","content":"hi"}]`
 
-// §6.1 "[SEC] Model call with body {model:"guest-choice",
+// The reference's test "[SEC] Model call with body {model:"guest-choice",
 // max_tokens:1_000_000}": 200, the upstream URL is <base>/v1/messages, the
 // upstream sees the host secret and no cookie, and the body has the host
 // model and max_tokens 128000. Adaptations: the body also carries
@@ -50,7 +50,7 @@ func TestSessionModelCallRebuiltWithHostKey(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] Paths /anthropic/v1/files, /anthropic/v1/organizations,
+// The reference's test "[SEC] Paths /anthropic/v1/files, /anthropic/v1/organizations,
 // /anthropic/v1/messages?endpoint=other, /tools/shell (unlisted) and
 // /mcp/owner (unknown) → not 200".
 func TestSessionAccountRoutesUnreachable(t *testing.T) {
@@ -65,7 +65,7 @@ func TestSessionAccountRoutesUnreachable(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] After release() → a model call gets 410".
+// The reference's test "[SEC] After release() → a model call gets 410".
 func TestSessionModelAfterReleaseGone(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	release, _ := f.bind("")
@@ -73,7 +73,7 @@ func TestSessionModelAfterReleaseGone(t *testing.T) {
 	wantResp(t, f.post(wire.RouteAnthropicMessages, `{"messages":`+userHi+`}`), 410, "Turn ended")
 }
 
-// §6.1 "[SEC] Tool call with body {channel:"discord:owner",
+// The reference's test "[SEC] Tool call with body {channel:"discord:owner",
 // author:{id:"owner"}, input:{speaker:"owner"}} → 200, and the host
 // callback context is channel discord:channel, speaker guest/Guest. After
 // the turn signal aborts, the tool call → 410".
@@ -94,7 +94,7 @@ func TestSessionToolIdentityIsHostBound(t *testing.T) {
 	wantResp(t, f.post("/tools/lookup", body), 410, "Turn ended")
 }
 
-// §6.1 "[SEC] Before any bind, initialize, notifications/initialized and
+// The reference's test "[SEC] Before any bind, initialize, notifications/initialized and
 // tools/list on /mcp/research → 200 each (upstream auth Bearer mcp-secret,
 // redirect mode error)", "[SEC] Before bind, tools/call search → 403",
 // "[SEC] After bind, tools/call search → 200", "[SEC] While bound:
@@ -145,7 +145,7 @@ func TestSessionMCPMessageRebuilt(t *testing.T) {
 	}
 }
 
-// §6.1 "redirect mode is error": a redirect from the MCP server fails the
+// The reference's test "redirect mode is error": a redirect from the MCP server fails the
 // call (502) and its target is never contacted.
 func TestSessionMCPRedirectRefused(t *testing.T) {
 	var hit bool
@@ -166,7 +166,7 @@ func TestSessionMCPRedirectRefused(t *testing.T) {
 	}
 }
 
-// §6.1 "piModelInput keeps an ordinary custom tool whose schema has a
+// The reference's test "piModelInput keeps an ordinary custom tool whose schema has a
 // property named url, plus a tool_use/tool_result transcript. The tools
 // are present." (Through the route.)
 func TestSessionModelKeepsCustomToolNamedURL(t *testing.T) {
@@ -183,7 +183,7 @@ func TestSessionModelKeepsCustomToolNamedURL(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] piModelInput throws for each of: a tool with type
+// The reference's test "[SEC] piModelInput throws for each of: a tool with type
 // web_search_20250305; a schema with $ref https://internal.test/schema in
 // a property; an image with a url source of http://127.0.0.1; an
 // assistant server_tool_use block; tool_choice {type:"web_search"}".
@@ -210,7 +210,7 @@ func TestSessionModelRefusesNativeToolsAndRemoteMedia(t *testing.T) {
 	}
 }
 
-// §6.1 "Mid-conversation system messages at host level low are forwarded
+// The reference's test "Mid-conversation system messages at host level low are forwarded
 // rebuilt: text block with cache_control kept; clear_at next_user_message
 // kept; output_config.effort max capped to low; the smuggled field
 // dropped; a plain-string system message passes unchanged; the user
@@ -231,7 +231,7 @@ func TestSessionSystemMessagesRebuiltAtLow(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] A system message with a tool_addition block → 400 … message
+// The reference's test "[SEC] A system message with a tool_addition block → 400 … message
 // starting messages.1.content.0: Input tag 'tool_addition'", "[SEC] A
 // developer role → 400 whose message contains Unexpected role and input
 // message role" and "[SEC] tool_choice web_search → 400. Upstream is never
@@ -273,7 +273,7 @@ func TestSessionModelRefusalsLoggedOnce(t *testing.T) {
 	}
 }
 
-// §6.1 "Worker transport: POST /worker/ready {} → 200 and isReady() true;
+// The reference's test "Worker transport: POST /worker/ready {} → 200 and isReady() true;
 // a /worker/next pending before the bind receives exactly the turn request
 // queued by execute, including memoryVisibility shared", "[SEC] A result
 // with the wrong turnId other → 409. The right turnId with
@@ -326,7 +326,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("never: %s", what)
 }
 
-// §6.1 "execute of turn m2, then abort → rejects with a message containing
+// The reference's test "execute of turn m2, then abort → rejects with a message containing
 // cancelled".
 func TestSessionExecuteAbortCancelled(t *testing.T) {
 	f := newSession(t, sessOptions{})
@@ -344,7 +344,7 @@ func TestSessionExecuteAbortCancelled(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] Reflection split across chunks: an upstream that streams
+// The reference's test "[SEC] Reflection split across chunks: an upstream that streams
 // host- then secret → reading the response text rejects". Before the head
 // is out the call fails with the fixed 502; after it (an event passed on
 // first), the worker's read breaks. Either way it never holds the secret.
@@ -376,7 +376,7 @@ func TestSessionReflectionSplitAcrossChunks(t *testing.T) {
 	}
 }
 
-// §6.1 "Bridge-shaped SSE on ?beta=true with stream:true, max_tokens
+// The reference's test "Bridge-shaped SSE on ?beta=true with stream:true, max_tokens
 // 64000, thinking enabled 32000 under xhigh", with its four checks.
 func TestSessionBridgeShapedSSE(t *testing.T) {
 	sse := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n" +
@@ -425,13 +425,13 @@ func TestSessionBridgeShapedSSE(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] /worker/result with no pending turn → 409".
+// The reference's test "[SEC] /worker/result with no pending turn → 409".
 func TestSessionResultWithoutPendingTurn(t *testing.T) {
 	f := newSession(t, sessOptions{})
 	wantResp(t, f.post(wire.RouteWorkerResult, `{"turnId":"m1","result":{"ok":true,"text":"x","files":[]}}`), 409, "No matching turn")
 }
 
-// §6.1 "A streaming result body (never finishing) is being read; a second
+// The reference's test "A streaming result body (never finishing) is being read; a second
 // result → 429. Aborting the turn makes execute reject with cancelled,
 // answers the first packet with 400 and cancels its body stream".
 func TestSessionResultOneReaderAndAbort(t *testing.T) {
@@ -467,7 +467,7 @@ func TestSessionResultOneReaderAndAbort(t *testing.T) {
 	pw.CloseWithError(io.ErrClosedPipe)
 }
 
-// §6.1 "[SEC] Media bounds": [{AQID, image/png}] is valid; 9 images, data
+// The reference's test "[SEC] Media bounds": [{AQID, image/png}] is valid; 9 images, data
 // bad%, mime text/plain are refused; reply files ../owner, bad%, 11 files
 // and one of 10 MiB + 1 byte are refused. (The shared root validators the
 // broker applies to turns and results.)
@@ -503,7 +503,7 @@ func TestSessionMediaBounds(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] Effort capping", its seven cases, through the route with
+// The reference's test "[SEC] Effort capping", its seven cases, through the route with
 // the level bound per turn.
 func TestSessionEffortCapping(t *testing.T) {
 	tests := []struct {
@@ -539,7 +539,7 @@ func TestSessionEffortCapping(t *testing.T) {
 	}
 }
 
-// §6.1 "Listener streaming: idle 250 ms, first chunk first, then 4 chunks
+// The reference's test "Listener streaming: idle 250 ms, first chunk first, then 4 chunks
 // 150 ms apart. The client receives firstxxxx: gaps below idle are fine
 // and the total may exceed idle".
 func TestSessionListenerStreamingGapsBelowIdle(t *testing.T) {
@@ -562,13 +562,13 @@ func TestSessionListenerStreamingGapsBelowIdle(t *testing.T) {
 	}
 }
 
-// §6.1 "Upstream error passthrough": a 400 "prompt is too long" keeps its
+// The reference's test "Upstream error passthrough": a 400 "prompt is too long" keeps its
 // status, body and request-id and drops set-cookie; a 429 keeps
 // retry-after and anthropic-ratelimit-unified-status and drops
 // x-internal; an MCP ping answered 404 "expired" passes through; "[SEC] a
 // 500 whose body is host-secret → reading the body rejects" (here: the
 // answer never carries it; it is refused with 502 before its head). And
-// §2.10: a status outside 200–599 is 502 "Upstream refused".
+// docs/session.md, "Routes and statuses": a status outside 200–599 is 502 "Upstream refused".
 func TestSessionUpstreamErrorPassthrough(t *testing.T) {
 	const tooLong = `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`
 	var mode string
@@ -625,7 +625,7 @@ func TestSessionUpstreamErrorPassthrough(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] Startup re-arm": after bind and release, initialize → 410;
+// The reference's test "[SEC] Startup re-arm": after bind and release, initialize → 410;
 // /mcp-tools within 10 s does not re-arm; after more than 11 s (clock
 // faked): /mcp-tools 200, then initialize 200, tools/list 200, tools/call
 // 403, model 410.
@@ -654,9 +654,9 @@ func TestSessionStartupWindowExpires(t *testing.T) {
 	wantResp(t, f.post("/mcp/research", rpcBody("ping", "")), 200, "")
 }
 
-// §2.10 on the socket: a compaction route without a bound turn is 410,
+// docs/session.md, "Routes and statuses" on the socket: a compaction route without a bound turn is 410,
 // a non-POST 404; bound, an invalid report is 400 "Invalid report" (the
-// routes' own tests are in session_compaction_test.go; §6.1 "Compactor
+// routes' own tests are in session_compaction_test.go; the reference's test "Compactor
 // time share" is TestCompactTimeShare).
 func TestSessionCompactionSeam(t *testing.T) {
 	f := newSession(t, sessOptions{})
@@ -667,7 +667,7 @@ func TestSessionCompactionSeam(t *testing.T) {
 	wantResp(t, f.post("/compaction/other", `{}`), 404, "Not found")
 }
 
-// §6.1 "An SSE error event inside a 200 stream, split mid-event across
+// The reference's test "An SSE error event inside a 200 stream, split mid-event across
 // chunks: the worker gets status 200 and the full body containing
 // overloaded_error; exactly one failure log line with status 200; its
 // body starts stream error event: {"type":"error","error":{"type":
@@ -690,7 +690,7 @@ func TestSessionSSEErrorEventLoggedOnce(t *testing.T) {
 	}
 }
 
-// §6.1 "[SEC] Per-call credential scope: turns on discord:alpha and then
+// The reference's test "[SEC] Per-call credential scope: turns on discord:alpha and then
 // discord:beta → upstream auth alpha-secret, then beta-secret. The scopes
 // passed are {channel, speaker:{id,name}} for each".
 func TestSessionPerCallCredentialScope(t *testing.T) {
@@ -729,7 +729,7 @@ func channelKey(b rtsandbox.Binding) rtsandbox.Secret {
 	return rtsandbox.Secret(name + "-secret")
 }
 
-// §6.1 "[SEC] A request started under turn A whose body arrives after A is
+// The reference's test "[SEC] A request started under turn A whose body arrives after A is
 // released and B is bound: it uses A's token; the next request uses B's;
 // scopes are [alpha, beta]".
 func TestSessionScopeCapturedAtArrival(t *testing.T) {
@@ -752,7 +752,7 @@ func TestSessionScopeCapturedAtArrival(t *testing.T) {
 	f.wantAlphaThenBeta(alpha, beta)
 }
 
-// §6.1 "[SEC] oauthToken returning undefined or "" → 502, and upstream is
+// The reference's test "[SEC] oauthToken returning undefined or "" → 502, and upstream is
 // never fetched". Adaptation: "undefined" is a getter error.
 func TestSessionMissingCredentialFailsClosed(t *testing.T) {
 	for name, key := range map[string]func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error){

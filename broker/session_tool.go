@@ -11,19 +11,19 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Session bounds of a host tool's answer (session spec §2.4 step 10), in
+// Session bounds of a host tool's answer (docs/protocol.md, "Host tools"), in
 // UTF-16 units.
 const (
 	maxSessionToolText  = 1000000
 	maxSessionToolError = 10000
 )
 
-// toolRoute is POST /tools/<name> in session mode (§2.4 step 10): the
+// toolRoute is POST /tools/<name> in session mode (docs/protocol.md, "Host tools"): the
 // body's input member, which must be an object (and pass the declared
 // schema, as in sealed mode), goes to the tool with the host-bound turn;
 // every other member of the body is ignored. The answer is checked, and a
 // result private to one reader is released only to a worker that keeps
-// privacy (§2.9).
+// privacy (docs/protocol.md, "Privacy").
 func (s *Session) toolRoute(h *hostTool) sessionRoute {
 	return func(ctx context.Context, sc *scope, req request) outcome {
 		input := req.obj["input"]
@@ -104,7 +104,7 @@ func (sc *scope) binding(ctx context.Context) wire.SessionBinding {
 		Thinking: string(sc.turn.thinking()), Deadline: deadline}
 }
 
-// validToolResponse applies the bounds of §2.4 step 10: text and error
+// validToolResponse applies the bounds of docs/protocol.md, "Host tools": text and error
 // lengths, privateTo 1–256 units when present ("" is absent here), and an
 // image that passes the image rule.
 func validToolResponse(r wire.SessionToolResponse) bool {

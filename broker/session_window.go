@@ -1,13 +1,13 @@
 package broker
 
 // The startup window's accounting (issue 21). Between turns the window
-// (§2.7) lets the worker reach its MCP servers with the host's MCP
+// (docs/session-mode.md, "Between turns: the startup window") lets the worker reach its MCP servers with the host's MCP
 // credentials, and the worker re-arms it with every /worker/ready. So
 // that this costs what the operator allowed, a window's calls are charged
 // to the daily call budgets of its channel and of the installation (no
 // speaker asked for them), and the windows a channel's workers re-arm are
 // capped per UTC day (WindowQuota). A refused window call gets what an
-// exhausted window answers (§2.10): 429 "Broker budget exhausted".
+// exhausted window answers (docs/session.md, "Routes and statuses"): 429 "Broker budget exhausted".
 
 import (
 	"net/http"

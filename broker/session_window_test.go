@@ -56,7 +56,7 @@ func TestSessionStartupWindowCharged(t *testing.T) {
 }
 
 // Issue 21, the attack: a channel whose daily call budget is spent gets
-// no window call through: 429 "Broker budget exhausted" (§2.10, what an
+// no window call through: 429 "Broker budget exhausted" (docs/session.md, "Routes and statuses", what an
 // exhausted window answers), before any upstream contact. The
 // installation's budget holds the same way.
 func TestSessionStartupWindowOverDailyBudget(t *testing.T) {

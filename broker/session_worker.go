@@ -11,7 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The worker transport routes (session spec §2.3). They carry no
+// The worker transport routes (docs/protocol.md, "The session protocol"). They carry no
 // credential and spend no budget.
 
 // serveReady is POST /worker/ready: at most 16 KiB, parsed by
@@ -20,7 +20,7 @@ import (
 // fails the bound turn and rejects the pending one. A pending turn that
 // was already delivered fails with ErrWorkerRestarted: a worker
 // announces itself once per process, so the one that took the turn is
-// gone. Then ready is set and the startup window re-armed (§2.7). A sessionLoad report is logged
+// gone. Then ready is set and the startup window re-armed (docs/session-mode.md, "Between turns: the startup window"). A sessionLoad report is logged
 // (logLoad) before the answer, so a worker that hears 200 knows it was.
 func (s *Session) serveReady(w http.ResponseWriter, r *http.Request) {
 	body, err := readLimited(r.Body, rtsandbox.MaxReadyBody)
@@ -121,7 +121,7 @@ func (s *Session) serveNext(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, p.turn)
 }
 
-// serveResult is POST /worker/result, its checks in the order of §2.3: a
+// serveResult is POST /worker/result, its checks in the order of docs/protocol.md, "The session protocol": a
 // result for no delivered, live pending turn is refused before its body
 // is read; one reader at a time; the body is read (at most 72 MiB) under
 // the request and the pending turn; then its match and its bounds.
@@ -194,7 +194,7 @@ func (s *Session) readResult(w http.ResponseWriter, r *http.Request, p *pendingT
 	return body, h, err
 }
 
-// ParseResultPacket reads the envelope of a result packet (§2.3 step 4):
+// ParseResultPacket reads the envelope of a result packet (docs/protocol.md, "The session protocol"):
 // a JSON object whose turnId is a string and whose result is an object
 // with a boolean ok. It returns the turn id and the raw result, which
 // wire.SessionResult then checks for its bounds (step 5–6). ok is
@@ -233,7 +233,7 @@ var (
 	fileFields    = []string{"name", "data"}
 )
 
-// parseResult reads a result object under b (§2.3 step 5–6): its members
+// parseResult reads a result object under b (docs/protocol.md, "The session protocol"): its members
 // matched exactly, as JSON.parse's reader does, and the reply files
 // counted before any is decoded, so that a files array of millions of
 // entries is refused at its eleventh. wire.NewSessionResult applies

@@ -14,8 +14,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// Passing an answer on as it arrives (session spec §2.1, §2.4 steps
-// 15–19, §2.8). A model answer the worker asked to stream, and on the
+// Passing an answer on as it arrives (docs/protocol.md, "SSE"; docs/session.md,
+// "Routes and statuses"). A model answer the worker asked to stream, and on the
 // Anthropic routes any answer with an error status, is relayed piece by
 // piece: each piece the upstream.StreamScanner releases is written and
 // flushed before the next is read, so a worker that reads slowly slows the
@@ -47,7 +47,7 @@ var (
 )
 
 // passedHeaders are the upstream response headers a relayed answer keeps
-// (session spec §2.4 step 15), besides any anthropic-ratelimit-*; each
+// (docs/session.md, "Routes and statuses"), besides any anthropic-ratelimit-*; each
 // only when short and free of the credential.
 var passedHeaders = []string{"Content-Type", "Retry-After", "Request-Id", "X-Should-Retry"}
 
@@ -57,7 +57,7 @@ const (
 	// maxLoggedEvent bounds the data of a logged stream error event.
 	maxLoggedEvent = 2000
 	// maxErrLogBody bounds what a session keeps of an error answer's body
-	// for its failure log (session spec §2.4 step 17).
+	// for its failure log (docs/session.md, "Routes and statuses").
 	maxErrLogBody = 64 << 10
 )
 
@@ -277,7 +277,7 @@ func passHeaders(h http.Header, forms *upstream.KeyForms, extra []string) http.H
 // relay's scanner read them for its checks (upstream.StreamEvent: each
 // event is parsed once, for the relay, the reflection check, the preview
 // and this watch), after they were passed on, so already free of the
-// credential: it logs the first error event (session spec §2.8) and
+// credential: it logs the first error event (docs/protocol.md, "SSE") and
 // counts the usage the events report, for the budget. A nil *streamWatch
 // does nothing. It never changes or stops the stream.
 type streamWatch struct {

@@ -303,7 +303,7 @@ func TestStreamCutOffAfterHead(t *testing.T) {
 }
 
 // TestStreamSilenceGapsBelowLimit: gaps shorter than the silence limit
-// pass, however long the whole answer takes (spec §6.1 listener streaming).
+// pass, however long the whole answer takes (the reference's listener streaming test).
 func TestStreamSilenceGapsBelowLimit(t *testing.T) {
 	f := newFixture(t, sseHandler(func(_ context.Context, send func(string) bool) {
 		send("data: first\n\n")
@@ -383,7 +383,7 @@ func TestStreamErrorStatusKeepsStatusAndBody(t *testing.T) {
 
 // TestSSEErrorWatcher: an error event inside a 200 stream, split
 // mid-event across chunks, reaches the worker unchanged and is logged
-// once (spec §6.1), however many follow.
+// once (as the reference's tests ask), however many follow.
 func TestSSEErrorWatcher(t *testing.T) {
 	errEvent := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
 	stream := "event: message_start\ndata: {\"type\":\"message_start\"}\n\n" + errEvent + errEvent

@@ -123,7 +123,7 @@ func writeOutcome(w http.ResponseWriter, o outcome) {
 	_, _ = w.Write(o.body)
 }
 
-// handle is the pipeline of spec §2.2, in its exact order. It returns the
+// handle is the pipeline of docs/broker.md, "The pipeline, in order", in its exact order. It returns the
 // matched route ("" when none) for the audit record.
 func (t *Turn) handle(w http.ResponseWriter, r *http.Request) (string, outcome) {
 	path, beta, ref, ok := checkTarget(r)
@@ -227,7 +227,7 @@ func declared(r *http.Request, limit int) int64 {
 // checkTarget applies steps 1–2: an origin-form target (absolute-form and
 // "*" are refused, a deliberate deviation from the reference), POST, no
 // fragment, and no query, not even an empty one, except exactly
-// "?beta=true", which only the Anthropic routes accept (session spec §2.2;
+// "?beta=true", which only the Anthropic routes accept (docs/session.md, "Routes and statuses";
 // route refuses it elsewhere). It returns the escaped path that routing
 // matches on and whether the beta query was sent.
 func checkTarget(r *http.Request) (path string, beta bool, ref refusal, ok bool) {

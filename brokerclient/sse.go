@@ -29,7 +29,7 @@ import (
 // UTF-8 is not replaced.
 
 // SSEWatchMaxEvent is the event bound of the broker's stream watcher
-// (session spec §2.8): with SkipOversize, an unfinished event longer than
+// (docs/protocol.md, "SSE"): with SkipOversize, an unfinished event longer than
 // this is discarded rather than held.
 const SSEWatchMaxEvent = 64 << 10
 
@@ -77,7 +77,7 @@ type SSEEvent struct {
 }
 
 // IsError reports an error event as the broker's stream watcher and the
-// worker see it (session spec §2.8): the type "error", or data that is a
+// worker see it (docs/protocol.md, "SSE"): the type "error", or data that is a
 // JSON object whose "type" is "error". Only data holding the JSON string
 // "error" is decoded, so the check costs little on a stream of deltas.
 func (ev SSEEvent) IsError() bool {

@@ -2,7 +2,7 @@
 // of channel keys in a private, service-owned state directory that one host
 // process owns at a time.
 //
-// The contract (sealed spec §5.1, §7.1 items 11 and 14):
+// The contract (docs/host.md, "State that survives restarts"; docs/sealed-turn.md, "Decisions where the issue was silent"):
 //
 //   - Open creates the directory 0700 when missing. The directory (its
 //     canonical path) must be owned by the process's effective uid with no

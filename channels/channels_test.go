@@ -67,7 +67,7 @@ func TestInitialOnlyOnFirstStart(t *testing.T) {
 	}
 }
 
-// Spec sealed §6.6 "Store persistence".
+// The reference's test "Store persistence".
 func TestStorePersistence(t *testing.T) {
 	dir := stateDir(t)
 	s := mustOpen(t, dir)
@@ -113,7 +113,7 @@ func TestStorePersistence(t *testing.T) {
 	}
 }
 
-// Spec sealed §6.5 "Store rollback": a save that cannot land must leave
+// The reference's test "Store rollback": a save that cannot land must leave
 // the in-memory set as it was. Temp names are random here, so the save is
 // made to fail at its rename instead: a directory in place of the state
 // file refuses it, even for root.
@@ -199,7 +199,7 @@ func TestInvalidInitialKey(t *testing.T) {
 	s.Close()
 }
 
-// Spec sealed §6.5 "Permissions fail closed" (store half), §7.2 item 9.
+// The reference's test "Permissions fail closed" (store half).
 func TestPermissionsFailClosed(t *testing.T) {
 	t.Run("dir-group-readable", func(t *testing.T) {
 		dir := t.TempDir()

@@ -1,4 +1,4 @@
-// Package chunk splits a reply into chat messages (host spec §1.9): at
+// Package chunk splits a reply into chat messages (docs/host.md, "Routing rules"): at
 // most ChunkLimit UTF-16 units each, at paragraph and code-fence
 // boundaries, and at most MaxChunks of them, the rest cut with
 // rtsandbox.ReplyCutNotice. It is a leaf: standard library and the root
@@ -43,7 +43,7 @@ const maxReopen = 64
 const minChunkLimit = 16
 
 // Chunk splits a reply into at most MaxChunks messages of at most limit
-// UTF-16 units at paragraph and code-fence boundaries (host spec §1.9):
+// UTF-16 units at paragraph and code-fence boundaries (docs/host.md, "Routing rules"):
 //
 //  1. CRLF becomes LF. The text is parsed into blocks: paragraphs separated
 //     by whitespace-only lines, and fenced code blocks (an opening line that

@@ -18,7 +18,7 @@ var (
 	emo = "\U0001F600" // two UTF-16 units
 )
 
-// chunkTests cover every rule of host spec §1.9. Small limits keep the
+// chunkTests cover every rule of docs/host.md, "Routing rules". Small limits keep the
 // cases readable; the rules do not depend on the limit.
 var chunkTests = []struct {
 	name  string

@@ -1,5 +1,5 @@
 // Package compactor is the host's built-in compactor (session spec
-// §2.11): the "summary" engine, which an operator switches on with
+// docs/protocol.md, "Compaction"): the "summary" engine, which an operator switches on with
 // session.compactor in the config. It implements broker.Compactor.
 //
 // The contract:
@@ -84,7 +84,7 @@ type Options struct {
 	APIKey func(ctx context.Context) (rtsandbox.Secret, error)
 	// Client makes the calls; nil means upstream.New(nil).
 	Client *upstream.Client
-	// Timeout and MaxRequestBytes are the compactor's settings of §2.11
+	// Timeout and MaxRequestBytes are the compactor's settings of docs/protocol.md, "Compaction"
 	// (broker.CheckCompactor checks them); 0 means
 	// wire.DefaultCompactorTimeout and DefaultCompactorRequest.
 	Timeout         time.Duration

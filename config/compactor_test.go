@@ -63,7 +63,7 @@ func TestCompactorModel(t *testing.T) {
 	}
 }
 
-// Each refusal names the key and the rule; §2.11 "The compactor's
+// Each refusal names the key and the rule; docs/broker.md, "The pipeline, in order" "The compactor's
 // timeout must leave half the turn", named or by default.
 func TestParseCompactorErrors(t *testing.T) {
 	checkParseErrors(t, []errorTest{

@@ -38,8 +38,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// Defaults and ranges of the sandbox options, as in the reference (sealed
-// spec §3.1, §5.6).
+// Defaults and ranges of the sandbox options, as in the reference
+// (docs/limits.md, "Sealed turns").
 const (
 	DefaultImage       = "rtsandbox-worker:local"
 	DefaultTurnTimeout = 120 * time.Second

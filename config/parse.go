@@ -314,7 +314,7 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 	return s
 }
 
-// limits has no upper bounds, like the reference (sealed spec §3.1), except
+// limits has no upper bounds, like the reference (docs/limits.md, "Sealed turns"), except
 // where the value must still fit the unit Docker takes.
 func (p *parser) limits(n *yaml.Node, path string, l Limits) Limits {
 	o, ok := p.object(n, path, "memory_mb", "cpus", "pids", "workspace_mb")

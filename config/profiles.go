@@ -46,7 +46,7 @@ type Profile struct {
 	// Tools names host tools (tools[].name, or web_fetch and research
 	// when the web section turns them on); session mode only.
 	Tools []string
-	// Skills is the operator's skills directory (session spec §5.5):
+	// Skills is the operator's skills directory (docs/session.md, "Skills"):
 	// absolute and clean, "" for none; session mode only. Parse checks
 	// only the path; serve reads and validates the tree when it starts
 	// (package skilltree), as it does the party directory.
@@ -56,8 +56,8 @@ type Profile struct {
 // builtinDefault is DefaultProfile when the file does not define it.
 var builtinDefault = Profile{Mode: ModeSealed}
 
-// profileNameRE is the session container's profile label rule (session
-// spec §3.1), so every profile name can label its container.
+// profileNameRE is the session container's profile label rule
+// (docs/session.md, "The container"), so every profile name can label its container.
 var profileNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,100}$`)
 
 // modelNameRE names an entry of models:.

@@ -89,7 +89,7 @@ func thinkingRule(s string) string {
 }
 
 // imageRule keeps the image from being read as a docker option or split
-// into several arguments (sealed spec §3.1: "--privileged" as the image).
+// into several arguments (docs/limits.md, "Sealed turns": "--privileged" as the image).
 func imageRule(s string) string {
 	switch {
 	case s == "":
@@ -155,7 +155,7 @@ func timeZoneRule(s string) string {
 }
 
 // endpoint reads the upstream URL at key and checks it with the one
-// endpoint rule (upstream.ParseEndpoint, sealed spec §2.1): the credential
+// endpoint rule (upstream.ParseEndpoint, docs/broker.md, "Upstream endpoints: one rule"): the credential
 // is added by the host, so the URL itself must carry none, and cleartext
 // is allowed only when the operator opted in for tests. A refusal names
 // the key and the rule.

@@ -16,8 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Defaults and ranges of the session block (session spec §1.2, §2, §3.1,
-// §7.3 item 9). The per-turn budgets may be lowered, never raised beyond
+// Defaults and ranges of the session block (docs/limits.md, "Session mode"). The per-turn budgets may be lowered, never raised beyond
 // the protocol's limits in the root package; the container limits have
 // the sandbox block's lower bounds.
 const (
@@ -27,14 +26,14 @@ const (
 	MaxSessionStartTimeout     = 10 * time.Minute
 
 	DefaultSessionMaxCalls = rtsandbox.SessionMaxCalls // 128
-	MaxSessionMaxCalls     = rtsandbox.MaxCallsLimit   // 1000, the reference's range (§2.9)
+	MaxSessionMaxCalls     = rtsandbox.MaxCallsLimit   // 1000, the reference's range (docs/protocol.md, "Privacy")
 	DefaultSessionInFlight = rtsandbox.SessionMaxInFlight
 	DefaultSessionConns    = rtsandbox.SessionMaxConns
 	MinSessionConns        = 2 // the long poll plus one call
 	MaxSessionConns        = 64
 
 	DefaultSessionRequestMB  = rtsandbox.MaxSessionRequest >> 20 // 96
-	DefaultSessionResponseMB = 50                                // upstream bytes of one answer (§2.8)
+	DefaultSessionResponseMB = 50                                // upstream bytes of one answer (docs/protocol.md, "SSE")
 
 	DefaultSessionMemoryMB = 1536 // 1.5 GiB, no extra swap
 	DefaultSessionPIDs     = 256
@@ -51,7 +50,7 @@ const (
 	DefaultLogDriver = "local"
 
 	// MaxPartyDirLen keeps <party_dir>/<segment>/run/broker.sock within
-	// the 100-byte socket path limit (§1.3) for every channel: a segment
+	// the 100-byte socket path limit (docs/session.md, "Session runtime") for every channel: a segment
 	// takes at most 28 bytes (session.Segment; a Discord channel's,
 	// "discord_" and up to 20 digits, exactly that):
 	// 100 − 28 − len("/" + "/run/broker.sock").
@@ -87,7 +86,7 @@ type Session struct {
 	LogDriver  string
 	LogOptions map[string]string
 	// Compactor is session.compactor, the host compactor (session spec
-	// §2.11); nil means none: the workers summarise on their own.
+	// docs/protocol.md, "Compaction"); nil means none: the workers summarise on their own.
 	Compactor *Compactor
 	// Disk bounds each channel's workspace (session.disk).
 	Disk SessionDisk
@@ -245,8 +244,8 @@ func (p *parser) bodyMB(o object, key string, def, protocolMax, memoryLimitMB in
 
 // compactor parses session.compactor against the models parsed before
 // and the session's turn timeout: its timeout must leave half the turn
-// (session spec §2.11, "The compactor's timeout must leave half the
-// turn").
+// (docs/protocol.md, "Compaction": the compactor's timeout must leave half
+// the turn).
 func (p *parser) compactor(n *yaml.Node, path string, turn time.Duration, c *Config) *Compactor {
 	o, ok := p.object(n, path, "engine", "model", "timeout", "max_request_mb", "max_summary_tokens", "max_input_kb")
 	if !ok {
@@ -301,7 +300,7 @@ func (p *parser) sessionLimits(n *yaml.Node, path string) SessionLimits {
 }
 
 // logOptions parses the log driver's options: names by the driver-name
-// rule, values strings without line breaks (session spec §3.1).
+// rule, values strings without line breaks (docs/session.md, "The container").
 func (p *parser) logOptions(n *yaml.Node, path string) map[string]string {
 	if n == nil {
 		return nil
@@ -323,7 +322,7 @@ func (p *parser) logOptions(n *yaml.Node, path string) map[string]string {
 }
 
 // partyDirRule is the state directory's rule plus the bind-mount rule of
-// session spec §3.1: the run and workspace paths under it are handed to
+// docs/session.md, "The container": the run and workspace paths under it are handed to
 // Docker as "<path>:/run/sandbox:ro", so they may not hold ':' or ','.
 func partyDirRule(s string) string {
 	if msg := stateDirRule(s); msg != "" {

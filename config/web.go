@@ -8,8 +8,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults and ranges of the web section (spec fetch-research-delegate.md
-// §1.9 for fetch, §3.1 for research).
+// Defaults and ranges of the web section (docs/web.md; docs/limits.md,
+// "Web access and skills").
 const (
 	DefaultFetchMaxBytes = 5 << 20
 	MaxFetchMaxBytes     = 32 << 20

@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The session container (session spec §3.1): one long-lived worker per
+// The session container (docs/session.md, "The container"): one long-lived worker per
 // channel, running the same FROM-scratch worker image as the sealed mode
 // with the command ["session"]. Unlike a sealed turn's container it keeps
 // running between turns (restart policy unless-stopped), it has a
@@ -162,7 +162,7 @@ var (
 // ^[a-zA-Z0-9_-]{1,100}$.
 func ValidProfile(name string) bool { return profileRE.MatchString(name) }
 
-// The refusal texts of a session spec (§3.1).
+// The refusal texts of a SessionSpec (docs/session.md, "The container").
 const (
 	errSessionSpec  = specError("Invalid container specification")
 	errSessionUser  = specError("Worker must be non-root")
@@ -214,7 +214,7 @@ func validTimeZone(tz string) bool {
 	return err == nil && tz != "Local"
 }
 
-// valid applies the §3.1 log rules: driver and option keys
+// valid applies the docs/session.md, "The container" log rules: driver and option keys
 // ^[a-z0-9][a-z0-9_.-]{0,63}$, option values without CR or LF.
 func (l LogConfig) valid() bool {
 	if !logDriverRE.MatchString(l.Driver) {
@@ -330,7 +330,7 @@ type SessionStatus struct {
 	Digest  string
 }
 
-// Stale reports the recreate rule of §1.3: the container is not running,
+// Stale reports the recreate rule of docs/session.md, "Session runtime": the container is not running,
 // or its image, profile label or spec digest is known and differs from
 // spec's.
 func (st SessionStatus) Stale(spec SessionSpec) bool {
@@ -339,7 +339,7 @@ func (st SessionStatus) Stale(spec SessionSpec) bool {
 		differs(st.Profile, spec.Profile) || differs(st.Digest, spec.Digest())
 }
 
-// Current reports the driver's keep rule of §3.1: running, and image,
+// Current reports the driver's keep rule of docs/session.md, "The container": running, and image,
 // profile label and spec digest all match exactly.
 func (st SessionStatus) Current(spec SessionSpec) bool {
 	return st.State == StateRunning && st.Image == spec.Image &&

@@ -19,7 +19,7 @@ func validSessionSpec() container.SessionSpec {
 	}
 }
 
-// §3.1 validation: each refusal with the reference's text.
+// docs/session.md, "The container" validation: each refusal with the reference's text.
 func TestSessionSpecValidate(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -47,7 +47,7 @@ func TestSessionSpecValidate(t *testing.T) {
 		{"Local zone", func(s *container.SessionSpec) { s.TimeZone = "Local" }, "Invalid container specification"},
 		{"zone ok", func(s *container.SessionSpec) { s.TimeZone = "Asia/Taipei" }, ""},
 		{"limits", func(s *container.SessionSpec) { s.Limits = container.SessionLimits{MemoryMB: 63, CPUs: 1, PIDs: 8} }, "Invalid container specification"},
-		// §6.4 "A log driver -bad → throws "log driver"".
+		// The reference's test "A log driver -bad → throws "log driver"".
 		{"log driver -bad", func(s *container.SessionSpec) { s.Log = container.LogConfig{Driver: "-bad"} }, "Invalid container log driver"},
 		{"log option key", func(s *container.SessionSpec) {
 			s.Log = container.LogConfig{Driver: "local", Options: map[string]string{"Max": "1"}}
@@ -74,7 +74,7 @@ func TestSessionSpecValidate(t *testing.T) {
 	}
 }
 
-// §6.4 "Default LogConfig", adapted: our default is the local driver
+// The reference's test "Default LogConfig", adapted: our default is the local driver
 // (journald fails on daemons without it); journald, when configured,
 // gets the reference's tag.
 func TestSessionLogConfig(t *testing.T) {
@@ -93,7 +93,7 @@ func TestSessionLogConfig(t *testing.T) {
 	}
 }
 
-// [SEC] §3.1 Env: exactly four variables, no credential and no upstream
+// [SEC] docs/session.md, "The container" Env: exactly four variables, no credential and no upstream
 // URL; labels carry the installation, role session, channel, profile and
 // digest.
 func TestSessionEnvAndLabels(t *testing.T) {
@@ -169,7 +169,7 @@ func TestSessionName(t *testing.T) {
 	}
 }
 
-// §1.3 recreate rules (Stale) and the driver's keep rule (Current).
+// docs/session.md, "Session runtime" recreate rules (Stale) and the driver's keep rule (Current).
 func TestSessionStatusRules(t *testing.T) {
 	spec := validSessionSpec()
 	cur := container.SessionStatus{State: container.StateRunning, Image: spec.Image, Profile: spec.Profile, Digest: spec.Digest()}

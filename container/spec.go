@@ -88,7 +88,7 @@ type specError string
 func (e specError) Error() string        { return string(e) }
 func (e specError) Is(target error) bool { return target == ErrInvalidSpec }
 
-// The refusal texts of the reference argument builder (§3.1).
+// The refusal texts of the reference argument builder (docs/sealed-turn.md, "The container").
 const (
 	errNameOrImage  = specError("invalid container name or image")
 	errRootUser     = specError("sandbox requires a non-root user and group")

@@ -12,7 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container"
 )
 
-// validSpec is the §6.10 "Args" spec.
+// validSpec is the reference's "Args" spec.
 func validSpec() container.Spec {
 	return container.Spec{
 		Name:         "rtsandbox-test",
@@ -32,7 +32,7 @@ type specCase struct {
 	wantMsg string // "" means valid
 }
 
-// specCases holds every §6.10 refusal plus the Go-specific ones.
+// specCases holds every refusal of the reference's tests plus the Go-specific ones.
 var specCases = []specCase{
 	{"valid", func(*container.Spec) {}, ""},
 	{"overrides", func(s *container.Spec) {

@@ -1,5 +1,4 @@
-// Package delegate runs scoped background jobs for guests (spec
-// fetch-research-delegate.md §3): a member starts a job in a channel, the
+// Package delegate runs scoped background jobs for guests: a member starts a job in a channel, the
 // job runs on the host under a deadline, and its outcome is delivered back
 // to that channel once.
 //
@@ -37,7 +36,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/access"
 )
 
-// Defaults and ranges (§3.1).
+// Defaults and ranges.
 const (
 	DefaultMaxRunning      = 2
 	MaxMaxRunning          = 10
@@ -56,14 +55,14 @@ const (
 	DeliverTimeout = 60 * time.Second
 )
 
-// Outcome texts (§3.3).
+// Outcome texts.
 const (
 	TimedOutText       = "the worker ran out of time"
 	TaskFailedText     = "the task failed"
 	ReportTooLargeText = "Research report too large"
 )
 
-// Constructor errors (§3.1). They wrap rtsandbox.ErrInvalid.
+// Constructor errors. They wrap rtsandbox.ErrInvalid.
 var (
 	ErrBudget          = fmt.Errorf("%w: Invalid delegation target/budget", rtsandbox.ErrInvalid)
 	ErrTitleLimit      = fmt.Errorf("%w: Invalid delegation title limit", rtsandbox.ErrInvalid)
@@ -220,7 +219,7 @@ func New(opts Options) (*Delegator, error) {
 
 func over(n, limit int) bool { return limit != NoLimit && n > limit }
 
-// Start checks req (§3.2) and starts its job in the background.
+// Start checks req and starts its job in the background.
 func (d *Delegator) Start(req Request) (Job, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -290,7 +289,7 @@ func (d *Delegator) deliver(ctx context.Context, job Job, out Outcome) (err erro
 	return d.o.Deliver(ctx, job, out)
 }
 
-// work runs the job and classifies the result (§3.3).
+// work runs the job and classifies the result.
 func (d *Delegator) work(ctx context.Context, job Job) Outcome {
 	report, err := d.call(ctx, job)
 	switch {

@@ -66,7 +66,7 @@ func wantRefusal(t *testing.T, err error, want string) {
 	}
 }
 
-// §4.3.1
+// The reference's tests
 func TestScope(t *testing.T) {
 	rec := &recorder{}
 	var gotCtx RunContext
@@ -112,7 +112,7 @@ func TestScope(t *testing.T) {
 	}
 }
 
-// §4.3.2
+// The reference's tests
 func TestLimitsAndShutdown(t *testing.T) {
 	rec := &recorder{}
 	var cancelled atomic.Int32
@@ -170,7 +170,7 @@ func TestLimitsAndShutdown(t *testing.T) {
 	}
 }
 
-// §4.3.3
+// The reference's tests
 func TestFailureReporting(t *testing.T) {
 	rec := &recorder{}
 	d := mustNew(t, Options{Target: "guest", Timeout: time.Second, Deliver: rec.deliver, Run: func(_ context.Context, _ string, _ RunContext) (string, error) {
@@ -203,7 +203,7 @@ func TestFailureReporting(t *testing.T) {
 	}
 }
 
-// §4.3.4: Go has no 1.5 or NaN for an int; 0 means the default, so the
+// The reference's tests: Go has no 1.5 or NaN for an int; 0 means the default, so the
 // invalid values are negative ones other than NoLimit.
 func TestTitleLimitOption(t *testing.T) {
 	run := func(context.Context, string, RunContext) (string, error) { return "", nil }
@@ -224,7 +224,7 @@ func TestTitleLimitOption(t *testing.T) {
 	}
 }
 
-// §4.3.5
+// The reference's tests
 func TestReportAndReasonBounds(t *testing.T) {
 	rec := &recorder{}
 	d := mustNew(t, Options{Target: "guest", MaxReportChars: NoLimit, Deliver: rec.deliver, Run: func(context.Context, string, RunContext) (string, error) {

@@ -7,7 +7,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// Masks of ScrubDiagnostic (§3.4), applied in this order.
+// Masks of ScrubDiagnostic, applied in this order.
 var (
 	pemRE      = regexp.MustCompile(`(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)
 	userinfoRE = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s]*@`) // greedy: up to the last @ of the authority, so a password holding "@" is masked whole
@@ -23,7 +23,7 @@ var (
 
 const redacted = "[redacted]"
 
-// ScrubDiagnostic makes an error message fit for a chat channel (§3.4):
+// ScrubDiagnostic makes an error message fit for a chat channel:
 // it examines only the first max(4·max, 4096) characters, masks URL user
 // info, authorization and credential header values, bearer/basic/token
 // credentials, well-known token shapes, JWTs, PEM private keys and

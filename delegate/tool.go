@@ -35,7 +35,7 @@ var ErrToolInput = fmt.Errorf("%w: research needs a title and a task", rtsandbox
 
 // Tool is the guest-facing research host tool: it starts a job for the
 // host-bound channel and speaker and answers at once. The speaker's tier
-// (only members may delegate, §3.2) is the one the router resolved, carried
+// (only members may delegate) is the one the router resolved, carried
 // in the turn's Binding; nothing here parses a principal or a name.
 type Tool struct {
 	Delegator *Delegator

@@ -1,5 +1,5 @@
 // Package effort judges, on the host, how hard a session turn should
-// think (session spec §1.2 step 4): low, medium, high or xhigh. The level
+// think (docs/session.md, "Effort judge"): low, medium, high or xhigh. The level
 // rides in the turn and the broker caps the turn's upstream thinking
 // budget or effort by it, whatever the worker asks, so the judge is the
 // host's cost control, never the guest's.

@@ -18,7 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
 
-// SessionRuntime is the session runtime (session spec §1) as the host
+// SessionRuntime is the session runtime (docs/architecture.md, "The two modes") as the host
 // drives it: package session's *Runtime. Run takes a message's
 // attachments and answers with the reply files; StartFresh removes the
 // channel's container, then archives its conversation (owner fresh); Stop

@@ -73,7 +73,7 @@ func profileTools(cfg *config.Config, p config.Profile) []string {
 }
 
 // checkClaims requires every tool a skill of tree gates to be one of
-// known, as the worker's startup check does (§5.2 "tools are not
+// known, as the worker's startup check does (docs/session.md, "Process" "tools are not
 // registered"), so a misspelt name fails serve's start, not every start
 // of a worker.
 func checkClaims(tree *skilltree.Tree, known []string) error {

@@ -15,7 +15,7 @@ import (
 const WebFetchName = "web_fetch"
 
 // MaxURLLen bounds the URL a model may ask for, in UTF-16 units as the
-// schema's maxLength counts (spec §2.4).
+// schema's maxLength counts (docs/web.md, "Host tools and research").
 const MaxURLLen = 8000
 
 // WebFetchSpec declares the web fetch tool; each call returns a fresh

@@ -158,7 +158,7 @@ func TestSessionBrokerMemoryBoundToSpeaker(t *testing.T) {
 
 // TestSessionBrokerMemoryPrivacyGate: with a worker that did not declare
 // the privacy capabilities, a speaker-scope answer is never released
-// (409, the §2.9 problem) and the turn fails; channel notes still are.
+// (409, the docs/broker.md, "The listener" problem) and the turn fails; channel notes still are.
 func TestSessionBrokerMemoryPrivacyGate(t *testing.T) {
 	s, _ := testStore(t, nil)
 	mustCall(t, s, bind(chanA, alice), "memory_set", `{"scope":"speaker","key":"drink","text":"Tea"}`)

@@ -12,7 +12,7 @@ import (
 )
 
 // Call runs one memory tool call for b's speaker, with the sealed
-// semantics (sealed spec §4.6): memory_get answers the JSON list
+// semantics (docs/protocol.md, "Memory tools"): memory_get answers the JSON list
 // [{"key","text"}…] of the scope's matching entries in stored order,
 // memory_set "Saved." (an update moves the entry to the end), memory_remove
 // "Forgotten." (also when nothing matched). The speaker is b's, never one

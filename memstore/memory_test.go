@@ -38,7 +38,7 @@ func runSteps(t *testing.T, s *Store, steps []step) {
 	}
 }
 
-// TestCallSemantics is sealed spec §6.9 and §4.6 on the host: namespaces,
+// TestCallSemantics is the reference's memory tests and docs/protocol.md, "Memory tools", on the host: namespaces,
 // ordering, keys and texts as data, and refusals that keep the state.
 func TestCallSemantics(t *testing.T) {
 	a, b := bind(chanA, alice), bind(chanA, bob)
@@ -48,7 +48,7 @@ func TestCallSemantics(t *testing.T) {
 		steps []step
 	}{
 		{"namespaces", []step{
-			// §6.9: an extra speaker argument is ignored.
+			// The reference's tests: an extra speaker argument is ignored.
 			{a, "memory_set", `{"scope":"speaker","key":"drink","text":"Tea","speaker":"victim"}`, "Saved.", nil},
 			{b, "memory_get", `{"scope":"speaker"}`, "[]", nil},
 			{aOther, "memory_get", `{"scope":"speaker"}`, "[]", nil},

@@ -23,7 +23,7 @@ const (
 	noteRoom     = len(omittedStart) + 3 + len(omittedEnd)
 )
 
-// Block is the prompt memory block of b's turn (session spec §1.2 step 5):
+// Block is the prompt memory block of b's turn (docs/session-mode.md, "Memory"):
 // the speaker's own memory entries and the channel notes, each as a line
 // of JSON after its label, and the block's visibility: "private" when it
 // holds any entry of the speaker's own, "shared" when it holds channel

@@ -250,7 +250,7 @@ func normal(st rtsandbox.ChannelState) rtsandbox.ChannelState {
 	return st
 }
 
-// Check applies the limits of the shared contract (sealed spec §4.6, §4.7):
+// Check applies the limits of the shared contract (docs/protocol.md, "Memory tools"; docs/limits.md, "Memory and history"):
 // at most 256 memory entries whose JSON is at most 512 KiB, each with scope
 // "channel" or "speaker:<id>", a key of 1..128 and a non-blank text of at
 // most 2,048 UTF-16 units, no (scope, key) twice; at most 20 history

@@ -59,7 +59,7 @@ func (t *Tool) Run(context.Context, json.RawMessage, rtsandbox.Binding) (string,
 // rules refuse gets its wire.MemoryRefusal text; any other failure a
 // fixed text, with the details in the operator log. Every answer to a
 // call in speaker scope, whatever it says, carries privateTo = the
-// speaker's id, the worker's reader (session spec §5.4): only that speaker
+// speaker's id, the worker's reader (docs/session.md, "Privacy projection"): only that speaker
 // may see it. Channel-scope answers and refusals of the input, which hold
 // nothing of anyone's memory, are public.
 func (t *Tool) RunSession(ctx context.Context, input json.RawMessage, b wire.SessionBinding) (wire.SessionToolResponse, error) {

@@ -10,7 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
-// Image limits of session spec §4.2, applied to each image block.
+// Image limits of docs/protocol.md, "Images and files", applied to each image block.
 const (
 	MaxImageBytes = 20 << 20                    // decoded bytes of one image
 	maxImageChars = (MaxImageBytes + 2) / 3 * 4 // base64 characters of one image
@@ -279,7 +279,7 @@ func imageBlock(b *jsontree.Budget, obj []json.RawMessage) (any, bool) {
 	}, true
 }
 
-// validImage applies §4.2 to one image: an allowed media type and padded
+// validImage applies docs/protocol.md, "Images and files" to one image: an allowed media type and padded
 // standard base64 of 1 byte to MaxImageBytes decoded. Like the reference,
 // the decoded size is counted from the length; trailing bits are not
 // checked.

@@ -10,7 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Limits of the /model rule (§2.4).
+// Limits of the /model rule (docs/protocol.md, "Model calls").
 const (
 	MaxMessages  = rtsandbox.MaxModelMessages       // entries in messages
 	MaxToolCalls = rtsandbox.MaxToolCallsPerMessage // entries in one assistant message's tool_calls

@@ -38,21 +38,21 @@ const (
 	toolFnI = `{"type":"function","function":{"name":"f%d","description":"","parameters":{}}}`
 )
 
-// refusedChatCases: §6.2 refusals, the /model bullets of §6.11, and the other
-// rules of §2.4.
+// refusedChatCases: the reference's refusals, the /model bullets of its extra tests, and the other
+// rules of docs/protocol.md, "Model calls".
 var refusedChatCases = []chatCase{
-	// §6.2 refused messages.
+	// The reference's refused messages.
 	{name: "image-url-content-part", body: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://guest.example/a.png"}}]}]}`},
 	{name: "file-content-part", body: `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`},
 	{name: "input-audio-content-part", body: `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`},
 	{name: "extra-file-id-key", body: `{"messages":[{"role":"user","content":"hi","file_id":"file-1"}]}`},
 	{name: "developer-role", body: `{"messages":[{"role":"developer","content":"hi"}]}`},
 	{name: "assistant-tool-call-web-search", body: `{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"web_search","function":{"name":"f","arguments":"{}"}}]}]}`},
-	// §6.2 refused tools.
+	// The reference's refused tools.
 	{name: "tool-web-search", body: `{"messages":[],"tools":[{"type":"web_search"}]}`},
 	{name: "tool-file-search", body: `{"messages":[],"tools":[{"type":"file_search","file_ids":["file-1"]}]}`},
 	{name: "tool-parameters-remote-ref", body: `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"","parameters":{"$ref":"https://guest.example/schema"}}}]}`},
-	// §6.11 /model bullets.
+	// The reference's tests /model bullets.
 	{name: "tool-calls-null", body: `{"messages":[{"role":"assistant","content":"","tool_calls":null}]}`},
 	{name: "tool-call-id-on-user", body: `{"messages":[{"role":"user","content":"hi","tool_call_id":"call_1"}]}`},
 	{name: "message-key-name", body: `{"messages":[{"role":"user","content":"hi","name":"alice"}]}`},
@@ -62,7 +62,7 @@ var refusedChatCases = []chatCase{
 	{name: "tools-129", body: `{"messages":[],"tools":` + jsonList(toolFnI, 129) + `}`},
 	{name: "duplicate-tool-names", body: `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"","parameters":{}}},{"type":"function","function":{"name":"f","description":"","parameters":{}}}]}`},
 	{name: "parameters-schema-absolute-uri", body: `{"messages":[],"tools":[{"type":"function","function":{"name":"f","description":"","parameters":{"$schema":"http://json-schema.org/draft-07/schema#"}}}]}`},
-	// The rest of §2.4.
+	// The rest of docs/protocol.md, "Model calls".
 	{name: "messages-absent", body: `{}`},
 	{name: "messages-null", body: `{"messages":null}`},
 	{name: "messages-object", body: `{"messages":{"0":{"role":"user","content":"hi"}}}`},
@@ -112,7 +112,7 @@ var refusedChatCases = []chatCase{
 	{name: "refused-message-after-valid-ones", body: `{"messages":[` + userHi + `,` + userHi + `,{"role":"user","content":"hi","name":"x"}]}`},
 }
 
-// conversation is the accepted case of §6.2: system, user, an assistant tool
+// conversation is the accepted case of the reference's tests: system, user, an assistant tool
 // call whose function has an extra url, a tool reply, and a tool with an
 // extra provider option.
 const conversation = `{
@@ -179,7 +179,7 @@ var acceptedChatCases = []chatCase{
 	},
 	{name: "messages-empty", body: `{"messages":[]}`, want: &ChatInput{Messages: []Message{}}},
 	{
-		// §6.1 credential swap body: every guest field but messages is ignored.
+		// The reference's credential swap body: every guest field but messages is ignored.
 		name: "guest-model-and-options-ignored",
 		body: `{"messages":[],"model":"expensive","max_tokens":999999,"callback_url":"https://guest.example","stream":true,"tool_choice":"required","temperature":2,"n":9}`,
 		want: &ChatInput{Messages: []Message{}},
@@ -208,7 +208,7 @@ var acceptedChatCases = []chatCase{
 		want: &ChatInput{Messages: []Message{{Role: "tool", Content: "r", ToolCallID: strings.Repeat("😀", 64)}}},
 	},
 	{
-		// Not checked by §2.4: replies matching calls, duplicate ids, where
+		// Not checked by docs/protocol.md, "Model calls": replies matching calls, duplicate ids, where
 		// system messages sit.
 		name: "unchecked-order-and-duplicate-ids",
 		body: `{"messages":[{"role":"tool","content":"r","tool_call_id":"x"},{"role":"tool","content":"r","tool_call_id":"x"},{"role":"system","content":"late"}]}`,
@@ -278,7 +278,7 @@ func TestNormalizeChatAccepts(t *testing.T) {
 	}
 }
 
-// TestNormalizeChatConversationLeaksNothing is the assertion of §6.2: the
+// TestNormalizeChatConversationLeaksNothing is the assertion of the reference's tests: the
 // forwarded JSON names neither the guest URLs nor the provider option, and
 // keeps the tool reply's id.
 func TestNormalizeChatConversationLeaksNothing(t *testing.T) {

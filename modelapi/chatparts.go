@@ -12,7 +12,7 @@ import (
 )
 
 // This file widens the /model rule for session mode, where a turn carries
-// images (session spec §4.2): with ChatOptions.ImageParts a user message's
+// images (docs/protocol.md, "Images and files"): with ChatOptions.ImageParts a user message's
 // content may be an array of text parts and image_url parts whose url is a
 // base64 data URL of one of the four image types. A remote URL (which the
 // provider would fetch on the guest's behalf), any other part type
@@ -69,7 +69,7 @@ func ImageDataURL(mimeType, data string) string {
 }
 
 // ParseImageDataURL reads "data:image/<png|jpeg|webp|gif>;base64,<data>"
-// with exactly that head and data that passes §4.2 (padded standard
+// with exactly that head and data that passes docs/protocol.md, "Images and files" (padded standard
 // base64 of 1 byte to rtsandbox.MaxImageBytes decoded). It decodes
 // nothing.
 func ParseImageDataURL(url string) (mimeType, data string, ok bool) {
@@ -84,7 +84,7 @@ func ParseImageDataURL(url string) (mimeType, data string, ok bool) {
 	return mimeType, rest, true
 }
 
-// imageTally counts a request's images against §4.2.
+// imageTally counts a request's images against docs/protocol.md, "Images and files".
 type imageTally struct {
 	count, bytes int
 }

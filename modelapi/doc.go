@@ -5,7 +5,7 @@
 // The contract, for the OpenAI chat-completions route (/model):
 //
 //   - [NormalizeChat] validates a decoded request body against the rules of
-//     the sealed spec §2.4 and rebuilds it from scratch. Any violation
+//     docs/protocol.md, "Model calls", and rebuilds it from scratch. Any violation
 //     refuses the whole request with an error wrapping
 //     [rtsandbox.ErrRefused]; the error text names the rule and is meant for
 //     the operator log only, never for the guest.
@@ -13,12 +13,12 @@
 //     whose fields serialise in the fixed order model, messages, tools,
 //     stream, max_tokens. Nothing the guest sent outside messages and tools
 //     reaches it.
-//   - [CheckSchema] applies the local schema rule of §2.5: every schema
+//   - [CheckSchema] applies the local schema rule of docs/protocol.md, "Model calls": every schema
 //     position may only reference local fragments ("#…"), so a tool
 //     declaration cannot make the upstream provider fetch a remote schema.
 //
 // The contract, for the Anthropic Messages routes (/anthropic/v1/messages
-// and /anthropic/v1/messages/count_tokens, session spec §2.5):
+// and /anthropic/v1/messages/count_tokens, docs/protocol.md, "Model calls"):
 //
 //   - [NormalizeMessages] rebuilds the decoded body field by field under
 //     [MessagesParams], which the host decides: the profile's model, the
@@ -28,7 +28,7 @@
 //     16,384) capped at the ceiling but above the thinking budget; only
 //     custom tools with a local input_schema (see [CheckSchema]) and names
 //     of ^[a-zA-Z0-9_-]{1,128}$ pass; content blocks are text, base64
-//     images (§4.2 media rules), and at the top level tool_use,
+//     images (docs/protocol.md, "Where the worker finds the broker" media rules), and at the top level tool_use,
 //     tool_result, thinking and redacted_thinking; thinking budget and
 //     effort are capped at the level's ceiling (low: low/2,048, medium:
 //     medium/8,192, high: high/16,384, xhigh: max/32,768), and adaptive
@@ -38,7 +38,7 @@
 //     container, mcp_servers, …) is dropped. With CountTokens set,
 //     max_tokens, stream, sampling and stop_sequences are left out.
 //   - A violation returns a [*Refusal] (wrapping [rtsandbox.ErrRefused])
-//     whose Message is the §2.5 text, which the guest does see: mid-
+//     whose Message is the docs/protocol.md, "Model calls" text, which the guest does see: mid-
 //     conversation system messages get the API's own "Input tag" wording
 //     and unknown roles its "Unexpected role" wording, which clients match
 //     on. [Refusal.Render] gives status 400 and the Anthropic error body

@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/jsontree"
 )
 
-// Limits and defaults of the Anthropic Messages rule (session spec §2.5).
+// Limits and defaults of the Anthropic Messages rule (docs/protocol.md, "Model calls").
 const (
 	MaxAnthropicMessages = rtsandbox.MaxAnthropicModelMessages // entries in messages
 	MaxAnthropicBlocks   = 256                                 // blocks in one content array
@@ -32,7 +32,7 @@ const (
 	maxSafeInteger       = 1<<53 - 1
 )
 
-// Refusal texts of §2.5, sent to the guest in the Anthropic error shape.
+// Refusal texts of docs/protocol.md, "Model calls", sent to the guest in the Anthropic error shape.
 // Clients such as Claude Code resend without the refused part on a 400.
 // RefuseBudget is ours: a body whose decoding would keep more values than
 // its size pays for (jsontree.NodesFor).
@@ -53,7 +53,7 @@ const (
 // may ask for less, never more.
 type ThinkingLevel string
 
-// The four levels of §4, lowest first.
+// The four levels of docs/protocol.md, "The session protocol", lowest first.
 const (
 	LevelLow    ThinkingLevel = "low"
 	LevelMedium ThinkingLevel = "medium"
@@ -71,7 +71,7 @@ func (l ThinkingLevel) Valid() bool {
 	return ok
 }
 
-// efforts is the effort scale of §2.5, lowest first.
+// efforts is the effort scale of docs/protocol.md, "Model calls", lowest first.
 var efforts = []string{"low", "medium", "high", "xhigh", "max"}
 
 // ceilings maps a host level to the highest effort (an index into efforts)
@@ -119,7 +119,7 @@ func (p MessagesParams) check() (MessagesParams, error) {
 	return p, nil
 }
 
-// Refusal is a request refused by the rule of §2.5. Message is the text the
+// Refusal is a request refused by the rule of docs/protocol.md, "Model calls". Message is the text the
 // guest receives; it wraps rtsandbox.ErrRefused.
 type Refusal struct{ Message string }
 
@@ -263,7 +263,7 @@ type (
 // NormalizeMessages rebuilds a decoded /anthropic/v1/messages (or, with
 // p.CountTokens, count_tokens) body field by field under the host's
 // parameters. A violation returns a *Refusal (wrapping
-// rtsandbox.ErrRefused) whose Message is the §2.5 text for the guest; bad
+// rtsandbox.ErrRefused) whose Message is the docs/protocol.md, "Model calls" text for the guest; bad
 // parameters return an error wrapping rtsandbox.ErrInvalid.
 //
 // The body is read under p.Budget: over its node count the request is

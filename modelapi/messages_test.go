@@ -67,7 +67,7 @@ func rebuiltMessages(msgs ...string) string {
 	return `{"model":"host-model","messages":[` + strings.Join(msgs, ",") + `],"max_tokens":16384,"stream":false}`
 }
 
-// One case per rebuild rule of §2.5, named after the rule.
+// One case per rebuild rule of docs/protocol.md, "Model calls", named after the rule.
 var acceptedMessagesCases = []messagesCase{
 	{name: "model-fixed-and-max-tokens-capped", body: `{"model":"guest-choice","max_tokens":1000000,"messages":[]}`,
 		want: `{"model":"host-model","messages":[],"max_tokens":128000,"stream":false}`},
@@ -122,7 +122,7 @@ var acceptedMessagesCases = []messagesCase{
 		want: rebuilt(`"thinking":{"type":"enabled","budget_tokens":1024}`)},
 	{name: "thinking-budget-below-max-output", maxOutput: 2000, body: body(`"thinking":{"type":"enabled","budget_tokens":5000}`),
 		want: strings.Replace(rebuilt(`"thinking":{"type":"enabled","budget_tokens":1999}`), "16384", "2000", 1)},
-	// §6.1 effort capping.
+	// The reference's effort capping.
 	{name: "effort-low-adaptive-max-capped", level: LevelLow, body: body(`"thinking":{"type":"adaptive"},"output_config":{"effort":"max"}`),
 		want: rebuilt(`"thinking":{"type":"adaptive"},"output_config":{"effort":"low"}`)},
 	{name: "effort-medium-adaptive-xhigh-capped", level: LevelMedium, body: body(`"thinking":{"type":"adaptive"},"output_config":{"effort":"xhigh"}`),
@@ -140,7 +140,7 @@ var acceptedMessagesCases = []messagesCase{
 	{name: "effort-low-enabled-none-no-output-config", level: LevelLow, body: body(`"thinking":{"type":"disabled"}`), want: rebuilt(`"thinking":{"type":"disabled"}`)},
 	{name: "output-config-other-fields-dropped", level: LevelHigh, body: body(`"output_config":{"effort":"medium","format":{"type":"json_schema"},"task_budget":9}`),
 		want: rebuilt(`"output_config":{"effort":"medium"}`)},
-	// §6.1 mid-conversation system messages at level low.
+	// The reference's mid-conversation system messages at level low.
 	{name: "system-message-rebuilt", level: LevelLow,
 		body: withMessages(hiUser, `{"role":"system","content":[{"type":"text","text":"env","cache_control":{"type":"ephemeral","ttl":"1h"}}],"clear_at":"next_user_message","output_config":{"effort":"max"},"smuggled":true}`, `{"role":"system","content":"plain"}`, hiUser),
 		want: rebuiltMessages(hiUser, `{"role":"system","content":[{"type":"text","text":"env","cache_control":{"type":"ephemeral","ttl":"1h"}}],"clear_at":"next_user_message","output_config":{"effort":"low"}}`, `{"role":"system","content":"plain"}`, hiUser)},
@@ -176,7 +176,7 @@ var acceptedMessagesCases = []messagesCase{
 		want: `{"model":"host-model","messages":[` + hiUser + `],"system":"s","thinking":{"type":"enabled","budget_tokens":2000}}`},
 }
 
-// One case per refusal of §2.5, named after the rule.
+// One case per refusal of docs/protocol.md, "Model calls", named after the rule.
 var refusedMessagesCases = []messagesCase{
 	{name: "messages-absent", body: `{}`, refusal: RefuseMessages},
 	{name: "messages-not-array", body: `{"messages":{}}`, refusal: RefuseMessages},
@@ -303,7 +303,7 @@ func decodeAny(t *testing.T, s string) any {
 	return v
 }
 
-// The refusal renders as a 400 in the Anthropic error shape (§6.1).
+// The refusal renders as a 400 in the Anthropic error shape (the reference's tests).
 func TestRefusalRender(t *testing.T) {
 	_, err := NormalizeMessages(decodeBody(t, withMessages(hiUser, `{"role":"system","content":[{"type":"tool_addition"}]}`)), MessagesParams{Model: "m", Level: LevelLow})
 	var r *Refusal

@@ -66,7 +66,7 @@ func TestBuildChatRequestBytes(t *testing.T) {
 	}
 }
 
-// TestBuildChatRequestPinsGuestFields is the body half of §6.1 "credential
+// TestBuildChatRequestPinsGuestFields is the body half of the reference's test "credential
 // swap and pinning": the guest's model, max_tokens, stream and callback_url
 // never reach upstream.
 func TestBuildChatRequestPinsGuestFields(t *testing.T) {

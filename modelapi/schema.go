@@ -70,11 +70,11 @@ var keywordRoles = map[string]role{
 	"dependencies": roleDependencies,
 }
 
-// CheckSchema applies the local schema rule of §2.5 to a raw JSON schema
+// CheckSchema applies the local schema rule of docs/protocol.md, "Model calls" to a raw JSON schema
 // value: nil when acceptable, else a *SchemaError (wrapping
 // rtsandbox.ErrRefused) naming the JSON pointer of the offending position.
 //
-// Beyond §2.5 it also refuses, deliberately, because the schema is forwarded
+// Beyond docs/protocol.md, "Model calls" it also refuses, deliberately, because the schema is forwarded
 // as raw bytes rather than re-serialised as the reference does: invalid
 // UTF-8, and a key repeated within one object (an upstream parser that keeps
 // the first copy would see a keyword this check never saw). It refuses

@@ -26,22 +26,22 @@ func nestNot(n int, inner string) string {
 }
 
 var schemaCases = []schemaCase{
-	// §6.5 Remote schema keywords, each at properties.example.
+	// The reference's tests Remote schema keywords, each at properties.example.
 	{name: "remote-ref", schema: `{"type":"object","properties":{"example":{"$ref":"https://guest.example/s"}}}`, refusedAt: at("/properties/example/$ref")},
 	{name: "remote-dynamic-ref", schema: `{"type":"object","properties":{"example":{"$dynamicRef":"https://guest.example/s"}}}`, refusedAt: at("/properties/example/$dynamicRef")},
 	{name: "remote-recursive-ref", schema: `{"type":"object","properties":{"example":{"$recursiveRef":"https://guest.example/s"}}}`, refusedAt: at("/properties/example/$recursiveRef")},
 	{name: "remote-schema", schema: `{"type":"object","properties":{"example":{"$schema":"https://guest.example/s"}}}`, refusedAt: at("/properties/example/$schema")},
 	{name: "remote-id", schema: `{"type":"object","properties":{"example":{"$id":"https://guest.example/s"}}}`, refusedAt: at("/properties/example/$id")},
 	{name: "remote-vocabulary", schema: `{"type":"object","properties":{"example":{"$vocabulary":{"https://guest.example/v":true}}}}`, refusedAt: at("/properties/example/$vocabulary/https:~1~1guest.example~1v")},
-	// §6.5 Data is not keywords.
+	// The reference's tests Data is not keywords.
 	{name: "data-is-not-keywords", schema: `{"type":"object",
 		"properties":{"$ref":{"type":"string"},"$schema":{"type":"string"}},
 		"enum":[{"$ref":"https://guest.example/s"}],
 		"$defs":{"item":{"type":"string"}},
 		"allOf":[{"$ref":"#/$defs/item"}]}`},
-	// §6.11: $schema with an absolute URI, even the draft's own.
+	// The reference's tests: $schema with an absolute URI, even the draft's own.
 	{name: "schema-absolute-uri", schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, refusedAt: at("/$schema")},
-	// The rest of §2.5.
+	// The rest of docs/protocol.md, "Model calls".
 	{name: "true", schema: `true`},
 	{name: "false", schema: `false`},
 	{name: "empty-object", schema: `{}`},

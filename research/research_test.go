@@ -44,7 +44,7 @@ func baseOptions(model string) Options {
 		APIKey: func(context.Context) (rtsandbox.Secret, error) { return "host-key", nil }}
 }
 
-// §4.2.1, adapted: there is no host-tools mode, so search is always
+// The reference's tests, adapted: there is no host-tools mode, so search is always
 // required and fetch_content needs Extract or FetchContent.
 func TestConstructor(t *testing.T) {
 	noSearch := search.Func(func(context.Context, string) (string, error) { return "", nil })
@@ -80,7 +80,7 @@ func TestConstructor(t *testing.T) {
 	}
 }
 
-// §4.2.2, adapted to our design: the fake model calls fetch_content, then
+// The reference's tests, adapted to our design: the fake model calls fetch_content, then
 // an undeclared host_secret_tool, then answers with every tool result. The
 // undeclared tool is refused, only the built-in tools run, and the scope
 // wraps the whole run.

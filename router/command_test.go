@@ -20,7 +20,7 @@ func ownerCmd(ch rtsandbox.ChannelKey, action string) Command {
 	return Command{Channel: ch, Author: Author{ID: "owner", Name: "Ada"}, Action: action}
 }
 
-// Sealed spec §6.10 "Commands guard".
+// The reference's test "Commands guard".
 func TestCommandsGuard(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	store := openStore(t, dir)
@@ -64,7 +64,7 @@ func TestCommandsGuard(t *testing.T) {
 	}
 }
 
-// Sealed spec §6.10 "Commands queue": off waits behind the running turn.
+// The reference's test "Commands queue": off waits behind the running turn.
 func TestCommandsQueue(t *testing.T) {
 	chans := newMemChannels(guests)
 	h := newHarness(t, chans)

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const guests rtsandbox.ChannelKey = "fake:guests"
 
-// fixtureAccess is sealed spec §6.6's identity fixture: alice is a member
+// fixtureAccess is the reference's identity fixture: alice is a member
 // with principal p_alice, owner is the owner, everyone else unresolved.
 type fixtureAccess struct{}
 

@@ -13,7 +13,7 @@ import (
 // ErrPanicked marks an error made from a recovered panic: a surface call,
 // the runtime, a claim or a task of the queue panicked. The router
 // recovers every panic of work it runs for a channel, so one broken call
-// fails only itself (host spec §2.5: a failed job never blocks the next).
+// fails only itself (docs/host.md, "Routing rules": a failed job never blocks the next).
 var ErrPanicked = errors.New("panicked")
 
 // recovered turns a panic value recovered at where into an error wrapping

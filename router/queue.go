@@ -10,7 +10,7 @@ import (
 )
 
 // queue runs tasks one at a time per channel, in arrival order; channels
-// run concurrently (host spec §1.8). A task starts once the previous task of
+// run concurrently (docs/host.md, "Routing rules"). A task starts once the previous task of
 // its channel has settled, whatever its outcome. Each channel with work has
 // one goroutine, which exits when the channel's list is empty.
 type queue struct {

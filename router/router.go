@@ -1,6 +1,6 @@
 // Package router decides what happens to every chat message: which claim
 // owns its channel, whether it is admitted, and when it runs. It is the
-// only thing surfaces talk to (host spec §1.5–1.10, §2).
+// only thing surfaces talk to (docs/host.md, "Routing rules").
 //
 // The contract:
 //
@@ -226,7 +226,7 @@ type Delivery struct {
 	Kind      DeliveryKind
 	Chunk     string
 	// Files are the reply files of a turn, decoded and validated by the
-	// runtime (rtsandbox.File, §4.3 bounds). Only a KindReply carries
+	// runtime (rtsandbox.File, within the bounds of docs/limits.md, "Files"). Only a KindReply carries
 	// them, and only its last chunk; a surface posts them with that chunk.
 	// A successful reply with files but no text is one delivery whose
 	// Chunk is "". Failure texts never carry files.
@@ -581,7 +581,7 @@ func (r *Router) Handle(ctx context.Context, m Message) error {
 	}
 }
 
-// admit runs host spec §2.2 steps 2–6 and returns m's admission, or the
+// admit runs docs/host.md, "Routing rules" and returns m's admission, or the
 // reason to drop it. It records nothing. A claim or the access rules
 // panicking drops the message (DropInternal): admit runs on the surface's
 // goroutine, which must survive it.

@@ -17,7 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// Sealed spec §6.6 "Claim routing and precedence".
+// The reference's test "Claim routing and precedence".
 func TestClaimRoutingAndPrecedence(t *testing.T) {
 	fb := &fallbackClaim{}
 	h := newHarness(t, newMemChannels(guests), func(o *Options) { o.Claims = []Claim{fb} })
@@ -138,7 +138,7 @@ func TestNewRefusesDuplicateClaimAndBadOptions(t *testing.T) {
 	}
 }
 
-// Host spec §2.5, the failure matrix of an addressed message in a sandbox
+// docs/host.md, "Routing rules", the failure matrix of an addressed message in a sandbox
 // channel (and the drops around it).
 func TestFailureMatrix(t *testing.T) {
 	failTurn := func(context.Context, turnCall) (rtsandbox.Reply, error) {
@@ -261,7 +261,7 @@ func errIf(b bool) error {
 	return nil
 }
 
-// Host spec §2.5 "mode turned off while queued": the queued turn re-checks
+// docs/host.md, "Routing rules" "mode turned off while queued": the queued turn re-checks
 // the mode when it starts and is neither answered nor handed to host agents.
 func TestModeOffWhileQueued(t *testing.T) {
 	fb := &fallbackClaim{}
@@ -320,7 +320,7 @@ func TestTurnText(t *testing.T) {
 	}
 }
 
-// Sealed spec §6.6 "Full plugin", as far as it applies without Discord: a
+// The reference's test "Full plugin", as far as it applies without Discord: a
 // real store seeded by initial channels, one mention, one runtime call with
 // the speaker passed through (the time zone is the runtime's own option,
 // sealed.Options.TimeZone, and never passes through the router).

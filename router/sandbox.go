@@ -8,7 +8,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The sandbox claim (host spec §1.5, sealed spec §5.2).
+// The sandbox claim (docs/host.md, "Routing rules").
 const (
 	SandboxClaimName = "sandbox"
 	SandboxPriority  = 200
@@ -33,7 +33,7 @@ const (
 	sandboxStoppedLog = "sandbox turn cut: its session container stopped serving; the next turn starts it again"
 )
 
-// Fixed parts of the model input (sealed spec §5.2). Texts guests see are
+// Fixed parts of the model input (docs/host.md, "Routing rules"). Texts guests see are
 // in the root package (texts.go).
 const (
 	// QuotePrefix starts the model input when the message replies to one
@@ -83,7 +83,7 @@ func (c *sandboxClaim) Admit(m Message) (Admission, string) {
 	}, ""
 }
 
-// sandboxDrop is the sandbox address rule (host spec §1.5): the reason m
+// sandboxDrop is the sandbox address rule (docs/host.md, "Routing rules"): the reason m
 // is not admitted, or "".
 func sandboxDrop(m Message, enabled bool) string {
 	switch {
@@ -119,7 +119,7 @@ func modelText(m Message) string {
 	return m.Text
 }
 
-// turn is one queued sandbox turn (host spec §2.3). A returned error means
+// turn is one queued sandbox turn (docs/host.md, "Routing rules"). A returned error means
 // even the failure notice could not be posted, or (a *DropError) that the
 // channel was switched off while the message waited.
 func (c *sandboxClaim) turn(ctx context.Context, port Port, b rtsandbox.Binding, in rtsandbox.TurnInput) error {

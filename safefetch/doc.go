@@ -1,7 +1,7 @@
 // Package safefetch fetches guest-supplied URLs on the host without
 // reaching the operator's private network or cloud metadata.
 //
-// The contract (spec fetch-research-delegate.md §1):
+// The contract (docs/web.md):
 //
 //   - Admission: a URL is parsed the WHATWG way, not by net/url, so that
 //     every spelling of an address is canonicalised before it is judged:

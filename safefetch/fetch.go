@@ -13,7 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// Bounds and defaults (§1.9).
+// Bounds and defaults (docs/web.md).
 const (
 	DefaultMaxBytes     = 5 << 20  // 5 MiB
 	MaxMaxBytes         = 32 << 20 // 32 MiB
@@ -26,7 +26,7 @@ const (
 	ConnectTimeout = 3 * time.Second
 )
 
-// Request header defaults (§1.6). The values are the reference's, kept for
+// Request header defaults (docs/web.md). The values are the reference's, kept for
 // wire parity.
 const (
 	DefaultAccept    = "text/html,application/pdf,text/plain,application/json;q=0.9,*/*;q=0.1"
@@ -196,7 +196,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, opts Options) (*Resu
 	}
 }
 
-// AssertPublicURL admits rawURL (§1.3) and vets its host (§1.5) without
+// AssertPublicURL admits rawURL (docs/web.md) and vets its host (docs/web.md) without
 // connecting, and returns the URL without its fragment. It does not pin: a
 // later fetch by someone else may resolve differently, so use it only to
 // hand a URL to a fetcher that cannot use Fetch. ctx bounds resolution.
@@ -314,7 +314,7 @@ func race[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	}
 }
 
-// failoverEligible reports a connection-class error (§1.5).
+// failoverEligible reports a connection-class error (docs/web.md).
 func failoverEligible(err error) bool {
 	for _, e := range [...]error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT} {
 		if errors.Is(err, e) {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// a3URLCases are the URL rows of appendix A.3 (and the §4.1 (3)
+// a3URLCases are the URL rows of appendix A.3 (and the reference's test vector (3)
 // refusals), fetched through the seams. In every refused case the
 // transport must not be called; for a literal host the resolver must not
 // be called either.
@@ -68,7 +68,7 @@ var a3URLCases = []struct {
 	{"a3-67-short-public", "http://1.256/", nil, nil, "1.0.1.0"},
 	{"a3-68-azure-wireserver", "http://168.63.129.16/", nil, nil, "168.63.129.16"},
 	{"a3-71-mixed-answer", "http://mixed.test/", map[string][]string{"mixed.test": {"8.8.8.8", "127.0.0.1"}}, ErrNonPublic, ""},
-	// §4.1 (3).
+	// The reference's test (3).
 	{"upstream-3-file", "file:///etc/passwd", nil, ErrScheme, ""},
 	{"upstream-3-gopher", "gopher://example.test/", nil, ErrScheme, ""},
 	{"upstream-3-credentials", "http://user:password@example.test", nil, ErrScheme, ""},
@@ -124,7 +124,7 @@ func TestFetchA3(t *testing.T) {
 	}
 }
 
-// TestAssertPublicURL is §4.1 (16).
+// TestAssertPublicURL is the reference's test (16).
 func TestAssertPublicURL(t *testing.T) {
 	f := &Fetcher{Resolver: staticResolver(map[string][]string{"bad.test": {"8.8.8.8", "10.0.0.1"}})}
 	u, err := f.AssertPublicURL(context.Background(), "http://ok.test/#frag")
@@ -149,7 +149,7 @@ func TestAssertPublicURL(t *testing.T) {
 	}
 }
 
-// TestFetchPinsFirstAnswer is §4.1 (4) and B2: one lookup, the connection
+// TestFetchPinsFirstAnswer is the reference's test (4) and B2: one lookup, the connection
 // goes to the first answer even though a later lookup would say loopback.
 func TestFetchPinsFirstAnswer(t *testing.T) {
 	res := &fakeResolver{fn: func(_ string, n int) ([]netip.Addr, error) {
@@ -171,7 +171,7 @@ func TestFetchPinsFirstAnswer(t *testing.T) {
 	}
 }
 
-// TestFetchFailover is §4.1 (5): only connection-class errors fail over,
+// TestFetchFailover is the reference's test (5): only connection-class errors fail over,
 // in answer order, without re-resolving.
 func TestFetchFailover(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.ENETUNREACH, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ETIMEDOUT} {
@@ -229,7 +229,7 @@ func TestFetchAllAddressesFail(t *testing.T) {
 	}
 }
 
-// TestFetchRebinding is §4.1 (6) and B1: the redirect to the same host is
+// TestFetchRebinding is the reference's test (6) and B1: the redirect to the same host is
 // re-vetted, and the rebound answer is refused before connecting.
 func TestFetchRebinding(t *testing.T) {
 	for _, tc := range []struct{ host, public, private string }{
@@ -252,7 +252,7 @@ func TestFetchRebinding(t *testing.T) {
 	}
 }
 
-// TestFetchRedirectToRefused is §4.1 (7) and B3.
+// TestFetchRedirectToRefused is the reference's test (7) and B3.
 func TestFetchRedirectToRefused(t *testing.T) {
 	for _, status := range []int{301, 302, 303, 307, 308} {
 		for _, tc := range []struct {
@@ -311,7 +311,7 @@ func TestFetchOtherThreeHundreds(t *testing.T) {
 	}
 }
 
-// TestFetchBounds covers §4.1 (9), (10) and B5, B6.
+// TestFetchBounds covers the reference's test (9), (10) and B5, B6.
 func TestFetchBounds(t *testing.T) {
 	t.Run("upstream-9-body-over-max", func(t *testing.T) {
 		tr := &fakeTransport{fn: func(Hop, int) (*Result, error) { return ok("large"), nil }}
@@ -414,7 +414,7 @@ func TestFetchInvalidBounds(t *testing.T) {
 	}
 }
 
-// TestFetchOneHopAtATime is §4.1 (15) and B12 through the seam.
+// TestFetchOneHopAtATime is the reference's test (15) and B12 through the seam.
 func TestFetchOneHopAtATime(t *testing.T) {
 	tr := &fakeTransport{fn: func(Hop, int) (*Result, error) { return redirect(302, "http://next.test/b"), nil }}
 	opts := DefaultOptions()
@@ -438,7 +438,7 @@ func TestFetchOneHopAtATime(t *testing.T) {
 	}
 }
 
-// TestFetchDeadlines is §4.1 (11) and B13.
+// TestFetchDeadlines is the reference's test (11) and B13.
 func TestFetchDeadlines(t *testing.T) {
 	t.Run("resolver-never-answers", func(t *testing.T) {
 		release := make(chan struct{})

@@ -126,7 +126,7 @@ func controlPinned(want netip.Addr) func(network, address string, _ syscall.RawC
 	}
 }
 
-// exchange writes the request and reads the bounded response (§1.6).
+// exchange writes the request and reads the bounded response (docs/web.md).
 func exchange(conn net.Conn, hop Hop) (*Result, error) {
 	h := hop.Header.Clone()
 	if h == nil {
@@ -277,7 +277,7 @@ func (h *headerLimit) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// joinHeader copies h, joining repeated fields with ", " (§1.6).
+// joinHeader copies h, joining repeated fields with ", " (docs/web.md).
 func joinHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for k, vs := range h {

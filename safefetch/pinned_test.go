@@ -203,7 +203,7 @@ func TestControlPinned(t *testing.T) {
 	}
 }
 
-// TestPinnedWithoutDNS is §4.1 (12): the transport connects to the given
+// TestPinnedWithoutDNS is the reference's test (12): the transport connects to the given
 // address and never resolves the name (.invalid cannot resolve).
 func TestPinnedWithoutDNS(t *testing.T) {
 	srv := newRawServer(t, func(*http.Request) string { return response("200 OK", withLength(nil, "pinned"), "pinned") })
@@ -219,7 +219,7 @@ func TestPinnedWithoutDNS(t *testing.T) {
 	}
 }
 
-// TestFetchNativeFailover is §4.1 (13) and B10: failover over real
+// TestFetchNativeFailover is the reference's test (13) and B10: failover over real
 // sockets keeps Host and does not re-resolve.
 func TestFetchNativeFailover(t *testing.T) {
 	srv := newRawServer(t, func(r *http.Request) string { return response("200 OK", withLength(nil, r.Host), r.Host) })
@@ -270,7 +270,7 @@ func TestFetchNativeFailover(t *testing.T) {
 	}
 }
 
-// TestPinnedBodies is §4.1 (14), (17) and B8, B9.
+// TestPinnedBodies is the reference's test (14), (17) and B8, B9.
 func TestPinnedBodies(t *testing.T) {
 	bomb := strings.Repeat("x", 10000)
 	routes := map[string]string{

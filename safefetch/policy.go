@@ -6,7 +6,7 @@ import (
 )
 
 // refusedV4 lists the IPv4 ranges that are not globally routable unicast
-// (§1.4). Everything else is public, including 192.0.1.0/24, AS112
+// (docs/web.md). Everything else is public, including 192.0.1.0/24, AS112
 // (192.31.196.0/24, 192.175.48.0/24), AMT (192.52.193.0/24) and Azure
 // WireServer 168.63.129.16, as in the reference.
 var refusedV4 = [...]netip.Prefix{
@@ -27,7 +27,7 @@ var refusedV4 = [...]netip.Prefix{
 }
 
 // IsPublicAddr reports whether a is a conservative globally routable unicast
-// address (§1.4). Anything not positively public is refused: an invalid or
+// address (docs/web.md). Anything not positively public is refused: an invalid or
 // zoned address, every IPv6 address outside 2000::/3, 6to4, Teredo, NAT64,
 // IPv4-compatible and IPv4-translated forms, documentation, benchmarking and
 // ORCHID blocks. An IPv4-mapped address (::ffff:a.b.c.d) is judged by its

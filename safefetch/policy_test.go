@@ -5,14 +5,14 @@ import (
 	"testing"
 )
 
-// policyCases are inputs to IsPublicAddress: §4.1 vectors 1–2, the address
-// rows of A.3 and one sample of every range of the §1.4 tables.
+// policyCases are inputs to IsPublicAddress: the reference's test vectors 1–2, the address
+// rows of A.3 and one sample of every range of the docs/web.md tables.
 var policyCases = []struct {
 	name string
 	in   string
 	want bool
 }{
-	// §4.1 (1): the 26 refused upstream vectors.
+	// The reference's test (1): the 26 refused upstream vectors.
 	{"upstream-loopback-v4", "127.0.0.1", false},
 	{"upstream-rfc1918-10", "10.2.3.4", false},
 	{"upstream-rfc1918-172", "172.31.1.1", false},
@@ -39,7 +39,7 @@ var policyCases = []struct {
 	{"upstream-orchid-v2", "2001:2f::1", false},
 	{"upstream-nat64-loopback", "64:ff9b::7f00:1", false},
 	{"upstream-mapped-imds", "::ffff:169.254.169.254", false},
-	// §4.1 (2): the 7 public upstream vectors.
+	// The reference's test (2): the 7 public upstream vectors.
 	{"upstream-public-google", "8.8.8.8", true},
 	{"upstream-public-cloudflare", "1.1.1.1", true},
 	{"upstream-public-192-0-1", "192.0.1.1", true},

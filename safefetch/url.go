@@ -10,7 +10,7 @@ import (
 	"golang.org/x/net/idna"
 )
 
-// target is an admitted URL (§1.3): http or https, no credentials, host
+// target is an admitted URL (docs/web.md): http or https, no credentials, host
 // canonicalised the WHATWG way, fragment removed.
 type target struct {
 	scheme   string   // "http" or "https"
@@ -55,7 +55,7 @@ func (t *target) literal() (netip.Addr, bool) {
 	return a, err == nil
 }
 
-// admit applies §1.3 to raw, resolved against base when base is not nil
+// admit applies docs/web.md to raw, resolved against base when base is not nil
 // (a redirect's Location). It returns ErrInvalidURL or ErrScheme.
 func admit(raw string, base *target) (*target, error) {
 	t, err := parseURL(raw, base)

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// admitCases pin §1.3: the WHATWG canonical href of every accepted
+// admitCases pin docs/web.md: the WHATWG canonical href of every accepted
 // spelling, and the class of every refusal. "want" is the href, or "" when
 // err is set.
 var admitCases = []struct {
@@ -156,7 +156,7 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-// TestAdmitRelative pins redirect resolution (§1.7): a Location is
+// TestAdmitRelative pins redirect resolution (docs/web.md): a Location is
 // resolved against the current hop and admitted like any URL.
 func TestAdmitRelative(t *testing.T) {
 	base, err := admit("http://example.test/a/b?x", nil)

@@ -12,7 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/privdir"
 )
 
-// Socket path rules (spec §0.1, §5.6, §7.1 item 10).
+// Socket path rules (docs/protocol.md, "Where the worker finds the broker").
 const (
 	socketName     = "broker.sock"
 	runDirPrefix   = "turn-"

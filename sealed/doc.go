@@ -1,7 +1,7 @@
 // Package sealed is the sealed runtime: it runs one guest turn in a fresh
 // worker container whose only way out is a per-turn broker socket.
 //
-// The contract of RunTurn, in order (spec sealed.md §1 steps 4–13, §5.3):
+// The contract of RunTurn, in order (docs/architecture.md, "The request path"; docs/sealed-turn.md, "The sealed turn"):
 //
 //   - Refusals before any resource exists: a disposed runtime, a busy
 //     channel (one turn per channel; check and insert under one lock), an

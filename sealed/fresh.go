@@ -3,7 +3,7 @@ package sealed
 import "github.com/rtsandbox/rtsandbox"
 
 // generations counts the "start fresh" requests of each channel that no
-// successful turn has consumed yet (spec §5.3). They live in memory only: a
+// successful turn has consumed yet (docs/sealed-turn.md, "The sealed turn"). They live in memory only: a
 // restart forgets pending resets.
 type generations map[rtsandbox.ChannelKey]uint64
 

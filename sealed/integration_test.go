@@ -416,7 +416,7 @@ func assertNoKeyInTree(t *testing.T, root string, keys []string) {
 	}
 }
 
-// TestIntegrationHostilePID1 is the §3.5 requirement: a PID 1 that ignores
+// TestIntegrationHostilePID1 is the docs/protocol.md, "The sealed reply" requirement: a PID 1 that ignores
 // SIGTERM, with a 1 s turn deadline, fails the turn in under 8 s and leaves
 // no container of its image. The bound asserted is the driver's own
 // (docker.ReturnBound of the deadline) plus the scheduling slack of a

@@ -1,6 +1,6 @@
 package sealed
 
-// The tests of spec §6.4 (src/runtime-lifecycle.test.ts).
+// The lifecycle tests, after the reference's.
 
 import (
 	"context"
@@ -103,7 +103,7 @@ func TestConcurrency(t *testing.T) {
 	}()
 	waitFor(t, "fake:a admitted", func() bool { return len(f.rt.Busy()) == 1 })
 	if _, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: "fake:a", Speaker: speaker("guest")}, "again"); !errors.Is(err, rtsandbox.ErrBusy) ||
-		!strings.Contains(err.Error(), "channel is busy") { // sealed spec §6.4: a message containing it
+		!strings.Contains(err.Error(), "channel is busy") { // the reference's test: a message containing it
 		t.Errorf("second fake:a RunTurn = %v; want channel is busy", err)
 	}
 	go func() {

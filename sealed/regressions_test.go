@@ -1,6 +1,6 @@
 package sealed
 
-// The runtime bullets of spec §6.5 (review regressions) and §6.11 (extra
+// The runtime bullets of the reference's review regressions and of its extra
 // acceptance tests), plus the filesystem hygiene they rest on.
 
 import (

@@ -25,7 +25,7 @@ type Runtime struct {
 	turns  sync.WaitGroup // admitted turns not yet ended; Close waits
 }
 
-// New checks opts (every setup refusal of spec §6.3), creates the roots
+// New checks opts (every setup refusal the reference's runtime tests name), creates the roots
 // when missing and returns a Runtime. Errors wrap rtsandbox.ErrInvalid.
 func New(opts Options) (*Runtime, error) {
 	s, err := check(opts)
@@ -146,7 +146,7 @@ func (r *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text str
 	return t.run()
 }
 
-// checkInput applies the refusals that need no state (spec §5.3).
+// checkInput applies the refusals that need no state (docs/sealed-turn.md, "The sealed turn").
 func checkInput(channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text string) error {
 	if !channel.Valid() {
 		return rtsandbox.ErrChannelKey
@@ -162,7 +162,7 @@ func checkInput(channel rtsandbox.ChannelKey, speaker rtsandbox.Speaker, text st
 
 // admit marks channel active and snapshots its fresh-start generation in
 // one critical section, so that neither a second turn nor a concurrent
-// StartFresh can slip in between (spec §7.1 item 14). The returned
+// StartFresh can slip in between (docs/sealed-turn.md, "Decisions where the issue was silent"). The returned
 // context is cancelled by Stop and Close, also while the turn waits
 // for a slot.
 func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (context.Context, context.CancelCauseFunc, uint64, error) {

@@ -1,6 +1,6 @@
 package sealed
 
-// The tests of spec §6.3 (src/runtime.test.ts).
+// The runtime's tests, after the reference's runtime tests.
 
 import (
 	"context"

@@ -17,7 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// turn is one admitted turn's resources and record (spec §1 steps 5–12).
+// turn is one admitted turn's resources and record (docs/architecture.md, "The request path").
 type turn struct {
 	s       *settings
 	ctx     context.Context // the turn context: deadline, Stop, Close
@@ -37,7 +37,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	var undo teardown
 	defer func() {
 		// Cancel first, even after a success: host-tool calls still in
-		// flight end before their listener goes away (spec §6.5).
+		// flight end before their listener goes away (a review regression of the reference).
 		t.end(errTurnEnded)
 		err = errors.Join(err, undo.run())
 		if err == nil {
@@ -50,7 +50,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 			reply = rtsandbox.Reply{} // a failed turn has no reply
 		} else if t.stats.StateErr == nil {
 			// Only a turn whose state was kept consumes a pending fresh
-			// start (§5.3); a failed one, or one whose history stayed as
+			// start (docs/sealed-turn.md, "Commands"); a failed one, or one whose history stayed as
 			// it was, leaves it for the next turn.
 			t.onReply(reply)
 		}

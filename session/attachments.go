@@ -18,10 +18,10 @@ import (
 )
 
 // This file is the host-side collection of a message's attachments
-// (session spec §5.1): each is fetched through safefetch or taken from the
+// (docs/session.md, "Attachments in, reply files out"): each is fetched through safefetch or taken from the
 // surface's bytes, bounded, named after its message, written exclusively
 // and without following a link into the channel's attachments directory,
-// and, when it is a real image within the §4.2 budget, handed to the
+// and, when it is a real image within the docs/protocol.md, "Images and files" budget, handed to the
 // model as an image part. The model's prompt gets a block naming what was
 // saved and what was refused; the guest's reply gets a fixed notice of
 // what was refused (attach.Block, attach.Notice).
@@ -31,7 +31,7 @@ import (
 const attachmentFetchTimeout = safefetch.DefaultTimeout
 
 // refPrefixSuffix ends the file-name prefix of the replied-to message's
-// attachments (§5.1 step 2).
+// attachments (docs/session.md, "Attachments in, reply files out").
 const refPrefixSuffix = "-ref"
 
 // collected is what a message's attachments give its turn.
@@ -54,12 +54,12 @@ func (r *Runtime) Run(ctx context.Context, b rtsandbox.Binding, in rtsandbox.Tur
 	return rtsandbox.Answer{Reply: rtsandbox.Reply{OK: true, Text: res.Text}, Files: res.Files}, nil
 }
 
-// RunInput runs the turn of one guest message with its attachments (§5.1)
+// RunInput runs the turn of one guest message with its attachments (docs/session.md, "Attachments in, reply files out")
 // and returns the text and the reply files. After the channel is taken,
 // and before its worker is started, the attachments are collected: the
 // saved ones are named in a block after the message's text (the whole at
 // most 100,000 units; the guest's text is cut to make room), real images
-// within the §4.2 budget go as the turn's images. When a file was refused
+// within the docs/protocol.md, "Images and files" budget go as the turn's images. When a file was refused
 // (or a saved image is not shown), the reply ends with the fixed notice
 // of attach.Notice, which the model cannot leave out; a message with no
 // text of its own and no saved file gets that notice alone, without a
@@ -114,7 +114,7 @@ func withBlock(text, block string) string {
 	return text + sep + block
 }
 
-// collect is §5.1 for the admitted turn t: the attachments directory is
+// collect is docs/session.md, "Attachments in, reply files out" for the admitted turn t: the attachments directory is
 // owned and opened without following a link, then every reference is
 // taken in order. Only the turn ending and the directory failing are
 // errors; each file's problem is a failure of its own.
@@ -146,7 +146,7 @@ func (r *Runtime) collect(t *turn, in rtsandbox.TurnInput) (collected, error) {
 	return c.out, nil
 }
 
-// reference is one attachment with its place (§5.1 step 2).
+// reference is one attachment with its place (docs/session.md, "Attachments in, reply files out").
 type reference struct {
 	at attach.Ref
 	rtsandbox.Attachment
@@ -169,7 +169,7 @@ func referenceList(all []rtsandbox.Attachment) []reference {
 }
 
 // attachmentPrefix is the message id when it makes a valid prefix, also
-// with refPrefixSuffix (^[a-zA-Z0-9_-]{1,160}$, §5.1 step 7); otherwise a
+// with refPrefixSuffix (^[a-zA-Z0-9_-]{1,160}$, docs/session.md, "Attachments in, reply files out"); otherwise a
 // fresh id of the runtime's, which the operator log records.
 func (r *Runtime) attachmentPrefix(t *turn, messageID string) string {
 	if attach.ValidPrefix(messageID + refPrefixSuffix) {
@@ -182,7 +182,7 @@ func (r *Runtime) attachmentPrefix(t *turn, messageID string) string {
 }
 
 // attachmentsDir makes <workspace>/attachments a real directory of the
-// worker's (§3.3 ownDirectory: a planted link or file is replaced, never
+// worker's (docs/session.md, "Directories and defences" ownDirectory: a planted link or file is replaced, never
 // followed) and opens it through the workspace's descriptor, without
 // following a link at either step.
 func (r *Runtime) attachmentsDir(ctx context.Context, channel rtsandbox.ChannelKey) (int, error) {
@@ -210,13 +210,13 @@ type collection struct {
 	r      *Runtime
 	t      *turn
 	dirfd  int
-	total  int // bytes downloaded, refused ones included (§5.1 step 6)
+	total  int // bytes downloaded, refused ones included (docs/session.md, "Attachments in, reply files out")
 	room   inputBudget
 	budget attach.ImageBudget
 	out    collected
 }
 
-// take is §5.1 step 3 for the reference at overall position pos. It
+// take is docs/session.md, "Attachments in, reply files out" for the reference at overall position pos. It
 // returns an error only when the turn ended.
 func (c *collection) take(pos int, prefix string, ref reference) error {
 	fail := func(reason attach.Reason, detail string) {
@@ -283,7 +283,7 @@ func (c *collection) take(pos int, prefix string, ref reference) error {
 }
 
 // keep records a saved file and, for an image within the budget, its
-// image part (§5.1 steps 10–11; the bytes held, never the path reopened).
+// image part (docs/session.md, "Attachments in, reply files out"; the bytes held, never the path reopened).
 func (c *collection) keep(ref attach.Ref, file, contentType, mimeType string, data []byte) {
 	s := attach.Saved{Ref: ref, File: file, ContentType: contentType, Size: len(data)}
 	if mimeType != "" {
@@ -344,7 +344,7 @@ func downloadFailure(err error) (attach.Reason, string) {
 }
 
 // writeAttachment creates dirfd/name exclusively (0600) without following
-// a link (§5.1 step 9: a name planted beforehand fails, whatever it is)
+// a link (docs/session.md, "Attachments in, reply files out": a name planted beforehand fails, whatever it is)
 // and writes data; a service running as root hands the file to the
 // worker user first, as it does the directories. A file it could not
 // write in full is removed.

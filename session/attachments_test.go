@@ -24,7 +24,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// realPNG is a real 1×1 PNG. The reference's §6.5 fixture fetches the
+// realPNG is a real 1×1 PNG. The reference's attachment fixture fetches the
 // bytes [1,2,3] and stubs prepareImage; here the host sniffs the real type
 // (attach.Classify), so the fixture must start with the PNG signature and
 // is a whole PNG so that no check is left out.
@@ -75,7 +75,7 @@ func withCDN(c *cdn) func(*Options) {
 }
 
 // collectIn runs the collection of in for channel inside an admitted turn
-// that then ends without running (§5.1 as the reference's
+// that then ends without running (docs/session.md, "Attachments in, reply files out" as the reference's
 // collectPiAttachments is tested: the collection alone).
 func (f *fixture) collectIn(t *testing.T, channel string, in rtsandbox.TurnInput) collected {
 	t.Helper()
@@ -119,7 +119,7 @@ func reasons(c collected) []string {
 	return out
 }
 
-// §6.5 "[SEC] A symlink planted at m1-0-image.png → outside file, then two
+// The reference's test "[SEC] A symlink planted at m1-0-image.png → outside file, then two
 // PNG attachments": the outside file is still "host data"; 1 failure (the
 // planted name), 1 file, one image: the fetched bytes, as a PNG.
 func TestSecAttachmentSymlinkPlantedAtTarget(t *testing.T) {
@@ -155,7 +155,7 @@ func TestSecAttachmentSymlinkPlantedAtTarget(t *testing.T) {
 	}
 }
 
-// §6.5 "21 attachments, the first declared at 26 MiB": fetch is called 19
+// The reference's test "21 attachments, the first declared at 26 MiB": fetch is called 19
 // times; the failures, in order, are "larger than 25 MB (27262976 bytes)"
 // and "too many attachments".
 func TestAttachmentTwentyOneFirstOversize(t *testing.T) {
@@ -182,7 +182,7 @@ func TestAttachmentTwentyOneFirstOversize(t *testing.T) {
 	}
 }
 
-// §6.5 "[SEC] The attachments dir itself symlinked to an outside dir, with
+// The reference's test "[SEC] The attachments dir itself symlinked to an outside dir, with
 // no attachments": no failures; the dir becomes a real directory; the
 // outside dir stays empty.
 func TestSecAttachmentDirSymlinkedOutside(t *testing.T) {
@@ -343,7 +343,7 @@ func TestAttachmentFailures(t *testing.T) {
 	}
 }
 
-// §4.2 through the collection: at most eight images go to the model; a
+// docs/protocol.md, "Images and files" through the collection: at most eight images go to the model; a
 // ninth is saved and named in the prompt and the guest's notice as not
 // shown.
 func TestAttachmentImageBudget(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The party directory layout (§3.2):
+// The party directory layout (docs/session.md, "Directories and defences"):
 //
 //	<party>/<segment>/              0700, the host's; realpath == path
 //	  .channel-key                  the exact channel key (alias record)
@@ -55,7 +55,7 @@ type dirs struct {
 
 func (d dirs) socket() string { return filepath.Join(d.run, wire.SessionSocketName) }
 
-// channelRoot runs the alias check (§3.2) and returns the channel's root:
+// channelRoot runs the alias check (docs/session.md, "Directories and defences") and returns the channel's root:
 // it moves a directory of the channel's under its earlier lossy name to
 // its segment (migrate), creates the root 0700, refuses a root that is a link, creates
 // .channel-key exclusively without following a link and requires its
@@ -89,7 +89,7 @@ func (s *settings) channelRoot(channel rtsandbox.ChannelKey) (string, error) {
 	return root, nil
 }
 
-// prepare makes a channel's directories (§1.3 "Directories"): the root
+// prepare makes a channel's directories (docs/session.md, "Session runtime" "Directories"): the root
 // through the alias check, run/ and workspace/ (0700, not links), the
 // workspace's bounded filesystem in hard mode (attachWorkspace), then
 // the guest-owned sessions/, attachments/ and outbox/ through
@@ -126,7 +126,7 @@ func (s *settings) prepare(ctx context.Context, channel rtsandbox.ChannelKey) (d
 	return d, nil
 }
 
-// ownDirectory makes parent/name a real directory (§3.3): whatever else a
+// ownDirectory makes parent/name a real directory (docs/session.md, "Directories and defences"): whatever else a
 // guest planted there (a link, a file, a FIFO) is unlinked, never
 // followed; then the directory is created 0700 and must be its own
 // realpath. Every step is relative to a no-follow descriptor of parent.
@@ -190,7 +190,7 @@ func openDir(path string) (int, error) {
 	return unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
-// validEntry is the directory-entry rule of §3.3: non-empty, no "/", "\"
+// validEntry is the directory-entry rule of docs/session.md, "Directories and defences": non-empty, no "/", "\"
 // or control character, not "." or "..".
 func validEntry(name string) bool {
 	return wire.ValidSafeName(name)

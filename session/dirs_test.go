@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// [SEC] §3.3 openDirectoryFile: a descriptor-anchored open never follows
+// [SEC] docs/session.md, "Directories and defences" openDirectoryFile: a descriptor-anchored open never follows
 // a link at the name, and a create never writes through one; on kernels
 // with openat2 a path that climbs out of the directory is refused too.
 func TestSecOpenAtRefusesLinks(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package session is the runtime of session mode (session spec §1, §3):
+// Package session is the runtime of session mode (docs/architecture.md, "The two modes"; docs/session.md, "The container"):
 // one long-lived sealed worker container and one broker per channel,
 // chosen per channel profile.
 //
@@ -28,11 +28,11 @@
 //     restarts, and a new broker on the same socket path takes the
 //     worker's next ready call). Remove and StartFresh remove the
 //     container; StartFresh then archives the conversation.
-//   - RunInput collects a message's attachments (§5.1) once the channel
+//   - RunInput collects a message's attachments (docs/session.md, "Attachments in, reply files out") once the channel
 //     is taken: fetched through safefetch or taken from the surface's
 //     bytes, bounded (20 files, 25 MiB each, 50 MiB in all), written
 //     exclusively and no-follow into the owned workspace/attachments,
-//     real images (sniffed, at most 8 within §4.2) as the turn's images,
+//     real images (sniffed, at most 8 within docs/protocol.md, "Images and files") as the turn's images,
 //     a bounded block naming the files after the text; the reply ends
 //     with attach.Notice's fixed text when a file was refused. Reply files
 //     are validated again and decoded (attach.DecodeReplyFiles).
@@ -41,7 +41,7 @@
 //     a directory under the earlier lossy name is moved once), and
 //     carries a .channel-key record that refuses a channel whose
 //     directory holds another key's; whatever a guest plants in its
-//     workspace is replaced, never followed (§3.3).
+//     workspace is replaced, never followed (docs/session.md, "Directories and defences").
 //   - Each workspace is bounded in bytes and files (Options.Disk,
 //     disk.go): its own loop-mounted ext4 image where the host can, else
 //     measured at each turn's start and end; a turn that finds it over

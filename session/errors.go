@@ -9,7 +9,7 @@ import (
 
 // Refusals and failures of the runtime. Test them with errors.Is; the
 // root kinds (rtsandbox.ErrBusy, ErrInvalid, ErrEndedEarly …) are wrapped
-// too. The texts after the kind are the reference's (session spec §1–3).
+// too. The texts after the kind are the reference's (docs/architecture.md, "The two modes").
 // The refusals and causes both modes share are the root's:
 // rtsandbox.ErrChannelBusy, ErrChannelKey, rtsandbox.ErrSocketPath,
 // ErrRuntimeClosed, ErrTurnTimeout (the deadline passed) and
@@ -40,7 +40,7 @@ var (
 // included, so that broker calls still in flight end.
 var errTurnEnded = errors.New("session turn ended")
 
-// The texts of a failed turn (§1.2 step 16).
+// The texts of a failed turn (docs/architecture.md, "The request path").
 const (
 	timedOutText   = "Sandbox turn timed out"
 	turnFailedText = "Sandbox turn failed: "

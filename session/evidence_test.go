@@ -12,7 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// §6.4 "A worker result of {ok:false, error:"prompt failed: 529
+// The reference's test "A worker result of {ok:false, error:"prompt failed: 529
 // overloaded"}": the error contains that text and wraps a cause; the
 // failure is logged with channel, turn id, timedOut false; the driver's
 // logs and remove are not called (the worker is kept).
@@ -50,7 +50,7 @@ func TestWorkerOkFalseKeepsContainer(t *testing.T) {
 	}
 }
 
-// §6.4 "A worker that never answers (timeout 1 s)": the error is exactly
+// The reference's test "A worker that never answers (timeout 1 s)": the error is exactly
 // "Sandbox turn timed out" with a cause; the driver calls after the turn
 // was delivered are exactly logs:200 then remove; the failure log says
 // timedOut true, cancelled false; the worker's log lines are saved
@@ -85,7 +85,7 @@ func TestTimeoutSavesLogAndRemoves(t *testing.T) {
 	})
 }
 
-// §1.2 step 16: the worker's log lines and the failure message are
+// docs/architecture.md, "The request path": the worker's log lines and the failure message are
 // scrubbed and bounded before they reach the operator log.
 func TestAbortLogScrubbed(t *testing.T) {
 	f := newFixture(t, func(o *Options) {

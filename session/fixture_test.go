@@ -20,13 +20,13 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The fixture of spec §6.3, adapted: instead of a fake driver whose
+// The fixture of the reference's runtime tests, adapted: instead of a fake driver whose
 // ensureRunning plays the worker over the real broker socket, a fake
 // Driver keeps "containers" in memory and a fake Broker stands for the
 // session broker (the real one, broker.Session, is tested in its own
 // package): a broker is ready while a container runs on its run
 // directory (the worker announces itself to whichever broker listens
-// there, §1.3 "Host restart re-announce"), and Execute hands the turn to
+// there, docs/session.md, "Session runtime" "Host restart re-announce"), and Execute hands the turn to
 // the world's worker function. By default the worker declares both
 // privacy capabilities and answers {ok, text:"done", files:[art.png
 // "AQID"]}; the judge keeps the previous level (default high); the prompt
@@ -235,7 +235,7 @@ func (w *world) newBroker(channel rtsandbox.ChannelKey, profile, socketPath stri
 }
 
 // fakeBroker plays broker.Session's contract: one bound turn at a time,
-// the privacy capability gate of §2.9 in Execute, Close.
+// the privacy capability gate of docs/protocol.md, "Privacy" in Execute, Close.
 type fakeBroker struct {
 	w               *world
 	channel         rtsandbox.ChannelKey // what the runtime made it for

@@ -17,7 +17,7 @@ import (
 const freshTimeout = 2 * time.Minute
 
 // StartFresh makes the channel's next turn begin a new conversation
-// (§1.3 startFresh): it stops a running turn and removes the container
+// (docs/session.md, "Session runtime" startFresh): it stops a running turn and removes the container
 // and broker first, so nothing runs in the workspace any more; then it
 // moves the top-level *.jsonl regular files of workspace/sessions into
 // sessions/archive/<time>/, and repairs workspace/attachments. Links are
@@ -178,7 +178,7 @@ func jsonlFiles(fd int) ([]string, error) {
 	return names, nil
 }
 
-// SessionsDir is the channel's workspace/sessions directory (§1.3); it
+// SessionsDir is the channel's workspace/sessions directory (docs/session.md, "Session runtime"); it
 // runs the .channel-key alias check, which creates the channel root and
 // the record when missing.
 func (r *Runtime) SessionsDir(channel rtsandbox.ChannelKey) (string, error) {

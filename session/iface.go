@@ -6,7 +6,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Broker is a channel's session broker (spec §2), listening on the
+// Broker is a channel's session broker (docs/protocol.md, "The session protocol"), listening on the
 // channel's socket from the moment Options.NewBroker returns it.
 type Broker interface {
 	// Bind binds the broker to one turn; ctx is the turn's signal. It

@@ -30,7 +30,7 @@ func count(calls []string, call string) int {
 	return n
 }
 
-// §6.10 ".channel-key created with O_EXCL|O_NOFOLLOW": a link planted at
+// The reference's test ".channel-key created with O_EXCL|O_NOFOLLOW": a link planted at
 // the record, even to a file holding the right key, is refused and never
 // followed or written through; so is a FIFO (without blocking) and a
 // record naming another key.
@@ -93,7 +93,7 @@ func TestSecChannelKeyRecord(t *testing.T) {
 	})
 }
 
-// §3.2: a channel root that is a link is refused.
+// docs/session.md, "Directories and defences": a channel root that is a link is refused.
 func TestSecChannelRootSymlink(t *testing.T) {
 	f := newFixture(t)
 	outside := shortDir(t)
@@ -108,7 +108,7 @@ func TestSecChannelRootSymlink(t *testing.T) {
 	}
 }
 
-// §1.3 "Directories": run/ or workspace/ replaced by a link fails the
+// docs/session.md, "Session runtime" "Directories": run/ or workspace/ replaced by a link fails the
 // start with "Channel directory symlinks refused".
 func TestSecRunDirSymlinkRefused(t *testing.T) {
 	f := newFixture(t)
@@ -128,7 +128,7 @@ func TestSecRunDirSymlinkRefused(t *testing.T) {
 	}
 }
 
-// §6.10 "socket path > 100 → refused". Segments are at most 28 bytes
+// The reference's test "socket path > 100 → refused". Segments are at most 28 bytes
 // (Segment), so only a party directory longer than config allows
 // (config.MaxPartyDirLen) can pass the bound; every key fits under one
 // that config accepts (TestSocketPathLongKeyFits).
@@ -165,7 +165,7 @@ func TestSocketPathLongKeyFits(t *testing.T) {
 	}
 }
 
-// §6.10 "partyDir permission and ownership refusal".
+// The reference's test "partyDir permission and ownership refusal".
 func TestPartyDirRefusals(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -232,7 +232,7 @@ func TestPartyDirRefusals(t *testing.T) {
 	})
 }
 
-// §6.10 "non-root refusal", adapted: the host may run as root only with a
+// The reference's test "non-root refusal", adapted: the host may run as root only with a
 // non-root worker user; a non-root host runs workers as itself.
 func TestNonRootRefusal(t *testing.T) {
 	tests := []struct {
@@ -271,7 +271,7 @@ func TestNonRootRefusal(t *testing.T) {
 	}
 }
 
-// §6.10 "containerPrefix and deadline validation": the installation id
+// The reference's test "containerPrefix and deadline validation": the installation id
 // (which names and labels containers), the deadlines and every other
 // setup refusal; the container prefix's own refusal is
 // TestContainerPrefixRefused.
@@ -290,7 +290,7 @@ func TestSetupRefusals(t *testing.T) {
 		{"negative turn timeout", func(o *Options) { o.TurnTimeout = -time.Second }},
 		{"start timeout too short", func(o *Options) { o.StartTimeout = time.Millisecond }},
 		{"start timeout too long", func(o *Options) { o.StartTimeout = time.Hour }},
-		// §2.11 "The compactor's timeout must leave half the turn".
+		// docs/protocol.md, "Compaction" "The compactor's timeout must leave half the turn".
 		{"compactor timeout over half the turn", func(o *Options) {
 			o.TurnTimeout, o.CompactorTimeout = 10*time.Second, 5*time.Second+time.Millisecond
 		}},
@@ -322,7 +322,7 @@ func TestSetupRefusals(t *testing.T) {
 	}
 }
 
-// §6.10 "Profile change → remove and recreate, with a new broker".
+// The reference's test "Profile change → remove and recreate, with a new broker".
 func TestProfileChangeRecreates(t *testing.T) {
 	profile := "studio"
 	var mu sync.Mutex
@@ -351,8 +351,8 @@ func TestProfileChangeRecreates(t *testing.T) {
 	}
 }
 
-// §6.10 "image change → remove and recreate, with a new broker", and a
-// dead container (§1.3 "A dead container recreates both").
+// The reference's test "image change → remove and recreate, with a new broker", and a
+// dead container (docs/session.md, "Session runtime" "A dead container recreates both").
 func TestStaleContainerRecreates(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -402,7 +402,7 @@ func TestStaleContainerRecreates(t *testing.T) {
 	}
 }
 
-// §1.3 "The same running container with a new broker (for example after
+// docs/session.md, "Session runtime" "The same running container with a new broker (for example after
 // a host restart) keeps the container": Close leaves it running, and a
 // new runtime on the same party dir makes a new broker on the same socket
 // path, which the running worker announces itself to.
@@ -440,7 +440,7 @@ func TestHostRestartKeepsContainer(t *testing.T) {
 	}
 }
 
-// §6.10 "unknown profile".
+// The reference's test "unknown profile".
 func TestUnknownProfile(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.ProfileFor = func(rtsandbox.ChannelKey) string { return "nope" } })
 	_, err := f.turnIn(context.Background(), "discord:u", "a")
@@ -452,7 +452,7 @@ func TestUnknownProfile(t *testing.T) {
 	}
 }
 
-// §6.10 "missing MCP server", adapted: the broker factory resolves the
+// The reference's test "missing MCP server", adapted: the broker factory resolves the
 // profile's MCP servers (the host's broker.Session config) and its
 // refusal fails the start before any container is touched.
 func TestMissingMCPServer(t *testing.T) {
@@ -467,7 +467,7 @@ func TestMissingMCPServer(t *testing.T) {
 	}
 }
 
-// §6.10 "start deduplication": a second start while one is in flight
+// The reference's test "start deduplication": a second start while one is in flight
 // waits for it and reuses its container and broker.
 func TestStartDeduplicated(t *testing.T) {
 	f := newFixture(t)
@@ -495,7 +495,7 @@ func TestStartDeduplicated(t *testing.T) {
 	}
 }
 
-// §6.10 ""Channel is busy"": a second turn in a channel with a running
+// The reference's test ""Channel is busy"": a second turn in a channel with a running
 // turn is refused at once; other channels run.
 func TestChannelBusy(t *testing.T) {
 	f := newFixture(t)
@@ -533,7 +533,7 @@ func TestChannelBusy(t *testing.T) {
 	}
 }
 
-// §6.10 "memory > 100k refused" (100,000 UTF-16 units pass).
+// The reference's test "memory > 100k refused" (100,000 UTF-16 units pass).
 func TestMemoryTooLarge(t *testing.T) {
 	for _, tt := range []struct {
 		n    int
@@ -554,7 +554,7 @@ func TestMemoryTooLarge(t *testing.T) {
 	}
 }
 
-// §6.10 "invalid turnId (.., a/b, 256 chars)" and the other §4.1 input
+// The reference's test "invalid turnId (.., a/b, 256 chars)" and the other docs/protocol.md, "The session protocol" input
 // rules: refused before anything starts.
 func TestInvalidTurnInput(t *testing.T) {
 	long := strings.Repeat("x", 257)
@@ -601,7 +601,7 @@ func TestInvalidTurnInput(t *testing.T) {
 	})
 }
 
-// §1.3 "Readiness": a worker that never announces itself fails the start
+// docs/session.md, "Session runtime" "Readiness": a worker that never announces itself fails the start
 // with "Worker did not become ready" after the start timeout.
 func TestWorkerNotReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -746,7 +746,7 @@ func TestCloseAbortsRunningTurn(t *testing.T) {
 	}
 }
 
-// §1.2 step 15: the binding is released and the channel freed after
+// docs/architecture.md, "The request path": the binding is released and the channel freed after
 // every turn, failed ones included (the fake broker refuses a second
 // Bind while one is current).
 func TestReleaseAfterFailure(t *testing.T) {
@@ -767,7 +767,7 @@ func TestReleaseAfterFailure(t *testing.T) {
 	}
 }
 
-// §1.2 step 4: the judge sees the level it judged for the channel's
+// docs/session.md, "Effort judge": the judge sees the level it judged for the channel's
 // previous turn; the level rides in the turn and the binding; a level the
 // broker does not know fails the turn.
 func TestJudgedLevel(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Bounds and defaults of the turn deadline and the start timeout (§1.2
-// step 2, §1.3 "Readiness").
+// Bounds and defaults of the turn deadline and the start timeout (docs/architecture.md, "The request path"
+// step 2, docs/session.md, "Session runtime" "Readiness").
 const (
 	DefaultTurnTimeout  = rtsandbox.SessionTurnTimeout // 600 s
 	MinTurnTimeout      = time.Second
@@ -51,7 +51,7 @@ type Options struct {
 	// ProfileFor names a channel's profile; a name not in Profiles fails
 	// the channel's turns with ErrUnknownProfile.
 	ProfileFor func(rtsandbox.ChannelKey) string
-	// PartyDir holds one directory per channel (§3.2): absolute, private
+	// PartyDir holds one directory per channel (docs/session.md, "Directories and defences"): absolute, private
 	// to this service (0700, owned by its uid, no group or other bits),
 	// created when missing. Its canonical path is used.
 	PartyDir string
@@ -79,13 +79,13 @@ type Options struct {
 	// running, 1 s..10 min; 0 means 90 s.
 	StartTimeout time.Duration
 	// CompactorTimeout is the brokers' host compactor's timeout, 0 when
-	// they have none. It must leave half the turn (session spec §2.11):
+	// they have none. It must leave half the turn (docs/protocol.md, "Compaction"):
 	// at most TurnTimeout/2.
 	CompactorTimeout time.Duration
 	// Judge judges each turn's thinking level; nil means
 	// effort.Heuristic.
 	Judge effort.Judge
-	// Memory returns the prompt memory block of a turn (§1.2 step 5),
+	// Memory returns the prompt memory block of a turn (docs/session-mode.md, "Memory"),
 	// built by the host for the turn's binding (memstore.Store.Block), and
 	// its visibility: "private" when it holds the speaker's own memory,
 	// "shared" when it holds only what everyone in the channel may read,
@@ -98,7 +98,7 @@ type Options struct {
 	// characters only. The host wires its secret-aware scrubber.
 	Scrub func(string) string
 	// Fetcher downloads the attachments that surfaces hand over by URL
-	// (Discord's CDN, §5.1 step 4): public addresses only, bounded, no
+	// (Discord's CDN, docs/session.md, "Attachments in, reply files out"): public addresses only, bounded, no
 	// credentials. nil means the production one (&safefetch.Fetcher{}:
 	// the system resolver and the pinned transport). Tests pass one whose
 	// trusted seams reach a loopback server (safefetchtest.Loopback); the
@@ -129,7 +129,7 @@ type Profile struct {
 	// Limits of the container; the zero value means
 	// container.DefaultSessionLimits (1.5 GiB, 1 CPU, 256 PIDs).
 	Limits container.SessionLimits
-	// Skills is the profile's validated skills tree (§5.5), copied into
+	// Skills is the profile's validated skills tree (docs/session.md, "Skills"), copied into
 	// each channel's run/skills before its container is created; nil for
 	// none. Its digest is part of the container spec, so a changed tree
 	// recreates the container.
@@ -151,8 +151,8 @@ type migration struct {
 	done map[rtsandbox.ChannelKey]bool
 }
 
-// check applies the defaults and every setup refusal (§3.2 "The
-// constructor also requires", §6.10).
+// check applies the defaults and every setup refusal (docs/session.md, "Directories and defences" "The
+// constructor also requires", the reference's tests).
 func check(o Options) (settings, error) {
 	if o.Driver == nil || o.NewBroker == nil || o.ProfileFor == nil || len(o.Profiles) == 0 {
 		return settings{}, setupError("a driver, a broker factory, profiles and a profile function are required")
@@ -209,7 +209,7 @@ func check(o Options) (settings, error) {
 	return s, nil
 }
 
-// checkUser refuses root workers (§3.1 "Worker must be non-root"). A
+// checkUser refuses root workers (docs/session.md, "The container" "Worker must be non-root"). A
 // service running as root must name a non-root worker user; any other
 // service runs workers as itself, so the workspace stays its own.
 func (s *settings) checkUser(euid, egid int) error {

@@ -23,7 +23,7 @@ type Runtime struct {
 	afterFault func(name string) // tests: a fault was handled
 }
 
-// channelState is what the runtime holds per channel (§1.1). Guarded by
+// channelState is what the runtime holds per channel (docs/architecture.md, "The two modes"). Guarded by
 // Runtime.mu.
 type channelState struct {
 	active *activity    // the running turn or lifecycle operation
@@ -152,7 +152,7 @@ func (r *Runtime) end(channel rtsandbox.ChannelKey, a *activity) {
 	close(a.done)
 }
 
-// Remove is the reference's stop(channel) (§1.3), for the owner commands
+// Remove is the reference's stop(channel) (docs/session.md, "Session runtime"), for the owner commands
 // `off` and `channels off`: it stops a running turn, waits for a pending
 // start, force-removes the channel's container, closes its broker,
 // forgets the broker and the judged level, and unmounts the workspace's
@@ -262,7 +262,7 @@ func (r *Runtime) Inspect(ctx context.Context, channel rtsandbox.ChannelKey) (St
 	return out, nil
 }
 
-// Close is the reference's stopBrokers (§1.3), for host shutdown: it
+// Close is the reference's stopBrokers (docs/session.md, "Session runtime"), for host shutdown: it
 // refuses new work, aborts every running turn (cause rtsandbox.ErrRuntimeClosed), waits
 // for the turns, starts and lifecycle operations to end (at most until
 // ctx ends), then ends the containers' watches and closes every broker.

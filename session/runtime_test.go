@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// §6.3 "sessionsDir("discord:123") equals <root>/<channelSegment>/workspace/sessions"
+// The reference's test "sessionsDir("discord:123") equals <root>/<channelSegment>/workspace/sessions"
 func TestSessionsDir(t *testing.T) {
 	f := newFixture(t)
 	got, err := f.rt.SessionsDir("discord:123")
@@ -27,7 +27,7 @@ func TestSessionsDir(t *testing.T) {
 	}
 }
 
-// §6.3 "Two turns (a, b)": each ok with text done and art.png [1,2,3];
+// The reference's test "Two turns (a, b)": each ok with text done and art.png [1,2,3];
 // the worker saw the author, memory discord:123:<id> and thinking high; a
 // pre-existing existing.jsonl is untouched. One container serves both.
 func TestTwoTurns(t *testing.T) {
@@ -72,7 +72,7 @@ func TestTwoTurns(t *testing.T) {
 	}
 }
 
-// §6.3 "Memory visibility": unset → the worker sees private; shared →
+// The reference's test "Memory visibility": unset → the worker sees private; shared →
 // shared. The host now says the visibility with each block (Options.Memory):
 // a block without one is private, an empty block has none, and a
 // visibility that is neither fails the turn before it is delivered (it was
@@ -113,7 +113,7 @@ func TestMemoryVisibility(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] A worker declaring {privateTo:false, readerRecords:false}":
+// The reference's test "[SEC] A worker declaring {privateTo:false, readerRecords:false}":
 // private memory fails the turn with the rebuild problem and delivers
 // nothing; shared memory runs. Adapted: the gate is the broker's (tested
 // with broker.Session); here the fake broker plays it, and the test shows
@@ -149,7 +149,7 @@ func TestSecPrivacyGateOldWorker(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] Cancel: a turn is delivered, then the caller's signal
+// The reference's test "[SEC] Cancel: a turn is delivered, then the caller's signal
 // aborts → result not ok; the driver removed exactly the channel's
 // container".
 func TestSecCancelRemovesExactContainer(t *testing.T) {
@@ -177,7 +177,7 @@ func TestSecCancelRemovesExactContainer(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] Alias collision", after issue 21 item 6a: "discord:a:b"
+// The reference's test "[SEC] Alias collision", after issue 21 item 6a: "discord:a:b"
 // and "discord:a_b" no longer share a directory (Segment is injective),
 // so both run; the .channel-key record still refuses a channel whose
 // directory holds another key's record (a hash collision of two long
@@ -236,7 +236,7 @@ func (f *fixture) workspace(t *testing.T, channel string) string {
 	return filepath.Join(f.party, Segment(rtsandbox.ChannelKey(channel)), "workspace")
 }
 
-// §6.3 "[SEC] startFresh with sessions symlinked to an outside dir
+// The reference's test "[SEC] startFresh with sessions symlinked to an outside dir
 // holding owner-session.jsonl → the outside dir is unchanged".
 func TestSecStartFreshSessionsSymlink(t *testing.T) {
 	f := newFixture(t)
@@ -260,7 +260,7 @@ func TestSecStartFreshSessionsSymlink(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] Then, with a real sessions/ containing guest.jsonl, a
+// The reference's test "[SEC] Then, with a real sessions/ containing guest.jsonl, a
 // symlink linked.jsonl → outside file, and archive symlinked to outside":
 // outside unchanged; archive becomes a real directory with one timestamp
 // directory holding only guest.jsonl; linked.jsonl stays in place.
@@ -291,7 +291,7 @@ func TestSecStartFreshArchive(t *testing.T) {
 	if !unchanged() {
 		t.Error("the outside directory changed")
 	}
-	// The container was removed before the archive (§1.3 startFresh 1).
+	// The container was removed before the archive (docs/session.md, "Session runtime" startFresh 1).
 	if r := removals(f.w.takeCalls()); len(r) != 1 {
 		t.Errorf("removals = %v; want the channel's container", r)
 	}
@@ -319,7 +319,7 @@ func TestSecStartFreshArchive(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] workspace/attachments replaced by a symlink to outside,
+// The reference's test "[SEC] workspace/attachments replaced by a symlink to outside,
 // then start → attachments is a real directory and outside is unchanged".
 func TestSecAttachmentsSymlinkReplaced(t *testing.T) {
 	f := newFixture(t)
@@ -343,7 +343,7 @@ func TestSecAttachmentsSymlinkReplaced(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] Container body", adapted: the runtime's half. The spec it
+// The reference's test "[SEC] Container body", adapted: the runtime's half. The spec it
 // hands the driver mounts exactly the channel's run and workspace
 // directories, runs as the non-root worker user and carries no secret
 // in its environment; the create body itself is checked in
@@ -373,7 +373,7 @@ func TestSecContainerSpec(t *testing.T) {
 	}
 }
 
-// §6.3 "[SEC] Per-speaker token", adapted: our broker gets each turn's
+// The reference's test "[SEC] Per-speaker token", adapted: our broker gets each turn's
 // Binding from Bind and resolves credentials per speaker itself (the
 // reference's oauthToken(scope)). Two turns by a and b bind the broker to
 // channel discord:123 and each speaker in turn, and the worker-visible
@@ -403,7 +403,7 @@ func TestSecPerSpeakerBinding(t *testing.T) {
 	}
 }
 
-// [SEC] §3.3 ownDirectory: whatever a guest planted in place of sessions/,
+// [SEC] docs/session.md, "Directories and defences" ownDirectory: whatever a guest planted in place of sessions/,
 // attachments/ or outbox/ (a file, a FIFO, a link to a host file) is
 // replaced by a real directory on the next start, and the link's target
 // is untouched. A FIFO planted as a *.jsonl is not archived and does not

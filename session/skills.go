@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A profile's skills (§5.5) reach its worker as a copy in the channel's
+// A profile's skills (docs/session.md, "Skills") reach its worker as a copy in the channel's
 // run directory, run/skills, which the container sees read-only at
 // wire.SessionSkillsDir. The host writes it, from the tree it
 // validated when serve started, just before it creates the container:

@@ -255,7 +255,7 @@ func TestSkillsCopiedBeforeCreate(t *testing.T) {
 	}
 }
 
-// §6.10 "Profile change or image change → remove and recreate", for the
+// The reference's test "Profile change or image change → remove and recreate", for the
 // skill set: a serve restarted with a changed SKILL.md removes the
 // running container before it replaces the copy, then creates a new one;
 // with the same tree it keeps the container and leaves the copy alone.

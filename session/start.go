@@ -19,7 +19,7 @@ type startCall struct {
 }
 
 // start makes sure channel's worker runs under profile with a ready
-// broker (§1.3 start). Starts are deduplicated: when one is in flight,
+// broker (docs/session.md, "Session runtime" start). Starts are deduplicated: when one is in flight,
 // start waits for it and returns if it succeeded with the same profile;
 // otherwise it starts again. ctx (the turn's signal) cancels the wait,
 // the engine calls and the readiness poll.
@@ -120,7 +120,7 @@ func (r *Runtime) warm(channel rtsandbox.ChannelKey, profile, digest string) boo
 // whose caller went away, so an aborted turn whose removal ran while the
 // create was still under way would find nothing to remove and leave the
 // container behind. When the signal ended meanwhile, the start fails with
-// its cause and the aborted turn removes the container (§1.2 step 16),
+// its cause and the aborted turn removes the container (docs/architecture.md, "The request path"),
 // which the create has then made if it was going to.
 func (r *Runtime) ensureRunning(ctx context.Context, spec container.SessionSpec) error {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -134,7 +134,7 @@ func (r *Runtime) ensureRunning(ctx context.Context, spec container.SessionSpec)
 
 // broker returns the channel's broker for profile, replacing the current
 // one when there is none, it serves another profile or container spec, or
-// the container must be recreated (§1.3 "New broker"): the old container
+// the container must be recreated (docs/session.md, "Session runtime" "New broker"): the old container
 // is removed first (when there was a broker and recreate holds; removed
 // reports it), the old broker is closed, a stale socket file removed and
 // the new broker made.

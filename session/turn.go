@@ -16,7 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Bounds of what a failed turn writes to the operator log (§1.2 step 16).
+// Bounds of what a failed turn writes to the operator log (docs/architecture.md, "The request path").
 const (
 	maxLogMessage = 4000   // the failure message, UTF-16 units
 	maxLogLines   = 200000 // the worker's last log lines, UTF-16 units
@@ -32,7 +32,7 @@ type TurnRequest struct {
 	Binding rtsandbox.Binding
 	// Text is the guest's message, at most 100,000 UTF-16 units.
 	Text string
-	// Images go to the worker with the text (§4.2); nil for none.
+	// Images go to the worker with the text (docs/protocol.md, "Images and files"); nil for none.
 	Images []wire.Image
 	// TurnID names the turn (a safe file name: the worker's outbox
 	// directory); "" means a fresh random id.
@@ -64,7 +64,7 @@ func (r *Runtime) RunTurn(ctx context.Context, b rtsandbox.Binding, text string)
 	return rtsandbox.Reply{OK: true, Text: res.Text}, nil
 }
 
-// Turn runs one session turn (§1.2). Refusals, decided before anything
+// Turn runs one session turn (docs/architecture.md, "The request path"). Refusals, decided before anything
 // runs: rtsandbox.ErrChannelKey, rtsandbox.ErrRuntimeClosed, rtsandbox.ErrChannelBusy. Every other failure is
 // logged ("sandbox turn failed") and returned as an error whose text is
 // "Sandbox turn timed out" (the deadline passed) or "Sandbox turn failed:
@@ -123,7 +123,7 @@ type turn struct {
 	act     *activity
 }
 
-// admit makes t the channel's active turn (§1.2 step 2).
+// admit makes t the channel's active turn (docs/architecture.md, "The request path").
 func (r *Runtime) admit(ctx context.Context, channel rtsandbox.ChannelKey) (*turn, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -152,7 +152,7 @@ func (t *turn) pastDeadline() bool {
 	return ok && !time.Now().Before(d)
 }
 
-// finish always runs (§1.2 step 15): the turn signal ends, so broker
+// finish always runs (docs/architecture.md, "The request path"): the turn signal ends, so broker
 // calls still in flight end, and the channel is free.
 func (r *Runtime) finish(t *turn) {
 	t.cancel(errTurnEnded)
@@ -160,7 +160,7 @@ func (r *Runtime) finish(t *turn) {
 	r.end(t.channel, t.act)
 }
 
-// run is §1.2 steps 3–14.
+// run is docs/architecture.md, "The request path".
 func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	sp := req.Binding.Speaker
 	st := wire.SessionTurn{
@@ -198,7 +198,7 @@ func (r *Runtime) run(t *turn, req TurnRequest) (TurnResult, error) {
 	return decode(t.id, out)
 }
 
-// execute runs the turn on the channel's worker (§1.2 steps 12–14). A
+// execute runs the turn on the channel's worker (docs/architecture.md, "The request path"). A
 // fault of the channel's container (watch.go) before any worker took the
 // turn, heard before the attempt or cutting it while the turn waited
 // undelivered, starts the worker again and runs the turn once more:
@@ -237,7 +237,7 @@ func (r *Runtime) attempt(t *turn, sb wire.SessionBinding, st wire.SessionTurn) 
 	if err != nil {
 		return wire.SessionResult{}, err
 	}
-	// The binding's context ends before the binding is revoked (§1.2
+	// The binding's context ends before the binding is revoked (docs/architecture.md, "The request path"
 	// step 15), so calls still in flight under this turn's scope end with
 	// it rather than outlive it.
 	bctx, unbind := context.WithCancel(actx)
@@ -255,7 +255,7 @@ func (r *Runtime) attempt(t *turn, sb wire.SessionBinding, st wire.SessionTurn) 
 }
 
 // judgeAndStart runs the effort judge and the channel's start at once
-// (§1.2 step 4) and stores the judged level once both succeeded.
+// (docs/session.md, "Effort judge") and stores the judged level once both succeeded.
 func (r *Runtime) judgeAndStart(t *turn, profile, text string) (string, error) {
 	r.mu.Lock()
 	previous := r.state(t.channel).level
@@ -281,7 +281,7 @@ func (r *Runtime) judgeAndStart(t *turn, profile, text string) (string, error) {
 	return level, nil
 }
 
-// memory is the turn's prompt memory block and its visibility (§1.2 step
+// memory is the turn's prompt memory block and its visibility (docs/architecture.md, "The request path" step
 // 5). A block without a visibility is private, so a host that forgot to
 // say is never less careful than one that said.
 func (r *Runtime) memory(t *turn, b rtsandbox.Binding) (string, string, error) {
@@ -314,7 +314,7 @@ func (r *Runtime) current(channel rtsandbox.ChannelKey) (Broker, error) {
 	return nil, errors.New("session broker gone after start")
 }
 
-// decode finishes a worker's result (§1.2 step 14): ok:false fails with
+// decode finishes a worker's result (docs/architecture.md, "The request path"): ok:false fails with
 // ErrWorkerFailed (the container is kept); the reply files are validated
 // again and decoded (attach.DecodeReplyFiles).
 func decode(id string, out wire.SessionResult) (TurnResult, error) {
@@ -328,7 +328,7 @@ func decode(id string, out wire.SessionResult) (TurnResult, error) {
 	return TurnResult{TurnID: id, Text: out.Text, Files: files}, nil
 }
 
-// failed is §1.2 step 16: log the failure; when the turn signal ended,
+// failed is docs/architecture.md, "The request path": log the failure; when the turn signal ended,
 // save the worker's last log lines and force-remove the exact container;
 // return the reference's error text.
 func (r *Runtime) failed(t *turn, err error) error {

@@ -1,5 +1,5 @@
 // Package skills holds the rules of session mode's operator skills (spec
-// session.md §5.5) that the worker enforces: the index, the system-prompt
+// session.md docs/session.md, "Skills") that the worker enforces: the index, the system-prompt
 // block, read_skill and tool gating. It runs inside the container, so it
 // imports only the root package and the standard library; reading an
 // operator's skills directory (YAML front matter, the copy the host

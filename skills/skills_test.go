@@ -230,8 +230,8 @@ func TestNewThroughSymlinkedDir(t *testing.T) {
 	}
 }
 
-// TestRead: §6.10 "[SEC] `read_skill` escape attempts (`..`, symlink out of
-// the tree, more than 256 KiB)" and the other read_skill rules of §5.5.
+// TestRead: the reference's test "[SEC] `read_skill` escape attempts (`..`, symlink out of
+// the tree, more than 256 KiB)" and the other read_skill rules of docs/session.md, "Skills".
 func TestRead(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
@@ -311,7 +311,7 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// TestReadSwappedForSymlinkAfterNew: §6.10 "[SEC] read_skill escape
+// TestReadSwappedForSymlinkAfterNew: the reference's test "[SEC] read_skill escape
 // attempts (symlink out of the tree)": a skill folder or a SKILL.md
 // replaced by a symlink out of the tree after New is refused, since the
 // realpaths are checked on every read.

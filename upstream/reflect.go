@@ -13,7 +13,7 @@ import (
 
 // Forms returns every form in which a reflected credential is looked for:
 //
-//   - the six of the reference (spec §2.7): the key raw,
+//   - the six of the reference (docs/broker.md, "Credential reflection: the forms, and where each check runs"): the key raw,
 //     encodeURIComponent, standard base64 with padding, base64url without
 //     padding, and lower- and uppercase hex of its UTF-8 bytes;
 //   - the key's base64 cores (see appendCores): its base64 in both

@@ -106,7 +106,7 @@ func numericEntities(s string) string {
 	return b.String()
 }
 
-// Spec §2.7 and beyond: every form is refused by the JSON scan and by the
+// The reference's forms and beyond (docs/broker.md, "Credential reflection: the forms, and where each check runs"): every form is refused by the JSON scan and by the
 // text check, in short answers and in long ones (the sampled matcher path).
 func TestReflectionForms(t *testing.T) {
 	filler := strings.Repeat("Ordinary words of an answer. ", sampleMin/29+1)

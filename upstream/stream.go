@@ -14,10 +14,10 @@ import (
 // This file is the streamed side of the client: Open makes one call and
 // hands back the answer at any status with its body unread, and
 // StreamScanner passes a body on piece by piece while looking for the
-// credential across piece boundaries (session spec §2.8).
+// credential across piece boundaries (docs/protocol.md, "SSE").
 
 // MaxStreamBytes bounds the upstream bytes of one streamed answer (50 MiB,
-// session spec §2.4 step 18).
+// docs/protocol.md, "SSE").
 const MaxStreamBytes = rtsandbox.MaxStreamedAnswer
 
 // streamReadSize is how much one read of a streamed body asks for.

@@ -10,7 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The host compaction protocol (session spec §2.11, §4.5): the session
+// The host compaction protocol (docs/protocol.md, "Compaction"; docs/protocol.md, "The session protocol"): the session
 // worker asks the broker's optional host compactor for a summary of the
 // conversation it is about to cut (POST /compaction/compact) and reports
 // every compaction it ran (POST /compaction/report). Host and worker share
@@ -19,13 +19,13 @@ import (
 // JavaScript safe integers, read through json.Number so that nothing is
 // rounded before it is checked.
 
-// Compaction routes (§2.2). Both need a bound turn and take no query.
+// Compaction routes (docs/session.md, "Routes and statuses"). Both need a bound turn and take no query.
 const (
 	RouteCompactionCompact = "/compaction/compact"
 	RouteCompactionReport  = "/compaction/report"
 )
 
-// Limits and defaults of host compaction (§2.2, §2.11, §4.5, §5.6).
+// Limits and defaults of host compaction (docs/session.md, "Routes and statuses"; docs/protocol.md, "Compaction"; docs/protocol.md, "The session protocol"; docs/session.md, "Compaction in the worker").
 const (
 	MaxCompactsPerTurn      = 3        // compact requests per bound turn
 	MaxCompactionReports    = 16       // reports per bound turn (429 after)
@@ -35,18 +35,18 @@ const (
 	DefaultCompactorTimeout = 120 * time.Second
 	MinCompactorTimeout     = time.Second
 	MaxCompactorTimeout     = 600 * time.Second
-	// MinCompactorWait is the least time a compaction may have (§2.11
+	// MinCompactorWait is the least time a compaction may have (docs/protocol.md, "Compaction"
 	// step 5): less, and the worker summarises on its own.
 	MinCompactorWait  = time.Second
 	MaxCompactEntryID = 256   // firstKeptEntryId
 	MaxReportReason   = 1000  // a bypass report's reason
 	MaxReportError    = 10000 // an end report's error
-	// CompactionCeiling is the hard tier of §5.6 in tokens: above it the
+	// CompactionCeiling is the hard tier of docs/session.md, "Compaction in the worker" in tokens: above it the
 	// worker bypasses the host compactor; the bypass log names it.
 	CompactionCeiling = 500000
 )
 
-// Why a compaction runs (§4.5): the guest or worker asked (manual, logged
+// Why a compaction runs (docs/protocol.md, "The session protocol"): the guest or worker asked (manual, logged
 // as trigger "self"), the context passed its threshold, or the model
 // refused an overflowing request.
 const (
@@ -55,7 +55,7 @@ const (
 	CompactOverflow  = "overflow"
 )
 
-// Report types and the engines an end report names (§4.5).
+// Report types and the engines an end report names (docs/protocol.md, "The session protocol").
 const (
 	ReportBypass = "bypass"
 	ReportEnd    = "end"
@@ -75,19 +75,19 @@ var (
 )
 
 // DefaultCompactorTimeoutFor is a host compactor's timeout when the
-// operator names none (§2.11 step 5): a third of the turn in whole
+// operator names none (docs/protocol.md, "Compaction"): a third of the turn in whole
 // milliseconds, at least 1 s and at most 120 s.
 func DefaultCompactorTimeoutFor(turn time.Duration) time.Duration {
 	return max(MinCompactorTimeout, min(DefaultCompactorTimeout, (turn/3).Truncate(time.Millisecond)))
 }
 
 // CompactorTimeoutFits is the runtime's rule "The compactor's timeout must
-// leave half the turn" (§2.11): timeout is at most half of turn.
+// leave half the turn" (docs/protocol.md, "Compaction"): timeout is at most half of turn.
 func CompactorTimeoutFits(timeout, turn time.Duration) bool {
 	return timeout <= turn/2
 }
 
-// CompactRequest is the body of POST /compaction/compact (§4.5). The
+// CompactRequest is the body of POST /compaction/compact (docs/protocol.md, "The session protocol"). The
 // messages are the worker's conversation entries as JSON objects with a
 // string role, passed on as received; the compactor reads them as data.
 // Field order is the wire order.
@@ -123,7 +123,7 @@ func (r CompactRequest) MarshalJSON() ([]byte, error) {
 	return marshalWire(p)
 }
 
-// Validate applies the rules of §4.5 to a request built in Go: a known
+// Validate applies the rules of docs/protocol.md, "The session protocol" to a request built in Go: a known
 // reason, tokensBefore a safe integer ≥ 0, firstKeptEntryId 1–256 units,
 // and every message a JSON object with a string role.
 func (r CompactRequest) Validate() error {
@@ -141,7 +141,7 @@ func (r CompactRequest) Validate() error {
 }
 
 // ParseCompactRequest reads a compact request as the broker checks it
-// (§2.11 step 6): one JSON object whose reason is manual, threshold or
+// (docs/protocol.md, "Compaction"): one JSON object whose reason is manual, threshold or
 // overflow, tokensBefore a safe integer ≥ 0, firstKeptEntryId a string of
 // 1–256 units, isSplitTurn a boolean, the three message lists arrays of
 // objects with a string role, previousSummary and customInstructions
@@ -180,7 +180,7 @@ type compactRequestWire struct {
 	ModifiedFiles       Strings  `json:"modifiedFiles"`
 }
 
-// ValidateScalars applies the rules of §4.5 to the request's scalar
+// ValidateScalars applies the rules of docs/protocol.md, "The session protocol" to the request's scalar
 // members, for a reader that checked the rest as it read them (the
 // broker's, under its decoding budget): a known reason, tokensBefore a
 // safe integer ≥ 0, firstKeptEntryId 1–256 units. Anything else is
@@ -197,7 +197,7 @@ func (r CompactRequest) validScalars() bool {
 	return validReason(r.Reason) && safeInt(r.TokensBefore) && r.TokensBefore >= 0 && validEntryID(r.FirstKeptEntryID)
 }
 
-// Compaction is a host compactor's summary (§4.5): the text that replaces
+// Compaction is a host compactor's summary (docs/protocol.md, "The session protocol"): the text that replaces
 // the conversation before FirstKeptEntryID, the token count before it and
 // an estimate after, and details the compactor may add (the broker sets
 // details.engine). Field order is the wire order.
@@ -209,7 +209,7 @@ type Compaction struct {
 	Details              map[string]any `json:"details,omitempty"`
 }
 
-// Validate applies the result checks of §2.11 step 9: a non-empty
+// Validate applies the result checks of docs/protocol.md, "Compaction": a non-empty
 // summary, the request's firstKeptEntryId, tokensBefore and (if present)
 // estimatedTokensAfter safe integers, and details absent or an object
 // that encodes as JSON. Anything else is ErrCompaction.
@@ -227,7 +227,7 @@ func (c Compaction) Validate(firstKeptEntryID string) error {
 	return nil
 }
 
-// CompactResponse is the broker's answer to a compact request (§4.5):
+// CompactResponse is the broker's answer to a compact request (docs/protocol.md, "The session protocol"):
 // ok with the compaction, or not ok with the fallback reason, upon which
 // the worker writes its own summary.
 type CompactResponse struct {
@@ -323,7 +323,7 @@ func (w *compactionWire) compaction() (Compaction, error) {
 	return c, nil
 }
 
-// CompactionReport is the body of POST /compaction/report (§4.5), one of
+// CompactionReport is the body of POST /compaction/report (docs/protocol.md, "The session protocol"), one of
 // two shapes by Type:
 //
 //   - ReportBypass: {type, reason (≤ 1000 units), tokensBefore (≥ 0)},
@@ -348,7 +348,7 @@ type CompactionReport struct {
 	Error            string
 }
 
-// Validate applies the rules of §4.5 to a report built in Go.
+// Validate applies the rules of docs/protocol.md, "The session protocol" to a report built in Go.
 func (r CompactionReport) Validate() error {
 	nonNeg := func(p *int64) bool { return p == nil || (safeInt(*p) && *p >= 0) }
 	switch r.Type {
@@ -396,7 +396,7 @@ func (r CompactionReport) MarshalJSON() ([]byte, error) {
 	}{r.Type, r.Reason, r.Aborted, r.WillRetry, r.Engine, r.TokensBefore, r.TokensAfter, r.ContextAfter, r.NextCompactionAt, r.Error})
 }
 
-// ParseCompactionReport reads a report as the broker checks it (§2.11):
+// ParseCompactionReport reads a report as the broker checks it (docs/protocol.md, "Compaction"):
 // one JSON object of either shape, members matched exactly, a present
 // member of the wrong type (null included) refused. Anything else is
 // ErrCompactionReport.

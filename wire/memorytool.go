@@ -8,7 +8,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The memory tools (sealed spec §4.6). Sealed mode runs them inside the
+// The memory tools (docs/protocol.md, "Memory tools"). Sealed mode runs them inside the
 // worker on the turn's memory; session mode runs them on the host, bound
 // to the turn's speaker (package memstore). Both sides parse a call here,
 // so the input rules and the refusal texts are the same in both modes.
@@ -51,7 +51,7 @@ func (r MemoryRefusal) Is(target error) bool {
 // Text is the refusal's fixed text.
 func (r MemoryRefusal) Text() string { return string(r) }
 
-// The refusals, in the order the rules are applied (§4.6 call steps 1–7).
+// The refusals, in the order the rules are applied (docs/protocol.md, "Memory tools" call steps 1–7).
 const (
 	ErrMemoryScope    MemoryRefusal = "scope must be speaker or channel"
 	ErrMemoryKey      MemoryRefusal = "key must be 1..128 characters"
@@ -77,7 +77,7 @@ type MemoryItem struct {
 	Text string `json:"text"`
 }
 
-// ParseMemoryCall applies the input rules of §4.6 in the reference's
+// ParseMemoryCall applies the input rules of docs/protocol.md, "Memory tools" in the reference's
 // order: the scope first, for any tool name; a key that is a string is
 // trimmed and must then be 1..128 units (a key of any other JSON type
 // counts as absent); memory_get needs nothing more; the others need a key,
@@ -101,7 +101,7 @@ func ParseMemoryCall(tool string, input map[string]json.RawMessage) (MemoryCall,
 	return c, nil
 }
 
-// memoryInputWire is a memory tool's input (§4.6): every member a string
+// memoryInputWire is a memory tool's input (docs/protocol.md, "Memory tools"): every member a string
 // or absent, any other value counting as absent; the rest is dropped.
 type memoryInputWire struct {
 	Scope OptString `json:"scope,omitempty"`
@@ -110,7 +110,7 @@ type memoryInputWire struct {
 	Query OptString `json:"query,omitempty"`
 }
 
-// Validate applies the input rules of §4.6 to a call in the reference's
+// Validate applies the input rules of docs/protocol.md, "Memory tools" to a call in the reference's
 // order (ParseMemoryCall): the scope; the key, trimmed, when there is
 // one; for memory_get nothing more; else a key, a known tool, and for
 // memory_set a text that is not blank and at most MaxMemoryText units.
@@ -196,7 +196,7 @@ func (c MemoryCall) Apply(entries []rtsandbox.MemoryEntry, scope string) ([]rtsa
 	return append(next, rtsandbox.MemoryEntry{Scope: scope, Key: c.Key, Text: c.Text}), MemorySaved
 }
 
-// MemoryToolSpecs declares the memory tools (§4.6: objects without extra
+// MemoryToolSpecs declares the memory tools (docs/protocol.md, "Memory tools": objects without extra
 // properties, scope an enum of speaker and channel); a new slice on every
 // call.
 func MemoryToolSpecs() []rtsandbox.ToolSpec {

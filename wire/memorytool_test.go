@@ -10,7 +10,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// TestParseMemoryCall: the input rules of sealed spec §4.6 in their order,
+// TestParseMemoryCall: the input rules of docs/protocol.md, "Memory tools" in their order,
 // shared by the sealed worker and the host's session tools.
 func TestParseMemoryCall(t *testing.T) {
 	tests := []struct {

@@ -10,10 +10,10 @@ import (
 
 // The worker↔broker protocol, in one place. The in-container worker and
 // the host broker both build on these declarations, so a route, a call
-// shape or a limit cannot drift between the two sides. Section numbers
-// refer to the sealed-mode spec (spec/sealed.md).
+// shape or a limit cannot drift between the two sides. docs/protocol.md
+// describes the protocol.
 
-// Where the worker finds the broker and what it presents (§0.1, §4.2).
+// Where the worker finds the broker and what it presents (docs/protocol.md, "Where the worker finds the broker").
 const (
 	// BrokerSocketPath is where the broker socket appears in the container.
 	BrokerSocketPath = "/broker/broker.sock"
@@ -28,10 +28,10 @@ const (
 	BrokerHost = "broker"
 )
 
-// Broker routes (§2.3). Every call is a POST with a JSON object body; the
+// Broker routes (docs/broker.md, "Routes"). Every call is a POST with a JSON object body; the
 // broker matches the escaped path exactly, so a name is never decoded.
 const (
-	// RouteModel takes a chat-completions request (§2.4) and answers with
+	// RouteModel takes a chat-completions request (docs/protocol.md, "Model calls") and answers with
 	// the upstream's JSON.
 	RouteModel = "/model"
 	// RouteToolPrefix + a host tool's name runs that tool with the body as
@@ -41,11 +41,11 @@ const (
 	// declared tool (the broker is the server's MCP client) and answers
 	// with one JSON-RPC answer, {"jsonrpc":"2.0","id":1,"result"|"error"}.
 	RouteMCPPrefix = "/mcp/"
-	// RouteAnthropicMessages takes an Anthropic Messages request (session
-	// spec §2.5), streamed or not, when the host's model speaks that API;
+	// RouteAnthropicMessages takes an Anthropic Messages request
+	// (docs/protocol.md, "Model calls"), streamed or not, when the host's model speaks that API;
 	// the answer is the upstream's, in the Anthropic wire shape.
 	RouteAnthropicMessages = "/anthropic/v1/messages"
-	// RouteAnthropicCountTokens is the count_tokens variant (§2.5).
+	// RouteAnthropicCountTokens is the count_tokens variant (docs/protocol.md, "Model calls").
 	RouteAnthropicCountTokens = "/anthropic/v1/messages/count_tokens"
 	// RouteOpenAIChat is RouteModel at the path the official OpenAI SDKs
 	// post to under the base URL http://broker/openai/v1, when the host's
@@ -61,19 +61,19 @@ func ToolRoute(name string) string { return RouteToolPrefix + name }
 // MCPRoute is the broker route of the MCP server name.
 func MCPRoute(server string) string { return RouteMCPPrefix + server }
 
-// ToolResult is the broker's answer to a host-tool call (§2.3); its JSON is
+// ToolResult is the broker's answer to a host-tool call (docs/broker.md, "Routes"); its JSON is
 // at most MaxToolResult bytes.
 type ToolResult struct {
 	Text string `json:"text"`
 }
 
-// MCP JSON-RPC constants (§2.3).
+// MCP JSON-RPC constants (docs/broker.md, "Routes").
 const (
 	MCPMethodCall = "tools/call"
 	MCPJSONRPC    = "2.0"
 )
 
-// MCPCall is the one MCP request the protocol knows (§2.3, §4.3): a
+// MCPCall is the one MCP request the protocol knows (docs/broker.md, "Routes"; docs/protocol.md, "The sealed turn"): a
 // tools/call of one declared tool. The worker sends {"method", "params"};
 // the broker drops every other field it sent and makes the call itself, as
 // the server's MCP client, with its own ids and session (docs/broker.md).
@@ -98,7 +98,7 @@ func NewMCPCall(tool string, args json.RawMessage) MCPCall {
 }
 
 // Chat-completions wire types the worker sends to RouteModel and the
-// broker forwards (§2.4, §4.3–4.4). A message is declared twice on
+// broker forwards (docs/protocol.md, "Model calls"; docs/protocol.md, "The sealed turn"). A message is declared twice on
 // purpose: the worker's (ChatMessage) and the broker's rebuilt one
 // (modelapi.Message) keep different key orders, each the reference's; the
 // parts inside a message are declared here once.
@@ -107,8 +107,8 @@ func NewMCPCall(tool string, args json.RawMessage) MCPCall {
 // Field order gives the reference's key order for every role: {role,
 // content}, {role, content, tool_calls} and {role, tool_call_id, content}.
 // PrivateTo is never on the wire: the session worker marks a tool result
-// with the only reader who may see it (a host tool's privateTo, session
-// spec §5.4), keeps the mark beside the message in its conversation file
+// with the only reader who may see it (a host tool's privateTo,
+// docs/session.md, "Privacy projection"), keeps the mark beside the message in its conversation file
 // and hides the result from every other reader's requests.
 type ChatMessage struct {
 	Role       string     `json:"role"`
@@ -147,7 +147,7 @@ const FunctionType = "function"
 // well-typed state.
 var ErrInvalidReply = errors.New("invalid sandbox reply")
 
-// ParseReply validates a worker's stdout (§3.3, §3.5): a JSON object with a
+// ParseReply validates a worker's stdout (docs/sealed-turn.md, "The container"; docs/protocol.md, "The sealed reply"): a JSON object with a
 // boolean "ok" and a string "text" of at most MaxReplyText UTF-16 units, and
 // an optional "state" object {"memory": […], "history": […]} decoded by
 // type only (the runtime's state store checks its limits before it keeps

@@ -13,14 +13,14 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// The session-mode protocol (session spec §2.2–2.3, §4): the long-lived
+// The session-mode protocol (docs/session.md, "Routes and statuses"; docs/protocol.md, "The session protocol"): the long-lived
 // worker of a channel and its broker share these declarations, as the
 // sealed worker and broker share protocol.go. The worker long-polls the
 // broker for a SessionTurn and posts a ResultPacket back; both sides
 // validate what they receive with the functions below, so a limit cannot
 // drift between them.
 
-// Where the session worker finds the broker and its workspace (§3.1, §4).
+// Where the session worker finds the broker and its workspace (docs/session.md, "The container"; docs/protocol.md, "The session protocol").
 // The run directory is mounted read-only, the workspace read-write.
 const (
 	SessionRunDir        = "/run/sandbox"
@@ -33,14 +33,14 @@ const (
 	SessionDummyOAuthKey = "sandbox-dummy-token"
 )
 
-// Where the host's copy of a profile's skills tree lies (§5.5): run/skills
+// Where the host's copy of a profile's skills tree lies (docs/session.md, "Skills"): run/skills
 // in the channel's run directory, so mounted read-only with it.
 const (
 	SessionSkillsName = "skills"
 	SessionSkillsDir  = SessionRunDir + "/" + SessionSkillsName
 )
 
-// Session worker routes (§2.2). They carry no credential and spend no
+// Session worker routes (docs/session.md, "Routes and statuses"). They carry no credential and spend no
 // budget; the credential routes are the sealed ones (ToolRoute, MCPRoute)
 // and the two Anthropic routes.
 const (
@@ -51,7 +51,7 @@ const (
 	RouteMCPTools     = "/mcp-tools"
 )
 
-// Memory visibilities (§4.1); "" reads as MemoryPrivate.
+// Memory visibilities (docs/protocol.md, "The session protocol"); "" reads as MemoryPrivate.
 const (
 	MemoryShared  = "shared"
 	MemoryPrivate = "private"
@@ -78,7 +78,7 @@ var (
 var ErrTurnUndelivered = errors.New("turn not delivered to a worker")
 
 // SessionAuthor is the speaker of a session turn as the worker sees it.
-// PrincipalID is the reader for private-history projection (§5.4); it is
+// PrincipalID is the reader for private-history projection (docs/session.md, "Privacy projection"); it is
 // never a credential scope.
 type SessionAuthor struct {
 	ID          string `json:"id"`
@@ -87,14 +87,14 @@ type SessionAuthor struct {
 }
 
 // Image is one image of a turn or a tool result: standard padded base64
-// and one of the four MIME types (§4.2).
+// and one of the four MIME types (docs/protocol.md, "Images and files").
 type Image struct {
 	Data     string `json:"data"`
 	MIMEType string `json:"mimeType"`
 }
 
 // SessionTurn is the turn request the host queues and the worker receives
-// from GET /worker/next (§4.1). Field order is the wire order.
+// from GET /worker/next (docs/protocol.md, "The session protocol"). Field order is the wire order.
 type SessionTurn struct {
 	TurnID           string        `json:"turnId"`
 	Author           SessionAuthor `json:"author"`
@@ -103,7 +103,7 @@ type SessionTurn struct {
 	MemoryVisibility string        `json:"memoryVisibility,omitempty"`
 	Images           []Image       `json:"images"`
 	Thinking         string        `json:"thinking"`
-	// Room bounds the turn's own files (our extension of §4.1, absent
+	// Room bounds the turn's own files (our extension of docs/protocol.md, "The session protocol", absent
 	// without a disk bound).
 	Room *SessionRoom `json:"room,omitempty"`
 }
@@ -128,12 +128,12 @@ func FileCost(n int64) int64 {
 }
 
 // PrivateMemory reports whether the turn carries prompt memory that must
-// not be shown to another reader: non-empty and not shared (§2.9).
+// not be shown to another reader: non-empty and not shared (docs/protocol.md, "Privacy").
 func (t SessionTurn) PrivateMemory() bool {
 	return t.Memory != "" && t.MemoryVisibility != MemoryShared
 }
 
-// Validate applies the rules of §4.1, which host and worker share.
+// Validate applies the rules of docs/protocol.md, "The session protocol", which host and worker share.
 func (t SessionTurn) Validate() error {
 	a := t.Author
 	switch {
@@ -177,7 +177,7 @@ func ValidThinking(level string) bool {
 	return ok
 }
 
-// ValidSafeName is the safe file-name rule of §4.4, used for turn ids,
+// ValidSafeName is the safe file-name rule of docs/protocol.md, "The session protocol", used for turn ids,
 // reply files and attachment names: 1–255 UTF-16 units, no '/', no '\', no
 // control character (Unicode Cc), and neither "." nor "..".
 func ValidSafeName(name string) bool {
@@ -204,7 +204,7 @@ func ValidImageType(mime string) bool {
 	return false
 }
 
-// ValidateImages applies §4.2 to a turn's images.
+// ValidateImages applies docs/protocol.md, "Images and files" to a turn's images.
 func ValidateImages(images []Image) error {
 	if len(images) > rtsandbox.MaxImages {
 		return ErrTooManyImages
@@ -222,7 +222,7 @@ func ValidateImages(images []Image) error {
 	return nil
 }
 
-// ValidateImage applies §4.2 to one image.
+// ValidateImage applies docs/protocol.md, "Images and files" to one image.
 func ValidateImage(im Image) error {
 	n, ok := rtsandbox.Base64Size(im.Data, rtsandbox.MaxImageBytes)
 	if !ok || n < 1 || !ValidImageType(im.MIMEType) {
@@ -231,14 +231,14 @@ func ValidateImage(im Image) error {
 	return nil
 }
 
-// ReplyFile is one file of a turn's reply (§4.3): a safe name and its
+// ReplyFile is one file of a turn's reply (docs/protocol.md, "Images and files"): a safe name and its
 // bytes in standard padded base64.
 type ReplyFile struct {
 	Name string `json:"name"`
 	Data string `json:"data"`
 }
 
-// ValidateReplyFiles applies §4.3.
+// ValidateReplyFiles applies docs/protocol.md, "Images and files".
 func ValidateReplyFiles(files []ReplyFile) error {
 	if len(files) > rtsandbox.MaxReplyFiles {
 		return ErrTooManyFiles
@@ -256,7 +256,7 @@ func ValidateReplyFiles(files []ReplyFile) error {
 	return nil
 }
 
-// SessionResult is a worker's outcome of a turn (§4.4): ok with the final
+// SessionResult is a worker's outcome of a turn (docs/protocol.md, "The session protocol"): ok with the final
 // text and reply files, or not ok with an error text for the operator.
 type SessionResult struct {
 	OK    bool
@@ -265,7 +265,7 @@ type SessionResult struct {
 	Error string
 }
 
-// MarshalJSON writes exactly one of the two shapes of §4.4.
+// MarshalJSON writes exactly one of the two shapes of docs/protocol.md, "The session protocol".
 func (r SessionResult) MarshalJSON() ([]byte, error) {
 	if !r.OK {
 		return json.Marshal(struct {
@@ -284,7 +284,7 @@ func (r SessionResult) MarshalJSON() ([]byte, error) {
 	}{true, r.Text, files})
 }
 
-// UnmarshalJSON reads a result and checks its shape and bounds (§2.3
+// UnmarshalJSON reads a result and checks its shape and bounds (docs/protocol.md, "The session protocol"
 // step 5–6): ok a boolean; for ok, text a string of at most 100,000 units
 // and files an array that passes ValidateReplyFiles; otherwise error a
 // string of at most 10,000 units. Anything else is ErrResult.
@@ -309,7 +309,7 @@ func (r *SessionResult) UnmarshalJSON(data []byte) error {
 }
 
 // NewSessionResult builds a result from its decoded members and checks
-// their bounds (§2.3 step 5–6), whichever decoder read them: for ok, text
+// their bounds (docs/protocol.md, "The session protocol"), whichever decoder read them: for ok, text
 // (nil when absent or not a string) of at most 100,000 units and files
 // (filesOK false when the member is not an array of file objects) that
 // pass ValidateReplyFiles; otherwise errText of at most 10,000 units.
@@ -330,21 +330,21 @@ func NewSessionResult(ok bool, text, errText *string, files []ReplyFile, filesOK
 	return SessionResult{OK: true, Text: *text, Files: files}, nil
 }
 
-// ResultPacket is the body of POST /worker/result (§4.4).
+// ResultPacket is the body of POST /worker/result (docs/protocol.md, "The session protocol").
 type ResultPacket struct {
 	TurnID string        `json:"turnId"`
 	Result SessionResult `json:"result"`
 }
 
-// WorkerCapabilities are what a worker declares it implements (§2.3,
-// §2.9). A worker declares only what it really does; the host's privacy
+// WorkerCapabilities are what a worker declares it implements (docs/protocol.md, "The session protocol",
+// docs/protocol.md, "Privacy"). A worker declares only what it really does; the host's privacy
 // gate trusts the declaration.
 type WorkerCapabilities struct {
 	PrivateTo     bool `json:"privateTo"`
 	ReaderRecords bool `json:"readerRecords"`
 }
 
-// WorkerReady is the body of POST /worker/ready (§4.5). Capabilities nil
+// WorkerReady is the body of POST /worker/ready (docs/protocol.md, "The session protocol"). Capabilities nil
 // means an older worker that declares none. SessionLoad, our addition
 // (issue 22), is what the worker's conversation lost when it was loaded;
 // nil when nothing was or it was reported already.
@@ -368,7 +368,7 @@ type SessionLoad struct {
 // lines a 32 MiB read can hold, and a worker caps its counts at it.
 const MaxSessionLoadCount = 1 << 30
 
-// ParseWorkerReady reads a ready body as §2.3 checks it: empty or blank
+// ParseWorkerReady reads a ready body as docs/protocol.md, "The session protocol" checks it: empty or blank
 // means {}; otherwise a JSON object whose privateHistory, if present, is a
 // boolean and whose capabilities, if present, is an object whose privateTo
 // and readerRecords are each a boolean or absent. sessionLoad, if
@@ -485,7 +485,7 @@ func optBool(raw json.RawMessage) (value, ok bool) {
 }
 
 // SessionToolResponse is what POST /tools/<name> answers in session mode
-// (§4.5): ok with text, or not ok with an error; an optional image, and
+// (docs/protocol.md, "The session protocol"): ok with text, or not ok with an error; an optional image, and
 // privateTo naming the only reader who may see the result.
 type SessionToolResponse struct {
 	OK        bool   `json:"ok"`
@@ -495,7 +495,7 @@ type SessionToolResponse struct {
 	PrivateTo string `json:"privateTo,omitempty"`
 }
 
-// Validate checks an answer's bounds (§4.5): privateTo of at most
+// Validate checks an answer's bounds (docs/protocol.md, "The session protocol"): privateTo of at most
 // MaxSessionField UTF-16 units, and an image that passes ValidateImage.
 // The reader refuses a privateTo sent empty before: here "" is none.
 func (r SessionToolResponse) Validate() error {
@@ -508,7 +508,7 @@ func (r SessionToolResponse) Validate() error {
 	return nil
 }
 
-// MCPDiscovery is the answer of GET /mcp-tools (§2.6): each of the
+// MCPDiscovery is the answer of GET /mcp-tools (docs/protocol.md, "MCP calls"): each of the
 // profile's MCP servers with the names of its allowed tools. Endpoints
 // never appear.
 type MCPDiscovery struct {
@@ -543,7 +543,7 @@ func decodeObjectStrict(data []byte, v any) error {
 }
 
 // SessionBinding is what the host binds a session broker to for one turn
-// (§2.9): the admitted channel, speaker and tier, the channel's profile,
+// (docs/protocol.md, "Privacy"): the admitted channel, speaker and tier, the channel's profile,
 // the host-judged thinking level that caps the turn's model calls, and
 // the turn's deadline, which bounds every call of the turn. Nothing the
 // worker sends can change it.
@@ -571,12 +571,12 @@ const (
 // for every profile, so the trusted host hands the worker its profile here
 // over the trusted socket (a Go-port decision, docs/session.md).
 // Compaction is the reference's field, absent when the host has no
-// compactor. SkillsDir and Skills are the profile's skills (§5.5): the
+// compactor. SkillsDir and Skills are the profile's skills (docs/session.md, "Skills"): the
 // index the host validated and where its copy of the tree is mounted;
 // both absent when the profile has none.
 type SessionWorkerConfig struct {
 	// ContextWindow and ReserveTokens size the worker's compaction
-	// (§5.6): the model's context window in tokens
+	// (docs/session.md, "Compaction in the worker"): the model's context window in tokens
 	// (MinContextWindow–MaxContextWindow) and the tokens kept free below
 	// it (at most half the window); 0 (absent) means the defaults,
 	// DefaultContextWindow and DefaultReserveTokens (at most a quarter of
@@ -596,7 +596,7 @@ type SessionWorkerConfig struct {
 	Skills     []SessionSkill       `json:"skills,omitempty"`
 }
 
-// SessionSkill is one skill of a profile's index (§5.5): its folder's
+// SessionSkill is one skill of a profile's index (docs/session.md, "Skills"): its folder's
 // name, the description the system prompt lists, and the tools it gates
 // until its SKILL.md has been read. A host tool is named as the profile
 // names it (web_fetch), an MCP tool as <server>/<tool>.
@@ -606,7 +606,7 @@ type SessionSkill struct {
 	Tools       []string `json:"tools,omitempty"`
 }
 
-// SessionCompactionID names the host compactor's engine (§4.5).
+// SessionCompactionID names the host compactor's engine (docs/protocol.md, "The session protocol").
 type SessionCompactionID struct {
 	Engine string `json:"engine"`
 }

@@ -40,7 +40,7 @@ func TestValidSafeName(t *testing.T) {
 	}
 }
 
-// TestMediaBounds is §6.1 "Media bounds" plus the edges of §4.2–4.3.
+// TestMediaBounds is the reference's test "Media bounds" plus the edges of docs/protocol.md, "Images and files".
 func TestMediaBounds(t *testing.T) {
 	img := func(data, mime string) Image { return Image{Data: data, MIMEType: mime} }
 	for _, tc := range []struct {
@@ -183,7 +183,7 @@ func TestSessionResultJSON(t *testing.T) {
 	}
 }
 
-// TestParseWorkerReady covers §2.3 and the §6.2 string-capability case.
+// TestParseWorkerReady covers docs/protocol.md, "The session protocol" and the reference's string-capability case.
 func TestParseWorkerReady(t *testing.T) {
 	for _, tc := range []struct {
 		body string
@@ -275,7 +275,7 @@ func FuzzSessionResult(f *testing.F) {
 	})
 }
 
-// FuzzBase64Size holds the table loop to the pattern of §4.2.
+// FuzzBase64Size holds the table loop to the pattern of docs/protocol.md, "Images and files".
 func FuzzBase64Size(f *testing.F) {
 	for _, s := range []string{"AQID", "AQ==", "AQI=", "A===", "A=B=", "bad%", "", "////", "++=="} {
 		f.Add(s)

@@ -36,15 +36,15 @@ type Turn struct {
 	// ModelAPI is the API the host's model speaks (config model.api):
 	// ModelAPIOpenAI, whose worker posts chat completions to RouteModel,
 	// or ModelAPIAnthropic, whose worker posts Messages to
-	// RouteAnthropicMessages (session spec §2.5). "" means openai, so a
+	// RouteAnthropicMessages (docs/protocol.md, "Model calls"). "" means openai, so a
 	// turn of an older host reads as before.
 	ModelAPI string `json:"modelApi,omitempty"`
-	// Stream lets the worker ask for a streamed model answer (session
-	// spec §2.1, §2.4 step 18): the host sets it when its broker streams
+	// Stream lets the worker ask for a streamed model answer
+	// (docs/session.md, "Session broker"; docs/protocol.md, "SSE"): the host sets it when its broker streams
 	// model answers. Without it every answer is one JSON body.
 	Stream bool `json:"stream,omitempty"`
 	// Thinking is the host-judged thinking level of the turn (session spec
-	// §2.5: low, medium, high or xhigh); the worker asks for extended
+	// docs/protocol.md, "Model calls": low, medium, high or xhigh); the worker asks for extended
 	// thinking up to that level's budget (ThinkingBudget) and never more,
 	// since the broker caps it there. "" asks for no thinking. Only the
 	// Anthropic API uses it.

@@ -10,7 +10,7 @@ import (
 )
 
 // Typed decoding of the protocol's objects where its rules are not
-// encoding/json's (spec §4.5). A wire struct names each member it reads
+// encoding/json's (docs/protocol.md, "Decoding rules"). A wire struct names each member it reads
 // with its json tag and types it with one of the field types below; fill
 // (Fill, for the packages that read the protocol outside wire: the
 // worker) decodes an object into it. Where encoding/json's struct decoding would

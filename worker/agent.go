@@ -99,7 +99,7 @@ type sealedTurn struct {
 	userContent string    // {"speaker":…,"message":…} before truncation
 }
 
-// runTurn runs the agent loop of §4.3–4.4 for one validated turn.
+// runTurn runs the agent loop of docs/protocol.md, "The sealed turn" for one validated turn.
 func runTurn(ctx context.Context, turn wire.Turn, o Options) (rtsandbox.Reply, error) {
 	a, err := newAgent(turn, o)
 	if err != nil {
@@ -250,7 +250,7 @@ func (a *agent) call(ctx context.Context) (*answerMessage, error) {
 // the /model rule's 128 messages long before its size budget): history
 // oldest first, then whole assistant+tool groups oldest first, so a tool
 // reply never loses its assistant message. Images are measured aside:
-// the turn's image budget bounds them (§4.2), and a request of 64 MiB of
+// the turn's image budget bounds them (docs/protocol.md, "Where the worker finds the broker"), and a request of 64 MiB of
 // images is not encoded again for every message dropped.
 func (a *agent) fitContext() error {
 	p := &a.payload

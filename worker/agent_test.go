@@ -14,7 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// nearCapacityNotes is the §6.8 store: 144 channel notes of 2,048
+// nearCapacityNotes is the reference's near-capacity store: 144 channel notes of 2,048
 // characters, the first 32 CJK (3 bytes each).
 func nearCapacityNotes() []rtsandbox.MemoryEntry {
 	var notes []rtsandbox.MemoryEntry
@@ -52,7 +52,7 @@ func exchange(speaker, text, answer string) []rtsandbox.HistoryEntry {
 	}
 }
 
-// §6.8 "Near-capacity store and huge history still fit."
+// The reference's test "Near-capacity store and huge history still fit."
 func TestAgentNearCapacityStoreAndHugeHistoryFit(t *testing.T) {
 	ch := newChannel(nearCapacityNotes(), hugeHistory())
 	b := startBroker(t,
@@ -91,7 +91,7 @@ func TestAgentNearCapacityStoreAndHugeHistoryFit(t *testing.T) {
 	}
 }
 
-// §6.8 "Tool loop, scoping and history": the host passes back, turn after
+// The reference's test "Tool loop, scoping and history": the host passes back, turn after
 // turn, the state the worker returned.
 func TestAgentToolLoopScopingAndHistory(t *testing.T) {
 	ch := newChannel(nil, nil)
@@ -245,7 +245,7 @@ func TestAgentCapacityRefusalKeepsState(t *testing.T) {
 	}
 }
 
-// §6.8 "Declared routes only."
+// The reference's test "Declared routes only."
 func TestAgentDeclaredRoutesOnly(t *testing.T) {
 	b := startBroker(t,
 		completion(nil, call("a", "host_clock", `{}`), call("b", "mcp_0_search", `{"query":"a"}`)),
@@ -279,7 +279,7 @@ func TestAgentDeclaredRoutesOnly(t *testing.T) {
 	}
 }
 
-// §6.11: the 13th model call is never made. The limit reply (exit 0)
+// The reference's tests: the 13th model call is never made. The limit reply (exit 0)
 // returns the memory changes the turn made and the history as it came (empty
 // after a reset): no exchange is added without a final answer.
 func TestAgentStopsAtModelCallLimit(t *testing.T) {
@@ -316,7 +316,7 @@ func TestAgentStopsAtModelCallLimit(t *testing.T) {
 	}
 }
 
-// §6.11: 9 tool calls fail the worker.
+// The reference's tests: 9 tool calls fail the worker.
 func TestAgentRefusesTooManyToolCalls(t *testing.T) {
 	var calls []map[string]any
 	for i := range rtsandbox.MaxToolCallsPerMessage + 1 {
@@ -326,7 +326,7 @@ func TestAgentRefusesTooManyToolCalls(t *testing.T) {
 	wantFailed(t, runWorker(t, b, newChannel(nil, nil), testTurn("alice", "Many")))
 }
 
-// §6.11: arguments over 2,048 bytes show the placeholder in context but run
+// The reference's tests: arguments over 2,048 bytes show the placeholder in context but run
 // with the original arguments.
 func TestAgentLargeArgumentsRunWithOriginal(t *testing.T) {
 	args := `{"q":"` + strings.Repeat("x", 3000) + `"}`
@@ -346,7 +346,7 @@ func TestAgentLargeArgumentsRunWithOriginal(t *testing.T) {
 	}
 }
 
-// §6.11: invalid state in the turn (formerly a broken history.json or
+// The reference's tests: invalid state in the turn (formerly a broken history.json or
 // memory.json) fails the worker before any broker call.
 func TestAgentRejectsInvalidTurnState(t *testing.T) {
 	repeat := func(n int, item string) string {

@@ -15,12 +15,11 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the worker's Anthropic Messages client (session spec §2.5,
-// §7.1 item 2): it translates the loop's chat-shaped conversation into a
+// This file is the worker's Anthropic Messages client (docs/protocol.md, "Model calls"): it translates the loop's chat-shaped conversation into a
 // Messages request that the broker's field-by-field rebuild accepts as it
 // is, posts it to RouteAnthropicMessages, and reads the answer, streamed
 // (anthropicstream.go) or not, back into the chat shape. It emits only
-// what §2.5 accepts: a string system, user and assistant messages whose
+// what docs/protocol.md, "Model calls" accepts: a string system, user and assistant messages whose
 // blocks are text, base64 images (the turn's, and in a tool_result those
 // read_attachment showed), tool_use, tool_result and the thinking
 // blocks the model itself returned; custom tools with an input_schema; no
@@ -28,7 +27,7 @@ import (
 // fields.
 
 // maxAnswerBlocks bounds the content blocks of one answer, as the broker
-// bounds a request's (§2.5).
+// bounds a request's (docs/protocol.md, "Model calls").
 const maxAnswerBlocks = 256
 
 // maxErrorBody bounds what the client reads of an error answer to learn
@@ -65,7 +64,7 @@ type anthropicThinking struct {
 	BudgetTokens int    `json:"budget_tokens"`
 }
 
-// imageBlock is a base64 image, as §2.5 admits it.
+// imageBlock is a base64 image, as docs/protocol.md, "Model calls" admits it.
 type imageBlock struct {
 	Type   string      `json:"type"`
 	Source imageSource `json:"source"`

@@ -20,10 +20,10 @@ import (
 // anthropicBroker stands in for the broker's Anthropic route until the
 // real one is in this tree: on a real Unix socket, with the worker header
 // rules of fakeBroker, it rebuilds each Messages body with
-// modelapi.NormalizeMessages exactly as the broker must (§2.5) and fails
+// modelapi.NormalizeMessages exactly as the broker must (docs/protocol.md, "Model calls") and fails
 // the test on a refusal, forwards the rebuilt body to the stand-in model's
 // /v1/messages and copies the answer back as it arrives, with its status,
-// content type and retry-after (§2.4 steps 15, 17, 18). Host tools answer
+// content type and retry-after (docs/session.md, "Routes and statuses", 17, 18). Host tools answer
 // {"text":"<name> ran"}.
 type anthropicBroker struct {
 	t      *testing.T
@@ -97,7 +97,7 @@ func (b *anthropicBroker) messages(w http.ResponseWriter, r *http.Request, body 
 }
 
 // rebuildMessages rebuilds the worker's Messages body with
-// modelapi.NormalizeMessages exactly as the broker must (§2.5), failing
+// modelapi.NormalizeMessages exactly as the broker must (docs/protocol.md, "Model calls"), failing
 // the test on a refusal.
 func rebuildMessages(t *testing.T, body []byte, level modelapi.ThinkingLevel) ([]byte, bool) {
 	var fields map[string]json.RawMessage
@@ -107,7 +107,7 @@ func rebuildMessages(t *testing.T, body []byte, level modelapi.ThinkingLevel) ([
 	}
 	rebuilt, err := modelapi.NormalizeMessages(fields, modelapi.MessagesParams{Model: "claude-test", Level: level})
 	if err != nil {
-		t.Errorf("the broker's §2.5 rebuild refuses the worker's body: %v\n%.2000s", err, body)
+		t.Errorf("the broker's Messages rebuild refuses the worker's body: %v\n%.2000s", err, body)
 		return nil, false
 	}
 	out, err := jsonjs.Marshal(rebuilt)

@@ -21,12 +21,12 @@ import (
 )
 
 // This file is what the session worker does with a message's attachments
-// (session spec §5.2 base tools, §5.3): the read_attachment tool, which
+// (docs/session.md, "Process"; docs/session.md, "read_attachment and image_generate references"): the read_attachment tool, which
 // reads a file the host saved in /workspace/attachments (by safe basename,
 // no-follow, bounded: text as text, a PNG, JPEG, GIF or WebP image as an
 // image the model sees), image_generate's reference_images, and the
 // turn's image budget that the turn's own images and the ones
-// read_attachment shows share (§4.2: at most 8, 64 MiB in all).
+// read_attachment shows share (docs/protocol.md, "Images and files": at most 8, 64 MiB in all).
 
 // Bounds of read_attachment.
 const (
@@ -38,7 +38,7 @@ const (
 	textWindow = 32 << 10
 	// sniffBytes is how much of a file decides image or text.
 	sniffBytes = 8 << 10
-	// maxReferences bounds image_generate's reference_images (§5.3).
+	// maxReferences bounds image_generate's reference_images (docs/session.md, "read_attachment and image_generate references").
 	maxReferences = 4
 )
 
@@ -59,7 +59,7 @@ var readAttachmentSpec = rtsandbox.ToolSpec{
 		`"offset":{"type":"integer","minimum":0,"description":"Where to start reading text, in bytes; 0 by default."}},"required":["name"],"additionalProperties":false}`),
 }
 
-// shownImages is a turn's image budget (§4.2): the turn's own images and
+// shownImages is a turn's image budget (docs/protocol.md, "Images and files"): the turn's own images and
 // those read_attachment shows share rtsandbox.MaxImages and
 // rtsandbox.MaxImagesTotal, so no model request carries more than the
 // broker's image rule admits. pending holds what the running tool call
@@ -112,7 +112,7 @@ func attachmentName(raw json.RawMessage) (string, error) {
 
 // openAttachment opens name in dir without following a link at either
 // step and without blocking on a fifo, and requires a regular file of 1
-// byte to limit (boundedFile of §5.3).
+// byte to limit (boundedFile of docs/session.md, "read_attachment and image_generate references").
 func openAttachment(dir, name string, limit int64) (*os.File, int64, error) {
 	dfd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -206,7 +206,7 @@ func showImage(f *os.File, name string, size int64, mimeType string, shown *show
 	return fmt.Sprintf("%s is an image (%s, %d bytes); it is shown to you with this result.", name, mimeType, size), nil
 }
 
-// referenceImages is image_generate's special case (§5.3 step 2): each
+// referenceImages is image_generate's special case (docs/session.md, "read_attachment and image_generate references"): each
 // name of reference_images (at most four; safe basenames with an image
 // extension) is read from the attachments directory (at most 20 MiB,
 // no-follow), must be a real image, and is replaced by {data, mimeType}.

@@ -133,7 +133,7 @@ func TestSecReadAttachmentDirSymlink(t *testing.T) {
 	}
 }
 
-// §4.2: the images read_attachment shows share the turn's budget of eight.
+// docs/protocol.md, "Images and files": the images read_attachment shows share the turn's budget of eight.
 func TestReadAttachmentImageBudget(t *testing.T) {
 	ws := attachmentsWorkspace(t, map[string][]byte{"a.png": pngBytes})
 	full := make([]wire.Image, rtsandbox.MaxImages)
@@ -227,8 +227,8 @@ func TestTurnImagesReachModel(t *testing.T) {
 	}
 }
 
-// §6.10 "Worker: … image_generate reference validation".
-// image_generate's reference_images (§5.3 step 2): attachment names are
+// The reference's test "Worker: … image_generate reference validation".
+// image_generate's reference_images (docs/session.md, "read_attachment and image_generate references"): attachment names are
 // replaced by their images before the call; the tool's image lands in
 // the outbox as image.png and comes back as a reply file. Each refusal
 // is the model's answer and posts nothing.
@@ -352,7 +352,7 @@ func FuzzAttachmentInput(f *testing.F) {
 }
 
 // The request budget measures the conversation with the images aside
-// (§4.2 bounds those): 8 MiB of images drop no history, in either API.
+// (docs/protocol.md, "Images and files" bounds those): 8 MiB of images drop no history, in either API.
 func TestFitContextMeasuresImagesAside(t *testing.T) {
 	big := wire.Image{Data: strings.Repeat("A", 4<<20), MIMEType: rtsandbox.MIMEPNG}
 	for _, api := range []string{rtsandbox.ModelAPIAnthropic, ""} {

@@ -8,18 +8,18 @@
 // turn and takes them back in the reply. The protocol below is its.
 //
 // The session worker (RunSession, `rtsandbox-worker session`) is the
-// long-lived agent of one channel (session spec §5.2): it long-polls the
+// long-lived agent of one channel (docs/session.md, "Process"): it long-polls the
 // broker at /run/sandbox/broker.sock for turns (wire.SessionTurn),
 // posts results (wire.ResultPacket), talks to MCP servers as a
 // Streamable-HTTP client through the broker, and keeps its conversation
 // as JSONL under /workspace/sessions. A session turn's images, and those
 // its read_attachment tool shows from /workspace/attachments, reach the
-// model as image parts (one §4.2 budget per turn); host tool images and
+// model as image parts (one docs/protocol.md, "Where the worker finds the broker" budget per turn); host tool images and
 // the files its write_file tool saves come back as reply files from
 // /workspace/outbox/<turn>. It projects
-// every model request for the turn's reader (sessionprivacy.go, §5.4) and
+// every model request for the turn's reader (sessionprivacy.go, docs/session.md, "Privacy projection") and
 // compacts the conversation into a summary as it outgrows its tiers
-// (sessioncompact.go, §5.6). docs/session.md, "Session worker and
+// (sessioncompact.go, docs/limits.md, "Sealed turns"). docs/session.md, "Session worker and
 // conversation format", is its
 // reference.
 //
@@ -85,7 +85,7 @@
 // the only place the session /model rule admits them.
 //
 // The Anthropic client (anthropic.go) builds a Messages request that the
-// broker's §2.5 rebuild (session spec) accepts as it is: a string system;
+// broker's docs/protocol.md, "Model calls" rebuild (session spec) accepts as it is: a string system;
 // user and assistant messages of text, base64 image, tool_use (the
 // arguments object) and tool_result blocks (text, and images a tool
 // showed), one user message per run of results; the thinking

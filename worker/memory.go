@@ -8,7 +8,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Memory limits (spec §4.6), from the shared contract.
+// Memory limits (docs/protocol.md, "Memory tools"), from the shared contract.
 const (
 	maxMemoryEntries = rtsandbox.MaxMemoryEntries
 	maxMemoryBytes   = rtsandbox.MaxMemoryBytes

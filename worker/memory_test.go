@@ -37,7 +37,7 @@ func mustCall(t *testing.T, m *memory, name, input, speaker string) string {
 	return out
 }
 
-// §6.9 "Namespaces." Another workspace is now another channel's store; a
+// The reference's test "Namespaces." Another workspace is now another channel's store; a
 // fresh instance on the same workspace is the next turn's store, built from
 // the entries this one returns.
 func TestMemoryNamespaces(t *testing.T) {
@@ -72,7 +72,7 @@ func TestMemoryNamespaces(t *testing.T) {
 	}
 }
 
-// §6.9 "Values are data; limits keep state."
+// The reference's test "Values are data; limits keep state."
 func TestMemoryValuesAreDataLimitsKeepState(t *testing.T) {
 	m := newMemory()
 	mustCall(t, m, "memory_set", `{"scope":"speaker","key":"../../host","text":"plain data"}`, "../../person")

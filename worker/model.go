@@ -47,7 +47,7 @@ func newModelClient(s modelSettings, b *broker) modelClient {
 }
 
 // openaiClient posts chat completions to the broker's /model route, never
-// streamed: the sealed protocol of spec §4.4 as it is, plus, in session
+// streamed: the sealed protocol of docs/protocol.md, "Model calls" as it is, plus, in session
 // mode, images as content parts (see request).
 type openaiClient struct{ broker *broker }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // This file is a turn's outbox, /workspace/outbox/<turnId>/ (session spec
-// §1.2 step 12, §5.2 runTurn steps 10–13, §5.3): the reply files of the
+// docs/architecture.md, "The request path"; docs/session.md, "Process" runTurn steps 10–13, docs/session.md, "read_attachment and image_generate references"): the reply files of the
 // turn. The worker creates it when the turn starts, saves a host tool's
 // image there, and reads it when the turn ends: at most ten entries, each
 // a safe name and a regular file of 1 byte to 10 MiB, 50 MiB in all, read
@@ -150,7 +150,7 @@ func readAt(d *os.File, name string, limit int) ([]byte, error) {
 
 // openRegularAt opens name in the directory dirfd without following a
 // link and without blocking on a fifo, and requires a regular file of 1
-// byte to limit (the reference's boundedFile, §5.3). It returns the file
+// byte to limit (the reference's boundedFile, docs/session.md, "read_attachment and image_generate references"). It returns the file
 // and its size.
 func openRegularAt(dirfd int, name string, limit int64) (*os.File, int64, error) {
 	fd, err := syscall.Openat(dirfd, name, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -184,11 +184,11 @@ func readWhole(f *os.File, size int64) ([]byte, error) {
 	return data[:n], nil
 }
 
-// outboxExt is the rule for a saved file's extension (§5.3).
+// outboxExt is the rule for a saved file's extension (docs/session.md, "read_attachment and image_generate references").
 var outboxExt = regexp.MustCompile(`^[a-z0-9]{1,10}$`)
 
 // save writes data as stem.ext, or stem-2.ext, stem-3.ext … when taken
-// (§5.3 saveToOutbox): a host tool's image. ext follows outboxExt.
+// (docs/session.md, "read_attachment and image_generate references" saveToOutbox): a host tool's image. ext follows outboxExt.
 func (b *outbox) save(stem string, data []byte, ext string) (string, error) {
 	if !outboxExt.MatchString(ext) {
 		return "", errOutputBounds
@@ -251,7 +251,7 @@ func outboxName(stem string, n int, ext string) string {
 
 // usage counts the outbox's entries (up to one past the file bound) and
 // the bytes of its regular files, without following a link: what a new
-// file must still fit beside (§4.3).
+// file must still fit beside (docs/protocol.md, "Images and files").
 func (b *outbox) usage() (files int, size int64, err error) {
 	d, err := b.openDir()
 	if err != nil {

@@ -31,8 +31,8 @@ func newTestOutbox(t *testing.T, files map[string]string) *outbox {
 	return b
 }
 
-// §6.10 "Worker: outbox of more than 10 files or an unsafe name; symlink
-// in the outbox refused by no-follow read", and the other bounds of §5.2
+// The reference's test "Worker: outbox of more than 10 files or an unsafe name; symlink
+// in the outbox refused by no-follow read", and the other bounds of docs/session.md, "Process"
 // runTurn steps 10–13.
 func TestOutboxCollect(t *testing.T) {
 	eleven := map[string]string{}

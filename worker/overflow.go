@@ -12,7 +12,7 @@ import (
 )
 
 // This file recognises a model call the upstream refused because the
-// request is over the model's context window (session spec §2.4 step 17
+// request is over the model's context window (docs/session.md, "Routes and statuses"
 // keeps such a refusal's status and body for the worker), so that the
 // session worker can compact and retry the call once (sessioncompact.go).
 

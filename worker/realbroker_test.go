@@ -136,7 +136,7 @@ func baseTurn(text string) wire.Turn {
 		Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}
 }
 
-// Spec §6.1 "Worker transport (via Unix socket)": the worker's transport
+// The reference's test "Worker transport (via Unix socket)": the worker's transport
 // against the real listener gets 200.
 func TestWorkerTransportViaRealBroker(t *testing.T) {
 	model := fakemodel.NewWithOptions(fakemodel.Options{Key: realBrokerKey}, fakemodel.Reply("Hello from the sealed worker."))
@@ -149,7 +149,7 @@ func TestWorkerTransportViaRealBroker(t *testing.T) {
 	}
 }
 
-// Spec §6.8 "Declared routes only", through the real broker: the built-in
+// The reference's test "Declared routes only", through the real broker: the built-in
 // clock and an MCP server, called in order.
 func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
 	mcp := fakemcp.New(fakemcp.Tool{Name: "search", Reply: func(json.RawMessage) string { return "found a" }})
@@ -183,7 +183,7 @@ func TestDeclaredRoutesOnlyRealBroker(t *testing.T) {
 	}
 }
 
-// Spec §6.5 "Transport status passthrough": with a budget of one call the
+// The reference's test "Transport status passthrough": with a budget of one call the
 // second call is refused with 429 and the worker fails closed.
 func TestTransportStatusPassthroughRealBroker(t *testing.T) {
 	model := fakemodel.New(fakemodel.CallTools(fakemodel.Call("host_clock", map[string]any{})), fakemodel.Reply("unreachable"))
@@ -205,7 +205,7 @@ func TestTransportStatusPassthroughRealBroker(t *testing.T) {
 	}
 }
 
-// Spec §6.5 "Worker repairs provider tool calls", through the real broker.
+// The reference's test "Worker repairs provider tool calls", through the real broker.
 func TestWorkerRepairsProviderToolCallsRealBroker(t *testing.T) {
 	args := `{"scope":"channel"}`
 	tests := []struct {
@@ -267,7 +267,7 @@ func TestWorkerRepairsProviderToolCallsRealBroker(t *testing.T) {
 	}
 }
 
-// Spec §6.8 "Near-capacity store and huge history still fit", measured
+// The reference's test "Near-capacity store and huge history still fit", measured
 // where it matters: every body the real broker sends upstream.
 func TestNearCapacityFitsRealBroker(t *testing.T) {
 	model := fakemodel.New(

@@ -20,7 +20,7 @@ import (
 
 // This file runs the session worker against the real session broker
 // (hostbroker.Session) on a real Unix socket, with the stand-in model behind
-// it, where the spec's inventory says "over a real broker socket" (§6.6).
+// it, where the spec's inventory says "over a real broker socket" (the reference's tests).
 
 // realModelKey is the model credential the real broker swaps in.
 const realModelKey = "worker-session-real-key"

@@ -14,14 +14,14 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the session worker's process (session spec §5.2): the
+// This file is the session worker's process (docs/session.md, "Process"): the
 // long-lived agent of one channel, started as `rtsandbox-worker session`.
 // It dials the broker socket directly (no loopback forwarder), learns its
 // MCP servers and its profile, then loops forever: announce itself, long-
 // poll for a turn, run it, post the result. See docs/session.md, "Session
 // worker and conversation format".
 
-// Client timeouts of the session worker's own routes (§5.2).
+// Client timeouts of the session worker's own routes (docs/session.md, "Process").
 const (
 	readyTimeout = 5 * time.Second
 	// nextTimeout outlasts the broker's long poll, which answers 408
@@ -33,7 +33,7 @@ const (
 	sessionTurnTimeout = rtsandbox.SessionTurnTimeout
 )
 
-// Log messages of the session worker (one JSON line each, §5.2).
+// Log messages of the session worker (one JSON line each, docs/session.md, "Process").
 const (
 	logWorkerFailed = "sandbox worker failed"
 	logPollFailed   = "broker poll failed"
@@ -101,7 +101,7 @@ type sessionWorker struct {
 	// load report (sessionLoad) was accepted: the host logged it.
 	loadReported bool
 
-	// skills are the profile's skills (§5.5); nil when it has none.
+	// skills are the profile's skills (docs/session.md, "Skills"); nil when it has none.
 	skills *sessionSkills
 }
 
@@ -126,7 +126,7 @@ func RunSession(ctx context.Context, o SessionOptions) int {
 	return 0
 }
 
-// start runs the startup order of §5.2: GET /mcp-tools (any failure is
+// start runs the startup order of docs/session.md, "Process": GET /mcp-tools (any failure is
 // fatal), GET /worker/config (404 reads as an empty profile, which has no
 // model and is fatal too), the skills (a tool claimed by a skill that is
 // not among the worker's is fatal), then the conversation to continue.

@@ -107,7 +107,7 @@ func sessionTurn(id, text string) wire.SessionTurn {
 	return wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "ann", Name: "Ann"}, Text: text, Images: []wire.Image{}, Thinking: "medium"}
 }
 
-// §5.2 startup order: GET /mcp-tools → GET /worker/config → POST
+// docs/session.md, "Process" startup order: GET /mcp-tools → GET /worker/config → POST
 // /worker/ready → GET /worker/next, the ready body declaring the privacy
 // capabilities it implements (sessionprivacy.go), every request with
 // Host: broker and the dummy bearer (checked by the stand-in).
@@ -143,7 +143,7 @@ func TestSessionStartupOrder(t *testing.T) {
 	}
 }
 
-// A fatal startup error logs "sandbox worker failed" and exits 1 (§5.2).
+// A fatal startup error logs "sandbox worker failed" and exits 1 (docs/session.md, "Process").
 func TestSessionStartupFatal(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -179,7 +179,7 @@ func TestSessionStartupFatal(t *testing.T) {
 	})
 }
 
-// §5.2: a poll failure is logged once per outage, every failed or non-OK
+// docs/session.md, "Process": a poll failure is logged once per outage, every failed or non-OK
 // round is followed by the 250 ms pause, and a new outage logs again.
 func TestSessionPollOutageLoggedOnce(t *testing.T) {
 	b := startSessionBroker(t, nil)
@@ -394,7 +394,7 @@ func TestSessionRestartContinues(t *testing.T) {
 	}
 }
 
-// The final text must be 1–100,000 characters after trimming (§5.2
+// The final text must be 1–100,000 characters after trimming (docs/session.md, "Process"
 // runTurn step 9); otherwise the turn fails and the conversation keeps
 // nothing of it.
 func TestSessionFinalTextBounds(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// sessionBroker stands in for the session broker (session spec §2.2–2.6)
+// sessionBroker stands in for the session broker (docs/session.md, "Routes and statuses")
 // on a real Unix socket, faithful where the worker can tell: the worker
 // routes with their statuses (ready 400 on a bad handshake, next 408
 // Retry after its wait and 429 for a second waiter, result 409 No
@@ -47,7 +47,7 @@ type sessionBroker struct {
 	// that the worker's retry does not wait for real.
 	retryAfter string
 	level      modelapi.ThinkingLevel
-	// compactor answers POST /compaction/compact (§2.11): a status and a
+	// compactor answers POST /compaction/compact (docs/protocol.md, "Compaction"): a status and a
 	// body; nil answers 404, as a broker without the routes does.
 	compactor func(r *http.Request, body []byte) (int, string)
 
@@ -195,7 +195,7 @@ func (b *sessionBroker) ready(w http.ResponseWriter, r *http.Request) {
 	text(w, http.StatusOK, "Ready")
 }
 
-// next delivers the pending turn, or waits nextWait for one (§2.3).
+// next delivers the pending turn, or waits nextWait for one (docs/protocol.md, "The session protocol").
 func (b *sessionBroker) next(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	if b.waiting {
@@ -230,7 +230,7 @@ func (b *sessionBroker) next(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// result applies the checks of §2.3 in order.
+// result applies the checks of docs/protocol.md, "The session protocol" in order.
 func (b *sessionBroker) result(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	p := b.pending
@@ -362,7 +362,7 @@ func (b *sessionBroker) tool(w http.ResponseWriter, r *http.Request, name string
 	jsonAnswer(w, run(obj["input"]))
 }
 
-// mcpCall rebuilds and forwards one JSON-RPC message (§2.6).
+// mcpCall rebuilds and forwards one JSON-RPC message (docs/protocol.md, "MCP calls").
 func (b *sessionBroker) mcpCall(w http.ResponseWriter, r *http.Request, server string) {
 	url, ok := b.mcp[server]
 	if !ok {
@@ -407,7 +407,7 @@ func (b *sessionBroker) mcpCall(w http.ResponseWriter, r *http.Request, server s
 }
 
 // readObject reads a credential route's body, which must be a JSON
-// object, else 400 Invalid input (§2.4 step 9).
+// object, else 400 Invalid input (docs/session.md, "Routes and statuses").
 func readObject(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, bool) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, rtsandbox.MaxSessionRequest))
 	obj, ok := object(body)

@@ -12,8 +12,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the session worker's compaction (session spec §5.6, §7.1
-// item 8). Before every model call of a turn, when the request's estimate
+// This file is the session worker's compaction (docs/session.md, "Compaction in the worker"). Before every model call of a turn, when the request's estimate
 // (sessiontiers.go) is over the tiers' trigger, or holds more messages
 // than the model route takes, the conversation before the newest
 // exchanges is replaced by a summary:
@@ -21,7 +20,7 @@ import (
 //  1. Keep the newest whole exchanges until they and the running turn
 //     reach keepRecentTokens; summarise the rest (nothing to summarise:
 //     no compaction). The cut is always between turns.
-//  2. Build the §4.5 request from the exchanges projected for no reader
+//  2. Build the docs/protocol.md, "The session protocol" request from the exchanges projected for no reader
 //     (privateCompaction): no private result, no private turn's
 //     reasoning, no prompt memory, no thinking.
 //  3. Above the hard tier, or after a host summary that left more than
@@ -84,7 +83,7 @@ func summaryMessage(summary string) message {
 }
 
 // privateCompaction is exchanges as a summary may see them: projected for
-// no reader (§5.4).
+// no reader (docs/session.md, "Privacy projection").
 func privateCompaction(xs []sessionExchange) []message { return projectExchanges(xs, anonymous) }
 
 // compactTurn is the compaction of one running turn.

@@ -21,7 +21,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The tests of session spec §6.7 as they apply to this worker. Where the
+// The reference's compaction tests as they apply to this worker. Where the
 // reference triggers a "manual" compaction, this worker has no manual
 // trigger: the tests cross its threshold instead, with history seeded
 // into the session file as earlier turns would have written it.
@@ -104,7 +104,7 @@ func scriptedModel(summary fakemodel.Response, answers ...fakemodel.Response) *f
 	}))
 }
 
-// hostCompactor answers §2.11's ok shape with summary and the request's
+// hostCompactor answers docs/protocol.md, "Compaction"'s ok shape with summary and the request's
 // firstKeptEntryId, its details {decisions:3, engine}.
 func hostCompactor(summary string) func(*http.Request, []byte) (int, string) {
 	return func(_ *http.Request, body []byte) (int, string) {
@@ -215,7 +215,7 @@ func (c *compacting) mustTurn(id, text string) wire.SessionResult {
 	return r
 }
 
-// The tiers of §5.6, and the bypass rules.
+// The tiers of docs/session.md, "Compaction in the worker", and the bypass rules.
 func TestCompactionTiers(t *testing.T) {
 	worker, host := engineWorker, engineHost
 	tests := []struct {
@@ -229,20 +229,20 @@ func TestCompactionTiers(t *testing.T) {
 		wantBypass    string
 		wantBypassSet bool
 	}{
-		// §6.7 "With a compactor configured, WINDOW − reserveTokens ==
+		// The reference's test "With a compactor configured, WINDOW − reserveTokens ==
 		// 300,000" and "Without a compactor … the 1M window at 300k".
 		{name: "1M window, soft tier", window: 1_000_000, wantTrigger: 300_000, wantReserve: 700_000},
 		{name: "default window, native", wantTrigger: 200_000 - 16_384, wantReserve: 16_384},
 		{name: "small window, quarter reserve", window: 8_000, wantTrigger: 6_000, wantReserve: 2_000},
 		{name: "native at the soft tier", window: 316_384, wantTrigger: 300_000, wantReserve: 16_384},
 		{name: "left within the headroom", window: 1_000_000, last: &lastCompaction{host, 250_000}, wantTrigger: 300_000},
-		// §6.7 "A prior host compaction that left about 280k tokens … the
+		// The reference's test "A prior host compaction that left about 280k tokens … the
 		// next trigger is 500,000".
 		{name: "left 280k", window: 1_000_000, last: &lastCompaction{host, 280_000}, wantTrigger: 500_000},
 		{name: "left 280k, native under the hard tier", window: 400_000, last: &lastCompaction{host, 280_000}, wantTrigger: 400_000 - 16_384},
 		{name: "worker left over 450k", window: 1_000_000, last: &lastCompaction{worker, 450_001}, wantTrigger: 1_000_000 - 16_384},
 		{name: "host left over 450k", window: 1_000_000, last: &lastCompaction{host, 450_001}, wantTrigger: 500_000},
-		// §6.7 "tokensBefore = 500,001 → … above the hard ceiling".
+		// The reference's test "tokensBefore = 500,001 → … above the hard ceiling".
 		{name: "bypass above the hard tier", window: 1_000_000, before: 500_001, wantBypass: "above the hard ceiling", wantBypassSet: true, wantTrigger: 300_000},
 		{name: "no bypass at the hard tier", window: 1_000_000, before: 500_000, wantTrigger: 300_000},
 		{name: "bypass after a big host summary", window: 1_000_000, last: &lastCompaction{host, 500_001}, before: 1,
@@ -269,9 +269,9 @@ func TestCompactionTiers(t *testing.T) {
 	}
 }
 
-// §6.7 "Round trip" and "reopened by continueRecent": over the soft tier
+// The reference's test "Round trip" and "reopened by continueRecent": over the soft tier
 // of a 1M window the host compactor's summary replaces the older
-// exchanges; the request has the §4.5 shape; the end report says engine
+// exchanges; the request has the docs/protocol.md, "The session protocol" shape; the end report says engine
 // extension and the next trigger 300,000, and arrives before the result;
 // a restarted worker continues from the summary.
 func TestCompactionHostRoundTrip(t *testing.T) {
@@ -362,10 +362,10 @@ func indexOf(list []string, s string) int {
 	return -1
 }
 
-// §6.7 "A last reply reporting 360k input tokens (about 240k of fixed
+// The reference's test "A last reply reporting 360k input tokens (about 240k of fixed
 // prompt and tools) → contextAfter > 250,000 and nextCompactionAt ==
 // 500,000", with the fixed part a long operator prompt (this estimator
-// reads no reported usage), and without a compactor (§6.7 "Without a
+// reads no reported usage), and without a compactor (the reference's test "Without a
 // compactor": the tiers still put the 1M window at 300k, and the
 // worker's own summary runs).
 func TestCompactionNextTriggerAfterLargeFixedPrompt(t *testing.T) {
@@ -389,7 +389,7 @@ func TestCompactionNextTriggerAfterLargeFixedPrompt(t *testing.T) {
 	}
 }
 
-// §6.7 "Fallbacks to Pi's summary", as the worker sees them: any answer
+// The reference's test "Fallbacks to Pi's summary", as the worker sees them: any answer
 // but a valid ok one (a declined compactor, a broker without the routes,
 // a wrong firstKeptEntryId, an invalid body) leads to the worker's own
 // summary, a fallback line and an end report with engine pi.
@@ -446,7 +446,7 @@ func TestCompactionFallbacks(t *testing.T) {
 	}
 }
 
-// §6.7 "tokensBefore = 500,001 → … the compactor is called 0 times; …
+// The reference's test "tokensBefore = 500,001 → … the compactor is called 0 times; …
 // compaction skips the extension for Pi's summary {reason: above the hard
 // ceiling, tokensBefore}".
 func TestCompactionBypassAboveHardTier(t *testing.T) {
@@ -470,7 +470,7 @@ func TestCompactionBypassAboveHardTier(t *testing.T) {
 	}
 }
 
-// §6.7 "Aborting the compaction's signal while the host compactor hangs":
+// The reference's test "Aborting the compaction's signal while the host compactor hangs":
 // the turn's timer ends the compaction; the compactor's request is
 // cancelled at once, the turn fails as timed out, an aborted end is
 // reported and no compaction is recorded.
@@ -524,7 +524,7 @@ func (w *runningWorker) sessionFile(t *testing.T, ws string) string {
 	return files[0]
 }
 
-// §6.6 "[SEC] Host compactor input" and "[SEC] Pi's own summary": after a
+// The reference's test "[SEC] Host compactor input" and "[SEC] Pi's own summary": after a
 // private tool exchange, large public prompts and a private exchange at
 // the tail, the one compaction request's kept messages hold the
 // placeholder and the whole request none of the secrets; the worker's
@@ -650,7 +650,7 @@ func TestParseSessionCompaction(t *testing.T) {
 	}
 }
 
-// The answer of /compaction/compact, checked field by field (§4.5).
+// The answer of /compaction/compact, checked field by field (docs/protocol.md, "The session protocol").
 func TestParseCompactAnswer(t *testing.T) {
 	valid := `{"ok":true,"compaction":{"summary":"S","firstKeptEntryId":"k","tokensBefore":10,"estimatedTokensAfter":2,"details":{"engine":"e","n":1}}}`
 	tests := []struct {

@@ -11,8 +11,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the worker's side of the host compaction routes (session
-// spec §2.11, §4.5). The wire shapes, their checks and the routes are the
+// This file is the worker's side of the host compaction routes
+// (docs/protocol.md, "Compaction"; docs/protocol.md, "The session protocol"). The wire shapes, their checks and the routes are the
 // root package's (compaction.go), shared with the broker; here are the
 // worker's own rules on top of them: the request built from the session
 // file's messages, and the stricter acceptance of the answer (untrusted:
@@ -34,10 +34,10 @@ const (
 	maxFallbackLog = 2000
 )
 
-// reportTimeout bounds each report (§5.6).
+// reportTimeout bounds each report (docs/session.md, "Compaction in the worker").
 const reportTimeout = 5 * time.Second
 
-// compactRequest is the body of POST /compaction/compact (§4.5
+// compactRequest is the body of POST /compaction/compact (docs/protocol.md, "The session protocol"
 // PiCompactRequest) for a cut before firstKept. The messages are the
 // session file's message objects ({role, content, tool_calls?,
 // tool_call_id?}, the chat shape), already projected for no reader
@@ -77,11 +77,11 @@ type hostSummary struct {
 }
 
 // errCompactAnswer marks an answer of /compaction/compact that is not the
-// §4.5 shape; its text is the fallback the worker logs.
+// docs/protocol.md, "The session protocol" shape; its text is the fallback the worker logs.
 var errCompactAnswer = errors.New("the compactor's result is invalid")
 
 // parseCompactAnswer reads the answer of /compaction/compact: the shape of
-// §4.5 as wire.ParseCompactResponse checks it, and then the worker's
+// docs/protocol.md, "The session protocol" as wire.ParseCompactResponse checks it, and then the worker's
 // own rules. A fallback is returned as an error carrying its text (cut
 // for the log; an ok:false answer without a string reason is a fallback
 // without one). An ok answer is accepted when its summary is at most

@@ -21,10 +21,10 @@ const maxConfigBody = 1 << 20
 // with; at startup it is fatal.
 var errConfig = errors.New("invalid worker config")
 
-// mcpServerName is the session broker's rule for MCP server names (§2.6).
+// mcpServerName is the session broker's rule for MCP server names (docs/protocol.md, "MCP calls").
 var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,100}$`)
 
-// compactorEngine is the rule for a host compactor's engine name (§2.11).
+// compactorEngine is the rule for a host compactor's engine name (docs/protocol.md, "Compaction").
 var compactorEngine = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
 
 // parseWorkerConfig reads the answer of GET /worker/config
@@ -36,7 +36,7 @@ var compactorEngine = regexp.MustCompile(`^[a-zA-Z0-9@/._-]{1,100}$`)
 // pass parseSkillsConfig, contextWindow is an integer of
 // 4,096–10,000,000 and reserveTokens one of 0 to half the window (absent
 // or 0: the defaults, newTiers); compaction, when present, is {engine}
-// with an engine name of §2.11's rule.
+// with an engine name of docs/protocol.md, "Compaction"'s rule.
 func parseWorkerConfig(data []byte) (wire.SessionWorkerConfig, error) {
 	obj, ok := object(data) // the members, read once for the config and its skills
 	var w workerConfigWire
@@ -94,7 +94,7 @@ type workerConfigWire struct {
 
 // compaction reads contextWindow, reserveTokens and compaction into c: a
 // window of 4,096–10,000,000, a reserve of 0 to half the window (or of
-// the default), an engine name of §2.11's rule. ok is false when any is
+// the default), an engine name of docs/protocol.md, "Compaction"'s rule. ok is false when any is
 // bad.
 func (w *workerConfigWire) compaction(c *wire.SessionWorkerConfig) bool {
 	ok := true

@@ -15,8 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the session worker's MCP client (session spec §7.1 item
-// 5): a minimal Streamable-HTTP JSON-RPC client whose every request goes
+// This file is the session worker's MCP client (docs/protocol.md, "MCP calls"): a minimal Streamable-HTTP JSON-RPC client whose every request goes
 // through the broker's POST /mcp/<server>, which holds the credential and
 // the server's URL. Per server it runs initialize, then
 // notifications/initialized, then tools/call, carrying the server's

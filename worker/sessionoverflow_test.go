@@ -64,7 +64,7 @@ func reportLine(r map[string]any) string {
 	return fmt.Sprintf("%v %v willRetry=%v engine=%v error=%v", r["type"], r["reason"], r["willRetry"], r["engine"], r["error"] != nil)
 }
 
-// Overflow compaction (§5.6, §4.5 reason overflow): a model call refused
+// Overflow compaction (docs/session.md, "Compaction in the worker"; docs/protocol.md, "The session protocol" reason overflow): a model call refused
 // as over the context, in either dialect, is compacted with reason
 // overflow, reported with willRetry true and retried once; without
 // anything to compact, or when the compaction fails, the turn fails with

@@ -8,7 +8,7 @@ import (
 )
 
 // This file is the session worker's privacy projection (session spec
-// §5.4, §7.1 item 4): what of the kept conversation each reader's model
+// docs/session.md, "Privacy projection"; docs/session.md, "Session worker and conversation format"): what of the kept conversation each reader's model
 // requests may hold, and what a summary may be written from. The worker
 // builds every request itself, so it applies the projection to every
 // request and never needs the reference's bridge refusal (which exists
@@ -152,7 +152,7 @@ func hideArguments(calls []wire.ToolCall, id string) []wire.ToolCall {
 	return out
 }
 
-// privateHistory is the ready body's privateHistory (§5.4): whether the
+// privateHistory is the ready body's privateHistory (docs/session.md, "Privacy projection"): whether the
 // kept conversation hides anything from the view of no reader.
 func privateHistory(xs []sessionExchange) bool {
 	return slices.ContainsFunc(xs, func(x sessionExchange) bool { return x.closedTo(anonymous) })

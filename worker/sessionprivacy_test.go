@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// The secrets of §6.6: the private tool's argument and result, and the
+// The secrets of the reference's tests: the private tool's argument and result, and the
 // reader's private prompt memory.
 const (
 	argSecret    = "ARG_SECRET"
@@ -25,7 +25,7 @@ const (
 
 var privacySecrets = []string{argSecret, resultSecret, promptSecret}
 
-// annTurn is ann's turn (§6.6: reader ann, actor ann-actor) with the
+// annTurn is ann's turn (the reference's tests: reader ann, actor ann-actor) with the
 // private prompt memory PROMPT_SECRET, or shared memory when visibility
 // is "shared".
 func annTurn(id, text, visibility string) wire.SessionTurn {
@@ -38,7 +38,7 @@ func boTurn(id, text string) wire.SessionTurn {
 	return wire.SessionTurn{TurnID: id, Author: wire.SessionAuthor{ID: "bo", Name: "Bo"}, Text: text, Images: []wire.Image{}, Thinking: "low"}
 }
 
-// recallPerson is §6.6's tool: it answers RESULT_SECRET, as its text or
+// recallPerson is the reference's tool: it answers RESULT_SECRET, as its text or
 // its error, private to ann.
 func recallPerson(failed bool) *sessionTool {
 	return &sessionTool{answer: func(json.RawMessage, wire.SessionBinding) wire.SessionToolResponse {
@@ -60,7 +60,7 @@ func secretsIn(raw []byte) []string {
 	return out
 }
 
-// §6.6 "[SEC] Ownership persists", for the success and the error result,
+// The reference's test "[SEC] Ownership persists", for the success and the error result,
 // over the real broker: the result's privateTo is kept in the session;
 // bo's next request holds none of the secrets but the placeholder; ann's
 // next request has her call's argument again.
@@ -104,7 +104,7 @@ func TestSecPrivateToolResultOwnership(t *testing.T) {
 	}
 }
 
-// §6.6 "[SEC] Real bridge-provider turns" and "Shared versus private prompt
+// The reference's test "[SEC] Real bridge-provider turns" and "Shared versus private prompt
 // blocks", as they apply to a worker that projects every request itself:
 // there is no bridge refusal, so readers ann → bo → ann all proceed with
 // private and with shared prompts (the model is seen 3 times), and bo's
@@ -133,7 +133,7 @@ func TestSecNoBridgeRefusalReadersABA(t *testing.T) {
 	}
 }
 
-// §6.6 "[SEC] Shared versus private prompt blocks": a turn with private
+// The reference's test "[SEC] Shared versus private prompt blocks": a turn with private
 // prompt memory is closed to another reader (intermediate text, every
 // call's arguments and every result hidden; the prompt and the final
 // reply, posted in the channel, stay); with shared memory it is not.
@@ -172,7 +172,7 @@ func TestSecPrivatePromptClosesTurn(t *testing.T) {
 	}
 }
 
-// §6.6 "[SEC] Reader records": each turn starts with a reader record (the
+// The reference's test "[SEC] Reader records": each turn starts with a reader record (the
 // principal, else the author id, and whether its prompt memory is
 // private) before its first model call.
 func TestSecReaderRecords(t *testing.T) {
@@ -211,7 +211,7 @@ func TestSecReaderRecords(t *testing.T) {
 }
 
 // The capability handshake: the worker declares privateTo and
-// readerRecords, so the real broker's gate (§2.9) delivers a private
+// readerRecords, so the real broker's gate (docs/protocol.md, "Privacy") delivers a private
 // prompt and releases a privateTo result (an incapable worker would get
 // ErrWorkerCapability and 409); privateHistory turns true once the kept
 // conversation holds something private.
@@ -247,7 +247,7 @@ func TestSecCapabilityHandshake(t *testing.T) {
 	}
 }
 
-// §5.4 "assistant messages before the running turn lose their thinking":
+// docs/session.md, "Privacy projection" "assistant messages before the running turn lose their thinking":
 // the running turn replays its latest thinking (the API needs it in front
 // of the tool calls), a later turn, even the same reader's, has none.
 func TestSecThinkingNotReplayedAcrossTurns(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the session worker's skills (session spec §5.5): the index
+// This file is the session worker's skills (docs/session.md, "Skills"): the index
 // /worker/config carries, bound at startup to the host's read-only copy
 // of the tree; the block appended to the system prompt; read_skill; and
 // the gate that holds back every tool a skill claims until that skill's
@@ -28,7 +28,7 @@ import (
 const readSkillName = "read_skill"
 
 // errToolsNotRegistered is the reference's fatal startup error when a
-// skill claims a tool the worker does not have (§5.2 step 5).
+// skill claims a tool the worker does not have (docs/session.md, "Process").
 var errToolsNotRegistered = errors.New("tools are not registered")
 
 // sessionSkills are the worker's skills; nil when the profile has none.

@@ -126,8 +126,8 @@ func lastToolResult(r fakemodel.Request) string {
 	return ""
 }
 
-// §6.10 "Worker: … `read_skill` escape attempts (`..`, symlink out of the
-// tree, more than 256 KiB); skill gating", and §5.5 end to end in the
+// The reference's test "Worker: … `read_skill` escape attempts (`..`, symlink out of the
+// tree, more than 256 KiB); skill gating", and docs/session.md, "Skills" end to end in the
 // worker: the skills block is in the system
 // prompt the model receives; a claimed tool is refused with the exact
 // text until read_skill read its skill's SKILL.md (reading another file
@@ -211,7 +211,7 @@ func TestSessionSkillsGateAndRead(t *testing.T) {
 	}
 }
 
-// §5.2 step 5: a tool claimed by a skill that the worker does not have
+// docs/session.md, "Process": a tool claimed by a skill that the worker does not have
 // (here an MCP tool the broker does not discover) is fatal at startup,
 // as are an index whose copy is missing and an index that breaks a rule.
 func TestSessionSkillsStartupFatal(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 )
 
 // This file keeps the session worker's conversation in
-// /workspace/sessions as JSONL (session spec §7.1 item 3, option (b): our
+// /workspace/sessions as JSONL (docs/session.md, "Conversation format": our
 // own format). docs/session.md, "Session worker and conversation format",
 // is the reference; in short, one JSON object per line:
 //
@@ -34,7 +34,7 @@ import (
 //
 // A compaction record replaces every exchange before it but its last keep
 // with its summary (sessioncompact.go), so a restart continues from the
-// summary. Version 2 adds privateTo (a tool result's only reader, §5.4) beside
+// summary. Version 2 adds privateTo (a tool result's only reader, docs/session.md, "Privacy projection") beside
 // the message. Version-1 files still load; the worker does not append to
 // one but copies its kept exchanges into a new version-2 file at its first
 // write, so a worker that predates the privacy projection (and reads only
@@ -425,11 +425,11 @@ func (s *sessionStore) compact(turnID string, c *compaction, keep int, reason st
 }
 
 // privateHistory reports whether the kept conversation hides anything
-// from a reader-less view (the ready body's privateHistory, §5.4).
+// from a reader-less view (the ready body's privateHistory, docs/session.md, "Privacy projection").
 func (s *sessionStore) privateHistory() bool { return privateHistory(s.exchanges) }
 
 // begin records the turn's reader: its principal, else its author id,
-// and whether it carries private prompt memory (§5.4). It is written
+// and whether it carries private prompt memory (docs/session.md, "Privacy projection"). It is written
 // before the model is called, as the reference does.
 func (s *sessionStore) begin(turn wire.SessionTurn) error {
 	reader := cmp.Or(turn.Author.PrincipalID, turn.Author.ID)

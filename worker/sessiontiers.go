@@ -8,8 +8,8 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file is the arithmetic of the session worker's compaction (session
-// spec §5.6, §7.1 item 8): its token estimator and the tiers that pick
+// This file is the arithmetic of the session worker's compaction
+// (docs/session.md, "Compaction in the worker"): its token estimator and the tiers that pick
 // the context size at which the conversation is compacted.
 //
 // The estimator is this worker's own, documented in docs/session.md
@@ -18,7 +18,7 @@ import (
 // up, plus a fixed imageTokens per image. It reads no usage the model
 // reports, so it is the same before the first call and after a restart.
 
-// The tiers of §5.6, in tokens. The hard tier is the ceiling above which
+// The tiers of docs/session.md, "Compaction in the worker", in tokens. The hard tier is the ceiling above which
 // the host compactor is bypassed.
 const (
 	softTier     = 300_000
@@ -53,7 +53,7 @@ const (
 	maxContextWindow = wire.MaxContextWindow
 )
 
-// Engines of a compaction, in the report's words (§4.5): the host
+// Engines of a compaction, in the report's words (docs/protocol.md, "The session protocol"): the host
 // compactor's summary or the worker's own (the reference's name for its
 // agent's summary).
 const (
@@ -93,7 +93,7 @@ func newTiers(window, reserve int) tiers {
 func (t tiers) native() int { return t.window - t.reserve }
 
 // trigger is the context size, in tokens, above which the conversation is
-// compacted (§5.6), given the latest compaction (nil: none yet):
+// compacted (docs/session.md, "Compaction in the worker"), given the latest compaction (nil: none yet):
 //   - a native threshold of at most the soft tier applies as it is;
 //   - else the soft tier, while the last compaction left at most the soft
 //     tier less the headroom (or there was none);
@@ -120,7 +120,7 @@ func (t tiers) trigger(last *lastCompaction) int {
 func (t tiers) reserveTokens(last *lastCompaction) int { return t.window - t.trigger(last) }
 
 // bypass reports why a compaction skips the host compactor for the
-// worker's own summary (§5.6): the context is above the hard tier, or the
+// worker's own summary (docs/session.md, "Compaction in the worker"): the context is above the hard tier, or the
 // host's last summary left more than it.
 func bypass(tokensBefore int, last *lastCompaction) (reason string, ok bool) {
 	switch {

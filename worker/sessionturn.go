@@ -18,7 +18,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// This file runs one session turn (session spec §5.2 runTurn): the outbox,
+// This file runs one session turn (docs/session.md, "Process"): the outbox,
 // the reader record, the prompt "[<name> (<id>)] <text>" with the turn's
 // images, the shared agent loop with the profile's host and MCP tools and
 // the turn's thinking level, then the final text and the reply files.
@@ -241,7 +241,7 @@ func (w *sessionWorker) sessionTools(box *outbox, shown *shownImages) *toolTable
 	return t
 }
 
-// toolCall is the body of POST /tools/<name> (§4.5).
+// toolCall is the body of POST /tools/<name> (docs/protocol.md, "The session protocol").
 type toolCall struct {
 	Input json.RawMessage `json:"input"`
 }
@@ -249,7 +249,7 @@ type toolCall struct {
 // hostTool posts {"input": arguments} to /tools/<name> and reads the
 // wire.SessionToolResponse: the text when ok, else the host's error
 // text (or "Host tool failed"), and its privateTo, the only reader the
-// result (text or error) is for (§5.4; the privacy projection hides it
+// result (text or error) is for (docs/session.md, "Privacy projection"; the privacy projection hides it
 // from the others). An image is saved to the outbox as image.png
 // (image-2.png, …), as the reference does whatever its type. A tool named
 // image_generate gets its reference_images read from the attachments
@@ -304,7 +304,7 @@ const imageNoRoomText = "[The image was not attached to your reply: the channel'
 var errToolResponse = errors.New("invalid host tool response")
 
 // parseToolResponse reads a host tool's answer: ok a boolean, text and
-// error strings when present, an image that passes §4.2, and privateTo,
+// error strings when present, an image that passes docs/protocol.md, "Images and files", and privateTo,
 // when present, a string of 1–256 units (the reference's "Invalid private
 // tool owner"; here errToolResponse).
 func parseToolResponse(data []byte) (wire.SessionToolResponse, error) {

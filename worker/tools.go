@@ -32,7 +32,7 @@ type function struct {
 	run  func(ctx context.Context, in toolInput) (string, error)
 	// owned, when set, runs the tool instead of run and also names the
 	// only reader its result is for ("" for everyone): the session
-	// worker's host tools, whose answer may carry privateTo (§5.4).
+	// worker's host tools, whose answer may carry privateTo (docs/protocol.md, "Privacy").
 	owned func(ctx context.Context, in toolInput) (text, privateTo string, err error)
 }
 

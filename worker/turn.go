@@ -52,7 +52,7 @@ func decodeTurn(b []byte) (wire.Turn, error) {
 	}, nil
 }
 
-// turnWire is the turn JSON (§3.2) in the order the reference checks
+// turnWire is the turn JSON (docs/sealed-turn.md, "The container") in the order the reference checks
 // its members. Each member's type holds its rule, so the first bad
 // member Fill names is the one the reference refused: the optional model
 // settings (modelApi a known API, stream a boolean, thinking a known
@@ -85,7 +85,7 @@ func (s *speakerWire) UnmarshalJSON(b []byte) error {
 }
 
 // memoryWire is the channel's memory as the reference's load checked it
-// (spec §4.6): an array of at most 256 entries with string scope, key and
+// (docs/protocol.md, "Memory tools"): an array of at most 256 entries with string scope, key and
 // text. The host checks the finer rules before it stores anything.
 type memoryWire []rtsandbox.MemoryEntry
 
@@ -104,7 +104,7 @@ func (m *memoryWire) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// historyWire is the channel's history (spec §4.3 item 2): an array of at
+// historyWire is the channel's history (docs/protocol.md, "The sealed turn"): an array of at
 // most 20 messages with role user or assistant and string content.
 type historyWire []rtsandbox.HistoryEntry
 

@@ -162,7 +162,7 @@ func oldSpeaker(raw json.RawMessage) (wire.TurnSpeaker, bool) {
 }
 
 // memoryEntries checks the channel's memory as the reference's load did
-// (spec §4.6): an array of at most 256 entries with string scope, key and
+// (docs/protocol.md, "Memory tools"): an array of at most 256 entries with string scope, key and
 // text. The host checks the finer rules before it stores anything.
 func oldMemoryEntries(raw json.RawMessage) ([]rtsandbox.MemoryEntry, bool) {
 	items, ok := oldArray(raw)
@@ -186,7 +186,7 @@ func oldMemoryEntries(raw json.RawMessage) ([]rtsandbox.MemoryEntry, bool) {
 	return out, true
 }
 
-// historyList checks the channel's history (spec §4.3 item 2): an array of
+// historyList checks the channel's history (docs/protocol.md, "The sealed turn"): an array of
 // at most 20 messages with role user or assistant and string content.
 func oldHistoryList(raw json.RawMessage) ([]rtsandbox.HistoryEntry, bool) {
 	items, ok := oldArray(raw)

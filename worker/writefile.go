@@ -15,7 +15,7 @@ import (
 // This file is the write_file tool of a session turn (issue 13, "files
 // out"): the model hands the guest a text file it wrote (a CSV, a script,
 // a summary) by saving it in the turn's outbox, from where it comes back
-// as a reply file (§5.2 runTurn steps 10–13, §5.3). The sealed worker has
+// as a reply file (docs/host.md, "Routing rules" runTurn steps 10–13, docs/sealed-turn.md, "Commands"). The sealed worker has
 // no outbox and no such tool.
 //
 // The name is kept as the model gives it when it is a safe name and its
@@ -23,7 +23,7 @@ import (
 // neither the whole name nor empty) need not match saveToOutbox's
 // ^[a-z0-9]{1,10}$, which binds only a host tool's image. A taken name
 // becomes stem-2.ext, stem-3.ext … (stem-2 without an extension). The
-// reply's bounds (§4.3: ten files, 10 MiB each, 50 MiB in all) are
+// reply's bounds (docs/protocol.md, "The sealed turn": ten files, 10 MiB each, 50 MiB in all) are
 // checked against what the outbox already holds, so the model is told
 // at once rather than the whole turn failing at its end.
 

@@ -24,7 +24,7 @@ const defaultDrain = 30 * time.Second
 
 // runServe is `rtsandbox serve --config FILE [--drain 30s]`.
 func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	st := newSetup("rtsandbox serve", stderr, cli.LogJSON) // JSON lines by default (host spec §1.15)
+	st := newSetup("rtsandbox serve", stderr, cli.LogJSON) // JSON lines by default (docs/operations.md, "Metrics and the per-turn log record")
 	drain := st.FS.Duration("drain", defaultDrain, "at shutdown, how long running turns may finish before they are cancelled")
 	reseed := st.FS.Bool("reseed", false, "seed initial_channels again when the channel store is missing (after a deliberate reset)")
 	cfg, log, code, ok := st.Load(args, getenv, stderr, stdout, slog.LevelInfo, func() error { return cli.PositiveFlag(st.FS, "drain") })

@@ -30,7 +30,7 @@ func compactingEcho() *fakemodel.Server {
 		}))
 }
 
-// TestSessionServeHostCompaction (issue 13 item 5, §2.11, §5.6): a
+// TestSessionServeHostCompaction (issue 13 item 5, docs/protocol.md, "Compaction"; docs/session.md, "Compaction in the worker"): a
 // session profile on a model with the smallest context window the worker
 // accepts (models.<name>.context_window: 4096) and session.compactor
 // {engine: summary}: past the trigger, the worker asks the broker, the

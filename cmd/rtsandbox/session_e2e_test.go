@@ -1203,7 +1203,7 @@ func writeSkillFile(t *testing.T, dir, desc string) {
 	}
 }
 
-// TestSessionServeSkills: a session profile with a skill (§5.5) end to
+// TestSessionServeSkills: a session profile with a skill (docs/session.md, "Skills") end to
 // end in a real container. The skills block reaches the model's system
 // prompt; the tool the skill gates is refused with the exact text until
 // the worker's read_skill read the skill's SKILL.md from the read-only

@@ -129,7 +129,7 @@ func wantSecret(t *testing.T, reader string, reqs []fakemodel.Request) {
 }
 
 // TestSessionServePrivateMemory is issue 13's privacy test through serve,
-// the real broker and the real worker (§5.4): in one channel alice tells
+// the real broker and the real worker (docs/session.md, "Privacy projection"): in one channel alice tells
 // the agent a pin in speaker scope; bob's turns after it carry nothing of
 // it, neither in the prompt memory block nor in the history (alice's
 // exchange is there only as the worker's hidden placeholder and her
@@ -238,7 +238,7 @@ func wantHidden(t *testing.T, reader string, req fakemodel.Request) {
 }
 
 // wantNoPrivacyRefusal requires that serve's log shows no privacy gate
-// (§2.9) at work.
+// (docs/protocol.md, "Privacy") at work.
 func wantNoPrivacyRefusal(t *testing.T, s *server) {
 	t.Helper()
 	if out := s.out.String(); strings.Contains(out, "privacy capability") {

@@ -51,7 +51,7 @@ type engine interface {
 
 var _ engine = (*client.Client)(nil)
 
-// Limits and delays of a run (§3.3, §3.4, and the deadline budget of
+// Limits and delays of a run (docs/sealed-turn.md, "The container"; docs/sealed-turn.md, "Deadlines and cleanup when the engine is slow, down or wedged", and the deadline budget of
 // budget.go).
 const (
 	stdoutLimit      = 2 << 20   // 2 MiB of reply JSON

@@ -77,7 +77,7 @@ func TestIntegrationSealedRun(t *testing.T) {
 	assertHardened(t, spec, inspected)
 }
 
-// assertHardened checks every §3.2 setting on the container the daemon made.
+// assertHardened checks every docs/sealed-turn.md, "The container" setting on the container the daemon made.
 func assertHardened(t *testing.T, spec rtcontainer.Spec, c container.InspectResponse) {
 	t.Helper()
 	if c.Config == nil || c.HostConfig == nil {

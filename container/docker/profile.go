@@ -18,7 +18,7 @@ import (
 // profile in one place.
 type option func(*container.Config, *container.HostConfig)
 
-// sealed is the §3.2 profile of a sealed turn, translated from CLI flags to
+// sealed is the docs/sealed-turn.md, "The container" profile of a sealed turn, translated from CLI flags to
 // the Engine API. The CLI's --rm is deliberately absent: removal stays under
 // the driver's control (AutoRemove would race our force-removal), and
 // --pull never is implicit because the create endpoint never pulls.

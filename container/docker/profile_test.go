@@ -10,7 +10,7 @@ import (
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 )
 
-// argsSpec is the §6.10 "Args" spec.
+// argsSpec is the reference's "Args" spec.
 func argsSpec() rtcontainer.Spec {
 	return rtcontainer.Spec{
 		Name:         "rtsandbox-test",
@@ -26,7 +26,7 @@ func argsSpec() rtcontainer.Spec {
 
 func int64p(n int64) *int64 { return &n }
 
-// TestCreateOptions pins the whole create request: §3.2 translated to the
+// TestCreateOptions pins the whole create request: docs/sealed-turn.md, "The container" translated to the
 // Engine API, and nothing else (no port bindings, no privileged, no
 // AutoRemove, no other mounts, no other environment).
 func TestCreateOptions(t *testing.T) {
@@ -71,7 +71,7 @@ func TestCreateOptions(t *testing.T) {
 	}
 }
 
-// TestCreateOptionsOverrides is §6.10 "Overrides": 768 MiB, 0.5 CPU, 32 PIDs.
+// TestCreateOptionsOverrides is the reference's test "Overrides": 768 MiB, 0.5 CPU, 32 PIDs.
 func TestCreateOptionsOverrides(t *testing.T) {
 	s := argsSpec()
 	s.Limits = rtcontainer.Limits{MemoryMB: 768, CPUs: 0.5, PIDs: 32}

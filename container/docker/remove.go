@@ -14,7 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/wait"
 )
 
-// cleanup force-removes the container by its exact name (§3.3 "finally")
+// cleanup force-removes the container by its exact name (docs/sealed-turn.md, "The container" "finally")
 // within the run's budget. An aborted run is SIGKILLed first. When the run
 // was aborted or failed (an exit code other than 0, a kill after a stream
 // overflow, an engine error), a second removal follows after 100 ms: a
@@ -30,7 +30,7 @@ func (d *Driver) cleanup(ctx context.Context, b budget, name string, aborted, fa
 	ctx, cancel := b.bounded(ctx, d.now(), cleanupBudget)
 	defer cancel()
 	if aborted {
-		// Force removal kills too; the kill comes first as in §3.3, with
+		// Force removal kills too; the kill comes first as in docs/sealed-turn.md, "The container", with
 		// at most half the time, so that a hung kill leaves time to try
 		// the removal.
 		kctx, kcancel := context.WithTimeout(ctx, remaining(ctx)/2)

@@ -13,7 +13,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-// Run implements container.OneShot. The order follows §3.3: canonicalise and
+// Run implements container.OneShot. The order follows docs/sealed-turn.md, "The container": canonicalise and
 // validate, refuse an already-ended context, create, attach, wait-register,
 // start, write stdin, read both streams and the exit concurrently; then
 // always remove, and only then judge the reply.

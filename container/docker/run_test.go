@@ -40,7 +40,7 @@ func hostileWorker(killed <-chan struct{}, _ io.Reader, _, _ io.Writer) int {
 	return 137
 }
 
-// TestRunNormalTurn is §6.10 "Driver normal turn": the reply comes back and
+// TestRunNormalTurn is the reference's test "Driver normal turn": the reply comes back and
 // the container is removed exactly once, by name.
 func TestRunNormalTurn(t *testing.T) {
 	f := newFakeEngine()
@@ -66,7 +66,7 @@ func TestRunNormalTurn(t *testing.T) {
 	}
 }
 
-// TestRunAbortPath is the §6.11 driver abort path: SIGKILL, then remove,
+// TestRunAbortPath is the driver abort path of the reference's extra tests: SIGKILL, then remove,
 // then 100 ms, then remove again.
 func TestRunAbortPath(t *testing.T) {
 	f := newFakeEngine()
@@ -110,7 +110,7 @@ func TestRunFailures(t *testing.T) {
 		wantRemoves int
 		wantKill    bool
 	}{
-		// A well-formed ok:false reply with exit code 1 throws (§3.3).
+		// A well-formed ok:false reply with exit code 1 throws (docs/sealed-turn.md, "The container").
 		{"exit-1", replyWorker(`{"ok":false,"text":"x"}`, 1), rtcontainer.ErrWorkerFailed, 2, false},
 		{"stdout-over-limit", replyWorker(strings.Repeat("x", stdoutLimit+1), 0), rtcontainer.ErrOutputLimit, 2, true},
 		{"text-over-limit", replyWorker(`{"ok":true,"text":"`+strings.Repeat("a", 100001)+`"}`, 0), rtcontainer.ErrInvalidReply, 1, false},
@@ -163,7 +163,7 @@ func TestRunRefusesInvalidSpec(t *testing.T) {
 	}
 }
 
-// Spec §6.5 "Removal-conflict retry", at the level of a whole run: the
+// The reference's test "Removal-conflict retry", at the level of a whole run: the
 // engine's own removal races ours ("already in progress"), then the
 // container is gone; the turn still succeeds, after exactly two removals.
 func TestRunRemovalConflictRetry(t *testing.T) {

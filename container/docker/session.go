@@ -19,7 +19,7 @@ import (
 )
 
 // SessionDriver runs the long-lived session containers of session mode
-// (session spec §3.1) on a Docker daemon: one per channel, created with
+// (docs/session.md, "The container") on a Docker daemon: one per channel, created with
 // exactly the rtcontainer.SessionSpec profile, never pulled, left running
 // between turns and removed only by its exact name. It is separate from
 // the sealed Driver: its containers carry the role label "session", which
@@ -47,7 +47,7 @@ var (
 	_ rtcontainer.LongLived = (*SessionDriver)(nil)
 )
 
-// Limits of the session driver (§3.1).
+// Limits of the session driver (docs/session.md, "The container").
 const (
 	// sessionCallTimeout bounds every engine call, as the reference's.
 	sessionCallTimeout = 15 * time.Second
@@ -264,7 +264,7 @@ func (d *SessionDriver) Logs(ctx context.Context, name string, n int) (string, e
 	return DemuxLog(data), nil
 }
 
-// DemuxLog turns a log payload into text (§3.1): Docker's non-TTY frames
+// DemuxLog turns a log payload into text (docs/session.md, "The container"): Docker's non-TTY frames
 // (a stream id 0–2, three zero bytes, a big-endian uint32 length, the
 // payload) are concatenated in order; data that does not start with a
 // frame header is returned as it is. A truncated last frame keeps what
@@ -287,7 +287,7 @@ func frameHeader(p []byte) bool {
 }
 
 // sessionCreateOptions builds the create request of a validated spec
-// (§3.1, adapted: see docs/session.md).
+// (docs/session.md, "The container", adapted: see docs/session.md).
 func sessionCreateOptions(spec rtcontainer.SessionSpec) client.ContainerCreateOptions {
 	cfg, host := &container.Config{}, &container.HostConfig{}
 	for _, opt := range sessionProfile(spec) {

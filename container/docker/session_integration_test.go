@@ -71,7 +71,7 @@ func waitLogs(t *testing.T, d *SessionDriver, name, want string) string {
 	return ""
 }
 
-// TestIntegrationSessionContainer: EnsureRunning creates exactly the §3.1
+// TestIntegrationSessionContainer: EnsureRunning creates exactly the docs/session.md, "The container"
 // profile as the engine reports it, with the worker's environment the
 // spec's alone; an image change recreates the container; ReapSessions
 // removes it. The lifecycle the modes rely on (keep, recreate, remove,
@@ -111,7 +111,7 @@ func TestIntegrationSessionContainer(t *testing.T) {
 	}
 }
 
-// assertSessionHardened checks the §3.1 settings on the container the
+// assertSessionHardened checks the docs/session.md, "The container" settings on the container the
 // daemon made.
 func assertSessionHardened(t *testing.T, spec rtcontainer.SessionSpec) {
 	t.Helper()

@@ -169,10 +169,10 @@ func sessionTestSpec() rtcontainer.SessionSpec {
 	}
 }
 
-// §6.3 "[SEC] Container body": NetworkMode none, read-only root, CapDrop
+// The reference's test "[SEC] Container body": NetworkMode none, read-only root, CapDrop
 // ALL, no-new-privileges, exactly the two binds (adapted: as Mounts, run
 // read-only), an env without the host's secret but with the dummy token;
-// and every other §3.1 setting.
+// and every other docs/session.md, "The container" setting.
 func TestSessionCreateBody(t *testing.T) {
 	spec := sessionTestSpec().WithDefaults()
 	o := sessionCreateOptions(spec)
@@ -222,7 +222,7 @@ func TestSessionCreateBody(t *testing.T) {
 
 func slicesEqual(a, b []string) bool { return cmp.Equal(a, b) }
 
-// §6.4 "A driver built with log:{driver:"local", options:{max-size:"10m"}},
+// The reference's test "A driver built with log:{driver:"local", options:{max-size:"10m"}},
 // against a fake Docker API (inspect 404 → create), produces a create body
 // with LogConfig {Type:"local", Config:{"max-size":"10m"}}".
 func TestSessionLocalLogDriver(t *testing.T) {
@@ -242,7 +242,7 @@ func TestSessionLocalLogDriver(t *testing.T) {
 	}
 }
 
-// §3.1 "Driver behaviour": status, ensureRunning (keep a matching running
+// docs/session.md, "The container" "Driver behaviour": status, ensureRunning (keep a matching running
 // container, recreate on an image or profile change or a stopped one),
 // remove (404 fine), logs (404 gives "").
 func TestSessionDriverLifecycle(t *testing.T) {
@@ -387,7 +387,7 @@ func frame(stream byte, payload string) []byte {
 	return append(h, payload...)
 }
 
-// §6.4 "demuxDockerLog of two frames (stdout "out line\n", stderr "err
+// The reference's test "demuxDockerLog of two frames (stdout "out line\n", stderr "err
 // line\n") → concatenated text; unframed text → returned as is".
 func TestDemuxLog(t *testing.T) {
 	tests := []struct {

@@ -258,7 +258,7 @@ func testFailures(t *testing.T, h Harness) {
 	}
 }
 
-// testDeadline is the §3.5 requirement: a PID 1 that ignores SIGTERM,
+// testDeadline is the docs/protocol.md, "The sealed reply" requirement: a PID 1 that ignores SIGTERM,
 // with a 1 s deadline, fails in under 8 s and leaves no container. The
 // bound asserted is the engine's own (the deadline plus its overrun plus
 // schedulingSlack), which must itself be under the spec's 8 s.

@@ -1,5 +1,5 @@
 // Package skilltree reads an operator's skills directory for session
-// mode (spec session.md §5.5) on the host: it validates the tree, indexes
+// mode (docs/session.md, "Skills") on the host: it validates the tree, indexes
 // it and keeps an in-memory copy the session runtime writes into each
 // channel's run directory, where the worker reads it (package skills).
 //

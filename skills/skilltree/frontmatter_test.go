@@ -11,7 +11,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/skills"
 )
 
-// frontMatterCases are the front-matter rules of §5.5; they also seed
+// frontMatterCases are the front-matter rules of docs/session.md, "Skills"; they also seed
 // FuzzFrontMatter.
 var frontMatterCases = []struct {
 	name    string

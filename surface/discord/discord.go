@@ -1,7 +1,7 @@
 // Package discord is the Discord chat surface: it reports guild messages
 // to the router as facts, posts the router's replies and typing, and
 // serves the owner slash commands `/<root> sandbox on|off|status|fresh|stop`
-// (host spec §1.12, §2.1, §2.4, §2.6).
+// (docs/session-mode.md, "Owner commands per mode"; docs/host.md, "Discord").
 //
 // The contract:
 //

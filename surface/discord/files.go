@@ -14,7 +14,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/router"
 )
 
-// Files in and out (session spec §4.3, §5.1).
+// Files in and out (docs/protocol.md, "Images and files"; docs/session.md, "Attachments in, reply files out").
 //
 // In: a message's attachments become router.Message.Files as Discord
 // describes them (CDN URL, file name, declared size and type): the

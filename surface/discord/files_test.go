@@ -68,7 +68,7 @@ func TestInboundFilesDescribed(t *testing.T) {
 		},
 		{
 			// [SEC] The name is the guest's and passes untouched: the
-			// runtime sanitises it (§5.1 step 8), the surface never
+			// runtime sanitises it (docs/session.md, "Attachments in, reply files out"), the surface never
 			// builds a path from it.
 			name: "sec-name-with-path-separators-passed-through",
 			msg: func(*harness) fakediscord.Message {

@@ -12,7 +12,7 @@ import (
 
 // onMessage runs on discordgo's gateway reader: it only queues the message
 // for inbound, which routes messages one at a time so that their order is
-// kept (host spec §2.2 step 4). A full inbox drops the message.
+// kept (docs/host.md, "Discord"). A full inbox drops the message.
 func (s *Surface) onMessage(_ *discordgo.Session, mc *discordgo.MessageCreate) {
 	if mc == nil || mc.Message == nil {
 		return
@@ -58,7 +58,7 @@ func routed(t discordgo.MessageType) bool {
 	return t == discordgo.MessageTypeDefault || t == discordgo.MessageTypeReply
 }
 
-// message maps a gateway message to the router's facts (host spec §2.1).
+// message maps a gateway message to the router's facts (docs/host.md, "Discord").
 // It reports false for messages that are not chat at all: before READY,
 // the bot's own, system messages, or an invalid channel.
 func (s *Surface) message(ctx context.Context, m *discordgo.Message) (router.Message, bool) {

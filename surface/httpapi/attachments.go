@@ -15,7 +15,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 )
 
-// Attachments in (session spec §5.1): a message may carry
+// Attachments in (docs/session.md, "Attachments in, reply files out"): a message may carry
 //
 //	"attachments": [{"name": string, "mime_type": string, "data": base64}]
 //
@@ -24,7 +24,7 @@ import (
 // rtsandbox.MaxAttachmentBytes (25 MiB) decoded, rtsandbox.MaxAttachmentsTotal
 // (50 MiB) in all, each checked on the base64 text's length and alphabet
 // before it is decoded. The name and the declared type are the guest's:
-// the name passes untouched (the runtime sanitises it, §5.1 step 8; the
+// the name passes untouched (the runtime sanitises it, docs/session.md, "Attachments in, reply files out"; the
 // surface never builds a path from it) and the type is sniffed again by
 // the runtime. They become router.Message.Files with Data set.
 //
@@ -38,7 +38,7 @@ import (
 // Bounds of the attachments JSON.
 const (
 	// maxAttachmentName bounds a name, in UTF-16 units (a safe name's
-	// length, §4.4; the runtime keeps the last 120 units).
+	// length, docs/protocol.md, "The session protocol"; the runtime keeps the last 120 units).
 	maxAttachmentName = rtsandbox.MaxSafeNameLen
 	// maxMIMEType bounds a declared type, in bytes.
 	maxMIMEType = 255

@@ -57,7 +57,7 @@ var pngEntry = entry("a.png", "image/png", "iVBORw==")
 // attachmentValidationTests are refused attachment bodies and their
 // answers; they also seed FuzzDecodeAttachments.
 var attachmentValidationTests = []bodyRefusal{
-	// [SEC] The count is bounded before the 21st entry is read (§5.1).
+	// [SEC] The count is bounded before the 21st entry is read (docs/session.md, "Attachments in, reply files out").
 	{"sec-too-many-attachments", withAttachments("hi", list(slices.Repeat([]string{pngEntry}, 21)...)), "attachments: at most 20 entries", 400},
 	// [SEC] The old bound holds for everything outside attachment data.
 	{"sec-text-over-512-kib-beside-attachments", `{"channel":"http:lobby","author":{"id":"alice"},"attachments":` + list(pngEntry) + `,"reference_text":"` + strings.Repeat("a", MaxBodyBytes) + `","text":"hi"}`, textBodyTooLarge, 413},
@@ -92,7 +92,7 @@ var attachmentValidationTests = []bodyRefusal{
 	{"blank-text-and-no-attachments", withAttachments(" ", `[]`), "text: required and not blank", 400},
 }
 
-// attachmentSizeTests are the size bounds at their real values (§5.1),
+// attachmentSizeTests are the size bounds at their real values (docs/session.md, "Attachments in, reply files out"),
 // checked on the base64 text before it is decoded: tens of MiB each, so
 // they seed no fuzzing.
 func attachmentSizeTests() []bodyRefusal {
@@ -111,7 +111,7 @@ func TestAttachmentValidation(t *testing.T) {
 	testRefusals(t, attachmentValidationTests)
 }
 
-// TestAttachmentSizeBounds: §5.1's bounds at their real sizes (tens of
+// TestAttachmentSizeBounds: docs/session.md, "Attachments in, reply files out"'s bounds at their real sizes (tens of
 // MiB of JSON each: slow under the race detector).
 func TestAttachmentSizeBounds(t *testing.T) {
 	testRefusals(t, attachmentSizeTests())

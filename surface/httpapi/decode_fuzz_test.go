@@ -54,7 +54,7 @@ func FuzzDecodeMessage(f *testing.F) {
 
 // FuzzDecodeAttachments feeds message bodies with attachments to the
 // strict decoder. Nothing may panic; a refusal is a bounded text; what is
-// accepted keeps every bound of §5.1 (at most 20 entries, each 1 byte to
+// accepted keeps every bound of docs/host.md, "State that survives restarts" (at most 20 entries, each 1 byte to
 // 25 MiB decoded, 50 MiB in all), its bytes are reserved exactly, and it
 // becomes the router message's Files with the declared sizes measured.
 func FuzzDecodeAttachments(f *testing.F) {

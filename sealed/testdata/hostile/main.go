@@ -1,5 +1,5 @@
 // Command hostile is a PID 1 that ignores SIGTERM and SIGINT and never
-// exits: the turn deadline must still end it (spec §3.5).
+// exits: the turn deadline must still end it (docs/sealed-turn.md, "Deadlines and cleanup when the engine is slow, down or wedged").
 package main
 
 import (
