@@ -42,12 +42,6 @@ func TestAlertRulesPromtool(t *testing.T) {
 	}
 }
 
-// family is what the registry says of one metric: its type and labels.
-type family struct {
-	typ    dto.MetricType
-	labels []string
-}
-
 // registered returns every metric name a query may use, from what
 // metrics.New registers (each vector given one series, so that it is
 // gathered): a histogram's _bucket (with le), _sum and _count, and up,
