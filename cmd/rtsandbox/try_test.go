@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/client"
 
@@ -26,7 +28,6 @@ import (
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
-	"github.com/rtsandbox/rtsandbox/workerimage"
 )
 
 // A README try-it block: the markers around its commands and the example
@@ -366,36 +367,16 @@ func requireCurl(t *testing.T) {
 	}
 }
 
-// tryBinaries builds bin/ as `make build` builds it, once for every
-// block: a static worker, and a static host binary that embeds it (the
-// overlay puts the worker where the embed directive looks, without
-// writing into the checkout). It returns the directory.
+// tryBinaries builds bin/ as `make build` builds it (internal/hostbin),
+// once for every block, and returns the directory.
 func tryBinaries(t *testing.T, root string) string {
 	t.Helper()
-	work := t.TempDir()
-	bin := filepath.Join(work, "bin")
+	bin := filepath.Join(t.TempDir(), "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	worker := filepath.Join(bin, workerimage.WorkerFile)
-	goBuild(t, root, []string{"GOOS=linux"}, "-ldflags=-s -w", "-o", worker, "./cmd/rtsandbox-worker")
-	overlay := filepath.Join(work, "overlay.json")
-	spec := fmt.Sprintf(`{"Replace":{%q:%q}}`, filepath.Join(root, "workerimage", workerimage.WorkerFile), worker)
-	if err := os.WriteFile(overlay, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	goBuild(t, root, nil, "-tags", "embedworker", "-overlay", overlay, "-o", filepath.Join(bin, "rtsandbox"), "./cmd/rtsandbox")
+	hostbin.Build(t, root, bin)
 	return bin
-}
-
-func goBuild(t *testing.T, root string, env []string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("go", append([]string{"build", "-trimpath"}, args...)...)
-	cmd.Dir = root
-	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %q: %v\n%s", args, err, out)
-	}
 }
 
 // tryConfig loads the config the README's serve command picks for this
