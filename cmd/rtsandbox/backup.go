@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/host"
 	"github.com/rtsandbox/rtsandbox/internal/cli"
 )
@@ -14,16 +16,16 @@ import (
 // runBackup is `rtsandbox backup --config FILE DIR`: a consistent copy of
 // the state into DIR (new or empty), beside a running serve (host.Backup,
 // docs/operations.md "Backup and restore").
-func runBackup(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	st := newSetup("rtsandbox backup", stderr, "")
-	cfg, _, code, ok := st.Load(args, getenv, stderr, nil, 0, func() error { return oneDir(st.FS.Args()) })
+func runBackup(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+	const name = "rtsandbox backup"
+	fs := cli.NewFlagSet(name, stderr)
+	cfg, dir, code, ok := backupArgs(fs, name, args, stderr)
 	if !ok {
 		return code
 	}
-	dir := st.FS.Arg(0)
 	r, err := host.Backup(ctx, cfg, dir, time.Now())
 	if err != nil {
-		return cli.Fail(stderr, "rtsandbox backup", exitFail, err)
+		return cli.Fail(stderr, name, exitFail, err)
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(stdout, "skipped %s\n", s)
@@ -39,31 +41,46 @@ func runBackup(ctx context.Context, args []string, getenv env, _ io.Reader, stdo
 // runRestore is `rtsandbox restore --config FILE [--force] DIR`: with
 // serve stopped, the backup in DIR is checked whole, then written into
 // the state dir (host.Restore).
-func runRestore(ctx context.Context, args []string, getenv env, _ io.Reader, stdout, stderr io.Writer) int {
-	st := newSetup("rtsandbox restore", stderr, "")
-	force := st.FS.Bool("force", false, "move the state dir's current state aside (never deleted) instead of refusing to restore over it")
-	cfg, _, code, ok := st.Load(args, getenv, stderr, nil, 0, func() error { return oneDir(st.FS.Args()) })
+func runRestore(ctx context.Context, args []string, _ env, _ io.Reader, stdout, stderr io.Writer) int {
+	const name = "rtsandbox restore"
+	fs := cli.NewFlagSet(name, stderr)
+	force := fs.Bool("force", false, "move the state dir's current state aside (kept, never deleted) instead of refusing to restore over it")
+	cfg, dir, code, ok := backupArgs(fs, name, args, stderr)
 	if !ok {
 		return code
 	}
-	dir := st.FS.Arg(0)
 	r, err := host.Restore(ctx, cfg, dir, *force, time.Now())
 	for _, a := range r.Aside {
 		fmt.Fprintf(stdout, "moved the earlier state aside to %s\n", a)
 	}
 	if err != nil {
-		return cli.Fail(stderr, "rtsandbox restore", exitFail, err)
+		return cli.Fail(stderr, name, exitFail, err)
 	}
 	fmt.Fprintf(stdout, "restored %d file(s) of the backup of %s into %s\n", len(r.Manifest.Files),
 		r.Manifest.Created.Format(time.RFC3339), cfg.StateDir)
 	return exitOK
 }
 
-// oneDir requires exactly one positional argument, the backup directory,
-// after the flags.
-func oneDir(args []string) error {
-	if len(args) != 1 || args[0] == "" {
-		return errors.New("exactly one backup directory is required after the flags (DIR)")
+// backupArgs parses --config and the one DIR (flags before or after it)
+// and loads the config.
+func backupArgs(fs *flag.FlagSet, name string, args []string, stderr io.Writer) (*config.Config, string, int, bool) {
+	configPath := fs.String("config", "", "config file; its state_dir and session.party_dir hold the state (required)")
+	pos, err := cli.ParseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, "", exitOK, false
+	case err != nil:
+		return nil, "", exitUsage, false // the flag set named the flag
 	}
-	return nil
+	if len(pos) != 1 || pos[0] == "" {
+		err = errors.New("exactly one backup directory DIR is required")
+	}
+	if err = cli.FirstError(cli.MissingFlag(fs, "config"), err); err != nil {
+		return nil, "", cli.Fail(stderr, name, exitUsage, err), false
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return nil, "", cli.Fail(stderr, name, exitUsage, err), false
+	}
+	return cfg, pos[0], exitOK, true
 }
