@@ -63,7 +63,7 @@ func commands() []cli.Command {
 		{Name: "chat", Summary: "a terminal chat, each line a sealed turn", Run: runChat},
 		{Name: "broker", Summary: "serve one turn's broker on a Unix socket", Run: runBroker},
 		{Name: "image", Summary: "build the sealed worker image (image build)", Run: runImage},
-		{Name: "reap", Summary: "remove this installation's leftover turn containers and its session containers", Run: runReap},
+		{Name: "reap", Summary: "remove this installation's leftover turn containers and its session containers, then old untagged worker images no container uses", Run: runReap},
 		{Name: "fetch", Summary: "fetch one URL through the SSRF-safe fetcher and print a JSON line", Run: runFetch},
 	}
 }
