@@ -32,7 +32,9 @@ func TestIntegrationPruneImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _, _ = integ.cli.ImageRemove(context.Background(), res.ID, client.ImageRemoveOptions{Force: true}) })
+		t.Cleanup(func() {
+			_, _ = integ.cli.ImageRemove(context.Background(), res.ID, client.ImageRemoveOptions{Force: true})
+		})
 		return res.ID
 	}
 	ours := "rtsandbox-test-prune:" + randomHex(4)
