@@ -527,3 +527,28 @@ func TestSecBackupNeverFollowsAPlantedLink(t *testing.T) {
 		t.Errorf("skipped = %q; want the 4 links and the FIFO named", rep.Skipped)
 	}
 }
+
+// TestBackupNamesUnmountedWorkspaceImage: a hard-bounded workspace whose
+// filesystem image is not mounted cannot be read without mounting it
+// (which could race serve's own mount): the backup holds everything else
+// and names the channel, never passing the empty mount point off as the
+// conversation.
+func TestBackupNamesUnmountedWorkspaceImage(t *testing.T) {
+	src := layout(t)
+	conv := newConversation(t, src, lobby)
+	conv.append(t, turn(1)) // in the mount point's own directory: not what the worker sees
+	root := filepath.Dir(filepath.Dir(conv.sessions))
+	if err := os.WriteFile(filepath.Join(root, "workspace.img"), []byte("ext4"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := backup.Write(context.Background(), src, filepath.Join(t.TempDir(), "backup"), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Unread) != 1 || !strings.Contains(rep.Unread[0], root) || !strings.Contains(rep.Unread[0], "not mounted") {
+		t.Errorf("unread = %q; want the channel named", rep.Unread)
+	}
+	if diff := cmp.Diff([]string{"party/" + session.Segment(lobby) + "/.channel-key"}, paths(rep.Manifest)); diff != "" {
+		t.Errorf("manifest paths (-want +got):\n%s", diff)
+	}
+}

@@ -62,11 +62,20 @@ type Report struct {
 	// Skipped names what was left out of a workspace and why (a link, a
 	// FIFO, an invalid name, too deep, too many files).
 	Skipped []string
+	// Unread names the channels whose conversations could not be read:
+	// a hard-bounded workspace whose filesystem (workspace.img) is not
+	// mounted (after reap, or before the channel's first turn since
+	// serve started). The backup holds everything else.
+	Unread []string
 }
 
 // busyTimeout is how long VACUUM INTO waits for a lock (in WAL mode a
 // reader waits only for a checkpoint's start).
 const busyTimeout = 10 * time.Second
+
+// imageName is a hard-bounded workspace's filesystem image in the
+// channel's directory (package session).
+const imageName = "workspace.img"
 
 // copyAttempts bounds how often a channel's conversations are copied
 // again when a file went away under the copy (the owner's fresh moves
@@ -94,7 +103,7 @@ func Write(ctx context.Context, l Layout, dir string, now time.Time) (Report, er
 	if err := privdir.WriteFile(filepath.Join(dir, ManifestName), data); err != nil {
 		return Report{}, fmt.Errorf("manifest: %w", err)
 	}
-	return Report{Manifest: w.m, Skipped: w.skipped}, nil
+	return Report{Manifest: w.m, Skipped: w.skipped, Unread: w.unread}, nil
 }
 
 // newDir makes dir 0700 when missing; an existing dir must be an empty
@@ -127,6 +136,7 @@ type writer struct {
 	dir     string
 	m       Manifest
 	skipped []string
+	unread  []string
 	files   int
 }
 
@@ -273,6 +283,12 @@ func (w *writer) channelOnce(root, seg string) error {
 	ws := filepath.Join(root, "workspace")
 	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
 		return nil // a channel that never started a worker
+	}
+	if fi, err := os.Lstat(filepath.Join(root, imageName)); err == nil && fi.Mode().IsRegular() && !mounted(ws) {
+		// Mounting it here could race serve's own mount of it.
+		w.unread = append(w.unread, fmt.Sprintf("%s: its conversations are in %s, which is not mounted; serve mounts it at the channel's next turn",
+			root, imageName))
+		return nil
 	}
 	r, err := os.OpenRoot(ws)
 	if err != nil {

@@ -35,6 +35,12 @@ func runBackup(ctx context.Context, args []string, _ env, _ io.Reader, stdout, s
 		size += f.Size
 	}
 	fmt.Fprintf(stdout, "backed up %d file(s), %d bytes, into %s\n", len(r.Manifest.Files), size, dir)
+	if len(r.Unread) > 0 {
+		for _, u := range r.Unread {
+			fmt.Fprintf(stderr, "%s: not backed up: %s\n", name, u)
+		}
+		return cli.Fail(stderr, name, exitFail, fmt.Sprintf("the backup holds everything else; %d channel(s) of conversations are missing from it", len(r.Unread)))
+	}
 	return exitOK
 }
 
