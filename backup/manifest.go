@@ -63,7 +63,9 @@ const (
 // order restore writes them: the channel store last, so a restore cut
 // short is refused by serve (channels.seeded without channels.json)
 // rather than seeding initial_channels over it.
-var StateFiles = []string{memstore.FileName, budget.FileName, channels.SeededFile, channels.StateFile}
+func StateFiles() []string {
+	return []string{memstore.FileName, budget.FileName, channels.SeededFile, channels.StateFile}
+}
 
 // sqliteFiles are the state files that are SQLite databases: copied by
 // VACUUM INTO, moved aside with their -wal and -shm.
@@ -204,7 +206,7 @@ func checkPath(p string) error {
 		}
 	}
 	switch {
-	case len(parts) == 2 && parts[0] == stateTree && slices.Contains(StateFiles, parts[1]):
+	case len(parts) == 2 && parts[0] == stateTree && slices.Contains(StateFiles(), parts[1]):
 		return nil
 	case len(parts) == 3 && parts[0] == partyTree && parts[2] == keyRecord:
 		return nil
@@ -212,7 +214,7 @@ func checkPath(p string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %q: not a state file (%s/%s) nor a channel's %s or %s file", ErrManifest, p,
-		stateTree, strings.Join(StateFiles, "|"), keyRecord, sessionsPath)
+		stateTree, strings.Join(StateFiles(), "|"), keyRecord, sessionsPath)
 }
 
 // channelOf is the segment of a path in the party tree.

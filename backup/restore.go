@@ -178,7 +178,7 @@ func ordered(files []File) []File {
 	out := slices.Clone(files)
 	rank := func(f File) int {
 		if name, ok := strings.CutPrefix(f.Path, stateTree+"/"); ok {
-			return 1 + slices.Index(StateFiles, name)
+			return 1 + slices.Index(StateFiles(), name)
 		}
 		return 0
 	}
@@ -190,7 +190,7 @@ func ordered(files []File) []File {
 // refuses to write over them and a forced one moves them aside.
 func stateNames() []string {
 	names := []string{inflight.FileName}
-	for _, n := range StateFiles {
+	for _, n := range StateFiles() {
 		names = append(names, n)
 		if isSQLite(n) {
 			names = append(names, n+"-wal", n+"-shm", n+"-journal")

@@ -145,7 +145,7 @@ func (w *writer) state(ctx context.Context, stateDir string) error {
 	if err := os.MkdirAll(filepath.Join(w.dir, stateTree), 0o700); err != nil {
 		return err
 	}
-	for _, name := range StateFiles {
+	for _, name := range StateFiles() {
 		src := filepath.Join(stateDir, name)
 		rel := stateTree + "/" + name
 		dst := filepath.Join(w.dir, stateTree, name)
