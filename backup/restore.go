@@ -141,6 +141,11 @@ func Restore(ctx context.Context, l Layout, dir string, m Manifest, force bool, 
 	if _, err := privdir.Make(l.StateDir); err != nil {
 		return Restored{}, fmt.Errorf("state_dir: %w", err)
 	}
+	if hasParty {
+		if _, err := privdir.Make(l.PartyDir); err != nil {
+			return Restored{}, fmt.Errorf("party_dir: %w", err)
+		}
+	}
 	held, err := occupied(l)
 	if err != nil {
 		return Restored{}, err
@@ -303,9 +308,6 @@ func (w restorer) file(f File) error {
 	seg, _ := channelOf(f.Path)
 	rel := strings.TrimPrefix(f.Path, partyTree+"/"+seg+"/")
 	root := filepath.Join(w.l.PartyDir, seg)
-	if _, err := privdir.Make(w.l.PartyDir); err != nil {
-		return fmt.Errorf("party_dir: %w", err)
-	}
 	if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
