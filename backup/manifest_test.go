@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -93,12 +94,11 @@ func TestParseManifestBounds(t *testing.T) {
 	if _, err := ParseManifest(big); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "bytes, more than") {
 		t.Errorf("ParseManifest(%d bytes) = %v; want the size refused", len(big), err)
 	}
-	files := make([]string, MaxFiles+1)
-	for i := range files {
-		files[i] = entry(fmt.Sprintf("party/%s/workspace/sessions/%d", seg, i))
-	}
-	if _, err := ParseManifest([]byte(manifestOf(files...))); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "files, more than") {
-		t.Errorf("ParseManifest(%d files) = %v; want the count refused", len(files), err)
+	// The count is checked before any file (check, which ParseManifest
+	// calls on what it decoded).
+	m := Manifest{Format: Format, Version: Version, Created: time.Unix(1, 0), Files: make([]File, MaxFiles+1)}
+	if err := m.check(); !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), "files, more than") {
+		t.Errorf("check(%d files) = %v; want the count refused", len(m.Files), err)
 	}
 }
 
