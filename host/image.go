@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -75,6 +76,10 @@ type ImageRefresh struct {
 	workerimage.Comparison
 	Source string        // where the worker binary came from
 	Took   time.Duration // how long a build took
+	// Pruned are the old untagged worker images a build removed
+	// (PruneWorkerImages); PruneErr is why some could not be.
+	Pruned   []docker.PrunedImage
+	PruneErr error
 }
 
 // String says what happened for the operator; "" when the image was
@@ -92,6 +97,65 @@ func (r ImageRefresh) String() string {
 			r.Tag, short(r.Want), r.Source, r.Took.Round(time.Millisecond))
 	}
 	return ""
+}
+
+// PruneText says which old worker images a build removed, and which it
+// could not; "" when it removed none and failed at none.
+func (r ImageRefresh) PruneText() string {
+	var b strings.Builder
+	if len(r.Pruned) > 0 {
+		b.WriteString(PrunedText(r.Pruned))
+	}
+	if r.PruneErr != nil {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "old untagged worker images not removed: %v", r.PruneErr)
+	}
+	return b.String()
+}
+
+// PrunedText names removed images with their sizes.
+func PrunedText(pruned []docker.PrunedImage) string {
+	parts := make([]string, len(pruned))
+	var total int64
+	for i, p := range pruned {
+		parts[i] = fmt.Sprintf("%s (%s)", shortID(p.ID), megabytes(p.Size))
+		total += p.Size
+	}
+	return fmt.Sprintf("removed %d old untagged worker image(s) no container uses, %s in all: %s",
+		len(pruned), megabytes(total), strings.Join(parts, ", "))
+}
+
+func shortID(id string) string {
+	hexID := strings.TrimPrefix(id, "sha256:")
+	return "sha256:" + hexID[:min(len(hexID), 12)]
+}
+
+func megabytes(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
+
+// PruneWorkerImages removes the untagged worker images (by
+// workerimage.LabelWorkerSHA256, of any installation: an image no tag
+// names and no container uses serves nobody) created before before, the
+// start of the build that replaced them; never a tagged image, one a
+// container uses, one without the label or a build's intermediate layer
+// (docker.ImageSelector).
+func PruneWorkerImages(ctx context.Context, before time.Time) ([]docker.PrunedImage, error) {
+	e, closeClient, err := dockerEngine()
+	if err != nil {
+		return nil, err
+	}
+	defer closeClient()
+	return pruneWorkerImages(ctx, e, before)
+}
+
+// PruneMinAge is how old an image must be for reap to prune it: any
+// build that made it, of any installation on the engine, has tagged it by
+// then (a build prunes only images older than its own start).
+const PruneMinAge = time.Minute
+
+func pruneWorkerImages(ctx context.Context, e *engine, before time.Time) ([]docker.PrunedImage, error) {
+	return e.PruneImages(ctx, docker.ImageSelector{Label: workerimage.LabelWorkerSHA256, Entrypoint: workerimage.Entrypoint(), Before: before})
 }
 
 // shortDigest names an image's worker label for messages.
@@ -119,7 +183,11 @@ func ensureImage(ctx context.Context, e *engine, tag, key string) (ImageRefresh,
 	if errors.Is(err, workerimage.ErrForeign) {
 		err = foreignImage(key, tag)
 	}
-	return ImageRefresh{Comparison: c, Source: source, Took: time.Since(began)}, err
+	r := ImageRefresh{Comparison: c, Source: source, Took: time.Since(began)}
+	if err == nil && c.State != workerimage.Current {
+		r.Pruned, r.PruneErr = pruneWorkerImages(ctx, e, began)
+	}
+	return r, err
 }
 
 // EnsureImage is ensureImage on its own connection to the engine; key
@@ -141,6 +209,9 @@ func RefreshImage(ctx context.Context, tag string, say func(string)) error {
 		return fmt.Errorf("worker image %s: %w", tag, err)
 	}
 	if msg := r.String(); msg != "" {
+		say(msg)
+	}
+	if msg := r.PruneText(); msg != "" {
 		say(msg)
 	}
 	return nil
@@ -179,5 +250,9 @@ func BuildImage(ctx context.Context, tag, key string) (ImageRefresh, error) {
 		return ImageRefresh{Comparison: c}, foreignImage(key, tag)
 	}
 	err = workerimage.BuildFrom(ctx, e, tag, worker)
-	return ImageRefresh{Comparison: c, Source: source, Took: time.Since(began)}, err
+	r := ImageRefresh{Comparison: c, Source: source, Took: time.Since(began)}
+	if err == nil {
+		r.Pruned, r.PruneErr = pruneWorkerImages(ctx, e, began)
+	}
+	return r, err
 }

@@ -50,7 +50,7 @@ func Repair(ctx context.Context, cfg *config.Config, out io.Writer, now time.Tim
 	}
 	release, err := holdStateDir(dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("repair: %w", err)
 	}
 	defer release()
 	var bad error
@@ -64,7 +64,7 @@ func Repair(ctx context.Context, cfg *config.Config, out io.Writer, now time.Tim
 }
 
 // holdStateDir takes the locks a live serve holds: the run root's (when
-// it exists) and the usage database's.
+// it exists) and the usage database's (repair and restore).
 func holdStateDir(dir string) (func(), error) {
 	var held []*os.File
 	release := func() {
@@ -76,7 +76,7 @@ func holdStateDir(dir string) (func(), error) {
 	if _, err := os.Lstat(root); err == nil {
 		f, err := sealed.LockRunRoot(root)
 		if err != nil {
-			return nil, fmt.Errorf("repair: %w (%w)", ErrServeRunning, err)
+			return nil, fmt.Errorf("%w (%w)", ErrServeRunning, err)
 		}
 		held = append(held, f)
 	}
@@ -84,9 +84,9 @@ func holdStateDir(dir string) (func(), error) {
 	if err != nil {
 		release()
 		if errors.Is(err, privdir.ErrLocked) {
-			return nil, fmt.Errorf("repair: %w (%w)", ErrServeRunning, err)
+			return nil, fmt.Errorf("%w (%w)", ErrServeRunning, err)
 		}
-		return nil, fmt.Errorf("repair: %w", err)
+		return nil, err
 	}
 	held = append(held, f)
 	return release, nil

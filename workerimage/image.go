@@ -45,6 +45,11 @@ func Context(worker []byte) map[string][]byte {
 	}
 }
 
+// Entrypoint is the worker image's entrypoint: what tells a finished
+// build from the intermediate layers of one (which carry its labels too),
+// for pruning.
+func Entrypoint() []string { return []string{"/" + WorkerFile} }
+
 // Dockerfile returns the Dockerfile of Context. There is no shell in the
 // image, so ENTRYPOINT uses the exec form.
 func Dockerfile(worker []byte) string {
@@ -52,8 +57,8 @@ func Dockerfile(worker []byte) string {
 LABEL %s=%q %s=%q
 COPY %s /%s
 USER %s
-ENTRYPOINT ["/%s"]
-`, LabelTitle, title, LabelWorkerSHA256, Digest(worker), WorkerFile, WorkerFile, User, WorkerFile)
+ENTRYPOINT [%q]
+`, LabelTitle, title, LabelWorkerSHA256, Digest(worker), WorkerFile, WorkerFile, User, Entrypoint()[0])
 }
 
 // Digest is the hex SHA-256 of worker: the value of LabelWorkerSHA256 on

@@ -128,6 +128,10 @@ func TestFlagErrorsNameOneFlag(t *testing.T) {
 		{"fetch-max-bytes", []string{"fetch", "--max-bytes", "0", "http://a.test/"}, "rtsandbox fetch: --max-bytes 0: out of range 1…33554432"},
 		{"fetch-timeout", []string{"fetch", "--timeout", "3m", "http://a.test/"}, "rtsandbox fetch: --timeout 3m0s: out of range 1ms…2m0s"},
 		{"reap-no-config", []string{"reap"}, "rtsandbox reap: --config is required: its state_dir identifies this installation"},
+		{"backup-no-config", []string{"backup", "dir"}, "rtsandbox backup: --config is required"},
+		{"backup-no-dir", []string{"backup", "--config", cfg}, "rtsandbox backup: exactly one backup directory DIR is required"},
+		{"restore-two-dirs", []string{"restore", "--config", cfg, "a", "b"}, "rtsandbox restore: exactly one backup directory DIR is required"},
+		{"restore-bad-flag", []string{"restore", "--forced", "dir"}, "flag provided but not defined: -forced"},
 	}
 	for i := 0; i+1 < len(turn); i += 2 { // each required flag of turn left out in turn
 		args := append(append([]string{"turn"}, turn[:i]...), turn[i+2:]...)

@@ -54,14 +54,16 @@ func commands() []cli.Command {
 		{Name: "serve", Summary: "serve chat surfaces (http, discord) with sealed or session turns until SIGTERM", Run: runServe},
 		{Name: "doctor", Summary: "check Docker, the worker image, the state dir and the credentials serve needs", Run: runDoctor},
 		{Name: "repair", Summary: "with serve stopped, move a damaged memory or usage database aside so the next start begins a fresh one", Run: runRepair},
+		{Name: "backup", Summary: "copy the state (memory, usage, channels, session conversations) into a new directory, beside a running serve", Run: runBackup},
+		{Name: "restore", Summary: "with serve stopped, check a backup whole and write it into the state dir", Run: runRestore},
 		{Name: "channels", Summary: "list or switch sandboxed channels while no server runs", Run: runChannels},
 		{Name: "demo", Summary: "two sealed turns against a scripted stand-in model (no API key)", Run: runDemo},
 		{Name: "standin-model", Summary: "serve the demo's scripted stand-in model on loopback (a test double, no API key)", Run: runStandin},
 		{Name: "turn", Summary: "run one sealed turn and print the reply", Run: runTurn},
-		{Name: "chat", Summary: "a terminal chat, each line a sealed turn", Run: runChat},
+		{Name: "chat", Summary: "a terminal chat: each line a sealed turn here, or with --server a turn of a running serve", Run: runChat},
 		{Name: "broker", Summary: "serve one turn's broker on a Unix socket", Run: runBroker},
 		{Name: "image", Summary: "build the worker image both modes run (image build)", Run: runImage},
-		{Name: "reap", Summary: "remove this installation's leftover turn containers and its session containers", Run: runReap},
+		{Name: "reap", Summary: "remove this installation's leftover turn containers and its session containers, then old untagged worker images no container uses", Run: runReap},
 		{Name: "fetch", Summary: "fetch one URL through the SSRF-safe fetcher and print a JSON line", Run: runFetch},
 	}
 }

@@ -64,6 +64,9 @@ func runImageBuild(ctx context.Context, args []string, _ env, _ io.Reader, stdou
 	if r.State == workerimage.Foreign {
 		fmt.Fprintf(stdout, "replaced: %s held an image rtsandbox had not built (no %s label)\n", *tag, workerimage.LabelWorkerSHA256)
 	}
+	if msg := r.PruneText(); msg != "" {
+		fmt.Fprintln(stdout, msg)
+	}
 	return exitOK
 }
 
@@ -94,6 +97,15 @@ func runReap(ctx context.Context, args []string, _ env, _ io.Reader, stdout, std
 	})
 	if err != nil {
 		return cli.Fail(stderr, "rtsandbox reap", exitFail, err)
+	}
+	// After the containers: an image only they used is free now. Only
+	// images a minute old: a build that made one has tagged it by then.
+	pruned, err := host.PruneWorkerImages(ctx, time.Now().Add(-host.PruneMinAge))
+	if len(pruned) > 0 {
+		fmt.Fprintln(stdout, host.PrunedText(pruned))
+	}
+	if err != nil {
+		return cli.Fail(stderr, "rtsandbox reap", exitFail, fmt.Errorf("old worker images: %w", err))
 	}
 	return exitOK
 }

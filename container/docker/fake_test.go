@@ -196,6 +196,10 @@ func (f *fakeEngine) ImageRemove(context.Context, string, client.ImageRemoveOpti
 	return client.ImageRemoveResult{}, errors.New("fake: not scripted")
 }
 
+func (f *fakeEngine) ImageList(context.Context, client.ImageListOptions) (client.ImageListResult, error) {
+	return client.ImageListResult{}, errors.New("fake: not scripted")
+}
+
 func (f *fakeEngine) Ping(context.Context, client.PingOptions) (client.PingResult, error) {
 	return client.PingResult{APIVersion: "1.41"}, nil
 }
