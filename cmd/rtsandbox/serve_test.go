@@ -215,8 +215,8 @@ func TestServeHTTPEndToEnd(t *testing.T) {
 	if got := s.say(t, "http:closed", "Again"); len(chunksOf(got)) != 1 {
 		t.Errorf("reply after on = %+v; want one chunk", got)
 	}
-	if code, _ := s.call(t, "POST", "/api/v1/channels/http:closed/sandbox", serveGuestToken, `{"enabled":false}`); code != 401 {
-		t.Errorf("owner endpoint with the guest token = %d; want 401", code)
+	if code, body := s.call(t, "POST", "/api/v1/channels/http:closed/sandbox", serveGuestToken, `{"enabled":false}`); code != 403 || !strings.Contains(body, "needs the owner token") {
+		t.Errorf("owner endpoint with the guest token = %d %s; want 403 saying the owner token is needed", code, body)
 	}
 	if code, out, errOut := runOps(t, "channels", "list", "--config", cfg); code != exitOK || out != "http:lobby\nhttp:closed\n" {
 		t.Errorf("channels list while served = %d %q %q; want 0 and both channels", code, out, errOut)
