@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 
 	"go.uber.org/goleak"
@@ -599,5 +601,55 @@ func TestChatServerFlags(t *testing.T) {
 				t.Errorf("chat %q = %d %q; want 2 and %q", tt.args, code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// TestServeSeedsAfterRefusedStart (issue 26 item 3, whole): a first start
+// refused (the guest token's variable unset) seeds nothing; the operator
+// fixes the environment and adds a channel to initial_channels; the start
+// that succeeds seeds both, and the HTTP API answers in both.
+func TestServeSeedsAfterRefusedStart(t *testing.T) {
+	tag, _ := sealedImage(t)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Reply("Seeded."))
+	defer model.Close()
+	addr := freeAddr(t)
+	cfg, state := serveConfig(t, model.ChatURL(), tag, addr)
+	noToken := func(k string) string {
+		if k == "RTS_HTTP_TOKEN" {
+			return ""
+		}
+		return serveEnv(k)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--config", cfg}, noToken, strings.NewReader(""), &out, &errOut); code != exitFail {
+		t.Fatalf("serve without the token = %d; want 1\n%s%s", code, out.String(), errOut.String())
+	}
+	for _, f := range []string{channels.StateFile, channels.SeededFile} {
+		if _, err := os.Lstat(filepath.Join(state, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s after a refused start: %v; want none", f, err)
+		}
+	}
+	body, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := strings.Replace(string(body), `initial_channels: ["http:lobby"]`, `initial_channels: ["http:lobby", "http:hall"]`, 1)
+	if fixed == string(body) {
+		t.Fatal("the config has no initial_channels line to extend")
+	}
+	if err := os.WriteFile(cfg, []byte(fixed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, addr, "--config", cfg)
+	for _, ch := range []string{"http:lobby", "http:hall"} {
+		if got := chunksOf(s.say(t, ch, "hi")); !cmp.Equal(got, []string{"Seeded."}) {
+			t.Errorf("reply in %s = %q; want the seeded channel answered", ch, got)
+		}
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve = %d\n%s", code, s.out.String())
+	}
+	if code, out, errOut := runOps(t, "channels", "list", "--config", cfg); code != exitOK || out != "http:hall\nhttp:lobby\n" && out != "http:lobby\nhttp:hall\n" {
+		t.Errorf("channels list = %d %q %q; want both seeded channels", code, out, errOut)
 	}
 }
