@@ -59,6 +59,7 @@ const (
 	stderrLimit      = 128 << 10 // 128 KiB, counted; only the tail is kept
 	stderrTailSize   = 4 << 10   // the tail of a failed worker's stderr
 	removeTimeout    = 5 * time.Second
+	createTimeout    = 10 * time.Second // a create the turn's end does not cut (execute)
 	killTimeout      = 5 * time.Second
 	secondRemovalGap = 100 * time.Millisecond
 	// reapAttempts bounds the removal attempts of each container in a

@@ -33,6 +33,12 @@ type fakeEngine struct {
 	removeFn func(ctx context.Context, ref string) error
 	// list is what ContainerList returns.
 	list []container.Summary
+	// createGate, when set, makes create finish in the "engine" only
+	// once it is closed, whether or not the caller still waits: a client
+	// that gives up on a create does not stop the daemon's. existing
+	// then holds the containers created and not removed, by name.
+	createGate chan struct{}
+	existing   map[string]bool
 
 	mu       sync.Mutex
 	calls    []fakeCall
@@ -94,6 +100,22 @@ func (f *fakeEngine) callsOf(op string) []fakeCall {
 
 func (f *fakeEngine) ContainerCreate(ctx context.Context, o client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
 	f.record("create", o.Name)
+	if f.createGate != nil {
+		done := make(chan struct{})
+		go func() {
+			<-f.createGate
+			f.mu.Lock()
+			f.existing[o.Name] = true
+			f.mu.Unlock()
+			close(done)
+		}()
+		select {
+		case <-done:
+			return client.ContainerCreateResult{ID: "id-" + o.Name}, nil
+		case <-ctx.Done():
+			return client.ContainerCreateResult{}, ctx.Err()
+		}
+	}
 	if err := f.block(ctx); err != nil {
 		return client.ContainerCreateResult{}, err
 	}
@@ -163,6 +185,7 @@ func (f *fakeEngine) ContainerRemove(ctx context.Context, ref string, _ client.C
 	f.killOnce.Do(func() { close(f.killed) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	delete(f.existing, ref)
 	if len(f.removeErrs) == 0 {
 		return client.ContainerRemoveResult{}, nil
 	}

@@ -127,11 +127,21 @@ type run struct {
 // execute drives one container from create to exit. It records the phase
 // timestamps and exit code in res; it never removes the container.
 func (d *Driver) execute(ctx context.Context, b budget, spec rtcontainer.Spec, stdin []byte, res *rtcontainer.Result) (run, error) {
-	created, err := d.api.ContainerCreate(ctx, createOptions(spec))
+	// The create is not cut by the turn's end: the engine finishes a
+	// create the client gave up on, maybe after the cleanup looked for the
+	// container by name (a stop under load left such containers until the
+	// periodic reap). Within the budget the create answers, and then the
+	// container is known and the cleanup removes it.
+	cctx, cancel := b.bounded(ctx, d.now(), createTimeout)
+	created, err := d.api.ContainerCreate(cctx, createOptions(spec))
+	cancel()
 	if err != nil {
 		return failed(ctx, "create", err)
 	}
 	res.Created = d.now()
+	if ctx.Err() != nil {
+		return run{aborted: true}, aborted(ctx)
+	}
 	att, err := d.api.ContainerAttach(ctx, created.ID, client.ContainerAttachOptions{
 		Stream: true, Stdin: true, Stdout: true, Stderr: true,
 	})

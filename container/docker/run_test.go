@@ -90,6 +90,45 @@ func TestRunAbortPath(t *testing.T) {
 	}
 }
 
+// TestRunStoppedDuringCreateLeavesNoContainer: a turn stopped while its
+// create is in flight must not leave the container the engine makes
+// after the client gave up on the call (a stop under load left such
+// containers until the periodic reap). The create is not cut by the
+// turn's end; once it answers, the container is known and removed.
+func TestRunStoppedDuringCreateLeavesNoContainer(t *testing.T) {
+	f := newFakeEngine()
+	f.worker = hostileWorker
+	f.createGate, f.existing = make(chan struct{}), map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := newDriver(f).Run(ctx, fakeSpec(t), []byte(`{}`))
+		done <- err
+	}()
+	for len(f.callsOf("create")) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel() // the owner's stop, while the engine still creates
+	// What must not happen is Run giving up on the create and cleaning up
+	// (kill, remove, the second removal 100 ms later) before the engine
+	// made the container: wait well past that cleanup.
+	select {
+	case err := <-done:
+		close(f.createGate) // the engine finishes the create after Run gave up
+		t.Fatalf("Run returned before its create was answered (%v): the engine's container would be left", err)
+	case <-time.After(10 * secondRemovalGap):
+	}
+	close(f.createGate)
+	if err := <-done; !errors.Is(err, rtcontainer.ErrAborted) {
+		t.Fatalf("Run = %v; want ErrAborted", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.existing) != 0 {
+		t.Errorf("containers left = %v; want none", f.existing)
+	}
+}
+
 func TestRunAlreadyAborted(t *testing.T) {
 	f := newFakeEngine()
 	ctx, cancel := context.WithCancel(context.Background())
