@@ -148,6 +148,11 @@ type SessionSpec struct {
 	// filesystem was mounted binds the directory beneath it, so a change
 	// of the bound's mode recreates it.
 	Disk string `json:",omitempty"`
+	// Runtime is the OCI runtime the worker runs under: RuntimeRunc (or
+	// "") or RuntimeRunsc (runtime.go). It is part of Digest, so a
+	// channel whose runtime changes gets a new container at its next
+	// turn; runc and "" leave Digest as it was before runtimes existed.
+	Runtime string `json:",omitempty"`
 }
 
 var (
@@ -197,7 +202,7 @@ func (s SessionSpec) Validate() error {
 	case !validMountPath(s.RunDir) || !validMountPath(s.WorkspaceDir) ||
 		strings.Contains(s.RunDir+s.WorkspaceDir, ":") || nested(s.RunDir, s.WorkspaceDir):
 		return errSessionMount
-	case !validTimeZone(s.TimeZone) || !s.Limits.limits().valid():
+	case !validTimeZone(s.TimeZone) || !s.Limits.limits().valid() || !ValidRuntime(s.Runtime):
 		return errSessionSpec
 	case !s.Log.valid():
 		return errSessionLog
@@ -273,6 +278,9 @@ func (s SessionSpec) Labels() map[string]string {
 // older host's limits, another user or zone) is recognised and recreated.
 func (s SessionSpec) Digest() string {
 	s = s.WithDefaults()
+	if s.Runtime == RuntimeRunc { // the same container as "": one digest
+		s.Runtime = ""
+	}
 	data, _ := json.Marshal(struct {
 		SessionSpec
 		Env   []string

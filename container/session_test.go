@@ -48,6 +48,8 @@ func TestSessionSpecValidate(t *testing.T) {
 		{"zone ok", func(s *container.SessionSpec) { s.TimeZone = "Asia/Taipei" }, ""},
 		{"limits", func(s *container.SessionSpec) { s.Limits = container.SessionLimits{MemoryMB: 63, CPUs: 1, PIDs: 8} }, "Invalid container specification"},
 		// The reference's test "A log driver -bad → throws "log driver"".
+		{"runtime runsc", func(s *container.SessionSpec) { s.Runtime = container.RuntimeRunsc }, ""},
+		{"runtime unknown", func(s *container.SessionSpec) { s.Runtime = "kata" }, "Invalid container specification"},
 		{"log driver -bad", func(s *container.SessionSpec) { s.Log = container.LogConfig{Driver: "-bad"} }, "Invalid container log driver"},
 		{"log option key", func(s *container.SessionSpec) {
 			s.Log = container.LogConfig{Driver: "local", Options: map[string]string{"Max": "1"}}
@@ -127,6 +129,7 @@ func TestSessionDigest(t *testing.T) {
 		"run dir": func(s *container.SessionSpec) { s.RunDir = "/srv/other/run" },
 		"skills":  func(s *container.SessionSpec) { s.Skills = "0123456789abcdef0123456789abcdef" },
 		"disk":    func(s *container.SessionSpec) { s.Disk = "hard" },
+		"runtime": func(s *container.SessionSpec) { s.Runtime = container.RuntimeRunsc },
 	}
 	for name, edit := range edits {
 		s := base
@@ -143,6 +146,24 @@ func TestSessionDigest(t *testing.T) {
 	// does not recreate every worker.
 	if data, _ := json.Marshal(base); strings.Contains(string(data), "Skills") {
 		t.Errorf("a spec without skills hashes a Skills field: %s", data)
+	}
+}
+
+// TestSessionDigestRuncIsDefault: naming runc is the container "" made, so
+// the digest is the one a worker made before runtimes existed and an
+// upgrade recreates no runc worker; runsc is another container.
+func TestSessionDigestRuncIsDefault(t *testing.T) {
+	base := validSessionSpec()
+	runc, runsc := base, base
+	runc.Runtime, runsc.Runtime = container.RuntimeRunc, container.RuntimeRunsc
+	if runc.Digest() != base.Digest() {
+		t.Errorf("runc digest %s; want the runtime-less %s", runc.Digest(), base.Digest())
+	}
+	if runsc.Digest() == base.Digest() {
+		t.Error("runsc keeps the runc digest: a changed runtime would keep the old container")
+	}
+	if data, _ := json.Marshal(base); strings.Contains(string(data), "Runtime") {
+		t.Errorf("a spec without a runtime hashes a Runtime field: %s", data)
 	}
 }
 

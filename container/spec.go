@@ -40,6 +40,9 @@ type Spec struct {
 	Limits       Limits
 	// Labels are set on the container; TurnLabels gives the ones Reap uses.
 	Labels map[string]string
+	// Runtime is the OCI runtime the worker runs under: RuntimeRunc (or
+	// "") or RuntimeRunsc (runtime.go).
+	Runtime string
 }
 
 // Limits bounds the container's resources. There are no upper bounds beyond
@@ -97,6 +100,7 @@ const (
 	errLimits       = specError("invalid resource limits")
 	errLabels       = specError("invalid container labels")
 	errInstallation = specError("invalid installation id")
+	errRuntime      = specError("invalid container runtime")
 )
 
 // Validate reports the first rule s breaks, as an error matching
@@ -115,6 +119,8 @@ func (s Spec) Validate() error {
 		return errLimits
 	case !validLabels(s.Labels):
 		return errLabels
+	case !ValidRuntime(s.Runtime):
+		return errRuntime
 	}
 	return nil
 }

@@ -83,6 +83,14 @@ var specCases = []specCase{
 	{"pids-7", func(s *container.Spec) { s.Limits.PIDs = 7 }, "invalid resource limits"},
 	{"label-key-upper", func(s *container.Spec) { s.Labels = map[string]string{"Bad": "x"} }, "invalid container labels"},
 	{"label-value-newline", func(s *container.Spec) { s.Labels = map[string]string{"a": "x\ny"} }, "invalid container labels"},
+	{"runtime-runc", func(s *container.Spec) { s.Runtime = container.RuntimeRunc }, ""},
+	{"runtime-runsc", func(s *container.Spec) { s.Runtime = container.RuntimeRunsc }, ""},
+	// Fail closed: a name the engine might know as another runtime (an
+	// unconfined one, or runsc registered without --network=none under
+	// another name) is refused, never passed on.
+	{"runtime-unknown", func(s *container.Spec) { s.Runtime = "kata" }, "invalid container runtime"},
+	{"runtime-case", func(s *container.Spec) { s.Runtime = "RUNSC" }, "invalid container runtime"},
+	{"runtime-shim-path", func(s *container.Spec) { s.Runtime = "io.containerd.runc.v2" }, "invalid container runtime"},
 }
 
 func TestSpecValidate(t *testing.T) {

@@ -39,6 +39,7 @@ func sealed(spec rtcontainer.Spec) []option {
 		withMounts(spec.RunDir, spec.WorkspaceDir),
 		withEnv("HOME=/tmp/home"),
 		withLabels(spec.Labels),
+		withRuntime(spec.Runtime),
 	}
 }
 
@@ -174,6 +175,13 @@ func bindMount(src, dst string, readOnly bool) mount.Mount {
 // underneath, which is why the worker image is built from scratch by us.
 func withEnv(env ...string) option {
 	return func(c *container.Config, _ *container.HostConfig) { c.Env = env }
+}
+
+// withRuntime names the OCI runtime in every request, runc included, so a
+// daemon whose default runtime is another one still runs what the spec
+// says.
+func withRuntime(r string) option {
+	return func(_ *container.Config, h *container.HostConfig) { h.Runtime = rtcontainer.EngineRuntime(r) }
 }
 
 func withLabels(labels map[string]string) option {

@@ -64,6 +64,7 @@ func TestCreateOptions(t *testing.T) {
 				{Type: mount.TypeBind, Source: "/srv/sandbox/work/channel-a", Target: "/workspace",
 					BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 			},
+			Runtime: "runc",
 		},
 	}
 	if diff := cmp.Diff(want, createOptions(argsSpec())); diff != "" {
@@ -112,5 +113,25 @@ func TestCreateOptionsCopiesLabels(t *testing.T) {
 	s.Labels["rtsandbox.role"] = "other"
 	if got := opts.Config.Labels["rtsandbox.role"]; got != "turn" {
 		t.Errorf("label after caller edit = %q; want turn", got)
+	}
+}
+
+// TestCreateOptionsRuntime: the spec's runtime reaches HostConfig.Runtime
+// of both create requests, and "" is named runc explicitly, so a daemon
+// whose default-runtime is another one still runs runc.
+func TestCreateOptionsRuntime(t *testing.T) {
+	for _, tc := range []struct{ runtime, want string }{
+		{"", "runc"},
+		{rtcontainer.RuntimeRunc, "runc"},
+		{rtcontainer.RuntimeRunsc, "runsc"},
+	} {
+		s := argsSpec()
+		s.Runtime = tc.runtime
+		ss := sessionTestSpec().WithDefaults()
+		ss.Runtime = tc.runtime
+		got := []string{createOptions(s).HostConfig.Runtime, sessionCreateOptions(ss).HostConfig.Runtime}
+		if diff := cmp.Diff([]string{tc.want, tc.want}, got); diff != "" {
+			t.Errorf("Runtime %q: sealed, session HostConfig.Runtime (-want +got):\n%s", tc.runtime, diff)
+		}
 	}
 }

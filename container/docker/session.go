@@ -317,6 +317,7 @@ func sessionProfile(spec rtcontainer.SessionSpec) []option {
 		withEnv(spec.Env()...),
 		withLabels(spec.Labels()),
 		withRestartUnlessStopped(),
+		withRuntime(spec.Runtime),
 	}
 }
 

@@ -191,6 +191,7 @@ func TestSessionCreateBody(t *testing.T) {
 		Tmpfs:         map[string]string{"/tmp": "rw,noexec,nosuid,nodev,size=512m,mode=1777"},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
 		LogConfig:     container.LogConfig{Type: "local", Config: map[string]string{"max-size": "10m", "max-file": "3"}},
+		Runtime:       "runc",
 		Resources: container.Resources{
 			Memory: 1536 << 20, MemorySwap: 1536 << 20, NanoCPUs: 1e9, PidsLimit: &pids,
 			Ulimits: []*container.Ulimit{{Name: "nofile", Soft: 256, Hard: 256}},
