@@ -214,6 +214,11 @@ type Sandbox struct {
 	// ReapInterval is how often leftover containers that no live turn
 	// owns are removed while the host runs.
 	ReapInterval time.Duration
+	// Runtime is the OCI runtime of sealed turns and the default of
+	// session profiles, as written (sandbox.runtime): container.RuntimeRunc,
+	// container.RuntimeRunsc (gVisor; docs/operations.md, "gVisor") or ""
+	// for runc. Config.SealedRuntime and Config.RuntimeOf resolve it.
+	Runtime string
 }
 
 // Limits are the container's resource limits.

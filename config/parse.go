@@ -291,7 +291,7 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 		return s
 	}
 	o, ok := p.object(n, "sandbox", "image", "user", "turn_timeout", "limits", "prompt", "time_zone",
-		"max_turns", "max_queue_wait", "reap_interval")
+		"max_turns", "max_queue_wait", "reap_interval", "runtime")
 	if !ok {
 		return s
 	}
@@ -311,6 +311,9 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 	}
 	s.Prompt, _ = p.text(o, "prompt", false)
 	s.TimeZone, _ = p.text(o, "time_zone", false, timeZoneRule)
+	if v, ok := p.text(o, "runtime", false, runtimeRule); ok {
+		s.Runtime = v
+	}
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
 )
 
 // Profile modes (profiles.<name>.mode).
@@ -51,6 +52,10 @@ type Profile struct {
 	// only the path; serve reads and validates the tree when it starts
 	// (package skilltree), as it does the party directory.
 	Skills string
+	// Runtime is the OCI runtime of the profile's containers as written
+	// (profiles.<name>.runtime, session mode only); "" means
+	// sandbox.runtime. Config.RuntimeOf resolves it.
+	Runtime string
 }
 
 // builtinDefault is DefaultProfile when the file does not define it.
@@ -107,6 +112,38 @@ func (c *Config) UsesSessions() bool {
 		}
 	}
 	return false
+}
+
+// SealedRuntime is the OCI runtime of sealed turns: sandbox.runtime, runc
+// when unset.
+func (c *Config) SealedRuntime() string { return container.EngineRuntime(c.Sandbox.Runtime) }
+
+// RuntimeOf is the OCI runtime of a profile's containers: the session
+// profile's own runtime, else sandbox.runtime, else runc. A sealed profile
+// gets SealedRuntime.
+func (c *Config) RuntimeOf(p Profile) string {
+	if p.Mode == ModeSession && p.Runtime != "" {
+		return p.Runtime
+	}
+	return c.SealedRuntime()
+}
+
+// Runtimes returns the OCI runtimes the config's turns run under, sorted
+// and each once: SealedRuntime (sealed turns, which any channel may get)
+// and RuntimeOf every profile a channel uses. The doctor checks the ones
+// the engine must have registered.
+func (c *Config) Runtimes() []string {
+	used := []string{c.SealedRuntime()}
+	add := func(ch rtsandbox.ChannelKey) {
+		_, p := c.ProfileFor(ch)
+		used = append(used, c.RuntimeOf(p))
+	}
+	add("") // "" is in no mapping: the default profile
+	for ch := range c.ChannelProfiles {
+		add(ch)
+	}
+	slices.Sort(used)
+	return slices.Compact(used)
 }
 
 // ModelOf returns the model a session profile names: the model block for
@@ -231,7 +268,7 @@ func (p *parser) profiles(n *yaml.Node, c *Config) map[string]Profile {
 }
 
 func (p *parser) profile(n *yaml.Node, path string, c *Config) Profile {
-	o, ok := p.object(n, path, "mode", "model", "mcp", "tools", "skills")
+	o, ok := p.object(n, path, "mode", "model", "mcp", "tools", "skills", "runtime")
 	if !ok {
 		return Profile{}
 	}
@@ -245,9 +282,15 @@ func (p *parser) profile(n *yaml.Node, path string, c *Config) Profile {
 				p.fail(v, o.at(key), "is only used with mode: session (a sealed turn has the model block and every tool)")
 			}
 		}
+		if v := o.get("runtime"); v != nil {
+			p.fail(v, o.at("runtime"), "is only used with mode: session (sealed turns run under sandbox.runtime)")
+		}
 		return Profile{Mode: ModeSealed}
 	}
 	pr := Profile{Mode: ModeSession, Model: DefaultModel}
+	if v, ok := p.text(o, "runtime", false, runtimeRule); ok {
+		pr.Runtime = v
+	}
 	if v, ok := p.text(o, "model", false, func(s string) string { return modelRefRule(s, c) }); ok {
 		pr.Model = v
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/modelapi"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -189,3 +190,12 @@ func hasControl(s string) bool {
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// runtimeRule wants a runtime the engine may be asked for
+// (container.ValidRuntime, without the empty default).
+func runtimeRule(s string) string {
+	if s == "" || !container.ValidRuntime(s) {
+		return fmt.Sprintf("must be one of %q", container.Runtimes())
+	}
+	return ""
+}
