@@ -134,7 +134,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
 		},
 		Installation: InstallationID(cfg), Logger: o.Logger, OnTurn: logTurn(o.Logger, o.OnTurn),
-		Budget: svc.ledger, ProfileFor: profileName(cfg),
+		Budget: svc.ledger, ProfileFor: profileName(cfg), Runtime: cfg.SealedRuntime(),
 	})
 	if err != nil {
 		closeFn()

@@ -133,7 +133,8 @@ func sessionOptions(d SessionDeps, image string) session.Options {
 	lim := container.SessionLimits{MemoryMB: cs.Limits.MemoryMB, CPUs: cs.Limits.CPUs, PIDs: cs.Limits.PIDs}
 	profiles := map[string]session.Profile{}
 	for name := range d.Brokers {
-		profiles[name] = session.Profile{Limits: lim, Skills: d.Skills[name]}
+		p, _ := d.Config.Profile(name)
+		profiles[name] = session.Profile{Limits: lim, Skills: d.Skills[name], Runtime: d.Config.RuntimeOf(p)}
 	}
 	o := session.Options{
 		Profiles:        profiles,

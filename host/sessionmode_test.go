@@ -61,7 +61,7 @@ func TestSessionWiringAppliesConfig(t *testing.T) {
 		Brokers: map[string]broker.Config{"studio": {}}}
 	lim := container.SessionLimits{MemoryMB: 640, CPUs: 0.5, PIDs: 80}
 	wantOpts := session.Options{
-		Profiles: map[string]session.Profile{"studio": {Limits: lim}},
+		Profiles: map[string]session.Profile{"studio": {Limits: lim, Runtime: container.RuntimeRunc}},
 		PartyDir: "/srv/party", Image: "img:1", Installation: "iabc", ContainerPrefix: "rt0-x",
 		UID: 1000, GID: 1001, TimeZone: "Europe/Berlin",
 		Log:         container.LogConfig{Driver: "journald", Options: map[string]string{"tag": "w"}},
@@ -75,6 +75,24 @@ func TestSessionWiringAppliesConfig(t *testing.T) {
 		MaxRequestBytes: 1 << 20, MaxResponseBytes: 3 << 20}
 	if diff := cmp.Diff(wantBroker, sessionLimits(cfg.Session)); diff != "" {
 		t.Errorf("broker limits (-want +got):\n%s", diff)
+	}
+}
+
+// Each session profile's containers run under its runtime: its own, else
+// sandbox.runtime.
+func TestSessionWiringRuntime(t *testing.T) {
+	cfg, err := config.Parse([]byte("state_dir: /var/lib/rtsandbox\nmodel: {url: \"https://api.example/v1/chat/completions\", name: m, api_key_env: KEY}\n" +
+		"sandbox: {runtime: runsc}\nprofiles: {studio: {mode: session}, plain: {mode: session, runtime: runc}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := SessionDeps{Config: cfg, Brokers: map[string]broker.Config{"studio": {}, "plain": {}}}
+	got := map[string]string{}
+	for name, p := range sessionOptions(d, "i").Profiles {
+		got[name] = p.Runtime
+	}
+	if diff := cmp.Diff(map[string]string{"studio": "runsc", "plain": "runc"}, got); diff != "" {
+		t.Errorf("profile runtimes (-want +got):\n%s", diff)
 	}
 }
 

@@ -82,6 +82,10 @@ type Options struct {
 	// Limits bounds the container; the zero value means
 	// container.DefaultLimits(). A partly set value is used as given.
 	Limits container.Limits
+	// Runtime is the OCI runtime of every turn's container
+	// (container.RuntimeRunc, "" for runc, or container.RuntimeRunsc);
+	// New refuses another.
+	Runtime string
 	// Installation labels the turn containers so that Reap finds
 	// leftovers; it must satisfy container.ValidInstallation.
 	Installation string

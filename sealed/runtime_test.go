@@ -224,6 +224,7 @@ func TestSetupRefusals(t *testing.T) {
 		{"installation-invalid", func(f *fixture) { f.opts.Installation = "Bad Id" }},
 		{"broker-missing", func(f *fixture) { f.opts.Broker = nil }},
 		{"driver-missing", func(f *fixture) { f.opts.Driver = nil }},
+		{"runtime-unknown", func(f *fixture) { f.opts.Runtime = "kata" }},
 	}
 	if os.Getuid() != 0 { // only a root service may hand turns to another user
 		tests = append(tests, struct {

@@ -233,7 +233,7 @@ func (t *turn) finish(err error) {
 func (s *settings) spec(name, runDir string) container.Spec {
 	return container.Spec{
 		Name: name, Image: s.Image, UID: s.UID, GID: s.GID,
-		RunDir: runDir, Limits: s.Limits, Labels: s.labels,
+		RunDir: runDir, Limits: s.Limits, Labels: s.labels, Runtime: s.Runtime,
 	}
 }
 

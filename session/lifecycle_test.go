@@ -372,6 +372,13 @@ func TestStaleContainerRecreates(t *testing.T) {
 			s.Limits.PIDs = 64
 			w.running[name] = s
 		}},
+		// The channel's profile moved from runsc to runc (or back): its
+		// next turn gets a container of the new runtime.
+		{"runtime changed", func(w *world, name string) {
+			s := w.running[name]
+			s.Runtime = container.RuntimeRunsc
+			w.running[name] = s
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)

@@ -134,6 +134,11 @@ type Profile struct {
 	// none. Its digest is part of the container spec, so a changed tree
 	// recreates the container.
 	Skills *skilltree.Tree
+	// Runtime is the OCI runtime of the profile's containers
+	// (container.RuntimeRunc, "" for runc, or container.RuntimeRunsc). It
+	// is part of the container spec, so a changed runtime recreates the
+	// channel's container at its next turn.
+	Runtime string
 }
 
 // settings are Options after defaults and checks.
@@ -270,6 +275,7 @@ func (s *settings) spec(channel rtsandbox.ChannelKey, name string, p Profile, d 
 		Installation: s.Installation, Channel: string(channel), Profile: name,
 		UID: s.UID, GID: s.GID, RunDir: d.run, WorkspaceDir: d.workspace,
 		TimeZone: s.TimeZone, Limits: p.Limits, Log: s.Log, Skills: p.skillsDigest(), Disk: s.disk.label(),
+		Runtime: p.Runtime,
 	}.WithDefaults()
 }
 
