@@ -87,6 +87,7 @@ func (c Check) String() string {
 // never serve them.
 func runChecks(ctx context.Context, cfg *config.Config, getenv env, surfaces bool) []Check {
 	checks := dockerChecks(ctx, ImageTag(cfg))
+	checks = append(checks, runtimeChecks(ctx, cfg.Runtimes())...)
 	checks = append(checks, userCheck(cfg, os.Geteuid()), stateDirCheck(cfg.StateDir, os.Geteuid()))
 	checks = append(checks, dbChecks(ctx, cfg.StateDir)...)
 	checks = append(checks, credentialChecks(cfg, getenv, surfaces)...)

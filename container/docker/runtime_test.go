@@ -1,0 +1,67 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/moby/moby/api/types/system"
+	"github.com/moby/moby/client"
+	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+)
+
+// infoFunc scripts the daemon's /info answer.
+type infoFunc func() (system.Info, error)
+
+func (f infoFunc) Info(context.Context, client.InfoOptions) (client.SystemInfoResult, error) {
+	info, err := f()
+	return client.SystemInfoResult{Info: info}, err
+}
+
+func runtimesOf(args ...[]string) map[string]system.RuntimeWithStatus {
+	m := map[string]system.RuntimeWithStatus{"runc": {Runtime: system.Runtime{Path: "runc"}}}
+	for _, a := range args {
+		m["runsc"] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: a}}
+	}
+	return m
+}
+
+// TestCheckRuntime: runsc must be registered, and with --network=none as
+// the network flag that wins; runc is the daemon's own and not asked for.
+func TestCheckRuntime(t *testing.T) {
+	tests := []struct {
+		name     string
+		runtime  string
+		runtimes map[string]system.RuntimeWithStatus
+		infoErr  error
+		want     error // nil: ok
+	}{
+		{"runc-never-asks", "runc", nil, errors.New("unreachable"), nil},
+		{"default-is-runc", "", nil, errors.New("unreachable"), nil},
+		{"runsc-ok", "runsc", runtimesOf([]string{"--network=none"}), nil, nil},
+		{"runsc-ok-among-others", "runsc", runtimesOf([]string{"--platform=ptrace", "--network=none", "--debug"}), nil, nil},
+		{"runsc-ok-separate-value", "runsc", runtimesOf([]string{"--network", "none"}), nil, nil},
+		{"runsc-ok-single-dash", "runsc", runtimesOf([]string{"-network=none"}), nil, nil},
+		{"runsc-unregistered", "runsc", runtimesOf(), nil, ErrRuntimeUnregistered},
+		{"runsc-no-args", "runsc", runtimesOf(nil), nil, ErrRuntimeNetwork},
+		{"runsc-host-network", "runsc", runtimesOf([]string{"--network=host"}), nil, ErrRuntimeNetwork},
+		{"runsc-sandbox-network", "runsc", runtimesOf([]string{"--network=sandbox"}), nil, ErrRuntimeNetwork},
+		// The last flag wins in runsc's flag parsing, so a later one undoes
+		// an earlier --network=none.
+		{"runsc-none-then-host", "runsc", runtimesOf([]string{"--network=none", "--network=host"}), nil, ErrRuntimeNetwork},
+		{"runsc-dangling-flag", "runsc", runtimesOf([]string{"--network=none", "--network"}), nil, ErrRuntimeNetwork},
+		{"runsc-lookalike-flag", "runsc", runtimesOf([]string{"--networkx=none"}), nil, ErrRuntimeNetwork},
+		{"runsc-value-not-a-flag", "runsc", runtimesOf([]string{"network=none"}), nil, ErrRuntimeNetwork},
+		{"daemon-down", "runsc", nil, errors.New("connection refused"), rtcontainer.ErrEngine},
+		{"invalid-name", "kata", runtimesOf([]string{"--network=none"}), nil, rtcontainer.ErrInvalidSpec},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := infoFunc(func() (system.Info, error) { return system.Info{Runtimes: tt.runtimes}, tt.infoErr })
+			err := CheckRuntime(context.Background(), api, tt.runtime)
+			if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Errorf("CheckRuntime(%q) = %v; want %v", tt.runtime, err, tt.want)
+			}
+		})
+	}
+}
