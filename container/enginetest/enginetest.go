@@ -83,6 +83,10 @@ type Harness struct {
 	// Kill kills the long-lived worker's process from outside, as the
 	// kernel's OOM killer or an operator would (Docker: SIGKILL).
 	Kill func(ctx context.Context, name string) error
+	// Runtime is the OCI runtime every spec of the suite names ("" the
+	// default, runc): the suite holds the engine to the same contract
+	// under each runtime it offers (container.Runtimes).
+	Runtime string
 }
 
 // schedulingSlack is what a loaded 2-core machine running the race
@@ -104,12 +108,30 @@ const logsShown = 10 * time.Second
 func Run(t *testing.T, h Harness) {
 	t.Run("OneShot/Reply", func(t *testing.T) { testReply(t, h) })
 	t.Run("OneShot/Profile", func(t *testing.T) { testProfile(t, h) })
+	t.Run("OneShot/PIDs", func(t *testing.T) { testPIDs(t, h) })
 	t.Run("OneShot/Workspace", func(t *testing.T) { testWorkspace(t, h) })
 	t.Run("OneShot/Failures", func(t *testing.T) { testFailures(t, h) })
 	t.Run("OneShot/Deadline", func(t *testing.T) { testDeadline(t, h) })
 	t.Run("OneShot/ImageMissing", func(t *testing.T) { testImageMissing(t, h) })
 	t.Run("LongLived/Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
 	t.Run("LongLived/Watch", func(t *testing.T) { testWatch(t, h) })
+}
+
+// RunSeal runs the part of the suite that proves the sealed profile as
+// the worker feels it, sealed (OneShot/Reply, OneShot/Profile,
+// OneShot/PIDs) and
+// long-lived (LongLived/Seal: the profile, and a runtime change
+// recreates the container), for h.Runtime, a runtime other than runc, of
+// an engine that passes Run under runc: the lifecycle parts are the
+// engine's, the same whatever runtime runs the worker.
+func RunSeal(t *testing.T, h Harness) {
+	if container.EngineRuntime(h.Runtime) == container.RuntimeRunc {
+		t.Fatal("RunSeal is for a runtime other than runc; Run covers runc")
+	}
+	t.Run("OneShot/Reply", func(t *testing.T) { testReply(t, h) })
+	t.Run("OneShot/Profile", func(t *testing.T) { testProfile(t, h) })
+	t.Run("OneShot/PIDs", func(t *testing.T) { testPIDs(t, h) })
+	t.Run("LongLived/Seal", func(t *testing.T) { testSessionSeal(t, h) })
 }
 
 // user is the worker's non-root user: the test's own, or 1000:1000 when
@@ -159,6 +181,7 @@ func turnSpec(t *testing.T, h Harness) container.Spec {
 	return container.Spec{
 		Name: container.Name("enginetest:" + t.Name()), Image: h.Image, UID: uid, GID: gid,
 		RunDir: runDir, WorkspaceDir: workspaceDir, Limits: container.DefaultLimits(), Labels: labels,
+		Runtime: h.Runtime,
 	}
 }
 
@@ -215,11 +238,41 @@ func testProfile(t *testing.T, h Harness) {
 		// The hardening as the process sees it: no capabilities, no new
 		// privileges, only loopback, /tmp noexec, the PID and file limits.
 		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "tmp-noexec=yes",
-		"pids-max=" + itoa(spec.Limits.PIDs), "nofile=256:256",
+		"nofile=256:256",
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("probe = %q; want a line %q", got, want)
 		}
+	}
+	// The PID limit as the worker reads it: runc shows the container's
+	// cgroup; gVisor shows none (OneShot/PIDs proves its bound instead).
+	if want := "pids-max=" + itoa(spec.Limits.PIDs); showsCgroup(h) && !slices.Contains(got, want) {
+		t.Errorf("probe = %q; want a line %q", got, want)
+	}
+}
+
+// showsCgroup reports whether the worker sees its cgroup's limits: under
+// runc it does; gVisor applies them to the whole sandbox from outside.
+func showsCgroup(h Harness) bool { return container.EngineRuntime(h.Runtime) == container.RuntimeRunc }
+
+// testPIDs: a worker that starts processes until refused never runs more
+// than the PID limit: its starts are refused below it (runc) or its
+// sandbox ends, failing the run (gVisor, whose own threads count against
+// the limit).
+func testPIDs(t *testing.T, h Harness) {
+	spec := turnSpec(t, h)
+	res, err := run(context.Background(), t, h, spec, `{"mode":"spawn"}`)
+	if err != nil {
+		if !errors.Is(err, container.ErrWorkerFailed) {
+			t.Fatalf("Run = %v; want a reply or ErrWorkerFailed", err)
+		}
+		t.Logf("the sandbox ended: %v (exit %d)", err, res.ExitCode)
+		return
+	}
+	n, convErr := strconv.Atoi(strings.TrimPrefix(res.Reply.Text, "spawned="))
+	t.Logf("%d processes started under a limit of %d", n, spec.Limits.PIDs)
+	if convErr != nil || n >= spec.Limits.PIDs {
+		t.Errorf("reply %q; want spawned=N with N below the PID limit %d", res.Reply.Text, spec.Limits.PIDs)
 	}
 }
 

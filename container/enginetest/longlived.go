@@ -20,7 +20,7 @@ func sessionSpec(t *testing.T, h Harness) container.SessionSpec {
 	spec := container.SessionSpec{
 		Name: container.SessionName(h.Installation, channel), Image: h.Image,
 		Installation: h.Installation, Channel: channel, Profile: "studio",
-		UID: uid, GID: gid, RunDir: runDir, WorkspaceDir: workspaceDir,
+		UID: uid, GID: gid, RunDir: runDir, WorkspaceDir: workspaceDir, Runtime: h.Runtime,
 	}
 	t.Cleanup(func() {
 		if err := h.LongLived.Remove(context.Background(), spec.Name); err != nil {
@@ -92,16 +92,7 @@ func testLifecycle(t *testing.T, h Harness) {
 	spec := sessionSpec(t, h)
 	ensureFromMissing(ctx, t, h, spec)
 
-	logs := awaitLogs(ctx, t, h, spec.Name, "session worker ready")
-	for _, line := range []string{
-		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
-		"run-write=no", "root-write=no", "tmp-write=yes", "workspace-write=yes",
-		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "nofile=256:256", "pids-max=256", "tmp-noexec=yes",
-	} {
-		if !strings.Contains(logs, line+"\n") {
-			t.Errorf("probe lacks %q:\n%s", line, logs)
-		}
-	}
+	logs := sessionProbe(ctx, t, h, spec)
 	if tail, err := d.Logs(ctx, spec.Name, 1); err != nil || strings.TrimSpace(tail) == strings.TrimSpace(logs) {
 		t.Errorf("Logs(1) = %q, %v; want the last line only", tail, err)
 	}
@@ -135,6 +126,59 @@ func testLifecycle(t *testing.T, h Harness) {
 	if got, err := d.Logs(ctx, spec.Name, 200); err != nil || got != "" {
 		t.Errorf("Logs after Remove = %q, %v; want \"\"", got, err)
 	}
+}
+
+// sessionProbe waits for spec's running worker to log its probe, checks
+// that the worker feels the session profile and returns the log.
+func sessionProbe(ctx context.Context, t *testing.T, h Harness, spec container.SessionSpec) string {
+	t.Helper()
+	logs := awaitLogs(ctx, t, h, spec.Name, "session worker ready")
+	for _, line := range []string{
+		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
+		"run-write=no", "root-write=no", "tmp-write=yes", "workspace-write=yes",
+		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "nofile=256:256", "tmp-noexec=yes",
+	} {
+		if !strings.Contains(logs, line+"\n") {
+			t.Errorf("probe lacks %q:\n%s", line, logs)
+		}
+	}
+	if line := "pids-max=256"; showsCgroup(h) && !strings.Contains(logs, line+"\n") {
+		t.Errorf("probe lacks %q:\n%s", line, logs)
+	}
+	return logs
+}
+
+// testSessionSeal: a session container of the harness's runtime feels the
+// session profile under the kernel of its runtime; a change of runtime (to
+// runc) recreates it.
+func testSessionSeal(t *testing.T, h Harness) {
+	ctx := context.Background()
+	spec := sessionSpec(t, h)
+	ensureFromMissing(ctx, t, h, spec)
+	kernel := probeLine(sessionProbe(ctx, t, h, spec), "kernel=")
+	first := id(ctx, t, h, spec.Name)
+	spec.Runtime = container.RuntimeRunc
+	if err := h.LongLived.EnsureRunning(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := id(ctx, t, h, spec.Name); got == first {
+		t.Error("a runtime change kept the container")
+	}
+	// The worker's system calls went to another kernel than runc's (the
+	// host's): the runtime the spec named really ran it.
+	if runc := probeLine(sessionProbe(ctx, t, h, spec), "kernel="); kernel == "" || kernel == runc {
+		t.Errorf("kernel under %s %q, under runc %q; want two kernels", h.Runtime, kernel, runc)
+	}
+}
+
+// probeLine is the value of the probe's line starting with prefix.
+func probeLine(logs, prefix string) string {
+	for l := range strings.Lines(logs) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), prefix); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // testWatch: a missing container is not watched; a watched container's

@@ -50,6 +50,22 @@ func Require(tb testing.TB) *client.Client {
 	return cli
 }
 
+// RequireRuntime skips tb, or fails it under CI, unless check passes:
+// the engine's check that it runs containers under runtime as the seal
+// needs (docker.CheckRuntime). CI registers runsc (.ci/run), so a gVisor
+// test that silently skipped there would prove nothing.
+func RequireRuntime(tb testing.TB, runtime string, check func(context.Context) error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := check(ctx); err != nil {
+		if InCI() {
+			tb.Fatalf("runtime %s test cannot run under CI=true (.ci/run registers it): %v", runtime, err)
+		}
+		tb.Skipf("runtime %s test skipped: %v", runtime, err)
+	}
+}
+
 // Daemon returns the network and address of the daemon DOCKER_HOST names
 // (the local socket by default), for a test's engine proxy to dial.
 func Daemon() (network, address string, err error) {

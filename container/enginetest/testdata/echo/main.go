@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -23,6 +24,10 @@ type input struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "session" {
 		session()
+	}
+	if len(os.Args) > 1 && os.Args[1] == "sleep" { // a child of mode spawn
+		time.Sleep(time.Minute)
+		return
 	}
 	raw, err := io.ReadAll(io.LimitReader(os.Stdin, 256<<10))
 	if err != nil {
@@ -53,6 +58,8 @@ func main() {
 		reply(err == nil, fmt.Sprint(err))
 	case "probe": // reports what the sandbox allows
 		reply(true, probe())
+	case "spawn": // starts up to 200 processes, reports how many started
+		reply(true, fmt.Sprintf("spawned=%d", spawn(200)))
 	default:
 		reply(true, "echo: "+in.Text)
 	}
@@ -76,13 +83,60 @@ func probe() string {
 		"tmp-write=" + writable("/tmp/x"),
 		"workspace-write=" + writable("/workspace/probe"),
 		"capeff=" + statusField("CapEff"),
-		"nonewprivs=" + statusField("NoNewPrivs"),
+		"nonewprivs=" + noNewPrivs(),
 		"net=" + netDevices(),
 		"tmp-noexec=" + tmpNoexec(),
 		"pids-max=" + firstLine("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"),
 		"nofile=" + nofile(),
+		"kernel=" + kernelRelease(),
 	}
 	return strings.Join(lines, "\n")
+}
+
+// noNewPrivs asks the kernel (prctl PR_GET_NO_NEW_PRIVS) rather than
+// /proc/self/status, which gVisor's does not fill in.
+func noNewPrivs() string {
+	const prGetNoNewPrivs = 39
+	r, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prGetNoNewPrivs, 0, 0)
+	if errno != 0 {
+		return "?"
+	}
+	return fmt.Sprint(r)
+}
+
+// spawn starts up to n sleeping copies of itself until the sandbox
+// refuses one, kills them and returns how many started.
+func spawn(n int) int {
+	var started []*exec.Cmd
+	for range n {
+		c := exec.Command("/proc/self/exe", "sleep")
+		if c.Start() != nil {
+			break
+		}
+		started = append(started, c)
+	}
+	for _, c := range started {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	return len(started)
+}
+
+// kernelRelease is the release of the kernel that answers the worker's
+// system calls: the host's under runc, gVisor's own under runsc.
+func kernelRelease() string {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		return "error"
+	}
+	var b strings.Builder
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	return b.String()
 }
 
 // session stands in for the long-lived session worker (command
