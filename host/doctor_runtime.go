@@ -58,10 +58,10 @@ func runtimeCheck(ctx context.Context, api interface {
 	switch err := docker.CheckRuntime(ictx, api, name); {
 	case errors.Is(err, container.ErrEngine):
 		return warn(check, "fix the docker check first", "not checked: %v", err)
-	case errors.Is(err, docker.ErrRuntimeUnregistered), errors.Is(err, docker.ErrRuntimeNetwork):
+	case errors.Is(err, docker.ErrRuntimeUnregistered), errors.Is(err, docker.ErrRuntimeArgs):
 		return fail(check, runscFix, "%v", err)
 	case err != nil:
 		return fail(check, "set sandbox.runtime and profiles.<name>.runtime to runc or runsc", "%v", err)
 	}
-	return ok(check, "registered with the Docker daemon, with --network=none")
+	return ok(check, "registered with the Docker daemon, with --network=none --host-uds=open")
 }

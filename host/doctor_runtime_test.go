@@ -29,7 +29,7 @@ func runscWith(args ...string) map[string]system.RuntimeWithStatus {
 }
 
 // TestRuntimeCheck: doctor (and serve's start) fails a runsc the daemon
-// does not know or knows without --network=none, with the daemon.json
+// does not know or knows without --network=none --host-uds=open, with the daemon.json
 // fix; an unreachable daemon is the docker check's failure, not this one's.
 func TestRuntimeCheck(t *testing.T) {
 	tests := []struct {
@@ -39,11 +39,13 @@ func TestRuntimeCheck(t *testing.T) {
 		want    brief
 		fixHas  string
 	}{
-		{"ok", fakeInfo{runtimes: runscWith("--network=none")}, nil, brief{Status: "ok", Name: "runtime runsc"}, ""},
+		{"ok", fakeInfo{runtimes: runscWith("--network=none", "--host-uds=open")}, nil, brief{Status: "ok", Name: "runtime runsc"}, ""},
 		{"unregistered", fakeInfo{runtimes: map[string]system.RuntimeWithStatus{"runc": {}}}, nil,
-			brief{Status: "fail", Name: "runtime runsc", HasFix: true}, `"runtimeArgs": ["--network=none"]`},
-		{"without-network-none", fakeInfo{runtimes: runscWith("--debug")}, nil,
-			brief{Status: "fail", Name: "runtime runsc", HasFix: true}, `"runtimeArgs": ["--network=none"]`},
+			brief{Status: "fail", Name: "runtime runsc", HasFix: true}, `"runtimeArgs": ["--network=none", "--host-uds=open"]`},
+		{"without-network-none", fakeInfo{runtimes: runscWith("--host-uds=open")}, nil,
+			brief{Status: "fail", Name: "runtime runsc", HasFix: true}, `"runtimeArgs": ["--network=none", "--host-uds=open"]`},
+		{"without-host-uds", fakeInfo{runtimes: runscWith("--network=none")}, nil,
+			brief{Status: "fail", Name: "runtime runsc", HasFix: true}, `"runtimeArgs": ["--network=none", "--host-uds=open"]`},
 		{"daemon-down", fakeInfo{err: errors.New("connection refused")}, nil,
 			brief{Status: "warn", Name: "runtime runsc", HasFix: true}, "docker check"},
 		{"no-client", fakeInfo{}, errors.New("bad DOCKER_HOST"),

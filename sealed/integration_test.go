@@ -391,6 +391,9 @@ func assertKeyAbsent(t *testing.T, ctx context.Context, spec container.Spec, key
 	if c.HostConfig.NetworkMode != "none" || !c.HostConfig.ReadonlyRootfs {
 		t.Errorf("network %q read-only %v; want none and true", c.HostConfig.NetworkMode, c.HostConfig.ReadonlyRootfs)
 	}
+	if got, want := c.HostConfig.Runtime, container.EngineRuntime(spec.Runtime); got != want {
+		t.Errorf("runtime %q; want %q", got, want)
+	}
 	assertNoKeyInTree(t, spec.RunDir, keys)
 }
 

@@ -26,8 +26,9 @@ func runtimesOf(args ...[]string) map[string]system.RuntimeWithStatus {
 	return m
 }
 
-// TestCheckRuntime: runsc must be registered, and with --network=none as
-// the network flag that wins; runc is the daemon's own and not asked for.
+// TestCheckRuntime: runsc must be registered, with --network=none and
+// --host-uds=open as the flags that win; runc is the daemon's own and not
+// asked for.
 func TestCheckRuntime(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -38,22 +39,30 @@ func TestCheckRuntime(t *testing.T) {
 	}{
 		{"runc-never-asks", "runc", nil, errors.New("unreachable"), nil},
 		{"default-is-runc", "", nil, errors.New("unreachable"), nil},
-		{"runsc-ok", "runsc", runtimesOf([]string{"--network=none"}), nil, nil},
-		{"runsc-ok-among-others", "runsc", runtimesOf([]string{"--platform=ptrace", "--network=none", "--debug"}), nil, nil},
-		{"runsc-ok-separate-value", "runsc", runtimesOf([]string{"--network", "none"}), nil, nil},
-		{"runsc-ok-single-dash", "runsc", runtimesOf([]string{"-network=none"}), nil, nil},
+		{"runsc-ok", "runsc", runtimesOf([]string{"--network=none", "--host-uds=open"}), nil, nil},
+		{"runsc-ok-among-others", "runsc", runtimesOf([]string{"--platform=ptrace", "--host-uds=open", "--network=none", "--debug"}), nil, nil},
+		{"runsc-ok-separate-value", "runsc", runtimesOf([]string{"--network", "none", "--host-uds", "open"}), nil, nil},
+		{"runsc-ok-single-dash", "runsc", runtimesOf([]string{"-network=none", "-host-uds=open"}), nil, nil},
+		// Without host-uds=open the worker cannot reach its broker's socket.
+		{"runsc-without-host-uds", "runsc", runtimesOf([]string{"--network=none"}), nil, ErrRuntimeArgs},
+		{"runsc-host-uds-none", "runsc", runtimesOf([]string{"--network=none", "--host-uds=none"}), nil, ErrRuntimeArgs},
+		// More than the worker needs: it could create host sockets in a
+		// read-write bind.
+		{"runsc-host-uds-all", "runsc", runtimesOf([]string{"--network=none", "--host-uds=all"}), nil, ErrRuntimeArgs},
+		{"runsc-host-uds-create", "runsc", runtimesOf([]string{"--network=none", "--host-uds=create"}), nil, ErrRuntimeArgs},
 		{"runsc-unregistered", "runsc", runtimesOf(), nil, ErrRuntimeUnregistered},
-		{"runsc-no-args", "runsc", runtimesOf(nil), nil, ErrRuntimeNetwork},
-		{"runsc-host-network", "runsc", runtimesOf([]string{"--network=host"}), nil, ErrRuntimeNetwork},
-		{"runsc-sandbox-network", "runsc", runtimesOf([]string{"--network=sandbox"}), nil, ErrRuntimeNetwork},
+		{"runsc-no-args", "runsc", runtimesOf(nil), nil, ErrRuntimeArgs},
+		{"runsc-host-network", "runsc", runtimesOf([]string{"--network=host", "--host-uds=open"}), nil, ErrRuntimeArgs},
+		{"runsc-sandbox-network", "runsc", runtimesOf([]string{"--network=sandbox", "--host-uds=open"}), nil, ErrRuntimeArgs},
 		// The last flag wins in runsc's flag parsing, so a later one undoes
 		// an earlier --network=none.
-		{"runsc-none-then-host", "runsc", runtimesOf([]string{"--network=none", "--network=host"}), nil, ErrRuntimeNetwork},
-		{"runsc-dangling-flag", "runsc", runtimesOf([]string{"--network=none", "--network"}), nil, ErrRuntimeNetwork},
-		{"runsc-lookalike-flag", "runsc", runtimesOf([]string{"--networkx=none"}), nil, ErrRuntimeNetwork},
-		{"runsc-value-not-a-flag", "runsc", runtimesOf([]string{"network=none"}), nil, ErrRuntimeNetwork},
+		{"runsc-none-then-host", "runsc", runtimesOf([]string{"--network=none", "--host-uds=open", "--network=host"}), nil, ErrRuntimeArgs},
+		{"runsc-open-then-all", "runsc", runtimesOf([]string{"--host-uds=open", "--network=none", "--host-uds=all"}), nil, ErrRuntimeArgs},
+		{"runsc-dangling-flag", "runsc", runtimesOf([]string{"--host-uds=open", "--network=none", "--network"}), nil, ErrRuntimeArgs},
+		{"runsc-lookalike-flag", "runsc", runtimesOf([]string{"--host-uds=open", "--networkx=none"}), nil, ErrRuntimeArgs},
+		{"runsc-value-not-a-flag", "runsc", runtimesOf([]string{"--host-uds=open", "network=none"}), nil, ErrRuntimeArgs},
 		{"daemon-down", "runsc", nil, errors.New("connection refused"), rtcontainer.ErrEngine},
-		{"invalid-name", "kata", runtimesOf([]string{"--network=none"}), nil, rtcontainer.ErrInvalidSpec},
+		{"invalid-name", "kata", runtimesOf([]string{"--network=none", "--host-uds=open"}), nil, rtcontainer.ErrInvalidSpec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
