@@ -18,6 +18,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/upstream"
 )
@@ -27,13 +29,34 @@ import (
 // of each phase in milliseconds: create (driver call to created), start
 // (created to started), first-call (started to the first broker request),
 // reply (first request to worker exit), removal (exit to removed) and
-// total (admission to the end of the turn, run dir deleted).
+// total (admission to the end of the turn, run dir deleted), and the p99
+// of the total. It runs once per runtime (runtime=runc, runtime=runsc:
+// gVisor, skipped unless registered), side by side in one run.
 // BenchmarkDockerRunRm runs the same image with a plain `docker run --rm`
 // for comparison.
 func BenchmarkSealedTurn(b *testing.B) {
 	if integ.skip != "" {
 		b.Skip(integ.skip)
 	}
+	for _, runtime := range container.Runtimes() {
+		b.Run("runtime="+runtime, func(b *testing.B) {
+			needBenchRuntime(b, runtime)
+			benchSealedTurn(b, runtime)
+		})
+	}
+}
+
+// needBenchRuntime skips b unless the daemon runs runtime as the seal
+// needs.
+func needBenchRuntime(b *testing.B, runtime string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := docker.CheckRuntime(ctx, integ.cli, runtime); err != nil {
+		b.Skip(err)
+	}
+}
+
+func benchSealedTurn(b *testing.B, runtime string) {
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, `{"choices":[{"message":{"role":"assistant","content":"Hi."}}]}`)
@@ -59,8 +82,8 @@ func BenchmarkSealedTurn(b *testing.B) {
 	defer state.Close()
 	rt, err := New(Options{Broker: bk, Driver: integ.driver, Image: integ.workerImage, UID: uid, GID: gid,
 		RunRoot: filepath.Join(base, "run"), State: state, Model: "bench",
-		Installation: integ.installation,
-		OnTurn:       func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
+		Installation: integ.installation, Runtime: runtime,
+		OnTurn: func(s TurnStats) { mu.Lock(); stats = append(stats, s); mu.Unlock() }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +118,20 @@ func reportPhases(b *testing.B, stats []TurnStats) {
 			ds = append(ds, p.to(s).Sub(p.from(s)))
 		}
 		b.ReportMetric(p50ms(ds), p.name+"-p50-ms")
+		if p.name == "total" {
+			b.ReportMetric(p99ms(ds), "total-p99-ms")
+		}
 	}
+}
+
+// p99ms is the 99th percentile (nearest rank) in milliseconds: the
+// slowest of fewer than 100 samples.
+func p99ms(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return float64(ds[(len(ds)*99+99)/100-1].Microseconds()) / 1000
 }
 
 func p50ms(ds []time.Duration) float64 {
@@ -108,7 +144,7 @@ func p50ms(ds []time.Duration) float64 {
 
 // BenchmarkDockerRunRm is the baseline: the same worker image through the
 // Docker CLI with `docker run --rm`, no mounts, empty stdin (the worker
-// prints its fixed failure reply and exits at once).
+// prints its fixed failure reply and exits at once), once per runtime.
 func BenchmarkDockerRunRm(b *testing.B) {
 	if integ.skip != "" {
 		b.Skip(integ.skip)
@@ -116,10 +152,19 @@ func BenchmarkDockerRunRm(b *testing.B) {
 	if _, err := exec.LookPath("docker"); err != nil {
 		b.Skip("docker CLI not installed")
 	}
+	for _, runtime := range container.Runtimes() {
+		b.Run("runtime="+runtime, func(b *testing.B) {
+			needBenchRuntime(b, runtime)
+			benchDockerRunRm(b, runtime)
+		})
+	}
+}
+
+func benchDockerRunRm(b *testing.B, runtime string) {
 	var ds []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		cmd := exec.Command("docker", "run", "--rm", "-i", "--network", "none", "--pull", "never", integ.workerImage)
+		cmd := exec.Command("docker", "run", "--rm", "-i", "--network", "none", "--pull", "never", "--runtime", runtime, integ.workerImage)
 		cmd.Stdin = strings.NewReader("")
 		out, _ := cmd.Output()
 		if !strings.Contains(string(out), rtsandbox.WorkerFailedText) {
@@ -128,6 +173,7 @@ func BenchmarkDockerRunRm(b *testing.B) {
 		ds = append(ds, time.Since(start))
 	}
 	b.ReportMetric(p50ms(ds), "total-p50-ms")
+	b.ReportMetric(p99ms(ds), "total-p99-ms")
 }
 
 // BenchmarkBareContainer is the engine's own cost of one cold container on
