@@ -43,6 +43,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Metrics = p.metrics(o.get("metrics"), c)
 	p.profileKeys(o, c)
 	c.Session = p.session(o.get("session"), c)
+	p.runscPIDs(c)
 	reserve, reserveKey := c.turnReserve()
 	c.Budgets = p.budgets(o.get("budgets"), reserve, reserveKey)
 	return c

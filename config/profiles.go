@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -126,6 +128,33 @@ func (c *Config) RuntimeOf(p Profile) string {
 		return p.Runtime
 	}
 	return c.SealedRuntime()
+}
+
+// MinRunscPIDs is the least PID limit of a container under runsc. gVisor's
+// own threads (its kernel's, sized by the host's CPUs) count against the
+// container's limit from outside: on a 2-core host the worker's sandbox
+// did not start under 48 (docs/operations.md, "gVisor (runsc)").
+const MinRunscPIDs = 64
+
+// runscPIDs refuses a PID limit too small for gVisor to start under, for
+// the containers that run under runsc: sealed turns (sandbox.limits.pids)
+// and session profiles in use (session.limits.pids).
+func (p *parser) runscPIDs(c *Config) {
+	const rule = "must be at least %d while %s is runsc (gVisor's own threads count against the limit)"
+	if c.SealedRuntime() == container.RuntimeRunsc && c.Sandbox.Limits.PIDs < MinRunscPIDs {
+		p.fail(nil, "sandbox.limits.pids", rule, MinRunscPIDs, "sandbox.runtime")
+	}
+	if c.Session.Limits.PIDs >= MinRunscPIDs {
+		return
+	}
+	used := append([]rtsandbox.ChannelKey{""}, slices.Collect(maps.Keys(c.ChannelProfiles))...) // "": the default profile
+	slices.Sort(used)
+	for _, ch := range used {
+		if name, pr := c.ProfileFor(ch); pr.Mode == ModeSession && c.RuntimeOf(pr) == container.RuntimeRunsc {
+			p.fail(nil, "session.limits.pids", rule, MinRunscPIDs, "the runtime of profile "+strconv.Quote(name))
+			return
+		}
+	}
 }
 
 // Runtimes returns the OCI runtimes the config's turns run under, sorted

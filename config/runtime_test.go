@@ -59,6 +59,22 @@ func TestParseRuntime(t *testing.T) {
 	}
 }
 
+// The PID floor applies only to what runs under runsc: runc keeps the
+// reference's minimum of 8, and a runsc profile no channel uses is not
+// checked.
+func TestParseRunscPIDsOnlyWhereUsed(t *testing.T) {
+	for _, in := range []string{
+		minimal + "sandbox: {limits: {pids: 8}}\n",
+		minimal + "sandbox: {runtime: runsc, limits: {pids: 64}}\n",
+		withTools + "profiles: {s: {mode: session, runtime: runsc}}\nsession: {limits: {pids: 32}}\n",
+		withTools + "sandbox: {runtime: runsc}\nprofiles: {s: {mode: session, runtime: runc}}\ndefault_profile: s\nsession: {limits: {pids: 32}}\n",
+	} {
+		if _, err := Parse([]byte(in)); err != nil {
+			t.Errorf("Parse(%q) = %v; want no error", in, err)
+		}
+	}
+}
+
 // A hand-built Config (no runtime written anywhere) runs runc.
 func TestRuntimeHandBuiltConfig(t *testing.T) {
 	c := &Config{ChannelProfiles: map[rtsandbox.ChannelKey]string{"http:x": DefaultProfile}}
@@ -79,5 +95,11 @@ func TestParseRuntimeErrors(t *testing.T) {
 		{"profile-runtime-unknown", withTools + "profiles: {s: {mode: session, runtime: kata}}\n", []string{"profiles.s.runtime: " + oneOf}},
 		{"sealed-profile-runtime", withTools + "profiles: {default: {mode: sealed, runtime: runsc}}\n",
 			[]string{"profiles.default.runtime: is only used with mode: session (sealed turns run under sandbox.runtime)"}},
+		// gVisor's own threads count against the container's PID limit: a
+		// small one would fail every turn at its start.
+		{"runsc-sealed-pids", minimal + "sandbox: {runtime: runsc, limits: {pids: 32}}\n",
+			[]string{"sandbox.limits.pids: must be at least 64 while sandbox.runtime is runsc (gVisor's own threads count against the limit)"}},
+		{"runsc-session-pids", withTools + "profiles: {s: {mode: session, runtime: runsc}}\ndefault_profile: s\nsession: {limits: {pids: 32}}\n",
+			[]string{`session.limits.pids: must be at least 64 while the runtime of profile "s" is runsc (gVisor's own threads count against the limit)`}},
 	})
 }
