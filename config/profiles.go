@@ -133,7 +133,8 @@ func (c *Config) RuntimeOf(p Profile) string {
 // MinRunscPIDs is the least PID limit of a container under runsc. gVisor's
 // own threads (its kernel's, sized by the host's CPUs) count against the
 // container's limit from outside: on a 2-core host the worker's sandbox
-// did not start under 48 (docs/operations.md, "gVisor (runsc)").
+// did not start with 40, and did with 48 (docs/operations.md, "gVisor
+// (runsc)").
 const MinRunscPIDs = 64
 
 // runscPIDs refuses a PID limit too small for gVisor to start under, for
