@@ -641,7 +641,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(withTools + "models: {main: {url: 'https://a/', name: c, api_key_env: A, api: anthropic}}\n" +
 		"profiles: {s: {mode: session, model: main, mcp: [docs], tools: [clock]}}\nchannels_profile: {'http:a': s}\n" +
 		"session: {max_calls: 9, limits: {pids: 9}, log_options: {max-size: 1m}}\n"))
-	for _, tests := range [][]errorTest{errorTests, profileErrorTests} {
+	for _, tests := range [][]errorTest{errorTests, profileErrorTests, runtimeErrorTests} {
 		for _, tt := range tests {
 			f.Add([]byte(tt.in))
 		}

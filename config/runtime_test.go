@@ -83,11 +83,11 @@ func TestRuntimeHandBuiltConfig(t *testing.T) {
 	}
 }
 
-// Every refusal names the key and the rule; nothing but runc and runsc
-// reaches the engine.
-func TestParseRuntimeErrors(t *testing.T) {
+// runtimeErrorTests: every refusal names the key and the rule; nothing but
+// runc and runsc reaches the engine. FuzzParse is seeded with them.
+var runtimeErrorTests = func() []errorTest {
 	const oneOf = `must be one of ["runc" "runsc"]`
-	checkParseErrors(t, []errorTest{
+	return []errorTest{
 		{"sandbox-runtime-unknown", minimal + "sandbox: {runtime: kata}\n", []string{"sandbox.runtime: " + oneOf}},
 		{"sandbox-runtime-case", minimal + "sandbox: {runtime: RUNSC}\n", []string{"sandbox.runtime: " + oneOf}},
 		{"sandbox-runtime-shim", minimal + "sandbox: {runtime: io.containerd.runsc.v1}\n", []string{"sandbox.runtime: " + oneOf}},
@@ -101,5 +101,7 @@ func TestParseRuntimeErrors(t *testing.T) {
 			[]string{"sandbox.limits.pids: must be at least 64 while sandbox.runtime is runsc (gVisor's own threads count against the limit)"}},
 		{"runsc-session-pids", withTools + "profiles: {s: {mode: session, runtime: runsc}}\ndefault_profile: s\nsession: {limits: {pids: 32}}\n",
 			[]string{`session.limits.pids: must be at least 64 while the runtime of profile "s" is runsc (gVisor's own threads count against the limit)`}},
-	})
-}
+	}
+}()
+
+func TestParseRuntimeErrors(t *testing.T) { checkParseErrors(t, runtimeErrorTests) }
