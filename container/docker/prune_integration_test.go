@@ -22,9 +22,22 @@ func TestIntegrationPruneImages(t *testing.T) {
 	ctx := context.Background()
 	d := newDriver(integ.cli)
 	label := "rtsandbox.test.prune-" + randomHex(4)
+	// run marks every image the test builds, foreign ones included.
+	run := "rtsandbox.test.prune-run=" + randomHex(8)
+	// Registered first, so it runs last: no image of this test is left,
+	// the builds' intermediate images included.
+	t.Cleanup(func() {
+		left, err := integ.cli.ImageList(context.Background(), client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", run)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range left.Items {
+			t.Errorf("image %s (labels %v) left by the test", im.ID, im.Labels)
+		}
+	})
 	build := func(tag, labelKey, entrypoint string) string {
 		t.Helper()
-		dockerfile := fmt.Sprintf("FROM scratch\nLABEL %s=%q\nENTRYPOINT [%q]\n", labelKey, randomHex(8), entrypoint)
+		dockerfile := fmt.Sprintf("FROM scratch\nLABEL %s %s=%q\nENTRYPOINT [%q]\n", run, labelKey, randomHex(8), entrypoint)
 		if err := d.BuildImage(ctx, tag, map[string][]byte{"Dockerfile": []byte(dockerfile)}); err != nil {
 			t.Fatal(err)
 		}
@@ -32,8 +45,13 @@ func TestIntegrationPruneImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// By the driver's removal, which prunes the untagged parents a
+		// classic build leaves (the LABEL step's image): a removal
+		// without them left one dangling image per build.
 		t.Cleanup(func() {
-			_, _ = integ.cli.ImageRemove(context.Background(), res.ID, client.ImageRemoveOptions{Force: true})
+			if err := d.RemoveImage(context.Background(), res.ID); err != nil {
+				t.Errorf("remove image %s: %v", res.ID, err)
+			}
 		})
 		return res.ID
 	}
