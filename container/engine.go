@@ -44,6 +44,41 @@ type OneShot interface {
 	Reap(ctx context.Context, installation string) (removed int, err error)
 }
 
+// Prestarter is a OneShot engine that can also start a sealed worker
+// before its turn exists, for a warm pool (docs/engines.md, "Warm
+// workers"): the container is created under exactly the profile Run
+// gives it and started, and the worker waits for its input; a turn later
+// claims it. *docker.Driver implements it.
+type Prestarter interface {
+	OneShot
+	// Prestart validates spec as Run does, creates the worker's container
+	// under exactly spec's profile and starts it without its input: the
+	// worker waits for it. Nothing of a turn may be in spec (the caller
+	// names the container and its run directory for the slot, not for a
+	// channel). The engine tracks the container as Run's (Reap, the
+	// background remover, Close). ctx bounds the start only. Errors: as
+	// Run's before the worker's input (ErrInvalidSpec, ErrImageMissing,
+	// ErrAborted, ErrEngine, ErrCleanup).
+	Prestart(ctx context.Context, spec Spec) (Warm, error)
+}
+
+// Warm is one started sealed worker that has not had its turn. Exactly
+// one of Run and Discard is called, once.
+type Warm interface {
+	// Name is the container's name.
+	Name() string
+	// Run hands the waiting worker input and finishes as OneShot.Run
+	// does from there: the same removal rule, deadline rule, errors and
+	// Result (Created and Started are the prestart's). A worker that ended
+	// while it waited fails at once (ErrEngine or ErrWorkerFailed), never
+	// at the deadline, and its container is removed.
+	Run(ctx context.Context, input []byte) (Result, error)
+	// Discard removes the unclaimed container as a failed run's cleanup
+	// does (in the background when the engine is slow). Errors:
+	// ErrCleanup.
+	Discard(ctx context.Context) error
+}
+
 // LongLived keeps one long-lived worker per channel, named by its
 // SessionSpec: the engine of the session mode (*docker.SessionDriver). The
 // container keeps running between turns and across host restarts; the

@@ -60,6 +60,7 @@ const (
 	stderrTailSize   = 4 << 10   // the tail of a failed worker's stderr
 	removeTimeout    = 5 * time.Second
 	createTimeout    = 10 * time.Second // a create the turn's end does not cut (execute)
+	exitDrain        = 2 * time.Second  // how long the output may stay open after the exit (supervise)
 	killTimeout      = 5 * time.Second
 	secondRemovalGap = 100 * time.Millisecond
 	// reapAttempts bounds the removal attempts of each container in a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -38,8 +39,16 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, input []byte) (
 	defer cancel()
 	d.track(spec.Name)
 	out, runErr := d.execute(runCtx, b, spec, input, &res)
+	return d.finish(ctx, b, spec.Name, out, runErr, res)
+}
+
+// finish ends a run that execute (cold) or a warm claim drove: it settles
+// the container (removal, or the background remover), then judges the
+// outcome and the reply. One path for both, so a warm run ends exactly as
+// a cold one.
+func (d *Driver) finish(ctx context.Context, b budget, name string, out run, runErr error, res rtcontainer.Result) (rtcontainer.Result, error) {
 	if out.notOurs {
-		d.untrack(spec.Name)
+		d.untrack(name)
 		return res, runErr
 	}
 	// A run that failed before judging the reply (a kill after a stream
@@ -48,7 +57,7 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, input []byte) (
 	if !failed {
 		res.StderrTail = nil
 	}
-	if err := d.settleRun(ctx, b, spec.Name, out.aborted, failed, &res); err != nil {
+	if err := d.settleRun(ctx, b, name, out.aborted, failed, &res); err != nil {
 		// Neither removed nor queued: the container may stay. The run's
 		// own error stays in the chain.
 		if runErr != nil {
@@ -67,6 +76,7 @@ func (d *Driver) Run(ctx context.Context, spec rtcontainer.Spec, input []byte) (
 	if res.ExitCode != 0 {
 		return res, fmt.Errorf("%w: exit code %d", rtcontainer.ErrWorkerFailed, res.ExitCode)
 	}
+	var err error
 	res.Reply, err = wire.ParseReply(out.stdout)
 	return res, err
 }
@@ -142,7 +152,22 @@ func (d *Driver) execute(ctx context.Context, b budget, spec rtcontainer.Spec, s
 	if ctx.Err() != nil {
 		return run{aborted: true}, aborted(ctx)
 	}
-	att, err := d.api.ContainerAttach(ctx, created.ID, client.ContainerAttachOptions{
+	// Register the wait before start, so a worker that exits at once
+	// cannot be missed.
+	return d.claim(ctx, b, created.ID, container.WaitConditionNextExit, stdin, res, func() error {
+		if _, err := d.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+			return err
+		}
+		res.Started = d.now()
+		return nil
+	})
+}
+
+// claim attaches to the container id, registers the wait for its exit
+// (cond), runs start when the container is not started yet (nil for a
+// warm one), hands the worker stdin and supervises it to the end.
+func (d *Driver) claim(ctx context.Context, b budget, id string, cond container.WaitCondition, stdin []byte, res *rtcontainer.Result, start func() error) (run, error) {
+	att, err := d.api.ContainerAttach(ctx, id, client.ContainerAttachOptions{
 		Stream: true, Stdin: true, Stdout: true, Stderr: true,
 	})
 	if err != nil {
@@ -153,19 +178,16 @@ func (d *Driver) execute(ctx context.Context, b budget, spec rtcontainer.Spec, s
 		st.close() // the demultiplexer is done: the tail is stable
 		res.StderrBytes, res.StderrTail = st.stderr.n, st.stderr.tail()
 	}()
-	// Register the wait before start, so a worker that exits at once
-	// cannot be missed.
 	waitCtx, cancelWait := context.WithCancel(ctx)
 	defer cancelWait()
-	exited := awaitExit(d.api.ContainerWait(waitCtx, created.ID, client.ContainerWaitOptions{
-		Condition: container.WaitConditionNextExit,
-	}))
-	if _, err := d.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		return failed(ctx, "start", err)
+	exited := awaitExit(d.api.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: cond}))
+	if start != nil {
+		if err := start(); err != nil {
+			return failed(ctx, "start", err)
+		}
 	}
-	res.Started = d.now()
 	st.send(stdin)
-	return d.supervise(ctx, b, created.ID, st, exited, res)
+	return d.supervise(ctx, b, id, st, exited, res)
 }
 
 // supervise waits for both the end of the output and the exit. An ended
@@ -177,10 +199,16 @@ func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams
 		d.kill(kctx, id)
 	}
 	output := st.done
+	var drained <-chan time.Time // armed by the exit: the output must end soon after
 	for output != nil || exited != nil {
 		select {
 		case <-ctx.Done():
 			return run{aborted: true}, aborted(ctx)
+		case <-drained:
+			// The engine keeps a stream open after the exit: a container
+			// that ended before a warm claim attached, say. Not a hang
+			// until the deadline: the run fails now.
+			return run{}, engineErr("attach stream", fmt.Errorf("open %v after the worker exited", exitDrain))
 		case err := <-output:
 			output = nil
 			if err != nil {
@@ -194,6 +222,7 @@ func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams
 				return failed(ctx, "wait", s.err)
 			}
 			res.Exited, res.ExitCode = d.now(), s.code
+			drained = time.After(exitDrain)
 		}
 	}
 	if d.afterExit != nil {

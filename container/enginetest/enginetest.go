@@ -113,6 +113,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OneShot/Failures", func(t *testing.T) { testFailures(t, h) })
 	t.Run("OneShot/Deadline", func(t *testing.T) { testDeadline(t, h) })
 	t.Run("OneShot/ImageMissing", func(t *testing.T) { testImageMissing(t, h) })
+	runWarm(t, h)
 	t.Run("LongLived/Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
 	t.Run("LongLived/Watch", func(t *testing.T) { testWatch(t, h) })
 }
@@ -132,6 +133,7 @@ func RunSeal(t *testing.T, h Harness) {
 	t.Run("OneShot/Profile", func(t *testing.T) { testProfile(t, h) })
 	t.Run("OneShot/PIDs", func(t *testing.T) { testPIDs(t, h) })
 	t.Run("LongLived/Seal", func(t *testing.T) { testSessionSeal(t, h) })
+	t.Run("Warm/Profile", func(t *testing.T) { testWarmProfile(t, h) })
 }
 
 // user is the worker's non-root user: the test's own, or 1000:1000 when
@@ -230,6 +232,12 @@ func testProfile(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Run = %v", err)
 	}
+	checkProbe(t, h, spec, res)
+}
+
+// checkProbe holds a probe's answer to the sealed profile of spec.
+func checkProbe(t *testing.T, h Harness, spec container.Spec, res container.Result) {
+	t.Helper()
 	got := strings.Split(res.Reply.Text, "\n")
 	for _, want := range []string{
 		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
