@@ -137,14 +137,7 @@ type run struct {
 // execute drives one container from create to exit. It records the phase
 // timestamps and exit code in res; it never removes the container.
 func (d *Driver) execute(ctx context.Context, b budget, spec rtcontainer.Spec, stdin []byte, res *rtcontainer.Result) (run, error) {
-	// The create is not cut by the turn's end: the engine finishes a
-	// create the client gave up on, maybe after the cleanup looked for the
-	// container by name (a stop under load left such containers until the
-	// periodic reap). Within the budget the create answers, and then the
-	// container is known and the cleanup removes it.
-	cctx, cancel := b.bounded(ctx, d.now(), createTimeout)
-	created, err := d.api.ContainerCreate(cctx, createOptions(spec))
-	cancel()
+	created, err := d.create(ctx, b, spec)
 	if err != nil {
 		return failed(ctx, "create", err)
 	}
@@ -161,6 +154,18 @@ func (d *Driver) execute(ctx context.Context, b budget, spec rtcontainer.Spec, s
 		res.Started = d.now()
 		return nil
 	})
+}
+
+// create makes spec's container by the one createOptions. The create is
+// not cut by the turn's end: the engine finishes a create the client gave
+// up on, maybe after the cleanup looked for the container by name (a stop
+// under load left such containers until the periodic reap). Within the
+// budget the create answers, and then the container is known and the
+// cleanup removes it.
+func (d *Driver) create(ctx context.Context, b budget, spec rtcontainer.Spec) (client.ContainerCreateResult, error) {
+	cctx, cancel := b.bounded(ctx, d.now(), createTimeout)
+	defer cancel()
+	return d.api.ContainerCreate(cctx, createOptions(spec))
 }
 
 // claim attaches to the container id, registers the wait for its exit

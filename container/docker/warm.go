@@ -15,8 +15,7 @@ import (
 // one) and started without an attach. Its stdin stays open (OpenStdin)
 // until the claim's attach writes the turn and closes it (StdinOnce); the
 // worker reads nothing before. The create is not cut by ctx, as a cold
-// run's is not (execute), so an abort never leaves a container the engine
-// made after the client gave up.
+// run's is not (Driver.create).
 func (d *Driver) Prestart(ctx context.Context, spec rtcontainer.Spec) (rtcontainer.Warm, error) {
 	spec, err := canonical(spec)
 	if err != nil {
@@ -39,9 +38,7 @@ func (d *Driver) Prestart(ctx context.Context, spec rtcontainer.Spec) (rtcontain
 
 // prestart creates and starts the container, filling w.
 func (d *Driver) prestart(ctx context.Context, b budget, spec rtcontainer.Spec, w *warm) (run, error) {
-	cctx, cancel := b.bounded(ctx, d.now(), createTimeout)
-	created, err := d.api.ContainerCreate(cctx, createOptions(spec))
-	cancel()
+	created, err := d.create(ctx, b, spec)
 	if err != nil {
 		return failed(ctx, "create", err)
 	}
