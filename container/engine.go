@@ -60,6 +60,11 @@ type Prestarter interface {
 	// Run's before the worker's input (ErrInvalidSpec, ErrImageMissing,
 	// ErrAborted, ErrEngine, ErrCleanup).
 	Prestart(ctx context.Context, spec Spec) (Warm, error)
+	// ImageID is the local image ref names now (Docker: its "sha256:…"
+	// ID), never pulled: a pool compares it with Warm.Image before a
+	// claim, so an image rebuilt under the same tag drains the pool.
+	// Errors: ErrImageMissing, ErrEngine.
+	ImageID(ctx context.Context, ref string) (string, error)
 }
 
 // Warm is one started sealed worker that has not had its turn. Exactly
@@ -67,6 +72,18 @@ type Prestarter interface {
 type Warm interface {
 	// Name is the container's name.
 	Name() string
+	// Image is the image ID spec.Image named just before the container
+	// was created: the container runs that image or one built later
+	// under the same name, never an older one. A pool that finds
+	// ImageID(spec.Image) changed discards the worker (a false alarm
+	// costs one start; a stale worker never serves a turn).
+	Image() string
+	// Exited is closed once the engine reports the waiting container no
+	// longer running (killed, crashed, removed) or can no longer vouch
+	// for it (the engine's answer broke off): a pool replaces such a
+	// worker without waiting for a claim. It is followed until Run or
+	// Discard is called; a channel still open then means nothing.
+	Exited() <-chan struct{}
 	// Run hands the waiting worker input and finishes as OneShot.Run
 	// does from there: the same removal rule, deadline rule, errors and
 	// Result (Created and Started are the prestart's). A worker that ended

@@ -3,8 +3,10 @@ package docker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
@@ -24,11 +26,18 @@ func (d *Driver) Prestart(ctx context.Context, spec rtcontainer.Spec) (rtcontain
 	if ctx.Err() != nil {
 		return nil, aborted(ctx)
 	}
+	// The image is named before the create: the container runs it or a
+	// later build, so a changed ID at the claim is never missed.
+	image, err := d.ImageID(ctx, spec.Image)
+	if err != nil {
+		return nil, err
+	}
 	b := newBudget(ctx, d.now())
 	d.track(spec.Name)
-	w := &warm{d: d, name: spec.Name}
+	w := &warm{d: d, name: spec.Name, image: image, exited: make(chan struct{})}
 	out, err := d.prestart(ctx, b, spec, w)
 	if err == nil {
+		w.follow()
 		return w, nil
 	}
 	// The same cleanup as a run that failed before its worker's input.
@@ -53,15 +62,57 @@ func (d *Driver) prestart(ctx context.Context, b budget, spec rtcontainer.Spec, 
 	return run{}, nil
 }
 
-// warm is one prestarted container: its name, its engine ID and when it
-// was created and started.
-type warm struct {
-	d                *Driver
-	name, id         string
-	created, started time.Time
+// ImageID implements container.Prestarter: the ID ref names locally.
+func (d *Driver) ImageID(ctx context.Context, ref string) (string, error) {
+	img, err := d.api.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return img.ID, nil
+	case cerrdefs.IsNotFound(err):
+		return "", fmt.Errorf("%w: %w", rtcontainer.ErrImageMissing, err)
+	}
+	return "", engineErr("inspect image", err)
 }
 
-func (w *warm) Name() string { return w.name }
+// warm is one prestarted container: its name, its engine ID, its image,
+// when it was created and started, and the wait that follows it while it
+// waits for its claim.
+type warm struct {
+	d                *Driver
+	name, id, image  string
+	created, started time.Time
+	exited           chan struct{} // closed when the follow wait ended on its own
+	unfollow         func()        // ends the follow wait; idempotent
+}
+
+func (w *warm) Name() string            { return w.name }
+func (w *warm) Image() string           { return w.image }
+func (w *warm) Exited() <-chan struct{} { return w.exited }
+
+// follow waits, until Run or Discard, for the container not to run: one
+// long-poll wait request per idle worker, as cheap for the engine as the
+// wait every run makes. Any answer but the follow's own cancellation (an
+// exit, a removal, a broken connection) closes exited: a pool cannot vouch
+// for a worker it lost sight of.
+func (w *warm) follow() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var done sync.WaitGroup
+	done.Add(1)
+	exit := awaitExit(w.d.api.ContainerWait(ctx, w.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning}))
+	go func() {
+		defer done.Done()
+		select {
+		case <-exit:
+			if ctx.Err() == nil {
+				close(w.exited)
+			}
+		case <-ctx.Done():
+			<-exit // the client ends the wait once ctx is cancelled
+		}
+	}()
+	var once sync.Once
+	w.unfollow = func() { once.Do(func() { cancel(); done.Wait() }) }
+}
 
 // Run implements container.Warm: the claim attaches, waits for the
 // container not to run (a worker that died while it waited answers at
@@ -69,6 +120,7 @@ func (w *warm) Name() string { return w.name }
 // then the same finish.
 func (w *warm) Run(ctx context.Context, input []byte) (rtcontainer.Result, error) {
 	d := w.d
+	w.unfollow()
 	res := rtcontainer.Result{ExitCode: -1, Began: d.now(), Created: w.created, Started: w.started}
 	if ctx.Err() != nil {
 		return d.finish(ctx, budget{}, w.name, run{aborted: true}, aborted(ctx), res)
@@ -84,6 +136,7 @@ func (w *warm) Run(ctx context.Context, input []byte) (rtcontainer.Result, error
 // run's is (killed, removed, removed again), or handed to the background
 // remover.
 func (w *warm) Discard(ctx context.Context) error {
+	w.unfollow()
 	res := rtcontainer.Result{ExitCode: -1}
 	b := newBudget(ctx, w.d.now())
 	if err := w.d.settleRun(ctx, b, w.name, true, true, &res); err != nil {

@@ -16,8 +16,9 @@ import (
 // container.Prestarter: a prestarted worker answers its claim as a cold
 // one does, under the same profile, and sees what its run directory got
 // after it started (where a pool makes the turn's broker socket); a
-// discarded one leaves nothing; one killed while it waited fails its claim
-// at once, not at the deadline, and leaves nothing.
+// discarded one leaves nothing; one killed while it waited is reported by
+// Exited without a claim and fails its claim at once, not at the deadline,
+// and leaves nothing. Image is the ID ImageID gives its spec's image.
 func runWarm(t *testing.T, h Harness) {
 	if _, ok := h.OneShot(t).(container.Prestarter); !ok {
 		return
@@ -59,7 +60,17 @@ func claim(ctx context.Context, t *testing.T, h Harness, w container.Warm, input
 }
 
 func testWarmReply(t *testing.T, h Harness) {
-	w := prestart(t, h, turnSpec(t, h))
+	spec := turnSpec(t, h)
+	w := prestart(t, h, spec)
+	id, err := h.OneShot(t).(container.Prestarter).ImageID(context.Background(), spec.Image)
+	if err != nil || id == "" || w.Image() != id {
+		t.Errorf("Image = %q, ImageID(%q) = %q, %v; want the same non-empty ID", w.Image(), spec.Image, id, err)
+	}
+	select {
+	case <-w.Exited():
+		t.Error("Exited is closed for a worker that waits for its claim")
+	default:
+	}
 	res, err := claim(context.Background(), t, h, w, `{"text":"hello"}`)
 	if err != nil {
 		t.Fatalf("warm Run = %v", err)
@@ -98,6 +109,12 @@ func testWarmKilled(t *testing.T, h Harness) {
 	w := prestart(t, h, turnSpec(t, h))
 	if err := h.Kill(context.Background(), w.Name()); err != nil {
 		t.Fatal(err)
+	}
+	// A pool hears the death without a claim.
+	select {
+	case <-w.Exited():
+	case <-time.After(watchHeard):
+		t.Errorf("Exited still open %v after the kill", watchHeard)
 	}
 	const deadline = time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
