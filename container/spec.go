@@ -225,3 +225,12 @@ func Name(channelKey string) string {
 	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails (it crashes instead)
 	return NamePrefix + hex.EncodeToString(sum[:8]) + "-" + hex.EncodeToString(r[:])
 }
+
+// PoolName is the name of a warm pool's worker: NamePrefix, "warm-" and
+// 16 random hex digits. Unlike Name it hashes no channel: a pooled
+// container carries nothing of the turn it will serve before its claim.
+func PoolName() string {
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails (it crashes instead)
+	return NamePrefix + "warm-" + hex.EncodeToString(r[:])
+}

@@ -103,6 +103,15 @@ type Options struct {
 	// ProfileFor names a channel's profile for Status; nil names
 	// DefaultProfile.
 	ProfileFor func(rtsandbox.ChannelKey) string
+	// PoolSize is how many warm workers the runtime keeps started for
+	// the next turns once StartPool is called (docs/sealed-turn.md, "The
+	// warm pool"); 0 keeps none, every turn starts cold. A positive size
+	// needs a Driver that is a container.Prestarter. DefaultPoolSize
+	// derives the usual value.
+	PoolSize int
+	// OnPoolRefill, when set, receives how long each warm worker took to
+	// start (its run dir, create and start). It must not block.
+	OnPoolRefill func(time.Duration)
 }
 
 // DefaultProfile is the profile Status names without Options.ProfileFor
@@ -168,6 +177,12 @@ func check(o Options) (settings, error) {
 	}
 	if o.MaxTurns < 1 || o.MaxQueueWait < 0 {
 		return settings{}, setupError("max turns %d and queue wait %v must be positive", o.MaxTurns, o.MaxQueueWait)
+	}
+	if o.PoolSize < 0 {
+		return settings{}, setupError("pool size %d must not be negative", o.PoolSize)
+	}
+	if _, ok := o.Driver.(container.Prestarter); o.PoolSize > 0 && !ok {
+		return settings{}, setupError("a warm pool (size %d) needs an engine that can prestart a worker", o.PoolSize)
 	}
 	s := settings{Options: o, procUID: os.Geteuid()}
 	if err := s.checkUser(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/container"
 )
 
 // Runtime runs sealed turns: at most one per channel, any number of
@@ -17,6 +18,8 @@ type Runtime struct {
 	lock   *os.File // the run root's exclusive lock, held until Close
 	unlock sync.Once
 	slots  *slots // host-wide admission (MaxTurns, MaxQueueWait)
+	pool   *pool  // warm workers; nil when PoolSize is 0
+	starts sync.Once
 
 	mu     sync.Mutex
 	closed bool
@@ -46,14 +49,34 @@ func New(opts Options) (*Runtime, error) {
 		lock.Close()
 		return nil, err
 	}
-	return &Runtime{
+	r := &Runtime{
 		s:      s,
 		lock:   lock,
 		slots:  newSlots(s.MaxTurns, s.MaxQueueWait),
 		active: map[rtsandbox.ChannelKey]context.CancelCauseFunc{},
 		fresh:  generations{},
-	}, nil
+	}
+	if s.PoolSize > 0 {
+		r.pool = newPool(&r.s, s.Driver.(container.Prestarter))
+	}
+	return r, nil
 }
+
+// StartPool starts filling the warm pool (Options.PoolSize) in the
+// background; turns claim its workers from then on. The host calls it
+// after its startup reap, which would remove them. It does nothing when
+// the pool is off, after Close, or the second time.
+func (r *Runtime) StartPool() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pool == nil || r.closed {
+		return
+	}
+	r.starts.Do(r.pool.start)
+}
+
+// PoolStats reports the warm pool's size and idle workers.
+func (r *Runtime) PoolStats() PoolStats { return r.pool.stats() }
 
 // RunTurn runs one guest turn in b's channel, for b's speaker, and returns
 // the worker's reply. b is what the router admitted; the broker binds every
@@ -135,7 +158,7 @@ func (r *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text str
 	turnCtx, stopTimer := context.WithTimeoutCause(base, r.s.TurnTimeout, rtsandbox.ErrTurnTimeout)
 	defer stopTimer()
 	t := &turn{
-		s: &r.s, ctx: turnCtx, end: end, binding: b, text: text,
+		s: &r.s, pool: r.pool, ctx: turnCtx, end: end, binding: b, text: text,
 		reset: gen > 0, onText: onText, stats: TurnStats{Channel: channel, Admitted: at, Slotted: time.Now()},
 	}
 	t.onReply = func(reply rtsandbox.Reply) {
@@ -217,7 +240,8 @@ func (r *Runtime) Busy() []rtsandbox.ChannelKey {
 
 // Close refuses new turns, aborts the running ones (cause
 // rtsandbox.ErrRuntimeClosed) and waits until all of them have ended
-// (containers removed, run dirs deleted), then releases the run root. When
+// (containers removed, run dirs deleted), then removes the warm pool's
+// idle workers and releases the run root. When
 // ctx ends first it returns ctx's cause: the turns still end on their own,
 // within their deadline, and a later Close waits for them again. It may
 // be called more than once; the session runtime's Close has the same
@@ -239,6 +263,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+	// No turn claims a worker any more: the idle ones go, with their run
+	// dirs, before the run root is released.
+	r.pool.close()
 	// The run root may now serve another runtime.
 	r.unlock.Do(func() { r.lock.Close() })
 	return nil

@@ -39,6 +39,10 @@ type TurnStats struct {
 	// goes on removing it in the background).
 	Container      string
 	CleanupPending bool
+	// Warm reports that a warm pool's worker served the turn: Created
+	// and Started are then its prestart's, before the turn existed, and
+	// Began is its claim.
+	Warm bool
 }
 
 // record copies the driver's timestamps, cleanup state and the worker's

@@ -20,6 +20,7 @@ import (
 // turn is one admitted turn's resources and record (docs/architecture.md, "The request path").
 type turn struct {
 	s       *settings
+	pool    *pool           // warm workers to claim; nil: every turn starts cold
 	ctx     context.Context // the turn context: deadline, Stop, Close
 	end     context.CancelCauseFunc
 	binding rtsandbox.Binding // what the router admitted: channel, speaker, tier
@@ -69,30 +70,91 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	if err != nil {
 		return rtsandbox.Reply{}, err
 	}
-	runDir, err := makeRunDir(t.s.RunRoot, t.s.owner())
-	if err != nil {
-		return rtsandbox.Reply{}, err
-	}
-	undo.add(func() error { return os.RemoveAll(runDir) })
 	calls := &callRecorder{}
 	// The turn context, not the caller's, binds the broker: when the turn
 	// ends, new calls get 410 and calls in flight are cancelled.
 	bt := t.s.Broker.Turn(t.ctx, t.binding, broker.WithText(t.onText))
-	srv, err := t.listen(runDir, calls.wrap(bt))
-	if err != nil {
-		return rtsandbox.Reply{}, err
-	}
-	undo.add(srv.Close)
-	t.stats.Listening = time.Now()
-	spec := t.s.spec(container.Name(string(t.binding.Channel)), runDir)
-	t.stats.Container = spec.Name
-	res, err := t.s.Driver.Run(t.ctx, spec, stdin)
+	res, err := t.runWorker(stdin, calls.wrap(bt), calls, &undo)
 	t.stats.record(res, calls)
 	err = overBudget(err, t.stats.WorkerClass, bt.OverBudget())
 	if err != nil {
 		return rtsandbox.Reply{}, fmt.Errorf("sandbox turn: %w", err)
 	}
 	return res.Reply, nil
+}
+
+// runWorker runs the turn's worker: a warm one from the pool when there
+// is one, else a cold one. A warm worker that never took its turn (it
+// died before or at its claim: the engine or its exit failed the run
+// before any broker call and without a failure line of the worker) is
+// replaced by another warm one or a cold start, so the turn still gets
+// its answer; at most claimAttempts warm ones are tried. Each attempt's
+// socket and run dir go when the next begins; the last one's are undone
+// with the turn.
+func (t *turn) runWorker(stdin []byte, h http.Handler, calls *callRecorder, undo *teardown) (container.Result, error) {
+	for attempt := 0; ; attempt++ {
+		var ws *warmSlot
+		if attempt < claimAttempts {
+			ws = t.pool.take(t.ctx)
+		}
+		var place teardown
+		res, err := t.attempt(ws, stdin, h, &place)
+		if ws == nil || !unclaimed(res, err, calls) || t.ctx.Err() != nil {
+			*undo = append(*undo, place...)
+			return res, err
+		}
+		t.s.Logger.Warn("sandbox turn: its warm worker ended before it took the turn; starting another",
+			"channel", string(t.binding.Channel), "container", ws.w.Name(), "err", err)
+		if err := place.run(); err != nil {
+			return res, err
+		}
+	}
+}
+
+// attempt runs the turn on ws, or cold when ws is nil: the broker listens
+// in the worker's run dir (the slot's, made empty at prestart, or a new
+// one), then the engine runs it. place gets the undo steps.
+func (t *turn) attempt(ws *warmSlot, stdin []byte, h http.Handler, place *teardown) (container.Result, error) {
+	var runDir, name string
+	if ws != nil {
+		runDir, name = ws.dir, ws.w.Name()
+	} else {
+		dir, err := makeRunDir(t.s.RunRoot, t.s.owner())
+		if err != nil {
+			return container.Result{}, err
+		}
+		runDir, name = dir, container.Name(string(t.binding.Channel))
+	}
+	place.add(func() error { return os.RemoveAll(runDir) })
+	srv, err := t.listen(runDir, h)
+	if err != nil {
+		if ws != nil { // claimed, never run: it goes as a failed run's would
+			err = errors.Join(err, ws.w.Discard(context.WithoutCancel(t.ctx)))
+		}
+		return container.Result{}, err
+	}
+	place.add(srv.Close)
+	t.stats.Listening = time.Now()
+	t.stats.Container, t.stats.Warm = name, ws != nil
+	if ws != nil {
+		return ws.w.Run(t.ctx, stdin)
+	}
+	return t.s.Driver.Run(t.ctx, t.s.spec(name, runDir), stdin)
+}
+
+// unclaimed reports a warm run that failed before its worker took the
+// turn: an engine failure or a failed exit with no broker call and no
+// failure line of the worker (a worker that read its turn and failed
+// writes one). Such a run had no effect, so another worker may run it.
+func unclaimed(res container.Result, err error, calls *callRecorder) bool {
+	if !errors.Is(err, container.ErrEngine) && !errors.Is(err, container.ErrWorkerFailed) {
+		return false
+	}
+	if _, n := calls.get(); n > 0 {
+		return false
+	}
+	_, wrote := container.ParseWorkerFailure(res.StderrTail)
+	return !wrote
 }
 
 // listen serves h on the run dir's socket and hands the socket to the
