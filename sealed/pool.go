@@ -70,7 +70,7 @@ type pool struct {
 
 	ctx    context.Context // ends at close: the refill loop and prestarts
 	cancel context.CancelFunc
-	wake   chan struct{} // a slot was claimed or lost: refill
+	wake   chan struct{}  // a slot was claimed or lost: refill
 	loops  sync.WaitGroup // the refill loop and the watches
 	// discards are the removals claims started; close waits for them.
 	discards sync.WaitGroup
