@@ -60,6 +60,9 @@ const (
 	DefaultReapInterval = 30 * time.Second
 	MinReapInterval     = time.Second
 	MaxReapInterval     = time.Hour
+	// MaxPoolSize bounds sandbox.pool.size: each idle worker is a
+	// running container.
+	MaxPoolSize = 64
 
 	// DefaultWorkspaceMB sizes the sealed container's tmpfs /workspace; it
 	// may not exceed memory_mb, since tmpfs pages count against it.
@@ -219,6 +222,10 @@ type Sandbox struct {
 	// container.RuntimeRunsc (gVisor; docs/operations.md, "gVisor") or ""
 	// for runc. Config.SealedRuntime and Config.RuntimeOf resolve it.
 	Runtime string
+	// PoolSize is sandbox.pool.size as written: how many sealed workers
+	// serve keeps started for the next turns (0: none); nil when unset,
+	// then serve derives it (sealed.DefaultPoolSize).
+	PoolSize *int
 }
 
 // Limits are the container's resource limits.

@@ -218,6 +218,18 @@ func TestParseDefaults(t *testing.T) {
 			},
 		},
 		{
+			name: "pool-size",
+			in:   minimal + "sandbox: {pool: {size: 0}}\n",
+			want: &Config{
+				StateDir: "/var/lib/rtsandbox",
+				Model:    Model{URL: ep("https://api.example/v1/chat/completions"), Name: "m", APIKeyEnv: "KEY"},
+				Sandbox: Sandbox{
+					Image: DefaultImage, TurnTimeout: DefaultTurnTimeout, Limits: wantSandbox.Limits,
+					MaxQueueWait: DefaultMaxQueueWait, ReapInterval: DefaultReapInterval, PoolSize: new(0),
+				},
+			},
+		},
+		{
 			name: "workspace-and-host-memory-limit",
 			in:   minimal + "sandbox: {limits: {memory_mb: 128, workspace_mb: 128}}\nhost: {memory_limit_mb: 512}\n",
 			want: &Config{
@@ -447,6 +459,11 @@ var errorTests = []errorTest{
 	{"compactor-request-over-decode-budget", minimal + "host: {memory_limit_mb: 128}\nsession: {compactor: {engine: summary, max_request_mb: 13}}\n",
 		[]string{"session.compactor.max_request_mb: must be at most 12 with host.memory_limit_mb 128"}},
 	{"max-turns-zero", minimal + "sandbox: {max_turns: 0}\n", []string{"sandbox.max_turns: must be an integer of at least 1"}},
+	{"pool-size-negative", minimal + "sandbox: {pool: {size: -1}}\n", []string{"sandbox.pool.size: must be an integer of at least 0"}},
+	{"pool-size-over", minimal + "sandbox: {pool: {size: 65}}\n", []string{"sandbox.pool.size: must be an integer of at most 64"}},
+	{"pool-size-string", minimal + "sandbox: {pool: {size: two}}\n", []string{"sandbox.pool.size: must be an integer"}},
+	{"pool-unknown-key", minimal + "sandbox: {pool: {min: 1}}\n", []string{"sandbox.pool.min: unknown key"}},
+	{"pool-not-mapping", minimal + "sandbox: {pool: 3}\n", []string{"sandbox.pool: must be a mapping"}},
 	{"queue-wait-bare-number", minimal + "sandbox: {max_queue_wait: 5}\n", []string{"sandbox.max_queue_wait: must be a duration string"}},
 	{"reap-interval-too-short", minimal + "sandbox: {reap_interval: 10ms}\n", []string{"sandbox.reap_interval: must be a duration from 1s to 3600s"}},
 	{"host-unknown-key", minimal + "host: {gomaxprocs: 2}\n", []string{"host.gomaxprocs: unknown key"}},

@@ -292,7 +292,7 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 		return s
 	}
 	o, ok := p.object(n, "sandbox", "image", "user", "turn_timeout", "limits", "prompt", "time_zone",
-		"max_turns", "max_queue_wait", "reap_interval", "runtime")
+		"max_turns", "max_queue_wait", "reap_interval", "runtime", "pool")
 	if !ok {
 		return s
 	}
@@ -315,7 +315,21 @@ func (p *parser) sandbox(n *yaml.Node) Sandbox {
 	if v, ok := p.text(o, "runtime", false, runtimeRule); ok {
 		s.Runtime = v
 	}
+	if n := o.get("pool"); n != nil {
+		s.PoolSize = p.pool(n, o.at("pool"))
+	}
 	return s
+}
+
+// pool reads sandbox.pool: its size, 0 (off) up to MaxPoolSize; nil
+// when unset (derived at serve).
+func (p *parser) pool(n *yaml.Node, path string) *int {
+	o, ok := p.object(n, path, "size")
+	if !ok || o.get("size") == nil {
+		return nil
+	}
+	v := p.integer(o, "size", 0, 0, MaxPoolSize)
+	return &v
 }
 
 // limits has no upper bounds, like the reference (docs/limits.md, "Sealed turns"), except

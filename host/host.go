@@ -194,7 +194,7 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	// on this state directory (serve then refuses to start instead).
 	reports := newReportPipe()
 	s, err := NewSealedRuntime(cfg, getenv, SealedOptions{Driver: d, Logger: log.With("plugin", "sandbox"), Reports: reports,
-		OnTurn: m.onTurn(), Observe: m.observe(), OnSettle: m.onSettle()})
+		OnTurn: m.onTurn(), Observe: m.observe(), OnSettle: m.onSettle(), Pool: true, OnPoolRefill: m.onPoolRefill()})
 	if err != nil {
 		return err
 	}
@@ -204,6 +204,11 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 		return err
 	}
 	stopReaper := startReaper(ctx, d, id, cfg.Sandbox.ReapInterval, log)
+	// After the reap, which would remove its workers; the driver owns
+	// them, so the reaper leaves them alone. s.Close removes the idle
+	// ones, the final reap whatever a crash left.
+	s.Runtime.StartPool()
+	m.watchPool(s.Runtime)
 	h.closers = append(h.closers, func() error {
 		stopReaper() // before the driver closes
 		s.Close()    // aborts what is left and waits for its containers to go

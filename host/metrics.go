@@ -101,6 +101,22 @@ func (h *hostMetrics) watchSandbox(rt *sealed.Runtime, pending func() int) {
 	h.rec.PendingRemovals(pending)
 }
 
+// watchPool binds the warm pool's gauges.
+func (h *hostMetrics) watchPool(rt *sealed.Runtime) {
+	if h.rec == nil {
+		return
+	}
+	h.rec.Pool(func() int { return rt.PoolStats().Size }, func() int { return rt.PoolStats().Idle })
+}
+
+// onPoolRefill records warm worker starts; nil when metrics are off.
+func (h *hostMetrics) onPoolRefill() func(time.Duration) {
+	if h.rec == nil {
+		return nil
+	}
+	return h.rec.PoolRefill
+}
+
 // onSettle counts settled budget amounts; nil when metrics are off.
 func (h *hostMetrics) onSettle() func(budget.Kind, int64) {
 	if h.rec == nil {

@@ -51,6 +51,11 @@ type SealedOptions struct {
 	// Reports receives research reports; nil leaves the research tool
 	// out (one-shot commands have no channel to post a later report to).
 	Reports delegate.Poster
+	// Pool keeps a warm pool of PoolSize(cfg) workers (serve); the
+	// runtime fills it once StartPool is called. OnPoolRefill is told
+	// each warm worker's start time (metrics); nil is fine.
+	Pool         bool
+	OnPoolRefill func(time.Duration)
 }
 
 // Names in the state directory of the older channel-state layouts that
@@ -85,6 +90,15 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 		return nil, err
 	}
 	return s, nil
+}
+
+// poolFor is PoolSize(cfg) when the caller keeps a pool, else 0.
+func poolFor(cfg *config.Config, pool bool) int {
+	if !pool {
+		return 0
+	}
+	n, _ := PoolSize(cfg)
+	return n
 }
 
 // openMemory opens the memory database in the state dir, importing the
@@ -135,6 +149,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		},
 		Installation: InstallationID(cfg), Logger: o.Logger, OnTurn: logTurn(o.Logger, o.OnTurn),
 		Budget: svc.ledger, ProfileFor: profileName(cfg), Runtime: cfg.SealedRuntime(),
+		PoolSize: poolFor(cfg, o.Pool), OnPoolRefill: o.OnPoolRefill,
 	})
 	if err != nil {
 		closeFn()

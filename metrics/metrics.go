@@ -15,8 +15,8 @@
 //     concurrent use, so they may run inside sealed.Options.OnTurn,
 //     session.Options.OnTurn and broker.Config.Observe.
 //   - The gauges read their sources at scrape time. A source is bound
-//     with ActiveTurns, ActiveSessionTurns, PendingRemovals or
-//     QueueDepth, once the component that answers it exists; until then
+//     with ActiveTurns, ActiveSessionTurns, PendingRemovals, QueueDepth
+//     or Pool, once the component that answers it exists; until then
 //     the gauge reads 0.
 //
 // docs/operations.md lists every metric.
@@ -55,8 +55,10 @@ type Recorder struct {
 	drops       *prometheus.CounterVec   // reason
 	budget      *prometheus.CounterVec   // kind
 	door        *prometheus.CounterVec   // kind
+	claims      *prometheus.CounterVec   // served
+	refill      prometheus.Histogram
 
-	active, sessionActive, pending, queue source
+	active, sessionActive, pending, queue, poolSize, poolIdle source
 }
 
 // New returns a Recorder with every metric registered: the counters of
@@ -66,6 +68,7 @@ func New() *Recorder {
 	r.registerTurns()
 	r.registerBroker()
 	r.registerQueue()
+	r.registerPool()
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

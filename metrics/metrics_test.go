@@ -35,6 +35,57 @@ func fullTurn(class string) sealed.TurnStats {
 	}
 }
 
+// warmTurn is fullTurn served by a warm pool's worker: created and
+// started long before the turn, claimed when the driver was called (100
+// ms), its first call 900 ms after the claim.
+func warmTurn() sealed.TurnStats {
+	s := fullTurn(rtsandbox.ClassOK)
+	s.Warm = true
+	s.Created, s.Started = s.Admitted.Add(-time.Minute), s.Admitted.Add(-time.Minute+300*time.Millisecond)
+	return s
+}
+
+// TestPoolMetrics: claims count warm and cold turns that reached the
+// engine (one refused before it counts neither), the gauges read the
+// pool, and refills land in their histogram.
+func TestPoolMetrics(t *testing.T) {
+	r := metrics.New()
+	for _, name := range []string{"rtsandbox_pool_size", "rtsandbox_pool_idle"} {
+		if got := gauge(t, r, name); got != 0 {
+			t.Errorf("unbound %s = %v; want 0", name, got)
+		}
+	}
+	r.Turn(warmTurn())
+	r.Turn(warmTurn())
+	r.Turn(fullTurn(rtsandbox.ClassOK))
+	r.Turn(sealed.TurnStats{Class: rtsandbox.ClassEngine}) // refused before the engine
+	for served, want := range map[string]float64{"warm": 2, "cold": 1} {
+		if got := counter(t, r, "rtsandbox_pool_claims_total", "served", served); got != want {
+			t.Errorf("pool_claims_total{served=%s} = %v; want %v", served, got, want)
+		}
+	}
+	r.Pool(func() int { return 4 }, func() int { return 3 })
+	if size, idle := gauge(t, r, "rtsandbox_pool_size"), gauge(t, r, "rtsandbox_pool_idle"); size != 4 || idle != 3 {
+		t.Errorf("pool_size %v, pool_idle %v; want 4, 3", size, idle)
+	}
+	r.PoolRefill(200 * time.Millisecond)
+	r.PoolRefill(300 * time.Millisecond)
+	if n, err := testutil.GatherAndCount(r.Gatherer(), "rtsandbox_pool_refill_seconds"); err != nil || n != 1 {
+		t.Fatalf("pool_refill_seconds series = %d, %v", n, err)
+	}
+	mf, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range mf {
+		if f.GetName() == "rtsandbox_pool_refill_seconds" {
+			if h := f.GetMetric()[0].GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() != 0.5 {
+				t.Errorf("pool_refill_seconds count %d sum %v; want 2, 0.5", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
+}
+
 func TestPhases(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	early := fullTurn(rtsandbox.ClassEngine)
@@ -61,6 +112,11 @@ func TestPhases(t *testing.T) {
 		{"no-broker-call", noCall, []metrics.Phase{
 			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)}, {metrics.PhaseCreate, ms(200)}, {metrics.PhaseStart, ms(300)},
 			{metrics.PhaseRemoval, ms(500)}, {metrics.PhaseTotal, ms(2600)},
+		}},
+		{"warm", warmTurn(), []metrics.Phase{
+			{metrics.PhaseAdmission, ms(40)}, {metrics.PhaseSetup, ms(60)},
+			{metrics.PhaseFirstCall, ms(900)}, {metrics.PhaseReply, ms(1000)}, {metrics.PhaseRemoval, ms(500)},
+			{metrics.PhaseTotal, ms(2600)},
 		}},
 		{"nothing", sealed.TurnStats{}, []metrics.Phase{}},
 	}

@@ -29,8 +29,9 @@ const (
 	PhaseCreate = "create"
 	// PhaseStart is the engine starting it.
 	PhaseStart = "start"
-	// PhaseFirstCall runs from the start to the worker's first broker
-	// call: the worker's own start-up.
+	// PhaseFirstCall runs from the start (for a warm pool's worker: the
+	// claim) to the worker's first broker call: the worker's own
+	// start-up, or reading its turn.
 	PhaseFirstCall = "first_call"
 	// PhaseReply runs from the first broker call to the worker's exit: the
 	// model and tool calls of the agent loop.
@@ -51,10 +52,19 @@ var phaseSpans = []struct {
 	{PhaseSetup, func(s *sealed.TurnStats) time.Time { return s.Slotted }, func(s *sealed.TurnStats) time.Time { return s.Began }},
 	{PhaseCreate, func(s *sealed.TurnStats) time.Time { return s.Began }, func(s *sealed.TurnStats) time.Time { return s.Created }},
 	{PhaseStart, func(s *sealed.TurnStats) time.Time { return s.Created }, func(s *sealed.TurnStats) time.Time { return s.Started }},
-	{PhaseFirstCall, func(s *sealed.TurnStats) time.Time { return s.Started }, func(s *sealed.TurnStats) time.Time { return s.FirstCall }},
+	{PhaseFirstCall, claimed, func(s *sealed.TurnStats) time.Time { return s.FirstCall }},
 	{PhaseReply, func(s *sealed.TurnStats) time.Time { return s.FirstCall }, func(s *sealed.TurnStats) time.Time { return s.Exited }},
 	{PhaseRemoval, func(s *sealed.TurnStats) time.Time { return s.Exited }, func(s *sealed.TurnStats) time.Time { return s.Removed }},
 	{PhaseTotal, func(s *sealed.TurnStats) time.Time { return s.Admitted }, func(s *sealed.TurnStats) time.Time { return s.Ended }},
+}
+
+// claimed is when the turn's worker could start on it: its start (cold),
+// or its claim (warm, started before the turn).
+func claimed(s *sealed.TurnStats) time.Time {
+	if s.Warm {
+		return s.Began
+	}
+	return s.Started
 }
 
 // Phase is how long a turn spent in one phase.
@@ -66,10 +76,14 @@ type Phase struct {
 // Phases returns the phases the turn reached both ends of, in lifecycle
 // order. A turn that failed early lacks the later phases; one that never
 // called the broker lacks first_call and reply; one whose container was
-// still being removed when it ended lacks removal.
+// still being removed when it ended lacks removal; one a warm pool's
+// worker served lacks create and start (they happened before the turn).
 func Phases(s sealed.TurnStats) []Phase {
 	out := make([]Phase, 0, len(phaseSpans))
 	for _, p := range phaseSpans {
+		if s.Warm && (p.name == PhaseCreate || p.name == PhaseStart) {
+			continue // the prestart's, before the turn existed
+		}
 		from, to := p.from(&s), p.to(&s)
 		if from.IsZero() || to.IsZero() || to.Before(from) {
 			continue
@@ -119,6 +133,7 @@ func (r *Recorder) registerTurns() {
 // phases. It is the sealed.Options.OnTurn of a host with metrics on.
 func (r *Recorder) Turn(s sealed.TurnStats) {
 	r.turns.WithLabelValues(label(s.Class), ModeSealed).Inc()
+	r.claim(s)
 	for _, p := range Phases(s) {
 		r.phases.WithLabelValues(p.Name, ModeSealed).Observe(p.Duration.Seconds())
 	}
