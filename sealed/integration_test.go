@@ -46,8 +46,11 @@ var integ struct {
 	// squatterImage is a compromised worker that fills /workspace and
 	// plants a FIFO and a link there.
 	squatterImage string
-	installation  string
-	skip          string // why integration tests skip; "" when they run
+	// scribblerImage writes its mark into every writable place of its
+	// container and reports the marks it found (the pool's freshness).
+	scribblerImage string
+	installation   string
+	skip           string // why integration tests skip; "" when they run
 }
 
 const scratchDockerfile = `FROM scratch
@@ -73,10 +76,12 @@ func setupIntegration() (teardown func() error, err error) {
 	integ.workerImage = "rtsandbox-test-sbworker:" + suffix
 	integ.hostileImage = "rtsandbox-test-sbhostile:" + suffix
 	integ.squatterImage = "rtsandbox-test-sbsquatter:" + suffix
+	integ.scribblerImage = "rtsandbox-test-sbscribbler:" + suffix
 	for image, pkg := range map[string]string{
-		integ.workerImage:   "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker",
-		integ.hostileImage:  "./testdata/hostile",
-		integ.squatterImage: "./testdata/squatter",
+		integ.workerImage:    "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker",
+		integ.hostileImage:   "./testdata/hostile",
+		integ.squatterImage:  "./testdata/squatter",
+		integ.scribblerImage: "./testdata/scribbler",
 	} {
 		if err := buildImage(ctx, d, image, pkg); err != nil {
 			return teardownIntegration, err
@@ -113,7 +118,7 @@ func teardownIntegration() error {
 	defer cancel()
 	defer integ.cli.Close()
 	return errors.Join(integ.driver.Close(ctx),
-		dockertest.Teardown(ctx, integ.driver, integ.installation, integ.workerImage, integ.hostileImage, integ.squatterImage))
+		dockertest.Teardown(ctx, integ.driver, integ.installation, integ.workerImage, integ.hostileImage, integ.squatterImage, integ.scribblerImage))
 }
 
 func needDocker(t *testing.T) {
