@@ -258,3 +258,35 @@ func TestIntegrationPoolFaults(t *testing.T) {
 	t.Logf("the turn ran on %s (warm %v)", st.Container, st.Warm)
 	waitIdle(t, p.f.rt, 2)
 }
+
+// TestIntegrationPoolImageRebuildDrains: the pool's image tag is moved to
+// another image while its workers wait (what `image build` does while
+// serve runs): the next turn runs on the new image, cold, no worker of
+// the old image serves a turn, and the pool refills from the new one.
+func TestIntegrationPoolImageRebuildDrains(t *testing.T) {
+	needDocker(t)
+	ctx := context.Background()
+	tag := "rtsandbox-test-sbpool:" + randomHex(6)
+	retag := func(src string) {
+		if _, err := integ.cli.ImageTag(ctx, client.ImageTagOptions{Source: src, Target: tag}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retag(integ.workerImage)
+	t.Cleanup(func() { integ.cli.ImageRemove(ctx, tag, client.ImageRemoveOptions{}) })
+	model := newModelServer(t, completion("old image"))
+	p := newPoolDocker(t, tag, 1, func(f *fixture) { f.cfg.ModelURL = model.url() })
+	retag(integ.scribblerImage) // the rebuild
+	reply, st := p.turn(t, "fake:rebuild", "hello")
+	if !strings.HasPrefix(reply.Text, "host=") || st.Warm {
+		t.Errorf("after the rebuild: reply %q, warm %v; want the new image's worker, cold", reply.Text, st.Warm)
+	}
+	waitIdle(t, p.f.rt, 1)
+	reply, st = p.turn(t, "fake:rebuild", "hello")
+	if !strings.HasPrefix(reply.Text, "host=") || !st.Warm {
+		t.Errorf("after the refill: reply %q, warm %v; want the new image's worker, warm", reply.Text, st.Warm)
+	}
+	if n := len(model.gotBodies()); n != 0 {
+		t.Errorf("the old image's worker called the model %d times", n)
+	}
+}
