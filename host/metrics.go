@@ -176,6 +176,9 @@ func turnAttrs(s sealed.TurnStats) []slog.Attr {
 		slog.String("class", s.Class),
 		slog.Int("calls", s.Calls),
 	}
+	if s.Warm {
+		attrs = append(attrs, slog.Bool("warm", true))
+	}
 	for _, p := range metrics.Phases(s) {
 		attrs = append(attrs, slog.Int64(p.Name+"_ms", p.Duration.Milliseconds()))
 	}

@@ -140,7 +140,7 @@ func assertTurnRecords(t *testing.T, log string, want map[string]int) {
 }
 
 // scrape reads url in the text exposition format.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+func scrape(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

@@ -57,7 +57,10 @@ func sealedConfig(t testing.TB, modelURL, image, user string) (path, state strin
 			t.Errorf("unmount the workspaces: %v", err)
 		}
 	})
-	body := fmt.Sprintf("state_dir: %s\nallow_http: true\nmodel:\n  url: %s\n  name: fake-model\n  api_key_env: RTS_SEALED_KEY\nsandbox:\n  image: %s\n  time_zone: Asia/Taipei\n", state, modelURL, image)
+	// No warm pool (sandbox.pool.size 0) unless a test names one
+	// (withPool): its idle workers would change the containers and the
+	// phases serve's tests count, and cost every serve start containers.
+	body := fmt.Sprintf("state_dir: %s\nallow_http: true\nmodel:\n  url: %s\n  name: fake-model\n  api_key_env: RTS_SEALED_KEY\nsandbox:\n  image: %s\n  time_zone: Asia/Taipei\n  pool: {size: 0}\n", state, modelURL, image)
 	if user != "" {
 		body += "  user: \"" + user + "\"\n"
 	}
@@ -66,6 +69,19 @@ func sealedConfig(t testing.TB, modelURL, image, user string) (path, state strin
 		t.Fatal(err)
 	}
 	return path, state
+}
+
+// withPool gives the config at path a warm pool of size workers.
+func withPool(t testing.TB, path string, size int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Replace(string(b), "  pool: {size: 0}\n", fmt.Sprintf("  pool: {size: %d}\n", size), 1)
+	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // workerUserFlag is the worker user a test config names: required when the
@@ -92,7 +108,7 @@ func runSealed(t *testing.T, getenv env, stdin string, args ...string) (int, str
 }
 
 // assertNoTurnContainers fails if a container of the test's image is left.
-func assertNoTurnContainers(t *testing.T, cli *client.Client, image string) {
+func assertNoTurnContainers(t testing.TB, cli *client.Client, image string) {
 	t.Helper()
 	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true})
 	if err != nil {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+)
+
+// BenchmarkServeSealedPool measures the sealed turn's overhead cold and
+// warm (issue 25) through `rtsandbox serve` and its HTTP chat API (POST
+// with wait, from the message's admission to the reply in the answer)
+// with an instant stand-in model on the real Docker engine, side by side
+// in one run, with the warm session turn for reference:
+//
+//   - session-warm: a session channel's turn, its worker running;
+//   - sealed-cold: a sealed turn on a serve without a pool
+//     (sandbox.pool.size 0): create, start, turn, removal;
+//   - sealed-warm: a sealed turn on a serve with a pool of 2, each turn
+//     on a warm worker (the pool refills, untimed, between turns: a turn
+//     that found it empty would be a cold one).
+//
+// Two serves run at once (a pool's idle workers are there while the cold
+// turns run, as on a real host). Each reports its p50 and p99 in
+// milliseconds, and the sealed ones the median of each phase of the
+// serve's "turn" records (ph-<phase>-ms).
+func BenchmarkServeSealedPool(b *testing.B) {
+	tag, _ := sessionDocker(b)
+	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true, NoRecord: true}, fakemodel.Reply("Hi."))
+	defer model.Close()
+	serveWith := func(pool int, metricsAddr string) *server {
+		addr := freeAddr(b)
+		cfg, _ := sessionConfig(b, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
+		withPool(b, cfg, pool)
+		appendConfig(b, cfg, "channels_profile: {\"http:sealed\": default}\n")
+		if metricsAddr != "" {
+			appendConfig(b, cfg, fmt.Sprintf("metrics:\n  listen: %s\n", metricsAddr))
+		}
+		s := startServe(b, addr, "--config", cfg)
+		s.on(b, "http:sealed")
+		return s
+	}
+	const size = 2
+	metricsAddr := freeAddr(b)
+	metricsURL := "http://" + metricsAddr + "/metrics"
+	warm, cold := serveWith(size, metricsAddr), serveWith(0, "")
+	warm.turn(b, "http:lobby") // the session channel's container and worker
+	waitPoolIdle(b, metricsURL, size)
+
+	b.Run("session-warm", func(b *testing.B) {
+		var ds []time.Duration
+		for b.Loop() {
+			ds = append(ds, warm.turn(b, "http:lobby"))
+		}
+		reportP50P99(b, ds)
+	})
+	b.Run("sealed-cold", func(b *testing.B) {
+		mark := len(cold.out.String())
+		var ds []time.Duration
+		for b.Loop() {
+			ds = append(ds, cold.turn(b, "http:sealed"))
+		}
+		reportP50P99(b, ds)
+		reportPhases(b, cold.out.String()[mark:])
+	})
+	b.Run("sealed-warm", func(b *testing.B) {
+		mark := len(warm.out.String())
+		var ds []time.Duration
+		for b.Loop() {
+			ds = append(ds, warm.turn(b, "http:sealed"))
+			b.StopTimer()
+			waitPoolIdle(b, metricsURL, size)
+			b.StartTimer()
+		}
+		reportP50P99(b, ds)
+		if n := reportPhases(b, warm.out.String()[mark:]); n.cold > 0 {
+			b.Errorf("%d of the warm serve's sealed turns started cold", n.cold)
+		}
+	})
+	for _, s := range []*server{warm, cold} {
+		if code := s.stop(b); code != exitOK {
+			b.Fatalf("serve exit = %d\n%s", code, s.out.String())
+		}
+	}
+}
+
+func reportP50P99(b *testing.B, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	ms := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.5), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
+}
+
+// reportPhases reports the median of each phase of the sealed "turn"
+// records in log, and counts the warm and cold ones.
+func reportPhases(b *testing.B, log string) (n struct{ warm, cold int }) {
+	phases := map[string][]float64{}
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, `"msg":"turn"`) || !strings.Contains(line, `"channel":"http:sealed"`) {
+			continue
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if rec["warm"] == true {
+			n.warm++
+		} else {
+			n.cold++
+		}
+		for k, v := range rec {
+			if f, ok := v.(float64); ok && strings.HasSuffix(k, "_ms") {
+				phases[strings.TrimSuffix(k, "_ms")] = append(phases[strings.TrimSuffix(k, "_ms")], f)
+			}
+		}
+	}
+	for name, vs := range phases {
+		slices.Sort(vs)
+		b.ReportMetric(vs[len(vs)/2], "ph-"+name+"-ms")
+	}
+	return n
+}
