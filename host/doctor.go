@@ -88,7 +88,7 @@ func (c Check) String() string {
 func runChecks(ctx context.Context, cfg *config.Config, getenv env, surfaces bool) []Check {
 	checks := dockerChecks(ctx, ImageTag(cfg))
 	checks = append(checks, runtimeChecks(ctx, cfg.Runtimes())...)
-	checks = append(checks, userCheck(cfg, os.Geteuid()), stateDirCheck(cfg.StateDir, os.Geteuid()))
+	checks = append(checks, userCheck(cfg, os.Geteuid()), poolCheck(cfg), stateDirCheck(cfg.StateDir, os.Geteuid()))
 	checks = append(checks, dbChecks(ctx, cfg.StateDir)...)
 	checks = append(checks, credentialChecks(cfg, getenv, surfaces)...)
 	if c, ok := tokenCheck(cfg, getenv); ok && surfaces {
@@ -266,6 +266,21 @@ func userCheck(cfg *config.Config, euid int) Check {
 	return ok(name, "the worker runs as %s (this user)", own)
 }
 
+// poolCheck reports the warm pool serve keeps for sealed turns: its size
+// and whether it was derived. It never fails; the size is checked by the
+// config.
+func poolCheck(cfg *config.Config) Check {
+	const name = "warm pool"
+	n, derived := PoolSize(cfg)
+	switch {
+	case n == 0:
+		return ok(name, "off (sandbox.pool.size 0): every sealed turn starts its container")
+	case derived:
+		return ok(name, "%d sealed worker(s) started ahead (derived from max_turns and memory; set sandbox.pool.size to change it)", n)
+	}
+	return ok(name, "%d sealed worker(s) started ahead (sandbox.pool.size)", n)
+}
+
 // stateDirCheck checks the state directory as privdir does, without
 // following a link at its path, and names the fix for what is wrong.
 func stateDirCheck(dir string, euid int) Check {
@@ -386,7 +401,7 @@ const DoctorHelp = `usage: rtsandbox doctor --config FILE [--online]
 
 Checks what serve needs: Docker and its version, the worker image built
 from this binary's worker, the state directory (0700, owned by you), the
-memory and usage databases in it (PRAGMA quick_check), the worker user, every credential variable the config names, distinct guest
+memory and usage databases in it (PRAGMA quick_check), the worker user, the warm pool's size, every credential variable the config names, distinct guest
 and owner tokens, the Discord token, the skills directories of session
 profiles, and with session profiles in use the disk bound (session.disk)
 each channel's workspace gets on this host, and that http.listen and

@@ -158,6 +158,31 @@ func TestTokenCheck(t *testing.T) {
 	}
 }
 
+func TestPoolCheck(t *testing.T) {
+	size := func(n int) *config.Config {
+		c := &config.Config{Sandbox: config.Sandbox{MaxTurns: 8, Limits: config.Limits{MemoryMB: 64}}}
+		if n >= 0 {
+			c.Sandbox.PoolSize = &n
+		}
+		return c
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  *config.Config
+		want string
+	}{
+		{"off", size(0), "off (sandbox.pool.size 0)"},
+		{"set", size(3), "3 sealed worker(s) started ahead (sandbox.pool.size)"},
+		{"derived", size(-1), "2 sealed worker(s) started ahead (derived"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if c := poolCheck(tt.cfg); c.status != statusOK || !strings.HasPrefix(c.msg, tt.want) {
+				t.Errorf("poolCheck = %v %q; want ok %q…", c.status, c.msg, tt.want)
+			}
+		})
+	}
+}
+
 func TestUserCheck(t *testing.T) {
 	own := fmt.Sprintf("%d:%d", 1000, os.Getegid())
 	user := func(u string) *config.Config {
