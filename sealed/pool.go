@@ -279,8 +279,9 @@ func (p *pool) take(ctx context.Context) *warmSlot {
 			continue
 		default:
 		}
-		p.unreserve() // claimed: the turn's slot counts it now
-		p.poke()
+		// Claimed: the turn's slot counts it now. The refill waits for
+		// the turn's run to end (turn.attempt pokes the pool).
+		p.unreserve()
 		return ws
 	}
 }
