@@ -2,6 +2,8 @@ package sealed
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -61,5 +63,40 @@ func TestSealedAnswerDeliveredWhileMemoryLocked(t *testing.T) {
 	}
 	if diff := cmp.Diff([]bool{true, true}, resets); diff != "" {
 		t.Errorf("reset flags (-want +got):\n%s; the fresh start must wait for a turn whose state was kept", diff)
+	}
+}
+
+// blockingLoad is a state store whose Load waits for its turn to end and
+// then fails as a store does when its context is cancelled.
+type blockingLoad struct {
+	StateStore
+	loading chan struct{}
+}
+
+func (s blockingLoad) Load(ctx context.Context, _ rtsandbox.ChannelKey) (rtsandbox.ChannelState, error) {
+	close(s.loading)
+	<-ctx.Done()
+	return rtsandbox.ChannelState{}, fmt.Errorf("memory database: load: %w", ctx.Err())
+}
+
+// A turn stopped while its state loads ends as stopped, not as a failed
+// store: the guest and the operator log see the stop, and no store
+// failure is counted.
+func TestTurnStoppedWhileStateLoadsIsStopped(t *testing.T) {
+	const ch = rtsandbox.ChannelKey("fake:a")
+	loading := make(chan struct{})
+	f := newFixture(t, func(f *fixture) { f.opts.State = blockingLoad{StateStore: f.opts.State, loading: loading} })
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hi")
+		errc <- err
+	}()
+	<-loading
+	if !f.rt.Stop(ch) {
+		t.Fatal("Stop did not find the turn that loads its state")
+	}
+	err := <-errc
+	if !errors.Is(err, rtsandbox.ErrTurnStopped) || errors.Is(err, errState) || rtsandbox.KindOf(err) != rtsandbox.KindEndedEarly {
+		t.Fatalf("RunTurn = %v (kind %v); want rtsandbox.ErrTurnStopped, ended early, not a state failure", err, rtsandbox.KindOf(err))
 	}
 }

@@ -64,6 +64,11 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 	}
 	state, err := t.s.State.Load(t.ctx, t.binding.Channel)
 	if err != nil {
+		if t.ctx.Err() != nil {
+			// Stopped, timed out or closed while loading: the turn ends
+			// for that cause, not as a failed store.
+			return rtsandbox.Reply{}, fmt.Errorf("%w: %w", context.Cause(t.ctx), err)
+		}
 		return rtsandbox.Reply{}, fmt.Errorf("%w: %w", errState, err)
 	}
 	stdin, err := t.workerInput(state)
