@@ -98,10 +98,18 @@ type Result struct {
 	// CleanupPending reports that the container was not confirmed removed
 	// before Run returned; the engine is removing it in the background.
 	CleanupPending bool
+	// Settled is non-nil when Run returned at the reply's end mark, before
+	// the container's exit (the early reply: OneShot.Run): it is closed
+	// once the engine has removed the container or handed it to its
+	// background remover. A caller that bounds how many containers exist
+	// (the sealed runtime's turn slots, its warm pool) holds its place
+	// until then.
+	Settled <-chan struct{}
 
 	Began   time.Time // Run was called
 	Created time.Time // the engine created the container
 	Started time.Time // the engine started it
-	Exited  time.Time // the engine reported its exit
-	Removed time.Time // removal confirmed (zero while CleanupPending)
+	Replied time.Time // the worker's reply ended with its end mark
+	Exited  time.Time // the engine reported its exit (zero after an early reply)
+	Removed time.Time // removal confirmed (zero while CleanupPending or not Settled)
 }

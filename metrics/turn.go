@@ -33,10 +33,13 @@ const (
 	// claim) to the worker's first broker call: the worker's own
 	// start-up, or reading its turn.
 	PhaseFirstCall = "first_call"
-	// PhaseReply runs from the first broker call to the worker's exit: the
-	// model and tool calls of the agent loop.
+	// PhaseReply runs from the first broker call to the worker's reply
+	// (its end mark, or its exit without one): the model and tool calls
+	// of the agent loop.
 	PhaseReply = "reply"
-	// PhaseRemoval runs from the worker's exit to the container's removal.
+	// PhaseRemoval runs from the worker's exit to the container's
+	// removal, when the turn waited for both; an early reply's container
+	// is removed after the turn.
 	PhaseRemoval = "removal"
 	// PhaseTotal runs from admission to the end of the turn (broker
 	// closed, run dir deleted).
@@ -53,9 +56,17 @@ var phaseSpans = []struct {
 	{PhaseCreate, func(s *sealed.TurnStats) time.Time { return s.Began }, func(s *sealed.TurnStats) time.Time { return s.Created }},
 	{PhaseStart, func(s *sealed.TurnStats) time.Time { return s.Created }, func(s *sealed.TurnStats) time.Time { return s.Started }},
 	{PhaseFirstCall, claimed, func(s *sealed.TurnStats) time.Time { return s.FirstCall }},
-	{PhaseReply, func(s *sealed.TurnStats) time.Time { return s.FirstCall }, func(s *sealed.TurnStats) time.Time { return s.Exited }},
+	{PhaseReply, func(s *sealed.TurnStats) time.Time { return s.FirstCall }, replied},
 	{PhaseRemoval, func(s *sealed.TurnStats) time.Time { return s.Exited }, func(s *sealed.TurnStats) time.Time { return s.Removed }},
 	{PhaseTotal, func(s *sealed.TurnStats) time.Time { return s.Admitted }, func(s *sealed.TurnStats) time.Time { return s.Ended }},
+}
+
+// replied is when the worker's reply was in: its end mark, or its exit.
+func replied(s *sealed.TurnStats) time.Time {
+	if !s.Replied.IsZero() {
+		return s.Replied
+	}
+	return s.Exited
 }
 
 // claimed is when the turn's worker could start on it: its start (cold),

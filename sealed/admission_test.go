@@ -180,3 +180,40 @@ func TestDefaultMaxTurns(t *testing.T) {
 		t.Errorf("DefaultMaxTurns(%d) = %d oversubscribes %d bytes of host memory", per, n, mem)
 	}
 }
+
+// TestSlotHeldUntilEarlyReplySettled: an early reply's container is still
+// being removed when its turn returns; the turn's slot keeps counting it
+// until the driver settled it, so with MaxTurns 1 the next turn waits
+// (the host never has more than MaxTurns turn containers), and Close waits
+// for the removal too.
+func TestSlotHeldUntilEarlyReplySettled(t *testing.T) {
+	f := newFixture(t, func(f *fixture) {
+		f.opts.MaxTurns = 1
+		f.opts.MaxQueueWait = 100 * time.Millisecond
+	})
+	f.driver.settled = make(chan struct{})
+	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
+		return rtsandbox.Reply{OK: true, Text: turn.Text}, nil
+	}
+	run := func(ch rtsandbox.ChannelKey) error {
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hi")
+		return err
+	}
+	if err := run("fake:a"); err != nil {
+		t.Fatalf("first turn = %v", err)
+	}
+	if err := run("fake:b"); !errors.Is(err, ErrHostBusy) {
+		t.Fatalf("a turn while the first one's container is removed = %v; want ErrHostBusy", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- f.rt.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close = %v before the early reply's container was settled", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(f.driver.settled)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

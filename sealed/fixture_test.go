@@ -41,6 +41,10 @@ type fakeDriver struct {
 	// reply gets the turn's own state back, as from a worker that changed
 	// nothing.
 	stateless bool
+	// settled, when set, makes every reply an early one: the result's
+	// Settled is this channel, which the test closes to "remove" the
+	// container.
+	settled chan struct{}
 
 	mu     sync.Mutex
 	specs  []container.Spec
@@ -76,6 +80,9 @@ func (d *fakeDriver) Run(ctx context.Context, spec container.Spec, stdin []byte)
 		reply.State = &rtsandbox.ChannelState{Memory: turn.Memory, History: turn.History}
 	}
 	res.Reply, res.ExitCode = reply, 0
+	if d.settled != nil {
+		res.Settled, res.Exited, res.Removed = d.settled, time.Time{}, time.Time{}
+	}
 	return res, nil
 }
 

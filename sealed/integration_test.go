@@ -138,9 +138,10 @@ func randomHex(n int) string {
 // turn JSON, so tests can inspect the live container by its exact name.
 type recordingDriver struct {
 	container.OneShot
-	mu     sync.Mutex
-	specs  []container.Spec
-	stdins [][]byte
+	mu      sync.Mutex
+	specs   []container.Spec
+	stdins  [][]byte
+	settled []<-chan struct{} // the early replies' removals
 }
 
 func (d *recordingDriver) Run(ctx context.Context, spec container.Spec, stdin []byte) (container.Result, error) {
@@ -148,7 +149,29 @@ func (d *recordingDriver) Run(ctx context.Context, spec container.Spec, stdin []
 	d.specs = append(d.specs, spec)
 	d.stdins = append(d.stdins, slices.Clone(stdin))
 	d.mu.Unlock()
-	return d.OneShot.Run(ctx, spec, stdin)
+	res, err := d.OneShot.Run(ctx, spec, stdin)
+	if res.Settled != nil {
+		d.mu.Lock()
+		d.settled = append(d.settled, res.Settled)
+		d.mu.Unlock()
+	}
+	return res, err
+}
+
+// settle waits until the containers of the early replies so far are
+// removed (container.Result.Settled).
+func (d *recordingDriver) settle(t *testing.T) {
+	t.Helper()
+	d.mu.Lock()
+	settled := slices.Clone(d.settled)
+	d.mu.Unlock()
+	for _, s := range settled {
+		select {
+		case <-s:
+		case <-time.After(30 * time.Second):
+			t.Fatal("an early reply's container was not settled in 30 s")
+		}
+	}
 }
 
 func (d *recordingDriver) lastSpec() container.Spec {
@@ -215,9 +238,9 @@ func logStats(t *testing.T, s TurnStats) {
 		}
 		return at.Sub(s.Admitted).Round(100 * time.Microsecond).String()
 	}
-	t.Logf("phases since admission: listening %s, driver %s, created %s, started %s, first call %s, exited %s, removed %s, ended %s (%d broker calls)",
+	t.Logf("phases since admission: listening %s, driver %s, created %s, started %s, first call %s, replied %s, exited %s, removed %s, ended %s (%d broker calls)",
 		since(s.Listening), since(s.Began), since(s.Created), since(s.Started), since(s.FirstCall),
-		since(s.Exited), since(s.Removed), since(s.Ended), s.Calls)
+		since(s.Replied), since(s.Exited), since(s.Removed), since(s.Ended), s.Calls)
 }
 
 const integrationKey = "integration-host-key"
@@ -274,6 +297,7 @@ func TestIntegrationSealedTurn(t *testing.T) {
 		mu.Unlock()
 		t.Logf("turn %d:", i+1)
 		logStats(t, stats[i])
+		rec.settle(t)
 		assertNoContainers(t)
 		assertEmpty(t, f.runRoot)
 	}

@@ -105,6 +105,9 @@ func (p *pool) start() {
 }
 
 func (p *pool) poke() {
+	if p == nil {
+		return
+	}
 	select {
 	case p.wake <- struct{}{}:
 	default:

@@ -151,7 +151,8 @@ func (r *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text str
 	if err != nil {
 		return rtsandbox.Reply{}, err
 	}
-	defer releaseSlot()
+	var settled <-chan struct{}
+	defer func() { r.afterSettled(settled, releaseSlot) }()
 	slotted = time.Now()
 	// The deadline starts with the slot: waiting does not eat a turn's
 	// time, and MaxQueueWait bounds the wait on its own.
@@ -166,7 +167,32 @@ func (r *Runtime) RunTurnText(ctx context.Context, b rtsandbox.Binding, text str
 			r.clearFresh(channel, gen)
 		}
 	}
-	return t.run()
+	reply, err := t.run()
+	settled = t.stats.Settled
+	return reply, err
+}
+
+// afterSettled frees a turn's slot, and lets the warm pool refill, once
+// the turn's container is gone. An early reply's container is still being
+// removed when the turn returns (container.Result.Settled): its slot keeps
+// counting it, so the host never has more than pool + MaxTurns turn
+// containers, and the pool's next create does not run beside that
+// removal. Close waits for it as for the turn.
+func (r *Runtime) afterSettled(settled <-chan struct{}, release func()) {
+	done := func() {
+		release()
+		r.pool.poke()
+	}
+	if settled == nil {
+		done()
+		return
+	}
+	r.turns.Add(1) // the turn's own count is still held: Close cannot have passed its Wait
+	go func() {
+		defer r.turns.Done()
+		<-settled
+		done()
+	}()
 }
 
 // checkInput applies the refusals that need no state (docs/sealed-turn.md, "The sealed turn").

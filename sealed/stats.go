@@ -18,8 +18,12 @@ type TurnStats struct {
 	Created   time.Time // the engine created the container
 	Started   time.Time // the engine started it
 	FirstCall time.Time // the first request reached the broker
-	Exited    time.Time // the worker exited (its reply is in)
-	Removed   time.Time // the container was removed
+	Replied   time.Time // the reply ended with its end mark (the early reply)
+	Exited    time.Time // the worker exited (zero after an early reply)
+	Removed   time.Time // the container was removed (zero when that came after the turn)
+	// Settled is the driver's container.Result.Settled: after an early
+	// reply, closed once the container is removed; nil otherwise.
+	Settled <-chan struct{}
 	Ended     time.Time // broker closed, run dir deleted
 	Calls     int       // broker requests, refused ones included
 	Err       error     // what RunTurn returns; nil on a reply
@@ -49,8 +53,8 @@ type TurnStats struct {
 // failure class, and the broker call record. The stderr tail itself is
 // never kept: only its parsed failure line is.
 func (s *TurnStats) record(res container.Result, calls *callRecorder) {
-	s.Began, s.Created, s.Started, s.Exited, s.Removed = res.Began, res.Created, res.Started, res.Exited, res.Removed
-	s.CleanupPending = res.CleanupPending
+	s.Began, s.Created, s.Started, s.Replied, s.Exited, s.Removed = res.Began, res.Created, res.Started, res.Replied, res.Exited, res.Removed
+	s.CleanupPending, s.Settled = res.CleanupPending, res.Settled
 	if f, ok := container.ParseWorkerFailure(res.StderrTail); ok {
 		s.WorkerClass, s.WorkerDetail = f.Class, f.Detail
 	}

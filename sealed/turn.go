@@ -122,10 +122,9 @@ func (t *turn) runWorker(stdin []byte, h http.Handler, calls *callRecorder, undo
 func (t *turn) attempt(ws *warmSlot, stdin []byte, h http.Handler, place *teardown) (container.Result, error) {
 	var runDir, name string
 	if ws != nil {
-		// The pool refills once the engine is done with this run: a
-		// create and start beside it slow the engine's handling of its
-		// exit (by about 15 ms under runc: docs/benchmarks.md).
-		defer t.pool.poke()
+		// The pool refills once the engine is done with this run
+		// (Runtime.afterSettled): a create and start beside it slow the
+		// engine's handling of its exit and removal.
 		runDir, name = ws.dir, ws.w.Name()
 	} else {
 		dir, err := makeRunDir(t.s.RunRoot, t.s.owner())

@@ -17,6 +17,13 @@ import (
 const (
 	// BrokerSocketPath is where the broker socket appears in the container.
 	BrokerSocketPath = "/broker/broker.sock"
+	// ReplyEnd is the byte a sealed worker writes after its reply on
+	// success, and only then: the host takes the reply at it without
+	// waiting for the exit (docs/sealed-turn.md, "The early reply"). A
+	// JSON object as the worker encodes it holds no raw newline, so the
+	// first one ends it.
+	ReplyEnd = '\n'
+
 	// WorkspacePath is the container's scratch workspace: in the sealed
 	// mode a size-limited tmpfs that dies with the container.
 	WorkspacePath = "/workspace"
@@ -152,8 +159,8 @@ var ErrInvalidReply = errors.New("invalid sandbox reply")
 // an optional "state" object {"memory": […], "history": […]} decoded by
 // type only (the runtime's state store checks its limits before it keeps
 // anything). Other fields are dropped. Errors wrap ErrInvalidReply. The
-// caller bounds stdout and checks the exit code first: a reply only counts
-// when the worker exited with 0.
+// caller bounds stdout and checks the worker's success first: a reply
+// only counts when the worker ended it with ReplyEnd or exited with 0.
 //
 // The members are read by fill (wirefield.go): exact names, the last of
 // repeated members, as JS JSON.parse does, and null as no value.

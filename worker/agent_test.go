@@ -189,7 +189,7 @@ func TestAgentReturnsState(t *testing.T) {
 	}
 	// The whole reply is JS-style JSON in the wire order.
 	out, _ := jsonjs.Marshal(rtsandbox.Reply{OK: true, Text: answer, State: &want})
-	if r.stdout != string(out) {
+	if r.stdout != string(out)+string(wire.ReplyEnd) {
 		t.Errorf("stdout = %.120q; want %.120q", r.stdout, out)
 	}
 }

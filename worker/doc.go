@@ -46,7 +46,8 @@
 // name mcpFunctionName gives it). The turn never contains a credential or
 // an upstream URL.
 //
-// Stdout receives exactly one JSON object, with no trailing newline:
+// Stdout receives exactly one JSON object, followed on success (exit code 0)
+// by one newline, the end mark the host takes the reply at:
 // {"ok":true,"text":…,"state":{"memory":[…],"history":[…]}} or the same with
 // "ok":false (the model-call limit) and exit code 0 when the turn ran, and
 // {"ok":false,"text":"The sandbox worker failed."} with exit code 1 on any

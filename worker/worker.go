@@ -25,7 +25,7 @@ type Options struct {
 }
 
 // Run executes one turn: it reads the turn from Stdin, runs the agent loop
-// and writes the reply JSON to Stdout without a trailing newline. It
+// and writes the reply JSON to Stdout followed by wire.ReplyEnd. It
 // returns the process exit code: 0 when a reply was produced (ok may still
 // be false, at the model-call limit), 1 after printing the fixed failure
 // reply. A failure, a recovered panic included, also writes exactly one
@@ -55,7 +55,9 @@ func Run(ctx context.Context, o Options) (code int) {
 	if err != nil {
 		return fail(o, errors.Join(errEncode, err))
 	}
-	if _, err := o.Stdout.Write(out); err != nil {
+	// One write, the end mark last: the host takes the reply at the mark
+	// and removes the container without waiting for the exit.
+	if _, err := o.Stdout.Write(append(out, wire.ReplyEnd)); err != nil {
 		// Stdout is broken: the failure reply could not go there either.
 		writeFailureLine(o.Stderr, errWrite)
 		return 1

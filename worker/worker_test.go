@@ -13,14 +13,17 @@ import (
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
-func TestRunPrintsReplyWithoutNewline(t *testing.T) {
+// The reply, then its end mark (one newline: the host takes the reply
+// there without waiting for the exit); a failure writes none
+// (TestRunFailures' wantFailed compares stdout whole).
+func TestRunPrintsReplyThenEndMark(t *testing.T) {
 	b := startBroker(t, completion("<b>Hi</b> & \u2028bye"))
 	r := runWorker(t, b, newChannel(nil, nil), testTurn("alice", "Hi"))
 	want := "{\"ok\":true,\"text\":\"<b>Hi</b> & \u2028bye\",\"state\":{\"memory\":[],\"history\":[" +
 		`{"role":"user","content":"{\"speaker\":{\"id\":\"alice\",\"name\":\"ALICE\"},\"message\":\"Hi\"}"},` +
-		"{\"role\":\"assistant\",\"content\":\"<b>Hi</b> & \u2028bye\"}]}}"
+		"{\"role\":\"assistant\",\"content\":\"<b>Hi</b> & \u2028bye\"}]}}\n"
 	if r.code != 0 || r.stdout != want {
-		t.Errorf("Run() = %d, %q; want 0, %q (JS-style JSON, no newline)", r.code, r.stdout, want)
+		t.Errorf("Run() = %d, %q; want 0, %q (JS-style JSON, then the end mark)", r.code, r.stdout, want)
 	}
 }
 

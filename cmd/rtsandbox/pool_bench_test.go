@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 )
 
@@ -15,27 +18,29 @@ import (
 // warm (issue 25) through `rtsandbox serve` and its HTTP chat API (POST
 // with wait, from the message's admission to the reply in the answer)
 // with an instant stand-in model on the real Docker engine, side by side
-// in one run, with the warm session turn for reference:
+// in one run, under runc and (when registered) runsc, with the warm
+// session turn for reference:
 //
-//   - session-warm: a session channel's turn, its worker running;
-//   - sealed-cold: a sealed turn on a serve without a pool
+//   - session-warm: a session channel's turn, its worker running (runc);
+//   - <runtime>/sealed-cold: a sealed turn on a serve without a pool
 //     (sandbox.pool.size 0): create, start, turn, removal;
-//   - sealed-warm: a sealed turn on a serve with a pool of 2, each turn
-//     on a warm worker (the pool refills, untimed, between turns: a turn
-//     that found it empty would be a cold one).
+//   - <runtime>/sealed-warm: a sealed turn on a serve with a pool of 2,
+//     each turn on a warm worker (the pool refills, untimed, between
+//     turns: a turn that found it empty would be a cold one).
 //
-// Two serves run at once (a pool's idle workers are there while the cold
-// turns run, as on a real host). Each reports its p50 and p99 in
+// Four serves run at once (a pool's idle workers are there while the
+// other turns run, as on a real host). Each row reports its p50 and p99 in
 // milliseconds, and the sealed ones the median of each phase of the
 // serve's "turn" records (ph-<phase>-ms).
 func BenchmarkServeSealedPool(b *testing.B) {
-	tag, _ := sessionDocker(b)
+	tag, cli := sessionDocker(b)
 	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true, NoRecord: true}, fakemodel.Reply("Hi."))
 	defer model.Close()
-	serveWith := func(pool int, metricsAddr string) *server {
+	serveWith := func(runtime string, pool int, metricsAddr string) *server {
 		addr := freeAddr(b)
 		cfg, _ := sessionConfig(b, model.ChatURL(), tag, addr, "  turn_timeout: 120s\n")
 		withPool(b, cfg, pool)
+		withRuntime(b, cfg, runtime)
 		appendConfig(b, cfg, "channels_profile: {\"http:sealed\": default}\n")
 		if metricsAddr != "" {
 			appendConfig(b, cfg, fmt.Sprintf("metrics:\n  listen: %s\n", metricsAddr))
@@ -45,45 +50,64 @@ func BenchmarkServeSealedPool(b *testing.B) {
 		return s
 	}
 	const size = 2
-	metricsAddr := freeAddr(b)
-	metricsURL := "http://" + metricsAddr + "/metrics"
-	warm, cold := serveWith(size, metricsAddr), serveWith(0, "")
-	warm.turn(b, "http:lobby") // the session channel's container and worker
-	waitPoolIdle(b, metricsURL, size)
+	type serves struct {
+		runtime    string
+		warm, cold *server
+		metricsURL string
+	}
+	var all []serves
+	for _, rt := range container.Runtimes() {
+		if err := docker.CheckRuntime(context.Background(), cli, rt); err != nil {
+			b.Logf("%s rows skipped: %v", rt, err)
+			continue
+		}
+		metricsAddr := freeAddr(b)
+		s := serves{runtime: rt, metricsURL: "http://" + metricsAddr + "/metrics"}
+		s.warm, s.cold = serveWith(rt, size, metricsAddr), serveWith(rt, 0, "")
+		all = append(all, s)
+	}
+	all[0].warm.turn(b, "http:lobby") // the session channel's container and worker
+	for _, s := range all {
+		waitPoolIdle(b, s.metricsURL, size)
+	}
 
 	b.Run("session-warm", func(b *testing.B) {
 		var ds []time.Duration
 		for b.Loop() {
-			ds = append(ds, warm.turn(b, "http:lobby"))
+			ds = append(ds, all[0].warm.turn(b, "http:lobby"))
 		}
 		reportP50P99(b, ds)
 	})
-	b.Run("sealed-cold", func(b *testing.B) {
-		mark := len(cold.out.String())
-		var ds []time.Duration
-		for b.Loop() {
-			ds = append(ds, cold.turn(b, "http:sealed"))
-		}
-		reportP50P99(b, ds)
-		reportPhases(b, cold.out.String()[mark:])
-	})
-	b.Run("sealed-warm", func(b *testing.B) {
-		mark := len(warm.out.String())
-		var ds []time.Duration
-		for b.Loop() {
-			ds = append(ds, warm.turn(b, "http:sealed"))
-			b.StopTimer()
-			waitPoolIdle(b, metricsURL, size)
-			b.StartTimer()
-		}
-		reportP50P99(b, ds)
-		if n := reportPhases(b, warm.out.String()[mark:]); n.cold > 0 {
-			b.Errorf("%d of the warm serve's sealed turns started cold", n.cold)
-		}
-	})
-	for _, s := range []*server{warm, cold} {
-		if code := s.stop(b); code != exitOK {
-			b.Fatalf("serve exit = %d\n%s", code, s.out.String())
+	for _, s := range all {
+		b.Run(s.runtime+"/sealed-cold", func(b *testing.B) {
+			mark := len(s.cold.out.String())
+			var ds []time.Duration
+			for b.Loop() {
+				ds = append(ds, s.cold.turn(b, "http:sealed"))
+			}
+			reportP50P99(b, ds)
+			reportPhases(b, s.cold.out.String()[mark:])
+		})
+		b.Run(s.runtime+"/sealed-warm", func(b *testing.B) {
+			mark := len(s.warm.out.String())
+			var ds []time.Duration
+			for b.Loop() {
+				ds = append(ds, s.warm.turn(b, "http:sealed"))
+				b.StopTimer()
+				waitPoolIdle(b, s.metricsURL, size)
+				b.StartTimer()
+			}
+			reportP50P99(b, ds)
+			if n := reportPhases(b, s.warm.out.String()[mark:]); n.cold > 0 {
+				b.Errorf("%d of the warm serve's sealed turns started cold", n.cold)
+			}
+		})
+	}
+	for _, s := range all {
+		for _, srv := range []*server{s.warm, s.cold} {
+			if code := srv.stop(b); code != exitOK {
+				b.Fatalf("serve exit = %d\n%s", code, srv.out.String())
+			}
 		}
 	}
 }

@@ -52,7 +52,7 @@ func TestServeRunsc(t *testing.T) {
 }
 
 // withRuntime sets sandbox.runtime in the config file at path.
-func withRuntime(t *testing.T, path, runtime string) {
+func withRuntime(t testing.TB, path, runtime string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

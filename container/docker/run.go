@@ -51,9 +51,15 @@ func (d *Driver) finish(ctx context.Context, b budget, name string, out run, run
 		d.untrack(name)
 		return res, runErr
 	}
+	if out.early && runErr == nil {
+		if res.Reply, runErr = wire.ParseReply(out.stdout); runErr == nil {
+			return d.settleAfter(name, res)
+		}
+	}
 	// A run that failed before judging the reply (a kill after a stream
-	// overflow, an engine error) is cleaned up like a non-zero exit.
-	failed := runErr != nil || res.ExitCode != 0
+	// overflow, an engine error, an early reply that does not parse) is
+	// cleaned up like a non-zero exit.
+	failed := runErr != nil || (res.ExitCode != 0 && !out.early)
 	if !failed {
 		res.StderrTail = nil
 	}
@@ -73,12 +79,43 @@ func (d *Driver) finish(ctx context.Context, b budget, name string, out run, run
 	if runErr != nil {
 		return res, runErr
 	}
-	if res.ExitCode != 0 {
+	if res.ExitCode != 0 && !out.early {
 		return res, fmt.Errorf("%w: exit code %d", rtcontainer.ErrWorkerFailed, res.ExitCode)
 	}
 	var err error
 	res.Reply, err = wire.ParseReply(out.stdout)
 	return res, err
+}
+
+// settleAfter returns an early reply's result and removes its container
+// after (Result.Settled): the worker is done, and the engine's handling of
+// its exit and the removal need not delay the answer. The removal has the
+// cleanup's own budget; one not confirmed in it goes to the background
+// remover. Once Close has begun it removes in the foreground instead.
+func (d *Driver) settleAfter(name string, res rtcontainer.Result) (rtcontainer.Result, error) {
+	settled := make(chan struct{})
+	remove := func(res *rtcontainer.Result) error {
+		defer close(settled)
+		return d.settleRun(context.Background(), budget{}, name, false, false, res)
+	}
+	d.mu.Lock()
+	closed := d.closed
+	if !closed {
+		res.Settled = settled
+		d.wg.Go(func() {
+			var after rtcontainer.Result
+			if err := remove(&after); err != nil {
+				d.log.Warn("an answered turn's container was not removed; the next reap removes it", "container", name, "err", err)
+			}
+		})
+	}
+	d.mu.Unlock()
+	if closed {
+		if err := remove(&res); err != nil {
+			return res, fmt.Errorf("%w: %w", rtcontainer.ErrCleanup, err)
+		}
+	}
+	return res, nil
 }
 
 // settleRun removes the run's container in the foreground budget, or
@@ -130,6 +167,7 @@ func realpath(p string) (string, error) {
 // run is what execute learned for the cleanup and the reply check.
 type run struct {
 	stdout  []byte
+	early   bool // the reply ended with its end mark before the exit came
 	aborted bool // the context ended; the container is killed before removal
 	notOurs bool // create failed because the name is taken: nothing to clean up
 }
@@ -205,10 +243,19 @@ func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams
 	}
 	output := st.done
 	var drained <-chan time.Time // armed by the exit: the output must end soon after
+	replied := st.stdout.ended
+	if d.afterExit != nil {
+		replied = nil // a test inspects the exited container
+	}
 	for output != nil || exited != nil {
 		select {
 		case <-ctx.Done():
 			return run{aborted: true}, aborted(ctx)
+		case <-replied:
+			// The early reply: the worker is done; its exit would only
+			// cost the engine's exit handling (container.OneShot).
+			res.Replied = d.now()
+			return run{stdout: st.stdout.reply, early: true}, nil
 		case <-drained:
 			// The engine keeps a stream open after the exit: a container
 			// that ended before a warm claim attached, say. Not a hang
@@ -232,6 +279,10 @@ func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams
 	}
 	if d.afterExit != nil {
 		d.afterExit(id)
+	}
+	if st.stdout.reply != nil {
+		// Whatever followed the end mark is not the reply.
+		return run{stdout: st.stdout.reply}, nil
 	}
 	return run{stdout: st.stdout.buf.Bytes()}, nil
 }

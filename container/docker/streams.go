@@ -8,6 +8,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // streams owns one attach connection: a demultiplexer goroutine that reads
@@ -27,7 +28,7 @@ type streams struct {
 func startStreams(hr client.HijackedResponse) *streams {
 	s := &streams{
 		hr:     hr,
-		stdout: limitedBuffer{limit: stdoutLimit},
+		stdout: limitedBuffer{limit: stdoutLimit, ended: make(chan struct{})},
 		stderr: tailBuffer{limit: stderrLimit, ring: make([]byte, stderrTailSize)},
 		done:   make(chan error, 1),
 	}
@@ -58,17 +59,29 @@ func (s *streams) close() {
 }
 
 // limitedBuffer keeps up to limit bytes and fails the write that would go
-// past it.
+// past it. At the first wire.ReplyEnd it keeps the bytes before it as the
+// reply and closes ended (the early reply): one IndexByte per write, so
+// finding the mark costs what the bytes cost.
 type limitedBuffer struct {
 	buf   bytes.Buffer
 	limit int
+	ended chan struct{} // closed at the end mark; reply is set before
+	reply []byte        // the bytes before the end mark; nil until it came
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
 	if b.buf.Len()+len(p) > b.limit {
 		return 0, fmt.Errorf("%w: stdout over %d bytes", rtcontainer.ErrOutputLimit, b.limit)
 	}
-	return b.buf.Write(p)
+	before := b.buf.Len()
+	b.buf.Write(p)
+	if b.reply == nil && b.ended != nil {
+		if i := bytes.IndexByte(p, wire.ReplyEnd); i >= 0 {
+			b.reply = bytes.Clone(b.buf.Bytes()[:before+i])
+			close(b.ended)
+		}
+	}
+	return len(p), nil
 }
 
 // tailBuffer counts bytes up to limit and keeps only the last len(ring) of

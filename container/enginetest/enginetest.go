@@ -111,6 +111,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OneShot/PIDs", func(t *testing.T) { testPIDs(t, h) })
 	t.Run("OneShot/Workspace", func(t *testing.T) { testWorkspace(t, h) })
 	t.Run("OneShot/Failures", func(t *testing.T) { testFailures(t, h) })
+	t.Run("OneShot/EarlyReply", func(t *testing.T) { testEarlyReply(t, h) })
 	t.Run("OneShot/Deadline", func(t *testing.T) { testDeadline(t, h) })
 	t.Run("OneShot/ImageMissing", func(t *testing.T) { testImageMissing(t, h) })
 	runWarm(t, h)
@@ -200,12 +201,20 @@ func noContainers(t *testing.T, h Harness, when string) {
 }
 
 // run runs input in a fresh engine: the installation must have no
-// container once Run returned (unless its removal is pending) and none
-// once the engine settled.
+// container once Run returned (unless its removal is pending, or comes
+// after an early reply: then once Settled closed) and none once the
+// engine settled.
 func run(ctx context.Context, t *testing.T, h Harness, spec container.Spec, input string) (container.Result, error) {
 	t.Helper()
 	t.Cleanup(func() { noContainers(t, h, "after the engine settled") })
 	res, err := h.OneShot(t).Run(ctx, spec, []byte(input))
+	if res.Settled != nil {
+		select {
+		case <-res.Settled:
+		case <-time.After(watchHeard):
+			t.Errorf("an early reply's container not settled %v after Run returned", watchHeard)
+		}
+	}
 	if !res.CleanupPending {
 		noContainers(t, h, "after Run returned without a pending removal")
 	}
@@ -316,6 +325,32 @@ func testFailures(t *testing.T, h Harness) {
 				t.Fatalf("Run = %v; want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// testEarlyReply: a worker that ends its reply with wire.ReplyEnd and
+// then never exits (it ignores SIGTERM) has its reply taken at the mark:
+// Run returns it, without what followed the mark, where waiting for the
+// exit would have run into the deadline, and the container is gone once
+// Settled closes. An end mark after no valid reply fails the run with
+// ErrInvalidReply and leaves nothing.
+func testEarlyReply(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := run(ctx, t, h, turnSpec(t, h), `{"mode":"early","text":"hi"}`)
+	if err != nil {
+		t.Fatalf("Run = %v; want the reply taken at its end mark", err)
+	}
+	if want := (rtsandbox.Reply{OK: true, Text: "early: hi"}); res.Reply != want {
+		t.Errorf("Reply = %+v; want %+v", res.Reply, want)
+	}
+	if res.Settled == nil || res.Replied.IsZero() || !res.Exited.IsZero() {
+		t.Errorf("Settled %v, Replied %v, Exited %v; want a removal after Run, a reply time and no exit",
+			res.Settled != nil, res.Replied, res.Exited)
+	}
+	_, err = run(ctx, t, h, turnSpec(t, h), `{"mode":"early-invalid"}`)
+	if !errors.Is(err, container.ErrInvalidReply) {
+		t.Fatalf("Run of an end mark after no reply = %v; want ErrInvalidReply", err)
 	}
 }
 

@@ -49,10 +49,14 @@ func main() {
 	case "long": // a reply text of 100,001 UTF-16 units
 		reply(true, strings.Repeat("a", 100001))
 	case "hostile": // PID 1 that ignores SIGTERM and never exits
-		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
-		for {
-			time.Sleep(time.Hour)
-		}
+		hang()
+	case "early": // the reply, its end mark and more, then never exits
+		reply(true, "early: "+in.Text)
+		os.Stdout.Write([]byte("\nnot the reply"))
+		hang()
+	case "early-invalid": // an end mark after no reply, then never exits
+		os.Stdout.Write([]byte(`{"ok":tru` + "\n"))
+		hang()
 	case "write": // leaves a file in the workspace
 		err := os.WriteFile("/workspace/out.txt", []byte(in.Text), 0o600)
 		reply(err == nil, fmt.Sprint(err))
@@ -62,6 +66,14 @@ func main() {
 		reply(true, fmt.Sprintf("spawned=%d", spawn(200)))
 	default:
 		reply(true, "echo: "+in.Text)
+	}
+}
+
+// hang ignores SIGTERM and never exits, as a hostile PID 1 would.
+func hang() {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	for {
+		time.Sleep(time.Hour)
 	}
 }
 
