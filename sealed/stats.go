@@ -24,9 +24,9 @@ type TurnStats struct {
 	// Settled is the driver's container.Result.Settled: after an early
 	// reply, closed once the container is removed; nil otherwise.
 	Settled <-chan struct{}
-	Ended     time.Time // broker closed, run dir deleted
-	Calls     int       // broker requests, refused ones included
-	Err       error     // what RunTurn returns; nil on a reply
+	Ended   time.Time // broker closed, run dir deleted
+	Calls   int       // broker requests, refused ones included
+	Err     error     // what RunTurn returns; nil on a reply
 	// StateErr is why the state of a turn that replied was not saved (the
 	// store failed: locked, full, damaged); the answer was delivered all
 	// the same, and the turn's memory changes and history were dropped.
