@@ -152,13 +152,13 @@ func kernelRelease() string {
 }
 
 // session stands in for the long-lived session worker (command
-// ["session"]): it logs the probe (one "name=value" line each) and
-// whether it can write its run directory on stdout and a marker on
-// stderr, then waits for SIGTERM or
+// ["session"]): it logs the probe (one "name=value" line each), whether
+// it can write its run directory and, last, a ready marker, all in one
+// write on stdout (the engine copies stdout and stderr apart, so a marker
+// on stderr could be logged before the probe), then waits for SIGTERM or
 // SIGKILL.
 func session() {
-	fmt.Println(probe() + "\nrun-write=" + writable("/run/sandbox/x"))
-	fmt.Fprintln(os.Stderr, "session worker ready")
+	fmt.Println(probe() + "\nrun-write=" + writable("/run/sandbox/x") + "\nsession worker ready")
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	<-stop
