@@ -1,0 +1,267 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// Pods drives the installation's worker Pods in its namespace.
+type Pods struct {
+	api corev1client.PodInterface
+	o   Options
+}
+
+// NewPods is the Pod lifecycle of o's installation on cs. Errors wrap
+// container.ErrInvalidSpec.
+func NewPods(cs kubernetes.Interface, o Options) (*Pods, error) {
+	o, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	return &Pods{api: cs.CoreV1().Pods(o.Namespace), o: o}, nil
+}
+
+// Start creates pod and returns it once its worker runs, as a watch
+// reports it (never a poll). Errors: container.ErrImageMissing (the
+// kubelet may not pull: imagePullPolicy Never), container.ErrWorkerFailed
+// (the Pod ended before it ran), container.ErrAborted (ctx ended; the Pod
+// is left for the caller's Delete), container.ErrEngine.
+func (p *Pods) Start(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	created, err := p.api.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return nil, engineErr(ctx, "create pod", err)
+	}
+	var running *corev1.Pod
+	err = p.follow(ctx, created.Name, created.UID, func(pod *corev1.Pod) (bool, error) {
+		done, err := started(pod)
+		if done && err == nil {
+			running = pod
+		}
+		return done, err
+	})
+	return running, err
+}
+
+// started reports whether pod's worker runs (true, nil), can no longer run
+// (true, the class), or may still start (false, nil).
+func started(pod *corev1.Pod) (bool, error) {
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return true, fmt.Errorf("%w: pod %s ended (%s) before its worker ran: %s", container.ErrWorkerFailed, pod.Name, pod.Status.Phase, pod.Status.Reason)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != WorkerContainer {
+			continue
+		}
+		switch {
+		case cs.State.Running != nil:
+			return true, nil
+		case cs.State.Terminated != nil:
+			return true, fmt.Errorf("%w: worker of pod %s ended (exit %d) before it ran", container.ErrWorkerFailed, pod.Name, cs.State.Terminated.ExitCode)
+		case cs.State.Waiting != nil && imageMissing[cs.State.Waiting.Reason]:
+			return true, fmt.Errorf("%w: pod %s: %s", container.ErrImageMissing, pod.Name, cs.State.Waiting.Reason)
+		}
+	}
+	return false, nil
+}
+
+// imageMissing are the kubelet's waiting reasons of an image it does not
+// have and may not pull.
+var imageMissing = map[string]bool{"ErrImageNeverPull": true, "ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true}
+
+// errGone is a followed Pod's deletion, or another Pod now under its name.
+var errGone = errors.New("pod gone")
+
+// follow calls check with the Pod name of uid as it is now and after each
+// change the API reports, until check is done, the Pod is gone (errGone
+// wrapped in container.ErrEngine) or ctx ends (container.ErrAborted). A
+// watch the API ends is opened again from the last version seen, so no
+// change is missed; the Pod is read once after each opening, so one that
+// changed before the watch began is seen too.
+func (p *Pods) follow(ctx context.Context, name string, uid types.UID, check func(*corev1.Pod) (bool, error)) error {
+	version := ""
+	for {
+		w, err := p.api.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+			ResourceVersion: version,
+		})
+		if err != nil {
+			return engineErr(ctx, "watch pod", err)
+		}
+		pod, err := p.api.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && pod.UID != uid):
+			w.Stop()
+			return fmt.Errorf("%w: pod %s: %w", container.ErrEngine, name, errGone)
+		case err != nil:
+			w.Stop()
+			return engineErr(ctx, "get pod", err)
+		}
+		if done, err := check(pod); done {
+			w.Stop()
+			return err
+		}
+		version, err = p.drain(ctx, w, name, uid, check)
+		if err != nil || version == "" {
+			return err
+		}
+	}
+}
+
+// drain reads w until check is done (version "", check's error), the Pod
+// is gone, ctx ends, or the API ends the watch: then it returns the last
+// version seen, to open the next watch from.
+func (p *Pods) drain(ctx context.Context, w watch.Interface, name string, uid types.UID, check func(*corev1.Pod) (bool, error)) (string, error) {
+	defer w.Stop()
+	version := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return version, nil
+			}
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || pod.Name != name {
+				continue // an error status, or another Pod (a fake API ignores field selectors)
+			}
+			if ev.Type == watch.Deleted || pod.UID != uid {
+				return "", fmt.Errorf("%w: pod %s: %w", container.ErrEngine, name, errGone)
+			}
+			version = pod.ResourceVersion
+			if done, err := check(pod); done {
+				return "", err
+			}
+		}
+	}
+}
+
+// Delete removes the Pod name of uid at once (grace period 0; the UID as a
+// precondition, so a later Pod under the name is never touched) and
+// returns once the API reports it gone. A Pod already gone is fine.
+// Errors: container.ErrAborted, container.ErrEngine.
+func (p *Pods) Delete(ctx context.Context, name string, uid types.UID) error {
+	err := p.api.Delete(ctx, name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64(0)),
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil // gone, or another Pod holds the name now
+	case err != nil:
+		return engineErr(ctx, "delete pod", err)
+	}
+	err = p.follow(ctx, name, uid, func(*corev1.Pod) (bool, error) { return false, nil })
+	if errors.Is(err, errGone) {
+		return nil
+	}
+	return err
+}
+
+// Reap deletes every Pod of the installation in role (container.RoleTurn
+// or container.RoleSession) and nothing else, and returns how many it
+// asked to delete. Errors: container.ErrInvalidSpec (an unknown role),
+// container.ErrEngine.
+func (p *Pods) Reap(ctx context.Context, role string) (int, error) {
+	if role != container.RoleTurn && role != container.RoleSession {
+		return 0, fmt.Errorf("%w: role %q", container.ErrInvalidSpec, role)
+	}
+	selector := labels.SelectorFromSet(labels.Set{container.InstallationLabel: p.o.Installation, container.RoleLabel: role})
+	list, err := p.api.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return 0, engineErr(ctx, "list pods", err)
+	}
+	n := 0
+	var errs []error
+	for _, pod := range list.Items {
+		if !selector.Matches(labels.Set(pod.Labels)) {
+			continue // a fake API ignores selectors; a real one never sends these
+		}
+		err := p.api.Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: new(int64(0)),
+			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if len(errs) > 0 {
+		return n, fmt.Errorf("%w: reap: %w", container.ErrCleanup, errors.Join(errs...))
+	}
+	return n, nil
+}
+
+// Watch follows the running Pod name: the channel receives one error
+// wrapping container.ErrSessionDown as soon as the Pod stops running (its
+// phase leaves Running, its worker restarts or stops, it is deleted or
+// another Pod takes its name), and nothing once ctx ends. A Pod that does
+// not run now is refused at once (container.ErrSessionDown).
+func (p *Pods) Watch(ctx context.Context, name string) (<-chan error, error) {
+	pod, err := p.api.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: pod %s is missing", container.ErrSessionDown, name)
+	}
+	if err != nil {
+		return nil, engineErr(ctx, "get pod", err)
+	}
+	restarts, running := workerRunning(pod)
+	if !running {
+		return nil, fmt.Errorf("%w: pod %s does not run", container.ErrSessionDown, name)
+	}
+	down := make(chan error, 1)
+	go func() {
+		err := p.follow(ctx, name, pod.UID, func(now *corev1.Pod) (bool, error) {
+			n, ok := workerRunning(now)
+			if !ok || n != restarts {
+				return true, fmt.Errorf("%w: pod %s stopped running (phase %s)", container.ErrSessionDown, name, now.Status.Phase)
+			}
+			return false, nil
+		})
+		if ctx.Err() != nil {
+			return // the watch ended by its caller, not a fault
+		}
+		if !errors.Is(err, container.ErrSessionDown) {
+			err = fmt.Errorf("%w: %w", container.ErrSessionDown, err)
+		}
+		down <- err
+	}()
+	return down, nil
+}
+
+// workerRunning reports the worker's restart count and whether the Pod
+// and its worker run.
+func workerRunning(pod *corev1.Pod) (int32, bool) {
+	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+		return 0, false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == WorkerContainer {
+			return cs.RestartCount, cs.State.Running != nil
+		}
+	}
+	return 0, false
+}
+
+// engineErr classifies a failed API call: an ended context wins.
+func engineErr(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
+	}
+	return fmt.Errorf("%w: %s: %w", container.ErrEngine, op, err)
+}

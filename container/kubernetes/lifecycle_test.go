@@ -1,0 +1,288 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// apiFixture is a fake API server (client-go's object tracker, with its
+// watches) and the Pods of the test installation on it. watched receives
+// one value each time a watch of pods opens.
+type apiFixture struct {
+	cs      *fake.Clientset
+	pods    *Pods
+	watched chan struct{}
+}
+
+func newAPI(t *testing.T, objects ...runtime.Object) *apiFixture {
+	t.Helper()
+	f := &apiFixture{cs: fake.NewClientset(objects...), watched: make(chan struct{}, 16)}
+	f.cs.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := f.cs.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		f.watched <- struct{}{}
+		return true, w, err
+	})
+	p, err := NewPods(f.cs, testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pods = p
+	return f
+}
+
+// setStatus replaces the Pod's status as the kubelet (or kwok) would.
+func (f *apiFixture) setStatus(t *testing.T, name string, edit func(*corev1.PodStatus)) {
+	t.Helper()
+	api := f.cs.CoreV1().Pods("rtsandbox")
+	pod, err := api.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(&pod.Status)
+	if _, err := api.UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func running(s *corev1.PodStatus) {
+	s.Phase = corev1.PodRunning
+	s.ContainerStatuses = []corev1.ContainerStatus{{Name: WorkerContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+}
+
+func waiting(reason string) func(*corev1.PodStatus) {
+	return func(s *corev1.PodStatus) {
+		s.Phase = corev1.PodPending
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: WorkerContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}
+	}
+}
+
+// start runs Start in the background; the test changes the Pod once the
+// watch is open.
+func (f *apiFixture) start(t *testing.T, ctx context.Context) (*corev1.Pod, <-chan error) {
+	t.Helper()
+	pod, err := SealedPod(testSpec(t), testOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.pods.Start(ctx, pod)
+		errc <- err
+	}()
+	select {
+	case <-f.watched:
+	case err := <-errc:
+		t.Fatalf("Start ended before it watched: %v", err)
+	}
+	return pod, errc
+}
+
+// TestStartWaitsForTheWorker: Start returns once the watch reports the
+// worker running, and each way a Pod can fail to run is its class.
+func TestStartWaitsForTheWorker(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(f *apiFixture, t *testing.T, name string)
+		want   error
+	}{
+		{"running", func(f *apiFixture, t *testing.T, n string) { f.setStatus(t, n, running) }, nil},
+		{"pending, then running", func(f *apiFixture, t *testing.T, n string) {
+			f.setStatus(t, n, func(s *corev1.PodStatus) { s.Phase = corev1.PodPending })
+			f.setStatus(t, n, running)
+		}, nil},
+		{"image never pulled", func(f *apiFixture, t *testing.T, n string) { f.setStatus(t, n, waiting("ErrImageNeverPull")) }, container.ErrImageMissing},
+		{"pod failed", func(f *apiFixture, t *testing.T, n string) {
+			f.setStatus(t, n, func(s *corev1.PodStatus) { s.Phase, s.Reason = corev1.PodFailed, "Evicted" })
+		}, container.ErrWorkerFailed},
+		{"worker ended", func(f *apiFixture, t *testing.T, n string) {
+			f.setStatus(t, n, func(s *corev1.PodStatus) {
+				s.ContainerStatuses = []corev1.ContainerStatus{{Name: WorkerContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2}}}}
+			})
+		}, container.ErrWorkerFailed},
+		{"deleted", func(f *apiFixture, t *testing.T, n string) {
+			if err := f.cs.CoreV1().Pods("rtsandbox").Delete(context.Background(), n, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, container.ErrEngine},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newAPI(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a missed change fails, not hangs
+			defer cancel()
+			pod, errc := f.start(t, ctx)
+			tt.change(f, t, pod.Name)
+			if err := <-errc; !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+				t.Errorf("Start = %v; want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStartAborted: a Pod that never runs holds Start only until its
+// context ends.
+func TestStartAborted(t *testing.T) {
+	f := newAPI(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := errors.New("turn stopped")
+	_, errc := f.start(t, ctx)
+	cancel(stop)
+	if err := <-errc; !errors.Is(err, container.ErrAborted) || !errors.Is(err, stop) {
+		t.Errorf("Start = %v; want ErrAborted wrapping the cause", err)
+	}
+}
+
+// TestDeleteByUID: Delete removes the Pod and returns once it is gone; a
+// Pod already gone is fine.
+func TestDeleteByUID(t *testing.T) {
+	f := newAPI(t)
+	pod, errc := f.start(t, context.Background())
+	f.setStatus(t, pod.Name, running)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.cs.CoreV1().Pods("rtsandbox").Get(context.Background(), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := f.pods.Delete(context.Background(), pod.Name, got.UID); err != nil {
+			t.Fatalf("Delete = %v", err)
+		}
+	}
+	if list, _ := f.cs.CoreV1().Pods("rtsandbox").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
+		t.Errorf("pods left: %d", len(list.Items))
+	}
+	var gracePeriods []int64
+	for _, a := range f.cs.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			gracePeriods = append(gracePeriods, *d.GetDeleteOptions().GracePeriodSeconds)
+			if uid := d.GetDeleteOptions().Preconditions.UID; uid == nil || *uid != got.UID {
+				t.Errorf("delete precondition UID = %v; want %s", uid, got.UID)
+			}
+		}
+	}
+	if len(gracePeriods) != 2 || gracePeriods[0] != 0 {
+		t.Errorf("delete grace periods = %v; want 0, twice", gracePeriods)
+	}
+}
+
+func labelled(name, installation, role string) *corev1.Pod {
+	l := map[string]string{}
+	if installation != "" {
+		l[container.InstallationLabel] = installation
+	}
+	if role != "" {
+		l[container.RoleLabel] = role
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "rtsandbox", Labels: l, UID: types.UID("uid-" + name)}}
+}
+
+// TestReapOnlyOurs: Reap deletes the installation's Pods of the role and
+// nothing else: another installation's, the other role's, unlabelled
+// ones, another namespace's.
+func TestReapOnlyOurs(t *testing.T) {
+	other := labelled("other-ns", "test-inst", container.RoleTurn)
+	other.Namespace = "elsewhere"
+	f := newAPI(t,
+		labelled("ours-1", "test-inst", container.RoleTurn), labelled("ours-2", "test-inst", container.RoleTurn),
+		labelled("session", "test-inst", container.RoleSession), labelled("theirs", "other-inst", container.RoleTurn),
+		labelled("plain", "", ""), other)
+	n, err := f.pods.Reap(context.Background(), container.RoleTurn)
+	if err != nil || n != 2 {
+		t.Fatalf("Reap = %d, %v; want 2", n, err)
+	}
+	var left []string
+	for _, ns := range []string{"rtsandbox", "elsewhere"} {
+		list, _ := f.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+		for _, p := range list.Items {
+			left = append(left, p.Name)
+		}
+	}
+	if len(left) != 4 {
+		t.Errorf("left %v; want session, theirs, plain, other-ns", left)
+	}
+	if _, err := f.pods.Reap(context.Background(), "everything"); !errors.Is(err, container.ErrInvalidSpec) {
+		t.Errorf("Reap(unknown role) = %v; want ErrInvalidSpec", err)
+	}
+}
+
+// TestWatchHearsTheFault: a watched running Pod that fails, restarts its
+// worker or is deleted is reported at once as ErrSessionDown; a Pod that
+// does not run is refused; ending the watch reports nothing.
+func TestWatchHearsTheFault(t *testing.T) {
+	faults := map[string]func(f *apiFixture, t *testing.T, name string){
+		"failed": func(f *apiFixture, t *testing.T, n string) {
+			f.setStatus(t, n, func(s *corev1.PodStatus) { s.Phase = corev1.PodFailed })
+		},
+		"restart": func(f *apiFixture, t *testing.T, n string) {
+			f.setStatus(t, n, func(s *corev1.PodStatus) { s.ContainerStatuses[0].RestartCount++ })
+		},
+		"evicted": func(f *apiFixture, t *testing.T, n string) { f.setStatus(t, n, waiting("ContainerCreating")) },
+		"deleted": func(f *apiFixture, t *testing.T, n string) {
+			if err := f.cs.CoreV1().Pods("rtsandbox").Delete(context.Background(), n, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			f := newAPI(t)
+			pod, errc := f.start(t, context.Background())
+			f.setStatus(t, pod.Name, running)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			down, err := f.pods.Watch(ctx, pod.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-f.watched
+			fault(f, t, pod.Name)
+			select {
+			case err := <-down:
+				if !errors.Is(err, container.ErrSessionDown) {
+					t.Errorf("watch = %v; want ErrSessionDown", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the fault was not heard")
+			}
+		})
+	}
+	t.Run("refused and ended", func(t *testing.T) {
+		f := newAPI(t, labelled("pending", "test-inst", container.RoleSession))
+		if _, err := f.pods.Watch(context.Background(), "missing"); !errors.Is(err, container.ErrSessionDown) {
+			t.Errorf("Watch(missing) = %v; want ErrSessionDown", err)
+		}
+		if _, err := f.pods.Watch(context.Background(), "pending"); !errors.Is(err, container.ErrSessionDown) {
+			t.Errorf("Watch(not running) = %v; want ErrSessionDown", err)
+		}
+		f.setStatus(t, "pending", running)
+		ctx, cancel := context.WithCancel(context.Background())
+		down, err := f.pods.Watch(ctx, "pending")
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-f.watched
+		cancel()
+		select {
+		case err := <-down:
+			t.Errorf("an ended watch reported %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	})
+}

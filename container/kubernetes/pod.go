@@ -1,0 +1,134 @@
+package kubernetes
+
+import (
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// WorkerContainer is the name of the worker's container in every Pod.
+const WorkerContainer = "worker"
+
+// Where the worker's memory-backed volumes are mounted, and /tmp's size
+// (container.Spec: a 64 MiB /tmp, HOME under it).
+const (
+	tmpPath    = "/tmp"
+	workPath   = "/workspace"
+	tmpMB      = 64
+	homeEnvVal = "/tmp/home"
+)
+
+// SealedPod is the Pod of one sealed worker under spec's profile, in
+// o's namespace, named spec.Name. The differences from Docker's profile
+// that a Pod cannot express are the cluster's to close, and
+// docs/kubernetes.md names them: the PID limit is the kubelet's
+// podPidsLimit, nofile is the runtime's default, and an emptyDir cannot be
+// mounted noexec. Errors wrap container.ErrInvalidSpec.
+func SealedPod(spec container.Spec, o Options) (*corev1.Pod, error) {
+	o, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSpec(spec); err != nil {
+		return nil, err
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: o.Namespace, Labels: maps.Clone(spec.Labels)},
+		Spec:       sealedPodSpec(spec, o),
+	}, nil
+}
+
+// checkSpec is spec.Validate plus what Kubernetes asks of names: a Pod
+// name is a DNS-1123 subdomain, and rtsandbox's names are DNS-1123 labels
+// (no "_" or "."), and every label a valid label.
+func checkSpec(spec container.Spec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Label(spec.Name); len(errs) > 0 {
+		return fmt.Errorf("%w: Pod name %q: %s", container.ErrInvalidSpec, spec.Name, errs[0])
+	}
+	for k, v := range spec.Labels {
+		if errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(errs) > 0 {
+			return fmt.Errorf("%w: label %q: %s", container.ErrInvalidSpec, k, errs[0])
+		}
+	}
+	return nil
+}
+
+// sealedPodSpec is the hardened PodSpec of a sealed worker: the one place
+// the sealed profile becomes Kubernetes fields.
+func sealedPodSpec(spec container.Spec, o Options) corev1.PodSpec {
+	uid, gid := int64(spec.UID), int64(spec.GID)
+	return corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		AutomountServiceAccountToken:  new(false),
+		EnableServiceLinks:            new(false),
+		HostNetwork:                   false,
+		HostPID:                       false,
+		HostIPC:                       false,
+		ShareProcessNamespace:         new(false),
+		TerminationGracePeriodSeconds: new(int64(0)),
+		RuntimeClassName:              o.runtimeClass(spec.Runtime),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: new(true), FSGroup: &gid,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{{
+			Name:            WorkerContainer,
+			Image:           spec.Image,
+			ImagePullPolicy: corev1.PullNever,
+			// The turn (and the broker's token before it) arrive on
+			// stdin through an attach, once: nothing of a turn is in
+			// the Pod's spec.
+			Stdin:     true,
+			StdinOnce: true,
+			Env:       []corev1.EnvVar{{Name: "HOME", Value: homeEnvVal}},
+			Resources: workerResources(spec.Limits, o.EphemeralMB),
+			SecurityContext: &corev1.SecurityContext{
+				RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: new(true),
+				ReadOnlyRootFilesystem:   new(true),
+				AllowPrivilegeEscalation: new(false),
+				Privileged:               new(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "tmp", MountPath: tmpPath},
+				{Name: "workspace", MountPath: workPath},
+			},
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		}},
+		Volumes: []corev1.Volume{
+			memoryVolume("tmp", tmpMB),
+			memoryVolume("workspace", spec.Limits.WorkspaceMB),
+		},
+	}
+}
+
+// workerResources are limits equal to requests (the Guaranteed QoS class:
+// a worker is never the first evicted for another's burst), and a bound
+// on ephemeral storage.
+func workerResources(l container.Limits, ephemeralMB int) corev1.ResourceRequirements {
+	list := corev1.ResourceList{
+		corev1.ResourceMemory:           *resource.NewQuantity(l.MemoryBytes(), resource.BinarySI),
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(max(1, l.NanoCPUs()/1e6), resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(int64(ephemeralMB)<<20, resource.BinarySI),
+	}
+	return corev1.ResourceRequirements{Limits: list, Requests: list.DeepCopy()}
+}
+
+// memoryVolume is a tmpfs of mb MiB: it counts against the Pod's memory
+// and dies with it.
+func memoryVolume(name string, mb int) corev1.Volume {
+	size := resource.NewQuantity(int64(mb)<<20, resource.BinarySI)
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: size},
+	}}
+}

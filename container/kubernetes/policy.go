@@ -1,0 +1,56 @@
+package kubernetes
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// PolicyName is the name of the workers' NetworkPolicy.
+const PolicyName = "rtsandbox-workers"
+
+// WorkerPolicy is the NetworkPolicy of every worker Pod of o's
+// installation, sealed and session: no ingress at all (the turn arrives by
+// attach, through the kubelet, not the Pod network), and egress only to
+// the broker's address and port over TCP; not even DNS, since the worker
+// is given the broker's address, not a name. It takes effect only where
+// the cluster's network plugin enforces policies: the engine never claims
+// it does (docs/kubernetes.md).
+func WorkerPolicy(o Options) (*networkingv1.NetworkPolicy, error) {
+	o, err := o.check()
+	if err != nil {
+		return nil, err
+	}
+	addr := o.Broker.Addr()
+	cidr := netip.PrefixFrom(addr, addr.BitLen()).String()
+	port := intstr.FromInt32(int32(o.Broker.Port()))
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Namespace: o.Namespace,
+			Labels: map[string]string{container.InstallationLabel: o.Installation}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: workerSelector(o.Installation),
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: new(corev1.ProtocolTCP), Port: &port}},
+			}},
+		},
+	}, nil
+}
+
+// workerSelector selects the installation's worker Pods of both roles.
+func workerSelector(installation string) metav1.LabelSelector {
+	return metav1.LabelSelector{
+		MatchLabels: map[string]string{container.InstallationLabel: installation},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: container.RoleLabel, Operator: metav1.LabelSelectorOpIn,
+			Values: []string{container.RoleTurn, container.RoleSession},
+		}},
+	}
+}
