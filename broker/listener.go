@@ -24,6 +24,7 @@ const (
 // request per connection, and the header and request deadlines.
 type Server struct {
 	path string
+	addr net.Addr // the network listener's; nil for a socket
 	ln   *capListener
 	srv  *http.Server
 	done chan error
@@ -66,7 +67,16 @@ func Listen(path string, h http.Handler, opts ListenOptions) (*Server, error) {
 		return nil, fmt.Errorf("broker socket chmod: %w", err)
 	}
 	s := &Server{path: path, ln: newCapListener(raw, MaxConns), done: make(chan error, 1)}
-	s.srv = &http.Server{
+	s.srv = newHTTPServer(h, opts)
+	go func() { s.done <- s.srv.Serve(s.ln) }()
+	return s, nil
+}
+
+// newHTTPServer is the one http.Server of every broker listener, the Unix
+// socket's and the network's: one request per connection, the header and
+// request deadlines, bounded headers, recovery and no OPTIONS of its own.
+func newHTTPServer(h http.Handler, opts ListenOptions) *http.Server {
+	srv := &http.Server{
 		Handler:           grownStack(deadline(recoverer(h), opts.RequestDeadline)),
 		ReadHeaderTimeout: opts.HeaderTimeout,
 		IdleTimeout:       time.Second,
@@ -80,9 +90,8 @@ func Listen(path string, h http.Handler, opts ListenOptions) (*Server, error) {
 		ConnContext:                  withConn,
 		ErrorLog:                     slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
-	s.srv.SetKeepAlivesEnabled(false)
-	go func() { s.done <- s.srv.Serve(s.ln) }()
-	return s, nil
+	srv.SetKeepAlivesEnabled(false)
+	return srv
 }
 
 // Path returns the socket path.
@@ -102,6 +111,9 @@ func (s *Server) close() error {
 		err = serr
 	}
 	s.ln.closeAll()
+	if s.path == "" { // a network listener: no socket file
+		return err
+	}
 	if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
 		err = rerr
 	}

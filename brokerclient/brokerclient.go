@@ -21,6 +21,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -67,10 +68,54 @@ func (e *StatusError) Error() string { return fmt.Sprintf("broker refused: statu
 // Unwrap makes errors.Is(err, ErrRefused) hold.
 func (e *StatusError) Unwrap() error { return ErrRefused }
 
-// Client posts to the broker listening on Socket.
+// Client posts to the broker listening on Socket, or, when Network is
+// set, on the broker's network listener with the turn's token.
 type Client struct {
 	Socket  string
+	Network *Network
 	Timeout time.Duration // 0 means rtsandbox.BrokerClientTimeout
+}
+
+// Network is the broker's network listener as a worker reaches it: its
+// address (host:port, an IP address: a worker resolves no names), the
+// turn's token, sent on every request in the TokenHeader header, and the
+// TLS configuration when the listener speaks TLS (nil: plain TCP).
+type Network struct {
+	Addr  string
+	Token string
+	TLS   *tls.Config
+}
+
+// TokenHeader is the header the network listener reads the token from
+// (broker.TokenHeader).
+const TokenHeader = "Rtsandbox-Token"
+
+// dial connects to the broker: its socket, or its network listener.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	if c.Network == nil {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", c.Socket)
+	}
+	if c.Network.TLS != nil {
+		d := tls.Dialer{Config: c.Network.TLS}
+		return d.DialContext(ctx, "tcp", c.Network.Addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", c.Network.Addr)
+}
+
+// withToken adds the network token to r's headers.
+func (c *Client) withToken(r Request) Request {
+	if c.Network == nil {
+		return r
+	}
+	h := r.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set(TokenHeader, c.Network.Token)
+	r.Header = h
+	return r
 }
 
 // Post sends payload (JSON) to route and returns the body of a 200 answer;
@@ -78,8 +123,7 @@ type Client struct {
 func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", route, err)
 	}
@@ -89,7 +133,7 @@ func (c *Client) Post(ctx context.Context, route string, payload []byte) ([]byte
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	// A large reader: answers run to a megabyte and arrive in big writes.
-	resp, err := exchange(ctx, conn, Request{Route: route, Body: payload}, 64<<10)
+	resp, err := exchange(ctx, conn, c.withToken(Request{Route: route, Body: payload}), 64<<10)
 	if err != nil {
 		return nil, err
 	}

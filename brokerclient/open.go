@@ -53,14 +53,13 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 	idle := c.timeout()
 	dctx, cancel := context.WithTimeout(ctx, idle)
 	defer cancel()
-	var d net.Dialer
-	raw, err := d.DialContext(dctx, "unix", c.Socket)
+	raw, err := c.dial(dctx)
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", route, err)
 	}
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	closeAll := func() { stop(); raw.Close() }
-	resp, err := exchange(ctx, &idleConn{Conn: raw, idle: idle}, r, 32<<10)
+	resp, err := exchange(ctx, &idleConn{Conn: raw, idle: idle}, c.withToken(r), 32<<10)
 	if err != nil {
 		closeAll()
 		return nil, err
