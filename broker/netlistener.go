@@ -139,6 +139,7 @@ func sourceOf(remote string) netip.Addr {
 type sourceLimiter struct {
 	mu      sync.Mutex
 	windows map[netip.Addr]*sourceWindow
+	swept   time.Time // the last sweep of a full table
 }
 
 type sourceWindow struct {
@@ -168,22 +169,25 @@ func (l *sourceLimiter) limited(src netip.Addr, now time.Time) bool {
 	return w != nil && w.fails >= SourceFailures
 }
 
-// fail counts a refusal of src; a full table drops ended windows first
-// and counts nothing more when none has ended.
+// fail counts a refusal of src. A full table drops its ended windows,
+// at most once a window (so a flood of new sources costs one sweep of
+// maxSources entries a minute, not one per request), and counts nothing
+// more while it stays full.
 func (l *sourceLimiter) fail(src netip.Addr, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.window(src, now)
 	if w == nil {
-		if len(l.windows) >= maxSources {
+		if len(l.windows) >= maxSources && now.Sub(l.swept) >= SourceWindow {
+			l.swept = now
 			for a, x := range l.windows {
 				if now.Sub(x.start) >= SourceWindow {
 					delete(l.windows, a)
 				}
 			}
-			if len(l.windows) >= maxSources {
-				return
-			}
+		}
+		if len(l.windows) >= maxSources {
+			return
 		}
 		w = &sourceWindow{start: now}
 		l.windows[src] = w

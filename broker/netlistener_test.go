@@ -100,6 +100,9 @@ func TestNetBrokerRefusesWithoutALiveToken(t *testing.T) {
 		"NoToken":       {Network: &brokerclient.Network{Addr: n.srv.Addr().String()}},
 		"EmptyToken":    n.client(""),
 		"MalformedLong": n.client(strings.Repeat("A", 44)),
+		// The worst a header can hold under the 64 KiB bound: refused on
+		// its length, never hashed.
+		"MalformedHuge": n.client(strings.Repeat("A", 60<<10)),
 		"MalformedChar": n.client(strings.Repeat("A", 42) + "="),
 		"WrongToken":    n.client(strings.Repeat("A", broker.TokenLen)),
 		"RevokedToken":  n.client(other.Reveal()),

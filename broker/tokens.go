@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // A Token is a turn's credential on the broker's network listener: 256
@@ -23,9 +25,10 @@ type Token struct{ text string }
 const TokenLen = 43
 
 // TokenHeader carries the token on every request to the network
-// listener. The listener removes it before the turn's handler sees the
-// request, so the handler's header rules are the socket's.
-const TokenHeader = "Rtsandbox-Token"
+// listener: wire.BrokerTokenHeader, declared once for both sides. The
+// listener removes it before the turn's handler sees the request, so the
+// handler's header rules are the socket's.
+const TokenHeader = wire.BrokerTokenHeader
 
 func (Token) String() string             { return "[token]" }
 func (Token) GoString() string           { return "[token]" }
@@ -101,12 +104,10 @@ func (t *Tokens) Live() int {
 	return len(t.live)
 }
 
-// handler is the turn handler text names, or nil: a malformed text, one
-// never issued, or one revoked.
+// handler is the turn handler text names, or nil: one never issued, or
+// revoked. The caller checks the text is wellFormed first (the gate),
+// so only TokenLen bytes are ever hashed.
 func (t *Tokens) handler(text string) http.Handler {
-	if !wellFormed(text) {
-		return nil
-	}
 	sum := sha256.Sum256([]byte(text))
 	t.mu.Lock()
 	e, ok := t.live[half(sum)]

@@ -78,17 +78,13 @@ type Client struct {
 
 // Network is the broker's network listener as a worker reaches it: its
 // address (host:port, an IP address: a worker resolves no names), the
-// turn's token, sent on every request in the TokenHeader header, and the
+// turn's token, sent on every request in wire.BrokerTokenHeader, and the
 // TLS configuration when the listener speaks TLS (nil: plain TCP).
 type Network struct {
 	Addr  string
 	Token string
 	TLS   *tls.Config
 }
-
-// TokenHeader is the header the network listener reads the token from
-// (broker.TokenHeader).
-const TokenHeader = "Rtsandbox-Token"
 
 // dial connects to the broker: its socket, or its network listener.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
@@ -113,7 +109,7 @@ func (c *Client) withToken(r Request) Request {
 	if h == nil {
 		h = http.Header{}
 	}
-	h.Set(TokenHeader, c.Network.Token)
+	h.Set(wire.BrokerTokenHeader, c.Network.Token)
 	r.Header = h
 	return r
 }

@@ -33,6 +33,10 @@ const (
 	DummyKey = "sandbox-dummy-key"
 	// BrokerHost is the only Host header value the broker accepts.
 	BrokerHost = "broker"
+	// BrokerTokenHeader carries the turn's token on every request to the
+	// broker's network listener (docs/broker.md, "The network listener");
+	// the listener removes it before the turn's own header rules.
+	BrokerTokenHeader = "Rtsandbox-Token"
 )
 
 // Broker routes (docs/broker.md, "Routes"). Every call is a POST with a JSON object body; the

@@ -52,6 +52,7 @@ func (d *Driver) finish(ctx context.Context, b budget, name string, out run, run
 		return res, runErr
 	}
 	if out.early && runErr == nil {
+		// Past here an early reply is one that does not parse: runErr.
 		if res.Reply, runErr = wire.ParseReply(out.stdout); runErr == nil {
 			return d.settleAfter(name, res)
 		}
@@ -59,7 +60,7 @@ func (d *Driver) finish(ctx context.Context, b budget, name string, out run, run
 	// A run that failed before judging the reply (a kill after a stream
 	// overflow, an engine error, an early reply that does not parse) is
 	// cleaned up like a non-zero exit.
-	failed := runErr != nil || (res.ExitCode != 0 && !out.early)
+	failed := runErr != nil || res.ExitCode != 0
 	if !failed {
 		res.StderrTail = nil
 	}
@@ -79,7 +80,7 @@ func (d *Driver) finish(ctx context.Context, b budget, name string, out run, run
 	if runErr != nil {
 		return res, runErr
 	}
-	if res.ExitCode != 0 && !out.early {
+	if res.ExitCode != 0 {
 		return res, fmt.Errorf("%w: exit code %d", rtcontainer.ErrWorkerFailed, res.ExitCode)
 	}
 	var err error

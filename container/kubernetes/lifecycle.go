@@ -62,20 +62,29 @@ func started(pod *corev1.Pod) (bool, error) {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		return true, fmt.Errorf("%w: pod %s ended (%s) before its worker ran: %s", container.ErrWorkerFailed, pod.Name, pod.Status.Phase, pod.Status.Reason)
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != WorkerContainer {
-			continue
-		}
-		switch {
-		case cs.State.Running != nil:
-			return true, nil
-		case cs.State.Terminated != nil:
-			return true, fmt.Errorf("%w: worker of pod %s ended (exit %d) before it ran", container.ErrWorkerFailed, pod.Name, cs.State.Terminated.ExitCode)
-		case cs.State.Waiting != nil && imageMissing[cs.State.Waiting.Reason]:
-			return true, fmt.Errorf("%w: pod %s: %s", container.ErrImageMissing, pod.Name, cs.State.Waiting.Reason)
-		}
+	cs := workerStatus(pod)
+	switch {
+	case cs == nil:
+		return false, nil
+	case cs.State.Running != nil:
+		return true, nil
+	case cs.State.Terminated != nil:
+		return true, fmt.Errorf("%w: worker of pod %s ended (exit %d) before it ran", container.ErrWorkerFailed, pod.Name, cs.State.Terminated.ExitCode)
+	case cs.State.Waiting != nil && imageMissing[cs.State.Waiting.Reason]:
+		return true, fmt.Errorf("%w: pod %s: %s", container.ErrImageMissing, pod.Name, cs.State.Waiting.Reason)
 	}
 	return false, nil
+}
+
+// workerStatus is the status of pod's worker container, nil before the
+// kubelet reported one.
+func workerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == WorkerContainer {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
 }
 
 // imageMissing are the kubelet's waiting reasons of an image it does not
@@ -247,15 +256,11 @@ func (p *Pods) Watch(ctx context.Context, name string) (<-chan error, error) {
 // workerRunning reports the worker's restart count and whether the Pod
 // and its worker run.
 func workerRunning(pod *corev1.Pod) (int32, bool) {
-	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+	cs := workerStatus(pod)
+	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || cs == nil {
 		return 0, false
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == WorkerContainer {
-			return cs.RestartCount, cs.State.Running != nil
-		}
-	}
-	return 0, false
+	return cs.RestartCount, cs.State.Running != nil
 }
 
 // engineErr classifies a failed API call: an ended context wins.
