@@ -177,7 +177,7 @@ func archRules() []importRule {
 		who:  func(dir string) bool { return !under(dir, "internal", "cmd") },
 		allowed: func(_, ip string) bool {
 			l := local(ip)
-			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf", "internal/chunkread", "internal/skilltest", "internal/sqlitelock", "internal/runtimetest", "internal/heappeak", "internal/hostbin")
+			return !under(l, "internal/fakemodel", "internal/fakediscord", "internal/fakeruntime", "internal/dockertest", "internal/syncbuf", "internal/chunkread", "internal/skilltest", "internal/sqlitelock", "internal/runtimetest", "internal/heappeak", "internal/hostbin", "internal/k8stest")
 		},
 		why: "fakes live under internal/ and are used by tests (and the operator's stand-in model command) only",
 	}, {

@@ -144,6 +144,9 @@ func newAgent(turn wire.Turn, o Options) (*sealedTurn, error) {
 	mem := &memory{entries: turn.Memory}
 	history := loadHistory(turn.History, turn.Reset)
 	b := newBroker(o.Socket)
+	if o.Network != nil {
+		b = newNetworkBroker(o.Network)
+	}
 	stderr := o.Stderr
 	a := &sealedTurn{
 		agent: &agent{

@@ -28,6 +28,12 @@ func newBroker(socket string) *broker {
 	return &broker{client: brokerclient.Client{Socket: socket}}
 }
 
+// newNetworkBroker posts to the broker's network listener instead, with
+// the turn's token (Options.Network).
+func newNetworkBroker(n *brokerclient.Network) *broker {
+	return &broker{client: brokerclient.Client{Network: n}}
+}
+
 // close is kept for the agent's lifecycle; every call already closed its
 // own connection.
 func (b *broker) close() {}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,14 @@ type Options struct {
 	Stdout io.Writer
 	Stderr io.Writer        // failure details; nil discards them
 	Socket string           // broker socket; "" means wire.BrokerSocketPath
+	// Network, when set, is the broker's network listener and the turn's
+	// token (read from the hello line: ReadHello), used instead of Socket.
+	Network *brokerclient.Network
+	// HelloFirst makes Run read a wire.BrokerHello line from Stdin before
+	// the turn and set Network from it: the Kubernetes engine's worker
+	// (`rtsandbox-worker --broker-from-stdin`), which shares no socket
+	// with the host.
+	HelloFirst bool
 	Now    func() time.Time // clock for the system prompt; nil means time.Now
 }
 
@@ -40,6 +49,14 @@ func Run(ctx context.Context, o Options) (code int) {
 			code = fail(o, errPanic)
 		}
 	}()
+	if o.HelloFirst {
+		in := bufio.NewReader(o.Stdin)
+		n, err := readHello(in)
+		if err != nil {
+			return fail(o, errors.Join(errHello, err))
+		}
+		o.Network, o.Stdin = n, in
+	}
 	turn, err := readTurn(o.Stdin)
 	if err != nil {
 		if !errors.Is(err, errInvalidTurn) {
@@ -117,6 +134,7 @@ func (f *failure) Error() string { return f.detail }
 // The worker's failures. Each detail is a fixed text.
 var (
 	errStdin             = &failure{classInvalidTurn, "stdin unreadable or over its limit"}
+	errHello             = &failure{classInvalidTurn, "broker hello unreadable or invalid"}
 	errTimeZone          = &failure{classInvalidTurn, "invalid time zone"}
 	errBrokerUnreachable = &failure{classBrokerUnreachable, "broker call failed"}
 	errModelResponse     = &failure{classModelResponse, "invalid model response"}

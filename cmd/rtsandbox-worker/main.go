@@ -7,6 +7,10 @@
 // /workspace/sessions, logging one JSON line per event on stdout. See
 // package worker for both protocols.
 //
+// With --broker-from-stdin it is the sealed worker of the Kubernetes
+// engine: the first line of its stdin is the broker's network address and
+// the turn's token (wire.BrokerHello), the turn follows.
+//
 // Build it static: CGO_ENABLED=0 go build ./cmd/rtsandbox-worker
 package main
 
@@ -39,10 +43,15 @@ func main() {
 		stop()
 		os.Exit(code)
 	}
+	// --broker-from-stdin: the Kubernetes engine's sealed worker, which
+	// shares no socket with the host, reads the broker's network address
+	// and the turn's token from its stdin's first line (wire.BrokerHello).
+	helloFirst := len(os.Args) > 1 && os.Args[1] == "--broker-from-stdin"
 	os.Exit(worker.Run(context.Background(), worker.Options{
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		Socket: wire.BrokerSocketPath,
+		Stdin:      os.Stdin,
+		Stdout:     os.Stdout,
+		Stderr:     os.Stderr,
+		Socket:     wire.BrokerSocketPath,
+		HelloFirst: helloFirst,
 	}))
 }

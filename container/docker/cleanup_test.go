@@ -362,58 +362,6 @@ func TestReapEveryWakesQueuedRemovals(t *testing.T) {
 	<-done
 }
 
-func TestTailBuffer(t *testing.T) {
-	for _, chunks := range [][]string{
-		nil,
-		{"short"},
-		{strings.Repeat("a", 10), strings.Repeat("b", 7)},
-		{strings.Repeat("x", 20)},
-		{"abc", strings.Repeat("y", 16), "de"},
-	} {
-		tb := tailBuffer{limit: 1 << 20, ring: make([]byte, 16)}
-		var all []byte
-		for _, c := range chunks {
-			if n, err := tb.Write([]byte(c)); n != len(c) || err != nil {
-				t.Fatalf("Write = %d, %v", n, err)
-			}
-			all = append(all, c...)
-		}
-		want := all[max(0, len(all)-16):]
-		if len(all) == 0 {
-			want = nil
-		}
-		if got := tb.tail(); !bytes.Equal(got, want) {
-			t.Errorf("chunks %q: tail %q; want %q", chunks, got, want)
-		}
-	}
-	tb := tailBuffer{limit: 8, ring: make([]byte, 4)}
-	if _, err := tb.Write(make([]byte, 9)); !errors.Is(err, rtcontainer.ErrOutputLimit) {
-		t.Errorf("Write over the limit = %v; want ErrOutputLimit", err)
-	}
-}
-
-// FuzzTailBuffer: the tail is always the last bytes written, whatever the
-// chunking.
-func FuzzTailBuffer(f *testing.F) {
-	f.Add([]byte("hello world, this is stderr"), uint8(5))
-	f.Add(bytes.Repeat([]byte("z"), 100), uint8(1))
-	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
-		size := int(step%32) + 1
-		tb := tailBuffer{limit: 1 << 20, ring: make([]byte, 13)}
-		for rest := data; len(rest) > 0; {
-			n := min(size, len(rest))
-			if _, err := tb.Write(rest[:n]); err != nil {
-				t.Fatal(err)
-			}
-			rest = rest[n:]
-		}
-		want := data[max(0, len(data)-13):]
-		if got := tb.tail(); !bytes.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
-			t.Fatalf("tail %q; want %q", got, want)
-		}
-	})
-}
-
 // The end of a failed worker's stderr comes back in the Result; nothing of
 // a successful one does.
 func TestRunKeepsStderrTailOfFailure(t *testing.T) {
@@ -432,9 +380,9 @@ func TestRunKeepsStderrTailOfFailure(t *testing.T) {
 	if !errors.Is(err, rtcontainer.ErrWorkerFailed) {
 		t.Fatalf("Run = %v; want ErrWorkerFailed", err)
 	}
-	if len(res.StderrTail) != stderrTailSize || !bytes.HasSuffix(res.StderrTail, []byte(line)) || res.StderrBytes != 2000*6+len(line) {
+	if len(res.StderrTail) != rtcontainer.StderrTailSize || !bytes.HasSuffix(res.StderrTail, []byte(line)) || res.StderrBytes != 2000*6+len(line) {
 		t.Errorf("tail %d bytes (suffix ok %v), count %d; want the last %d bytes", len(res.StderrTail),
-			bytes.HasSuffix(res.StderrTail, []byte(line)), res.StderrBytes, stderrTailSize)
+			bytes.HasSuffix(res.StderrTail, []byte(line)), res.StderrBytes, rtcontainer.StderrTailSize)
 	}
 	if got, ok := rtcontainer.ParseWorkerFailure(res.StderrTail); !ok || got.Class != rtcontainer.WorkerNoFinalText {
 		t.Errorf("ParseWorkerFailure = %+v, %v", got, ok)

@@ -55,9 +55,6 @@ var _ engine = (*client.Client)(nil)
 // Limits and delays of a run (docs/sealed-turn.md, "The container"; docs/sealed-turn.md, "Deadlines and cleanup when the engine is slow, down or wedged", and the deadline budget of
 // budget.go).
 const (
-	stdoutLimit      = 2 << 20   // 2 MiB of reply JSON
-	stderrLimit      = 128 << 10 // 128 KiB, counted; only the tail is kept
-	stderrTailSize   = 4 << 10   // the tail of a failed worker's stderr
 	removeTimeout    = 5 * time.Second
 	createTimeout    = 10 * time.Second // a create the turn's end does not cut (execute)
 	exitDrain        = 2 * time.Second  // how long the output may stay open after the exit (supervise)

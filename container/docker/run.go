@@ -220,7 +220,7 @@ func (d *Driver) claim(ctx context.Context, b budget, id string, cond container.
 	st := startStreams(att.HijackedResponse)
 	defer func() {
 		st.close() // the demultiplexer is done: the tail is stable
-		res.StderrBytes, res.StderrTail = st.stderr.n, st.stderr.tail()
+		res.StderrBytes, res.StderrTail = st.stderr.Len(), st.stderr.Tail()
 	}()
 	waitCtx, cancelWait := context.WithCancel(ctx)
 	defer cancelWait()
@@ -244,7 +244,7 @@ func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams
 	}
 	output := st.done
 	var drained <-chan time.Time // armed by the exit: the output must end soon after
-	replied := st.stdout.ended
+	replied := st.stdout.Ended()
 	if d.afterExit != nil {
 		replied = nil // a test inspects the exited container
 	}
@@ -256,7 +256,7 @@ func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams
 			// The early reply: the worker is done; its exit would only
 			// cost the engine's exit handling (container.OneShot).
 			res.Replied = d.now()
-			return run{stdout: st.stdout.reply, early: true}, nil
+			return run{stdout: st.stdout.Reply(), early: true}, nil
 		case <-drained:
 			// The engine keeps a stream open after the exit: a container
 			// that ended before a warm claim attached, say. Not a hang
@@ -281,11 +281,11 @@ func (d *Driver) supervise(ctx context.Context, b budget, id string, st *streams
 	if d.afterExit != nil {
 		d.afterExit(id)
 	}
-	if st.stdout.reply != nil {
+	if st.stdout.Reply() != nil {
 		// Whatever followed the end mark is not the reply.
-		return run{stdout: st.stdout.reply}, nil
+		return run{stdout: st.stdout.Reply()}, nil
 	}
-	return run{stdout: st.stdout.buf.Bytes()}, nil
+	return run{stdout: st.stdout.Bytes()}, nil
 }
 
 type exitStatus struct {

@@ -151,12 +151,12 @@ func TestRunFailures(t *testing.T) {
 	}{
 		// A well-formed ok:false reply with exit code 1 throws (docs/sealed-turn.md, "The container").
 		{"exit-1", replyWorker(`{"ok":false,"text":"x"}`, 1), rtcontainer.ErrWorkerFailed, 2, false},
-		{"stdout-over-limit", replyWorker(strings.Repeat("x", stdoutLimit+1), 0), rtcontainer.ErrOutputLimit, 2, true},
+		{"stdout-over-limit", replyWorker(strings.Repeat("x", rtcontainer.StdoutLimit+1), 0), rtcontainer.ErrOutputLimit, 2, true},
 		{"text-over-limit", replyWorker(`{"ok":true,"text":"`+strings.Repeat("a", 100001)+`"}`, 0), rtcontainer.ErrInvalidReply, 1, false},
 		{"not-json", replyWorker(`hello`, 0), rtcontainer.ErrInvalidReply, 1, false},
 		{"stderr-over-limit", func(_ <-chan struct{}, in io.Reader, _, errw io.Writer) int {
 			_, _ = io.ReadAll(in)
-			_, _ = io.WriteString(errw, strings.Repeat("e", stderrLimit+1))
+			_, _ = io.WriteString(errw, strings.Repeat("e", rtcontainer.StderrLimit+1))
 			return 0
 		}, rtcontainer.ErrOutputLimit, 2, true},
 	}

@@ -35,7 +35,9 @@ func NewPods(cs kubernetes.Interface, o Options) (*Pods, error) {
 }
 
 // Start creates pod and returns it once its worker runs, as a watch
-// reports it (never a poll). Errors: container.ErrImageMissing (the
+// reports it (never a poll). On an error after the create it returns the
+// Pod as created, for the caller's Delete by UID; nil when the create
+// failed. Errors: container.ErrImageMissing (the
 // kubelet may not pull: imagePullPolicy Never), container.ErrWorkerFailed
 // (the Pod ended before it ran), container.ErrAborted (ctx ended; the Pod
 // is left for the caller's Delete), container.ErrEngine.
@@ -44,7 +46,7 @@ func (p *Pods) Start(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) 
 	if err != nil {
 		return nil, engineErr(ctx, "create pod", err)
 	}
-	var running *corev1.Pod
+	running := created
 	err = p.follow(ctx, created.Name, created.UID, func(pod *corev1.Pod) (bool, error) {
 		done, err := started(pod)
 		if done && err == nil {
@@ -269,4 +271,26 @@ func engineErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
 	}
 	return fmt.Errorf("%w: %s: %w", container.ErrEngine, op, err)
+}
+
+// Exit waits until the worker of the Pod name of uid has ended, as a watch
+// reports it, and returns its exit code. Errors: container.ErrWorkerFailed
+// (the Pod ended without the worker's exit code: evicted, its node lost),
+// container.ErrEngine (the Pod was deleted or is gone), container.ErrAborted.
+func (p *Pods) Exit(ctx context.Context, name string, uid types.UID) (int, error) {
+	code := -1
+	err := p.follow(ctx, name, uid, func(pod *corev1.Pod) (bool, error) {
+		if cs := workerStatus(pod); cs != nil && cs.State.Terminated != nil {
+			code = int(cs.State.Terminated.ExitCode)
+			return true, nil
+		}
+		switch {
+		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+			return true, fmt.Errorf("%w: pod %s ended (%s): %s", container.ErrWorkerFailed, name, pod.Status.Phase, pod.Status.Reason)
+		case pod.DeletionTimestamp != nil:
+			return true, fmt.Errorf("%w: pod %s: %w", container.ErrEngine, name, errGone)
+		}
+		return false, nil
+	})
+	return code, err
 }

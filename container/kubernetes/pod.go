@@ -15,6 +15,10 @@ import (
 // WorkerContainer is the name of the worker's container in every Pod.
 const WorkerContainer = "worker"
 
+// SealedWorkerArg is the sealed worker's argument on Kubernetes
+// (cmd/rtsandbox-worker): read the broker hello before the turn.
+const SealedWorkerArg = "--broker-from-stdin"
+
 // Where the worker's memory-backed volumes are mounted, and /tmp's size
 // (container.Spec: a 64 MiB /tmp, HOME under it).
 const (
@@ -84,6 +88,10 @@ func sealedPodSpec(spec container.Spec, o Options) corev1.PodSpec {
 			Name:            WorkerContainer,
 			Image:           spec.Image,
 			ImagePullPolicy: corev1.PullNever,
+			// The worker reads the broker's address and its token
+			// from its stdin (wire.BrokerHello): it shares no socket
+			// with the host.
+			Args: []string{SealedWorkerArg},
 			// The turn (and the broker's token before it) arrive on
 			// stdin through an attach, once: nothing of a turn is in
 			// the Pod's spec.

@@ -1,0 +1,286 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
+)
+
+// Sealed is the Kubernetes engine of the sealed mode, a container.OneShot:
+// one fresh Pod per turn, created under the turn's spec, attached to, and
+// deleted after its one turn.
+//
+// The turn's broker stays where the sealed runtime puts it, on a Unix
+// socket in the spec's run directory on the host. Run issues a fresh token
+// on the broker's network listener for a Relay to that socket,
+// writes the listener's address and the token (wire.BrokerHello) and then
+// the turn on the worker's stdin through the attach stream, and revokes
+// the token when the turn returns. So every broker rule is the socket's,
+// unchanged; the token only replaces the bind mount as the way in.
+type Sealed struct {
+	pods   *Pods
+	attach Attacher
+	tokens *broker.Tokens
+	hello  wire.BrokerHello // the listener's address and CA; the token is each turn's
+
+	mu       sync.Mutex
+	closed   bool
+	removing sync.WaitGroup
+}
+
+var _ container.OneShot = (*Sealed)(nil)
+
+// removeWait is how long Run waits for a Pod's deletion to be confirmed
+// before it returns with Result.CleanupPending and goes on in the
+// background: the deadline rule's "plus at most about a second".
+const removeWait = time.Second
+
+// backgroundRemove bounds a deletion that goes on after Run returned.
+const backgroundRemove = time.Minute
+
+// NewSealed is the sealed engine of o's installation on cs, attaching
+// through attach and issuing tokens on tokens, the table of the broker's
+// network listener at o.Broker. ca is the PEM certificate the listener's
+// TLS certificate chains to, "" when it speaks plain TCP. Errors wrap
+// container.ErrInvalidSpec.
+func NewSealed(cs kubernetes.Interface, attach Attacher, tokens *broker.Tokens, ca string, o Options) (*Sealed, error) {
+	pods, err := NewPods(cs, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealed{pods: pods, attach: attach, tokens: tokens,
+		hello: wire.BrokerHello{Broker: pods.o.Broker.String(), CA: ca}}, nil
+}
+
+// brokerSocket is the broker's socket in a turn's run directory.
+func brokerSocket(runDir string) string {
+	return filepath.Join(runDir, path.Base(wire.BrokerSocketPath))
+}
+
+// Run runs spec's worker in a fresh Pod and returns its reply, as
+// container.OneShot.Run describes.
+func (e *Sealed) Run(ctx context.Context, spec container.Spec, input []byte) (container.Result, error) {
+	res := container.Result{Began: time.Now(), ExitCode: -1}
+	if err := e.track(); err != nil {
+		return res, err
+	}
+	defer e.removing.Done()
+	pod, err := SealedPod(spec, e.pods.o)
+	if err != nil {
+		return res, err
+	}
+	relay := NewRelay(brokerSocket(spec.RunDir))
+	defer relay.Close()
+	tok, revoke := e.tokens.Issue(ctx, relay)
+	defer revoke()
+	h := e.hello
+	h.Token = tok.Reveal()
+	stdin, err := wire.AppendBrokerHello(make([]byte, 0, len(input)+512), h)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", container.ErrInvalidSpec, err)
+	}
+	stdin = append(stdin, input...)
+
+	running, err := e.pods.Start(ctx, pod)
+	if running != nil {
+		res.Created = running.CreationTimestamp.Time
+	}
+	if err != nil {
+		return e.cleanup(running, res, err)
+	}
+	res.Started = time.Now()
+	return e.turn(ctx, running, stdin, res)
+}
+
+// track counts a run for Close; a closed engine refuses it.
+func (e *Sealed) track() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return fmt.Errorf("%w: engine closed", container.ErrEngine)
+	}
+	e.removing.Add(1)
+	return nil
+}
+
+// attachEnd is what ended an attach: its error, once the stream closed.
+type attachEnd struct{ err error }
+
+// exitEnd is the worker's end as the Pod's watch reported it.
+type exitEnd struct {
+	code int
+	err  error
+}
+
+// turn attaches to the running Pod, hands the worker stdin and reads its
+// reply: at the end mark (the early reply), or at the worker's exit.
+func (e *Sealed) turn(ctx context.Context, pod *corev1.Pod, stdin []byte, res container.Result) (container.Result, error) {
+	out, errOut := container.NewReplyBuffer(), container.NewTailBuffer()
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	attached := make(chan attachEnd, 1)
+	go func() {
+		err := e.attach.Attach(actx, pod, Streams{Stdin: bytes.NewReader(stdin), Stdout: out, Stderr: errOut})
+		attached <- attachEnd{err}
+	}()
+	exited := make(chan exitEnd, 1)
+	go func() {
+		code, err := e.pods.Exit(actx, pod.Name, pod.UID)
+		exited <- exitEnd{code, err}
+	}()
+	finish := func() { cancel(); <-attached; <-exited }
+
+	var stream attachEnd
+	select {
+	case <-out.Ended():
+		res.Replied = time.Now()
+		finish()
+		return e.early(pod, out.Reply(), res)
+	case <-ctx.Done():
+		finish()
+		return e.cleanup(pod, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
+	case stream = <-attached:
+	case end := <-exited:
+		// The worker ended: its last output is still on the way.
+		select {
+		case stream = <-attached:
+		case <-time.After(removeWait):
+			cancel()
+			stream = <-attached
+		}
+		res.ExitCode, res.Exited = end.code, time.Now()
+		cancel()
+		return e.settle(pod, out, errOut, stream, end, res)
+	}
+	// The stream ended first: the worker exited (or the stream broke, or
+	// its output went over a bound); the watch tells which.
+	if errors.Is(stream.err, container.ErrOutputLimit) {
+		cancel()
+		<-exited
+		return e.cleanup(pod, res, stream.err)
+	}
+	var end exitEnd
+	select {
+	case end = <-exited:
+	case <-ctx.Done():
+		cancel()
+		<-exited
+		return e.cleanup(pod, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
+	}
+	res.ExitCode, res.Exited = end.code, time.Now()
+	return e.settle(pod, out, errOut, stream, end, res)
+}
+
+// early finishes a turn at its end mark: the reply counts, and the Pod is
+// deleted in the background; Result.Settled closes once it is gone.
+func (e *Sealed) early(pod *corev1.Pod, reply []byte, res container.Result) (container.Result, error) {
+	settled := make(chan struct{})
+	res.Settled = settled
+	r, err := wire.ParseReply(reply)
+	e.removing.Add(1)
+	go func() {
+		defer e.removing.Done()
+		defer close(settled)
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundRemove)
+		defer cancel()
+		_ = e.pods.Delete(ctx, pod.Name, pod.UID) // the reaper removes what this missed
+	}()
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", container.ErrInvalidReply, err)
+	}
+	res.ExitCode = 0
+	res.Reply = r
+	return res, nil
+}
+
+// settle decides a turn whose worker ended: exit code 0 and a valid reply
+// (with or without the end mark) is the reply; anything else its class.
+// The Pod is deleted either way.
+func (e *Sealed) settle(pod *corev1.Pod, out *container.ReplyBuffer, errOut *container.TailBuffer, stream attachEnd, end exitEnd, res container.Result) (container.Result, error) {
+	res.StderrBytes = errOut.Len()
+	var err error
+	switch {
+	case end.err != nil:
+		err = end.err
+	case errors.Is(stream.err, container.ErrOutputLimit):
+		err = stream.err
+	case end.code != 0:
+		err = fmt.Errorf("%w: exit code %d", container.ErrWorkerFailed, end.code)
+	}
+	if err != nil {
+		res.StderrTail = errOut.Tail()
+		return e.cleanup(pod, res, err)
+	}
+	reply := out.Reply()
+	if reply == nil {
+		reply = out.Bytes()
+	}
+	r, perr := wire.ParseReply(reply)
+	res, cerr := e.cleanup(pod, res, nil)
+	if perr != nil {
+		return res, errors.Join(fmt.Errorf("%w: %w", container.ErrInvalidReply, perr), cerr)
+	}
+	if cerr != nil {
+		return res, cerr
+	}
+	res.Reply = r
+	return res, nil
+}
+
+// cleanup deletes pod (nil: nothing was created) and returns res with
+// cause: confirmed within removeWait, or CleanupPending with the deletion
+// going on in the background.
+func (e *Sealed) cleanup(pod *corev1.Pod, res container.Result, cause error) (container.Result, error) {
+	if pod == nil || pod.UID == "" {
+		return res, cause
+	}
+	done := make(chan error, 1)
+	e.removing.Add(1)
+	go func() {
+		defer e.removing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), backgroundRemove)
+		defer cancel()
+		done <- e.pods.Delete(ctx, pod.Name, pod.UID)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return res, errors.Join(cause, fmt.Errorf("%w: %w", container.ErrCleanup, err))
+		}
+		res.Removed = time.Now()
+	case <-time.After(removeWait):
+		res.CleanupPending = true
+	}
+	return res, cause
+}
+
+// Reap deletes every sealed worker Pod of installation, which must be the
+// engine's own: a crash's leftovers. Errors: container.ErrInvalidSpec,
+// container.ErrEngine, container.ErrCleanup.
+func (e *Sealed) Reap(ctx context.Context, installation string) (int, error) {
+	if installation != e.pods.o.Installation {
+		return 0, fmt.Errorf("%w: installation %q is not this engine's", container.ErrInvalidSpec, installation)
+	}
+	return e.pods.Reap(ctx, container.RoleTurn)
+}
+
+// Close refuses new runs and waits for the deletions under way.
+func (e *Sealed) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.removing.Wait()
+	return nil
+}

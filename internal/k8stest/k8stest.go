@@ -1,0 +1,324 @@
+// Package k8stest runs a real Kubernetes control plane for the Kubernetes
+// engine's cluster tier (docs/kubernetes.md, "Testing"): etcd and a
+// kube-apiserver (through controller-runtime's envtest, with RBAC on), a
+// kube-scheduler, a kube-controller-manager (the garbage collector only),
+// kwok managing one fake node, on which Pods are marked running at once and
+// nothing runs, and the agent-sandbox controller with its CRDs.
+//
+// The binaries come from scripts/k8s-tools.sh, which builds them once per
+// machine from the committed tools modules and prints their directory;
+// RTSANDBOX_K8S_TOOLS_DIR names it. Without it a test skips, except under
+// CI=true, where it fails: .ci/run builds the tools and sets the variable,
+// and a cluster test that silently skipped there would prove nothing.
+//
+// One cluster serves a test binary: Require starts it on first use, and
+// Main stops it after the tests, killing every process it started and
+// removing its directory. Tests isolate themselves by namespace.
+package k8stest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ToolsEnv names the directory scripts/k8s-tools.sh printed.
+const ToolsEnv = "RTSANDBOX_K8S_TOOLS_DIR"
+
+// NodeName is the one fake node kwok manages; every Pod lands on it.
+const NodeName = "kwok-node-0"
+
+// FailLabel is the label that makes kwok fail a running Pod's containers
+// (exit code 1), as a crash or an eviction would: the stage
+// pod-container-running-failed of kwok's chaos set.
+const FailLabel = "pod-container-running-failed.stage.kwok.x-k8s.io"
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// Config is an administrator's client configuration (system:masters).
+	Config *rest.Config
+	// Kubeconfig is the path of a kubeconfig file holding Config.
+	Kubeconfig string
+	// Clientset is a client on Config.
+	Clientset kubernetes.Interface
+
+	env   *envtest.Environment
+	dir   string
+	procs []*process
+}
+
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *Cluster
+	sharedErr  error
+)
+
+// InCI reports whether tests run under CI (CI=true).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Require returns the test binary's cluster, started on first use. Without
+// the tools tb skips, or fails under CI; a cluster that failed to start
+// fails tb.
+func Require(tb testing.TB) *Cluster {
+	tb.Helper()
+	tools := os.Getenv(ToolsEnv)
+	if tools == "" {
+		if InCI() {
+			tb.Fatalf("Kubernetes cluster test cannot run under CI=true without %s (.ci/run sets it from scripts/k8s-tools.sh)", ToolsEnv)
+		}
+		tb.Skipf("Kubernetes cluster test skipped: %s is unset (run scripts/k8s-tools.sh)", ToolsEnv)
+	}
+	sharedOnce.Do(func() { shared, sharedErr = Start(context.Background(), tools) })
+	if sharedErr != nil {
+		tb.Fatalf("start the test cluster: %v", sharedErr)
+	}
+	return shared
+}
+
+// Main runs m and then stops the cluster Require started, if any.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if shared != nil {
+		if err := shared.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "k8stest: stop the test cluster:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// Start runs a control plane from the binaries under tools and returns
+// once the fake node is ready. On error nothing is left running.
+func Start(ctx context.Context, tools string) (c *Cluster, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "rtsandbox-k8s-")
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{dir: dir, env: &envtest.Environment{
+		BinaryAssetsDirectory: filepath.Join(tools, "bin"),
+		CRDDirectoryPaths:     []string{filepath.Join(tools, "crds")},
+		ErrorIfCRDPathMissing: true,
+	}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Stop())
+			c = nil
+		}
+	}()
+	if c.Config, err = c.env.Start(); err != nil {
+		return c, fmt.Errorf("etcd and kube-apiserver: %w", err)
+	}
+	if err := c.writeKubeconfig(); err != nil {
+		return c, err
+	}
+	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return c, err
+	}
+	bin := func(name string) string { return filepath.Join(tools, "bin", name) }
+	kc := "--kubeconfig=" + c.Kubeconfig
+	starts := []struct {
+		name string
+		args []string
+	}{
+		{"kube-scheduler", []string{kc, "--leader-elect=false", "--secure-port=0"}},
+		{"kube-controller-manager", []string{kc, "--leader-elect=false", "--secure-port=0",
+			"--controllers=garbagecollector", "--use-service-account-credentials=false"}},
+		{"kwok", []string{kc, "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--config=" + filepath.Join(tools, "kwok-stages.yaml"), "--server-address=127.0.0.1:0",
+			"--node-lease-duration-seconds=40"}},
+		{"agent-sandbox-controller", []string{"--extensions", "--leader-elect=false",
+			"--metrics-bind-address=0", "--health-probe-bind-address=0"}},
+	}
+	for _, s := range starts {
+		if err := c.run(s.name, bin(s.name), s.args...); err != nil {
+			return c, err
+		}
+	}
+	if err := c.addNode(ctx); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// writeKubeconfig writes Config as an administrator's kubeconfig.
+func (c *Cluster) writeKubeconfig() error {
+	user, err := c.env.AddUser(envtest.User{Name: "rtsandbox-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("admin user: %w", err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	c.Kubeconfig = filepath.Join(c.dir, "admin.kubeconfig")
+	return os.WriteFile(c.Kubeconfig, raw, 0o600)
+}
+
+// run starts one component, its output in a log file under the cluster's
+// directory, in its own process group so that Stop kills what it forked.
+func (c *Cluster) run(name, path string, args ...string) error {
+	logPath := filepath.Join(c.dir, name+".log")
+	out, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		out.Close()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// addNode registers the fake node kwok manages and waits until kwok
+// reports it ready.
+func (c *Cluster) addNode(ctx context.Context) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("32"),
+		corev1.ResourceMemory:           resource.MustParse("256Gi"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: NodeName,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: NodeName}},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	nodes := c.Clientset.CoreV1().Nodes()
+	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node: %w", err)
+	}
+	for {
+		n, err := nodes.Get(ctx, NodeName, metav1.GetOptions{})
+		if err == nil && nodeReady(n) {
+			// The API server tainted the node not-ready at its
+			// registration; the node lifecycle controller that would
+			// lift the taint is not run (it would evict Pods whenever
+			// a heartbeat lags on a busy machine).
+			n.Spec.Taints = nil
+			if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("untaint node: %w", err)
+			}
+			return nil
+		}
+		if err := c.exited(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s not ready: %w\n%s", NodeName, ctx.Err(), c.LogTail("kwok"))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// exited reports a component that ended, with its log's end.
+func (c *Cluster) exited() error {
+	for _, p := range c.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited: %v\n%s", p.name, p.cmd.ProcessState, c.LogTail(p.name))
+		default:
+		}
+	}
+	return nil
+}
+
+// LogTail is the last 4 KiB of a component's log, for a failure message.
+func (c *Cluster) LogTail(name string) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, name+".log"))
+	if len(b) > 4096 {
+		b = b[len(b)-4096:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// Namespace creates a namespace named for tb and returns its name.
+// Objects in it are removed with the cluster.
+func (c *Cluster) Namespace(tb testing.TB) string {
+	tb.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
+	created, err := c.Clientset.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	if err != nil {
+		tb.Fatalf("create namespace: %v", err)
+	}
+	return created.Name
+}
+
+// Stop kills every component and removes the cluster's directory.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	c.procs = nil
+	if c.env != nil {
+		if err := c.env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("envtest: %w", err))
+		}
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// LeakOptions are goleak's exceptions for a package that used the
+// cluster: client-go's and klog's process-wide goroutines, which live as
+// long as the binary by design.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).updateUnfinishedWorkLoop"),
+		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
+	}
+}
