@@ -20,8 +20,8 @@ import (
 type Options struct {
 	Stdin  io.Reader
 	Stdout io.Writer
-	Stderr io.Writer        // failure details; nil discards them
-	Socket string           // broker socket; "" means wire.BrokerSocketPath
+	Stderr io.Writer // failure details; nil discards them
+	Socket string    // broker socket; "" means wire.BrokerSocketPath
 	// Network, when set, is the broker's network listener and the turn's
 	// token (read from the hello line: ReadHello), used instead of Socket.
 	Network *brokerclient.Network
@@ -30,7 +30,7 @@ type Options struct {
 	// (`rtsandbox-worker --broker-from-stdin`), which shares no socket
 	// with the host.
 	HelloFirst bool
-	Now    func() time.Time // clock for the system prompt; nil means time.Now
+	Now        func() time.Time // clock for the system prompt; nil means time.Now
 }
 
 // Run executes one turn: it reads the turn from Stdin, runs the agent loop

@@ -52,7 +52,7 @@ func TestSealedPodHardening(t *testing.T) {
 		},
 		Containers: []corev1.Container{{
 			Name: WorkerContainer, Image: "rtsandbox-worker:latest", ImagePullPolicy: corev1.PullNever,
-			Args: []string{SealedWorkerArg},
+			Args:  []string{SealedWorkerArg},
 			Stdin: true, StdinOnce: true, Env: []corev1.EnvVar{{Name: "HOME", Value: "/tmp/home"}},
 			Resources: corev1.ResourceRequirements{Limits: limits, Requests: limits},
 			SecurityContext: &corev1.SecurityContext{
