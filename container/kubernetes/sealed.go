@@ -31,6 +31,7 @@ import (
 // unchanged; the token only replaces the bind mount as the way in.
 type Sealed struct {
 	pods   *Pods
+	claims *Claims // nil: every turn in a Pod of its own
 	attach Attacher
 	tokens *broker.Tokens
 	hello  wire.BrokerHello // the listener's address and CA; the token is each turn's
@@ -93,15 +94,36 @@ func (e *Sealed) Run(ctx context.Context, spec container.Spec, input []byte) (co
 	}
 	stdin = append(stdin, input...)
 
-	running, err := e.pods.Start(ctx, pod)
-	if running != nil {
-		res.Created = running.CreationTimestamp.Time
+	w, err := e.start(ctx, spec, pod)
+	if w.pod != nil {
+		res.Created = w.pod.CreationTimestamp.Time
 	}
 	if err != nil {
-		return e.cleanup(running, res, err)
+		return e.cleanup(w, res, err)
 	}
 	res.Started = time.Now()
-	return e.turn(ctx, running, stdin, res)
+	return e.turn(ctx, w, stdin, res)
+}
+
+// UseClaims serves the turns c.Serves from c's warm pool from now on.
+// Call it before the first Run.
+func (e *Sealed) UseClaims(c *Claims) { e.claims = c }
+
+// start gives the turn its running worker: a claim on the warm pool when
+// the turn's Pod would be the pool's, a Pod of its own otherwise.
+func (e *Sealed) start(ctx context.Context, spec container.Spec, pod *corev1.Pod) (turnPod, error) {
+	if e.claims != nil && e.claims.Serves(spec) {
+		cl, err := e.claims.Claim(ctx, spec.Name)
+		return turnPod{pod: cl.pod, claim: cl.name}, err
+	}
+	running, err := e.pods.Start(ctx, pod)
+	return turnPod{pod: running}, err
+}
+
+// turnPod is a turn's Pod, and its claim when the pool served it.
+type turnPod struct {
+	pod   *corev1.Pod
+	claim string
 }
 
 // track counts a run for Close; a closed engine refuses it.
@@ -126,7 +148,8 @@ type exitEnd struct {
 
 // turn attaches to the running Pod, hands the worker stdin and reads its
 // reply: at the end mark (the early reply), or at the worker's exit.
-func (e *Sealed) turn(ctx context.Context, pod *corev1.Pod, stdin []byte, res container.Result) (container.Result, error) {
+func (e *Sealed) turn(ctx context.Context, w turnPod, stdin []byte, res container.Result) (container.Result, error) {
+	pod := w.pod
 	out, errOut := container.NewReplyBuffer(), container.NewTailBuffer()
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -147,10 +170,10 @@ func (e *Sealed) turn(ctx context.Context, pod *corev1.Pod, stdin []byte, res co
 	case <-out.Ended():
 		res.Replied = time.Now()
 		finish()
-		return e.early(pod, out.Reply(), res)
+		return e.early(w, out.Reply(), res)
 	case <-ctx.Done():
 		finish()
-		return e.cleanup(pod, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
+		return e.cleanup(w, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
 	case stream = <-attached:
 	case end := <-exited:
 		// The worker ended: its last output is still on the way.
@@ -162,14 +185,14 @@ func (e *Sealed) turn(ctx context.Context, pod *corev1.Pod, stdin []byte, res co
 		}
 		res.ExitCode, res.Exited = end.code, time.Now()
 		cancel()
-		return e.settle(pod, out, errOut, stream, end, res)
+		return e.settle(w, out, errOut, stream, end, res)
 	}
 	// The stream ended first: the worker exited (or the stream broke, or
 	// its output went over a bound); the watch tells which.
 	if errors.Is(stream.err, container.ErrOutputLimit) {
 		cancel()
 		<-exited
-		return e.cleanup(pod, res, stream.err)
+		return e.cleanup(w, res, stream.err)
 	}
 	var end exitEnd
 	select {
@@ -177,15 +200,15 @@ func (e *Sealed) turn(ctx context.Context, pod *corev1.Pod, stdin []byte, res co
 	case <-ctx.Done():
 		cancel()
 		<-exited
-		return e.cleanup(pod, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
+		return e.cleanup(w, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
 	}
 	res.ExitCode, res.Exited = end.code, time.Now()
-	return e.settle(pod, out, errOut, stream, end, res)
+	return e.settle(w, out, errOut, stream, end, res)
 }
 
 // early finishes a turn at its end mark: the reply counts, and the Pod is
 // deleted in the background; Result.Settled closes once it is gone.
-func (e *Sealed) early(pod *corev1.Pod, reply []byte, res container.Result) (container.Result, error) {
+func (e *Sealed) early(w turnPod, reply []byte, res container.Result) (container.Result, error) {
 	settled := make(chan struct{})
 	res.Settled = settled
 	r, err := wire.ParseReply(reply)
@@ -193,9 +216,7 @@ func (e *Sealed) early(pod *corev1.Pod, reply []byte, res container.Result) (con
 	go func() {
 		defer e.removing.Done()
 		defer close(settled)
-		ctx, cancel := context.WithTimeout(context.Background(), backgroundRemove)
-		defer cancel()
-		_ = e.pods.Delete(ctx, pod.Name, pod.UID) // the reaper removes what this missed
+		_ = e.remove(w) // the reaper removes what this missed
 	}()
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", container.ErrInvalidReply, err)
@@ -208,7 +229,7 @@ func (e *Sealed) early(pod *corev1.Pod, reply []byte, res container.Result) (con
 // settle decides a turn whose worker ended: exit code 0 and a valid reply
 // (with or without the end mark) is the reply; anything else its class.
 // The Pod is deleted either way.
-func (e *Sealed) settle(pod *corev1.Pod, out *container.ReplyBuffer, errOut *container.TailBuffer, stream attachEnd, end exitEnd, res container.Result) (container.Result, error) {
+func (e *Sealed) settle(w turnPod, out *container.ReplyBuffer, errOut *container.TailBuffer, stream attachEnd, end exitEnd, res container.Result) (container.Result, error) {
 	res.StderrBytes = errOut.Len()
 	var err error
 	switch {
@@ -221,14 +242,14 @@ func (e *Sealed) settle(pod *corev1.Pod, out *container.ReplyBuffer, errOut *con
 	}
 	if err != nil {
 		res.StderrTail = errOut.Tail()
-		return e.cleanup(pod, res, err)
+		return e.cleanup(w, res, err)
 	}
 	reply := out.Reply()
 	if reply == nil {
 		reply = out.Bytes()
 	}
 	r, perr := wire.ParseReply(reply)
-	res, cerr := e.cleanup(pod, res, nil)
+	res, cerr := e.cleanup(w, res, nil)
 	if perr != nil {
 		return res, errors.Join(fmt.Errorf("%w: %w", container.ErrInvalidReply, perr), cerr)
 	}
@@ -239,20 +260,33 @@ func (e *Sealed) settle(pod *corev1.Pod, out *container.ReplyBuffer, errOut *con
 	return res, nil
 }
 
-// cleanup deletes pod (nil: nothing was created) and returns res with
-// cause: confirmed within removeWait, or CleanupPending with the deletion
-// going on in the background.
-func (e *Sealed) cleanup(pod *corev1.Pod, res container.Result, cause error) (container.Result, error) {
-	if pod == nil || pod.UID == "" {
+// remove releases w's claim, if any, and deletes its Pod by UID at once,
+// within backgroundRemove.
+func (e *Sealed) remove(w turnPod) error {
+	ctx, cancel := context.WithTimeout(context.Background(), backgroundRemove)
+	defer cancel()
+	var errs []error
+	if w.claim != "" {
+		errs = append(errs, e.claims.Release(ctx, w.claim))
+	}
+	if w.pod != nil && w.pod.UID != "" {
+		errs = append(errs, e.pods.Delete(ctx, w.pod.Name, w.pod.UID))
+	}
+	return errors.Join(errs...)
+}
+
+// cleanup removes w (nothing when nothing was created) and returns res
+// with cause: confirmed within removeWait, or CleanupPending with the
+// removal going on in the background.
+func (e *Sealed) cleanup(w turnPod, res container.Result, cause error) (container.Result, error) {
+	if w.claim == "" && (w.pod == nil || w.pod.UID == "") {
 		return res, cause
 	}
 	done := make(chan error, 1)
 	e.removing.Add(1)
 	go func() {
 		defer e.removing.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), backgroundRemove)
-		defer cancel()
-		done <- e.pods.Delete(ctx, pod.Name, pod.UID)
+		done <- e.remove(w)
 	}()
 	select {
 	case err := <-done:
@@ -273,7 +307,13 @@ func (e *Sealed) Reap(ctx context.Context, installation string) (int, error) {
 	if installation != e.pods.o.Installation {
 		return 0, fmt.Errorf("%w: installation %q is not this engine's", container.ErrInvalidSpec, installation)
 	}
-	return e.pods.Reap(ctx, container.RoleTurn)
+	var claims int
+	var err error
+	if e.claims != nil {
+		claims, err = e.claims.Reap(ctx)
+	}
+	n, perr := e.pods.Reap(ctx, container.RoleTurn)
+	return n + claims, errors.Join(err, perr)
 }
 
 // Close refuses new runs and waits for the deletions under way.
