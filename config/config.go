@@ -93,6 +93,10 @@ type Config struct {
 	Tools     []Tool
 	MCP       []MCPServer
 	Sandbox   Sandbox
+	// Engine runs the workers: EngineDocker (the default, the host's
+	// Docker Engine) or EngineKubernetes, with Kubernetes set.
+	Engine     string
+	Kubernetes *Kubernetes
 
 	// Access says who may talk and who owns the host; the zero value
 	// serves nobody.

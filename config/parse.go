@@ -20,7 +20,7 @@ import (
 func (p *parser) config(root *yaml.Node) *Config {
 	o, _ := p.object(root, "", "state_dir", "allow_http", "model", "tools", "mcp", "sandbox",
 		"access", "initial_channels", "http", "discord", "web", "host", "metrics", "budgets",
-		"models", "profiles", "channels_profile", "default_profile", "session")
+		"models", "profiles", "channels_profile", "default_profile", "session", "engine", "kubernetes")
 	c := &Config{}
 	if s, ok := p.text(o, "state_dir", true, stateDirRule); ok {
 		c.StateDir = filepath.Clean(s)
@@ -33,6 +33,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Tools = p.tools(p.list(o, "tools"))
 	c.MCP = p.servers(p.list(o, "mcp"))
 	c.Sandbox = p.sandbox(o.get("sandbox"))
+	p.engine(o, c)
 	c.Access = p.accessRules(o.get("access"))
 	c.InitialChannels = p.channelKeys(o, "initial_channels")
 	c.HTTP = p.httpSurface(o.get("http"))
@@ -44,6 +45,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	p.profileKeys(o, c)
 	c.Session = p.session(o.get("session"), c)
 	p.runscPIDs(c)
+	p.kubernetesModes(c)
 	reserve, reserveKey := c.turnReserve()
 	c.Budgets = p.budgets(o.get("budgets"), reserve, reserveKey)
 	return c

@@ -1,0 +1,182 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/rtsandbox/rtsandbox/container"
+)
+
+// The engines a config may name (engine).
+const (
+	EngineDocker     = "docker"
+	EngineKubernetes = "kubernetes"
+)
+
+// Kubernetes is the kubernetes block: where the engine of engine:
+// kubernetes runs its workers and how they reach the broker
+// (docs/kubernetes.md, "Configuration").
+type Kubernetes struct {
+	// Kubeconfig is the kubeconfig file's path; "" means the in-cluster
+	// configuration of a serve running in a Pod.
+	Kubeconfig string
+	// Namespace holds every object of the installation.
+	Namespace string
+	// RuntimeClasses maps runc and runsc to RuntimeClass names; an
+	// absent entry takes the engine's default (runc: the cluster's
+	// default handler, runsc: "gvisor").
+	RuntimeClasses map[string]string
+	// BrokerListen is where serve's broker listens for workers
+	// (host:port); BrokerAddress is what workers dial: an IP address and
+	// a port (workers resolve no names), the one destination their
+	// NetworkPolicy allows.
+	BrokerListen  string
+	BrokerAddress netip.AddrPort
+	// TLSCert and TLSKey are the listener's certificate and key files,
+	// both or neither; TLSCA is the PEM file workers verify it with.
+	TLSCert, TLSKey, TLSCA string
+	// SealedPool is the size of the agent-sandbox warm pool of sealed
+	// workers; 0 runs each sealed turn in a Pod of its own.
+	SealedPool int
+	// EphemeralMB bounds what a worker may write outside its
+	// memory-backed volumes; 0 means the engine's default.
+	EphemeralMB int
+}
+
+// IsKubernetes reports engine: kubernetes.
+func (c *Config) IsKubernetes() bool { return c.Engine == EngineKubernetes }
+
+// MaxEphemeralMB bounds kubernetes.ephemeral_mb.
+const MaxEphemeralMB = 1 << 20
+
+// engine reads engine and the kubernetes block, which belongs to
+// engine: kubernetes alone.
+func (p *parser) engine(o object, c *Config) {
+	c.Engine = EngineDocker
+	if v, ok := p.text(o, "engine", false, engineRule); ok {
+		c.Engine = v
+	}
+	n := o.get("kubernetes")
+	switch {
+	case c.Engine == EngineKubernetes && n == nil:
+		p.fail(o.node, "kubernetes", "required with engine: kubernetes (at least namespace and broker)")
+	case c.Engine != EngineKubernetes && n != nil:
+		p.fail(n, "kubernetes", "is only used with engine: kubernetes")
+	case n != nil:
+		c.Kubernetes = p.kubernetes(n)
+	}
+}
+
+func engineRule(s string) string {
+	if s != EngineDocker && s != EngineKubernetes {
+		return fmt.Sprintf("must be one of %q", []string{EngineDocker, EngineKubernetes})
+	}
+	return ""
+}
+
+func (p *parser) kubernetes(n *yaml.Node) *Kubernetes {
+	k := &Kubernetes{}
+	o, ok := p.object(n, "kubernetes", "kubeconfig", "namespace", "runtime_classes", "broker", "pool", "ephemeral_mb")
+	if !ok {
+		return k
+	}
+	k.Kubeconfig, _ = p.text(o, "kubeconfig", false, absPathRule)
+	k.Namespace, _ = p.text(o, "namespace", true, dnsLabelRule)
+	if rc := o.get("runtime_classes"); rc != nil {
+		k.RuntimeClasses = p.runtimeClasses(rc, o.at("runtime_classes"))
+	}
+	if b := o.get("broker"); b != nil {
+		p.kubernetesBroker(b, o.at("broker"), k)
+	} else {
+		p.fail(o.node, o.at("broker"), "required: the address workers dial (broker.address) and where serve listens (broker.listen)")
+	}
+	if pl := o.get("pool"); pl != nil {
+		if po, ok := p.object(pl, o.at("pool"), "sealed"); ok {
+			k.SealedPool = p.integer(po, "sealed", 0, 0, MaxPoolSize)
+		}
+	}
+	k.EphemeralMB = p.integer(o, "ephemeral_mb", 0, 1, MaxEphemeralMB)
+	return k
+}
+
+// runtimeClasses reads kubernetes.runtime_classes: runtime → RuntimeClass
+// name ("" for the cluster's default handler).
+func (p *parser) runtimeClasses(n *yaml.Node, path string) map[string]string {
+	o, ok := p.object(n, path, container.Runtimes()...)
+	if !ok {
+		return nil
+	}
+	m := map[string]string{}
+	for _, rt := range container.Runtimes() {
+		if o.get(rt) == nil {
+			continue
+		}
+		if v, ok := p.text(o, rt, false, runtimeClassRule); ok {
+			m[rt] = v
+		}
+	}
+	return m
+}
+
+func (p *parser) kubernetesBroker(n *yaml.Node, path string, k *Kubernetes) {
+	o, ok := p.object(n, path, "listen", "address", "tls_cert", "tls_key", "tls_ca")
+	if !ok {
+		return
+	}
+	k.BrokerListen, _ = p.text(o, "listen", true, listenRule)
+	if s, ok := p.text(o, "address", true, brokerAddressRule); ok {
+		k.BrokerAddress = netip.MustParseAddrPort(s)
+	}
+	k.TLSCert, _ = p.text(o, "tls_cert", false, absPathRule)
+	k.TLSKey, _ = p.text(o, "tls_key", false, absPathRule)
+	k.TLSCA, _ = p.text(o, "tls_ca", false, absPathRule)
+	if (k.TLSCert == "") != (k.TLSKey == "") || (k.TLSCert == "") != (k.TLSCA == "") {
+		p.fail(n, path, "tls_cert, tls_key and tls_ca go together: all three for TLS, none for plain TCP")
+	}
+}
+
+func dnsLabelRule(s string) string {
+	if errs := validation.IsDNS1123Label(s); len(errs) > 0 {
+		return "must be a DNS-1123 label: " + errs[0]
+	}
+	return ""
+}
+
+func runtimeClassRule(s string) string {
+	if s == "" {
+		return ""
+	}
+	if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
+		return "must be a RuntimeClass name (a DNS-1123 subdomain) or \"\" for the cluster's default: " + errs[0]
+	}
+	return ""
+}
+
+func absPathRule(s string) string {
+	if !filepath.IsAbs(s) {
+		return "must be an absolute path"
+	}
+	return ""
+}
+
+// brokerAddressRule wants what a worker can dial without a name: an IP
+// address (not unspecified) and a port.
+func brokerAddressRule(s string) string {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || ap.Port() == 0 || ap.Addr().IsUnspecified() {
+		return "must be an IP address and a port that workers can reach, such as \"10.0.0.5:7443\" (workers resolve no names)"
+	}
+	return ""
+}
+
+// kubernetesModes refuses what engine: kubernetes does not serve yet:
+// session profiles (docs/kubernetes.md, "Left").
+func (p *parser) kubernetesModes(c *Config) {
+	if c.IsKubernetes() && c.UsesSessions() {
+		p.fail(nil, "engine", "kubernetes serves sealed profiles only for now; a profile with mode: session needs engine: docker")
+	}
+}
