@@ -82,6 +82,7 @@ func TestParseFull(t *testing.T) {
 				Parameters:  json.RawMessage(`{"type":"object"}`),
 			}},
 		}},
+		Engine: EngineDocker,
 		Sandbox: Sandbox{
 			Image:       "registry.example/worker:1",
 			User:        "1000:1001",
@@ -275,6 +276,9 @@ func TestParseDefaults(t *testing.T) {
 			}
 			if tt.want.Sandbox.ReapInterval == 0 {
 				tt.want.Sandbox.ReapInterval = DefaultReapInterval
+			}
+			if tt.want.Engine == "" {
+				tt.want.Engine = EngineDocker
 			}
 			withProfileDefaults(tt.want)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
