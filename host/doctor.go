@@ -86,8 +86,13 @@ func (c Check) String() string {
 // only the chat surfaces read (the HTTP and Discord tokens): turn and chat
 // never serve them.
 func runChecks(ctx context.Context, cfg *config.Config, getenv env, surfaces bool) []Check {
-	checks := dockerChecks(ctx, ImageTag(cfg))
-	checks = append(checks, runtimeChecks(ctx, cfg.Runtimes())...)
+	var checks []Check
+	if cfg.IsKubernetes() {
+		checks = kubeChecks(ctx, cfg)
+	} else {
+		checks = dockerChecks(ctx, ImageTag(cfg))
+		checks = append(checks, runtimeChecks(ctx, cfg.Runtimes())...)
+	}
 	checks = append(checks, userCheck(cfg, os.Geteuid()), poolCheck(cfg), stateDirCheck(cfg.StateDir, os.Geteuid()))
 	checks = append(checks, dbChecks(ctx, cfg.StateDir)...)
 	checks = append(checks, credentialChecks(cfg, getenv, surfaces)...)
@@ -271,6 +276,12 @@ func userCheck(cfg *config.Config, euid int) Check {
 // config.
 func poolCheck(cfg *config.Config) Check {
 	const name = "warm pool"
+	if cfg.IsKubernetes() {
+		if n := cfg.Kubernetes.SealedPool; n > 0 {
+			return ok(name, "%d sealed worker(s) in the agent-sandbox warm pool %s (kubernetes.pool.sealed)", n, SealedPoolName)
+		}
+		return ok(name, "off (kubernetes.pool.sealed 0): every sealed turn starts its Pod")
+	}
 	n, derived := PoolSize(cfg)
 	switch {
 	case n == 0:

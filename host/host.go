@@ -183,6 +183,9 @@ func (h *Host) openStore() (*channels.Store, error) {
 // reports to the router.
 func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, m *hostMetrics, store *channels.Store) error {
 	cfg, log := h.cfg, h.log
+	if cfg.IsKubernetes() {
+		return h.startKubeRuntime(ctx, getenv, m, store)
+	}
 	d, engine, closeClient, err := dockerClient(log)
 	if err != nil {
 		return err

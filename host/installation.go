@@ -100,6 +100,11 @@ func Reap(ctx context.Context, cfg *config.Config, s Sessions, report, reportSes
 		return err
 	}
 	defer unlock()
+	if cfg.IsKubernetes() {
+		removed, err := reapKubernetes(ctx, cfg)
+		report(removed, id)
+		return err
+	}
 	d, cli, closeClient, err := dockerClient(nil)
 	if err != nil {
 		return err

@@ -92,9 +92,11 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	return s, nil
 }
 
-// poolFor is PoolSize(cfg) when the caller keeps a pool, else 0.
+// poolFor is PoolSize(cfg) when the caller keeps a pool, else 0. On
+// Kubernetes the sealed runtime keeps none: the engine claims from its
+// agent-sandbox warm pool (KubernetesEngine).
 func poolFor(cfg *config.Config, pool bool) int {
-	if !pool {
+	if !pool || cfg.IsKubernetes() {
 		return 0
 	}
 	n, _ := PoolSize(cfg)
@@ -129,7 +131,23 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	closeFn := func() {}
-	if o.Driver == nil {
+	limits := container.Limits{
+		MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
+		PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
+	}
+	switch {
+	case o.Driver != nil:
+	case cfg.IsKubernetes():
+		spec, err := poolSpec(cfg, uid, gid, limits)
+		if err != nil {
+			return nil, err
+		}
+		eng, closeEngine, err := KubernetesEngine(context.Background(), cfg, spec, o.Pool, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		o.Driver, closeFn = eng, closeEngine
+	default:
 		d, closeClient, err := DockerDriver(o.Logger)
 		if err != nil {
 			return nil, err
@@ -143,10 +161,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		TurnTimeout: cfg.Sandbox.TurnTimeout,
 		ModelAPI:    cfg.Model.API, ModelStream: cfg.Model.Stream, Thinking: string(cfg.Model.Thinking),
 		MaxTurns: cfg.Sandbox.MaxTurns, MaxQueueWait: cfg.Sandbox.MaxQueueWait,
-		Limits: container.Limits{
-			MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
-			PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
-		},
+		Limits:       limits,
 		Installation: InstallationID(cfg), Logger: o.Logger, OnTurn: logTurn(o.Logger, o.OnTurn),
 		Budget: svc.ledger, ProfileFor: profileName(cfg), Runtime: cfg.SealedRuntime(),
 		PoolSize: poolFor(cfg, o.Pool), OnPoolRefill: o.OnPoolRefill,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	sandboxclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
@@ -52,12 +53,18 @@ func (c *Claims) Ensure(ctx context.Context) error {
 	ns := c.pool.Template.Namespace
 	tmpls := c.ext.ExtensionsV1beta1().SandboxTemplates(ns)
 	if _, err := tmpls.Create(ctx, c.pool.Template, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		cur, err := tmpls.Get(ctx, c.pool.Template.Name, metav1.GetOptions{})
+		// Another writer (the controller's status) may come between the
+		// read and the write: read again and retry on a conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := tmpls.Get(ctx, c.pool.Template.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec, cur.Labels = c.pool.Template.Spec, c.pool.Template.Labels
+			_, err = tmpls.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			return engineErr(ctx, "get sandbox template", err)
-		}
-		cur.Spec, cur.Labels = c.pool.Template.Spec, c.pool.Template.Labels
-		if _, err := tmpls.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			return engineErr(ctx, "update sandbox template", err)
 		}
 	} else if err != nil {
@@ -65,12 +72,16 @@ func (c *Claims) Ensure(ctx context.Context) error {
 	}
 	pools := c.ext.ExtensionsV1beta1().SandboxWarmPools(ns)
 	if _, err := pools.Create(ctx, c.pool.Pool, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		cur, err := pools.Get(ctx, c.pool.Pool.Name, metav1.GetOptions{})
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := pools.Get(ctx, c.pool.Pool.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec, cur.Labels = c.pool.Pool.Spec, c.pool.Pool.Labels
+			_, err = pools.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			return engineErr(ctx, "get warm pool", err)
-		}
-		cur.Spec, cur.Labels = c.pool.Pool.Spec, c.pool.Pool.Labels
-		if _, err := pools.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 			return engineErr(ctx, "update warm pool", err)
 		}
 	} else if err != nil {
@@ -174,8 +185,9 @@ func (c *Claims) Release(ctx context.Context, name string) error {
 	return nil
 }
 
-// Reap deletes every claim of the installation: a crash's leftovers.
-func (c *Claims) Reap(ctx context.Context) (int, error) {
+// Reap deletes every claim of the installation but those spare names
+// (the engine's live turns; nil spares none): a crash's leftovers.
+func (c *Claims) Reap(ctx context.Context, spare func(name string) bool) (int, error) {
 	api := c.ext.ExtensionsV1beta1().SandboxClaims(c.pool.Pool.Namespace)
 	selector := labels.SelectorFromSet(labels.Set(c.pool.Pool.Labels))
 	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
@@ -185,7 +197,7 @@ func (c *Claims) Reap(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, cl := range list.Items {
-		if !selector.Matches(labels.Set(cl.Labels)) {
+		if !selector.Matches(labels.Set(cl.Labels)) || (spare != nil && spare(cl.Name)) {
 			continue
 		}
 		if err := api.Delete(ctx, cl.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

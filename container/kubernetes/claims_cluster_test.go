@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sandboxclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
@@ -107,4 +108,50 @@ func TestClusterSealedOtherSpecSkipsThePool(t *testing.T) {
 	if pod := r.att.pods[0]; pod.Name != spec.Name || *pod.Spec.RuntimeClassName != "gvisor" {
 		t.Errorf("ran in %s (class %v); want its own Pod %s under gvisor", pod.Name, pod.Spec.RuntimeClassName, spec.Name)
 	}
+}
+
+// TestClusterReapSparesLiveTurnsAndThePool: Reap removes an orphan claim
+// and an orphan worker Pod of the installation, and spares the claim and
+// Pod of a turn under way and the warm pool's idle Pods (the controller's).
+func TestClusterReapSparesLiveTurnsAndThePool(t *testing.T) {
+	inTurn, release := make(chan *corev1.Pod, 1), make(chan struct{})
+	r := newSealedRig(t, func(ctx context.Context, pod *corev1.Pod, s Streams) error {
+		inTurn <- pod
+		<-release
+		return realWorker(ctx, pod, s)
+	})
+	ctx := clusterCtx(t)
+	cl, ext := r.useWarmPool(t, ctx, 2)
+	orphanClaim, err := cl.pool.Claim("orphan-claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ext.ExtensionsV1beta1().SandboxClaims(r.e.pods.o.Namespace).Create(ctx, orphanClaim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := r.spec(t)
+	orphan := spec
+	orphan.Name = container.PoolName()
+	startSealed(t, ctx, r.e.pods, orphan)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.e.Run(ctx, spec, turnInput(t))
+		done <- err
+	}()
+	live := <-inTurn
+	n, err := r.e.Reap(ctx, "test-inst")
+	if err != nil || n != 2 {
+		t.Errorf("Reap = %d, %v; want the orphan claim and the orphan Pod", n, err)
+	}
+	if _, err := ext.ExtensionsV1beta1().SandboxClaims(live.Namespace).Get(ctx, spec.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the live turn's claim: %v", err)
+	}
+	if got, err := r.c.Clientset.CoreV1().Pods(live.Namespace).Get(ctx, live.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp != nil {
+		t.Errorf("the live turn's Pod: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the live turn: %v", err)
+	}
+	r.waitPoolReady(t, ctx, ext, 2)
 }

@@ -200,7 +200,7 @@ func TestClusterReapOnlyOurs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := p.Reap(ctx, container.RoleTurn)
+	n, err := p.Reap(ctx, container.RoleTurn, nil)
 	if err != nil || n != 2 {
 		t.Fatalf("Reap = %d, %v; want 2", n, err)
 	}

@@ -185,9 +185,12 @@ func (p *Pods) Delete(ctx context.Context, name string, uid types.UID) error {
 
 // Reap deletes every Pod of the installation in role (container.RoleTurn
 // or container.RoleSession) and nothing else, and returns how many it
-// asked to delete. Errors: container.ErrInvalidSpec (an unknown role),
+// asked to delete. It spares the Pods spare names (the engine's live
+// turns; nil spares none) and every Pod a controller owns: a warm pool's
+// Sandbox Pods are the agent-sandbox controller's, and go with their
+// claim or pool. Errors: container.ErrInvalidSpec (an unknown role),
 // container.ErrEngine.
-func (p *Pods) Reap(ctx context.Context, role string) (int, error) {
+func (p *Pods) Reap(ctx context.Context, role string, spare func(name string) bool) (int, error) {
 	if role != container.RoleTurn && role != container.RoleSession {
 		return 0, fmt.Errorf("%w: role %q", container.ErrInvalidSpec, role)
 	}
@@ -201,6 +204,9 @@ func (p *Pods) Reap(ctx context.Context, role string) (int, error) {
 	for _, pod := range list.Items {
 		if !selector.Matches(labels.Set(pod.Labels)) {
 			continue // a fake API ignores selectors; a real one never sends these
+		}
+		if metav1.GetControllerOf(&pod) != nil || (spare != nil && spare(pod.Name)) {
+			continue
 		}
 		err := p.api.Delete(ctx, pod.Name, metav1.DeleteOptions{
 			GracePeriodSeconds: new(int64(0)),

@@ -200,7 +200,7 @@ func TestReapOnlyOurs(t *testing.T) {
 		labelled("ours-1", "test-inst", container.RoleTurn), labelled("ours-2", "test-inst", container.RoleTurn),
 		labelled("session", "test-inst", container.RoleSession), labelled("theirs", "other-inst", container.RoleTurn),
 		labelled("plain", "", ""), other)
-	n, err := f.pods.Reap(context.Background(), container.RoleTurn)
+	n, err := f.pods.Reap(context.Background(), container.RoleTurn, nil)
 	if err != nil || n != 2 {
 		t.Fatalf("Reap = %d, %v; want 2", n, err)
 	}
@@ -214,7 +214,7 @@ func TestReapOnlyOurs(t *testing.T) {
 	if len(left) != 4 {
 		t.Errorf("left %v; want session, theirs, plain, other-ns", left)
 	}
-	if _, err := f.pods.Reap(context.Background(), "everything"); !errors.Is(err, container.ErrInvalidSpec) {
+	if _, err := f.pods.Reap(context.Background(), "everything", nil); !errors.Is(err, container.ErrInvalidSpec) {
 		t.Errorf("Reap(unknown role) = %v; want ErrInvalidSpec", err)
 	}
 }

@@ -3,15 +3,19 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	sandboxclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
 	"github.com/rtsandbox/rtsandbox/broker"
 	"github.com/rtsandbox/rtsandbox/container"
@@ -36,8 +40,11 @@ type Sealed struct {
 	tokens *broker.Tokens
 	hello  wire.BrokerHello // the listener's address and CA; the token is each turn's
 
+	cs       kubernetes.Interface
+	removals atomic.Int64 // deletions under way
 	mu       sync.Mutex
 	closed   bool
+	live     map[string]bool // the Pods and claims of turns under way
 	removing sync.WaitGroup
 }
 
@@ -61,7 +68,7 @@ func NewSealed(cs kubernetes.Interface, attach Attacher, tokens *broker.Tokens, 
 	if err != nil {
 		return nil, err
 	}
-	return &Sealed{pods: pods, attach: attach, tokens: tokens,
+	return &Sealed{cs: cs, pods: pods, attach: attach, tokens: tokens, live: map[string]bool{},
 		hello: wire.BrokerHello{Broker: pods.o.Broker.String(), CA: ca}}, nil
 }
 
@@ -74,12 +81,13 @@ func brokerSocket(runDir string) string {
 // container.OneShot.Run describes.
 func (e *Sealed) Run(ctx context.Context, spec container.Spec, input []byte) (container.Result, error) {
 	res := container.Result{Began: time.Now(), ExitCode: -1}
-	if err := e.track(); err != nil {
+	if err := e.track(spec.Name); err != nil {
 		return res, err
 	}
 	defer e.removing.Done()
 	pod, err := SealedPod(spec, e.pods.o)
 	if err != nil {
+		e.untrack(spec.Name)
 		return res, err
 	}
 	relay := NewRelay(brokerSocket(spec.RunDir))
@@ -90,11 +98,13 @@ func (e *Sealed) Run(ctx context.Context, spec container.Spec, input []byte) (co
 	h.Token = tok.Reveal()
 	stdin, err := wire.AppendBrokerHello(make([]byte, 0, len(input)+512), h)
 	if err != nil {
+		e.untrack(spec.Name)
 		return res, fmt.Errorf("%w: %w", container.ErrInvalidSpec, err)
 	}
 	stdin = append(stdin, input...)
 
 	w, err := e.start(ctx, spec, pod)
+	w.name = spec.Name
 	if w.pod != nil {
 		res.Created = w.pod.CreationTimestamp.Time
 	}
@@ -122,19 +132,37 @@ func (e *Sealed) start(ctx context.Context, spec container.Spec, pod *corev1.Pod
 
 // turnPod is a turn's Pod, and its claim when the pool served it.
 type turnPod struct {
+	name  string // the turn's: its own Pod's, or its claim's
 	pod   *corev1.Pod
 	claim string
 }
 
-// track counts a run for Close; a closed engine refuses it.
-func (e *Sealed) track() error {
+// track counts a run for Close and spares its name (its own Pod's, or
+// its claim's) from Reap until its removal ends; a closed engine refuses
+// it.
+func (e *Sealed) track(name string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return fmt.Errorf("%w: engine closed", container.ErrEngine)
 	}
+	e.live[name] = true
 	e.removing.Add(1)
 	return nil
+}
+
+// untrack ends the sparing of name, once its removal ended.
+func (e *Sealed) untrack(name string) {
+	e.mu.Lock()
+	delete(e.live, name)
+	e.mu.Unlock()
+}
+
+// owned reports a name of a turn under way.
+func (e *Sealed) owned(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.live[name]
 }
 
 // attachEnd is what ended an attach: its error, once the stream closed.
@@ -263,6 +291,9 @@ func (e *Sealed) settle(w turnPod, out *container.ReplyBuffer, errOut *container
 // remove releases w's claim, if any, and deletes its Pod by UID at once,
 // within backgroundRemove.
 func (e *Sealed) remove(w turnPod) error {
+	e.removals.Add(1)
+	defer e.removals.Add(-1)
+	defer e.untrack(w.name)
 	ctx, cancel := context.WithTimeout(context.Background(), backgroundRemove)
 	defer cancel()
 	var errs []error
@@ -280,6 +311,7 @@ func (e *Sealed) remove(w turnPod) error {
 // removal going on in the background.
 func (e *Sealed) cleanup(w turnPod, res container.Result, cause error) (container.Result, error) {
 	if w.claim == "" && (w.pod == nil || w.pod.UID == "") {
+		e.untrack(w.name)
 		return res, cause
 	}
 	done := make(chan error, 1)
@@ -300,8 +332,10 @@ func (e *Sealed) cleanup(w turnPod, res container.Result, cause error) (containe
 	return res, cause
 }
 
-// Reap deletes every sealed worker Pod of installation, which must be the
-// engine's own: a crash's leftovers. Errors: container.ErrInvalidSpec,
+// Reap deletes every sealed worker Pod and claim of installation, which
+// must be the engine's own, but those of its turns under way (and the warm
+// pool's, which the controller owns): a crash's leftovers, at start, at
+// shutdown and periodically. Errors: container.ErrInvalidSpec,
 // container.ErrEngine, container.ErrCleanup.
 func (e *Sealed) Reap(ctx context.Context, installation string) (int, error) {
 	if installation != e.pods.o.Installation {
@@ -310,9 +344,9 @@ func (e *Sealed) Reap(ctx context.Context, installation string) (int, error) {
 	var claims int
 	var err error
 	if e.claims != nil {
-		claims, err = e.claims.Reap(ctx)
+		claims, err = e.claims.Reap(ctx, e.owned)
 	}
-	n, perr := e.pods.Reap(ctx, container.RoleTurn)
+	n, perr := e.pods.Reap(ctx, container.RoleTurn, e.owned)
 	return n + claims, errors.Join(err, perr)
 }
 
@@ -323,4 +357,29 @@ func (e *Sealed) Close() error {
 	e.mu.Unlock()
 	e.removing.Wait()
 	return nil
+}
+
+// NewClaims is the warm pool name of size workers under spec among the
+// engine's Pods (the package's NewClaims); UseClaims puts it in service.
+func (e *Sealed) NewClaims(ext extclient.Interface, sbx sandboxclient.Interface, name string, size int32, spec container.Spec) (*Claims, error) {
+	return NewClaims(ext, sbx, e.pods, name, size, spec)
+}
+
+// Pending counts the deletions under way (a metric's gauge).
+func (e *Sealed) Pending() int { return int(e.removals.Load()) }
+
+// Ping asks the API server its version, within ctx: the engine's
+// readiness.
+func (e *Sealed) Ping(ctx context.Context) (string, error) {
+	raw, err := e.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", container.ErrEngine, err)
+	}
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", fmt.Errorf("%w: version: %w", container.ErrEngine, err)
+	}
+	return v.GitVersion, nil
 }

@@ -132,6 +132,9 @@ func Start(ctx context.Context, tools string) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
+	// kubeadm's service range, where deploy/kubernetes' fixed broker
+	// ClusterIP lives (envtest's own is 10.0.0.0/24).
+	c.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
 	if c.Config, err = c.env.Start(); err != nil {
 		return c, fmt.Errorf("etcd and kube-apiserver: %w", err)
 	}
@@ -321,4 +324,23 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).updateUnfinishedWorkLoop"),
 		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
 	}
+}
+
+// AddUser returns the path of a kubeconfig for a new user name in groups,
+// with no permission but what a test binds to it (RBAC is on).
+func (c *Cluster) AddUser(tb testing.TB, name string, groups ...string) string {
+	tb.Helper()
+	user, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		tb.Fatalf("add user %s: %v", name, err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(tb.TempDir(), name+".kubeconfig")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }

@@ -1,0 +1,80 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rtsandbox/rtsandbox/access"
+	"github.com/rtsandbox/rtsandbox/channels"
+	"github.com/rtsandbox/rtsandbox/container/kubernetes"
+	"github.com/rtsandbox/rtsandbox/router"
+)
+
+// startKubeRuntime is startRuntime for engine: kubernetes: the sealed
+// runtime on the Kubernetes engine (KubernetesEngine: its broker listener,
+// the workers' NetworkPolicy, the warm pool), the reap of what a crash
+// left at start, a periodic reap that spares the turns under way and the
+// pool's idle workers, and the router. Session profiles are refused by
+// the config on this engine, so no session runtime starts.
+func (h *Host) startKubeRuntime(ctx context.Context, getenv env, m *hostMetrics, store *channels.Store) error {
+	cfg, log := h.cfg, h.log
+	id := InstallationID(cfg)
+	reports := newReportPipe()
+	s, err := NewSealedRuntime(cfg, getenv, SealedOptions{Logger: log.With("plugin", "sandbox"), Reports: reports,
+		OnTurn: m.onTurn(), Observe: m.observe(), OnSettle: m.onSettle(), Pool: true, OnPoolRefill: m.onPoolRefill()})
+	if err != nil {
+		return err
+	}
+	eng := s.driver.(*kubernetes.Sealed)
+	m.watchSandbox(s.Runtime, eng.Pending)
+	if err := reap(ctx, eng, id, reapTimeout, log, "orphan pods and claims removed at startup"); err != nil {
+		s.Close()
+		return err
+	}
+	stopReaper := reapEvery(ctx, eng, id, cfg.Sandbox.ReapInterval, log)
+	h.closers = append(h.closers, func() error {
+		stopReaper()
+		s.Close() // aborts what is left and waits for its Pods to go
+		return reap(context.Background(), eng, id, StopTimeout, log, "pods and claims removed at shutdown")
+	})
+	h.web, h.ready, h.usage = s.shared.web, engineReady(eng), s.shared.usageReport()
+	policy, err := access.New(cfg.Access)
+	if err != nil {
+		return fmt.Errorf("access: %w", err)
+	}
+	mux := newRuntimeMux(cfg, s.Runtime, nil)
+	mux.budget = turnBudget{ledger: s.shared.ledger, timeout: cfg.Session.TurnTimeout, log: log}
+	h.router, err = router.New(router.Options{Channels: store, Runtime: mux, Access: policy, Logger: log,
+		OnDrop: m.onDrop(), Usage: s.shared.usageLine(log), Door: newDoor(cfg, getenv), OnDoor: m.onDoor(), InFlight: h.inFlight})
+	if err != nil {
+		return err
+	}
+	stopPipe := reports.pipe(h.router)
+	h.closers = append(h.closers, func() error { stopPipe(); return nil })
+	return nil
+}
+
+// reapEvery reaps eng every interval until stopped (the engine spares the
+// turns under way), logging what it removed.
+func reapEvery(ctx context.Context, eng *kubernetes.Sealed, id string, interval time.Duration, log *slog.Logger) (stop func()) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if err := reap(rctx, eng, id, reapTimeout, log, "orphan pods and claims removed"); err != nil && rctx.Err() == nil {
+					log.Warn("periodic reap failed", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
