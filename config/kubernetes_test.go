@@ -31,7 +31,7 @@ kubernetes:
 `
 	tests := []struct {
 		name, in string
-		want *Kubernetes
+		want     *Kubernetes
 	}{
 		{"minimal", kubeMinimal, &Kubernetes{Namespace: "rtsandbox", BrokerListen: ":7443",
 			BrokerAddress: netip.MustParseAddrPort("10.0.0.5:7443")}},
