@@ -342,8 +342,8 @@ func TestNoExportedMutableGlobals(t *testing.T) {
 
 // TestGoroutinesCheckedForLeaks: a package whose code starts goroutines
 // (a go statement, or WaitGroup.Go) checks in its tests that none
-// outlives them: goleak in its TestMain, or dockertest.Main, which runs
-// goleak after the Docker tests.
+// outlives them: goleak in its TestMain, or dockertest.Main or
+// k8stest.Main, which run goleak after the Docker or cluster tests.
 func TestGoroutinesCheckedForLeaks(t *testing.T) {
 	for dir, pk := range loadModule(t) {
 		if !slices.ContainsFunc(pk.files, startsGoroutines) {
@@ -401,7 +401,7 @@ func checksLeaks(t *testing.T, dir string) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(src), "goleak.VerifyTestMain(") || strings.Contains(string(src), "dockertest.Main(") {
+		if strings.Contains(string(src), "goleak.VerifyTestMain(") || strings.Contains(string(src), "dockertest.Main(") || strings.Contains(string(src), "k8stest.Main(") {
 			return true
 		}
 	}

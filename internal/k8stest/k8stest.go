@@ -98,7 +98,9 @@ func Require(tb testing.TB) *Cluster {
 	return shared
 }
 
-// Main runs m and then stops the cluster Require started, if any.
+// Main runs m, stops the cluster Require started, if any, and then fails
+// the run when a goroutine outlived the tests (goleak, with LeakOptions).
+// A package's TestMain is os.Exit(k8stest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
 	if shared != nil {
@@ -107,6 +109,12 @@ func Main(m *testing.M) int {
 			if code == 0 {
 				code = 1
 			}
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(LeakOptions()...); err != nil {
+			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
+			code = 1
 		}
 	}
 	return code
