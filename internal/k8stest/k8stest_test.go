@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-
 // TestRequireStartsACluster: the cluster answers, RBAC is on (a new user
 // may not list Pods), its node is ready and untainted, and kwok runs a
 // Pod on it.
