@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Builds, once per machine, the control plane the Kubernetes engine's
 # cluster tier runs against (docs/kubernetes.md, "Testing"), and prints the
-# directory that holds it:
+# directory that holds it. With the argument "real" it also builds what the
+# opt-in real-Pod tier (RTSANDBOX_K8S_REAL=1) adds: a kubelet, the pause
+# binary and the CNI plugins.
 #
 #   bin/kube-apiserver, kube-controller-manager, kube-scheduler  tools/k8scluster (v1.31.14)
 #   bin/kwok                                                     tools/kwok (v0.8.0)
 #   bin/agent-sandbox-controller                                 tools/agentsandbox (v1.0.1)
 #   bin/etcd                                                     Debian's etcd-server
+#   real: bin/kubelet (tools/k8scluster), bin/pause (the kubernetes module's pause.c,
+#         static), cni/ (Debian's containernetworking-plugins)
 #   kwok-stages.yaml   kwok's stages: nodes ready at once, Pods running at
 #                      once, and failed on the label
 #                      pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -24,7 +28,30 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${RTSANDBOX_K8S_TOOLS:-/var/cache/rtsandbox/k8s}"
 key="$(cd "$root" && cat scripts/k8s-tools.sh tools/*/go.mod tools/*/go.sum | sha256sum | cut -c1-16)"
 out="$cache/$key"
+real="${1:-}"
+build_real() { # dir: the kubelet, pause and the CNI plugins into it
+  local dir="$1"
+  (cd "$root/tools/k8scluster" && nice -n 10 go build -trimpath -ldflags "-X k8s.io/component-base/version.gitVersion=v1.31.14 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31" -o "$dir/bin/" k8s.io/kubernetes/cmd/kubelet) >&2
+  local kdir
+  kdir="$(cd "$root/tools/k8scluster" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+  gcc -Os -static -o "$dir/bin/pause" "$kdir/build/pause/linux/pause.c" >&2
+  (
+    cd "$dir"
+    if ! apt-get download containernetworking-plugins >&2 2>/dev/null; then
+      apt-get update -q >&2
+      apt-get download containernetworking-plugins >&2
+    fi
+    dpkg -x containernetworking-plugins_*.deb cni-pkg
+    mkdir -p cni
+    cp cni-pkg/usr/lib/cni/* cni/
+    rm -rf cni-pkg containernetworking-plugins_*.deb
+  )
+  touch "$dir/.done-real"
+}
 if [ -f "$out/.done" ]; then
+  if [ "$real" = real ] && [ ! -f "$out/.done-real" ]; then
+    build_real "$out"
+  fi
   echo "$out"
   exit 0
 fi
@@ -66,6 +93,9 @@ cp "$sandboxdir"/k8s/crds/*.yaml "$tmp/crds/"
   cp etcd-pkg/usr/bin/etcd bin/etcd
   rm -rf etcd-pkg etcd-server_*.deb
 )
+if [ "$real" = real ]; then
+  build_real "$tmp"
+fi
 chmod -R a+rX "$tmp"
 touch "$tmp/.done"
 rm -rf "$out"

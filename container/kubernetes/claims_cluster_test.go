@@ -16,7 +16,13 @@ import (
 
 // useWarmPool puts a warm pool of size under the rig's spec in place and
 // waits until the controller reports it full.
-func (r *sealedRig) useWarmPool(t *testing.T, ctx context.Context, size int32) (*Claims, extclient.Interface) {
+func (r *sealedRig) useWarmPool(t testing.TB, ctx context.Context, size int32) (*Claims, extclient.Interface) {
+	t.Helper()
+	return r.useWarmPoolOf(t, ctx, r.spec(t), size)
+}
+
+// useWarmPoolOf is useWarmPool of spec's workers.
+func (r *sealedRig) useWarmPoolOf(t testing.TB, ctx context.Context, spec container.Spec, size int32) (*Claims, extclient.Interface) {
 	t.Helper()
 	ext, err := extclient.NewForConfig(r.c.Config)
 	if err != nil {
@@ -26,7 +32,7 @@ func (r *sealedRig) useWarmPool(t *testing.T, ctx context.Context, size int32) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := NewClaims(ext, sbx, r.e.pods, "rtsandbox-sealed", size, r.spec(t))
+	cl, err := NewClaims(ext, sbx, r.e.pods, "rtsandbox-sealed", size, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +46,7 @@ func (r *sealedRig) useWarmPool(t *testing.T, ctx context.Context, size int32) (
 
 // waitPoolReady polls the pool's status (a test's wait on the
 // controller, not the engine's) until size workers are ready.
-func (r *sealedRig) waitPoolReady(t *testing.T, ctx context.Context, ext extclient.Interface, size int32) {
+func (r *sealedRig) waitPoolReady(t testing.TB, ctx context.Context, ext extclient.Interface, size int32) {
 	t.Helper()
 	for {
 		p, err := ext.ExtensionsV1beta1().SandboxWarmPools(r.e.pods.o.Namespace).Get(ctx, "rtsandbox-sealed", metav1.GetOptions{})
@@ -154,4 +160,14 @@ func TestClusterReapSparesLiveTurnsAndThePool(t *testing.T) {
 		t.Fatalf("the live turn: %v", err)
 	}
 	r.waitPoolReady(t, ctx, ext, 2)
+}
+
+// ext is a client of the agent-sandbox extensions on the rig's cluster.
+func (r *sealedRig) ext(t testing.TB) extclient.Interface {
+	t.Helper()
+	ext, err := extclient.NewForConfig(r.c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ext
 }

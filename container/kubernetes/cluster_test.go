@@ -26,14 +26,14 @@ import (
 )
 
 // clusterOptions are the test installation's options in a fresh namespace.
-func clusterOptions(t *testing.T, c *k8stest.Cluster) Options {
+func clusterOptions(t testing.TB, c *k8stest.Cluster) Options {
 	t.Helper()
 	return Options{Namespace: c.Namespace(t), Installation: "test-inst",
 		Broker: netip.MustParseAddrPort("10.96.0.10:7443")}
 }
 
 // clusterPods are the Pods of the test installation in a fresh namespace.
-func clusterPods(t *testing.T) (*k8stest.Cluster, *Pods) {
+func clusterPods(t testing.TB) (*k8stest.Cluster, *Pods) {
 	t.Helper()
 	c := k8stest.Require(t)
 	p, err := NewPods(c.Clientset, clusterOptions(t, c))
@@ -43,14 +43,14 @@ func clusterPods(t *testing.T) (*k8stest.Cluster, *Pods) {
 	return c, p
 }
 
-func clusterCtx(t *testing.T) context.Context {
+func clusterCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // startSealed starts a sealed worker's Pod under spec on p.
-func startSealed(t *testing.T, ctx context.Context, p *Pods, spec container.Spec) *corev1.Pod {
+func startSealed(t testing.TB, ctx context.Context, p *Pods, spec container.Spec) *corev1.Pod {
 	t.Helper()
 	pod, err := SealedPod(spec, p.o)
 	if err != nil {
@@ -104,7 +104,7 @@ func TestClusterPodLifecycle(t *testing.T) {
 }
 
 // ensureRuntimeClass creates the cluster-wide RuntimeClass name once.
-func ensureRuntimeClass(t *testing.T, ctx context.Context, c *k8stest.Cluster, name string) {
+func ensureRuntimeClass(t testing.TB, ctx context.Context, c *k8stest.Cluster, name string) {
 	t.Helper()
 	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: "runsc"}
 	if _, err := c.Clientset.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -16,7 +16,7 @@ func testOptions() Options {
 	return Options{Namespace: "rtsandbox", Installation: "test-inst", Broker: netip.MustParseAddrPort("10.0.0.5:8443")}
 }
 
-func testSpec(t *testing.T) container.Spec {
+func testSpec(t testing.TB) container.Spec {
 	t.Helper()
 	labels, err := container.TurnLabels("test-inst")
 	if err != nil {

@@ -115,7 +115,7 @@ type sealedRig struct {
 	listen *broker.Server
 }
 
-func newSealedRig(t *testing.T, play func(ctx context.Context, pod *corev1.Pod, s Streams) error) *sealedRig {
+func newSealedRig(t testing.TB, play func(ctx context.Context, pod *corev1.Pod, s Streams) error) *sealedRig {
 	t.Helper()
 	c := k8stest.Require(t)
 	tokens := broker.NewTokens()
@@ -143,14 +143,14 @@ func newSealedRig(t *testing.T, play func(ctx context.Context, pod *corev1.Pod, 
 	return r
 }
 
-func (r *sealedRig) spec(t *testing.T) container.Spec {
+func (r *sealedRig) spec(t testing.TB) container.Spec {
 	spec := testSpec(t)
 	spec.RunDir = r.runDir
 	return spec
 }
 
 // turnInput is a minimal valid sealed turn.
-func turnInput(t *testing.T) []byte {
+func turnInput(t testing.TB) []byte {
 	t.Helper()
 	b, err := jsonjs.Marshal(wire.Turn{
 		Text: "hi", Speaker: wire.TurnSpeaker{ID: "u1", Name: "U1"},

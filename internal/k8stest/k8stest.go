@@ -61,6 +61,7 @@ type Cluster struct {
 	env   *envtest.Environment
 	dir   string
 	procs []*process
+	host  *hostState // the host before the real tier changed it; nil for kwok's
 }
 
 type process struct {
@@ -103,12 +104,21 @@ func Require(tb testing.TB) *Cluster {
 // A package's TestMain is os.Exit(k8stest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
-	if shared != nil {
-		if err := shared.Stop(); err != nil {
+	for _, c := range []*Cluster{shared, real} {
+		if c == nil {
+			continue
+		}
+		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "k8stest: stop the test cluster:", err)
 			if code == 0 {
 				code = 1
 			}
+		}
+	}
+	if err := removeBuilt(); err != nil {
+		fmt.Fprintln(os.Stderr, "k8stest: remove test images:", err)
+		if code == 0 {
+			code = 1
 		}
 	}
 	if code == 0 {
@@ -120,11 +130,42 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// Start runs a control plane from the binaries under tools and returns
-// once the fake node is ready. On error nothing is left running.
+// Start runs a control plane from the binaries under tools, with kwok's
+// fake node, and returns once the node is ready. On error nothing is left
+// running.
 func Start(ctx context.Context, tools string) (c *Cluster, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	c, err = newCluster(tools, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Stop())
+			c = nil
+		}
+	}()
+	bin := func(name string) string { return filepath.Join(tools, "bin", name) }
+	if err := c.run("kwok", bin("kwok"), "--kubeconfig="+c.Kubeconfig, "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--config="+filepath.Join(tools, "kwok-stages.yaml"), "--server-address=127.0.0.1:0",
+		"--node-lease-duration-seconds=40"); err != nil {
+		return c, err
+	}
+	if err := c.run("agent-sandbox-controller", bin("agent-sandbox-controller"), "--extensions", "--leader-elect=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
+		return c, err
+	}
+	if err := c.addNode(ctx); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// newCluster starts etcd and the API server (configure may set more of its
+// flags first), the scheduler and the garbage collector. On error it
+// stops what it started.
+func newCluster(tools string, configure func(*Cluster)) (c *Cluster, err error) {
 	dir, err := os.MkdirTemp("", "rtsandbox-k8s-")
 	if err != nil {
 		return nil, err
@@ -143,6 +184,9 @@ func Start(ctx context.Context, tools string) (c *Cluster, err error) {
 	// kubeadm's service range, where deploy/kubernetes' fixed broker
 	// ClusterIP lives (envtest's own is 10.0.0.0/24).
 	c.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
+	if configure != nil {
+		configure(c)
+	}
 	if c.Config, err = c.env.Start(); err != nil {
 		return c, fmt.Errorf("etcd and kube-apiserver: %w", err)
 	}
@@ -152,30 +196,12 @@ func Start(ctx context.Context, tools string) (c *Cluster, err error) {
 	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return c, err
 	}
-	bin := func(name string) string { return filepath.Join(tools, "bin", name) }
 	kc := "--kubeconfig=" + c.Kubeconfig
-	starts := []struct {
-		name string
-		args []string
-	}{
-		{"kube-scheduler", []string{kc, "--leader-elect=false", "--secure-port=0"}},
-		{"kube-controller-manager", []string{kc, "--leader-elect=false", "--secure-port=0",
-			"--controllers=garbagecollector", "--use-service-account-credentials=false"}},
-		{"kwok", []string{kc, "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-			"--config=" + filepath.Join(tools, "kwok-stages.yaml"), "--server-address=127.0.0.1:0",
-			"--node-lease-duration-seconds=40"}},
-		{"agent-sandbox-controller", []string{"--extensions", "--leader-elect=false",
-			"--metrics-bind-address=0", "--health-probe-bind-address=0"}},
-	}
-	for _, s := range starts {
-		if err := c.run(s.name, bin(s.name), s.args...); err != nil {
-			return c, err
-		}
-	}
-	if err := c.addNode(ctx); err != nil {
+	if err := c.run("kube-scheduler", filepath.Join(tools, "bin", "kube-scheduler"), kc, "--leader-elect=false", "--secure-port=0"); err != nil {
 		return c, err
 	}
-	return c, nil
+	return c, c.run("kube-controller-manager", filepath.Join(tools, "bin", "kube-controller-manager"), kc, "--leader-elect=false",
+		"--secure-port=0", "--controllers=garbagecollector", "--use-service-account-credentials=false")
 }
 
 // writeKubeconfig writes Config as an administrator's kubeconfig.
@@ -233,17 +259,22 @@ func (c *Cluster) addNode(ctx context.Context) error {
 			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: NodeName}},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
-	nodes := c.Clientset.CoreV1().Nodes()
-	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create node: %w", err)
 	}
+	return c.waitNode(ctx, NodeName, "kwok")
+}
+
+// waitNode waits until the node name is ready, then lifts its taints: the
+// API server tainted it not-ready at its registration, and the node
+// lifecycle controller that would lift the taint is not run (it would
+// evict Pods whenever a heartbeat lags on a busy machine). logName is the
+// component whose log a timeout shows.
+func (c *Cluster) waitNode(ctx context.Context, name, logName string) error {
+	nodes := c.Clientset.CoreV1().Nodes()
 	for {
-		n, err := nodes.Get(ctx, NodeName, metav1.GetOptions{})
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		if err == nil && nodeReady(n) {
-			// The API server tainted the node not-ready at its
-			// registration; the node lifecycle controller that would
-			// lift the taint is not run (it would evict Pods whenever
-			// a heartbeat lags on a busy machine).
 			n.Spec.Taints = nil
 			if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("untaint node: %w", err)
@@ -255,7 +286,7 @@ func (c *Cluster) addNode(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s not ready: %w\n%s", NodeName, ctx.Err(), c.LogTail("kwok"))
+			return fmt.Errorf("node %s not ready: %w\n%s", name, ctx.Err(), c.LogTail(logName))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -316,6 +347,9 @@ func (c *Cluster) Stop() error {
 		if err := c.env.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("envtest: %w", err))
 		}
+	}
+	if c.host != nil {
+		errs = append(errs, c.stopReal())
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
 		errs = append(errs, err)

@@ -5,9 +5,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,6 +34,16 @@ func main() {
 	raw, err := io.ReadAll(io.LimitReader(os.Stdin, 256<<10))
 	if err != nil {
 		os.Exit(3)
+	}
+	// On Kubernetes the engine writes the broker hello first
+	// (wire.BrokerHello): one line, kept for mode "broker".
+	var hello []byte
+	if len(os.Args) > 1 && os.Args[1] == "--broker-from-stdin" {
+		i := strings.IndexByte(string(raw), '\n')
+		if i < 0 {
+			os.Exit(5)
+		}
+		hello, raw = raw[:i], raw[i+1:]
 	}
 	var in input
 	if err := json.Unmarshal(raw, &in); err != nil {
@@ -62,6 +74,8 @@ func main() {
 		reply(err == nil, fmt.Sprint(err))
 	case "probe": // reports what the sandbox allows
 		reply(true, probe())
+	case "broker": // one call to the broker of the hello, with its token
+		reply(true, callBroker(hello))
 	case "spawn": // starts up to 200 processes, reports how many started
 		reply(true, fmt.Sprintf("spawned=%d", spawn(200)))
 	default:
@@ -233,4 +247,27 @@ func writable(p string) string {
 	}
 	os.Remove(p)
 	return "yes"
+}
+
+// callBroker posts {} to the model route of the broker the hello names,
+// with its token, and reports the answer's status line: proof that the
+// worker reaches its broker, and through it the turn's.
+func callBroker(hello []byte) string {
+	var h struct{ Broker, Token string }
+	if err := json.Unmarshal(hello, &h); err != nil {
+		return "no hello: " + err.Error()
+	}
+	conn, err := net.DialTimeout("tcp", h.Broker, 5*time.Second)
+	if err != nil {
+		return "dial: " + err.Error()
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST /model HTTP/1.1\r\nHost: broker\r\nAuthorization: Bearer sandbox-dummy-key\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 2\r\nRtsandbox-Token: %s\r\n\r\n{}", h.Token)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return "read: " + err.Error()
+	}
+	return strings.TrimSpace(line)
 }

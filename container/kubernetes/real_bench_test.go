@@ -1,0 +1,117 @@
+package kubernetes
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/container/docker"
+)
+
+// BenchmarkRealSealedTurn: one sealed turn of the stand-in worker (its
+// echo reply, no model call) from the engine's Run to its reply, side by
+// side in one run: Docker's warm pool (a prestarted container, claimed),
+// a warm claim on an agent-sandbox pool of real Pods, and a cold Pod.
+// p50-ms is the median turn; claim-ms the warm claim to the worker
+// running (Result.Started). The real-Pod tier only (RTSANDBOX_K8S_REAL=1):
+//
+//	RTSANDBOX_K8S_REAL=1 RTSANDBOX_K8S_TOOLS_DIR=$(scripts/k8s-tools.sh real) \
+//	  go test -run '^$' -bench BenchmarkRealSealedTurn -benchtime 20x ./container/kubernetes/
+func BenchmarkRealSealedTurn(b *testing.B) {
+	b.Run("docker-warm", func(b *testing.B) { benchDockerWarm(b) })
+	b.Run("k8s-warm", func(b *testing.B) { benchK8s(b, true) })
+	b.Run("k8s-cold", func(b *testing.B) { benchK8s(b, false) })
+}
+
+// report adds the median of ds (and of claims, when any) to b.
+func report(b *testing.B, ds, claims []time.Duration) {
+	median := func(v []time.Duration) float64 {
+		slices.Sort(v)
+		return float64(v[len(v)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(median(ds), "p50-ms")
+	if len(claims) > 0 {
+		b.ReportMetric(median(claims), "claim-ms")
+	}
+}
+
+func benchDockerWarm(b *testing.B) {
+	realCluster(b) // the images
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	d := docker.New(cli)
+	defer d.Close(context.Background())
+	ctx := context.Background()
+	var ds []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		spec := benchSpec(b, realEchoImage)
+		spec.Labels, _ = container.TurnLabels("bench-docker")
+		w, err := d.Prestart(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		began := time.Now()
+		res, err := w.Run(ctx, []byte(`{"text":"hi"}`))
+		ds = append(ds, time.Since(began))
+		if err != nil || !res.Reply.OK {
+			b.Fatalf("Run = %+v, %v", res.Reply, err)
+		}
+		b.StopTimer()
+		if res.Settled != nil {
+			<-res.Settled
+		}
+		b.StartTimer()
+	}
+	report(b, ds, nil)
+}
+
+func benchK8s(b *testing.B, warm bool) {
+	r := realRig(b)
+	ctx := context.Background()
+	spec := benchSpec(b, realEchoImage)
+	spec.RunDir = r.runDir
+	if warm {
+		r.useWarmPoolOf(b, ctx, spec, 2)
+	}
+	var ds, claims []time.Duration
+	for b.Loop() {
+		spec.Name = container.PoolName()
+		began := time.Now()
+		res, err := r.e.Run(ctx, spec, []byte(`{"text":"hi"}`))
+		ds = append(ds, time.Since(began))
+		if err != nil || !res.Reply.OK {
+			b.Fatalf("Run = %+v, %v", res.Reply, err)
+		}
+		claims = append(claims, res.Started.Sub(began))
+		b.StopTimer()
+		if res.Settled != nil {
+			<-res.Settled
+		}
+		if warm {
+			r.waitPoolReady(b, ctx, r.ext(b), 2)
+		}
+		b.StartTimer()
+	}
+	if warm {
+		report(b, ds, claims)
+	} else {
+		report(b, ds, nil)
+	}
+}
+
+// benchSpec is a sealed spec of image for a benchmark.
+func benchSpec(b *testing.B, image string) container.Spec {
+	spec := testSpec(b)
+	spec.Image, spec.UID, spec.GID = image, 1000, 1000
+	spec.RunDir = b.TempDir()
+	return spec
+}

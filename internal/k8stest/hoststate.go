@@ -1,0 +1,170 @@
+package k8stest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The host state a kubelet changes (../shared/k8s/README.md): the sysctls
+// it sets, the mounts it makes, the cgroups it creates, the network links
+// of the Pod network, and the directories it writes by default. The
+// real-Pod tier records it before it starts, restores it after, and fails
+// when the two differ.
+var (
+	kubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"}
+	kubeletDirs    = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/opt/cni"}
+)
+
+// hostState is a comparable record of that state.
+type hostState struct {
+	Sysctls map[string]string
+	Mounts  []string // mount points
+	Cgroups []string // cgroup directories named kubepods*, at any controller's top
+	Links   []string // network link names
+	Dirs    []string // which of kubeletDirs exist
+}
+
+func recordHost() (hostState, error) {
+	s := hostState{Sysctls: map[string]string{}}
+	for _, k := range kubeletSysctls {
+		b, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			return s, err
+		}
+		s.Sysctls[k] = strings.TrimSpace(string(b))
+	}
+	mounts, err := mountPoints()
+	if err != nil {
+		return s, err
+	}
+	s.Mounts = mounts
+	s.Cgroups, _ = filepath.Glob("/sys/fs/cgroup/*/kubepods*")
+	more, _ := filepath.Glob("/sys/fs/cgroup/kubepods*")
+	s.Cgroups = append(s.Cgroups, more...)
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		return s, fmt.Errorf("ip link: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			s.Links = append(s.Links, strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":"))
+		}
+	}
+	for _, d := range kubeletDirs {
+		if _, err := os.Lstat(d); err == nil {
+			s.Dirs = append(s.Dirs, d)
+		}
+	}
+	slices.Sort(s.Mounts)
+	slices.Sort(s.Cgroups)
+	slices.Sort(s.Links)
+	return s, nil
+}
+
+// mountPoints lists the mount points of this mount namespace.
+func mountPoints() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 4 {
+			out = append(out, f[4])
+		}
+	}
+	return out, sc.Err()
+}
+
+// restoreHost undoes what the real tier changed since before: it unmounts
+// what was mounted under the tier's directories (deepest first), removes
+// the kubepods cgroups (leaves first), deletes the links it added, writes
+// the sysctls back and removes the kubelet's directories that did not
+// exist. It then records the host again and returns the difference, if
+// any, as an error.
+func restoreHost(before hostState, workdir string) error {
+	var errs []error
+	now, err := recordHost()
+	if err != nil {
+		return err
+	}
+	added := slices.DeleteFunc(slices.Clone(now.Mounts), func(m string) bool { return slices.Contains(before.Mounts, m) })
+	slices.SortFunc(added, func(a, b string) int { return len(b) - len(a) })
+	for _, m := range added {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	for _, cg := range now.Cgroups {
+		if !slices.Contains(before.Cgroups, cg) {
+			errs = append(errs, removeCgroup(cg))
+		}
+	}
+	for _, l := range now.Links {
+		if !slices.Contains(before.Links, l) && !strings.HasPrefix(l, "veth") {
+			if out, err := exec.Command("ip", "link", "delete", l).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("ip link delete %s: %v: %s", l, err, out))
+			}
+		}
+	}
+	for k, v := range before.Sysctls {
+		if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range kubeletDirs {
+		if !slices.Contains(before.Dirs, d) {
+			errs = append(errs, os.RemoveAll(d))
+		}
+	}
+	if workdir != "" {
+		errs = append(errs, os.RemoveAll(workdir))
+	}
+	after, err := recordHost()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	// A veth goes with its Pod's network namespace, once the kernel
+	// reaps it: compare without them.
+	strip := func(s hostState) hostState {
+		s.Links = slices.DeleteFunc(slices.Clone(s.Links), func(l string) bool { return strings.HasPrefix(l, "veth") })
+		return s
+	}
+	if diff := cmp.Diff(strip(before), strip(after)); diff != "" {
+		errs = append(errs, fmt.Errorf("the host differs after the real-Pod tier (-before +after):\n%s", diff))
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup removes a cgroup directory tree, leaves first (a cgroup
+// directory is removed with rmdir, its files go with it).
+func removeCgroup(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("rmdir %s: %w", dirs[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}

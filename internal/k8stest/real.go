@@ -1,0 +1,335 @@
+package k8stest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The real-Pod tier (docs/kubernetes.md, "Testing"): the same control
+// plane with a kubelet and a private containerd instead of kwok, so Pods
+// run: runc's, and the attach stream reaches a real worker. It is opt-in
+// (RealEnv=1, as root, with Docker to build and export images), and it
+// changes the host, which Stop restores and checks (hoststate.go).
+const RealEnv = "RTSANDBOX_K8S_REAL"
+
+// RealNode is the real tier's node, and its address: TEST-NET-1 on a dummy
+// link, since a kubelet refuses a loopback node address.
+const (
+	RealNode   = "real-node-0"
+	realNodeIP = "192.0.2.2"
+	realLink   = "rtsk8s-node0"
+	pauseImage = "docker.io/rtsk8s/pause:local"
+)
+
+var (
+	realOnce sync.Once
+	real     *Cluster
+	realErr  error
+)
+
+// RequireReal returns the test binary's real-Pod cluster, started on first
+// use with images (local Docker images) imported into its containerd. It
+// skips tb unless RealEnv is 1: the tier is opt-in, CI included.
+func RequireReal(tb testing.TB, images ...string) *Cluster {
+	tb.Helper()
+	if os.Getenv(RealEnv) != "1" {
+		tb.Skipf("real-Pod tier skipped: set %s=1 (root, Docker, scripts/k8s-tools.sh real)", RealEnv)
+	}
+	tools := os.Getenv(ToolsEnv)
+	if tools == "" {
+		tb.Fatalf("%s=1 needs %s (scripts/k8s-tools.sh real)", RealEnv, ToolsEnv)
+	}
+	realOnce.Do(func() { real, realErr = StartReal(context.Background(), tools, images) })
+	if realErr != nil {
+		tb.Fatalf("start the real-Pod cluster: %v", realErr)
+	}
+	return real
+}
+
+// StartReal runs the control plane with a kubelet and a private
+// containerd, imports images, and returns once the node is ready. On
+// error nothing is left running and the host is restored.
+func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, err error) {
+	if _, err := os.Stat(filepath.Join(tools, ".done-real")); err != nil {
+		return nil, fmt.Errorf("no real-tier tools in %s: run scripts/k8s-tools.sh real", tools)
+	}
+	before, err := recordHost()
+	if err != nil {
+		return nil, fmt.Errorf("record the host: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	c, err = newCluster(tools, func(c *Cluster) {
+		c.env.ControlPlane.GetAPIServer().Configure().Set("kubelet-preferred-address-types", "InternalIP")
+	})
+	if c != nil {
+		c.host = &before
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Stop())
+			c = nil
+		}
+	}()
+	if err := run("ip", "link", "add", realLink, "type", "dummy"); err != nil {
+		return c, err
+	}
+	if err := run("ip", "addr", "add", realNodeIP+"/32", "dev", realLink); err != nil {
+		return c, err
+	}
+	if err := run("ip", "link", "set", realLink, "up"); err != nil {
+		return c, err
+	}
+	if err := c.startContainerd(ctx, tools); err != nil {
+		return c, err
+	}
+	if err := c.importImages(ctx, tools, images); err != nil {
+		return c, err
+	}
+	if err := c.startKubelet(tools); err != nil {
+		return c, err
+	}
+	if err := c.run("agent-sandbox-controller", filepath.Join(tools, "bin", "agent-sandbox-controller"),
+		"--extensions", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
+		return c, err
+	}
+	return c, c.waitNode(ctx, RealNode, "kubelet")
+}
+
+func run(name string, args ...string) error {
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// containerdConfig is the private containerd's: its own socket, root and
+// state under the cluster's directory, runc under its own root, the CNI
+// bridge of the Pod network, and restrict_oom_score_adj (root here lacks
+// CAP_SYS_RESOURCE).
+const containerdConfig = `version = 2
+root = "@DIR@/ctrd/root"
+state = "@DIR@/ctrd/state"
+[grpc]
+  address = "@DIR@/ctrd/containerd.sock"
+[ttrpc]
+  address = "@DIR@/ctrd/containerd.sock.ttrpc"
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "@DIR@/ctrd/opt"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "` + pauseImage + `"
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "@TOOLS@/cni"
+      conf_dir = "@DIR@/ctrd/cni-conf"
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      default_runtime_name = "runc"
+      snapshotter = "overlayfs"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "@DIR@/ctrd/runc-root"
+`
+
+const cniConfig = `{"cniVersion": "1.0.0", "name": "rtsk8s", "plugins": [
+  {"type": "bridge", "bridge": "rtsk8s0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.1.0/24"}]], "dataDir": "@DIR@/ctrd/ipam"}},
+  {"type": "loopback"}]}
+`
+
+func (c *Cluster) fill(s, tools string) string {
+	return strings.NewReplacer("@DIR@", c.dir, "@TOOLS@", tools).Replace(s)
+}
+
+func (c *Cluster) socket() string { return filepath.Join(c.dir, "ctrd", "containerd.sock") }
+
+func (c *Cluster) startContainerd(ctx context.Context, tools string) error {
+	conf := filepath.Join(c.dir, "ctrd", "cni-conf")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(conf, "10-rtsk8s.conflist"), []byte(c.fill(cniConfig, tools)), 0o644); err != nil {
+		return err
+	}
+	cfg := filepath.Join(c.dir, "ctrd", "config.toml")
+	if err := os.WriteFile(cfg, []byte(c.fill(containerdConfig, tools)), 0o644); err != nil {
+		return err
+	}
+	if err := c.run("containerd", "containerd", "--config", cfg); err != nil {
+		return err
+	}
+	for {
+		if _, err := os.Stat(c.socket()); err == nil {
+			return nil
+		}
+		if err := c.exited(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("containerd did not listen: %w\n%s", ctx.Err(), c.LogTail("containerd"))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// importImages builds the pause image from the tools' static pause and
+// copies it and images from the local Docker into containerd's k8s.io
+// namespace, where the kubelet finds them (it never pulls here).
+func (c *Cluster) importImages(ctx context.Context, tools string, images []string) error {
+	dir := filepath.Join(c.dir, "pause-image")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	pause, err := os.ReadFile(filepath.Join(tools, "bin", "pause"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pause"), pause, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY pause /pause\nENTRYPOINT [\"/pause\"]\n"), 0o644); err != nil {
+		return err
+	}
+	if err := run("docker", "build", "-q", "-t", pauseImage, dir); err != nil {
+		return err
+	}
+	for _, img := range append([]string{pauseImage}, images...) {
+		save := exec.CommandContext(ctx, "docker", "save", img)
+		imp := exec.CommandContext(ctx, "ctr", "--address", c.socket(), "-n", "k8s.io", "images", "import", "-")
+		pipe, err := save.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		imp.Stdin = pipe
+		var out bytes.Buffer
+		imp.Stdout, imp.Stderr = &out, &out
+		if err := save.Start(); err != nil {
+			return err
+		}
+		if err := imp.Run(); err != nil {
+			save.Wait()
+			return fmt.Errorf("import %s: %v: %s", img, err, out.Bytes())
+		}
+		if err := save.Wait(); err != nil {
+			return fmt.Errorf("docker save %s: %w", img, err)
+		}
+	}
+	return nil
+}
+
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+address: ` + realNodeIP + `
+port: 20250
+healthzBindAddress: 127.0.0.1
+healthzPort: 0
+readOnlyPort: 0
+failSwapOn: false
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+containerRuntimeEndpoint: unix://@DIR@/ctrd/containerd.sock
+podLogsDir: @DIR@/pod-logs
+registerNode: true
+resolvConf: /etc/resolv.conf
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+makeIPTablesUtilChains: false
+localStorageCapacityIsolation: true
+podPidsLimit: 128
+`
+
+func (c *Cluster) startKubelet(tools string) error {
+	cfg := filepath.Join(c.dir, "kubelet.yaml")
+	if err := os.WriteFile(cfg, []byte(c.fill(kubeletConfig, tools)), 0o644); err != nil {
+		return err
+	}
+	return c.run("kubelet", filepath.Join(tools, "bin", "kubelet"), "--config="+cfg, "--kubeconfig="+c.Kubeconfig,
+		"--hostname-override="+RealNode, "--node-ip="+realNodeIP, "--root-dir="+filepath.Join(c.dir, "kubelet"))
+}
+
+// stopReal ends what the real tier runs beside the control plane: every
+// container runc holds for the private containerd (killed and deleted),
+// the shims, and then the host's changes are undone and checked.
+func (c *Cluster) stopReal() error {
+	var errs []error
+	root := filepath.Join(c.dir, "ctrd", "runc-root", "k8s.io")
+	if ids, err := os.ReadDir(root); err == nil {
+		for _, id := range ids {
+			if out, err := exec.Command("runc", "--root", root, "delete", "--force", id.Name()).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("runc delete %s: %v: %s", id.Name(), err, out))
+			}
+		}
+	}
+	// The shims outlive containerd by design: end those of this cluster.
+	if out, err := exec.Command("pkill", "-KILL", "-f", "containerd-shim.*"+c.dir).CombinedOutput(); err != nil && len(out) > 0 {
+		errs = append(errs, fmt.Errorf("pkill shims: %s", out))
+	}
+	errs = append(errs, restoreHost(*c.host, ""))
+	return errors.Join(errs...)
+}
+
+// PodGateway is the host's address on the real tier's Pod network (the
+// bridge's): where a Pod reaches a listener of the test on 0.0.0.0.
+const PodGateway = "10.244.1.1"
+
+// BuildImage builds pkg (a main package of this module) static into a
+// FROM-scratch image tagged tag in the local Docker, its entrypoint the
+// binary, for RequireReal to import; Main removes it after the tests.
+func BuildImage(tb testing.TB, tag, pkg string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "worker"), pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	df := "FROM scratch\nCOPY worker /rtsandbox-worker\nUSER 1000:1000\nENTRYPOINT [\"/rtsandbox-worker\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := run("docker", "build", "-q", "-t", tag, dir); err != nil {
+		tb.Fatal(err)
+	}
+	builtMu.Lock()
+	built = append(built, tag)
+	builtMu.Unlock()
+}
+
+var (
+	builtMu sync.Mutex
+	built   []string // images BuildImage made, removed by Main
+)
+
+// removeBuilt removes the images BuildImage made.
+func removeBuilt() error {
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	var errs []error
+	for _, tag := range built {
+		errs = append(errs, run("docker", "rmi", "-f", tag))
+	}
+	built = nil
+	return errors.Join(errs...)
+}
+
+// RealEnvSet reports whether the real-Pod tier is asked for.
+func RealEnvSet() bool { return os.Getenv(RealEnv) == "1" }
