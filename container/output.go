@@ -27,6 +27,7 @@ type ReplyBuffer struct {
 	limit int
 	ended chan struct{}
 	reply []byte
+	over  error // the overflow, once a write went past the limit
 }
 
 // NewReplyBuffer returns an empty sink bounded at StdoutLimit.
@@ -35,8 +36,9 @@ func NewReplyBuffer() *ReplyBuffer {
 }
 
 func (b *ReplyBuffer) Write(p []byte) (int, error) {
-	if b.buf.Len()+len(p) > b.limit {
-		return 0, fmt.Errorf("%w: stdout over %d bytes", ErrOutputLimit, b.limit)
+	if b.over != nil || b.buf.Len()+len(p) > b.limit {
+		b.over = fmt.Errorf("%w: stdout over %d bytes", ErrOutputLimit, b.limit)
+		return 0, b.over
 	}
 	before := b.buf.Len()
 	b.buf.Write(p)
@@ -48,6 +50,12 @@ func (b *ReplyBuffer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Err is the overflow (ErrOutputLimit) once a write went past the limit,
+// nil before: an engine whose stream reports the sink's error in its own
+// words (a Kubernetes attach) asks the sink. Read it once the writer is
+// done.
+func (b *ReplyBuffer) Err() error { return b.over }
 
 // Ended is closed at the end mark.
 func (b *ReplyBuffer) Ended() <-chan struct{} { return b.ended }
@@ -66,7 +74,8 @@ func (b *ReplyBuffer) Bytes() []byte { return b.buf.Bytes() }
 type TailBuffer struct {
 	n, limit int
 	ring     []byte
-	next     int // where the next byte goes
+	next     int   // where the next byte goes
+	over     error // the overflow, once the count went past the limit
 }
 
 // NewTailBuffer returns an empty sink of the stderr bounds.
@@ -80,7 +89,8 @@ func (t *TailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	t.n += n
 	if t.n > t.limit {
-		return 0, fmt.Errorf("%w: stderr over %d bytes", ErrOutputLimit, t.limit)
+		t.over = fmt.Errorf("%w: stderr over %d bytes", ErrOutputLimit, t.limit)
+		return 0, t.over
 	}
 	if len(p) > len(t.ring) {
 		p = p[len(p)-len(t.ring):]
@@ -90,6 +100,10 @@ func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.next = (t.next + len(p)) % len(t.ring)
 	return n, nil
 }
+
+// Err is the overflow (ErrOutputLimit) once the count went past the
+// limit, nil before. Read it once the writer is done.
+func (t *TailBuffer) Err() error { return t.over }
 
 // Len counts the bytes written.
 func (t *TailBuffer) Len() int { return t.n }

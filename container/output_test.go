@@ -58,3 +58,24 @@ func FuzzTailBuffer(f *testing.F) {
 		}
 	})
 }
+
+// TestSinksKeepTheirOverflow: once a write went past the bound, Err says
+// so (ErrOutputLimit), and every later write fails too: an engine whose
+// stream words the sink's error its own way asks the sink.
+func TestSinksKeepTheirOverflow(t *testing.T) {
+	rb := NewReplyBuffer()
+	if rb.Err() != nil {
+		t.Fatal("a fresh sink reports an overflow")
+	}
+	if _, err := rb.Write(make([]byte, StdoutLimit+1)); !errors.Is(err, ErrOutputLimit) {
+		t.Fatalf("Write over the bound = %v", err)
+	}
+	if _, err := rb.Write([]byte("x")); !errors.Is(err, ErrOutputLimit) || !errors.Is(rb.Err(), ErrOutputLimit) {
+		t.Errorf("after the overflow: Write %v, Err %v", err, rb.Err())
+	}
+	tb := newTailBuffer(8, 4)
+	tb.Write(make([]byte, 9))
+	if !errors.Is(tb.Err(), ErrOutputLimit) {
+		t.Errorf("TailBuffer.Err = %v", tb.Err())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,14 @@ func TestRealSealAsTheWorkerFeelsIt(t *testing.T) {
 		if !slices.Contains(got, want) {
 			t.Errorf("probe = %q; want a line %q", got, want)
 		}
+	}
+	// The PID bound is the node's podPidsLimit (128 here, as
+	// docs/kubernetes.md asks of a cluster), not the container's cgroup.
+	res, err = r.e.Run(ctx, r.realSpec(t, realEchoImage), []byte(`{"mode":"spawn"}`))
+	if n, cerr := strconv.Atoi(strings.TrimPrefix(res.Reply.Text, "spawned=")); err == nil && (cerr != nil || n >= 128) {
+		t.Errorf("spawn = %q; want fewer than the node's 128", res.Reply.Text)
+	} else if err != nil && !errors.Is(err, container.ErrWorkerFailed) {
+		t.Errorf("spawn = %v", err)
 	}
 	res, err = r.e.Run(ctx, r.realSpec(t, realEchoImage), []byte(`{"mode":"broker"}`))
 	if err != nil || res.Reply.Text != "HTTP/1.1 200 OK" {

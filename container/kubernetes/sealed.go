@@ -213,10 +213,17 @@ func (e *Sealed) turn(ctx context.Context, w turnPod, stdin []byte, res containe
 		}
 		res.ExitCode, res.Exited = end.code, time.Now()
 		cancel()
+		if err := errors.Join(out.Err(), errOut.Err()); err != nil {
+			stream.err = err
+		}
 		return e.settle(w, out, errOut, stream, end, res)
 	}
 	// The stream ended first: the worker exited (or the stream broke, or
-	// its output went over a bound); the watch tells which.
+	// its output went over a bound: the sinks know, whatever words the
+	// stream's error uses); the watch tells which.
+	if err := errors.Join(out.Err(), errOut.Err()); err != nil {
+		stream.err = err
+	}
 	if errors.Is(stream.err, container.ErrOutputLimit) {
 		cancel()
 		<-exited

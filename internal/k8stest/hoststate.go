@@ -31,6 +31,7 @@ type hostState struct {
 	Mounts  []string // mount points
 	Cgroups []string // cgroup directories named kubepods*, at any controller's top
 	Links   []string // network link names
+	Addrs   []string // "link address" of every interface address
 	Dirs    []string // which of kubeletDirs exist
 }
 
@@ -60,11 +61,21 @@ func recordHost() (hostState, error) {
 			s.Links = append(s.Links, strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":"))
 		}
 	}
+	out, err = exec.Command("ip", "-o", "addr", "show").Output()
+	if err != nil {
+		return s, fmt.Errorf("ip addr: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(line); len(f) > 3 {
+			s.Addrs = append(s.Addrs, f[1]+" "+f[3])
+		}
+	}
 	for _, d := range kubeletDirs {
 		if _, err := os.Lstat(d); err == nil {
 			s.Dirs = append(s.Dirs, d)
 		}
 	}
+	slices.Sort(s.Addrs)
 	slices.Sort(s.Mounts)
 	slices.Sort(s.Cgroups)
 	slices.Sort(s.Links)
@@ -118,6 +129,14 @@ func restoreHost(before hostState, workdir string) error {
 			}
 		}
 	}
+	for _, a := range now.Addrs {
+		link, addr, _ := strings.Cut(a, " ")
+		if !slices.Contains(before.Addrs, a) && slices.Contains(before.Links, link) {
+			if out, err := exec.Command("ip", "addr", "del", addr, "dev", link).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("ip addr del %s: %v: %s", a, err, out))
+			}
+		}
+	}
 	for k, v := range before.Sysctls {
 		if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
 			errs = append(errs, err)
@@ -139,6 +158,7 @@ func restoreHost(before hostState, workdir string) error {
 	// reaps it: compare without them.
 	strip := func(s hostState) hostState {
 		s.Links = slices.DeleteFunc(slices.Clone(s.Links), func(l string) bool { return strings.HasPrefix(l, "veth") })
+		s.Addrs = slices.DeleteFunc(slices.Clone(s.Addrs), func(a string) bool { return strings.HasPrefix(a, "veth") })
 		return s
 	}
 	if diff := cmp.Diff(strip(before), strip(after)); diff != "" {

@@ -365,6 +365,10 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*Typed[...]).updateUnfinishedWorkLoop"),
 		goleak.IgnoreAnyFunction("k8s.io/client-go/util/workqueue.(*delayingType[...]).waitingLoop"),
+		// The WebSocket attach's heartbeat outlives a stream its caller
+		// closed (it stops on the peer's close message) until its next
+		// ping fails: at most 5 s (remotecommand's pingPeriod).
+		goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start"),
 	}
 }
 

@@ -21,12 +21,11 @@ import (
 // changes the host, which Stop restores and checks (hoststate.go).
 const RealEnv = "RTSANDBOX_K8S_REAL"
 
-// RealNode is the real tier's node, and its address: TEST-NET-1 on a dummy
-// link, since a kubelet refuses a loopback node address.
+// RealNode is the real tier's node, and its address: TEST-NET-1, since a
+// kubelet refuses a loopback node address.
 const (
 	RealNode   = "real-node-0"
 	realNodeIP = "192.0.2.2"
-	realLink   = "rtsk8s-node0"
 	pauseImage = "docker.io/rtsk8s/pause:local"
 )
 
@@ -83,13 +82,10 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 			c = nil
 		}
 	}()
-	if err := run("ip", "link", "add", realLink, "type", "dummy"); err != nil {
-		return c, err
-	}
-	if err := run("ip", "addr", "add", realNodeIP+"/32", "dev", realLink); err != nil {
-		return c, err
-	}
-	if err := run("ip", "link", "set", realLink, "up"); err != nil {
+	// The node's address, on the loopback link: not a loopback address,
+	// so the kubelet takes it, and no link to add (this kernel may lack
+	// the dummy type). Stop deletes it with the host's other changes.
+	if err := run("ip", "addr", "add", realNodeIP+"/32", "dev", "lo"); err != nil {
 		return c, err
 	}
 	if err := c.startContainerd(ctx, tools); err != nil {
