@@ -76,7 +76,10 @@ func benchDockerWarm(b *testing.B) {
 
 func benchK8s(b *testing.B, warm bool) {
 	r := realRig(b)
-	ctx := context.Background()
+	// Bounded: a pool that never fills fails the benchmark with the
+	// controller's log instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	spec := benchSpec(b, realEchoImage)
 	spec.RunDir = r.runDir
 	if warm {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The host state a kubelet changes (../shared/k8s/README.md): the sysctls
+// The host state a kubelet changes (docs/kubernetes.md, "Testing"): the sysctls
 // it sets, the mounts it makes, the cgroups it creates, the network links
 // of the Pod network, and the directories it writes by default. The
 // real-Pod tier records it before it starts, restores it after, and fails
