@@ -36,7 +36,10 @@ func NewReplyBuffer() *ReplyBuffer {
 }
 
 func (b *ReplyBuffer) Write(p []byte) (int, error) {
-	if b.over != nil || b.buf.Len()+len(p) > b.limit {
+	if b.over != nil {
+		return 0, b.over
+	}
+	if b.buf.Len()+len(p) > b.limit {
 		b.over = fmt.Errorf("%w: stdout over %d bytes", ErrOutputLimit, b.limit)
 		return 0, b.over
 	}

@@ -184,6 +184,11 @@ func (e *Sealed) turn(ctx context.Context, w turnPod, stdin []byte, res containe
 	attached := make(chan attachEnd, 1)
 	go func() {
 		err := e.attach.Attach(actx, pod, Streams{Stdin: bytes.NewReader(stdin), Stdout: out, Stderr: errOut})
+		// An output bound is the sinks' to tell: the stream words their
+		// error its own way. They are done writing once Attach returned.
+		if over := errors.Join(out.Err(), errOut.Err()); over != nil {
+			err = over
+		}
 		attached <- attachEnd{err}
 	}()
 	exited := make(chan exitEnd, 1)
@@ -213,17 +218,10 @@ func (e *Sealed) turn(ctx context.Context, w turnPod, stdin []byte, res containe
 		}
 		res.ExitCode, res.Exited = end.code, time.Now()
 		cancel()
-		if err := errors.Join(out.Err(), errOut.Err()); err != nil {
-			stream.err = err
-		}
 		return e.settle(w, out, errOut, stream, end, res)
 	}
 	// The stream ended first: the worker exited (or the stream broke, or
-	// its output went over a bound: the sinks know, whatever words the
-	// stream's error uses); the watch tells which.
-	if err := errors.Join(out.Err(), errOut.Err()); err != nil {
-		stream.err = err
-	}
+	// its output went over a bound); the watch tells which.
 	if errors.Is(stream.err, container.ErrOutputLimit) {
 		cancel()
 		<-exited
