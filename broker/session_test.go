@@ -440,13 +440,29 @@ func TestSessionResultOneReaderAndAbort(t *testing.T) {
 	exec := f.execute(ctx, sessTurn(sessTurnID))
 	wantResp(t, f.do(http.MethodGet, wire.RouteWorkerNext, ""), 200, "")
 
-	pr, pw := io.Pipe()
-	first := f.postAsync(wire.RouteWorkerResult, pr)
-	if _, err := io.WriteString(pw, `{"turnId":"m1","result":`); err != nil {
-		t.Fatal(err)
+	// The first packet's body never ends. A probe that reaches the broker
+	// before it holds the reader for an instant: a first packet that
+	// arrives then is refused 429 itself, and is sent again.
+	var first <-chan resp
+	var pw *io.PipeWriter
+	send := func() {
+		var pr *io.PipeReader
+		pr, pw = io.Pipe()
+		first = f.postAsync(wire.RouteWorkerResult, pr)
+		go io.WriteString(pw, `{"turnId":"m1","result":`) // a refused packet's body is never read
 	}
+	send()
 	var second resp
 	for range 100 { // until the first one holds the reader
+		select {
+		case r := <-first:
+			if r.Status != 429 {
+				t.Fatalf("the first packet answered %d %q before the turn ended", r.Status, r.Body)
+			}
+			pw.CloseWithError(io.ErrClosedPipe)
+			send()
+		default:
+		}
 		if second = f.post(wire.RouteWorkerResult, `{}`); second.Status == 429 {
 			break
 		}

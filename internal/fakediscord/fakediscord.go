@@ -184,6 +184,17 @@ func (s *Server) Dialer() *websocket.Dialer {
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
+	s.mu.Unlock()
+	s.DropGateway()
+	s.wg.Wait()
+	s.srv.Close()
+	s.trans.CloseIdleConnections()
+}
+
+// DropGateway cuts every gateway connection without a close frame, as a
+// network failure does; the clients may connect (and resume) again.
+func (s *Server) DropGateway() {
+	s.mu.Lock()
 	conns := make([]*gwConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -192,9 +203,6 @@ func (s *Server) Close() {
 	for _, c := range conns {
 		c.ws.Close()
 	}
-	s.wg.Wait()
-	s.srv.Close()
-	s.trans.CloseIdleConnections()
 }
 
 func (s *Server) nextID() string { return strconv.FormatInt(s.ids.Add(1), 10) }

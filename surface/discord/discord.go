@@ -147,6 +147,7 @@ type Surface struct {
 
 	mu      sync.Mutex
 	started bool
+	live    bool // Start succeeded: a dropped gateway is opened again (reconnect)
 	closed  bool
 	session *discordgo.Session
 	secret  rtsandbox.Secret // the token of the running session, for redaction
@@ -239,7 +240,11 @@ func (s *Surface) Start(ctx context.Context) error {
 	sess.AddHandler(s.onReady)
 	sess.AddHandler(s.onMessage)
 	sess.AddHandler(s.onInteraction)
-	sess.AddHandler(func(*discordgo.Session, *discordgo.Disconnect) { s.log.Warn("discord gateway disconnected") })
+	// Reconnection is ours (reconnect): discordgo's reads its flag
+	// without a lock, so it cannot be turned off once the session runs,
+	// and its retry loop outlives Close.
+	sess.ShouldReconnectOnError = false
+	sess.AddHandler(s.onDisconnect)
 	sess.AddHandler(func(*discordgo.Session, *discordgo.Resumed) { s.log.Info("discord gateway resumed") })
 
 	s.mu.Lock()
@@ -264,6 +269,7 @@ func (s *Surface) Start(ctx context.Context) error {
 		s.closeSession()
 		return ErrState
 	}
+	s.live = true
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go s.inbound()
@@ -291,8 +297,8 @@ func (s *Surface) Close() error {
 	return nil
 }
 
-// closeSession closes the gateway connection, with reconnection off so
-// that a failing heartbeat cannot reopen it.
+// closeSession closes the gateway connection; nothing reopens it once
+// the surface is closed (onDisconnect).
 func (s *Surface) closeSession() {
 	s.mu.Lock()
 	sess := s.session
@@ -300,11 +306,47 @@ func (s *Surface) closeSession() {
 	if sess == nil {
 		return
 	}
-	sess.Lock()
-	sess.ShouldReconnectOnError = false
-	sess.Unlock()
 	if err := sess.Close(); err != nil {
 		s.log.Warn("discord gateway close failed", "err", s.redact(err))
+	}
+}
+
+// onDisconnect runs when the gateway connection closed, whoever closed
+// it: on a started surface that is not closed, it opens the connection
+// again in the background.
+func (s *Surface) onDisconnect(sess *discordgo.Session, _ *discordgo.Disconnect) {
+	s.log.Warn("discord gateway disconnected")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.live || s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go s.reconnect(sess)
+}
+
+// reconnect opens sess again (a resume, when Discord allows it), backing
+// off from 1 s to 10 min between failures, until it is open or the
+// surface closes. Two drops in a row start two of these: the later Open
+// finds the connection open and returns.
+func (s *Surface) reconnect(sess *discordgo.Session) {
+	defer s.wg.Done()
+	wait := time.Second
+	for {
+		err := sess.Open()
+		if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
+			if err == nil && s.ctx.Err() != nil {
+				sess.Close() // Close ran while this opened
+			}
+			return
+		}
+		s.log.Warn("discord gateway reconnect failed", "err", s.redact(err), "retry_in", wait)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Minute)
 	}
 }
 
