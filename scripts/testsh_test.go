@@ -83,12 +83,23 @@ func TestTestScriptRunsEveryPhase(t *testing.T) {
 					t.Errorf("no go call with %q ran:\n%s", want, calls)
 				}
 			}
+			// The sdk phase runs the tests the tag adds, not the packages'
+			// whole suites again.
+			names := ""
+			if sdk := sdkRun.FindStringSubmatch(string(calls)); sdk != nil {
+				names = "|" + sdk[1] + "|"
+			}
+			if !strings.Contains(names, "|TestAnthropicSDKThroughBroker|") || strings.Contains(names, "|TestSessionResultOneReaderAndAbort|") {
+				t.Errorf("the sdk phase's -run does not name exactly the sdk-tagged tests:\n%s", calls)
+			}
 			if !strings.Contains(out.String(), "fuzz: stand-in ran") {
 				t.Errorf("the fuzz phase's output is missing:\n%s", out.String())
 			}
 		})
 	}
 }
+
+var sdkRun = regexp.MustCompile(`-tags sdk .*-run \^\(([^)]*)\)\$`)
 
 var summaryLine = regexp.MustCompile(`(?m)^(race|sdk|lint|fuzz)\s+(ok|FAILED)\s+\d+s$`)
 

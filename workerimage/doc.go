@@ -8,7 +8,8 @@
 //     order: embedded in the host binary at build time (build tag
 //     embedworker, produced by `make build`); a file named rtsandbox-worker
 //     next to the running executable; compiled with the Go toolchain when
-//     the working directory is inside a checkout of this module.
+//     the working directory is inside a checkout of this module, once per
+//     checkout for the life of the process.
 //   - Every candidate must be a static Linux ELF executable (no program
 //     interpreter, no dynamic section) built from this module's worker
 //     package. Anything else is refused with ErrWorker, never packaged:

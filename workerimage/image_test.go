@@ -253,3 +253,46 @@ func TestBuildFromRefusesDynamic(t *testing.T) {
 		t.Errorf("BuildFrom(/bin/ls) = %v (builds %d); want ErrWorker and no build", err, len(s.builds))
 	}
 }
+
+// TestWorkerCompiledOncePerCheckout: the go-build source compiles once per
+// checkout for the life of the process, and a failed build is not kept,
+// so the next call compiles again.
+func TestWorkerCompiledOncePerCheckout(t *testing.T) {
+	dir := t.TempDir()
+	calls, fail := filepath.Join(dir, "calls"), filepath.Join(dir, "fail")
+	// A stand-in go: counts its calls, fails while the fail file exists,
+	// and otherwise writes its -o argument.
+	goTool := filepath.Join(dir, "go")
+	script := "#!/bin/sh\necho x >>" + calls + "\n[ -e " + fail + " ] && exit 1\n" +
+		"while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then echo \"$PWD\" >\"$2\"; fi; shift; done\n"
+	if err := os.WriteFile(goTool, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rootA, rootB := t.TempDir(), t.TempDir()
+	count := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "x")
+	}
+	c := &workerCache{bins: map[string][]byte{}}
+	if err := os.WriteFile(fail, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.get(context.Background(), goTool, rootA); !errors.Is(err, ErrWorker) {
+		t.Fatalf("failed build: err = %v; want ErrWorker", err)
+	}
+	if err := os.Remove(fail); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		bin, err := c.get(context.Background(), goTool, rootA)
+		if err != nil || strings.TrimSpace(string(bin)) != rootA {
+			t.Fatalf("get(A) = %q, %v; want the build made in %s", bin, err, rootA)
+		}
+	}
+	if bin, err := c.get(context.Background(), goTool, rootB); err != nil || strings.TrimSpace(string(bin)) != rootB {
+		t.Fatalf("get(B) = %q, %v; want the build made in %s", bin, err, rootB)
+	}
+	if got := count(); got != 3 {
+		t.Errorf("go ran %d times; want 3 (the failure, A once, B once)", got)
+	}
+}

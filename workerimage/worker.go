@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Names shared by the sources, the build context and the Makefile.
@@ -69,11 +70,47 @@ func (f finder) find(ctx context.Context) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: source checkout at %s but no go toolchain on PATH: %w", ErrWorker, root, err)
 	}
-	bin, err := goBuild(ctx, goTool, root)
+	bin, err := compiled.get(ctx, goTool, root)
 	if err != nil {
 		return nil, "", err
 	}
 	return checked(bin, "go build in "+root)
+}
+
+// compiled keeps, for the life of the process, the worker goBuild made in
+// each checkout: the worker of a process that compiled it is then fixed,
+// as an embedded one is, instead of following later edits of the source;
+// and serve, turn or a test that refreshes the image again and again pays
+// one compile, not one each time (about a CPU-second, and a second, even
+// with a warm build cache, since the go command links anew).
+var compiled = &workerCache{bins: map[string][]byte{}}
+
+// workerCache is goBuild's result per checkout root. A failed or canceled
+// build is not kept; two first calls at once may both compile, and one
+// result is kept.
+type workerCache struct {
+	mu   sync.Mutex
+	bins map[string][]byte
+}
+
+func (c *workerCache) get(ctx context.Context, goTool, root string) ([]byte, error) {
+	c.mu.Lock()
+	bin, ok := c.bins[root]
+	c.mu.Unlock()
+	if ok {
+		return bin, nil
+	}
+	bin, err := goBuild(ctx, goTool, root)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if kept, ok := c.bins[root]; ok {
+		return kept, nil
+	}
+	c.bins[root] = bin
+	return bin, nil
 }
 
 func checked(bin []byte, source string) ([]byte, string, error) {

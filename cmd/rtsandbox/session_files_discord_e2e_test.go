@@ -81,6 +81,12 @@ func TestSessionServeDiscordFiles(t *testing.T) {
 	s := &server{base: "http://" + addr, out: out, client: &http.Client{Transport: &http.Transport{}}}
 	defer s.client.CloseIdleConnections()
 	waitReady(t, s)
+	// serve's HTTP side answers before its Discord gateway is identified.
+	idctx, idcancel := context.WithTimeout(ctx, time.Minute)
+	defer idcancel()
+	if err := fake.WaitIdentified(idctx); err != nil {
+		t.Fatalf("%v\nserve:\n%s", err, out.String())
+	}
 
 	bot := fakediscord.User{ID: fake.BotID(), Username: "bot", Bot: true}
 	if _, err := fake.Post(fakediscord.Message{ChannelID: discordChannel, GuildID: "500000000000000001",

@@ -245,6 +245,29 @@ func (s *Server) Wait(ctx context.Context, done func([]Call) bool) ([]Call, erro
 	}
 }
 
+// WaitIdentified returns once a gateway session has been sent READY, so
+// that Post and Dispatch reach it, or ctx's error. A client's HTTP side
+// can be up before its gateway is: a test that posts right after it would
+// race the Identify.
+func (s *Server) WaitIdentified(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		ch, ok := s.changed, false
+		for c := range s.conns {
+			ok = ok || c.identified.Load()
+		}
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("fakediscord: no gateway session identified: %w", ctx.Err())
+		}
+	}
+}
+
 // Message returns a stored message (posted by a test or by the bot).
 func (s *Server) Message(id string) (Message, bool) {
 	s.mu.Lock()
@@ -451,6 +474,9 @@ func (s *Server) serveGateway(c *gwConn) {
 			if c.identify("READY", mustJSON(ready)) != nil {
 				return
 			}
+			s.mu.Lock()
+			s.notifyLocked() // WaitIdentified
+			s.mu.Unlock()
 		case opResume:
 			var res struct {
 				Token string `json:"token"`

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/google/go-cmp/cmp"
@@ -107,5 +108,51 @@ func TestUploadThroughDiscordgo(t *testing.T) {
 				t.Errorf("stored attachments %+v, answered %+v; want %d", stored.Attachments, m.Attachments, len(tt.wantFiles))
 			}
 		})
+	}
+}
+
+// TestWaitIdentified: before a discordgo session identifies, WaitIdentified
+// waits (and Post is refused); once READY is sent, it returns and a Post
+// reaches the session.
+func TestWaitIdentified(t *testing.T) {
+	s := New(Options{Token: "tok"})
+	defer s.Close()
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.WaitIdentified(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitIdentified with no session = %v; want the deadline", err)
+	}
+	if _, err := s.Post(Message{ChannelID: "1", Content: "early"}); err == nil {
+		t.Fatal("Post with no identified session succeeded")
+	}
+	sess, err := discordgo.New("Bot tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Client, sess.Dialer = s.Client(), s.Dialer()
+	sess.ShouldReconnectOnError = false
+	got := make(chan string, 1)
+	sess.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { got <- m.Content })
+	ctx, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	done := make(chan error, 1)
+	go func() { done <- s.WaitIdentified(ctx) }()
+	if err := sess.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("WaitIdentified after Open = %v", err)
+	}
+	if _, err := s.Post(Message{ChannelID: "1", Content: "now"}); err != nil {
+		t.Fatalf("Post after WaitIdentified: %v", err)
+	}
+	select {
+	case c := <-got:
+		if c != "now" {
+			t.Errorf("session got %q; want now", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("the session never got the message")
 	}
 }
