@@ -5,9 +5,12 @@
 # opt-in real-Pod tier (RTSANDBOX_K8S_REAL=1) adds: a kubelet, the pause
 # binary and the CNI plugins.
 #
-#   bin/kube-apiserver, kube-controller-manager, kube-scheduler  tools/k8scluster (v1.31.14)
-#   bin/kwok                                                     tools/kwok (v0.8.0)
-#   bin/agent-sandbox-controller                                 tools/agentsandbox (v1.0.1)
+#   bin/kube-apiserver, kube-scheduler   tools/k8scluster (v1.31.14)
+#   bin/garbage-collector                tools/k8scluster/cmd/garbage-collector: Kubernetes'
+#                                        garbage collector (v1.31.14) without the rest of
+#                                        kube-controller-manager
+#   bin/kwok                             tools/k8scontrollers (kwok v0.8.0)
+#   bin/agent-sandbox-controller         tools/k8scontrollers (agent-sandbox v1.0.1)
 #   bin/etcd                                                     Debian's etcd-server
 #   real: bin/kubelet (tools/k8scluster), bin/pause (the kubernetes module's pause.c,
 #         static), cni/ (Debian's containernetworking-plugins)
@@ -23,15 +26,24 @@
 # to either builds anew, an unchanged tree costs nothing. A cold build takes
 # about 15 minutes on 2 cores (the kube-apiserver), niced so that it does
 # not starve tests running beside it.
+#
+# What keeps the cold build short (it is most of CI's time on a new
+# machine): kwok and the agent-sandbox controller share one module, so one
+# set of versions and one compile of the client libraries they share; no
+# -trimpath, so what they compile at the main module's versions is
+# reused by its vet, fuzz and SDK builds; -s -w, since linking the DWARF of
+# binaries this size costs minutes and nothing here debugs them; and the
+# garbage collector alone instead of kube-controller-manager.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${RTSANDBOX_K8S_TOOLS:-/var/cache/rtsandbox/k8s}"
-key="$(cd "$root" && cat scripts/k8s-tools.sh tools/*/go.mod tools/*/go.sum | sha256sum | cut -c1-16)"
+key="$(cd "$root" && cat scripts/k8s-tools.sh tools/*/go.mod tools/*/go.sum tools/k8scluster/cmd/*/*.go | sha256sum | cut -c1-16)"
 out="$cache/$key"
 real="${1:-}"
+K8S_VERSION="-X k8s.io/component-base/version.gitVersion=v1.31.14 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31"
 build_real() { # dir: the kubelet, pause and the CNI plugins into it
   local dir="$1"
-  (cd "$root/tools/k8scluster" && nice -n 10 go build -trimpath -ldflags "-X k8s.io/component-base/version.gitVersion=v1.31.14 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31" -o "$dir/bin/" k8s.io/kubernetes/cmd/kubelet) >&2
+  (cd "$root/tools/k8scluster" && nice -n 10 go build -ldflags "-s -w $K8S_VERSION" -o "$dir/bin/" k8s.io/kubernetes/cmd/kubelet) >&2
   local kdir
   kdir="$(cd "$root/tools/k8scluster" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
   gcc -Os -static -o "$dir/bin/pause" "$kdir/build/pause/linux/pause.c" >&2
@@ -63,14 +75,12 @@ mkdir -p "$tmp/bin" "$tmp/crds"
 build() { # module dir, then packages
   local dir="$1"
   shift
-  (cd "$root/tools/$dir" && nice -n 10 go build -trimpath -ldflags "${LDFLAGS:-}" -o "$tmp/bin/" "$@")
+  (cd "$root/tools/$dir" && nice -n 10 go build -ldflags "-s -w ${LDFLAGS:-}" -o "$tmp/bin/" "$@")
 }
-LDFLAGS="-X k8s.io/component-base/version.gitVersion=v1.31.14 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31" \
-  build k8scluster k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler >&2
-build kwok sigs.k8s.io/kwok/cmd/kwok >&2
-build agentsandbox sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller >&2
+LDFLAGS="$K8S_VERSION" build k8scluster k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/garbage-collector >&2
+build k8scontrollers sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller >&2
 
-kwokdir="$(cd "$root/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+kwokdir="$(cd "$root/tools/k8scontrollers" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
 for d in node/fast node/heartbeat pod/fast pod/chaos/pod-container-running-failed; do
   for f in "$kwokdir/kustomize/stage/$d"*.yaml "$kwokdir/kustomize/stage/$d"/*.yaml; do
     [ -f "$f" ] && [ "$(basename "$f")" != kustomization.yaml ] || continue
@@ -78,7 +88,7 @@ for d in node/fast node/heartbeat pod/fast pod/chaos/pod-container-running-faile
     echo "---"
   done
 done >"$tmp/kwok-stages.yaml"
-sandboxdir="$(cd "$root/tools/agentsandbox" && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)"
+sandboxdir="$(cd "$root/tools/k8scontrollers" && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)"
 cp "$sandboxdir"/k8s/crds/*.yaml "$tmp/crds/"
 
 # etcd: Debian's server package, unpacked (never installed: it would start

@@ -107,7 +107,9 @@ func TestIntegrationSessionRuntime(t *testing.T) {
 		Image:        integ.image,
 		Installation: integ.installation,
 		UID:          uid, GID: gid,
-		TurnTimeout:  time.Second,
+		// The hung turn waits all of it; the others must fit in it on a
+		// loaded CI machine (1 s timed out a first turn there).
+		TurnTimeout:  5 * time.Second,
 		StartTimeout: 30 * time.Second,
 		Logger:       slog.New(slog.NewJSONHandler(&logs, nil)),
 	}

@@ -1,7 +1,8 @@
 // Package k8stest runs a real Kubernetes control plane for the Kubernetes
 // engine's cluster tier (docs/kubernetes.md, "Testing"): etcd and a
 // kube-apiserver (through controller-runtime's envtest, with RBAC on), a
-// kube-scheduler, a kube-controller-manager (the garbage collector only),
+// kube-scheduler, Kubernetes' garbage collector (the one controller of
+// kube-controller-manager the tier needs, in a binary of its own),
 // kwok managing one fake node, on which Pods are marked running at once and
 // nothing runs, and the agent-sandbox controller with its CRDs.
 //
@@ -200,8 +201,9 @@ func newCluster(tools string, configure func(*Cluster)) (c *Cluster, err error) 
 	if err := c.run("kube-scheduler", filepath.Join(tools, "bin", "kube-scheduler"), kc, "--leader-elect=false", "--secure-port=0"); err != nil {
 		return c, err
 	}
-	return c, c.run("kube-controller-manager", filepath.Join(tools, "bin", "kube-controller-manager"), kc, "--leader-elect=false",
-		"--secure-port=0", "--controllers=garbagecollector", "--use-service-account-credentials=false")
+	// Kubernetes' garbage collector alone (tools/k8scluster/cmd/garbage-collector):
+	// the one controller of kube-controller-manager the tier needs.
+	return c, c.run("garbage-collector", filepath.Join(tools, "bin", "garbage-collector"), kc)
 }
 
 // writeKubeconfig writes Config as an administrator's kubeconfig.

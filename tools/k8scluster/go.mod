@@ -4,7 +4,6 @@ go 1.26
 
 tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
-	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubelet
 )
@@ -40,6 +39,14 @@ replace (
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.31.14
 	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.31.14
 	k8s.io/sample-controller => k8s.io/sample-controller v0.31.14
+)
+
+require (
+	k8s.io/apimachinery v0.31.14
+	k8s.io/client-go v0.31.14
+	k8s.io/controller-manager v0.31.14
+	k8s.io/klog/v2 v2.130.1
+	k8s.io/kubernetes v1.31.14
 )
 
 require (
@@ -171,29 +178,21 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.31.14 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.31.14 // indirect
 	k8s.io/apiserver v0.31.14 // indirect
-	k8s.io/client-go v0.31.14 // indirect
 	k8s.io/cloud-provider v0.31.13 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-base v0.31.14 // indirect
 	k8s.io/component-helpers v0.31.14 // indirect
-	k8s.io/controller-manager v0.31.14 // indirect
 	k8s.io/cri-api v0.31.14 // indirect
 	k8s.io/cri-client v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
-	k8s.io/endpointslice v0.0.0 // indirect
-	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kms v0.31.14 // indirect
 	k8s.io/kube-aggregator v0.0.0 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20240228011516-70dd3763d340 // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
-	k8s.io/kubectl v0.0.0 // indirect
 	k8s.io/kubelet v0.31.14 // indirect
-	k8s.io/kubernetes v1.31.14 // indirect
-	k8s.io/metrics v0.31.14 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/utils v0.0.0-20240711033017-18e509b52bc8 // indirect
