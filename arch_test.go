@@ -43,6 +43,11 @@ func loadModule(t *testing.T) map[string]*pkgImports {
 			if p != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin") {
 				return filepath.SkipDir
 			}
+			// A directory with its own go.mod is another module (the
+			// tools modules under tools/): not this one's code.
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); p != "." && err == nil {
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {

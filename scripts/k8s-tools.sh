@@ -50,7 +50,7 @@ build_real() { # dir: the kubelet, pause and the CNI plugins into it
   (
     cd "$dir"
     if ! apt-get download containernetworking-plugins >&2 2>/dev/null; then
-      apt-get update -q >&2
+      apt-get -o DPkg::Lock::Timeout=600 update -q >&2
       apt-get download containernetworking-plugins >&2
     fi
     dpkg -x containernetworking-plugins_*.deb cni-pkg
@@ -96,7 +96,7 @@ cp "$sandboxdir"/k8s/crds/*.yaml "$tmp/crds/"
 (
   cd "$tmp"
   if ! apt-get download etcd-server >&2 2>/dev/null; then
-    apt-get update -q >&2
+    apt-get -o DPkg::Lock::Timeout=600 update -q >&2
     apt-get download etcd-server >&2
   fi
   dpkg -x etcd-server_*.deb etcd-pkg

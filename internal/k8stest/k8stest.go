@@ -1,6 +1,6 @@
 // Package k8stest runs a real Kubernetes control plane for the Kubernetes
 // engine's cluster tier (docs/kubernetes.md, "Testing"): etcd and a
-// kube-apiserver (through controller-runtime's envtest, with RBAC on), a
+// kube-apiserver (with RBAC on, started by the package itself), a
 // kube-scheduler, Kubernetes' garbage collector (the one controller of
 // kube-controller-manager the tier needs, in a binary of its own),
 // kwok managing one fake node, on which Pods are marked running at once and
@@ -36,7 +36,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // ToolsEnv names the directory scripts/k8s-tools.sh printed.
@@ -59,8 +58,9 @@ type Cluster struct {
 	// Clientset is a client on Config.
 	Clientset kubernetes.Interface
 
-	env   *envtest.Environment
-	dir   string
+	ca       *pki
+	apiFlags map[string]string // over startControlPlane's defaults
+	dir      string
 	procs []*process
 	host  *hostState // the host before the real tier changed it; nil for kwok's
 }
@@ -171,24 +171,19 @@ func newCluster(tools string, configure func(*Cluster)) (c *Cluster, err error) 
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{dir: dir, env: &envtest.Environment{
-		BinaryAssetsDirectory: filepath.Join(tools, "bin"),
-		CRDDirectoryPaths:     []string{filepath.Join(tools, "crds")},
-		ErrorIfCRDPathMissing: true,
-	}}
+	c = &Cluster{dir: dir, apiFlags: map[string]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
 			c = nil
 		}
 	}()
-	// kubeadm's service range, where deploy/kubernetes' fixed broker
-	// ClusterIP lives (envtest's own is 10.0.0.0/24).
-	c.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
 	if configure != nil {
 		configure(c)
 	}
-	if c.Config, err = c.env.Start(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.startControlPlane(ctx, tools, c.apiFlags); err != nil {
 		return c, fmt.Errorf("etcd and kube-apiserver: %w", err)
 	}
 	if err := c.writeKubeconfig(); err != nil {
@@ -208,11 +203,7 @@ func newCluster(tools string, configure func(*Cluster)) (c *Cluster, err error) 
 
 // writeKubeconfig writes Config as an administrator's kubeconfig.
 func (c *Cluster) writeKubeconfig() error {
-	user, err := c.env.AddUser(envtest.User{Name: "rtsandbox-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fmt.Errorf("admin user: %w", err)
-	}
-	raw, err := user.KubeConfig()
+	raw, err := kubeconfig(c.Config, "rtsandbox-admin")
 	if err != nil {
 		return err
 	}
@@ -345,11 +336,6 @@ func (c *Cluster) Stop() error {
 		<-p.done
 	}
 	c.procs = nil
-	if c.env != nil {
-		if err := c.env.Stop(); err != nil {
-			errs = append(errs, fmt.Errorf("envtest: %w", err))
-		}
-	}
 	if c.host != nil {
 		errs = append(errs, c.stopReal())
 	}
@@ -378,11 +364,11 @@ func LeakOptions() []goleak.Option {
 // with no permission but what a test binds to it (RBAC is on).
 func (c *Cluster) AddUser(tb testing.TB, name string, groups ...string) string {
 	tb.Helper()
-	user, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	cfg, err := c.userConfig(name, groups...)
 	if err != nil {
 		tb.Fatalf("add user %s: %v", name, err)
 	}
-	raw, err := user.KubeConfig()
+	raw, err := kubeconfig(cfg, name)
 	if err != nil {
 		tb.Fatal(err)
 	}

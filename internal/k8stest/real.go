@@ -68,7 +68,7 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	c, err = newCluster(tools, func(c *Cluster) {
-		c.env.ControlPlane.GetAPIServer().Configure().Set("kubelet-preferred-address-types", "InternalIP")
+		c.apiFlags["kubelet-preferred-address-types"] = "InternalIP"
 	})
 	if c != nil {
 		c.host = &before
