@@ -61,8 +61,8 @@ type Cluster struct {
 	ca       *pki
 	apiFlags map[string]string // over startControlPlane's defaults
 	dir      string
-	procs []*process
-	host  *hostState // the host before the real tier changed it; nil for kwok's
+	procs    []*process
+	host     *hostState // the host before the real tier changed it; nil for kwok's
 }
 
 type process struct {
