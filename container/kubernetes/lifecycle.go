@@ -125,37 +125,45 @@ func (p *Pods) follow(ctx context.Context, name string, uid types.UID, check fun
 			w.Stop()
 			return err
 		}
-		version, err = p.drain(ctx, w, name, uid, check)
-		if err != nil || version == "" {
+		var done bool
+		version, done, err = p.drain(ctx, w, name, uid, pod.ResourceVersion, check)
+		if done {
 			return err
 		}
 	}
 }
 
-// drain reads w until check is done (version "", check's error), the Pod
-// is gone, ctx ends, or the API ends the watch: then it returns the last
-// version seen, to open the next watch from.
-func (p *Pods) drain(ctx context.Context, w watch.Interface, name string, uid types.UID, check func(*corev1.Pod) (bool, error)) (string, error) {
+// drain reads w until check is done (done, with check's error), the Pod
+// is gone or ctx ends (done, with the error), or the API ends the watch:
+// then it returns the last version seen (from, before any event), to open
+// the next watch from. After an error event (a version too old, say) it
+// returns "": the next watch starts from now, and follow's read after
+// opening it sees what changed between.
+func (p *Pods) drain(ctx context.Context, w watch.Interface, name string, uid types.UID, from string, check func(*corev1.Pod) (bool, error)) (version string, done bool, err error) {
 	defer w.Stop()
-	version := ""
+	version = from
 	for {
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
+			return "", true, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return version, nil
+				return version, false, nil
+			}
+			if ev.Type == watch.Error {
+				version = ""
+				continue
 			}
 			pod, isPod := ev.Object.(*corev1.Pod)
 			if !isPod || pod.Name != name {
-				continue // an error status, or another Pod (a fake API ignores field selectors)
+				continue // another Pod (a fake API ignores field selectors)
 			}
 			if ev.Type == watch.Deleted || pod.UID != uid {
-				return "", fmt.Errorf("%w: pod %s: %w", container.ErrEngine, name, errGone)
+				return "", true, fmt.Errorf("%w: pod %s: %w", container.ErrEngine, name, errGone)
 			}
 			version = pod.ResourceVersion
 			if done, err := check(pod); done {
-				return "", err
+				return "", true, err
 			}
 		}
 	}

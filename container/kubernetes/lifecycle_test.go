@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -126,6 +127,48 @@ func TestStartWaitsForTheWorker(t *testing.T) {
 			tt.change(f, t, pod.Name)
 			if err := <-errc; !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 				t.Errorf("Start = %v; want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestStartOutlivesAnEndedWatch: a watch the API ends before any change
+// of the Pod (with an error event, as for a version too old, or none) is
+// opened again; Start does not take its end for the worker running.
+func TestStartOutlivesAnEndedWatch(t *testing.T) {
+	for _, withError := range []bool{false, true} {
+		t.Run(fmt.Sprintf("error-event-%v", withError), func(t *testing.T) {
+			f := newAPI(t)
+			first := true
+			f.cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+				if !first {
+					return false, nil, nil // the tracker's watch
+				}
+				first = false
+				w := watch.NewFakeWithChanSize(1, false)
+				if withError {
+					w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired})
+				}
+				w.Stop()
+				f.watched <- struct{}{}
+				return true, w, nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			pod, errc := f.start(t, ctx)
+			select {
+			case <-f.watched: // the second watch, from the tracker
+			case err := <-errc:
+				t.Fatalf("Start ended with the first watch: %v", err)
+			}
+			select {
+			case err := <-errc:
+				t.Fatalf("Start = %v before the worker ran", err)
+			default:
+			}
+			f.setStatus(t, pod.Name, running)
+			if err := <-errc; err != nil {
+				t.Errorf("Start = %v; want nil once running", err)
 			}
 		})
 	}
