@@ -46,14 +46,19 @@ func (p *Pods) Start(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) 
 	if err != nil {
 		return nil, engineErr(ctx, "create pod", err)
 	}
-	running := created
+	running, last := created, created
 	err = p.follow(ctx, created.Name, created.UID, func(pod *corev1.Pod) (bool, error) {
+		last = pod
 		done, err := started(pod)
 		if done && err == nil {
 			running = pod
 		}
 		return done, err
 	})
+	if errors.Is(err, container.ErrAborted) {
+		// Where it stood says which part of the cluster held it.
+		err = fmt.Errorf("pod %s not running (phase %q, node %q): %w", created.Name, last.Status.Phase, last.Spec.NodeName, err)
+	}
 	return running, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,10 +181,15 @@ func TestStartAborted(t *testing.T) {
 	f := newAPI(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stop := errors.New("turn stopped")
-	_, errc := f.start(t, ctx)
+	pod, errc := f.start(t, ctx)
 	cancel(stop)
-	if err := <-errc; !errors.Is(err, container.ErrAborted) || !errors.Is(err, stop) {
+	err := <-errc
+	if !errors.Is(err, container.ErrAborted) || !errors.Is(err, stop) {
 		t.Errorf("Start = %v; want ErrAborted wrapping the cause", err)
+	}
+	// The operator's log says where the Pod stood.
+	if !strings.Contains(fmt.Sprint(err), "pod "+pod.Name+` not running (phase "", node ""`) {
+		t.Errorf("Start = %v; want the Pod's phase and node", err)
 	}
 }
 

@@ -206,7 +206,7 @@ func (e *Sealed) turn(ctx context.Context, w turnPod, stdin []byte, res containe
 		return e.early(w, out.Reply(), res)
 	case <-ctx.Done():
 		finish()
-		return e.cleanup(w, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
+		return e.cleanup(w, res, fmt.Errorf("%w: waiting for the worker's reply: %w", container.ErrAborted, context.Cause(ctx)))
 	case stream = <-attached:
 	case end := <-exited:
 		// The worker ended: its last output is still on the way.
@@ -233,7 +233,7 @@ func (e *Sealed) turn(ctx context.Context, w turnPod, stdin []byte, res containe
 	case <-ctx.Done():
 		cancel()
 		<-exited
-		return e.cleanup(w, res, fmt.Errorf("%w: %w", container.ErrAborted, context.Cause(ctx)))
+		return e.cleanup(w, res, fmt.Errorf("%w: waiting for the worker's exit after its stream ended: %w", container.ErrAborted, context.Cause(ctx)))
 	}
 	res.ExitCode, res.Exited = end.code, time.Now()
 	return e.settle(w, out, errOut, stream, end, res)
