@@ -446,10 +446,12 @@ func toolCall(id, name, args string) map[string]any {
 	return map[string]any{"id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}}
 }
 
-// waitFor polls cond until it holds or a few seconds pass.
+// waitFor polls cond until it holds or 30 seconds pass. The bound is for
+// work the engine does on its own (replacing a killed worker starts a
+// container): 5 s was too short for that on a loaded 2-core CI machine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
