@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -133,10 +134,10 @@ func freePort() (int, error) {
 
 // startControlPlane starts etcd and the kube-apiserver from tools/bin with
 // RBAC on, client-certificate authentication, kubeadm's service range
-// and apiFlags over the defaults, waits until the API server is ready,
+// and c.apiFlags over the defaults, waits until the API server is ready,
 // applies the CRDs under tools/crds and waits until they are served. It
 // sets c.Config to an administrator's (system:masters).
-func (c *Cluster) startControlPlane(ctx context.Context, tools string, apiFlags map[string]string) error {
+func (c *Cluster) startControlPlane(ctx context.Context, tools string) error {
 	pkiDir := filepath.Join(c.dir, "pki")
 	if err := os.Mkdir(pkiDir, 0o700); err != nil {
 		return err
@@ -194,44 +195,34 @@ func (c *Cluster) startControlPlane(ctx context.Context, tools string, apiFlags 
 		// ClusterIP lives.
 		"service-cluster-ip-range": "10.96.0.0/12",
 	}
-	for k, v := range apiFlags {
-		flags[k] = v
-	}
+	maps.Copy(flags, c.apiFlags)
 	var args []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range flags {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(flags)) {
 		args = append(args, "--"+k+"="+flags[k])
 	}
 	if err := c.run("kube-apiserver", filepath.Join(tools, "bin", "kube-apiserver"), args...); err != nil {
 		return err
 	}
+	c.Config = &rest.Config{Host: "https://127.0.0.1:" + strconv.Itoa(apiPort), TLSClientConfig: rest.TLSClientConfig{CAData: ca.certPE}}
 	if c.Config, err = c.userConfig("rtsandbox-admin", "system:masters"); err != nil {
 		return err
 	}
-	c.Config.Host = "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
 	return c.applyCRDs(ctx, filepath.Join(tools, "crds"))
 }
 
-// userConfig is a client configuration for name in groups, on a client
-// certificate the cluster's CA signs.
+// userConfig is c.Config for name in groups, on a client certificate the
+// cluster's CA signs.
 func (c *Cluster) userConfig(name string, groups ...string) (*rest.Config, error) {
 	cert, key, err := c.ca.issue(name, groups, false)
 	if err != nil {
 		return nil, err
 	}
-	host := ""
-	if c.Config != nil {
-		host = c.Config.Host
-	}
-	return &rest.Config{Host: host, TLSClientConfig: rest.TLSClientConfig{CAData: c.ca.certPE, CertData: cert, KeyData: key}}, nil
+	cfg := rest.CopyConfig(c.Config)
+	cfg.CertData, cfg.KeyData = cert, key
+	return cfg, nil
 }
 
 // kubeconfig renders cfg as a kubeconfig file's bytes.

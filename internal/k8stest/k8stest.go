@@ -183,7 +183,7 @@ func newCluster(tools string, configure func(*Cluster)) (c *Cluster, err error) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.startControlPlane(ctx, tools, c.apiFlags); err != nil {
+	if err := c.startControlPlane(ctx, tools); err != nil {
 		return c, fmt.Errorf("etcd and kube-apiserver: %w", err)
 	}
 	if err := c.writeKubeconfig(); err != nil {
