@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -45,6 +46,13 @@ type Kubernetes struct {
 	// EphemeralMB bounds what a worker may write outside its
 	// memory-backed volumes; 0 means the engine's default.
 	EphemeralMB int
+	// SessionClaim names the PersistentVolumeClaim that holds the session
+	// channels' directories, and SessionRoot is where serve sees that
+	// volume's root: session.party_dir lies under it, and each channel's
+	// Pod mounts its run and workspace directories from the claim by
+	// their paths below it (kubernetes.session; docs/kubernetes.md,
+	// "Session channels"). Both "" without a session profile.
+	SessionClaim, SessionRoot string
 }
 
 // IsKubernetes reports engine: kubernetes.
@@ -80,7 +88,7 @@ func engineRule(s string) string {
 
 func (p *parser) kubernetes(n *yaml.Node) *Kubernetes {
 	k := &Kubernetes{}
-	o, ok := p.object(n, "kubernetes", "kubeconfig", "namespace", "runtime_classes", "broker", "pool", "ephemeral_mb")
+	o, ok := p.object(n, "kubernetes", "kubeconfig", "namespace", "runtime_classes", "broker", "pool", "ephemeral_mb", "session")
 	if !ok {
 		return k
 	}
@@ -100,7 +108,27 @@ func (p *parser) kubernetes(n *yaml.Node) *Kubernetes {
 		}
 	}
 	k.EphemeralMB = p.integer(o, "ephemeral_mb", 0, 1, MaxEphemeralMB)
+	if sn := o.get("session"); sn != nil {
+		if so, ok := p.object(sn, o.at("session"), "claim", "root"); ok {
+			k.SessionClaim, _ = p.text(so, "claim", true, claimRule)
+			k.SessionRoot, _ = p.text(so, "root", true, cleanAbsPathRule)
+		}
+	}
 	return k
+}
+
+func claimRule(s string) string {
+	if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
+		return "must be a PersistentVolumeClaim name (a DNS-1123 subdomain): " + errs[0]
+	}
+	return ""
+}
+
+func cleanAbsPathRule(s string) string {
+	if !filepath.IsAbs(s) || filepath.Clean(s) != s || s == "/" {
+		return "must be an absolute, clean path other than /"
+	}
+	return ""
 }
 
 // runtimeClasses reads kubernetes.runtime_classes: runtime → RuntimeClass
@@ -173,10 +201,36 @@ func brokerAddressRule(s string) string {
 	return ""
 }
 
-// kubernetesModes refuses what engine: kubernetes does not serve yet:
-// session profiles (docs/kubernetes.md, "Left").
+// kubernetesModes checks what session profiles need of engine:
+// kubernetes (docs/kubernetes.md, "Session channels"): the claim that
+// holds the channels' directories, with session.party_dir on it, and a
+// soft disk bound (auto means soft there): a hard bound mounts a
+// filesystem on the host that a Pod mounting the claim would not see.
 func (p *parser) kubernetesModes(c *Config) {
-	if c.IsKubernetes() && c.UsesSessions() {
-		p.fail(nil, "engine", "kubernetes serves sealed profiles only for now; a profile with mode: session needs engine: docker")
+	k := c.Kubernetes
+	if !c.IsKubernetes() || k == nil || !c.UsesSessions() {
+		if k != nil && k.SessionClaim != "" {
+			p.fail(nil, "kubernetes.session", "is only used with a profile of mode: session")
+		}
+		return
 	}
+	if k.SessionClaim == "" && k.SessionRoot == "" {
+		p.fail(nil, "kubernetes.session", "required with a profile of mode: session: the claim holding the channels' directories (claim) and where serve sees it (root)")
+		return
+	}
+	if k.SessionRoot != "" && !strictlyUnder(c.Session.PartyDir, k.SessionRoot) {
+		p.fail(nil, "session.party_dir", "must lie under kubernetes.session.root (%s), on the claim the channels' Pods mount; it is %s", k.SessionRoot, c.Session.PartyDir)
+	}
+	switch c.Session.Disk.Mode {
+	case DiskHard:
+		p.fail(nil, "session.disk.mode", "hard is not available with engine: kubernetes (its filesystem would be mounted on serve's host, where a Pod does not see it); use soft or auto")
+	case DiskAuto:
+		c.Session.Disk.Mode = DiskSoft
+	}
+}
+
+// strictlyUnder reports whether path lies below dir (both clean).
+func strictlyUnder(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }

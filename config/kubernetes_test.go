@@ -13,6 +13,25 @@ kubernetes:
   broker: {listen: ":7443", address: "10.0.0.5:7443"}
 `
 
+// kubeSession starts a kubernetes.session block under a session profile.
+const kubeSession = "profiles: {default: {mode: session}}\n" + kubeMinimal + "  session:\n"
+
+// TestParseKubernetesSession: session profiles on engine: kubernetes get
+// the claim and its root, and auto disk bounds are soft.
+func TestParseKubernetesSession(t *testing.T) {
+	in := kubeMinimal + "  session: {claim: channels, root: /srv/channels}\nprofiles: {default: {mode: session}}\nsession: {party_dir: /srv/channels/party}\n"
+	c, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Kubernetes; k.SessionClaim != "channels" || k.SessionRoot != "/srv/channels" {
+		t.Errorf("kubernetes.session = %q, %q", k.SessionClaim, k.SessionRoot)
+	}
+	if c.Session.Disk.Mode != DiskSoft {
+		t.Errorf("disk mode %q on kubernetes, want soft", c.Session.Disk.Mode)
+	}
+}
+
 // TestParseKubernetes: the kubernetes block, whole, and its defaults.
 func TestParseKubernetes(t *testing.T) {
 	full := minimal + `engine: kubernetes
@@ -87,7 +106,25 @@ func TestParseKubernetesErrors(t *testing.T) {
 		{"pool-over", kubeMinimal + "  pool: {sealed: 65}\n", []string{"kubernetes.pool.sealed: must be an integer of at most 64"}},
 		{"pool-session", kubeMinimal + "  pool: {session: 1}\n", []string{"kubernetes.pool.session: unknown key"}},
 		{"ephemeral-zero", kubeMinimal + "  ephemeral_mb: 0\n", []string{"kubernetes.ephemeral_mb: must be an integer of at least 1"}},
-		{"session-profile", kubeMinimal + "profiles: {default: {mode: session}}\n",
-			[]string{"engine: kubernetes serves sealed profiles only for now"}},
+		{"session-block-missing", kubeMinimal + "profiles: {default: {mode: session}}\n",
+			[]string{"kubernetes.session: required with a profile of mode: session"}},
+		{"session-block-unused", kubeMinimal + "  session: {claim: channels, root: /srv/channels}\n",
+			[]string{"kubernetes.session: is only used with a profile of mode: session"}},
+		{"session-claim-bad", kubeSession + "    claim: Not_A_Claim\n    root: /var/lib\n",
+			[]string{"kubernetes.session.claim: must be a PersistentVolumeClaim name"}},
+		{"session-root-relative", kubeSession + "    claim: channels\n    root: srv/channels\n",
+			[]string{"kubernetes.session.root: must be an absolute, clean path"}},
+		{"session-root-unclean", kubeSession + "    claim: channels\n    root: /srv/channels/\n",
+			[]string{"kubernetes.session.root: must be an absolute, clean path"}},
+		{"session-claim-missing", kubeSession + "    root: /var/lib\n",
+			[]string{"kubernetes.session.claim: is required"}},
+		{"party-dir-off-the-claim", kubeSession + "    claim: channels\n    root: /srv/channels\nsession: {party_dir: /srv/other}\n",
+			[]string{"session.party_dir: must lie under kubernetes.session.root (/srv/channels)"}},
+		{"party-dir-is-the-root", kubeSession + "    claim: channels\n    root: /srv/channels\nsession: {party_dir: /srv/channels}\n",
+			[]string{"session.party_dir: must lie under kubernetes.session.root"}},
+		{"party-dir-beside-the-root", kubeSession + "    claim: channels\n    root: /srv/channels\nsession: {party_dir: /srv/channels2/party}\n",
+			[]string{"session.party_dir: must lie under kubernetes.session.root"}},
+		{"disk-hard", kubeSession + "    claim: channels\n    root: /srv/channels\nsession: {party_dir: /srv/channels/party, disk: {mode: hard}}\n",
+			[]string{"session.disk.mode: hard is not available with engine: kubernetes"}},
 	})
 }

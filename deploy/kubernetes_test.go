@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,15 +73,72 @@ func TestKubernetesBaseBuilds(t *testing.T) {
 	}
 }
 
+// TestKubernetesSessionsOverlay: the sessions overlay adds the channels'
+// claim, mounts it in serve where its config's kubernetes.session.root
+// says, and ships a config with a session profile on that claim.
+func TestKubernetesSessionsOverlay(t *testing.T) {
+	raw, err := os.ReadFile("kubernetes-sessions/rtsandbox.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(raw)
+	if err != nil {
+		t.Fatalf("the sessions config: %v", err)
+	}
+	k := cfg.Kubernetes
+	if !cfg.UsesSessions() || k.SessionClaim == "" {
+		t.Fatalf("the sessions config has no session profile on a claim: %+v", k)
+	}
+	var claim, mounted bool
+	for _, r := range build(t, "kubernetes-sessions").Resources() {
+		obj, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r.GetKind() {
+		case "PersistentVolumeClaim":
+			claim = claim || r.GetName() == k.SessionClaim
+		case "Deployment":
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &d); err != nil {
+				t.Fatal(err)
+			}
+			vols := map[string]string{}
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					vols[v.Name] = v.PersistentVolumeClaim.ClaimName
+				}
+			}
+			for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+				mounted = mounted || (m.MountPath == k.SessionRoot && vols[m.Name] == k.SessionClaim)
+			}
+		case "ConfigMap":
+			if data, _, _ := unstructured.NestedString(obj, "data", "rtsandbox.yaml"); data != string(raw) {
+				t.Errorf("the overlay's ConfigMap is not its config")
+			}
+		}
+	}
+	if !claim || !mounted {
+		t.Errorf("claim %s in the overlay: %v; mounted in serve at %s: %v", k.SessionClaim, claim, k.SessionRoot, mounted)
+	}
+}
+
 // TestKubernetesRoleIsExactlyTheEngines: the Role grants exactly the
-// verbs the engine uses (kubernetes.Permissions with the warm pool), and
+// verbs the engine uses (kubernetes.Permissions with the warm pool; with
+// the session engine's too in the sessions overlay, and only there), and
 // the ClusterRole exactly doctor's reads (kubernetes.ClusterReads of the
 // base's namespace): no more, no fewer. The ClusterRoleBinding names the
 // base's ServiceAccount in the base's namespace.
 func TestKubernetesRoleIsExactlyTheEngines(t *testing.T) {
-	want := map[string][]rbacv1.PolicyRule{"Role": kubernetes.Permissions(true), "ClusterRole": kubernetes.ClusterReads("rtsandbox")}
+	for dir, sessions := range map[string]bool{"kubernetes": false, "kubernetes-sessions": true} {
+		t.Run(dir, func(t *testing.T) { roleIsExactlyTheEngines(t, dir, sessions) })
+	}
+}
+
+func roleIsExactlyTheEngines(t *testing.T, dir string, sessions bool) {
+	want := map[string][]rbacv1.PolicyRule{"Role": kubernetes.Permissions(true, sessions), "ClusterRole": kubernetes.ClusterReads("rtsandbox")}
 	seen := map[string]bool{}
-	for _, r := range build(t, "kubernetes").Resources() {
+	for _, r := range build(t, dir).Resources() {
 		obj, err := r.Map()
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +208,7 @@ func TestKubernetesBaseAppliesOnACluster(t *testing.T) {
 		}
 	}
 	apply(ns, false)
-	for _, base := range []string{"kubernetes", "kubernetes/gvisor"} {
+	for _, base := range []string{"kubernetes", "kubernetes/gvisor", "kubernetes-sessions"} {
 		for _, r := range build(t, base).Resources() {
 			obj, err := r.Map()
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
@@ -49,22 +50,48 @@ func kubeChecks(ctx context.Context, cfg *config.Config) []Check {
 	default:
 		checks = append(checks, ok("namespace", "%s", k.Namespace))
 	}
-	checks = append(checks, rbacCheck(ctx, cs, k.Namespace, k.SealedPool > 0))
+	checks = append(checks, rbacCheck(ctx, cs, k.Namespace, k.SealedPool > 0, cfg.UsesSessions()))
 	if k.SealedPool > 0 {
 		checks = append(checks, crdCheck(cs))
 	}
+	if cfg.UsesSessions() {
+		checks = append(checks, claimCheck(ctx, cs, k))
+	}
 	return append(checks, runtimeClassChecks(ctx, cs, cfg)...)
+}
+
+// claimCheck wants the claim that holds the channels' directories
+// (kubernetes.session.claim) bound, and warns when it is not
+// ReadWriteMany: a channel's Pod can then be recreated only on the node
+// that has the volume, and serve must run there too.
+func claimCheck(ctx context.Context, cs k8s.Interface, k *config.Kubernetes) Check {
+	const name = "session claim"
+	pvc, err := cs.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, k.SessionClaim, metav1.GetOptions{})
+	switch {
+	case apierrors.IsForbidden(err):
+		return warn(name, readFix, "%s: not checked: this identity may not read PersistentVolumeClaims", k.SessionClaim)
+	case apierrors.IsNotFound(err):
+		return fail(name, "create the claim (deploy/kubernetes/session-claim.yaml) and mount it in serve at kubernetes.session.root", "PersistentVolumeClaim %s does not exist in %s", k.SessionClaim, k.Namespace)
+	case err != nil:
+		return fail(name, "check the API server", "PersistentVolumeClaim %s: %v", k.SessionClaim, err)
+	case pvc.Status.Phase != corev1.ClaimBound:
+		return fail(name, "give the claim a volume (a StorageClass that provisions it, or a PersistentVolume it binds)", "PersistentVolumeClaim %s is %s, not Bound", k.SessionClaim, pvc.Status.Phase)
+	case !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany):
+		return warn(name, "use a ReadWriteMany volume so a channel's Pod can move to another node", "PersistentVolumeClaim %s is bound but not ReadWriteMany: channels' Pods and serve must share its node", k.SessionClaim)
+	}
+	return ok(name, "PersistentVolumeClaim %s is bound, ReadWriteMany, mounted by serve at %s", k.SessionClaim, k.SessionRoot)
 }
 
 // readFix is the fix of a check doctor could not make for want of a read.
 const readFix = "apply deploy/kubernetes' ClusterRole rtsandbox-read (bound to serve's identity), or check by hand"
 
 // rbacCheck asks the API server, verb by verb, whether this identity may
-// do what the engine does in ns.
-func rbacCheck(ctx context.Context, cs k8s.Interface, ns string, warmPool bool) Check {
+// do what the engine does in ns (with the session engine's verbs when
+// sessions).
+func rbacCheck(ctx context.Context, cs k8s.Interface, ns string, warmPool, sessions bool) Check {
 	const name = "rbac"
 	var missing []string
-	for _, r := range kubernetes.Permissions(warmPool) {
+	for _, r := range kubernetes.Permissions(warmPool, sessions) {
 		for _, res := range r.Resources {
 			resource, sub, _ := strings.Cut(res, "/")
 			for _, verb := range r.Verbs {

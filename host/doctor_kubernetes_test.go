@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -111,5 +113,55 @@ func readManifest(t *testing.T, name string, into any) {
 	}
 	if err := yaml.UnmarshalStrict(raw, into); err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// TestKubeClaimCheck: doctor wants the claim of the channels' directories
+// to exist and be bound, and warns when a channel's Pod could not move
+// to another node with it (not ReadWriteMany).
+func TestKubeClaimCheck(t *testing.T) {
+	c := k8stest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns := c.Namespace(t)
+	k := &config.Kubernetes{Namespace: ns, SessionClaim: "channels", SessionRoot: "/srv/channels"}
+	if got := claimCheck(ctx, c.Clientset, k); got.status != statusFail || !strings.Contains(got.msg, "does not exist") {
+		t.Errorf("no claim: %v", got)
+	}
+	pvcs := c.Clientset.CoreV1().PersistentVolumeClaims(ns)
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "channels"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	pvc, err := pvcs.Create(ctx, pvc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := claimCheck(ctx, c.Clientset, k); got.status != statusFail || !strings.Contains(got.msg, "not Bound") {
+		t.Errorf("a pending claim: %v", got)
+	}
+	// No volume controller runs in the tier: the test binds it.
+	pvc.Status.Phase = corev1.ClaimBound
+	if pvc, err = pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimCheck(ctx, c.Clientset, k); got.status != statusWarn || !strings.Contains(got.msg, "not ReadWriteMany") {
+		t.Errorf("a bound ReadWriteOnce claim: %v", got)
+	}
+	if err := pvcs.Delete(ctx, "channels", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rwx := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "channels-rwx"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if rwx, err = pvcs.Create(ctx, rwx, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rwx.Status.Phase = corev1.ClaimBound
+	if _, err = pvcs.UpdateStatus(ctx, rwx, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k.SessionClaim = "channels-rwx"
+	if got := claimCheck(ctx, c.Clientset, k); got.status != statusOK {
+		t.Errorf("a bound ReadWriteMany claim: %v", got)
 	}
 }

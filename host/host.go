@@ -184,7 +184,7 @@ func (h *Host) openStore() (*channels.Store, error) {
 func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, m *hostMetrics, store *channels.Store) error {
 	cfg, log := h.cfg, h.log
 	if cfg.IsKubernetes() {
-		return h.startKubeRuntime(ctx, getenv, m, store)
+		return h.startKubeRuntime(ctx, getenv, sessions, m, store)
 	}
 	d, engine, closeClient, err := dockerClient(log)
 	if err != nil {

@@ -100,26 +100,32 @@ func Reap(ctx context.Context, cfg *config.Config, s Sessions, report, reportSes
 		return err
 	}
 	defer unlock()
+	var sc SessionContainers
 	if cfg.IsKubernetes() {
 		removed, err := reapKubernetes(ctx, cfg)
 		report(removed, id)
-		return err
+		if err != nil || s.Containers == nil {
+			return err
+		}
+		if sc, err = kubeSessionContainers(cfg); err != nil || sc == nil {
+			return err
+		}
+	} else {
+		d, cli, closeClient, err := dockerClient(nil)
+		if err != nil {
+			return err
+		}
+		defer closeClient()
+		removed, err := d.Reap(ctx, id)
+		report(removed, id)
+		if err != nil || s.Containers == nil {
+			return err
+		}
+		if sc, err = s.Containers(cfg, cli); err != nil {
+			return fmt.Errorf("session containers: %w", err)
+		}
 	}
-	d, cli, closeClient, err := dockerClient(nil)
-	if err != nil {
-		return err
-	}
-	defer closeClient()
-	removed, err := d.Reap(ctx, id)
-	report(removed, id)
-	if err != nil || s.Containers == nil {
-		return err
-	}
-	sc, err := s.Containers(cfg, cli)
-	if err != nil {
-		return fmt.Errorf("session containers: %w", err)
-	}
-	removed, err = sc.RemoveAll(ctx)
+	removed, err := sc.RemoveAll(ctx)
 	reportSessions(removed, id)
 	if err != nil {
 		return fmt.Errorf("session containers: %w", err)
@@ -135,12 +141,20 @@ func RemoveSessionContainer(ctx context.Context, cfg *config.Config, s Sessions,
 	if s.Containers == nil {
 		return false, nil
 	}
-	_, cli, closeClient, err := dockerClient(nil)
-	if err != nil {
-		return false, err
+	var sc SessionContainers
+	var err error
+	if cfg.IsKubernetes() {
+		if sc, err = kubeSessionContainers(cfg); err == nil && sc == nil {
+			return false, nil
+		}
+	} else {
+		_, cli, closeClient, derr := dockerClient(nil)
+		if derr != nil {
+			return false, derr
+		}
+		defer closeClient()
+		sc, err = s.Containers(cfg, cli)
 	}
-	defer closeClient()
-	sc, err := s.Containers(cfg, cli)
 	if err == nil {
 		err = sc.Remove(ctx, channel)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/kubernetes"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // SealedPoolName is the name of the installation's agent-sandbox warm pool
@@ -58,7 +60,20 @@ func KubeConfig(cfg *config.Config) (*rest.Config, error) {
 func kubeOptions(cfg *config.Config) kubernetes.Options {
 	k := cfg.Kubernetes
 	return kubernetes.Options{Namespace: k.Namespace, Installation: InstallationID(cfg),
-		RuntimeClasses: k.RuntimeClasses, Broker: k.BrokerAddress, EphemeralMB: k.EphemeralMB}
+		RuntimeClasses: k.RuntimeClasses, Broker: k.BrokerAddress, EphemeralMB: k.EphemeralMB,
+		SessionClaim: k.SessionClaim, SessionRoot: k.SessionRoot}
+}
+
+// KubeEngine is engine: kubernetes as serve runs it: the sealed engine,
+// and what the session engine shares with it: the client, the broker's
+// network listener (its token table, and its address and CA as workers
+// reach it) and the engine's options.
+type KubeEngine struct {
+	Sealed   *kubernetes.Sealed
+	cs       k8s.Interface
+	tokens   *broker.Tokens
+	listener wire.BrokerHello // the address and CA; each token is its own
+	opts     kubernetes.Options
 }
 
 // brokerTLS is the network listener's TLS configuration, nil without
@@ -79,20 +94,17 @@ func brokerTLS(k *config.Kubernetes) *tls.Config {
 		}}
 }
 
-// KubernetesEngine builds the sealed engine of engine: kubernetes: the
-// broker's network listener with its token table, the workers'
+// KubernetesEngine builds the engine of engine: kubernetes: the broker's
+// network listener with its token table, the sealed engine, the workers'
 // NetworkPolicy, and, when pool is set (serve) and kubernetes.pool.sealed
 // is above 0, the agent-sandbox warm pool of spec's workers. Its closer
-// stops the engine (waiting for its deletions) and then the listener.
-func KubernetesEngine(ctx context.Context, cfg *config.Config, spec container.Spec, pool bool, log *slog.Logger) (*kubernetes.Sealed, func(), error) {
+// stops the sealed engine (waiting for its deletions) and then the
+// listener.
+func KubernetesEngine(ctx context.Context, cfg *config.Config, spec container.Spec, pool bool, log *slog.Logger) (*KubeEngine, func(), error) {
 	k := cfg.Kubernetes
-	rc, err := KubeConfig(cfg)
+	rc, cs, err := kubeClient(cfg)
 	if err != nil {
 		return nil, nil, err
-	}
-	cs, err := k8s.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	att, err := kubernetes.NewAPIAttacher(rc)
 	if err != nil {
@@ -132,7 +144,8 @@ func KubernetesEngine(ctx context.Context, cfg *config.Config, spec container.Sp
 			return nil, nil, err
 		}
 	}
-	return eng, closeFn, nil
+	return &KubeEngine{Sealed: eng, cs: cs, tokens: tokens, opts: o,
+		listener: wire.BrokerHello{Broker: o.Broker.String(), CA: string(ca)}}, closeFn, nil
 }
 
 // ensurePolicy creates the workers' NetworkPolicy or updates it to o's.
@@ -197,11 +210,7 @@ func poolSpec(cfg *config.Config, uid, gid int, limits container.Limits) (contai
 // installation's sealed worker Pods and warm-pool claims (`rtsandbox
 // reap`; no serve runs, so no turn is under way).
 func reapKubernetes(ctx context.Context, cfg *config.Config) (int, error) {
-	rc, err := KubeConfig(cfg)
-	if err != nil {
-		return 0, err
-	}
-	cs, err := k8s.NewForConfig(rc)
+	rc, cs, err := kubeClient(cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -226,4 +235,49 @@ func reapKubernetes(ctx context.Context, cfg *config.Config) (int, error) {
 		eng.UseClaims(cl)
 	}
 	return eng.Reap(ctx, InstallationID(cfg))
+}
+
+// kubeClient is the client of cfg's cluster.
+func kubeClient(cfg *config.Config) (*rest.Config, k8s.Interface, error) {
+	rc, err := KubeConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := k8s.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return rc, cs, nil
+}
+
+// kubeSessionContainers is the offline remover of the channels' Pods
+// (`rtsandbox reap`, `channels off`), nil when cfg has no
+// kubernetes.session: without it no session Pod of the installation is
+// made, and none is looked for.
+func kubeSessionContainers(cfg *config.Config) (SessionContainers, error) {
+	if cfg.Kubernetes == nil || cfg.Kubernetes.SessionClaim == "" {
+		return nil, nil
+	}
+	_, cs, err := kubeClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := kubernetes.NewSessions(cs, kubeOptions(cfg))
+	if err != nil {
+		return nil, err
+	}
+	return newOfflineSessions(cfg, s), nil
+}
+
+// sessions is the session engine on e's cluster: one Pod per channel.
+func (e *KubeEngine) sessions() (*kubernetes.Sessions, error) {
+	return kubernetes.NewSessions(e.cs, e.opts)
+}
+
+// sessionBroker puts a channel's broker, listening on socket, behind the
+// network listener (kubernetes.SessionBroker): the channel's token in the
+// hello file beside the socket, handed to the worker by handOver, and a
+// token of its own for each turn.
+func (e *KubeEngine) sessionBroker(core kubernetes.SessionCore, socket string, handOver func(string) error) (*kubernetes.SessionBroker, error) {
+	return kubernetes.NewSessionBroker(core, e.tokens, e.listener, socket, filepath.Dir(socket), handOver)
 }

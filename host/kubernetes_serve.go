@@ -18,7 +18,7 @@ import (
 // left at start, a periodic reap that spares the turns under way and the
 // pool's idle workers, and the router. Session profiles are refused by
 // the config on this engine, so no session runtime starts.
-func (h *Host) startKubeRuntime(ctx context.Context, getenv env, m *hostMetrics, store *channels.Store) error {
+func (h *Host) startKubeRuntime(ctx context.Context, getenv env, sessions Sessions, m *hostMetrics, store *channels.Store) error {
 	cfg, log := h.cfg, h.log
 	id := InstallationID(cfg)
 	reports := newReportPipe()
@@ -39,12 +39,25 @@ func (h *Host) startKubeRuntime(ctx context.Context, getenv env, m *hostMetrics,
 		s.Close() // aborts what is left and waits for its Pods to go
 		return reap(context.Background(), eng, id, StopTimeout, log, "pods and claims removed at shutdown")
 	})
+	// Registered after the sealed runtime's closer, so it runs before it
+	// (while the listener still serves): brokers stop, the channels'
+	// Pods stay for the next start.
+	deps, err := sessionDeps(ctx, cfg, getenv, log.With("plugin", "session"), nil, s.shared, m.observe())
+	if err != nil {
+		return err
+	}
+	deps.Kube = s.kube
+	deps.OnTurn, deps.WatchActive = m.onSessionTurn(), m.watchSessions()
+	sess, err := h.startSessions(ctx, sessions, deps)
+	if err != nil {
+		return err
+	}
 	h.web, h.ready, h.usage = s.shared.web, engineReady(eng), s.shared.usageReport()
 	policy, err := access.New(cfg.Access)
 	if err != nil {
 		return fmt.Errorf("access: %w", err)
 	}
-	mux := newRuntimeMux(cfg, s.Runtime, nil)
+	mux := newRuntimeMux(cfg, s.Runtime, sess)
 	mux.budget = turnBudget{ledger: s.shared.ledger, timeout: cfg.Session.TurnTimeout, log: log}
 	h.router, err = router.New(router.Options{Channels: store, Runtime: mux, Access: policy, Logger: log,
 		OnDrop: m.onDrop(), Usage: s.shared.usageLine(log), Door: newDoor(cfg, getenv), OnDoor: m.onDoor(), InFlight: h.inFlight})

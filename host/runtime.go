@@ -26,6 +26,9 @@ import (
 type SealedRuntime struct {
 	Runtime *sealed.Runtime
 	driver  container.OneShot
+	// kube is engine: kubernetes, which the session runtime shares; nil
+	// on Docker.
+	kube *KubeEngine
 	// shared are the services both modes use, opened once; the sealed
 	// runtime closes them last.
 	shared *services
@@ -131,6 +134,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	closeFn := func() {}
+	var kube *KubeEngine
 	limits := container.Limits{
 		MemoryMB: cfg.Sandbox.Limits.MemoryMB, CPUs: cfg.Sandbox.Limits.CPUs,
 		PIDs: cfg.Sandbox.Limits.PIDs, WorkspaceMB: cfg.Sandbox.Limits.WorkspaceMB,
@@ -146,7 +150,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		if err != nil {
 			return nil, err
 		}
-		o.Driver, closeFn = eng, closeEngine
+		o.Driver, closeFn, kube = eng.Sealed, closeEngine, eng
 	default:
 		d, closeClient, err := DockerDriver(o.Logger)
 		if err != nil {
@@ -170,7 +174,7 @@ func newSealedRuntime(cfg *config.Config, getenv env, o SealedOptions, uid, gid 
 		closeFn()
 		return nil, err // sandbox errors name the sandbox already
 	}
-	return &SealedRuntime{Runtime: rt, driver: o.Driver, shared: svc, close: func() {
+	return &SealedRuntime{Runtime: rt, driver: o.Driver, kube: kube, shared: svc, close: func() {
 		rt.Close(context.Background())
 		closeFn()
 		svc.close(o.Logger)

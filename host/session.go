@@ -46,8 +46,11 @@ type SessionDeps struct {
 	Getenv func(string) string
 	Logger *slog.Logger
 	// Engine is serve's Docker client; the host closes it after the
-	// runtime's Close.
+	// runtime's Close. nil on engine: kubernetes.
 	Engine *client.Client
+	// Kube is engine: kubernetes (the sealed runtime's), whose listener
+	// and client the channels' Pods share; nil on Docker.
+	Kube *KubeEngine
 	// UID and GID run the workers (WorkerUser: sandbox.user when the
 	// host runs as root, else the host's own ids; never root).
 	UID, GID     int

@@ -9,6 +9,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
@@ -41,14 +42,21 @@ func sessionRuntime(ctx context.Context, d SessionDeps, fetcher *safefetch.Fetch
 		return nil, err
 	}
 	opts := sessionOptions(d, image)
-	drv := docker.NewSession(d.Engine)
+	drv, err := sessionDriver(d)
+	if err != nil {
+		return nil, err
+	}
 	reapStrays(ctx, drv, d, opts.ContainerPrefix)
 	opts.Driver, opts.Fetcher = drv, fetcher
 	// One quota for every broker serve makes, so that a channel's count
 	// of re-armed startup windows outlives its brokers.
 	windows := broker.NewWindowQuota(rtsandbox.StartupWindowsPerDay, nil)
 	opts.NewBroker = func(channel rtsandbox.ChannelKey, profile, socket string) (session.Broker, error) {
-		return sessionBroker(d, d.Config, sessionBrokerFor{channel: channel, profile: profile, image: image, socket: socket}, comp, windows)
+		b, err := sessionBroker(d, d.Config, sessionBrokerFor{channel: channel, profile: profile, image: image, socket: socket}, comp, windows)
+		if err != nil || d.Kube == nil {
+			return b, err
+		}
+		return d.Kube.sessionBroker(b, socket, handOver(d.UID, d.GID))
 	}
 	opts.ProfileFor = d.ProfileFor
 	opts.Scrub = scrubDiagnostic
@@ -62,6 +70,38 @@ func sessionRuntime(ctx context.Context, d SessionDeps, fetcher *safefetch.Fetch
 		d.WatchActive(rt.Active)
 	}
 	return rt, nil
+}
+
+// sessionEngine is the engine of the channels' containers: Docker's
+// session driver, or Kubernetes' session Pods.
+type sessionEngine interface {
+	container.LongLived
+	ReapStrays(ctx context.Context, installation string, name func(channel string) string) (int, error)
+}
+
+// sessionDriver is d's session engine: Kubernetes' when serve runs on
+// engine: kubernetes, else the Docker daemon's.
+func sessionDriver(d SessionDeps) (sessionEngine, error) {
+	if d.Kube != nil {
+		return d.Kube.sessions()
+	}
+	return docker.NewSession(d.Engine), nil
+}
+
+// handOver gives a file the host made for the worker (its socket's
+// sibling, the broker hello) to the worker's user when the host runs as
+// root, as the session runtime does with the socket; otherwise the worker
+// runs as the host's own user and owns it already.
+func handOver(uid, gid int) func(path string) error {
+	return func(path string) error {
+		if os.Geteuid() != 0 {
+			return nil
+		}
+		if err := os.Lchown(path, uid, gid); err != nil {
+			return fmt.Errorf("hand %s to the worker user: %w", path, err)
+		}
+		return nil
+	}
 }
 
 // sessionBrokerFor is what one broker is made for: the channel whose
@@ -108,7 +148,7 @@ func sessionCompactor(cfg *config.Config, getenv func(string) string, client *up
 // any channel's broker listens, and only for a valid prefix (under an
 // invalid one no container's name would match). A failure is logged, not fatal: the
 // engine may be down now, and turns then fail on their own.
-func reapStrays(ctx context.Context, drv *docker.SessionDriver, d SessionDeps, prefix string) {
+func reapStrays(ctx context.Context, drv sessionEngine, d SessionDeps, prefix string) {
 	if !container.ValidSessionPrefix(prefix) {
 		return // no name matches it: session.New refuses it next
 	}

@@ -96,7 +96,7 @@ func (h BrokerHello) check() error {
 	if err != nil || ap.Port() == 0 {
 		return fmt.Errorf("%w: broker %q: want an IP address and a port", ErrInvalidHello, h.Broker)
 	}
-	if len(h.Token) != 43 || !base64URL(h.Token) {
+	if !ValidBrokerToken(h.Token) {
 		return fmt.Errorf("%w: token: want 43 base64url characters", ErrInvalidHello)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -23,9 +24,19 @@ import (
 // Where the session worker finds the broker and its workspace (docs/session.md, "The container"; docs/protocol.md, "The session protocol").
 // The run directory is mounted read-only, the workspace read-write.
 const (
-	SessionRunDir        = "/run/sandbox"
-	SessionSocketPath    = "/run/sandbox/broker.sock"
-	SessionSocketName    = "broker.sock"
+	SessionRunDir     = "/run/sandbox"
+	SessionSocketPath = "/run/sandbox/broker.sock"
+	SessionSocketName = "broker.sock"
+	// SessionHelloName is the file in the run directory that tells a
+	// worker that cannot share the host's socket (a Kubernetes Pod) where
+	// the broker's network listener is and the channel's token there: one
+	// BrokerHello line, rewritten by the host whenever it makes the
+	// channel a new broker (docs/kubernetes.md, "Session channels").
+	SessionHelloName = "broker.hello"
+	SessionHelloPath = "/run/sandbox/broker.hello"
+	// SessionHelloArg follows SessionCommand in a Kubernetes Pod: the
+	// worker reaches the broker through SessionHelloPath, never a socket.
+	SessionHelloArg      = "--broker-from-file"
 	SessionWorkspace     = "/workspace"
 	SessionsDir          = "/workspace/sessions"
 	SessionAttachments   = "/workspace/attachments"
@@ -106,7 +117,27 @@ type SessionTurn struct {
 	// Room bounds the turn's own files (our extension of docs/protocol.md, "The session protocol", absent
 	// without a disk bound).
 	Room *SessionRoom `json:"room,omitempty"`
+	// BrokerToken is the turn's own token on the broker's network
+	// listener, for the turn's credential routes (model, tools, MCP,
+	// compaction); the host revokes it when the turn ends. Absent on a
+	// socket: only a worker that reached the broker with a
+	// SessionHelloPath file gets one (docs/kubernetes.md, "Session
+	// channels").
+	BrokerToken TurnToken `json:"brokerToken,omitempty"`
 }
+
+// TurnToken is a session turn's token text. It prints as "[token]" in
+// fmt and slog, so a logged turn never shows it; JSON carries the text.
+type TurnToken string
+
+func (TurnToken) String() string             { return "[token]" }
+func (TurnToken) GoString() string           { return "[token]" }
+func (TurnToken) LogValue() slog.Value       { return slog.StringValue("[token]") }
+func (TurnToken) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte("[token]")) }
+
+// ValidBrokerToken reports whether s has a broker token's shape: 43
+// base64url characters (256 bits).
+func ValidBrokerToken(s string) bool { return len(s) == 43 && base64URL(s) }
 
 // SessionRoom is what a session turn's own files (write_file, a host
 // tool's image in the outbox) may take of the channel's workspace: its
@@ -143,7 +174,8 @@ func (t SessionTurn) Validate() error {
 		rtsandbox.UTF16Len(t.Text) > rtsandbox.MaxSessionText, rtsandbox.UTF16Len(t.Memory) > rtsandbox.MaxSessionMemory,
 		t.MemoryVisibility != "" && t.MemoryVisibility != MemoryShared && t.MemoryVisibility != MemoryPrivate,
 		!ValidThinking(t.Thinking),
-		t.Room != nil && (t.Room.Bytes < 0 || t.Room.Files < 0):
+		t.Room != nil && (t.Room.Bytes < 0 || t.Room.Files < 0),
+		t.BrokerToken != "" && !ValidBrokerToken(string(t.BrokerToken)):
 		return ErrTurnInput
 	}
 	return ValidateImages(t.Images)

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -125,6 +126,8 @@ func TestParseSessionTurn(t *testing.T) {
 		{"no thinking", func(s *SessionTurn) { s.Thinking = "" }},
 		{"room bytes negative", func(s *SessionTurn) { s.Room = &SessionRoom{Bytes: -1, Files: 1} }},
 		{"room files negative", func(s *SessionTurn) { s.Room = &SessionRoom{Bytes: 1, Files: -1} }},
+		{"token short", func(s *SessionTurn) { s.BrokerToken = TurnToken(strings.Repeat("a", 42)) }},
+		{"token not base64url", func(s *SessionTurn) { s.BrokerToken = TurnToken(strings.Repeat("a", 42) + "+") }},
 	} {
 		bad := good
 		tc.edit(&bad)
@@ -139,8 +142,17 @@ func TestParseSessionTurn(t *testing.T) {
 	if got, err := ParseSessionTurn(data); err != nil || !cmp.Equal(got, roomy) || !strings.HasSuffix(string(data), `"room":{"bytes":8388608,"files":3}}`) {
 		t.Errorf("a turn with its room: %s → %+v, %v", data, got, err)
 	}
-	if data, _ := json.Marshal(good); strings.Contains(string(data), "room") {
-		t.Errorf("a turn without a disk bound names a room: %s", data)
+	if data, _ := json.Marshal(good); strings.Contains(string(data), "room") || strings.Contains(string(data), "brokerToken") {
+		t.Errorf("a turn without a disk bound or a network broker names a room or a token: %s", data)
+	}
+	tokened := good
+	tokened.BrokerToken = TurnToken(strings.Repeat("A-_z", 10) + "abc")
+	data, _ = json.Marshal(tokened)
+	if got, err := ParseSessionTurn(data); err != nil || got.BrokerToken != tokened.BrokerToken {
+		t.Errorf("a turn with its token: %s → %v", data, err)
+	}
+	if s := fmt.Sprintf("%v %+v %s", tokened, tokened, tokened.BrokerToken); strings.Contains(s, string(tokened.BrokerToken)) {
+		t.Errorf("a printed turn shows its token: %s", s)
 	}
 	for _, raw := range []string{`[]`, `null`, `{"turnId":1}`, `{} {}`, `{"turnId":"m","author":{"id":"u","name":"U"},"text":"","memory":"","images":[],"thinking":"low","room":{"bytes":"1"}}`,
 		`{"turnId":"m","author":{"id":"u","name":"U","principalId":""},"text":"","memory":"","images":[],"thinking":"low"}`} {

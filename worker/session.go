@@ -52,7 +52,12 @@ const (
 // fixed socket and workspace and its stdout; tests pass their own, with a
 // clock and a sleep they control.
 type SessionOptions struct {
-	Socket    string    // "" means wire.SessionSocketPath
+	Socket string // "" means wire.SessionSocketPath
+	// Hello, when set, is the run directory's broker hello file
+	// (wire.SessionHelloPath in a Kubernetes Pod): the worker reaches the
+	// broker's network listener it names instead of Socket
+	// (sessionhello.go).
+	Hello     string
 	Workspace string    // "" means wire.SessionWorkspace
 	Stdout    io.Writer // the JSON log lines; nil discards them
 	// Now is the clock of the system prompt and of session file names;
@@ -89,14 +94,18 @@ func (o SessionOptions) withDefaults() SessionOptions {
 
 // sessionWorker is the running worker.
 type sessionWorker struct {
-	o      SessionOptions
-	log    *slog.Logger
-	broker *broker
-	config wire.SessionWorkerConfig
-	tiers  tiers // the compaction tiers of the profile's window
-	mcp    *mcpClient
-	store  *sessionStore
-	outage bool // a poll failed and none has succeeded since
+	o   SessionOptions
+	log *slog.Logger
+	// loop carries the worker's own routes (ready, next, result, config,
+	// discovery); broker the turn's (model, tools, MCP, compaction). On a
+	// socket they are one; on the network listener broker carries the
+	// turn's own token (turnBroker).
+	loop, broker *broker
+	config       wire.SessionWorkerConfig
+	tiers        tiers // the compaction tiers of the profile's window
+	mcp          *mcpClient
+	store        *sessionStore
+	outage       bool // a poll failed and none has succeeded since
 	// loadReported is set once a ready handshake carrying the store's
 	// load report (sessionLoad) was accepted: the host logged it.
 	loadReported bool
@@ -112,7 +121,8 @@ type sessionWorker struct {
 // it is logged and retried after rtsandbox.SessionWorkerRetry.
 func RunSession(ctx context.Context, o SessionOptions) int {
 	o = o.withDefaults()
-	w := &sessionWorker{o: o, log: newSessionLogger(o.Stdout), broker: newBroker(o.Socket)}
+	w := &sessionWorker{o: o, log: newSessionLogger(o.Stdout), loop: loopBroker(o)}
+	w.broker = w.loop
 	if err := w.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return 0
@@ -155,7 +165,7 @@ func (w *sessionWorker) start(ctx context.Context) error {
 
 // discover reads GET /mcp-tools.
 func (w *sessionWorker) discover(ctx context.Context) (wire.MCPDiscovery, error) {
-	ans, err := w.broker.get(ctx, wire.RouteMCPTools, readyTimeout, maxConfigBody)
+	ans, err := w.loop.get(ctx, wire.RouteMCPTools, readyTimeout, maxConfigBody)
 	if err != nil {
 		return wire.MCPDiscovery{}, err
 	}
@@ -168,7 +178,7 @@ func (w *sessionWorker) discover(ctx context.Context) (wire.MCPDiscovery, error)
 // workerConfig reads GET /worker/config and keeps of its MCP servers and
 // tools only those the discovery lists: the broker refuses the others.
 func (w *sessionWorker) workerConfig(ctx context.Context, d wire.MCPDiscovery) (wire.SessionWorkerConfig, error) {
-	ans, err := w.broker.get(ctx, wire.RouteWorkerConfig, readyTimeout, maxConfigBody)
+	ans, err := w.loop.get(ctx, wire.RouteWorkerConfig, readyTimeout, maxConfigBody)
 	if err != nil {
 		return wire.SessionWorkerConfig{}, err
 	}
@@ -222,7 +232,7 @@ func (w *sessionWorker) round(ctx context.Context) {
 func (w *sessionWorker) poll(ctx context.Context) (turnID string, body []byte, ok bool) {
 	ans, err := w.ready(ctx)
 	if err == nil {
-		ans, err = w.broker.get(ctx, wire.RouteWorkerNext, nextTimeout, rtsandbox.MaxSessionRequest)
+		ans, err = w.loop.get(ctx, wire.RouteWorkerNext, nextTimeout, rtsandbox.MaxSessionRequest)
 	}
 	if err != nil {
 		if ctx.Err() == nil && !w.outage {
@@ -258,7 +268,7 @@ func (w *sessionWorker) ready(ctx context.Context) (*answer, error) {
 			IgnoredFiles: min(l.ignoredFiles, wire.MaxSessionLoadCount),
 		}
 	}
-	ans, err := w.broker.call(ctx, http.MethodPost, wire.RouteWorkerReady, body, nil, readyTimeout, maxConfigBody)
+	ans, err := w.loop.call(ctx, http.MethodPost, wire.RouteWorkerReady, body, nil, readyTimeout, maxConfigBody)
 	if err == nil && ans.status != http.StatusOK {
 		err = fmt.Errorf("%w: status %d", errReadyRefused, ans.status)
 	}
@@ -271,7 +281,7 @@ func (w *sessionWorker) ready(ctx context.Context) (*answer, error) {
 // postResult posts the turn's result packet.
 func (w *sessionWorker) postResult(ctx context.Context, turnID string, r wire.SessionResult) error {
 	packet := wire.ResultPacket{TurnID: turnID, Result: r}
-	ans, err := w.broker.call(ctx, http.MethodPost, wire.RouteWorkerResult, packet, nil, resultTimeout, maxConfigBody)
+	ans, err := w.loop.call(ctx, http.MethodPost, wire.RouteWorkerResult, packet, nil, resultTimeout, maxConfigBody)
 	if err == nil && ans.status != http.StatusOK {
 		err = fmt.Errorf("status %d", ans.status)
 	}
@@ -294,6 +304,8 @@ func (w *sessionWorker) runTurnSafe(ctx context.Context, turnID string, body []b
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, w.o.TurnTimeout, errTurnTimeout)
 	defer cancel()
+	w.useTurnBroker(turn.BrokerToken)
+	defer w.useTurnBroker("")
 	return w.runTurn(ctx, turn)
 }
 

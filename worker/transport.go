@@ -22,6 +22,10 @@ var errBrokerRefused = brokerclient.ErrRefused
 // brokerclient).
 type broker struct {
 	client brokerclient.Client
+	// hello, when set, names the network listener and its token anew for
+	// every call (the session worker's loop on a hello file: the host
+	// rewrites it when it makes the channel a new broker).
+	hello func() (*brokerclient.Network, error)
 }
 
 func newBroker(socket string) *broker {
@@ -110,7 +114,15 @@ func (b *broker) call(ctx context.Context, method, route string, body any, heade
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	resp, err := b.client.Do(ctx, brokerclient.Request{Method: method, Route: route, Body: payload, Header: header})
+	client := b.client
+	if b.hello != nil {
+		n, err := b.hello()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
+		}
+		client.Network = n
+	}
+	resp, err := client.Do(ctx, brokerclient.Request{Method: method, Route: route, Body: payload, Header: header})
 	if err != nil { // no answer at all
 		return nil, fmt.Errorf("%w: %w", errBrokerUnreachable, err)
 	}

@@ -9,7 +9,10 @@
 //
 // With --broker-from-stdin it is the sealed worker of the Kubernetes
 // engine: the first line of its stdin is the broker's network address and
-// the turn's token (wire.BrokerHello), the turn follows.
+// the turn's token (wire.BrokerHello), the turn follows. With "session
+// --broker-from-file" it is the session worker of a Kubernetes Pod: the
+// broker's address and the channel's token are in
+// /run/sandbox/broker.hello, which the host rewrites (wire.SessionHelloPath).
 //
 // Build it static: CGO_ENABLED=0 go build ./cmd/rtsandbox-worker
 package main
@@ -35,11 +38,17 @@ func main() {
 		// worker is PID 1, so nothing would end it otherwise but the
 		// runtime's fallback exit.
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		code := worker.RunSession(ctx, worker.SessionOptions{
+		o := worker.SessionOptions{
 			Socket:    wire.SessionSocketPath,
 			Workspace: wire.SessionWorkspace,
 			Stdout:    os.Stdout,
-		})
+		}
+		if len(os.Args) > 2 && os.Args[2] == wire.SessionHelloArg {
+			// A Kubernetes Pod's: the broker's network listener, from the
+			// hello file the host writes into the run directory.
+			o.Hello = wire.SessionHelloPath
+		}
+		code := worker.RunSession(ctx, o)
 		stop()
 		os.Exit(code)
 	}

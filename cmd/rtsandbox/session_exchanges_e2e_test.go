@@ -17,6 +17,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/inflight"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/internal/k8stest"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 )
 
@@ -164,7 +165,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run(context.Background(), a, serveEnv, strings.NewReader(""), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The cluster tier's tests (kube_*_test.go) share one test cluster.
+	if err := k8stest.StopAll(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // serveProcess is serve running in a child process (startServeProcess).

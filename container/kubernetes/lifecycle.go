@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,8 +47,14 @@ func (p *Pods) Start(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) 
 	if err != nil {
 		return nil, engineErr(ctx, "create pod", err)
 	}
+	return p.awaitRunning(ctx, created)
+}
+
+// awaitRunning is Start after the create: it returns the Pod created once
+// its worker runs, or created itself with Start's errors.
+func (p *Pods) awaitRunning(ctx context.Context, created *corev1.Pod) (*corev1.Pod, error) {
 	running, last := created, created
-	err = p.follow(ctx, created.Name, created.UID, func(pod *corev1.Pod) (bool, error) {
+	err := p.follow(ctx, created.Name, created.UID, func(pod *corev1.Pod) (bool, error) {
 		last = pod
 		done, err := started(pod)
 		if done && err == nil {
@@ -179,10 +186,13 @@ func (p *Pods) drain(ctx context.Context, w watch.Interface, name string, uid ty
 // returns once the API reports it gone. A Pod already gone is fine.
 // Errors: container.ErrAborted, container.ErrEngine.
 func (p *Pods) Delete(ctx context.Context, name string, uid types.UID) error {
-	err := p.api.Delete(ctx, name, metav1.DeleteOptions{
-		GracePeriodSeconds: new(int64(0)),
-		Preconditions:      &metav1.Preconditions{UID: &uid},
-	})
+	return p.remove(ctx, name, uid, 0)
+}
+
+// remove is Delete with a grace period of grace seconds: with one, the API
+// keeps the Pod until its node reports its containers stopped.
+func (p *Pods) remove(ctx context.Context, name string, uid types.UID, grace int64) error {
+	err := p.api.Delete(ctx, name, deleteOptions(uid, grace))
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		return nil // gone, or another Pod holds the name now
@@ -196,6 +206,11 @@ func (p *Pods) Delete(ctx context.Context, name string, uid types.UID) error {
 	return err
 }
 
+// deleteOptions delete the Pod of uid alone, within grace seconds.
+func deleteOptions(uid types.UID, grace int64) metav1.DeleteOptions {
+	return metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
 // Reap deletes every Pod of the installation in role (container.RoleTurn
 // or container.RoleSession) and nothing else, and returns how many it
 // asked to delete. It spares the Pods spare names (the engine's live
@@ -204,6 +219,12 @@ func (p *Pods) Delete(ctx context.Context, name string, uid types.UID) error {
 // claim or pool. Errors: container.ErrInvalidSpec (an unknown role),
 // container.ErrEngine.
 func (p *Pods) Reap(ctx context.Context, role string, spare func(name string) bool) (int, error) {
+	return p.reap(ctx, role, 0, func(pod *corev1.Pod) bool { return spare != nil && spare(pod.Name) })
+}
+
+// reap is Reap with a grace period of grace seconds, sparing the Pods
+// spare holds for.
+func (p *Pods) reap(ctx context.Context, role string, grace int64, spare func(*corev1.Pod) bool) (int, error) {
 	if role != container.RoleTurn && role != container.RoleSession {
 		return 0, fmt.Errorf("%w: role %q", container.ErrInvalidSpec, role)
 	}
@@ -214,17 +235,15 @@ func (p *Pods) Reap(ctx context.Context, role string, spare func(name string) bo
 	}
 	n := 0
 	var errs []error
-	for _, pod := range list.Items {
+	for i := range list.Items {
+		pod := &list.Items[i]
 		if !selector.Matches(labels.Set(pod.Labels)) {
 			continue // a fake API ignores selectors; a real one never sends these
 		}
-		if metav1.GetControllerOf(&pod) != nil || (spare != nil && spare(pod.Name)) {
+		if metav1.GetControllerOf(pod) != nil || spare(pod) {
 			continue
 		}
-		err := p.api.Delete(ctx, pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: new(int64(0)),
-			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-		})
+		err := p.api.Delete(ctx, pod.Name, deleteOptions(pod.UID, grace))
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			errs = append(errs, err)
 			continue
@@ -237,13 +256,20 @@ func (p *Pods) Reap(ctx context.Context, role string, spare func(name string) bo
 	return n, nil
 }
 
-// Watch follows the running Pod name: the channel receives one error
-// wrapping container.ErrSessionDown as soon as the Pod stops running (its
-// phase leaves Running, its worker restarts or stops, it is deleted or
-// another Pod takes its name), and nothing once ctx ends. A Pod that does
-// not run now is refused at once (container.ErrSessionDown).
+// Watch follows the running Pod name (the container.LongLived watch
+// contract): the channel receives one error wrapping
+// container.ErrSessionDown as soon as that Pod (its UID) stops running:
+// its phase leaves Running, its worker restarts (its restart count
+// changes) or stops, it is being deleted or is gone, or another Pod took
+// its name. A Pod that does not run now is refused at once
+// (container.ErrSessionDown). The API going away is no fault: the watch
+// is opened again every watchRetry until ctx ends, and its first read
+// checks the same Pod still runs the same worker since the same start.
+// Nothing is sent once ctx ends.
 func (p *Pods) Watch(ctx context.Context, name string) (<-chan error, error) {
-	pod, err := p.api.Get(ctx, name, metav1.GetOptions{})
+	gctx, cancel := context.WithTimeout(ctx, callTimeout)
+	pod, err := p.api.Get(gctx, name, metav1.GetOptions{})
+	cancel()
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%w: pod %s is missing", container.ErrSessionDown, name)
 	}
@@ -255,23 +281,54 @@ func (p *Pods) Watch(ctx context.Context, name string) (<-chan error, error) {
 		return nil, fmt.Errorf("%w: pod %s does not run", container.ErrSessionDown, name)
 	}
 	down := make(chan error, 1)
-	go func() {
-		err := p.follow(ctx, name, pod.UID, func(now *corev1.Pod) (bool, error) {
-			n, ok := workerRunning(now)
-			if !ok || n != restarts {
-				return true, fmt.Errorf("%w: pod %s stopped running (phase %s)", container.ErrSessionDown, name, now.Status.Phase)
-			}
-			return false, nil
-		})
-		if ctx.Err() != nil {
-			return // the watch ended by its caller, not a fault
-		}
-		if !errors.Is(err, container.ErrSessionDown) {
-			err = fmt.Errorf("%w: %w", container.ErrSessionDown, err)
-		}
-		down <- err
-	}()
+	go p.watchRunning(ctx, pod, restarts, down)
 	return down, nil
+}
+
+// Bounds of the engine's API calls.
+const (
+	// callTimeout bounds one API call whatever its context allows, as
+	// Docker's session engine bounds each of its calls.
+	callTimeout = 15 * time.Second
+	// watchRetry is the pause before a watch whose API call failed is
+	// opened again.
+	watchRetry = time.Second
+)
+
+// watchRunning follows pod, running with restarts restarts of its
+// worker, and sends its first fault to down; it returns then or when ctx
+// ends.
+func (p *Pods) watchRunning(ctx context.Context, pod *corev1.Pod, restarts int32, down chan<- error) {
+	check := func(now *corev1.Pod) (bool, error) {
+		switch n, ok := workerRunning(now); {
+		case !ok:
+			return true, fmt.Errorf("%w: pod %s stopped running (phase %s)", container.ErrSessionDown, pod.Name, now.Status.Phase)
+		case n != restarts:
+			return true, fmt.Errorf("%w: the worker of pod %s restarted", container.ErrSessionDown, pod.Name)
+		}
+		return false, nil
+	}
+	for {
+		err := p.follow(ctx, pod.Name, pod.UID, check)
+		switch {
+		case ctx.Err() != nil:
+			return // the watch ended by its caller, not a fault
+		case errors.Is(err, container.ErrSessionDown):
+			down <- err
+			return
+		case errors.Is(err, errGone):
+			down <- fmt.Errorf("%w: %w", container.ErrSessionDown, err)
+			return
+		}
+		// The API failed a watch or a read: no word on the Pod yet.
+		t := time.NewTimer(watchRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // workerRunning reports the worker's restart count and whether the Pod

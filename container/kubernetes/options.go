@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -27,6 +28,16 @@ type Options struct {
 	// EphemeralMB bounds what a worker may write outside its memory-backed
 	// volumes (its logs, mostly), in MiB; 0 means DefaultEphemeralMB.
 	EphemeralMB int
+
+	// SessionClaim names the operator's PersistentVolumeClaim (a DNS-1123
+	// subdomain) that holds the session channels' run directories and
+	// workspaces, shared with the host; SessionRoot is the absolute, clean
+	// path where the host (rtsandbox serve) sees that volume's root. A
+	// channel's Pod mounts its two directories from the claim by their
+	// paths below SessionRoot. Only the session engine needs them
+	// (NewSessions refuses them missing).
+	SessionClaim string
+	SessionRoot  string
 }
 
 // DefaultRuntimeClasses maps runc to the cluster's default handler and
@@ -68,6 +79,22 @@ func (o Options) check() (Options, error) {
 	}
 	if o.EphemeralMB == 0 {
 		o.EphemeralMB = DefaultEphemeralMB
+	}
+	return o, nil
+}
+
+// checkSessions is check plus the session engine's fields. Errors wrap
+// container.ErrInvalidSpec and name the field.
+func (o Options) checkSessions() (Options, error) {
+	o, err := o.check()
+	if err != nil {
+		return o, err
+	}
+	if errs := validation.IsDNS1123Subdomain(o.SessionClaim); len(errs) > 0 {
+		return o, fmt.Errorf("%w: session claim %q: %s", container.ErrInvalidSpec, o.SessionClaim, errs[0])
+	}
+	if !filepath.IsAbs(o.SessionRoot) || filepath.Clean(o.SessionRoot) != o.SessionRoot || o.SessionRoot == "/" {
+		return o, fmt.Errorf("%w: session root %q: want an absolute, clean path other than /", container.ErrInvalidSpec, o.SessionRoot)
 	}
 	return o, nil
 }

@@ -69,54 +69,73 @@ func checkSpec(spec container.Spec) error {
 // sealedPodSpec is the hardened PodSpec of a sealed worker: the one place
 // the sealed profile becomes Kubernetes fields.
 func sealedPodSpec(spec container.Spec, o Options) corev1.PodSpec {
-	uid, gid := int64(spec.UID), int64(spec.GID)
+	ps := sealedBase(spec.UID, spec.GID, spec.Image, o.runtimeClass(spec.Runtime))
+	gid := int64(spec.GID)
+	ps.RestartPolicy = corev1.RestartPolicyNever
+	ps.TerminationGracePeriodSeconds = new(int64(0))
+	ps.SecurityContext.FSGroup = &gid
+	w := &ps.Containers[0]
+	// The worker reads the broker's address and its token from its stdin
+	// (wire.BrokerHello): it shares no socket with the host.
+	w.Args = []string{SealedWorkerArg}
+	// The turn (and the broker's token before it) arrive on stdin through
+	// an attach, once: nothing of a turn is in the Pod's spec.
+	w.Stdin, w.StdinOnce = true, true
+	w.Env = []corev1.EnvVar{{Name: "HOME", Value: homeEnvVal}}
+	w.Resources = workerResources(spec.Limits, o.EphemeralMB)
+	w.VolumeMounts = []corev1.VolumeMount{
+		{Name: "tmp", MountPath: tmpPath},
+		{Name: "workspace", MountPath: workPath},
+	}
+	ps.Volumes = []corev1.Volume{
+		memoryVolume("tmp", tmpMB),
+		memoryVolume("workspace", spec.Limits.WorkspaceMB),
+	}
+	return ps
+}
+
+// sealedBase is the seal every worker Pod shares, sealed or session: no
+// service-account token, no service links, no host namespaces, no shared
+// process namespace, the runtime's RuntimeClass, a non-root user under
+// seccomp RuntimeDefault, and one worker container running image (never
+// pulled) under sealedContainer. The caller adds the restart policy, the
+// grace period, the worker's arguments, environment, resources and mounts,
+// and the volumes.
+func sealedBase(uid, gid int, image string, runtimeClass *string) corev1.PodSpec {
+	u, g := int64(uid), int64(gid)
 	return corev1.PodSpec{
-		RestartPolicy:                 corev1.RestartPolicyNever,
-		AutomountServiceAccountToken:  new(false),
-		EnableServiceLinks:            new(false),
-		HostNetwork:                   false,
-		HostPID:                       false,
-		HostIPC:                       false,
-		ShareProcessNamespace:         new(false),
-		TerminationGracePeriodSeconds: new(int64(0)),
-		RuntimeClassName:              o.runtimeClass(spec.Runtime),
+		AutomountServiceAccountToken: new(false),
+		EnableServiceLinks:           new(false),
+		HostNetwork:                  false,
+		HostPID:                      false,
+		HostIPC:                      false,
+		ShareProcessNamespace:        new(false),
+		RuntimeClassName:             runtimeClass,
 		SecurityContext: &corev1.PodSecurityContext{
-			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: new(true), FSGroup: &gid,
+			RunAsUser: &u, RunAsGroup: &g, RunAsNonRoot: new(true),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 		Containers: []corev1.Container{{
-			Name:            WorkerContainer,
-			Image:           spec.Image,
-			ImagePullPolicy: corev1.PullNever,
-			// The worker reads the broker's address and its token
-			// from its stdin (wire.BrokerHello): it shares no socket
-			// with the host.
-			Args: []string{SealedWorkerArg},
-			// The turn (and the broker's token before it) arrive on
-			// stdin through an attach, once: nothing of a turn is in
-			// the Pod's spec.
-			Stdin:     true,
-			StdinOnce: true,
-			Env:       []corev1.EnvVar{{Name: "HOME", Value: homeEnvVal}},
-			Resources: workerResources(spec.Limits, o.EphemeralMB),
-			SecurityContext: &corev1.SecurityContext{
-				RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: new(true),
-				ReadOnlyRootFilesystem:   new(true),
-				AllowPrivilegeEscalation: new(false),
-				Privileged:               new(false),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: "tmp", MountPath: tmpPath},
-				{Name: "workspace", MountPath: workPath},
-			},
+			Name:                     WorkerContainer,
+			Image:                    image,
+			ImagePullPolicy:          corev1.PullNever,
+			SecurityContext:          sealedContainer(u, g),
 			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		}},
-		Volumes: []corev1.Volume{
-			memoryVolume("tmp", tmpMB),
-			memoryVolume("workspace", spec.Limits.WorkspaceMB),
-		},
+	}
+}
+
+// sealedContainer is the worker container's security context: the user
+// again, a read-only root, every capability dropped, no privilege
+// escalation, seccomp RuntimeDefault.
+func sealedContainer(uid, gid int64) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: new(true),
+		ReadOnlyRootFilesystem:   new(true),
+		AllowPrivilegeEscalation: new(false),
+		Privileged:               new(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 }
 

@@ -15,24 +15,31 @@ const (
 // Permissions are exactly the verbs the engine uses in its namespace, per
 // resource: what deploy/kubernetes' Role grants and what `rtsandbox
 // doctor` asks the API server about (SelfSubjectAccessReview). With
-// warmPool, the agent-sandbox resources of Claims too.
+// warmPool, the agent-sandbox resources of Claims too; with sessions, what
+// the session engine (Sessions) adds to the sealed engine's verbs
+// (deploy/kubernetes-sessions' Role).
 //
-//   - pods: create (a turn's Pod), get and watch (follow it), list (reap),
-//     delete (by UID after the turn);
+//   - pods: create (a turn's Pod, a channel's), get and watch (follow
+//     it), list (reap), delete (by UID after the turn, or to recreate);
 //   - pods/attach: create and get (the turn's stdin and the reply; the
 //     WebSocket attach is a GET, the SPDY one a POST);
+//   - pods/log: get (sessions: the last lines of a channel's worker);
 //   - networkpolicies: get, create, update (the workers' policy at start);
 //   - sandboxtemplates, sandboxwarmpools: get, create, update (the pool
 //     at start);
 //   - sandboxclaims: create, get, watch (a turn's claim), list (reap),
 //     delete (after the turn);
 //   - sandboxes: get (the claimed Sandbox's Pod name).
-func Permissions(warmPool bool) []rbacv1.PolicyRule {
+func Permissions(warmPool, sessions bool) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "delete", "get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/attach"}, Verbs: []string{"create", "get"}},
-		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get", "update"}},
 	}
+	if sessions {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}})
+	}
+	rules = append(rules,
+		rbacv1.PolicyRule{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get", "update"}})
 	if warmPool {
 		rules = append(rules,
 			rbacv1.PolicyRule{APIGroups: []string{ExtensionsGroup}, Resources: []string{"sandboxclaims"}, Verbs: []string{"create", "delete", "get", "list", "watch"}},

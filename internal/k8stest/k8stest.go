@@ -100,27 +100,35 @@ func Require(tb testing.TB) *Cluster {
 	return shared
 }
 
-// Main runs m, stops the cluster Require started, if any, and then fails
-// the run when a goroutine outlived the tests (goleak, with LeakOptions).
-// A package's TestMain is os.Exit(k8stest.Main(m)).
-func Main(m *testing.M) int {
-	code := m.Run()
+// StopAll stops the clusters this test binary started and removes the
+// images it built for them, reporting each failure on stderr: for a
+// TestMain that cannot use Main (one whose tests are not checked for
+// leaked goroutines).
+func StopAll() error {
+	var errs []error
 	for _, c := range []*Cluster{shared, real} {
 		if c == nil {
 			continue
 		}
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "k8stest: stop the test cluster:", err)
-			if code == 0 {
-				code = 1
-			}
+			errs = append(errs, err)
 		}
 	}
 	if err := removeBuilt(); err != nil {
 		fmt.Fprintln(os.Stderr, "k8stest: remove test images:", err)
-		if code == 0 {
-			code = 1
-		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Main runs m, stops the cluster Require started, if any, and then fails
+// the run when a goroutine outlived the tests (goleak, with LeakOptions).
+// A package's TestMain is os.Exit(k8stest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if err := StopAll(); err != nil && code == 0 {
+		code = 1
 	}
 	if code == 0 {
 		if err := goleak.Find(LeakOptions()...); err != nil {

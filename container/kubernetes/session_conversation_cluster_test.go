@@ -1,0 +1,178 @@
+package kubernetes
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
+	"github.com/rtsandbox/rtsandbox/internal/k8stest"
+	"github.com/rtsandbox/rtsandbox/session"
+	"github.com/rtsandbox/rtsandbox/upstream"
+	"github.com/rtsandbox/rtsandbox/wire"
+	"github.com/rtsandbox/rtsandbox/worker"
+)
+
+// runSessionWorker runs the real session worker on what a channel's Pod
+// mounts, reaching the broker as in a Pod: through the hello file and the
+// network listener.
+func runSessionWorker(ctx context.Context, m k8stest.SessionMounts) {
+	worker.RunSession(ctx, worker.SessionOptions{Hello: filepath.Join(m.RunDir, wire.SessionHelloName),
+		Socket: filepath.Join(m.RunDir, "no-socket-in-a-pod"), Workspace: m.Workspace})
+}
+
+// TestClusterSessionConversation: a channel's conversation through the
+// session runtime on the Kubernetes engine, end to end: the channel's Pod
+// is created with its run directory and workspace on the claim, its
+// worker reaches the broker over the network listener with the channel's
+// token and each turn's own, the turns' tokens are revoked when they end,
+// the conversation survives the Pod's deletion (the next turn's Pod
+// continues it from the workspace), and Remove deletes the Pod.
+func TestClusterSessionConversation(t *testing.T) {
+	c := k8stest.Require(t)
+	ctx := clusterCtx(t)
+	model := fakemodel.New(fakemodel.Reply("first answer"), fakemodel.Reply("second answer"), fakemodel.Reply("third answer"))
+	defer model.Close()
+
+	tokens := broker.NewTokens()
+	ln, err := broker.ListenNet("127.0.0.1:0", tokens, broker.NetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	root, err := os.MkdirTemp("", "k8s-claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	o := clusterOptions(t, c)
+	o.Broker = netip.MustParseAddrPort(ln.Addr().String())
+	o.SessionClaim, o.SessionRoot = "channels", root
+	eng, err := NewSessions(c.Clientset, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.BindClaim(t, o.Namespace, o.SessionClaim)
+	lets := c.PlaySessionPods(t, o.Namespace, root, runSessionWorker)
+
+	newBroker := func(channel rtsandbox.ChannelKey, profile, socket string) (session.Broker, error) {
+		b, err := broker.New(broker.Config{API: rtsandbox.ModelAPIOpenAI, ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true),
+			Model: "test-model", Logger: slog.New(slog.DiscardHandler),
+			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+				return rtsandbox.Secret("sk-test-key"), nil
+			}})
+		if err != nil {
+			return nil, err
+		}
+		s, err := broker.NewSession(broker.SessionConfig{Broker: b, Channel: channel, Worker: wire.SessionWorkerConfig{
+			ModelAPI: rtsandbox.ModelAPIOpenAI, Model: "test-model", Prompt: "Be brief.", TimeZone: "UTC",
+			Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Listen(socket); err != nil {
+			return nil, err
+		}
+		return NewSessionBroker(s, tokens, wire.BrokerHello{Broker: ln.Addr().String()}, socket, filepath.Dir(socket), nil)
+	}
+	uid, gid := 0, 0
+	if os.Geteuid() == 0 {
+		uid, gid = 1000, 1000
+	}
+	rt, err := session.New(session.Options{Driver: eng, NewBroker: newBroker,
+		Profiles: map[string]session.Profile{"studio": {}}, ProfileFor: func(rtsandbox.ChannelKey) string { return "studio" },
+		PartyDir: filepath.Join(root, "party"), Image: "rtsandbox-worker:test", Installation: o.Installation,
+		UID: uid, GID: gid, TurnTimeout: 30 * time.Second, StartTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+
+	bind := rtsandbox.Binding{Channel: "fake:guests", Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}}
+	turn := func(text, want string) {
+		t.Helper()
+		reply, err := rt.RunTurn(ctx, bind, text)
+		if err != nil || reply.Text != want {
+			t.Fatalf("turn %q: %+v, %v; want %q", text, reply, err, want)
+		}
+	}
+	turn("hello", "first answer")
+	pods := c.Clientset.CoreV1().Pods(o.Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: container.RoleLabel + "=" + container.RoleSession})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("session Pods: %v, %v; want one", list, err)
+	}
+	first := list.Items[0]
+	if got := tokens.Live(); got != 1 {
+		t.Errorf("%d live tokens after the turn, want the channel's alone", got)
+	}
+	turn("and then?", "second answer")
+	if got := lets.Started(); got != 1 {
+		t.Errorf("%d workers started for two turns, want one: the warm worker serves the second", got)
+	}
+
+	// The Pod goes (evicted, deleted by hand): the next turn's Pod
+	// continues the conversation from the workspace on the claim.
+	if err := pods.Delete(ctx, first.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, ctx, c, o.Namespace, first.Name, first.UID)
+	turn("still there?", "third answer")
+	reqs := model.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "first answer") || !strings.Contains(last, "second answer") {
+		t.Errorf("the turn after the Pod's deletion lost the conversation: %s", last)
+	}
+	again, err := pods.Get(ctx, first.Name, metav1.GetOptions{})
+	if err != nil || again.UID == first.UID {
+		t.Errorf("after the deletion: %v, %v; want a new Pod under the same name", again, err)
+	}
+	if got := lets.Started(); got != 2 {
+		t.Errorf("%d workers started, want 2", got)
+	}
+
+	if err := rt.Remove(ctx, bind.Channel); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, first.Name, metav1.GetOptions{}); err == nil {
+		t.Error("the channel's Pod outlived Remove")
+	}
+	if got := tokens.Live(); got != 0 {
+		t.Errorf("%d live tokens after Remove, want none", got)
+	}
+}
+
+// waitGone waits, by a watch, until the Pod uid is gone.
+func waitGone(t *testing.T, ctx context.Context, c *k8stest.Cluster, ns, name string, uid types.UID) {
+	t.Helper()
+	for {
+		p, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID != uid {
+			return
+		}
+		w, err := c.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the Pod was not deleted")
+		}
+	}
+}
