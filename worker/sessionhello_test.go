@@ -66,6 +66,25 @@ func (g *tokenGate) got() []string {
 	return append([]string(nil), g.seen...)
 }
 
+// startGate serves b behind a tokenGate on loopback, with the channel
+// token 'c'×43 and the turn token 't'×43 in force, and writes the hello
+// file naming it.
+func startGate(t *testing.T, b http.Handler) (gate *tokenGate, addr, hello string) {
+	t.Helper()
+	gate = &tokenGate{t: t, inner: b}
+	gate.set(token('c'), token('t'))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: gate, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	hello = filepath.Join(t.TempDir(), wire.SessionHelloName)
+	writeHello(t, hello, ln.Addr().String(), token('c'))
+	return gate, ln.Addr().String(), hello
+}
+
 func token(c byte) string { return strings.Repeat(string(c), 43) }
 
 // writeHello writes the hello file as the host does: one line.
@@ -105,17 +124,7 @@ func TestSessionWorkerOverTheNetwork(t *testing.T) {
 	b.mcp["docs"] = mcp.URL
 	b.tools["lookup"] = func(json.RawMessage) string { return `{"ok":true,"text":"found it"}` }
 
-	gate := &tokenGate{t: t, inner: b}
-	gate.set(token('c'), token('t'))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: gate, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	hello := filepath.Join(t.TempDir(), wire.SessionHelloName)
-	writeHello(t, hello, ln.Addr().String(), token('c'))
+	gate, addr, hello := startGate(t, b)
 
 	w := startWorkerOn(t, filepath.Join(t.TempDir(), "no.sock"), t.TempDir(), func(o *SessionOptions) { o.Hello = hello })
 	turn := sessionTurn("t1", "hello")
@@ -127,7 +136,7 @@ func TestSessionWorkerOverTheNetwork(t *testing.T) {
 	// The host made the channel a new broker: a new channel token in the
 	// file, and the next turn's own.
 	gate.set(token('C'), token('T'))
-	writeHello(t, hello, ln.Addr().String(), token('C'))
+	writeHello(t, hello, addr, token('C'))
 	turn = sessionTurn("t2", "and now?")
 	turn.BrokerToken = wire.TurnToken(token('T'))
 	if got := b.execute(turn); !got.OK || got.Text != "again" {
@@ -162,17 +171,7 @@ func TestSessionWorkerNetworkTurnWithoutToken(t *testing.T) {
 	model := fakemodel.New(fakemodel.Reply("never"))
 	defer model.Close()
 	b := startSessionBroker(t, model)
-	gate := &tokenGate{t: t, inner: b}
-	gate.set(token('c'), token('t'))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: gate, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	hello := filepath.Join(t.TempDir(), wire.SessionHelloName)
-	writeHello(t, hello, ln.Addr().String(), token('c'))
+	_, _, hello := startGate(t, b)
 	startWorkerOn(t, filepath.Join(t.TempDir(), "no.sock"), t.TempDir(), func(o *SessionOptions) { o.Hello = hello })
 	if got := b.execute(sessionTurn("t1", "hello")); got.OK {
 		t.Fatalf("a turn without its token ran: %+v", got)

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/k8stest"
@@ -204,17 +205,7 @@ func TestClusterReapOnlyOurs(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("Reap = %d, %v; want 2", n, err)
 	}
-	list, err := api.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, pod := range list.Items {
-		if pod.DeletionTimestamp == nil {
-			left = append(left, pod.Name)
-		}
-	}
-	slices.Sort(left)
+	left := livePods(t, ctx, api)
 	if want := []string{"bare", "our-session", "theirs"}; !slices.Equal(left, want) {
 		t.Errorf("left %v; want %v", left, want)
 	}
@@ -242,4 +233,21 @@ func TestClusterWorkerPolicyPresent(t *testing.T) {
 		got.Spec.Egress[0].Ports[0].Port.IntValue() != 7443 || len(got.Spec.PolicyTypes) != 2 {
 		t.Errorf("stored policy %+v", got.Spec)
 	}
+}
+
+// livePods are the sorted names of api's Pods not being deleted.
+func livePods(t testing.TB, ctx context.Context, api corev1client.PodInterface) []string {
+	t.Helper()
+	list, err := api.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp == nil {
+			names = append(names, pod.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -115,6 +115,10 @@ func benchK8s(b *testing.B, warm bool) {
 func benchSpec(b *testing.B, image string) container.Spec {
 	spec := testSpec(b)
 	spec.Image, spec.UID, spec.GID = image, 1000, 1000
+	// Half a CPU: the real tier's node has two, and a Pod's request is its
+	// limit, so a pool of two 1.5-CPU workers never fits (the controller
+	// waits for the second forever).
+	spec.Limits.CPUs = 0.5
 	spec.RunDir = b.TempDir()
 	return spec
 }

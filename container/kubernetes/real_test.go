@@ -207,3 +207,21 @@ func TestRealWarmClaim(t *testing.T) {
 	}
 	<-res.Settled
 }
+
+// TestRealSessionConversation: a session channel's conversation on real
+// Pods: the real worker image runs `session --broker-from-file` in the
+// channel's Pod, its run directory and workspace mounted by the kubelet
+// from a claim on a host directory, and reaches the broker's listener
+// through the Pod network with the channel's and each turn's token; the
+// conversation survives the Pod's deletion.
+func TestRealSessionConversation(t *testing.T) {
+	c := realCluster(t)
+	sessionConversation(t, c, conversationEnv{
+		listen: "0.0.0.0:0",
+		address: func(ln *net.TCPAddr) netip.AddrPort {
+			return netip.AddrPortFrom(netip.MustParseAddr(k8stest.PodGateway), uint16(ln.Port))
+		},
+		image: realWorkerImage,
+		claim: func(ns, name, root string) { c.BindClaimAt(t, ns, name, root) },
+	})
+}

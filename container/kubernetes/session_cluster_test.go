@@ -297,17 +297,7 @@ func TestClusterSessionReap(t *testing.T) {
 // want.
 func (r *sessionRig) wantPods(t *testing.T, ctx context.Context, want ...string) {
 	t.Helper()
-	list, err := r.c.Clientset.CoreV1().Pods(r.o.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, pod := range list.Items {
-		if pod.DeletionTimestamp == nil {
-			left = append(left, pod.Name)
-		}
-	}
-	slices.Sort(left)
+	left := livePods(t, ctx, r.c.Clientset.CoreV1().Pods(r.o.Namespace))
 	slices.Sort(want)
 	if !slices.Equal(left, want) {
 		t.Errorf("Pods %v; want %v", left, want)

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -34,20 +35,50 @@ func runSessionWorker(ctx context.Context, m k8stest.SessionMounts) {
 }
 
 // TestClusterSessionConversation: a channel's conversation through the
-// session runtime on the Kubernetes engine, end to end: the channel's Pod
-// is created with its run directory and workspace on the claim, its
-// worker reaches the broker over the network listener with the channel's
-// token and each turn's own, the turns' tokens are revoked when they end,
-// the conversation survives the Pod's deletion (the next turn's Pod
-// continues it from the workspace), and Remove deletes the Pod.
+// session runtime on the Kubernetes engine, end to end, with kwok's Pods
+// played by the real session worker on what each Pod mounts
+// (sessionConversation).
 func TestClusterSessionConversation(t *testing.T) {
 	c := k8stest.Require(t)
+	var played *k8stest.SessionPods
+	sessionConversation(t, c, conversationEnv{
+		listen:  "127.0.0.1:0",
+		address: func(ln *net.TCPAddr) netip.AddrPort { return ln.AddrPort() },
+		image:   "rtsandbox-worker:test",
+		claim: func(ns, name, root string) {
+			c.BindClaim(t, ns, name)
+			played = c.PlaySessionPods(t, ns, root, runSessionWorker)
+		},
+		started: func() int { return played.Started() },
+	})
+}
+
+// conversationEnv is where sessionConversation runs: the listener's
+// address and the one workers dial, the worker image, how the claim is
+// bound (and, on kwok, its Pods played), and how many workers started
+// (nil when nothing counts them).
+type conversationEnv struct {
+	listen  string
+	address func(*net.TCPAddr) netip.AddrPort
+	image   string
+	claim   func(ns, name, root string)
+	started func() int
+}
+
+// sessionConversation runs a channel's conversation through the session
+// runtime on the engine: the channel's Pod is created with its run
+// directory and workspace on the claim, its worker reaches the broker
+// over the network listener with the channel's token and each turn's
+// own, the turns' tokens are revoked when they end, the conversation
+// survives the Pod's deletion (the next turn's Pod continues it from the
+// workspace), and Remove deletes the Pod.
+func sessionConversation(t *testing.T, c *k8stest.Cluster, env conversationEnv) {
 	ctx := clusterCtx(t)
 	model := fakemodel.New(fakemodel.Reply("first answer"), fakemodel.Reply("second answer"), fakemodel.Reply("third answer"))
 	defer model.Close()
 
 	tokens := broker.NewTokens()
-	ln, err := broker.ListenNet("127.0.0.1:0", tokens, broker.NetOptions{})
+	ln, err := broker.ListenNet(env.listen, tokens, broker.NetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,43 +89,38 @@ func TestClusterSessionConversation(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
 	o := clusterOptions(t, c)
-	o.Broker = netip.MustParseAddrPort(ln.Addr().String())
+	o.Broker = env.address(ln.Addr().(*net.TCPAddr))
 	o.SessionClaim, o.SessionRoot = "channels", root
 	eng, err := NewSessions(c.Clientset, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.BindClaim(t, o.Namespace, o.SessionClaim)
-	lets := c.PlaySessionPods(t, o.Namespace, root, runSessionWorker)
-
-	newBroker := func(channel rtsandbox.ChannelKey, profile, socket string) (session.Broker, error) {
-		b, err := broker.New(broker.Config{API: rtsandbox.ModelAPIOpenAI, ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true),
-			Model: "test-model", Logger: slog.New(slog.DiscardHandler),
-			APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
-				return rtsandbox.Secret("sk-test-key"), nil
-			}})
-		if err != nil {
-			return nil, err
+	env.claim(o.Namespace, o.SessionClaim, root)
+	uid, gid := 0, 0
+	if os.Geteuid() == 0 {
+		uid, gid = 1000, 1000
+	}
+	handOver := func(path string) error {
+		if uid == 0 {
+			return nil
 		}
-		s, err := broker.NewSession(broker.SessionConfig{Broker: b, Channel: channel, Worker: wire.SessionWorkerConfig{
-			ModelAPI: rtsandbox.ModelAPIOpenAI, Model: "test-model", Prompt: "Be brief.", TimeZone: "UTC",
-			Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}})
+		return os.Lchown(path, uid, gid)
+	}
+	newBroker := func(channel rtsandbox.ChannelKey, profile, socket string) (session.Broker, error) {
+		s, err := conversationBroker(model, channel)
 		if err != nil {
 			return nil, err
 		}
 		if err := s.Listen(socket); err != nil {
 			return nil, err
 		}
-		return NewSessionBroker(s, tokens, wire.BrokerHello{Broker: ln.Addr().String()}, socket, filepath.Dir(socket), nil)
-	}
-	uid, gid := 0, 0
-	if os.Geteuid() == 0 {
-		uid, gid = 1000, 1000
+		return NewSessionBroker(s, tokens, wire.BrokerHello{Broker: o.Broker.String()}, socket, filepath.Dir(socket), handOver)
 	}
 	rt, err := session.New(session.Options{Driver: eng, NewBroker: newBroker,
 		Profiles: map[string]session.Profile{"studio": {}}, ProfileFor: func(rtsandbox.ChannelKey) string { return "studio" },
-		PartyDir: filepath.Join(root, "party"), Image: "rtsandbox-worker:test", Installation: o.Installation,
-		UID: uid, GID: gid, TurnTimeout: 30 * time.Second, StartTimeout: 30 * time.Second})
+		PartyDir: filepath.Join(root, "party"), Image: env.image, Installation: o.Installation,
+		UID: uid, GID: gid, TurnTimeout: 30 * time.Second, StartTimeout: 30 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +129,13 @@ func TestClusterSessionConversation(t *testing.T) {
 	bind := rtsandbox.Binding{Channel: "fake:guests", Speaker: rtsandbox.Speaker{ID: "ann", Name: "Ann"}}
 	turn := func(text, want string) {
 		t.Helper()
+		began := time.Now()
 		reply, err := rt.RunTurn(ctx, bind, text)
 		if err != nil || reply.Text != want {
+			dumpSessionPods(t, c, eng, o.Namespace)
 			t.Fatalf("turn %q: %+v, %v; want %q", text, reply, err, want)
 		}
+		t.Logf("turn %q in %v", text, time.Since(began))
 	}
 	turn("hello", "first answer")
 	pods := c.Clientset.CoreV1().Pods(o.Namespace)
@@ -119,8 +148,10 @@ func TestClusterSessionConversation(t *testing.T) {
 		t.Errorf("%d live tokens after the turn, want the channel's alone", got)
 	}
 	turn("and then?", "second answer")
-	if got := lets.Started(); got != 1 {
-		t.Errorf("%d workers started for two turns, want one: the warm worker serves the second", got)
+	if env.started != nil {
+		if got := env.started(); got != 1 {
+			t.Errorf("%d workers started for two turns, want one: the warm worker serves the second", got)
+		}
 	}
 
 	// The Pod goes (evicted, deleted by hand): the next turn's Pod
@@ -138,8 +169,10 @@ func TestClusterSessionConversation(t *testing.T) {
 	if err != nil || again.UID == first.UID {
 		t.Errorf("after the deletion: %v, %v; want a new Pod under the same name", again, err)
 	}
-	if got := lets.Started(); got != 2 {
-		t.Errorf("%d workers started, want 2", got)
+	if env.started != nil {
+		if got := env.started(); got != 2 {
+			t.Errorf("%d workers started, want 2", got)
+		}
 	}
 
 	if err := rt.Remove(ctx, bind.Channel); err != nil {
@@ -151,6 +184,52 @@ func TestClusterSessionConversation(t *testing.T) {
 	if got := tokens.Live(); got != 0 {
 		t.Errorf("%d live tokens after Remove, want none", got)
 	}
+}
+
+// testLog writes the runtime's operator log to the test's.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// dumpSessionPods logs the session Pods of ns, their state and their
+// workers' last lines, for a failed turn.
+func dumpSessionPods(t *testing.T, c *k8stest.Cluster, eng *Sessions, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: container.RoleLabel + "=" + container.RoleSession})
+	if err != nil {
+		t.Logf("list session Pods: %v", err)
+		return
+	}
+	if evs, err := c.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range evs.Items {
+			t.Logf("event %s %s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	for _, p := range list.Items {
+		t.Logf("Pod %s: phase %s, conditions %+v, containers %+v", p.Name, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+		logs, err := eng.Logs(ctx, p.Name, 50)
+		t.Logf("its worker's log (%v):\n%s", err, logs)
+	}
+}
+
+// conversationBroker is the channel's session broker of a profile on the
+// stand-in model, before it listens.
+func conversationBroker(model *fakemodel.Server, channel rtsandbox.ChannelKey) (*broker.Session, error) {
+	b, err := broker.New(broker.Config{API: rtsandbox.ModelAPIOpenAI, ModelURL: upstream.MustParseEndpoint(model.ChatURL(), true),
+		Model: "test-model", Logger: slog.New(slog.DiscardHandler),
+		APIKey: func(context.Context, rtsandbox.Binding) (rtsandbox.Secret, error) {
+			return rtsandbox.Secret("sk-test-key"), nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSession(broker.SessionConfig{Broker: b, Channel: channel, Worker: wire.SessionWorkerConfig{
+		ModelAPI: rtsandbox.ModelAPIOpenAI, Model: "test-model", Prompt: "Be brief.", TimeZone: "UTC",
+		Tools: []rtsandbox.ToolSpec{}, MCP: []wire.MCPServerTools{}}})
 }
 
 // waitGone waits, by a watch, until the Pod uid is gone.

@@ -23,37 +23,50 @@ import (
 // claim is missing or unbound. The volume goes when the test ends.
 func (c *Cluster) BindClaim(tb testing.TB, ns, name string) {
 	tb.Helper()
+	c.BindClaimAt(tb, ns, name, "/srv/"+ns)
+}
+
+// BindClaimAt is BindClaim with the volume at path on the node: a real
+// kubelet (the real-Pod tier, one node on this host) mounts it.
+func (c *Cluster) BindClaimAt(tb testing.TB, ns, name, path string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
 	rwx := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity: size, AccessModes: rwx,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/" + ns}},
-			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name},
-		},
-	}
-	pvs := c.Clientset.CoreV1().PersistentVolumes()
-	if _, err := pvs.Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = pvs.Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
 			Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: rwx, VolumeName: pv.Name,
+			AccessModes: rwx, VolumeName: ns + "-" + name,
 			StorageClassName: new(""), Resources: corev1.VolumeResourceRequirements{Requests: size},
 		},
 	}
-	pvc, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
+	claims := c.Clientset.CoreV1().PersistentVolumeClaims(ns)
+	pvc, err := claims.Create(ctx, pvc, metav1.CreateOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The kubelet mounts the volume only when it names the claim by UID.
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Spec.VolumeName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity: size, AccessModes: rwx,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}},
+			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: pvc.UID},
+		},
+	}
+	pvs := c.Clientset.CoreV1().PersistentVolumes()
+	if pv, err = pvs.Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = pvs.Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	pv.Status.Phase = corev1.VolumeBound
+	if _, err := pvs.UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
 	pvc.Status.Phase = corev1.ClaimBound
-	if _, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+	if _, err := claims.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
 }
