@@ -53,7 +53,7 @@ func (c *Cluster) BindClaimAt(tb testing.TB, ns, name, path string) {
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity: size, AccessModes: rwx,
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}},
-			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: pvc.UID},
+			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: pvc.UID},
 		},
 	}
 	pvs := c.Clientset.CoreV1().PersistentVolumes()
