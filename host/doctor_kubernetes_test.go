@@ -141,7 +141,7 @@ func TestKubeClaimCheck(t *testing.T) {
 	}
 	// No volume controller runs in the tier: the test binds it.
 	pvc.Status.Phase = corev1.ClaimBound
-	if pvc, err = pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+	if _, err = pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := claimCheck(ctx, c.Clientset, k); got.status != statusWarn || !strings.Contains(got.msg, "not ReadWriteMany") {
