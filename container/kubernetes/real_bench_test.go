@@ -12,9 +12,16 @@ import (
 	"github.com/rtsandbox/rtsandbox/container/docker"
 )
 
+// benchInput has the stand-in reply as the real worker does: its reply
+// and the end mark (wire.ReplyEnd), so Run takes the reply there and the
+// Pod's or container's removal follows in the background (the early
+// reply). Without the mark Run would wait for the exit and the removal,
+// which no production turn does.
+var benchInput = []byte(`{"mode":"early","text":"hi"}`)
+
 // BenchmarkRealSealedTurn: one sealed turn of the stand-in worker (its
-// echo reply, no model call) from the engine's Run to its reply, side by
-// side in one run: Docker's warm pool (a prestarted container, claimed),
+// echo reply with the end mark, no model call) from the engine's Run to
+// its reply, side by side in one run: Docker's warm pool (a prestarted container, claimed),
 // a warm claim on an agent-sandbox pool of real Pods, and a cold Pod.
 // p50-ms is the median turn; claim-ms the warm claim to the worker
 // running (Result.Started). The real-Pod tier only (RTSANDBOX_K8S_REAL=1):
@@ -60,7 +67,7 @@ func benchDockerWarm(b *testing.B) {
 		}
 		b.StartTimer()
 		began := time.Now()
-		res, err := w.Run(ctx, []byte(`{"text":"hi"}`))
+		res, err := w.Run(ctx, benchInput)
 		ds = append(ds, time.Since(began))
 		if err != nil || !res.Reply.OK {
 			b.Fatalf("Run = %+v, %v", res.Reply, err)
@@ -89,7 +96,7 @@ func benchK8s(b *testing.B, warm bool) {
 	for b.Loop() {
 		spec.Name = container.PoolName()
 		began := time.Now()
-		res, err := r.e.Run(ctx, spec, []byte(`{"text":"hi"}`))
+		res, err := r.e.Run(ctx, spec, benchInput)
 		ds = append(ds, time.Since(began))
 		if err != nil || !res.Reply.OK {
 			b.Fatalf("Run = %+v, %v", res.Reply, err)
