@@ -85,7 +85,10 @@ func TestIntegrationSessionRuntimeConformance(t *testing.T) {
 	if uid == 0 {
 		uid, gid = 1000, 1000
 	}
-	const timeout = 2 * time.Second
+	// The turn deadline covers a first turn's container start: 2 s was
+	// too short for one on a loaded CI machine (Stop's turn after the
+	// stopped one's removal timed out).
+	const timeout = 5 * time.Second
 	rt, err = session.New(session.Options{
 		Driver: d, NewBroker: newBroker,
 		Profiles:   map[string]session.Profile{"studio": {}},
