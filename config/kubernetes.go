@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/subpath"
 )
 
 // The engines a config may name (engine).
@@ -218,7 +218,7 @@ func (p *parser) kubernetesModes(c *Config) {
 		p.fail(nil, "kubernetes.session", "required with a profile of mode: session: the claim holding the channels' directories (claim) and where serve sees it (root)")
 		return
 	}
-	if k.SessionRoot != "" && !strictlyUnder(c.Session.PartyDir, k.SessionRoot) {
+	if k.SessionRoot != "" && !subpath.Below(k.SessionRoot, c.Session.PartyDir) {
 		p.fail(nil, "session.party_dir", "must lie under kubernetes.session.root (%s), on the claim the channels' Pods mount; it is %s", k.SessionRoot, c.Session.PartyDir)
 	}
 	switch c.Session.Disk.Mode {
@@ -227,10 +227,4 @@ func (p *parser) kubernetesModes(c *Config) {
 	case DiskAuto:
 		c.Session.Disk.Mode = DiskSoft
 	}
-}
-
-// strictlyUnder reports whether path lies below dir (both clean).
-func strictlyUnder(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }

@@ -71,7 +71,7 @@ func claimCheck(ctx context.Context, cs k8s.Interface, k *config.Kubernetes) Che
 	case apierrors.IsForbidden(err):
 		return warn(name, readFix, "%s: not checked: this identity may not read PersistentVolumeClaims", k.SessionClaim)
 	case apierrors.IsNotFound(err):
-		return fail(name, "create the claim (deploy/kubernetes/session-claim.yaml) and mount it in serve at kubernetes.session.root", "PersistentVolumeClaim %s does not exist in %s", k.SessionClaim, k.Namespace)
+		return fail(name, "create the claim (deploy/kubernetes-sessions/channels-pvc.yaml) and mount it in serve at kubernetes.session.root", "PersistentVolumeClaim %s does not exist in %s", k.SessionClaim, k.Namespace)
 	case err != nil:
 		return fail(name, "check the API server", "PersistentVolumeClaim %s: %v", k.SessionClaim, err)
 	case pvc.Status.Phase != corev1.ClaimBound:

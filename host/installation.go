@@ -100,30 +100,35 @@ func Reap(ctx context.Context, cfg *config.Config, s Sessions, report, reportSes
 		return err
 	}
 	defer unlock()
-	var sc SessionContainers
+	var cli *client.Client
 	if cfg.IsKubernetes() {
 		removed, err := reapKubernetes(ctx, cfg)
 		report(removed, id)
-		if err != nil || s.Containers == nil {
-			return err
-		}
-		if sc, err = kubeSessionContainers(cfg); err != nil || sc == nil {
+		if err != nil {
 			return err
 		}
 	} else {
-		d, cli, closeClient, err := dockerClient(nil)
+		d, c, closeClient, err := dockerClient(nil)
 		if err != nil {
 			return err
 		}
 		defer closeClient()
 		removed, err := d.Reap(ctx, id)
 		report(removed, id)
-		if err != nil || s.Containers == nil {
+		if err != nil {
 			return err
 		}
-		if sc, err = s.Containers(cfg, cli); err != nil {
-			return fmt.Errorf("session containers: %w", err)
-		}
+		cli = c
+	}
+	if s.Containers == nil {
+		return nil
+	}
+	sc, err := s.Containers(cfg, cli)
+	if err != nil {
+		return fmt.Errorf("session containers: %w", err)
+	}
+	if sc == nil {
+		return nil // the engine has none to look for
 	}
 	removed, err := sc.RemoveAll(ctx)
 	reportSessions(removed, id)
@@ -141,19 +146,18 @@ func RemoveSessionContainer(ctx context.Context, cfg *config.Config, s Sessions,
 	if s.Containers == nil {
 		return false, nil
 	}
-	var sc SessionContainers
-	var err error
-	if cfg.IsKubernetes() {
-		if sc, err = kubeSessionContainers(cfg); err == nil && sc == nil {
-			return false, nil
-		}
-	} else {
-		_, cli, closeClient, derr := dockerClient(nil)
-		if derr != nil {
-			return false, derr
+	var cli *client.Client
+	if !cfg.IsKubernetes() {
+		_, c, closeClient, err := dockerClient(nil)
+		if err != nil {
+			return false, err
 		}
 		defer closeClient()
-		sc, err = s.Containers(cfg, cli)
+		cli = c
+	}
+	sc, err := s.Containers(cfg, cli)
+	if err == nil && sc == nil {
+		return false, nil // the engine has none to look for
 	}
 	if err == nil {
 		err = sc.Remove(ctx, channel)

@@ -251,7 +251,7 @@ func kubeClient(cfg *config.Config) (*rest.Config, k8s.Interface, error) {
 }
 
 // kubeSessionContainers is the offline remover of the channels' Pods
-// (`rtsandbox reap`, `channels off`), nil when cfg has no
+// (SessionMode's Containers on engine: kubernetes), nil when cfg has no
 // kubernetes.session: without it no session Pod of the installation is
 // made, and none is looked for.
 func kubeSessionContainers(cfg *config.Config) (SessionContainers, error) {

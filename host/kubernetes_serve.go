@@ -16,8 +16,9 @@ import (
 // runtime on the Kubernetes engine (KubernetesEngine: its broker listener,
 // the workers' NetworkPolicy, the warm pool), the reap of what a crash
 // left at start, a periodic reap that spares the turns under way and the
-// pool's idle workers, and the router. Session profiles are refused by
-// the config on this engine, so no session runtime starts.
+// pool's idle workers, the session runtime when a profile uses session
+// mode (the channels' Pods on the same listener and client), and the
+// router.
 func (h *Host) startKubeRuntime(ctx context.Context, getenv env, sessions Sessions, m *hostMetrics, store *channels.Store) error {
 	cfg, log := h.cfg, h.log
 	id := InstallationID(cfg)

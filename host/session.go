@@ -93,7 +93,10 @@ type Sessions struct {
 	// profile uses session mode.
 	Runtime func(ctx context.Context, d SessionDeps) (SessionRuntime, error)
 	// Containers builds the offline remover of reap and channels off on
-	// engine (closed by the caller afterwards).
+	// cfg's engine: engine is the Docker client (closed by the caller
+	// afterwards), nil on engine: kubernetes, where the remover opens its
+	// own client. A nil remover means the engine has none to look for
+	// (Kubernetes without kubernetes.session).
 	Containers func(cfg *config.Config, engine *client.Client) (SessionContainers, error)
 }
 

@@ -269,6 +269,9 @@ func sessionLimits(s config.Session) broker.SessionConfig {
 // sessionContainers removes this installation's session containers while
 // no serve runs.
 func sessionContainers(cfg *config.Config, engine *client.Client) (SessionContainers, error) {
+	if cfg.IsKubernetes() {
+		return kubeSessionContainers(cfg)
+	}
 	return newOfflineSessions(cfg, docker.NewSession(engine)), nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/subpath"
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
@@ -167,17 +168,10 @@ func rootUnder(dir, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w: %w", root, rtsandbox.ErrInvalid, err)
 	}
-	if !strictlyUnder(dir, real) {
+	if !subpath.Below(dir, real) {
 		return "", fmt.Errorf("%s: %w: the skill folder resolves outside the skills directory", root, rtsandbox.ErrRefused)
 	}
 	return real, nil
-}
-
-// strictlyUnder reports whether p lies below dir (both clean absolute
-// paths), never equal to it.
-func strictlyUnder(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // ReadBounded reads the regular file p, not following a final symlink and

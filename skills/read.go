@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/rtsandbox/rtsandbox"
+	"github.com/rtsandbox/rtsandbox/internal/subpath"
 )
 
 // Read is read_skill: the text of path (SKILL.md when empty) in skill's
@@ -29,7 +30,7 @@ func (ix *Index) Read(skill, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read_skill %s: %w: %s: %w", skill, rtsandbox.ErrInvalid, path, err)
 	}
-	if !strictlyUnder(root, file) {
+	if !subpath.Below(root, file) {
 		return "", fmt.Errorf("read_skill %s: %w: %s resolves outside the skill folder", skill, rtsandbox.ErrRefused, path)
 	}
 	data, err := ReadBounded(file)

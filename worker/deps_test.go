@@ -10,7 +10,8 @@ import (
 
 // The worker runs inside the sealed container, so its dependency set is
 // policy: only the standard library, the root domain package and the
-// stdlib-only leaves jsonjs, brokerclient and skills.
+// stdlib-only leaves jsonjs, brokerclient, skills, internal/privdir and
+// internal/subpath.
 // Anything else could bring network clients, cgo or host code in.
 func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker").Output()
@@ -23,6 +24,8 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 		"github.com/rtsandbox/rtsandbox/jsonjs":               true,
 		"github.com/rtsandbox/rtsandbox/brokerclient":         true,
 		"github.com/rtsandbox/rtsandbox/skills":               true,
+		"github.com/rtsandbox/rtsandbox/internal/privdir":     true,
+		"github.com/rtsandbox/rtsandbox/internal/subpath":     true,
 		"github.com/rtsandbox/rtsandbox/worker":               true,
 		"github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker": true,
 	}
@@ -31,7 +34,7 @@ func TestWorkerImportsOnlyStdlibAndRoot(t *testing.T) {
 		if !strings.Contains(first, ".") || allowed[pkg] {
 			continue
 		}
-		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package, wire, jsonjs, brokerclient and skills", pkg)
+		t.Errorf("rtsandbox-worker depends on %s; want only the standard library, the root package, wire, jsonjs, brokerclient, skills, privdir and subpath", pkg)
 	}
 }
 

@@ -99,7 +99,7 @@ type sessionWorker struct {
 	// loop carries the worker's own routes (ready, next, result, config,
 	// discovery); broker the turn's (model, tools, MCP, compaction). On a
 	// socket they are one; on the network listener broker carries the
-	// turn's own token (turnBroker).
+	// turn's own token (useTurnBroker).
 	loop, broker *broker
 	config       wire.SessionWorkerConfig
 	tiers        tiers // the compaction tiers of the profile's window

@@ -5,12 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"sync"
-	"syscall"
 
 	"github.com/rtsandbox/rtsandbox/brokerclient"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
@@ -47,7 +45,7 @@ type helloFile struct {
 var errHelloFile = errors.New("broker hello file unreadable")
 
 func (h *helloFile) network() (*brokerclient.Network, error) {
-	data, err := readBounded(h.path, wire.MaxBrokerHello)
+	data, err := privdir.ReadFile(h.path, wire.MaxBrokerHello, -1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errHelloFile, err)
 	}
@@ -62,21 +60,6 @@ func (h *helloFile) network() (*brokerclient.Network, error) {
 	}
 	h.last, h.n = data, n
 	return n, nil
-}
-
-// readBounded reads at most limit bytes of the regular file at path, not
-// following a final link; more is an error.
-func readBounded(path string, limit int) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err == nil && len(data) > limit {
-		err = fmt.Errorf("over %d bytes", limit)
-	}
-	return data, err
 }
 
 // useTurnBroker points the turn's routes at the network listener with the

@@ -77,7 +77,21 @@ func TestSealedPodHardening(t *testing.T) {
 	}
 }
 
-func TestSealedPodRuntimeClass(t *testing.T) {
+// TestPodRuntimeClass: both Pod builders, sealed and session, map a
+// spec's runtime to its RuntimeClass the same way.
+func TestPodRuntimeClass(t *testing.T) {
+	builders := map[string]func(runtime string, classes map[string]string) (*corev1.Pod, error){
+		"sealed": func(runtime string, classes map[string]string) (*corev1.Pod, error) {
+			spec, o := testSpec(t), testOptions()
+			spec.Runtime, o.RuntimeClasses = runtime, classes
+			return SealedPod(spec, o)
+		},
+		"session": func(runtime string, classes map[string]string) (*corev1.Pod, error) {
+			spec, o := sessionSpec("/srv/channels"), sessionOptions()
+			spec.Runtime, o.RuntimeClasses = runtime, classes
+			return SessionPod(spec, o)
+		},
+	}
 	tests := []struct {
 		name, runtime string
 		classes       map[string]string
@@ -89,18 +103,18 @@ func TestSealedPodRuntimeClass(t *testing.T) {
 		{"runsc mapped", container.RuntimeRunsc, map[string]string{container.RuntimeRunsc: "gvisor-ptrace"}, new("gvisor-ptrace")},
 		{"runc mapped", container.RuntimeRunc, map[string]string{container.RuntimeRunc: "kata"}, new("kata")},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			spec, o := testSpec(t), testOptions()
-			spec.Runtime, o.RuntimeClasses = tt.runtime, tt.classes
-			pod, err := SealedPod(spec, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, pod.Spec.RuntimeClassName); diff != "" {
-				t.Errorf("runtimeClassName (-want +got):\n%s", diff)
-			}
-		})
+	for kind, build := range builders {
+		for _, tt := range tests {
+			t.Run(kind+"/"+tt.name, func(t *testing.T) {
+				pod, err := build(tt.runtime, tt.classes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tt.want, pod.Spec.RuntimeClassName); diff != "" {
+					t.Errorf("runtimeClassName (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 

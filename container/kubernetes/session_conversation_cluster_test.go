@@ -120,7 +120,7 @@ func sessionConversation(t *testing.T, c *k8stest.Cluster, env conversationEnv) 
 		Profiles: map[string]session.Profile{"studio": {}}, ProfileFor: func(rtsandbox.ChannelKey) string { return "studio" },
 		PartyDir: filepath.Join(root, "party"), Image: env.image, Installation: o.Installation,
 		UID: uid, GID: gid, TurnTimeout: 30 * time.Second, StartTimeout: 30 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +184,6 @@ func sessionConversation(t *testing.T, c *k8stest.Cluster, env conversationEnv) 
 	if got := tokens.Live(); got != 0 {
 		t.Errorf("%d live tokens after Remove, want none", got)
 	}
-}
-
-// testLog writes the runtime's operator log to the test's.
-type testLog struct{ t *testing.T }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // dumpSessionPods logs the session Pods of ns, their state and their

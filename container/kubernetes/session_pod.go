@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/internal/subpath"
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
@@ -106,11 +106,11 @@ func SessionPod(spec container.SessionSpec, o Options) (*corev1.Pod, error) {
 // Symbolic links on the volume are the host's to keep out; the kubelet
 // refuses a subPath that resolves outside the volume.
 func claimPath(root, dir, what string) (string, error) {
-	rel, err := filepath.Rel(root, dir)
-	if err != nil || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || rel == "." || !filepath.IsLocal(rel) {
+	rel, ok := subpath.Rel(root, dir)
+	if !ok {
 		return "", fmt.Errorf("%w: session %s %q is not below the session root %q", container.ErrInvalidSpec, what, dir, root)
 	}
-	return filepath.ToSlash(rel), nil
+	return rel, nil
 }
 
 // sessionPodSpec is the PodSpec of a validated session spec whose run

@@ -159,31 +159,6 @@ func TestSessionPodName(t *testing.T) {
 	}
 }
 
-func TestSessionPodRuntimeClass(t *testing.T) {
-	tests := []struct {
-		name, runtime string
-		classes       map[string]string
-		want          *string
-	}{
-		{"runc is the default handler", "", nil, nil},
-		{"runsc is gvisor", container.RuntimeRunsc, nil, new("gvisor")},
-		{"runsc mapped", container.RuntimeRunsc, map[string]string{container.RuntimeRunsc: "gvisor-ptrace"}, new("gvisor-ptrace")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			spec, o := sessionSpec("/srv/channels"), sessionOptions()
-			spec.Runtime, o.RuntimeClasses = tt.runtime, tt.classes
-			pod, err := SessionPod(spec, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, pod.Spec.RuntimeClassName); diff != "" {
-				t.Errorf("runtimeClassName (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // Fail closed: a directory the claim does not hold, an engine without
 // its claim or root, a spec of another installation or one the spec rules
 // refuse: refused before anything reaches the API.

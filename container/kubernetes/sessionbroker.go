@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/rtsandbox/rtsandbox/broker"
+	"github.com/rtsandbox/rtsandbox/internal/privdir"
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
@@ -57,7 +58,7 @@ type SessionBroker struct {
 // on socket, and writes the hello file into runDir: at listener (its
 // address and the CA its certificate chains to, "" for plain TCP), with the
 // channel's token. handOver gives the file to the worker's user (the
-// session runtime's rule for its socket); the file is written whole, 0400,
+// session runtime's rule for its socket); the file is written whole, 0600,
 // and renamed into place, so the worker never reads half of one.
 func NewSessionBroker(core SessionCore, tokens *broker.Tokens, listener wire.BrokerHello, socket, runDir string, handOver func(path string) error) (*SessionBroker, error) {
 	relay := NewRelay(socket)
@@ -73,29 +74,14 @@ func NewSessionBroker(core SessionCore, tokens *broker.Tokens, listener wire.Bro
 	return b, nil
 }
 
-// writeHello writes h's line to path through a temporary file in the same
-// directory.
+// writeHello writes h's line to path atomically (privdir.WriteFileWith),
+// handing the file to the worker (handOver) before it is in place.
 func writeHello(path string, h wire.BrokerHello, handOver func(string) error) error {
 	line, err := wire.AppendBrokerHello(nil, h)
-	if err != nil {
-		return fmt.Errorf("broker hello: %w", err)
-	}
-	tmp := path + ".new"
-	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
-	if err != nil {
-		return fmt.Errorf("broker hello: %w", err)
-	}
-	_, err = f.Write(line)
-	err = errors.Join(err, f.Sync(), f.Close())
-	if err == nil && handOver != nil {
-		err = handOver(tmp)
-	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = privdir.WriteFileWith(path, line, handOver)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
 		return fmt.Errorf("broker hello: %w", err)
 	}
 	return nil

@@ -102,7 +102,7 @@ func newSessionNet(t *testing.T) *sessionNet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(handed) != 1 || handed[0] != wire.SessionHelloName+".new" {
+	if len(handed) != 1 || !strings.HasPrefix(handed[0], wire.SessionHelloName+".tmp-") {
 		t.Errorf("handed to the worker: %q, want the hello file before it is in place", handed)
 	}
 	t.Cleanup(func() { n.b.Close() })
@@ -166,8 +166,8 @@ func TestSessionBrokerChannelToken(t *testing.T) {
 		t.Errorf("hello names %s, want %s", h.Broker, n.addr)
 	}
 	fi, err := os.Stat(filepath.Join(n.runDir, wire.SessionHelloName))
-	if err != nil || fi.Mode().Perm() != 0o400 {
-		t.Errorf("hello file: %v, %v; want mode 0400", fi, err)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("hello file: %v, %v; want mode 0600", fi, err)
 	}
 	for _, route := range []string{wire.RouteWorkerReady, wire.RouteWorkerNext, wire.RouteWorkerResult, wire.RouteWorkerConfig, wire.RouteMCPTools} {
 		if got := n.call(t, route, h.Token); got != http.StatusOK {

@@ -186,7 +186,13 @@ func ReadFile(path string, max int64, owner int) ([]byte, error) {
 // WriteFile atomically replaces path with data (mode 0600). The temp file
 // has a random name and is created O_EXCL, so neither a leftover file nor
 // a link planted at a temp name is ever written through.
-func WriteFile(path string, data []byte) error {
+func WriteFile(path string, data []byte) error { return WriteFileWith(path, data, nil) }
+
+// WriteFileWith is WriteFile that calls prepare (when not nil) on the
+// temp file, written whole, before it replaces path: to hand it to
+// another user, say, so that path never names a file its reader cannot
+// open yet. A prepare error fails the write and leaves path as it was.
+func WriteFileWith(path string, data []byte, prepare func(tmp string) error) error {
 	var r [8]byte
 	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails (it crashes instead)
 	tmp := path + ".tmp-" + hex.EncodeToString(r[:])
@@ -200,6 +206,9 @@ func WriteFile(path string, data []byte) error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && prepare != nil {
+		err = prepare(tmp)
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
