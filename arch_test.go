@@ -110,7 +110,7 @@ func under(dir string, dirs ...string) bool {
 // The worker side: what runs inside the container. skills holds the
 // rules of read_skill and tool gating the worker enforces (its YAML
 // loader, skills/skilltree, is the host's).
-var workerSide = []string{".", "wire", "worker", "cmd/rtsandbox-worker", "brokerclient", "jsonjs", "skills"}
+var workerSide = []string{".", "wire", "worker", "cmd/rtsandbox-worker", "brokerclient", "jsonjs", "skills", "internal/privdir", "internal/subpath"}
 
 // wiring are the only packages that put the others together.
 var wiring = []string{"cmd", "host"}
@@ -132,7 +132,7 @@ func archRules() []importRule {
 		allowed: notModule,
 		why:     "the root package is the shared contract and imports nothing of this module",
 	}, {
-		name: "worker side: root, wire, jsonjs, brokerclient, skills and the standard library only",
+		name: "worker side: root, wire, jsonjs, brokerclient, skills, privdir, subpath and the standard library only",
 		who:  func(dir string) bool { return slices.Contains(workerSide, dir) },
 		allowed: func(_, ip string) bool {
 			if l := local(ip); l != "" {
@@ -140,7 +140,7 @@ func archRules() []importRule {
 			}
 			return std(ip) && !slices.Contains([]string{"os/exec", "unsafe", "net/http/pprof"}, ip)
 		},
-		why: "the worker side imports only the root package, each other (wire, jsonjs, brokerclient, skills) and the standard library, never os/exec, unsafe or net/http/pprof",
+		why: "the worker side imports only the root package, each other (wire, jsonjs, brokerclient, skills, internal/privdir, internal/subpath) and the standard library, never os/exec, unsafe or net/http/pprof",
 	}, {
 		name: "broker knows no surface, router, container or runtime",
 		who:  func(dir string) bool { return dir == "broker" },
@@ -220,15 +220,15 @@ func TestArchitectureImports(t *testing.T) {
 // rule that can never fail does not pass for one.
 func TestArchitectureRulesBite(t *testing.T) {
 	bad := map[string][2]string{
-		"root imports nothing of the module":                                                  {".", modulePath + "/access"},
-		"worker side: root, wire, jsonjs, brokerclient, skills and the standard library only": {"worker", "os/exec"},
-		"broker knows no surface, router, container or runtime":                               {"broker", modulePath + "/router"},
-		"surfaces know the router and root only":                                              {"surface/httpapi", modulePath + "/sealed"},
-		"router knows runtimes through an interface":                                          {"router", modulePath + "/sealed"},
-		"only cmd and host wire":                                                              {"sealed", modulePath + "/config"},
-		"nothing imports cmd":                                                                 {"host", modulePath + "/cmd/rtsandbox"},
-		"fakes stay out of production code":                                                   {"broker", modulePath + "/internal/fakemodel"},
-		"the engine conformance suite is test support":                                        {"host", modulePath + "/container/enginetest"},
+		"root imports nothing of the module": {".", modulePath + "/access"},
+		"worker side: root, wire, jsonjs, brokerclient, skills, privdir, subpath and the standard library only": {"worker", "os/exec"},
+		"broker knows no surface, router, container or runtime":                                                 {"broker", modulePath + "/router"},
+		"surfaces know the router and root only":                                                                {"surface/httpapi", modulePath + "/sealed"},
+		"router knows runtimes through an interface":                                                            {"router", modulePath + "/sealed"},
+		"only cmd and host wire":                                                                                {"sealed", modulePath + "/config"},
+		"nothing imports cmd":                                                                                   {"host", modulePath + "/cmd/rtsandbox"},
+		"fakes stay out of production code":                                                                     {"broker", modulePath + "/internal/fakemodel"},
+		"the engine conformance suite is test support":                                                          {"host", modulePath + "/container/enginetest"},
 	}
 	rules := archRules()
 	if len(bad) != len(rules) {
