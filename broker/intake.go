@@ -143,28 +143,49 @@ func sentBytes(body int) int64 { return 2 * int64(body) / rtsandbox.DecodeFactor
 // limit and dropped, so that the answer reaches a worker still sending
 // it. The read is cut off when ctx ends: the connection's read deadline
 // moves to now, so a worker that sends a body slowly cannot hold the
-// reader past its turn.
+// reader past its turn, and no chunk is asked for after ctx ended
+// (cutReader), so one that keeps sending cannot either.
 func readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	stop := context.AfterFunc(ctx, func() { _ = rc.SetReadDeadline(time.Now()) })
 	defer stop()
+	src := cutReader{ctx: ctx, r: r.Body}
 	var body []byte
 	var err error
 	switch {
 	case r.ContentLength > int64(limit):
-		if _, err = io.CopyN(io.Discard, r.Body, int64(limit)+1); err == nil {
+		if _, err = io.CopyN(io.Discard, src, int64(limit)+1); err == nil {
 			err = errTooLarge
 		}
 	case r.ContentLength >= 0:
 		body = make([]byte, r.ContentLength)
 		var n int
-		n, err = io.ReadFull(r.Body, body)
+		n, err = io.ReadFull(src, body)
 		body = body[:n]
 	default:
-		body, err = readLimited(r.Body, limit)
+		body, err = readLimited(src, limit)
 	}
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
 	return body, err
+}
+
+// cutReader reads r until ctx ends, and not one chunk after. The read
+// deadline readBody moves to now when ctx ends is not enough alone: the
+// session listener's silence limit (silentBody) re-arms the deadline
+// after every chunk that arrives, so a chunk that arrived as the turn
+// ended undid the cut, and a worker still sending kept its body read, and
+// the host's intake share held, until it stopped: every other channel's
+// call waited for it.
+type cutReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c cutReader) Read(p []byte) (int, error) {
+	if c.ctx.Err() != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	return c.r.Read(p)
 }
