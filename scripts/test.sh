@@ -84,7 +84,16 @@ set -m
 fuzz_pid=$!
 set +m
 
-phase race tests -race -count=1 -timeout 30m ./...
+# How many test binaries run at once (go test -p; Go's default is one per
+# core): one more than the cores, at most 4. Most packages' tests wait on
+# Docker, a container or a timer, not the CPU, and with one per core the
+# race phase was bound by cmd/rtsandbox's eight minutes of mostly waiting
+# in one slot while the other ran every other package one after another.
+# At most 4, because each slot may be starting a container, and Docker
+# 20.10 deadlocked here under bursts of concurrent starts.
+procs="${TESTPROCS:-$(($(nproc) + 1))}"
+[ "$procs" -le 4 ] || procs=4
+phase race tests -race -count=1 -timeout 30m -p "$procs" ./...
 # The sdk phase runs only the tests the sdk tag adds: the rest of those
 # packages ran in the race phase, and running the broker's whole suite a
 # second time cost half a minute of every run.
