@@ -32,6 +32,9 @@ func runServe(ctx context.Context, args []string, getenv env, _ io.Reader, stdou
 		return code
 	}
 	log = log.With("app", "rtsandbox")
+	if cfg.IsKubernetes() {
+		defer routeKlog(log)()
+	}
 	if cfg.HTTP == nil && cfg.Discord == nil {
 		return cli.Fail(stderr, "rtsandbox serve", exitUsage, host.ErrNoSurface)
 	}
