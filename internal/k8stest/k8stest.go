@@ -63,6 +63,7 @@ type Cluster struct {
 	dir      string
 	procs    []*process
 	host     *hostState // the host before the real tier changed it; nil for kwok's
+	hostLock *os.File   // the real tier's host lock (lockHost), held until stopReal restored the host
 }
 
 type process struct {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -61,8 +62,13 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	if _, err := os.Stat(filepath.Join(tools, ".done-real")); err != nil {
 		return nil, fmt.Errorf("no real-tier tools in %s: run scripts/k8s-tools.sh real", tools)
 	}
+	lock, err := lockHost()
+	if err != nil {
+		return nil, err
+	}
 	before, err := recordHost()
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("record the host: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -70,12 +76,11 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	c, err = newCluster(tools, func(c *Cluster) {
 		c.apiFlags["kubelet-preferred-address-types"] = "InternalIP"
 	})
-	if c != nil {
-		c.host = &before
-	}
-	if err != nil {
+	if err != nil { // newCluster stopped what it started
+		lock.Close()
 		return nil, err
 	}
+	c.host, c.hostLock = &before, lock
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -280,7 +285,32 @@ func (c *Cluster) stopReal() error {
 		errs = append(errs, fmt.Errorf("pkill shims: %s", out))
 	}
 	errs = append(errs, restoreHost(*c.host, ""))
+	c.hostLock.Close() // the next real-tier cluster may start
 	return errors.Join(errs...)
+}
+
+// hostLock is the file whose lock a real-tier cluster holds from before
+// it records the host until it restored it: the tier's node address,
+// bridge, subnet and kubelet are the host's, one at a time, so a second
+// test binary asking for the tier (go test runs packages side by side)
+// waits for the first's cluster to stop.
+const hostLock = "/run/lock/rtsandbox-k8s-real.lock"
+
+// lockHost waits for the real tier's host lock; closing the file
+// releases it.
+func lockHost() (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(hostLock), 0o755); err != nil {
+		return nil, fmt.Errorf("the real tier's host lock: %w", err)
+	}
+	f, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("the real tier's host lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the real tier's host lock: %w", err)
+	}
+	return f, nil
 }
 
 // PodGateway is the host's address on the real tier's Pod network (the
