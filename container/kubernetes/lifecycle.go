@@ -260,12 +260,12 @@ func (p *Pods) reap(ctx context.Context, role string, grace int64, spare func(*c
 // contract): the channel receives one error wrapping
 // container.ErrSessionDown as soon as that Pod (its UID) stops running:
 // its phase leaves Running, its worker restarts (its restart count
-// changes) or stops, it is being deleted or is gone, or another Pod took
-// its name. A Pod that does not run now is refused at once
-// (container.ErrSessionDown). The API going away is no fault: the watch
-// is opened again every watchRetry until ctx ends, and its first read
-// checks the same Pod still runs the same worker since the same start.
-// Nothing is sent once ctx ends.
+// changes) or stops, its node is lost (nodeLost), it is being deleted or
+// is gone, or another Pod took its name. A Pod that does not run now is
+// refused at once (container.ErrSessionDown). The API going away is no
+// fault: the watch is opened again every watchRetry until ctx ends, and
+// its first read checks the same Pod still runs the same worker since the
+// same start. Nothing is sent once ctx ends.
 func (p *Pods) Watch(ctx context.Context, name string) (<-chan error, error) {
 	gctx, cancel := context.WithTimeout(ctx, callTimeout)
 	pod, err := p.api.Get(gctx, name, metav1.GetOptions{})
@@ -305,6 +305,8 @@ func (p *Pods) watchRunning(ctx context.Context, pod *corev1.Pod, restarts int32
 			return true, fmt.Errorf("%w: pod %s stopped running (phase %s)", container.ErrSessionDown, pod.Name, now.Status.Phase)
 		case n != restarts:
 			return true, fmt.Errorf("%w: the worker of pod %s restarted", container.ErrSessionDown, pod.Name)
+		case nodeLost(now):
+			return true, fmt.Errorf("%w: pod %s: its node %s is not ready", container.ErrSessionDown, pod.Name, now.Spec.NodeName)
 		}
 		return false, nil
 	}
@@ -351,7 +353,8 @@ func engineErr(ctx context.Context, op string, err error) error {
 
 // Exit waits until the worker of the Pod name of uid has ended, as a watch
 // reports it, and returns its exit code. Errors: container.ErrWorkerFailed
-// (the Pod ended without the worker's exit code: evicted, its node lost),
+// (the Pod ended without the worker's exit code: evicted, or its node lost,
+// as nodeLost hears it before the eviction),
 // container.ErrEngine (the Pod was deleted or is gone), container.ErrAborted.
 func (p *Pods) Exit(ctx context.Context, name string, uid types.UID) (int, error) {
 	code := -1
@@ -365,6 +368,8 @@ func (p *Pods) Exit(ctx context.Context, name string, uid types.UID) (int, error
 			return true, fmt.Errorf("%w: pod %s ended (%s): %s", container.ErrWorkerFailed, name, pod.Status.Phase, pod.Status.Reason)
 		case pod.DeletionTimestamp != nil:
 			return true, fmt.Errorf("%w: pod %s: %w", container.ErrEngine, name, errGone)
+		case nodeLost(pod):
+			return true, fmt.Errorf("%w: pod %s: its node %s is not ready", container.ErrWorkerFailed, name, pod.Spec.NodeName)
 		}
 		return false, nil
 	})
