@@ -52,19 +52,7 @@ func TestKubernetesSessionServe(t *testing.T) {
 	wantInLast(t, model, "the second turn's model request", "hello", "Answer to hello")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sessionPods := func() int {
-		list, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: container.RoleLabel + "=" + container.RoleSession})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, p := range list.Items {
-			if p.DeletionTimestamp == nil {
-				n++
-			}
-		}
-		return n
-	}
+	sessionPods := func() int { return livePods(t, ctx, c, ns, container.RoleSession) }
 	if n, started := sessionPods(), pods.Started(); n != 1 || started != 1 {
 		t.Errorf("%d session Pods, %d workers started for two turns; want one of each", n, started)
 	}
@@ -72,14 +60,38 @@ func TestKubernetesSessionServe(t *testing.T) {
 	if n := sessionPods(); n != 1 {
 		t.Errorf("%d session Pods after serve stopped; want the channel's, kept for the next start", n)
 	}
+	reapOK(t, ctx, path, "removed 1 session container(s)")
+	if n := sessionPods(); n != 0 {
+		t.Errorf("%d session Pods after reap", n)
+	}
+}
+
+// reapOK runs `rtsandbox reap` on the config at path and wants it to
+// succeed and say want.
+func reapOK(t *testing.T, ctx context.Context, path, want string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	if code := run(ctx, []string{"reap", "--config", path}, serveEnv, strings.NewReader(""), &out, &errOut); code != exitOK {
 		t.Fatalf("reap = %d\n%s%s", code, out.String(), errOut.String())
 	}
-	if !strings.Contains(out.String(), "removed 1 session container(s)") {
-		t.Errorf("reap said:\n%s", out.String())
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("reap said:\n%s\nwant %q", out.String(), want)
 	}
-	if n := sessionPods(); n != 0 {
-		t.Errorf("%d session Pods after reap", n)
+}
+
+// livePods counts the Pods of role in namespace ns that are not being
+// deleted.
+func livePods(t *testing.T, ctx context.Context, c *k8stest.Cluster, ns, role string) int {
+	t.Helper()
+	list, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: container.RoleLabel + "=" + role})
+	if err != nil {
+		t.Fatal(err)
 	}
+	n := 0
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
 }
