@@ -272,24 +272,33 @@ func userCheck(cfg *config.Config, euid int) Check {
 }
 
 // poolCheck reports the warm pool serve keeps for sealed turns: its size
-// and whether it was derived. It never fails; the size is checked by the
-// config.
+// and whether it was derived, and on Kubernetes the agent-sandbox warm
+// pool beneath it. It never fails; the sizes are checked by the config.
 func poolCheck(cfg *config.Config) Check {
 	const name = "warm pool"
-	if cfg.IsKubernetes() {
-		if n := cfg.Kubernetes.SealedPool; n > 0 {
-			return ok(name, "%d sealed worker(s) in the agent-sandbox warm pool %s (kubernetes.pool.sealed)", n, SealedPoolName)
-		}
-		return ok(name, "off (kubernetes.pool.sealed 0): every sealed turn starts its Pod")
-	}
 	n, derived := PoolSize(cfg)
+	var msg string
 	switch {
 	case n == 0:
-		return ok(name, "off (sandbox.pool.size 0): every sealed turn starts its container")
+		msg = "off (sandbox.pool.size 0): every sealed turn starts its container"
 	case derived:
-		return ok(name, "%d sealed worker(s) started ahead (derived from max_turns and memory; set sandbox.pool.size to change it)", n)
+		msg = fmt.Sprintf("%d sealed worker(s) started ahead (derived from max_turns and memory; set sandbox.pool.size to change it)", n)
+	default:
+		msg = fmt.Sprintf("%d sealed worker(s) started ahead (sandbox.pool.size)", n)
 	}
-	return ok(name, "%d sealed worker(s) started ahead (sandbox.pool.size)", n)
+	if cfg.IsKubernetes() {
+		msg += "; " + kubePoolLine(cfg.Kubernetes.SealedPool)
+	}
+	return ok(name, "%s", msg)
+}
+
+// kubePoolLine is the cluster-side supply the runtime's warm workers and
+// cold turns draw on: the agent-sandbox warm pool, or a Pod each.
+func kubePoolLine(sealedPool int) string {
+	if sealedPool > 0 {
+		return fmt.Sprintf("workers come from the agent-sandbox warm pool %s of %d (kubernetes.pool.sealed)", SealedPoolName, sealedPool)
+	}
+	return "workers start in a Pod of their own (kubernetes.pool.sealed 0)"
 }
 
 // stateDirCheck checks the state directory as privdir does, without

@@ -35,6 +35,10 @@ func (h *Host) startKubeRuntime(ctx context.Context, getenv env, sessions Sessio
 		return err
 	}
 	stopReaper := reapEvery(ctx, eng, id, cfg.Sandbox.ReapInterval, log)
+	// After the reap, which would remove its workers; the engine tracks
+	// them as its turns', so the reaper spares them from then on.
+	s.Runtime.StartPool()
+	m.watchPool(s.Runtime)
 	h.closers = append(h.closers, func() error {
 		stopReaper()
 		s.Close() // aborts what is left and waits for its Pods to go

@@ -95,11 +95,15 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 	return s, nil
 }
 
-// poolFor is PoolSize(cfg) when the caller keeps a pool, else 0. On
-// Kubernetes the sealed runtime keeps none: the engine claims from its
-// agent-sandbox warm pool (KubernetesEngine).
+// poolFor is PoolSize(cfg) when the caller keeps a pool, else 0, on
+// either engine. On Kubernetes the runtime's warm workers are claimed
+// from the engine's agent-sandbox warm pool (kubernetes.pool.sealed, the
+// cluster-side supply; a Pod of their own without it) and attached before
+// their turn (kubernetes.Sealed.Prestart): a claim then costs what
+// Docker's does, where the agent-sandbox claim alone costs a turn about
+// 180 ms (docs/kubernetes.md, "Warm turns").
 func poolFor(cfg *config.Config, pool bool) int {
-	if !pool || cfg.IsKubernetes() {
+	if !pool {
 		return 0
 	}
 	n, _ := PoolSize(cfg)

@@ -8,9 +8,7 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,13 +74,7 @@ func realRig(t testing.TB) *sealedRig {
 	}
 	t.Cleanup(func() { e.Close() })
 	r := &sealedRig{c: c, e: e, tb: &turnBroker{}, runDir: t.TempDir(), listen: ln}
-	sock, err := net.Listen("unix", filepath.Join(r.runDir, "broker.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: r.tb}
-	go srv.Serve(sock)
-	t.Cleanup(func() { srv.Close() })
+	r.serveBroker(t, r.runDir)
 	return r
 }
 
@@ -196,6 +188,7 @@ func TestRealWarmClaim(t *testing.T) {
 	ctx := clusterCtx(t)
 	spec := r.realSpec(t, realWorkerImage)
 	r.useWarmPoolOf(t, ctx, spec, 1)
+	defer r.dropWarmPool(t, ctx) // its Pod's CPU is the next test's
 	began := time.Now()
 	res, err := r.e.Run(ctx, spec, turnInput(t))
 	if err != nil {
@@ -224,4 +217,30 @@ func TestRealSessionConversation(t *testing.T) {
 		image: realWorkerImage,
 		claim: func(ns, name, root string) { c.BindClaimAt(t, ns, name, root) },
 	})
+}
+
+// TestRealPrestartedTurn: a worker prestarted from a warm pool of real
+// Pods, its attach opened through the API server before its turn: the
+// turn goes down that attach, and nothing is left after.
+func TestRealPrestartedTurn(t *testing.T) {
+	r := realRig(t)
+	ctx := clusterCtx(t)
+	spec := r.realSpec(t, realWorkerImage)
+	r.useWarmPoolOf(t, ctx, spec, 1)
+	defer r.dropWarmPool(t, ctx)
+	spec.Name = container.PoolName()
+	w, err := r.e.Prestart(ctx, spec)
+	if err != nil {
+		t.Fatalf("Prestart: %v", err)
+	}
+	began := time.Now()
+	res, err := w.Run(ctx, turnInput(t))
+	if err != nil {
+		t.Fatalf("Run: %v (stderr %q)", err, res.StderrTail)
+	}
+	t.Logf("prestarted turn in a real Pod: %v", time.Since(began))
+	if !res.Reply.OK || !strings.HasPrefix(res.Reply.Text, "**Hello** from the `pod`") {
+		t.Errorf("reply %+v", res.Reply)
+	}
+	<-res.Settled
 }

@@ -1,11 +1,11 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"path/filepath"
 	"sync"
@@ -90,18 +90,12 @@ func (e *Sealed) Run(ctx context.Context, spec container.Spec, input []byte) (co
 		e.untrack(spec.Name)
 		return res, err
 	}
-	relay := NewRelay(brokerSocket(spec.RunDir))
-	defer relay.Close()
-	tok, revoke := e.tokens.Issue(ctx, relay)
-	defer revoke()
-	h := e.hello
-	h.Token = tok.Reveal()
-	stdin, err := wire.AppendBrokerHello(make([]byte, 0, len(input)+512), h)
+	stdin, end, err := e.turnInput(ctx, spec.RunDir, input)
 	if err != nil {
 		e.untrack(spec.Name)
-		return res, fmt.Errorf("%w: %w", container.ErrInvalidSpec, err)
+		return res, err
 	}
-	stdin = append(stdin, input...)
+	defer end()
 
 	w, err := e.start(ctx, spec, pod)
 	w.name = spec.Name
@@ -112,7 +106,27 @@ func (e *Sealed) Run(ctx context.Context, spec container.Spec, input []byte) (co
 		return e.cleanup(w, res, err)
 	}
 	res.Started = time.Now()
-	return e.turn(ctx, w, stdin, res)
+	a := e.open(ctx, w.pod)
+	a.send(stdin)
+	return e.turn(ctx, w, a, res)
+}
+
+// turnInput is the worker's stdin for one turn: the broker hello with a
+// fresh token for a relay to the broker's socket in runDir, then input.
+// end revokes the token and closes the relay once the turn is over.
+// Errors: container.ErrInvalidSpec.
+func (e *Sealed) turnInput(ctx context.Context, runDir string, input []byte) (stdin []byte, end func(), err error) {
+	relay := NewRelay(brokerSocket(runDir))
+	tok, revoke := e.tokens.Issue(ctx, relay)
+	end = func() { revoke(); relay.Close() }
+	h := e.hello
+	h.Token = tok.Reveal()
+	stdin, err = wire.AppendBrokerHello(make([]byte, 0, len(input)+512), h)
+	if err != nil {
+		end()
+		return nil, nil, fmt.Errorf("%w: %w", container.ErrInvalidSpec, err)
+	}
+	return append(stdin, input...), end, nil
 }
 
 // UseClaims serves the turns c.Serves from c's warm pool from now on.
@@ -174,69 +188,134 @@ type exitEnd struct {
 	err  error
 }
 
-// turn attaches to the running Pod, hands the worker stdin and reads its
-// reply: at the end mark (the early reply), or at the worker's exit.
-func (e *Sealed) turn(ctx context.Context, w turnPod, stdin []byte, res container.Result) (container.Result, error) {
-	pod := w.pod
-	out, errOut := container.NewReplyBuffer(), container.NewTailBuffer()
+// attachment is one attach to a running worker's Pod and the watch of
+// the Pod's end: the worker's stdin (a pipe a turn writes once), the sinks
+// of its output, and how each ended. A cold turn opens it with its input
+// at once; a warm worker opens it at its prestart and is sent its input
+// at its claim, so the claim pays no API round trip.
+type attachment struct {
+	stdin    *io.PipeWriter
+	opened   chan struct{} // closed at the attach's first read of stdin: its stream is up
+	ended    chan struct{} // closed once the attach or the watch ended
+	out      *container.ReplyBuffer
+	errOut   *container.TailBuffer
+	cancel   context.CancelFunc // ends the attach and the watch
+	attached chan attachEnd     // the attach's end, sent once
+	exited   chan exitEnd       // the watch's end, sent once
+}
+
+// errAttachEnded is what a read of stdin gets once its attach returned.
+var errAttachEnded = errors.New("attach ended")
+
+// open attaches to pod and follows its end (a watch, never a poll) until
+// ctx ends or the attachment is cancelled.
+func (e *Sealed) open(ctx context.Context, pod *corev1.Pod) *attachment {
 	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	attached := make(chan attachEnd, 1)
+	pr, pw := io.Pipe()
+	a := &attachment{stdin: pw, opened: make(chan struct{}), ended: make(chan struct{}),
+		out: container.NewReplyBuffer(), errOut: container.NewTailBuffer(), cancel: cancel,
+		attached: make(chan attachEnd, 1), exited: make(chan exitEnd, 1)}
+	var once sync.Once
+	end := func() { once.Do(func() { close(a.ended) }) }
+	// The executor's copy of stdin outlives its stream, and a turn's
+	// write waits for a reader: both end with the attachment, whichever
+	// ends it.
+	closeStdin := func() { pr.CloseWithError(errAttachEnded) }
+	context.AfterFunc(actx, closeStdin)
 	go func() {
-		err := e.attach.Attach(actx, pod, Streams{Stdin: bytes.NewReader(stdin), Stdout: out, Stderr: errOut})
+		defer end()
+		err := e.attach.Attach(actx, pod, Streams{Stdin: &gate{r: pr, opened: a.opened}, Stdout: a.out, Stderr: a.errOut})
+		closeStdin()
 		// An output bound is the sinks' to tell: the stream words their
 		// error its own way. They are done writing once Attach returned.
-		if over := errors.Join(out.Err(), errOut.Err()); over != nil {
+		if over := errors.Join(a.out.Err(), a.errOut.Err()); over != nil {
 			err = over
 		}
-		attached <- attachEnd{err}
+		a.attached <- attachEnd{err}
 	}()
-	exited := make(chan exitEnd, 1)
 	go func() {
+		defer end()
 		code, err := e.pods.Exit(actx, pod.Name, pod.UID)
-		exited <- exitEnd{code, err}
+		a.exited <- exitEnd{code, err}
 	}()
-	finish := func() { cancel(); <-attached; <-exited }
+	return a
+}
+
+// send writes the worker's stdin and closes it (the worker reads its turn
+// to EOF). It never blocks the turn: a write the attach does not take
+// ends with the attach.
+func (a *attachment) send(stdin []byte) {
+	go func() {
+		_, err := a.stdin.Write(stdin)
+		a.stdin.CloseWithError(err)
+	}()
+}
+
+// stop ends the attach and the watch, and returns how each ended.
+func (a *attachment) stop() (attachEnd, exitEnd) {
+	a.cancel()
+	return <-a.attached, <-a.exited
+}
+
+// gate is an attach's stdin: it closes opened at the first Read, which
+// client-go's executors (WebSocket and SPDY) make only once the stream and
+// its channels are up.
+type gate struct {
+	r      io.Reader
+	once   sync.Once
+	opened chan struct{}
+}
+
+func (g *gate) Read(p []byte) (int, error) {
+	g.once.Do(func() { close(g.opened) })
+	return g.r.Read(p)
+}
+
+// turn reads the reply of the worker a is attached to, whose stdin was
+// sent: at the end mark (the early reply), or at the worker's exit. The
+// cold path and a warm worker's claim share it.
+func (e *Sealed) turn(ctx context.Context, w turnPod, a *attachment, res container.Result) (container.Result, error) {
+	defer a.cancel()
 
 	var stream attachEnd
 	select {
-	case <-out.Ended():
+	case <-a.out.Ended():
 		res.Replied = time.Now()
-		finish()
-		return e.early(w, out.Reply(), res)
+		a.stop()
+		return e.early(w, a.out.Reply(), res)
 	case <-ctx.Done():
-		finish()
+		a.stop()
 		return e.cleanup(w, res, fmt.Errorf("%w: waiting for the worker's reply: %w", container.ErrAborted, context.Cause(ctx)))
-	case stream = <-attached:
-	case end := <-exited:
+	case stream = <-a.attached:
+	case end := <-a.exited:
 		// The worker ended: its last output is still on the way.
 		select {
-		case stream = <-attached:
+		case stream = <-a.attached:
 		case <-time.After(removeWait):
-			cancel()
-			stream = <-attached
+			a.cancel()
+			stream = <-a.attached
 		}
 		res.ExitCode, res.Exited = end.code, time.Now()
-		cancel()
-		return e.settle(w, out, errOut, stream, end, res)
+		a.cancel()
+		return e.settle(w, a.out, a.errOut, stream, end, res)
 	}
 	// The stream ended first: the worker exited (or the stream broke, or
 	// its output went over a bound); the watch tells which.
 	if errors.Is(stream.err, container.ErrOutputLimit) {
-		cancel()
-		<-exited
+		a.cancel()
+		<-a.exited
 		return e.cleanup(w, res, stream.err)
 	}
 	var end exitEnd
 	select {
-	case end = <-exited:
+	case end = <-a.exited:
 	case <-ctx.Done():
-		cancel()
-		<-exited
+		a.cancel()
+		<-a.exited
 		return e.cleanup(w, res, fmt.Errorf("%w: waiting for the worker's exit after its stream ended: %w", container.ErrAborted, context.Cause(ctx)))
 	}
 	res.ExitCode, res.Exited = end.code, time.Now()
-	return e.settle(w, out, errOut, stream, end, res)
+	return e.settle(w, a.out, a.errOut, stream, end, res)
 }
 
 // early finishes a turn at its end mark: the reply counts, and the Pod is

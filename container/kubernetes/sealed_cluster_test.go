@@ -133,14 +133,21 @@ func newSealedRig(t testing.TB, play func(ctx context.Context, pod *corev1.Pod, 
 	}
 	t.Cleanup(func() { e.Close() })
 	r := &sealedRig{c: c, e: e, att: att, tb: &turnBroker{}, runDir: t.TempDir(), listen: ln}
-	sock, err := net.Listen("unix", filepath.Join(r.runDir, "broker.sock"))
+	r.serveBroker(t, r.runDir)
+	return r
+}
+
+// serveBroker serves the rig's turn broker on a socket in runDir, as the
+// sealed runtime makes a turn's (in a warm worker's run dir: at its claim).
+func (r *sealedRig) serveBroker(t testing.TB, runDir string) {
+	t.Helper()
+	sock, err := net.Listen("unix", filepath.Join(runDir, "broker.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: r.tb}
 	go srv.Serve(sock)
 	t.Cleanup(func() { srv.Close() })
-	return r
 }
 
 func (r *sealedRig) spec(t testing.TB) container.Spec {
