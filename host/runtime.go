@@ -101,7 +101,7 @@ func NewSealedRuntime(cfg *config.Config, getenv env, o SealedOptions) (*SealedR
 // cluster-side supply; a Pod of their own without it) and attached before
 // their turn (kubernetes.Sealed.Prestart): a claim then costs what
 // Docker's does, where the agent-sandbox claim alone costs a turn about
-// 180 ms (docs/kubernetes.md, "Warm turns").
+// 180 ms (docs/kubernetes.md, "The warm pool").
 func poolFor(cfg *config.Config, pool bool) int {
 	if !pool {
 		return 0
