@@ -15,6 +15,7 @@ import (
 // turn from before the backup. restore refuses while the first serve
 // holds its state dir.
 func TestBackupRestoreSessionConversation(t *testing.T) {
+	parallelServe(t)
 	e := echoSession(t, "  turn_timeout: 120s\n")
 	e.s.sayOne(t, "http:lobby", "the door is blue", "Answer to the door is blue")
 

@@ -70,6 +70,7 @@ func buildCLI(t *testing.T) string {
 // no container and no temporary state, and prints no Go panic; help and
 // version go to stdout.
 func TestBinaryConventions(t *testing.T) {
+	parallelServe(t)
 	bin := buildCLI(t)
 	t.Run("version", func(t *testing.T) {
 		out, err := exec.Command(bin, "--version").Output()

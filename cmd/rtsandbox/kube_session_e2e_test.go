@@ -27,6 +27,7 @@ import (
 // same Pod; the Pod outlives serve's stop, and `rtsandbox reap` removes
 // it.
 func TestKubernetesSessionServe(t *testing.T) {
+	parallelServe(t)
 	c := k8stest.Require(t)
 	ns := c.Namespace(t)
 	c.BindClaim(t, ns, "channels")

@@ -39,6 +39,7 @@ func metricsModel(req fakemodel.Request) fakemodel.Response {
 // then scrapes /metrics and checks the turn, phase, broker, reflection,
 // drop and gauge series, and the "turn" records.
 func TestServeMetrics(t *testing.T) {
+	parallelServe(t)
 	tag, cli := sealedImage(t)
 	fm := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Func(metricsModel))
 	defer fm.Close()

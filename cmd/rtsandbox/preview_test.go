@@ -16,6 +16,7 @@ import (
 // the message (their text a prefix of the answer) before the reply event,
 // which is the worker's whole answer.
 func TestServePreviewDeltasEndToEnd(t *testing.T) {
+	parallelServe(t)
 	tag, cli := sealedImage(t)
 	const answer = "The streamed answer arrives in small pieces, one after another, until it is whole."
 	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true, StreamChunk: 6,

@@ -653,3 +653,20 @@ func TestServeSeedsAfterRefusedStart(t *testing.T) {
 		t.Errorf("channels list = %d %q %q; want both seeded channels", code, out, errOut)
 	}
 }
+
+// serveLanes bounds the end-to-end tests that run beside each other
+// (parallelServe).
+var serveLanes = make(chan struct{}, 2)
+
+// parallelServe lets t run beside the package's other parallel tests:
+// each of them has its own image tag, state directory, installation and
+// ports, and spends most of its time waiting on Docker, a container or a
+// timer, so two at once take about the time of one. At most two run at
+// once whatever -test.parallel allows, so that container starts never
+// come in bursts (Docker 20.10 deadlocked here under them). Call it
+// first: its slot is given back after the test's other cleanups.
+func parallelServe(t *testing.T) {
+	t.Parallel()
+	serveLanes <- struct{}{}
+	t.Cleanup(func() { <-serveLanes })
+}

@@ -343,6 +343,7 @@ func (c inspected) mountSources() map[string]string {
 // so a file of one workspace is absent from the other, and one channel's
 // conversation never reaches the other's model requests.
 func TestSessionServeChannelsIsolated(t *testing.T) {
+	parallelServe(t)
 	e := echoSession(t, "  turn_timeout: 120s\n")
 	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	if code, body := s.call(t, "POST", "/api/v1/channels/http:other/sandbox", serveOwnerToken, `{"enabled":true}`); code != 200 {
@@ -885,6 +886,7 @@ func TestSessionServePausedWorkerReplaced(t *testing.T) {
 // exchanges, so the model request stays within the bound and still holds
 // the recent turns.
 func TestSessionServeLongConversation(t *testing.T) {
+	parallelServe(t)
 	e := echoSession(t, "  turn_timeout: 120s\n")
 	model, s := e.model, e.s
 	const turns = 70
@@ -913,6 +915,7 @@ func TestSessionServeLongConversation(t *testing.T) {
 // image recreates the channel's container from it, and the conversation
 // continues from the workspace.
 func TestSessionServeImageChangeRecreates(t *testing.T) {
+	parallelServe(t)
 	e := echoSession(t, "  turn_timeout: 120s\n")
 	tag, cli, model, s := e.tag, e.cli, e.model, e.s
 	tag2, _ := sessionDocker(t)

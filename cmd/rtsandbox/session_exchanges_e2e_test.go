@@ -38,6 +38,7 @@ type damagedTail struct {
 // its load dropped, and the new exchange is appended after whole lines,
 // never merged into a torn one. About 15 s: six container starts.
 func TestSessionServeDamagedTailsLoseOnlyThemselves(t *testing.T) {
+	parallelServe(t)
 	tails := []damagedTail{
 		{"http:torn", `{"type":"reader","turnId":"x","reader":"alice","privateMemory":false}` + "\n" + `{"type":"message","turnId":"x","message":{"role":"us`, 2, 0},
 		{"http:garbage", "\x00\xffgarbage\x01\n\x00\x00\x00\x00", 2, 1},

@@ -110,6 +110,7 @@ func oversizeData() string {
 //   - a sealed channel's model input ends with the attachments notice,
 //     byte for byte as before issue 13.
 func TestSessionServeHTTPFiles(t *testing.T) {
+	parallelServe(t)
 	tag, _ := sessionDocker(t)
 	shot, report := pngOf(t, 2, 2), []byte("a,b\n1,2\n")
 	model := filesModel(t, report)

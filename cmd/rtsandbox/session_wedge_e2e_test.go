@@ -35,6 +35,7 @@ func wedgeFiles() [][]apiFile {
 // stand-in model; each costs one serve, one container and about 150 MiB of
 // request bodies.
 func TestSessionServeWorkspaceNeverLocks(t *testing.T) {
+	parallelServe(t)
 	model := echoModel()
 	t.Cleanup(model.Close)
 	tag, _ := sessionDocker(t)

@@ -82,6 +82,7 @@ func (s *server) sayAll(channels []string, text string) []outcome {
 //
 // Cost: one serve and 13 sealed turns, about 15 s.
 func TestServeUsageDatabaseLocked(t *testing.T) {
+	parallelServe(t)
 	const lockBound = 20 * time.Second
 	tag, cli := sealedImage(t)
 	model := fakemodel.NewWithOptions(fakemodel.Options{Key: sealedTestKey, Loop: true}, fakemodel.Func(func(req fakemodel.Request) fakemodel.Response {

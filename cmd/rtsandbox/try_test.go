@@ -158,6 +158,7 @@ func TestTryConfigs(t *testing.T) {
 //     name), a file comes back with the bytes the message asked for, and
 //     memory stored in one message is recalled in the next.
 func TestReadmeTryItCommands(t *testing.T) {
+	parallelServe(t)
 	if testing.Short() {
 		t.Skip("builds the binaries and runs sealed and session turns")
 	}
