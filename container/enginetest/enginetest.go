@@ -1,7 +1,10 @@
 // Package enginetest is the conformance suite of a container engine: every
-// engine (container/docker today, a Kubernetes engine next) passes Run, so
-// the modes can rely on the contracts of container.OneShot and
-// container.LongLived without knowing the engine (docs/engines.md).
+// engine (container/docker, and container/kubernetes on real Pods) passes
+// Run, so the modes can rely on the contracts of container.OneShot and
+// container.LongLived without knowing the engine (docs/engines.md). Where
+// an engine keeps a part of the seal by other means than Docker's (a Pod's
+// network interface bounded by a policy, no rlimits), its Harness states
+// it (View), and the suite checks what it states.
 //
 // What the suite holds an engine to:
 //
@@ -33,6 +36,7 @@
 package enginetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -87,6 +91,63 @@ type Harness struct {
 	// default, runc): the suite holds the engine to the same contract
 	// under each runtime it offers (container.Runtimes).
 	Runtime string
+	// View is how a worker sees the parts of the profile whose means
+	// differ between engines; the zero value is Docker's.
+	View View
+	// Dirs makes a fresh run directory and workspace for a worker of t,
+	// private to the worker's user; nil makes them under t.TempDir(). An
+	// engine that mounts a long-lived worker's directories from a volume
+	// of its own (a Pod's claim) makes them there.
+	Dirs func(t *testing.T) (runDir, workspaceDir string)
+}
+
+// View states how an engine's sealed worker sees the parts of the sealed
+// profile that engines express by different means (docs/engines.md, the
+// guarantees table). The suite holds the engine to what it states: a
+// stated difference is checked as stated, never skipped unseen. The zero
+// value is Docker's: only loopback, the run directory at /broker, the
+// spec's workspace directory, a noexec /tmp, nofile 256:256, and the
+// spec's PID limit in the worker's cgroup.
+type View struct {
+	// Net is the network devices the worker sees, as the probe lists
+	// them ("lo" when empty). A Pod has its interface; its egress is a
+	// NetworkPolicy's to bound, which the worker cannot see.
+	Net string
+	// NoRunDir: the sealed worker does not see its run directory (a Pod
+	// reaches its broker through the network with a token, not a
+	// mounted socket); the probe must find /broker absent.
+	NoRunDir bool
+	// NoHostWorkspace: a sealed worker's workspace is the engine's own
+	// memory volume, not spec.WorkspaceDir (the sealed mode never gives
+	// one), so OneShot/Workspace holds the engine to writing there only.
+	NoHostWorkspace bool
+	// TmpExec: /tmp is not noexec (a Pod's emptyDir cannot be).
+	TmpExec bool
+	// NoFile is the open-files limit the worker sees ("256:256" when
+	// empty); "-" states that the engine sets none (a Pod cannot set
+	// rlimits: the node's runtime's limit applies).
+	NoFile string
+	// PIDsMax is the worker's cgroup pids.max under runc (the spec's
+	// limit when empty): a Pod's PID bound is the node's podPidsLimit,
+	// on the Pod's cgroup above the container's.
+	PIDsMax string
+}
+
+// pidsMax is the pids.max line a worker under spec limit pids should show.
+func (v View) pidsMax(pids int) string { return "pids-max=" + cmp.Or(v.PIDsMax, itoa(pids)) }
+
+// common is the probe's lines of the hardening every worker shares, as v
+// states them: no capabilities, no new privileges, the network devices,
+// /tmp noexec, and the open-files limit.
+func (v View) common() []string {
+	lines := []string{"capeff=0000000000000000", "nonewprivs=1", "net=" + cmp.Or(v.Net, "lo"), "tmp-noexec=yes"}
+	if v.TmpExec {
+		lines[3] = "tmp-noexec=no"
+	}
+	if nofile := cmp.Or(v.NoFile, "256:256"); nofile != "-" {
+		lines = append(lines, "nofile="+nofile)
+	}
+	return lines
 }
 
 // schedulingSlack is what a loaded 2-core machine running the race
@@ -106,6 +167,14 @@ const logsShown = 10 * time.Second
 
 // Run runs the suite.
 func Run(t *testing.T, h Harness) {
+	RunOneShot(t, h)
+	t.Run("LongLived/Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
+	t.Run("LongLived/Watch", func(t *testing.T) { testWatch(t, h) })
+}
+
+// RunOneShot runs the sealed half of the suite: OneShot/* and, for a
+// container.Prestarter, Warm/*. h.LongLived and h.ID are not used.
+func RunOneShot(t *testing.T, h Harness) {
 	t.Run("OneShot/Reply", func(t *testing.T) { testReply(t, h) })
 	t.Run("OneShot/Profile", func(t *testing.T) { testProfile(t, h) })
 	t.Run("OneShot/PIDs", func(t *testing.T) { testPIDs(t, h) })
@@ -115,8 +184,6 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OneShot/Deadline", func(t *testing.T) { testDeadline(t, h) })
 	t.Run("OneShot/ImageMissing", func(t *testing.T) { testImageMissing(t, h) })
 	runWarm(t, h)
-	t.Run("LongLived/Lifecycle", func(t *testing.T) { testLifecycle(t, h) })
-	t.Run("LongLived/Watch", func(t *testing.T) { testWatch(t, h) })
 }
 
 // RunSeal runs the part of the suite that proves the sealed profile as
@@ -172,10 +239,19 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// workerDirs is h's Dirs, or dirs.
+func workerDirs(t *testing.T, h Harness) (runDir, workspaceDir string) {
+	t.Helper()
+	if h.Dirs != nil {
+		return h.Dirs(t)
+	}
+	return dirs(t)
+}
+
 // turnSpec is a sealed spec of the suite's image on fresh directories.
 func turnSpec(t *testing.T, h Harness) container.Spec {
 	t.Helper()
-	runDir, workspaceDir := dirs(t)
+	runDir, workspaceDir := workerDirs(t, h)
 	uid, gid := user()
 	labels, err := container.TurnLabels(h.Installation)
 	if err != nil {
@@ -248,22 +324,24 @@ func testProfile(t *testing.T, h Harness) {
 func checkProbe(t *testing.T, h Harness, spec container.Spec, res container.Result) {
 	t.Helper()
 	got := strings.Split(res.Reply.Text, "\n")
-	for _, want := range []string{
+	brokerRead := `broker-read="socket-dir"/true`
+	if h.View.NoRunDir {
+		brokerRead = `broker-read=""/false`
+	}
+	// The hardening as the process sees it (View.common): no
+	// capabilities, no new privileges, only loopback, /tmp noexec, the
+	// PID and file limits, as the engine states them.
+	for _, want := range append([]string{
 		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
-		`broker-read="socket-dir"/true`, "broker-write=no", "root-write=no",
-		"tmp-write=yes", "workspace-write=yes",
-		// The hardening as the process sees it: no capabilities, no new
-		// privileges, only loopback, /tmp noexec, the PID and file limits.
-		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "tmp-noexec=yes",
-		"nofile=256:256",
-	} {
+		brokerRead, "broker-write=no", "root-write=no", "tmp-write=yes", "workspace-write=yes",
+	}, h.View.common()...) {
 		if !slices.Contains(got, want) {
 			t.Errorf("probe = %q; want a line %q", got, want)
 		}
 	}
 	// The PID limit as the worker reads it: runc shows the container's
 	// cgroup; gVisor shows none (OneShot/PIDs proves its bound instead).
-	if want := "pids-max=" + itoa(spec.Limits.PIDs); showsCgroup(h) && !slices.Contains(got, want) {
+	if want := h.View.pidsMax(spec.Limits.PIDs); showsCgroup(h) && !slices.Contains(got, want) {
 		t.Errorf("probe = %q; want a line %q", got, want)
 	}
 }
@@ -294,12 +372,20 @@ func testPIDs(t *testing.T, h Harness) {
 }
 
 // testWorkspace: what the worker writes in a workspace directory is there
-// after the run.
+// after the run; an engine whose sealed workspace is its own memory volume
+// (View.NoHostWorkspace) lets the worker write it and leaves nothing in
+// spec.WorkspaceDir.
 func testWorkspace(t *testing.T, h Harness) {
 	spec := turnSpec(t, h)
 	res, err := run(context.Background(), t, h, spec, `{"mode":"write","text":"kept"}`)
 	if err != nil || !res.Reply.OK {
 		t.Fatalf("Run = %+v, %v", res.Reply, err)
+	}
+	if h.View.NoHostWorkspace {
+		if entries, err := os.ReadDir(spec.WorkspaceDir); err != nil || len(entries) != 0 {
+			t.Errorf("the spec's workspace directory holds %v, %v; want nothing (the engine's workspace is its own)", entries, err)
+		}
+		return
 	}
 	b, err := os.ReadFile(filepath.Join(spec.WorkspaceDir, "out.txt"))
 	if err != nil || string(b) != "kept" {

@@ -14,7 +14,7 @@ import (
 // directories; its container is removed when t ends.
 func sessionSpec(t *testing.T, h Harness) container.SessionSpec {
 	t.Helper()
-	runDir, workspaceDir := dirs(t)
+	runDir, workspaceDir := workerDirs(t, h)
 	uid, gid := user()
 	channel := "enginetest:" + t.Name()
 	spec := container.SessionSpec{
@@ -133,16 +133,15 @@ func testLifecycle(t *testing.T, h Harness) {
 func sessionProbe(ctx context.Context, t *testing.T, h Harness, spec container.SessionSpec) string {
 	t.Helper()
 	logs := awaitLogs(ctx, t, h, spec.Name, "session worker ready")
-	for _, line := range []string{
+	for _, line := range append([]string{
 		"uid=" + itoa(spec.UID), "gid=" + itoa(spec.GID),
 		"run-write=no", "root-write=no", "tmp-write=yes", "workspace-write=yes",
-		"capeff=0000000000000000", "nonewprivs=1", "net=lo", "nofile=256:256", "tmp-noexec=yes",
-	} {
+	}, h.View.common()...) {
 		if !strings.Contains(logs, line+"\n") {
 			t.Errorf("probe lacks %q:\n%s", line, logs)
 		}
 	}
-	if line := "pids-max=256"; showsCgroup(h) && !strings.Contains(logs, line+"\n") {
+	if line := h.View.pidsMax(256); showsCgroup(h) && !strings.Contains(logs, line+"\n") {
 		t.Errorf("probe lacks %q:\n%s", line, logs)
 	}
 	return logs

@@ -289,6 +289,37 @@ func (c *Cluster) stopReal() error {
 	return errors.Join(errs...)
 }
 
+// ImageExists reports whether ref (a local image's name as Docker tags
+// it) is in the real tier's containerd, where the kubelet looks for it:
+// the engine conformance suite's look at the node's image store.
+func (c *Cluster) ImageExists(ctx context.Context, ref string) (bool, error) {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", c.socket(), "-n", "k8s.io", "images", "ls", "-q").Output()
+	if err != nil {
+		return false, fmt.Errorf("ctr images ls: %w", err)
+	}
+	for _, name := range strings.Fields(string(out)) {
+		if name == ref || name == "docker.io/library/"+ref {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// KillWorker kills, with SIGKILL from outside, the container of the real
+// tier's containerd whose ID a Pod's status names ("containerd://ID"),
+// as the kernel's OOM killer would.
+func (c *Cluster) KillWorker(ctx context.Context, containerID string) error {
+	id, ok := strings.CutPrefix(containerID, "containerd://")
+	if !ok || id == "" {
+		return fmt.Errorf("not a containerd container ID: %q", containerID)
+	}
+	root := filepath.Join(c.dir, "ctrd", "runc-root", "k8s.io")
+	if out, err := exec.CommandContext(ctx, "runc", "--root", root, "kill", id, "KILL").CombinedOutput(); err != nil {
+		return fmt.Errorf("runc kill %s: %v: %s", id, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // hostLock is the file whose lock a real-tier cluster holds from before
 // it records the host until it restored it: the tier's node address,
 // bridge, subnet and kubelet are the host's, one at a time, so a second
