@@ -82,7 +82,10 @@ func recordHost() (hostState, error) {
 	return s, nil
 }
 
-// mountPoints lists the mount points of this mount namespace.
+// mountPoints lists the mount points of this mount namespace, but for
+// Docker's own below its data and run directories: the containers of the
+// machine's Docker (another package's image build, a test's containers)
+// come and go while the tier runs, and are no change of the tier's.
 func mountPoints() ([]string, error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -91,11 +94,22 @@ func mountPoints() ([]string, error) {
 	var out []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) > 4 {
+		if f := strings.Fields(sc.Text()); len(f) > 4 && !dockersOwn(f[4]) {
 			out = append(out, f[4])
 		}
 	}
 	return out, sc.Err()
+}
+
+// dockersOwn reports a mount point of the machine's Docker: a container's
+// root or its network namespace.
+func dockersOwn(mount string) bool {
+	for _, dir := range []string{"/var/lib/docker/", "/run/docker/", "/var/run/docker/"} {
+		if strings.HasPrefix(mount, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // restoreHost undoes what the real tier changed since before: it unmounts

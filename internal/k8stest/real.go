@@ -68,8 +68,7 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	}
 	before, err := recordHost()
 	if err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("record the host: %w", err)
+		return nil, errors.Join(fmt.Errorf("record the host: %w", err), unlockHost(lock))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -77,8 +76,7 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 		c.apiFlags["kubelet-preferred-address-types"] = "InternalIP"
 	})
 	if err != nil { // newCluster stopped what it started
-		lock.Close()
-		return nil, err
+		return nil, errors.Join(err, unlockHost(lock))
 	}
 	c.host, c.hostLock = &before, lock
 	defer func() {
@@ -285,7 +283,7 @@ func (c *Cluster) stopReal() error {
 		errs = append(errs, fmt.Errorf("pkill shims: %s", out))
 	}
 	errs = append(errs, restoreHost(*c.host, ""))
-	c.hostLock.Close() // the next real-tier cluster may start
+	errs = append(errs, unlockHost(c.hostLock)) // the next real-tier cluster may start
 	return errors.Join(errs...)
 }
 
@@ -324,24 +322,39 @@ func (c *Cluster) KillWorker(ctx context.Context, containerID string) error {
 // it records the host until it restored it: the tier's node address,
 // bridge, subnet and kubelet are the host's, one at a time, so a second
 // test binary asking for the tier (go test runs packages side by side)
-// waits for the first's cluster to stop.
+// waits for the first's cluster to stop. The holder removes the file as
+// it lets go (unlockHost), so the tier leaves nothing on the host.
 const hostLock = "/run/lock/rtsandbox-k8s-real.lock"
 
-// lockHost waits for the real tier's host lock; closing the file
-// releases it.
+// lockHost waits for the real tier's host lock. A lock taken on a file
+// its holder removed meanwhile is no lock (the next opener makes a new
+// file), so the file locked must still be the one at the path.
 func lockHost() (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(hostLock), 0o755); err != nil {
 		return nil, fmt.Errorf("the real tier's host lock: %w", err)
 	}
-	f, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("the real tier's host lock: %w", err)
+	for {
+		f, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("the real tier's host lock: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("the real tier's host lock: %w", err)
+		}
+		held, herr := f.Stat()
+		now, nerr := os.Stat(hostLock)
+		if herr == nil && nerr == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close() // its holder removed it: take the new one
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("the real tier's host lock: %w", err)
-	}
-	return f, nil
+}
+
+// unlockHost removes the lock's file and lets go of it.
+func unlockHost(f *os.File) error {
+	err := os.Remove(hostLock)
+	return errors.Join(err, f.Close())
 }
 
 // PodGateway is the host's address on the real tier's Pod network (the
