@@ -201,23 +201,10 @@ func (h *Host) startRuntime(ctx context.Context, getenv env, sessions Sessions, 
 	if err != nil {
 		return err
 	}
-	m.watchSandbox(s.Runtime, d.Pending)
-	if err := reap(ctx, d, id, reapTimeout, log, "orphan containers removed at startup"); err != nil {
-		s.Close()
+	reaper := func(ctx context.Context) func() { return startReaper(ctx, d, id, cfg.Sandbox.ReapInterval, log) }
+	if err := h.serveSealed(ctx, s, d, reaper, "containers", m); err != nil {
 		return err
 	}
-	stopReaper := startReaper(ctx, d, id, cfg.Sandbox.ReapInterval, log)
-	// After the reap, which would remove its workers; the driver owns
-	// them, so the reaper leaves them alone. s.Close removes the idle
-	// ones, the final reap whatever a crash left.
-	s.Runtime.StartPool()
-	m.watchPool(s.Runtime)
-	h.closers = append(h.closers, func() error {
-		stopReaper() // before the driver closes
-		s.Close()    // aborts what is left and waits for its containers to go
-		// Whatever a crash of this process during the drain could leave.
-		return reap(context.Background(), d, id, StopTimeout, log, "containers removed at shutdown")
-	})
 	// Registered after the sealed runtime's closer, so it runs before it:
 	// brokers stop, session containers stay for the next start.
 	deps, err := sessionDeps(ctx, cfg, getenv, log.With("plugin", "session"), engine, s.shared, m.observe())
@@ -395,6 +382,41 @@ func startReaper(ctx context.Context, d *docker.Driver, id string, interval time
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// sealedEngine is what serve asks of the sealed runtime's engine beside
+// the runtime's own use: its installation's leftovers reaped, and its
+// removals under way counted (a metric).
+type sealedEngine interface {
+	Reap(context.Context, string) (int, error)
+	Pending() int
+}
+
+// serveSealed puts the sealed runtime s in service on eng, on either
+// engine: the metrics that watch it, the reap of a crash's leftovers
+// (what names them in the log), then the periodic reaper that startReaper
+// starts and the warm pool, after the reap, which would remove its
+// workers (the engine tracks them as its runs, so the reaper spares them
+// from then on). Its closer stops the reaper (before the engine closes),
+// closes s (which aborts what is left and waits for its workers to go)
+// and reaps whatever a crash of this process during the drain could
+// leave. On error s is closed.
+func (h *Host) serveSealed(ctx context.Context, s *SealedRuntime, eng sealedEngine, startReaper func(context.Context) (stop func()), what string, m *hostMetrics) error {
+	id, log := InstallationID(h.cfg), h.log
+	m.watchSandbox(s.Runtime, eng.Pending)
+	if err := reap(ctx, eng, id, reapTimeout, log, "orphan "+what+" removed at startup"); err != nil {
+		s.Close()
+		return err
+	}
+	stopReaper := startReaper(ctx)
+	s.Runtime.StartPool()
+	m.watchPool(s.Runtime)
+	h.closers = append(h.closers, func() error {
+		stopReaper()
+		s.Close()
+		return reap(context.Background(), eng, id, StopTimeout, log, what+" removed at shutdown")
+	})
+	return nil
 }
 
 // reap removes this installation's turn containers, within timeout.

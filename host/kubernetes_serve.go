@@ -29,21 +29,10 @@ func (h *Host) startKubeRuntime(ctx context.Context, getenv env, sessions Sessio
 		return err
 	}
 	eng := s.driver.(*kubernetes.Sealed)
-	m.watchSandbox(s.Runtime, eng.Pending)
-	if err := reap(ctx, eng, id, reapTimeout, log, "orphan pods and claims removed at startup"); err != nil {
-		s.Close()
+	reaper := func(ctx context.Context) func() { return reapEvery(ctx, eng, id, cfg.Sandbox.ReapInterval, log) }
+	if err := h.serveSealed(ctx, s, eng, reaper, "pods and claims", m); err != nil {
 		return err
 	}
-	stopReaper := reapEvery(ctx, eng, id, cfg.Sandbox.ReapInterval, log)
-	// After the reap, which would remove its workers; the engine tracks
-	// them as its turns', so the reaper spares them from then on.
-	s.Runtime.StartPool()
-	m.watchPool(s.Runtime)
-	h.closers = append(h.closers, func() error {
-		stopReaper()
-		s.Close() // aborts what is left and waits for its Pods to go
-		return reap(context.Background(), eng, id, StopTimeout, log, "pods and claims removed at shutdown")
-	})
 	// Registered after the sealed runtime's closer, so it runs before it
 	// (while the listener still serves): brokers stop, the channels'
 	// Pods stay for the next start.
