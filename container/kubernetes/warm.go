@@ -141,8 +141,8 @@ func (w *warm) Run(ctx context.Context, input []byte) (container.Result, error) 
 		return e.cleanup(w.w, res, err)
 	}
 	defer end()
-	// The attach was opened before the turn: the turn's ctx cuts it.
-	defer context.AfterFunc(ctx, w.a.cancel)()
+	// The attach was opened before the turn, on the prestart's context:
+	// turn cuts it when ctx ends, as every one of its waits hears ctx.
 	w.a.send(stdin)
 	return e.turn(ctx, w.w, w.a, res)
 }
