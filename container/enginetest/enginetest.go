@@ -101,9 +101,9 @@ type Harness struct {
 	Dirs func(t *testing.T) (runDir, workspaceDir string)
 }
 
-// View states how an engine's sealed worker sees the parts of the sealed
-// profile that engines express by different means (docs/engines.md, the
-// guarantees table). The suite holds the engine to what it states: a
+// View states how an engine's workers, sealed and long-lived, see the
+// parts of their profile that engines express by different means
+// (docs/engines.md, the guarantees table). The suite holds the engine to what it states: a
 // stated difference is checked as stated, never skipped unseen. The zero
 // value is Docker's: only loopback, the run directory at /broker, the
 // spec's workspace directory, a noexec /tmp, nofile 256:256, and the
