@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,8 +62,9 @@ func hostMemory() int64 {
 
 // slots is the FIFO semaphore of running turns.
 type slots struct {
-	sem  *semaphore.Weighted
-	wait time.Duration
+	sem     *semaphore.Weighted
+	wait    time.Duration
+	waiting atomic.Int32 // turns queued for a slot (tests wait on it for a known arrival order)
 }
 
 func newSlots(n int, wait time.Duration) *slots {
@@ -75,13 +77,20 @@ func newSlots(n int, wait time.Duration) *slots {
 func (s *slots) acquire(ctx context.Context) (release func(), err error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, s.wait, ErrHostBusy)
 	defer cancel()
-	if err := s.sem.Acquire(wctx, 1); err != nil {
+	release = func() { s.sem.Release(1) }
+	if wctx.Err() == nil && s.sem.TryAcquire(1) { // an ended turn never takes a slot, as Acquire refuses it
+		return release, nil
+	}
+	s.waiting.Add(1)
+	err = s.sem.Acquire(wctx, 1)
+	s.waiting.Add(-1)
+	if err != nil {
 		if cause := context.Cause(wctx); errors.Is(cause, ErrHostBusy) {
 			return nil, cause
 		}
 		return nil, fmt.Errorf("%w: %w", ErrAdmissionAborted, context.Cause(ctx))
 	}
-	return func() { s.sem.Release(1) }, nil
+	return release, nil
 }
 
 // ErrAdmissionAborted fails a turn that was stopped, disposed or cancelled

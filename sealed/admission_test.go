@@ -43,7 +43,18 @@ func TestAdmissionBoundsRunningTurns(t *testing.T) {
 			ch := rtsandbox.ChannelKey(fmt.Sprint("fake:", i))
 			_, errs[i] = f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, fmt.Sprint(i))
 		}()
-		time.Sleep(5 * time.Millisecond) // a known arrival order
+		// A known arrival order: the next turn starts once this one holds
+		// its slot (the first two) or queues for one. A sleep was not
+		// enough on a loaded CI machine: a late first turn found the slot
+		// the third had taken.
+		waitFor(t, fmt.Sprint("turn ", i, " arrived"), func() bool {
+			if i < 2 {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(order) == i+1
+			}
+			return f.rt.slots.waiting.Load() == int32(i-1)
+		})
 	}
 	wg.Wait()
 	for i, err := range errs {
