@@ -98,12 +98,13 @@ type Result struct {
 	// CleanupPending reports that the container was not confirmed removed
 	// before Run returned; the engine is removing it in the background.
 	CleanupPending bool
-	// Settled is non-nil when Run returned at the reply's end mark, before
-	// the container's exit (the early reply: OneShot.Run): it is closed
-	// once the engine has removed the container or handed it to its
-	// background remover. A caller that bounds how many containers exist
-	// (the sealed runtime's turn slots, its warm pool) holds its place
-	// until then.
+	// Settled is non-nil when Run returned before the engine confirmed
+	// the container gone: at the reply's end mark, before the container's
+	// exit (the early reply: OneShot.Run), or with its removal pending
+	// (CleanupPending). It is closed once the engine confirmed the
+	// container gone, or gave up on it at Close (the reaper removes it
+	// then). A caller that bounds how many containers exist (the sealed
+	// runtime's turn slots, its warm pool) holds its place until then.
 	Settled <-chan struct{}
 
 	Began   time.Time // Run was called

@@ -21,13 +21,14 @@ type OneShot interface {
 	// wire.ReplyEnd. Run takes the reply there, without waiting for the
 	// exit (the engine's exit handling costs tens of milliseconds a turn),
 	// and removes the container after it returns: Result.Settled is set
-	// and closed once the container is gone or in the background remover.
+	// and closed once the engine confirmed the container gone.
 	// The end mark stands for exit code 0; a reply without it counts only
 	// with exit code 0, as before. Whatever follows the mark is never read.
 	//
 	// The removal rule: when Run returns, the container is gone, or
 	// Result.CleanupPending is set and the engine keeps removing it in the
-	// background until it confirms it gone, or Run returns ErrCleanup. A
+	// background until it confirms it gone (Result.Settled closes then, or
+	// when the engine gives up at its Close), or Run returns ErrCleanup. A
 	// pending removal does not change the outcome: a worker that exited 0
 	// with a valid reply still yields it (its process has ended; only its
 	// stopped container remains for a while), as does an early reply.

@@ -2,6 +2,7 @@ package sealed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -118,6 +119,8 @@ type fakeWarm struct {
 	once    sync.Once
 	used    bool
 	dead    bool // killed at its claim: the engine has not reported it yet
+	// removing, with dead: the dead run's removal is pending until it closes
+	removing chan struct{}
 }
 
 func (w *fakeWarm) Name() string            { return w.spec.Name }
@@ -134,12 +137,19 @@ func (w *fakeWarm) Run(ctx context.Context, stdin []byte) (container.Result, err
 	}
 	w.used = true
 	e.runs = append(e.runs, w.spec.Name)
-	dead := w.dead
+	dead, removing := w.dead, w.removing
 	e.mu.Unlock()
-	defer e.down()
 	if dead { // the claim finds it ended: the engine reports it at once
-		return container.Result{ExitCode: 137, Began: time.Now()}, fmt.Errorf("%w: exit code 137", container.ErrWorkerFailed)
+		res := container.Result{ExitCode: 137, Began: time.Now()}
+		if removing != nil {
+			res.CleanupPending, res.Settled = true, removing
+			go func() { <-removing; e.down() }()
+		} else {
+			e.down()
+		}
+		return res, fmt.Errorf("%w: exit code 137", container.ErrWorkerFailed)
 	}
+	defer e.down()
 	res, err := e.fakeDriver.Run(ctx, w.spec, stdin)
 	res.Created, res.Started = w.started, w.started
 	return res, err
@@ -278,6 +288,34 @@ func TestPoolClaimOfDeadWorkerRetries(t *testing.T) {
 		t.Errorf("runs %v; want two dead warm workers tried, then a cold start", runs)
 	}
 	waitIdle(t, f.rt, 2)
+}
+
+// TestPoolRetriedClaimHoldsSlotUntilRemoved: a warm worker dead at its
+// claim whose removal is still pending when the turn moves on to a cold
+// start still counts: the turn's slot is held until every container the
+// turn ran is gone, not only its last one, so with MaxTurns 1 the next
+// turn waits for that removal too.
+func TestPoolRetriedClaimHoldsSlotUntilRemoved(t *testing.T) {
+	f, e := poolFixture(t, 1, func(f *fixture) {
+		f.opts.MaxTurns = 1
+		f.opts.MaxQueueWait = 100 * time.Millisecond
+	})
+	removing := make(chan struct{})
+	e.mu.Lock()
+	e.warm[0].dead, e.warm[0].removing = true, removing
+	e.mu.Unlock()
+	run := func(ch rtsandbox.ChannelKey) error {
+		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("alice")}, "hello")
+		return err
+	}
+	if err := run("discord:1:2"); err != nil {
+		t.Fatalf("RunTurn = %v; want the answer from a cold start", err)
+	}
+	if err := run("discord:1:3"); !errors.Is(err, ErrHostBusy) {
+		t.Fatalf("a turn while the first one's dead warm worker is still removed = %v; want ErrHostBusy", err)
+	}
+	close(removing)
+	waitFor(t, "the slot freed once the dead worker is gone", func() bool { return run("discord:1:4") == nil })
 }
 
 // TestPoolClaimFailureRetriesOnlyUntakenTurns: the retry rule. A run that

@@ -21,8 +21,10 @@ type TurnStats struct {
 	Replied   time.Time // the reply ended with its end mark (the early reply)
 	Exited    time.Time // the worker exited (zero after an early reply)
 	Removed   time.Time // the container was removed (zero when that came after the turn)
-	// Settled is the driver's container.Result.Settled: after an early
-	// reply, closed once the container is removed; nil otherwise.
+	// Settled is the driver's container.Result.Settled (after an early
+	// reply or with a removal pending, closed once the engine confirmed
+	// the container gone; nil otherwise), joined with those of warm
+	// workers the turn tried before.
 	Settled <-chan struct{}
 	Ended   time.Time // broker closed, run dir deleted
 	Calls   int       // broker requests, refused ones included

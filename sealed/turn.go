@@ -97,6 +97,7 @@ func (t *turn) run() (reply rtsandbox.Reply, err error) {
 // socket and run dir go when the next begins; the last one's are undone
 // with the turn.
 func (t *turn) runWorker(stdin []byte, h http.Handler, calls *callRecorder, undo *teardown) (container.Result, error) {
+	var removing []<-chan struct{} // earlier attempts' containers not yet gone
 	for attempt := 0; ; attempt++ {
 		var ws *warmSlot
 		if attempt < claimAttempts {
@@ -104,8 +105,12 @@ func (t *turn) runWorker(stdin []byte, h http.Handler, calls *callRecorder, undo
 		}
 		var place teardown
 		res, err := t.attempt(ws, stdin, h, &place)
+		if res.Settled != nil {
+			removing = append(removing, res.Settled)
+		}
 		if ws == nil || !unclaimed(res, err, calls) || t.ctx.Err() != nil {
 			*undo = append(*undo, place...)
+			res.Settled = allClosed(removing)
 			return res, err
 		}
 		t.s.Logger.Warn("sandbox turn: its warm worker ended before it took the turn; starting another",
@@ -137,7 +142,9 @@ func (t *turn) attempt(ws *warmSlot, stdin []byte, h http.Handler, place *teardo
 	srv, err := t.listen(runDir, h)
 	if err != nil {
 		if ws != nil { // claimed, never run: it goes as a failed run's would
-			err = errors.Join(err, ws.w.Discard(context.WithoutCancel(t.ctx)))
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), discardTimeout)
+			err = errors.Join(err, ws.w.Discard(ctx))
+			cancel()
 		}
 		return container.Result{}, err
 	}
@@ -148,6 +155,26 @@ func (t *turn) attempt(ws *warmSlot, stdin []byte, h http.Handler, place *teardo
 		return ws.w.Run(t.ctx, stdin)
 	}
 	return t.s.Driver.Run(t.ctx, t.s.spec(name, runDir), stdin)
+}
+
+// allClosed returns a channel closed once every one of chs is; nil when
+// there is none. A turn's slot counts every container it ran until the
+// engine confirmed each gone (Runtime.afterSettled).
+func allClosed(chs []<-chan struct{}) <-chan struct{} {
+	switch len(chs) {
+	case 0:
+		return nil
+	case 1:
+		return chs[0]
+	}
+	all := make(chan struct{})
+	go func() {
+		defer close(all)
+		for _, ch := range chs {
+			<-ch
+		}
+	}()
+	return all
 }
 
 // unclaimed reports a warm run that failed before its worker took the

@@ -45,24 +45,29 @@ func (d *Driver) Pending() int {
 }
 
 // enqueue hands name to the background remover, which retries its force
-// removal with backoff until the engine confirms it gone. It reports false,
+// removal with backoff until the engine confirms it gone. The returned
+// channel closes then, or when Close gives up on it. It returns nil,
 // queuing nothing, once Close has begun, or when name is already queued
 // (reapers racing) or used by a Run (unless run is set: the Run itself
 // hands over its own container).
-func (d *Driver) enqueue(name string, run bool) bool {
+func (d *Driver) enqueue(name string, run bool) <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	state := d.owned[name]
 	if d.closed || state == queued || (state == running && !run) {
-		return false
+		return nil
 	}
 	if d.bg == nil {
 		d.bg, d.stopBG = context.WithCancel(context.Background())
 	}
 	d.owned[name] = queued
 	d.queued++
-	d.wg.Go(func() { d.converge(name) })
-	return true
+	done := make(chan struct{})
+	d.wg.Go(func() {
+		defer close(done)
+		d.converge(name)
+	})
+	return done
 }
 
 // converge removes name with backoff until the engine confirms it gone or

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/rtsandbox/rtsandbox"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
+	"github.com/rtsandbox/rtsandbox/wire"
 )
 
 // fastDriver is newDriver with a short backoff, so retry tests run in
@@ -157,11 +158,61 @@ func TestRunCleanupPendingKeepsReply(t *testing.T) {
 	if limit := time.Second + overrun + 200*time.Millisecond; elapsed > limit {
 		t.Errorf("Run took %v; want at most %v", elapsed, limit)
 	}
-	sw.down.Store(false)
+	assertSettledOnlyOnceGone(t, d, res.Settled, &sw)
 	waitPending(t, d, 0)
 	if rm := f.callsOf("remove"); rm[len(rm)-1].ref != "sandbox-one" {
 		t.Errorf("last removal of %q; want the exact name", rm[len(rm)-1].ref)
 	}
+}
+
+// assertSettledOnlyOnceGone: a run handed to the background remover has
+// Settled set, and it stays open while the engine is down (the container
+// still exists: a caller bounding containers must keep counting it), then
+// closes once the engine is up and the remover confirmed the removal.
+func assertSettledOnlyOnceGone(t *testing.T, d *Driver, settled <-chan struct{}, sw *engineSwitch) {
+	t.Helper()
+	if settled == nil {
+		t.Fatal("Settled is nil with the removal pending; want it set until the remover confirms the container gone")
+	}
+	waitPending(t, d, 1) // past the cleanup budget: queued
+	select {
+	case <-settled:
+		t.Fatal("Settled closed while the engine could not remove the container")
+	case <-time.After(300 * time.Millisecond):
+	}
+	sw.down.Store(false)
+	select {
+	case <-settled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Settled still open 10 s after the engine answered again")
+	}
+}
+
+// TestEarlyReplySettledWhenRemovalQueued is the pool-burst overshoot's
+// regression (the host had pool + max_turns + 1 containers): an early
+// reply's removal that outlives the cleanup budget goes to the background
+// remover, and Settled, which holds the turn's slot, closes only when the
+// remover confirms the container gone, not when it was queued.
+func TestEarlyReplySettledWhenRemovalQueued(t *testing.T) {
+	f := newFakeEngine()
+	f.worker = func(killed <-chan struct{}, in io.Reader, out, _ io.Writer) int {
+		if _, err := io.ReadAll(in); err != nil {
+			return 99
+		}
+		_, _ = io.WriteString(out, `{"ok":true,"text":"done"}`+string(wire.ReplyEnd))
+		<-killed // never exits on its own: only the early reply ends the turn
+		return 137
+	}
+	var sw engineSwitch
+	sw.down.Store(true)
+	f.removeFn = sw.remove
+	d := fastDriver(t, f)
+	res, err := d.Run(context.Background(), fakeSpec(t), []byte(`{}`))
+	if err != nil || res.Reply != (rtsandbox.Reply{OK: true, Text: "done"}) {
+		t.Fatalf("Run = %+v, %v; want the early reply", res.Reply, err)
+	}
+	assertSettledOnlyOnceGone(t, d, res.Settled, &sw)
+	waitPending(t, d, 0)
 }
 
 // A failed run whose removal is pending reports its own failure, not a
@@ -179,7 +230,7 @@ func TestRunFailedWithCleanupPending(t *testing.T) {
 	if !errors.Is(err, rtcontainer.ErrWorkerFailed) || errors.Is(err, rtcontainer.ErrCleanup) || !res.CleanupPending {
 		t.Fatalf("Run = %v, pending %v; want ErrWorkerFailed alone, pending", err, res.CleanupPending)
 	}
-	sw.down.Store(false)
+	assertSettledOnlyOnceGone(t, d, res.Settled, &sw)
 	waitPending(t, d, 0)
 }
 

@@ -68,7 +68,7 @@ func (d *Driver) reapOnce(ctx context.Context, installation string, timeout time
 			continue
 		}
 		// enqueue skips what a Run of this Driver uses or already queued.
-		if d.enqueue(name, false) {
+		if d.enqueue(name, false) != nil {
 			n++
 		}
 	}

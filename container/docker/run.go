@@ -92,11 +92,11 @@ func (d *Driver) finish(ctx context.Context, b budget, name string, out run, run
 // after (Result.Settled): the worker is done, and the engine's handling of
 // its exit and the removal need not delay the answer. The removal has the
 // cleanup's own budget; one not confirmed in it goes to the background
-// remover. Once Close has begun it removes in the foreground instead.
+// remover, and Settled closes when that one confirms it. Once Close has
+// begun it removes in the foreground instead.
 func (d *Driver) settleAfter(name string, res rtcontainer.Result) (rtcontainer.Result, error) {
 	settled := make(chan struct{})
 	remove := func(res *rtcontainer.Result) error {
-		defer close(settled)
 		return d.settleRun(context.Background(), budget{}, name, false, false, res)
 	}
 	d.mu.Lock()
@@ -104,9 +104,13 @@ func (d *Driver) settleAfter(name string, res rtcontainer.Result) (rtcontainer.R
 	if !closed {
 		res.Settled = settled
 		d.wg.Go(func() {
+			defer close(settled)
 			var after rtcontainer.Result
 			if err := remove(&after); err != nil {
 				d.log.Warn("an answered turn's container was not removed; the next reap removes it", "container", name, "err", err)
+			}
+			if after.Settled != nil {
+				<-after.Settled
 			}
 		})
 	}
@@ -120,8 +124,9 @@ func (d *Driver) settleAfter(name string, res rtcontainer.Result) (rtcontainer.R
 }
 
 // settleRun removes the run's container in the foreground budget, or
-// queues it for the background remover. It fails only when neither
-// happened (Close has begun).
+// queues it for the background remover (CleanupPending, and Settled closes
+// once the remover confirms it gone). It fails only when neither happened
+// (Close has begun).
 func (d *Driver) settleRun(ctx context.Context, b budget, name string, aborted, failed bool, res *rtcontainer.Result) error {
 	err := d.cleanup(ctx, b, name, aborted, failed)
 	if err == nil {
@@ -129,8 +134,8 @@ func (d *Driver) settleRun(ctx context.Context, b budget, name string, aborted, 
 		res.Removed = d.now()
 		return nil
 	}
-	if d.enqueue(name, true) {
-		res.CleanupPending = true
+	if gone := d.enqueue(name, true); gone != nil {
+		res.CleanupPending, res.Settled = true, gone
 		return nil
 	}
 	d.untrack(name)

@@ -134,13 +134,21 @@ func (w *warm) Run(ctx context.Context, input []byte) (rtcontainer.Result, error
 
 // Discard implements container.Warm: the container is removed as a failed
 // run's is (killed, removed, removed again), or handed to the background
-// remover.
+// remover; then Discard waits, until ctx ends, for the remover to confirm
+// it gone, so a pool that counts it until Discard returns counts it while
+// it exists.
 func (w *warm) Discard(ctx context.Context) error {
 	w.unfollow()
 	res := rtcontainer.Result{ExitCode: -1}
 	b := newBudget(ctx, w.d.now())
 	if err := w.d.settleRun(ctx, b, w.name, true, true, &res); err != nil {
 		return fmt.Errorf("%w: %w", rtcontainer.ErrCleanup, err)
+	}
+	if res.Settled != nil {
+		select {
+		case <-res.Settled:
+		case <-ctx.Done(): // queued: the remover goes on, the reaper after it
+		}
 	}
 	return nil
 }

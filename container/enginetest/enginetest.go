@@ -9,8 +9,8 @@
 // What the suite holds an engine to:
 //
 //   - OneShot: a run returns the worker's reply and leaves no container
-//     behind (none once Run returned without CleanupPending, none once
-//     the engine settled in any case); the sealed profile holds as the
+//     behind (none once Run returned without Settled, none once Settled
+//     closed, which a pending removal must set); the sealed profile holds as the
 //     worker feels it from inside (its uid and gid, no capabilities, no
 //     new privileges, no network device but loopback, a read-only root,
 //     the run directory readable and not writable, a writable noexec
@@ -284,17 +284,27 @@ func run(ctx context.Context, t *testing.T, h Harness, spec container.Spec, inpu
 	t.Helper()
 	t.Cleanup(func() { noContainers(t, h, "after the engine settled") })
 	res, err := h.OneShot(t).Run(ctx, spec, []byte(input))
+	settled(t, h, res)
+	return res, err
+}
+
+// settled checks the removal rule of a returned run: a pending removal
+// comes with Settled, and once Settled closed (or at once when there is
+// none) the installation has no container.
+func settled(t *testing.T, h Harness, res container.Result) {
+	t.Helper()
+	if res.CleanupPending && res.Settled == nil {
+		t.Errorf("CleanupPending without Settled: a caller cannot tell when the container is gone")
+	}
 	if res.Settled != nil {
 		select {
 		case <-res.Settled:
 		case <-time.After(watchHeard):
-			t.Errorf("an early reply's container not settled %v after Run returned", watchHeard)
+			t.Errorf("a returned run's container not settled %v after Run returned", watchHeard)
+			return
 		}
 	}
-	if !res.CleanupPending {
-		noContainers(t, h, "after Run returned without a pending removal")
-	}
-	return res, err
+	noContainers(t, h, "once the run settled")
 }
 
 func testReply(t *testing.T, h Harness) {

@@ -392,16 +392,18 @@ func (e *Sealed) remove(w turnPod) error {
 
 // cleanup removes w (nothing when nothing was created) and returns res
 // with cause: confirmed within removeWait, or CleanupPending with the
-// removal going on in the background.
+// removal going on in the background (Settled closes when it ends).
 func (e *Sealed) cleanup(w turnPod, res container.Result, cause error) (container.Result, error) {
 	if w.claim == "" && (w.pod == nil || w.pod.UID == "") {
 		e.untrack(w.name)
 		return res, cause
 	}
 	done := make(chan error, 1)
+	gone := make(chan struct{})
 	e.removing.Add(1)
 	go func() {
 		defer e.removing.Done()
+		defer close(gone)
 		done <- e.remove(w)
 	}()
 	select {
@@ -411,7 +413,7 @@ func (e *Sealed) cleanup(w turnPod, res container.Result, cause error) (containe
 		}
 		res.Removed = time.Now()
 	case <-time.After(removeWait):
-		res.CleanupPending = true
+		res.CleanupPending, res.Settled = true, gone
 	}
 	return res, cause
 }
