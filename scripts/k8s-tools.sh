@@ -13,7 +13,12 @@
 #   bin/agent-sandbox-controller         tools/k8scontrollers (agent-sandbox v1.0.1)
 #   bin/etcd                                                     Debian's etcd-server
 #   real: bin/kubelet (tools/k8scluster), bin/pause (the kubernetes module's pause.c,
-#         static), cni/ (Debian's containernetworking-plugins)
+#         static), cni/ (Debian's containernetworking-plugins),
+#         bin/runsc and bin/containerd-shim-runsc-v1 (tools/gvisor: gVisor of
+#         2024-09-16, whose shim still speaks Debian containerd 1.6's
+#         handshake, with tools/gvisor/shim-oom-score.patch applied to a copy,
+#         built by Go 1.23: gVisor reads the runtime's internals at offsets
+#         of its day, and a sentry built by a newer Go panics)
 #   kwok-stages.yaml   kwok's stages: nodes ready at once, Pods running at
 #                      once, and failed on the label
 #                      pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -37,13 +42,32 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${RTSANDBOX_K8S_TOOLS:-/var/cache/rtsandbox/k8s}"
-key="$(cd "$root" && cat scripts/k8s-tools.sh tools/*/go.mod tools/*/go.sum tools/k8scluster/cmd/*/*.go | sha256sum | cut -c1-16)"
+key="$(cd "$root" && cat scripts/k8s-tools.sh tools/*/go.mod tools/*/go.sum tools/*/*.patch tools/k8scluster/cmd/*/*.go | sha256sum | cut -c1-16)"
 out="$cache/$key"
 real="${1:-}"
 K8S_VERSION="-X k8s.io/component-base/version.gitVersion=v1.31.14 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=31"
-build_real() { # dir: the kubelet, pause and the CNI plugins into it
+build_gvisor() { # dir: runsc and its containerd shim into dir/bin
+  local dir="$1" src work
+  # gVisor knows the Go runtime's internals of its own day: Go 1.23 (the
+  # module proxy serves the toolchain), whatever Go runs this script.
+  local -x GOTOOLCHAIN=go1.23.12
+  src="$(cd "$root/tools/gvisor" && go mod download gvisor.dev/gvisor && go list -m -f '{{.Dir}}' gvisor.dev/gvisor)"
+  work="$(mktemp -d)"
+  cp -r "$src" "$work/gvisor"
+  chmod -R u+w "$work/gvisor"
+  patch -s -d "$work/gvisor" -p1 <"$root/tools/gvisor/shim-oom-score.patch"
+  cp "$root/tools/gvisor/go.mod" "$root/tools/gvisor/go.sum" "$work/"
+  go mod edit -replace "gvisor.dev/gvisor=$work/gvisor" "$work/go.mod"
+  # runsc must be static: it re-executes itself in an empty root.
+  (cd "$root/tools/gvisor" && CGO_ENABLED=0 nice -n 10 go build -modfile "$work/go.mod" -ldflags "-s -w" -o "$work/" gvisor.dev/gvisor/runsc gvisor.dev/gvisor/shim) >&2
+  mv "$work/runsc" "$dir/bin/runsc"
+  mv "$work/shim" "$dir/bin/containerd-shim-runsc-v1"
+  rm -rf "$work"
+}
+build_real() { # dir: the kubelet, pause, the CNI plugins and gVisor into it
   local dir="$1"
   (cd "$root/tools/k8scluster" && nice -n 10 go build -ldflags "-s -w $K8S_VERSION" -o "$dir/bin/" k8s.io/kubernetes/cmd/kubelet) >&2
+  build_gvisor "$dir"
   local kdir
   kdir="$(cd "$root/tools/k8scluster" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
   gcc -Os -static -o "$dir/bin/pause" "$kdir/build/pause/linux/pause.c" >&2

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/k8stest"
@@ -31,6 +36,32 @@ func realServeCluster(t *testing.T) *k8stest.Cluster {
 	return k8stest.RequireReal(t, realServeImage)
 }
 
+// turnClasses watches ns's turn Pods from now on; the returned func
+// stops the watch and reports the RuntimeClass of each Pod seen
+// ("<none>": the node's default handler, runc).
+func turnClasses(t *testing.T, ctx context.Context, c *k8stest.Cluster, ns string) func() []string {
+	t.Helper()
+	w, err := c.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: container.RoleLabel + "=" + container.RoleTurn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok {
+				seen[pod.Name] = cmp.Or(ptr.Deref(pod.Spec.RuntimeClassName, ""), "<none>")
+			}
+		}
+	}()
+	return func() []string {
+		w.Stop()
+		<-done
+		return slices.Sorted(maps.Values(seen))
+	}
+}
+
 // kubeServeConfig writes serve's config for engine: kubernetes on c, in
 // namespace ns, with the broker's listener on every address of the host
 // and named to the Pods by the Pod network's gateway; extra is appended.
@@ -48,7 +79,9 @@ func kubeServeConfig(t *testing.T, c *k8stest.Cluster, ns, modelURL, addr, extra
 // kubernetes with the stand-in model, its workers in real Pods under
 // runc. A sealed conversation: each turn in a Pod of its own, started for
 // it (no pool) or claimed and attached before it (serve's warm pool, the
-// turns counted warm), and no turn Pod is left after serve stopped. A session
+// turns counted warm), and no turn Pod is left after serve stopped; and
+// with sandbox.runtime runsc, every turn Pod under the RuntimeClass
+// gvisor, run by gVisor in the node's containerd. A session
 // conversation: the channel's Pod, its run directory and workspace from a
 // claim on a host directory, answers two turns, the second with the
 // first in its conversation, and outlives serve's stop for `rtsandbox
@@ -62,11 +95,19 @@ func TestRealKubernetesServe(t *testing.T) {
 	pods := func(ns, role string) int { return livePods(t, ctx, c, ns, role) }
 
 	t.Run("sealed", func(t *testing.T) {
-		for _, pool := range []int{0, 1} {
+		for _, run := range []struct {
+			pool    int
+			runtime string // sandbox.runtime; "" runc
+		}{{0, ""}, {1, ""}, {0, container.RuntimeRunsc}} {
+			pool := run.pool
 			ns := c.Namespace(t)
 			addr, metricsAddr := freeAddr(t), freeAddr(t)
 			path, _ := kubeServeConfig(t, c, ns, model.ChatURL(), addr, fmt.Sprintf("metrics:\n  listen: %s\n", metricsAddr))
 			withPool(t, path, pool)
+			classes := turnClasses(t, ctx, c, ns)
+			if run.runtime != "" {
+				editConfig(t, path, "  pool: {size: 0}\n", "  pool: {size: 0}\n  runtime: "+run.runtime+"\n")
+			}
 			s := startServe(t, addr, "--config", path)
 			t.Cleanup(func() {
 				if t.Failed() {
@@ -92,6 +133,13 @@ func TestRealKubernetesServe(t *testing.T) {
 			}
 			s.stopOK(t)
 			waitPods(t, func() int { return pods(ns, container.RoleTurn) }, 0, fmt.Sprintf("turn Pods (pool %d) after serve stopped", pool))
+			want := "<none>"
+			if run.runtime == container.RuntimeRunsc {
+				want = k8stest.GVisorClass
+			}
+			if got := classes(); len(got) == 0 || slices.ContainsFunc(got, func(c string) bool { return c != want }) {
+				t.Errorf("runtime %q: turn Pods ran under RuntimeClasses %v; want each %s", run.runtime, got, want)
+			}
 		}
 	})
 

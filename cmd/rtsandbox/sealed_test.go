@@ -74,11 +74,21 @@ func sealedConfig(t testing.TB, modelURL, image, user string) (path, state strin
 // withPool gives the config at path a warm pool of size workers.
 func withPool(t testing.TB, path string, size int) {
 	t.Helper()
+	editConfig(t, path, "  pool: {size: 0}\n", fmt.Sprintf("  pool: {size: %d}\n", size))
+}
+
+// editConfig replaces the first old in the config at path with new; the
+// config must hold old.
+func editConfig(t testing.TB, path, old, new string) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := strings.Replace(string(b), "  pool: {size: 0}\n", fmt.Sprintf("  pool: {size: %d}\n", size), 1)
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("config %s has no %q to edit", path, old)
+	}
+	out := strings.Replace(string(b), old, new, 1)
 	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}

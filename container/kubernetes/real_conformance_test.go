@@ -7,7 +7,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +39,54 @@ import (
 // containerd. Each sealed subtest gets a fresh engine in the suite's one
 // namespace, so the suite sees every Pod of the installation.
 func TestRealEngineConformance(t *testing.T) {
+	enginetest.Run(t, realHarness(t))
+}
+
+// TestRealEngineConformanceGVisor (real-Pod tier): the suite's seal probes
+// (enginetest.RunSeal: sealed and long-lived, warm included) with every
+// spec naming runsc, which the engine maps to the RuntimeClass gvisor,
+// run by gVisor's shim and runsc in the node's containerd; and the
+// worker's system calls answered by gVisor's kernel, not the host's.
+func TestRealEngineConformanceGVisor(t *testing.T) {
+	h := realHarness(t)
+	h.Runtime = container.RuntimeRunsc
+	enginetest.RunSeal(t, h)
+	t.Run("OneShot/GuestKernel", func(t *testing.T) {
+		r := realRig(t)
+		spec := r.realSpec(t, realEchoImage)
+		spec.Runtime = container.RuntimeRunsc
+		res, err := r.e.Run(clusterCtx(t), spec, []byte(`{"mode":"probe"}`))
+		if err != nil {
+			t.Fatalf("Run = %v (stderr %q)", err, res.StderrTail)
+		}
+		var host syscall.Utsname
+		if err := syscall.Uname(&host); err != nil {
+			t.Fatal(err)
+		}
+		hostLine := "kernel=" + unix.ByteSliceToString(int8Bytes(host.Release[:]))
+		if !strings.Contains(res.Reply.Text, "\nkernel=") || strings.Contains(res.Reply.Text+"\n", hostLine+"\n") {
+			t.Errorf("probe = %q; want a kernel other than the host's (%s)", res.Reply.Text, hostLine)
+		}
+		if res.Settled != nil {
+			<-res.Settled
+		}
+	})
+}
+
+func int8Bytes(s []int8) []byte {
+	b := make([]byte, len(s))
+	for i, c := range s {
+		b[i] = byte(c)
+	}
+	return b
+}
+
+// realHarness is the suite's harness on the real-Pod cluster: sealed
+// engines with the real attacher and a network listener of their own,
+// the session engine on a claim bound at a host directory, and the
+// engine's view of the seal where a Pod's differs from Docker's.
+func realHarness(t *testing.T) enginetest.Harness {
+	t.Helper()
 	c := realCluster(t)
 	o := clusterOptions(t, c)
 	root, err := os.MkdirTemp("", "k8s-conformance")
@@ -69,7 +121,7 @@ func TestRealEngineConformance(t *testing.T) {
 		}
 		return pod, err
 	}
-	enginetest.Run(t, enginetest.Harness{
+	return enginetest.Harness{
 		LongLived: sessions,
 		OneShot: func(t *testing.T) container.OneShot {
 			e, err := NewSealed(c.Clientset, att, tokens, "", o)
@@ -114,7 +166,7 @@ func TestRealEngineConformance(t *testing.T) {
 			return c.KillWorker(ctx, cs.ContainerID)
 		},
 		View: enginetest.View{Net: "eth0,lo", NoRunDir: true, NoHostWorkspace: true, TmpExec: true, NoFile: "-", PIDsMax: "max"},
-	})
+	}
 }
 
 // claimDirs makes a fresh run directory and workspace below the claim's

@@ -65,6 +65,31 @@ type conversationEnv struct {
 	started func() int
 }
 
+// faultNotice passes records on to Handler and signals heard at the
+// session runtime's record of a container that stopped serving.
+type faultNotice struct {
+	slog.Handler
+	heard chan<- struct{}
+}
+
+func (h faultNotice) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "session container stopped serving" {
+		select {
+		case h.heard <- struct{}{}:
+		default:
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h faultNotice) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return faultNotice{Handler: h.Handler.WithAttrs(attrs), heard: h.heard}
+}
+
+func (h faultNotice) WithGroup(name string) slog.Handler {
+	return faultNotice{Handler: h.Handler.WithGroup(name), heard: h.heard}
+}
+
 // sessionConversation runs a channel's conversation through the session
 // runtime on the engine: the channel's Pod is created with its run
 // directory and workspace on the claim, its worker reaches the broker
@@ -95,6 +120,7 @@ func sessionConversation(t *testing.T, c *k8stest.Cluster, env conversationEnv) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	heard := make(chan struct{}, 1) // the runtime heard the channel's Pod go
 	env.claim(o.Namespace, o.SessionClaim, root)
 	uid, gid := 0, 0
 	if os.Geteuid() == 0 {
@@ -120,7 +146,7 @@ func sessionConversation(t *testing.T, c *k8stest.Cluster, env conversationEnv) 
 		Profiles: map[string]session.Profile{"studio": {}}, ProfileFor: func(rtsandbox.ChannelKey) string { return "studio" },
 		PartyDir: filepath.Join(root, "party"), Image: env.image, Installation: o.Installation,
 		UID: uid, GID: gid, TurnTimeout: 30 * time.Second, StartTimeout: 30 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(faultNotice{Handler: slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}), heard: heard})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +186,14 @@ func sessionConversation(t *testing.T, c *k8stest.Cluster, env conversationEnv) 
 		t.Fatal(err)
 	}
 	waitGone(t, ctx, c, o.Namespace, first.Name, first.UID)
+	// The runtime hears the deletion through the engine's watch; the turn
+	// comes after, as a guest's would (one in the instant between is cut:
+	// docs/kubernetes.md, "Left").
+	select {
+	case <-heard:
+	case <-ctx.Done():
+		t.Fatalf("the session runtime never heard its Pod's deletion: %v", ctx.Err())
+	}
 	turn("still there?", "third answer")
 	reqs := model.Requests()
 	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "first answer") || !strings.Contains(last, "second answer") {

@@ -61,6 +61,7 @@ type Cluster struct {
 	ca       *pki
 	apiFlags map[string]string // over startControlPlane's defaults
 	dir      string
+	tools    string // the tools directory it runs from
 	procs    []*process
 	host     *hostState // the host before the real tier changed it; nil for kwok's
 	hostLock *os.File   // the real tier's host lock (lockHost), held until stopReal restored the host
@@ -180,7 +181,7 @@ func newCluster(tools string, configure func(*Cluster)) (c *Cluster, err error) 
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{dir: dir, apiFlags: map[string]string{}}
+	c = &Cluster{dir: dir, tools: tools, apiFlags: map[string]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -223,13 +224,19 @@ func (c *Cluster) writeKubeconfig() error {
 // run starts one component, its output in a log file under the cluster's
 // directory, in its own process group so that Stop kills what it forked.
 func (c *Cluster) run(name, path string, args ...string) error {
+	return c.runEnv(name, nil, path, args...)
+}
+
+// runEnv is run with env added to the process's environment (a later
+// entry of a name wins).
+func (c *Cluster) runEnv(name string, env []string, path string, args ...string) error {
 	logPath := filepath.Join(c.dir, name+".log")
 	out, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

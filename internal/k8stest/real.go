@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The real-Pod tier (docs/kubernetes.md, "Testing"): the same control
@@ -100,6 +104,10 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	if err := c.startKubelet(tools); err != nil {
 		return c, err
 	}
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: GVisorClass}, Handler: "runsc"}
+	if _, err := c.Clientset.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return c, fmt.Errorf("RuntimeClass %s: %w", GVisorClass, err)
+	}
 	if err := c.run("agent-sandbox-controller", filepath.Join(tools, "bin", "agent-sandbox-controller"),
 		"--extensions", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
 		return c, err
@@ -142,7 +150,25 @@ state = "@DIR@/ctrd/state"
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
           SystemdCgroup = false
           Root = "@DIR@/ctrd/runc-root"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+        runtime_type = "io.containerd.runsc.v1"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+          TypeUrl = "io.containerd.runsc.v1.options"
+          ConfigPath = "@DIR@/ctrd/runsc.toml"
 `
+
+// runscConfig is gVisor's shim's: the tools' runsc under a root of the
+// cluster's, its logs beside the cluster's. The handler "runsc" is what
+// the RuntimeClass GVisorClass names.
+const runscConfig = `binary_name = "@TOOLS@/bin/runsc"
+root = "@DIR@/ctrd/runsc-root"
+[runsc_config]
+  debug-log = "@DIR@/runsc-logs/"
+`
+
+// GVisorClass is the real tier's RuntimeClass for gVisor (handler runsc),
+// the name container/kubernetes maps the runsc runtime to by default.
+const GVisorClass = "gvisor"
 
 const cniConfig = `{"cniVersion": "1.0.0", "name": "rtsk8s", "plugins": [
   {"type": "bridge", "bridge": "rtsk8s0", "isGateway": true, "ipMasq": false,
@@ -168,7 +194,13 @@ func (c *Cluster) startContainerd(ctx context.Context, tools string) error {
 	if err := os.WriteFile(cfg, []byte(c.fill(containerdConfig, tools)), 0o644); err != nil {
 		return err
 	}
-	if err := c.run("containerd", "containerd", "--config", cfg); err != nil {
+	if err := os.WriteFile(filepath.Join(c.dir, "ctrd", "runsc.toml"), []byte(c.fill(runscConfig, tools)), 0o644); err != nil {
+		return err
+	}
+	// containerd finds a runtime's shim (containerd-shim-runsc-v1) on its
+	// PATH: the tools' bin first.
+	path := "PATH=" + filepath.Join(tools, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+	if err := c.runEnv("containerd", []string{path}, "containerd", "--config", cfg); err != nil {
 		return err
 	}
 	for {
@@ -266,21 +298,35 @@ func (c *Cluster) startKubelet(tools string) error {
 }
 
 // stopReal ends what the real tier runs beside the control plane: every
-// container runc holds for the private containerd (killed and deleted),
-// the shims, and then the host's changes are undone and checked.
+// container runc and runsc hold for the private containerd (killed and
+// deleted), the shims, and then the host's changes are undone and checked.
 func (c *Cluster) stopReal() error {
 	var errs []error
-	root := filepath.Join(c.dir, "ctrd", "runc-root", "k8s.io")
-	if ids, err := os.ReadDir(root); err == nil {
-		for _, id := range ids {
-			if out, err := exec.Command("runc", "--root", root, "delete", "--force", id.Name()).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("runc delete %s: %v: %s", id.Name(), err, out))
+	for _, rt := range []struct{ bin, root string }{
+		{"runc", filepath.Join(c.dir, "ctrd", "runc-root", "k8s.io")},
+		{filepath.Join(c.tools, "bin", "runsc"), filepath.Join(c.dir, "ctrd", "runsc-root", "k8s.io")},
+	} {
+		if _, err := os.Stat(rt.root); err != nil {
+			continue // no container ever ran under it
+		}
+		ids, err := exec.Command(rt.bin, "--root", rt.root, "list", "--quiet").Output()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s list: %w", filepath.Base(rt.bin), err))
+			continue
+		}
+		for _, id := range strings.Fields(string(ids)) {
+			if out, err := exec.Command(rt.bin, "--root", rt.root, "delete", "--force", id).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("%s delete %s: %v: %s", filepath.Base(rt.bin), id, err, out))
 			}
 		}
 	}
-	// The shims outlive containerd by design: end those of this cluster.
-	if out, err := exec.Command("pkill", "-KILL", "-f", "containerd-shim.*"+c.dir).CombinedOutput(); err != nil && len(out) > 0 {
-		errs = append(errs, fmt.Errorf("pkill shims: %s", out))
+	// The shims outlive containerd by design, and a gVisor sandbox's
+	// processes (its sentry and gofer, named by the cluster's runsc root)
+	// outlive a shim killed first: end those of this cluster.
+	for _, pattern := range []string{"containerd-shim.*" + c.dir, "runsc.*" + c.dir} {
+		if out, err := exec.Command("pkill", "-KILL", "-f", pattern).CombinedOutput(); err != nil && len(out) > 0 {
+			errs = append(errs, fmt.Errorf("pkill %s: %s", pattern, out))
+		}
 	}
 	errs = append(errs, restoreHost(*c.host, ""))
 	errs = append(errs, unlockHost(c.hostLock)) // the next real-tier cluster may start

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -193,16 +194,23 @@ func statusField(name string) string {
 	return "?"
 }
 
-// netDevices lists the network interfaces the container sees.
+// netDevices lists the network interfaces the container sees, sorted:
+// sysfs's, or, where the runtime's sysfs has no class/net (gVisor in a
+// Pod), the kernel's answer to a netlink dump of links.
 func netDevices() string {
-	entries, err := os.ReadDir("/sys/class/net")
-	if err != nil {
+	var names []string
+	if entries, err := os.ReadDir("/sys/class/net"); err == nil {
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+	} else if ifs, err := net.Interfaces(); err == nil {
+		for _, i := range ifs {
+			names = append(names, i.Name)
+		}
+	} else {
 		return "?"
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
+	slices.Sort(names)
 	return strings.Join(names, ",")
 }
 
