@@ -31,11 +31,18 @@ var benchInput = []byte(`{"mode":"early","text":"hi"}`)
 //
 //	RTSANDBOX_K8S_REAL=1 RTSANDBOX_K8S_TOOLS_DIR=$(scripts/k8s-tools.sh real) \
 //	  go test -run '^$' -bench BenchmarkRealSealedTurn -benchtime 20x ./container/kubernetes/
+//
+// The -runsc and -gvisor rows are the same under gVisor: Docker's runtime
+// runsc (scripts/runsc-register.sh) and the RuntimeClass gvisor.
 func BenchmarkRealSealedTurn(b *testing.B) {
-	b.Run("docker-warm", func(b *testing.B) { benchDockerWarm(b) })
-	b.Run("k8s-prestarted", func(b *testing.B) { benchK8sPrestarted(b) })
-	b.Run("k8s-warm", func(b *testing.B) { benchK8s(b, true) })
-	b.Run("k8s-cold", func(b *testing.B) { benchK8s(b, false) })
+	runc, runsc := container.RuntimeRunc, container.RuntimeRunsc
+	b.Run("docker-warm", func(b *testing.B) { benchDockerWarm(b, runc) })
+	b.Run("k8s-prestarted", func(b *testing.B) { benchK8sPrestarted(b, runc) })
+	b.Run("k8s-warm", func(b *testing.B) { benchK8s(b, true, runc) })
+	b.Run("k8s-cold", func(b *testing.B) { benchK8s(b, false, runc) })
+	b.Run("docker-warm-runsc", func(b *testing.B) { benchDockerWarm(b, runsc) })
+	b.Run("k8s-prestarted-gvisor", func(b *testing.B) { benchK8sPrestarted(b, runsc) })
+	b.Run("k8s-cold-gvisor", func(b *testing.B) { benchK8s(b, false, runsc) })
 }
 
 // report adds the median of ds (and of claims, when any) to b.
@@ -50,7 +57,7 @@ func report(b *testing.B, ds, claims []time.Duration) {
 	}
 }
 
-func benchDockerWarm(b *testing.B) {
+func benchDockerWarm(b *testing.B, runtime string) {
 	realCluster(b) // the images
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
@@ -63,7 +70,7 @@ func benchDockerWarm(b *testing.B) {
 	var ds []time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		spec := benchSpec(b, realEchoImage)
+		spec := benchSpec(b, realEchoImage, runtime)
 		spec.Labels, _ = container.TurnLabels("bench-docker")
 		w, err := d.Prestart(ctx, spec)
 		if err != nil {
@@ -74,16 +81,17 @@ func benchDockerWarm(b *testing.B) {
 	report(b, ds, nil)
 }
 
-func benchK8s(b *testing.B, warm bool) {
+func benchK8s(b *testing.B, warm bool, runtime string) {
 	r := realRig(b)
 	// Bounded: a pool that never fills fails the benchmark with the
 	// controller's log instead of hanging it.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	spec := benchSpec(b, realEchoImage)
+	spec := benchSpec(b, realEchoImage, runtime)
 	spec.RunDir = r.runDir
 	if warm {
 		r.useWarmPoolOf(b, ctx, spec, 2)
+		defer r.dropWarmPool(b, ctx) // its Pods' CPU is the next row's
 	}
 	var ds, claims []time.Duration
 	for b.Loop() {
@@ -113,11 +121,11 @@ func benchK8s(b *testing.B, warm bool) {
 
 // benchK8sPrestarted times Warm.Run of a worker Prestart claimed from the
 // agent-sandbox pool and attached, exactly as docker-warm times Docker's.
-func benchK8sPrestarted(b *testing.B) {
+func benchK8sPrestarted(b *testing.B, runtime string) {
 	r := realRig(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	spec := benchSpec(b, realEchoImage)
+	spec := benchSpec(b, realEchoImage, runtime)
 	spec.RunDir = r.runDir
 	r.useWarmPoolOf(b, ctx, spec, 2)
 	defer r.dropWarmPool(b, ctx)
@@ -181,9 +189,9 @@ func (r *sealedRig) dropWarmPool(b testing.TB, ctx context.Context) {
 }
 
 // benchSpec is a sealed spec of image for a benchmark.
-func benchSpec(b *testing.B, image string) container.Spec {
+func benchSpec(b *testing.B, image, runtime string) container.Spec {
 	spec := testSpec(b)
-	spec.Image, spec.UID, spec.GID = image, 1000, 1000
+	spec.Image, spec.UID, spec.GID, spec.Runtime = image, 1000, 1000, runtime
 	// Half a CPU: the real tier's node has two, and a Pod's request is its
 	// limit, so a pool of two 1.5-CPU workers never fits (the controller
 	// waits for the second forever).

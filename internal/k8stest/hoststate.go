@@ -17,7 +17,8 @@ import (
 
 // The host state a kubelet changes (docs/kubernetes.md, "Testing"): the sysctls
 // it sets, the mounts it makes, the cgroups it creates, the network links
-// of the Pod network, and the directories it writes by default. The
+// of the Pod network, the directories it writes by default, and the
+// network namespaces containerd pins for its Pods. The
 // real-Pod tier records it before it starts, restores it after, and fails
 // when the two differ.
 var (
@@ -33,7 +34,13 @@ type hostState struct {
 	Links   []string // network link names
 	Addrs   []string // "link address" of every interface address
 	Dirs    []string // which of kubeletDirs exist
+	NetNS   []string // the names under netnsDir (containerd pins each Pod's network namespace there)
 }
+
+// netnsDir is where containerd's CRI pins Pod network namespaces: a file
+// per Pod sandbox, bind-mounted, that outlives its mount when the sandbox
+// is not removed through the CRI (a cluster stopped by killing it).
+const netnsDir = "/run/netns"
 
 func recordHost() (hostState, error) {
 	s := hostState{Sysctls: map[string]string{}}
@@ -73,6 +80,11 @@ func recordHost() (hostState, error) {
 	for _, d := range kubeletDirs {
 		if _, err := os.Lstat(d); err == nil {
 			s.Dirs = append(s.Dirs, d)
+		}
+	}
+	if entries, err := os.ReadDir(netnsDir); err == nil {
+		for _, e := range entries {
+			s.NetNS = append(s.NetNS, e.Name())
 		}
 	}
 	slices.Sort(s.Addrs)
@@ -116,7 +128,7 @@ func dockersOwn(mount string) bool {
 // what was mounted under the tier's directories (deepest first), removes
 // the kubepods cgroups (leaves first), deletes the links it added, writes
 // the sysctls back and removes the kubelet's directories that did not
-// exist. It then records the host again and returns the difference, if
+// exist and the network namespace files containerd pinned. It then records the host again and returns the difference, if
 // any, as an error.
 func restoreHost(before hostState, workdir string) error {
 	var errs []error
@@ -159,6 +171,11 @@ func restoreHost(before hostState, workdir string) error {
 	for _, d := range kubeletDirs {
 		if !slices.Contains(before.Dirs, d) {
 			errs = append(errs, os.RemoveAll(d))
+		}
+	}
+	for _, n := range now.NetNS {
+		if !slices.Contains(before.NetNS, n) { // its mount went with the added mounts
+			errs = append(errs, os.Remove(filepath.Join(netnsDir, n)))
 		}
 	}
 	if workdir != "" {

@@ -115,6 +115,21 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	return c, c.waitNode(ctx, RealNode, "kubelet")
 }
 
+// killAll SIGKILLs the processes whose command line matches pattern
+// (pkill -f) and waits, at most 10 s, until none is left.
+func killAll(pattern string) error {
+	if out, err := exec.Command("pkill", "-KILL", "-f", pattern).CombinedOutput(); err != nil && len(out) > 0 {
+		return fmt.Errorf("pkill %s: %s", pattern, out)
+	}
+	for range 100 {
+		if err := exec.Command("pgrep", "-f", pattern).Run(); err != nil {
+			return nil // pgrep found none
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("processes matching %q outlived SIGKILL by 10 s", pattern)
+}
+
 func run(name string, args ...string) error {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
@@ -298,35 +313,29 @@ func (c *Cluster) startKubelet(tools string) error {
 }
 
 // stopReal ends what the real tier runs beside the control plane: every
-// container runc and runsc hold for the private containerd (killed and
-// deleted), the shims, and then the host's changes are undone and checked.
+// container runc holds for the private containerd (killed and deleted),
+// gVisor's sandboxes (their sentries and gofers, named by the cluster's
+// runsc root: killed; their state goes with the cluster's directory), the
+// shims, and then the host's changes are undone and checked.
 func (c *Cluster) stopReal() error {
 	var errs []error
-	for _, rt := range []struct{ bin, root string }{
-		{"runc", filepath.Join(c.dir, "ctrd", "runc-root", "k8s.io")},
-		{filepath.Join(c.tools, "bin", "runsc"), filepath.Join(c.dir, "ctrd", "runsc-root", "k8s.io")},
-	} {
-		if _, err := os.Stat(rt.root); err != nil {
-			continue // no container ever ran under it
-		}
-		ids, err := exec.Command(rt.bin, "--root", rt.root, "list", "--quiet").Output()
+	root := filepath.Join(c.dir, "ctrd", "runc-root", "k8s.io")
+	if _, err := os.Stat(root); err == nil {
+		ids, err := exec.Command("runc", "--root", root, "list", "--quiet").Output()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s list: %w", filepath.Base(rt.bin), err))
-			continue
+			errs = append(errs, fmt.Errorf("runc list: %w", err))
 		}
 		for _, id := range strings.Fields(string(ids)) {
-			if out, err := exec.Command(rt.bin, "--root", rt.root, "delete", "--force", id).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("%s delete %s: %v: %s", filepath.Base(rt.bin), id, err, out))
+			if out, err := exec.Command("runc", "--root", root, "delete", "--force", id).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("runc delete %s: %v: %s", id, err, out))
 			}
 		}
 	}
 	// The shims outlive containerd by design, and a gVisor sandbox's
-	// processes (its sentry and gofer, named by the cluster's runsc root)
-	// outlive a shim killed first: end those of this cluster.
-	for _, pattern := range []string{"containerd-shim.*" + c.dir, "runsc.*" + c.dir} {
-		if out, err := exec.Command("pkill", "-KILL", "-f", pattern).CombinedOutput(); err != nil && len(out) > 0 {
-			errs = append(errs, fmt.Errorf("pkill %s: %s", pattern, out))
-		}
+	// processes outlive a shim killed first: end those of this cluster,
+	// and wait for them to be gone, so that their cgroups can go.
+	for _, pattern := range []string{"runsc.*" + c.dir, "containerd-shim.*" + c.dir} {
+		errs = append(errs, killAll(pattern))
 	}
 	errs = append(errs, restoreHost(*c.host, ""))
 	errs = append(errs, unlockHost(c.hostLock)) // the next real-tier cluster may start
