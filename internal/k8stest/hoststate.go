@@ -3,14 +3,19 @@ package k8stest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -218,4 +223,111 @@ func removeCgroup(root string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hostRecord is where a real-tier cluster keeps, while it runs, the host
+// as it was before it and its own directory: written before the first
+// host change, removed once Stop restored the host. A test binary killed
+// from outside (a timeout, a signal) leaves it, and the next cluster to
+// take the host lock restores from it first (recoverHost): the record
+// dies with the process otherwise, and the next record would take the
+// leftovers for the host's own state.
+const hostRecord = "/run/lock/rtsandbox-k8s-real.host.json"
+
+// savedHost is hostRecord's content.
+type savedHost struct {
+	Before hostState
+	Dir    string // the cluster's directory, removed with its processes
+}
+
+// saveHost writes rec to path atomically (a temporary file renamed).
+func saveHost(path string, rec savedHost) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".host-*.json")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(b)
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// recoverHost restores the host from the record at path that a killed
+// cluster left, if any: it kills what that cluster left running (the
+// processes naming its directory: shims, gVisor's sandboxes; and every
+// process in a kubepods cgroup it made: the workloads runc started), then
+// undoes and checks its host changes as its Stop would have, removes its
+// directory and the record. Call it holding the host lock. A record that
+// does not parse is an error, never ignored: the host's state is unknown.
+func recoverHost(path string) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var rec savedHost
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil || rec.Dir == "" || !filepath.IsAbs(rec.Dir) {
+		return fmt.Errorf("the real tier's host record %s is unusable (%v): restore the host by hand, then remove it", path, err)
+	}
+	var errs []error
+	if err := killAll(regexp.QuoteMeta(rec.Dir)); err != nil {
+		errs = append(errs, err)
+	}
+	now, err := recordHost()
+	if err != nil {
+		return err
+	}
+	for _, cg := range now.Cgroups {
+		if !slices.Contains(rec.Before.Cgroups, cg) {
+			errs = append(errs, killCgroup(cg))
+		}
+	}
+	if err := restoreHost(rec.Before, rec.Dir); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("restore the host a killed real-tier cluster left: %w", err))...)
+	}
+	return errors.Join(append(errs, os.Remove(path))...)
+}
+
+// killCgroup SIGKILLs every process in the cgroup tree at root and waits,
+// at most 10 s, until none is left.
+func killCgroup(root string) error {
+	procs := func() []int {
+		var pids []int
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+			return nil
+		})
+		return pids
+	}
+	for range 100 {
+		pids := procs()
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("processes in %s outlived SIGKILL by 10 s", root)
 }

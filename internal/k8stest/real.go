@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,9 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	if err != nil {
 		return nil, err
 	}
+	if err := recoverHost(hostRecord); err != nil {
+		return nil, errors.Join(err, unlockHost(lock))
+	}
 	before, err := recordHost()
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("record the host: %w", err), unlockHost(lock))
@@ -89,6 +93,11 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 			c = nil
 		}
 	}()
+	// Kept until Stop restored the host: a binary killed before that
+	// leaves it for the next cluster to restore from.
+	if err := saveHost(hostRecord, savedHost{Before: before, Dir: c.dir}); err != nil {
+		return c, fmt.Errorf("save the host's record: %w", err)
+	}
 	// The node's address, on the loopback link: not a loopback address,
 	// so the kubelet takes it, and no link to add (this kernel may lack
 	// the dummy type). Stop deletes it with the host's other changes.
@@ -235,7 +244,8 @@ func (c *Cluster) startContainerd(ctx context.Context, tools string) error {
 
 // importImages builds the pause image from the tools' static pause and
 // copies it and images from the local Docker into containerd's k8s.io
-// namespace, where the kubelet finds them (it never pulls here).
+// namespace, where the kubelet finds them (it never pulls here); the
+// pause image then leaves Docker.
 func (c *Cluster) importImages(ctx context.Context, tools string, images []string) error {
 	dir := filepath.Join(c.dir, "pause-image")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -275,7 +285,8 @@ func (c *Cluster) importImages(ctx context.Context, tools string, images []strin
 			return fmt.Errorf("docker save %s: %w", img, err)
 		}
 	}
-	return nil
+	// The pause image was only the way into containerd: Docker keeps none.
+	return run("docker", "rmi", "-f", pauseImage)
 }
 
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -337,7 +348,11 @@ func (c *Cluster) stopReal() error {
 	for _, pattern := range []string{"runsc.*" + c.dir, "containerd-shim.*" + c.dir} {
 		errs = append(errs, killAll(pattern))
 	}
-	errs = append(errs, restoreHost(*c.host, ""))
+	if err := restoreHost(*c.host, ""); err != nil {
+		errs = append(errs, err) // the record stays: the next cluster restores from it
+	} else if err := os.Remove(hostRecord); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
 	errs = append(errs, unlockHost(c.hostLock)) // the next real-tier cluster may start
 	return errors.Join(errs...)
 }
