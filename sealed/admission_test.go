@@ -97,10 +97,7 @@ func TestDeadlineStartsAtSlot(t *testing.T) {
 	}
 	errs := make(chan error, 2)
 	for _, ch := range []rtsandbox.ChannelKey{"fake:a", "fake:b"} {
-		go func() {
-			_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hi")
-			errs <- err
-		}()
+		go func() { errs <- f.say(ch) }()
 		time.Sleep(20 * time.Millisecond)
 	}
 	for range 2 {
@@ -206,14 +203,10 @@ func TestSlotHeldUntilEarlyReplySettled(t *testing.T) {
 	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		return rtsandbox.Reply{OK: true, Text: turn.Text}, nil
 	}
-	run := func(ch rtsandbox.ChannelKey) error {
-		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hi")
-		return err
-	}
-	if err := run("fake:a"); err != nil {
+	if err := f.say("fake:a"); err != nil {
 		t.Fatalf("first turn = %v", err)
 	}
-	if err := run("fake:b"); !errors.Is(err, ErrHostBusy) {
+	if err := f.say("fake:b"); !errors.Is(err, ErrHostBusy) {
 		t.Fatalf("a turn while the first one's container is removed = %v; want ErrHostBusy", err)
 	}
 	closed := make(chan error, 1)

@@ -235,6 +235,12 @@ func shortTempDir(t *testing.T) string {
 }
 
 // channels counts the channels whose state the memory database holds.
+// say runs a guest's turn "hi" on ch and returns its error alone.
+func (f *fixture) say(ch rtsandbox.ChannelKey) error {
+	_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hi")
+	return err
+}
+
 func (f *fixture) channels(t *testing.T) int {
 	t.Helper()
 	n, err := f.state.Channels(context.Background())

@@ -239,9 +239,7 @@ func (p *pool) remove(ws *warmSlot) bool {
 // discard removes a slot counted as pending, then frees its place.
 func (p *pool) discard(ws *warmSlot) {
 	ws.release()
-	ctx, cancel := context.WithTimeout(context.Background(), discardTimeout)
-	defer cancel()
-	if err := ws.w.Discard(ctx); err != nil {
+	if err := discard(ws.w); err != nil {
 		p.s.Logger.Warn("sandbox pool: a warm worker was not removed; the reaper will", "container", ws.w.Name(), "err", err)
 	}
 	if err := os.RemoveAll(ws.dir); err != nil {
@@ -254,6 +252,13 @@ func (p *pool) discard(ws *warmSlot) {
 // discardTimeout bounds one discard: the engine's kill and removal; a
 // removal past it continues in the driver's background remover.
 const discardTimeout = 15 * time.Second
+
+// discard removes a warm worker no turn will run, within discardTimeout.
+func discard(w container.Warm) error {
+	ctx, cancel := context.WithTimeout(context.Background(), discardTimeout)
+	defer cancel()
+	return w.Discard(ctx)
+}
 
 // take claims an idle worker for a turn, or returns nil: the turn starts
 // cold (the pool is off, empty or closed, or the engine cannot name the

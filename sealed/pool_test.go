@@ -304,18 +304,14 @@ func TestPoolRetriedClaimHoldsSlotUntilRemoved(t *testing.T) {
 	e.mu.Lock()
 	e.warm[0].dead, e.warm[0].removing = true, removing
 	e.mu.Unlock()
-	run := func(ch rtsandbox.ChannelKey) error {
-		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("alice")}, "hello")
-		return err
-	}
-	if err := run("discord:1:2"); err != nil {
+	if err := f.say("discord:1:2"); err != nil {
 		t.Fatalf("RunTurn = %v; want the answer from a cold start", err)
 	}
-	if err := run("discord:1:3"); !errors.Is(err, ErrHostBusy) {
+	if err := f.say("discord:1:3"); !errors.Is(err, ErrHostBusy) {
 		t.Fatalf("a turn while the first one's dead warm worker is still removed = %v; want ErrHostBusy", err)
 	}
 	close(removing)
-	waitFor(t, "the slot freed once the dead worker is gone", func() bool { return run("discord:1:4") == nil })
+	waitFor(t, "the slot freed once the dead worker is gone", func() bool { return f.say("discord:1:4") == nil })
 }
 
 // TestPoolClaimFailureRetriesOnlyUntakenTurns: the retry rule. A run that

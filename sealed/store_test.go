@@ -87,10 +87,7 @@ func TestTurnStoppedWhileStateLoadsIsStopped(t *testing.T) {
 	loading := make(chan struct{})
 	f := newFixture(t, func(f *fixture) { f.opts.State = blockingLoad{StateStore: f.opts.State, loading: loading} })
 	errc := make(chan error, 1)
-	go func() {
-		_, err := f.rt.RunTurn(context.Background(), rtsandbox.Binding{Channel: ch, Speaker: speaker("guest")}, "hi")
-		errc <- err
-	}()
+	go func() { errc <- f.say(ch) }()
 	<-loading
 	if !f.rt.Stop(ch) {
 		t.Fatal("Stop did not find the turn that loads its state")

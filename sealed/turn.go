@@ -142,9 +142,7 @@ func (t *turn) attempt(ws *warmSlot, stdin []byte, h http.Handler, place *teardo
 	srv, err := t.listen(runDir, h)
 	if err != nil {
 		if ws != nil { // claimed, never run: it goes as a failed run's would
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), discardTimeout)
-			err = errors.Join(err, ws.w.Discard(ctx))
-			cancel()
+			err = errors.Join(err, discard(ws.w))
 		}
 		return container.Result{}, err
 	}

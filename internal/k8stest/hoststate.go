@@ -261,11 +261,8 @@ func saveHost(path string, rec savedHost) error {
 }
 
 // recoverHost restores the host from the record at path that a killed
-// cluster left, if any: it kills what that cluster left running (the
-// processes naming its directory: shims, gVisor's sandboxes; and every
-// process in a kubepods cgroup it made: the workloads runc started), then
-// undoes and checks its host changes as its Stop would have, removes its
-// directory and the record. Call it holding the host lock. A record that
+// cluster left, if any, by the path its Stop would have taken
+// (restoreFrom), then removes the record. Call it holding the host lock. A record that
 // does not parse is an error, never ignored: the host's state is unknown.
 func recoverHost(path string) error {
 	b, err := os.ReadFile(path)
@@ -281,53 +278,65 @@ func recoverHost(path string) error {
 	if err := dec.Decode(&rec); err != nil || rec.Dir == "" || !filepath.IsAbs(rec.Dir) {
 		return fmt.Errorf("the real tier's host record %s is unusable (%v): restore the host by hand, then remove it", path, err)
 	}
-	var errs []error
-	if err := killAll(regexp.QuoteMeta(rec.Dir)); err != nil {
-		errs = append(errs, err)
+	if err := restoreFrom(rec.Before, rec.Dir); err != nil {
+		return fmt.Errorf("restore the host a killed real-tier cluster left: %w", err)
 	}
-	now, err := recordHost()
-	if err != nil {
-		return err
-	}
-	for _, cg := range now.Cgroups {
-		if !slices.Contains(rec.Before.Cgroups, cg) {
-			errs = append(errs, killCgroup(cg))
-		}
-	}
-	if err := restoreHost(rec.Before, rec.Dir); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("restore the host a killed real-tier cluster left: %w", err))...)
-	}
-	return errors.Join(append(errs, os.Remove(path))...)
+	return os.Remove(path)
 }
 
-// killCgroup SIGKILLs every process in the cgroup tree at root and waits,
-// at most 10 s, until none is left.
-func killCgroup(root string) error {
-	procs := func() []int {
-		var pids []int
-		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
-				return nil
-			}
-			b, _ := os.ReadFile(p)
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					pids = append(pids, pid)
-				}
-			}
-			return nil
-		})
-		return pids
+// restoreFrom ends what a real-tier cluster of directory dir left running
+// and then undoes its host changes since before (restoreHost), removing
+// dir: a cluster's Stop and the recovery of a killed one take this one
+// path. What it ends: the processes naming dir (containerd's shims,
+// gVisor's sentries and gofers), and every process in a kubepods cgroup
+// made since before (the workloads runc and gVisor started), so that
+// their cgroups can go.
+func restoreFrom(before hostState, dir string) error {
+	pattern := regexp.QuoteMeta(dir)
+	errs := []error{killUntilGone("processes naming "+dir, func() bool {
+		exec.Command("pkill", "-KILL", "-f", pattern).Run()
+		return exec.Command("pgrep", "-f", pattern).Run() == nil // pgrep fails when it finds none
+	})}
+	now, err := recordHost()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
 	}
-	for range 100 {
-		pids := procs()
-		if len(pids) == 0 {
-			return nil
+	for _, cg := range now.Cgroups {
+		if !slices.Contains(before.Cgroups, cg) {
+			errs = append(errs, killUntilGone("processes in "+cg, func() bool { return killProcs(cg) }))
 		}
-		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return errors.Join(append(errs, restoreHost(before, dir))...)
+}
+
+// killUntilGone calls kill, which SIGKILLs what is left and reports
+// whether anything was, every 100 ms until nothing is, at most 10 s.
+func killUntilGone(what string, kill func() (left bool)) error {
+	for range 100 {
+		if !kill() {
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("processes in %s outlived SIGKILL by 10 s", root)
+	return fmt.Errorf("%s outlived SIGKILL by 10 s", what)
+}
+
+// killProcs SIGKILLs every process in the cgroup tree at root and reports
+// whether there was any.
+func killProcs(root string) bool {
+	left := false
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				left = true
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return nil
+	})
+	return left
 }

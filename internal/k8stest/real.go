@@ -124,21 +124,6 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	return c, c.waitNode(ctx, RealNode, "kubelet")
 }
 
-// killAll SIGKILLs the processes whose command line matches pattern
-// (pkill -f) and waits, at most 10 s, until none is left.
-func killAll(pattern string) error {
-	if out, err := exec.Command("pkill", "-KILL", "-f", pattern).CombinedOutput(); err != nil && len(out) > 0 {
-		return fmt.Errorf("pkill %s: %s", pattern, out)
-	}
-	for range 100 {
-		if err := exec.Command("pgrep", "-f", pattern).Run(); err != nil {
-			return nil // pgrep found none
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("processes matching %q outlived SIGKILL by 10 s", pattern)
-}
-
 func run(name string, args ...string) error {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
@@ -323,32 +308,13 @@ func (c *Cluster) startKubelet(tools string) error {
 		"--hostname-override="+RealNode, "--node-ip="+realNodeIP, "--root-dir="+filepath.Join(c.dir, "kubelet"))
 }
 
-// stopReal ends what the real tier runs beside the control plane: every
-// container runc holds for the private containerd (killed and deleted),
-// gVisor's sandboxes (their sentries and gofers, named by the cluster's
-// runsc root: killed; their state goes with the cluster's directory), the
-// shims, and then the host's changes are undone and checked.
+// stopReal ends what the real tier runs beside the control plane (the
+// shims, gVisor's sandboxes, the Pods' processes) and undoes and checks
+// the host's changes, by the path a killed cluster's recovery takes
+// (restoreFrom); then the host's record goes.
 func (c *Cluster) stopReal() error {
 	var errs []error
-	root := filepath.Join(c.dir, "ctrd", "runc-root", "k8s.io")
-	if _, err := os.Stat(root); err == nil {
-		ids, err := exec.Command("runc", "--root", root, "list", "--quiet").Output()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("runc list: %w", err))
-		}
-		for _, id := range strings.Fields(string(ids)) {
-			if out, err := exec.Command("runc", "--root", root, "delete", "--force", id).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("runc delete %s: %v: %s", id, err, out))
-			}
-		}
-	}
-	// The shims outlive containerd by design, and a gVisor sandbox's
-	// processes outlive a shim killed first: end those of this cluster,
-	// and wait for them to be gone, so that their cgroups can go.
-	for _, pattern := range []string{"runsc.*" + c.dir, "containerd-shim.*" + c.dir} {
-		errs = append(errs, killAll(pattern))
-	}
-	if err := restoreHost(*c.host, ""); err != nil {
+	if err := restoreFrom(*c.host, c.dir); err != nil {
 		errs = append(errs, err) // the record stays: the next cluster restores from it
 	} else if err := os.Remove(hostRecord); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
