@@ -106,3 +106,19 @@ func netListen(t *testing.T) (string, error) {
 	addr := l.Addr().String()
 	return addr, l.Close()
 }
+
+// TestKubeOptionsListenPort: the workers' policy admits serve's Pods on
+// the port the broker listens on, which a Service's targetPort forwards
+// to, not the port of the address workers dial.
+func TestKubeOptionsListenPort(t *testing.T) {
+	cfg := &config.Config{StateDir: t.TempDir(), Engine: config.EngineKubernetes,
+		Kubernetes: &config.Kubernetes{Namespace: "rtsandbox",
+			BrokerListen: "0.0.0.0:9443", BrokerAddress: netip.MustParseAddrPort("10.96.0.10:7443")}}
+	pol, err := kubernetes.WorkerPolicy(kubeOptions(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.Spec.Egress) != 2 || pol.Spec.Egress[0].Ports[0].Port.IntValue() != 7443 || pol.Spec.Egress[1].Ports[0].Port.IntValue() != 9443 {
+		t.Errorf("egress = %+v; want the address's port 7443, then serve's Pods on the listener's 9443", pol.Spec.Egress)
+	}
+}

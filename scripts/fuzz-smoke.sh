@@ -43,12 +43,12 @@ build_one() {
   fi
 }
 run_one() {
-  local dir=$1 target=$2 log="$work/$(echo "$1.$2" | tr '/' '_').log"
+  local dir=$1 target=$2 log="$work/$(echo "$1.$2" | tr '/' '_').log" start=$SECONDS
   if (cd "$dir" && "$(bin "$dir")" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$fuzztime" \
     -test.parallel 1 -test.fuzzcachedir "$work/cache/$dir/$target") >"$log" 2>&1; then
-    echo "fuzz: $dir $target ($fuzztime): ok"
+    echo "fuzz: $dir $target ($fuzztime): ok in $((SECONDS - start))s"
   else
-    echo "fuzz: $dir $target ($fuzztime): FAILED"
+    echo "fuzz: $dir $target ($fuzztime): FAILED after $((SECONDS - start))s"
     cat "$log"
     return 1
   fi

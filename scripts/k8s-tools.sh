@@ -3,7 +3,8 @@
 # cluster tier runs against (docs/kubernetes.md, "Testing"), and prints the
 # directory that holds it. With the argument "real" it also builds what the
 # opt-in real-Pod tier (RTSANDBOX_K8S_REAL=1) adds: a kubelet, the pause
-# binary and the CNI plugins.
+# binary, the CNI plugins, gVisor, kube-proxy and a network policy
+# enforcer.
 #
 #   bin/kube-apiserver, kube-scheduler   tools/k8scluster (v1.31.14)
 #   bin/garbage-collector                tools/k8scluster/cmd/garbage-collector: Kubernetes'
@@ -12,13 +13,18 @@
 #   bin/kwok                             tools/k8scontrollers (kwok v0.8.0)
 #   bin/agent-sandbox-controller         tools/k8scontrollers (agent-sandbox v1.0.1)
 #   bin/etcd                                                     Debian's etcd-server
-#   real: bin/kubelet (tools/k8scluster), bin/pause (the kubernetes module's pause.c,
+#   real: bin/kubelet and bin/kube-proxy (tools/k8scluster), bin/pause (the kubernetes module's pause.c,
 #         static), cni/ (Debian's containernetworking-plugins),
 #         bin/runsc and bin/containerd-shim-runsc-v1 (tools/gvisor: gVisor of
 #         2024-09-16, whose shim still speaks Debian containerd 1.6's
 #         handshake, with tools/gvisor/shim-oom-score.patch applied to a copy,
 #         built by Go 1.23: gVisor reads the runtime's internals at offsets
-#         of its day, and a sentry built by a newer Go panics)
+#         of its day, and a sentry built by a newer Go panics),
+#         bin/kube-router (tools/kuberouter: kube-router v2.1.0, its network
+#         policy controller alone enforces the NetworkPolicies of the tier's
+#         Pods) and bin/ipset with lib/libipset.so.13 (Debian's ipset and
+#         libipset13, unpacked: kube-router runs ipset with lib/ on
+#         LD_LIBRARY_PATH)
 #   kwok-stages.yaml   kwok's stages: nodes ready at once, Pods running at
 #                      once, and failed on the label
 #                      pod-container-running-failed.stage.kwok.x-k8s.io=true
@@ -66,8 +72,9 @@ build_gvisor() { # dir: runsc and its containerd shim into dir/bin
 }
 build_real() { # dir: the kubelet, pause, the CNI plugins and gVisor into it
   local dir="$1"
-  (cd "$root/tools/k8scluster" && nice -n 10 go build -ldflags "-s -w $K8S_VERSION" -o "$dir/bin/" k8s.io/kubernetes/cmd/kubelet) >&2
+  (cd "$root/tools/k8scluster" && nice -n 10 go build -ldflags "-s -w $K8S_VERSION" -o "$dir/bin/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy) >&2
   build_gvisor "$dir"
+  (cd "$root/tools/kuberouter" && nice -n 10 go build -ldflags "-s -w" -o "$dir/bin/" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router) >&2
   local kdir
   kdir="$(cd "$root/tools/k8scluster" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
   gcc -Os -static -o "$dir/bin/pause" "$kdir/build/pause/linux/pause.c" >&2
@@ -81,6 +88,13 @@ build_real() { # dir: the kubelet, pause, the CNI plugins and gVisor into it
     mkdir -p cni
     cp cni-pkg/usr/lib/cni/* cni/
     rm -rf cni-pkg containernetworking-plugins_*.deb
+    apt-get download ipset libipset13 >&2
+    dpkg -x ipset_*.deb ipset-pkg
+    dpkg -x libipset13_*.deb ipset-pkg
+    mkdir -p lib
+    cp ipset-pkg/usr/sbin/ipset bin/ipset
+    cp -P ipset-pkg/usr/lib/*/libipset.so.13* lib/
+    rm -rf ipset-pkg ipset_*.deb libipset13_*.deb
   )
   touch "$dir/.done-real"
 }

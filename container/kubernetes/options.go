@@ -23,8 +23,13 @@ type Options struct {
 	// default handler (no runtimeClassName).
 	RuntimeClasses map[string]string
 	// Broker is the broker's listener as workers reach it: the only
-	// destination the workers' NetworkPolicy allows.
+	// destination the workers' NetworkPolicy allows (WorkerPolicy).
 	Broker netip.AddrPort
+	// ListenPort is the port the broker listens on where it runs, when
+	// workers reach it through an address that forwards (a Service's
+	// ClusterIP to serve's Pods, RoleServe, on their targetPort); 0 means
+	// Broker's port.
+	ListenPort uint16
 	// EphemeralMB bounds what a worker may write outside its memory-backed
 	// volumes (its logs, mostly), in MiB; 0 means DefaultEphemeralMB.
 	EphemeralMB int
@@ -74,6 +79,9 @@ func (o Options) check() (Options, error) {
 		classes[rt] = class
 	}
 	o.RuntimeClasses = classes
+	if o.ListenPort == 0 {
+		o.ListenPort = o.Broker.Port()
+	}
 	if o.EphemeralMB < 0 {
 		return o, fmt.Errorf("%w: ephemeral storage %d MiB", container.ErrInvalidSpec, o.EphemeralMB)
 	}

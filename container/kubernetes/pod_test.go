@@ -7,7 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/rtsandbox/rtsandbox/container"
 )
@@ -151,25 +154,38 @@ func TestSealedPodRefusals(t *testing.T) {
 	}
 }
 
-// TestWorkerPolicyOnlyBroker: no ingress, egress only to the broker's
-// address and port, over both roles of the installation's workers.
+// TestWorkerPolicyOnlyBroker: no ingress, egress only to the broker: its
+// address and port, and the namespace's serve Pods on the port the broker
+// listens on (a Service's targetPort, or the address's port when unset),
+// over both roles of the installation's workers.
 func TestWorkerPolicyOnlyBroker(t *testing.T) {
-	for _, broker := range []string{"10.0.0.5:8443", "[fd00::5]:8443"} {
+	for _, tt := range []struct {
+		broker           string
+		listen, wantPort uint16
+	}{{"10.0.0.5:8443", 0, 8443}, {"[fd00::5]:8443", 0, 8443}, {"10.96.0.10:7443", 9443, 9443}} {
 		o := testOptions()
-		o.Broker = netip.MustParseAddrPort(broker)
+		o.Broker, o.ListenPort = netip.MustParseAddrPort(tt.broker), tt.listen
 		p, err := WorkerPolicy(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := p.Spec
-		if len(s.PolicyTypes) != 2 || s.Ingress == nil || len(s.Ingress) != 0 || len(s.Egress) != 1 {
-			t.Fatalf("policy %s = %+v; want both types, no ingress rule, one egress rule", broker, s)
+		if len(s.PolicyTypes) != 2 || s.Ingress == nil || len(s.Ingress) != 0 || len(s.Egress) != 2 {
+			t.Fatalf("policy %s = %+v; want both types, no ingress rule, two egress rules", tt.broker, s)
 		}
-		rule := s.Egress[0]
-		wantCIDR := netip.PrefixFrom(o.Broker.Addr(), o.Broker.Addr().BitLen()).String()
-		if len(rule.To) != 1 || rule.To[0].IPBlock == nil || rule.To[0].IPBlock.CIDR != wantCIDR || len(rule.To[0].IPBlock.Except) != 0 ||
-			len(rule.Ports) != 1 || *rule.Ports[0].Protocol != corev1.ProtocolTCP || rule.Ports[0].Port.IntValue() != 8443 {
-			t.Errorf("egress %s = %+v; want TCP to %s:8443 only", broker, rule, wantCIDR)
+		tcp := func(port int) []networkingv1.NetworkPolicyPort {
+			p := intstr.FromInt(port)
+			return []networkingv1.NetworkPolicyPort{{Protocol: new(corev1.ProtocolTCP), Port: &p}}
+		}
+		want := []networkingv1.NetworkPolicyEgressRule{{
+			To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(o.Broker.Addr(), o.Broker.Addr().BitLen()).String()}}},
+			Ports: tcp(int(o.Broker.Port())),
+		}, {
+			To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{container.RoleLabel: RoleServe}}}},
+			Ports: tcp(int(tt.wantPort)),
+		}}
+		if diff := cmp.Diff(want, s.Egress); diff != "" {
+			t.Errorf("egress %s listening on %d (-want +got):\n%s", tt.broker, tt.listen, diff)
 		}
 		sel := s.PodSelector
 		if sel.MatchLabels[container.InstallationLabel] != "test-inst" || len(sel.MatchExpressions) != 1 ||

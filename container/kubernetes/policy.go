@@ -14,21 +14,35 @@ import (
 // PolicyName is the name of the workers' NetworkPolicy.
 const PolicyName = "rtsandbox-workers"
 
+// RoleServe is the container.RoleLabel value of serve's own Pods when
+// serve runs in the cluster (deploy/kubernetes' Deployment sets it): the
+// broker behind the Service workers dial, which WorkerPolicy admits.
+const RoleServe = "serve"
+
 // WorkerPolicy is the NetworkPolicy of every worker Pod of o's
 // installation, sealed and session: no ingress at all (the turn arrives by
 // attach, through the kubelet, not the Pod network), and egress only to
-// the broker's address and port over TCP; not even DNS, since the worker
-// is given the broker's address, not a name. It takes effect only where
-// the cluster's network plugin enforces policies: the engine never claims
-// it does (docs/kubernetes.md).
+// the broker over TCP; not even DNS, since the worker is given the
+// broker's address, not a name. The broker is allowed as two peers:
+// o.Broker's address on its port, and the namespace's RoleServe Pods on
+// o.ListenPort. Whether a policy sees a Service's address before or after
+// the Service proxy translates it to a Pod's is left undefined by the
+// NetworkPolicy API, and the plugins in wide use see it after: with the
+// address alone, a worker whose broker is behind a ClusterIP (as
+// deploy/kubernetes puts it) would be refused by every plugin that
+// enforces the policy. The policy takes effect only where the cluster's
+// network plugin enforces policies: the engine cannot see whether it does
+// (docs/kubernetes.md).
 func WorkerPolicy(o Options) (*networkingv1.NetworkPolicy, error) {
 	o, err := o.check()
 	if err != nil {
 		return nil, err
 	}
 	addr := o.Broker.Addr()
-	cidr := netip.PrefixFrom(addr, addr.BitLen()).String()
-	port := intstr.FromInt32(int32(o.Broker.Port()))
+	tcp := func(port uint16) []networkingv1.NetworkPolicyPort {
+		p := intstr.FromInt32(int32(port))
+		return []networkingv1.NetworkPolicyPort{{Protocol: new(corev1.ProtocolTCP), Port: &p}}
+	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Namespace: o.Namespace,
 			Labels: map[string]string{container.InstallationLabel: o.Installation}},
@@ -37,8 +51,12 @@ func WorkerPolicy(o Options) (*networkingv1.NetworkPolicy, error) {
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
 			Egress: []networkingv1.NetworkPolicyEgressRule{{
-				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}},
-				Ports: []networkingv1.NetworkPolicyPort{{Protocol: new(corev1.ProtocolTCP), Port: &port}},
+				To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(addr, addr.BitLen()).String()}}},
+				Ports: tcp(o.Broker.Port()),
+			}, {
+				To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{
+					MatchLabels: map[string]string{container.RoleLabel: RoleServe}}}},
+				Ports: tcp(o.ListenPort),
 			}},
 		},
 	}, nil

@@ -29,7 +29,7 @@ import (
 // view of the seal differs from Docker's container (enginetest.View,
 // docs/engines.md's guarantees table), and the suite checks it as stated:
 // the Pod's interface beside loopback (its egress is the NetworkPolicy's,
-// which nothing on this node enforces), no run directory for a sealed
+// which TestRealWorkerReachesOnlyTheBroker proves from inside the Pod), no run directory for a sealed
 // worker (its broker is reached through the network), a sealed workspace
 // that is a memory volume of the Pod's, a /tmp without noexec, no
 // open-files bound of the engine's, and the PID bound on the Pod's cgroup

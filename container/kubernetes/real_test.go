@@ -119,11 +119,9 @@ func TestRealSealedTurn(t *testing.T) {
 // TestRealSealAsTheWorkerFeelsIt: the stand-in's probe inside a real Pod
 // (the suite's OneShot/Profile, as far as a Pod expresses it): its uid
 // and gid, no capabilities, no new privileges, a read-only root, a
-// writable /tmp and workspace, the PID limit of its cgroup; and its own
-// network view, which has the Pod's interface (a NetworkPolicy, not the
-// Pod, removes every route but the broker's; nothing enforces policies
-// here, so the test claims none). A call to the broker with the hello's
-// token answers.
+// writable /tmp and workspace, the PID limit of its cgroup. A call to the
+// broker with the hello's token answers; what else the Pod reaches is
+// TestRealWorkerReachesOnlyTheBroker's.
 func TestRealSealAsTheWorkerFeelsIt(t *testing.T) {
 	r := realRig(t)
 	ctx := clusterCtx(t)

@@ -191,9 +191,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, tools string) error {
 		// No controller creates the default ServiceAccount here, and the
 		// engine's Pods mount no token.
 		"disable-admission-plugins": "ServiceAccount",
-		// kubeadm's service range, where deploy/kubernetes' fixed broker
-		// ClusterIP lives.
-		"service-cluster-ip-range": "10.96.0.0/12",
+		"service-cluster-ip-range":  serviceRange,
 	}
 	maps.Copy(flags, c.apiFlags)
 	var args []string
@@ -356,3 +354,7 @@ func yamlDocs(path string) ([][]byte, error) {
 		}
 	}
 }
+
+// serviceRange is the cluster's Service range: kubeadm's, where
+// deploy/kubernetes' fixed broker ClusterIP lives.
+const serviceRange = "10.96.0.0/12"

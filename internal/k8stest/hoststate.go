@@ -23,12 +23,17 @@ import (
 // The host state a kubelet changes (docs/kubernetes.md, "Testing"): the sysctls
 // it sets, the mounts it makes, the cgroups it creates, the network links
 // of the Pod network, the directories it writes by default, and the
-// network namespaces containerd pins for its Pods. The
+// network namespaces containerd pins for its Pods; and what the tier's
+// network policy enforcer changes, the filter table and the IP sets. The
 // real-Pod tier records it before it starts, restores it after, and fails
 // when the two differ.
 var (
-	kubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"}
-	kubeletDirs    = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/opt/cni"}
+	hostSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", // the kubelet's
+		// kube-proxy's, when its flags do not leave them be, and the bridge's
+		"net/ipv4/conf/all/route_localnet", "net/netfilter/nf_conntrack_max",
+		"net/netfilter/nf_conntrack_tcp_timeout_established", "net/netfilter/nf_conntrack_tcp_timeout_close_wait",
+		"net/netfilter/nf_conntrack_tcp_be_liberal", "net/bridge/bridge-nf-call-iptables"}
+	kubeletDirs = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/opt/cni", "/var/lib/kube-router"}
 )
 
 // hostState is a comparable record of that state.
@@ -40,6 +45,11 @@ type hostState struct {
 	Addrs   []string // "link address" of every interface address
 	Dirs    []string // which of kubeletDirs exist
 	NetNS   []string // the names under netnsDir (containerd pins each Pod's network namespace there)
+	// The firewall (firewall.go): each of firewallTables' rules, the
+	// nftables tables, the IP sets' names.
+	Firewall map[string][]string
+	NFTables []string
+	IPSets   []string
 }
 
 // netnsDir is where containerd's CRI pins Pod network namespaces: a file
@@ -47,9 +57,11 @@ type hostState struct {
 // is not removed through the CRI (a cluster stopped by killing it).
 const netnsDir = "/run/netns"
 
-func recordHost() (hostState, error) {
+// recordHost records the host's state; tools is the real tier's tools
+// directory, whose ipset lists the IP sets.
+func recordHost(tools string) (hostState, error) {
 	s := hostState{Sysctls: map[string]string{}}
-	for _, k := range kubeletSysctls {
+	for _, k := range hostSysctls {
 		b, err := os.ReadFile("/proc/sys/" + k)
 		if err != nil {
 			return s, err
@@ -92,6 +104,9 @@ func recordHost() (hostState, error) {
 			s.NetNS = append(s.NetNS, e.Name())
 		}
 	}
+	if err := recordFirewall(&s, tools); err != nil {
+		return s, err
+	}
 	slices.Sort(s.Addrs)
 	slices.Sort(s.Mounts)
 	slices.Sort(s.Cgroups)
@@ -132,15 +147,17 @@ func dockersOwn(mount string) bool {
 // restoreHost undoes what the real tier changed since before: it unmounts
 // what was mounted under the tier's directories (deepest first), removes
 // the kubepods cgroups (leaves first), deletes the links it added, writes
-// the sysctls back and removes the kubelet's directories that did not
-// exist and the network namespace files containerd pinned. It then records the host again and returns the difference, if
-// any, as an error.
-func restoreHost(before hostState, workdir string) error {
+// the sysctls back, removes the kubelet's directories that did not
+// exist and the network namespace files containerd pinned, and undoes the
+// filter table's and the IP sets' changes (undoFirewall). It then records
+// the host again and returns the difference, if any, as an error.
+func restoreHost(before hostState, workdir, tools string) error {
 	var errs []error
-	now, err := recordHost()
+	now, err := recordHost(tools)
 	if err != nil {
 		return err
 	}
+	errs = append(errs, undoFirewall(before, now, tools))
 	added := slices.DeleteFunc(slices.Clone(now.Mounts), func(m string) bool { return slices.Contains(before.Mounts, m) })
 	slices.SortFunc(added, func(a, b string) int { return len(b) - len(a) })
 	for _, m := range added {
@@ -186,7 +203,7 @@ func restoreHost(before hostState, workdir string) error {
 	if workdir != "" {
 		errs = append(errs, os.RemoveAll(workdir))
 	}
-	after, err := recordHost()
+	after, err := recordHost(tools)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
@@ -238,6 +255,7 @@ const hostRecord = "/run/lock/rtsandbox-k8s-real.host.json"
 type savedHost struct {
 	Before hostState
 	Dir    string // the cluster's directory, removed with its processes
+	Tools  string // the tools directory it ran from (its ipset)
 }
 
 // saveHost writes rec to path atomically (a temporary file renamed).
@@ -275,10 +293,10 @@ func recoverHost(path string) error {
 	var rec savedHost
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rec); err != nil || rec.Dir == "" || !filepath.IsAbs(rec.Dir) {
+	if err := dec.Decode(&rec); err != nil || !filepath.IsAbs(rec.Dir) || !filepath.IsAbs(rec.Tools) {
 		return fmt.Errorf("the real tier's host record %s is unusable (%v): restore the host by hand, then remove it", path, err)
 	}
-	if err := restoreFrom(rec.Before, rec.Dir); err != nil {
+	if err := restoreFrom(rec.Before, rec.Dir, rec.Tools); err != nil {
 		return fmt.Errorf("restore the host a killed real-tier cluster left: %w", err)
 	}
 	return os.Remove(path)
@@ -291,13 +309,13 @@ func recoverHost(path string) error {
 // gVisor's sentries and gofers), and every process in a kubepods cgroup
 // made since before (the workloads runc and gVisor started), so that
 // their cgroups can go.
-func restoreFrom(before hostState, dir string) error {
+func restoreFrom(before hostState, dir, tools string) error {
 	pattern := regexp.QuoteMeta(dir)
 	errs := []error{killUntilGone("processes naming "+dir, func() bool {
 		exec.Command("pkill", "-KILL", "-f", pattern).Run()
 		return exec.Command("pgrep", "-f", pattern).Run() == nil // pgrep fails when it finds none
 	})}
-	now, err := recordHost()
+	now, err := recordHost(tools)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
@@ -306,7 +324,7 @@ func restoreFrom(before hostState, dir string) error {
 			errs = append(errs, killUntilGone("processes in "+cg, func() bool { return killProcs(cg) }))
 		}
 	}
-	return errors.Join(append(errs, restoreHost(before, dir))...)
+	return errors.Join(append(errs, restoreHost(before, dir, tools))...)
 }
 
 // killUntilGone calls kill, which SIGKILLs what is left and reports

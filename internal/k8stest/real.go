@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,7 +75,7 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	if err := recoverHost(hostRecord); err != nil {
 		return nil, errors.Join(err, unlockHost(lock))
 	}
-	before, err := recordHost()
+	before, err := recordHost(tools)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("record the host: %w", err), unlockHost(lock))
 	}
@@ -95,7 +96,7 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 	}()
 	// Kept until Stop restored the host: a binary killed before that
 	// leaves it for the next cluster to restore from.
-	if err := saveHost(hostRecord, savedHost{Before: before, Dir: c.dir}); err != nil {
+	if err := saveHost(hostRecord, savedHost{Before: before, Dir: c.dir, Tools: tools}); err != nil {
 		return c, fmt.Errorf("save the host's record: %w", err)
 	}
 	// The node's address, on the loopback link: not a loopback address,
@@ -121,7 +122,74 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 		"--extensions", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
 		return c, err
 	}
-	return c, c.waitNode(ctx, RealNode, "kubelet")
+	if err := c.waitNode(ctx, RealNode, "kubelet"); err != nil {
+		return c, err
+	}
+	return c, c.startNetworkServices(ctx, tools)
+}
+
+// startNetworkServices runs, on the node, the two network services a
+// cluster's Pods meet beside their network plugin, and returns once each
+// has put its chains in place (Stop removes them with the rest of their
+// changes):
+//
+//   - kube-router's network policy controller alone (no routing, no
+//     service proxy, no CNI of its own): it puts every Pod selected by a
+//     NetworkPolicy behind a chain of the filter table that admits only
+//     what the policies allow and rejects the rest, so the tier's Pods
+//     meet their policies as on a cluster whose network plugin enforces
+//     them;
+//   - kube-proxy in iptables mode: a Service's ClusterIP is translated to
+//     its endpoints' addresses before any policy is consulted, as on most
+//     clusters, with the flags that leave the host's conntrack sysctls
+//     and localhost as they are.
+func (c *Cluster) startNetworkServices(ctx context.Context, tools string) error {
+	env := []string{"PATH=" + filepath.Join(tools, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"LD_LIBRARY_PATH=" + filepath.Join(tools, "lib")}
+	if err := c.runEnv("kube-router", env, filepath.Join(tools, "bin", "kube-router"),
+		"--kubeconfig="+c.Kubeconfig, "--hostname-override="+RealNode,
+		"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
+		"--enable-ipv6=false", "--health-port=0", "--metrics-port=0",
+		"--service-cluster-ip-range="+serviceRange); err != nil {
+		return err
+	}
+	if err := c.run("kube-proxy", filepath.Join(tools, "bin", "kube-proxy"),
+		"--kubeconfig="+c.Kubeconfig, "--hostname-override="+RealNode, "--proxy-mode=iptables",
+		"--cluster-cidr="+podSubnet, "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0", "--iptables-localhost-nodeports=false",
+		"--healthz-bind-address=", "--metrics-bind-address="); err != nil {
+		return err
+	}
+	for _, want := range []struct{ name, table, rule string }{
+		{"kube-router", "iptables filter", "-j KUBE-ROUTER-INPUT"},
+		{"kube-proxy", "iptables nat", "-j KUBE-SERVICES"},
+	} {
+		if err := c.waitRule(ctx, want.name, want.table, want.rule); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitRule waits until a rule of table ends with suffix, or name exits.
+func (c *Cluster) waitRule(ctx context.Context, name, table, suffix string) error {
+	for {
+		rules, err := tableRules(table)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(rules, func(r string) bool { return strings.HasSuffix(r, suffix) }) {
+			return nil
+		}
+		if err := c.exited(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s set no rule %q: %w\n%s", name, suffix, ctx.Err(), c.LogTail(name))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func run(name string, args ...string) error {
@@ -179,9 +247,15 @@ root = "@DIR@/ctrd/runsc-root"
 // the name container/kubernetes maps the runsc runtime to by default.
 const GVisorClass = "gvisor"
 
+// cniConfig is the Pod network: a bridge whose address is the Pods'
+// gateway (PodGateway) and their default route, as a cluster's Pod
+// network gives them one, so that what a Pod reaches beyond its subnet
+// (the node's other addresses) is the NetworkPolicy's to refuse; no
+// masquerading, since nothing here leaves the host.
 const cniConfig = `{"cniVersion": "1.0.0", "name": "rtsk8s", "plugins": [
   {"type": "bridge", "bridge": "rtsk8s0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.1.0/24"}]], "dataDir": "@DIR@/ctrd/ipam"}},
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + podSubnet + `"}]], "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": "@DIR@/ctrd/ipam"}},
   {"type": "loopback"}]}
 `
 
@@ -314,7 +388,7 @@ func (c *Cluster) startKubelet(tools string) error {
 // (restoreFrom); then the host's record goes.
 func (c *Cluster) stopReal() error {
 	var errs []error
-	if err := restoreFrom(*c.host, c.dir); err != nil {
+	if err := restoreFrom(*c.host, c.dir, c.tools); err != nil {
 		errs = append(errs, err) // the record stays: the next cluster restores from it
 	} else if err := os.Remove(hostRecord); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
@@ -394,8 +468,17 @@ func unlockHost(f *os.File) error {
 }
 
 // PodGateway is the host's address on the real tier's Pod network (the
-// bridge's): where a Pod reaches a listener of the test on 0.0.0.0.
-const PodGateway = "10.244.1.1"
+// bridge's, in podSubnet): where a Pod reaches a listener of the test on
+// 0.0.0.0.
+const (
+	PodGateway = "10.244.1.1"
+	podSubnet  = "10.244.1.0/24"
+)
+
+// KubeletAddr is where the real tier's kubelet serves its API (anonymous
+// and always allowed, as many a test cluster's): a target on the node
+// that a Pod reaches unless its NetworkPolicy is enforced.
+const KubeletAddr = realNodeIP + ":20250"
 
 // BuildImage builds pkg (a main package of this module) static into a
 // FROM-scratch image tagged tag in the local Docker, its entrypoint the

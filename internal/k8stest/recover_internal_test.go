@@ -19,8 +19,9 @@ import (
 // next cluster restores from the record before it records the host. The
 // test makes each kind of change a killed cluster leaves (a mount under
 // its directory, a pinned network namespace, an address on lo, a sysctl,
-// a process naming its directory, a process in a kubepods cgroup), and
-// recoverHost undoes them all: the host equals the record, the processes
+// a process naming its directory, a process in a kubepods cgroup, a
+// filter chain with a jump to it from INPUT, an IP set), and recoverHost
+// undoes them all: the host equals the record, the processes
 // are gone, and so are the directory and the record. Real tier only: it
 // changes the host as root, as the tier does.
 func TestRecoverHostAfterAKilledCluster(t *testing.T) {
@@ -32,7 +33,11 @@ func TestRecoverHostAfterAKilledCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unlockHost(lock) })
-	before, err := recordHost()
+	tools := os.Getenv(ToolsEnv)
+	if tools == "" {
+		t.Fatalf("%s=1 needs %s (scripts/k8s-tools.sh real)", RealEnv, ToolsEnv)
+	}
+	before, err := recordHost(tools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +47,7 @@ func TestRecoverHostAfterAKilledCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dead) })
 	record := filepath.Join(t.TempDir(), "host.json")
-	if err := saveHost(record, savedHost{Before: before, Dir: dead}); err != nil {
+	if err := saveHost(record, savedHost{Before: before, Dir: dead, Tools: tools}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -93,6 +98,23 @@ func TestRecoverHostAfterAKilledCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	const set, chain = "rtsandbox-recover-test", "RTSANDBOX-RECOVER-TEST"
+	if _, err := ipset(tools, "create", set, "hash:ip"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ipset(tools, "destroy", set) })
+	for _, args := range [][]string{{"-N", chain}, {"-A", chain, "-m", "set", "--match-set", set, "src", "-j", "RETURN"},
+		{"-I", "INPUT", "-m", "comment", "--comment", "rtsandbox recover test", "-j", chain}} {
+		if err := run("iptables", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		exec.Command("iptables", "-D", "INPUT", "-m", "comment", "--comment", "rtsandbox recover test", "-j", chain).Run()
+		exec.Command("iptables", "-F", chain).Run()
+		exec.Command("iptables", "-X", chain).Run()
+	})
+
 	if err := recoverHost(record); err != nil {
 		t.Fatalf("recoverHost = %v", err)
 	}
@@ -103,7 +125,7 @@ func TestRecoverHostAfterAKilledCluster(t *testing.T) {
 			t.Errorf("%s outlived the recovery", name)
 		}
 	}
-	after, err := recordHost()
+	after, err := recordHost(tools)
 	if err != nil {
 		t.Fatal(err)
 	}

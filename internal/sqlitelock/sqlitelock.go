@@ -8,13 +8,16 @@ import (
 	"context"
 	"database/sql"
 	"net/url"
+	"sync"
 	"testing"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 // Hold takes the write lock of the database at path and returns the
-// function that releases it; the test's cleanup releases it too.
+// function that releases it; the test's cleanup releases it too. Release
+// may be called from any goroutine (a watchdog's timer) and more than
+// once: the first call releases.
 func Hold(tb testing.TB, path string) (release func()) {
 	tb.Helper()
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path}).String())
@@ -32,17 +35,15 @@ func Hold(tb testing.TB, path string) (release func()) {
 		db.Close()
 		tb.Fatalf("sqlitelock: BEGIN IMMEDIATE on %s: %v", path, err)
 	}
-	done := false
+	var once sync.Once
 	release = func() {
-		if done {
-			return
-		}
-		done = true
-		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-			tb.Errorf("sqlitelock: ROLLBACK on %s: %v", path, err)
-		}
-		conn.Close()
-		db.Close()
+		once.Do(func() {
+			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+				tb.Errorf("sqlitelock: ROLLBACK on %s: %v", path, err)
+			}
+			conn.Close()
+			db.Close()
+		})
 	}
 	tb.Cleanup(release)
 	return release

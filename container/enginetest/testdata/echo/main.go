@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,9 @@ type input struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "session" {
 		session()
+	}
+	if len(os.Args) > 2 && os.Args[1] == "listen" { // a stand-in server: accepts on each port, forever
+		listen(os.Args[2:])
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sleep" { // a child of mode spawn
 		time.Sleep(time.Minute)
@@ -77,6 +81,10 @@ func main() {
 		reply(true, probe())
 	case "broker": // one call to the broker of the hello, with its token
 		reply(true, callBroker(hello))
+	case "dial": // dials each address of text from the Pod's own network view
+		reply(true, dial(strings.Fields(in.Text), false))
+	case "dial-settled": // the same, once the first address is no longer reached
+		reply(true, dial(strings.Fields(in.Text), true))
 	case "spawn": // starts up to 200 processes, reports how many started
 		reply(true, fmt.Sprintf("spawned=%d", spawn(200)))
 	default:
@@ -278,4 +286,68 @@ func callBroker(hello []byte) string {
 		return "read: " + err.Error()
 	}
 	return strings.TrimSpace(line)
+}
+
+// dial reports, one line per address, what a TCP dial to it from here
+// meets: "addr=connected", "addr=refused" (a reset or an ICMP rejection, as
+// a policy's REJECT sends), or "addr=" and the error, each dialled once.
+// With settle, the first address is dialled every 100 ms until it is no
+// longer connected, at most 10 s, and a first line says after how long
+// ("settled=<ms>" or "settled=never"): a policy enforcer that programs a
+// Pod's rules once the Pod has its address is measured, not raced.
+func dial(addrs []string, settle bool) string {
+	if len(addrs) == 0 {
+		return "no address"
+	}
+	var lines []string
+	if settle {
+		start := time.Now()
+		for dialOne(addrs[0]) == "connected" && time.Since(start) < 10*time.Second {
+			time.Sleep(100 * time.Millisecond)
+		}
+		settled := "never"
+		if dialOne(addrs[0]) != "connected" {
+			settled = fmt.Sprint(time.Since(start).Milliseconds())
+		}
+		lines = append(lines, "settled="+settled)
+	}
+	for _, a := range addrs {
+		lines = append(lines, a+"="+dialOne(a))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func dialOne(addr string) string {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	switch {
+	case err == nil:
+		conn.Close()
+		return "connected"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	default:
+		return err.Error()
+	}
+}
+
+// listen accepts TCP connections on each port and closes them: a live
+// target for mode dial. It never returns.
+func listen(ports []string) {
+	for _, p := range ports {
+		l, err := net.Listen("tcp", ":"+p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(6)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					os.Exit(7)
+				}
+				c.Close()
+			}
+		}()
+	}
+	select {}
 }
