@@ -81,7 +81,7 @@ func TestRealBrokerBehindAService(t *testing.T) {
 	direct := net.JoinHostPort(serve.Status.PodIP, strconv.Itoa(brokerPort))
 	chat := net.JoinHostPort(serve.Status.PodIP, strconv.Itoa(httpPort))
 	for _, role := range []string{container.RoleTurn, container.RoleSession} {
-		got := r.dialFrom(t, ctx, role, chat, viaService, direct)
+		got, _ := r.dialFrom(t, ctx, asRole(role), "dial-settled", chat, viaService, direct)
 		want := map[string]string{chat: "refused", viaService: "connected", direct: "connected"}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("from a %s worker (-want +got):\n%s", role, diff)
@@ -92,7 +92,7 @@ func TestRealBrokerBehindAService(t *testing.T) {
 	if _, err := pols.Update(ctx, workers, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got := r.dialFrom(t, ctx, container.RoleTurn, viaService)
+	got, _ := r.dialFrom(t, ctx, asRole(container.RoleTurn), "dial-settled", viaService)
 	if got[viaService] != "refused" {
 		t.Errorf("with the broker's address alone, the broker through the Service = %q; want refused (the policy sees serve's Pod)", got[viaService])
 	}
@@ -184,26 +184,34 @@ func writeEndpoints(t *testing.T, ctx context.Context, api endpointSlices, svc *
 	}
 }
 
-// dialFrom runs the stand-in worker labelled as role's and returns what
-// its dials met, once the first address is no longer reached (the
-// enforcer's rules for a new Pod arrive after it has its address).
-func (r *sealedRig) dialFrom(t *testing.T, ctx context.Context, role string, addrs ...string) map[string]string {
+// dialFrom runs the stand-in worker under the rig's spec as edit leaves
+// it, in mode "dial" or "dial-settled", and returns what its dials met by
+// address; with "dial-settled", after how long (ms) the first address was
+// no longer reached (the enforcer's rules for a new Pod arrive after it
+// has its address), and the test fails if it always was.
+func (r *sealedRig) dialFrom(t *testing.T, ctx context.Context, edit func(*container.Spec), mode string, addrs ...string) (got map[string]string, settled string) {
 	t.Helper()
 	spec := r.realSpec(t, realEchoImage)
-	spec.Labels[container.RoleLabel] = role
-	in, _ := json.Marshal(map[string]string{"mode": "dial-settled", "text": strings.Join(addrs, " ")})
+	edit(&spec)
+	in, _ := json.Marshal(map[string]string{"mode": mode, "text": strings.Join(addrs, " ")})
 	res, err := r.e.Run(ctx, spec, in)
 	if err != nil {
-		t.Fatalf("Run dial from a %s worker: %v (stderr %q)", role, err, res.StderrTail)
+		t.Fatalf("Run %s: %v (stderr %q)", mode, err, res.StderrTail)
 	}
-	got := map[string]string{}
+	got = map[string]string{}
 	for _, line := range strings.Split(res.Reply.Text, "\n") {
 		k, v, _ := strings.Cut(line, "=")
 		got[k] = v
 	}
-	if got["settled"] == "never" {
-		t.Errorf("from a %s worker, %s was still reached after 10 s", role, addrs[0])
-	}
+	settled = got["settled"]
 	delete(got, "settled")
-	return got
+	if mode == "dial-settled" && settled == "never" {
+		t.Errorf("%s was still reached after 10 s", addrs[0])
+	}
+	return got, settled
+}
+
+// asRole labels a worker's spec as role's.
+func asRole(role string) func(*container.Spec) {
+	return func(s *container.Spec) { s.Labels[container.RoleLabel] = role }
 }
