@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -32,9 +34,9 @@ type Kubernetes struct {
 	// default handler, runsc: "gvisor").
 	RuntimeClasses map[string]string
 	// BrokerListen is where serve's broker listens for workers
-	// (host:port); BrokerAddress is what workers dial: an IP address and
-	// a port (workers resolve no names), the one destination their
-	// NetworkPolicy allows.
+	// (host:port, BrokerListenPort its port); BrokerAddress is what
+	// workers dial: an IP address and a port (workers resolve no names),
+	// the destination their NetworkPolicy allows.
 	BrokerListen  string
 	BrokerAddress netip.AddrPort
 	// TLSCert and TLSKey are the listener's certificate and key files,
@@ -227,4 +229,19 @@ func (p *parser) kubernetesModes(c *Config) {
 	case DiskAuto:
 		c.Session.Disk.Mode = DiskSoft
 	}
+}
+
+// BrokerListenPort is BrokerListen's port, where a Service forwards
+// workers when serve runs in the cluster; 0 if BrokerListen has none
+// (the parser's listenRule refuses such a config).
+func (k *Kubernetes) BrokerListenPort() uint16 {
+	_, port, err := net.SplitHostPort(k.BrokerListen)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return 0
+	}
+	return uint16(n)
 }

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,19 +56,11 @@ func KubeConfig(cfg *config.Config) (*rest.Config, error) {
 	return rc, nil
 }
 
-// kubeOptions are the engine's options of cfg. The listener's port is
-// where a Service forwards workers when serve runs in the cluster (the
-// config's rule checked it is a port).
+// kubeOptions are the engine's options of cfg.
 func kubeOptions(cfg *config.Config) kubernetes.Options {
 	k := cfg.Kubernetes
-	var listen uint16
-	if _, port, err := net.SplitHostPort(k.BrokerListen); err == nil {
-		if n, err := strconv.ParseUint(port, 10, 16); err == nil {
-			listen = uint16(n)
-		}
-	}
 	return kubernetes.Options{Namespace: k.Namespace, Installation: InstallationID(cfg),
-		RuntimeClasses: k.RuntimeClasses, Broker: k.BrokerAddress, ListenPort: listen, EphemeralMB: k.EphemeralMB,
+		RuntimeClasses: k.RuntimeClasses, Broker: k.BrokerAddress, ListenPort: k.BrokerListenPort(), EphemeralMB: k.EphemeralMB,
 		SessionClaim: k.SessionClaim, SessionRoot: k.SessionRoot}
 }
 

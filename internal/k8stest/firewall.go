@@ -78,7 +78,7 @@ func tableRules(t string) ([]string, error) {
 // ipset runs the tools' ipset (Debian's, unpacked with its library).
 func ipset(tools string, args ...string) ([]byte, error) {
 	cmd := exec.Command(filepath.Join(tools, "bin", "ipset"), args...)
-	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(tools, "lib"))
+	cmd.Env = append(os.Environ(), libEnv(tools))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("ipset %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
@@ -135,12 +135,15 @@ func undoFirewall(before, now hostState, tools string) error {
 
 // undoTable is the iptables-restore script that takes a table's rules
 // from now back to before: "-D" for each rule added to a chain that
-// existed, "-F" and then "-X" for each chain added.
+// existed, "-F" and then "-X" for each chain added. Chains are compared by
+// name: a built-in chain whose policy changed is no chain added (it is
+// left to the comparison to report, never flushed).
 func undoTable(before, now []string) []string {
-	var added []string // chains: ":NAME POLICY"
-	for _, line := range now {
-		if name, ok := strings.CutPrefix(line, ":"); ok && !slices.Contains(before, line) {
-			added = append(added, strings.Fields(name)[0])
+	var added []string
+	old := chainNames(before)
+	for _, c := range chainNames(now) {
+		if !slices.Contains(old, c) {
+			added = append(added, c)
 		}
 	}
 	var script []string
@@ -158,3 +161,18 @@ func undoTable(before, now []string) []string {
 	}
 	return script
 }
+
+// chainNames are the chains a table's rules declare (":NAME POLICY").
+func chainNames(rules []string) []string {
+	var names []string
+	for _, line := range rules {
+		if decl, ok := strings.CutPrefix(line, ":"); ok {
+			names = append(names, strings.Fields(decl)[0])
+		}
+	}
+	return names
+}
+
+// libEnv is the environment entry that finds the tools' shared libraries
+// (libipset), for ipset and what runs it.
+func libEnv(tools string) string { return "LD_LIBRARY_PATH=" + filepath.Join(tools, "lib") }

@@ -24,7 +24,8 @@ import (
 // it sets, the mounts it makes, the cgroups it creates, the network links
 // of the Pod network, the directories it writes by default, and the
 // network namespaces containerd pins for its Pods; and what the tier's
-// network policy enforcer changes, the filter table and the IP sets. The
+// network policy enforcer and Service proxy change: their sysctls, their
+// directories and the firewall (firewall.go). The
 // real-Pod tier records it before it starts, restores it after, and fails
 // when the two differ.
 var (
@@ -33,7 +34,7 @@ var (
 		"net/ipv4/conf/all/route_localnet", "net/netfilter/nf_conntrack_max",
 		"net/netfilter/nf_conntrack_tcp_timeout_established", "net/netfilter/nf_conntrack_tcp_timeout_close_wait",
 		"net/netfilter/nf_conntrack_tcp_be_liberal", "net/bridge/bridge-nf-call-iptables"}
-	kubeletDirs = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/opt/cni", "/var/lib/kube-router"}
+	hostDirs = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/var/log/containers", "/etc/cni/net.d", "/opt/cni", "/var/lib/kube-router"}
 )
 
 // hostState is a comparable record of that state.
@@ -43,7 +44,7 @@ type hostState struct {
 	Cgroups []string // cgroup directories named kubepods*, at any controller's top
 	Links   []string // network link names
 	Addrs   []string // "link address" of every interface address
-	Dirs    []string // which of kubeletDirs exist
+	Dirs    []string // which of hostDirs exist
 	NetNS   []string // the names under netnsDir (containerd pins each Pod's network namespace there)
 	// The firewall (firewall.go): each of firewallTables' rules, the
 	// nftables tables, the IP sets' names.
@@ -94,7 +95,7 @@ func recordHost(tools string) (hostState, error) {
 			s.Addrs = append(s.Addrs, f[1]+" "+f[3])
 		}
 	}
-	for _, d := range kubeletDirs {
+	for _, d := range hostDirs {
 		if _, err := os.Lstat(d); err == nil {
 			s.Dirs = append(s.Dirs, d)
 		}
@@ -149,7 +150,7 @@ func dockersOwn(mount string) bool {
 // the kubepods cgroups (leaves first), deletes the links it added, writes
 // the sysctls back, removes the kubelet's directories that did not
 // exist and the network namespace files containerd pinned, and undoes the
-// filter table's and the IP sets' changes (undoFirewall). It then records
+// firewall's changes (undoFirewall). It then records
 // the host again and returns the difference, if any, as an error.
 func restoreHost(before hostState, workdir, tools string) error {
 	var errs []error
@@ -190,7 +191,7 @@ func restoreHost(before hostState, workdir, tools string) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, d := range kubeletDirs {
+	for _, d := range hostDirs {
 		if !slices.Contains(before.Dirs, d) {
 			errs = append(errs, os.RemoveAll(d))
 		}

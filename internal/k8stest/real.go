@@ -145,7 +145,7 @@ func StartReal(ctx context.Context, tools string, images []string) (c *Cluster, 
 //     and localhost as they are.
 func (c *Cluster) startNetworkServices(ctx context.Context, tools string) error {
 	env := []string{"PATH=" + filepath.Join(tools, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"LD_LIBRARY_PATH=" + filepath.Join(tools, "lib")}
+		libEnv(tools)}
 	if err := c.runEnv("kube-router", env, filepath.Join(tools, "bin", "kube-router"),
 		"--kubeconfig="+c.Kubeconfig, "--hostname-override="+RealNode,
 		"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",

@@ -302,11 +302,13 @@ func dial(addrs []string, settle bool) string {
 	var lines []string
 	if settle {
 		start := time.Now()
-		for dialOne(addrs[0]) == "connected" && time.Since(start) < 10*time.Second {
+		first := dialOne(addrs[0])
+		for first == "connected" && time.Since(start) < 10*time.Second {
 			time.Sleep(100 * time.Millisecond)
+			first = dialOne(addrs[0])
 		}
 		settled := "never"
-		if dialOne(addrs[0]) != "connected" {
+		if first != "connected" {
 			settled = fmt.Sprint(time.Since(start).Milliseconds())
 		}
 		lines = append(lines, "settled="+settled)
