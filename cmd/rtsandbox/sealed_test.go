@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/moby/moby/client"
 	"github.com/rtsandbox/rtsandbox"
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container/docker"
+	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 	"github.com/rtsandbox/rtsandbox/internal/fakemodel"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/workerimage"
@@ -21,22 +23,67 @@ import (
 
 const sealedTestKey = "cmd-sealed-test-key"
 
-// sealedImage builds a worker image with a unique tag for one test and
-// removes it afterwards.
+// sealedImage gives one test a worker image under a tag of its own, which
+// it removes afterwards. The image is built once per test binary
+// (workerImage) and tagged anew for each test: a build's untar, layer
+// commit and intermediate containers cost the engine about 1.3 CPU-seconds,
+// and the package's tests asked for some 80 of the same build each run.
+// Removing a test's tag leaves the image to the others (the engine only
+// untags an image that has other tags), and the helpers that find a test's
+// containers match the tag it created them with, which the engine reports
+// as long as the tag names the image.
 func sealedImage(t testing.TB) (string, *client.Client) {
 	t.Helper()
 	cli := opsDocker(t)
+	base := sharedWorkerImage(t, cli)
 	tag := "rtsandbox-test-cmd-sealed:" + opsRandom()
-	d := docker.New(cli)
-	if _, err := workerimage.Build(context.Background(), d, tag); err != nil {
-		t.Fatalf("build %s: %v", tag, err)
+	if _, err := cli.ImageTag(context.Background(), client.ImageTagOptions{Source: base, Target: tag}); err != nil {
+		t.Fatalf("tag %s as %s: %v", base, tag, err)
 	}
 	t.Cleanup(func() {
-		if err := d.RemoveImage(context.Background(), tag); err != nil {
+		if err := docker.New(cli).RemoveImage(context.Background(), tag); err != nil {
 			t.Errorf("RemoveImage(%s) = %v", tag, err)
 		}
 	})
 	return tag, cli
+}
+
+// workerImage is the worker image sealedImage builds once per test
+// binary; TestMain removes it (removeWorkerImage).
+var workerImage struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
+// sharedWorkerImage builds workerImage on first use and returns its tag.
+func sharedWorkerImage(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	workerImage.once.Do(func() {
+		tag := "rtsandbox-test-cmd-worker:" + opsRandom()
+		if _, err := workerimage.Build(context.Background(), docker.New(cli), tag); err != nil {
+			workerImage.err = fmt.Errorf("build %s: %w", tag, err)
+			return
+		}
+		workerImage.tag = tag
+	})
+	if workerImage.err != nil {
+		t.Fatal(workerImage.err)
+	}
+	return workerImage.tag
+}
+
+// removeWorkerImage removes the image sharedWorkerImage built, if any.
+func removeWorkerImage() error {
+	if workerImage.tag == "" {
+		return nil
+	}
+	cli, err := dockertest.Connect(context.Background())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return docker.New(cli).RemoveImage(context.Background(), workerImage.tag)
 }
 
 // sealedConfig writes a config for a sealed turn against model, with a

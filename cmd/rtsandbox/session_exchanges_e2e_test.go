@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -170,6 +171,12 @@ func TestMain(m *testing.M) {
 	// The cluster tier's tests (kube_*_test.go) share one test cluster.
 	if err := k8stest.StopAll(); err != nil && code == 0 {
 		code = 1
+	}
+	if err := removeWorkerImage(); err != nil {
+		fmt.Fprintln(os.Stderr, "remove the tests' worker image:", err)
+		if code == 0 {
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
