@@ -23,6 +23,12 @@ func TestAdmissionBoundsRunningTurns(t *testing.T) {
 	var running, peak atomic.Int32
 	var mu sync.Mutex
 	var order []string
+	// The first two turns hold their slots until all six have arrived:
+	// with a timer alone, a loaded machine let them finish while the later
+	// ones were still arriving, and the queue never reached its length.
+	arrived := make(chan struct{})
+	allArrived := sync.OnceFunc(func() { close(arrived) })
+	t.Cleanup(allArrived) // a failed wait must not leave them blocked
 	f.driver.run = func(_ context.Context, _ container.Spec, turn wire.Turn) (rtsandbox.Reply, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
@@ -31,6 +37,7 @@ func TestAdmissionBoundsRunningTurns(t *testing.T) {
 		mu.Lock()
 		order = append(order, turn.Text)
 		mu.Unlock()
+		<-arrived
 		time.Sleep(50 * time.Millisecond)
 		return rtsandbox.Reply{OK: true, Text: turn.Text}, nil
 	}
@@ -56,6 +63,7 @@ func TestAdmissionBoundsRunningTurns(t *testing.T) {
 			return f.rt.slots.waiting.Load() == int32(i-1)
 		})
 	}
+	allArrived()
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
