@@ -312,6 +312,9 @@ func (e *Sealed) turn(ctx context.Context, w turnPod, a *attachment, res contain
 	case <-ctx.Done():
 		a.cancel()
 		<-a.exited
+		// The stream has ended, so its stderr is whole: the worker's
+		// failure line, if it wrote one, tells the operator why.
+		res.StderrTail = a.errOut.Tail()
 		return e.cleanup(w, res, fmt.Errorf("%w: waiting for the worker's exit after its stream ended: %w", container.ErrAborted, context.Cause(ctx)))
 	}
 	res.ExitCode, res.Exited = end.code, time.Now()

@@ -272,3 +272,26 @@ func TestClusterSealedDeadline(t *testing.T) {
 		t.Errorf("the Pod neither removed nor pending: %+v", res)
 	}
 }
+
+// TestClusterSealedStreamEndedWithoutExit: a worker whose stream ends
+// without its reply's end mark (a failure reply) while its Pod never
+// reports an exit fails its turn at the deadline with ErrAborted, and the
+// result carries the failure line it wrote on stderr, for the operator.
+func TestClusterSealedStreamEndedWithoutExit(t *testing.T) {
+	const line = `{"error_class":"model","detail":"model call failed"}`
+	r := newSealedRig(t, func(_ context.Context, _ *corev1.Pod, s Streams) error {
+		io.Copy(io.Discard, s.Stdin)
+		io.WriteString(s.Stderr, line+"\n")
+		io.WriteString(s.Stdout, `{"ok":false,"text":"x"}`)
+		return nil // kwok keeps the Pod running: no exit is ever seen
+	})
+	ctx, cancel := context.WithTimeout(clusterCtx(t), 2*time.Second)
+	defer cancel()
+	res, err := r.e.Run(ctx, r.spec(t), turnInput(t))
+	if !errors.Is(err, container.ErrAborted) || !strings.Contains(err.Error(), "after its stream ended") {
+		t.Fatalf("Run = %v; want ErrAborted after the stream ended", err)
+	}
+	if !strings.Contains(string(res.StderrTail), line) {
+		t.Errorf("StderrTail = %q; want the worker's failure line", res.StderrTail)
+	}
+}
