@@ -32,7 +32,7 @@ for a in "$@"; do
   prev=$a
 done
 case "$pkg" in
-"$module" | "$module"/* | "$module"_test | "$module"/*_test) exec "$tool" "$@" ;;
+"$module" | "$module"/* | "$module"_test) exec "$tool" "$@" ;; # a package's external test is under "$module"/
 esac
 args=()
 for a in "$@"; do
