@@ -53,7 +53,7 @@ while IFS= read -r file; do
     list+=("$dir $target")
   done
   dirs+=("$dir")
-done < <(grep -rl --include='*_test.go' '^func Fuzz' . | sort)
+done < <(grep -rl --include='*_test.go' --exclude-dir=testdata '^func Fuzz' . | sort) # go's ./... skips testdata too
 
 # bin names the test binary of a package directory.
 bin() { echo "$bindir/$(echo "$1" | tr '/.' '__').test"; }
