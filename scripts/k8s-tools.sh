@@ -41,8 +41,10 @@
 # What keeps the cold build short (it is most of CI's time on a new
 # machine): kwok and the agent-sandbox controller share one module, so one
 # set of versions and one compile of the client libraries they share; no
-# -trimpath, so what they compile at the main module's versions is
-# reused by its vet, fuzz and SDK builds; -s -w, since linking the DWARF of
+# -trimpath, and that module pins every module it shares with the main
+# module at the main module's version (scripts/k8stools_test.go), so what
+# it compiles is reused by the main module's vet, staticcheck and fuzz
+# builds; -s -w, since linking the DWARF of
 # binaries this size costs minutes and nothing here debugs them; and the
 # garbage collector alone instead of kube-controller-manager.
 set -euo pipefail
