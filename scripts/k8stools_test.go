@@ -41,7 +41,9 @@ func requires(t *testing.T, gomod string) map[string]string {
 	if err != nil {
 		t.Fatalf("go mod edit -json %s: %v", gomod, err)
 	}
-	var f struct{ Require []struct{ Path, Version string } }
+	var f struct {
+		Require []struct{ Path, Version string }
+	}
 	if err := json.Unmarshal(out, &f); err != nil {
 		t.Fatal(err)
 	}
