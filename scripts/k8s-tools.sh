@@ -40,11 +40,12 @@
 #
 # What keeps the cold build short (it is most of CI's time on a new
 # machine): kwok and the agent-sandbox controller share one module, so one
-# set of versions and one compile of the client libraries they share; no
-# -trimpath, and that module pins every module it shares with the main
-# module at the main module's version (scripts/k8stools_test.go), so what
-# it compiles is reused by the main module's vet, staticcheck and fuzz
-# builds; -s -w, since linking the DWARF of
+# set of versions and one compile of the client libraries they share; they
+# build with the flags of the test command's non-race builds (CGO off,
+# -trimpath: internal/hostbin's package doc), and that module pins every
+# module it shares with the main module at the main module's version
+# (scripts/k8stools_test.go), so what it compiles is reused by the main
+# module's vet, staticcheck, fuzz and test builds; -s -w, since linking the DWARF of
 # binaries this size costs minutes and nothing here debugs them; and the
 # garbage collector alone instead of kube-controller-manager.
 set -euo pipefail
@@ -115,7 +116,7 @@ mkdir -p "$tmp/bin" "$tmp/crds"
 build() { # module dir, then packages
   local dir="$1"
   shift
-  (cd "$root/tools/$dir" && nice -n 10 go build -ldflags "-s -w ${LDFLAGS:-}" -o "$tmp/bin/" "$@")
+  (cd "$root/tools/$dir" && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w ${LDFLAGS:-}" -o "$tmp/bin/" "$@")
 }
 LDFLAGS="$K8S_VERSION" build k8scluster k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler ./cmd/garbage-collector >&2
 build k8scontrollers sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller >&2

@@ -10,8 +10,8 @@
 #         OpenAI Go SDKs (build tag sdk), once and without the race
 #         detector: the SDKs are test-only and large, and race-instrumenting
 #         and vetting them tripled the test command's time on an empty
-#         build cache
-#   lint  gofmt, go vet, staticcheck
+#         build cache; built like the shipped binary (shipped, below)
+#   lint  gofmt, go vet, staticcheck; built like the shipped binary
 #   fuzz  every fuzz target for a short bounded count (scripts/fuzz-smoke.sh),
 #         beside the other phases at the lowest CPU priority: it takes
 #         the cores the tests leave idle (the real-Docker end-to-end tests
@@ -76,6 +76,17 @@ tests() {
   "$GO" tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg -- "$@"
 }
 
+# shipped runs a command with the build flags of `make build`: CGO off and
+# -trimpath. Every build but the race phase's uses them (the sdk and lint
+# phases here, the fuzz builds, the binaries tests build through
+# internal/hostbin and the Kubernetes tools), because the go command's
+# cache keys a compile by its flags: with two sets, a new machine compiled
+# the host binary's dependencies twice (internal/hostbin's package doc).
+shipped() (
+  export CGO_ENABLED=0 GOFLAGS="-trimpath${GOFLAGS:+ $GOFLAGS}"
+  "$@"
+)
+
 # The fuzz phase starts now, in its own process group (so an interrupt
 # stops all of it), and is waited for after the tests.
 fuzz_start=$SECONDS
@@ -99,8 +110,15 @@ phase race tests -race -count=1 -timeout 30m -p "$procs" ./...
 # second time cost half a minute of every run.
 sdk_tests=$(grep -l '^//go:build sdk' modelapi/*_test.go broker/*_test.go internal/fakemodel/*_test.go |
   xargs grep -ho '^func Test[A-Za-z0-9_]*' | sed 's/^func //' | paste -sd '|' -)
-phase sdk tests -count=1 -tags sdk -timeout 10m -run "^(${sdk_tests:-NoSDKTests})\$" ./modelapi ./broker ./internal/fakemodel
-phase lint lint
+# The SDKs compile without optimisation (-N -l): they only drive a few
+# requests through our wire here, and optimising their generated code cost
+# a new machine 49 of their 156 CPU-seconds.
+sdk_gcflags=()
+for m in github.com/openai/openai-go/v3 github.com/anthropics/anthropic-sdk-go/v2; do
+  sdk_gcflags+=("-gcflags=$m/...=-N -l")
+done
+phase sdk shipped tests -count=1 -tags sdk "${sdk_gcflags[@]}" -timeout 10m -run "^(${sdk_tests:-NoSDKTests})\$" ./modelapi ./broker ./internal/fakemodel
+phase lint shipped lint
 
 echo "== fuzz (ran beside the tests)"
 wait "$fuzz_pid"

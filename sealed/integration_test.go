@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/container/docker"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
 	"github.com/rtsandbox/rtsandbox/internal/fakemcp"
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 	"github.com/rtsandbox/rtsandbox/memstore"
 	"github.com/rtsandbox/rtsandbox/upstream"
 	"github.com/rtsandbox/rtsandbox/wire"
@@ -99,10 +99,8 @@ func buildImage(ctx context.Context, d *docker.Driver, tag, pkg string) error {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "app")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %w\n%s", pkg, err, msg)
+	if err := hostbin.GoBuild(ctx, ".", nil, "-o", out, pkg); err != nil {
+		return fmt.Errorf("build %s: %w", pkg, err)
 	}
 	bin, err := os.ReadFile(out)
 	if err != nil {

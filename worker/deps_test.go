@@ -1,11 +1,12 @@
 package worker
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 )
 
 // The worker runs inside the sealed container, so its dependency set is
@@ -43,9 +44,7 @@ func TestWorkerBuildsWithoutCgo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "rtsandbox-worker"), "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
+	if err := hostbin.GoBuild(t.Context(), ".", nil, "-o", filepath.Join(t.TempDir(), "rtsandbox-worker"), "github.com/rtsandbox/rtsandbox/cmd/rtsandbox-worker"); err != nil {
+		t.Fatalf("CGO_ENABLED=0 %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 )
 
 // builtWorker compiles the real worker once per test binary through the
@@ -96,10 +97,8 @@ func TestCheckAcceptsBuiltWorker(t *testing.T) {
 func TestCheckWorkerRefusesOtherProgram(t *testing.T) {
 	mustWorker(t)
 	out := filepath.Join(t.TempDir(), "other")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ModulePath+"/container/enginetest/testdata/echo")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, msg)
+	if err := hostbin.GoBuild(t.Context(), ".", []string{"GOOS=linux"}, "-o", out, ModulePath+"/container/enginetest/testdata/echo"); err != nil {
+		t.Fatal(err)
 	}
 	bin, err := os.ReadFile(out)
 	if err != nil {

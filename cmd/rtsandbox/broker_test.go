@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"github.com/rtsandbox/rtsandbox/wire"
 
@@ -192,8 +193,8 @@ func TestBrokerCommandExitsZeroOnSignal(t *testing.T) {
 	}
 	dir := shortTempDir(t)
 	bin := filepath.Join(dir, "rtsandbox")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := hostbin.GoBuild(t.Context(), ".", nil, "-o", bin, "."); err != nil {
+		t.Fatal(err)
 	}
 	cfg := writeConfig(t, dir, modelStandIn(t).URL)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {

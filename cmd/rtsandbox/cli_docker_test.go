@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rtsandbox/rtsandbox/host"
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 )
 
 // closingWriter is a stdout whose reader exits once it has seen a line
@@ -59,8 +60,8 @@ func TestDemoStopsWhenStdoutCloses(t *testing.T) {
 func buildCLI(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(shortTempDir(t), "rtsandbox")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := hostbin.GoBuild(t.Context(), ".", nil, "-o", bin, "."); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/enginetest"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 )
 
 // integ is the shared state of the integration tests: a client on the local
@@ -73,10 +73,8 @@ func buildEcho(ctx context.Context) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "echo")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, enginetest.WorkerPackage)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build %s: %w\n%s", enginetest.WorkerPackage, err, msg)
+	if err := hostbin.GoBuild(ctx, ".", nil, "-o", out, enginetest.WorkerPackage); err != nil {
+		return nil, fmt.Errorf("build %s: %w", enginetest.WorkerPackage, err)
 	}
 	return os.ReadFile(out)
 }

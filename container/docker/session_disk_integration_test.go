@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/rtsandbox/rtsandbox"
 	rtcontainer "github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/internal/dockertest"
+	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 	"github.com/rtsandbox/rtsandbox/internal/syncbuf"
 	"github.com/rtsandbox/rtsandbox/session"
 	"github.com/rtsandbox/rtsandbox/wire"
@@ -41,10 +41,8 @@ func fillerImage(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "filler")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/filler")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build testdata/filler: %v\n%s", err, msg)
+	if err := hostbin.GoBuild(t.Context(), ".", nil, "-o", out, "./testdata/filler"); err != nil {
+		t.Fatalf("build testdata/filler: %v", err)
 	}
 	binary, err := os.ReadFile(out)
 	if err != nil {
