@@ -15,12 +15,7 @@
 # other has not cached yet, which on an empty build cache cost 59 of the
 # builds' 198 CPU-seconds. They build with the flags of `make build`
 # (CGO off, -trimpath), which the test command's other non-race builds
-# share, and under internal/hostbin's build lock, which the builds tests
-# start take too (that package's doc says why).
-#
-# FUZZNICE (default 0) is the targets' CPU priority, niceness as nice(1)
-# takes it. The build keeps the caller's priority: a test that builds a
-# binary waits for the lock it holds, and a starved build would stall it.
+# share (internal/hostbin's package doc says why).
 #
 # Coverage instrumentation (the compiler's -d=libfuzzer, what go test
 # -fuzz adds) goes to the module's own packages only, through a -gcflags
@@ -48,7 +43,6 @@ set -euo pipefail
 cd "${FUZZROOT:-$(dirname "$0")/..}"
 fuzztime="${FUZZTIME:-20000x}"
 jobs="${FUZZJOBS:-2}"
-fuzznice="${FUZZNICE:-0}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bindir="${FUZZBIN:-$work/bin}"
@@ -77,12 +71,9 @@ bin() {
   if [ "$1" = . ]; then echo "$bindir/${module##*/}.test"; else echo "$bindir/$(basename "$1").test"; fi
 }
 build_all() {
-  local pkgs=() dir cache
+  local pkgs=() dir
   for dir in "$@"; do pkgs+=("./$dir"); done
-  cache=$(go env GOCACHE)
-  mkdir -p "$cache"
-  if ! CGO_ENABLED=0 flock "$cache/rtsandbox-build.lock" \
-    go test -c -trimpath ${gcflags:+"$gcflags"} -o "$bindir/" "${pkgs[@]}" >"$work/build.log" 2>&1; then
+  if ! CGO_ENABLED=0 go test -c -trimpath ${gcflags:+"$gcflags"} -o "$bindir/" "${pkgs[@]}" >"$work/build.log" 2>&1; then
     echo "fuzz: build FAILED"
     cat "$work/build.log"
     return 1
@@ -92,7 +83,7 @@ run_one() {
   local dir=$1 target=$2 log="$work/$(echo "$1.$2" | tr '/' '_').log" start=$SECONDS
   local binary
   binary=$(bin "$dir")
-  if (cd "$dir" && nice -n "$fuzznice" "$binary" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$fuzztime" \
+  if (cd "$dir" && "$binary" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$fuzztime" \
     -test.parallel 1 -test.fuzzcachedir "$work/cache/$dir/$target") >"$log" 2>&1 &&
     { [ -z "$gcflags" ] || ! grep -q 'not built with coverage instrumentation' "$log"; }; then
     echo "fuzz: $dir $target ($fuzztime): ok in $((SECONDS - start))s"
@@ -103,7 +94,7 @@ run_one() {
   fi
 }
 export -f bin run_one
-export fuzztime fuzznice work bindir gcflags module
+export fuzztime work bindir gcflags module
 status=0
 mapfile -t dirs < <(printf '%s\n' "${dirs[@]}" | sort -u)
 build_all "${dirs[@]}" || status=1

@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/rtsandbox/rtsandbox/internal/hostbin"
 )
 
 // TestFuzzSmokeInstrumentsOwnPackagesOnly: scripts/fuzz-smoke.sh runs
@@ -93,18 +91,4 @@ func copyFixture(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return dst
-}
-
-// TestFuzzSmokeTakesTheBuildLock: the fuzz phase builds under the lock the
-// builds tests start take (internal/hostbin), the file of that name in the
-// build cache's directory, so that neither compiles what the other is
-// compiling.
-func TestFuzzSmokeTakesTheBuildLock(t *testing.T) {
-	script, err := os.ReadFile("fuzz-smoke.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `flock "$cache/` + hostbin.LockName + `"`; !strings.Contains(string(script), want) {
-		t.Errorf("fuzz-smoke.sh does not build under %s (no %q)", hostbin.LockName, want)
-	}
 }

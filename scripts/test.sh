@@ -13,13 +13,11 @@
 #         build cache; built like the shipped binary (shipped, below)
 #   lint  gofmt, go vet, staticcheck; built like the shipped binary
 #   fuzz  every fuzz target for a short bounded count (scripts/fuzz-smoke.sh),
-#         beside the other phases, the targets at the lowest CPU priority:
-#         they take the cores the tests leave idle (the real-Docker
-#         end-to-end tests mostly wait on containers) and never slow a test
-#         that has work to do. Its build runs at the tests' priority, since
-#         a test that builds a binary waits for it (internal/hostbin). Its
-#         lines are printed when it ends, so they do not interleave with
-#         the tests'.
+#         beside the other phases at the lowest CPU priority: it takes
+#         the cores the tests leave idle (the real-Docker end-to-end tests
+#         mostly wait on containers) and never slows a test that has work to
+#         do. Its lines are printed when it ends, so they do not interleave
+#         with the tests'.
 #
 # The race and sdk phases print one line per package as it finishes, and a
 # failed test's output at once (gotestsum, a tool of go.mod), so a long run
@@ -93,7 +91,7 @@ shipped() (
 # stops all of it), and is waited for after the tests.
 fuzz_start=$SECONDS
 set -m
-(FUZZTIME="$FUZZTIME" FUZZNICE=19 "$FUZZ_SMOKE" >"$work/fuzz.log" 2>&1) &
+(FUZZTIME="$FUZZTIME" nice -n 19 "$FUZZ_SMOKE" >"$work/fuzz.log" 2>&1) &
 fuzz_pid=$!
 set +m
 

@@ -21,8 +21,7 @@
 //     every package neither finds in the cache. Test binaries run side by
 //     side, and two of them building the host binary at once compiled its
 //     whole tree twice. GoBuild holds an exclusive lock, a file in the
-//     build cache's directory, while it builds (so does the fuzz phase's
-//     build, scripts/fuzz-smoke.sh), so the second build finds the first's
+//     build cache's directory, while it builds, so the second build finds the first's
 //     packages in the cache. Once the cache is warm a build is mostly
 //     linking, and the wait is seconds.
 package hostbin
