@@ -75,6 +75,9 @@ build_gvisor() { # dir: runsc and its containerd shim into dir/bin
 }
 build_real() { # dir: the kubelet, pause, the CNI plugins and gVisor into it
   local dir="$1"
+  # The go command's default flags (cgo on), as the tier has always run
+  # the kubelet; the base tools' CGO off and -trimpath are for sharing
+  # compiles with the test command, which never builds these.
   (cd "$root/tools/k8scluster" && nice -n 10 go build -ldflags "-s -w $K8S_VERSION" -o "$dir/bin/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy) >&2
   build_gvisor "$dir"
   (cd "$root/tools/kuberouter" && nice -n 10 go build -ldflags "-s -w" -o "$dir/bin/" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router) >&2
