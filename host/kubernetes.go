@@ -262,7 +262,7 @@ func kubeSessionContainers(cfg *config.Config) (SessionContainers, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := kubernetes.NewSessions(cs, kubeOptions(cfg))
+	s, err := kubernetes.NewSessions(cs.CoreV1(), kubeOptions(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func kubeSessionContainers(cfg *config.Config) (SessionContainers, error) {
 
 // sessions is the session engine on e's cluster: one Pod per channel.
 func (e *KubeEngine) sessions() (*kubernetes.Sessions, error) {
-	return kubernetes.NewSessions(e.cs, e.opts)
+	return kubernetes.NewSessions(e.cs.CoreV1(), e.opts)
 }
 
 // sessionBroker puts a channel's broker, listening on socket, behind the

@@ -39,7 +39,7 @@ func clusterOptions(t testing.TB, c *k8stest.Cluster) Options {
 func clusterPods(t testing.TB) (*k8stest.Cluster, *Pods) {
 	t.Helper()
 	c := k8stest.Require(t)
-	p, err := NewPods(c.Clientset, clusterOptions(t, c))
+	p, err := NewPods(c.Clientset.CoreV1(), clusterOptions(t, c))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestClusterRuntimeClass(t *testing.T) {
 	}
 	o := p.o
 	o.RuntimeClasses = map[string]string{container.RuntimeRunsc: "absent-class"}
-	q, err := NewPods(c.Clientset, o)
+	q, err := NewPods(c.Clientset.CoreV1(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

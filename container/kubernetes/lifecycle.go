@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/rtsandbox/rtsandbox/container"
@@ -25,14 +24,15 @@ type Pods struct {
 	o   Options
 }
 
-// NewPods is the Pod lifecycle of o's installation on cs. Errors wrap
+// NewPods is the Pod lifecycle of o's installation through core, the
+// core/v1 client (a clientset's CoreV1()). Errors wrap
 // container.ErrInvalidSpec.
-func NewPods(cs kubernetes.Interface, o Options) (*Pods, error) {
+func NewPods(core corev1client.CoreV1Interface, o Options) (*Pods, error) {
 	o, err := o.check()
 	if err != nil {
 		return nil, err
 	}
-	return &Pods{api: cs.CoreV1().Pods(o.Namespace), o: o}, nil
+	return &Pods{api: core.Pods(o.Namespace), o: o}, nil
 }
 
 // Start creates pod and returns it once its worker runs, as a watch

@@ -108,7 +108,7 @@ func realHarness(t *testing.T) enginetest.Harness {
 		t.Fatal(err)
 	}
 	pods := c.Clientset.CoreV1().Pods(o.Namespace)
-	sessions, err := NewSessions(c.Clientset, o)
+	sessions, err := NewSessions(c.Clientset.CoreV1(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

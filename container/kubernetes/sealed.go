@@ -64,7 +64,7 @@ const backgroundRemove = time.Minute
 // TLS certificate chains to, "" when it speaks plain TCP. Errors wrap
 // container.ErrInvalidSpec.
 func NewSealed(cs kubernetes.Interface, attach Attacher, tokens *broker.Tokens, ca string, o Options) (*Sealed, error) {
-	pods, err := NewPods(cs, o)
+	pods, err := NewPods(cs.CoreV1(), o)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/rtsandbox/rtsandbox/container"
 )
@@ -46,15 +46,16 @@ const (
 	maxLogRead = 1 << 20
 )
 
-// NewSessions is the session engine of o's installation on cs. o needs
+// NewSessions is the session engine of o's installation through core,
+// the core/v1 client (a clientset's CoreV1()). o needs
 // SessionClaim and SessionRoot. Errors wrap container.ErrInvalidSpec and
 // name the field.
-func NewSessions(cs kubernetes.Interface, o Options) (*Sessions, error) {
+func NewSessions(core corev1client.CoreV1Interface, o Options) (*Sessions, error) {
 	o, err := o.checkSessions()
 	if err != nil {
 		return nil, err
 	}
-	pods, err := NewPods(cs, o)
+	pods, err := NewPods(core, o)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func newSessionRig(t *testing.T) *sessionRig {
 	o := clusterOptions(t, c)
 	o.SessionClaim, o.SessionRoot = "channels", clusterSessionRoot
 	c.BindClaim(t, o.Namespace, o.SessionClaim)
-	e, err := NewSessions(c.Clientset, o)
+	e, err := NewSessions(c.Clientset.CoreV1(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestClusterSessionEngineChange(t *testing.T) {
 	for _, ch := range changes {
 		o := r.o
 		ch.edit(&o)
-		e, err := NewSessions(r.c.Clientset, o)
+		e, err := NewSessions(r.c.Clientset.CoreV1(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +249,7 @@ func TestClusterSessionReap(t *testing.T) {
 	r.ensure(t, ctx, stray)
 	oo := r.o
 	oo.Installation = "other-inst"
-	other, err := NewSessions(r.c.Clientset, oo)
+	other, err := NewSessions(r.c.Clientset.CoreV1(), oo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestClusterSessionReap(t *testing.T) {
 	if err := other.EnsureRunning(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPods(r.c.Clientset, r.o)
+	p, err := NewPods(r.c.Clientset.CoreV1(), r.o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestClusterSessionAborted(t *testing.T) {
 
 	o := r.o
 	o.SessionClaim = "unbound"
-	e, err := NewSessions(r.c.Clientset, o)
+	e, err := NewSessions(r.c.Clientset.CoreV1(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func sessionConversation(t *testing.T, c *k8stest.Cluster, env conversationEnv) 
 	o := clusterOptions(t, c)
 	o.Broker = env.address(ln.Addr().(*net.TCPAddr))
 	o.SessionClaim, o.SessionRoot = "channels", root
-	eng, err := NewSessions(c.Clientset, o)
+	eng, err := NewSessions(c.Clientset.CoreV1(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

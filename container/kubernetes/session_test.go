@@ -17,7 +17,7 @@ import (
 // sessionsOn is the session engine of sessionOptions on f's fake API.
 func sessionsOn(t *testing.T, f *apiFixture) *Sessions {
 	t.Helper()
-	e, err := NewSessions(f.cs, sessionOptions())
+	e, err := NewSessions(f.core, sessionOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func storedSessionPod(t *testing.T, f *apiFixture, spec container.SessionSpec, s
 	if status != nil {
 		status(&pod.Status)
 	}
-	if err := f.cs.Tracker().Add(pod); err != nil {
+	if err := f.tracker.Add(pod); err != nil {
 		t.Fatal(err)
 	}
 	return pod
@@ -77,7 +77,7 @@ func TestSessionStatusStates(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(pod)
 			}
-			if err := f.cs.Tracker().Add(pod); err != nil {
+			if err := f.tracker.Add(pod); err != nil {
 				t.Fatal(err)
 			}
 			st, err := sessionsOn(t, f).Status(context.Background(), spec.Name)
@@ -98,7 +98,7 @@ func TestSessionStatusStates(t *testing.T) {
 		storedSessionPod(t, f, spec, running)
 		o := sessionOptions()
 		o.EphemeralMB = 256
-		e, err := NewSessions(f.cs, o)
+		e, err := NewSessions(f.core, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestSessionLogsRequest(t *testing.T) {
 		}
 	}
 	var tails []int64
-	for _, a := range f.cs.Actions() {
+	for _, a := range f.fake.Actions() {
 		if a.GetSubresource() != "log" {
 			continue
 		}
@@ -152,11 +152,11 @@ func TestSessionRemoveByUIDWithGrace(t *testing.T) {
 			t.Fatalf("Remove = %v", err)
 		}
 	}
-	if list, _ := f.cs.CoreV1().Pods("rtsandbox").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
+	if list, _ := f.core.Pods("rtsandbox").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
 		t.Errorf("pods left: %d", len(list.Items))
 	}
 	var deletes int
-	for _, a := range f.cs.Actions() {
+	for _, a := range f.fake.Actions() {
 		d, ok := a.(k8stesting.DeleteAction)
 		if !ok {
 			continue
@@ -185,7 +185,7 @@ func TestSessionStartFailsDeletesThePod(t *testing.T) {
 	if err := <-errc; !errors.Is(err, container.ErrEngine) {
 		t.Errorf("EnsureRunning = %v; want ErrEngine", err)
 	}
-	if list, _ := f.cs.CoreV1().Pods("rtsandbox").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
+	if list, _ := f.core.Pods("rtsandbox").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
 		t.Errorf("pods left: %d", len(list.Items))
 	}
 }
@@ -198,7 +198,7 @@ func TestWatchOutlivesALostAPI(t *testing.T) {
 	f.setStatus(t, "worker", running)
 	lost := make(chan struct{}, 1)
 	calls := 0
-	f.cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+	f.fake.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		if calls++; calls > 1 {
 			return false, nil, nil // the tracker's watch
 		}
