@@ -10,10 +10,11 @@ import (
 // TestK8sControllersShareTheMainModulesVersions: every module
 // tools/k8scontrollers (kwok, the agent-sandbox controller) requires at
 // a version the main module also requires is at the main module's
-// version. The tools build (scripts/k8s-tools.sh) compiles without
-// -trimpath, so its compile of the client libraries, the API types and
-// kustomize is the one go vet, staticcheck and the fuzz phase reuse from
-// the go command's cache; one version apart anywhere below them and a new
+// version. The tools build (scripts/k8s-tools.sh) compiles with the test
+// command's shared flags (CGO off, -trimpath: internal/hostbin), so its
+// compile of the client libraries, the API types and kustomize is the one
+// go vet, staticcheck, the fuzz phase and the tests' builds reuse from the
+// go command's cache; one version apart anywhere below them and a new
 // machine compiles them twice.
 func TestK8sControllersShareTheMainModulesVersions(t *testing.T) {
 	main := requires(t, filepath.Join("..", "go.mod"))

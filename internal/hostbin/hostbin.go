@@ -21,9 +21,9 @@
 //     every package neither finds in the cache. Test binaries run side by
 //     side, and two of them building the host binary at once compiled its
 //     whole tree twice. GoBuild holds an exclusive lock, a file in the
-//     build cache's directory, while it builds, so the second build finds the first's
-//     packages in the cache. Once the cache is warm a build is mostly
-//     linking, and the wait is seconds.
+//     build cache's directory, while it builds, so the second build finds
+//     the first's packages in the cache. Once the cache is warm a build is
+//     mostly linking, and the wait is seconds.
 package hostbin
 
 import (
@@ -65,8 +65,8 @@ func Build(tb testing.TB, root, dir string) string {
 }
 
 // GoBuild runs `go build -trimpath args...` in dir with CGO_ENABLED=0 and
-// env added to this process's environment, while no other GoBuild of any
-// process on the machine runs. The error carries the command's output.
+// env added to this process's environment, while no other GoBuild that
+// shares the build cache runs, in this process or another. The error carries the command's output.
 func GoBuild(ctx context.Context, dir string, env []string, args ...string) error {
 	unlock, err := lockBuilds(ctx)
 	if err != nil {
