@@ -34,13 +34,24 @@ func FuzzParseResultPacket(f *testing.F) {
 		if !ok {
 			return
 		}
-		var envelope struct {
-			TurnID *string `json:"turnId"`
-			Result struct {
-				OK *bool `json:"ok"`
-			} `json:"result"`
+		// The oracle reads members by their exact names, as JSON.parse and
+		// the parser do. A struct would not: encoding/json matches a name
+		// whatever its case, and read the member "turNId" as turnId
+		// (testdata/fuzz's 6feae35534538f6b).
+		var top, result map[string]json.RawMessage
+		var turnID *string
+		var okField *bool
+		err := json.Unmarshal(body, &top)
+		if err == nil {
+			err = json.Unmarshal(top["turnId"], &turnID)
 		}
-		if err := json.Unmarshal(body, &envelope); err != nil || envelope.TurnID == nil || *envelope.TurnID != id || envelope.Result.OK == nil {
+		if err == nil {
+			err = json.Unmarshal(top["result"], &result)
+		}
+		if err == nil {
+			err = json.Unmarshal(result["ok"], &okField)
+		}
+		if err != nil || turnID == nil || *turnID != id || okField == nil {
 			t.Fatalf("accepted %q: turnId %q, err %v", body, id, err)
 		}
 		var r wire.SessionResult
