@@ -13,7 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	sandboxclient "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	extclient "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
@@ -40,7 +40,7 @@ type Sealed struct {
 	tokens *broker.Tokens
 	hello  wire.BrokerHello // the listener's address and CA; the token is each turn's
 
-	cs       kubernetes.Interface
+	core     corev1client.CoreV1Interface
 	removals atomic.Int64 // deletions under way
 	mu       sync.Mutex
 	closed   bool
@@ -58,17 +58,18 @@ const removeWait = time.Second
 // backgroundRemove bounds a deletion that goes on after Run returned.
 const backgroundRemove = time.Minute
 
-// NewSealed is the sealed engine of o's installation on cs, attaching
-// through attach and issuing tokens on tokens, the table of the broker's
-// network listener at o.Broker. ca is the PEM certificate the listener's
-// TLS certificate chains to, "" when it speaks plain TCP. Errors wrap
+// NewSealed is the sealed engine of o's installation through core, the
+// core/v1 client (a clientset's CoreV1()), attaching through attach and
+// issuing tokens on tokens, the table of the broker's network listener at
+// o.Broker. ca is the PEM certificate the listener's TLS certificate
+// chains to, "" when it speaks plain TCP. Errors wrap
 // container.ErrInvalidSpec.
-func NewSealed(cs kubernetes.Interface, attach Attacher, tokens *broker.Tokens, ca string, o Options) (*Sealed, error) {
-	pods, err := NewPods(cs.CoreV1(), o)
+func NewSealed(core corev1client.CoreV1Interface, attach Attacher, tokens *broker.Tokens, ca string, o Options) (*Sealed, error) {
+	pods, err := NewPods(core, o)
 	if err != nil {
 		return nil, err
 	}
-	return &Sealed{cs: cs, pods: pods, attach: attach, tokens: tokens, live: map[string]bool{},
+	return &Sealed{core: core, pods: pods, attach: attach, tokens: tokens, live: map[string]bool{},
 		hello: wire.BrokerHello{Broker: pods.o.Broker.String(), CA: ca}}, nil
 }
 
@@ -299,8 +300,21 @@ func (e *Sealed) turn(ctx context.Context, w turnPod, a *attachment, res contain
 		a.cancel()
 		return e.settle(w, a.out, a.errOut, stream, end, res)
 	}
-	// The stream ended first: the worker exited (or the stream broke, or
-	// its output went over a bound); the watch tells which.
+	// The stream ended first. A worker writes its end mark before its
+	// stream ends, and a select that found both ready took either: the
+	// reply is early all the same. Waiting for the exit instead would
+	// cost the exit's report, and on kwok, whose Pods never exit, the
+	// whole deadline.
+	select {
+	case <-a.out.Ended():
+		res.Replied = time.Now()
+		a.cancel()
+		<-a.exited
+		return e.early(w, a.out.Reply(), res)
+	default:
+	}
+	// The worker exited (or the stream broke, or its output went over a
+	// bound); the watch tells which.
 	if errors.Is(stream.err, container.ErrOutputLimit) {
 		a.cancel()
 		<-a.exited
@@ -460,7 +474,7 @@ func (e *Sealed) Pending() int { return int(e.removals.Load()) }
 // Ping asks the API server its version, within ctx: the engine's
 // readiness.
 func (e *Sealed) Ping(ctx context.Context) (string, error) {
-	raw, err := e.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	raw, err := e.core.RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", container.ErrEngine, err)
 	}
