@@ -10,11 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/discovery"
+	authzv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	nodev1client "k8s.io/client-go/kubernetes/typed/node/v1"
 
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/kubernetes"
+	"github.com/rtsandbox/rtsandbox/internal/kubeclient"
 )
 
 // kubeChecks are doctor's checks of engine: kubernetes, in place of the
@@ -29,7 +33,7 @@ func kubeChecks(ctx context.Context, cfg *config.Config) []Check {
 	if err != nil {
 		return []Check{fail(api, "set kubernetes.kubeconfig to a kubeconfig file, or run serve in a Pod", "%v", err)}
 	}
-	cs, err := k8s.NewForConfig(rc)
+	cs, err := kubeclient.New(rc)
 	if err != nil {
 		return []Check{fail(api, "fix the kubeconfig", "%v", err)}
 	}
@@ -50,23 +54,23 @@ func kubeChecks(ctx context.Context, cfg *config.Config) []Check {
 	default:
 		checks = append(checks, ok("namespace", "%s", k.Namespace))
 	}
-	checks = append(checks, rbacCheck(ctx, cs, k.Namespace, k.SealedPool > 0, cfg.UsesSessions()))
+	checks = append(checks, rbacCheck(ctx, cs.AuthorizationV1(), k.Namespace, k.SealedPool > 0, cfg.UsesSessions()))
 	if k.SealedPool > 0 {
-		checks = append(checks, crdCheck(cs))
+		checks = append(checks, crdCheck(cs.Discovery()))
 	}
 	if cfg.UsesSessions() {
-		checks = append(checks, claimCheck(ctx, cs, k))
+		checks = append(checks, claimCheck(ctx, cs.CoreV1(), k))
 	}
-	return append(checks, runtimeClassChecks(ctx, cs, cfg)...)
+	return append(checks, runtimeClassChecks(ctx, cs.NodeV1(), cfg)...)
 }
 
 // claimCheck wants the claim that holds the channels' directories
 // (kubernetes.session.claim) bound, and warns when it is not
 // ReadWriteMany: a channel's Pod can then be recreated only on the node
 // that has the volume, and serve must run there too.
-func claimCheck(ctx context.Context, cs k8s.Interface, k *config.Kubernetes) Check {
+func claimCheck(ctx context.Context, core corev1client.CoreV1Interface, k *config.Kubernetes) Check {
 	const name = "session claim"
-	pvc, err := cs.CoreV1().PersistentVolumeClaims(k.Namespace).Get(ctx, k.SessionClaim, metav1.GetOptions{})
+	pvc, err := core.PersistentVolumeClaims(k.Namespace).Get(ctx, k.SessionClaim, metav1.GetOptions{})
 	switch {
 	case apierrors.IsForbidden(err):
 		return warn(name, readFix, "%s: not checked: this identity may not read PersistentVolumeClaims", k.SessionClaim)
@@ -88,7 +92,7 @@ const readFix = "apply deploy/kubernetes' ClusterRole rtsandbox-read (bound to s
 // rbacCheck asks the API server, verb by verb, whether this identity may
 // do what the engine does in ns (with the session engine's verbs when
 // sessions).
-func rbacCheck(ctx context.Context, cs k8s.Interface, ns string, warmPool, sessions bool) Check {
+func rbacCheck(ctx context.Context, authz authzv1client.AuthorizationV1Interface, ns string, warmPool, sessions bool) Check {
 	const name = "rbac"
 	var missing []string
 	for _, r := range kubernetes.Permissions(warmPool, sessions) {
@@ -98,7 +102,7 @@ func rbacCheck(ctx context.Context, cs k8s.Interface, ns string, warmPool, sessi
 				review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
 					ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb,
 						Group: r.APIGroups[0], Resource: resource, Subresource: sub}}}
-				got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+				got, err := authz.SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 				if err != nil {
 					return fail(name, "check the API server and the kubeconfig's credentials", "access review: %v", err)
 				}
@@ -115,7 +119,7 @@ func rbacCheck(ctx context.Context, cs k8s.Interface, ns string, warmPool, sessi
 }
 
 // crdCheck wants agent-sandbox's resources served.
-func crdCheck(cs k8s.Interface) Check {
+func crdCheck(disc discovery.DiscoveryInterface) Check {
 	const name = "agent-sandbox"
 	want := map[string][]string{
 		kubernetes.SandboxGroup + "/v1beta1":    {"sandboxes"},
@@ -123,7 +127,7 @@ func crdCheck(cs k8s.Interface) Check {
 	}
 	var missing []string
 	for gv, resources := range want {
-		list, err := cs.Discovery().ServerResourcesForGroupVersion(gv)
+		list, err := disc.ServerResourcesForGroupVersion(gv)
 		for _, r := range resources {
 			if err != nil || !slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == r }) {
 				missing = append(missing, gv+" "+r)
@@ -138,7 +142,7 @@ func crdCheck(cs k8s.Interface) Check {
 }
 
 // runtimeClassChecks wants the RuntimeClass of each runtime in use.
-func runtimeClassChecks(ctx context.Context, cs k8s.Interface, cfg *config.Config) []Check {
+func runtimeClassChecks(ctx context.Context, node nodev1client.NodeV1Interface, cfg *config.Config) []Check {
 	classes := kubernetes.DefaultRuntimeClasses()
 	for rt, c := range cfg.Kubernetes.RuntimeClasses {
 		classes[rt] = c
@@ -151,7 +155,7 @@ func runtimeClassChecks(ctx context.Context, cs k8s.Interface, cfg *config.Confi
 			checks = append(checks, ok(name, "the cluster's default handler"))
 			continue
 		}
-		_, err := cs.NodeV1().RuntimeClasses().Get(ctx, class, metav1.GetOptions{})
+		_, err := node.RuntimeClasses().Get(ctx, class, metav1.GetOptions{})
 		switch {
 		case apierrors.IsForbidden(err):
 			checks = append(checks, warn(name, readFix, "RuntimeClass %s: not checked: this identity may not read RuntimeClasses", class))

@@ -125,7 +125,7 @@ func TestKubeClaimCheck(t *testing.T) {
 	defer cancel()
 	ns := c.Namespace(t)
 	k := &config.Kubernetes{Namespace: ns, SessionClaim: "channels", SessionRoot: "/srv/channels"}
-	if got := claimCheck(ctx, c.Clientset, k); got.status != statusFail || !strings.Contains(got.msg, "does not exist") {
+	if got := claimCheck(ctx, c.Clientset.CoreV1(), k); got.status != statusFail || !strings.Contains(got.msg, "does not exist") {
 		t.Errorf("no claim: %v", got)
 	}
 	pvcs := c.Clientset.CoreV1().PersistentVolumeClaims(ns)
@@ -136,7 +136,7 @@ func TestKubeClaimCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := claimCheck(ctx, c.Clientset, k); got.status != statusFail || !strings.Contains(got.msg, "not Bound") {
+	if got := claimCheck(ctx, c.Clientset.CoreV1(), k); got.status != statusFail || !strings.Contains(got.msg, "not Bound") {
 		t.Errorf("a pending claim: %v", got)
 	}
 	// No volume controller runs in the tier: the test binds it.
@@ -144,7 +144,7 @@ func TestKubeClaimCheck(t *testing.T) {
 	if _, err = pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := claimCheck(ctx, c.Clientset, k); got.status != statusWarn || !strings.Contains(got.msg, "not ReadWriteMany") {
+	if got := claimCheck(ctx, c.Clientset.CoreV1(), k); got.status != statusWarn || !strings.Contains(got.msg, "not ReadWriteMany") {
 		t.Errorf("a bound ReadWriteOnce claim: %v", got)
 	}
 	if err := pvcs.Delete(ctx, "channels", metav1.DeleteOptions{}); err != nil {
@@ -161,7 +161,7 @@ func TestKubeClaimCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.SessionClaim = "channels-rwx"
-	if got := claimCheck(ctx, c.Clientset, k); got.status != statusOK {
+	if got := claimCheck(ctx, c.Clientset.CoreV1(), k); got.status != statusOK {
 		t.Errorf("a bound ReadWriteMany claim: %v", got)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
+	networkingv1client "k8s.io/client-go/kubernetes/typed/networking/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
@@ -23,6 +23,7 @@ import (
 	"github.com/rtsandbox/rtsandbox/config"
 	"github.com/rtsandbox/rtsandbox/container"
 	"github.com/rtsandbox/rtsandbox/container/kubernetes"
+	"github.com/rtsandbox/rtsandbox/internal/kubeclient"
 	"github.com/rtsandbox/rtsandbox/wire"
 )
 
@@ -70,7 +71,7 @@ func kubeOptions(cfg *config.Config) kubernetes.Options {
 // reach it) and the engine's options.
 type KubeEngine struct {
 	Sealed   *kubernetes.Sealed
-	cs       k8s.Interface
+	cs       *kubeclient.Set
 	tokens   *broker.Tokens
 	listener wire.BrokerHello // the address and CA; each token is its own
 	opts     kubernetes.Options
@@ -123,7 +124,7 @@ func KubernetesEngine(ctx context.Context, cfg *config.Config, spec container.Sp
 		return nil, nil, fmt.Errorf("kubernetes.broker.listen: %w", err)
 	}
 	o := kubeOptions(cfg)
-	eng, err := kubernetes.NewSealed(cs, att, tokens, string(ca), o)
+	eng, err := kubernetes.NewSealed(cs.CoreV1(), att, tokens, string(ca), o)
 	if err != nil {
 		ln.Close()
 		return nil, nil, err
@@ -134,7 +135,7 @@ func KubernetesEngine(ctx context.Context, cfg *config.Config, spec container.Sp
 	}
 	ctx, cancel := context.WithTimeout(ctx, kubeSetupTimeout)
 	defer cancel()
-	if err := ensurePolicy(ctx, cs, o); err != nil {
+	if err := ensurePolicy(ctx, cs.NetworkingV1(), o); err != nil {
 		closeFn()
 		return nil, nil, err
 	}
@@ -149,12 +150,12 @@ func KubernetesEngine(ctx context.Context, cfg *config.Config, spec container.Sp
 }
 
 // ensurePolicy creates the workers' NetworkPolicy or updates it to o's.
-func ensurePolicy(ctx context.Context, cs k8s.Interface, o kubernetes.Options) error {
+func ensurePolicy(ctx context.Context, networking networkingv1client.NetworkingV1Interface, o kubernetes.Options) error {
 	pol, err := kubernetes.WorkerPolicy(o)
 	if err != nil {
 		return err
 	}
-	api := cs.NetworkingV1().NetworkPolicies(o.Namespace)
+	api := networking.NetworkPolicies(o.Namespace)
 	_, err = api.Create(ctx, pol, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -214,7 +215,7 @@ func reapKubernetes(ctx context.Context, cfg *config.Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	eng, err := kubernetes.NewSealed(cs, nil, broker.NewTokens(), "", kubeOptions(cfg))
+	eng, err := kubernetes.NewSealed(cs.CoreV1(), nil, broker.NewTokens(), "", kubeOptions(cfg))
 	if err != nil {
 		return 0, err
 	}
@@ -238,12 +239,12 @@ func reapKubernetes(ctx context.Context, cfg *config.Config) (int, error) {
 }
 
 // kubeClient is the client of cfg's cluster.
-func kubeClient(cfg *config.Config) (*rest.Config, k8s.Interface, error) {
+func kubeClient(cfg *config.Config) (*rest.Config, *kubeclient.Set, error) {
 	rc, err := KubeConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := k8s.NewForConfig(rc)
+	cs, err := kubeclient.New(rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}

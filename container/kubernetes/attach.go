@@ -6,8 +6,8 @@ import (
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
@@ -38,11 +38,11 @@ type APIAttacher struct {
 
 // NewAPIAttacher is the attacher of config's cluster.
 func NewAPIAttacher(config *rest.Config) (*APIAttacher, error) {
-	cs, err := kubernetes.NewForConfig(config)
+	core, err := corev1client.NewForConfig(config)
 	if err != nil {
 		return nil, err
 	}
-	return &APIAttacher{config: config, rest: cs.CoreV1().RESTClient()}, nil
+	return &APIAttacher{config: config, rest: core.RESTClient()}, nil
 }
 
 // Attach streams s to and from pod's worker container.

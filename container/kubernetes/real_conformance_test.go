@@ -124,7 +124,7 @@ func realHarness(t *testing.T) enginetest.Harness {
 	return enginetest.Harness{
 		LongLived: sessions,
 		OneShot: func(t *testing.T) container.OneShot {
-			e, err := NewSealed(c.Clientset, att, tokens, "", o)
+			e, err := NewSealed(c.Clientset.CoreV1(), att, tokens, "", o)
 			if err != nil {
 				t.Fatal(err)
 			}

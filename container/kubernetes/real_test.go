@@ -68,7 +68,7 @@ func realRig(t testing.TB) *sealedRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewSealed(c.Clientset, att, tokens, "", o)
+	e, err := NewSealed(c.Clientset.CoreV1(), att, tokens, "", o)
 	if err != nil {
 		t.Fatal(err)
 	}

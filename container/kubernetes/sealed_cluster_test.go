@@ -127,7 +127,7 @@ func newSealedRig(t testing.TB, play func(ctx context.Context, pod *corev1.Pod, 
 	o := clusterOptions(t, c)
 	o.Broker = netip.MustParseAddrPort(ln.Addr().String())
 	att := &fakeAttacher{play: play}
-	e, err := NewSealed(c.Clientset, att, tokens, "", o)
+	e, err := NewSealed(c.Clientset.CoreV1(), att, tokens, "", o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,7 @@ func TestClusterSessionReap(t *testing.T) {
 	}
 	startSealed(t, ctx, p, testSpec(t))
 
-	sealed, err := NewSealed(r.c.Clientset, nil, broker.NewTokens(), "", r.o)
+	sealed, err := NewSealed(r.c.Clientset.CoreV1(), nil, broker.NewTokens(), "", r.o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	discoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	rbacv1 "k8s.io/client-go/kubernetes/typed/rbac/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/rtsandbox/rtsandbox/internal/kubeclient"
 )
 
 // ToolsEnv names the directory scripts/k8s-tools.sh printed.
@@ -49,6 +52,41 @@ const NodeName = "kwok-node-0"
 // pod-container-running-failed of kwok's chaos set.
 const FailLabel = "pod-container-running-failed.stage.kwok.x-k8s.io"
 
+// Clients are serve's clients (kubeclient.Set) and the groups only the
+// tests call: RBAC, to make the identities whose permissions doctor
+// checks, and EndpointSlices, to route a Service to serve.
+type Clients struct {
+	*kubeclient.Set
+	rbac      rbacv1.RbacV1Interface
+	endpoints discoveryv1.DiscoveryV1Interface
+}
+
+// NewClients is the client of rc's cluster.
+func NewClients(rc *rest.Config) (*Clients, error) {
+	c, hc, err := kubeclient.Config(rc)
+	if err != nil {
+		return nil, err
+	}
+	set, err := kubeclient.NewWith(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	cs := &Clients{Set: set}
+	if cs.rbac, err = rbacv1.NewForConfigAndClient(c, hc); err != nil {
+		return nil, err
+	}
+	if cs.endpoints, err = discoveryv1.NewForConfigAndClient(c, hc); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// RbacV1 is the RBAC group's client.
+func (c *Clients) RbacV1() rbacv1.RbacV1Interface { return c.rbac }
+
+// DiscoveryV1 is the discovery.k8s.io group's client: EndpointSlices.
+func (c *Clients) DiscoveryV1() discoveryv1.DiscoveryV1Interface { return c.endpoints }
+
 // Cluster is a running control plane.
 type Cluster struct {
 	// Config is an administrator's client configuration (system:masters).
@@ -56,7 +94,7 @@ type Cluster struct {
 	// Kubeconfig is the path of a kubeconfig file holding Config.
 	Kubeconfig string
 	// Clientset is a client on Config.
-	Clientset kubernetes.Interface
+	Clientset *Clients
 
 	ca       *pki
 	apiFlags map[string]string // over startControlPlane's defaults
@@ -199,7 +237,7 @@ func newCluster(tools string, configure func(*Cluster)) (c *Cluster, err error) 
 	if err := c.writeKubeconfig(); err != nil {
 		return c, err
 	}
-	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
+	if c.Clientset, err = NewClients(c.Config); err != nil {
 		return c, err
 	}
 	kc := "--kubeconfig=" + c.Kubeconfig
