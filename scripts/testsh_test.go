@@ -83,6 +83,11 @@ func TestTestScriptRunsEveryPhase(t *testing.T) {
 					t.Errorf("no go call with %q ran:\n%s", want, calls)
 				}
 			}
+			// go vet runs once, in the lint phase, not again inside the
+			// race phase's go test.
+			if race := raceRun.FindString(string(calls)); !strings.Contains(race, " -vet=off ") {
+				t.Errorf("the race phase's go test vets again (no -vet=off): %q", race)
+			}
 			// The sdk phase runs the tests the tag adds, not the packages'
 			// whole suites again.
 			names := ""
@@ -100,6 +105,9 @@ func TestTestScriptRunsEveryPhase(t *testing.T) {
 }
 
 var sdkRun = regexp.MustCompile(`-tags sdk .*-run \^\(([^)]*)\)\$`)
+
+// raceRun is the race phase's go call.
+var raceRun = regexp.MustCompile(`(?m)^tool gotestsum .* -race .*$`)
 
 var summaryLine = regexp.MustCompile(`(?m)^(race|sdk|lint|fuzz)\s+(ok|FAILED)\s+\d+s$`)
 
