@@ -18,8 +18,8 @@ import (
 // select took, never a wait for the Pod's exit: kwok's Pods never exit,
 // and TestClusterSealedPrestartedTurn, which lost this race under a new
 // machine's load, waited out its deadline. Each round makes both ready
-// before the turn looks; a select that took the stream's end half of the
-// time would fail one of 40 rounds but once in a trillion runs.
+// before the turn looks: a turn that took the stream's end half of the
+// time would pass all 40 rounds once in a trillion runs.
 func TestTurnEndMarkBesideTheStreamsEnd(t *testing.T) {
 	f := newAPI(t)
 	e, err := NewSealed(f.core, nil, broker.NewTokens(), "", testOptions())
