@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	networkingv1client "k8s.io/client-go/kubernetes/typed/networking/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -66,12 +67,12 @@ func kubeOptions(cfg *config.Config) kubernetes.Options {
 }
 
 // KubeEngine is engine: kubernetes as serve runs it: the sealed engine,
-// and what the session engine shares with it: the client, the broker's
-// network listener (its token table, and its address and CA as workers
-// reach it) and the engine's options.
+// and what the session engine shares with it: the core/v1 client, the
+// broker's network listener (its token table, and its address and CA as
+// workers reach it) and the engine's options.
 type KubeEngine struct {
 	Sealed   *kubernetes.Sealed
-	cs       *kubeclient.Set
+	core     corev1client.CoreV1Interface
 	tokens   *broker.Tokens
 	listener wire.BrokerHello // the address and CA; each token is its own
 	opts     kubernetes.Options
@@ -145,7 +146,7 @@ func KubernetesEngine(ctx context.Context, cfg *config.Config, spec container.Sp
 			return nil, nil, err
 		}
 	}
-	return &KubeEngine{Sealed: eng, cs: cs, tokens: tokens, opts: o,
+	return &KubeEngine{Sealed: eng, core: cs.CoreV1(), tokens: tokens, opts: o,
 		listener: wire.BrokerHello{Broker: o.Broker.String(), CA: string(ca)}}, closeFn, nil
 }
 
@@ -272,7 +273,7 @@ func kubeSessionContainers(cfg *config.Config) (SessionContainers, error) {
 
 // sessions is the session engine on e's cluster: one Pod per channel.
 func (e *KubeEngine) sessions() (*kubernetes.Sessions, error) {
-	return kubernetes.NewSessions(e.cs.CoreV1(), e.opts)
+	return kubernetes.NewSessions(e.core, e.opts)
 }
 
 // sessionBroker puts a channel's broker, listening on socket, behind the

@@ -66,7 +66,8 @@ func Build(tb testing.TB, root, dir string) string {
 
 // GoBuild runs `go build -trimpath args...` in dir with CGO_ENABLED=0 and
 // env added to this process's environment, while no other GoBuild that
-// shares the build cache runs, in this process or another. The error carries the command's output.
+// shares the build cache runs, in this process or another. The error
+// carries the command's output.
 func GoBuild(ctx context.Context, dir string, env []string, args ...string) error {
 	unlock, err := lockBuilds(ctx)
 	if err != nil {
